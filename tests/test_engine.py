@@ -1,0 +1,228 @@
+"""The submission engine: immediate vs recorded, batching counts, uniform reuse, indirect dispatch,
+failed recordings, staging reuse, buffer pool, profiling, and errors raised before GPU work."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.scheduler.pool import size_class
+
+
+def test_immediate_result_matches_numpy(dev, rng):
+    a = rng.standard_normal(1000).astype(np.float32)
+    b = rng.standard_normal(1000).astype(np.float32)
+    got = wg.ops.add(wg.ops.scale(dev.tensor(a), 3.0), dev.tensor(b)).numpy()
+    # two separate kernels, each one IEEE f32 rounding: the same math in f32 numpy is bit-identical
+    np.testing.assert_array_equal(got, (a * np.float32(3.0)) + b)
+    exact = a.astype(np.float64) * 3.0 + b
+    assert np.all(np.abs(got - exact) <= 2 * np.finfo(np.float32).eps * (3 * np.abs(a) + np.abs(b)))
+
+
+def test_f16(dev, rng):
+    a = rng.standard_normal(37).astype(np.float16)
+    np.testing.assert_array_equal(wg.ops.scale(dev.tensor(a), 2.0).numpy(), a * np.float16(2))
+
+
+def _chain(x, n):
+    for i in range(n):
+        x = wg.ops.scale(x, 1.0 + (i % 3) * 0.01)
+    return x
+
+
+def test_recorded_equals_immediate_and_batches(dev, rng):
+    x = dev.tensor(rng.standard_normal(513).astype(np.float32))
+    immediate = _chain(x, 100).numpy()
+    before = dev.stats.snapshot()
+    with dev.record():
+        y = _chain(x, 100)
+    delta = dev.stats.since(before)
+    assert (delta.submits, delta.compute_passes, delta.dispatches) == (1, 1, 100)
+    # three distinct factors -> three uniform slices, uploaded in one arena write
+    assert delta.uniform_bytes_written <= 3 * dev.caps.min_uniform_offset_alignment
+    assert y.numpy().tobytes() == immediate.tobytes()
+
+
+def test_explicit_submit_and_finished_recording_raises(dev):
+    x = dev.tensor(np.ones(4, np.float32))
+    rec = dev.record()
+    with rec:
+        y = wg.ops.scale(x, 2.0)
+        rec.submit()
+    np.testing.assert_array_equal(y.numpy(), [2, 2, 2, 2])
+    with pytest.raises(wg.RecordingError, match="already submitted"):
+        rec.submit()
+    with pytest.raises(wg.RecordingError, match="already submitted"):
+        with rec:
+            pass
+
+
+def test_read_inside_recording_of_pending_output_raises(dev):
+    x = dev.tensor(np.ones(4, np.float32))
+    with dev.record():
+        y = wg.ops.scale(x, 2.0)
+        with pytest.raises(wg.RecordingError, match="written by the open recording"):
+            y.numpy()
+        np.testing.assert_array_equal(x.numpy(), [1, 1, 1, 1])  # not written by it: fine
+
+
+def test_failed_recording_submits_nothing_and_frees(dev):
+    x = dev.tensor(np.ones(64, np.float32))
+    with dev.record():  # warm the pool with the buffers this shape needs
+        _chain(x, 5)
+    before = dev.stats.snapshot()
+    free_before = dev.pool.free_count
+    with pytest.raises(ZeroDivisionError):
+        with dev.record():
+            _chain(x, 5)
+            1 / 0
+    delta = dev.stats.since(before)
+    assert delta.submits == 0 and delta.dispatches == 0
+    assert delta.buffers_created == 0
+    assert dev.pool.free_count == free_before  # the 5 outputs went back to the pool
+
+
+def test_uniform_cache_reuses_buffers(dev):
+    x = dev.tensor(np.ones(8, np.float32))
+    y = wg.ops.scale(x, 7.25)
+    before = dev.stats.snapshot()
+    for _ in range(5):
+        wg.ops.scale(x, 7.25, out=y)
+    delta = dev.stats.since(before)
+    assert delta.buffers_created == 0 and delta.uniform_bytes_written == 0 and delta.bind_groups_created == 0
+    assert delta.submits == 5
+
+
+def test_indirect_dispatch_equals_direct(dev, rng):
+    a = rng.standard_normal(3000).astype(np.float32)
+    x = dev.tensor(a)
+    groups = -(-3000 // 256)
+    args = dev.tensor(np.array([groups, 1, 1], np.uint32))
+    direct = wg.ops.scale(x, 0.5).numpy()
+    np.testing.assert_array_equal(wg.ops.scale(x, 0.5, indirect=args).numpy(), direct)
+    with dev.record():
+        y = wg.ops.scale(x, 0.5, indirect=args)
+    np.testing.assert_array_equal(y.numpy(), direct)
+    # the GPU reads the counts at dispatch time: one workgroup covers only the first 256 elements
+    dev.write(args, np.array([1, 1, 1], np.uint32))
+    z = wg.ops.scale(x, 0.5, indirect=args)
+    np.testing.assert_array_equal(z.numpy()[:256], direct[:256])
+
+
+def test_staging_buffer_is_reused(dev):
+    x = dev.tensor(np.ones(100, np.float32))
+    x.numpy()
+    before = dev.stats.snapshot()
+    for _ in range(5):
+        x.numpy()
+    delta = dev.stats.since(before)
+    assert delta.staging_buffers_created == 0 and delta.readbacks == 5
+
+
+def test_pool_reuses_dead_tensors(dev):
+    for _ in range(3):
+        dev.tensor(np.ones(1000, np.float32))
+    before = dev.stats.snapshot()
+    for _ in range(20):
+        dev.tensor(np.ones(1000, np.float32))
+    assert dev.stats.since(before).buffers_created == 0
+
+
+def test_size_class_bounds():
+    for n in [1, 15, 16, 17, 255, 257, 1000, 4096, 4097, 10**6]:
+        c = size_class(n)
+        assert c >= n and c % 16 == 0 and (n < 256 or c <= 1.25 * n + 16)
+
+
+def test_profile_table_by_label(dev):
+    x = dev.tensor(np.ones(4096, np.float32))
+    with dev.record(profile=True) as rec:
+        y = wg.ops.scale(x, 2.0)
+        wg.ops.add(y, y)
+        wg.ops.scale(y, 3.0)
+    table = rec.profile()
+    assert {r.label: r.count for r in table.rows} == {"scale": 2, "add": 1}
+    assert all(r.total_us >= 0 for r in table.rows)
+    assert "scale" in str(table)
+
+
+def test_reshape_is_a_view(dev):
+    x = dev.tensor(np.arange(12, dtype=np.float32))
+    v = x.reshape(3, -1)
+    assert v.shape == (3, 4) and v.buffer is x.buffer
+    np.testing.assert_array_equal(v.numpy(), np.arange(12).reshape(3, 4))
+    with pytest.raises(wg.ShapeError, match=r"cannot reshape \(12,\)"):
+        x.reshape(5, 2)
+
+
+# ---- errors before any GPU work ----
+
+def _no_gpu_work(dev, fn, exc, match):
+    before = dev.stats.snapshot()
+    with pytest.raises(exc, match=match):
+        fn()
+    delta = dev.stats.since(before)
+    assert delta.submits == 0 and delta.dispatches == 0
+
+
+def test_wrong_dtype(dev):
+    x = dev.tensor(np.ones(4, np.uint32))
+    _no_gpu_work(dev, lambda: wg.ops.scale(x, 2.0), wg.DtypeError, "scale has no kernel for dtype u32")
+    f = dev.tensor(np.ones(4, np.float32))
+    h = dev.tensor(np.ones(4, np.float16))
+    _no_gpu_work(dev, lambda: wg.ops.add(f, h), wg.DtypeError, "dtypes f32 and f16 differ")
+    _no_gpu_work(dev, lambda: dev.tensor(np.ones(3, np.int64)), wg.DtypeError, "numpy dtype int64")
+
+
+def test_wrong_shape(dev):
+    a = dev.tensor(np.ones(4, np.float32))
+    b = dev.tensor(np.ones(5, np.float32))
+    _no_gpu_work(dev, lambda: wg.ops.add(a, b), wg.ShapeError, r"shapes \(4,\) and \(5,\) differ")
+    _no_gpu_work(dev, lambda: wg.ops.scale(a, 2.0, out=b), wg.ShapeError, r"out= has shape \(5,\)")
+
+
+def test_foreign_device(dev):
+    other = wg.Device()
+    a = dev.tensor(np.ones(4, np.float32))
+    b = other.tensor(np.ones(4, np.float32))
+    _no_gpu_work(dev, lambda: wg.ops.add(a, b), wg.DeviceError, "inputs live on different devices")
+    _no_gpu_work(dev, lambda: wg.ops.scale(a, 1.0, out=b), wg.DeviceError, "belongs to another device")
+
+
+def test_aliasing_read_and_write(dev):
+    a = dev.tensor(np.ones(4, np.float32))
+    _no_gpu_work(dev, lambda: wg.ops.scale(a, 2.0, out=a), wg.AliasingError,
+                 r"bound to y \(read_write\) and to x")
+
+
+def test_workgroups_above_limit(dev):
+    from wgraph.ops.core import EncodeContext
+
+    ctx = EncodeContext(dev)
+    a = dev.tensor(np.ones(4, np.float32))
+    b = dev.empty((4,), "f32")
+    limit = dev.caps.max_workgroups_per_dim
+    with pytest.raises(wg.LimitError, match=f"exceed the device limit of {limit}"):
+        ctx.dispatch("scale_f32", uniforms={"n": 4, "factor": 1.0}, bindings={"x": a, "y": b},
+                     workgroups=(limit + 1, 1, 1))
+    assert ctx.grid(3 * limit)[0] <= limit  # grid() splits large counts into two dimensions
+
+
+def test_large_tensor_uses_2d_grid(dev):
+    n = 256 * 65535 + 1000  # more workgroups than one dimension allows
+    x = dev.tensor(np.ones(n, np.float32))
+    y = wg.ops.scale(x, 2.0).numpy()
+    assert y.shape == (n,) and np.all(y == 2.0)
+
+
+def test_device_lost_and_recreated():
+    d = wg.Device()
+    x = d.tensor(np.ones(4, np.float32))
+    epoch = d.epoch
+    d.destroy()
+    with pytest.raises(wg.DeviceError, match="is lost or destroyed"):
+        wg.ops.scale(x, 2.0)
+    d.recreate()
+    assert d.epoch != epoch
+    with pytest.raises(wg.DeviceError, match="re-created"):
+        wg.ops.scale(x, 2.0)
+    np.testing.assert_array_equal(wg.ops.scale(d.tensor(np.ones(4, np.float32)), 2.0).numpy(), [2, 2, 2, 2])

@@ -1,0 +1,91 @@
+"""The shader registry: loading, derived facts, and every error it promises."""
+
+import textwrap
+
+import pytest
+
+from wgraph.errors import RegistryError
+from wgraph.scheduler.registry import load_registry, registry
+
+SHADER = """
+struct P { n: u32, f: f32 }
+@group(0) @binding(0) var<uniform> params: P;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> y: array<{{T}}>;
+const TILE: u32 = 16u;
+var<workgroup> tile: array<f32, TILE * 4u>;
+var<workgroup> acc: vec4<f32>;
+@compute @workgroup_size({{WORKGROUP_SIZE}})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) { y[gid.x] = x[gid.x] * {{T}}(params.f); }
+"""
+
+
+def write(tmp_path, toml, shader=SHADER, name="k.wgsl"):
+    (tmp_path / name).write_text(shader)
+    (tmp_path / "registry.toml").write_text(textwrap.dedent(toml))
+    return load_registry(tmp_path / "registry.toml", tmp_path)
+
+
+GOOD = """
+[variants.k_f32]
+op = "test"
+file = "k.wgsl"
+entry = "main"
+workgroup_size = [64]
+output_dtype = "f32"
+defines = { T = "f32" }
+limits = { max_n = 99 }
+planner_fact = "kept"
+"""
+
+
+def test_loads_and_derives_facts(tmp_path):
+    k = write(tmp_path, GOOD)["k_f32"]
+    assert k.workgroup_size == (64, 1, 1)
+    assert [(b.binding, b.name, b.space, b.access) for b in k.bindings] == [
+        (0, "params", "uniform", "read"), (1, "x", "storage", "read"), (2, "y", "storage", "read_write")]
+    assert [(f.name, f.offset) for f in k.uniform.fields] == [("n", 0), ("f", 4)]
+    assert k.uniform.size == 16
+    # 16*4 f32 = 256 bytes, plus a vec4<f32> = 16 bytes
+    assert k.workgroup_memory == 256 + 16
+    assert k.limits["max_n"] == 99 and k.facts["planner_fact"] == "kept"
+    assert "array<f32>" in k.source and "{{" not in k.source
+
+
+@pytest.mark.parametrize("change, message", [
+    (('file = "k.wgsl"', 'file = "nope.wgsl"'), "does not exist"),
+    (('entry = "main"', 'entry = "other"'), "entry point 'other' not found"),
+    (("workgroup_size = [64]", "workgroup_size = [0]"), "positive integers"),
+    (('defines = { T = "f32" }', "defines = {}"), "placeholder {{T}} has no value"),
+    (('output_dtype = "f32"', 'output_dtype = "f64"'), "output_dtype"),
+    (('op = "test"', 'op = "test"\nfeatures = ["warp-drive"]'), "unknown feature"),
+    (('op = "test"\n', ""), "missing key 'op'"),
+    (("[variants.k_f32]", "[variants.k_f32"), "not valid TOML"),
+])
+def test_errors(tmp_path, change, message):
+    with pytest.raises(RegistryError, match=message.replace("{", r"\{").replace("(", r"\(")):
+        write(tmp_path, GOOD.replace(*change))
+
+
+def test_workgroup_size_must_match_shader(tmp_path):
+    shader = SHADER.replace("{{WORKGROUP_SIZE}}", "32")
+    with pytest.raises(RegistryError, match=r"registry workgroup_size \(64, 1, 1\) but k.wgsl declares \(32, 1, 1\)"):
+        write(tmp_path, GOOD, shader)
+
+
+def test_include_and_missing_include(tmp_path):
+    (tmp_path / "common.wgsl").write_text("fn twice(a: f32) -> f32 { return 2.0 * a; }\n")
+    k = write(tmp_path, GOOD, "//!include common.wgsl\n" + SHADER)["k_f32"]
+    assert "fn twice" in k.source
+    with pytest.raises(RegistryError, match="included file missing.wgsl does not exist"):
+        write(tmp_path, GOOD, "//!include missing.wgsl\n" + SHADER)
+
+
+def test_package_registry_compiles_on_device(dev):
+    """Every variant the package ships compiles into a pipeline where the device has its features."""
+    compiled = 0
+    for k in registry().values():
+        if set(k.features) <= dev.caps.features and k.workgroup_memory <= dev.caps.max_workgroup_storage:
+            dev.pipelines.get(k)
+            compiled += 1
+    assert compiled >= 4

@@ -1,0 +1,361 @@
+"""The device: adapter choice, features and limits, capabilities, caches, counters, upload and readback."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+
+import attrs
+import numpy as np
+import wgpu
+
+from wgraph.dtypes import dtype_info, dtype_of_numpy
+from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
+from wgraph.scheduler.batch import Recording, align4, encode_items
+from wgraph.scheduler.pipelines import BindGroupCache, PipelineCache
+from wgraph.scheduler.pool import BufferPool
+from wgraph.scheduler.registry import KNOWN_FEATURES
+from wgraph.scheduler.uniforms import UniformCache
+from wgraph.tensor import Tensor, TensorSpec
+
+TENSOR_USAGE = (
+    wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.INDIRECT
+)
+UNIFORM_USAGE = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+
+_epochs = itertools.count(1)
+
+
+@attrs.frozen
+class Caps:
+    """What the device can do: the facts the planners decide on."""
+
+    adapter_name: str
+    backend: str = "unknown"
+    has_f16: bool = False
+    has_subgroups: bool = False
+    has_timestamps: bool = False
+    has_timestamps_inside_passes: bool = False
+    subgroup_min_size: int = 0
+    subgroup_max_size: int = 0
+    max_workgroup_storage: int = 16384
+    max_workgroups_per_dim: int = 65535
+    max_invocations_per_workgroup: int = 256
+    max_storage_binding_size: int = 128 << 20
+    max_buffer_size: int = 256 << 20
+    min_uniform_offset_alignment: int = 256
+
+    @classmethod
+    def synthetic(cls, **facts) -> Caps:
+        """Caps for planner tests: WebGPU's default limits unless `facts` say otherwise."""
+        return cls(adapter_name=facts.pop("adapter_name", "synthetic"), **facts)
+
+    @property
+    def features(self) -> frozenset[str]:
+        names = {"shader-f16": self.has_f16, "subgroup": self.has_subgroups, "timestamp-query": self.has_timestamps,
+                 "timestamp-query-inside-passes": self.has_timestamps_inside_passes}
+        return frozenset(k for k, v in names.items() if v)
+
+
+@attrs.define
+class Stats:
+    """Counters of GPU work. Tests diff two snapshots to prove what a call did."""
+
+    submits: int = 0
+    compute_passes: int = 0
+    dispatches: int = 0
+    copies: int = 0
+    uniform_bytes_written: int = 0
+    buffers_created: int = 0
+    buffers_destroyed: int = 0
+    pipelines_created: int = 0
+    bind_groups_created: int = 0
+    readbacks: int = 0
+    staging_buffers_created: int = 0
+
+    def snapshot(self) -> Stats:
+        return attrs.evolve(self)
+
+    def since(self, before: Stats) -> Stats:
+        return Stats(**{k: getattr(self, k) - getattr(before, k) for k in attrs.asdict(self)})
+
+    @property
+    def live_buffers(self) -> int:
+        return self.buffers_created - self.buffers_destroyed
+
+
+def _info_int(info, suffix: str) -> int:
+    # wgpu-py 0.32 spells the subgroup size keys "stackgroup_*"; accept either spelling.
+    for key in (f"subgroup_{suffix}", f"stackgroup_{suffix}"):
+        if info.get(key):
+            return int(info[key])
+    return 0
+
+
+def _choose_adapter(power_preference: str):
+    wanted = os.environ.get("WGRAPH_ADAPTER")
+    if wanted:
+        adapters = wgpu.gpu.enumerate_adapters_sync()
+        for a in adapters:
+            if wanted.lower() in a.summary.lower():
+                return a
+        raise DeviceError(f"WGRAPH_ADAPTER={wanted!r} matches none of: {[a.summary for a in adapters]}")
+    adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+    if adapter is None:
+        raise DeviceError("no WebGPU adapter found (on a machine without a GPU, install mesa-vulkan-drivers)")
+    return adapter
+
+
+class Device:
+    """A WebGPU device with every feature wgraph can use that the adapter has, at the adapter's limits.
+
+    `epoch` changes whenever the underlying device is replaced; every cache is keyed on it.
+    """
+
+    def __init__(self, power_preference: str = "high-performance", adapter=None):
+        self.adapter = adapter or _choose_adapter(power_preference)
+        self.stats = Stats()
+        self._local = threading.local()
+        self._serial = 0  # submissions made
+        self._completed = 0  # submissions known to be finished on the GPU
+        self._open()
+
+    # ---- lifetime ----
+
+    def _open(self):
+        adapter = self.adapter
+        features = [f for f in KNOWN_FEATURES if f in adapter.features]
+        limits = {k: v for k, v in adapter.limits.items()}
+        self.wgpu = adapter.request_device_sync(label="wgraph", required_features=features, required_limits=limits)
+        self.epoch = next(_epochs)
+        self.lost = False
+        info = adapter.info
+        lim = self.wgpu.limits
+        self.caps = Caps(
+            adapter_name=adapter.summary,
+            backend=str(info.get("backend_type", "unknown")),
+            has_f16="shader-f16" in features,
+            has_subgroups="subgroup" in features,
+            has_timestamps="timestamp-query" in features,
+            has_timestamps_inside_passes="timestamp-query-inside-passes" in features,
+            subgroup_min_size=_info_int(info, "min_size"),
+            subgroup_max_size=_info_int(info, "max_size"),
+            max_workgroup_storage=lim["max-compute-workgroup-storage-size"],
+            max_workgroups_per_dim=lim["max-compute-workgroups-per-dimension"],
+            max_invocations_per_workgroup=lim["max-compute-invocations-per-workgroup"],
+            max_storage_binding_size=lim["max-storage-buffer-binding-size"],
+            max_buffer_size=lim["max-buffer-size"],
+            min_uniform_offset_alignment=lim["min-uniform-buffer-offset-alignment"],
+        )
+        self.pipelines = PipelineCache(self)
+        self.bind_groups = BindGroupCache(self)
+        self.pool = BufferPool(self._create_buffer, self._destroy_buffer)
+        self.uniform_cache = UniformCache(self._create_uniform_with, self._release_uniform)
+        self._staging = None
+        self._fallbacks: dict = {}
+
+    def destroy(self):
+        """Destroy the underlying device (as a device loss does). Every later call raises DeviceError."""
+        if not self.lost:
+            self.lost = True
+            self.wgpu.destroy()
+
+    def recreate(self):
+        """Replace a lost device with a new one: a new epoch, and every cache, buffer and tensor of the old
+        one invalid (using an old tensor raises DeviceError)."""
+        if not self.lost:
+            self.destroy()
+        self._open()
+
+    def check_alive(self):
+        if self.lost:
+            raise DeviceError(
+                f"device {self.caps.adapter_name!r} (epoch {self.epoch}) is lost or destroyed; call dev.recreate()"
+            )
+
+    # ---- buffers ----
+
+    def _create_buffer(self, size: int, usage: int):
+        self.stats.buffers_created += 1
+        buf = self.wgpu.create_buffer(size=size, usage=usage, label="wgraph")
+        buf._wgraph_epoch = self.epoch
+        return buf
+
+    def _destroy_buffer(self, buf):
+        self.bind_groups.forget_buffer(buf)
+        self.stats.buffers_destroyed += 1
+        if getattr(buf, "_wgraph_epoch", None) == self.epoch and not self.lost:
+            buf.destroy()
+
+    def _release_buffer(self, buf):
+        """A tensor died: its buffer goes back to the pool (if it belongs to this epoch)."""
+        if getattr(buf, "_wgraph_epoch", None) != self.epoch or self.lost:
+            self.stats.buffers_destroyed += 1
+            return
+        self.pool.release(buf, TENSOR_USAGE, self._serial)
+
+    def _acquire_uniform(self, nbytes: int):
+        buf = self.pool.acquire(nbytes, UNIFORM_USAGE)
+        buf._wgraph_epoch = self.epoch
+        return buf
+
+    def _release_uniform(self, buf):
+        if getattr(buf, "_wgraph_epoch", None) == self.epoch and not self.lost:
+            self.pool.release(buf, UNIFORM_USAGE, self._serial)
+
+    def _create_uniform_with(self, data: bytes):
+        buf = self._acquire_uniform(len(data))
+        self.wgpu.queue.write_buffer(buf, 0, data)
+        self.stats.uniform_bytes_written += len(data)
+        return buf
+
+    def empty(self, shape, dtype: str = "f32", label: str = "") -> Tensor:
+        """A tensor with uninitialised contents (pooled storage)."""
+        self.check_alive()
+        spec = TensorSpec(shape, dtype)
+        if spec.nbytes > self.caps.max_storage_binding_size:
+            raise LimitError(
+                f"tensor {spec.shape} {dtype} is {spec.nbytes} bytes; the device binds at most "
+                f"{self.caps.max_storage_binding_size} bytes per storage buffer"
+            )
+        buf = self.pool.acquire(spec.nbytes, TENSOR_USAGE)
+        buf._wgraph_epoch = self.epoch
+        return Tensor(self, buf, spec, label)
+
+    def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
+        """Upload a numpy array (f32, f16, u32, i32; int8/uint8 data packed with dtypes.pack_bytes_u32)."""
+        array = np.asarray(array)
+        if dtype is None:
+            dtype = "f32" if array.dtype == np.float64 else dtype_of_numpy(array.dtype)
+        if dtype == "f16" and not self.caps.has_f16:
+            raise UnsupportedError(f"dtype f16 needs the shader-f16 feature, which {self.caps.adapter_name!r} lacks")
+        data = np.ascontiguousarray(array, dtype=dtype_info(dtype).numpy)
+        t = self.empty(data.shape, dtype, label)
+        self.write(t, data)
+        return t
+
+    def write(self, tensor: Tensor, array):
+        """Overwrite a tensor's contents from a numpy array of the same size (queue-ordered)."""
+        self.check_tensor(tensor)
+        data = np.ascontiguousarray(np.asarray(array), dtype=dtype_info(tensor.dtype).numpy)
+        if data.size != tensor.size:
+            raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")
+        raw = data.tobytes()
+        if len(raw) % 4:
+            raw += b"\0" * (4 - len(raw) % 4)
+        if raw:
+            self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
+
+    def check_tensor(self, tensor: Tensor):
+        """DeviceError unless `tensor` lives on this device in its current epoch."""
+        self.check_alive()
+        if tensor.device is not self:
+            raise DeviceError(f"{tensor!r} belongs to another device ({tensor.device.caps.adapter_name!r})")
+        if getattr(tensor.buffer, "_wgraph_epoch", None) != self.epoch:
+            raise DeviceError(f"{tensor!r} was made before the device was re-created (epoch changed)")
+
+    def fallback(self, name: str, nbytes: int = 4) -> Tensor:
+        """A small zero-filled tensor bound where a kernel's optional input is absent, one per epoch."""
+        key = (name, nbytes, self.epoch)
+        t = self._fallbacks.get(key)
+        if t is None:
+            t = self.tensor(np.zeros(nbytes // 4, np.uint32), "u32", label=f"fallback.{name}")
+            self._fallbacks[key] = t
+        return t
+
+    # ---- submission ----
+
+    def record(self, profile: bool = False) -> Recording:
+        """A recording: `with dev.record() as rec:` makes op calls on this thread append instead of submit."""
+        self.check_alive()
+        return Recording(self, profile=profile)
+
+    @property
+    def recording(self) -> Recording | None:
+        """The recording open on this thread, if any."""
+        stack = getattr(self._local, "stack", None)
+        return stack[-1] if stack else None
+
+    def _push_recording(self, rec: Recording):
+        stack = self._local.__dict__.setdefault("stack", [])
+        if stack:
+            raise RecordingError("a recording is already open on this thread; nested recordings are not supported")
+        stack.append(rec)
+
+    def _pop_recording(self, rec: Recording):
+        stack = self._local.__dict__.get("stack", [])
+        if stack and stack[-1] is rec:
+            stack.pop()
+
+    def run(self, items):
+        """Append to the open recording, or submit now: the immediate path, one submit for `items`."""
+        self.check_alive()
+        rec = self.recording
+        if rec is not None:
+            for item in items:
+                rec.append(item)
+            return
+        slots = []
+        for item in items:
+            if getattr(item, "kernel", None) is not None and item.kernel.uniform is not None:
+                buf, _created = self.uniform_cache.get(item.uniforms)
+                slots.append((buf, 0))
+            else:
+                slots.append(None)
+        encoder = self.wgpu.create_command_encoder(label="wgraph.immediate")
+        encode_items(self, encoder, items, slots)
+        self._submit(encoder.finish())
+
+    def _submit(self, command_buffer):
+        self.wgpu.queue.submit([command_buffer])
+        self._serial += 1
+        self.stats.submits += 1
+
+    def read(self, tensor: Tensor) -> np.ndarray:
+        """Download a tensor through the device's reused MAP_READ staging buffer."""
+        self.check_tensor(tensor)
+        rec = self.recording
+        if rec is not None and rec.writes(tensor):
+            raise RecordingError(f"{tensor!r} is written by the open recording; read it after the recording submits")
+        info = dtype_info(tensor.dtype)
+        nbytes = align4(tensor.nbytes)
+        if nbytes == 0:
+            return np.zeros(tensor.shape, info.numpy)
+        if self._staging is None or self._staging.size < nbytes:
+            size = max(256, 1 << (nbytes - 1).bit_length())
+            self._staging = self.wgpu.create_buffer(
+                size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST, label="wgraph.staging"
+            )
+            self.stats.staging_buffers_created += 1
+        encoder = self.wgpu.create_command_encoder(label="wgraph.readback")
+        encoder.copy_buffer_to_buffer(tensor.buffer, 0, self._staging, 0, nbytes)
+        self._submit(encoder.finish())
+        self._staging.map_sync(wgpu.MapMode.READ, 0, nbytes)
+        data = self._staging.read_mapped(0, nbytes, copy=True)
+        self._staging.unmap()
+        self._completed = self._serial  # the map waited for every earlier submission
+        self.pool.collect(self._completed)
+        self.stats.readbacks += 1
+        return np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape).copy()
+
+    def sync(self):
+        """Wait until the GPU has finished everything submitted so far."""
+        self.read(self.fallback("sync"))
+
+    def __repr__(self) -> str:
+        return f"Device({self.caps.adapter_name!r}, epoch={self.epoch})"
+
+
+_default: Device | None = None
+_default_lock = threading.Lock()
+
+
+def default_device() -> Device:
+    """The process-wide device, created on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Device()
+        return _default
+

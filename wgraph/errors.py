@@ -1,0 +1,41 @@
+"""Exceptions raised by wgraph. Every one is raised before GPU work and names the bad value and the limit."""
+
+
+class WgraphError(Exception):
+    """Base class of every error wgraph raises on purpose."""
+
+
+class ShapeError(WgraphError, ValueError):
+    """A tensor's shape does not fit the op."""
+
+
+class DtypeError(WgraphError, TypeError):
+    """A tensor's dtype is not one the op or kernel accepts."""
+
+
+class UnsupportedError(WgraphError):
+    """The device lacks a feature the request needs (for example shader-f16)."""
+
+
+class LimitError(WgraphError, ValueError):
+    """A size is above a device or kernel limit."""
+
+
+class PlanError(WgraphError):
+    """No kernel fits the request, or a forced kernel does not fit it."""
+
+
+class DeviceError(WgraphError):
+    """A tensor from another device, or a device that is lost or destroyed."""
+
+
+class RecordingError(WgraphError):
+    """A recording used after it was submitted or discarded, or nested wrongly."""
+
+
+class AliasingError(WgraphError, ValueError):
+    """One buffer bound for writing and for another binding in the same dispatch."""
+
+
+class RegistryError(WgraphError):
+    """The shader registry or a WGSL file is inconsistent."""

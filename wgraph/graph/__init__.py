@@ -1,0 +1,1 @@
+"""Graphs of ops: build with symbols, compile once, replay with new inputs."""

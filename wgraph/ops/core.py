@@ -1,0 +1,160 @@
+"""The one path every op call takes: validate (infer), allocate, plan dispatches (encode), then submit now,
+append to the open recording, or — given graph symbols — add a node to their graph."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+
+from wgraph.errors import AliasingError, DeviceError, DtypeError, LimitError, PlanError, ShapeError, UnsupportedError
+from wgraph.scheduler.dispatch import Dispatch
+from wgraph.scheduler.pipelines import storage_binding_size
+from wgraph.scheduler.registry import kernel as lookup_kernel
+from wgraph.scheduler.uniforms import pack_uniforms
+from wgraph.tensor import Tensor, TensorSpec
+
+
+@attrs.frozen
+class OpDef:
+    """An op: `infer(params, input specs) -> output specs` validates; `encode(ctx, params, inputs, outputs)`
+    returns the dispatches. Neither does GPU work."""
+
+    name: str
+    infer: Callable[[Any, tuple], tuple[TensorSpec, ...]]
+    encode: Callable[..., list]
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    """Make an op known by name (graphs serialise ops by name)."""
+    if op.name in OPS and OPS[op.name] is not op:
+        raise ValueError(f"op {op.name!r} is registered twice")
+    OPS[op.name] = op
+    return op
+
+
+def ceil_div(n: int, d: int) -> int:
+    return -(-int(n) // int(d))
+
+
+class EncodeContext:
+    """What `encode` functions build dispatches with."""
+
+    def __init__(self, device):
+        self.device = device
+        self.caps = device.caps
+
+    def scratch(self, shape, dtype: str, label: str = "scratch") -> Tensor:
+        """A temporary tensor that lives as long as the dispatches that bind it."""
+        return self.device.empty(shape, dtype, label)
+
+    def fallback(self, name: str, nbytes: int = 4) -> Tensor:
+        """A zero-filled dummy for an optional binding that is not used."""
+        return self.device.fallback(name, nbytes)
+
+    def grid(self, groups: int) -> tuple[int, int, int]:
+        """`groups` workgroups as (x, y, 1) with x within the device limit (kernels rebuild the flat index)."""
+        limit = self.caps.max_workgroups_per_dim
+        if groups <= limit:
+            return (max(1, groups), 1, 1)
+        y = ceil_div(groups, limit)
+        return (ceil_div(groups, y), y, 1)
+
+    def dispatch(self, variant: str, *, uniforms: dict | None = None, bindings: dict, workgroups=None,
+                 indirect=None, label: str = "") -> Dispatch:
+        """A checked Dispatch of registry `variant`; errors name the variant, binding and limit."""
+        k = lookup_kernel(variant)
+        missing_features = sorted(set(k.features) - self.caps.features)
+        if missing_features:
+            raise UnsupportedError(f"kernel {variant} needs features {missing_features}, which {self.caps.adapter_name!r} lacks")
+        if k.workgroup_memory > self.caps.max_workgroup_storage:
+            raise LimitError(f"kernel {variant} declares {k.workgroup_memory} bytes of workgroup memory; "
+                             f"the device allows {self.caps.max_workgroup_storage}")
+        if k.uniform is not None:
+            packed = pack_uniforms(k.uniform, uniforms or {})
+        elif uniforms:
+            raise PlanError(f"kernel {variant} has no uniform struct but got uniforms {sorted(uniforms)}")
+        else:
+            packed = b""
+        declared = {b.name: b for b in k.storage_bindings}
+        if set(bindings) != set(declared):
+            raise PlanError(f"kernel {variant}: bindings {sorted(bindings)} do not match the shader's {sorted(declared)}")
+        for name, t in bindings.items():
+            if not isinstance(t, Tensor):
+                raise PlanError(f"kernel {variant}: binding {name} must be a Tensor, got {type(t).__name__}")
+            self.device.check_tensor(t)
+            if storage_binding_size(t.nbytes) > self.caps.max_storage_binding_size:
+                raise LimitError(f"kernel {variant}: binding {name} is {t.nbytes} bytes; the device binds at most "
+                                 f"{self.caps.max_storage_binding_size}")
+        for name, b in declared.items():
+            if not b.writes:
+                continue
+            for other, t in bindings.items():
+                if other != name and t.buffer is bindings[name].buffer:
+                    raise AliasingError(f"kernel {variant}: one buffer is bound to {name} (read_write) and to {other}")
+        if (workgroups is None) == (indirect is None):
+            raise PlanError(f"kernel {variant}: give exactly one of workgroups= and indirect=")
+        if workgroups is not None:
+            workgroups = tuple(int(w) for w in workgroups) + (1,) * (3 - len(workgroups))
+            limit = self.caps.max_workgroups_per_dim
+            if any(w < 0 for w in workgroups) or any(w > limit for w in workgroups):
+                raise LimitError(f"kernel {variant}: workgroups {workgroups} exceed the device limit of {limit} per dimension")
+        else:
+            args, offset = indirect
+            self.device.check_tensor(args)
+            if args.dtype != "u32" or offset % 4 or offset + 12 > args.nbytes:
+                raise PlanError(f"kernel {variant}: indirect args need a u32 tensor with 3 values at a 4-byte aligned "
+                                f"offset; got {args!r} at offset {offset}")
+        ordered = tuple((b, bindings[b.name]) for b in k.storage_bindings)
+        return Dispatch(k, packed, ordered, workgroups, indirect, label or variant)
+
+
+def _spec(x) -> TensorSpec | None:
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return x.spec
+    raise ShapeError(f"expected a Tensor (or a graph value), got {type(x).__name__}")
+
+
+def apply(op: OpDef, params, inputs: tuple, out=None):
+    """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s)."""
+    for x in inputs:
+        if getattr(x, "_wgraph_symbol_", False):
+            return x.graph.add_op(op, params, inputs, out=out)
+    specs = tuple(_spec(x) for x in inputs)
+    tensors = [x for x in inputs if x is not None]
+    if not tensors:
+        raise ShapeError(f"{op.name}: no tensor inputs")
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device is not device:
+            raise DeviceError(f"{op.name}: inputs live on different devices ({device!r} and {t.device!r})")
+    out_specs = tuple(op.infer(params, specs))
+    outputs = _outputs(op, device, out_specs, out)
+    for t in tensors:
+        device.check_tensor(t)
+    dispatches = op.encode(EncodeContext(device), params, tuple(inputs), outputs)
+    device.run(dispatches)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
+    if out is None:
+        return tuple(device.empty(s.shape, s.dtype, label=f"{op.name}.out{i}") for i, s in enumerate(specs))
+    given = (out,) if isinstance(out, Tensor) else tuple(out)
+    if len(given) != len(specs):
+        raise ShapeError(f"{op.name}: out= has {len(given)} tensors, the op makes {len(specs)}")
+    for t, s in zip(given, specs):
+        if not isinstance(t, Tensor):
+            raise ShapeError(f"{op.name}: out= must be Tensor(s), got {type(t).__name__}")
+        if t.device is not device:
+            raise DeviceError(f"{op.name}: out= {t!r} belongs to another device")
+        if t.dtype != s.dtype:
+            raise DtypeError(f"{op.name}: out= has dtype {t.dtype}, the op makes {s.dtype}")
+        if t.shape != s.shape:
+            raise ShapeError(f"{op.name}: out= has shape {t.shape}, the op makes {s.shape}")
+    return given

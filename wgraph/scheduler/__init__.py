@@ -1,0 +1,1 @@
+"""Planning and submission: registry, uniforms, pipelines, buffer pool, dispatches and batches."""

@@ -1,0 +1,44 @@
+"""The commands a batch encodes: a kernel dispatch and a buffer copy. Plain data, built before GPU work."""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph.scheduler.registry import Kernel
+from wgraph.scheduler.wgsl import BindingDecl
+
+
+@attrs.frozen(eq=False)
+class Dispatch:
+    """One dispatch of `kernel`: packed uniform bytes, tensors per storage binding, and either direct
+    workgroup counts or an indirect-args tensor with a byte offset (three u32: x, y, z)."""
+
+    kernel: Kernel
+    uniforms: bytes
+    bindings: tuple[tuple[BindingDecl, object], ...]  # (declaration, Tensor) in binding order
+    workgroups: tuple[int, int, int] | None = None
+    indirect: tuple[object, int] | None = None
+    label: str = ""
+
+    @property
+    def tensors(self) -> tuple:
+        return tuple(t for _, t in self.bindings)
+
+    def writes(self) -> tuple:
+        return tuple(t for b, t in self.bindings if b.writes)
+
+
+@attrs.frozen(eq=False)
+class Copy:
+    """Copy `nbytes` from one tensor's buffer to another's (ends a compute pass)."""
+
+    src: object
+    dst: object
+    nbytes: int
+    src_offset: int = 0
+    dst_offset: int = 0
+    label: str = "copy"
+
+    @property
+    def tensors(self) -> tuple:
+        return (self.src, self.dst)

@@ -1,0 +1,195 @@
+"""Reading WGSL source: placeholder substitution, includes, and the facts wgraph derives from a shader
+(bindings, uniform struct layout, entry points, workgroup memory). The shader is the source of truth."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+
+from wgraph.errors import RegistryError
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_INCLUDE = re.compile(r"^[ \t]*//!include[ \t]+(\S+)[ \t]*$", re.M)
+_COMMENT = re.compile(r"//[^\n]*")
+_BINDING = re.compile(
+    r"@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);"
+)
+_STRUCT = re.compile(r"struct\s+(\w+)\s*\{([^}]*)\}")
+_FIELD = re.compile(r"(?:@\w+\([^)]*\)\s*)*(\w+)\s*:\s*([\w<>,\s]+?)\s*(?:,|$)")
+_ENTRY = re.compile(r"@compute\s+@workgroup_size\(([^)]*)\)\s*fn\s+(\w+)")
+_CONST = re.compile(r"\bconst\s+(\w+)\s*(?::\s*\w+\s*)?=\s*([^;]+);")
+_WORKGROUP_VAR = re.compile(r"var\s*<\s*workgroup\s*>\s*(\w+)\s*:\s*([^;]+);")
+
+
+def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: str) -> str:
+    """Inline `//!include` lines, then replace every `{{NAME}}`; an unknown NAME is an error."""
+    seen: set[str] = set()
+
+    def inline(match: re.Match) -> str:
+        name = match.group(1)
+        if name in seen:
+            raise RegistryError(f"{origin}: {name} is included twice (or recursively)")
+        seen.add(name)
+        path = include_dir / name
+        if not path.is_file():
+            raise RegistryError(f"{origin}: included file {name} does not exist in {include_dir}")
+        return _INCLUDE.sub(inline, path.read_text())
+
+    text = _INCLUDE.sub(inline, text)
+
+    def substitute(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in defines:
+            raise RegistryError(f"{origin}: placeholder {{{{{name}}}}} has no value; defined: {sorted(defines)}")
+        return str(defines[name])
+
+    return _PLACEHOLDER.sub(substitute, text)
+
+
+@attrs.frozen
+class BindingDecl:
+    """One `@group(0) @binding(n) var<...> name: type;` of a shader."""
+
+    binding: int
+    name: str
+    space: str  # "uniform" or "storage"
+    access: str  # "read", "read_write" (uniforms: "read")
+    type: str
+
+    @property
+    def writes(self) -> bool:
+        return self.access == "read_write"
+
+
+def strip_comments(text: str) -> str:
+    return _COMMENT.sub("", text)
+
+
+def parse_bindings(text: str, origin: str) -> tuple[BindingDecl, ...]:
+    decls = []
+    for group, binding, space, access, name, type_ in _BINDING.findall(strip_comments(text)):
+        if int(group) != 0:
+            raise RegistryError(f"{origin}: binding {name} is in group {group}; wgraph kernels use group 0 only")
+        if space not in ("uniform", "storage"):
+            raise RegistryError(f"{origin}: binding {name} has address space {space}; use uniform or storage")
+        decls.append(BindingDecl(int(binding), name, space, access or "read", type_.strip()))
+    decls.sort(key=lambda d: d.binding)
+    numbers = [d.binding for d in decls]
+    if len(set(numbers)) != len(numbers):
+        raise RegistryError(f"{origin}: duplicate binding numbers {numbers}")
+    return tuple(decls)
+
+
+def parse_entry_points(text: str) -> dict[str, str]:
+    """Entry point name -> its @workgroup_size argument text."""
+    return {name: size.strip() for size, name in _ENTRY.findall(strip_comments(text))}
+
+
+def parse_consts(text: str) -> dict[str, int]:
+    """Module-scope `const` values that are integer expressions of literals and earlier consts."""
+    values: dict[str, int] = {}
+    for name, expr in _CONST.findall(strip_comments(text)):
+        value = eval_int(expr, values)
+        if value is not None:
+            values[name] = value
+    return values
+
+
+_INT_LITERAL = re.compile(r"\b(\d+)[ui]?\b")
+
+
+def eval_int(expr: str, consts: dict[str, int]) -> int | None:
+    """Evaluate an integer expression of literals, consts and + - * / ( ); None if it is anything else."""
+    expr = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(consts[m.group(0)]) if m.group(0) in consts else "?", expr)
+    expr = _INT_LITERAL.sub(r"\1", expr)
+    if not re.fullmatch(r"[\d\s+\-*/()]+", expr):
+        return None
+    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}))  # only digits and operators remain
+
+
+# ---- layout by WGSL's rules (https://www.w3.org/TR/WGSL/#alignment-and-size) ----
+
+_SCALARS = {"f32": (4, 4), "u32": (4, 4), "i32": (4, 4), "f16": (2, 2)}
+
+
+@attrs.frozen
+class FieldLayout:
+    name: str
+    type: str
+    offset: int
+    size: int
+
+
+@attrs.frozen
+class StructLayout:
+    """Field offsets of a WGSL struct; `size` is rounded to 16 bytes so it can back a uniform binding."""
+
+    name: str
+    fields: tuple[FieldLayout, ...]
+    size: int
+
+    def field(self, name: str) -> FieldLayout:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+def parse_structs(text: str) -> dict[str, list[tuple[str, str]]]:
+    structs = {}
+    for name, body in _STRUCT.findall(strip_comments(text)):
+        structs[name] = [(f, t.replace(" ", "")) for f, t in _FIELD.findall(body.strip())]
+    return structs
+
+
+def type_align_size(type_: str, structs: dict, consts: dict[str, int]) -> tuple[int, int]:
+    type_ = type_.replace(" ", "")
+    if type_ in _SCALARS:
+        return _SCALARS[type_]
+    m = re.fullmatch(r"vec([234])<(\w+)>", type_) or re.fullmatch(r"vec([234])([fiuh])", type_)
+    if m:
+        n = int(m.group(1))
+        scalar = {"f": "f32", "i": "i32", "u": "u32", "h": "f16"}.get(m.group(2), m.group(2))
+        s = _SCALARS[scalar][1]
+        return (s * (4 if n == 3 else n), s * n)
+    m = re.fullmatch(r"atomic<(\w+)>", type_)
+    if m:
+        return _SCALARS[m.group(1)]
+    m = re.fullmatch(r"array<(.+),([^,]+)>", type_)
+    if m:
+        align, size = type_align_size(m.group(1), structs, consts)
+        count = eval_int(m.group(2), consts)
+        if count is None:
+            raise RegistryError(f"array length {m.group(2)!r} is not a constant integer expression")
+        stride = -(-size // align) * align
+        return (align, stride * count)
+    if type_ in structs:
+        layout = struct_layout(type_, structs, consts)
+        return (max(_field_aligns(type_, structs, consts)), layout.size)
+    raise RegistryError(f"type {type_!r} has no known WGSL layout")
+
+
+def _field_aligns(name, structs, consts):
+    return [type_align_size(t, structs, consts)[0] for _, t in structs[name]]
+
+
+def struct_layout(name: str, structs: dict, consts: dict[str, int]) -> StructLayout:
+    offset, fields, max_align = 0, [], 4
+    for field_name, type_ in structs[name]:
+        align, size = type_align_size(type_, structs, consts)
+        offset = -(-offset // align) * align
+        fields.append(FieldLayout(field_name, type_, offset, size))
+        offset += size
+        max_align = max(max_align, align)
+    size = -(-offset // max(max_align, 16)) * max(max_align, 16)
+    return StructLayout(name, tuple(fields), size)
+
+
+def workgroup_bytes(text: str, structs: dict, consts: dict[str, int]) -> int:
+    """Bytes of workgroup memory the module declares (every `var<workgroup>`)."""
+    total = 0
+    for _name, type_ in _WORKGROUP_VAR.findall(strip_comments(text)):
+        total += type_align_size(type_.strip(), structs, consts)[1]
+    return total

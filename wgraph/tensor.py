@@ -1,0 +1,95 @@
+"""Tensors: a GPU buffer with a shape, a dtype and a label; TensorSpec is the same without a buffer."""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import attrs
+import numpy as np
+
+from wgraph.dtypes import dtype_info
+from wgraph.errors import ShapeError
+
+
+def _shape(value) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in value)
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"shape {shape} has a negative dimension")
+    return shape
+
+
+@attrs.frozen
+class TensorSpec:
+    """Shape and dtype of a value, with no storage: what `infer` functions take and return."""
+
+    shape: tuple[int, ...] = attrs.field(converter=_shape)
+    dtype: str = attrs.field()
+
+    @dtype.validator
+    def _check(self, _attr, value):
+        dtype_info(value)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * dtype_info(self.dtype).itemsize
+
+
+class Tensor:
+    """A GPU tensor. Its buffer goes back to the device's pool when the last reference (views included) dies."""
+
+    __slots__ = ("device", "buffer", "shape", "dtype", "label", "_base", "__weakref__")
+
+    def __init__(self, device, buffer, spec: TensorSpec, label: str = "", base: Tensor | None = None):
+        self.device = device
+        self.buffer = buffer
+        self.shape = spec.shape
+        self.dtype = spec.dtype
+        self.label = label
+        self._base = base  # a view keeps the tensor that owns the buffer alive
+        if base is None:
+            weakref.finalize(self, device._release_buffer, buffer)
+
+    @property
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self.shape, self.dtype)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * dtype_info(self.dtype).itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numpy(self) -> np.ndarray:
+        """Download to a numpy array (waits for the GPU work that writes it)."""
+        return self.device.read(self)
+
+    def reshape(self, *shape) -> Tensor:
+        """A view with another shape over the same buffer (no copy). One dimension may be -1."""
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        if shape.count(-1) > 1:
+            raise ShapeError(f"reshape {shape}: at most one -1")
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            if known == 0 or self.size % known:
+                raise ShapeError(f"cannot reshape {self.shape} ({self.size} elements) to {shape}")
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        spec = TensorSpec(shape, self.dtype)
+        if spec.size != self.size:
+            raise ShapeError(f"cannot reshape {self.shape} ({self.size} elements) to {spec.shape} ({spec.size})")
+        return Tensor(self.device, self.buffer, spec, self.label, base=self._base or self)
+
+    def __repr__(self) -> str:
+        label = f" {self.label!r}" if self.label else ""
+        return f"Tensor{label}(shape={self.shape}, dtype={self.dtype}, nbytes={self.nbytes})"
