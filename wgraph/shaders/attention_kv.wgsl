@@ -1,0 +1,37 @@
+// Shared by the attention kernels that read q/k/v: their bindings, the kv length and the kv layouts.
+// Needs attention_params.wgsl first, and the defines Q_T, KV_T.
+@group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
+@group(0) @binding(2) var<storage, read> k: array<{{KV_T}}>;
+@group(0) @binding(3) var<storage, read> v: array<{{KV_T}}>;
+@group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
+@group(0) @binding(5) var<storage, read> page_table: array<u32>;
+
+fn kv_len_now() -> u32 {
+    if (params.kv_len_from_buffer != 0u) {
+        return min(kv_len_buf[0], params.kv_len_cap);
+    }
+    return params.kv_len;
+}
+
+// Row of the k/v buffers that holds key j (absolute position kv_start + j).
+fn kv_row(j: u32) -> u32 {
+    if (params.kv_layout == 1u) {
+        return (params.kv_start + j) % params.kv_rows;
+    }
+    if (params.kv_layout == 2u) {
+        return page_table[j / params.page_size] * params.page_size + j % params.page_size;
+    }
+    return j;
+}
+
+// Scaled, soft-capped score of query i (head h) against key j, from global memory.
+fn score_global(i: u32, h: u32, j: u32) -> f32 {
+    let g = kv_head_of(h);
+    let qb = q_index(i, h, 0u);
+    let kb = kv_index(kv_row(j), g, 0u);
+    var acc: f32 = 0.0;
+    for (var d: u32 = 0u; d < params.head_dim; d++) {
+        acc += f32(q[qb + d]) * f32(k[kb + d]);
+    }
+    return transform_score(acc);
+}

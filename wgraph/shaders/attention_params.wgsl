@@ -1,0 +1,82 @@
+// Shared by every attention kernel: the uniform struct (the one source of its layout) and the math that
+// depends only on it. See DESIGN.md "Attention semantics".
+struct AttnParams {
+    seq_len: u32,             // S, queries
+    num_heads: u32,           // Hq
+    num_kv_heads: u32,        // Hkv; Hq % Hkv == 0
+    head_dim: u32,            // D
+    kv_len: u32,              // keys, when kv_len_from_buffer == 0
+    kv_len_from_buffer: u32,  // 1: keys = min(kv_len_buf[0], kv_len_cap)
+    kv_len_cap: u32,          // keys the k/v storage can address (bounds a kv_len read from the GPU)
+    start_pos: u32,           // absolute position of query 0, when start_pos_from_end == 0
+    start_pos_from_end: u32,  // 1: query 0 sits at kv_start + kv_len - S (bottom-right aligned)
+    kv_start: u32,            // absolute position of key 0
+    scale: f32,
+    softcap: f32,             // 0: off; else s = softcap * tanh(s / softcap)
+    causal: u32,
+    sliding_window: u32,      // 0: off; else key masked when key_pos <= query_pos - sliding_window
+    kv_layout: u32,           // 0 contiguous, 1 ring, 2 paged
+    page_size: u32,
+    kv_rows: u32,             // rows the k/v buffers hold
+    num_chunks: u32,          // chunked decode only: kv chunks per head
+    chunk_size: u32,          // chunked decode only: keys per chunk
+}
+
+@group(0) @binding(0) var<uniform> params: AttnParams;
+
+// A score below this is a masked slot in a workgroup tile; real scores are finite and far above it.
+const MASKED: f32 = -3.0e38;
+const MASKED_TEST: f32 = -1.0e38;
+
+// Absolute position of query i, as i32 so a bottom-right alignment with kv_len < S cannot wrap.
+fn query_pos(i: u32, kv_len: u32) -> i32 {
+    if (params.start_pos_from_end != 0u) {
+        return i32(params.kv_start + kv_len) - i32(params.seq_len) + i32(i);
+    }
+    return i32(params.start_pos + i);
+}
+
+// The keys a query at qpos sees: [x, y) in key indices. Every mask (causal, window, ring eviction) is an
+// interval, so kernels loop over this range and never test a per-key mask. Empty when x == y.
+fn key_range(qpos: i32, kv_len: u32) -> vec2<u32> {
+    var lo: i32 = 0;
+    var hi: i32 = i32(kv_len);
+    let rel = qpos - i32(params.kv_start);
+    if (params.causal != 0u) {
+        hi = min(hi, rel + 1);
+    }
+    if (params.sliding_window != 0u) {
+        lo = max(lo, rel - i32(params.sliding_window) + 1);
+    }
+    if (params.kv_layout == 1u) {
+        // Ring: only the last kv_rows keys are still stored; older ones count as masked.
+        lo = max(lo, i32(kv_len) - i32(params.kv_rows));
+    }
+    hi = max(hi, lo);
+    return vec2<u32>(u32(lo), u32(hi));
+}
+
+// tanh that cannot produce inf/inf: tanh(15) == 1 in f32.
+fn tanh_safe(x: f32) -> f32 {
+    return tanh(clamp(x, -15.0, 15.0));
+}
+
+fn transform_score(dot_qk: f32) -> f32 {
+    var s = dot_qk * params.scale;
+    if (params.softcap > 0.0) {
+        s = params.softcap * tanh_safe(s / params.softcap);
+    }
+    return s;
+}
+
+fn kv_head_of(h: u32) -> u32 {
+    return h / (params.num_heads / params.num_kv_heads);
+}
+
+fn q_index(i: u32, h: u32, d: u32) -> u32 {
+    return (i * params.num_heads + h) * params.head_dim + d;
+}
+
+fn kv_index(row: u32, g: u32, d: u32) -> u32 {
+    return (row * params.num_kv_heads + g) * params.head_dim + d;
+}

@@ -1,0 +1,130 @@
+// Tiled prefill attention (flash-style). A workgroup takes BLOCK_M queries of one q head; THREADS_PER_Q =
+// WORKGROUP_SIZE / BLOCK_M threads share a query and split its head dims. Each step loads a tile of TILE_N
+// keys (K and V, converted to f32) into workgroup memory, computes the BLOCK_M x TILE_N scores once
+// (spread over all threads), and each query's threads apply the online-softmax update to their dims.
+// Three barriers per tile, none per key; any kv_len (the loop walks the union of the block's key ranges).
+// Workgroup memory: (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes; the registry keeps both
+// variants near 20 KB, well below the 32 KB at which lavapipe misbehaved (DESIGN.md).
+// Dispatch: (ceil(seq_len / BLOCK_M), num_heads, 1).
+{{ENABLE_F16}}
+//!include attention_params.wgsl
+//!include attention_kv.wgsl
+@group(0) @binding(6) var<storage, read_write> out: array<{{OUT_T}}>;
+
+const WG: u32 = {{WORKGROUP_SIZE_X}}u;
+const BLOCK_M: u32 = {{BLOCK_M}}u;
+const TILE_N: u32 = {{TILE_N}}u;
+const MAX_D: u32 = {{MAX_HEAD_DIM}}u;
+const TPQ: u32 = WG / BLOCK_M;
+const DIMS_PER_THREAD: u32 = (MAX_D + TPQ - 1u) / TPQ;
+const KV_TILE: u32 = {{TILE_N}}u * {{MAX_HEAD_DIM}}u;
+const S_TILE: u32 = {{BLOCK_M}}u * {{TILE_N}}u;
+
+var<workgroup> k_tile: array<f32, KV_TILE>;
+var<workgroup> v_tile: array<f32, KV_TILE>;
+var<workgroup> s_tile: array<f32, S_TILE>;
+
+@compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let h = wid.y;
+    let i0 = wid.x * BLOCK_M;
+    let g = kv_head_of(h);
+    let D = params.head_dim;
+    let S = params.seq_len;
+    let kv_len = kv_len_now();
+
+    let qi = t / TPQ;
+    let sub = t % TPQ;
+    let i = i0 + qi;
+
+    // Key ranges only move right as the query position grows, so the block's union is
+    // [range(first).x, range(last).y).
+    let i_last = min(i0 + BLOCK_M, S) - 1u;
+    let lo = key_range(query_pos(i0, kv_len), kv_len).x;
+    let hi = max(lo, key_range(query_pos(i_last, kv_len), kv_len).y);
+
+    var m: f32 = MASKED;
+    var l: f32 = 0.0;
+    var acc: array<f32, DIMS_PER_THREAD>;
+
+    for (var base: u32 = lo; base < hi; base += TILE_N) {
+        let n_keys = min(TILE_N, hi - base);
+        for (var idx: u32 = t; idx < TILE_N * D; idx += WG) {
+            let kk = idx / D;
+            let d = idx % D;
+            var kx: f32 = 0.0;
+            var vx: f32 = 0.0;
+            if (kk < n_keys) {
+                let at = kv_index(kv_row(base + kk), g, d);
+                kx = f32(k[at]);
+                vx = f32(v[at]);
+            }
+            k_tile[kk * D + d] = kx;
+            v_tile[kk * D + d] = vx;
+        }
+        workgroupBarrier();
+
+        for (var p: u32 = t; p < S_TILE; p += WG) {
+            let qq = p / TILE_N;
+            let kk = p % TILE_N;
+            let ii = i0 + qq;
+            let j = base + kk;
+            var s: f32 = MASKED;
+            if (ii < S && kk < n_keys) {
+                let r = key_range(query_pos(ii, kv_len), kv_len);
+                if (j >= r.x && j < r.y) {
+                    let qb = q_index(ii, h, 0u);
+                    var dot_qk: f32 = 0.0;
+                    for (var d: u32 = 0u; d < D; d++) {
+                        dot_qk += f32(q[qb + d]) * k_tile[kk * D + d];
+                    }
+                    s = transform_score(dot_qk);
+                }
+            }
+            s_tile[p] = s;
+        }
+        workgroupBarrier();
+
+        var tile_max: f32 = MASKED;
+        for (var kk: u32 = 0u; kk < n_keys; kk++) {
+            tile_max = max(tile_max, s_tile[qi * TILE_N + kk]);
+        }
+        if (tile_max > MASKED_TEST) {     // this query sees at least one key of the tile
+            let m_new = max(m, tile_max);
+            let corr = exp(m - m_new);
+            for (var n: u32 = 0u; n < DIMS_PER_THREAD; n++) {
+                acc[n] = acc[n] * corr;
+            }
+            var psum: f32 = 0.0;
+            for (var kk: u32 = 0u; kk < n_keys; kk++) {
+                let s = s_tile[qi * TILE_N + kk];
+                if (s > MASKED_TEST) {
+                    let p = exp(s - m_new);
+                    psum += p;
+                    for (var n: u32 = 0u; n < DIMS_PER_THREAD; n++) {
+                        let d = sub + n * TPQ;
+                        if (d < D) {
+                            acc[n] += p * v_tile[kk * D + d];
+                        }
+                    }
+                }
+            }
+            l = l * corr + psum;
+            m = m_new;
+        }
+        workgroupBarrier();               // tiles are rewritten by the next step
+    }
+
+    if (i < S) {
+        var inv_l: f32 = 0.0;
+        if (l > 0.0) {
+            inv_l = 1.0 / l;              // a row with every key masked stays 0, never NaN
+        }
+        for (var n: u32 = 0u; n < DIMS_PER_THREAD; n++) {
+            let d = sub + n * TPQ;
+            if (d < D) {
+                out[q_index(i, h, d)] = {{OUT_T}}(acc[n] * inv_l);
+            }
+        }
+    }
+}
