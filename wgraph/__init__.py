@@ -15,6 +15,8 @@ from wgraph.errors import (
     WgraphError,
 )
 from wgraph.tensor import Tensor, TensorSpec
+from wgraph.ops.attention import KernelPath, kernel_path  # noqa: E402
+from wgraph.ops.attention_planner import KernelPlan  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -23,3 +25,4 @@ __all__ = [
     "RegistryError", "ShapeError", "Stats", "Tensor", "TensorSpec", "UnsupportedError", "WgraphError",
     "default_device", "ops",
 ]
+__all__ += ["KernelPath", "KernelPlan", "kernel_path"]

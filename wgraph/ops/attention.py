@@ -1,0 +1,285 @@
+"""`attention(q, k, v, ...)`: scaled dot-product attention with GQA, causal masking (bottom-right aligned by
+default), sliding window, softcap, kv_len from a GPU tensor, and contiguous / ring / paged kv layouts.
+Semantics: DESIGN.md "Attention semantics". Kernel choice: attention_planner.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import tomllib
+from pathlib import Path
+
+import attrs
+
+from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
+from wgraph.ops.core import OpDef, apply, register
+from wgraph.scheduler.registry import registry
+from wgraph.tensor import Tensor, TensorSpec
+
+U32_MAX = 0xFFFFFFFF
+
+
+@attrs.frozen
+class AttentionParams:
+    """Validated options of one attention call. kv_len None: read from the kv_len tensor on the GPU.
+    start_pos None: query 0 sits at kv_start + kv_len - S (bottom-right, as FlashAttention)."""
+
+    causal: bool = True
+    scale: float | None = None
+    start_pos: int | None = None
+    kv_start: int = 0
+    kv_len: int | None = None
+    sliding_window: int = 0
+    softcap: float = 0.0
+    kv_layout: str = "contiguous"
+    page_size: int = 0
+    variant: str | None = None
+
+
+def call_dtype(q_dtype: str, kv_dtype: str) -> str:
+    """The kernel dtype family of a call: f32, f16 (all f16) or f16kv (f32 q and out, f16 kv)."""
+    table = {("f32", "f32"): "f32", ("f16", "f16"): "f16", ("f32", "f16"): "f16kv"}
+    if (q_dtype, kv_dtype) not in table:
+        raise DtypeError(f"attention: q {q_dtype} with k/v {kv_dtype} is not supported; "
+                         f"use f32/f32, f16/f16 or f32 q with f16 k/v")
+    return table[(q_dtype, kv_dtype)]
+
+
+def _check_int(name, value, minimum=0, maximum=U32_MAX):
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ShapeError(f"attention: {name}={value!r} must be an integer in [{minimum}, {maximum}]")
+
+
+def _kv_span(params: AttentionParams, rows: int, pages: int) -> int:
+    """The most keys a query can see; the capacity when kv_len comes from the GPU."""
+    cap = {"contiguous": rows, "ring": rows, "paged": pages * params.page_size}[params.kv_layout]
+    return cap if params.kv_len is None else min(params.kv_len, cap)
+
+
+def validate(params: AttentionParams, specs) -> TensorSpec:
+    """Every check that needs no device; the output spec. Errors name the value and the limit."""
+    q, k, v, kv_len_t, page_table = specs
+    for name, s in (("q", q), ("k", k), ("v", v)):
+        if s is None or len(s.shape) != 3:
+            raise ShapeError(f"attention: {name} must be [rows, heads, head_dim], got {None if s is None else s.shape}")
+    S, Hq, D = q.shape
+    L, Hkv, Dk = k.shape
+    if v.shape != k.shape:
+        raise ShapeError(f"attention: k {k.shape} and v {v.shape} differ")
+    if Dk != D:
+        raise ShapeError(f"attention: q head_dim {D} != k/v head_dim {Dk}")
+    if min(S, Hq, D, L, Hkv) < 1:
+        raise ShapeError(f"attention: empty dimension in q {q.shape} or k/v {k.shape}")
+    if Hq % Hkv:
+        raise ShapeError(f"attention: q heads {Hq} is not a multiple of kv heads {Hkv} (GQA needs Hq % Hkv == 0)")
+    if k.dtype != v.dtype:
+        raise DtypeError(f"attention: k is {k.dtype} but v is {v.dtype}")
+    call_dtype(q.dtype, k.dtype)
+    limit = max_head_dim()
+    if D > limit:
+        raise LimitError(f"attention: head_dim {D} is above every attention kernel's limit (largest: {limit})")
+    if params.kv_layout not in LAYOUTS:
+        raise ShapeError(f"attention: kv_layout {params.kv_layout!r} is not one of {LAYOUTS}")
+    for name in ("kv_start", "sliding_window"):
+        _check_int(name, getattr(params, name))
+    if params.start_pos is not None:
+        _check_int("start_pos", params.start_pos)
+    if params.softcap < 0 or not math.isfinite(params.softcap):
+        raise ShapeError(f"attention: softcap {params.softcap} must be finite and >= 0 (0 = off)")
+    if params.scale is not None and not math.isfinite(params.scale):
+        raise ShapeError(f"attention: scale {params.scale} must be finite")
+    if params.kv_len is None:
+        if kv_len_t is None or kv_len_t.dtype != "u32" or kv_len_t.size < 1:
+            raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {kv_len_t}")
+    else:
+        _check_int("kv_len", params.kv_len)
+    pages = 0
+    if params.kv_layout == "paged":
+        _check_int("page_size", params.page_size, 1)
+        if page_table is None or page_table.dtype != "u32" or len(page_table.shape) != 1:
+            raise ShapeError(f"attention: paged layout needs page_table, a 1-D u32 tensor; got {page_table}")
+        if L % params.page_size:
+            raise ShapeError(f"attention: k/v rows {L} are not whole pages of page_size {params.page_size}")
+        pages = page_table.shape[0]
+        if params.kv_len is not None and params.kv_len > pages * params.page_size:
+            raise LimitError(f"attention: page table too short: kv_len {params.kv_len} needs "
+                             f"{-(-params.kv_len // params.page_size)} pages of {params.page_size}, the table has {pages}")
+    elif page_table is not None:
+        raise ShapeError(f"attention: page_table given but kv_layout is {params.kv_layout!r}")
+    if params.kv_layout == "contiguous" and params.kv_len is not None and params.kv_len > L:
+        raise LimitError(f"attention: kv_len {params.kv_len} is above the k/v buffer's {L} rows")
+    if params.kv_layout == "ring" and params.kv_len is not None and params.kv_len > L:
+        # The ring keeps only the last L positions: every key a query needs must still be stored.
+        first_q = (params.kv_start + params.kv_len - S) if params.start_pos is None else params.start_pos
+        oldest_needed = first_q - params.sliding_window + 1 - params.kv_start
+        if params.sliding_window == 0 or params.sliding_window > L or oldest_needed < params.kv_len - L:
+            raise LimitError(f"attention: ring of {L} rows holds the last {L} of kv_len {params.kv_len} keys, but "
+                             f"sliding_window {params.sliding_window} lets queries see older ones (needs a window "
+                             f"<= {L} that also covers the first query)")
+    if params.variant is not None and params.variant not in registry():
+        raise PlanError(f"attention: unknown variant {params.variant!r}")
+    return TensorSpec((S, Hq, D), q.dtype)
+
+
+def plan_facts(params: AttentionParams, specs) -> PlanFacts:
+    q, k, _, _, page_table = specs
+    S, Hq, D = q.shape
+    pages = page_table.shape[0] if page_table is not None else 0
+    return PlanFacts(phase="decode" if S == 1 else "prefill", dtype=call_dtype(q.dtype, k.dtype), seq_len=S,
+                     num_heads=Hq, head_dim=D, kv_span=_kv_span(params, k.shape[0], pages), layout=params.kv_layout)
+
+
+def _infer(params: AttentionParams, specs):
+    return (validate(params, specs),)
+
+
+def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
+    q, k, _, _, page_table = specs
+    S, Hq, D = q.shape
+    L, Hkv, _ = k.shape
+    cap = {"contiguous": L, "ring": U32_MAX,
+           "paged": (page_table.shape[0] * params.page_size) if page_table is not None else 0}[params.kv_layout]
+    return {
+        "seq_len": S, "num_heads": Hq, "num_kv_heads": Hkv, "head_dim": D,
+        "kv_len": params.kv_len or 0, "kv_len_from_buffer": int(params.kv_len is None), "kv_len_cap": cap,
+        "start_pos": params.start_pos or 0, "start_pos_from_end": int(params.start_pos is None),
+        "kv_start": params.kv_start, "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(D),
+        "softcap": params.softcap, "causal": int(params.causal), "sliding_window": params.sliding_window,
+        "kv_layout": LAYOUTS.index(params.kv_layout), "page_size": params.page_size, "kv_rows": L,
+        "num_chunks": kplan.num_chunks, "chunk_size": kplan.chunk_size,
+    }
+
+
+def _encode(ctx, params: AttentionParams, inputs, outputs):
+    q, k, v, kv_len_t, page_table = inputs
+    (out,) = outputs
+    specs = tuple(None if t is None else t.spec for t in inputs)
+    kplan = plan(plan_facts(params, specs), ctx.caps, params.variant)
+    u = uniforms(params, specs, kplan)
+    kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
+    pages = page_table if page_table is not None else ctx.fallback("attention.page_table")
+    reads = {"q": q, "k": k, "v": v, "kv_len_buf": kv_len_buf, "page_table": pages}
+    if kplan.num_chunks == 0:
+        ((variant, wg),) = kplan.dispatches
+        return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out}, workgroups=wg, label="attention")]
+    S, Hq, D = q.shape
+    slots = S * Hq * kplan.num_chunks
+    part_ml = ctx.scratch((slots * 2,), "f32", "attention.part_ml")
+    part_acc = ctx.scratch((slots * D,), "f32", "attention.part_acc")
+    (main, wg), (combine, cwg) = kplan.dispatches
+    return [
+        ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
+                     workgroups=wg, label="attention.chunks"),
+        ctx.dispatch(combine, uniforms=u, bindings={"part_ml": part_ml, "part_acc": part_acc, "out": out},
+                     workgroups=cwg, label="attention.combine"),
+    ]
+
+
+ATTENTION = register(OpDef("attention", _infer, _encode))
+
+
+# ---- kernel paths: forced variants for a whole model ----
+
+_active_paths = threading.local()
+
+
+@attrs.frozen
+class KernelPath:
+    """Variants by phase and layer: {"prefill": {"default": name, "3": name}, "decode": name}. Use as
+    `variant=path` (with `layer=`) or `with path:` to apply it to every attention call on this thread."""
+
+    table: dict = attrs.field(eq=False)
+
+    def variant(self, phase: str, layer=None) -> str | None:
+        entry = self.table.get(phase)
+        if isinstance(entry, dict):
+            return entry.get(str(layer), entry.get("default")) if layer is not None else entry.get("default")
+        return entry
+
+    def __enter__(self):
+        _active_paths.__dict__.setdefault("stack", []).append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _active_paths.stack.pop()
+
+
+def kernel_path(spec) -> KernelPath:
+    """A KernelPath from a dict or a .toml / .json file; every name is checked against the registry."""
+    if isinstance(spec, (str, Path)):
+        path = Path(spec)
+        text = path.read_text()
+        spec = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    table = {}
+    for phase, entry in dict(spec).items():
+        if phase not in ("prefill", "decode"):
+            raise PlanError(f"kernel_path: phase {phase!r} is not prefill or decode")
+        names = entry.values() if isinstance(entry, dict) else [entry]
+        for name in names:
+            k = registry().get(name)
+            if k is None or k.op != "attention" or k.facts.get("phase") != phase:
+                raise PlanError(f"kernel_path: {name!r} is not a {phase} attention variant")
+        table[phase] = {str(a): b for a, b in entry.items()} if isinstance(entry, dict) else entry
+    return KernelPath(table)
+
+
+def _resolve_variant(variant, seq_len: int, layer) -> str | None:
+    if variant is None:
+        stack = getattr(_active_paths, "stack", None)
+        variant = stack[-1] if stack else None
+    if isinstance(variant, KernelPath):
+        return variant.variant("decode" if seq_len == 1 else "prefill", layer)
+    return variant
+
+
+def _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size,
+            variant, layer):
+    if isinstance(kv_len, (Tensor, TensorSpec)):
+        kv_len_t, n = kv_len, None
+    else:
+        kv_len_t, n = None, kv_len
+    params = AttentionParams(
+        causal=bool(causal), scale=None if scale is None else float(scale), start_pos=start_pos,
+        kv_start=kv_start, kv_len=n, sliding_window=sliding_window, softcap=float(softcap),
+        kv_layout=kv_layout, page_size=page_size, variant=_resolve_variant(variant, q.shape[0], layer))
+    return params, kv_len_t
+
+
+def _default_kv_len(k, kv_len, kv_layout, page_table, page_size):
+    if kv_len is not None:
+        return kv_len
+    if kv_layout == "paged" and page_table is not None and page_size:
+        return min(k.shape[0], page_table.shape[0] * page_size)
+    return k.shape[0]
+
+
+def attention(q, k, v, *, causal=True, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
+              softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0, variant=None, layer=None, out=None):
+    """softmax(q k^T * scale [+ masks]) v. q [S, Hq, D], k/v [L, Hkv, D] -> [S, Hq, D] in q's dtype.
+    kv_len: int (default: all rows) or a u32 tensor read by the kernel. variant: a name or a KernelPath."""
+    kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
+    params, kv_len_t = _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout,
+                               page_size, variant, layer)
+    return apply(ATTENTION, params, (q, k, v, kv_len_t, page_table), out=out)
+
+
+def attention_plan(q, k, v, *, caps=None, causal=True, scale=None, start_pos=None, kv_start=0, kv_len=None,
+                   sliding_window=0, softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0,
+                   variant=None, layer=None) -> KernelPlan:
+    """The KernelPlan `attention` would use, without running. Tensors or TensorSpecs; caps default to the
+    tensors' device (or the default device)."""
+    kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
+    params, kv_len_t = _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout,
+                               page_size, variant, layer)
+    specs = tuple(None if t is None else (t.spec if isinstance(t, Tensor) else t)
+                  for t in (q, k, v, kv_len_t, page_table))
+    validate(params, specs)
+    if caps is None:
+        if isinstance(q, Tensor):
+            caps = q.device.caps
+        else:
+            from wgraph.device import default_device
+            caps = default_device().caps
+    return plan(plan_facts(params, specs), caps, params.variant)

@@ -1,0 +1,174 @@
+"""Attention kernel selection: a first-match rule table (data) over plan facts and device caps. The
+limits a rule checks (head dim, workgroup memory, features, tile sizes) come from the registry entries and
+their shaders, never retyped here."""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph.errors import LimitError, PlanError, UnsupportedError
+from wgraph.ops.core import ceil_div
+from wgraph.scheduler import wgsl
+from wgraph.scheduler.registry import Kernel, kernels_for, registry
+
+PHASES = ("prefill", "decode")
+DTYPES = ("f32", "f16", "f16kv")
+LAYOUTS = ("contiguous", "ring", "paged")
+
+
+@attrs.frozen
+class PlanFacts:
+    """What the planner decides on. kv_span: the most keys one query can see (kv capacity when kv_len is
+    read from the GPU)."""
+
+    phase: str
+    dtype: str
+    seq_len: int
+    num_heads: int
+    head_dim: int
+    kv_span: int
+    layout: str = "contiguous"
+
+
+@attrs.frozen
+class Rule:
+    """Take the `tier` kernel of the call's phase and dtype when the facts satisfy the rule and it fits.
+    min_chunks: the rule wants kv_span >= min_chunks * the kernel's chunk_size."""
+
+    phase: str
+    tier: str
+    reason: str
+    min_chunks: int = 0
+
+
+# First match wins. A decode call only meets decode rules, and the last decode rule's kernel needs no
+# feature beyond the dtype's, so every device that can hold the dtype gets a decode kernel.
+RULES: tuple[Rule, ...] = (
+    Rule("decode", "chunked", "decode over a long kv: kv split into chunks across workgroups", min_chunks=4),
+    Rule("decode", "subgroup", "decode with subgroups: lanes split the head dim, one subgroupAdd per key"),
+    Rule("decode", "streaming", "decode without subgroups: threads split the keys, tree reductions"),
+    Rule("prefill", "tiled_large", "prefill with a small head dim: large query tile"),
+    Rule("prefill", "tiled_small", "prefill: small query tile, head dims up to the small tile's limit"),
+    Rule("prefill", "streaming", "prefill fallback: one workgroup per query, under 1 KB workgroup memory"),
+)
+
+
+@attrs.frozen
+class KernelPlan:
+    """The chosen kernel and how it is dispatched. `dispatches`: (variant, workgroups) in order (the
+    chunked decode adds its combine pass). `rejected`: (variant, why) for rules tried before this one."""
+
+    variant: str
+    tier: str
+    reason: str
+    workgroups: tuple[int, int, int]
+    dispatches: tuple[tuple[str, tuple[int, int, int]], ...]
+    num_chunks: int = 0
+    chunk_size: int = 0
+    rejected: tuple[tuple[str, str], ...] = ()
+
+    def explain(self) -> str:
+        lines = [f"{self.variant} ({self.tier}): {self.reason}; workgroups {self.workgroups}"]
+        lines += [f"  skipped {v}: {why}" for v, why in self.rejected]
+        return "\n".join(lines)
+
+
+def attention_kernels() -> tuple[Kernel, ...]:
+    return kernels_for("attention")
+
+
+def kernel_for(phase: str, tier: str, dtype: str) -> Kernel | None:
+    for k in attention_kernels():
+        if k.facts.get("phase") == phase and k.facts.get("tier") == tier and k.facts.get("dtype") == dtype:
+            return k
+    return None
+
+
+def max_head_dim() -> int:
+    """The largest head dim any attention kernel takes."""
+    return max(k.limits["max_head_dim"] for k in attention_kernels())
+
+
+def shader_const(k: Kernel, name: str) -> int:
+    value = wgsl.parse_consts(k.source).get(name)
+    if value is None:
+        raise PlanError(f"kernel {k.name} declares no integer const {name}")
+    return value
+
+
+def misfit(k: Kernel, facts: PlanFacts, caps) -> tuple[type, str] | None:
+    """Why kernel `k` cannot run this call on this device (error class and message), or None."""
+    if k.facts.get("phase") != facts.phase:
+        return PlanError, f"is a {k.facts.get('phase')} kernel; the call is {facts.phase} (seq_len {facts.seq_len})"
+    if k.facts.get("dtype") != facts.dtype:
+        return PlanError, f"takes dtype {k.facts.get('dtype')}; the call is {facts.dtype}"
+    missing = sorted(set(k.features) - caps.features)
+    if missing:
+        return UnsupportedError, f"needs features {missing}, which {caps.adapter_name!r} lacks"
+    if facts.head_dim > k.limits["max_head_dim"]:
+        return LimitError, f"takes head_dim <= {k.limits['max_head_dim']}; got {facts.head_dim}"
+    if k.workgroup_memory > caps.max_workgroup_storage:
+        return LimitError, (f"needs {k.workgroup_memory} bytes of workgroup memory; the device has "
+                            f"{caps.max_workgroup_storage}")
+    if k.threads > caps.max_invocations_per_workgroup:
+        return LimitError, f"needs {k.threads} threads per workgroup; the device allows {caps.max_invocations_per_workgroup}"
+    if facts.layout not in k.facts.get("layouts", LAYOUTS):
+        return UnsupportedError, f"does not read the {facts.layout} kv layout"
+    return None
+
+
+def _dispatches(k: Kernel, facts: PlanFacts):
+    grid = k.facts["grid"]
+    S, H = facts.seq_len, facts.num_heads
+    if grid == "block":
+        wg = (ceil_div(S, shader_const(k, "BLOCK_M")), H, 1)
+        return wg, ((k.name, wg),), 0, 0
+    if grid == "row":
+        return (S, H, 1), ((k.name, (S, H, 1)),), 0, 0
+    if grid == "chunks":
+        chunk = int(k.facts["chunk_size"])
+        n = max(1, ceil_div(facts.kv_span, chunk))
+        wg = (n, H, S)
+        return wg, ((k.name, wg), (k.facts["combine"], (1, H, S))), n, chunk
+    raise PlanError(f"kernel {k.name} has unknown grid {grid!r}")
+
+
+def _plan_with(k: Kernel, tier: str, reason: str, facts: PlanFacts, rejected=()) -> KernelPlan:
+    wg, dispatches, n, chunk = _dispatches(k, facts)
+    return KernelPlan(k.name, tier, reason, wg, dispatches, n, chunk, tuple(rejected))
+
+
+def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, ...] = RULES) -> KernelPlan:
+    """The first rule whose kernel fits, or the forced `variant` (validated, never replaced)."""
+    if facts.phase not in PHASES or facts.dtype not in DTYPES or facts.layout not in LAYOUTS:
+        raise PlanError(f"bad plan facts {facts}")
+    if variant is not None:
+        k = registry().get(variant)
+        if k is None or k.op != "attention":
+            names = sorted(x.name for x in attention_kernels())
+            raise PlanError(f"unknown attention variant {variant!r}; known: {names}")
+        why = misfit(k, facts, caps)
+        if why is not None:
+            cls, msg = why
+            raise cls(f"forced attention variant {variant} does not fit: it {msg}")
+        return _plan_with(k, k.facts["tier"], f"forced: variant={variant}", facts)
+    rejected = []
+    for rule in rules:
+        if rule.phase != facts.phase:
+            continue
+        k = kernel_for(rule.phase, rule.tier, facts.dtype)
+        if k is None:
+            rejected.append((f"{rule.phase}/{rule.tier}/{facts.dtype}", "no such kernel in the registry"))
+            continue
+        if rule.min_chunks and facts.kv_span < rule.min_chunks * int(k.facts["chunk_size"]):
+            rejected.append((k.name, f"kv span {facts.kv_span} < {rule.min_chunks} chunks of {k.facts['chunk_size']}"))
+            continue
+        why = misfit(k, facts, caps)
+        if why is not None:
+            rejected.append((k.name, why[1]))
+            continue
+        return _plan_with(k, rule.tier, f"{rule.reason} (head_dim {facts.head_dim}, kv span {facts.kv_span})",
+                          facts, rejected)
+    detail = "; ".join(f"{v} {why}" for v, why in rejected)
+    raise UnsupportedError(f"no attention kernel for {facts.phase} {facts.dtype} head_dim {facts.head_dim} "
+                           f"on {caps.adapter_name!r}: {detail}")
