@@ -4,7 +4,13 @@ from wgraph.ops.attention import AttentionParams, KernelPath, attention, attenti
 from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.elementwise import add, scale
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
+from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
+from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
+from wgraph.ops.tiered_cache import TieredKVCache
+from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = ["add", "scale"]
 __all__ += ["linear", "reshape", "rmsnorm", "rope", "rope_tables"]
 __all__ += ["AttentionParams", "KernelPath", "KernelPlan", "attention", "attention_plan", "kernel_path"]
+__all__ += ["kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "tiered_attention",
+            "tiered_quant_attention", "TieredKVCache", "BDPACache", "bdpa_attention", "bdpa_decompose"]

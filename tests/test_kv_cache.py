@@ -1,0 +1,166 @@
+"""kv_append (contiguous, ring, paged; int or GPU position), kv_quantize / kv_dequantize against numpy."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
+
+import kv_reference as R
+
+
+def _rows(rng, n, heads=2, dim=8, dtype=np.float16):
+    return rng.standard_normal((n, heads, dim)).astype(dtype)
+
+
+def _cache(dev, rows, heads=2, dim=8, dtype=np.float16):
+    return dev.tensor(np.zeros((rows, heads, dim), dtype)), dev.tensor(np.zeros((rows, heads, dim), dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_append_contiguous(dev, rng, dtype):
+    kc, vc = _cache(dev, 10, dtype=dtype)
+    k1, v1, k2, v2 = (_rows(rng, n, dtype=dtype) for n in (4, 4, 3, 3))
+    kv_append((kc, vc), dev.tensor(k1), dev.tensor(v1), 0)
+    kv_append((kc, vc), dev.tensor(k2), dev.tensor(v2), 4)
+    want_k = np.zeros((10, 2, 8), dtype); want_k[:4], want_k[4:7] = k1, k2
+    want_v = np.zeros((10, 2, 8), dtype); want_v[:4], want_v[4:7] = v1, v2
+    np.testing.assert_array_equal(kc.numpy(), want_k)
+    np.testing.assert_array_equal(vc.numpy(), want_v)
+
+
+def test_append_ring_wraps(dev, rng):
+    kc, vc = _cache(dev, 5)
+    want = np.zeros((5, 2, 8), np.float16)
+    for pos, n in ((0, 3), (3, 4), (7, 5)):  # the second and third appends wrap around the end
+        k = _rows(rng, n)
+        kv_append((kc, vc), dev.tensor(k), dev.tensor(k), pos, layout="ring")
+        for r in range(n):
+            want[(pos + r) % 5] = k[r]
+    np.testing.assert_array_equal(kc.numpy(), want)
+
+
+def test_append_paged_across_page_boundaries(dev, rng):
+    page_size, table = 4, np.array([2, 0, 3, 1], np.uint32)
+    kc, vc = _cache(dev, 16)
+    pt = dev.tensor(table)
+    logical = np.zeros((16, 2, 8), np.float16)
+    for pos, n in ((0, 3), (3, 2), (5, 7), (12, 4)):  # rows 3|4, 7|8|... straddle pages
+        k = _rows(rng, n)
+        kv_append((kc, vc), dev.tensor(k), dev.tensor(k), pos, layout="paged", page_table=pt, page_size=page_size)
+        logical[pos:pos + n] = k
+    want = np.zeros_like(logical)
+    want[R.paged_rows(16, page_size, table)] = logical
+    np.testing.assert_array_equal(kc.numpy(), want)
+
+
+def test_append_position_from_gpu_tensor(dev, rng):
+    kc, vc = _cache(dev, 6)
+    pos = dev.tensor(np.array([0], np.uint32))
+    want = np.zeros((6, 2, 8), np.float16)
+    for p in (0, 1, 4, 7, 9):
+        k = _rows(rng, 1)
+        dev.write(pos, np.array([p], np.uint32))
+        kv_append((kc, vc), dev.tensor(k), dev.tensor(k), pos, layout="ring")
+        want[p % 6] = k[0]
+    np.testing.assert_array_equal(kc.numpy(), want)
+    # pos_offset is added to the GPU value: the length tensor of a decode step drives the append
+    dev.write(pos, np.array([3], np.uint32))
+    k = _rows(rng, 1)
+    kv_append((kc, vc), dev.tensor(k), dev.tensor(k), pos, layout="ring", pos_offset=-1)
+    want[2] = k[0]
+    np.testing.assert_array_equal(kc.numpy(), want)
+
+
+def test_append_errors(dev, rng):
+    kc, vc = _cache(dev, 8)
+    k = dev.tensor(_rows(rng, 3))
+    with pytest.raises(wg.LimitError, match=r"cache full.*position 6 needs 9 rows, the cache holds 8"):
+        kv_append((kc, vc), k, k, 6)
+    with pytest.raises(wg.LimitError, match=r"position 8 is beyond the cache capacity of 8"):
+        kv_append((kc, vc), k, k, 8)
+    with pytest.raises(wg.LimitError, match=r"position -1 is negative"):
+        kv_append((kc, vc), k, k, -1)
+    with pytest.raises(wg.LimitError, match=r"9 rows into a ring of 8"):
+        kv_append((kc, vc), dev.tensor(_rows(rng, 9)), dev.tensor(_rows(rng, 9)), 0, layout="ring")
+    with pytest.raises(wg.LimitError, match=r"cache full.*needs 10 rows, the cache holds 8"):
+        kv_append((kc, vc), k, k, 7, layout="paged", page_table=dev.tensor(np.arange(2, dtype=np.uint32)),
+                  page_size=4)
+    with pytest.raises(wg.ShapeError, match="needs page_table"):
+        kv_append((kc, vc), k, k, 0, layout="paged", page_size=4)
+    with pytest.raises(wg.ShapeError, match=r"page_size > 0 that divides it, got page_size=3"):
+        kv_append((kc, vc), k, k, 0, layout="paged", page_table=dev.tensor(np.arange(2, dtype=np.uint32)),
+                  page_size=3)
+    with pytest.raises(wg.ShapeError, match=r"cache \(8, 2, 8\) does not match rows \(3, 2, 4\)"):
+        kv_append((kc, vc), dev.tensor(_rows(rng, 3, dim=4)), dev.tensor(_rows(rng, 3, dim=4)), 0)
+    with pytest.raises(wg.DtypeError, match="cache dtype f16 differs"):
+        f32 = dev.tensor(_rows(rng, 3, dtype=np.float32))
+        kv_append((kc, vc), f32, f32, 0)
+    with pytest.raises(wg.ShapeError, match="layout 'rings'"):
+        kv_append((kc, vc), k, k, 0, layout="rings")
+
+
+def _quant_case(rng, n=9, heads=3, dim=32):
+    x = rng.standard_normal((n, heads, dim)) * rng.uniform(0.01, 20, (n, heads, 1))
+    x[0, 0] = 0.0  # an all-zero (row, head): scale 0, codes 0
+    return x
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("src", ["f32", "f16"])
+def test_quantize_matches_reference_and_bound(dev, rng, mode, src):
+    x = _quant_case(rng).astype(np.float32 if src == "f32" else np.float16)
+    packed, scales = kv_quantize(dev.tensor(x), mode)
+    codes, want_scales = R.quantize(x.astype(np.float64), mode)
+    np.testing.assert_array_equal(scales.numpy(), want_scales)
+    got = R.unpack(packed.numpy(), mode)
+    # x / scale in f32 may round differently from float64 right at a .5 tie: allow a rare off-by-one code.
+    assert np.abs(got - codes).max() <= 1 and (got != codes).mean() < 1e-3
+    # Bound: the scale is max|x|/QMAX rounded up to f16, so |x|/scale <= QMAX (no clamping) and rounding to the
+    # nearest integer code leaves |x - q*scale| <= scale/2 (a tiny slack for the f32 quotient).
+    err = np.abs(R.dequantize(got, scales.numpy()) - x.astype(np.float64))
+    assert np.all(err <= scales.numpy().astype(np.float64)[..., None] * (0.5 + 1e-6) + 1e-30)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_dequantize_reference_data(dev, rng, mode, dtype):
+    codes, scales = R.quantize(_quant_case(rng), mode)
+    out = kv_dequantize(dev.tensor(R.pack(codes, mode)), dev.tensor(scales), mode, dtype=dtype).numpy()
+    want = R.dequantize(codes, scales)
+    rtol = 1e-6 if dtype == "f32" else 2**-11
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=rtol, atol=1e-30)
+
+
+def test_append_quantized_paged(dev, rng):
+    mode, page_size, table = "int4", 2, np.array([1, 3, 0, 2], np.uint32)
+    caps = [(dev.tensor(np.zeros((8, 2, 2), np.uint32)), dev.tensor(np.zeros((8, 2), np.float16))) for _ in range(2)]
+    pt = dev.tensor(table)
+    logical = np.zeros((8, 2, 16))
+    for pos, n in ((0, 3), (3, 4)):
+        k = rng.standard_normal((n, 2, 16)).astype(np.float16)
+        kv_append_quantized(caps, dev.tensor(k), dev.tensor(k), pos, mode=mode, layout="paged", page_table=pt,
+                            page_size=page_size)
+        logical[pos:pos + n] = k
+    rows = R.paged_rows(7, page_size, table)
+    codes, scales = R.quantize(logical[:7], mode)
+    np.testing.assert_array_equal(caps[0][1].numpy()[rows], scales)
+    assert np.abs(R.unpack(caps[0][0].numpy()[rows], mode) - codes).max() <= 1
+
+
+def test_quantize_shape_errors(dev, rng):
+    x = dev.tensor(rng.standard_normal((4, 2, 12)).astype(np.float32))
+    with pytest.raises(wg.ShapeError, match="head_dim 12 must be a multiple of 8 for int4"):
+        kv_quantize(x, "int4")
+    with pytest.raises(wg.ShapeError, match="mode 'int2'"):
+        kv_quantize(x, "int2")
+    packed, scales = kv_quantize(x, "int8")
+    with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(4, 2\).*got f16 \(4, 3\)"):
+        kv_dequantize(packed, dev.tensor(np.zeros((4, 3), np.float16)), "int8")
+    with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(4, 2\).*got f32 \(4, 2\)"):
+        kv_dequantize(packed, dev.tensor(np.zeros((4, 2), np.float32)), "int8")
+    with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(3, 2\).*got f16 \(4, 2\)"):
+        kv_dequantize(dev.tensor(np.zeros((3, 2, 3), np.uint32)), scales, "int8")
+    with pytest.raises(wg.ShapeError, match=r"packed int8 data must be u32"):
+        kc = dev.tensor(np.zeros((8, 2, 2), np.uint32))
+        kv_append_quantized(((kc, dev.tensor(np.zeros((8, 2), np.float16))),) * 2, x, x, 0, mode="int8")

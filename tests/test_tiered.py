@@ -1,0 +1,148 @@
+"""Tiered attention (f16 hot ring + f16 / int8 / int4 cold part, contiguous or paged) against float64 numpy."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
+
+import kv_reference as R
+
+
+def _layout(rng, k, v, n, window, paged, page_size=4):
+    """Hot ring [window] with rows at slot j % window, cold rows j < n - hot_len at row j or its page."""
+    hot_len = min(n, window)
+    cold_len = n - hot_len
+    hot_k = np.zeros((window,) + k.shape[1:], k.dtype)
+    hot_v = np.zeros_like(hot_k)
+    for j in range(cold_len, n):
+        hot_k[j % window], hot_v[j % window] = k[j], v[j]
+    if paged:
+        pages = -(-max(cold_len, 1) // page_size) + 1  # one spare page so the table is not the identity length
+        table = rng.permutation(pages).astype(np.uint32)
+        rows = R.paged_rows(cold_len, page_size, table)
+        capacity = pages * page_size
+    else:
+        table, rows, capacity = None, np.arange(cold_len), max(cold_len, 1)
+    return hot_k, hot_v, cold_len, rows, capacity, table
+
+
+CASES = [  # S, Hq, Hkv, D, kv_len, hot_window, paged, causal, sliding_window, softcap
+    (1, 4, 2, 32, 150, 16, False, True, 0, 0.0),
+    (1, 4, 2, 64, 133, 16, True, True, 0, 0.0),
+    (3, 4, 1, 32, 70, 8, True, True, 0, 0.0),
+    (4, 4, 4, 16, 200, 32, True, True, 50, 5.0),
+    (2, 2, 1, 128, 100, 16, False, False, 0, 0.0),
+    (1, 2, 1, 16, 5, 8, False, True, 0, 0.0),  # all rows hot
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("q_dtype", ["f32", "f16"])
+def test_tiered_f16(dev, rng, case, q_dtype):
+    S, hq, hkv, d, n, w, paged, causal, win, cap = case
+    k = rng.standard_normal((n, hkv, d)).astype(np.float16)
+    v = rng.standard_normal((n, hkv, d)).astype(np.float16)
+    q = rng.standard_normal((S, hq, d)).astype(np.float32 if q_dtype == "f32" else np.float16)
+    hot_k, hot_v, cold_len, rows, capacity, table = _layout(rng, k, v, n, w, paged)
+    cold_k = np.zeros((capacity, hkv, d), np.float16)
+    cold_v = np.zeros_like(cold_k)
+    cold_k[rows], cold_v[rows] = k[:cold_len], v[:cold_len]
+    out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(cold_k), dev.tensor(cold_v),
+                           kv_len=n, page_table=None if table is None else dev.tensor(table), page_size=4,
+                           causal=causal, sliding_window=win, softcap=cap)
+    assert out.dtype == q_dtype
+    want = R.attention(q, k, v, np.arange(n - S, n), np.arange(n), causal=causal, sliding_window=win, softcap=cap)
+    # Inputs are exact in f16, so only the kernel's f32 math (and an f16 output's rounding, 2^-11) is error.
+    atol = 2e-5 if q_dtype == "f32" else 2e-3
+    np.testing.assert_allclose(out.numpy().astype(np.float64), want, atol=atol, rtol=0)
+
+
+def _quant_bound(q, scale, k_scales, v_scales, v_abs_max, hq, hkv, d):
+    """Derived bound: a cold element is within s/2 of its f16 value (kv_quantize rounds the scale up, so nothing
+    clamps), so key j's error has L2 norm <= sqrt(D) * s_k[j]/2 and (Cauchy-Schwarz) its score moves by at most
+    delta = scale * ||q_h|| * sqrt(D) * max s_k / 2. Softmax weights then change by at most expm1(2 delta) in L1,
+    and a value by s_v/2: |o' - o| <= expm1(2 delta) * max|v| + max s_v / 2."""
+    qn = np.linalg.norm(q.astype(np.float64), axis=-1).max()
+    delta = scale * qn * np.sqrt(d) * k_scales.astype(np.float64).max() / 2
+    return R.softmax_output_bound(delta, v_abs_max, v_scales.astype(np.float64).max() / 2)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("paged", [False, True])
+def test_tiered_quant(dev, rng, mode, paged):
+    S, hq, hkv, d, n, w = 2, 4, 2, 32, 140, 16
+    k = rng.standard_normal((n, hkv, d)).astype(np.float16)
+    v = rng.standard_normal((n, hkv, d)).astype(np.float16)
+    q = rng.standard_normal((S, hq, d)).astype(np.float32)
+    hot_k, hot_v, cold_len, rows, capacity, table = _layout(rng, k, v, n, w, paged)
+    assert cold_len > 0 and n - cold_len > 0
+    kc, ks = R.quantize(k[:cold_len].astype(np.float64), mode)
+    vc, vs = R.quantize(v[:cold_len].astype(np.float64), mode)
+    vpw = R.VALS_PER_WORD[mode]
+    packed_k = np.zeros((capacity, hkv, d // vpw), np.uint32)
+    packed_v = np.zeros_like(packed_k)
+    sk = np.zeros((capacity, hkv), np.float16)
+    sv = np.zeros_like(sk)
+    packed_k[rows], packed_v[rows], sk[rows], sv[rows] = R.pack(kc, mode), R.pack(vc, mode), ks, vs
+    out = tiered_quant_attention(
+        dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(packed_k), dev.tensor(packed_v),
+        dev.tensor(sk), dev.tensor(sv), mode=mode, kv_len=n, page_table=None if table is None else dev.tensor(table),
+        page_size=4).numpy().astype(np.float64)
+    qpos, kpos = np.arange(n - S, n), np.arange(n)
+    # 1) the kernel computes attention over exactly the dequantized cold rows (f32 math only)
+    kq, vq = k.astype(np.float64), v.astype(np.float64)
+    kq[:cold_len], vq[:cold_len] = R.dequantize(kc, ks), R.dequantize(vc, vs)
+    np.testing.assert_allclose(out, R.attention(q, kq, vq, qpos, kpos), atol=2e-5, rtol=0)
+    # 2) against the unquantized values it stays within the bound derived from the quantization step
+    exact = R.attention(q, k, v, qpos, kpos)
+    bound = _quant_bound(q, 1 / np.sqrt(d), ks, vs, np.abs(v.astype(np.float64)).max(), hq, hkv, d) + 2e-5
+    err = np.abs(out - exact).max()
+    assert err <= bound, (err, bound)
+    assert err > 1e-5  # the cold path really is quantized (an f16 cold part would be ~1e-7 off)
+
+
+def test_tiered_kv_len_from_gpu_tensor(dev, rng):
+    hq, hkv, d, w = 2, 1, 16, 8
+    k = rng.standard_normal((40, hkv, d)).astype(np.float16)
+    v = rng.standard_normal((40, hkv, d)).astype(np.float16)
+    q = rng.standard_normal((1, hq, d)).astype(np.float32)
+    length = dev.tensor(np.array([0], np.uint32))
+    for n in (3, 8, 9, 40):
+        hot_k, hot_v, cold_len, rows, capacity, _ = _layout(rng, k, v, n, w, False)
+        cold_k = np.zeros((40, hkv, d), np.float16)
+        cold_v = np.zeros_like(cold_k)
+        cold_k[:cold_len], cold_v[:cold_len] = k[:cold_len], v[:cold_len]
+        dev.write(length, np.array([n], np.uint32))
+        out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(cold_k),
+                               dev.tensor(cold_v), kv_len=length)
+        want = R.attention(q, k[:n], v[:n], [n - 1], np.arange(n))
+        np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)
+
+
+def test_tiered_errors(dev, rng):
+    q = dev.tensor(np.zeros((1, 4, 16), np.float32))
+    hot = dev.tensor(np.zeros((8, 2, 16), np.float16))
+    cold = dev.tensor(np.zeros((10, 2, 16), np.float16))
+    with pytest.raises(wg.LimitError, match=r"kv_len 20 with hot_window 8 puts 12 rows in the cold part, which holds 10"):
+        tiered_attention(q, hot, hot, cold, cold, kv_len=20)
+    with pytest.raises(wg.LimitError, match=r"hot_window 9 must be in 1..8"):
+        tiered_attention(q, hot, hot, cold, cold, kv_len=5, hot_window=9)
+    with pytest.raises(wg.ShapeError, match="kv_len 0 is smaller than the 1 queries"):
+        tiered_attention(q, hot, hot, cold, cold, kv_len=0)
+    with pytest.raises(wg.ShapeError, match="q heads 3 must be a multiple of kv heads 2"):
+        tiered_attention(dev.tensor(np.zeros((1, 3, 16), np.float32)), hot, hot, cold, cold, kv_len=5)
+    with pytest.raises(wg.DtypeError, match="hot ring must be f16"):
+        h32 = dev.tensor(np.zeros((8, 2, 16), np.float32))
+        tiered_attention(q, h32, h32, cold, cold, kv_len=5)
+    big = dev.tensor(np.zeros((1, 2, 512), np.float32))
+    hb = dev.tensor(np.zeros((8, 2, 512), np.float16))
+    with pytest.raises(wg.LimitError, match="head_dim 512 is above the tiered_f16kv kernel's max_head_dim 256"):
+        tiered_attention(big, hb, hb, hb, hb, kv_len=5)
+    pk = dev.tensor(np.zeros((10, 2, 4), np.uint32))
+    with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(10, 2\) .*for packed \(10, 2, 4\), got f16 \(10, 3\)"):
+        tiered_quant_attention(q, hot, hot, pk, pk, dev.tensor(np.zeros((10, 3), np.float16)),
+                               dev.tensor(np.zeros((10, 2), np.float16)), mode="int8", kv_len=5)
+    with pytest.raises(wg.ShapeError, match=r"packed int4 data must be u32 \(10, 2, 2\).*got u32 \(10, 2, 4\)"):
+        s = dev.tensor(np.zeros((10, 2), np.float16))
+        tiered_quant_attention(q, hot, hot, pk, pk, s, s, mode="int4", kv_len=5)

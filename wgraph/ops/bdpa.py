@@ -1,0 +1,179 @@
+"""BDPA (basis-decomposed paged attention), decode only.
+
+Each key/value row j is stored as basis[b] + residual[r] with (b, r, pos) = index[j]: the basis is the f16 mean
+of the pre-RoPE K (and V) of every row with the same token id, the residual the rest, int8 per (row, K|V, kv
+head) in kv_quantize's format; identical quantized residuals (repeated tokens whose K/V depend on the token
+only) share a row. The kernel dequantizes, applies half-split RoPE to K at the original position `pos` from a
+(cos, sin) table, and masks by `pos`.
+
+The decomposition is built on the host (numpy, `bdpa_decompose`): it groups rows by token id and deduplicates
+residual rows, both data-dependent in size and done once per prefill/compaction, not per decode step; float64
+there keeps the only error the int8 step. Error bound: with s = f16ceil(max|res| / 127) per (row, part, head),
+every K/V element is within s/2 of the original (the residual is taken against the *f16-rounded* basis, so the
+basis adds nothing). RoPE is a rotation, so it keeps the L2 error of a key, ||e_k|| <= sqrt(D) * s_k / 2; a score
+moves by at most d = scale * ||q|| * sqrt(D) * max s_k / 2, and the output by at most
+(exp(2d) - 1) * max|v| + max s_v / 2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.kv_cache import select_variant
+from wgraph.scheduler.registry import kernel
+from wgraph.tensor import Tensor, TensorSpec
+
+
+def _f16_ceil(s: np.ndarray) -> np.ndarray:
+    h = np.asarray(s, np.float64).astype(np.float16)
+    low = h.astype(np.float64) < s
+    h[low] = np.nextafter(h[low], np.float16(np.inf))
+    return h
+
+
+@attrs.frozen(eq=False)
+class BDPAHost:
+    """The decomposition as numpy arrays (shapes in the kernel's binding comments)."""
+
+    basis: np.ndarray  # f16 [num_basis, 2, Hkv, D]
+    residual: np.ndarray  # u32 [num_residuals, 2, Hkv, D / 4]
+    residual_scale: np.ndarray  # f16 [num_residuals, 2, Hkv]
+    index: np.ndarray  # u32 [L, 3]: basis id, residual id, original position
+
+    def upload(self, device) -> BDPACache:
+        max_pos = int(self.index[:, 2].max()) if len(self.index) else -1
+        return BDPACache(*(device.tensor(a, label=f"bdpa.{n}") for n, a in (
+            ("basis", self.basis), ("residual", self.residual), ("residual_scale", self.residual_scale),
+            ("index", self.index))), max_position=max_pos)
+
+
+@attrs.frozen(eq=False)
+class BDPACache:
+    basis: Tensor
+    residual: Tensor
+    residual_scale: Tensor
+    index: Tensor
+    max_position: int  # largest original position in the index (checked against the RoPE table)
+
+
+def bdpa_decompose(k, v, token_ids, positions=None) -> BDPAHost:
+    """Decompose pre-RoPE k, v [L, Hkv, D] of tokens `token_ids` [L] at `positions` [L] (default 0..L-1)."""
+    k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
+    if k.ndim != 3 or k.shape != v.shape:
+        raise ShapeError(f"bdpa_decompose: k {k.shape} and v {v.shape} must both be [L, Hkv, D]")
+    L, heads, dim = k.shape
+    if dim % 4 or dim % 2:
+        raise ShapeError(f"bdpa_decompose: head_dim {dim} must be a multiple of 4 (int8 x4 per u32)")
+    token_ids = np.asarray(token_ids)
+    positions = np.arange(L) if positions is None else np.asarray(positions)
+    if token_ids.shape != (L,) or positions.shape != (L,):
+        raise ShapeError(f"bdpa_decompose: token_ids {token_ids.shape} and positions {positions.shape} must be ({L},)")
+    if L and (positions.min() < 0 or positions.max() >= 2**32):
+        raise LimitError(f"bdpa_decompose: positions must be in 0..2^32-1, got {positions.min()}..{positions.max()}")
+    _, basis_id = np.unique(token_ids, return_inverse=True)
+    basis_id = basis_id.reshape(-1)
+    kv = np.stack([k, v], axis=1)  # [L, 2, H, D]
+    nb = int(basis_id.max()) + 1 if L else 0
+    sums = np.zeros((nb, 2, heads, dim))
+    np.add.at(sums, basis_id, kv)
+    basis = (sums / np.bincount(basis_id, minlength=nb)[:, None, None, None]).astype(np.float16)
+    res = kv - basis.astype(np.float64)[basis_id]
+    scale = _f16_ceil(np.abs(res).max(axis=-1) / 127.0)
+    s = scale.astype(np.float64)[..., None]
+    codes = np.where(s > 0, np.rint(res / np.where(s > 0, s, 1)), 0).clip(-127, 127).astype(np.int64)
+    words = ((codes & 0xFF).astype(np.uint64).reshape(L, 2, heads, dim // 4, 4)
+             << (np.arange(4, dtype=np.uint64) * np.uint64(8))).sum(-1).astype(np.uint32)
+    key = np.concatenate([words.reshape(L, -1), scale.view(np.uint16).reshape(L, -1).astype(np.uint32)], axis=1)
+    _, first, res_id = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    index = np.stack([basis_id, res_id.reshape(-1), positions], axis=1).astype(np.uint32)
+    return BDPAHost(basis, np.ascontiguousarray(words[first]), np.ascontiguousarray(scale[first]), index)
+
+
+def rope_table(cos, sin) -> np.ndarray:
+    """The kernel's RoPE table f32 [positions, 2, D / 2] from cos, sin [positions, D / 2]."""
+    return np.stack([np.asarray(cos), np.asarray(sin)], axis=1).astype(np.float32)
+
+
+@attrs.frozen
+class BDPAParams:
+    q_pos: int
+    kv_len: int | None
+    causal: bool = True
+    sliding_window: int = 0
+    softcap: float = 0.0
+    scale: float | None = None
+
+
+def _infer(params: BDPAParams, specs):
+    q, basis, residual, rscale, index, rope, len_t = specs
+    op = "bdpa_attention"
+    if len(q.shape) != 3 or q.shape[0] != 1:
+        raise ShapeError(f"{op}: decode only, q must be [1, Hq, D], got {q.shape}")
+    _, hq, dim = q.shape
+    variant = select_variant(op, q_dtype=q.dtype)
+    if dim > kernel(variant).limits["max_head_dim"] or dim % 4:
+        raise LimitError(f"{op}: head_dim {dim} must be a multiple of 4 and at most {kernel(variant).limits['max_head_dim']}")
+    if len(basis.shape) != 4 or basis.shape[1] != 2 or basis.shape[3] != dim or basis.dtype != "f16":
+        raise ShapeError(f"{op}: basis must be f16 [B, 2, Hkv, {dim}], got {basis.dtype} {basis.shape}")
+    hkv = basis.shape[2]
+    if hq % hkv:
+        raise ShapeError(f"{op}: q heads {hq} must be a multiple of kv heads {hkv}")
+    nr = residual.shape[0] if residual.shape else 0
+    if residual.dtype != "u32" or residual.shape != (nr, 2, hkv, dim // 4):
+        raise ShapeError(f"{op}: residual must be u32 [R, 2, {hkv}, {dim // 4}], got {residual.dtype} {residual.shape}")
+    if rscale.dtype != "f16" or rscale.shape != (nr, 2, hkv):
+        raise ShapeError(f"{op}: residual_scale must be f16 {(nr, 2, hkv)} for residual {residual.shape}, "
+                         f"got {rscale.dtype} {rscale.shape}")
+    if index.dtype != "u32" or len(index.shape) != 2 or index.shape[1] != 3:
+        raise ShapeError(f"{op}: index must be u32 [L, 3], got {index.dtype} {index.shape}")
+    if rope.dtype != "f32" or len(rope.shape) != 3 or rope.shape[1:] != (2, dim // 2):
+        raise ShapeError(f"{op}: rope must be f32 [positions, 2, {dim // 2}], got {rope.dtype} {rope.shape}")
+    if len_t is None and params.kv_len > index.shape[0]:
+        raise LimitError(f"{op}: kv_len {params.kv_len} is beyond the index's {index.shape[0]} rows")
+    if len_t is not None and (len_t.dtype != "u32" or len_t.size < 1):
+        raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
+    return (TensorSpec(q.shape, kernel(variant).output_dtype),)
+
+
+def _encode(ctx, params: BDPAParams, inputs, outputs):
+    q, basis, residual, rscale, index, rope, len_t = inputs
+    (out,) = outputs
+    _, hq, dim = q.shape
+    variant = select_variant("bdpa_attention", q_dtype=q.dtype)
+    uniforms = {
+        "num_heads": hq, "num_kv_heads": basis.shape[2], "head_dim": dim, "seq_len": 1,
+        "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "q_pos": params.q_pos,
+        "causal": int(params.causal), "sliding_window": params.sliding_window,
+        "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(dim), "softcap": params.softcap,
+    }
+    bindings = {"q": q, "basis": basis, "residual": residual, "residual_scale": rscale, "index": index, "rope": rope,
+                "len_buf": len_t if len_t is not None else ctx.fallback("bdpa.kv_len"), "out": out}
+    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, 1, 1), label=variant)]
+
+
+BDPA = register(OpDef("bdpa_attention", _infer, _encode))
+
+
+def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal=True, sliding_window=0,
+                   softcap=0.0, scale=None, out=None):
+    """Decode attention of q [1, Hq, D] f32 (already rotated at q_pos) over a BDPA cache; rope from rope_table.
+
+    kv_len: rows of the index to attend to (int, default all, or a u32 GPU tensor). Every position in the index
+    must be below rope's row count (checked here from the host-known max_position).
+    """
+    if q.dtype != "f32":
+        raise DtypeError(f"bdpa_attention: q must be f32 (the kernel is f16 basis, f32 q/out), got {q.dtype}")
+    if isinstance(rope, Tensor) and cache.max_position >= rope.shape[0]:
+        raise LimitError(f"bdpa_attention: the index has position {cache.max_position}, beyond the RoPE table's "
+                         f"{rope.shape[0]} positions")
+    len_t = kv_len if isinstance(kv_len, Tensor) else None
+    n = None if len_t is not None else int(cache.index.shape[0] if kv_len is None else kv_len)
+    params = BDPAParams(int(q_pos), n, bool(causal), int(sliding_window), float(softcap),
+                        None if scale is None else float(scale))
+    return apply(BDPA, params, (q, cache.basis, cache.residual, cache.residual_scale, cache.index, rope, len_t),
+                 out=out)

@@ -1,0 +1,265 @@
+"""KV-cache ops: append rows to a contiguous, ring or paged cache, and int8/int4 quantization of K/V rows.
+
+Quantized format (symmetric, per (row, kv head)): scale = max|x| / QMAX rounded *up* to f16 (QMAX 127 for int8,
+7 for int4), q = round(x / scale); `VALS_PER_WORD` signed values per u32 (4 x int8 or 8 x int4), value k of a
+word in bits [BITS*k, BITS*(k+1)). Shapes: x [n, Hkv, D] -> packed u32 [n, Hkv, D / VALS_PER_WORD] and scales
+f16 [n, Hkv]. Rounding the scale up keeps |x| / scale <= QMAX, so no value clamps and |x - q*scale| <= scale/2.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.scheduler.registry import kernel, kernels_for
+from wgraph.tensor import Tensor, TensorSpec
+
+LAYOUTS = {"contiguous": 0, "ring": 1, "paged": 2}
+QUANT_MODES = {"int8": (8, 4, 127), "int4": (4, 8, 7)}  # bits, values per u32, qmax
+
+
+def quant_format(mode: str) -> tuple[int, int, int]:
+    """(bits, values per u32, qmax) of a quantization mode."""
+    try:
+        return QUANT_MODES[mode]
+    except KeyError:
+        raise ShapeError(f"quantization mode {mode!r} is not one of {sorted(QUANT_MODES)}") from None
+
+
+def select_variant(op: str, **facts) -> str:
+    """The first registry variant of `op` whose facts (or output dtype) match `facts`."""
+    for k in kernels_for(op):
+        have = dict(k.facts, output_dtype=k.output_dtype)
+        if all(have.get(key) == value for key, value in facts.items()):
+            return k.name
+    choices = [dict(k.facts, output_dtype=k.output_dtype) for k in kernels_for(op)]
+    raise DtypeError(f"{op} has no kernel for {facts}; the registry has {choices}")
+
+
+@attrs.frozen
+class WriteParams:
+    """Where rows go: position pos + r (plus the value of the pos tensor, when given) of a cache `layout`.
+    src_ring > 0 reads the source as a ring indexed by the same position (a hot -> cold move); otherwise
+    the source rows are src_row0 + r. n_rows = None means every row of the source."""
+
+    layout: str
+    pos: int
+    page_size: int = 0
+    n_rows: int | None = None
+    src_ring: int = 0
+    src_row0: int = 0
+    mode: str | None = None  # None: plain copy; "int8"/"int4": quantize into packed + scales
+
+
+def _cache_capacity(params: WriteParams, rows: int, table: TensorSpec | None, op: str) -> int:
+    """Logical positions the cache holds; checks the layout's extra inputs."""
+    if params.layout not in LAYOUTS:
+        raise ShapeError(f"{op}: layout {params.layout!r} is not one of {sorted(LAYOUTS)}")
+    if params.layout != "paged":
+        if table is not None:
+            raise ShapeError(f"{op}: page_table is only for layout='paged', got layout={params.layout!r}")
+        return rows
+    if table is None:
+        raise ShapeError(f"{op}: layout='paged' needs page_table= (a u32 tensor of physical page ids)")
+    if table.dtype != "u32" or len(table.shape) != 1:
+        raise ShapeError(f"{op}: page_table must be a 1-D u32 tensor, got {table.shape} {table.dtype}")
+    if params.page_size <= 0 or rows % params.page_size:
+        raise ShapeError(f"{op}: a paged cache of {rows} rows needs a page_size > 0 that divides it, "
+                         f"got page_size={params.page_size}")
+    return table.shape[0] * params.page_size
+
+
+def _check_pos_tensor(spec: TensorSpec | None, op: str):
+    if spec is not None and (spec.dtype != "u32" or spec.size < 1):
+        raise ShapeError(f"{op}: a GPU position must be a u32 tensor with at least one value, got {spec.shape} {spec.dtype}")
+
+
+def _check_positions(params: WriteParams, n: int, capacity: int, has_pos_tensor: bool, op: str):
+    """With an int position (and no pos tensor) every written position must fit: clear errors, not dropped rows."""
+    if params.layout == "ring":
+        if n > capacity:
+            raise LimitError(f"{op}: {n} rows into a ring of {capacity} rows would overwrite rows of the same append")
+        return
+    if has_pos_tensor:
+        return  # known on the GPU only; the kernel writes nothing outside the cache
+    first = params.pos
+    if first < 0:
+        raise LimitError(f"{op}: position {first} is negative")
+    if first >= capacity and n > 0:
+        raise LimitError(f"{op}: position {first} is beyond the cache capacity of {capacity} rows")
+    if first + n > capacity:
+        raise LimitError(f"{op}: cache full: writing {n} rows at position {first} needs {first + n} rows, "
+                         f"the cache holds {capacity}")
+
+
+def _infer_write(params: WriteParams, specs):
+    src, dst, scales, table, pos_t = specs
+    op = "kv_append" if params.mode is None else "kv_append_quantized"
+    if len(src.shape) != 3:
+        raise ShapeError(f"{op}: new rows must be [n, kv_heads, head_dim], got {src.shape}")
+    n_src, heads, dim = src.shape
+    if params.mode is None:
+        if dst.shape[1:] != (heads, dim) or len(dst.shape) != 3:
+            raise ShapeError(f"{op}: cache {dst.shape} does not match rows {src.shape} (kv_heads, head_dim)")
+        if dst.dtype != src.dtype:
+            raise DtypeError(f"{op}: cache dtype {dst.dtype} differs from the new rows' {src.dtype}")
+        select_variant("kv_append", output_dtype=dst.dtype)
+    else:
+        _check_packed(params.mode, dst, scales, (dst.shape[0] if len(dst.shape) else 0, heads, dim), op)
+        select_variant("kv_quantize", mode=params.mode, src_dtype=src.dtype)
+    n = n_src if params.n_rows is None else params.n_rows
+    if params.src_ring == 0 and params.src_row0 + n > n_src:
+        raise ShapeError(f"{op}: rows {params.src_row0}..{params.src_row0 + n} of a source with {n_src} rows")
+    _check_pos_tensor(pos_t, op)
+    capacity = _cache_capacity(params, dst.shape[0], table, op)
+    _check_positions(params, n, capacity, pos_t is not None, op)
+    return ()
+
+
+def _check_packed(mode: str, packed: TensorSpec, scales: TensorSpec | None, shape: tuple, op: str):
+    """packed must be u32 [n, H, D / vpw] and scales f16 [n, H] for rows of `shape` = (n, H, D)."""
+    bits, vpw, _ = quant_format(mode)
+    n, heads, dim = shape
+    if dim % vpw:
+        raise ShapeError(f"{op}: head_dim {dim} must be a multiple of {vpw} for {mode} ({vpw} values per u32)")
+    want = (n, heads, dim // vpw)
+    if packed.dtype != "u32" or packed.shape != want:
+        raise ShapeError(f"{op}: packed {mode} data must be u32 {want} for rows {shape}, got {packed.dtype} {packed.shape}")
+    if scales is None or scales.dtype != "f16" or scales.shape != (n, heads):
+        got = None if scales is None else f"{scales.dtype} {scales.shape}"
+        raise ShapeError(f"{op}: scales must be f16 {(n, heads)} (one per row and kv head) for packed {packed.shape}, got {got}")
+
+
+def _write_dispatch(ctx, params: WriteParams, src, dst, scales, table, pos_t):
+    n = src.shape[0] if params.n_rows is None else params.n_rows
+    heads, dim = src.shape[1], src.shape[2]
+    capacity = dst.shape[0] if params.layout != "paged" else table.shape[0] * params.page_size
+    common = {
+        "n_rows": n, "capacity": capacity, "dst_layout": LAYOUTS[params.layout], "page_size": max(1, params.page_size),
+        "pos": params.pos, "use_pos_buf": int(pos_t is not None), "src_layout": int(params.src_ring > 0),
+        "src_ring": max(1, params.src_ring), "src_row0": params.src_row0,
+    }
+    table = table if table is not None else ctx.fallback("kv.page_table")
+    pos_t = pos_t if pos_t is not None else ctx.fallback("kv.pos")
+    if params.mode is None:
+        variant = select_variant("kv_append", output_dtype=dst.dtype)
+        total = n * heads * dim
+        return ctx.dispatch(variant, uniforms=dict(common, row_elems=heads * dim),
+                            bindings={"src": src, "dst": dst, "page_table": table, "pos_buf": pos_t},
+                            workgroups=ctx.grid(ceil_div(total, kernel(variant).threads)), label="kv_append")
+    variant = select_variant("kv_quantize", mode=params.mode, src_dtype=src.dtype)
+    return ctx.dispatch(variant, uniforms=dict(common, kv_heads=heads, head_dim=dim),
+                        bindings={"src": src, "packed": dst, "scales": scales, "page_table": table, "pos_buf": pos_t},
+                        workgroups=ctx.grid(ceil_div(n * heads, kernel(variant).threads)), label=f"kv_quantize_{params.mode}")
+
+
+def _encode_write(ctx, params: WriteParams, inputs, outputs):
+    src, dst, scales, table, pos_t = inputs
+    return [_write_dispatch(ctx, params, src, dst, scales, table, pos_t)]
+
+
+KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write))
+
+
+def _as_pos(pos, pos_offset: int) -> tuple[int, Tensor | None]:
+    if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
+        return int(pos_offset), pos
+    if isinstance(pos, bool) or not isinstance(pos, int):
+        raise ShapeError(f"position must be an int or a u32 GPU tensor, got {type(pos).__name__}")
+    return int(pos) + int(pos_offset), None
+
+
+def kv_write(src, dst, pos, *, layout="contiguous", page_table=None, page_size=0, pos_offset=0, n_rows=None,
+             src_ring=0, src_row0=0, mode=None, scales=None):
+    """Write rows of `src` into one cache tensor in place (the primitive under kv_append and TieredKVCache)."""
+    base, pos_t = _as_pos(pos, pos_offset)
+    params = WriteParams(layout, base, int(page_size), n_rows, int(src_ring), int(src_row0), mode)
+    apply(KV_WRITE, params, (src, dst, scales, page_table, pos_t))
+
+
+def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None, page_size=0, pos_offset=0):
+    """Write k_new, v_new [n, Hkv, D] into `cache` = (k_cache, v_cache) at positions pos .. pos + n - 1, in place.
+
+    layout: "contiguous" (row = position), "ring" (row = position % rows) or "paged" (page_table[position //
+    page_size] * page_size + position % page_size). `pos` is an int (checked: cache full / beyond capacity are
+    LimitErrors) or a u32 GPU tensor read at dispatch time (plus `pos_offset`), so one recording replays for any
+    position; rows that a GPU position puts outside the cache are not written.
+    """
+    k_cache, v_cache = cache
+    for new, dst in ((k_new, k_cache), (v_new, v_cache)):
+        kv_write(new, dst, pos, layout=layout, page_table=page_table, page_size=page_size, pos_offset=pos_offset)
+
+
+def kv_append_quantized(cache, k_new, v_new, pos, *, mode, layout="contiguous", page_table=None, page_size=0,
+                        pos_offset=0):
+    """kv_append into a quantized cache ((k_packed, k_scales), (v_packed, v_scales)), quantizing on the way."""
+    (kp, ks), (vp, vs) = cache
+    for new, dst, sc in ((k_new, kp, ks), (v_new, vp, vs)):
+        kv_write(new, dst, pos, layout=layout, page_table=page_table, page_size=page_size, pos_offset=pos_offset,
+                 mode=mode, scales=sc)
+
+
+@attrs.frozen
+class QuantizeParams:
+    mode: str
+
+
+def _infer_quantize(params: QuantizeParams, specs):
+    (x,) = specs
+    bits, vpw, _ = quant_format(params.mode)
+    if len(x.shape) != 3:
+        raise ShapeError(f"kv_quantize: x must be [n, kv_heads, head_dim], got {x.shape}")
+    n, heads, dim = x.shape
+    if dim % vpw:
+        raise ShapeError(f"kv_quantize: head_dim {dim} must be a multiple of {vpw} for {params.mode}")
+    select_variant("kv_quantize", mode=params.mode, src_dtype=x.dtype)
+    return (TensorSpec((n, heads, dim // vpw), "u32"), TensorSpec((n, heads), "f16"))
+
+
+def _encode_quantize(ctx, params: QuantizeParams, inputs, outputs):
+    (x,), (packed, scales) = inputs, outputs
+    wp = WriteParams("contiguous", 0, mode=params.mode)
+    return [_write_dispatch(ctx, wp, x, packed, scales, None, None)]
+
+
+KV_QUANTIZE = register(OpDef("kv_quantize", _infer_quantize, _encode_quantize))
+
+
+def kv_quantize(x, mode: str = "int8", *, out=None):
+    """Quantize x [n, Hkv, D] (f32 or f16) -> (packed u32 [n, Hkv, D / vpw], scales f16 [n, Hkv])."""
+    return apply(KV_QUANTIZE, QuantizeParams(mode), (x,), out=out)
+
+
+@attrs.frozen
+class DequantizeParams:
+    mode: str
+    dtype: str
+
+
+def _infer_dequantize(params: DequantizeParams, specs):
+    packed, scales = specs
+    bits, vpw, _ = quant_format(params.mode)
+    if len(packed.shape) != 3:
+        raise ShapeError(f"kv_dequantize: packed must be u32 [n, kv_heads, head_dim / {vpw}], got {packed.shape}")
+    n, heads, words = packed.shape
+    _check_packed(params.mode, packed, scales, (n, heads, words * vpw), "kv_dequantize")
+    select_variant("kv_dequantize", mode=params.mode, output_dtype=params.dtype)
+    return (TensorSpec((n, heads, words * vpw), params.dtype),)
+
+
+def _encode_dequantize(ctx, params: DequantizeParams, inputs, outputs):
+    (packed, scales), (x,) = inputs, outputs
+    variant = select_variant("kv_dequantize", mode=params.mode, output_dtype=params.dtype)
+    n, heads, dim = x.shape
+    return [ctx.dispatch(variant, uniforms={"n_rows": n, "kv_heads": heads, "head_dim": dim},
+                         bindings={"packed": packed, "scales": scales, "dst": x},
+                         workgroups=ctx.grid(ceil_div(x.size, kernel(variant).threads)), label="kv_dequantize")]
+
+
+KV_DEQUANTIZE = register(OpDef("kv_dequantize", _infer_dequantize, _encode_dequantize))
+
+
+def kv_dequantize(packed, scales, mode: str = "int8", *, dtype: str = "f32", out=None):
+    """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D]."""
+    return apply(KV_DEQUANTIZE, DequantizeParams(mode, dtype), (packed, scales), out=out)

@@ -1,0 +1,153 @@
+"""Tiered attention: one softmax over a cold part (contiguous or paged; f16, or int8/int4 from kv_quantize) and a
+hot ring of the newest `hot_window` rows (f16). Key j sits at position j; of kv_len keys the newest
+min(kv_len, hot_window) are hot at ring slot j % hot_window and the rest are cold at row j (or its page).
+Queries are the last S positions (query i at kv_len - S + i). kv_len is an int or a u32 GPU tensor."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
+from wgraph.scheduler.registry import kernel
+from wgraph.tensor import Tensor, TensorSpec
+
+
+@attrs.frozen
+class TieredParams:
+    kv_len: int | None  # None: read from the kv_len tensor input
+    hot_window: int
+    page_size: int = 0
+    causal: bool = True
+    sliding_window: int = 0
+    softcap: float = 0.0
+    scale: float | None = None
+    mode: str | None = None  # None: f16 cold; "int8"/"int4": quantized cold
+
+
+def _op_name(params) -> str:
+    return "tiered_attention" if params.mode is None else "tiered_quant_attention"
+
+
+def _variant(params, q_dtype: str) -> str:
+    if params.mode is None:
+        return select_variant("tiered_attention", q_dtype=q_dtype)
+    return select_variant("tiered_quant_attention", q_dtype=q_dtype, mode=params.mode)
+
+
+def _infer(params: TieredParams, specs):
+    q, hot_k, hot_v, cold_k, cold_v, k_scale, v_scale, table, len_t = specs
+    op = _op_name(params)
+    if len(q.shape) != 3:
+        raise ShapeError(f"{op}: q must be [S, Hq, D], got {q.shape}")
+    S, hq, dim = q.shape
+    variant = _variant(params, q.dtype)
+    max_d = kernel(variant).limits["max_head_dim"]
+    if dim > max_d:
+        raise LimitError(f"{op}: head_dim {dim} is above the {variant} kernel's max_head_dim {max_d}")
+    if len(hot_k.shape) != 3 or hot_k.shape != hot_v.shape:
+        raise ShapeError(f"{op}: hot_k {hot_k.shape} and hot_v {hot_v.shape} must both be [hot_window, Hkv, D]")
+    w, hkv, dk = hot_k.shape
+    if dk != dim:
+        raise ShapeError(f"{op}: hot K/V head_dim {dk} differs from q's {dim}")
+    if hot_k.dtype != "f16" or hot_v.dtype != "f16":
+        raise DtypeError(f"{op}: the hot ring must be f16, got {hot_k.dtype}/{hot_v.dtype}")
+    if hkv == 0 or hq % hkv:
+        raise ShapeError(f"{op}: q heads {hq} must be a multiple of kv heads {hkv}")
+    if params.hot_window <= 0 or params.hot_window > w:
+        raise LimitError(f"{op}: hot_window {params.hot_window} must be in 1..{w} (the hot ring's rows)")
+    if params.mode is None:
+        for name, c in (("cold_k", cold_k), ("cold_v", cold_v)):
+            if len(c.shape) != 3 or c.shape[1:] != (hkv, dim):
+                raise ShapeError(f"{op}: {name} {c.shape} must be [rows, {hkv}, {dim}]")
+            if c.dtype != "f16":
+                raise DtypeError(f"{op}: {name} must be f16, got {c.dtype}")
+    else:
+        _, vpw, _ = quant_format(params.mode)
+        rows = cold_k.shape[0] if cold_k.shape else 0
+        _check_packed(params.mode, cold_k, k_scale, (rows, hkv, dim), op)
+        _check_packed(params.mode, cold_v, v_scale, (rows, hkv, dim), op)
+    cold_rows = cold_k.shape[0]
+    if cold_k.shape[0] != cold_v.shape[0]:
+        raise ShapeError(f"{op}: cold_k has {cold_k.shape[0]} rows, cold_v {cold_v.shape[0]}")
+    if table is not None:
+        if table.dtype != "u32" or len(table.shape) != 1:
+            raise ShapeError(f"{op}: page_table must be a 1-D u32 tensor, got {table.shape} {table.dtype}")
+        if params.page_size <= 0 or cold_rows % params.page_size:
+            raise ShapeError(f"{op}: a paged cold part of {cold_rows} rows needs a page_size that divides it, "
+                             f"got {params.page_size}")
+        cold_capacity = table.shape[0] * params.page_size
+    else:
+        cold_capacity = cold_rows
+    if len_t is not None:
+        if len_t.dtype != "u32" or len_t.size < 1:
+            raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
+    else:
+        n = params.kv_len
+        if n < S:
+            raise ShapeError(f"{op}: kv_len {n} is smaller than the {S} queries (queries are the last positions)")
+        cold_len = n - min(n, params.hot_window)
+        if cold_len > cold_capacity:
+            raise LimitError(f"{op}: kv_len {n} with hot_window {params.hot_window} puts {cold_len} rows in the cold "
+                             f"part, which holds {cold_capacity}")
+    return (TensorSpec((S, hq, dim), kernel(variant).output_dtype),)
+
+
+def _encode(ctx, params: TieredParams, inputs, outputs):
+    q, hot_k, hot_v, cold_k, cold_v, k_scale, v_scale, table, len_t = inputs
+    (out,) = outputs
+    S, hq, dim = q.shape
+    variant = _variant(params, q.dtype)
+    scale = params.scale if params.scale is not None else 1.0 / math.sqrt(dim)
+    uniforms = {
+        "num_heads": hq, "num_kv_heads": hot_k.shape[1], "head_dim": dim, "seq_len": S,
+        "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "hot_window": params.hot_window,
+        "cold_layout": int(table is not None), "cold_page_size": max(1, params.page_size),
+        "causal": int(params.causal), "sliding_window": params.sliding_window, "scale": scale,
+        "softcap": params.softcap,
+    }
+    bindings = {"q": q, "hot_k": hot_k, "hot_v": hot_v, "cold_k": cold_k, "cold_v": cold_v, "out": out,
+                "page_table": table if table is not None else ctx.fallback("tiered.page_table"),
+                "len_buf": len_t if len_t is not None else ctx.fallback("tiered.kv_len")}
+    if params.mode is not None:
+        bindings.update(cold_k_scale=k_scale, cold_v_scale=v_scale)
+    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, S, 1), label=variant)]
+
+
+TIERED = register(OpDef("tiered_attention", _infer, _encode))
+
+
+def _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode):
+    len_t = kv_len if isinstance(kv_len, Tensor) else None
+    if len_t is None and (isinstance(kv_len, bool) or not isinstance(kv_len, int)):
+        raise ShapeError(f"kv_len must be an int or a u32 GPU tensor, got {type(kv_len).__name__}")
+    if page_table is not None and page_size <= 0:
+        raise ShapeError(f"a paged cold part needs page_size > 0, got {page_size}")
+    if sliding_window < 0 or softcap < 0:
+        raise ShapeError(f"sliding_window {sliding_window} and softcap {softcap} must be >= 0")
+    params = TieredParams(None if len_t is not None else int(kv_len), int(hot_window or hot_k.shape[0]),
+                          int(page_size), bool(causal), int(sliding_window), float(softcap),
+                          None if scale is None else float(scale), mode)
+    return params, len_t
+
+
+def tiered_attention(q, hot_k, hot_v, cold_k, cold_v, *, kv_len, hot_window=None, page_table=None, page_size=0,
+                     causal=True, sliding_window=0, softcap=0.0, scale=None, out=None):
+    """Attention of q [S, Hq, D] (f16 -> f16 out, f32 -> f32 out) over f16 hot ring + f16 cold part."""
+    params, len_t = _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale,
+                            None)
+    return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, None, None, page_table, len_t), out=out)
+
+
+def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, *, mode, kv_len,
+                           hot_window=None, page_table=None, page_size=0, causal=True, sliding_window=0, softcap=0.0,
+                           scale=None, out=None):
+    """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales)."""
+    quant_format(mode)
+    params, len_t = _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale,
+                            mode)
+    return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, page_table, len_t),
+                 out=out)

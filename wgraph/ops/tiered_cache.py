@@ -1,0 +1,107 @@
+"""TieredKVCache: an f16 hot ring of the newest `hot_window` rows plus a cold part (contiguous or paged; f16, int8
+or int4) of the older ones; appending moves rows that leave the ring into the cold part, on the GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wgraph.errors import LimitError, ShapeError
+from wgraph.ops.kv_cache import kv_write, quant_format
+from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
+from wgraph.tensor import Tensor
+
+
+class TieredKVCache:
+    """Hot ring [hot_window, Hkv, D] f16 and cold part of `cold_capacity` positions.
+
+    `append(k, v)` with an int position (the host tracks `length`) checks capacity and handles any number of
+    rows; `append(k, v, kv_len=t)` with a u32 GPU tensor t holding the length *after* the append takes one row
+    and records once for every position (decode). `attention(q, kv_len=...)` attends over all rows.
+    """
+
+    def __init__(self, device, *, kv_heads: int, head_dim: int, hot_window: int, cold_capacity: int,
+                 quant: str | None = None, page_size: int = 0, page_table=None):
+        if hot_window <= 0 or cold_capacity < 0:
+            raise ShapeError(f"hot_window {hot_window} must be > 0 and cold_capacity {cold_capacity} >= 0")
+        self.device, self.kv_heads, self.head_dim = device, kv_heads, head_dim
+        self.hot_window, self.quant, self.page_size = hot_window, quant, int(page_size)
+        self.length = 0
+        self.hot_k = device.tensor(np.zeros((hot_window, kv_heads, head_dim), np.float16), label="tiered.hot_k")
+        self.hot_v = device.tensor(np.zeros((hot_window, kv_heads, head_dim), np.float16), label="tiered.hot_v")
+        rows = max(1, cold_capacity)
+        self.page_table = None
+        if page_size:
+            if rows % page_size:
+                raise ShapeError(f"cold_capacity {cold_capacity} must be a multiple of page_size {page_size}")
+            table = np.arange(rows // page_size) if page_table is None else np.asarray(page_table)
+            if table.shape != (rows // page_size,) or table.min() < 0 or table.max() >= rows // page_size:
+                raise ShapeError(f"page_table must hold {rows // page_size} page ids in 0..{rows // page_size - 1}")
+            self.page_table = device.tensor(table.astype(np.uint32), label="tiered.page_table")
+        self.cold_capacity = cold_capacity
+        if quant is None:
+            shape, dtype = (rows, kv_heads, head_dim), np.float16
+            self.cold_k = device.tensor(np.zeros(shape, dtype), label="tiered.cold_k")
+            self.cold_v = device.tensor(np.zeros(shape, dtype), label="tiered.cold_v")
+            self.cold_k_scale = self.cold_v_scale = None
+        else:
+            _, vpw, _ = quant_format(quant)
+            if head_dim % vpw:
+                raise ShapeError(f"head_dim {head_dim} must be a multiple of {vpw} for {quant}")
+            packed = np.zeros((rows, kv_heads, head_dim // vpw), np.uint32)
+            self.cold_k = device.tensor(packed, label="tiered.cold_k")
+            self.cold_v = device.tensor(packed, label="tiered.cold_v")
+            self.cold_k_scale = device.tensor(np.zeros((rows, kv_heads), np.float16), label="tiered.cold_k_scale")
+            self.cold_v_scale = device.tensor(np.zeros((rows, kv_heads), np.float16), label="tiered.cold_v_scale")
+
+    @property
+    def _cold(self) -> dict:
+        return {"layout": "paged" if self.page_table is not None else "contiguous", "page_table": self.page_table,
+                "page_size": self.page_size, "mode": self.quant}
+
+    def _to_cold(self, src, dst, scales, pos, **kw):
+        kv_write(src, dst, pos, scales=scales, **self._cold, **kw)
+
+    def append(self, k_new, v_new, *, kv_len: Tensor | None = None):
+        """Append rows [n, Hkv, D] f16 at position `length` (or, with kv_len, at kv_len[0] - 1 on the GPU)."""
+        if k_new.shape != v_new.shape or k_new.shape[1:] != (self.kv_heads, self.head_dim):
+            raise ShapeError(f"new rows {k_new.shape}/{v_new.shape} must be [n, {self.kv_heads}, {self.head_dim}]")
+        W = self.hot_window
+        pairs = ((k_new, self.hot_k, self.cold_k, self.cold_k_scale), (v_new, self.hot_v, self.cold_v, self.cold_v_scale))
+        if kv_len is not None:
+            if k_new.shape[0] != 1:
+                raise ShapeError(f"append with a GPU kv_len takes one row (decode), got {k_new.shape[0]}")
+            self.length = None  # known on the GPU only from here on
+            for new, hot, cold, scales in pairs:
+                # The row at position kv_len-1-W leaves the ring (skipped on the GPU while that is negative).
+                self._to_cold(hot, cold, scales, kv_len, pos_offset=-1 - W, n_rows=1, src_ring=W)
+                kv_write(new, hot, kv_len, layout="ring", pos_offset=-1)
+            return
+        if self.length is None:
+            raise ShapeError("this cache was appended with a GPU kv_len; keep passing kv_len=")
+        p, n = self.length, k_new.shape[0]
+        cold_after = max(0, p + n - W)
+        if cold_after > self.cold_capacity:
+            raise LimitError(f"tiered cache full: {p + n} rows need {cold_after} cold rows beyond the hot window "
+                             f"of {W}; the cold part holds {self.cold_capacity}")
+        move_start, move_stop = max(0, p - W), min(p, cold_after)
+        direct = max(0, n - W)
+        for new, hot, cold, scales in pairs:
+            if move_stop > move_start:
+                self._to_cold(hot, cold, scales, move_start, n_rows=move_stop - move_start, src_ring=W)
+            if direct:
+                self._to_cold(new, cold, scales, p, n_rows=direct)
+            kv_write(new, hot, p + direct, layout="ring", n_rows=n - direct, src_row0=direct)
+        self.length = p + n
+
+    def attention(self, q, *, kv_len=None, **options):
+        """Tiered attention of q over every row; kv_len defaults to the host-tracked length."""
+        if kv_len is None:
+            if self.length is None:
+                raise ShapeError("this cache's length lives on the GPU; pass kv_len=")
+            kv_len = self.length
+        common = dict(kv_len=kv_len, hot_window=self.hot_window, page_table=self.page_table,
+                      page_size=self.page_size, **options)
+        if self.quant is None:
+            return tiered_attention(q, self.hot_k, self.hot_v, self.cold_k, self.cold_v, **common)
+        return tiered_quant_attention(q, self.hot_k, self.hot_v, self.cold_k, self.cold_v, self.cold_k_scale,
+                                      self.cold_v_scale, mode=self.quant, **common)

@@ -1,0 +1,85 @@
+// BDPA decode: key/value j = basis[b] + residual[r] (int8, one f16 scale per (residual row, kv head, k|v)),
+// with (b, r, pos) = index[j]; RoPE (half split) is applied to the key here from rope[pos] = (cos, sin) tables,
+// and masking uses the original position pos. q (already rotated at its own position) and out are f32.
+enable f16;
+
+struct BDPAParams {
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+    seq_len: u32,
+    kv_len: u32,
+    use_len_buf: u32,
+    q_pos: u32,
+    causal: u32,
+    sliding_window: u32,
+    scale: f32,
+    softcap: f32,
+}
+
+@group(0) @binding(0) var<uniform> params: BDPAParams;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+// [num_basis, 2, kv_heads, head_dim]: K basis then V basis of each token id.
+@group(0) @binding(2) var<storage, read> basis: array<f16>;
+// [num_residuals, 2, kv_heads, head_dim / 4] int8 x4 per u32.
+@group(0) @binding(3) var<storage, read> residual: array<u32>;
+// [num_residuals, 2, kv_heads]
+@group(0) @binding(4) var<storage, read> residual_scale: array<f16>;
+// [kv_len, 3]: basis id, residual id, original position.
+@group(0) @binding(5) var<storage, read> index: array<u32>;
+// [rope_len, 2, head_dim / 2]: cos then sin at each position.
+@group(0) @binding(6) var<storage, read> rope: array<f32>;
+@group(0) @binding(7) var<storage, read> len_buf: array<u32>;
+@group(0) @binding(8) var<storage, read_write> out: array<f32>;
+
+fn prepare(n: u32) {
+}
+
+fn query_pos(i: u32, n: u32) -> i32 {
+    return i32(params.q_pos + i);
+}
+
+fn key_range(qpos: i32, n: u32) -> vec2<u32> {
+    return vec2<u32>(0u, n);
+}
+
+fn key_masked(j: u32, qpos: i32) -> bool {
+    let p = i32(index[3u * j + 2u]);
+    if (params.causal != 0u && p > qpos) {
+        return true;
+    }
+    return params.sliding_window > 0u && p <= qpos - i32(params.sliding_window);
+}
+
+// Component d of K (part 0) or V (part 1) of key j, before RoPE.
+fn kv_component(j: u32, part: u32, kvh: u32, d: u32) -> f32 {
+    let H = params.num_kv_heads;
+    let D = params.head_dim;
+    let b = index[3u * j];
+    let r = index[3u * j + 1u];
+    let rh = (r * 2u + part) * H + kvh;
+    let word = bitcast<i32>(residual[rh * (D / 4u) + d / 4u]);
+    let res = f32(extractBits(word, 8u * (d % 4u), 8u)) * f32(residual_scale[rh]);
+    return f32(basis[((b * 2u + part) * H + kvh) * D + d]) + res;
+}
+
+fn key_dot(j: u32, kvh: u32) -> f32 {
+    let half = params.head_dim / 2u;
+    let p = index[3u * j + 2u];
+    let rbase = p * 2u * half;
+    var s = 0.0;
+    for (var d = 0u; d < half; d = d + 1u) {
+        let x1 = kv_component(j, 0u, kvh, d);
+        let x2 = kv_component(j, 0u, kvh, d + half);
+        let c = rope[rbase + d];
+        let sn = rope[rbase + half + d];
+        s = s + q_sh[d] * (x1 * c - x2 * sn) + q_sh[d + half] * (x2 * c + x1 * sn);
+    }
+    return s;
+}
+
+fn value(j: u32, kvh: u32, d: u32) -> f32 {
+    return kv_component(j, 1u, kvh, d);
+}
+
+//!include tiered_loop.wgsl

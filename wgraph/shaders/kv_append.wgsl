@@ -1,0 +1,47 @@
+// Write n_rows rows of [kv_heads * head_dim] values into a contiguous, ring or paged cache at position pos + r.
+// The source is either linear rows src_row0 + r (an append) or a ring indexed by the same position (a hot -> cold move).
+{{ENABLE_F16}}
+
+struct KVAppendParams {
+    n_rows: u32,
+    row_elems: u32,
+    capacity: u32,
+    dst_layout: u32,
+    page_size: u32,
+    pos: i32,
+    use_pos_buf: u32,
+    src_layout: u32,
+    src_ring: u32,
+    src_row0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: KVAppendParams;
+@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> dst: array<{{T}}>;
+@group(0) @binding(3) var<storage, read> page_table: array<u32>;
+@group(0) @binding(4) var<storage, read> pos_buf: array<u32>;
+
+//!include kv_common.wgsl
+
+@compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * {{WORKGROUP_SIZE_X}}u;
+    if (idx >= params.n_rows * params.row_elems) {
+        return;
+    }
+    let r = idx / params.row_elems;
+    let e = idx % params.row_elems;
+    let t = kv_pos(r, params.pos, params.use_pos_buf);
+    if (t < 0) {
+        return;
+    }
+    let row = kv_row(u32(t), params.dst_layout, params.capacity, params.page_size);
+    if (row == 0xFFFFFFFFu) {
+        return;
+    }
+    var src_row = params.src_row0 + r;
+    if (params.src_layout == 1u) {
+        src_row = u32(t) % params.src_ring;
+    }
+    dst[row * params.row_elems + e] = src[src_row * params.row_elems + e];
+}

@@ -1,0 +1,30 @@
+// Inverse of kv_quantize for n_rows linear rows: x = q * scale, in {{T}}.
+enable f16;
+
+struct KVDequantizeParams {
+    n_rows: u32,
+    kv_heads: u32,
+    head_dim: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: KVDequantizeParams;
+@group(0) @binding(1) var<storage, read> packed: array<u32>;
+@group(0) @binding(2) var<storage, read> scales: array<f16>;
+@group(0) @binding(3) var<storage, read_write> dst: array<{{T}}>;
+
+const BITS: u32 = {{BITS}}u;
+const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;
+
+@compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * {{WORKGROUP_SIZE_X}}u;
+    let D = params.head_dim;
+    if (idx >= params.n_rows * params.kv_heads * D) {
+        return;
+    }
+    let rh = idx / D;
+    let d = idx % D;
+    let word = packed[rh * (D / VALS_PER_WORD) + d / VALS_PER_WORD];
+    let qv = extractBits(bitcast<i32>(word), BITS * (d % VALS_PER_WORD), BITS);
+    dst[idx] = {{T}}(f32(qv) * f32(scales[rh]));
+}

@@ -1,0 +1,86 @@
+// Symmetric quantization per (row, kv head): scale = max|x| / QMAX rounded up to f16 (so |x| / scale <= QMAX and
+// no value clamps), q = round(x / scale), VALS_PER_WORD signed BITS-bit values packed little-end-first per u32.
+// Rows go to position pos + r of a contiguous, ring or paged packed cache (same addressing as kv_append).
+enable f16;
+
+struct KVQuantizeParams {
+    n_rows: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    capacity: u32,
+    dst_layout: u32,
+    page_size: u32,
+    pos: i32,
+    use_pos_buf: u32,
+    src_layout: u32,
+    src_ring: u32,
+    src_row0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: KVQuantizeParams;
+@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> packed: array<u32>;
+@group(0) @binding(3) var<storage, read_write> scales: array<f16>;
+@group(0) @binding(4) var<storage, read> page_table: array<u32>;
+@group(0) @binding(5) var<storage, read> pos_buf: array<u32>;
+
+//!include kv_common.wgsl
+
+const BITS: u32 = {{BITS}}u;
+const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;
+const QMAX: f32 = {{QMAX}}.0;
+
+// Smallest f16 >= s (for s in f16 range), returned as f32.
+fn f16_ceil(s: f32) -> f32 {
+    var bits = pack2x16float(vec2<f32>(s, 0.0)) & 0xFFFFu;
+    if (unpack2x16float(bits).x < s) {
+        bits = bits + 1u;
+    }
+    return unpack2x16float(bits).x;
+}
+
+@compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * {{WORKGROUP_SIZE_X}}u;
+    if (idx >= params.n_rows * params.kv_heads) {
+        return;
+    }
+    let r = idx / params.kv_heads;
+    let h = idx % params.kv_heads;
+    let t = kv_pos(r, params.pos, params.use_pos_buf);
+    if (t < 0) {
+        return;
+    }
+    let row = kv_row(u32(t), params.dst_layout, params.capacity, params.page_size);
+    if (row == 0xFFFFFFFFu) {
+        return;
+    }
+    var src_row = params.src_row0 + r;
+    if (params.src_layout == 1u) {
+        src_row = u32(t) % params.src_ring;
+    }
+    let D = params.head_dim;
+    let sbase = (src_row * params.kv_heads + h) * D;
+    var amax = 0.0;
+    for (var d = 0u; d < D; d = d + 1u) {
+        amax = max(amax, abs(f32(src[sbase + d])));
+    }
+    let scale = f16_ceil(amax / QMAX);
+    var inv = 0.0;
+    if (scale > 0.0) {
+        inv = 1.0 / scale;
+    }
+    let words = D / VALS_PER_WORD;
+    let pbase = (row * params.kv_heads + h) * words;
+    let mask = (1u << BITS) - 1u;
+    for (var w = 0u; w < words; w = w + 1u) {
+        var word = 0u;
+        for (var k = 0u; k < VALS_PER_WORD; k = k + 1u) {
+            // x * inv can exceed QMAX by an ulp when |x| == amax; clamp only guards that rounding.
+            let qv = i32(clamp(round(f32(src[sbase + w * VALS_PER_WORD + k]) * inv), -QMAX, QMAX));
+            word = word | ((bitcast<u32>(qv) & mask) << (BITS * k));
+        }
+        packed[pbase + w] = word;
+    }
+    scales[row * params.kv_heads + h] = f16(scale);
+}

@@ -1,0 +1,46 @@
+// Positions, ranges and row addressing shared by tiered_attention.wgsl and tiered_quant.wgsl (included).
+// Key j (0 <= j < n) sits at position j. The newest hot_len = min(n, hot_window) keys live in the hot ring at
+// slot j % hot_window; the older cold_len = n - hot_len keys live in the cold part at row j (contiguous) or
+// page_table[j / cold_page_size] * cold_page_size + j % cold_page_size (paged). Queries are the last seq_len
+// positions: query i sits at n - seq_len + i.
+
+var<private> cold_len: u32;
+
+fn prepare(n: u32) {
+    cold_len = n - min(n, params.hot_window);
+}
+
+fn query_pos(i: u32, n: u32) -> i32 {
+    return i32(n) - i32(params.seq_len) + i32(i);
+}
+
+// Keys [lo, hi) visible to a query at qpos under causal / sliding-window masking.
+fn key_range(qpos: i32, n: u32) -> vec2<u32> {
+    var hi = i32(n);
+    if (params.causal != 0u) {
+        hi = min(hi, qpos + 1);
+    }
+    var lo = 0;
+    if (params.sliding_window > 0u) {
+        lo = max(0, qpos - i32(params.sliding_window) + 1);
+    }
+    hi = max(hi, 0);
+    lo = min(lo, hi);
+    return vec2<u32>(u32(lo), u32(hi));
+}
+
+fn key_masked(j: u32, qpos: i32) -> bool {
+    return false;
+}
+
+fn cold_row(j: u32) -> u32 {
+    if (params.cold_layout == 1u) {
+        let ps = params.cold_page_size;
+        return page_table[j / ps] * ps + j % ps;
+    }
+    return j;
+}
+
+fn hot_index(j: u32, kvh: u32, d: u32) -> u32 {
+    return ((j % params.hot_window) * params.num_kv_heads + kvh) * params.head_dim + d;
+}

@@ -1,0 +1,94 @@
+// The decode loop shared by tiered_*.wgsl and bdpa_*.wgsl (included, not a variant).
+// One workgroup per (q head, query): threads score one key each per tile of WG keys, the tile's max and
+// probabilities go through workgroup memory (2 barriers per tile, none per key), and each thread owns the
+// output dims d = tid, tid + WG, ... with an online softmax across tiles. No kv-length ceiling.
+// The including file provides: params (num_heads, num_kv_heads, head_dim, kv_len, use_len_buf, scale,
+// softcap), q, out, len_buf, and fn prepare(n), query_pos(i, n), key_range(qpos, n), key_masked(j, qpos),
+// key_dot(j, kvh) (dot of q_sh with key j) and value(j, kvh, d).
+
+const WG: u32 = {{WORKGROUP_SIZE_X}}u;
+const ACC_N: u32 = ({{MAX_HEAD_DIM}}u + WG - 1u) / WG;
+const NEG: f32 = -1.0e30;
+
+var<workgroup> q_sh: array<f32, {{MAX_HEAD_DIM}}>;
+var<workgroup> s_sh: array<f32, {{WORKGROUP_SIZE_X}}>;
+var<workgroup> p_sh: array<f32, {{WORKGROUP_SIZE_X}}>;
+var<workgroup> n_sh: u32;
+
+@compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let h = wid.x;
+    let i = wid.y;
+    let D = params.head_dim;
+    let kvh = h / (params.num_heads / params.num_kv_heads);
+    if (tid == 0u) {
+        var n = params.kv_len;
+        if (params.use_len_buf != 0u) {
+            n = len_buf[0];
+        }
+        n_sh = n;
+    }
+    let n = workgroupUniformLoad(&n_sh);
+    prepare(n);
+    let qbase = (i * params.num_heads + h) * D;
+    for (var d = tid; d < D; d = d + WG) {
+        q_sh[d] = f32(q[qbase + d]);
+    }
+    workgroupBarrier();
+    let qpos = query_pos(i, n);
+    let range = key_range(qpos, n);
+    var m = NEG;
+    var l = 0.0;
+    var acc: array<f32, ACC_N>;
+    for (var t0 = range.x; t0 < range.y; t0 = t0 + WG) {
+        let j = t0 + tid;
+        var s = NEG;
+        if (j < range.y && !key_masked(j, qpos)) {
+            s = key_dot(j, kvh) * params.scale;
+            if (params.softcap > 0.0) {
+                s = params.softcap * tanh(s / params.softcap);
+            }
+        }
+        s_sh[tid] = s;
+        workgroupBarrier();
+        var m_new = m;
+        for (var k = 0u; k < WG; k = k + 1u) {
+            m_new = max(m_new, s_sh[k]);
+        }
+        var p = 0.0;
+        if (s > 0.5 * NEG) {
+            p = exp(s - m_new);
+        }
+        p_sh[tid] = p;
+        workgroupBarrier();
+        let alpha = exp(m - m_new);
+        l = l * alpha;
+        for (var a = 0u; a < ACC_N; a = a + 1u) {
+            acc[a] = acc[a] * alpha;
+        }
+        let cnt = min(WG, range.y - t0);
+        for (var k = 0u; k < cnt; k = k + 1u) {
+            let pk = p_sh[k];
+            if (pk > 0.0) {
+                l = l + pk;
+                for (var a = 0u; a < ACC_N; a = a + 1u) {
+                    let d = tid + a * WG;
+                    if (d < D) {
+                        acc[a] = acc[a] + pk * value(t0 + k, kvh, d);
+                    }
+                }
+            }
+        }
+        m = m_new;
+    }
+    var inv_l = 0.0;
+    if (l > 0.0) {
+        inv_l = 1.0 / l;
+    }
+    for (var a = 0u; a < ACC_N; a = a + 1u) {
+        let d = tid + a * WG;
+        if (d < D) {
+            out[qbase + d] = {{OUT_T}}(acc[a] * inv_l);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+// Tiered attention with a quantized cold part: cold K/V are kv_quantize's format ({{BITS}}-bit signed,
+// {{VALS_PER_WORD}} per u32, one f16 scale per (row, kv head)), contiguous or paged; the hot ring is f16.
+// q is {{Q_T}}, out {{OUT_T}}, accumulation f32.
+enable f16;
+
+struct TieredQuantParams {
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+    seq_len: u32,
+    kv_len: u32,
+    use_len_buf: u32,
+    hot_window: u32,
+    cold_layout: u32,
+    cold_page_size: u32,
+    causal: u32,
+    sliding_window: u32,
+    scale: f32,
+    softcap: f32,
+}
+
+@group(0) @binding(0) var<uniform> params: TieredQuantParams;
+@group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
+@group(0) @binding(2) var<storage, read> hot_k: array<f16>;
+@group(0) @binding(3) var<storage, read> hot_v: array<f16>;
+@group(0) @binding(4) var<storage, read> cold_k: array<u32>;
+@group(0) @binding(5) var<storage, read> cold_v: array<u32>;
+@group(0) @binding(6) var<storage, read> cold_k_scale: array<f16>;
+@group(0) @binding(7) var<storage, read> cold_v_scale: array<f16>;
+@group(0) @binding(8) var<storage, read> page_table: array<u32>;
+@group(0) @binding(9) var<storage, read> len_buf: array<u32>;
+@group(0) @binding(10) var<storage, read_write> out: array<{{OUT_T}}>;
+
+//!include tiered_common.wgsl
+
+const BITS: u32 = {{BITS}}u;
+const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;
+
+fn key_dot(j: u32, kvh: u32) -> f32 {
+    let D = params.head_dim;
+    var s = 0.0;
+    if (j < cold_len) {
+        let rh = cold_row(j) * params.num_kv_heads + kvh;
+        let words = D / VALS_PER_WORD;
+        let base = rh * words;
+        for (var w = 0u; w < words; w = w + 1u) {
+            let word = bitcast<i32>(cold_k[base + w]);
+            for (var k = 0u; k < VALS_PER_WORD; k = k + 1u) {
+                s = s + q_sh[w * VALS_PER_WORD + k] * f32(extractBits(word, BITS * k, BITS));
+            }
+        }
+        s = s * f32(cold_k_scale[rh]);
+    } else {
+        let base = hot_index(j, kvh, 0u);
+        for (var d = 0u; d < D; d = d + 1u) {
+            s = s + q_sh[d] * f32(hot_k[base + d]);
+        }
+    }
+    return s;
+}
+
+fn value(j: u32, kvh: u32, d: u32) -> f32 {
+    if (j < cold_len) {
+        let rh = cold_row(j) * params.num_kv_heads + kvh;
+        let word = bitcast<i32>(cold_v[rh * (params.head_dim / VALS_PER_WORD) + d / VALS_PER_WORD]);
+        return f32(extractBits(word, BITS * (d % VALS_PER_WORD), BITS)) * f32(cold_v_scale[rh]);
+    }
+    return f32(hot_v[hot_index(j, kvh, d)]);
+}
+
+//!include tiered_loop.wgsl
