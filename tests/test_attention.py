@@ -144,7 +144,7 @@ def test_large_tile_lavapipe_sizes(dev, rng, S, D):
 
 
 def test_default_plan_runs(dev, rng):
-    for S, D in ((1, 80), (7, 128), (33, 32)):
+    for S, D in ((1, 80), (7, 128), (33, 32), (3, 512), (1, 512)):
         q, k, v = _inputs(rng, "f16kv", S, 50, 8, 2, D)
         got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v)).numpy()
         assert tolerance_check(got, q, k, v, out_dtype=np.float32)[0]

@@ -1,0 +1,134 @@
+"""The attention planner with synthetic caps (every capability combination) against an independent
+expectation table, kernel paths, and bad input rejected with the numbers before any GPU work."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.device import Caps
+from wgraph.ops.attention_planner import PlanFacts, plan
+
+
+def expected(phase, dtype, d, span, subgroups, f16, mem):
+    """Written out by hand from the kernels' declared limits (max head dims 64/256/512, workgroup memory
+    20480 / 12480 / 512 bytes, chunk 256 keys x 4)."""
+    if dtype != "f32" and not f16:
+        return None
+    if phase == "decode":
+        if span >= 1024 and d <= 512:
+            return f"decode_chunked_{dtype}"
+        if subgroups and d <= 256:
+            return f"decode_subgroup_{dtype}"
+        return f"decode_{dtype}" if d <= 512 else None
+    if d <= 64 and mem >= 20480:
+        return f"prefill_tiled_large_{dtype}"
+    if d <= 256 and mem >= 12480:
+        return f"prefill_tiled_small_{dtype}"
+    return f"prefill_streaming_{dtype}" if d <= 512 else None
+
+
+GRID = list(itertools.product(("prefill", "decode"), ("f32", "f16", "f16kv"), (32, 64, 80, 256, 512),
+                              (100, 5000), (False, True), (False, True), (8192, 16384, 32768)))
+
+
+@pytest.mark.parametrize("phase,dtype,d,span,subgroups,f16,mem", GRID)
+def test_plan_matches_expectation(phase, dtype, d, span, subgroups, f16, mem):
+    caps = Caps.synthetic(has_subgroups=subgroups, has_f16=f16, max_workgroup_storage=mem)
+    facts = PlanFacts(phase, dtype, 1 if phase == "decode" else 33, 8, d, span)
+    want = expected(phase, dtype, d, span, subgroups, f16, mem)
+    if want is None:
+        with pytest.raises(wg.UnsupportedError, match="no attention kernel"):
+            plan(facts, caps)
+        return
+    p = plan(facts, caps)
+    assert p.variant == want, p.explain()
+    if phase == "decode":
+        assert p.variant.startswith("decode"), "a decode call always gets a decode kernel"
+    assert all(w >= 1 for w in p.workgroups) and p.reason
+
+
+def test_plan_table_rows():
+    sg = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
+    p = plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), sg)
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_tiled_large_f32", "tiled_large", (4, 8, 1))
+    p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), sg)
+    assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (13, 8, 1))
+    p = plan(PlanFacts("decode", "f16kv", 1, 8, 128, 2000), sg)
+    assert (p.variant, p.num_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
+                                                            ("decode_chunked_combine_f16kv", (1, 8, 1)))
+    p = plan(PlanFacts("decode", "f32", 1, 8, 64, 100), Caps.synthetic())
+    assert (p.variant, p.workgroups) == ("decode_f32", (1, 8, 1))
+    assert "subgroup" in dict(p.rejected)["decode_subgroup_f32"]
+
+
+def test_forced_variant_is_validated_not_replaced():
+    caps = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
+    facts = PlanFacts("prefill", "f32", 33, 8, 128, 100)
+    with pytest.raises(wg.LimitError, match=r"head_dim <= 64; got 128"):
+        plan(facts, caps, "prefill_tiled_large_f32")
+    with pytest.raises(wg.PlanError, match="decode kernel; the call is prefill"):
+        plan(facts, caps, "decode_f32")
+    with pytest.raises(wg.PlanError, match="takes dtype f16"):
+        plan(facts, caps, "prefill_streaming_f16")
+    with pytest.raises(wg.UnsupportedError, match=r"needs features \['subgroup'\]"):
+        plan(PlanFacts("decode", "f32", 1, 8, 64, 100), caps, "decode_subgroup_f32")
+    with pytest.raises(wg.LimitError, match="20480 bytes of workgroup memory; the device has 16384"):
+        plan(PlanFacts("prefill", "f32", 33, 8, 64, 100), Caps.synthetic(), "prefill_tiled_large_f32")
+    with pytest.raises(wg.PlanError, match="unknown attention variant 'nope'"):
+        plan(facts, caps, "nope")
+    assert plan(facts, caps, "prefill_streaming_f32").variant == "prefill_streaming_f32"
+
+
+def test_kernel_path(tmp_path):
+    path = wg.kernel_path({"prefill": {"default": "prefill_streaming_f32", "3": "prefill_tiled_small_f32"},
+                           "decode": "decode_f32"})
+    q, k = wg.TensorSpec((9, 4, 64), "f32"), wg.TensorSpec((40, 2, 64), "f32")
+    caps = Caps.synthetic(max_workgroup_storage=32768)
+    assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path).variant == "prefill_streaming_f32"
+    assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path, layer=3).variant == "prefill_tiled_small_f32"
+    with path:
+        q1 = wg.TensorSpec((1, 4, 64), "f32")
+        assert wg.ops.attention_plan(q1, k, k, caps=caps).variant == "decode_f32"
+    f = tmp_path / "path.toml"
+    f.write_text('decode = "decode_chunked_f32"\n')
+    assert wg.kernel_path(f).variant("decode") == "decode_chunked_f32"
+    with pytest.raises(wg.PlanError, match="not a prefill attention variant"):
+        wg.kernel_path({"prefill": "decode_f32"})
+
+
+def _t(dev, shape, dtype="f32"):
+    return dev.tensor(np.zeros(shape, np.float16 if dtype == "f16" else np.float32), dtype)
+
+
+BAD = [
+    (dict(q=(4, 2, 64), k=(8, 2, 32)), wg.ShapeError, "q head_dim 64 != k/v head_dim 32"),
+    (dict(q=(4, 3, 32), k=(8, 2, 32)), wg.ShapeError, "q heads 3 is not a multiple of kv heads 2"),
+    (dict(q=(4, 2, 520), k=(8, 2, 520)), wg.LimitError, "head_dim 520 is above every attention kernel's limit .largest: 512"),
+    (dict(q=(4, 2, 32), k=(8, 2, 32), kv_len=9), wg.LimitError, "kv_len 9 is above the k/v buffer's 8 rows"),
+    (dict(q=(4, 2, 32), k=(16, 2, 32), kv_layout="paged", pages=2, page_size=4, kv_len=9), wg.LimitError,
+     "page table too short: kv_len 9 needs 3 pages of 4, the table has 2"),
+    (dict(q=(4, 2, 32), k=(8, 2, 32), kv_layout="ring", kv_len=20), wg.LimitError, "ring of 8 rows"),
+    (dict(q=(4, 2, 128), k=(8, 2, 128), variant="prefill_tiled_large_f32"), wg.LimitError,
+     "forced attention variant prefill_tiled_large_f32 does not fit: it takes head_dim <= 64; got 128"),
+    (dict(q=(1, 2, 32), k=(8, 2, 32), variant="prefill_streaming_f32"), wg.PlanError, "is a prefill kernel"),
+    (dict(q=(4, 2, 32), k=(8, 2, 32), kdtype="f16", qdtype="f16", vdtype="f32"), wg.DtypeError, "k is f16 but v is f32"),
+]
+
+
+@pytest.mark.parametrize("case,err,msg", BAD)
+def test_bad_input_fails_before_gpu_work(dev, case, err, msg):
+    case = dict(case)
+    q = _t(dev, case.pop("q"), case.pop("qdtype", "f32"))
+    kshape = case.pop("k")
+    k = _t(dev, kshape, case.pop("kdtype", "f32"))
+    v = _t(dev, kshape, case.pop("vdtype", k.dtype))
+    pages = case.pop("pages", None)
+    if pages is not None:
+        case["page_table"] = dev.tensor(np.arange(pages, dtype=np.uint32))
+    before = dev.stats.snapshot()
+    with pytest.raises(err, match=msg):
+        wg.ops.attention(q, k, v, **case)
+    delta = dev.stats.since(before)
+    assert (delta.submits, delta.dispatches) == (0, 0)
