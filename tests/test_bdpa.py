@@ -1,0 +1,97 @@
+"""BDPA decode: numpy decomposition (basis per token id + int8 residuals) and the in-kernel RoPE kernel."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.ops.bdpa import bdpa_attention, bdpa_decompose, rope_table
+
+import kv_reference as R
+
+L, HQ, HKV, D = 96, 4, 2, 32
+
+
+def _sequence(rng):
+    """Repeated tokens: K/V mostly a function of the token (shared residual rows), a third of rows perturbed."""
+    ids = rng.integers(0, 9, L)
+    base_k, base_v = rng.standard_normal((9, HKV, D)), rng.standard_normal((9, HKV, D))
+    k, v = base_k[ids].copy(), base_v[ids].copy()
+    noisy = rng.random(L) < 0.33
+    k[noisy] += 0.2 * rng.standard_normal((noisy.sum(), HKV, D))
+    v[noisy] += 0.2 * rng.standard_normal((noisy.sum(), HKV, D))
+    positions = np.sort(rng.choice(200, L, replace=False))  # original positions with gaps (compacted cache)
+    return ids, k, v, positions
+
+
+def _reconstruct(h):
+    """K/V [L, 2, H, D] from the host arrays with the reference unpacker (not the code under test)."""
+    b, r = h.index[:, 0], h.index[:, 1]
+    res = R.dequantize(R.unpack(h.residual, "int8"), h.residual_scale)
+    return h.basis.astype(np.float64)[b] + res[r]
+
+
+def test_decomposition_shares_rows_and_meets_its_bound(rng):
+    ids, k, v, pos = _sequence(rng)
+    h = bdpa_decompose(k, v, ids, pos)
+    assert h.basis.shape == (len(np.unique(ids)), 2, HKV, D)
+    assert h.residual.shape[0] < L  # repeated clean tokens share one residual row
+    np.testing.assert_array_equal(h.index[:, 2], pos)
+    err = np.abs(_reconstruct(h) - np.stack([k, v], 1))
+    # residual taken against the f16 basis and quantized with scale >= max|res|/127: error <= scale/2
+    s = h.residual_scale.astype(np.float64)[h.index[:, 1]][..., None]
+    assert np.all(err <= s * (0.5 + 1e-9) + 1e-12)
+
+
+@pytest.mark.parametrize("window", [0, 40])
+def test_bdpa_attention(dev, rng, window):
+    ids, k, v, pos = _sequence(rng)
+    h = bdpa_decompose(k, v, ids, pos)
+    cos, sin = R.rope_tables(256, D)
+    q = rng.standard_normal((1, HQ, D)).astype(np.float32)
+    q_pos = int(pos[-1]) - 3  # the last few keys are in the future: causal masking by original position
+    out = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), q_pos=q_pos,
+                         sliding_window=window).numpy().astype(np.float64)
+    # 1) exactly the decomposition's K/V, rotated at the original positions (f32 math and tables only)
+    kv = _reconstruct(h)
+    exact_dec = R.attention(q, R.rope(kv[:, 0], pos, cos, sin), kv[:, 1], [q_pos], pos, sliding_window=window)
+    np.testing.assert_allclose(out, exact_dec, atol=2e-5, rtol=0)
+    # 2) the documented bound against the original K/V: element error <= s/2, RoPE keeps the L2 norm, so a score
+    #    moves by <= scale*||q||*sqrt(D)*max s_k/2 and the output by expm1(2 delta)*max|v| + max s_v/2.
+    want = R.attention(q, R.rope(k, pos, cos, sin), v, [q_pos], pos, sliding_window=window)
+    sk, sv = h.residual_scale[:, 0].astype(np.float64).max(), h.residual_scale[:, 1].astype(np.float64).max()
+    delta = np.linalg.norm(q, axis=-1).max() / np.sqrt(D) * np.sqrt(D) * sk / 2
+    bound = R.softmax_output_bound(delta, np.abs(v).max(), sv / 2) + 2e-5
+    err = np.abs(out - want).max()
+    assert 1e-6 < err <= bound, (err, bound)
+
+
+def test_bdpa_kv_len_from_gpu_tensor(dev, rng):
+    ids, k, v, pos = _sequence(rng)
+    h = bdpa_decompose(k, v, ids, pos)
+    cos, sin = R.rope_tables(256, D)
+    q = rng.standard_normal((1, HQ, D)).astype(np.float32)
+    n = 50
+    out = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), q_pos=255,
+                         kv_len=dev.tensor(np.array([n], np.uint32))).numpy()
+    kv = _reconstruct(h)[:n]
+    want = R.attention(q, R.rope(kv[:, 0], pos[:n], cos, sin), kv[:, 1], [255], pos[:n])
+    np.testing.assert_allclose(out, want, atol=2e-5, rtol=0)
+
+
+def test_bdpa_errors(dev, rng):
+    ids, k, v, pos = _sequence(rng)
+    cache = bdpa_decompose(k, v, ids, pos).upload(dev)
+    cos, sin = R.rope_tables(256, D)
+    rope = dev.tensor(rope_table(cos, sin))
+    q = dev.tensor(rng.standard_normal((1, HQ, D)).astype(np.float32))
+    short = dev.tensor(rope_table(cos[:100], sin[:100]))
+    with pytest.raises(wg.LimitError, match=rf"position {pos.max()}, beyond the RoPE table's 100 positions"):
+        bdpa_attention(q, cache, short, q_pos=0)
+    with pytest.raises(wg.ShapeError, match=r"decode only, q must be \[1, Hq, D\], got \(2, 4, 32\)"):
+        bdpa_attention(dev.tensor(np.zeros((2, HQ, D), np.float32)), cache, rope, q_pos=0)
+    with pytest.raises(wg.LimitError, match=rf"kv_len {L + 1} is beyond the index's {L} rows"):
+        bdpa_attention(q, cache, rope, q_pos=0, kv_len=L + 1)
+    with pytest.raises(wg.ShapeError, match=r"rope must be f32 \[positions, 2, 16\]"):
+        bdpa_attention(q, cache, dev.tensor(np.zeros((256, 16), np.float32)), q_pos=0)
+    with pytest.raises(wg.ShapeError, match=r"token_ids \(3,\) and positions \(96,\) must be \(96,\)"):
+        bdpa_decompose(k, v, ids[:3], pos)
