@@ -15,6 +15,7 @@ from wgraph.errors import (
     WgraphError,
 )
 from wgraph.tensor import Tensor, TensorSpec
+from wgraph.graph import Graph, GraphError, Program, Value
 from wgraph.ops.attention import KernelPath, kernel_path  # noqa: E402
 from wgraph.ops.attention_planner import KernelPlan  # noqa: E402
 
@@ -25,4 +26,5 @@ __all__ = [
     "RegistryError", "ShapeError", "Stats", "Tensor", "TensorSpec", "UnsupportedError", "WgraphError",
     "default_device", "ops",
 ]
+__all__ += ["Graph", "GraphError", "Program", "Value"]
 __all__ += ["KernelPath", "KernelPlan", "kernel_path"]

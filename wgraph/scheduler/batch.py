@@ -40,20 +40,35 @@ class Timestamps:
         return [max(0, ticks[2 * i + 1] - ticks[2 * i]) for i in range(self.count)]
 
 
-def encode_items(device, encoder, items, uniform_slots, timestamps: Timestamps | None = None):
-    """Encode `items` (Dispatch or Copy) into `encoder`. `uniform_slots[i]` is (buffer, offset) for the
-    i-th item's uniforms, or None. Consecutive dispatches share a compute pass."""
+def prepare_items(device, items, uniform_slots) -> list:
+    """Resolve each Dispatch of `items` to (dispatch, pipeline, bind group, dynamic offsets) from the device's
+    caches; a Copy stays as it is. A compiled Program keeps this list and re-encodes it on every replay."""
+    steps = []
+    for item, slot in zip(items, uniform_slots):
+        if isinstance(item, Copy):
+            steps.append(item)
+            continue
+        pipeline, bgl = device.pipelines.get(item.kernel)
+        uniform_buffer, offset = slot if slot is not None else (None, 0)
+        group = device.bind_groups.get(item.kernel, bgl, uniform_buffer, item.tensors)
+        steps.append((item, pipeline, group, [offset] if uniform_buffer is not None else []))
+    return steps
+
+
+def encode_prepared(device, encoder, steps, timestamps: Timestamps | None = None):
+    """Encode prepared steps (see prepare_items) into `encoder`; consecutive dispatches share a compute pass."""
     stats = device.stats
     compute_pass = None
     n_dispatch = 0
-    for item, slot in zip(items, uniform_slots):
-        if isinstance(item, Copy):
+    for step in steps:
+        if isinstance(step, Copy):
             if compute_pass is not None:
                 compute_pass.end()
                 compute_pass = None
-            encoder.copy_buffer_to_buffer(item.src.buffer, item.src_offset, item.dst.buffer, item.dst_offset, align4(item.nbytes))
+            encoder.copy_buffer_to_buffer(step.src.buffer, step.src_offset, step.dst.buffer, step.dst_offset, align4(step.nbytes))
             stats.copies += 1
             continue
+        item, pipeline, group, offsets = step
         per_pass_stamps = timestamps is not None and not timestamps.inside_passes
         if compute_pass is None or per_pass_stamps:
             if compute_pass is not None:
@@ -64,11 +79,8 @@ def encode_items(device, encoder, items, uniform_slots, timestamps: Timestamps |
                           "end_of_pass_write_index": 2 * n_dispatch + 1}
             compute_pass = encoder.begin_compute_pass(label=item.label, timestamp_writes=writes)
             stats.compute_passes += 1
-        pipeline, bgl = device.pipelines.get(item.kernel)
-        uniform_buffer, offset = slot if slot is not None else (None, 0)
-        group = device.bind_groups.get(item.kernel, bgl, uniform_buffer, item.tensors)
         compute_pass.set_pipeline(pipeline)
-        compute_pass.set_bind_group(0, group, [offset] if uniform_buffer is not None else [])
+        compute_pass.set_bind_group(0, group, offsets)
         if timestamps is not None and timestamps.inside_passes:
             compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch)
         if item.indirect is not None:
@@ -82,6 +94,12 @@ def encode_items(device, encoder, items, uniform_slots, timestamps: Timestamps |
         stats.dispatches += 1
     if compute_pass is not None:
         compute_pass.end()
+
+
+def encode_items(device, encoder, items, uniform_slots, timestamps: Timestamps | None = None):
+    """Encode `items` (Dispatch or Copy) into `encoder`. `uniform_slots[i]` is (buffer, offset) for the
+    i-th item's uniforms, or None. Consecutive dispatches share a compute pass."""
+    encode_prepared(device, encoder, prepare_items(device, items, uniform_slots), timestamps)
 
 
 @attrs.frozen

@@ -1,0 +1,346 @@
+"""Graphs: build-time errors naming the node, compile (order, memory plan, one arena), replay equal to
+op-by-op immediate runs byte for byte, dev.stats proof of no creation on replay, run-time input errors with
+nothing submitted, views, indirect dispatch, update() of dirty uniforms, DOT and JSON round trip, and a
+64-step decode loop (rmsnorm, linear, rope, kv_append, attention) replayed vs immediate."""
+
+import json
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.graph import GraphError
+
+
+def _block(x, w, b, norm_w, cos, sin, pos, heads):
+    """The same code builds a graph (given Values) or runs immediately (given Tensors)."""
+    h = wg.ops.rmsnorm(x, norm_w)
+    y = wg.ops.linear(h, w, b)
+    y3 = wg.ops.reshape(y, y.shape[0], heads, -1)
+    r = wg.ops.rope(y3, cos, sin, pos=pos)
+    return wg.ops.add(wg.ops.reshape(r, y.shape), wg.ops.scale(x, 0.5))
+
+
+def _weights(rng, d=32, s=3):
+    cos, sin = wg.ops.rope_tables(16, 8)
+    return dict(w=rng.standard_normal((d, d)).astype(np.float32) * 0.2, b=rng.standard_normal(d).astype(np.float32),
+                norm_w=rng.standard_normal(d).astype(np.float32), cos=cos, sin=sin), s, d
+
+
+def _block_graph(W, s, d):
+    g = wg.Graph("block")
+    x = g.input("x", (s, d), "f32")
+    pos = g.input("pos", (1,), "u32")
+    c = {k: g.const(k, v) for k, v in W.items()}
+    g.output("y", _block(x, c["w"], c["b"], c["norm_w"], c["cos"], c["sin"], pos, heads=4))
+    return g
+
+
+def _block_immediate(dev, W, x, p):
+    t = {k: dev.tensor(v) for k, v in W.items()}
+    return _block(dev.tensor(x), t["w"], t["b"], t["norm_w"], t["cos"], t["sin"],
+                  dev.tensor(np.array([p], np.uint32)), heads=4).numpy()
+
+
+def test_replay_equals_immediate_and_creates_nothing(dev, rng):
+    W, s, d = _weights(rng)
+    prog = _block_graph(W, s, d).compile(dev)
+    for run, p in enumerate([2, 9, 5]):
+        x = rng.standard_normal((s, d)).astype(np.float32)
+        before = dev.stats.snapshot()
+        out = prog.run(x=x, pos=p)
+        delta = dev.stats.since(before)
+        got = out["y"].numpy()
+        assert got.tobytes() == _block_immediate(dev, W, x, p).tobytes()
+        assert (delta.submits, delta.compute_passes, delta.dispatches) == (1, 1, 5)
+        assert (delta.pipelines_created, delta.bind_groups_created, delta.buffers_created) == (0, 0, 0)
+        assert delta.uniform_bytes_written == 0 and delta.staging_buffers_created == 0
+    # and the block really computes x/2 + rope(linear(rmsnorm(x))) (float64 check of the composition)
+    x64 = x.astype(np.float64)
+    h = x64 / np.sqrt(np.mean(x64 ** 2, -1, keepdims=True) + 1e-6) * W["norm_w"]
+    y = (h @ W["w"].astype(np.float64).T + W["b"]).reshape(s, 4, 8)
+    c, sn = W["cos"][p:p + s, None, :], W["sin"][p:p + s, None, :]
+    r = np.concatenate([y[..., :4] * c - y[..., 4:] * sn, y[..., 4:] * c + y[..., :4] * sn], -1)
+    np.testing.assert_allclose(got, r.reshape(s, d) + x64 / 2, rtol=1e-4, atol=1e-4)
+
+
+def test_compile_is_deterministic_and_explains(dev, rng):
+    W, s, d = _weights(rng)
+    g = _block_graph(W, s, d)
+    assert g.topological_order() == _block_graph(W, s, d).topological_order()
+    prog = g.compile(dev)
+    text = prog.explain()
+    for word in ("rmsnorm_f32", "linear_f32", "rope_f32", "add_f32", "scale_f32", "peak", "naive", "uniform arena"):
+        assert word in text
+    assert [r.variant for r in prog.rows] == ["rmsnorm_f32", "linear_f32", "rope_f32", "scale_f32", "add_f32"]
+    linear_row = prog.rows[1]
+    assert linear_row.reads == ("rmsnorm_1:0", "w", "b") and linear_row.writes == ("linear_2:0",)
+    assert linear_row.workgroups == "2x1x1" and linear_row.uniform_bytes == 16
+    # one arena: every slice at the device's uniform alignment
+    assert prog.memory.uniform_bytes <= 5 * max(dev.caps.min_uniform_offset_alignment, 32)
+
+
+def test_chain_of_ten_uses_two_intermediate_buffers(dev, rng):
+    g = wg.Graph("chain")
+    x = g.input("x", (300,), "f32")
+    y = x
+    for i in range(10):
+        y = wg.ops.scale(y, 1.0 + i / 8) if i % 2 else wg.ops.add(y, x)
+    g.output("y", y)
+    prog = g.compile(dev)
+    m = prog.memory
+    assert m.intermediate_values == 9 and m.intermediate_buffers == 2
+    assert m.intermediate_bytes == 2 * 1200 and m.naive_bytes == 9 * 1200
+    a = rng.standard_normal(300).astype(np.float32)
+    t = dev.tensor(a)
+    ref = t
+    for i in range(10):
+        ref = wg.ops.scale(ref, 1.0 + i / 8) if i % 2 else wg.ops.add(ref, t)
+    assert prog.run(x=a)["y"].numpy().tobytes() == ref.numpy().tobytes()
+
+
+def test_buffers_are_reused_only_when_lives_do_not_overlap(dev, rng):
+    g = wg.Graph("diamond")
+    x = g.input("x", (64,), "f32")
+    a = wg.ops.scale(x, 2.0)          # a lives until the last add
+    b = wg.ops.scale(x, 3.0)
+    c = wg.ops.add(a, b)
+    d = wg.ops.scale(c, 0.5)
+    g.output("y", wg.ops.add(d, a))
+    prog = g.compile(dev)
+    slots = prog.memory_plan_slots
+    assert len({slots[v.name] for v in (a, b, c)}) == 3 and slots[d.name] != slots[a.name]
+    v = rng.standard_normal(64).astype(np.float32)
+    exact = (v * 2 + v * 3) * 0.5 + v * 2
+    np.testing.assert_array_equal(prog.run(x=v)["y"].numpy(), ((v * np.float32(2) + v * np.float32(3)) * np.float32(0.5)) + v * np.float32(2))
+    assert np.allclose(prog.run(x=v)["y"].numpy(), exact, rtol=1e-6)
+
+
+def test_views_alias_and_cost_nothing(dev):
+    g = wg.Graph("views")
+    x = g.input("x", (2, 6), "f32")
+    v = x.reshape(3, 4)
+    y = wg.ops.scale(v, 2.0)
+    g.output("y", y.reshape(12))
+    g.output("v", v)
+    prog = g.compile(dev)
+    assert len(prog.rows) == 1
+    out = prog.run(x=np.arange(12, dtype=np.float32).reshape(2, 6))
+    assert out["v"].buffer is prog.state("x").buffer and out["v"].shape == (3, 4)
+    np.testing.assert_array_equal(out["y"].numpy(), np.arange(12) * 2.0)
+    with pytest.raises(wg.ShapeError, match=r"node 'reshape_\d+' \(reshape\): cannot reshape \(2, 6\)"):
+        x.reshape(5, 3)
+
+
+def test_indirect_counts_from_a_gpu_value(dev, rng):
+    g = wg.Graph("indirect")
+    x = g.input("x", (1024,), "f32")
+    args = g.state("args", (3,), "u32", init=np.array([4, 1, 1], np.uint32))
+    g.output("y", wg.ops.scale(x, 3.0, indirect=args))
+    prog = g.compile(dev)
+    assert prog.rows[0].workgroups == "indirect(args+0)"
+    a = rng.standard_normal(1024).astype(np.float32)
+    first = prog.run(x=a)["y"].numpy()
+    np.testing.assert_array_equal(first, a * np.float32(3))
+    dev.write(prog.state("args"), np.array([1, 1, 1], np.uint32))  # the GPU now runs one workgroup
+    second = prog.run(x=a * 2)["y"].numpy()
+    np.testing.assert_array_equal(second[:256], a[:256] * np.float32(6))
+    np.testing.assert_array_equal(second[256:], first[256:])  # untouched since the first run
+
+
+def test_update_rewrites_only_dirty_uniforms(dev, rng):
+    g = wg.Graph("upd")
+    x = g.input("x", (100,), "f32")
+    y = x
+    for _ in range(6):
+        y = wg.ops.scale(y, 1.5)
+    g.output("y", y)
+    prog = g.compile(dev)
+    a = rng.standard_normal(100).astype(np.float32)
+    prog.run(x=a)
+    prog.update("scale_4", wg.ops.elementwise.ScaleParams(-2.0))
+    before = dev.stats.snapshot()
+    out = prog.run(x=a)
+    delta = dev.stats.since(before)
+    got = out["y"].numpy()
+    assert 0 < delta.uniform_bytes_written <= 8  # the one changed f32 (aligned to 4 bytes)
+    assert (delta.bind_groups_created, delta.pipelines_created, delta.buffers_created, delta.submits) == (0, 0, 0, 1)
+    ref = dev.tensor(a)
+    for f in (1.5, 1.5, 1.5, -2.0, 1.5, 1.5):
+        ref = wg.ops.scale(ref, f)
+    assert got.tobytes() == ref.numpy().tobytes()
+    with pytest.raises(GraphError, match="has no dispatches"):
+        prog.update("x", None)
+
+
+# ---- errors ----
+
+def test_add_time_errors_name_the_node(dev):
+    g = wg.Graph("bad")
+    a = g.input("a", (4,), "f32")
+    b = g.input("b", (5,), "f32")
+    with pytest.raises(wg.ShapeError, match=r"graph 'bad', node 'add_\d+' \(add\): add: shapes \(4,\) and \(5,\) differ"):
+        wg.ops.add(a, b)
+    h = g.input("h", (4,), "f16")
+    with pytest.raises(wg.DtypeError, match=r"node 'add_\d+' \(add\).*dtypes f32 and f16 differ"):
+        wg.ops.add(a, h)
+    with pytest.raises(GraphError, match=r"node 'n1' \(scale\): unknown input 0 \('nope'\)"):
+        g.add(wg.graph.Node("n1", "scale", wg.ops.elementwise.ScaleParams(1.0), ("nope", None), ()))
+    with pytest.raises(GraphError, match=r"node 'n2' \(scale\): cycle: input 0 \('n2:0'\) is the node's own output"):
+        g.add(wg.graph.Node("n2", "scale", wg.ops.elementwise.ScaleParams(1.0), ("n2:0", None), ("n2:0",)))
+    with pytest.raises(GraphError, match="unknown op"):
+        g.add(wg.graph.Node("n3", "no_such_op", None, ("a",), ()))
+    other = wg.Graph("other").input("z", (4,), "f32")
+    with pytest.raises(GraphError, match="belongs to graph 'other'"):
+        wg.ops.add(a, other)
+    with pytest.raises(GraphError, match="must be a value"):
+        wg.ops.add(a, dev.tensor(np.ones(4, np.float32)))
+    assert len(g) == 3  # none of the failed adds left a node behind
+
+
+def _nothing_submitted(dev, fn, exc, match):
+    before = dev.stats.snapshot()
+    with pytest.raises(exc, match=match):
+        fn()
+    delta = dev.stats.since(before)
+    assert delta.submits == 0 and delta.dispatches == 0 and delta.uniform_bytes_written == 0
+
+
+def test_bad_inputs_at_run_time_submit_nothing(dev):
+    g = wg.Graph("io")
+    x = g.input("x", (2, 3), "f32")
+    p = g.input("pos", (1,), "u32")
+    g.output("y", wg.ops.scale(x, 2.0))
+    g.output("p", p)
+    prog = g.compile(dev)
+    ok = np.ones((2, 3), np.float32)
+    prog.run(x=ok, pos=1)
+    _nothing_submitted(dev, lambda: prog.run(x=ok), GraphError, r"missing inputs \['pos'\]")
+    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=1, z=2), GraphError, r"unknown inputs \['z'\]")
+    _nothing_submitted(dev, lambda: prog.run(x=np.ones((3, 2), np.float32), pos=1), wg.ShapeError,
+                       r"input 'x': expects shape \(2, 3\), got \(3, 2\)")
+    _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float64), pos=1), wg.DtypeError,
+                       r"input 'x': expects f32 \(float32\), got an array of float64")
+    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=-1), wg.DtypeError, r"input 'pos': -1 is not a u32 value")
+    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=1.5), wg.DtypeError, r"1.5 is not a u32 value")
+    other = wg.Device()
+    _nothing_submitted(dev, lambda: prog.run(x=other.tensor(ok), pos=1), wg.DeviceError, "belongs to another device")
+    # a Tensor input of this device is copied in, in the same submit
+    t = dev.tensor(np.full((2, 3), 4, np.float32))
+    before = dev.stats.snapshot()
+    np.testing.assert_array_equal(prog.run(x=t, pos=3)["y"].numpy(), np.full((2, 3), 8))
+    assert dev.stats.since(before).submits == 2  # the run, then the readback
+
+
+def test_program_for_another_device_epoch():
+    d = wg.Device()
+    g = wg.Graph("epoch")
+    g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), 2.0))
+    prog = g.compile(d)
+    np.testing.assert_array_equal(prog.run(x=np.ones(4, np.float32))["y"].numpy(), [2, 2, 2, 2])
+    d.recreate()
+    _nothing_submitted(d, lambda: prog.run(x=np.ones(4, np.float32)), wg.DeviceError, "compile the graph again")
+    np.testing.assert_array_equal(g.compile(d).run(x=np.ones(4, np.float32))["y"].numpy(), [2, 2, 2, 2])
+
+
+def test_run_inside_recording_is_refused(dev):
+    g = wg.Graph("rec")
+    g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), 2.0))
+    prog = g.compile(dev)
+    with dev.record():
+        with pytest.raises(wg.RecordingError, match="inside dev.record"):
+            prog.run(x=np.ones(4, np.float32))
+
+
+# ---- export ----
+
+def test_json_round_trip_and_dot(dev, rng):
+    W, s, d = _weights(rng)
+    g = _block_graph(W, s, d)
+    text = g.to_json()
+    g2 = wg.Graph.from_json(text)
+    assert g2.to_json() == text
+    assert [g2.node(n) for n in g2.topological_order()] == [g.node(n) for n in g.topological_order()]
+    x = rng.standard_normal((s, d)).astype(np.float32)
+    a = g.compile(dev).run(x=x, pos=4)["y"].numpy()
+    b = g2.compile(dev).run(x=x, pos=4)["y"].numpy()
+    assert a.tobytes() == b.tobytes()
+    params = [n["params"] for n in json.loads(text)["nodes"] if n["op"] == "rmsnorm"][0]
+    assert params == {"__attrs__": "wgraph.ops.dense:RmsNormParams", "fields": {"eps": 1e-6}}
+    with pytest.raises(GraphError, match="format"):
+        wg.Graph.from_json(json.dumps({"format": "x"}))
+    dot = g.to_dot()
+    assert dot.startswith('digraph "block"') and '"rmsnorm_1" -> "linear_2"' in dot and "f32[3,32]" in dot
+    pdot = g.compile(dev).to_dot()
+    assert "linear_f32 2x1x1" in pdot and "slot" in pdot
+
+
+# ---- decode loop: 64 steps replayed vs 64 immediate steps ----
+
+HQ, HKV, D, DM, CAP = 4, 2, 8, 32, 64
+
+
+def _decode_layer(x, pos, kv_len, kc, vc, w, cos, sin):
+    """One pre-norm attention block for one token: works on Values (a graph) and Tensors (immediate)."""
+    h = wg.ops.rmsnorm(x, w["norm"])
+    q = wg.ops.rope(wg.ops.reshape(wg.ops.linear(h, w["wq"]), 1, HQ, D), cos, sin, pos=pos)
+    k = wg.ops.rope(wg.ops.reshape(wg.ops.linear(h, w["wk"]), 1, HKV, D), cos, sin, pos=pos)
+    v = wg.ops.reshape(wg.ops.linear(h, w["wv"]), 1, HKV, D)
+    wg.ops.kv_append((kc, vc), k, v, pos)
+    o = wg.ops.attention(q, kc, vc, kv_len=kv_len)
+    return wg.ops.add(x, wg.ops.linear(wg.ops.reshape(o, 1, HQ * D), w["wo"]))
+
+
+def test_decode_loop_64_steps_replay_equals_immediate(dev, rng):
+    w = {"norm": rng.standard_normal(DM).astype(np.float32),
+         "wq": rng.standard_normal((HQ * D, DM)).astype(np.float32) * 0.3,
+         "wk": rng.standard_normal((HKV * D, DM)).astype(np.float32) * 0.3,
+         "wv": rng.standard_normal((HKV * D, DM)).astype(np.float32) * 0.3,
+         "wo": rng.standard_normal((DM, HQ * D)).astype(np.float32) * 0.3}
+    cos, sin = wg.ops.rope_tables(CAP, D)
+    g = wg.Graph("decode")
+    x = g.input("x", (1, DM), "f32")
+    pos = g.input("pos", (1,), "u32")
+    kv_len = g.input("kv_len", (1,), "u32")
+    kc, vc = g.state("k_cache", (CAP, HKV, D)), g.state("v_cache", (CAP, HKV, D))
+    cw = {k: g.const(k, v) for k, v in w.items()}
+    g.output("y", _decode_layer(x, pos, kv_len, kc, vc, cw, g.const("cos", cos), g.const("sin", sin)))
+    # kv_append writes the caches in place: attention, which reads them, is ordered after both appends
+    order = g.topological_order()
+    appends = [i for i, n in enumerate(order) if n.startswith("kv_write")]
+    assert len(appends) == 2 and max(appends) < next(i for i, n in enumerate(order) if n.startswith("attention"))
+    prog = g.compile(dev)
+    assert "attention" in prog.explain()
+
+    t = {k: dev.tensor(v) for k, v in w.items()}
+    tcos, tsin = dev.tensor(cos), dev.tensor(sin)
+    ikc, ivc = dev.tensor(np.zeros((CAP, HKV, D), np.float32)), dev.tensor(np.zeros((CAP, HKV, D), np.float32))
+    ipos, ilen = dev.tensor(np.zeros(1, np.uint32)), dev.tensor(np.zeros(1, np.uint32))
+    xs = rng.standard_normal((64, 1, DM)).astype(np.float32)
+    created = []
+    replayed, immediate = [], []
+    for step in range(64):
+        before = dev.stats.snapshot()
+        out = prog.run(x=xs[step], pos=step, kv_len=step + 1)
+        delta = dev.stats.since(before)
+        assert delta.submits == 1 and delta.uniform_bytes_written == 0
+        created.append((delta.pipelines_created, delta.bind_groups_created, delta.buffers_created))
+        replayed.append(out["y"].numpy())
+        dev.write(ipos, np.array([step], np.uint32))
+        dev.write(ilen, np.array([step + 1], np.uint32))
+        immediate.append(_decode_layer(dev.tensor(xs[step]), ipos, ilen, ikc, ivc, t, tcos, tsin).numpy())
+    assert all(c == (0, 0, 0) for c in created)
+    assert np.stack(replayed).tobytes() == np.stack(immediate).tobytes()
+    assert prog.state("k_cache").numpy().tobytes() == ikc.numpy().tobytes()
+    # and the immediate path itself is right: the last step against float64 numpy over the 64 cached rows
+    kc64, vc64 = ikc.numpy().astype(np.float64), ivc.numpy().astype(np.float64)
+    x64 = xs[63].astype(np.float64)
+    h = x64 / np.sqrt(np.mean(x64 ** 2) + 1e-6) * w["norm"]
+    q = (h @ w["wq"].T.astype(np.float64)).reshape(HQ, D)
+    c, s = cos[63].astype(np.float64), sin[63].astype(np.float64)
+    q = np.concatenate([q[:, :4] * c - q[:, 4:] * s, q[:, 4:] * c + q[:, :4] * s], -1)
+    scores = np.einsum("hd,lhd->hl", q, np.repeat(kc64, HQ // HKV, axis=1)) / np.sqrt(D)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    o = np.einsum("hl,lhd->hd", p, np.repeat(vc64, HQ // HKV, axis=1)).reshape(1, HQ * D)
+    np.testing.assert_allclose(replayed[-1], x64 + o @ w["wo"].T.astype(np.float64), rtol=1e-4, atol=1e-4)

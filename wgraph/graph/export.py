@@ -1,0 +1,142 @@
+"""Graphviz DOT of a graph or a compiled program, and a JSON round trip of a graph. Ops are stored by their
+registered name; params (attrs classes) by class path and fields; state/const data as base64 bytes."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+
+import attrs
+
+from wgraph.graph.graph import Graph, GraphError, Node
+from wgraph.tensor import TensorSpec
+
+FORMAT = "wgraph.graph/1"
+
+
+def _q(s: str) -> str:
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _spec_text(v) -> str:
+    return f"{v.dtype}[{','.join(map(str, v.shape))}]"
+
+
+def _dot(g: Graph, label_of) -> str:
+    lines = [f"digraph {_q(g.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+    for n in g.topological_order():
+        node = g.node(n)
+        shape = {"input": "ellipse", "state": "cylinder"}.get(node.op, "box")
+        lines.append(f"  {_q(n)} [label={_q(label_of(node))}, shape={shape}];")
+    for a, b, data in g.nx.edges(data=True):
+        if data["values"]:
+            text = "\\n".join(f"{v} {_spec_text(g.values[v])}" for v in data["values"])
+            lines.append(f"  {_q(a)} -> {_q(b)} [label={_q(text)}];")
+        else:
+            lines.append(f"  {_q(a)} -> {_q(b)} [style=dashed, label=\"order\"];")
+    for name, v in g.outputs.items():
+        lines.append(f"  {_q('out:' + name)} [label={_q(name)}, shape=ellipse, style=bold];")
+        lines.append(f"  {_q(g.producer[v])} -> {_q('out:' + name)} [label={_q(_spec_text(g.values[v]))}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def graph_to_dot(g: Graph) -> str:
+    return _dot(g, lambda node: f"{node.name}\n{node.op}")
+
+
+def program_to_dot(prog) -> str:
+    variants: dict[str, list[str]] = {}
+    for r in prog.rows:
+        variants.setdefault(r.node, []).append(f"{r.variant} {r.workgroups}")
+    slots = prog.memory_plan_slots
+
+    def label(node):
+        extra = variants.get(node.name, [])
+        bufs = [f"{v} -> slot{slots[v]}" for v in node.outputs if v in slots]
+        return "\n".join([node.name, node.op] + extra + bufs)
+
+    return _dot(prog.graph, label)
+
+
+# ---- JSON ----
+
+def _enc(x):
+    if attrs.has(type(x)):
+        cls = type(x)
+        return {"__attrs__": f"{cls.__module__}:{cls.__qualname__}",
+                "fields": {f.name: _enc(getattr(x, f.name)) for f in attrs.fields(cls) if f.init}}
+    if isinstance(x, tuple):
+        return {"__tuple__": [_enc(i) for i in x]}
+    if isinstance(x, list):
+        return [_enc(i) for i in x]
+    if isinstance(x, dict):
+        return {"__dict__": [[_enc(k), _enc(v)] for k, v in x.items()]}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    raise GraphError(f"to_json: cannot serialise a param value of type {type(x).__name__}: {x!r}")
+
+
+def _dec(x):
+    if isinstance(x, list):
+        return [_dec(i) for i in x]
+    if isinstance(x, dict):
+        if "__tuple__" in x:
+            return tuple(_dec(i) for i in x["__tuple__"])
+        if "__dict__" in x:
+            return {_dec(k): _dec(v) for k, v in x["__dict__"]}
+        if "__attrs__" in x:
+            module, _, qual = x["__attrs__"].partition(":")
+            obj = importlib.import_module(module)
+            for part in qual.split("."):
+                obj = getattr(obj, part)
+            if not attrs.has(obj):
+                raise GraphError(f"from_json: {x['__attrs__']} is not an attrs class")
+            return obj(**{k: _dec(v) for k, v in x["fields"].items()})
+        raise GraphError(f"from_json: unexpected object {sorted(x)}")
+    return x
+
+
+def graph_to_json(g: Graph) -> str:
+    nodes = []
+    for n in g.topological_order():
+        node = g.node(n)
+        entry = {"name": node.name, "op": node.op, "inputs": list(node.inputs), "outputs": list(node.outputs)}
+        if node.op == "input":
+            spec = g.inputs[n]
+            entry.update(shape=list(spec.shape), dtype=spec.dtype)
+        elif node.op == "state":
+            st = g.states[n]
+            entry.update(shape=list(st.spec.shape), dtype=st.spec.dtype,
+                         init=None if st.init is None else base64.b64encode(st.init).decode())
+        else:
+            entry["params"] = _enc(node.params)
+        nodes.append(entry)
+    return json.dumps({"format": FORMAT, "name": g.name, "nodes": nodes, "outputs": g.outputs}, indent=1)
+
+
+def graph_from_json(text: str) -> Graph:
+    data = json.loads(text)
+    if data.get("format") != FORMAT:
+        raise GraphError(f"from_json: format {data.get('format')!r}, expected {FORMAT!r}")
+    g = Graph(data["name"])
+    for entry in data["nodes"]:
+        if entry["op"] in ("input", "state"):
+            spec = TensorSpec(entry["shape"], entry["dtype"])
+            node = Node(entry["name"], entry["op"], None, (), tuple(entry["outputs"]))
+            g.add(node, specs=(spec,))
+            if entry["op"] == "input":
+                g.inputs[node.name] = spec
+            else:
+                from wgraph.graph.graph import StateSpec
+
+                init = entry.get("init")
+                g.states[node.name] = StateSpec(node.name, spec, None if init is None else base64.b64decode(init))
+        else:
+            g.add(Node(entry["name"], entry["op"], _dec(entry["params"]), tuple(entry["inputs"]),
+                       tuple(entry["outputs"])))
+    g._counter = len(data["nodes"])
+    for name, v in data["outputs"].items():
+        g.output(name, g.values[v])
+    return g

@@ -1,0 +1,289 @@
+"""`Graph`: a networkx.DiGraph of frozen `Node`s built by calling the ordinary op functions on `Value` symbols.
+Every node is validated by its op's `infer` when it is added; errors name the graph and the node."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import attrs
+import networkx as nx
+import numpy as np
+
+from wgraph.dtypes import dtype_info
+from wgraph.errors import DtypeError, ShapeError, WgraphError
+from wgraph.ops.core import OPS
+from wgraph.tensor import TensorSpec
+
+SOURCE_OPS = ("input", "state")  # nodes that make a program-owned buffer instead of running a kernel
+
+
+class GraphError(WgraphError):
+    """A graph is malformed: an unknown input, a cycle, a duplicate name, an unknown op."""
+
+
+@attrs.frozen
+class Node:
+    """One node: a registered op (or "input" / "state") with its params and the names of the values it takes
+    (None for an absent optional input) and makes."""
+
+    name: str
+    op: str
+    params: Any
+    inputs: tuple = attrs.field(converter=tuple)
+    outputs: tuple = attrs.field(converter=tuple)
+
+
+@attrs.frozen(eq=False)
+class Value(TensorSpec):
+    """A symbolic tensor of a graph: shape and dtype, no storage. Op functions given a Value add a node."""
+
+    graph: Graph = attrs.field(kw_only=True, repr=False)
+    name: str = attrs.field(kw_only=True)
+    _wgraph_symbol_ = True
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    @property
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self.shape, self.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def reshape(self, *shape) -> Value:
+        from wgraph.ops.dense import reshape
+
+        return reshape(self, *shape)
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+@attrs.frozen
+class StateSpec:
+    """A program-owned persistent buffer: kept across runs; `init` (raw bytes) fills it at compile, else zeros."""
+
+    name: str
+    spec: TensorSpec
+    init: bytes | None = None
+
+
+def _node_error(exc: WgraphError, where: str) -> WgraphError:
+    """The same error class, its message prefixed with the graph and node."""
+    return type(exc)(f"{where}: {exc}")
+
+
+class Graph:
+    """Build with `g.input`, `g.state`, `g.const`, op calls on the values they return, and `g.output`."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nx = nx.DiGraph()
+        self.values: dict[str, Value] = {}
+        self.producer: dict[str, str] = {}        # value name -> node name
+        self.base: dict[str, str] = {}            # value name -> the value whose buffer it uses (views)
+        self.inputs: dict[str, TensorSpec] = {}
+        self.states: dict[str, StateSpec] = {}
+        self.outputs: dict[str, str] = {}         # output name -> value name
+        self._order: dict[str, int] = {}          # node name -> insertion index (the topological tie-break)
+        self._counter = 0
+        self._scope: list[str] = []
+        self._last_writer: dict[str, str] = {}    # base value -> last node that writes it in place
+        self._readers: dict[str, list[str]] = {}  # base value -> nodes reading it since that write
+
+    # ---- building ----
+
+    def input(self, name: str, shape, dtype: str = "f32") -> Value:
+        """A value given to every `run` (a numpy array, a Python number for a one-element input, or a Tensor)."""
+        spec = TensorSpec(shape, dtype)
+        self.add(Node(name, "input", None, (), (name,)), specs=(spec,))
+        self.inputs[name] = spec
+        return self.values[name]
+
+    def state(self, name: str, shape, dtype: str = "f32", init=None) -> Value:
+        """A persistent buffer the program owns (a KV cache, a position): zeros or `init` at compile, then kept."""
+        spec = TensorSpec(shape, dtype)
+        data = None
+        if init is not None:
+            arr = np.asarray(init)
+            if arr.size != spec.size:
+                raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape}")
+            data = np.ascontiguousarray(arr, dtype=dtype_info(dtype).numpy).tobytes()
+        self.add(Node(name, "state", None, (), (name,)), specs=(spec,))
+        self.states[name] = StateSpec(name, spec, data)
+        return self.values[name]
+
+    def const(self, name: str, array, dtype: str | None = None) -> Value:
+        """A weight: a state initialised from `array` (uploaded once, at compile)."""
+        arr = np.asarray(array)
+        if dtype is None:
+            dtype = "f32" if arr.dtype == np.float64 else {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
+                                                           np.dtype(np.uint32): "u32", np.dtype(np.int32): "i32"}.get(arr.dtype)
+            if dtype is None:
+                raise DtypeError(f"graph {self.name!r}: const {name!r} has numpy dtype {arr.dtype}; give dtype=")
+        return self.state(name, arr.shape, dtype, init=arr)
+
+    def output(self, name: str, value: Value) -> None:
+        """Name `value` as a result of `run`."""
+        if not isinstance(value, Value) or value.graph is not self:
+            raise GraphError(f"graph {self.name!r}: output {name!r} must be a value of this graph, got {value!r}")
+        if name in self.outputs:
+            raise GraphError(f"graph {self.name!r}: output {name!r} is defined twice")
+        self.outputs[name] = value.name
+
+    @contextlib.contextmanager
+    def scope(self, prefix: str):
+        """Name the nodes added inside `with g.scope("layer0"):` as layer0/<op>_<n>."""
+        self._scope.append(prefix)
+        try:
+            yield
+        finally:
+            self._scope.pop()
+
+    def add_op(self, op, params, inputs: tuple, out=None):
+        """What `wgraph.ops.core.apply` calls for symbolic inputs: a node; returns its output value(s)."""
+        where = f"graph {self.name!r}, op {op.name}"
+        if out is not None:
+            raise GraphError(f"{where}: out= is not supported in a graph (the program allocates its buffers)")
+        names = []
+        for i, x in enumerate(inputs):
+            if x is None:
+                names.append(None)
+            elif isinstance(x, Value):
+                if x.graph is not self:
+                    raise GraphError(f"{where}: input {i} ({x.name!r}) belongs to graph {x.graph.name!r}")
+                names.append(x.name)
+            else:
+                raise GraphError(f"{where}: input {i} is a {type(x).__name__}; in a graph every tensor input must be "
+                                 f"a value (use g.input, g.state or g.const)")
+        self._counter += 1
+        node_name = "/".join(self._scope + [f"{op.name}_{self._counter}"])
+        node = self.add(Node(node_name, op.name, params, tuple(names), ()))
+        outs = tuple(self.values[v] for v in node.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def _specs(self, names):
+        return tuple(None if v is None else self.values[v].spec for v in names)
+
+    def add(self, node: Node, specs: tuple | None = None) -> Node:
+        """Add a node (the builder's and from_json's one path). Its outputs are named `node:i` when not given.
+        Raises naming the node: duplicate names, unknown ops or inputs, cycles, and the op's own infer errors."""
+        where = f"graph {self.name!r}, node {node.name!r} ({node.op})"
+        if node.name in self.nx:
+            raise GraphError(f"{where}: a node with this name exists")
+        for i, v in enumerate(node.inputs):
+            if v is None:
+                continue
+            if v in node.outputs:
+                raise GraphError(f"{where}: cycle: input {i} ({v!r}) is the node's own output")
+            if v not in self.values:
+                raise GraphError(f"{where}: unknown input {i} ({v!r}); the graph has no value of that name")
+        if node.op in SOURCE_OPS:
+            if node.inputs or len(node.outputs) != 1 or specs is None:
+                raise GraphError(f"{where}: an {node.op} node takes no inputs and makes one value")
+            out_specs = tuple(specs)
+        else:
+            op = OPS.get(node.op)
+            if op is None:
+                raise GraphError(f"{where}: unknown op; registered ops are {sorted(OPS)}")
+            try:
+                out_specs = tuple(op.infer(node.params, self._specs(node.inputs)))
+            except WgraphError as e:
+                raise _node_error(e, where) from None
+            except (TypeError, ValueError, AttributeError) as e:  # e.g. params of the wrong class
+                raise GraphError(f"{where}: {type(e).__name__}: {e}") from None
+            if specs is not None and tuple(specs) != out_specs:
+                raise GraphError(f"{where}: declared output specs {specs} differ from the op's {out_specs}")
+        outputs = tuple(node.outputs) or tuple(f"{node.name}:{i}" for i in range(len(out_specs)))
+        if len(outputs) != len(out_specs):
+            raise GraphError(f"{where}: names {len(outputs)} outputs, the op makes {len(out_specs)}")
+        for v in outputs:
+            if v in self.values:
+                raise GraphError(f"{where}: output {v!r} is already a value of the graph")
+        node = attrs.evolve(node, outputs=outputs)
+
+        self.nx.add_node(node.name, node=node)
+        self._order[node.name] = len(self._order)
+        for v in node.inputs:
+            if v is not None:
+                self._edge(self.producer[v], node.name, v)
+        from wgraph.ops.dense import VIEW_OPS
+
+        for v, s in zip(outputs, out_specs):
+            self.values[v] = Value(s.shape, s.dtype, graph=self, name=v)
+            self.producer[v] = node.name
+            self.base[v] = self.base[node.inputs[0]] if node.op in VIEW_OPS else v
+        self._order_in_place(node)
+        # Every edge added above ends at the new node, and it has no outgoing edges yet: a cycle could only be
+        # a self-loop, which the input check rejects. So the graph stays acyclic without a global search.
+        return node
+
+    def _edge(self, src: str, dst: str, value: str | None):
+        if src == dst:
+            return
+        if self.nx.has_edge(src, dst):
+            if value is not None:
+                self.nx.edges[src, dst]["values"].append(value)
+            return
+        self.nx.add_edge(src, dst, values=[value] if value is not None else [])
+
+    def _order_in_place(self, node: Node):
+        """An op with no outputs writes in place (kv_append into a cache): it is ordered after every earlier
+        reader and writer of the buffers it takes, and later readers are ordered after it."""
+        if node.op in SOURCE_OPS:
+            return
+        op_writes = len(node.outputs) == 0
+        for v in {self.base[v] for v in node.inputs if v is not None}:
+            writer = self._last_writer.get(v)
+            if writer is not None:
+                self._edge(writer, node.name, None)
+            if op_writes:
+                for reader in self._readers.get(v, []):
+                    self._edge(reader, node.name, None)
+                self._last_writer[v] = node.name
+                self._readers[v] = []
+            else:
+                self._readers.setdefault(v, []).append(node.name)
+
+    # ---- reading ----
+
+    def node(self, name: str) -> Node:
+        return self.nx.nodes[name]["node"]
+
+    def topological_order(self) -> list[str]:
+        """Node names in a deterministic topological order (ties broken by insertion order)."""
+        return list(nx.lexicographical_topological_sort(self.nx, key=self._order.__getitem__))
+
+    def consumers(self, value: str) -> list[str]:
+        return [n for n in self.nx.successors(self.producer[value]) if value in self.node(n).inputs]
+
+    def compile(self, device=None):
+        """Plan every node once: a Program that runs the whole graph in one submit."""
+        from wgraph.device import default_device
+        from wgraph.graph.program import compile_graph
+
+        return compile_graph(self, device or default_device())
+
+    def to_dot(self) -> str:
+        from wgraph.graph.export import graph_to_dot
+
+        return graph_to_dot(self)
+
+    def to_json(self) -> str:
+        from wgraph.graph.export import graph_to_json
+
+        return graph_to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> Graph:
+        from wgraph.graph.export import graph_from_json
+
+        return graph_from_json(text)
+
+    def __len__(self) -> int:
+        return self.nx.number_of_nodes()
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, nodes={len(self)}, inputs={list(self.inputs)}, outputs={list(self.outputs)})"
