@@ -40,6 +40,65 @@ def ceil_div(n: int, d: int) -> int:
     return -(-int(n) // int(d))
 
 
+# Caches of facts that depend only on (kernel, caps) or on the uniform values: an op call in a recording
+# re-derives them on every call otherwise (measured by `python -m wgraph bench --only host`). Keys hold ids;
+# values hold the objects themselves, so an id cannot be reused while its entry lives.
+_FITS: dict[tuple[int, int], tuple] = {}
+_DECLARED: dict[int, tuple] = {}
+_PACKED: dict[tuple, tuple] = {}
+_PACKED_CAPACITY = 4096
+
+
+def _check_kernel_fits(k, caps) -> None:
+    """UnsupportedError / LimitError unless `caps` can run kernel `k`; a pass is remembered per (k, caps)."""
+    key = (id(k), id(caps))
+    hit = _FITS.get(key)
+    if hit is not None and hit[0] is k and hit[1] is caps:
+        return
+    missing_features = sorted(set(k.features) - caps.features)
+    if missing_features:
+        raise UnsupportedError(f"kernel {k.name} needs features {missing_features}, which {caps.adapter_name!r} lacks")
+    if k.workgroup_memory > caps.max_workgroup_storage:
+        raise LimitError(f"kernel {k.name} declares {k.workgroup_memory} bytes of workgroup memory; "
+                         f"the device allows {caps.max_workgroup_storage}")
+    if len(_FITS) > 1024:
+        _FITS.clear()
+    _FITS[key] = (k, caps)
+
+
+def _declared_storage(k) -> tuple[dict, Any]:
+    """The kernel's storage bindings by name, and their names as a dict keys view (compares with a set)."""
+    hit = _DECLARED.get(id(k))
+    if hit is not None and hit[0] is k:
+        return hit[1], hit[2]
+    declared = {b.name: b for b in k.storage_bindings}
+    if len(_DECLARED) > 1024:
+        _DECLARED.clear()
+    _DECLARED[id(k)] = (k, declared, declared.keys())
+    return declared, declared.keys()
+
+
+def _pack_cached(layout, values: dict) -> bytes:
+    """pack_uniforms, remembered for values that are plain ints and non-zero, non-NaN floats (equal keys then
+    mean equal bytes; 0.0 == -0.0 and NaN != NaN would not)."""
+    items = tuple(values.items())
+    for _name, v in items:
+        t = type(v)
+        if t is int:
+            continue
+        if t is not float or v == 0.0 or v != v:
+            return pack_uniforms(layout, values)
+    key = (id(layout), items)
+    hit = _PACKED.get(key)
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    packed = pack_uniforms(layout, values)
+    if len(_PACKED) >= _PACKED_CAPACITY:
+        _PACKED.clear()
+    _PACKED[key] = (layout, packed)
+    return packed
+
+
 class EncodeContext:
     """What `encode` functions build dispatches with."""
 
@@ -67,20 +126,15 @@ class EncodeContext:
                  indirect=None, label: str = "") -> Dispatch:
         """A checked Dispatch of registry `variant`; errors name the variant, binding and limit."""
         k = lookup_kernel(variant)
-        missing_features = sorted(set(k.features) - self.caps.features)
-        if missing_features:
-            raise UnsupportedError(f"kernel {variant} needs features {missing_features}, which {self.caps.adapter_name!r} lacks")
-        if k.workgroup_memory > self.caps.max_workgroup_storage:
-            raise LimitError(f"kernel {variant} declares {k.workgroup_memory} bytes of workgroup memory; "
-                             f"the device allows {self.caps.max_workgroup_storage}")
+        _check_kernel_fits(k, self.caps)
         if k.uniform is not None:
-            packed = pack_uniforms(k.uniform, uniforms or {})
+            packed = _pack_cached(k.uniform, uniforms or {})
         elif uniforms:
             raise PlanError(f"kernel {variant} has no uniform struct but got uniforms {sorted(uniforms)}")
         else:
             packed = b""
-        declared = {b.name: b for b in k.storage_bindings}
-        if set(bindings) != set(declared):
+        declared, declared_names = _declared_storage(k)
+        if bindings.keys() != declared_names:
             raise PlanError(f"kernel {variant}: bindings {sorted(bindings)} do not match the shader's {sorted(declared)}")
         for name, t in bindings.items():
             if not isinstance(t, Tensor):
@@ -98,9 +152,9 @@ class EncodeContext:
         if (workgroups is None) == (indirect is None):
             raise PlanError(f"kernel {variant}: give exactly one of workgroups= and indirect=")
         if workgroups is not None:
-            workgroups = tuple(int(w) for w in workgroups) + (1,) * (3 - len(workgroups))
+            workgroups = tuple(map(int, workgroups)) + (1,) * (3 - len(workgroups))
             limit = self.caps.max_workgroups_per_dim
-            if any(w < 0 for w in workgroups) or any(w > limit for w in workgroups):
+            if min(workgroups) < 0 or max(workgroups) > limit:
                 raise LimitError(f"kernel {variant}: workgroups {workgroups} exceed the device limit of {limit} per dimension")
         else:
             args, offset = indirect

@@ -65,8 +65,13 @@ class BindGroupCache:
         self._groups: OrderedDict[tuple, object] = OrderedDict()
 
     def get(self, kernel: Kernel, bgl, uniform_buffer, tensors):
-        sizes = tuple(storage_binding_size(t.nbytes) for t in tensors)
-        key = (kernel.name, self._device.epoch, uniform_buffer, tuple(t.buffer for t in tensors), sizes)
+        # one pass over the tensors builds the key: this runs for every dispatch a batch encodes
+        buffers, sizes = [], []
+        for t in tensors:
+            buffers.append(t.buffer)
+            n = t.nbytes
+            sizes.append(n + (-n % 4) if n > 4 else 4)  # == storage_binding_size(n)
+        key = (kernel.name, self._device.epoch, uniform_buffer, tuple(buffers), tuple(sizes))
         group = self._groups.get(key)
         if group is not None:
             self._groups.move_to_end(key)
