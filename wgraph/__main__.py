@@ -1,0 +1,24 @@
+"""`python -m wgraph bench ...` (see `python -m wgraph bench --help`)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m wgraph bench [--quick] [--json PATH] [--only host|attention] [--grid ...]\n"
+              "       python -m wgraph bench --help")
+        return 0 if argv else 2
+    if argv[0] == "bench":
+        from wgraph.bench import main as bench_main
+
+        bench_main(argv[1:])
+        return 0
+    print(f"unknown command {argv[0]!r}; try: python -m wgraph bench --help", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

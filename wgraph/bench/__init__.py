@@ -1,0 +1,76 @@
+"""`python -m wgraph bench`: host cost per dispatch in each mode, attention throughput, torch SDPA beside it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from wgraph.bench.grids import GRIDS
+
+DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m wgraph bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="tiny grid and fewer runs (under 2 minutes on lavapipe)")
+    p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
+    p.add_argument("--only", choices=("host", "attention"), help="run one section")
+    p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
+    p.add_argument("--variants", choices=("planned", "all"), default="planned",
+                   help="planned: the planner's pick per shape; all: also every other variant that accepts it")
+    p.add_argument("--host-ops", type=int, default=1000, help="dispatches per host-cost run (default 1000)")
+    p.add_argument("--runs", type=int, help="host-cost runs per mode (median; default 9, 5 with --quick)")
+    p.add_argument("--budget-s", type=float, help="seconds for the attention section; shapes left are listed skipped")
+    p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
+    return p
+
+
+def _progress(msg: str):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> dict:
+    """Run the benchmark; print tables; return (and with --json write) the result."""
+    args = parser().parse_args(argv)
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    import wgraph as wg
+    from wgraph.bench import attention, host, report
+
+    grid = args.grid or ("quick" if args.quick else "full")
+    runs = args.runs or (5 if args.quick else 9)
+    budget = args.budget_s if args.budget_s is not None else DEFAULT_BUDGET_S[grid]
+    dev = wg.default_device()
+    result = {"meta": report.machine_meta(dev, ["bench", *argv]),
+              "settings": {"grid": grid, "variants": args.variants, "host_ops": args.host_ops, "runs": runs,
+                           "budget_s": budget, "quick": args.quick}}
+    t0 = time.perf_counter()
+    print(f"wgraph bench on {dev.caps.adapter_name} ({dev.caps.backend}), wgpu {result['meta']['wgpu_version']}")
+    if args.only in (None, "host"):
+        rows = host.bench_host(dev, n_ops=args.host_ops, runs=runs, progress=_progress)
+        result["host"] = {"rows": rows, "workload": f"{args.host_ops} scale dispatches on {host.ELEMENTS} f32 "
+                          "elements (ping-pong between two tensors)",
+                          "clocks": {"host": "perf_counter until queue.submit returned",
+                                     "wall": "host + waiting for the GPU (map of a small buffer)"}}
+        print("\n== host cost per dispatch ==")
+        print(report.host_table(rows))
+    if args.only in (None, "attention"):
+        ok, note = attention.available()
+        shapes = GRIDS[grid]
+        rows, torch_info = attention.bench_attention(
+            dev, shapes, variants=args.variants, budget_s=budget, use_torch=not args.no_torch,
+            target_s=0.05 if args.quick or grid == "tiny" else 0.3, progress=_progress)
+        result["attention"] = {"rows": rows, "available": ok, "note": note, "torch": torch_info}
+        print(f"\n== attention ({grid} grid, {len(shapes)} shapes, variants: {args.variants}) ==")
+        if not ok:
+            print(note)
+        else:
+            if not torch_info.get("available"):
+                print(f"torch reference: {torch_info.get('note')}")
+            print(report.attention_table(rows))
+    result["elapsed_s"] = time.perf_counter() - t0
+    if args.json:
+        path = report.write_json(args.json, result)
+        print(f"\nwrote {path}")
+    return result

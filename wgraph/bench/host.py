@@ -1,0 +1,195 @@
+"""Host cost per dispatch: the same N tiny `scale` dispatches through a raw wgpu-py loop (the floor), wgraph
+immediate, wgraph recorded and (when `wgraph.Graph` exists) a compiled graph's replay.
+
+Two clocks per run: `host` stops when `queue.submit` has returned (the CPU time a caller pays); `wall`
+stops after waiting for the GPU too (map of a small buffer). Each is the median over `runs` runs."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import struct
+import time
+from typing import Callable
+
+import numpy as np
+
+import wgraph as wg
+from wgraph.ops.elementwise import variant_for
+from wgraph.scheduler.registry import kernel
+
+ELEMENTS = 256  # one workgroup: the GPU work is negligible, what is left is host cost
+
+
+def _bind_group(dev, k, bgl, uniform, src, dst):
+    entries = [
+        {"binding": 0, "resource": {"buffer": uniform, "offset": 0, "size": k.uniform.size}},
+        {"binding": 1, "resource": {"buffer": src.buffer, "offset": 0, "size": src.nbytes}},
+        {"binding": 2, "resource": {"buffer": dst.buffer, "offset": 0, "size": dst.nbytes}},
+    ]
+    return dev.wgpu.create_bind_group(layout=bgl, entries=entries)
+
+
+def raw_floor(dev, a, b, n_ops: int) -> Callable[[], None]:
+    """The minimum wgpu-py can do: prebuilt pipeline and bind groups, one pass, one submit."""
+    k = kernel(variant_for("scale", "f32"))
+    pipeline, bgl = dev.pipelines.get(k)
+    uniform = dev.wgpu.create_buffer(size=max(k.uniform.size, 16), usage=wg.device.UNIFORM_USAGE)
+    dev.wgpu.queue.write_buffer(uniform, 0, struct.pack("<If", ELEMENTS, 0.5))
+    groups = (_bind_group(dev, k, bgl, uniform, a, b), _bind_group(dev, k, bgl, uniform, b, a))
+    queue = dev.wgpu.queue
+    create_encoder = dev.wgpu.create_command_encoder
+
+    def run():
+        encoder = create_encoder()
+        cpass = encoder.begin_compute_pass()
+        for i in range(n_ops):
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, groups[i & 1], [0])
+            cpass.dispatch_workgroups(1, 1, 1)
+        cpass.end()
+        queue.submit([encoder.finish()])
+
+    run.keep = (uniform, groups)  # the buffers must outlive every run
+    return run
+
+
+def immediate(dev, a, b, n_ops: int):
+    scale = wg.ops.scale
+
+    def run():
+        for i in range(n_ops):
+            if i & 1:
+                scale(b, 0.5, out=a)
+            else:
+                scale(a, 0.5, out=b)
+
+    return run
+
+
+def recorded(dev, a, b, n_ops: int):
+    scale = wg.ops.scale
+
+    def run():
+        with dev.record():
+            for i in range(n_ops):
+                if i & 1:
+                    scale(b, 0.5, out=a)
+                else:
+                    scale(a, 0.5, out=b)
+
+    return run
+
+
+def recorded_fresh(dev, a, b, n_ops: int):
+    """Recorded, the way a user writes it: every op allocates its output from the pool."""
+    scale = wg.ops.scale
+
+    def run():
+        y = a
+        with dev.record():
+            for _ in range(n_ops):
+                y = scale(y, 0.5)
+
+    return run
+
+
+def graph_replay(dev, a, b, n_ops: int):
+    """A compiled Graph of n_ops scales, replayed; None (with the reason) when this wgraph has no Graph."""
+    if not hasattr(wg, "Graph"):
+        return None, "wgraph.Graph is not available in this build (issue 5); row skipped"
+    g = wg.Graph("bench_host")
+    x = g.input("x", a.shape, "f32")
+    y = x
+    for _ in range(n_ops):
+        y = wg.ops.scale(y, 0.5)
+    g.output("y", y)
+    prog = g.compile(dev)
+    data = np.ones(a.shape, np.float32)
+    try:  # prefer binding a device tensor (no upload); fall back to numpy inputs
+        prog.run(x=a)
+        arg = a
+    except Exception:  # noqa: BLE001 - the Graph API is young; numpy input is the documented form
+        prog.run(x=data)
+        arg = data
+
+    def run():
+        prog.run(x=arg)
+
+    run.keep = prog
+    return run, f"prog.run(x={'Tensor' if arg is a else 'numpy'}) on a {n_ops}-node program"
+
+
+def _measure(dev, fn, runs: int) -> dict:
+    host, wall, deltas = [], [], []
+    fn()  # warm: pipelines, bind groups, pool, uniform cache
+    dev.sync()
+    for _ in range(runs):
+        gc.collect()
+        before = dev.stats.snapshot()
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        dev.sync()
+        t2 = time.perf_counter()
+        deltas.append(dev.stats.since(before))
+        host.append(t1 - t0)
+        wall.append(t2 - t0)
+    d = deltas[-1]
+    return {"host_s": host, "wall_s": wall, "submits": d.submits - 1, "compute_passes": d.compute_passes,
+            "dispatches": d.dispatches}  # sync's readback is one submit: not part of the work
+
+
+MODES = (
+    ("raw_wgpu_floor", "raw wgpu-py: prebuilt pipeline + bind group, one pass, one submit", raw_floor),
+    ("wgraph_immediate", "wg.ops.scale(out=) per op: one submit each", immediate),
+    ("wgraph_recorded", "with dev.record(): scale(out=) x N, one submit", recorded),
+    ("wgraph_recorded_fresh_outputs", "with dev.record(): y = scale(y) x N (pooled outputs)", recorded_fresh),
+    ("wgraph_graph_replay", "compiled wgraph.Graph replay", None),
+)
+
+
+def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dict]:
+    """Rows of µs per dispatch for every mode, with ratios to the raw floor."""
+    a = dev.tensor(np.ones(ELEMENTS, np.float32), label="bench.a")
+    b = dev.tensor(np.ones(ELEMENTS, np.float32), label="bench.b")
+    rows = []
+    for name, what, make in MODES:
+        if progress:
+            progress(f"host: {name} ({n_ops} ops x {runs} runs)")
+        row = {"mode": name, "what": what, "n_ops": n_ops, "runs": runs, "elements": ELEMENTS, "status": "ok",
+               "note": ""}
+        try:
+            if make is None:
+                fn, note = graph_replay(dev, a, b, n_ops)
+                row["note"] = note
+                if fn is None:
+                    row["status"] = "skipped"
+                    rows.append(row)
+                    continue
+            else:
+                fn = make(dev, a, b, n_ops)
+            m = _measure(dev, fn, runs)
+            if name == "raw_wgpu_floor":  # it bypasses wgraph's counters
+                m.update(submits=1, compute_passes=1, dispatches=n_ops)
+        except Exception as e:  # noqa: BLE001 - one broken mode must not hide the others
+            row.update(status="error", note=f"{type(e).__name__}: {e}")
+            rows.append(row)
+            continue
+        row.update(
+            host_us_per_op=statistics.median(m["host_s"]) / n_ops * 1e6,
+            wall_us_per_op=statistics.median(m["wall_s"]) / n_ops * 1e6,
+            host_us_per_op_min=min(m["host_s"]) / n_ops * 1e6,
+            host_us_per_op_all=[t / n_ops * 1e6 for t in m["host_s"]],
+            submits_per_run=m["submits"], compute_passes_per_run=m["compute_passes"],
+            dispatches_per_run=m["dispatches"],
+        )
+        rows.append(row)
+    floor = next((r for r in rows if r["mode"] == "raw_wgpu_floor" and r["status"] == "ok"), None)
+    imm = next((r for r in rows if r["mode"] == "wgraph_immediate" and r["status"] == "ok"), None)
+    for r in rows:
+        ok = r["status"] == "ok"
+        r["ratio_to_floor_host"] = r["host_us_per_op"] / floor["host_us_per_op"] if ok and floor else None
+        r["ratio_to_floor_wall"] = r["wall_us_per_op"] / floor["wall_us_per_op"] if ok and floor else None
+        r["speedup_vs_immediate_host"] = imm["host_us_per_op"] / r["host_us_per_op"] if ok and imm else None
+    return rows

@@ -1,0 +1,103 @@
+"""Machine facts, the printed tables, and the JSON file."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import wgpu
+
+import wgraph
+
+
+def _git(*args) -> str | None:
+    try:
+        root = Path(wgraph.__file__).resolve().parent.parent
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip() or None
+    except Exception:  # noqa: BLE001 - not a checkout: no commit to report
+        return None
+
+
+def machine_meta(dev, argv: list[str]) -> dict:
+    info = dev.adapter.info
+    try:
+        from wgpu.backends import wgpu_native
+
+        native = wgpu_native.__version__
+    except Exception:  # noqa: BLE001
+        native = None
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "machine": {"node": platform.node(), "platform": platform.platform(), "processor": platform.processor(),
+                    "machine": platform.machine(), "cpu_count": os.cpu_count()},
+        "adapter": dev.caps.adapter_name,
+        "adapter_info": {k: info.get(k) for k in info},
+        "driver": info.get("description"),
+        "backend": dev.caps.backend,
+        "adapter_type": info.get("adapter_type"),
+        "caps": {"has_f16": dev.caps.has_f16, "has_subgroups": dev.caps.has_subgroups,
+                 "has_timestamps": dev.caps.has_timestamps,
+                 "has_timestamps_inside_passes": dev.caps.has_timestamps_inside_passes},
+        "wgpu_version": wgpu.__version__,
+        "wgpu_native_version": native,
+        "wgraph_version": wgraph.__version__,
+        "python": sys.version.split()[0],
+        "numpy": __import__("numpy").__version__,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(dirty) if dirty is not None else None,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["python -m wgraph", *argv]),
+    }
+
+
+def _f(x, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def host_table(rows: list[dict]) -> str:
+    head = (f"{'mode':32} {'host us/op':>10} {'x floor':>8} {'wall us/op':>10} {'x floor':>8} "
+            f"{'submits':>7} {'passes':>6} {'vs immediate':>12}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"{r['mode']:32} {r['status']}: {r['note']}")
+            continue
+        lines.append(f"{r['mode']:32} {r['host_us_per_op']:10.2f} {r['ratio_to_floor_host']:8.2f} "
+                     f"{r['wall_us_per_op']:10.2f} {r['ratio_to_floor_wall']:8.2f} {r['submits_per_run']:7d} "
+                     f"{r['compute_passes_per_run']:6d} {_f(r['speedup_vs_immediate_host'], '11.1f')}x")
+    lines.append("host = until queue.submit returns (CPU cost to the caller); wall = host + waiting for the GPU. "
+                 "Median of the runs, per dispatch.")
+    return "\n".join(lines)
+
+
+def attention_table(rows: list[dict]) -> str:
+    head = (f"{'phase':7} {'S':>5} {'L':>6} {'Hq/Hkv':>6} {'D':>4} {'dtype':5} {'variant':28} {'tier':12} "
+            f"{'gpu us':>10} {'thru':>10} {'unit':7} {'torch':>9} {'ratio':>7}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        shape = f"{r['phase']:7} {r['S']:5d} {r['L']:6d} {str(r['Hq']) + '/' + str(r['Hkv']):>6} {r['D']:4d} {r['dtype']:5}"
+        if r["status"] != "ok":
+            lines.append(f"{shape} {str(r.get('variant') or '-'):28} {r['status']}: {r['note'][:90]}")
+            continue
+        prefill = r["phase"] == "prefill"
+        thru = r.get("tflops") if prefill else r.get("gbps")
+        torch = r.get("torch_tflops") if prefill else r.get("torch_gbps")
+        name = r["variant"] + ("*" if r.get("forced") else "")
+        lines.append(f"{shape} {name:28} {str(r['tier']):12} {_f(r['gpu_us'] or r['wall_us'], '10.1f')} "
+                     f"{_f(thru, '10.4g')} {'TFLOP/s' if prefill else 'GB/s':7} "
+                     f"{_f(torch, '9.4g')} {_f(r.get('ratio_to_torch'), '7.3g')}")
+    lines.append("gpu us: timestamp queries around the op's dispatches (median), else wall time with a GPU wait. "
+                 "ratio = torch time / wgraph time (> 1: wgraph faster). * = variant forced, not planned.")
+    return "\n".join(lines)
+
+
+def write_json(path: str | os.PathLike, result: dict) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return path

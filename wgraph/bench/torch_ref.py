@@ -1,0 +1,79 @@
+"""torch.nn.functional.scaled_dot_product_attention on CUDA for the same shapes, timed with CUDA events.
+torch is optional: imported only here, only when present."""
+
+from __future__ import annotations
+
+import statistics
+
+
+def probe() -> dict:
+    """{"available": bool, "note": why not, and torch/cuda facts when it is}."""
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure means no reference
+        return {"available": False, "note": f"torch not importable ({type(e).__name__})"}
+    info = {"torch_version": torch.__version__}
+    if not torch.cuda.is_available():
+        return {**info, "available": False, "note": "torch has no CUDA device; the reference runs on CUDA only"}
+    info.update(available=True, note="", cuda_device=torch.cuda.get_device_name(0), cuda_version=torch.version.cuda,
+                allow_tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32))
+    return info
+
+
+def _to_torch(a, dtype: str, kind: str):
+    import torch
+
+    t = torch.float16 if dtype == "f16" or (dtype == "f16kv" and kind == "kv") else torch.float32
+    # [S, H, D] -> [1, H, S, D], contiguous, on the GPU
+    return torch.from_numpy(a).to("cuda").to(t).permute(1, 0, 2).unsqueeze(0).contiguous()
+
+
+def run_sdpa(shape, q_np, k_np, v_np, reps: int, want_output: bool = True) -> dict:
+    """Median ms per call over 3 loops of `reps` calls, CUDA events; plus the output as [S, Hq, D] float32."""
+    import torch
+    import torch.nn.functional as F
+
+    q = _to_torch(q_np, shape.dtype, "q")
+    k = _to_torch(k_np, shape.dtype, "kv")
+    v = _to_torch(v_np, shape.dtype, "kv")
+    if shape.dtype == "f16kv":  # torch wants one dtype: the reference computes in f32
+        k, v = k.float(), v.float()
+    notes = []
+    kwargs = {}
+    if shape.Hq != shape.Hkv:
+        try:
+            F.scaled_dot_product_attention(q[:, :, :1], k[:, :, :1], v[:, :, :1], enable_gqa=True)
+            kwargs["enable_gqa"] = True
+        except TypeError:
+            k = k.repeat_interleave(shape.Hq // shape.Hkv, dim=1)
+            v = v.repeat_interleave(shape.Hq // shape.Hkv, dim=1)
+            notes.append("kv heads repeated before timing (torch without enable_gqa)")
+    # wgraph's causal mask is bottom-right aligned; torch's is_causal is top-left: equal only when S == L.
+    if shape.causal and shape.S == shape.L:
+        kwargs["is_causal"] = True
+    elif shape.causal and shape.S > 1:
+        from torch.nn.attention.bias import causal_lower_right
+
+        kwargs["attn_mask"] = causal_lower_right(shape.S, shape.L)
+    # S == 1 with bottom-right causal masks nothing: plain attention
+
+    def call():
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    out = call()
+    call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            call()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / reps)
+    result = {"torch_ms": statistics.median(times), "torch_reps": reps, "torch_note": "; ".join(notes)}
+    if want_output:
+        result["output"] = out[0].permute(1, 0, 2).float().cpu().numpy()
+    del q, k, v, out
+    return result
