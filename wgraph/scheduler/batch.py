@@ -4,6 +4,7 @@ it, and a whole batch goes to the GPU in one `queue.submit`."""
 from __future__ import annotations
 
 import struct
+import threading
 from collections import defaultdict
 
 import attrs
@@ -57,8 +58,13 @@ def prepare_items(device, items, uniform_slots) -> list:
 
 def encode_prepared(device, encoder, steps, timestamps: Timestamps | None = None):
     """Encode prepared steps (see prepare_items) into `encoder`; consecutive dispatches share a compute pass."""
+    # This loop is the host cost of a recorded op and of a replay: only the wgpu calls and a few lookups.
+    # set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across dispatches).
     stats = device.stats
+    per_pass_stamps = timestamps is not None and not timestamps.inside_passes
+    inside_stamps = timestamps is not None and timestamps.inside_passes
     compute_pass = None
+    current_pipeline = None
     n_dispatch = 0
     for step in steps:
         if isinstance(step, Copy):
@@ -69,7 +75,6 @@ def encode_prepared(device, encoder, steps, timestamps: Timestamps | None = None
             stats.copies += 1
             continue
         item, pipeline, group, offsets = step
-        per_pass_stamps = timestamps is not None and not timestamps.inside_passes
         if compute_pass is None or per_pass_stamps:
             if compute_pass is not None:
                 compute_pass.end()
@@ -78,20 +83,23 @@ def encode_prepared(device, encoder, steps, timestamps: Timestamps | None = None
                 writes = {"query_set": timestamps.query_set, "beginning_of_pass_write_index": 2 * n_dispatch,
                           "end_of_pass_write_index": 2 * n_dispatch + 1}
             compute_pass = encoder.begin_compute_pass(label=item.label, timestamp_writes=writes)
+            current_pipeline = None
             stats.compute_passes += 1
-        compute_pass.set_pipeline(pipeline)
+        if pipeline is not current_pipeline:
+            compute_pass.set_pipeline(pipeline)
+            current_pipeline = pipeline
         compute_pass.set_bind_group(0, group, offsets)
-        if timestamps is not None and timestamps.inside_passes:
+        if inside_stamps:
             compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch)
         if item.indirect is not None:
             args, args_offset = item.indirect
             compute_pass.dispatch_workgroups_indirect(args.buffer, args_offset)
         else:
             compute_pass.dispatch_workgroups(*item.workgroups)
-        if timestamps is not None and timestamps.inside_passes:
+        if inside_stamps:
             compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch + 1)
         n_dispatch += 1
-        stats.dispatches += 1
+    stats.dispatches += n_dispatch
     if compute_pass is not None:
         compute_pass.end()
 
@@ -140,10 +148,14 @@ class Recording:
         self._timestamps: Timestamps | None = None
         self._durations: list[int] | None = None
         self._labels: list[str] = []
+        self._thread = threading.get_ident()  # a recording belongs to the thread that made it
 
     def _check_open(self):
         if self.state != "open":
             raise RecordingError(f"this recording was already {self.state}; start a new one with dev.record()")
+        if threading.get_ident() != self._thread:
+            raise RecordingError(f"this recording belongs to thread {self._thread}, not to thread "
+                                 f"{threading.get_ident()}; each thread records with its own dev.record()")
 
     def append(self, item):
         self._check_open()
@@ -162,6 +174,12 @@ class Recording:
         self._check_open()
         device = self.device
         device.check_alive()
+        device.check_items(self.items)
+        with device.lock:
+            device.check_alive()
+            self._submit_locked(device)
+
+    def _submit_locked(self, device):
         dispatches = [i for i in self.items if isinstance(i, Dispatch)]
         self._labels = [d.label or d.kernel.name for d in dispatches]
         if self._want_profile and device.caps.has_timestamps and dispatches:
