@@ -68,7 +68,7 @@ def attention_reference(q, k, v, *, causal=True, scale=None, start_pos=None, kv_
     mask = visible_mask(S, kv_len, causal=causal, start_pos=start_pos, kv_start=kv_start,
                         sliding_window=sliding_window, kv_layout=kv_layout, kv_rows=rows)[None]
     s = np.where(mask, s, -np.inf)
-    m = np.max(s, axis=-1, keepdims=True)
+    m = np.max(s, axis=-1, keepdims=True, initial=-np.inf)  # initial: kv_len 0 (no keys) -> zeros
     m = np.where(np.isfinite(m), m, 0)
     p = np.where(mask, np.exp(s - m), 0).astype(ct)
     l = p.sum(axis=-1, keepdims=True)

@@ -18,3 +18,15 @@ def rng():
     import numpy as np
 
     return np.random.default_rng(1234)
+
+
+# Hypothesis profiles (tests/test_property_*.py): "ci" is the default — derandomized (a fixed seed), few
+# examples, no deadline (a first pipeline compile on lavapipe takes seconds); `--hypothesis-profile=long`
+# for deeper runs. The plugin loads a --hypothesis-profile after this file has registered them.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True, database=None,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=400, deadline=None, derandomize=False,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")

@@ -117,6 +117,10 @@ class Device:
         self.adapter = adapter or _choose_adapter(power_preference)
         self.stats = Stats()
         self._local = threading.local()
+        # One lock serialises everything that touches the wgpu device, the pool, the caches and the counters,
+        # so op calls, recordings and programs on several threads are safe (docs/concurrency.md). Re-entrant:
+        # a tensor finalizer may run inside a locked call on the same thread.
+        self.lock = threading.RLock()
         self._serial = 0  # submissions made
         self._completed = 0  # submissions known to be finished on the GPU
         self._open()
@@ -157,16 +161,26 @@ class Device:
 
     def destroy(self):
         """Destroy the underlying device (as a device loss does). Every later call raises DeviceError."""
-        if not self.lost:
+        with self.lock:
+            if self.lost:
+                return
+            # Every cache of the old device dies with it; pooled buffers count as destroyed (live_buffers).
+            self.uniform_cache.clear()
             self.lost = True
             self.wgpu.destroy()
+            self.pool.clear()
+            self.pipelines.clear()
+            self.bind_groups.clear()
+            self._fallbacks.clear()
+            self._staging = None
 
     def recreate(self):
         """Replace a lost device with a new one: a new epoch, and every cache, buffer and tensor of the old
         one invalid (using an old tensor raises DeviceError)."""
-        if not self.lost:
-            self.destroy()
-        self._open()
+        with self.lock:
+            if not self.lost:
+                self.destroy()
+            self._open()
 
     def check_alive(self):
         if self.lost:
@@ -190,19 +204,24 @@ class Device:
 
     def _release_buffer(self, buf):
         """A tensor died: its buffer goes back to the pool (if it belongs to this epoch)."""
-        if getattr(buf, "_wgraph_epoch", None) != self.epoch or self.lost:
-            self.stats.buffers_destroyed += 1
-            return
-        self.pool.release(buf, TENSOR_USAGE, self._serial)
+        with self.lock:
+            if getattr(buf, "_wgraph_epoch", None) != self.epoch or self.lost:
+                self.stats.buffers_destroyed += 1
+                return
+            self.pool.release(buf, TENSOR_USAGE, self._serial)
 
     def _acquire_uniform(self, nbytes: int):
-        buf = self.pool.acquire(nbytes, UNIFORM_USAGE)
-        buf._wgraph_epoch = self.epoch
-        return buf
+        with self.lock:
+            buf = self.pool.acquire(nbytes, UNIFORM_USAGE)
+            buf._wgraph_epoch = self.epoch
+            return buf
 
     def _release_uniform(self, buf):
-        if getattr(buf, "_wgraph_epoch", None) == self.epoch and not self.lost:
-            self.pool.release(buf, UNIFORM_USAGE, self._serial)
+        with self.lock:
+            if getattr(buf, "_wgraph_epoch", None) == self.epoch and not self.lost:
+                self.pool.release(buf, UNIFORM_USAGE, self._serial)
+            else:
+                self.stats.buffers_destroyed += 1  # its device is gone; the buffer went with it
 
     def _create_uniform_with(self, data: bytes):
         buf = self._acquire_uniform(len(data))
@@ -219,8 +238,9 @@ class Device:
                 f"tensor {spec.shape} {dtype} is {spec.nbytes} bytes; the device binds at most "
                 f"{self.caps.max_storage_binding_size} bytes per storage buffer"
             )
-        buf = self.pool.acquire(spec.nbytes, TENSOR_USAGE)
-        buf._wgraph_epoch = self.epoch
+        with self.lock:
+            buf = self.pool.acquire(spec.nbytes, TENSOR_USAGE)
+            buf._wgraph_epoch = self.epoch
         return Tensor(self, buf, spec, label)
 
     def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
@@ -245,7 +265,9 @@ class Device:
         if len(raw) % 4:
             raw += b"\0" * (4 - len(raw) % 4)
         if raw:
-            self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
+            with self.lock:
+                self.check_alive()
+                self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
 
     def check_tensor(self, tensor: Tensor):
         """DeviceError unless `tensor` lives on this device in its current epoch."""
@@ -260,8 +282,11 @@ class Device:
         key = (name, nbytes, self.epoch)
         t = self._fallbacks.get(key)
         if t is None:
-            t = self.tensor(np.zeros(nbytes // 4, np.uint32), "u32", label=f"fallback.{name}")
-            self._fallbacks[key] = t
+            with self.lock:
+                t = self._fallbacks.get(key)
+                if t is None:
+                    t = self.tensor(np.zeros(nbytes // 4, np.uint32), "u32", label=f"fallback.{name}")
+                    self._fallbacks[key] = t
         return t
 
     # ---- submission ----
@@ -291,21 +316,39 @@ class Device:
     def run(self, items):
         """Append to the open recording, or submit now: the immediate path, one submit for `items`."""
         self.check_alive()
+        self.check_items(items)
         rec = self.recording
         if rec is not None:
             for item in items:
                 rec.append(item)
             return
-        slots = []
+        if not items:
+            return  # nothing to run (an attention with no queries): no encoder, no submit
+        with self.lock:
+            self.check_alive()
+            slots = []
+            for item in items:
+                if getattr(item, "kernel", None) is not None and item.kernel.uniform is not None:
+                    buf, _created = self.uniform_cache.get(item.uniforms)
+                    slots.append((buf, 0))
+                else:
+                    slots.append(None)
+            encoder = self.wgpu.create_command_encoder(label="wgraph.immediate")
+            encode_items(self, encoder, items, slots)
+            self._submit(encoder.finish())
+
+    def check_items(self, items):
+        """DeviceError unless every Dispatch/Copy in `items` was made on this device in its current epoch.
+        (ctx.dispatch checked all of a dispatch's tensors together, so its first tensor stands for all.)"""
         for item in items:
-            if getattr(item, "kernel", None) is not None and item.kernel.uniform is not None:
-                buf, _created = self.uniform_cache.get(item.uniforms)
-                slots.append((buf, 0))
-            else:
-                slots.append(None)
-        encoder = self.wgpu.create_command_encoder(label="wgraph.immediate")
-        encode_items(self, encoder, items, slots)
-        self._submit(encoder.finish())
+            tensors = item.tensors
+            if tensors:
+                t = tensors[0]
+                if t.device is not self or getattr(t.buffer, "_wgraph_epoch", None) != self.epoch:
+                    raise DeviceError(
+                        f"{item.label}: a captured dispatch of another device or of epoch "
+                        f"{getattr(t.buffer, '_wgraph_epoch', None)} (the device is now epoch {self.epoch}); "
+                        f"capture it again after dev.recreate()")
 
     def _submit(self, command_buffer):
         self.wgpu.queue.submit([command_buffer])
@@ -322,6 +365,12 @@ class Device:
         nbytes = align4(tensor.nbytes)
         if nbytes == 0:
             return np.zeros(tensor.shape, info.numpy)
+        with self.lock:
+            self.check_tensor(tensor)
+            data = self._read_locked(tensor, nbytes)
+        return np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape).copy()
+
+    def _read_locked(self, tensor: Tensor, nbytes: int) -> bytes:
         if self._staging is None or self._staging.size < nbytes:
             size = max(256, 1 << (nbytes - 1).bit_length())
             self._staging = self.wgpu.create_buffer(
@@ -337,7 +386,7 @@ class Device:
         self._completed = self._serial  # the map waited for every earlier submission
         self.pool.collect(self._completed)
         self.stats.readbacks += 1
-        return np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape).copy()
+        return data
 
     def sync(self):
         """Wait until the GPU has finished everything submitted so far."""

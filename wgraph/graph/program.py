@@ -278,7 +278,12 @@ class Program:
             raise GraphError(f"program {self.graph.name!r}: missing inputs {missing}, unknown inputs {extra}; "
                              f"it takes {sorted(want)}")
         feeds = [(name, *self._feed(name, inputs[name], spec)) for name, spec in want.items()]
-        # validated: from here on, GPU work
+        # validated: from here on, GPU work (under the device lock: programs may run on several threads)
+        with self.device.lock:
+            self._check_device()
+            return self._run_locked(feeds)
+
+    def _run_locked(self, feeds) -> dict[str, Tensor]:
         queue = self.device.wgpu.queue
         copies = []
         for name, kind, data in feeds:
@@ -379,4 +384,5 @@ class Program:
 
 
 def compile_graph(g: Graph, device) -> Program:
-    return Program(g, device)
+    with device.lock:  # compile creates pipelines, bind groups and buffers: one thread at a time
+        return Program(g, device)

@@ -70,8 +70,8 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         raise ShapeError(f"attention: k {k.shape} and v {v.shape} differ")
     if Dk != D:
         raise ShapeError(f"attention: q head_dim {D} != k/v head_dim {Dk}")
-    if min(S, Hq, D, L, Hkv) < 1:
-        raise ShapeError(f"attention: empty dimension in q {q.shape} or k/v {k.shape}")
+    if min(Hq, D, Hkv) < 1:  # S == 0: an empty output; L == 0: no keys, zeros (docs/errors.md)
+        raise ShapeError(f"attention: heads and head_dim must be >= 1; got q {q.shape}, k/v {k.shape}")
     if Hq % Hkv:
         raise ShapeError(f"attention: q heads {Hq} is not a multiple of kv heads {Hkv} (GQA needs Hq % Hkv == 0)")
     if k.dtype != v.dtype:
@@ -155,6 +155,8 @@ def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
 def _encode(ctx, params: AttentionParams, inputs, outputs):
     q, k, v, kv_len_t, page_table = inputs
     (out,) = outputs
+    if q.shape[0] == 0:
+        return []  # no queries: the output is empty and nothing runs
     specs = tuple(None if t is None else t.spec for t in inputs)
     kplan = plan(plan_facts(params, specs), ctx.caps, params.variant)
     u = uniforms(params, specs, kplan)

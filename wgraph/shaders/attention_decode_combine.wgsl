@@ -13,8 +13,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i = wid.z;
     let first = (i * params.num_heads + h) * params.num_chunks;
     var m: f32 = MASKED;
+    var poisoned = false;                 // a chunk's (m, l) is NaN (a NaN q or k): the row's output is NaN
+    var poison: f32 = 0.0;
     for (var c: u32 = 0u; c < params.num_chunks; c++) {
-        if (part_ml[(first + c) * 2u + 1u] > 0.0) {
+        let mc = part_ml[(first + c) * 2u];
+        let lc = part_ml[(first + c) * 2u + 1u];
+        if (is_nan_f32(mc) || is_nan_f32(lc)) {   // `lc > 0.0` would skip the chunk silently
+            poisoned = true;
+            poison = select(lc, mc, is_nan_f32(mc));
+        }
+        if (lc > 0.0) {
             m = max(m, part_ml[(first + c) * 2u]);
         }
     }
@@ -37,6 +45,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 o += exp(part_ml[(first + c) * 2u] - m) * part_acc[(first + c) * params.head_dim + d];
             }
         }
-        out[q_index(i, h, d)] = {{OUT_T}}(o * inv_l);
+        out[q_index(i, h, d)] = {{OUT_T}}(select(o * inv_l, poison, poisoned));
     }
 }

@@ -46,6 +46,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var m: f32 = MASKED;
     var l: f32 = 0.0;
     var acc: array<f32, DIMS_PER_THREAD>;
+    var poisoned = false;                 // a visible score was NaN: the row's output is NaN
+    var poison: f32 = 0.0;
 
     for (var base: u32 = lo; base < hi; base += TILE_N) {
         let n_keys = min(TILE_N, hi - base);
@@ -87,7 +89,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
         var tile_max: f32 = MASKED;
         for (var kk: u32 = 0u; kk < n_keys; kk++) {
-            tile_max = max(tile_max, s_tile[qi * TILE_N + kk]);
+            let s = s_tile[qi * TILE_N + kk];
+            if (is_nan_f32(s)) {          // `s > MASKED_TEST` below would drop it silently
+                poisoned = true;
+                poison = s;
+            }
+            tile_max = max(tile_max, s);
         }
         if (tile_max > MASKED_TEST) {     // this query sees at least one key of the tile
             let m_new = max(m, tile_max);
@@ -123,7 +130,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var n: u32 = 0u; n < DIMS_PER_THREAD; n++) {
             let d = sub + n * TPQ;
             if (d < D) {
-                out[q_index(i, h, d)] = {{OUT_T}}(acc[n] * inv_l);
+                out[q_index(i, h, d)] = {{OUT_T}}(select(acc[n] * inv_l, poison, poisoned));
             }
         }
     }

@@ -1,0 +1,106 @@
+"""Device loss, simulated with dev.destroy(): the next call raises a clear DeviceError before GPU work;
+dev.recreate() (the explicit re-plan) bumps the epoch and invalidates every cache (pipelines, bind groups,
+uniform cache, fallbacks, pool), old tensors, captured dispatches and compiled programs raise, and the same
+calls on new tensors re-plan and give the same answer. Each test uses its own device."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.errors import DeviceError
+
+
+@pytest.fixture
+def fresh():
+    d = wg.Device()
+    yield d
+    if not d.lost:
+        d.destroy()
+
+
+def _qkv(rng):
+    return (rng.standard_normal((5, 4, 16)).astype(np.float32), rng.standard_normal((20, 2, 16)).astype(np.float16),
+            rng.standard_normal((20, 2, 16)).astype(np.float16))
+
+
+def _attn(d, q, k, v, **kw):
+    return wg.ops.attention(d.tensor(q), d.tensor(k), d.tensor(v), **kw).numpy()
+
+
+def test_every_call_after_destroy_raises_before_gpu_work(fresh, rng):
+    q, k, v = _qkv(rng)
+    Q = fresh.tensor(q)
+    fresh.destroy()
+    before = fresh.stats.snapshot()
+    calls = [lambda: fresh.tensor(q), lambda: fresh.empty((4,)), lambda: Q.numpy(), lambda: fresh.write(Q, q),
+             lambda: wg.ops.attention(Q, Q, Q), lambda: fresh.record(), lambda: fresh.run([]), lambda: fresh.sync()]
+    for call in calls:
+        with pytest.raises(DeviceError, match=r"is lost or destroyed; call dev.recreate\(\)"):
+            call()
+    d = fresh.stats.since(before)
+    assert (d.submits, d.dispatches, d.buffers_created) == (0, 0, 0)
+    fresh.destroy()  # idempotent
+
+
+def test_recreate_replans_with_every_cache_invalidated(fresh, rng):
+    q, k, v = _qkv(rng)
+    want = _attn(fresh, q, k, v)
+    with fresh.record():
+        wg.ops.scale(fresh.tensor(np.ones(4, np.float32)), 2.0)
+    old = dict(epoch=fresh.epoch, pipelines=fresh.pipelines, bind_groups=fresh.bind_groups, pool=fresh.pool,
+               uniforms=fresh.uniform_cache, wgpu=fresh.wgpu)
+    assert len(fresh.uniform_cache) > 0 and fresh._fallbacks and fresh.pipelines._pipelines
+    fresh.recreate()
+    assert fresh.epoch != old["epoch"] and not fresh.lost and fresh.wgpu is not old["wgpu"]
+    for name, attr in (("pipelines", "pipelines"), ("bind_groups", "bind_groups"), ("pool", "pool"),
+                       ("uniforms", "uniform_cache")):
+        assert getattr(fresh, attr) is not old[name], name
+    assert not fresh.pipelines._pipelines and len(fresh.uniform_cache) == 0 and fresh.pool.free_count == 0
+    assert not fresh._fallbacks and fresh._staging is None
+    assert not old["pipelines"]._pipelines and not old["bind_groups"]._groups and old["pool"].free_count == 0
+    before = fresh.stats.snapshot()
+    got = _attn(fresh, q, k, v)
+    d = fresh.stats.since(before)
+    assert d.pipelines_created >= 1 and d.bind_groups_created >= 1   # re-planned and re-built, nothing reused
+    assert got.tobytes() == want.tobytes()
+    assert all(key[2] == fresh.epoch for key in fresh._fallbacks)
+
+
+def test_old_tensors_dispatches_and_programs_raise_after_recreate(fresh, rng):
+    x = fresh.tensor(np.arange(4, dtype=np.float32))
+    with fresh.record() as rec:
+        wg.ops.scale(x, 2.0)
+        items = list(rec.items)
+    g = wg.Graph("step")
+    xin = g.input("x", (4,), "f32")
+    g.output("y", wg.ops.scale(xin, 3.0))
+    prog = g.compile(fresh)
+    assert prog.run(x=np.ones(4, np.float32))["y"].numpy().tolist() == [3.0] * 4
+    fresh.destroy()
+    with pytest.raises(DeviceError, match="the device is now lost: compile the graph again"):
+        prog.run(x=np.ones(4, np.float32))
+    fresh.recreate()
+    before = fresh.stats.snapshot()
+    with pytest.raises(DeviceError, match="was made before the device was re-created"):
+        wg.ops.scale(x, 2.0)
+    with pytest.raises(DeviceError, match="a captured dispatch of another device or of epoch"):
+        fresh.run(items)
+    with pytest.raises(DeviceError, match=r"epoch \d+; the device is now epoch \d+: compile the graph again"):
+        prog.run(x=np.ones(4, np.float32))
+    d = fresh.stats.since(before)
+    assert (d.submits, d.dispatches) == (0, 0)
+    # the explicit way back: compile again on the re-created device
+    again = g.compile(fresh)
+    assert again.epoch == fresh.epoch
+    assert again.run(x=np.ones(4, np.float32))["y"].numpy().tolist() == [3.0] * 4
+
+
+def test_live_buffer_count_returns_after_loss(fresh):
+    """Pooled and live buffers of the lost device are accounted destroyed (pool cleared at destroy, tensors
+    of an old epoch when they die), so dev.stats.live_buffers does not leak across a re-creation."""
+    base = fresh.stats.live_buffers
+    xs = [fresh.tensor(np.ones(n, np.float32)) for n in (4, 100, 1000)]
+    wg.ops.scale(xs[0], 2.0).numpy()
+    del xs
+    fresh.recreate()
+    assert fresh.stats.live_buffers == base

@@ -1,0 +1,355 @@
+"""The bad-input catalogue: one test per entry of docs/errors.md, all parametrised from CATALOGUE below (id,
+exception, message pattern, call, pre_gpu). A pre-GPU error must leave dev.stats' submits, passes and
+dispatches unchanged. Defined behaviours that are not errors (NaN/Inf, empty, zero-length kv) follow."""
+
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.errors import (AliasingError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
+                           ShapeError)
+from wgraph.graph import GraphError
+from wgraph.ops.kv_cache import kv_append
+from attention_reference import attention_reference, visible_mask
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+
+
+class Env:
+    """Tensors the catalogue's calls use; `other` is a second Device (foreign tensors), `fresh()` a new
+    device for the device-loss entries."""
+
+    def __init__(self, dev, other):
+        self.dev, self.other = dev, other
+        self.f32 = lambda *shape: dev.tensor(np.ones(shape, np.float32))
+        self.f16 = lambda *shape: dev.tensor(np.ones(shape, np.float16))
+        self.u32 = lambda *vals: dev.tensor(np.array(vals, np.uint32))
+
+    def fresh(self):
+        return wg.Device()
+
+
+def attn(e, q=(4, 2, 8), kv=(8, 2, 8), **kw):
+    return wg.ops.attention(e.f32(*q), e.f32(*kv), e.f32(*kv), **kw)
+
+
+def _nested(e):
+    with e.dev.record():
+        with e.dev.record():
+            pass
+
+
+def staged(setup):
+    """An entry whose setup does GPU work: `setup(env)` returns the call that must fail (measured alone)."""
+    setup.staged = True
+    return setup
+
+
+@staged
+def _append_after_submit(e):
+    x = e.f32(4)
+    rec = e.dev.record()
+    with rec:
+        wg.ops.scale(x, 2.0)
+
+    def again():
+        with rec:
+            wg.ops.scale(x, 2.0)
+    return again
+
+
+@staged
+def _submit_twice(e):
+    rec = e.dev.record()
+    rec.submit()
+    return rec.submit
+
+
+def _read_inside(e):
+    x = e.f32(4)
+    with e.dev.record():
+        y = wg.ops.scale(x, 2.0)
+        y.numpy()
+
+
+def _other_thread(e):
+    rec = e.dev.record()
+    errors = []
+
+    def use():
+        try:
+            rec.submit()
+        except RecordingError as exc:
+            errors.append(exc)
+    th = threading.Thread(target=use)
+    th.start()
+    th.join()
+    rec.discard()
+    raise errors[0]
+
+
+@staged
+def _profile_unprofiled(e):
+    rec = e.dev.record()
+    rec.submit()
+    return rec.profile
+
+
+def _graph(dev=None):
+    g = wg.Graph("cat")
+    x = g.input("x", (4,), "f32")
+    g.output("y", wg.ops.scale(x, 2.0))
+    return g
+
+
+@staged
+def _program_in_recording(e):
+    prog = _graph().compile(e.dev)
+
+    def run():
+        with e.dev.record():
+            prog.run(x=np.ones(4, np.float32))
+    return run
+
+
+def _program(**inputs):
+    return staged(lambda e: (lambda prog: lambda: prog.run(**inputs))(_graph().compile(e.dev)))
+
+
+def _lost(e, what):
+    d = e.fresh()
+    x = d.tensor(np.ones(4, np.float32))
+    prog = _graph().compile(d)
+    with d.record() as rec:
+        wg.ops.scale(x, 2.0)
+        items = list(rec.items)
+    d.sync()
+    d.destroy()
+    if what == "op":
+        return d, lambda: wg.ops.scale(x, 2.0)
+    if what == "program":
+        return d, lambda: prog.run(x=np.ones(4, np.float32))
+    d.recreate()
+    if what == "old-tensor":
+        return d, lambda: wg.ops.scale(x, 2.0)
+    if what == "old-items":
+        return d, lambda: d.run(items)
+    if what == "old-program":
+        return d, lambda: prog.run(x=np.ones(4, np.float32))
+    raise AssertionError(what)
+
+
+# id, exception, message (regex), call(env), pre_gpu: the call fails before any GPU work
+CATALOGUE = [
+    ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)", lambda e: attn(e, q=(4, 8)), True),
+    ("kv-shapes-differ", ShapeError, r"k \(8, 2, 8\) and v \(9, 2, 8\) differ",
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(9, 2, 8)), True),
+    ("head-dim-mismatch", ShapeError, r"q head_dim 16 != k/v head_dim 8", lambda e: attn(e, q=(4, 2, 16)), True),
+    ("zero-heads", ShapeError, r"heads and head_dim must be >= 1", lambda e: attn(e, q=(4, 0, 8), kv=(8, 0, 8)), True),
+    ("zero-head-dim", ShapeError, r"heads and head_dim must be >= 1", lambda e: attn(e, q=(4, 2, 0), kv=(8, 2, 0)), True),
+    ("gqa-ratio", ShapeError, r"q heads 3 is not a multiple of kv heads 2", lambda e: attn(e, q=(4, 3, 8)), True),
+    ("kv-dtypes-differ", DtypeError, r"k is f32 but v is f16",
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f16(8, 2, 8)), True),
+    ("dtype-combination", DtypeError, r"q f16 with k/v f32 is not supported",
+     lambda e: wg.ops.attention(e.f16(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+    ("head-dim-limit", LimitError, r"head_dim 1024 is above every attention kernel's limit",
+     lambda e: attn(e, q=(1, 1, 1024), kv=(2, 1, 1024)), True),
+    ("bad-layout", ShapeError, r"kv_layout 'tree' is not one of", lambda e: attn(e, kv_layout="tree"), True),
+    ("negative-int-option", ShapeError, r"kv_start=-1 must be an integer in \[0, 4294967295\]",
+     lambda e: attn(e, kv_start=-1), True),
+    ("bad-softcap", ShapeError, r"softcap inf must be finite and >= 0", lambda e: attn(e, softcap=float("inf")), True),
+    ("bad-scale", ShapeError, r"scale nan must be finite", lambda e: attn(e, scale=float("nan")), True),
+    ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
+    ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
+     lambda e: attn(e, kv_len=e.f32(1)), True),
+    ("paged-no-table", ShapeError, r"paged layout needs page_table, a 1-D u32 tensor",
+     lambda e: attn(e, kv_layout="paged", page_size=4), True),
+    ("page-table-short", LimitError, r"page table too short: kv_len 8 needs 2 pages of 4, the table has 1",
+     lambda e: attn(e, kv_layout="paged", page_size=4, page_table=e.u32(0), kv_len=8), True),
+    ("not-whole-pages", ShapeError, r"k/v rows 8 are not whole pages of page_size 3",
+     lambda e: attn(e, kv_layout="paged", page_size=3, page_table=e.u32(0, 1)), True),
+    ("table-without-paged", ShapeError, r"page_table given but kv_layout is 'contiguous'",
+     lambda e: attn(e, page_table=e.u32(0)), True),
+    ("ring-too-short", LimitError, r"ring of 8 rows holds the last 8 of kv_len 20 keys",
+     lambda e: attn(e, kv_layout="ring", kv_len=20), True),
+    ("unknown-variant", PlanError, r"unknown variant 'fast'", lambda e: attn(e, variant="fast"), True),
+    ("variant-wrong-phase", PlanError, r"forced attention variant decode_f32 does not fit: it is a decode kernel",
+     lambda e: attn(e, variant="decode_f32"), True),
+    ("variant-over-limit", LimitError, r"prefill_tiled_large_f32 does not fit: it takes head_dim <= 64; got 128",
+     lambda e: attn(e, q=(4, 2, 128), kv=(8, 2, 128), variant="prefill_tiled_large_f32"), True),
+    ("out-shape", ShapeError, r"out= has shape \(4, 2, 4\), the op makes \(4, 2, 8\)",
+     lambda e: attn(e, out=e.f32(4, 2, 4)), True),
+    ("out-dtype", DtypeError, r"out= has dtype f16, the op makes f32", lambda e: attn(e, out=e.f16(4, 2, 8)), True),
+    ("aliasing", AliasingError, r"one buffer is bound to out \(read_write\) and to q",
+     lambda e: (lambda q: wg.ops.attention(q, e.f32(8, 2, 8), e.f32(8, 2, 8), out=q))(e.f32(4, 2, 8)), True),
+    ("foreign-input", DeviceError, r"inputs live on different devices",
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.other.tensor(np.ones((8, 2, 8), np.float32))), True),
+    ("foreign-out", DeviceError, r"out= .* belongs to another device",
+     lambda e: attn(e, out=e.other.tensor(np.ones((4, 2, 8), np.float32))), True),
+    ("foreign-write", DeviceError, r"belongs to another device",
+     lambda e: e.dev.write(e.other.tensor(np.ones(4, np.float32)), np.ones(4, np.float32)), True),
+    ("not-a-tensor", ShapeError, r"expected a Tensor \(or a graph value\), got ndarray",
+     lambda e: wg.ops.attention(np.ones((4, 2, 8), np.float32), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+    ("numpy-dtype", DtypeError, r"numpy dtype int8 has no wgraph dtype", lambda e: e.dev.tensor(np.ones(4, np.int8)), True),
+    ("unknown-dtype", DtypeError, r"unknown dtype 'f64'", lambda e: e.dev.empty((4,), "f64"), True),
+    ("negative-shape", ShapeError, r"shape \(4, -1\) has a negative dimension", lambda e: e.dev.empty((4, -1)), True),
+    ("reshape-size", ShapeError, r"cannot reshape \(4,\) \(4 elements\) to \(3,\)", lambda e: e.f32(4).reshape(3), True),
+    ("write-size", ShapeError, r"write of \(5,\) \(5 elements\) into", lambda e: e.dev.write(e.f32(4), np.ones(5)), True),
+    ("tensor-too-large", LimitError, r"the device binds at most \d+ bytes per storage buffer",
+     lambda e: e.dev.empty((e.dev.caps.max_storage_binding_size // 4 + 1,), "f32"), True),
+    ("cache-full", LimitError, r"cache full: writing 3 rows at position 6 needs 9 rows, the cache holds 8",
+     lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 6), True),
+    ("nested-recording", RecordingError, r"a recording is already open on this thread", _nested, True),
+    ("use-after-submit", RecordingError, r"this recording was already submitted", _append_after_submit, True),
+    ("submit-twice", RecordingError, r"this recording was already submitted", _submit_twice, True),
+    ("read-inside-recording", RecordingError, r"is written by the open recording", _read_inside, True),
+    ("recording-other-thread", RecordingError, r"this recording belongs to thread \d+, not to thread \d+",
+     _other_thread, True),
+    ("profile-unprofiled", RecordingError, r"not made with record\(profile=True\)", _profile_unprofiled, True),
+    ("program-in-recording", RecordingError, r"run\(\) inside dev.record\(\) is not supported", _program_in_recording, True),
+    ("program-missing-input", GraphError, r"missing inputs \['x'\]", _program(), True),
+    ("program-input-shape", ShapeError, r"input 'x': expects shape \(4,\), got \(5,\)",
+     _program(x=np.ones(5, np.float32)), True),
+    ("program-input-dtype", DtypeError, r"input 'x': expects f32 \(float32\), got an array of float64",
+     _program(x=np.ones(4)), True),
+    # device loss: the call is made on a fresh device that the entry destroys (and maybe re-creates)
+    ("op-after-destroy", DeviceError, r"is lost or destroyed; call dev.recreate\(\)", "op", True),
+    ("replay-after-loss", DeviceError, r"program 'cat' was compiled for .* epoch \d+; the device is now lost",
+     "program", True),
+    ("tensor-of-old-epoch", DeviceError, r"was made before the device was re-created", "old-tensor", True),
+    ("dispatches-of-old-epoch", DeviceError, r"a captured dispatch of another device or of epoch \d+", "old-items", True),
+    ("program-of-old-epoch", DeviceError, r"the device is now epoch \d+: compile the graph again", "old-program", True),
+]
+
+
+@pytest.fixture(scope="module")
+def env(dev):
+    return Env(dev, wg.Device())
+
+
+def _work(stats):
+    return stats.submits, stats.compute_passes, stats.dispatches
+
+
+@pytest.mark.parametrize("entry", CATALOGUE, ids=[c[0] for c in CATALOGUE])
+def test_catalogue_entry(env, entry):
+    name, exc, message, call, pre_gpu = entry
+    if isinstance(call, str):
+        device, fn = _lost(env, call)
+    elif getattr(call, "staged", False):
+        device, fn = env.dev, call(env)
+    else:
+        device, fn = env.dev, lambda: call(env)
+    before = _work(device.stats), _work(env.other.stats)
+    with pytest.raises(exc) as info:
+        fn()
+    assert re.search(message, str(info.value)), f"{name}: {info.value}"
+    assert isinstance(info.value, wg.WgraphError)
+    if pre_gpu:
+        assert (_work(device.stats), _work(env.other.stats)) == before, f"{name}: GPU work before the error"
+
+
+def test_every_entry_is_documented():
+    text = DOC.read_text()
+    missing = [c[0] for c in CATALOGUE if f"`{c[0]}`" not in text]
+    assert not missing, f"docs/errors.md lacks {missing}"
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, re.M))
+    assert documented == {c[0] for c in CATALOGUE} | set(BEHAVIOURS), documented ^ ({c[0] for c in CATALOGUE} | set(BEHAVIOURS))
+
+
+# ---- defined behaviours (docs/errors.md, second table) ----
+
+BEHAVIOURS = ("no-queries", "zero-length-kv", "nan-propagates", "inf-propagates", "fully-masked-row")
+PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16")
+DECODE = ("decode_f32", "decode_subgroup_f16kv", "decode_chunked_f32", "decode_chunked_f16")
+
+
+def _qkv(rng, dtype, S, L, hq=4, hkv=2, d=16):
+    qdt = np.float16 if dtype == "f16" else np.float32
+    kdt = np.float32 if dtype == "f32" else np.float16
+    return (rng.standard_normal((S, hq, d)).astype(qdt), rng.standard_normal((L, hkv, d)).astype(kdt),
+            rng.standard_normal((L, hkv, d)).astype(kdt))
+
+
+def test_no_queries_gives_an_empty_output_without_gpu_work(dev):
+    q, k, v = dev.tensor(np.zeros((0, 2, 8), np.float32)), dev.tensor(np.ones((5, 2, 8), np.float32)), None
+    k = dev.tensor(np.ones((5, 2, 8), np.float32))
+    before = _work(dev.stats)
+    out = wg.ops.attention(q, k, k)
+    assert _work(dev.stats) == before
+    assert out.shape == (0, 2, 8) and out.numpy().shape == (0, 2, 8)
+
+
+@pytest.mark.parametrize("variant", PREFILL + DECODE)
+def test_zero_length_kv_gives_zeros(dev, rng, variant):
+    if "subgroup" in variant and not dev.caps.has_subgroups:
+        pytest.skip("no subgroups")
+    dtype = variant.rsplit("_", 1)[1]
+    S = 1 if variant.startswith("decode") else 5
+    q, k, v = _qkv(rng, dtype, S, 6)
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    empty = dev.tensor(np.zeros((0, 2, 16), k.dtype))
+    for kw in (dict(kv_len=0), dict(kv_len=dev.tensor(np.array([0], np.uint32)))):
+        got = wg.ops.attention(Q, K, V, variant=variant, **kw).numpy()
+        assert not got.any() and np.isfinite(got).all(), (variant, kw)
+    got = wg.ops.attention(Q, empty, empty, variant=variant).numpy()   # a k/v with no rows at all
+    assert got.shape == q.shape and not got.any()
+
+
+@pytest.mark.parametrize("variant", PREFILL + DECODE)
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where):
+    """NaN in q[i, h] -> out[i, h] NaN; NaN in k/v row j, kv head g -> NaN exactly in the (query, q head)
+    rows that see key j through head g (causal mask, GQA); every other row matches the reference."""
+    if "subgroup" in variant and not dev.caps.has_subgroups:
+        pytest.skip("no subgroups")
+    dtype = variant.rsplit("_", 1)[1]
+    S, L = (1, 300) if variant.startswith("decode") else (6, 40)
+    q, k, v = _qkv(rng, dtype, S, L)
+    a = {"q": q, "k": k, "v": v}
+    j = L - 2 if S > 1 else 5
+    if where == "q":
+        a["q"][S - 1, 1, 3] = np.nan
+        affected = np.zeros((S, 4), bool)
+        affected[S - 1, 1] = True
+    else:
+        a[where][j, 0, 3] = np.nan          # kv head 0 serves q heads 0, 1
+        affected = visible_mask(S, L)[:, j][:, None] & (np.arange(4) < 2)[None, :]
+    got = wg.ops.attention(*(dev.tensor(a[n]) for n in "qkv"), variant=variant).numpy().astype(np.float64)
+    row_nan = np.isnan(got).any(axis=2)
+    np.testing.assert_array_equal(row_nan, affected)
+    # a NaN score spoils the whole row; a NaN in v[j, g, 3] only output dim 3 of the rows that see it
+    nan_elems = np.zeros(got.shape, bool)
+    nan_elems[affected] = True
+    if where == "v":
+        nan_elems[..., np.arange(16) != 3] = False
+    np.testing.assert_array_equal(np.isnan(got), nan_elems)
+    clean = {n: np.nan_to_num(a[n]) for n in "qkv"}
+    want = attention_reference(clean["q"], clean["k"], clean["v"])
+    tol = 2e-2 if dtype != "f32" else 1e-4
+    np.testing.assert_allclose(got[~nan_elems], want[~nan_elems], atol=tol, rtol=0)
+
+
+@pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "decode_f32",
+                                     "decode_chunked_f32"))
+def test_inf_in_v_makes_the_rows_that_see_it_non_finite(dev, rng, variant):
+    S, L = (1, 300) if variant.startswith("decode") else (6, 40)
+    q, k, v = _qkv(rng, "f32", S, L)
+    j = L - 2 if S > 1 else 5
+    v[j, 1, 0] = np.inf                     # kv head 1 serves q heads 2, 3
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant).numpy()
+    affected = visible_mask(S, L)[:, j][:, None] & (np.arange(4) >= 2)[None, :]
+    assert not np.isfinite(got[affected][..., 0]).any()
+    assert np.isfinite(got[~affected]).all()
+    want = attention_reference(q, k, np.where(np.isinf(v), 0, v))   # numpy's 0 * inf would spoil masked rows
+    np.testing.assert_allclose(got[~affected], want[~affected], atol=1e-4, rtol=0)
+
+
+def test_fully_masked_row_is_zero_not_nan(dev, rng):
+    q, k, v = _qkv(rng, "f32", 5, 9)
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), start_pos=0, kv_start=100).numpy()
+    assert np.isfinite(got).all() and not got.any()
