@@ -16,6 +16,7 @@ KINDS = {  # variant prefix -> (phase, max head dim)
     "decode": ("decode", 256),
     "decode_subgroup": ("decode", 256),
     "decode_chunked": ("decode", 256),
+    "decode_splitk": ("decode", 256),
 }
 DTYPES = ("f32", "f16", "f16kv")
 HEADS = ((1, 1), (2, 1), (4, 2), (8, 8), (8, 2), (4, 1), (2, 2), (8, 4))
@@ -82,7 +83,7 @@ def _run(dev, variant, q, k, v, opt):
 
 @pytest.mark.parametrize("variant,phase,hq,hkv,d,opt", _cases())
 def test_attention_matches_reference(dev, variant, phase, hq, hkv, d, opt):
-    if "subgroup" in variant and not dev.caps.has_subgroups:
+    if ("subgroup" in variant or "splitk" in variant) and not dev.caps.has_subgroups:
         pytest.skip("device has no subgroups")
     rng = np.random.default_rng(zlib.crc32(f"{variant}{d}{sorted(opt.items())}".encode()))
     S = 1 if phase == "decode" else max(opt.pop("S"), 2)
@@ -106,9 +107,10 @@ def test_fully_masked_rows_are_zero(dev, rng):
 
 
 @pytest.mark.parametrize("variant", ["prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16",
-                                     "decode_f32", "decode_subgroup_f16", "decode_chunked_f16kv"])
+                                     "decode_f32", "decode_subgroup_f16", "decode_chunked_f16kv",
+                                     "decode_splitk_f16"])
 def test_recorded_equals_immediate_bytes(dev, rng, variant):
-    if "subgroup" in variant and not dev.caps.has_subgroups:
+    if ("subgroup" in variant or "splitk" in variant) and not dev.caps.has_subgroups:
         pytest.skip("device has no subgroups")
     dtype = variant.rsplit("_", 1)[1]
     S = 1 if variant.startswith("decode") else 9
@@ -148,3 +150,29 @@ def test_default_plan_runs(dev, rng):
         q, k, v = _inputs(rng, "f16kv", S, 50, 8, 2, D)
         got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v)).numpy()
         assert tolerance_check(got, q, k, v, out_dtype=np.float32)[0]
+
+
+def test_splitk_chunks_follow_gpu_kv_len_in_a_replayed_program(dev, rng):
+    # One compiled program (prepare -> indirect chunks -> combine) replayed for lengths that need 0 to 8
+    # chunks of 128 keys (at most min(1024 // (2 kv heads), 1100 / 128) = 9): the split follows kv_len.
+    if not dev.caps.has_subgroups:
+        pytest.skip("device has no subgroups")
+    q, k, v = _inputs(rng, "f16kv", 1, 1100, 4, 2, 64)
+    g = wg.Graph("splitk_decode")
+    n = g.input("n", (1,), "u32")
+    y = wg.ops.attention(g.const("q", q), g.const("k", k), g.const("v", v), kv_len=n, softcap=3.0,
+                         variant="decode_splitk_f16kv")
+    g.output("y", y)
+    prog = g.compile(dev)
+    assert "indirect" in prog.explain()
+    for length in (0, 1, 128, 129, 700, 1100):
+        before = dev.stats.snapshot()
+        out = prog.run(n=length)["y"]
+        delta = dev.stats.since(before)
+        assert (delta.submits, delta.compute_passes, delta.dispatches) == (1, 1, 3)
+        got = out.numpy()
+        if length == 0:
+            assert np.array_equal(got, np.zeros_like(got))
+            continue
+        ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=length, softcap=3.0)
+        assert ok, (length, err, bound)

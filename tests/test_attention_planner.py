@@ -13,10 +13,13 @@ from wgraph.ops.attention_planner import PlanFacts, plan
 
 def expected(phase, dtype, d, span, subgroups, f16, mem):
     """Written out by hand from the kernels' declared limits (max head dims 64/256/512, workgroup memory
-    20480 / 12480 / 512 bytes, chunk 256 keys x 4)."""
+    20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: subgroups, head_dim % 8 == 0 and <= 256,
+    12896 bytes)."""
     if dtype != "f32" and not f16:
         return None
     if phase == "decode":
+        if subgroups and d % 8 == 0 and d <= 256 and mem >= 12896:
+            return f"decode_splitk_{dtype}"
         if span >= 1024 and d <= 512:
             return f"decode_chunked_{dtype}"
         if subgroups and d <= 256:
@@ -29,7 +32,7 @@ def expected(phase, dtype, d, span, subgroups, f16, mem):
     return f"prefill_streaming_{dtype}" if d <= 512 else None
 
 
-GRID = list(itertools.product(("prefill", "decode"), ("f32", "f16", "f16kv"), (32, 64, 80, 256, 512),
+GRID = list(itertools.product(("prefill", "decode"), ("f32", "f16", "f16kv"), (32, 64, 80, 100, 256, 512),
                               (100, 5000), (False, True), (False, True), (8192, 16384, 32768)))
 
 
@@ -55,9 +58,19 @@ def test_plan_table_rows():
     assert (p.variant, p.tier, p.workgroups) == ("prefill_tiled_large_f32", "tiled_large", (4, 8, 1))
     p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), sg)
     assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (13, 8, 1))
-    p = plan(PlanFacts("decode", "f16kv", 1, 8, 128, 2000), sg)
+    p = plan(PlanFacts("decode", "f16kv", 1, 8, 128, 2000), Caps.synthetic(has_f16=True))
     assert (p.variant, p.num_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
                                                             ("decode_chunked_combine_f16kv", (1, 8, 1)))
+    # split-K: 1024 workgroups wanted over (chunks, kv heads, blocks of 8 q heads); chunks are whole 128-key tiles
+    p = plan(PlanFacts("decode", "f16kv", 1, 32, 128, 32768, num_kv_heads=8), sg)
+    assert (p.variant, p.tier, p.workgroups, p.num_chunks) == ("decode_splitk_f16kv", "splitk", (128, 8, 1), 128)
+    assert p.dispatches[1] == ("decode_splitk_combine_f32", (1, 32, 1))
+    p = plan(PlanFacts("decode", "f16", 1, 64, 128, 1000, num_kv_heads=4), sg)
+    assert (p.workgroups, p.num_chunks) == ((8, 4, 2), 8)       # 16 q heads per kv head: 2 blocks of 8
+    p = plan(PlanFacts("decode", "f32", 1, 32, 128, 5000, num_kv_heads=32), sg)
+    assert (p.workgroups, p.num_chunks) == ((20, 32, 1), 32)    # chunks of 256 keys: 20 of them
+    p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), sg)
+    assert p.variant == "decode_subgroup_f32" and "multiple of 8" in dict(p.rejected)["decode_splitk_f32"]
     p = plan(PlanFacts("decode", "f32", 1, 8, 64, 100), Caps.synthetic())
     assert (p.variant, p.workgroups) == ("decode_f32", (1, 8, 1))
     assert "subgroup" in dict(p.rejected)["decode_subgroup_f32"]

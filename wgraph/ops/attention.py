@@ -123,12 +123,30 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
     return TensorSpec((S, Hq, D), q.dtype)
 
 
+def _decode_visible(params: AttentionParams, rows: int, kv_len: int) -> int:
+    """Keys the one decode query sees with an int kv_len: key_range() of attention_params.wgsl, on the host,
+    so a split-K plan's direct workgroup count equals the chunk count its kernels derive."""
+    qpos = params.kv_start + kv_len - 1 if params.start_pos is None else params.start_pos
+    rel = qpos - params.kv_start
+    lo, hi = 0, kv_len
+    if params.causal:
+        hi = min(hi, rel + 1)
+    if params.sliding_window:
+        lo = max(lo, rel - params.sliding_window + 1)
+    if params.kv_layout == "ring":
+        lo = max(lo, kv_len - rows)
+    return max(hi, lo) - lo
+
+
 def plan_facts(params: AttentionParams, specs) -> PlanFacts:
     q, k, _, _, page_table = specs
     S, Hq, D = q.shape
     pages = page_table.shape[0] if page_table is not None else 0
+    span = _kv_span(params, k.shape[0], pages)
+    if S == 1 and params.kv_len is not None:
+        span = _decode_visible(params, k.shape[0], span)
     return PlanFacts(phase="decode" if S == 1 else "prefill", dtype=call_dtype(q.dtype, k.dtype), seq_len=S,
-                     num_heads=Hq, head_dim=D, kv_span=_kv_span(params, k.shape[0], pages), layout=params.kv_layout)
+                     num_heads=Hq, head_dim=D, kv_span=span, layout=params.kv_layout, num_kv_heads=k.shape[1])
 
 
 def _infer(params: AttentionParams, specs):
@@ -163,6 +181,8 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
     pages = page_table if page_table is not None else ctx.fallback("attention.page_table")
     reads = {"q": q, "k": k, "v": v, "kv_len_buf": kv_len_buf, "page_table": pages}
+    if registry()[kplan.variant].facts.get("grid") == "splitk":
+        return _encode_splitk(ctx, kplan, u, reads, out, kv_len_t)
     if kplan.num_chunks == 0:
         ((variant, wg),) = kplan.dispatches
         return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out}, workgroups=wg, label="attention")]
@@ -177,6 +197,30 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         ctx.dispatch(combine, uniforms=u, bindings={"part_ml": part_ml, "part_acc": part_acc, "out": out},
                      workgroups=cwg, label="attention.combine"),
     ]
+
+
+def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, out, kv_len_t):
+    """Split-K decode: [prepare (GPU kv_len: indirect counts),] chunks, combine; one pass when recorded."""
+    _, Hq, D = reads["q"].shape
+    part_ml = ctx.scratch((Hq * kplan.num_chunks * 2,), "f32", "attention.part_ml")
+    part_acc = ctx.scratch((Hq * kplan.num_chunks * D,), "f32", "attention.part_acc")
+    (main, wg), (combine, cwg) = kplan.dispatches
+    lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
+    dispatches = []
+    if kv_len_t is not None:
+        args = ctx.scratch((3,), "u32", "attention.splitk_args")
+        dispatches.append(ctx.dispatch(registry()[main].facts["prepare"], uniforms=u,
+                                       bindings={**lengths, "args": args}, workgroups=(1, 1, 1),
+                                       label="attention.splitk_prepare"))
+        grid = {"indirect": (args, 0)}
+    else:
+        grid = {"workgroups": wg}
+    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
+                                   label="attention.splitk", **grid))
+    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, "part_ml": part_ml,
+                                                                  "part_acc": part_acc, "out": out},
+                                   workgroups=cwg, label="attention.splitk_combine"))
+    return dispatches
 
 
 ATTENTION = register(OpDef("attention", _infer, _encode))

@@ -28,6 +28,7 @@ class PlanFacts:
     head_dim: int
     kv_span: int
     layout: str = "contiguous"
+    num_kv_heads: int = 0  # 0: as many as num_heads (no GQA)
 
 
 @attrs.frozen
@@ -44,6 +45,8 @@ class Rule:
 # First match wins. A decode call only meets decode rules, and the last decode rule's kernel needs no
 # feature beyond the dtype's, so every device that can hold the dtype gets a decode kernel.
 RULES: tuple[Rule, ...] = (
+    Rule("decode", "splitk", "decode with subgroups: split-K over kv chunks, one workgroup per kv head group "
+         "and chunk, vec4 K/V loads, then a combine pass"),
     Rule("decode", "chunked", "decode over a long kv: kv split into chunks across workgroups", min_chunks=4),
     Rule("decode", "subgroup", "decode with subgroups: lanes split the head dim, one subgroupAdd per key"),
     Rule("decode", "streaming", "decode without subgroups: threads split the keys, tree reductions"),
@@ -112,9 +115,23 @@ def misfit(k: Kernel, facts: PlanFacts, caps) -> tuple[type, str] | None:
                             f"{caps.max_workgroup_storage}")
     if k.threads > caps.max_invocations_per_workgroup:
         return LimitError, f"needs {k.threads} threads per workgroup; the device allows {caps.max_invocations_per_workgroup}"
+    multiple = int(k.facts.get("head_dim_multiple", 1))
+    if facts.head_dim % multiple:
+        return UnsupportedError, f"takes head_dim a multiple of {multiple} (vector loads); got {facts.head_dim}"
     if facts.layout not in k.facts.get("layouts", LAYOUTS):
         return UnsupportedError, f"does not read the {facts.layout} kv layout"
     return None
+
+
+def splitk_chunks(k: Kernel, facts: PlanFacts) -> tuple[int, int, int]:
+    """(chunks, most chunks, head blocks) of a split-K decode over kv_span visible keys; mirrors
+    attention_decode_splitk_common.wgsl, which derives the same count on the GPU from kv_len."""
+    tile, g_tile, target = (shader_const(k, n) for n in ("TILE_KEYS", "G_TILE", "SPLIT_TARGET"))
+    hkv = facts.num_kv_heads or facts.num_heads
+    blocks = ceil_div(facts.num_heads // hkv, g_tile)
+    most = max(1, min(max(1, target // (hkv * blocks)), ceil_div(facts.kv_span, tile)))
+    chunk = max(tile, ceil_div(ceil_div(facts.kv_span, most), tile) * tile)
+    return ceil_div(facts.kv_span, chunk), most, blocks
 
 
 def _dispatches(k: Kernel, facts: PlanFacts):
@@ -130,6 +147,10 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         n = max(1, ceil_div(facts.kv_span, chunk))
         wg = (n, H, S)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, S))), n, chunk
+    if grid == "splitk":
+        n, most, blocks = splitk_chunks(k, facts)
+        wg = (n, facts.num_kv_heads or H, blocks)
+        return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "TILE_KEYS")
     raise PlanError(f"kernel {k.name} has unknown grid {grid!r}")
 
 

@@ -6,23 +6,7 @@
 @group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
 @group(0) @binding(5) var<storage, read> page_table: array<u32>;
 
-fn kv_len_now() -> u32 {
-    if (params.kv_len_from_buffer != 0u) {
-        return min(kv_len_buf[0], params.kv_len_cap);
-    }
-    return params.kv_len;
-}
-
-// Row of the k/v buffers that holds key j (absolute position kv_start + j).
-fn kv_row(j: u32) -> u32 {
-    if (params.kv_layout == 1u) {
-        return (params.kv_start + j) % params.kv_rows;
-    }
-    if (params.kv_layout == 2u) {
-        return page_table[j / params.page_size] * params.page_size + j % params.page_size;
-    }
-    return j;
-}
+//!include attention_kv_layout.wgsl
 
 // Scaled, soft-capped score of query i (head h) against key j, from global memory.
 fn score_global(i: u32, h: u32, j: u32) -> f32 {

@@ -1,0 +1,20 @@
+// Shared by every attention kernel that reads k/v rows: the kv length and the kv layouts. Needs
+// attention_params.wgsl first and the bindings kv_len_buf and page_table (attention_kv.wgsl declares
+// them with the scalar q/k/v; attention_decode_splitk_kv.wgsl with vector k/v).
+fn kv_len_now() -> u32 {
+    if (params.kv_len_from_buffer != 0u) {
+        return min(kv_len_buf[0], params.kv_len_cap);
+    }
+    return params.kv_len;
+}
+
+// Row of the k/v buffers that holds key j (absolute position kv_start + j).
+fn kv_row(j: u32) -> u32 {
+    if (params.kv_layout == 1u) {
+        return (params.kv_start + j) % params.kv_rows;
+    }
+    if (params.kv_layout == 2u) {
+        return page_table[j / params.page_size] * params.page_size + j % params.page_size;
+    }
+    return j;
+}
