@@ -62,6 +62,14 @@ def candidate_variants(s: Shape) -> list[str]:
             if k.facts.get("phase") == s.phase and k.facts.get("dtype") == s.dtype]
 
 
+def _plans(s: Shape, tensors, variant) -> bool:
+    try:
+        wg.ops.attention_plan(*tensors, causal=s.causal, variant=variant)
+        return True
+    except WgraphError:
+        return False
+
+
 def _gpu_times_us(dev, call, reps: int) -> list[float] | None:
     """GPU time per call (µs) from timestamp queries around each of its dispatches, one recording a call."""
     if not dev.caps.has_timestamps:
@@ -153,7 +161,11 @@ def bench_attention(dev, shapes, *, variants: str = "planned", budget_s: float =
                 if forced is None:
                     planned_variant = row["variant"]
             except WgraphError as e:
-                row.update(status="unsupported", variant=forced, note=f"{type(e).__name__}: {e}")
+                # rejected by attention_plan: the shape or forced variant does not fit (an answer, not a
+                # failure); anything raised after a plan was made is a failure of the op
+                planned = _plans(s, tensors, forced)
+                row.update(status="error" if planned else "unsupported", variant=forced,
+                           note=f"{type(e).__name__}: {e}")
                 rows.append(row)
                 continue
             except Exception as e:  # noqa: BLE001 - one failing shape must not end the run
