@@ -1,0 +1,135 @@
+"""Concurrency (docs/concurrency.md): two programs on one device; recordings, immediate ops, readbacks and
+program runs from several threads on one device are safe (one device lock serialises wgpu calls); a
+recording belongs to its thread and captures only that thread's op calls."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.errors import RecordingError
+
+
+def _threads(n, target):
+    """Run target(i) on n threads started together; re-raise the first failure."""
+    errors, barrier = [], threading.Barrier(n)
+
+    def run(i):
+        try:
+            barrier.wait()
+            target(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _decode_graph(name, capacity=32):
+    g = wg.Graph(name)
+    q = g.input("q", (1, 2, 16), "f32")
+    k, v = g.input("k", (1, 1, 16), "f32"), g.input("v", (1, 1, 16), "f32")
+    pos, n = g.input("pos", (1,), "u32"), g.input("kv_len", (1,), "u32")
+    kc, vc = g.state("kc", (capacity, 1, 16), "f32"), g.state("vc", (capacity, 1, 16), "f32")
+    wg.ops.kv_append((kc, vc), k, v, pos)
+    g.output("out", wg.ops.attention(q, kc, vc, kv_len=n))
+    return g
+
+
+def _steps(rng, n):
+    return [dict(q=rng.standard_normal((1, 2, 16)).astype(np.float32), k=rng.standard_normal((1, 1, 16)).astype(np.float32),
+                 v=rng.standard_normal((1, 1, 16)).astype(np.float32), pos=t, kv_len=t + 1) for t in range(n)]
+
+
+def _solo(dev, steps):
+    prog = _decode_graph("solo").compile(dev)
+    return [prog.run(**s)["out"].numpy() for s in steps]
+
+
+def test_two_programs_on_one_device_interleaved(dev, rng):
+    a_steps, b_steps = _steps(rng, 12), _steps(rng, 12)
+    want_a, want_b = _solo(dev, a_steps), _solo(dev, b_steps)
+    a, b = _decode_graph("a").compile(dev), _decode_graph("b").compile(dev)
+    for t in range(12):  # each keeps its own state (kv cache), buffers and uniform arena
+        got_a = a.run(**a_steps[t])["out"].numpy()
+        got_b = b.run(**b_steps[t])["out"].numpy()
+        assert got_a.tobytes() == want_a[t].tobytes() and got_b.tobytes() == want_b[t].tobytes(), t
+
+
+def test_programs_run_from_two_threads(dev, rng):
+    runs = [_steps(rng, 10) for _ in range(2)]
+    want = [_solo(dev, s) for s in runs]
+    progs = [_decode_graph(f"p{i}").compile(dev) for i in range(2)]
+    got = [[], []]
+
+    def work(i):
+        for s in runs[i]:
+            got[i].append(progs[i].run(**s)["out"].numpy())
+    _threads(2, work)
+    for i in range(2):
+        assert [x.tobytes() for x in got[i]] == [x.tobytes() for x in want[i]]
+
+
+def test_recordings_on_two_threads_capture_their_own_ops(dev):
+    before = dev.stats.submits
+    results = {}
+
+    def work(i):
+        x = dev.tensor(np.full(64, i + 1, np.float32))
+        for rep in range(20):
+            with dev.record() as rec:
+                y = x
+                for _ in range(i + 3):
+                    y = wg.ops.scale(y, 2.0)
+                assert len(rec.items) == i + 3      # nothing from the other thread
+            assert y.numpy()[0] == (i + 1) * 2.0 ** (i + 3)
+        results[i] = True
+    _threads(2, work)
+    assert results == {0: True, 1: True}
+    assert dev.stats.submits - before >= 2 * 20   # one submit per recording (+ readbacks)
+
+
+def test_immediate_ops_and_reads_from_four_threads(dev, rng):
+    q = rng.standard_normal((3, 4, 16)).astype(np.float32)
+    k = rng.standard_normal((9, 2, 16)).astype(np.float32)
+    want = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(k)).numpy()
+
+    def work(i):
+        Q, K = dev.tensor(q), dev.tensor(k)
+        for _ in range(15):
+            got = wg.ops.attention(Q, K, K).numpy()
+            assert got.tobytes() == want.tobytes()
+            assert wg.ops.add(Q, Q).numpy().tobytes() == (q + q).tobytes()
+    _threads(4, work)
+
+
+def test_op_calls_of_another_thread_are_not_recorded(dev):
+    x = dev.tensor(np.ones(8, np.float32))
+    other = {}
+    with dev.record() as rec:
+        wg.ops.scale(x, 2.0)
+        t = threading.Thread(target=lambda: other.setdefault("y", wg.ops.scale(x, 3.0).numpy()))
+        t.start()
+        t.join()
+        assert len(rec.items) == 1
+    assert other["y"].tolist() == [3.0] * 8   # ran immediately on its own thread
+
+
+def test_a_recording_refuses_another_thread(dev):
+    rec = dev.record()
+    caught = []
+
+    def use():
+        with pytest.raises(RecordingError, match="belongs to thread"):
+            rec.append(None)
+        caught.append(True)
+    t = threading.Thread(target=use)
+    t.start()
+    t.join()
+    assert caught == [True]
+    rec.discard()

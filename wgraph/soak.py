@@ -1,0 +1,145 @@
+"""Soak: many replays of a compiled decode step and many immediate attention calls, sampling the live GPU
+buffers (dev.stats.live_buffers) and the process RSS; both must stay flat after warm-up.
+`python -m wgraph soak [--steps N] [--calls N] [--write-doc docs/benchmarks.md]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+HQ, HKV, D, CAPACITY = 4, 2, 32, 256
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process (Linux /proc; else the peak from getrusage)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def decode_step_graph(capacity: int = CAPACITY):
+    """One decode step: append k/v at `pos` into a ring cache (program state), attend with kv_len from the GPU."""
+    import wgraph as wg
+
+    g = wg.Graph("soak_decode")
+    q = g.input("q", (1, HQ, D), "f32")
+    k_new, v_new = g.input("k_new", (1, HKV, D), "f16"), g.input("v_new", (1, HKV, D), "f16")
+    pos, kv_len = g.input("pos", (1,), "u32"), g.input("kv_len", (1,), "u32")
+    kc, vc = g.state("k_cache", (capacity, HKV, D), "f16"), g.state("v_cache", (capacity, HKV, D), "f16")
+    wg.ops.kv_append((kc, vc), k_new, v_new, pos, layout="ring")
+    g.output("out", wg.ops.attention(q, kc, vc, kv_len=kv_len, kv_layout="ring"))
+    return g
+
+
+def _sample(samples, i, dev):
+    samples.append((i, dev.stats.live_buffers, rss_bytes()))
+
+
+def soak_replay(dev, steps: int, every: int = 100, seed: int = 0) -> list[tuple[int, int, int]]:
+    """`steps` replays of the compiled decode step (new q/k/v and position each step); samples every `every`."""
+    rng = np.random.default_rng(seed)
+    prog = decode_step_graph().compile(dev)
+    q = rng.standard_normal((16, 1, HQ, D)).astype(np.float32)
+    kv = rng.standard_normal((16, 2, 1, HKV, D)).astype(np.float16)
+    samples = []
+    for t in range(steps):
+        out = prog.run(q=q[t % 16], k_new=kv[t % 16, 0], v_new=kv[t % 16, 1], pos=t, kv_len=t + 1)["out"]
+        if t % every == every - 1 or t == 0:
+            assert np.isfinite(out.numpy()).all()   # the readback also waits for the GPU and lets the pool collect
+            _sample(samples, t + 1, dev)
+    return samples
+
+
+def soak_immediate(dev, calls: int, every: int = 100, seed: int = 0) -> list[tuple[int, int, int]]:
+    """`calls` immediate attention calls with fresh outputs and kv_len cycling over 300 values (more distinct
+    uniform byte strings than the uniform cache holds, so eviction and deferred release run too)."""
+    import wgraph as wg
+
+    rng = np.random.default_rng(seed)
+    Q = dev.tensor(rng.standard_normal((1, HQ, D)).astype(np.float32))
+    K = dev.tensor(rng.standard_normal((300, HKV, D)).astype(np.float16))
+    V = dev.tensor(rng.standard_normal((300, HKV, D)).astype(np.float16))
+    samples = []
+    for i in range(calls):
+        out = wg.ops.attention(Q, K, V, kv_len=1 + (i * 7) % 300)
+        if i % every == every - 1 or i == 0:
+            assert np.isfinite(out.numpy()).all()
+            _sample(samples, i + 1, dev)
+    return samples
+
+
+def growth_after(samples, warmup: int) -> tuple[int, int]:
+    """(live buffer growth, RSS growth in bytes) from the first sample at or after `warmup` to the last."""
+    base = next(s for s in samples if s[0] >= warmup)
+    last = samples[-1]
+    return last[1] - base[1], last[2] - base[2]
+
+
+def _row(name, n, samples, warmup, seconds):
+    first, base, last = samples[0], next(s for s in samples if s[0] >= warmup), samples[-1]
+    mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
+    return (f"| {name} | {n} | {first[1]} | {base[1]} | {last[1]} | {mib(first[2])} | {mib(base[2])} | "
+            f"{mib(last[2])} | {seconds:.1f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m wgraph soak", description=__doc__)
+    ap.add_argument("--steps", type=int, default=10_000, help="compiled decode-step replays")
+    ap.add_argument("--calls", type=int, default=10_000, help="immediate attention calls")
+    ap.add_argument("--every", type=int, default=500, help="sample period")
+    ap.add_argument("--warmup", type=int, default=1000, help="samples before this count are warm-up")
+    ap.add_argument("--write-doc", metavar="PATH", help="replace the '## Soak' section of this markdown file")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    import wgraph as wg
+
+    dev = wg.default_device()
+    t0 = time.perf_counter()
+    replay = soak_replay(dev, args.steps, args.every)
+    t1 = time.perf_counter()
+    immediate = soak_immediate(dev, args.calls, args.every)
+    t2 = time.perf_counter()
+    lines = ["| run | count | live buffers: start | after warm-up | end | RSS MiB: start | after warm-up | end | seconds |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+             _row("compiled decode step, replayed", args.steps, replay, args.warmup, t1 - t0),
+             _row("immediate attention", args.calls, immediate, args.warmup, t2 - t1)]
+    table = "\n".join(lines)
+    print(f"device: {dev.caps.adapter_name}\n{table}")
+    for name, s in (("replay", replay), ("immediate", immediate)):
+        buffers, rss = growth_after(s, args.warmup)
+        print(f"{name}: after warm-up, live buffers {buffers:+d}, RSS {rss / 2**20:+.2f} MiB")
+    if args.write_doc:
+        _write_doc(args.write_doc, dev.caps.adapter_name, table, args)
+    return 0
+
+
+def _write_doc(path: str, adapter: str, table: str, args) -> None:
+    section = (f"## Soak\n\n`python -m wgraph soak --steps {args.steps} --calls {args.calls}` "
+               f"(`wgraph/soak.py`; the CI version, 300 replays and 600 calls, is `tests/test_soak.py`) on {adapter}. "
+               f"The decode step is a compiled graph (kv_append into a {CAPACITY}-row ring cache held as program "
+               f"state, then attention with kv_len read from the GPU), replayed with new q/k/v and position each "
+               f"step; the immediate run calls `attention` with a fresh output and kv_len cycling over 300 values "
+               f"(more uniform byte strings than the uniform cache holds). Live GPU buffers are "
+               f"`dev.stats.live_buffers` (created minus destroyed, pool included); RSS from /proc/self/statm; "
+               f"a readback every {args.every} steps; warm-up is the first {args.warmup}.\n\n{table}\n")
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    start = text.find("\n## Soak\n")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start + 1] + section + (text[end:] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(path, "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
