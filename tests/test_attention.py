@@ -17,6 +17,9 @@ KINDS = {  # variant prefix -> (phase, max head dim)
     "decode_subgroup": ("decode", 256),
     "decode_chunked": ("decode", 256),
     "decode_splitk": ("decode", 256),
+    "prefill_flash_d64": ("prefill", 64),    # GPU-tuned: the planner skips them on lavapipe, so they are forced
+    "prefill_flash_d128": ("prefill", 128),
+    "prefill_flash_d256": ("prefill", 256),
 }
 DTYPES = ("f32", "f16", "f16kv")
 HEADS = ((1, 1), (2, 1), (4, 2), (8, 8), (8, 2), (4, 1), (2, 2), (8, 4))

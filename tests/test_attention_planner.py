@@ -11,10 +11,11 @@ from wgraph.device import Caps
 from wgraph.ops.attention_planner import PlanFacts, plan
 
 
-def expected(phase, dtype, d, span, subgroups, f16, mem):
+def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
     """Written out by hand from the kernels' declared limits (max head dims 64/256/512, workgroup memory
     20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: subgroups, head_dim % 8 == 0 and <= 256,
-    12896 bytes)."""
+    12896 bytes; flash prefill on GPUs only: head-dim classes 64 / 128 / 256 needing 24576 / 24576 / 20480
+    bytes)."""
     if dtype != "f32" and not f16:
         return None
     if phase == "decode":
@@ -25,6 +26,10 @@ def expected(phase, dtype, d, span, subgroups, f16, mem):
         if subgroups and d <= 256:
             return f"decode_subgroup_{dtype}"
         return f"decode_{dtype}" if d <= 512 else None
+    if not cpu:
+        for cls, need in ((64, 24576), (128, 24576), (256, 20480)):
+            if d <= cls and mem >= need:
+                return f"prefill_flash_d{cls}_{dtype}"
     if d <= 64 and mem >= 20480:
         return f"prefill_tiled_large_{dtype}"
     if d <= 256 and mem >= 12480:
@@ -33,14 +38,14 @@ def expected(phase, dtype, d, span, subgroups, f16, mem):
 
 
 GRID = list(itertools.product(("prefill", "decode"), ("f32", "f16", "f16kv"), (32, 64, 80, 100, 256, 512),
-                              (100, 5000), (False, True), (False, True), (8192, 16384, 32768)))
+                              (100, 5000), (False, True), (False, True), (8192, 16384, 32768), (False, True)))
 
 
-@pytest.mark.parametrize("phase,dtype,d,span,subgroups,f16,mem", GRID)
-def test_plan_matches_expectation(phase, dtype, d, span, subgroups, f16, mem):
-    caps = Caps.synthetic(has_subgroups=subgroups, has_f16=f16, max_workgroup_storage=mem)
+@pytest.mark.parametrize("phase,dtype,d,span,subgroups,f16,mem,cpu", GRID)
+def test_plan_matches_expectation(phase, dtype, d, span, subgroups, f16, mem, cpu):
+    caps = Caps.synthetic(has_subgroups=subgroups, has_f16=f16, max_workgroup_storage=mem, is_cpu=cpu)
     facts = PlanFacts(phase, dtype, 1 if phase == "decode" else 33, 8, d, span)
-    want = expected(phase, dtype, d, span, subgroups, f16, mem)
+    want = expected(phase, dtype, d, span, subgroups, f16, mem, cpu)
     if want is None:
         with pytest.raises(wg.UnsupportedError, match="no attention kernel"):
             plan(facts, caps)
@@ -54,10 +59,20 @@ def test_plan_matches_expectation(phase, dtype, d, span, subgroups, f16, mem):
 
 def test_plan_table_rows():
     sg = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
-    p = plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), sg)
+    cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
+    p = plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), cpu)
     assert (p.variant, p.tier, p.workgroups) == ("prefill_tiled_large_f32", "tiled_large", (4, 8, 1))
-    p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), sg)
+    assert "GPU-tuned" in dict(p.rejected)["prefill_flash_d64_f32"]
+    p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), cpu)
     assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (13, 8, 1))
+    # flash: 128 queries per workgroup for head dims up to 64, 64 up to 128, 32 up to 256
+    p = plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg)
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d128_f32", "flash", (64, 32, 1))
+    assert dict(p.rejected)["prefill_flash_d64_f32"] == "takes head_dim <= 64; got 128"
+    p = plan(PlanFacts("prefill", "f16kv", 300, 8, 64, 300), sg)
+    assert (p.variant, p.workgroups) == ("prefill_flash_d64_f16kv", (3, 8, 1))
+    p = plan(PlanFacts("prefill", "f16", 33, 4, 256, 33), sg)
+    assert (p.variant, p.workgroups) == ("prefill_flash_d256_f16", (2, 4, 1))
     p = plan(PlanFacts("decode", "f16kv", 1, 8, 128, 2000), Caps.synthetic(has_f16=True))
     assert (p.variant, p.num_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
                                                             ("decode_chunked_combine_f16kv", (1, 8, 1)))

@@ -33,6 +33,7 @@ class Caps:
 
     adapter_name: str
     backend: str = "unknown"
+    is_cpu: bool = False  # a software rasterizer such as lavapipe: correct, slow, and slow to compile shaders
     has_f16: bool = False
     has_subgroups: bool = False
     has_timestamps: bool = False
@@ -139,6 +140,7 @@ class Device:
         self.caps = Caps(
             adapter_name=adapter.summary,
             backend=str(info.get("backend_type", "unknown")),
+            is_cpu=str(info.get("adapter_type", "")).lower() == "cpu",
             has_f16="shader-f16" in features,
             has_subgroups="subgroup" in features,
             has_timestamps="timestamp-query" in features,

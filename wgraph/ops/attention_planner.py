@@ -50,6 +50,7 @@ RULES: tuple[Rule, ...] = (
     Rule("decode", "chunked", "decode over a long kv: kv split into chunks across workgroups", min_chunks=4),
     Rule("decode", "subgroup", "decode with subgroups: lanes split the head dim, one subgroupAdd per key"),
     Rule("decode", "streaming", "decode without subgroups: threads split the keys, tree reductions"),
+    Rule("prefill", "flash", "prefill on a GPU: flash kernel, q and output in registers, unrolled vec4 FMAs"),
     Rule("prefill", "tiled_large", "prefill with a small head dim: large query tile"),
     Rule("prefill", "tiled_small", "prefill: small query tile, head dims up to the small tile's limit"),
     Rule("prefill", "streaming", "prefill fallback: one workgroup per query, under 1 KB workgroup memory"),
@@ -80,11 +81,10 @@ def attention_kernels() -> tuple[Kernel, ...]:
     return kernels_for("attention")
 
 
-def kernel_for(phase: str, tier: str, dtype: str) -> Kernel | None:
-    for k in attention_kernels():
-        if k.facts.get("phase") == phase and k.facts.get("tier") == tier and k.facts.get("dtype") == dtype:
-            return k
-    return None
+def kernels_of(phase: str, tier: str, dtype: str) -> tuple[Kernel, ...]:
+    """The kernels of one tier for one phase and dtype, in registry order."""
+    return tuple(k for k in attention_kernels()
+                 if k.facts.get("phase") == phase and k.facts.get("tier") == tier and k.facts.get("dtype") == dtype)
 
 
 def max_head_dim() -> int:
@@ -99,7 +99,7 @@ def shader_const(k: Kernel, name: str) -> int:
     return value
 
 
-def misfit(k: Kernel, facts: PlanFacts, caps) -> tuple[type, str] | None:
+def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[type, str] | None:
     """Why kernel `k` cannot run this call on this device (error class and message), or None."""
     if k.facts.get("phase") != facts.phase:
         return PlanError, f"is a {k.facts.get('phase')} kernel; the call is {facts.phase} (seq_len {facts.seq_len})"
@@ -120,6 +120,9 @@ def misfit(k: Kernel, facts: PlanFacts, caps) -> tuple[type, str] | None:
         return UnsupportedError, f"takes head_dim a multiple of {multiple} (vector loads); got {facts.head_dim}"
     if facts.layout not in k.facts.get("layouts", LAYOUTS):
         return UnsupportedError, f"does not read the {facts.layout} kv layout"
+    if k.facts.get("gpu_only") and caps.is_cpu:
+        # Not an error when forced: the kernel runs on a CPU device, it only compiles for a minute there.
+        return None if forced else (UnsupportedError, "is GPU-tuned (fully unrolled): a CPU device compiles it for tens of seconds")
     return None
 
 
@@ -168,7 +171,7 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
         if k is None or k.op != "attention":
             names = sorted(x.name for x in attention_kernels())
             raise PlanError(f"unknown attention variant {variant!r}; known: {names}")
-        why = misfit(k, facts, caps)
+        why = misfit(k, facts, caps, forced=True)
         if why is not None:
             cls, msg = why
             raise cls(f"forced attention variant {variant} does not fit: it {msg}")
@@ -177,19 +180,20 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
     for rule in rules:
         if rule.phase != facts.phase:
             continue
-        k = kernel_for(rule.phase, rule.tier, facts.dtype)
-        if k is None:
+        candidates = kernels_of(rule.phase, rule.tier, facts.dtype)
+        if not candidates:
             rejected.append((f"{rule.phase}/{rule.tier}/{facts.dtype}", "no such kernel in the registry"))
             continue
-        if rule.min_chunks and facts.kv_span < rule.min_chunks * int(k.facts["chunk_size"]):
-            rejected.append((k.name, f"kv span {facts.kv_span} < {rule.min_chunks} chunks of {k.facts['chunk_size']}"))
-            continue
-        why = misfit(k, facts, caps)
-        if why is not None:
-            rejected.append((k.name, why[1]))
-            continue
-        return _plan_with(k, rule.tier, f"{rule.reason} (head_dim {facts.head_dim}, kv span {facts.kv_span})",
-                          facts, rejected)
+        for k in candidates:  # registry order: a tier's head-dim classes from the smallest up
+            if rule.min_chunks and facts.kv_span < rule.min_chunks * int(k.facts["chunk_size"]):
+                rejected.append((k.name, f"kv span {facts.kv_span} < {rule.min_chunks} chunks of {k.facts['chunk_size']}"))
+                continue
+            why = misfit(k, facts, caps)
+            if why is not None:
+                rejected.append((k.name, why[1]))
+                continue
+            return _plan_with(k, rule.tier, f"{rule.reason} (head_dim {facts.head_dim}, kv span {facts.kv_span})",
+                              facts, rejected)
     detail = "; ".join(f"{v} {why}" for v, why in rejected)
     raise UnsupportedError(f"no attention kernel for {facts.phase} {facts.dtype} head_dim {facts.head_dim} "
                            f"on {caps.adapter_name!r}: {detail}")

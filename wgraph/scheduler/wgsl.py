@@ -45,7 +45,52 @@ def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: st
             raise RegistryError(f"{origin}: placeholder {{{{{name}}}}} has no value; defined: {sorted(defines)}")
         return str(defines[name])
 
-    return _PLACEHOLDER.sub(substitute, text)
+    return expand_repeats(_PLACEHOLDER.sub(substitute, text), origin)
+
+
+# `//!repeat VAR COUNT` ... `//!end`: the lines between are written COUNT times with `$VAR` (or `${VAR}`,
+# to write a literal such as `${VAR}u`) replaced by 0, 1, ...; COUNT is an integer expression of literals and the module's consts. Kernels use it to unroll
+# loops over register arrays: WGSL has no unroll hint, and an array indexed by a loop variable that the
+# driver does not unroll lives in slow local memory instead of registers. Blocks nest.
+_REPEAT_LINE = re.compile(r"^[ \t]*//!repeat[ \t]+(\w+)[ \t]+(.+?)[ \t]*$")
+_END_LINE = re.compile(r"^[ \t]*//!end[ \t]*$")
+
+
+def expand_repeats(text: str, origin: str) -> str:
+    if "//!repeat" not in text:
+        return text
+    consts = parse_consts(text)
+    return "\n".join(_expand_lines(text.split("\n"), consts, origin))
+
+
+def _expand_lines(lines: list[str], consts: dict[str, int], origin: str) -> list[str]:
+    """Outermost blocks first, so an outer `$i` is a number before an inner block is written out."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _REPEAT_LINE.match(lines[i])
+        if not m:
+            if _END_LINE.match(lines[i]):
+                raise RegistryError(f"{origin}: //!end without //!repeat")
+            out.append(lines[i])
+            i += 1
+            continue
+        var, count_expr = m.groups()
+        count = eval_int(count_expr, consts)
+        if count is None or count < 0:
+            raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is not a constant integer expression")
+        depth, j = 1, i + 1
+        while j < len(lines) and depth:
+            depth += 1 if _REPEAT_LINE.match(lines[j]) else -1 if _END_LINE.match(lines[j]) else 0
+            j += 1
+        if depth:
+            raise RegistryError(f"{origin}: //!repeat without //!end")
+        body = lines[i + 1:j - 1]
+        token = re.compile(r"\$\{" + var + r"\}|\$" + var + r"\b")
+        for n in range(count):
+            out.extend(_expand_lines([token.sub(str(n), b) for b in body], consts, origin))
+        i = j
+    return out
 
 
 @attrs.frozen
