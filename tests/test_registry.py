@@ -89,3 +89,23 @@ def test_package_registry_compiles_on_device(dev):
             dev.pipelines.get(k)
             compiled += 1
     assert compiled >= 4
+
+
+def test_repeat_directive_unrolls_nested_blocks():
+    from wgraph.scheduler.wgsl import expand_repeats
+
+    text = "const N: u32 = 2u;\n//!repeat a N\n//!repeat b N + 1u\nx[$a][${b}u] = $a$b;\n//!end\n//!end\ntail"
+    lines = expand_repeats(text, "t").split("\n")
+    assert lines[1:] == [f"x[{a}][{b}u] = {a}{b};" for a in range(2) for b in range(3)] + ["tail"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("//!repeat a 2\nx\n", "without //!end"),
+    ("x\n//!end\n", "//!end without //!repeat"),
+    ("//!repeat a M\nx\n//!end\n", "is not a constant integer expression"),
+])
+def test_repeat_directive_errors(text, message):
+    from wgraph.scheduler.wgsl import expand_repeats
+
+    with pytest.raises(RegistryError, match=message):
+        expand_repeats(text, "t")

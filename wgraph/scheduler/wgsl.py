@@ -57,7 +57,7 @@ _END_LINE = re.compile(r"^[ \t]*//!end[ \t]*$")
 
 
 def expand_repeats(text: str, origin: str) -> str:
-    if "//!repeat" not in text:
+    if "//!repeat" not in text and "//!end" not in text:
         return text
     consts = parse_consts(text)
     return "\n".join(_expand_lines(text.split("\n"), consts, origin))
