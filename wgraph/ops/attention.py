@@ -180,6 +180,9 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     u = uniforms(params, specs, kplan)
     kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
     pages = page_table if page_table is not None else ctx.fallback("attention.page_table")
+    if k.shape[0] == 0:
+        # k/v with no rows: no key is ever read, but kernels with vec4 loads declare >= 16-byte bindings
+        k = v = ctx.fallback("attention.no_kv", 64)
     reads = {"q": q, "k": k, "v": v, "kv_len_buf": kv_len_buf, "page_table": pages}
     if registry()[kplan.variant].facts.get("grid") == "splitk":
         return _encode_splitk(ctx, kplan, u, reads, out, kv_len_t)
