@@ -90,6 +90,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var r_hi: array<u32, {{ROWS_PER_THREAD}}>;
     var m: array<f32, {{ROWS_PER_THREAD}}>;
     var l: array<f32, {{ROWS_PER_THREAD}}>;
+    var poisoned: array<bool, {{ROWS_PER_THREAD}}>;  // a visible score was NaN: the row's output is NaN
+    var poison: array<f32, {{ROWS_PER_THREAD}}>;     // that NaN (WGSL has no NaN constant)
 //!repeat r R
     {
         let i = i0 + row0 + ${r}u * ROW_STEP;
@@ -103,6 +105,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         r_hi[$r] = rr.y;
         m[$r] = MASKED;
         l[$r] = 0.0;
+        poisoned[$r] = false;
+        poison[$r] = 0.0;
 //!repeat n DPT4
         qr[${r}u * DPT4 + ${n}u] = load_q4(ok[$r], qb[$r], d0 + ${n}u * 4u, D);
         o[${r}u * DPT4 + ${n}u] = vec4<f32>(0.0);
@@ -178,6 +182,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //!repeat kk TILE_N
             if (${kk}u < n_keys && base + ${kk}u >= r_lo[$r] && base + ${kk}u < r_hi[$r]) {
                 s[${r}u * TILE_N + ${kk}u] = transform_score(s[${r}u * TILE_N + ${kk}u]);
+                if (is_nan_f32(s[${r}u * TILE_N + ${kk}u])) {   // tile_max > MASKED_TEST would drop it
+                    poisoned[$r] = true;
+                    poison[$r] = s[${r}u * TILE_N + ${kk}u];
+                }
             } else {
                 s[${r}u * TILE_N + ${kk}u] = MASKED;
             }
@@ -228,6 +236,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var inv_l: f32 = 0.0;
         if (l[$r] > 0.0) {
             inv_l = 1.0 / l[$r];          // a row with every key masked stays 0, never NaN
+        }
+        if (poisoned[$r]) {
+            inv_l = poison[$r];           // NaN in, NaN out (docs/errors.md)
         }
 //!repeat n DPT4
         store_out4(qb[$r], d0 + ${n}u * 4u, D, o[${r}u * DPT4 + ${n}u] * inv_l);
