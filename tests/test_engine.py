@@ -166,7 +166,7 @@ def _no_gpu_work(dev, fn, exc, match):
 
 def test_wrong_dtype(dev):
     x = dev.tensor(np.ones(4, np.uint32))
-    _no_gpu_work(dev, lambda: wg.ops.scale(x, 2.0), wg.DtypeError, "scale has no kernel for dtype u32")
+    _no_gpu_work(dev, lambda: wg.ops.scale(x, 2.0), wg.DtypeError, "scale has no kernel for .*u32")
     f = dev.tensor(np.ones(4, np.float32))
     h = dev.tensor(np.ones(4, np.float16))
     _no_gpu_work(dev, lambda: wg.ops.add(f, h), wg.DtypeError, "dtypes f32 and f16 differ")

@@ -15,8 +15,7 @@ from typing import Callable
 import numpy as np
 
 import wgraph as wg
-from wgraph.ops.elementwise import variant_for
-from wgraph.scheduler.registry import kernel
+from wgraph.scheduler.registry import kernel, select_variant
 
 ELEMENTS = 256  # one workgroup: the GPU work is negligible, what is left is host cost
 
@@ -32,7 +31,7 @@ def _bind_group(dev, k, bgl, uniform, src, dst):
 
 def raw_floor(dev, a, b, n_ops: int) -> Callable[[], None]:
     """The minimum wgpu-py can do: prebuilt pipeline and bind groups, one pass, one submit."""
-    k = kernel(variant_for("scale", "f32"))
+    k = kernel(select_variant("scale", output_dtype="f32"))
     pipeline, bgl = dev.pipelines.get(k)
     uniform = dev.wgpu.create_buffer(size=max(k.uniform.size, 16), usage=wg.device.UNIFORM_USAGE)
     dev.wgpu.queue.write_buffer(uniform, 0, struct.pack("<If", ELEMENTS, 0.5))

@@ -10,18 +10,8 @@ import numpy as np
 
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.scheduler.registry import kernel, kernels_for
+from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
-
-
-def _variant(op: str, **facts) -> str:
-    """First registry variant of `op` whose facts (output_dtype included) match."""
-    for k in kernels_for(op):
-        have = dict(k.facts, output_dtype=k.output_dtype)
-        if all(have.get(key) == value for key, value in facts.items()):
-            return k.name
-    choices = [dict(k.facts, output_dtype=k.output_dtype) for k in kernels_for(op)]
-    raise DtypeError(f"{op} has no kernel for {facts}; the registry has {choices}")
 
 
 # ---- linear ----
@@ -45,13 +35,13 @@ def _infer_linear(params: LinearParams, specs):
             raise ShapeError(f"linear: bias must be ({n},) for W {w.shape}, got {b.shape}")
         if b.dtype != "f32":
             raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    _variant("linear", weight_dtype=w.dtype)
+    select_variant("linear", weight_dtype=w.dtype)
     return (TensorSpec(x.shape[:-1] + (n,), "f32"),)
 
 
 def _encode_linear(ctx, params, inputs, outputs):
     (x, w, b), (y,) = inputs, outputs
-    variant = _variant("linear", weight_dtype=w.dtype)
+    variant = select_variant("linear", weight_dtype=w.dtype)
     n, k = w.shape
     m = x.size // k if k else 0
     tile = kernel(variant).workgroup_size[0]
@@ -83,13 +73,13 @@ def _infer_rmsnorm(params: RmsNormParams, specs):
         raise DtypeError(f"rmsnorm: weight dtype {w.dtype} differs from x's {x.dtype}")
     if not params.eps > 0:
         raise ShapeError(f"rmsnorm: eps must be > 0, got {params.eps}")
-    _variant("rmsnorm", output_dtype=x.dtype)
+    select_variant("rmsnorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
 
 def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
     (x, w), (y,) = inputs, outputs
-    variant = _variant("rmsnorm", output_dtype=x.dtype)
+    variant = select_variant("rmsnorm", output_dtype=x.dtype)
     dim = x.shape[-1]
     rows = x.size // dim if dim else 0
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
@@ -131,13 +121,13 @@ def _infer_rope(params: RopeParams, specs):
                              f"{cos_t.shape[0]} rows")
     elif pos_t.dtype != "u32" or pos_t.size < 1:
         raise ShapeError(f"rope: a GPU position must be a u32 tensor with at least one value, got {pos_t.shape} {pos_t.dtype}")
-    _variant("rope", output_dtype=x.dtype)
+    select_variant("rope", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
 
 def _encode_rope(ctx, params: RopeParams, inputs, outputs):
     (x, cos_t, sin_t, pos_t), (y,) = inputs, outputs
-    variant = _variant("rope", output_dtype=x.dtype)
+    variant = select_variant("rope", output_dtype=x.dtype)
     rows, heads, dim = x.shape
     total = rows * heads * (dim // 2)
     return [ctx.dispatch(variant, uniforms={"rows": rows, "heads": heads, "half": dim // 2, "pos": params.pos,

@@ -7,17 +7,8 @@ import attrs
 
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.scheduler.registry import kernel, kernels_for
+from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
-
-
-def variant_for(op: str, dtype: str) -> str:
-    """The registry variant of `op` that writes `dtype`."""
-    for k in kernels_for(op):
-        if k.output_dtype == dtype:
-            return k.name
-    have = sorted(k.output_dtype for k in kernels_for(op))
-    raise DtypeError(f"{op} has no kernel for dtype {dtype}; it supports {have}")
 
 
 def _direct_or_indirect(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
@@ -38,14 +29,14 @@ class ScaleParams:
 
 def _infer_scale(params: ScaleParams, specs):
     x, indirect = specs
-    variant_for("scale", x.dtype)
+    select_variant("scale", output_dtype=x.dtype)
     _check_indirect(indirect)
     return (TensorSpec(x.shape, x.dtype),)
 
 
 def _encode_scale(ctx, params: ScaleParams, inputs, outputs):
     (x, indirect), (y,) = inputs, outputs
-    variant = variant_for("scale", x.dtype)
+    variant = select_variant("scale", output_dtype=x.dtype)
     return [ctx.dispatch(variant, uniforms={"n": x.size, "factor": params.factor}, bindings={"x": x, "y": y},
                          label="scale", **_direct_or_indirect(ctx, variant, x.size, indirect))]
 
@@ -69,14 +60,14 @@ def _infer_add(params, specs):
         raise ShapeError(f"add: shapes {a.shape} and {b.shape} differ (no broadcasting)")
     if a.dtype != b.dtype:
         raise DtypeError(f"add: dtypes {a.dtype} and {b.dtype} differ")
-    variant_for("add", a.dtype)
+    select_variant("add", output_dtype=a.dtype)
     _check_indirect(indirect)
     return (TensorSpec(a.shape, a.dtype),)
 
 
 def _encode_add(ctx, params, inputs, outputs):
     (a, b, indirect), (c,) = inputs, outputs
-    variant = variant_for("add", a.dtype)
+    variant = select_variant("add", output_dtype=a.dtype)
     return [ctx.dispatch(variant, uniforms={"n": a.size}, bindings={"a": a, "b": b, "c": c}, label="add",
                          **_direct_or_indirect(ctx, variant, a.size, indirect))]
 

@@ -12,7 +12,7 @@ import attrs
 
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.scheduler.registry import kernel, kernels_for
+from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 LAYOUTS = {"contiguous": 0, "ring": 1, "paged": 2}
@@ -25,16 +25,6 @@ def quant_format(mode: str) -> tuple[int, int, int]:
         return QUANT_MODES[mode]
     except KeyError:
         raise ShapeError(f"quantization mode {mode!r} is not one of {sorted(QUANT_MODES)}") from None
-
-
-def select_variant(op: str, **facts) -> str:
-    """The first registry variant of `op` whose facts (or output dtype) match `facts`."""
-    for k in kernels_for(op):
-        have = dict(k.facts, output_dtype=k.output_dtype)
-        if all(have.get(key) == value for key, value in facts.items()):
-            return k.name
-    choices = [dict(k.facts, output_dtype=k.output_dtype) for k in kernels_for(op)]
-    raise DtypeError(f"{op} has no kernel for {facts}; the registry has {choices}")
 
 
 @attrs.frozen

@@ -11,7 +11,7 @@ from types import MappingProxyType
 import attrs
 
 from wgraph.dtypes import DTYPES
-from wgraph.errors import PlanError, RegistryError
+from wgraph.errors import DtypeError, PlanError, RegistryError
 from wgraph.scheduler import wgsl
 
 SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
@@ -143,6 +143,22 @@ def kernel(name: str) -> Kernel:
         raise PlanError(f"unknown kernel variant {name!r}; the registry has {sorted(registry())}") from None
 
 
+@functools.cache
 def kernels_for(op: str) -> tuple[Kernel, ...]:
     """Every variant of one op family, in registry order."""
     return tuple(k for k in registry().values() if k.op == op)
+
+
+def select_variant(op: str, **facts) -> str:
+    """The first registry variant of `op` whose facts (`output_dtype` included) match `facts`."""
+    return _select(op, tuple(sorted(facts.items())))
+
+
+@functools.cache
+def _select(op: str, facts: tuple) -> str:
+    for k in kernels_for(op):
+        have = dict(k.facts, output_dtype=k.output_dtype)
+        if all(have.get(key) == value for key, value in facts):
+            return k.name
+    choices = [dict(k.facts, output_dtype=k.output_dtype) for k in kernels_for(op)]
+    raise DtypeError(f"{op} has no kernel for {dict(facts)}; the registry has {choices}")
