@@ -1,8 +1,8 @@
 // Flash-attention prefill, register-tiled. A workgroup takes BLOCK_M queries of one q head; each thread
 // owns ROWS_PER_THREAD queries and, with THREADS_PER_QUERY - 1 others, splits their head dims in
 // contiguous runs of vec4s. A thread keeps its q dims and output accumulators in registers for the whole
-// kernel, so the inner loops are vec4 FMAs against K/V tiles in workgroup memory: one load of a K or V
-// vec4 feeds 4 * ROWS_PER_THREAD FMAs. Loops over register arrays are unrolled with //!repeat.
+// kernel, so the inner loops are vec4 FMAs against K/V tiles in workgroup memory: one load of a K vec4
+// feeds 4 * ROWS_PER_THREAD FMAs, one of a V vec4 four. Loops over register arrays are unrolled with //!repeat.
 // Per tile of TILE_N keys: load K and V (f32, zero-padded past head_dim and kv end), barrier, partial q.k
 // per thread, (TPQ > 1: sum the partials through workgroup memory, barrier), one online-softmax update per
 // tile (not per key), P.V into the registers, barrier. Tiles beyond the block's key range (causal, window)
@@ -217,13 +217,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
 //!end
 
-        // P.V: each V vec4 read from workgroup memory feeds R rows.
+        // P.V. A key a row does not see is skipped, not multiplied by 0: a NaN in that key's V must not
+        // reach this row (docs/errors.md). The branch is uniform wherever a tile is fully visible.
 //!repeat kk TILE_N
-//!repeat n DPT4
-        {
-            let vv = v_tile[${kk}u * ROW4 + own + ${n}u];
 //!repeat r R
-            o[${r}u * DPT4 + ${n}u] += s[${r}u * TILE_N + ${kk}u] * vv;
+        if (s[${r}u * TILE_N + ${kk}u] != 0.0) {
+            let p = s[${r}u * TILE_N + ${kk}u];
+//!repeat n DPT4
+            o[${r}u * DPT4 + ${n}u] += p * v_tile[${kk}u * ROW4 + own + ${n}u];
 //!end
         }
 //!end
