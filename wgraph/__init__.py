@@ -1,4 +1,5 @@
-"""wgraph: GPU compute ops (attention first) on WebGPU, run now or recorded into one submit."""
+"""wgraph: GPU compute ops (attention first) on WebGPU, run now, recorded into one submit, or compiled
+into a graph that replays."""
 
 from wgraph import ops
 from wgraph.device import Caps, Device, Stats, default_device
@@ -14,17 +15,15 @@ from wgraph.errors import (
     UnsupportedError,
     WgraphError,
 )
-from wgraph.tensor import Tensor, TensorSpec
 from wgraph.graph import Graph, GraphError, Program, Value
-from wgraph.ops.attention import KernelPath, kernel_path  # noqa: E402
-from wgraph.ops.attention_planner import KernelPlan  # noqa: E402
+from wgraph.ops.attention import KernelPath, kernel_path
+from wgraph.ops.attention_planner import KernelPlan
+from wgraph.tensor import Tensor, TensorSpec
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "Caps", "Device", "DeviceError", "DtypeError", "LimitError", "PlanError", "RecordingError",
-    "RegistryError", "ShapeError", "Stats", "Tensor", "TensorSpec", "UnsupportedError", "WgraphError",
-    "default_device", "ops",
+    "AliasingError", "Caps", "Device", "DeviceError", "DtypeError", "Graph", "GraphError", "KernelPath",
+    "KernelPlan", "LimitError", "PlanError", "Program", "RecordingError", "RegistryError", "ShapeError", "Stats",
+    "Tensor", "TensorSpec", "UnsupportedError", "Value", "WgraphError", "default_device", "kernel_path", "ops",
 ]
-__all__ += ["Graph", "GraphError", "Program", "Value"]
-__all__ += ["KernelPath", "KernelPlan", "kernel_path"]

@@ -9,8 +9,9 @@ from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
-__all__ = ["add", "scale"]
-__all__ += ["linear", "reshape", "rmsnorm", "rope", "rope_tables"]
-__all__ += ["AttentionParams", "KernelPath", "KernelPlan", "attention", "attention_plan", "kernel_path"]
-__all__ += ["kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "tiered_attention",
-            "tiered_quant_attention", "TieredKVCache", "BDPACache", "bdpa_attention", "bdpa_decompose"]
+__all__ = [
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_plan",
+    "bdpa_attention", "bdpa_decompose", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize",
+    "kv_quantize", "linear", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "tiered_attention",
+    "tiered_quant_attention",
+]
