@@ -179,3 +179,18 @@ def test_splitk_chunks_follow_gpu_kv_len_in_a_replayed_program(dev, rng):
             continue
         ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=length, softcap=3.0)
         assert ok, (length, err, bound)
+
+
+@pytest.mark.parametrize("dtype,gpu_len", [("f32", False), ("f16kv", True)])
+def test_splitk_chunks_of_several_tiles(dev, rng, dtype, gpu_len):
+    # 64 kv heads: at most 1024 // 64 = 16 chunks, so 2990 keys make 12 chunks of 256 (two 128-key tiles each,
+    # the last one partial). The H200 found a bug here that one-tile chunks (every other case) hid.
+    if not dev.caps.has_subgroups:
+        pytest.skip("device has no subgroups")
+    q, k, v = _inputs(rng, dtype, 1, 3000, 64, 64, 32)
+    kv = dev.tensor(np.array([2990], np.uint32)) if gpu_len else 2990
+    plan = wg.ops.attention_plan(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0)
+    assert plan.variant == f"decode_splitk_{dtype}" and plan.num_chunks == 16
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=2990, softcap=5.0)
+    assert ok, (err, bound)

@@ -14,12 +14,12 @@ from wgraph.ops.attention_planner import PlanFacts, plan
 def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
     """Written out by hand from the kernels' declared limits (max head dims 64/256/512, workgroup memory
     20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: subgroups, head_dim % 8 == 0 and <= 256,
-    12896 bytes; flash prefill on GPUs only: head-dim classes 64 / 128 / 256 needing 24576 / 24576 / 20480
+    2060 bytes; flash prefill on GPUs only: head-dim classes 64 / 128 / 256 needing 24576 / 24576 / 20480
     bytes)."""
     if dtype != "f32" and not f16:
         return None
     if phase == "decode":
-        if subgroups and d % 8 == 0 and d <= 256 and mem >= 12896:
+        if subgroups and d % 8 == 0 and d <= 256 and mem >= 2060:
             return f"decode_splitk_{dtype}"
         if span >= 1024 and d <= 512:
             return f"decode_chunked_{dtype}"
@@ -76,12 +76,13 @@ def test_plan_table_rows():
     p = plan(PlanFacts("decode", "f16kv", 1, 8, 128, 2000), Caps.synthetic(has_f16=True))
     assert (p.variant, p.num_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
                                                             ("decode_chunked_combine_f16kv", (1, 8, 1)))
-    # split-K: 1024 workgroups wanted over (chunks, kv heads, blocks of 8 q heads); chunks are whole 128-key tiles
+    # split-K: 1024 workgroups wanted over (chunks, kv heads, blocks of G_TILE = 1 q head); chunks are whole
+    # 128-key tiles
     p = plan(PlanFacts("decode", "f16kv", 1, 32, 128, 32768, num_kv_heads=8), sg)
-    assert (p.variant, p.tier, p.workgroups, p.num_chunks) == ("decode_splitk_f16kv", "splitk", (128, 8, 1), 128)
+    assert (p.variant, p.tier, p.workgroups, p.num_chunks) == ("decode_splitk_f16kv", "splitk", (32, 8, 4), 32)
     assert p.dispatches[1] == ("decode_splitk_combine_f32", (1, 32, 1))
     p = plan(PlanFacts("decode", "f16", 1, 64, 128, 1000, num_kv_heads=4), sg)
-    assert (p.workgroups, p.num_chunks) == ((8, 4, 2), 8)       # 16 q heads per kv head: 2 blocks of 8
+    assert (p.workgroups, p.num_chunks) == ((8, 4, 16), 8)
     p = plan(PlanFacts("decode", "f32", 1, 32, 128, 5000, num_kv_heads=32), sg)
     assert (p.workgroups, p.num_chunks) == ((20, 32, 1), 32)    # chunks of 256 keys: 20 of them
     p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), sg)

@@ -107,7 +107,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (valid) {
             row = kv_row(j);
             let kb = (row * params.num_kv_heads + g) * D / {{K_DIV}}u;
+            // Zeroed by hand each tile: without it the previous tile's sums stayed (on the H200 and on lavapipe;
+            // Naga's SPIR-V initialises function variables once). tests: test_splitk_chunks_of_several_tiles.
             var dots: array<f32, G_TILE>;
+            for (var hh: u32 = 0u; hh < G_TILE; hh++) {
+                dots[hh] = 0.0;
+            }
             for (var o: u32 = 0u; o < D / 8u; o++) {
                 let ko = {{K_OCT}};
                 for (var hh: u32 = 0u; hh < G_TILE; hh++) {
