@@ -42,29 +42,23 @@ class TensorSpec:
 class Tensor:
     """A GPU tensor. Its buffer goes back to the device's pool when the last reference (views included) dies."""
 
-    __slots__ = ("device", "buffer", "shape", "dtype", "label", "_base", "__weakref__")
+    __slots__ = ("device", "buffer", "shape", "dtype", "label", "spec", "nbytes", "_base", "__weakref__")
 
     def __init__(self, device, buffer, spec: TensorSpec, label: str = "", base: Tensor | None = None):
         self.device = device
         self.buffer = buffer
+        self.spec = spec  # shape and dtype never change: every op call reads them, so they are computed once
         self.shape = spec.shape
         self.dtype = spec.dtype
+        self.nbytes = spec.nbytes
         self.label = label
         self._base = base  # a view keeps the tensor that owns the buffer alive
         if base is None:
             weakref.finalize(self, device._release_buffer, buffer)
 
     @property
-    def spec(self) -> TensorSpec:
-        return TensorSpec(self.shape, self.dtype)
-
-    @property
     def size(self) -> int:
         return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * dtype_info(self.dtype).itemsize
 
     @property
     def ndim(self) -> int:
