@@ -27,3 +27,22 @@ fn kv_pos(r: u32, bias: i32, use_pos_buf: u32) -> i32 {
     }
     return base + i32(r);
 }
+
+// Cache row and source row of row r of an append or a hot -> cold move, as vec2(dst, src). dst is 0xFFFFFFFF when
+// row r is skipped (its position is negative or outside the cache); src is then not computed. Reads the including
+// kernel's params: pos, use_pos_buf, dst_layout, capacity, page_size, src_layout, src_ring, src_row0.
+fn kv_rows(r: u32) -> vec2<u32> {
+    let t = kv_pos(r, params.pos, params.use_pos_buf);
+    if (t < 0) {
+        return vec2<u32>(0xFFFFFFFFu, 0u);
+    }
+    let row = kv_row(u32(t), params.dst_layout, params.capacity, params.page_size);
+    if (row == 0xFFFFFFFFu) {
+        return vec2<u32>(row, 0u);
+    }
+    var src_row = params.src_row0 + r;
+    if (params.src_layout == 1u) {
+        src_row = u32(t) % params.src_ring;
+    }
+    return vec2<u32>(row, src_row);
+}

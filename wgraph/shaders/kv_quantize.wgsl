@@ -47,18 +47,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let r = idx / params.kv_heads;
     let h = idx % params.kv_heads;
-    let t = kv_pos(r, params.pos, params.use_pos_buf);
-    if (t < 0) {
+    let rows = kv_rows(r);
+    if (rows.x == 0xFFFFFFFFu) {
         return;
     }
-    let row = kv_row(u32(t), params.dst_layout, params.capacity, params.page_size);
-    if (row == 0xFFFFFFFFu) {
-        return;
-    }
-    var src_row = params.src_row0 + r;
-    if (params.src_layout == 1u) {
-        src_row = u32(t) % params.src_ring;
-    }
+    let row = rows.x;
+    let src_row = rows.y;
     let D = params.head_dim;
     let sbase = (src_row * params.kv_heads + h) * D;
     var amax = 0.0;
