@@ -2,23 +2,8 @@
 // of the newest hot_window rows ({{KV_T}}). q is {{Q_T}}, out {{OUT_T}}, accumulation f32.
 {{ENABLE_F16}}
 
-struct TieredParams {
-    num_heads: u32,
-    num_kv_heads: u32,
-    head_dim: u32,
-    seq_len: u32,
-    kv_len: u32,
-    use_len_buf: u32,
-    hot_window: u32,
-    cold_layout: u32,
-    cold_page_size: u32,
-    causal: u32,
-    sliding_window: u32,
-    scale: f32,
-    softcap: f32,
-}
+//!include tiered_common.wgsl
 
-@group(0) @binding(0) var<uniform> params: TieredParams;
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
 @group(0) @binding(2) var<storage, read> hot_k: array<{{KV_T}}>;
 @group(0) @binding(3) var<storage, read> hot_v: array<{{KV_T}}>;
@@ -27,8 +12,6 @@ struct TieredParams {
 @group(0) @binding(6) var<storage, read> page_table: array<u32>;
 @group(0) @binding(7) var<storage, read> len_buf: array<u32>;
 @group(0) @binding(8) var<storage, read_write> out: array<{{OUT_T}}>;
-
-//!include tiered_common.wgsl
 
 fn key_dot(j: u32, kvh: u32) -> f32 {
     let D = params.head_dim;

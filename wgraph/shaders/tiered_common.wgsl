@@ -1,8 +1,28 @@
-// Positions, ranges and row addressing shared by tiered_attention.wgsl and tiered_quant.wgsl (included).
+// The uniform struct, positions, ranges and row addressing shared by tiered_attention.wgsl and tiered_quant.wgsl
+// (included).
 // Key j (0 <= j < n) sits at position j. The newest hot_len = min(n, hot_window) keys live in the hot ring at
 // slot j % hot_window; the older cold_len = n - hot_len keys live in the cold part at row j (contiguous) or
 // page_table[j / cold_page_size] * cold_page_size + j % cold_page_size (paged). Queries are the last seq_len
 // positions: query i sits at n - seq_len + i.
+
+// The uniform layout of both kernels: wgraph/ops/tiered.py fills it from one dict for either op.
+struct TieredParams {
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+    seq_len: u32,
+    kv_len: u32,
+    use_len_buf: u32,
+    hot_window: u32,
+    cold_layout: u32,
+    cold_page_size: u32,
+    causal: u32,
+    sliding_window: u32,
+    scale: f32,
+    softcap: f32,
+}
+
+@group(0) @binding(0) var<uniform> params: TieredParams;
 
 var<private> cold_len: u32;
 

@@ -3,23 +3,8 @@
 // q is {{Q_T}}, out {{OUT_T}}, accumulation f32.
 enable f16;
 
-struct TieredQuantParams {
-    num_heads: u32,
-    num_kv_heads: u32,
-    head_dim: u32,
-    seq_len: u32,
-    kv_len: u32,
-    use_len_buf: u32,
-    hot_window: u32,
-    cold_layout: u32,
-    cold_page_size: u32,
-    causal: u32,
-    sliding_window: u32,
-    scale: f32,
-    softcap: f32,
-}
+//!include tiered_common.wgsl
 
-@group(0) @binding(0) var<uniform> params: TieredQuantParams;
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
 @group(0) @binding(2) var<storage, read> hot_k: array<f16>;
 @group(0) @binding(3) var<storage, read> hot_v: array<f16>;
@@ -30,8 +15,6 @@ struct TieredQuantParams {
 @group(0) @binding(8) var<storage, read> page_table: array<u32>;
 @group(0) @binding(9) var<storage, read> len_buf: array<u32>;
 @group(0) @binding(10) var<storage, read_write> out: array<{{OUT_T}}>;
-
-//!include tiered_common.wgsl
 
 const BITS: u32 = {{BITS}}u;
 const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;
