@@ -18,19 +18,19 @@ struct BDPAParams {
 }
 
 @group(0) @binding(0) var<uniform> params: BDPAParams;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
+// q, out and len_buf (bindings 1-3) are declared by tiered_loop.wgsl.
 // [num_basis, 2, kv_heads, head_dim]: K basis then V basis of each token id.
-@group(0) @binding(2) var<storage, read> basis: array<f16>;
-// [num_residuals, 2, kv_heads, head_dim / 4] int8 x4 per u32.
-@group(0) @binding(3) var<storage, read> residual: array<u32>;
+@group(0) @binding(4) var<storage, read> basis: array<f16>;
+// [num_residuals, 2, kv_heads, head_dim / 4] int8 x4 per u32 (kv_quantize's int8 format: BITS 8, VALS_PER_WORD 4).
+@group(0) @binding(5) var<storage, read> residual: array<u32>;
 // [num_residuals, 2, kv_heads]
-@group(0) @binding(4) var<storage, read> residual_scale: array<f16>;
+@group(0) @binding(6) var<storage, read> residual_scale: array<f16>;
 // [kv_len, 3]: basis id, residual id, original position.
-@group(0) @binding(5) var<storage, read> index: array<u32>;
+@group(0) @binding(7) var<storage, read> index: array<u32>;
 // [rope_len, 2, head_dim / 2]: cos then sin at each position.
-@group(0) @binding(6) var<storage, read> rope: array<f32>;
-@group(0) @binding(7) var<storage, read> len_buf: array<u32>;
-@group(0) @binding(8) var<storage, read_write> out: array<f32>;
+@group(0) @binding(8) var<storage, read> rope: array<f32>;
+
+//!include kv_unpack.wgsl
 
 fn prepare(n: u32) {
 }
@@ -58,8 +58,8 @@ fn kv_component(j: u32, part: u32, kvh: u32, d: u32) -> f32 {
     let b = index[3u * j];
     let r = index[3u * j + 1u];
     let rh = (r * 2u + part) * H + kvh;
-    let word = bitcast<i32>(residual[rh * (D / 4u) + d / 4u]);
-    let res = f32(extractBits(word, 8u * (d % 4u), 8u)) * f32(residual_scale[rh]);
+    let word = residual[rh * (D / VALS_PER_WORD) + d / VALS_PER_WORD];
+    let res = unpack_value(word, d) * f32(residual_scale[rh]);
     return f32(basis[((b * 2u + part) * H + kvh) * D + d]) + res;
 }
 

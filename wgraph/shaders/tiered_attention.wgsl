@@ -4,14 +4,12 @@
 
 //!include tiered_common.wgsl
 
-@group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
-@group(0) @binding(2) var<storage, read> hot_k: array<{{KV_T}}>;
-@group(0) @binding(3) var<storage, read> hot_v: array<{{KV_T}}>;
-@group(0) @binding(4) var<storage, read> cold_k: array<{{KV_T}}>;
-@group(0) @binding(5) var<storage, read> cold_v: array<{{KV_T}}>;
-@group(0) @binding(6) var<storage, read> page_table: array<u32>;
-@group(0) @binding(7) var<storage, read> len_buf: array<u32>;
-@group(0) @binding(8) var<storage, read_write> out: array<{{OUT_T}}>;
+// q, out and len_buf (bindings 1-3) are declared by tiered_loop.wgsl.
+@group(0) @binding(4) var<storage, read> hot_k: array<{{KV_T}}>;
+@group(0) @binding(5) var<storage, read> hot_v: array<{{KV_T}}>;
+@group(0) @binding(6) var<storage, read> cold_k: array<{{KV_T}}>;
+@group(0) @binding(7) var<storage, read> cold_v: array<{{KV_T}}>;
+@group(0) @binding(8) var<storage, read> page_table: array<u32>;
 
 fn key_dot(j: u32, kvh: u32) -> f32 {
     let D = params.head_dim;

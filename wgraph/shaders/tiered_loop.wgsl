@@ -2,9 +2,14 @@
 // One workgroup per (q head, query): threads score one key each per tile of WG keys, the tile's max and
 // probabilities go through workgroup memory (2 barriers per tile, none per key), and each thread owns the
 // output dims d = tid, tid + WG, ... with an online softmax across tiles. No kv-length ceiling.
-// The including file provides: params (num_heads, num_kv_heads, head_dim, kv_len, use_len_buf, scale,
-// softcap), q, out, len_buf, and fn prepare(n), query_pos(i, n), key_range(qpos, n), key_masked(j, qpos),
-// key_dot(j, kvh) (dot of q_sh with key j) and value(j, kvh, d).
+// It declares the bindings it reads and writes itself (1-3: q, out, len_buf). The including file provides the
+// rest (from binding 4), params (num_heads, num_kv_heads, head_dim, kv_len, use_len_buf, scale, softcap), and
+// fn prepare(n), query_pos(i, n), key_range(qpos, n), key_masked(j, qpos), key_dot(j, kvh) (dot of q_sh with
+// key j) and value(j, kvh, d).
+
+@group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
+@group(0) @binding(3) var<storage, read> len_buf: array<u32>;
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const ACC_N: u32 = ({{MAX_HEAD_DIM}}u + WG - 1u) / WG;

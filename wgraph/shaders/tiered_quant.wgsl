@@ -5,19 +5,16 @@ enable f16;
 
 //!include tiered_common.wgsl
 
-@group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
-@group(0) @binding(2) var<storage, read> hot_k: array<f16>;
-@group(0) @binding(3) var<storage, read> hot_v: array<f16>;
-@group(0) @binding(4) var<storage, read> cold_k: array<u32>;
-@group(0) @binding(5) var<storage, read> cold_v: array<u32>;
-@group(0) @binding(6) var<storage, read> cold_k_scale: array<f16>;
-@group(0) @binding(7) var<storage, read> cold_v_scale: array<f16>;
-@group(0) @binding(8) var<storage, read> page_table: array<u32>;
-@group(0) @binding(9) var<storage, read> len_buf: array<u32>;
-@group(0) @binding(10) var<storage, read_write> out: array<{{OUT_T}}>;
+// q, out and len_buf (bindings 1-3) are declared by tiered_loop.wgsl.
+@group(0) @binding(4) var<storage, read> hot_k: array<f16>;
+@group(0) @binding(5) var<storage, read> hot_v: array<f16>;
+@group(0) @binding(6) var<storage, read> cold_k: array<u32>;
+@group(0) @binding(7) var<storage, read> cold_v: array<u32>;
+@group(0) @binding(8) var<storage, read> cold_k_scale: array<f16>;
+@group(0) @binding(9) var<storage, read> cold_v_scale: array<f16>;
+@group(0) @binding(10) var<storage, read> page_table: array<u32>;
 
-const BITS: u32 = {{BITS}}u;
-const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;
+//!include kv_unpack.wgsl
 
 fn key_dot(j: u32, kvh: u32) -> f32 {
     let D = params.head_dim;
@@ -27,9 +24,9 @@ fn key_dot(j: u32, kvh: u32) -> f32 {
         let words = D / VALS_PER_WORD;
         let base = rh * words;
         for (var w = 0u; w < words; w = w + 1u) {
-            let word = bitcast<i32>(cold_k[base + w]);
+            let word = cold_k[base + w];
             for (var k = 0u; k < VALS_PER_WORD; k = k + 1u) {
-                s = s + q_sh[w * VALS_PER_WORD + k] * f32(extractBits(word, BITS * k, BITS));
+                s = s + q_sh[w * VALS_PER_WORD + k] * unpack_value(word, k);
             }
         }
         s = s * f32(cold_k_scale[rh]);
@@ -45,8 +42,8 @@ fn key_dot(j: u32, kvh: u32) -> f32 {
 fn value(j: u32, kvh: u32, d: u32) -> f32 {
     if (j < cold_len) {
         let rh = cold_row(j) * params.num_kv_heads + kvh;
-        let word = bitcast<i32>(cold_v[rh * (params.head_dim / VALS_PER_WORD) + d / VALS_PER_WORD]);
-        return f32(extractBits(word, BITS * (d % VALS_PER_WORD), BITS)) * f32(cold_v_scale[rh]);
+        let word = cold_v[rh * (params.head_dim / VALS_PER_WORD) + d / VALS_PER_WORD];
+        return unpack_value(word, d) * f32(cold_v_scale[rh]);
     }
     return f32(hot_v[hot_index(j, kvh, d)]);
 }
