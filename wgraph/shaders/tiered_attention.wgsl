@@ -19,20 +19,16 @@ fn key_dot(j: u32, kvh: u32) -> f32 {
         for (var d = 0u; d < D; d = d + 1u) {
             s = s + q_sh[d] * f32(cold_k[base + d]);
         }
-    } else {
-        let base = hot_index(j, kvh, 0u);
-        for (var d = 0u; d < D; d = d + 1u) {
-            s = s + q_sh[d] * f32(hot_k[base + d]);
-        }
+        return s;
     }
-    return s;
+    return hot_dot(j, kvh);
 }
 
 fn value(j: u32, kvh: u32, d: u32) -> f32 {
     if (j < cold_len) {
         return f32(cold_v[(cold_row(j) * params.num_kv_heads + kvh) * params.head_dim + d]);
     }
-    return f32(hot_v[hot_index(j, kvh, d)]);
+    return hot_value(j, kvh, d);
 }
 
 //!include tiered_loop.wgsl

@@ -64,3 +64,17 @@ fn cold_row(j: u32) -> u32 {
 fn hot_index(j: u32, kvh: u32, d: u32) -> u32 {
     return ((j % params.hot_window) * params.num_kv_heads + kvh) * params.head_dim + d;
 }
+
+// Dot of q_sh with hot key j, and component d of hot value j (both kernels' hot ring: hot_k, hot_v).
+fn hot_dot(j: u32, kvh: u32) -> f32 {
+    let base = hot_index(j, kvh, 0u);
+    var s = 0.0;
+    for (var d = 0u; d < params.head_dim; d = d + 1u) {
+        s = s + q_sh[d] * f32(hot_k[base + d]);
+    }
+    return s;
+}
+
+fn hot_value(j: u32, kvh: u32, d: u32) -> f32 {
+    return f32(hot_v[hot_index(j, kvh, d)]);
+}

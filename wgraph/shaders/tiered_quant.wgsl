@@ -29,14 +29,9 @@ fn key_dot(j: u32, kvh: u32) -> f32 {
                 s = s + q_sh[w * VALS_PER_WORD + k] * unpack_value(word, k);
             }
         }
-        s = s * f32(cold_k_scale[rh]);
-    } else {
-        let base = hot_index(j, kvh, 0u);
-        for (var d = 0u; d < D; d = d + 1u) {
-            s = s + q_sh[d] * f32(hot_k[base + d]);
-        }
+        return s * f32(cold_k_scale[rh]);
     }
-    return s;
+    return hot_dot(j, kvh);
 }
 
 fn value(j: u32, kvh: u32, d: u32) -> f32 {
@@ -45,7 +40,7 @@ fn value(j: u32, kvh: u32, d: u32) -> f32 {
         let word = cold_v[rh * (params.head_dim / VALS_PER_WORD) + d / VALS_PER_WORD];
         return unpack_value(word, d) * f32(cold_v_scale[rh]);
     }
-    return f32(hot_v[hot_index(j, kvh, d)]);
+    return hot_value(j, kvh, d);
 }
 
 //!include tiered_loop.wgsl
