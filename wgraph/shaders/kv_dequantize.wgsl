@@ -12,8 +12,7 @@ struct KVDequantizeParams {
 @group(0) @binding(2) var<storage, read> scales: array<f16>;
 @group(0) @binding(3) var<storage, read_write> dst: array<{{T}}>;
 
-const BITS: u32 = {{BITS}}u;
-const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;
+//!include kv_unpack.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -25,6 +24,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let rh = idx / D;
     let d = idx % D;
     let word = packed[rh * (D / VALS_PER_WORD) + d / VALS_PER_WORD];
-    let qv = extractBits(bitcast<i32>(word), BITS * (d % VALS_PER_WORD), BITS);
-    dst[idx] = {{T}}(f32(qv) * f32(scales[rh]));
+    dst[idx] = {{T}}(unpack_value(word, d) * f32(scales[rh]));
 }

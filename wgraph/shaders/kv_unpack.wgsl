@@ -1,4 +1,4 @@
-// kv_quantize's packed format, read by tiered_quant.wgsl and bdpa_decode.wgsl (included): VALS_PER_WORD signed
+// kv_quantize's packed format, read by kv_dequantize.wgsl, tiered_quant.wgsl and bdpa_decode.wgsl (included): VALS_PER_WORD signed
 // BITS-bit values per u32, value k at bits [BITS * k, BITS * (k + 1)).
 const BITS: u32 = {{BITS}}u;
 const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;
