@@ -109,3 +109,23 @@ def test_repeat_directive_errors(text, message):
 
     with pytest.raises(RegistryError, match=message):
         expand_repeats(text, "t")
+
+
+@pytest.mark.parametrize("expr, want", [
+    ("max(A, 3u) * 4u", 40), ("min(A, B + 1u)", 8), ("max(max(2u, B), A / 5u)", 7), ("(A + B) % 3u", None),
+    ("max(A)", None), ("A + C", None),
+])
+def test_eval_int_takes_max_and_min(expr, want):
+    from wgraph.scheduler.wgsl import eval_int
+
+    assert eval_int(expr, {"A": 10, "B": 7}) == want
+
+
+def test_workgroup_memory_counts_alias_types_and_max(tmp_path):
+    # an alias of vec4<f32> is 16 bytes; array<T4, max(N, 3)> with N = 5 is 5 of them; red is max(N * 8, 16) f32s
+    shader = SHADER.replace("var<workgroup> tile: array<f32, TILE * 4u>;\nvar<workgroup> acc: vec4<f32>;",
+                            "alias T4 = vec4<f32>;\nconst N: u32 = 5u;\nvar<workgroup> tile: array<T4, max(N, 3u)>;\n"
+                            "var<workgroup> red: array<f32, max(N * 8u, 16u)>;")
+    assert "alias T4" in shader
+    k = write(tmp_path, GOOD, shader)["k_f32"]
+    assert k.workgroup_memory == 5 * 16 + 40 * 4

@@ -145,13 +145,21 @@ def parse_consts(text: str) -> dict[str, int]:
 _INT_LITERAL = re.compile(r"\b(\d+)[ui]?\b")
 
 
+_INT_FUNCS = {"max": max, "min": min}
+
+
 def eval_int(expr: str, consts: dict[str, int]) -> int | None:
-    """Evaluate an integer expression of literals, consts and + - * / ( ); None if it is anything else."""
-    expr = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(consts[m.group(0)]) if m.group(0) in consts else "?", expr)
+    """Evaluate an integer expression of literals, consts, + - * / ( ) and WGSL's max(a, b) / min(a, b);
+    None if it is anything else."""
+    expr = re.sub(r"\b[A-Za-z_]\w*\b",
+                  lambda m: m.group(0) if m.group(0) in _INT_FUNCS else str(consts.get(m.group(0), "?")), expr)
     expr = _INT_LITERAL.sub(r"\1", expr)
-    if not re.fullmatch(r"[\d\s+\-*/()]+", expr):
+    if not re.fullmatch(r"(?:[\d\s+\-*/(),]|max|min)+", expr):
         return None
-    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}))  # only digits and operators remain
+    try:  # only digits, operators, commas and the two functions remain
+        return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(_INT_FUNCS)))
+    except (TypeError, SyntaxError):   # max(a) or a stray comma
+        return None
 
 
 # ---- layout by WGSL's rules (https://www.w3.org/TR/WGSL/#alignment-and-size) ----
@@ -189,6 +197,22 @@ def parse_structs(text: str) -> dict[str, list[tuple[str, str]]]:
     return structs
 
 
+def _array_parts(type_: str) -> tuple[str, str] | None:
+    """(element type, length expression) of `array<E, N>`, split at its top-level comma (N may be max(a, b),
+    E may be a vec4<f32>); None for anything else."""
+    if not (type_.startswith("array<") and type_.endswith(">")):
+        return None
+    depth = 0
+    for i, ch in enumerate(type_[6:-1], start=6):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return type_[6:i].strip(), type_[i + 1:-1].strip()
+    return None
+
+
 def type_align_size(type_: str, structs: dict, consts: dict[str, int]) -> tuple[int, int]:
     type_ = type_.replace(" ", "")
     if type_ in _SCALARS:
@@ -202,12 +226,13 @@ def type_align_size(type_: str, structs: dict, consts: dict[str, int]) -> tuple[
     m = re.fullmatch(r"atomic<(\w+)>", type_)
     if m:
         return _SCALARS[m.group(1)]
-    m = re.fullmatch(r"array<(.+),([^,]+)>", type_)
-    if m:
-        align, size = type_align_size(m.group(1), structs, consts)
-        count = eval_int(m.group(2), consts)
+    parts = _array_parts(type_)
+    if parts:
+        element, length = parts
+        align, size = type_align_size(element, structs, consts)
+        count = eval_int(length, consts)
         if count is None:
-            raise RegistryError(f"array length {m.group(2)!r} is not a constant integer expression")
+            raise RegistryError(f"array length {length!r} is not a constant integer expression")
         stride = -(-size // align) * align
         return (align, stride * count)
     if type_ in structs:
@@ -232,9 +257,16 @@ def struct_layout(name: str, structs: dict, consts: dict[str, int]) -> StructLay
     return StructLayout(name, tuple(fields), size)
 
 
+_ALIAS = re.compile(r"\balias\s+(\w+)\s*=\s*([^;]+);")
+
+
 def workgroup_bytes(text: str, structs: dict, consts: dict[str, int]) -> int:
-    """Bytes of workgroup memory the module declares (every `var<workgroup>`)."""
+    """Bytes of workgroup memory the module declares (every `var<workgroup>`); `alias` names resolved."""
+    code = strip_comments(text)
+    aliases = {name: type_.strip() for name, type_ in _ALIAS.findall(code)}
     total = 0
-    for _name, type_ in _WORKGROUP_VAR.findall(strip_comments(text)):
+    for _name, type_ in _WORKGROUP_VAR.findall(code):
+        for name, target in aliases.items():
+            type_ = re.sub(rf"\b{name}\b", target, type_)
         total += type_align_size(type_.strip(), structs, consts)[1]
     return total
