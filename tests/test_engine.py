@@ -143,6 +143,9 @@ def test_profile_table_by_label(dev):
     assert {r.label: r.count for r in table.rows} == {"scale": 2, "add": 1}
     assert all(r.total_us >= 0 for r in table.rows)
     assert "scale" in str(table)
+    # the span runs from the first dispatch's start to the last one's end, so it covers every dispatch
+    assert table.span_us >= max(r.total_us / r.count for r in table.rows) > 0 or not table.inside_passes
+    assert table.span_us >= sum(r.total_us for r in table.rows) * 0.999 or not table.inside_passes
 
 
 def test_reshape_is_a_view(dev):

@@ -70,15 +70,19 @@ def _plans(s: Shape, tensors, variant) -> bool:
         return False
 
 
-def _gpu_times_us(dev, call, reps: int) -> list[float] | None:
-    """GPU time per call (µs) from timestamp queries around each of its dispatches, one recording a call."""
+def _gpu_times_us(dev, call, reps: int, batches: int = 3) -> list[float] | None:
+    """GPU time per call (µs), one value per batch: `reps` back-to-back calls in one recording, timed from
+    the first dispatch's start to the last one's end (timestamp queries), divided by reps. This is how
+    torch's CUDA events time its calls; a call submitted alone would leave the GPU idle (and its clocks
+    low) in between."""
     if not dev.caps.has_timestamps:
         return None
     times = []
-    for _ in range(reps):
+    for _ in range(batches):
         with dev.record(profile=True) as rec:
-            call()
-        times.append(sum(r.total_us for r in rec.profile().rows))
+            for _ in range(reps):
+                call()
+        times.append(rec.profile().span_us / reps)
     return times
 
 
@@ -115,7 +119,7 @@ def measure(dev, s: Shape, tensors, variant: str | None, target_s: float, max_re
     row = {"plan": plan_dict(plan), "variant": plan.variant, "tier": getattr(plan, "tier", None),
            "reason": getattr(plan, "reason", None), "reps": reps, "wall_us": wall,
            "gpu_us": statistics.median(gpu) if gpu else None, "gpu_us_all": gpu,
-           "time_source": "timestamp-query" if gpu else "wall+sync"}
+           "time_source": "timestamp-span" if gpu else "wall+sync"}
     row["_out"] = out
     return row
 

@@ -33,12 +33,12 @@ class Timestamps:
         encoder.resolve_query_set(self.query_set, 0, 2 * self.count, self.resolve, 0)
         encoder.copy_buffer_to_buffer(self.resolve, 0, self.readback, 0, 16 * self.count)
 
-    def durations_ns(self) -> list[int]:
+    def ticks_ns(self) -> tuple[int, ...]:
+        """(begin, end) of every dispatch, flat; wgpu reports nanoseconds on Vulkan, Metal and D3D12."""
         self.readback.map_sync(wgpu.MapMode.READ)
         ticks = struct.unpack(f"<{2 * self.count}Q", self.readback.read_mapped())
         self.readback.unmap()
-        # wgpu reports timestamps in nanoseconds on Vulkan, Metal and D3D12.
-        return [max(0, ticks[2 * i + 1] - ticks[2 * i]) for i in range(self.count)]
+        return ticks
 
 
 def prepare_items(device, items, uniform_slots) -> list:
@@ -127,10 +127,12 @@ class ProfileTable:
 
     rows: tuple[ProfileRow, ...]
     inside_passes: bool
+    span_us: float = 0.0  # first dispatch's start to last dispatch's end: GPU time of the whole recording
 
     def __str__(self) -> str:
         lines = [f"{'label':32} {'count':>6} {'total us':>10} {'mean us':>10}"]
         lines += [f"{r.label:32} {r.count:6d} {r.total_us:10.1f} {r.mean_us:10.2f}" for r in self.rows]
+        lines.append(f"{'span (first start to last end)':32} {'':6} {self.span_us:10.1f}")
         return "\n".join(lines)
 
 
@@ -146,7 +148,7 @@ class Recording:
         self.state = "open"
         self._want_profile = profile
         self._timestamps: Timestamps | None = None
-        self._durations: list[int] | None = None
+        self._ticks: tuple[int, ...] | None = None
         self._labels: list[str] = []
         self._thread = threading.get_ident()  # a recording belongs to the thread that made it
 
@@ -216,14 +218,15 @@ class Recording:
             raise RecordingError("this recording was not made with record(profile=True)")
         if self._timestamps is None:
             raise RecordingError(f"device {self.device.caps.adapter_name!r} has no timestamp-query feature")
-        if self._durations is None:
-            self._durations = self._timestamps.durations_ns()
+        if self._ticks is None:
+            self._ticks = self._timestamps.ticks_ns()
+        begins, ends = self._ticks[0::2], self._ticks[1::2]
         totals, counts = defaultdict(int), defaultdict(int)
-        for label, ns in zip(self._labels, self._durations):
-            totals[label] += ns
+        for label, begin, end in zip(self._labels, begins, ends):
+            totals[label] += max(0, end - begin)
             counts[label] += 1
         rows = tuple(ProfileRow(label, counts[label], totals[label] / 1000.0) for label in totals)
-        return ProfileTable(rows, self._timestamps.inside_passes)
+        return ProfileTable(rows, self._timestamps.inside_passes, max(0, max(ends) - min(begins)) / 1000.0)
 
     def __enter__(self):
         self._check_open()
