@@ -74,16 +74,16 @@ def _gpu_times_us(dev, call, reps: int, batches: int = 3) -> list[float] | None:
     """GPU time per call (µs), one value per batch: `reps` back-to-back calls in one recording, timed from
     the first dispatch's start to the last one's end (timestamp queries), divided by reps. This is how
     torch's CUDA events time its calls; a call submitted alone would leave the GPU idle (and its clocks
-    low) in between."""
+    low) in between. One batch more is run first and dropped: it ramps the GPU's clocks up."""
     if not dev.caps.has_timestamps:
         return None
     times = []
-    for _ in range(batches):
+    for _ in range(batches + 1):
         with dev.record(profile=True) as rec:
             for _ in range(reps):
                 call()
         times.append(rec.profile().span_us / reps)
-    return times
+    return times[1:]
 
 
 def _wall_us(dev, call, reps: int) -> float:
