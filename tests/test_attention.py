@@ -8,15 +8,19 @@ import pytest
 
 import wgraph as wg
 from attention_reference import tolerance_check
+from wgraph.ops.attention_planner import shader_const
+from wgraph.scheduler.registry import registry
 
-KINDS = {  # variant prefix -> (phase, max head dim)
+KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow the kernel's max_q_per_kv
     "prefill_tiled_large": ("prefill", 64),
     "prefill_tiled_small": ("prefill", 256),
     "prefill_streaming": ("prefill", 256),
     "decode": ("decode", 256),
     "decode_subgroup": ("decode", 256),
     "decode_chunked": ("decode", 256),
-    "decode_splitk": ("decode", 256),
+    "decode_splitk_g1": ("decode", 256),
+    "decode_splitk_g4": ("decode", 256),
+    "decode_splitk_g8": ("decode", 256),
     "prefill_flash_d64": ("prefill", 64),    # GPU-tuned: the planner skips them on lavapipe, so they are forced
     "prefill_flash_d128": ("prefill", 128),
     "prefill_flash_d256": ("prefill", 256),
@@ -49,9 +53,11 @@ def _cases():
     n = 0
     for kind, (phase, max_d) in KINDS.items():
         dims = [d for d in HEAD_DIMS if d <= max_d]
+        max_group = registry()[f"{kind}_f32"].limits.get("max_q_per_kv", 99)
+        heads = [(hq, hkv) for hq, hkv in HEADS if hq // hkv <= max_group]
         for name, opt in OPTIONS:
             dtype = DTYPES[n % 3]
-            hq, hkv = HEADS[n % len(HEADS)]
+            hq, hkv = heads[n % len(heads)]
             d = dims[n % len(dims)]
             n += 1
             cases.append(pytest.param(f"{kind}_{dtype}", phase, hq, hkv, d, dict(opt), id=f"{kind}_{dtype}-{name}-{hq}x{hkv}x{d}"))
@@ -84,10 +90,14 @@ def _run(dev, variant, q, k, v, opt):
     return out, ref
 
 
+def _skip_without_subgroups(dev, variant):
+    if "subgroup" in registry()[variant].features and not dev.caps.has_subgroups:
+        pytest.skip("device has no subgroups")
+
+
 @pytest.mark.parametrize("variant,phase,hq,hkv,d,opt", _cases())
 def test_attention_matches_reference(dev, variant, phase, hq, hkv, d, opt):
-    if ("subgroup" in variant or "splitk" in variant) and not dev.caps.has_subgroups:
-        pytest.skip("device has no subgroups")
+    _skip_without_subgroups(dev, variant)
     rng = np.random.default_rng(zlib.crc32(f"{variant}{d}{sorted(opt.items())}".encode()))
     S = 1 if phase == "decode" else max(opt.pop("S"), 2)
     opt.pop("S", None)
@@ -111,10 +121,9 @@ def test_fully_masked_rows_are_zero(dev, rng):
 
 @pytest.mark.parametrize("variant", ["prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16",
                                      "decode_f32", "decode_subgroup_f16", "decode_chunked_f16kv",
-                                     "decode_splitk_f16"])
+                                     "decode_splitk_g4_f16", "prefill_flash_d64_f16kv"])
 def test_recorded_equals_immediate_bytes(dev, rng, variant):
-    if ("subgroup" in variant or "splitk" in variant) and not dev.caps.has_subgroups:
-        pytest.skip("device has no subgroups")
+    _skip_without_subgroups(dev, variant)
     dtype = variant.rsplit("_", 1)[1]
     S = 1 if variant.startswith("decode") else 9
     q, k, v = _inputs(rng, dtype, S, 300, 4, 2, 64)
@@ -156,19 +165,17 @@ def test_default_plan_runs(dev, rng):
 
 
 def test_splitk_chunks_follow_gpu_kv_len_in_a_replayed_program(dev, rng):
-    # One compiled program (prepare -> indirect chunks -> combine) replayed for lengths that need 0 to 8
-    # chunks of 128 keys (at most min(1024 // (2 kv heads), 1100 / 128) = 9): the split follows kv_len.
-    if not dev.caps.has_subgroups:
-        pytest.skip("device has no subgroups")
+    # One compiled program (prepare -> indirect chunks -> combine) replayed for lengths that need 0 to 18
+    # chunks of 64 keys (num_chunks = min(SPLIT_TARGET 256 // 2 kv heads, ceil(1100 / 64)) = 18): the split follows kv_len.
     q, k, v = _inputs(rng, "f16kv", 1, 1100, 4, 2, 64)
     g = wg.Graph("splitk_decode")
     n = g.input("n", (1,), "u32")
     y = wg.ops.attention(g.const("q", q), g.const("k", k), g.const("v", v), kv_len=n, softcap=3.0,
-                         variant="decode_splitk_f16kv")
+                         variant="decode_splitk_g4_f16kv")
     g.output("y", y)
     prog = g.compile(dev)
     assert "indirect" in prog.explain()
-    for length in (0, 1, 128, 129, 700, 1100):
+    for length in (0, 1, 64, 65, 700, 1100):
         before = dev.stats.snapshot()
         out = prog.run(n=length)["y"]
         delta = dev.stats.since(before)
@@ -182,15 +189,49 @@ def test_splitk_chunks_follow_gpu_kv_len_in_a_replayed_program(dev, rng):
 
 
 @pytest.mark.parametrize("dtype,gpu_len", [("f32", False), ("f16kv", True)])
-def test_splitk_chunks_of_several_tiles(dev, rng, dtype, gpu_len):
-    # 64 kv heads: at most 1024 // 64 = 16 chunks, so 2990 keys make 12 chunks of 256 (two 128-key tiles each,
-    # the last one partial). The H200 found a bug here that one-tile chunks (every other case) hid.
-    if not dev.caps.has_subgroups:
-        pytest.skip("device has no subgroups")
+def test_splitk_chunks_of_several_steps(dev, rng, dtype, gpu_len):
+    # 64 kv heads: at most SPLIT_TARGET 512 // 64 = 8 chunks, so 2990 keys make 8 chunks of 384 (six 64-key
+    # steps each, the last one partial). The H200 found a bug here that one-step chunks hid.
     q, k, v = _inputs(rng, dtype, 1, 3000, 64, 64, 32)
     kv = dev.tensor(np.array([2990], np.uint32)) if gpu_len else 2990
     plan = wg.ops.attention_plan(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0)
-    assert plan.variant == f"decode_splitk_{dtype}" and plan.num_chunks == 16
+    assert plan.variant == f"decode_splitk_g1_{dtype}" and plan.num_chunks == 8
     got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=2990, softcap=5.0)
+    assert ok, (err, bound)
+
+
+def _splitk_for_group(group):
+    """The split-K kernel the planner should pick for a head group, from the kernels' declared limits: the
+    first of g1, g4, g8 whose max_q_per_kv admits the group."""
+    for g in (1, 4, 8):
+        if group <= registry()[f"decode_splitk_g{g}_f16"].limits.get("max_q_per_kv", group):
+            return f"decode_splitk_g{g}"
+
+
+@pytest.mark.parametrize("hq,hkv", [(3, 1), (5, 1), (16, 1), (12, 4), (16, 2)])
+def test_splitk_head_groups(dev, rng, hq, hkv):
+    # Groups that leave a head block partial (3 of 4, 5 of 8) or need several blocks (16 = 2 x 8).
+    q, k, v = _inputs(rng, "f16", 1, 200, hq, hkv, 64)
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    plan = wg.ops.attention_plan(Q, K, V, kv_len=190)
+    assert plan.variant == _splitk_for_group(hq // hkv) + "_f16"
+    g_tile = int(plan.variant.split("_g")[1].split("_")[0])
+    assert plan.workgroups[1:] == (hkv, -(-(hq // hkv) // g_tile))
+    got = wg.ops.attention(Q, K, V, kv_len=190).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16, kv_len=190)
+    assert ok, (err, bound)
+
+
+def test_splitk_long_cache_is_split_within_chunk_max(dev, rng):
+    # 8 kv heads x 1 block aim at SPLIT_TARGET 512 // 8 = 64 chunks; 16500 keys in 64 chunks would be 258
+    # keys each, more than g8's scores buffer holds, so the planner raises num_chunks until every chunk fits.
+    q, k, v = _inputs(rng, "f16", 1, 16500, 64, 8, 8)
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    plan = wg.ops.attention_plan(Q, K, V)
+    assert plan.variant == "decode_splitk_g8_f16"
+    cmax = shader_const(registry()["decode_splitk_g8_f16"], "CHUNK_MAX")
+    assert plan.num_chunks == -(-16500 // cmax) > 64
+    got = wg.ops.attention(Q, K, V).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16)
     assert ok, (err, bound)

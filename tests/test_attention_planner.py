@@ -11,23 +11,28 @@ from wgraph.device import Caps
 from wgraph.ops.attention_planner import PlanFacts, plan
 
 
+# Workgroup memory of split-K g1 (one q head per kv head, as in GRID) by dtype, from the shader's arrays.
+SPLITK_G1_BYTES = {"f32": 8456, "f16": 8328, "f16kv": 8328}
+
+
 def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
     """Written out by hand from the kernels' declared limits (max head dims 64/256/512, workgroup memory
-    20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: subgroups, head_dim % 8 == 0 and <= 256,
-    2060 bytes; flash prefill on GPUs only: head-dim classes 64 / 128 / 256 needing 24576 / 24576 / 20480
-    bytes)."""
+    20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: head_dim % 8 == 0 and <= 256, SPLITK_G1_BYTES,
+    no subgroups needed; flash prefill on GPUs with subgroups only: head-dim classes 64 / 128 / 256 needing
+    8192 / 8192 / 16384 bytes (f16: 6144 / 6144 / 12288))."""
     if dtype != "f32" and not f16:
         return None
     if phase == "decode":
-        if subgroups and d % 8 == 0 and d <= 256 and mem >= 2060:
-            return f"decode_splitk_{dtype}"
+        if d % 8 == 0 and d <= 256 and mem >= SPLITK_G1_BYTES[dtype]:
+            return f"decode_splitk_g1_{dtype}"
         if span >= 1024 and d <= 512:
             return f"decode_chunked_{dtype}"
         if subgroups and d <= 256:
             return f"decode_subgroup_{dtype}"
         return f"decode_{dtype}" if d <= 512 else None
-    if not cpu:
-        for cls, need in ((64, 24576), (128, 24576), (256, 20480)):
+    if not cpu and subgroups and d % 4 == 0:
+        for cls, need in ((64, 8192), (128, 8192), (256, 16384)):
+            need = need * 3 // 4 if dtype == "f16" else need
             if d <= cls and mem >= need:
                 return f"prefill_flash_d{cls}_{dtype}"
     if d <= 64 and mem >= 20480:
@@ -65,31 +70,81 @@ def test_plan_table_rows():
     assert "GPU-tuned" in dict(p.rejected)["prefill_flash_d64_f32"]
     p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), cpu)
     assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (13, 8, 1))
-    # flash: 128 queries per workgroup for head dims up to 64, 64 up to 128, 32 up to 256
+    # flash: 128 queries per workgroup for head dims up to 64, 64 above
     p = plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg)
     assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d128_f32", "flash", (64, 32, 1))
     assert dict(p.rejected)["prefill_flash_d64_f32"] == "takes head_dim <= 64; got 128"
     p = plan(PlanFacts("prefill", "f16kv", 300, 8, 64, 300), sg)
     assert (p.variant, p.workgroups) == ("prefill_flash_d64_f16kv", (3, 8, 1))
     p = plan(PlanFacts("prefill", "f16", 33, 4, 256, 33), sg)
-    assert (p.variant, p.workgroups) == ("prefill_flash_d256_f16", (2, 4, 1))
-    p = plan(PlanFacts("decode", "f16kv", 1, 8, 128, 2000), Caps.synthetic(has_f16=True))
+    assert (p.variant, p.workgroups) == ("prefill_flash_d256_f16", (1, 4, 1))
+    p = plan(PlanFacts("decode", "f16kv", 1, 8, 100, 2000), Caps.synthetic(has_f16=True))
     assert (p.variant, p.num_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
                                                             ("decode_chunked_combine_f16kv", (1, 8, 1)))
-    # split-K: 1024 workgroups wanted over (chunks, kv heads, blocks of G_TILE = 1 q head); chunks are whole
-    # 128-key tiles
+    # split-K: SPLIT_TARGET workgroups wanted (g1, g8: 512; g4: 256) over (chunks, kv heads, blocks of G_TILE
+    # q heads); chunks are whole 64-key steps of at most CHUNK_MAX keys. Group 4 -> g4, one block;
+    # 256 // 8 = 32 chunks wanted, raised to 32768 / CHUNK_MAX 512 = 64 chunks of 512.
     p = plan(PlanFacts("decode", "f16kv", 1, 32, 128, 32768, num_kv_heads=8), sg)
-    assert (p.variant, p.tier, p.workgroups, p.num_chunks) == ("decode_splitk_f16kv", "splitk", (32, 8, 4), 32)
+    assert (p.variant, p.tier, p.workgroups, p.num_chunks) == ("decode_splitk_g4_f16kv", "splitk", (64, 8, 1), 64)
     assert p.dispatches[1] == ("decode_splitk_combine_f32", (1, 32, 1))
+    # group 16 -> g8 in two blocks: 512 // 8 = 64 chunks wanted, but 1000 keys make only 16 steps
     p = plan(PlanFacts("decode", "f16", 1, 64, 128, 1000, num_kv_heads=4), sg)
-    assert (p.workgroups, p.num_chunks) == ((8, 4, 16), 8)
+    assert (p.variant, p.workgroups, p.num_chunks) == ("decode_splitk_g8_f16", (16, 4, 2), 16)
+    # group 1 -> g1: 512 // 32 = 16 chunks wanted; 5000 / 16 = 313 keys, rounded up to 320: 16 chunks
     p = plan(PlanFacts("decode", "f32", 1, 32, 128, 5000, num_kv_heads=32), sg)
-    assert (p.workgroups, p.num_chunks) == ((20, 32, 1), 32)    # chunks of 256 keys: 20 of them
+    assert (p.variant, p.workgroups, p.num_chunks) == ("decode_splitk_g1_f32", (16, 32, 1), 16)
+    p = plan(PlanFacts("decode", "f32", 1, 32, 128, 4500, num_kv_heads=32), sg)   # 282 -> 320 keys: 15 chunks
+    assert (p.workgroups, p.num_chunks) == ((15, 32, 1), 16)
     p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), sg)
-    assert p.variant == "decode_subgroup_f32" and "multiple of 8" in dict(p.rejected)["decode_splitk_f32"]
-    p = plan(PlanFacts("decode", "f32", 1, 8, 64, 100), Caps.synthetic())
+    assert p.variant == "decode_subgroup_f32" and "multiple of 8" in dict(p.rejected)["decode_splitk_g1_f32"]
+    p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), Caps.synthetic())
     assert (p.variant, p.workgroups) == ("decode_f32", (1, 8, 1))
     assert "subgroup" in dict(p.rejected)["decode_subgroup_f32"]
+
+
+@pytest.mark.parametrize("group,want", [(1, "g1"), (2, "g4"), (4, "g4"), (5, "g8"), (8, "g8"), (16, "g8")])
+def test_splitk_block_size_follows_the_head_group(group, want):
+    # the first split-K kernel whose max_q_per_kv (g1: 1, g4: 4, g8: any) admits the group; the others say why
+    caps = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
+    p = plan(PlanFacts("decode", "f16", 1, 4 * group, 64, 4096, num_kv_heads=4), caps)
+    assert p.variant == f"decode_splitk_{want}_f16"
+    g_tile = int(want[1:])
+    assert p.workgroups[1:] == (4, -(-group // g_tile))
+    if want != "g1":
+        assert f"serves at most 1 q heads per kv head; the call has {group}" in dict(p.rejected)["decode_splitk_g1_f16"]
+
+
+def test_forced_splitk_block_rejects_a_larger_group():
+    caps = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
+    with pytest.raises(wg.LimitError, match=r"serves at most 4 q heads per kv head; the call has 8 \(32/4\)"):
+        plan(PlanFacts("decode", "f16", 1, 32, 128, 4096, num_kv_heads=4), caps, "decode_splitk_g4_f16")
+
+
+def test_splitk_chunks_never_exceed_chunk_max():
+    # 64 kv heads leave 512 // 64 = 8 chunks; 40000 keys in 8 chunks would be 5000 keys each, so the count
+    # is raised to ceil(40000 / CHUNK_MAX = 1024) = 40 chunks of 1024 (40 * 1024 >= 40000)
+    caps = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
+    p = plan(PlanFacts("decode", "f16", 1, 64, 128, 40000, num_kv_heads=64), caps)
+    assert (p.variant, p.num_chunks, p.workgroups) == ("decode_splitk_g1_f16", 40, (40, 64, 1))
+
+
+def test_splitk_companions_must_agree(tmp_path):
+    # a prepare that splits with another SPLIT_TARGET than its main kernel would index the wrong chunks
+    import shutil
+    from wgraph.errors import RegistryError
+    from wgraph.ops.attention_planner import check_splitk_companions
+    from wgraph.scheduler.registry import SHADER_DIR, load_registry
+
+    shutil.copytree(SHADER_DIR, tmp_path / "s")
+    toml = tmp_path / "s" / "registry.toml"
+    text = toml.read_text()
+    head, tail = text.split("[variants.decode_splitk_prepare_g4]", 1)
+    toml.write_text(head + "[variants.decode_splitk_prepare_g4]" + tail.replace('SPLIT_TARGET = "256"', 'SPLIT_TARGET = "128"', 1))
+    reg = load_registry(toml, tmp_path / "s")
+    check_splitk_companions(reg["decode_splitk_g1_f16"], reg)
+    with pytest.raises(RegistryError, match="decode_splitk_g4_f16 has SPLIT_TARGET 256 but its prepare "
+                                            "decode_splitk_prepare_g4 has 128"):
+        check_splitk_companions(reg["decode_splitk_g4_f16"], reg)
 
 
 def test_forced_variant_is_validated_not_replaced():

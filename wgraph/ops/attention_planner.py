@@ -4,9 +4,11 @@ their shaders, never retyped here."""
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
-from wgraph.errors import LimitError, PlanError, UnsupportedError
+from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
 from wgraph.ops.core import ceil_div
 from wgraph.scheduler import wgsl
 from wgraph.scheduler.registry import Kernel, kernels_for, registry
@@ -45,12 +47,13 @@ class Rule:
 # First match wins. A decode call only meets decode rules, and the last decode rule's kernel needs no
 # feature beyond the dtype's, so every device that can hold the dtype gets a decode kernel.
 RULES: tuple[Rule, ...] = (
-    Rule("decode", "splitk", "decode with subgroups: split-K over kv chunks, one workgroup per kv head group "
-         "and chunk, vec4 K/V loads, then a combine pass"),
+    Rule("decode", "splitk", "decode: split-K over kv chunks, one workgroup per (chunk, kv head) serving its q "
+         "heads, coalesced 16-byte K/V loads, then a combine pass"),
     Rule("decode", "chunked", "decode over a long kv: kv split into chunks across workgroups", min_chunks=4),
     Rule("decode", "subgroup", "decode with subgroups: lanes split the head dim, one subgroupAdd per key"),
     Rule("decode", "streaming", "decode without subgroups: threads split the keys, tree reductions"),
-    Rule("prefill", "flash", "prefill on a GPU: flash kernel, q and output in registers, unrolled vec4 FMAs"),
+    Rule("prefill", "flash", "prefill on a GPU with subgroups: flash kernel, q and output in registers, K/V "
+         "tiles in workgroup memory, q.k summed across a query's lanes by subgroup shuffles, causal tiles skipped"),
     Rule("prefill", "tiled_large", "prefill with a small head dim: large query tile"),
     Rule("prefill", "tiled_small", "prefill: small query tile, head dims up to the small tile's limit"),
     Rule("prefill", "streaming", "prefill fallback: one workgroup per query, under 1 KB workgroup memory"),
@@ -110,6 +113,10 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
         return UnsupportedError, f"needs features {missing}, which {caps.adapter_name!r} lacks"
     if facts.head_dim > k.limits["max_head_dim"]:
         return LimitError, f"takes head_dim <= {k.limits['max_head_dim']}; got {facts.head_dim}"
+    group = facts.num_heads // (facts.num_kv_heads or facts.num_heads)
+    if group > k.limits.get("max_q_per_kv", group):
+        return LimitError, (f"serves at most {k.limits['max_q_per_kv']} q heads per kv head; the call has "
+                            f"{group} ({facts.num_heads}/{facts.num_kv_heads})")
     if k.workgroup_memory > caps.max_workgroup_storage:
         return LimitError, (f"needs {k.workgroup_memory} bytes of workgroup memory; the device has "
                             f"{caps.max_workgroup_storage}")
@@ -126,14 +133,38 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
     return None
 
 
+# The split-K consts a main kernel shares with its prepare (all) and its combine (the chunk count only).
+_SPLITK_SHARED = {"prepare": ("CHUNK_STEP", "G_TILE", "SPLIT_TARGET"), "combine": ("CHUNK_STEP",)}
+
+
+def check_splitk_companions(k: Kernel, reg) -> None:
+    """A split-K kernel's prepare and combine derive the chunk count from kv_len as it does: the consts they
+    share must agree, or the combine merges the wrong chunks. RegistryError naming both otherwise."""
+    for role, consts in _SPLITK_SHARED.items():
+        other = reg.get(k.facts.get(role, ""))
+        if other is None:
+            raise RegistryError(f"split-K kernel {k.name}: its {role} {k.facts.get(role)!r} is not in the registry")
+        for c in consts:
+            if shader_const(k, c) != shader_const(other, c):
+                raise RegistryError(f"split-K kernel {k.name} has {c} {shader_const(k, c)} but its {role} "
+                                    f"{other.name} has {shader_const(other, c)}")
+
+
+@functools.cache
+def _checked_splitk(name: str) -> None:   # once per kernel: planning runs on every immediate call
+    check_splitk_companions(registry()[name], registry())
+
+
 def splitk_chunks(k: Kernel, facts: PlanFacts) -> tuple[int, int, int]:
     """(chunks, most chunks, head blocks) of a split-K decode over kv_span visible keys; mirrors
-    attention_decode_splitk_common.wgsl, which derives the same count on the GPU from kv_len."""
-    tile, g_tile, target = (shader_const(k, n) for n in ("TILE_KEYS", "G_TILE", "SPLIT_TARGET"))
+    attention_decode_splitk_common.wgsl, which derives the same count on the GPU from kv_len. `most` (the
+    uniform num_chunks, which sizes the partial buffers) aims at SPLIT_TARGET workgroups and is raised where
+    needed so that no chunk holds more than CHUNK_MAX keys."""
+    step, cap, g_tile, target = (shader_const(k, n) for n in ("CHUNK_STEP", "CHUNK_MAX", "G_TILE", "SPLIT_TARGET"))
     hkv = facts.num_kv_heads or facts.num_heads
     blocks = ceil_div(facts.num_heads // hkv, g_tile)
-    most = max(1, min(max(1, target // (hkv * blocks)), ceil_div(facts.kv_span, tile)))
-    chunk = max(tile, ceil_div(ceil_div(facts.kv_span, most), tile) * tile)
+    most = max(1, min(max(1, target // (hkv * blocks)), ceil_div(facts.kv_span, step)), ceil_div(facts.kv_span, cap))
+    chunk = max(step, ceil_div(ceil_div(facts.kv_span, most), step) * step)
     return ceil_div(facts.kv_span, chunk), most, blocks
 
 
@@ -151,9 +182,10 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         wg = (n, H, S)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, S))), n, chunk
     if grid == "splitk":
+        _checked_splitk(k.name)
         n, most, blocks = splitk_chunks(k, facts)
         wg = (n, facts.num_kv_heads or H, blocks)
-        return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "TILE_KEYS")
+        return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
     raise PlanError(f"kernel {k.name} has unknown grid {grid!r}")
 
 
