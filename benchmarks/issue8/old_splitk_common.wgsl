@@ -1,0 +1,37 @@
+// Shared by the split-K decode kernels (prepare, main, combine): how the visible keys of the one query are
+// split into chunks. The split is a function of the visible span and the uniform num_chunks (the most
+// chunks the partial buffers hold), so the prepare kernel, the main kernel and the combine kernel derive
+// the same chunk count from a kv_len read on the GPU; attention_planner.splitk_chunks mirrors it for an
+// int kv_len. Needs attention_params.wgsl first and the defines TILE_KEYS, G_TILE, SPLIT_TARGET.
+@group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
+@group(0) @binding(5) var<storage, read> page_table: array<u32>;
+//!include attention_kv_layout.wgsl
+
+const TILE_KEYS: u32 = {{TILE_KEYS}}u;     // keys per tile of the main kernel (one per thread); chunks are multiples
+const G_TILE: u32 = {{G_TILE}}u;           // q heads of one kv head a workgroup serves at once
+const SPLIT_TARGET: u32 = {{SPLIT_TARGET}}u; // workgroups the planner aims for (chunks x kv heads x head blocks)
+// sweep A/B only: the current planner reads these; with no cap its split formula is the old one
+const CHUNK_STEP: u32 = TILE_KEYS;
+const CHUNK_MAX: u32 = 1073741824u;
+
+// Workgroups along z: blocks of G_TILE q heads per kv head.
+fn head_blocks() -> u32 {
+    let group = params.num_heads / params.num_kv_heads;
+    return (group + G_TILE - 1u) / G_TILE;
+}
+
+// The visible keys [lo, hi) of the decode query (seq_len 1).
+fn splitk_range(kv_len: u32) -> vec2<u32> {
+    return key_range(query_pos(0u, kv_len), kv_len);
+}
+
+// Keys per chunk: the fewest whole tiles that split `span` into at most num_chunks chunks.
+fn splitk_chunk(span: u32) -> u32 {
+    let per = (span + params.num_chunks - 1u) / params.num_chunks;
+    return max(TILE_KEYS, (per + TILE_KEYS - 1u) / TILE_KEYS * TILE_KEYS);
+}
+
+fn splitk_count(span: u32) -> u32 {
+    let chunk = splitk_chunk(span);
+    return (span + chunk - 1u) / chunk;
+}
