@@ -8,6 +8,7 @@ import pytest
 
 import wgraph as wg
 from attention_reference import tolerance_check
+from kernel_support import lacks_subgroups
 from wgraph.ops.attention_planner import shader_const
 from wgraph.scheduler.registry import registry
 
@@ -91,7 +92,7 @@ def _run(dev, variant, q, k, v, opt):
 
 
 def _skip_without_subgroups(dev, variant):
-    if "subgroup" in registry()[variant].features and not dev.caps.has_subgroups:
+    if lacks_subgroups(dev, variant):
         pytest.skip("device has no subgroups")
 
 

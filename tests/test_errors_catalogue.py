@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from kernel_support import lacks_subgroups
 from wgraph.errors import (AliasingError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
                            ShapeError)
 from wgraph.graph import GraphError
@@ -288,7 +289,7 @@ def test_no_queries_gives_an_empty_output_without_gpu_work(dev):
 
 @pytest.mark.parametrize("variant", PREFILL + DECODE)
 def test_zero_length_kv_gives_zeros(dev, rng, variant):
-    if "subgroup" in variant and not dev.caps.has_subgroups:
+    if lacks_subgroups(dev, variant):
         pytest.skip("no subgroups")
     dtype = variant.rsplit("_", 1)[1]
     S = 1 if variant.startswith("decode") else 5
@@ -307,7 +308,7 @@ def test_zero_length_kv_gives_zeros(dev, rng, variant):
 def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where):
     """NaN in q[i, h] -> out[i, h] NaN; NaN in k/v row j, kv head g -> NaN exactly in the (query, q head)
     rows that see key j through head g (causal mask, GQA); every other row matches the reference."""
-    if "subgroup" in variant and not dev.caps.has_subgroups:
+    if lacks_subgroups(dev, variant):
         pytest.skip("no subgroups")
     dtype = variant.rsplit("_", 1)[1]
     S, L = (1, 300) if variant.startswith("decode") else (6, 40)
