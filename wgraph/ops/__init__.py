@@ -2,6 +2,7 @@
 
 from wgraph.ops.attention import AttentionParams, KernelPath, attention, attention_plan, kernel_path
 from wgraph.ops.attention_planner import KernelPlan
+from wgraph.ops.attention_batched import attention_kvcache, attention_varlen, seqlens_advance
 from wgraph.ops.elementwise import add, scale
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
 from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
@@ -10,8 +11,8 @@ from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = [
-    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_plan",
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_kvcache", "attention_plan", "attention_varlen",
     "bdpa_attention", "bdpa_decompose", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize",
-    "kv_quantize", "linear", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "tiered_attention",
+    "kv_quantize", "linear", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "seqlens_advance", "tiered_attention",
     "tiered_quant_attention",
 ]
