@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from wgraph.errors import LimitError, ShapeError
-from wgraph.ops.attention import call_dtype
+from wgraph.ops.attention import call_dtype, window_of
 from wgraph.ops.attention_planner import shader_const
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, kernels_for, select_variant
@@ -39,22 +39,6 @@ class BatchedParams:
     scale: float | None = None
     page_size: int = 0
     seqlen_add: int = 0
-
-
-def window_of(window, sliding_window: int = 0) -> tuple[int, int]:
-    """FlashAttention's window_size (left, right), -1 unbounded, checked; `sliding_window` w > 0 is the
-    left-only shorthand (-1 + w, -1) of wg.ops.attention."""
-    if isinstance(window, (int, np.integer)) or len(tuple(window)) != 2:
-        raise ShapeError(f"attention: window must be a pair (left, right), got {window!r}")
-    left, right = (int(x) for x in window)
-    if min(left, right) < -1:
-        raise ShapeError(f"attention: window {window!r}: each side is -1 (unbounded) or >= 0")
-    if sliding_window:
-        if left != -1 and left != sliding_window - 1:
-            raise ShapeError(f"attention: sliding_window={sliding_window} means window left {sliding_window - 1}, "
-                             f"but window={window!r}; give one of them")
-        left = sliding_window - 1
-    return left, right
 
 
 def _spec3(name: str, s: TensorSpec | None, dims: int) -> tuple:

@@ -20,6 +20,8 @@ struct AttnParams {
     kv_rows: u32,             // rows the k/v buffers hold
     num_chunks: u32,          // chunked decode only: kv chunks per head
     chunk_size: u32,          // chunked decode only: keys per chunk
+    window_right: i32,        // -1: off; else key masked when key_pos > query_pos + window_right
+    write_lse: u32,           // 1: the kernel that writes out also writes lse [Hq, S] (log-sum-exp per row)
 }
 
 @group(0) @binding(0) var<uniform> params: AttnParams;
@@ -55,6 +57,9 @@ fn key_range(qpos: i32, kv_len: u32) -> vec2<u32> {
     if (params.sliding_window != 0u) {
         lo = max(lo, rel - i32(params.sliding_window) + 1);
     }
+    if (params.window_right >= 0) {
+        hi = min(hi, rel + params.window_right + 1);
+    }
     if (params.kv_layout == 1u) {
         // Ring: only the last kv_rows keys are still stored; older ones count as masked.
         lo = max(lo, i32(kv_len) - i32(params.kv_rows));
@@ -74,6 +79,19 @@ fn transform_score(dot_qk: f32) -> f32 {
         s = params.softcap * tanh_safe(s / params.softcap);
     }
     return s;
+}
+
+// The natural-log log-sum-exp of a row from its softmax state (max m, sum l of exp(s - m)): -inf for a row
+// that sees no key (WGSL has no infinite literal; the uniform keeps it out of constant evaluation), NaN in
+// NaN out.
+fn lse_of(m: f32, l: f32) -> f32 {
+    if (is_nan_f32(m) || is_nan_f32(l)) {
+        return select(l, m, is_nan_f32(m));
+    }
+    if (l > 0.0) {
+        return m + log(l);
+    }
+    return bitcast<f32>(0xff800000u | (params.write_lse & 0u));
 }
 
 fn kv_head_of(h: u32) -> u32 {

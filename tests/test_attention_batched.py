@@ -1,0 +1,263 @@
+"""Batched attention (attention_varlen, attention_kvcache, seqlens_advance) and window / lse on
+wg.ops.attention, against a float64 per-sequence reference with FlashAttention's rule (window_reference.py)."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from kernel_support import lacks_subgroups
+from window_reference import check
+from wgraph.errors import LimitError, ShapeError
+
+NP = {"f32": (np.float32, np.float32, np.float32), "f16": (np.float16, np.float16, np.float16),
+      "f16kv": (np.float32, np.float16, np.float32)}   # q, kv, out
+
+
+def _cu(lengths):
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint32)
+
+
+# (dtype, q lengths, k lengths, Hq, Hkv, D, causal, window, softcap): B in {1, 3, 8}, ragged with 0 and 1,
+# MHA / GQA / MQA, windows both sides, the d256 kernel class (D 160).
+VARLEN = [
+    ("f32", [6], [6], 4, 2, 32, True, (-1, -1), 0.0),
+    ("f16", [3, 0, 1], [7, 2, 1], 4, 1, 32, True, (2, -1), 0.0),
+    ("f16kv", [1, 4, 0, 2, 3, 1, 5, 2], [3, 4, 1, 9, 3, 0, 5, 6], 2, 2, 16, False, (1, 2), 2.5),
+    ("f32", [5, 2, 7], [5, 9, 3], 8, 2, 160, True, (-1, -1), 4.0),
+    ("f16", [4, 1, 6], [9, 1, 6], 2, 1, 64, False, (-1, 0), 0.0),
+]
+
+
+@pytest.mark.parametrize("case", VARLEN, ids=lambda c: f"{c[0]}-B{len(c[1])}-{c[3]}x{c[4]}x{c[5]}")
+def test_varlen_matches_reference(dev, rng, case):
+    dtype, lq, lk, hq, hkv, d, causal, window, softcap = case
+    qt, kt, ot = NP[dtype]
+    cq, ck = _cu(lq), _cu(lk)
+    q = rng.standard_normal((cq[-1], hq, d)).astype(qt)
+    k = rng.standard_normal((ck[-1], hkv, d)).astype(kt)
+    v = rng.standard_normal((ck[-1], hkv, d)).astype(kt)
+    out, lse = wg.ops.attention_varlen(dev.tensor(q), dev.tensor(k), dev.tensor(v), cq, dev.tensor(ck),
+                                       max_seqlen_q=max(lq), max_seqlen_k=max(lk), causal=causal, window=window,
+                                       softcap=softcap, return_lse=True)
+    out, lse = out.numpy(), lse.numpy()
+    assert out.shape == q.shape and lse.shape == (hq, cq[-1])
+    for b in range(len(lq)):
+        qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+        msg = check(out[qs], lse[:, qs], q[qs], k[ks], v[ks], out_dtype=ot, causal=causal, window=window,
+                    softcap=softcap)
+        assert msg is None, f"sequence {b}: {msg}"
+
+
+def _paged(rng, caches, page_size, spare=2):
+    """Caches [B, cap, Hkv, D] spread over a pool of pages in a permuted order (plus unused pages)."""
+    B, cap = caches[0].shape[:2]
+    per = cap // page_size
+    pages = B * per + spare
+    order = rng.permutation(pages)[: B * per].reshape(B, per).astype(np.uint32)
+    pools = []
+    for c in caches:
+        pool = rng.standard_normal((pages * page_size,) + c.shape[2:]).astype(c.dtype)
+        for b in range(B):
+            for i in range(per):
+                pool[order[b, i] * page_size:(order[b, i] + 1) * page_size] = c[b, i * page_size:(i + 1) * page_size]
+        pools.append(pool)
+    return pools, order
+
+
+# (dtype, cache_seqlens, new rows, Sq, Hq, Hkv, D, page_size or 0, window, softcap, GPU cache_seqlens)
+KVCACHE = [
+    ("f32", [5, 0, 70], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, False),
+    ("f16", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 4, 1, 64, 16, (8, -1), 0.0, True),
+    ("f16kv", [150], 0, 1, 2, 2, 16, 0, (-1, -1), 3.0, True),
+    ("f32", [4, 0, 20], 3, 3, 4, 2, 32, 8, (-1, -1), 0.0, False),
+    ("f16", [30, 6, 0], 2, 2, 2, 2, 16, 0, (3, -1), 0.0, True),
+]
+
+
+@pytest.mark.parametrize("case", KVCACHE, ids=lambda c: f"{c[0]}-B{len(c[1])}-new{c[2]}-sq{c[3]}-paged{c[7]}")
+def test_kvcache_matches_reference(dev, rng, case):
+    dtype, lens, n_new, sq, hq, hkv, d, page_size, window, softcap, gpu_lens = case
+    qt, kt, ot = NP[dtype]
+    B, cap = len(lens), 80
+    kc = rng.standard_normal((B, cap, hkv, d)).astype(kt)
+    vc = rng.standard_normal((B, cap, hkv, d)).astype(kt)
+    q = rng.standard_normal((B, sq, hq, d)).astype(qt)
+    kn = rng.standard_normal((B, n_new, hkv, d)).astype(kt)
+    vn = rng.standard_normal((B, n_new, hkv, d)).astype(kt)
+    kw = {}
+    if page_size:
+        (kp, vp), table = _paged(rng, (kc, vc), page_size)
+        K, V = dev.tensor(kp), dev.tensor(vp)
+        kw = dict(block_table=table, page_size=page_size)
+    else:
+        K, V = dev.tensor(kc), dev.tensor(vc)
+    if n_new:
+        kw.update(k_new=dev.tensor(kn), v_new=dev.tensor(vn))
+    seqlens = dev.tensor(np.array(lens, np.uint32)) if gpu_lens else lens
+    out, lse = wg.ops.attention_kvcache(dev.tensor(q), K, V, cache_seqlens=seqlens, causal=True, window=window,
+                                        softcap=softcap, return_lse=True, **kw)
+    out, lse = out.numpy(), lse.numpy().reshape(hq, B, sq)
+    for b in range(B):
+        n = lens[b] + n_new
+        kb = np.concatenate([kc[b, :lens[b]], kn[b]])
+        vb = np.concatenate([vc[b, :lens[b]], vn[b]])
+        msg = check(out[b], lse[:, b], q[b], kb, vb, out_dtype=ot, causal=True, window=window, softcap=softcap)
+        assert msg is None, f"sequence {b} ({n} keys): {msg}"
+    if n_new:                                    # the new rows landed at cache_seqlens[b] in the cache
+        cache = K.numpy()
+        for b in range(B):
+            for r in range(n_new):
+                pos = lens[b] + r
+                row = (table[b, pos // page_size] * page_size + pos % page_size) if page_size else b * cap + pos
+                assert np.array_equal(cache.reshape(-1, hkv, d)[row], kn[b, r]), (b, r)
+
+
+@pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",
+                                     "decode_f32", "decode_subgroup_f16kv", "decode_chunked_f32",
+                                     "decode_splitk_g4_f16"])
+def test_attention_window_and_lse(dev, rng, variant):
+    """window (left, right) without causal, and lse, on every kernel family of wg.ops.attention."""
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
+    dtype = variant.rsplit("_", 1)[1]
+    qt, kt, ot = NP[dtype]
+    S = 1 if variant.startswith("decode") else 9
+    L = 300 if "chunked" in variant else 40
+    window = (5, 3) if S > 1 else (20, -1)
+    q = rng.standard_normal((S, 4, 32)).astype(qt)
+    k = rng.standard_normal((L, 2, 32)).astype(kt)
+    v = rng.standard_normal((L, 2, 32)).astype(kt)
+    out, lse = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=False, window=window,
+                                return_lse=True, variant=variant)
+    msg = check(out.numpy(), lse.numpy(), q, k, v, out_dtype=ot, causal=False, window=window)
+    assert msg is None, f"{variant}: {msg}"
+
+
+def test_sliding_window_is_left_window(dev, rng):
+    q = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    k = rng.standard_normal((10, 2, 16)).astype(np.float32)
+    Q, K = dev.tensor(q), dev.tensor(k)
+    a = wg.ops.attention(Q, K, K, causal=True, sliding_window=4).numpy()
+    b = wg.ops.attention(Q, K, K, causal=True, window=(3, -1)).numpy()
+    assert a.tobytes() == b.tobytes()
+    with pytest.raises(ShapeError, match="sliding_window=4 means window left 3"):
+        wg.ops.attention(Q, K, K, causal=True, sliding_window=4, window=(2, -1))
+
+
+def test_lse_merges_partial_attention(dev, rng):
+    """Attention over keys [0, 40) equals the lse-weighted merge of attention over [0, 25) and [25, 40)."""
+    q = rng.standard_normal((1, 4, 32)).astype(np.float32)
+    k = rng.standard_normal((40, 2, 32)).astype(np.float32)
+    v = rng.standard_normal((40, 2, 32)).astype(np.float32)
+    Q = dev.tensor(q)
+    parts = [wg.ops.attention(Q, dev.tensor(k[s]), dev.tensor(v[s]), causal=False, return_lse=True)
+             for s in (slice(0, 25), slice(25, 40))]
+    (o1, l1), (o2, l2) = [(o.numpy().astype(np.float64), lse.numpy().astype(np.float64).T[..., None])
+                          for o, lse in parts]
+    m = np.maximum(l1, l2)
+    merged = (o1 * np.exp(l1 - m) + o2 * np.exp(l2 - m)) / (np.exp(l1 - m) + np.exp(l2 - m))
+    whole = wg.ops.attention(Q, dev.tensor(k), dev.tensor(v), causal=False).numpy()
+    assert np.abs(merged - whole).max() < 1e-5
+
+
+def _decode_step_inputs(rng, B, hq, hkv, d):
+    return (rng.standard_normal((B, 1, hq, d)).astype(np.float32),
+            rng.standard_normal((B, 1, hkv, d)).astype(np.float32),
+            rng.standard_normal((B, 1, hkv, d)).astype(np.float32))
+
+
+def test_compiled_decode_step_replays_like_immediate_steps(dev, rng):
+    """One compiled batched decode step (append, attend, advance cache_seqlens on the GPU) replayed for 32 tokens
+    gives the bytes of 32 immediate steps."""
+    B, cap, hq, hkv, d, steps = 3, 48, 4, 2, 16, 32
+    lens0 = np.array([0, 5, 11], np.uint32)
+    g = wg.Graph("batched_decode")
+    gq, gk, gv = g.input("q", (B, 1, hq, d)), g.input("k", (B, 1, hkv, d)), g.input("v", (B, 1, hkv, d))
+    kc, vc = g.state("k_cache", (B, cap, hkv, d)), g.state("v_cache", (B, cap, hkv, d))
+    glens = g.state("seqlens", (B,), "u32", init=lens0)
+    g.output("out", wg.ops.attention_kvcache(gq, kc, vc, cache_seqlens=glens, k_new=gk, v_new=gv, causal=True))
+    wg.ops.seqlens_advance(glens, 1)
+    prog = g.compile(dev)
+
+    K, V = dev.tensor(np.zeros((B, cap, hkv, d), np.float32)), dev.tensor(np.zeros((B, cap, hkv, d), np.float32))
+    lens = dev.tensor(lens0)
+    for _ in range(steps):
+        q, kn, vn = _decode_step_inputs(rng, B, hq, hkv, d)
+        replay = prog.run(q=q, k=kn, v=vn)["out"].numpy()
+        now = wg.ops.attention_kvcache(dev.tensor(q), K, V, cache_seqlens=lens, k_new=dev.tensor(kn),
+                                       v_new=dev.tensor(vn), causal=True)
+        wg.ops.seqlens_advance(lens, 1)
+        assert replay.tobytes() == now.numpy().tobytes()
+    assert np.array_equal(prog.state("seqlens").numpy(), lens0 + steps)
+    assert np.array_equal(lens.numpy(), lens0 + steps)
+
+
+@pytest.mark.parametrize("mode", ["decode", "varlen"])
+def test_dispatches_do_not_grow_with_batch(dev, rng, mode):
+    counts = []
+    for B in (1, 8):
+        if mode == "decode":
+            q, kn, vn = _decode_step_inputs(rng, B, 4, 2, 16)
+            K = dev.tensor(np.zeros((B, 32, 2, 16), np.float32))
+            lens = dev.tensor(np.arange(B, dtype=np.uint32))
+            args = (dev.tensor(q), K, K)
+            before = dev.stats.snapshot()
+            wg.ops.attention_kvcache(*args, cache_seqlens=lens, causal=True)
+        else:
+            cu = dev.tensor(_cu([3] * B))
+            x = dev.tensor(rng.standard_normal((3 * B, 2, 16)).astype(np.float32))
+            before = dev.stats.snapshot()
+            wg.ops.attention_varlen(x, x, x, cu, cu, max_seqlen_q=3, max_seqlen_k=3, causal=True)
+        counts.append(dev.stats.since(before).dispatches)
+    assert counts[0] == counts[1] <= 2, counts
+
+
+def test_host_known_bad_input_raises_before_gpu_work(dev):
+    x = dev.tensor(np.zeros((6, 2, 16), np.float32))
+    before = dev.stats.snapshot()
+    varlen = dict(max_seqlen_q=6, max_seqlen_k=6, causal=True)
+    with pytest.raises(ShapeError, match=r"decreases at sequence 1: cu_seqlens_q\[1\] = 4 > cu_seqlens_q\[2\] = 2"):
+        wg.ops.attention_varlen(x, x, x, [0, 4, 2, 6], [0, 2, 4, 6], **varlen)
+    with pytest.raises(ShapeError, match=r"cu_seqlens_k\[-1\] = 5 but the packed tensor has 6 rows"):
+        wg.ops.attention_varlen(x, x, x, [0, 2, 6], [0, 2, 5], **varlen)
+    with pytest.raises(LimitError, match="sequence 1 has length 4 .*max_seqlen_q=3"):
+        wg.ops.attention_varlen(x, x, x, [0, 2, 6], [0, 3, 6], max_seqlen_q=3, max_seqlen_k=6, causal=True)
+    q = dev.tensor(np.zeros((2, 1, 2, 16), np.float32))
+    pool = dev.tensor(np.zeros((4 * 8, 2, 16), np.float32))
+    with pytest.raises(LimitError, match=r"block_table\[1, 0\] = 4 \(sequence 1\).*4 pages"):
+        wg.ops.attention_kvcache(q, pool, pool, cache_seqlens=[3, 3], block_table=[[0, 1], [4, 2]], page_size=8,
+                                 causal=True)
+    cache = dev.tensor(np.zeros((2, 10, 2, 16), np.float32))
+    new = dev.tensor(np.zeros((2, 2, 2, 16), np.float32))
+    with pytest.raises(LimitError, match="sequence 1: cache_seqlens 9 \\+ 2 new rows = 11 is above the capacity of 10"):
+        wg.ops.attention_kvcache(q, cache, cache, cache_seqlens=[3, 9], k_new=new, v_new=new, causal=True)
+    assert dev.stats.since(before).dispatches == 0
+
+
+def test_gpu_resident_bad_lengths_stay_in_bounds(dev, rng):
+    """Bad values the host cannot see (decreasing or too-large offsets, a cache_seqlens past the capacity, a page
+    id past the pool) never read or write outside the buffers: good sequences stay right, the others finite."""
+    q = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    k = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    cu_bad = dev.tensor(np.array([0, 4, 900, 2], np.uint32))   # past the rows, then decreasing
+    cu_k = np.array([0, 4, 5, 6], np.uint32)
+    out = wg.ops.attention_varlen(dev.tensor(q), dev.tensor(k), dev.tensor(k), cu_bad, cu_k, max_seqlen_q=6,
+                                  max_seqlen_k=6, causal=True).numpy()
+    assert np.isfinite(out).all()
+    assert check(out[:4], None, q[:4], k[:4], k[:4], out_dtype=np.float32, causal=True) is None
+
+    B, cap = 2, 8
+    kc = np.zeros((B, cap, 2, 16), np.float32)
+    K, V = dev.tensor(kc), dev.tensor(kc)
+    new = dev.tensor(np.ones((B, 2, 2, 16), np.float32))
+    lens = dev.tensor(np.array([7, 2**32 - 1], np.uint32))   # sequence 0: one row fits; sequence 1: none
+    out = wg.ops.attention_kvcache(dev.tensor(rng.standard_normal((B, 1, 2, 16)).astype(np.float32)), K, V,
+                                   cache_seqlens=lens, k_new=new, v_new=new, causal=True).numpy()
+    assert np.isfinite(out).all()
+    got = K.numpy()
+    assert np.array_equal(got[0, 7], np.ones((2, 16))) and not got[0, :7].any() and not got[1].any()
+    pool = dev.tensor(np.zeros((2 * 8, 2, 16), np.float32))
+    table = dev.tensor(np.array([[0], [77]], np.uint32))
+    out = wg.ops.attention_kvcache(dev.tensor(np.ones((2, 1, 2, 16), np.float32)), pool, pool,
+                                   cache_seqlens=[8, 8], block_table=table, page_size=8, causal=True).numpy()
+    assert np.isfinite(out).all()
