@@ -174,7 +174,8 @@ def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None,
     layout: "contiguous" (row = position), "ring" (row = position % rows) or "paged" (page_table[position //
     page_size] * page_size + position % page_size). `pos` is an int (checked: cache full / beyond capacity are
     LimitErrors) or a u32 GPU tensor read at dispatch time (plus `pos_offset`), so one recording replays for any
-    position; rows that a GPU position puts outside the cache are not written.
+    position; rows that a GPU position puts outside the cache are not written and are reported on the
+    device error flag (dev.check_errors() and the next readback raise GpuValueError).
     """
     k_cache, v_cache = cache
     for new, dst in ((k_new, k_cache), (v_new, v_cache)):
