@@ -11,7 +11,7 @@ import numpy as np
 import wgpu
 
 from wgraph import device_errors
-from wgraph.dtypes import dtype_info, dtype_of_numpy
+from wgraph.dtypes import as_stored, dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.scheduler.batch import Recording, align4, encode_items
 from wgraph.scheduler.pipelines import BindGroupCache, PipelineCache
@@ -26,6 +26,7 @@ TENSOR_USAGE = (
 UNIFORM_USAGE = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
 
 _epochs = itertools.count(1)
+POWER_PREFERENCES = ("high-performance", "low-power")
 
 
 @attrs.frozen
@@ -116,6 +117,8 @@ class Device:
     """
 
     def __init__(self, power_preference: str = "high-performance", adapter=None):
+        if power_preference not in POWER_PREFERENCES:
+            raise DeviceError(f"power_preference {power_preference!r} is not one of {POWER_PREFERENCES}")
         self.adapter = adapter or _choose_adapter(power_preference)
         self.stats = Stats()
         self._local = threading.local()
@@ -255,7 +258,7 @@ class Device:
             dtype = "f32" if array.dtype == np.float64 else dtype_of_numpy(array.dtype)
         if dtype == "f16" and not self.caps.has_f16:
             raise UnsupportedError(f"dtype f16 needs the shader-f16 feature, which {self.caps.adapter_name!r} lacks")
-        data = np.ascontiguousarray(array, dtype=dtype_info(dtype).numpy)
+        data = as_stored(array, dtype, f"dev.tensor({dtype})")
         t = self.empty(data.shape, dtype, label)
         self.write(t, data)
         return t
@@ -263,7 +266,7 @@ class Device:
     def write(self, tensor: Tensor, array):
         """Overwrite a tensor's contents from a numpy array of the same size (queue-ordered)."""
         self.check_tensor(tensor)
-        data = np.ascontiguousarray(np.asarray(array), dtype=dtype_info(tensor.dtype).numpy)
+        data = as_stored(array, tensor.dtype, f"write into {tensor!r}")
         if data.size != tensor.size:
             raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")
         raw = data.tobytes()

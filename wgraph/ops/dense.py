@@ -8,6 +8,7 @@ import math
 import attrs
 import numpy as np
 
+from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, select_variant
@@ -147,7 +148,7 @@ def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, out=None):
     the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return apply(ROPE, RopeParams(int(pos_offset)), (x, cos, sin, pos), out=out)
-    if isinstance(pos, bool) or not isinstance(pos, (int, np.integer)):
+    if not is_int(pos):
         raise ShapeError(f"rope: pos must be an int or a u32 GPU tensor, got {type(pos).__name__}")
     return apply(ROPE, RopeParams(int(pos) + int(pos_offset)), (x, cos, sin, None), out=out)
 

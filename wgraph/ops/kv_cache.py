@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, select_variant
@@ -155,7 +156,7 @@ KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write))
 def _as_pos(pos, pos_offset: int) -> tuple[int, Tensor | None]:
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return int(pos_offset), pos
-    if isinstance(pos, bool) or not isinstance(pos, int):
+    if not is_int(pos):
         raise ShapeError(f"position must be an int or a u32 GPU tensor, got {type(pos).__name__}")
     return int(pos) + int(pos_offset), None
 
