@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 
+from wgraph.dtypes import F32_MAX, exact_int, is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register
@@ -56,18 +57,18 @@ def window_of(window, sliding_window: int = 0) -> tuple[int, int]:
         raise ShapeError(f"attention: window must be a pair (left, right), got {window!r}")
     left, right = window
     for side in (left, right):
-        if isinstance(side, bool) or not isinstance(side, int) or not -1 <= side <= U32_MAX // 2:
+        if not is_int(side) or not -1 <= side <= U32_MAX // 2:
             raise ShapeError(f"attention: window {window!r}: each side is -1 (unbounded) or an int >= 0")
     if sliding_window:
         if left != -1 and left != sliding_window - 1:
             raise ShapeError(f"attention: sliding_window={sliding_window} means window left {sliding_window - 1}, "
                              f"but window={window!r}; give one of them")
         left = sliding_window - 1
-    return left, right
+    return int(left), int(right)
 
 
 def _check_int(name, value, minimum=0, maximum=U32_MAX):
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+    if not is_int(value) or not minimum <= value <= maximum:
         raise ShapeError(f"attention: {name}={value!r} must be an integer in [{minimum}, {maximum}]")
 
 
@@ -105,10 +106,11 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         _check_int(name, getattr(params, name))
     if params.start_pos is not None:
         _check_int("start_pos", params.start_pos)
-    if params.softcap < 0 or not math.isfinite(params.softcap):
-        raise ShapeError(f"attention: softcap {params.softcap} must be finite and >= 0 (0 = off)")
-    if params.scale is not None and not math.isfinite(params.scale):
-        raise ShapeError(f"attention: scale {params.scale} must be finite")
+    if params.softcap < 0 or not math.isfinite(params.softcap) or params.softcap > F32_MAX:
+        raise ShapeError(f"attention: softcap {params.softcap} must be finite, >= 0 and at most f32's largest "
+                         f"{F32_MAX:.8g} (0 = off)")
+    if params.scale is not None and not (math.isfinite(params.scale) and abs(params.scale) <= F32_MAX):
+        raise ShapeError(f"attention: scale {params.scale} must be finite and within f32's range +-{F32_MAX:.8g}")
     if params.kv_len is None:
         if kv_len_t is None or kv_len_t.dtype != "u32" or kv_len_t.size < 1:
             raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {kv_len_t}")
@@ -318,13 +320,12 @@ def _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softc
         kv_len_t, n = kv_len, None
     else:
         kv_len_t, n = None, kv_len
-    if isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 0:
-        raise ShapeError(f"attention: sliding_window={sliding_window!r} must be an integer >= 0 (0 = off)")
+    _check_int("sliding_window", sliding_window)
     left, right = window_of(window, sliding_window)
     params = AttentionParams(
-        causal=bool(causal), scale=None if scale is None else float(scale), start_pos=start_pos,
-        kv_start=kv_start, kv_len=n, sliding_window=left + 1, softcap=float(softcap),
-        kv_layout=kv_layout, page_size=page_size, variant=_resolve_variant(variant, q.shape[0], layer),
+        causal=bool(causal), scale=None if scale is None else float(scale), start_pos=exact_int(start_pos),
+        kv_start=exact_int(kv_start), kv_len=exact_int(n), sliding_window=left + 1, softcap=float(softcap),
+        kv_layout=kv_layout, page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer),
         window_right=right, return_lse=bool(return_lse))
     return params, kv_len_t
 
