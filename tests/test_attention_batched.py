@@ -78,7 +78,7 @@ KVCACHE = [
 def test_kvcache_matches_reference(dev, rng, case):
     dtype, lens, n_new, sq, hq, hkv, d, page_size, window, softcap, gpu_lens = case
     qt, kt, ot = NP[dtype]
-    B, cap = len(lens), 80
+    B, cap = len(lens), 80 * (1 + (max(lens) + n_new) // 80)   # a multiple of every page size
     kc = rng.standard_normal((B, cap, hkv, d)).astype(kt)
     vc = rng.standard_normal((B, cap, hkv, d)).astype(kt)
     q = rng.standard_normal((B, sq, hq, d)).astype(qt)
@@ -234,30 +234,46 @@ def test_host_known_bad_input_raises_before_gpu_work(dev):
     assert dev.stats.since(before).dispatches == 0
 
 
-def test_gpu_resident_bad_lengths_stay_in_bounds(dev, rng):
-    """Bad values the host cannot see (decreasing or too-large offsets, a cache_seqlens past the capacity, a page
-    id past the pool) never read or write outside the buffers: good sequences stay right, the others finite."""
+def _raises_flag(dev, match):
+    with pytest.raises(wg.GpuValueError, match=match):
+        dev.check_errors()
+
+
+def test_gpu_resident_bad_lengths_stay_in_bounds_and_set_the_error_flag(dev, rng):
+    """Bad values the host cannot see never read or write outside the buffers; each sets the device error flag
+    naming the value and the limit, and the sequences they do not touch stay right."""
     q = rng.standard_normal((6, 2, 16)).astype(np.float32)
     k = rng.standard_normal((6, 2, 16)).astype(np.float32)
-    cu_bad = dev.tensor(np.array([0, 4, 900, 2], np.uint32))   # past the rows, then decreasing
-    cu_k = np.array([0, 4, 5, 6], np.uint32)
-    out = wg.ops.attention_varlen(dev.tensor(q), dev.tensor(k), dev.tensor(k), cu_bad, cu_k, max_seqlen_q=6,
-                                  max_seqlen_k=6, causal=True).numpy()
-    assert np.isfinite(out).all()
-    assert check(out[:4], None, q[:4], k[:4], k[:4], out_dtype=np.float32, causal=True) is None
+    Q, K = dev.tensor(q), dev.tensor(k)
+    cases = (  # cu_seqlens_q (GPU), cu_seqlens_k, max_seqlen_q, the flag's message; sequence 0 stays right
+        ([0, 4, 900, 2], [0, 4, 5, 6], 6, "cu_seqlens offset was 900; it must be <= 6"),
+        ([0, 4, 6, 5], [0, 4, 5, 6], 6, "cu_seqlens offset was 5; it must be >= 6"),
+        ([0, 2, 6, 6], [0, 4, 5, 6], 3, "sequence length .* was 4; it must be <= 3"),
+    )
+    for cu_q, cu_k, max_q, match in cases:
+        cu = dev.tensor(np.array(cu_q, np.uint32))
+        out = wg.ops.attention_varlen(Q, K, K, cu, np.array(cu_k, np.uint32), max_seqlen_q=max_q, max_seqlen_k=6,
+                                      causal=True)
+        _raises_flag(dev, match)
+        got = out.numpy()
+        assert np.isfinite(got).all()
+        n, m = cu_q[1], cu_k[1]
+        assert check(got[:n], None, q[:n], k[:m], k[:m], out_dtype=np.float32, causal=True) is None
 
     B, cap = 2, 8
-    kc = np.zeros((B, cap, 2, 16), np.float32)
-    K, V = dev.tensor(kc), dev.tensor(kc)
+    Kc, Vc = dev.tensor(np.zeros((B, cap, 2, 16), np.float32)), dev.tensor(np.zeros((B, cap, 2, 16), np.float32))
     new = dev.tensor(np.ones((B, 2, 2, 16), np.float32))
-    lens = dev.tensor(np.array([7, 2**32 - 1], np.uint32))   # sequence 0: one row fits; sequence 1: none
-    out = wg.ops.attention_kvcache(dev.tensor(rng.standard_normal((B, 1, 2, 16)).astype(np.float32)), K, V,
-                                   cache_seqlens=lens, k_new=new, v_new=new, causal=True).numpy()
-    assert np.isfinite(out).all()
-    got = K.numpy()
+    lens = dev.tensor(np.array([7, 2**32 - 1], np.uint32))   # sequence 0: one new row fits; sequence 1: none
+    out = wg.ops.attention_kvcache(dev.tensor(rng.standard_normal((B, 1, 2, 16)).astype(np.float32)), Kc, Vc,
+                                   cache_seqlens=lens, k_new=new, v_new=new, causal=True)
+    _raises_flag(dev, r"cache_seqlens\[b\] \+ the new rows .* was (9|4294967295); it must be <= 8")
+    assert np.isfinite(out.numpy()).all()
+    got = Kc.numpy()
     assert np.array_equal(got[0, 7], np.ones((2, 16))) and not got[0, :7].any() and not got[1].any()
+
     pool = dev.tensor(np.zeros((2 * 8, 2, 16), np.float32))
     table = dev.tensor(np.array([[0], [77]], np.uint32))
     out = wg.ops.attention_kvcache(dev.tensor(np.ones((2, 1, 2, 16), np.float32)), pool, pool,
-                                   cache_seqlens=[8, 8], block_table=table, page_size=8, causal=True).numpy()
-    assert np.isfinite(out).all()
+                                   cache_seqlens=[8, 8], block_table=table, page_size=8, causal=True)
+    _raises_flag(dev, "block_table page id was 77; it must be < 2")
+    assert np.isfinite(out.numpy()).all()

@@ -40,6 +40,17 @@ SITES = {
                               "the row not written"),
     "ERR_KV_QUANTIZE_POS": Site("kv_append_quantized", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",
                                 "the row not written"),
+    "ERR_VARLEN_OFFSET": Site("attention_varlen", "a GPU cu_seqlens offset", "<=", "the rows of the packed q or k/v",
+                              "clamped to the rows"),
+    "ERR_VARLEN_DECREASING": Site("attention_varlen", "a GPU cu_seqlens offset", ">=", "the offset before it",
+                                  "the sequence read as empty"),
+    "ERR_VARLEN_LENGTH": Site("attention_varlen", "a sequence length from a GPU cu_seqlens", "<=",
+                              "max_seqlen_q or max_seqlen_k", "the sequence cut to that length"),
+    "ERR_KVCACHE_LEN": Site("attention_kvcache", "a GPU cache_seqlens[b] + the new rows (4294967295 when that passes "
+                            "2^32 - 1)", "<=", "the capacity of one sequence",
+                            "keys clamped to the capacity, new rows past it not written"),
+    "ERR_KVCACHE_PAGE": Site("attention_kvcache", "a GPU block_table page id", "<", "the pages of the cache",
+                             "clamped to the last page"),
 }
 
 

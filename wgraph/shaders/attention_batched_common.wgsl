@@ -1,6 +1,7 @@
 // Shared by the batched attention kernels (wgraph/ops/attention_batched.py: attention_varlen and
 // attention_kvcache): the uniform struct and where sequence b's queries and keys are. Every length read from
-// a GPU buffer is clamped so no read leaves the q/k/v buffers, whatever the buffer holds.
+// a GPU buffer is clamped so no read leaves the q/k/v buffers, whatever the buffer holds, and reported on the
+// device error flag (device_errors.wgsl).
 // Semantics: docs/attention.md (FlashAttention 2's varlen and kvcache calls).
 struct BatchParams {
     batch: u32,              // B sequences
@@ -30,6 +31,7 @@ struct BatchParams {
 @group(0) @binding(4) var<storage, read> cu_q: array<u32>;          // packed queries: [B + 1] offsets
 @group(0) @binding(5) var<storage, read> kv_lens: array<u32>;       // packed: cu_k [B + 1]; cache: cache_seqlens [B]
 @group(0) @binding(6) var<storage, read> block_table: array<u32>;   // paged: [B, max_pages] page ids
+//!include device_errors.wgsl
 
 const MASKED: f32 = -3.0e38;
 const MASKED_TEST: f32 = -1.0e38;
@@ -44,27 +46,43 @@ fn neg_inf() -> f32 {
     return bitcast<f32>(0xff800000u | (params.batch & 0u));
 }
 
-// (first q row, queries) of sequence b. A bad offset (decreasing, past q_rows, longer than max_q) reads as
-// fewer queries, never outside q.
+// (first row, length) of the packed sequence between offsets s0 and e0 of a buffer of `rows` rows, at most
+// max_len long. A bad offset (past the rows, decreasing, a length above max_len) is reported and clamped, so
+// the sequence never reaches outside the rows.
+fn packed_seq(s0: u32, e0: u32, rows: u32, max_len: u32) -> vec2<u32> {
+    if (max(s0, e0) > rows) {
+        report_error(ERR_VARLEN_OFFSET, max(s0, e0), rows);
+    }
+    let s = min(s0, rows);
+    let e = min(e0, rows);
+    if (e < s) {
+        report_error(ERR_VARLEN_DECREASING, e0, s0);
+        return vec2<u32>(s, 0u);
+    }
+    if (e - s > max_len) {
+        report_error(ERR_VARLEN_LENGTH, e - s, max_len);
+    }
+    return vec2<u32>(s, min(e - s, max_len));
+}
+
+// (first q row, queries) of sequence b.
 fn seq_q(b: u32) -> vec2<u32> {
     if (params.q_packed == 0u) {
         return vec2<u32>(b * params.max_q, params.max_q);
     }
-    let s = min(cu_q[b], params.q_rows);
-    let e = min(max(cu_q[b + 1u], s), params.q_rows);
-    return vec2<u32>(s, min(e - s, params.max_q));
+    return packed_seq(cu_q[b], cu_q[b + 1u], params.q_rows, params.max_q);
 }
 
-// (first k/v row when packed, keys) of sequence b, clamped like seq_q.
+// (first k/v row when packed, keys) of sequence b.
 fn seq_k(b: u32) -> vec2<u32> {
     if (params.kv_layout == 0u) {
-        let s = min(kv_lens[b], params.kv_rows);
-        let e = min(max(kv_lens[b + 1u], s), params.kv_rows);
-        return vec2<u32>(s, min(e - s, params.max_k));
+        return packed_seq(kv_lens[b], kv_lens[b + 1u], params.kv_rows, params.max_k);
     }
     let have = kv_lens[b];
-    if (have > params.max_k - params.seqlen_add) {
-        return vec2<u32>(0u, params.max_k);        // cache overfull: only the rows it holds (no wrap)
+    if (have > params.max_k - params.seqlen_add) {   // host checks seqlen_add <= max_k: no wrap here
+        report_error(ERR_KVCACHE_LEN, select(have + params.seqlen_add, 0xffffffffu,
+                                             have > 0xffffffffu - params.seqlen_add), params.max_k);
+        return vec2<u32>(0u, params.max_k);        // only the rows the cache holds
     }
     return vec2<u32>(0u, have + params.seqlen_add);
 }
@@ -77,7 +95,11 @@ fn kv_row(b: u32, k0: u32, j: u32) -> u32 {
     if (params.kv_layout == 1u) {
         return b * params.max_k + j;
     }
-    let page = min(block_table[b * params.max_pages + j / params.page_size], params.num_pages - 1u);
+    var page = block_table[b * params.max_pages + j / params.page_size];
+    if (page >= params.num_pages) {
+        report_error(ERR_KVCACHE_PAGE, page, params.num_pages);
+        page = params.num_pages - 1u;
+    }
     return page * params.page_size + j % params.page_size;
 }
 
