@@ -76,3 +76,15 @@ def test_candidate_variants_match_phase_and_dtype():
 def test_cli_usage():
     assert cli_main([]) == 2
     assert cli_main(["nonsense"]) == 2
+
+
+def test_bench_batched_rows(dev):
+    """The batched section: every tiny shape runs in one or two dispatches and reports its throughput."""
+    from wgraph.bench.batched import bench_batched, table
+
+    rows, _ = bench_batched(dev, "tiny", use_torch=False)
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows
+    for r in rows:
+        assert r["dispatches"] == (2 if r["kind"] == "decode" else 1)
+        assert r[{"decode": "gbps", "varlen": "tflops"}[r["kind"]]] > 0
+    assert "decode B=3" in table(rows)
