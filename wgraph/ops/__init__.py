@@ -11,8 +11,8 @@ from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = [
-    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_kvcache", "attention_plan", "attention_varlen",
-    "bdpa_attention", "bdpa_decompose", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize",
-    "kv_quantize", "linear", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "seqlens_advance", "tiered_attention",
-    "tiered_quant_attention",
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention",
+    "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention", "bdpa_decompose", "kernel_path",
+    "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "linear", "reshape", "rmsnorm", "rope",
+    "rope_tables", "scale", "seqlens_advance", "tiered_attention", "tiered_quant_attention",
 ]
