@@ -277,3 +277,46 @@ def test_gpu_resident_bad_lengths_stay_in_bounds_and_set_the_error_flag(dev, rng
                                    cache_seqlens=[8, 8], block_table=table, page_size=8, causal=True)
     _raises_flag(dev, "block_table page id was 77; it must be < 2")
     assert np.isfinite(out.numpy()).all()
+
+
+def test_tiered_window_and_lse(dev, rng):
+    """tiered_attention takes window (left, right) and returns lse (f16 hot ring of 8 + contiguous cold part)."""
+    from wgraph.ops.tiered import tiered_attention
+
+    S, n, w, window = 3, 30, 8, (4, 2)
+    k = rng.standard_normal((n, 2, 16)).astype(np.float16)
+    v = rng.standard_normal((n, 2, 16)).astype(np.float16)
+    q = rng.standard_normal((S, 4, 16)).astype(np.float32)
+    hot_k, hot_v = np.zeros((w, 2, 16), np.float16), np.zeros((w, 2, 16), np.float16)
+    for j in range(n - w, n):
+        hot_k[j % w], hot_v[j % w] = k[j], v[j]
+    out, lse = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(k), dev.tensor(v),
+                                kv_len=n, causal=False, window=window, return_lse=True)
+    msg = check(out.numpy(), lse.numpy(), q, k, v, out_dtype=np.float32, causal=False, window=window)
+    assert msg is None, msg
+
+
+def test_bdpa_window_and_lse(dev, rng):
+    """bdpa_attention masks by the keys' original positions with window (left, right) and returns lse."""
+    import kv_reference as R
+    from wgraph.ops.bdpa import bdpa_attention, bdpa_decompose, rope_table
+
+    L, D = 24, 16
+    k, v = rng.standard_normal((L, 1, D)), rng.standard_normal((L, 1, D))
+    pos = np.sort(rng.choice(60, L, replace=False))
+    h = bdpa_decompose(k, v, np.arange(L), pos)
+    cos, sin = R.rope_tables(64, D)
+    q = rng.standard_normal((1, 2, D)).astype(np.float32)
+    q_pos, window = int(pos[L // 2]), (9, 5)
+    out, lse = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), q_pos=q_pos,
+                              causal=False, window=window, return_lse=True)
+    b, r = h.index[:, 0], h.index[:, 1]        # the decomposition's own K/V, rotated at the original positions
+    kv = h.basis.astype(np.float64)[b] + R.dequantize(R.unpack(h.residual, "int8"), h.residual_scale)[r]
+    keys = R.rope(kv[:, 0], pos, cos, sin)
+    seen = (pos >= q_pos - window[0]) & (pos <= q_pos + window[1])
+    s = np.einsum("hd,jd->hj", q[0].astype(np.float64), keys[seen, 0]) / np.sqrt(D)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    want = p @ kv[seen, 1, 0] / p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(out.numpy()[0], want, atol=2e-5, rtol=0)
+    np.testing.assert_allclose(lse.numpy()[:, 0], (m + np.log(p.sum(-1, keepdims=True)))[:, 0], atol=2e-5, rtol=0)

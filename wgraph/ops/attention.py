@@ -55,6 +55,8 @@ def window_of(window, sliding_window: int = 0) -> tuple[int, int]:
     left-only shorthand (w - 1, -1)."""
     if isinstance(window, (int, float)) or len(tuple(window)) != 2:
         raise ShapeError(f"attention: window must be a pair (left, right), got {window!r}")
+    if not is_int(sliding_window) or not 0 <= sliding_window <= U32_MAX:
+        raise ShapeError(f"attention: sliding_window={sliding_window!r} must be an integer in [0, {U32_MAX}]")
     left, right = window
     for side in (left, right):
         if not is_int(side) or not -1 <= side <= U32_MAX // 2:

@@ -15,6 +15,8 @@ struct BDPAParams {
     sliding_window: u32,
     scale: f32,
     softcap: f32,
+    window_right: i32,   // -1: off; else key masked when its original position > q_pos + window_right
+    write_lse: u32,      // 1: write lse [Hq, 1] (tiered_loop.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> params: BDPAParams;
@@ -46,6 +48,9 @@ fn key_range(qpos: i32, n: u32) -> vec2<u32> {
 fn key_masked(j: u32, qpos: i32) -> bool {
     let p = i32(index[3u * j + 2u]);
     if (params.causal != 0u && p > qpos) {
+        return true;
+    }
+    if (params.window_right >= 0 && p > qpos + params.window_right) {
         return true;
     }
     return params.sliding_window > 0u && p <= qpos - i32(params.sliding_window);
