@@ -14,11 +14,11 @@ import math
 import attrs
 import numpy as np
 
-from wgraph.errors import LimitError, ShapeError
+from wgraph.errors import LimitError, PlanError, ShapeError
 from wgraph.ops.attention import call_dtype, window_of
 from wgraph.ops.attention_planner import shader_const
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.scheduler.registry import kernel, kernels_for, select_variant
+from wgraph.scheduler.registry import kernel, kernels_for, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 MODES = ("varlen", "kvcache")
@@ -39,6 +39,7 @@ class BatchedParams:
     scale: float | None = None
     page_size: int = 0
     seqlen_add: int = 0
+    variant: str | None = None   # forced kernel (a role "tiled", "flash" or "decode" variant), else planned
 
 
 def _spec3(name: str, s: TensorSpec | None, dims: int) -> tuple:
@@ -121,12 +122,31 @@ def _decode_chunks(variant: str, geo: dict, max_k: int) -> int:
     return max(1, min(per_seq, ceil_div(max_k, step)), ceil_div(max_k, cap))
 
 
-def _tiled_variant(dtype: str, head_dim: int) -> str:
-    """The first tiled variant (registry order: smallest head-dim class first) that takes head_dim."""
-    for k in kernels_for("attention_batched"):
-        if k.facts.get("role") == "tiled" and k.facts.get("dtype") == dtype and head_dim <= k.limits["max_head_dim"]:
-            return k.name
-    raise LimitError(f"attention_batched: no tiled {dtype} kernel takes head_dim {head_dim}")
+def _fits(k, dtype: str, head_dim: int, caps) -> bool:
+    return (k.facts.get("dtype") == dtype and head_dim <= k.limits["max_head_dim"]
+            and head_dim % int(k.facts.get("head_dim_multiple", 1)) == 0 and set(k.features) <= caps.features
+            and k.workgroup_memory <= caps.max_workgroup_storage)
+
+
+def choose_variant(p: BatchedParams, dtype: str, head_dim: int, caps) -> str:
+    """The kernel of a batched call: split-K decode for one query per cached sequence, else flash on a GPU
+    with subgroups, else tiled (registry order within a role: the smallest head-dim class that fits)."""
+    decode_ok = p.mode == "kvcache" and p.max_q == 1
+    if p.variant is not None:
+        k = registry().get(p.variant)
+        role = None if k is None else k.facts.get("role")
+        if k is None or k.op != "attention_batched" or role not in ("tiled", "flash", "decode"):
+            raise PlanError(f"attention_{p.mode}: {p.variant!r} is not a batched attention kernel")
+        if not _fits(k, dtype, head_dim, caps) or (role == "decode" and not decode_ok):
+            raise PlanError(f"attention_{p.mode}: forced variant {p.variant} does not take this call ({dtype}, "
+                            f"head_dim {head_dim}, {p.max_q} queries per sequence, on {caps.adapter_name!r})")
+        return k.name
+    roles = (["decode"] if decode_ok else []) + ([] if caps.is_cpu else ["flash"]) + ["tiled"]
+    for role in roles:
+        for k in kernels_for("attention_batched"):
+            if k.facts.get("role") == role and _fits(k, dtype, head_dim, caps):
+                return k.name
+    raise LimitError(f"attention_{p.mode}: no batched kernel takes {dtype} head_dim {head_dim} on {caps.adapter_name!r}")
 
 
 def _encode(ctx, p: BatchedParams, inputs, outputs):
@@ -150,9 +170,9 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
         k = v = ctx.fallback("attention_batched.no_kv", 64)   # no key is ever read
     reads = {"q": q, "k": k, "v": v, "cu_q": cu_q if cu_q is not None else ctx.fallback("attention_batched.cu_q"),
              "kv_lens": kv_lens, "block_table": table if table is not None else ctx.fallback("attention_batched.table")}
-    dtype = geo["dtype"]
-    if p.mode == "kvcache" and p.max_q == 1 and D % 8 == 0:
-        main = select_variant("attention_batched", role="decode", dtype=dtype)
+    variant = choose_variant(p, geo["dtype"], D, ctx.caps)
+    if kernel(variant).facts["role"] == "decode":
+        main = variant
         combine = kernel(main).facts["combine"]
         n = _decode_chunks(main, geo, p.max_k)
         u["num_chunks"] = n
@@ -168,7 +188,6 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
                                                         "out": out, "lse": lse},
                          workgroups=(1, Hq, B), label="attention_batched.combine"),
         ]
-    variant = _tiled_variant(dtype, D)
     wg = (ceil_div(p.max_q, shader_const(kernel(variant), "BLOCK_M")), Hq, B)
     return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out, "lse": lse}, workgroups=wg,
                          label=f"attention_{p.mode}")]
@@ -297,7 +316,7 @@ def _scale(scale):
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, scale=None,
-                     window=(-1, -1), softcap=0.0, return_lse=False, out=None):
+                     window=(-1, -1), softcap=0.0, return_lse=False, variant=None, out=None):
     """FlashAttention 2's varlen attention: q [total_q, Hq, D], k/v [total_k, Hkv, D] hold B sequences packed
     by cu_seqlens (u32 [B + 1], numpy or GPU tensors). Causal is bottom-right per sequence. -> out [total_q,
     Hq, D], or (out, lse [Hq, total_q] f32) with return_lse."""
@@ -315,12 +334,13 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_s
     if cus[0].shape != cus[1].shape:
         raise ShapeError(f"{op}: cu_seqlens_q {cus[0].shape} and cu_seqlens_k {cus[1].shape} hold different batch sizes")
     p = BatchedParams("varlen", bool(causal), window_of(window), float(softcap), bool(return_lse),
-                      int(max_seqlen_q), int(max_seqlen_k), _scale(scale))
+                      int(max_seqlen_q), int(max_seqlen_k), _scale(scale), variant=variant)
     return apply(BATCHED, p, (q, k, v, cus[0], cus[1], None), out=out)
 
 
 def attention_kvcache(q, k_cache, v_cache, *, cache_seqlens, k_new=None, v_new=None, block_table=None,
-                      page_size=None, causal, scale=None, window=(-1, -1), softcap=0.0, return_lse=False, out=None):
+                      page_size=None, causal, scale=None, window=(-1, -1), softcap=0.0, return_lse=False, variant=None,
+                      out=None):
     """FlashAttention 2's kvcache attention: q [B, Sq, Hq, D] against caches [B, capacity, Hkv, D] (or paged
     [pages * page_size, Hkv, D] with block_table u32 [B, max_pages]) holding cache_seqlens[b] keys (u32 [B]:
     ints or a GPU tensor). k_new/v_new [B, S_new, Hkv, D] are written at cache_seqlens[b] first and attended
@@ -369,5 +389,5 @@ def attention_kvcache(q, k_cache, v_cache, *, cache_seqlens, k_new=None, v_new=N
     if k_new is not None:
         apply(APPEND, AppendParams(int(page_size or 0)), (k_new, v_new, k_cache, v_cache, cache_seqlens, block_table))
     p = BatchedParams("kvcache", bool(causal), window_of(window), float(softcap), bool(return_lse),
-                      q.shape[1], capacity, _scale(scale), int(page_size or 0), n_new)
+                      q.shape[1], capacity, _scale(scale), int(page_size or 0), n_new, variant)
     return apply(BATCHED, p, (q, k_cache, v_cache, None, cache_seqlens, block_table), out=out)
