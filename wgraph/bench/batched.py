@@ -138,7 +138,14 @@ def torch_sdpa(s: BatchedShape, arrays, reps: int) -> dict:
 
     dt = torch.float16 if s.dtype == "f16" else torch.float32   # f16kv: torch wants one dtype, f32
     q, k, v = (torch.from_numpy(a).to("cuda").to(dt) for a in arrays)
-    kw = {"enable_gqa": True} if s.Hq != s.Hkv else {}
+    kw = {}
+    if s.Hq != s.Hkv:
+        try:
+            x = torch.zeros((1, s.Hq, 1, s.D), dtype=dt, device="cuda")
+            F.scaled_dot_product_attention(x, x[:, :s.Hkv], x[:, :s.Hkv], enable_gqa=True)
+            kw["enable_gqa"] = True
+        except TypeError:   # torch without enable_gqa: kv heads repeated before timing (heads are dim -2 here)
+            k, v = (t.repeat_interleave(s.Hq // s.Hkv, dim=-2) for t in (k, v))
     if s.kind == "decode":
         qb, kb, vb = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3).contiguous(), v.permute(0, 2, 1, 3).contiguous()
         L = kb.shape[2]
@@ -161,8 +168,8 @@ def torch_sdpa(s: BatchedShape, arrays, reps: int) -> dict:
         cu = np.concatenate([[0], np.cumsum(s.lengths)])
         M = max(s.lengths)
         qp = torch.zeros((s.B, s.Hq, M, s.D), dtype=dt, device="cuda")
-        kp = torch.zeros((s.B, s.Hkv, M, s.D), dtype=dt, device="cuda")
-        vp = torch.zeros((s.B, s.Hkv, M, s.D), dtype=dt, device="cuda")
+        kp = torch.zeros((s.B, k.shape[-2], M, s.D), dtype=dt, device="cuda")
+        vp = torch.zeros((s.B, k.shape[-2], M, s.D), dtype=dt, device="cuda")
         for b, n in enumerate(s.lengths):
             qp[b, :, :n] = q[cu[b]:cu[b + 1]].permute(1, 0, 2)
             kp[b, :, :n] = k[cu[b]:cu[b + 1]].permute(1, 0, 2)

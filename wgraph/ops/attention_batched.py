@@ -3,8 +3,8 @@
 per-sequence or paged caches, cache_seqlens, new rows written before attending), plus `seqlens_advance`, which
 moves a GPU cache_seqlens on so a recorded decode step replays. Semantics: docs/attention.md.
 
-A call is one dispatch (tiled: any queries per sequence) or two (split-K decode: one query per sequence, then
-the combine), plus one to write new cache rows; none grows with the batch size, and no host work per step
+A call is one dispatch (flash or tiled: any queries per sequence) or two (split-K decode: one query per sequence,
+then the combine), plus one to write new cache rows; none grows with the batch size, and no host work per step
 depends on B when the lengths live on the GPU."""
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ from wgraph.ops.attention_planner import shader_const
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, kernels_for, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
-
-MODES = ("varlen", "kvcache")
-
 
 @attrs.frozen
 class BatchedParams:
