@@ -244,6 +244,13 @@ def test_host_known_bad_input_raises_before_gpu_work(dev):
     new = dev.tensor(np.zeros((2, 2, 2, 16), np.float32))
     with pytest.raises(LimitError, match="sequence 1: cache_seqlens 9 \\+ 2 new rows = 11 is above the capacity of 10"):
         wg.ops.attention_kvcache(q, cache, cache, cache_seqlens=[3, 9], k_new=new, v_new=new, causal=True)
+    with pytest.raises(ShapeError, match="k_new holds 3 sequences"):
+        wg.ops.attention_kvcache(q, cache, cache, cache_seqlens=[1, 1], causal=True,
+                                 k_new=dev.tensor(np.zeros((3, 1, 2, 16), np.float32)),
+                                 v_new=dev.tensor(np.zeros((3, 1, 2, 16), np.float32)))
+    with pytest.raises(ShapeError, match=r"k f32 \(2, 10, 2, 16\) and v f32 \(2, 10, 1, 16\) differ"):
+        wg.ops.attention_kvcache(q, cache, dev.tensor(np.zeros((2, 10, 1, 16), np.float32)), cache_seqlens=[1, 1],
+                                 k_new=new, v_new=new, causal=True)
     assert dev.stats.since(before).dispatches == 0
 
 

@@ -254,9 +254,10 @@ def table(rows: list[dict]) -> str:
         decode = r["kind"] == "decode"
         thru = r["gbps"] if decode else r["tflops"]
         torch = r.get("torch_gbps") if decode else r.get("torch_tflops")
+        ratio = r.get("ratio_to_torch")
         lines.append(f"{r['label']:50} {r['dispatches']:4d} {r['gpu_us'] or r['wall_us']:10.1f} {thru:10.4g} "
                      f"{'GB/s' if decode else 'TFLOP/s':7} {'-' if torch is None else format(torch, '9.4g'):>9} "
-                     f"{r.get('torch_how', '-'):17} {'-' if 'ratio_to_torch' not in r else format(r['ratio_to_torch'], '7.3g'):>7}")
+                     f"{r.get('torch_how', '-'):17} {'-' if ratio is None else format(ratio, '7.3g'):>7}")
     lines.append("decode: one attention_kvcache call for the whole batch (cache_seqlens on the GPU); varlen: one "
                  "attention_varlen call. torch: SDPA as a padded batch or a per-sequence loop, the faster. "
                  "ratio = torch time / wgraph time (> 1: wgraph faster).")

@@ -89,7 +89,8 @@ def _geometry(p: BatchedParams, specs) -> dict:
             if len(table.shape) != 2 or table.dtype != "u32" or table.shape[0] != B:
                 raise ShapeError(f"{op}: block_table must be u32 [B={B}, max_pages], got {table.dtype} {table.shape}")
             if p.page_size < 1 or rows % p.page_size:
-                raise ShapeError(f"{op}: a paged cache of {rows} rows needs page_size > 0 dividing it, got {p.page_size}")
+                raise ShapeError(f"{op}: a paged cache of {rows} rows needs page_size > 0 dividing it, "
+                                 f"got {p.page_size}")
             geo = dict(B=B, q_rows=B * Sq, kv_rows=rows, layout=2, pages=rows // p.page_size,
                        max_pages=table.shape[1])
     geo.update(Hq=Hq, Hkv=Hkv, D=D, dtype=_heads(op, Hq, D, Hkv, Dk, q.dtype, k, v))
@@ -143,7 +144,8 @@ def choose_variant(p: BatchedParams, dtype: str, head_dim: int, caps) -> str:
         for k in kernels_for("attention_batched"):
             if k.facts.get("role") == role and _fits(k, dtype, head_dim, caps):
                 return k.name
-    raise LimitError(f"attention_{p.mode}: no batched kernel takes {dtype} head_dim {head_dim} on {caps.adapter_name!r}")
+    raise LimitError(f"attention_{p.mode}: no batched kernel takes {dtype} head_dim {head_dim} "
+                     f"on {caps.adapter_name!r}")
 
 
 def _encode(ctx, p: BatchedParams, inputs, outputs):
@@ -204,9 +206,16 @@ def _infer_append(p: AppendParams, specs):
     k_new, v_new, kc, vc, lens, table = specs
     B, S_new, Hkv, D = _spec3("attention_kvcache: k_new ([B, new rows, Hkv, D])", k_new, 4)
     if v_new is None or v_new.shape != k_new.shape or v_new.dtype != k_new.dtype:
-        raise ShapeError(f"attention_kvcache: v_new {None if v_new is None else v_new.shape} must match k_new {k_new.shape}")
+        raise ShapeError(f"attention_kvcache: v_new {None if v_new is None else v_new.shape} must match "
+                         f"k_new {k_new.shape}")
     if kc.dtype != k_new.dtype or kc.shape[-2:] != (Hkv, D):
-        raise ShapeError(f"attention_kvcache: k_new {k_new.dtype} {k_new.shape} does not fit the cache {kc.dtype} {kc.shape}")
+        raise ShapeError(f"attention_kvcache: k_new {k_new.dtype} {k_new.shape} does not fit the cache "
+                         f"{kc.dtype} {kc.shape}")
+    seqs = table.shape[0] if table is not None else kc.shape[0]
+    if seqs != B or vc.shape != kc.shape or vc.dtype != kc.dtype:
+        raise ShapeError(f"attention_kvcache: k_new holds {B} sequences; the caches {kc.shape} / {vc.shape} "
+                         f"(block_table {None if table is None else table.shape}) must hold as many and match")
+    _check_u32("attention_kvcache: cache_seqlens", lens, (B,))
     select_variant("attention_batched_append", output_dtype=kc.dtype)
     return ()
 
@@ -296,7 +305,8 @@ def _check_cu(op: str, name: str, cu: np.ndarray, total: int, max_len: int, max_
         raise ShapeError(f"{op}: {name}[0] is {cu[0]}; the offsets start at 0")
     lens = np.diff(cu)
     for b in np.nonzero(lens < 0)[0][:1]:
-        raise ShapeError(f"{op}: {name} decreases at sequence {b}: {name}[{b}] = {cu[b]} > {name}[{b + 1}] = {cu[b + 1]}")
+        raise ShapeError(f"{op}: {name} decreases at sequence {b}: {name}[{b}] = {cu[b]} > "
+                         f"{name}[{b + 1}] = {cu[b + 1]}")
     if cu[-1] != total:
         raise ShapeError(f"{op}: {name}[-1] = {cu[-1]} but the packed tensor has {total} rows")
     for b in np.nonzero(lens > max_len)[0][:1]:
@@ -329,7 +339,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_s
             cu = _upload(q, arr, f"{op}.{name}")
         cus.append(cu)
     if cus[0].shape != cus[1].shape:
-        raise ShapeError(f"{op}: cu_seqlens_q {cus[0].shape} and cu_seqlens_k {cus[1].shape} hold different batch sizes")
+        raise ShapeError(f"{op}: cu_seqlens_q {cus[0].shape} and cu_seqlens_k {cus[1].shape} hold different "
+                         f"batch sizes")
     p = BatchedParams("varlen", bool(causal), window_of(window), float(softcap), bool(return_lse),
                       int(max_seqlen_q), int(max_seqlen_k), _scale(scale), variant=variant)
     return apply(BATCHED, p, (q, k, v, cus[0], cus[1], None), out=out)
@@ -383,8 +394,10 @@ def attention_kvcache(q, k_cache, v_cache, *, cache_seqlens, k_new=None, v_new=N
             raise LimitError(f"{op}: sequence {b}: cache_seqlens {lens[b]} + {n_new} new rows = {lens[b] + n_new} "
                              f"is above the capacity of {capacity}")
         cache_seqlens = _upload(q, lens, f"{op}.cache_seqlens")
-    if k_new is not None:
-        apply(APPEND, AppendParams(int(page_size or 0)), (k_new, v_new, k_cache, v_cache, cache_seqlens, block_table))
     p = BatchedParams("kvcache", bool(causal), window_of(window), float(softcap), bool(return_lse),
                       q.shape[1], capacity, _scale(scale), int(page_size or 0), n_new, variant)
-    return apply(BATCHED, p, (q, k_cache, v_cache, None, cache_seqlens, block_table), out=out)
+    inputs = (q, k_cache, v_cache, None, cache_seqlens, block_table)
+    if k_new is not None:
+        _infer(p, tuple(None if x is None else x.spec for x in inputs))   # every check before the append's write
+        apply(APPEND, AppendParams(int(page_size or 0)), (k_new, v_new, k_cache, v_cache, cache_seqlens, block_table))
+    return apply(BATCHED, p, inputs, out=out)
