@@ -234,6 +234,9 @@ CATALOGUE = [
     ("write-size", ShapeError, r"write of \(5,\) \(5 elements\) into", lambda e: e.dev.write(e.f32(4), np.ones(5)), True),
     ("tensor-too-large", LimitError, r"the device binds at most \d+ bytes per storage buffer",
      lambda e: e.dev.empty((e.dev.caps.max_storage_binding_size // 4 + 1,), "f32"), True),
+    ("quantized-kv-mode", ShapeError, r"QuantizedKV: packed int8 data must be u32 \(3, 2, 4\) for rows \(3, 2, 16\), "
+     r"got u32 \(3, 2, 2\)", lambda e: wg.ops.QuantizedKV(e.u32(*[0] * 12).reshape(3, 2, 2), e.f16(3, 2), "int8", 16),
+     True),
     ("cache-full", LimitError, r"cache full: writing 3 rows at position 6 needs 9 rows, the cache holds 8",
      lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 6), True),
     ("nested-recording", RecordingError, r"a recording is already open on this thread", _nested, True),
