@@ -42,7 +42,7 @@ def test_decomposition_shares_rows_and_meets_its_bound(rng):
     assert np.all(err <= s * (0.5 + 1e-9) + 1e-12)
 
 
-@pytest.mark.parametrize("window", [0, 40])
+@pytest.mark.parametrize("window", [0, 40, 2**32 - 1])  # 2^32 - 1: no i32 wrap
 def test_bdpa_attention(dev, rng, window):
     ids, k, v, pos = _sequence(rng)
     h = bdpa_decompose(k, v, ids, pos)

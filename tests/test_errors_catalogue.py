@@ -187,6 +187,11 @@ CATALOGUE = [
      lambda e: attn(e, scale=-1e39), True),
     ("scale-op-factor", LimitError, r"scale: factor 1e\+39 is outside f32's range", lambda e: wg.ops.scale(e.f32(4), 1e39),
      True),
+    ("query-position-past-u32", LimitError, r"start_pos 4294967294 \+ 4 queries reaches position 4294967297; "
+     r"positions are u32 \(at most 4294967295\)", lambda e: attn(e, start_pos=2**32 - 2), True),
+    ("kv-position-past-i32", LimitError, r"rows at positions 2147483647..2147483649 pass 2147483647",
+     lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 2**31 - 1,
+                         layout="ring"), True),
     ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
     ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
      lambda e: attn(e, kv_len=e.f32(1)), True),

@@ -34,6 +34,7 @@ CASES = [  # S, Hq, Hkv, D, kv_len, hot_window, paged, causal, sliding_window, s
     (4, 4, 4, 16, 200, 32, True, True, 50, 5.0),
     (2, 2, 1, 128, 100, 16, False, False, 0, 0.0),
     (1, 2, 1, 16, 5, 8, False, True, 0, 0.0),  # all rows hot
+    (2, 2, 1, 16, 20, 8, False, True, 2**32 - 1, 0.0),  # a window past 2^31 (was i32 -1: every key masked)
 ]
 
 

@@ -41,8 +41,9 @@ fn key_range(qpos: i32, n: u32) -> vec2<u32> {
         hi = min(hi, qpos + 1);
     }
     var lo = 0;
-    if (params.sliding_window > 0u) {
-        lo = max(0, qpos - i32(params.sliding_window) + 1);
+    // Compared as u32 first: i32(sliding_window) of a window >= 2^31 would be negative and mask every key.
+    if (params.sliding_window > 0u && qpos >= 0 && u32(qpos) >= params.sliding_window) {
+        lo = qpos - i32(params.sliding_window) + 1;
     }
     hi = max(hi, 0);
     lo = min(lo, hi);
