@@ -138,6 +138,27 @@ def _u32_program(value):
     return staged(setup)
 
 
+def _json_with(edit):
+    """A graph file (a state and a scale node) with one field changed by `edit(data)`; from_json of it."""
+    def call(e):
+        import json
+
+        g = wg.Graph("file")
+        g.output("y", wg.ops.scale(g.state("s", (4,), "f32", init=np.ones(4, np.float32)), 2.0))
+        data = json.loads(g.to_json())
+        edit(data)
+        wg.Graph.from_json(json.dumps(data))
+    return call
+
+
+def _set_params_class(data):
+    [n for n in data["nodes"] if n["op"] == "scale"][0]["params"]["__attrs__"] = "os:system"
+
+
+def _short_init(data):
+    [n for n in data["nodes"] if n["op"] == "state"][0]["init"] = "AAAAAA=="  # 4 of the state's 16 bytes
+
+
 def _lost(e, what):
     d = e.fresh()
     x = d.tensor(np.ones(4, np.float32))
@@ -257,6 +278,10 @@ CATALOGUE = [
      _program(x=np.ones(5, np.float32)), True),
     ("program-input-dtype", DtypeError, r"input 'x': expects f32 \(float32\), got an array of float64",
      _program(x=np.ones(4)), True),
+    ("json-foreign-class", GraphError, r"from_json: 'os:system' is not one of wgraph's op param classes",
+     _json_with(_set_params_class), True),
+    ("json-short-init", GraphError, r"state 's' is \(4,\) f32 \(16 bytes\); its init holds 4 bytes",
+     _json_with(_short_init), True),
     # device loss: the call is made on a fresh device that the entry destroys (and maybe re-creates)
     ("op-after-destroy", DeviceError, r"is lost or destroyed; call dev.recreate\(\)", "op", True),
     ("replay-after-loss", DeviceError, r"program 'cat' was compiled for .* epoch \d+; the device is now lost",
