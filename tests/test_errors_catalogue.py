@@ -205,10 +205,10 @@ CATALOGUE = [
     ("cache-full", LimitError, r"cache full: writing 3 rows at position 6 needs 9 rows, the cache holds 8",
      lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 6), True),
     ("nested-recording", RecordingError, r"a recording is already open on this thread", _nested, True),
-    ("use-after-submit", RecordingError, r"this recording was already submitted", _append_after_submit, True),
-    ("submit-twice", RecordingError, r"this recording was already submitted", _submit_twice, True),
+    ("use-after-submit", RecordingError, r"recording #\d+ was already submitted", _append_after_submit, True),
+    ("submit-twice", RecordingError, r"recording #\d+ was already submitted", _submit_twice, True),
     ("read-inside-recording", RecordingError, r"is written by the open recording", _read_inside, True),
-    ("recording-other-thread", RecordingError, r"this recording belongs to thread \d+, not to thread \d+",
+    ("recording-other-thread", RecordingError, r"recording #\d+ belongs to thread \d+, not to thread \d+",
      _other_thread, True),
     ("profile-unprofiled", RecordingError, r"not made with record\(profile=True\)", _profile_unprofiled, True),
     ("program-in-recording", RecordingError, r"run\(\) inside dev.record\(\) is not supported", _program_in_recording, True),
@@ -222,7 +222,7 @@ CATALOGUE = [
     ("replay-after-loss", DeviceError, r"program 'cat' was compiled for .* epoch \d+; the device is now lost",
      "program", True),
     ("tensor-of-old-epoch", DeviceError, r"was made before the device was re-created", "old-tensor", True),
-    ("dispatches-of-old-epoch", DeviceError, r"a captured dispatch of another device or of epoch \d+", "old-items", True),
+    ("dispatches-of-old-epoch", DeviceError, r"a captured item of another device or of epoch \d+", "old-items", True),
     ("program-of-old-epoch", DeviceError, r"the device is now epoch \d+: compile the graph again", "old-program", True),
 ]
 

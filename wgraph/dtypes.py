@@ -56,7 +56,3 @@ def pack_bytes_u32(a: np.ndarray) -> np.ndarray:
         a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,), a.dtype)], axis=-1)
     return np.ascontiguousarray(a).view(np.uint32)
 
-
-def unpack_bytes_u32(a: np.ndarray, dtype=np.int8) -> np.ndarray:
-    """Inverse of pack_bytes_u32 (padding included)."""
-    return np.ascontiguousarray(np.asarray(a, np.uint32)).view(dtype)
