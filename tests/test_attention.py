@@ -16,7 +16,7 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "prefill_tiled_large": ("prefill", 64),
     "prefill_tiled_small": ("prefill", 256),
     "prefill_streaming": ("prefill", 256),
-    "decode": ("decode", 256),
+    "decode_streaming": ("decode", 256),
     "decode_subgroup": ("decode", 256),
     "decode_chunked": ("decode", 256),
     "decode_splitk_g1": ("decode", 256),
@@ -121,7 +121,7 @@ def test_fully_masked_rows_are_zero(dev, rng):
 
 
 @pytest.mark.parametrize("variant", ["prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16",
-                                     "decode_f32", "decode_subgroup_f16", "decode_chunked_f16kv",
+                                     "decode_streaming_f32", "decode_subgroup_f16", "decode_chunked_f16kv",
                                      "decode_splitk_g4_f16", "prefill_flash_d64_f16kv"])
 def test_recorded_equals_immediate_bytes(dev, rng, variant):
     _skip_without_subgroups(dev, variant)

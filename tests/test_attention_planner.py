@@ -29,7 +29,7 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
             return f"decode_chunked_{dtype}"
         if subgroups and d <= 256:
             return f"decode_subgroup_{dtype}"
-        return f"decode_{dtype}" if d <= 512 else None
+        return f"decode_streaming_{dtype}" if d <= 512 else None
     if not cpu and subgroups and d % 4 == 0:
         for cls, need in ((64, 8192), (128, 8192), (256, 16384)):
             need = need * 3 // 4 if dtype == "f16" else need
@@ -98,7 +98,7 @@ def test_plan_table_rows():
     p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), sg)
     assert p.variant == "decode_subgroup_f32" and "multiple of 8" in dict(p.rejected)["decode_splitk_g1_f32"]
     p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), Caps.synthetic())
-    assert (p.variant, p.workgroups) == ("decode_f32", (1, 8, 1))
+    assert (p.variant, p.workgroups) == ("decode_streaming_f32", (1, 8, 1))
     assert "subgroup" in dict(p.rejected)["decode_subgroup_f32"]
 
 
@@ -153,7 +153,7 @@ def test_forced_variant_is_validated_not_replaced():
     with pytest.raises(wg.LimitError, match=r"head_dim <= 64; got 128"):
         plan(facts, caps, "prefill_tiled_large_f32")
     with pytest.raises(wg.PlanError, match="decode kernel; the call is prefill"):
-        plan(facts, caps, "decode_f32")
+        plan(facts, caps, "decode_streaming_f32")
     with pytest.raises(wg.PlanError, match="takes dtype f16"):
         plan(facts, caps, "prefill_streaming_f16")
     with pytest.raises(wg.UnsupportedError, match=r"needs features \['subgroup'\]"):
@@ -167,19 +167,19 @@ def test_forced_variant_is_validated_not_replaced():
 
 def test_kernel_path(tmp_path):
     path = wg.kernel_path({"prefill": {"default": "prefill_streaming_f32", "3": "prefill_tiled_small_f32"},
-                           "decode": "decode_f32"})
+                           "decode": "decode_streaming_f32"})
     q, k = wg.TensorSpec((9, 4, 64), "f32"), wg.TensorSpec((40, 2, 64), "f32")
     caps = Caps.synthetic(max_workgroup_storage=32768)
     assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path).variant == "prefill_streaming_f32"
     assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path, layer=3).variant == "prefill_tiled_small_f32"
     with path:
         q1 = wg.TensorSpec((1, 4, 64), "f32")
-        assert wg.ops.attention_plan(q1, k, k, caps=caps).variant == "decode_f32"
+        assert wg.ops.attention_plan(q1, k, k, caps=caps).variant == "decode_streaming_f32"
     f = tmp_path / "path.toml"
     f.write_text('decode = "decode_chunked_f32"\n')
     assert wg.kernel_path(f).variant("decode") == "decode_chunked_f32"
     with pytest.raises(wg.PlanError, match="not a prefill attention variant"):
-        wg.kernel_path({"prefill": "decode_f32"})
+        wg.kernel_path({"prefill": "decode_streaming_f32"})
 
 
 def _t(dev, shape, dtype="f32"):

@@ -178,8 +178,8 @@ CATALOGUE = [
     ("ring-too-short", LimitError, r"ring of 8 rows holds the last 8 of kv_len 20 keys",
      lambda e: attn(e, kv_layout="ring", kv_len=20), True),
     ("unknown-variant", PlanError, r"unknown variant 'fast'", lambda e: attn(e, variant="fast"), True),
-    ("variant-wrong-phase", PlanError, r"forced attention variant decode_f32 does not fit: it is a decode kernel",
-     lambda e: attn(e, variant="decode_f32"), True),
+    ("variant-wrong-phase", PlanError, r"forced attention variant decode_streaming_f32 does not fit: it is a decode kernel",
+     lambda e: attn(e, variant="decode_streaming_f32"), True),
     ("variant-over-limit", LimitError, r"prefill_tiled_large_f32 does not fit: it takes head_dim <= 64; got 128",
      lambda e: attn(e, q=(4, 2, 128), kv=(8, 2, 128), variant="prefill_tiled_large_f32"), True),
     ("out-shape", ShapeError, r"out= has shape \(4, 2, 4\), the op makes \(4, 2, 8\)",
@@ -268,7 +268,7 @@ BEHAVIOURS = ("no-queries", "zero-length-kv", "nan-propagates", "inf-propagates"
 # prefill_flash_d64 stands for the GPU prefill kernels (one file, one code path); its larger head-dim classes
 # compile for tens of seconds cold on lavapipe.
 PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16", "prefill_flash_d64_f32")
-DECODE = ("decode_f32", "decode_subgroup_f16kv", "decode_chunked_f32", "decode_chunked_f16", "decode_splitk_g4_f32", "decode_splitk_g8_f16")
+DECODE = ("decode_streaming_f32", "decode_subgroup_f16kv", "decode_chunked_f32", "decode_chunked_f16", "decode_splitk_g4_f32", "decode_splitk_g8_f16")
 
 
 def _qkv(rng, dtype, S, L, hq=4, hkv=2, d=16):
@@ -337,7 +337,7 @@ def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where):
     np.testing.assert_allclose(got[~nan_elems], want[~nan_elems], atol=tol, rtol=0)
 
 
-@pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "decode_f32",
+@pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "decode_streaming_f32",
                                      "decode_chunked_f32"))
 def test_inf_in_v_makes_the_rows_that_see_it_non_finite(dev, rng, variant):
     S, L = (1, 300) if variant.startswith("decode") else (6, 40)

@@ -315,10 +315,11 @@ class Device:
 
     # ---- submission ----
 
-    def record(self, profile: bool = False) -> Recording:
-        """A recording: `with dev.record() as rec:` makes op calls on this thread append instead of submit."""
+    def record(self, profile: bool = False, label: str | None = None) -> Recording:
+        """A recording: `with dev.record() as rec:` makes op calls and writes on this thread append instead
+        of submit. `label` names it in errors (default "recording #n")."""
         self.check_alive()
-        return Recording(self, profile=profile)
+        return Recording(self, profile=profile, label=label)
 
     @property
     def recording(self) -> Recording | None:
