@@ -10,7 +10,7 @@ import weakref
 import attrs
 import numpy as np
 
-from wgraph.dtypes import dtype_info
+from wgraph.dtypes import as_stored, dtype_info
 from wgraph.errors import DeviceError, DtypeError, RecordingError, ShapeError, WgraphError
 from wgraph.graph.graph import SOURCE_OPS, Graph, GraphError
 from wgraph.ops.core import OPS, EncodeContext
@@ -282,7 +282,7 @@ class Program:
             arr = np.full(spec.shape, value, np_dtype)
         else:
             if isinstance(value, (list, tuple)):
-                value = np.asarray(value, np_dtype)
+                value = as_stored(value, spec.dtype, where)
             if not isinstance(value, np.ndarray):
                 raise DtypeError(f"{where}: expects a numpy array, a number or a Tensor, got {type(value).__name__}")
             if value.dtype != np_dtype:
@@ -333,7 +333,7 @@ class Program:
         if not _runs_kernels(node):
             raise GraphError(f"{where} has no dispatches to update")
         if type(params) is not type(node.params):
-            raise GraphError(f"{where}: params must be a {type(node.params).__name__}, got {type(params).__name__}")
+            raise GraphError(f"{where}: update() takes {type(node.params).__name__}, got {type(params).__name__}")
         changed = [f.name for f in attrs.fields(type(params)) if getattr(params, f.name) != getattr(node.params, f.name)]
         specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         try:
