@@ -21,7 +21,7 @@ v_in = dev.tensor(np.zeros((1, kv_heads, dim), np.float16))
 q_in = dev.tensor(np.zeros((1, heads, dim), np.float32))
 with dev.record() as rec:  # record one step: move the oldest hot row to cold, append, attend
     cache.append(k_in, v_in, kv_len=length)
-    out = cache.attention(q_in, kv_len=length)
+    out = cache.attention(q_in, causal=True, kv_len=length)
     step = list(rec.items)
 
 for p in range(21, 21 + steps):

@@ -287,7 +287,7 @@ def _decode_layer(x, pos, kv_len, kc, vc, w, cos, sin):
     k = wg.ops.rope(wg.ops.reshape(wg.ops.linear(h, w["wk"]), 1, HKV, D), cos, sin, pos=pos)
     v = wg.ops.reshape(wg.ops.linear(h, w["wv"]), 1, HKV, D)
     wg.ops.kv_append((kc, vc), k, v, pos)
-    o = wg.ops.attention(q, kc, vc, kv_len=kv_len)
+    o = wg.ops.attention(q, kc, vc, causal=True, kv_len=kv_len)
     return wg.ops.add(x, wg.ops.linear(wg.ops.reshape(o, 1, HQ * D), w["wo"]))
 
 

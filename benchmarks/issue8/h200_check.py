@@ -23,6 +23,7 @@ def case(variant, dt, S, L, hq, hkv, D, mag=1.0, **opt):
     k = (rng.standard_normal((rows, hkv, D)) * mag).astype(kdt)
     v = rng.standard_normal((rows, hkv, D)).astype(kdt)
     kw, ref = dict(opt), dict(opt)
+    kw.setdefault("causal", True)  # wg.ops.attention has no default for causal
     if opt.pop("gpu_len", False):
         kw.pop("gpu_len"); ref.pop("gpu_len")
         kw["kv_len"] = dev.tensor(np.array([opt["kv_len"]], np.uint32))
