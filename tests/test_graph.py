@@ -220,7 +220,9 @@ def test_bad_inputs_at_run_time_submit_nothing(dev):
     _nothing_submitted(dev, lambda: prog.run(x=np.ones((3, 2), np.float32), pos=1), wg.ShapeError,
                        r"input 'x': expects shape \(2, 3\), got \(3, 2\)")
     _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float64), pos=1), wg.DtypeError,
-                       r"input 'x': expects f32 \(float32\), got an array of float64")
+                       r"input 'x': got float64 data; wgraph stores f32 and f16 and never narrows silently")
+    _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float16), pos=1), wg.DtypeError,
+                       r"input 'x': expects f32 \(float32\), got an array of float16")
     _nothing_submitted(dev, lambda: prog.run(x=ok, pos=-1), wg.DtypeError, r"input 'pos': -1 is not a u32 value")
     _nothing_submitted(dev, lambda: prog.run(x=ok, pos=1.5), wg.DtypeError, r"1.5 is not a u32 value")
     other = wg.Device()

@@ -12,6 +12,7 @@ import wgpu
 
 from wgraph.dtypes import dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
+from wgraph.host_arrays import host_array
 from wgraph.scheduler.batch import Recording, align4, encode_items
 from wgraph.scheduler.pipelines import BindGroupCache, PipelineCache
 from wgraph.scheduler.pool import BufferPool
@@ -246,21 +247,20 @@ class Device:
         return Tensor(self, buf, spec, label)
 
     def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
-        """Upload a numpy array (f32, f16, u32, i32; int8/uint8 data packed with dtypes.pack_bytes_u32)."""
-        array = np.asarray(array)
-        if dtype is None:
-            dtype = "f32" if array.dtype == np.float64 else dtype_of_numpy(array.dtype)
+        """Upload host data (f32, f16, u32, i32; host_arrays.py: array-likes, dtype= converts, 0-d stays 0-d;
+        int8/uint8 data packed with dtypes.pack_bytes_u32)."""
+        data = host_array(array, dtype, convert=True, where="dev.tensor")
+        dtype = dtype_of_numpy(data.dtype)
         if dtype == "f16" and not self.caps.has_f16:
             raise UnsupportedError(f"dtype f16 needs the shader-f16 feature, which {self.caps.adapter_name!r} lacks")
-        data = np.ascontiguousarray(array, dtype=dtype_info(dtype).numpy)
         t = self.empty(data.shape, dtype, label)
         self.write(t, data)
         return t
 
     def write(self, tensor: Tensor, array):
-        """Overwrite a tensor's contents from a numpy array of the same size (queue-ordered)."""
+        """Overwrite a tensor's contents from host data of its dtype and size (queue-ordered; host_arrays.py)."""
         self.check_tensor(tensor)
-        data = np.ascontiguousarray(np.asarray(array), dtype=dtype_info(tensor.dtype).numpy)
+        data = host_array(array, tensor.dtype, where=f"dev.write into {tensor!r}")
         if data.size != tensor.size:
             raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")
         raw = data.tobytes()
