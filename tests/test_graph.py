@@ -224,8 +224,8 @@ def test_bad_inputs_at_run_time_submit_nothing(dev):
                        r"input 'x': got float64 data; wgraph stores f32 and f16 and never narrows silently")
     _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float16), pos=1), wg.DtypeError,
                        r"input 'x': expects f32 \(float32\), got an array of float16")
-    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=-1), wg.DtypeError, r"input 'pos': -1 is not a u32 value")
-    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=1.5), wg.DtypeError, r"1.5 is not a u32 value")
+    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=-1), wg.DtypeError, r"input 'pos': -1 is outside u32's range")
+    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=1.5), wg.DtypeError, r"1.5 is not an integer")
     other = wg.Device()
     _nothing_submitted(dev, lambda: prog.run(x=other.tensor(ok), pos=1), wg.DeviceError, "belongs to another device")
     # a Tensor input of this device is copied in, in the same submit
