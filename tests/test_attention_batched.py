@@ -126,7 +126,7 @@ def test_kvcache_matches_reference(dev, rng, case):
 
 
 @pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",
-                                     "decode_f32", "decode_subgroup_f16kv", "decode_chunked_f32",
+                                     "decode_streaming_f32", "decode_subgroup_f16kv", "decode_chunked_f32",
                                      "decode_splitk_g4_f16"])
 def test_attention_window_and_lse(dev, rng, variant):
     """window (left, right) without causal, and lse, on every kernel family of wg.ops.attention."""
@@ -340,3 +340,27 @@ def test_bdpa_window_and_lse(dev, rng):
     want = p @ kv[seen, 1, 0] / p.sum(-1, keepdims=True)
     np.testing.assert_allclose(out.numpy()[0], want, atol=2e-5, rtol=0)
     np.testing.assert_allclose(lse.numpy()[:, 0], (m + np.log(p.sum(-1, keepdims=True)))[:, 0], atol=2e-5, rtol=0)
+
+
+def test_batched_kernel_choice_and_the_cpu_loop_cap():
+    """Split-K decode for one query per cached sequence; flash on a GPU with subgroups, tiled on a CPU device, where a
+    sequence too long for lavapipe's loop cap is a LimitError with the numbers, never a silent wrong row."""
+    from wgraph.device import Caps
+    from wgraph.ops.attention_batched import BatchedParams, choose_variant
+
+    gpu = Caps.synthetic(has_f16=True, has_subgroups=True, max_workgroup_storage=49152)
+    cpu = Caps.synthetic(is_cpu=True, has_f16=True, has_subgroups=True, max_workgroup_storage=32768)
+    geo = dict(dtype="f16", Hq=32, Hkv=8, D=128, B=8)
+
+    def params(mode, max_q, max_k, variant=None):
+        return BatchedParams(mode, True, (-1, -1), 0.0, False, max_q, max_k, variant=variant)
+
+    assert choose_variant(params("kvcache", 1, 4096), geo, gpu) == "batched_decode_f16"
+    assert choose_variant(params("kvcache", 1, 300000), geo, cpu) == "batched_decode_f16"
+    assert choose_variant(params("varlen", 512, 512), geo, gpu) == "batched_flash_d128_f16"
+    assert choose_variant(params("kvcache", 4, 512), geo, cpu) == "batched_tiled_d128_f16"
+    with pytest.raises(LimitError, match="batched_tiled_d128_f16 would run up to \\d+ loop iterations .* at "
+                                         "max_seqlen_k 20000 .*stops at 65535"):
+        choose_variant(params("varlen", 16, 20000), geo, cpu)
+    with pytest.raises(LimitError, match="forced variant batched_flash_d128_f16 would run"):
+        choose_variant(params("varlen", 16, 100000, "batched_flash_d128_f16"), geo, cpu)

@@ -5,13 +5,13 @@ from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.attention_batched import attention_kvcache, attention_varlen, seqlens_advance
 from wgraph.ops.elementwise import add, scale
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
-from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
+from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = [
-    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention",
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "attention",
     "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention", "bdpa_decompose", "kernel_path",
     "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "linear", "reshape", "rmsnorm", "rope",
     "rope_tables", "scale", "seqlens_advance", "tiered_attention", "tiered_quant_attention",

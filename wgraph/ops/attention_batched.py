@@ -16,7 +16,8 @@ import numpy as np
 
 from wgraph.errors import LimitError, PlanError, ShapeError
 from wgraph.ops.attention import call_dtype, window_of
-from wgraph.ops.attention_planner import shader_const
+from wgraph.ops.attention_loops import BOUNDS, CPU_LOOP_LIMIT, batched_combine
+from wgraph.ops.attention_planner import PlanFacts, shader_const
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, kernels_for, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
@@ -126,9 +127,28 @@ def _fits(k, dtype: str, head_dim: int, caps) -> bool:
             and k.workgroup_memory <= caps.max_workgroup_storage)
 
 
-def choose_variant(p: BatchedParams, dtype: str, head_dim: int, caps) -> str:
+def cpu_loop_misfit(k, p: BatchedParams, geo: dict, caps) -> str | None:
+    """Why kernel `k` must not run this call on a CPU device: lavapipe stops an invocation's loops after
+    CPU_LOOP_LIMIT iterations, silently (wgraph/ops/attention_loops.py counts them); None when it fits."""
+    if not caps.is_cpu:
+        return None
+    facts = PlanFacts("decode" if p.max_q == 1 else "prefill", geo["dtype"], p.max_q, geo["Hq"], geo["D"], p.max_k,
+                      num_kv_heads=geo["Hkv"])
+    n = BOUNDS[k.file](k, facts, caps)
+    if k.facts.get("role") == "decode":
+        combine = kernel(k.facts["combine"])
+        n = max(n, batched_combine(combine, facts, caps, _decode_chunks(k.name, geo, p.max_k)))
+    if n <= CPU_LOOP_LIMIT:
+        return None
+    what = "max_seqlen_k" if p.mode == "varlen" else "capacity"
+    return (f"{k.name} would run up to {n} loop iterations in one invocation at {what} {p.max_k} (head_dim "
+            f"{geo['D']}); a CPU device (lavapipe) stops at {CPU_LOOP_LIMIT}, silently")
+
+
+def choose_variant(p: BatchedParams, geo: dict, caps) -> str:
     """The kernel of a batched call: split-K decode for one query per cached sequence, else flash on a GPU
     with subgroups, else tiled (registry order within a role: the smallest head-dim class that fits)."""
+    dtype, head_dim = geo["dtype"], geo["D"]
     decode_ok = p.mode == "kvcache" and p.max_q == 1
     if p.variant is not None:
         k = registry().get(p.variant)
@@ -138,14 +158,22 @@ def choose_variant(p: BatchedParams, dtype: str, head_dim: int, caps) -> str:
         if not _fits(k, dtype, head_dim, caps) or (role == "decode" and not decode_ok):
             raise PlanError(f"attention_{p.mode}: forced variant {p.variant} does not take this call ({dtype}, "
                             f"head_dim {head_dim}, {p.max_q} queries per sequence, on {caps.adapter_name!r})")
+        why = cpu_loop_misfit(k, p, geo, caps)
+        if why is not None:
+            raise LimitError(f"attention_{p.mode}: forced variant {why}")
         return k.name
     roles = (["decode"] if decode_ok else []) + ([] if caps.is_cpu else ["flash"]) + ["tiled"]
+    rejected = []
     for role in roles:
         for k in kernels_for("attention_batched"):
             if k.facts.get("role") == role and _fits(k, dtype, head_dim, caps):
-                return k.name
+                why = cpu_loop_misfit(k, p, geo, caps)
+                if why is None:
+                    return k.name
+                rejected.append(why)
+                break   # a larger head-dim class of the role loops no less
     raise LimitError(f"attention_{p.mode}: no batched kernel takes {dtype} head_dim {head_dim} "
-                     f"on {caps.adapter_name!r}")
+                     f"on {caps.adapter_name!r}" + "".join(f"; {why}" for why in rejected))
 
 
 def _encode(ctx, p: BatchedParams, inputs, outputs):
@@ -169,7 +197,7 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
         k = v = ctx.fallback("attention_batched.no_kv", 64)   # no key is ever read
     reads = {"q": q, "k": k, "v": v, "cu_q": cu_q if cu_q is not None else ctx.fallback("attention_batched.cu_q"),
              "kv_lens": kv_lens, "block_table": table if table is not None else ctx.fallback("attention_batched.table")}
-    variant = choose_variant(p, geo["dtype"], D, ctx.caps)
+    variant = choose_variant(p, geo, ctx.caps)
     if kernel(variant).facts["role"] == "decode":
         main = variant
         combine = kernel(main).facts["combine"]

@@ -50,10 +50,12 @@ fn key_masked(j: u32, qpos: i32) -> bool {
     if (params.causal != 0u && p > qpos) {
         return true;
     }
-    if (params.window_right >= 0 && p > qpos + params.window_right) {
+    // p - qpos > window_right, compared as u32 like the window below
+    if (params.window_right >= 0 && p > qpos && u32(p - qpos) > u32(params.window_right)) {
         return true;
     }
-    return params.sliding_window > 0u && p <= qpos - i32(params.sliding_window);
+    // qpos - p >= window, compared as u32 (a window >= 2^31 is no i32)
+    return params.sliding_window > 0u && qpos >= p && u32(qpos - p) >= params.sliding_window;
 }
 
 // Component d of K (part 0) or V (part 1) of key j, before RoPE.

@@ -42,12 +42,13 @@ fn key_range(qpos: i32, n: u32) -> vec2<u32> {
     if (params.causal != 0u) {
         hi = min(hi, qpos + 1);
     }
-    if (params.window_right >= 0) {
-        hi = min(hi, qpos + params.window_right + 1);
+    if (params.window_right >= 0 && qpos < hi - params.window_right - 1) {
+        hi = qpos + params.window_right + 1;   // qpos + right + 1 < hi: no i32 overflow
     }
     var lo = 0;
-    if (params.sliding_window > 0u) {
-        lo = max(0, qpos - i32(params.sliding_window) + 1);
+    // Compared as u32 first: i32(sliding_window) of a window >= 2^31 would be negative and mask every key.
+    if (params.sliding_window > 0u && qpos >= 0 && u32(qpos) >= params.sliding_window) {
+        lo = qpos - i32(params.sliding_window) + 1;
     }
     hi = max(hi, 0);
     lo = min(lo, hi);
