@@ -364,3 +364,22 @@ def test_batched_kernel_choice_and_the_cpu_loop_cap():
         choose_variant(params("varlen", 16, 20000), geo, cpu)
     with pytest.raises(LimitError, match="forced variant batched_flash_d128_f16 would run"):
         choose_variant(params("varlen", 16, 100000, "batched_flash_d128_f16"), geo, cpu)
+
+
+@pytest.mark.parametrize("variant", ["prefill_tiled_small_f32", "prefill_streaming_f32"])
+def test_window_right_with_explicit_positions(dev, rng, variant):
+    """window right counts from the query's absolute position, also for queries before key 0 (start_pos < kv_start)."""
+    q = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    k = rng.standard_normal((9, 1, 16)).astype(np.float32)
+    v = rng.standard_normal((9, 1, 16)).astype(np.float32)
+    start_pos, kv_start, window = 1, 3, (1, 4)
+    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=False, start_pos=start_pos,
+                           kv_start=kv_start, window=window, variant=variant).numpy()
+    for i in range(6):
+        qpos = start_pos + i
+        kpos = kv_start + np.arange(9)
+        seen = (kpos >= qpos - window[0]) & (kpos <= qpos + window[1])
+        s = np.einsum("hd,jd->hj", q[i].astype(np.float64), k[seen, 0]) / 4.0
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = p @ v[seen, 0] / p.sum(-1, keepdims=True)
+        np.testing.assert_allclose(out[i], want, atol=1e-5, rtol=0, err_msg=f"query {i} at position {qpos}")
