@@ -14,6 +14,7 @@ from kernel_support import lacks_subgroups
 from wgraph.errors import (AliasingError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
                            ShapeError)
 from wgraph.graph import GraphError
+from wgraph.ops.elementwise import AddParams
 from wgraph.ops.kv_cache import kv_append
 from attention_reference import attention_reference, visible_mask
 
@@ -121,6 +122,22 @@ def _program(**inputs):
     return staged(lambda e: (lambda prog: lambda: prog.run(**inputs))(_graph().compile(e.dev)))
 
 
+@staged
+def _update_wrong_params(e):
+    prog = _graph().compile(e.dev)
+    return lambda: prog.update(prog.graph.topological_order()[-1], AddParams())
+
+
+def _u32_program(value):
+    def setup(e):
+        g = wg.Graph("ids")
+        x = g.input("x", (1,), "u32")
+        g.output("y", wg.ops.reshape(x, 1))
+        prog = g.compile(e.dev)
+        return lambda: prog.run(x=value)
+    return staged(setup)
+
+
 def _lost(e, what):
     d = e.fresh()
     x = d.tensor(np.ones(4, np.float32))
@@ -169,8 +186,14 @@ CATALOGUE = [
     ("bad-layout", ShapeError, r"kv_layout 'tree' is not one of", lambda e: attn(e, kv_layout="tree"), True),
     ("negative-int-option", ShapeError, r"kv_start=-1 must be an integer in \[0, 4294967295\]",
      lambda e: attn(e, kv_start=-1), True),
-    ("bad-softcap", ShapeError, r"softcap inf must be finite and >= 0", lambda e: attn(e, softcap=float("inf")), True),
+    ("bad-softcap", ShapeError, r"softcap inf must be finite, >= 0", lambda e: attn(e, softcap=float("inf")), True),
     ("bad-scale", ShapeError, r"scale nan must be finite", lambda e: attn(e, scale=float("nan")), True),
+    ("softcap-above-f32", ShapeError, r"softcap 1e\+39 must be finite, >= 0 and at most f32's largest 3.4028235e\+38",
+     lambda e: attn(e, softcap=1e39), True),
+    ("scale-above-f32", ShapeError, r"scale -1e\+39 must be finite and within f32's range \+-3.4028235e\+38",
+     lambda e: attn(e, scale=-1e39), True),
+    ("scale-op-factor", LimitError, r"scale: factor 1e\+39 is outside f32's range", lambda e: wg.ops.scale(e.f32(4), 1e39),
+     True),
     ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
     ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
      lambda e: attn(e, kv_len=e.f32(1)), True),
@@ -185,8 +208,8 @@ CATALOGUE = [
     ("ring-too-short", LimitError, r"ring of 8 rows holds the last 8 of kv_len 20 keys",
      lambda e: attn(e, kv_layout="ring", kv_len=20), True),
     ("unknown-variant", PlanError, r"unknown variant 'fast'", lambda e: attn(e, variant="fast"), True),
-    ("variant-wrong-phase", PlanError, r"forced attention variant decode_f32 does not fit: it is a decode kernel",
-     lambda e: attn(e, variant="decode_f32"), True),
+    ("variant-wrong-phase", PlanError, r"forced attention variant decode_streaming_f32 does not fit: it is a decode kernel",
+     lambda e: attn(e, variant="decode_streaming_f32"), True),
     ("variant-over-limit", LimitError, r"prefill_tiled_large_f32 does not fit: it takes head_dim <= 64; got 128",
      lambda e: attn(e, q=(4, 2, 128), kv=(8, 2, 128), variant="prefill_tiled_large_f32"), True),
     ("out-shape", ShapeError, r"out= has shape \(4, 2, 4\), the op makes \(4, 2, 8\)",
@@ -206,6 +229,15 @@ CATALOGUE = [
      r"expected a Tensor \(or a graph value\), got numpy.ndarray; upload host data with dev.tensor",
      lambda e: wg.ops.attention(np.ones((4, 2, 8), np.float32), e.f32(8, 2, 8), e.f32(8, 2, 8), causal=True), True),
     ("numpy-dtype", DtypeError, r"numpy dtype int8 has no wgraph dtype", lambda e: e.dev.tensor(np.ones(4, np.int8)), True),
+    ("u32-from-negative", DtypeError, r"-1 is outside u32's range \[0, 4294967295\]",
+     lambda e: e.dev.tensor([-1], "u32"), True),
+    ("u32-from-fraction", DtypeError, r"7.9 is not an integer; a u32 tensor holds integers",
+     lambda e: e.dev.tensor([7.9], "u32"), True),
+    ("program-u32-input", DtypeError, r"input 'x': -1 is outside u32's range", _u32_program([-1]), True),
+    ("program-u32-fraction", DtypeError, r"input 'x': 7.9 is not an integer", _u32_program([7.9]), True),
+    ("bad-power-preference", DeviceError, r"power_preference 'fast' is not one of \('high-performance', 'low-power'\)",
+     lambda e: wg.Device(power_preference="fast"), True),
+    ("update-wrong-params", GraphError, r"update\(\) takes ScaleParams, got AddParams", _update_wrong_params, True),
     ("unknown-dtype", DtypeError, r"unknown dtype 'f64'", lambda e: e.dev.empty((4,), "f64"), True),
     ("negative-shape", ShapeError, r"shape \(4, -1\) has a negative dimension", lambda e: e.dev.empty((4, -1)), True),
     ("reshape-size", ShapeError, r"cannot reshape \(4,\) \(4 elements\) to \(3,\)", lambda e: e.f32(4).reshape(3), True),
@@ -216,10 +248,10 @@ CATALOGUE = [
     ("cache-full", LimitError, r"cache full: writing 3 rows at position 6 needs 9 rows, the cache holds 8",
      lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 6), True),
     ("nested-recording", RecordingError, r"a recording is already open on this thread", _nested, True),
-    ("use-after-submit", RecordingError, r"this recording was already submitted", _append_after_submit, True),
-    ("submit-twice", RecordingError, r"this recording was already submitted", _submit_twice, True),
+    ("use-after-submit", RecordingError, r"recording #\d+ was already submitted", _append_after_submit, True),
+    ("submit-twice", RecordingError, r"recording #\d+ was already submitted", _submit_twice, True),
     ("read-inside-recording", RecordingError, r"is written by the open recording", _read_inside, True),
-    ("recording-other-thread", RecordingError, r"this recording belongs to thread \d+, not to thread \d+",
+    ("recording-other-thread", RecordingError, r"recording #\d+ belongs to thread \d+, not to thread \d+",
      _other_thread, True),
     ("profile-unprofiled", RecordingError, r"not made with record\(profile=True\)", _profile_unprofiled, True),
     ("program-in-recording", RecordingError, r"run\(\) inside dev.record\(\) is not supported", _program_in_recording, True),
@@ -233,14 +265,14 @@ CATALOGUE = [
      True),
     ("not-an-array", DtypeError, r"dev.tensor: cannot view object as a numpy array", lambda e: e.dev.tensor(object()),
      True),
-    ("inexact-integer", DtypeError, r"dev.tensor: these int64 values are not exact u32 values",
+    ("inexact-integer", DtypeError, r"dev.tensor: -1 is outside u32's range \[0, 4294967295\]",
      lambda e: e.dev.tensor(np.array([-1]), dtype="u32"), True),
     # device loss: the call is made on a fresh device that the entry destroys (and maybe re-creates)
     ("op-after-destroy", DeviceError, r"is lost or destroyed; call dev.recreate\(\)", "op", True),
     ("replay-after-loss", DeviceError, r"program 'cat' was compiled for .* epoch \d+; the device is now lost",
      "program", True),
     ("tensor-of-old-epoch", DeviceError, r"was made before the device was re-created", "old-tensor", True),
-    ("dispatches-of-old-epoch", DeviceError, r"a captured dispatch of another device or of epoch \d+", "old-items", True),
+    ("dispatches-of-old-epoch", DeviceError, r"a captured item of another device or of epoch \d+", "old-items", True),
     ("program-of-old-epoch", DeviceError, r"the device is now epoch \d+: compile the graph again", "old-program", True),
 ]
 
@@ -286,7 +318,7 @@ BEHAVIOURS = ("no-queries", "zero-length-kv", "nan-propagates", "inf-propagates"
 # prefill_flash_d64 stands for the GPU prefill kernels (one file, one code path); its larger head-dim classes
 # compile for tens of seconds cold on lavapipe.
 PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16", "prefill_flash_d64_f32")
-DECODE = ("decode_f32", "decode_subgroup_f16kv", "decode_chunked_f32", "decode_chunked_f16", "decode_splitk_g4_f32", "decode_splitk_g8_f16")
+DECODE = ("decode_streaming_f32", "decode_subgroup_f16kv", "decode_chunked_f32", "decode_chunked_f16", "decode_splitk_g4_f32", "decode_splitk_g8_f16")
 
 
 def _qkv(rng, dtype, S, L, hq=4, hkv=2, d=16):
@@ -356,7 +388,7 @@ def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where):
     np.testing.assert_allclose(got[~nan_elems], want[~nan_elems], atol=tol, rtol=0)
 
 
-@pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "decode_f32",
+@pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "decode_streaming_f32",
                                      "decode_chunked_f32"))
 def test_inf_in_v_makes_the_rows_that_see_it_non_finite(dev, rng, variant):
     S, L = (1, 300) if variant.startswith("decode") else (6, 40)

@@ -85,14 +85,14 @@ def test_float64_without_dtype_raises_the_same_error_everywhere(dev):
 
 def test_integer_conversions_are_exact_or_raise(dev):
     np.testing.assert_array_equal(dev.tensor(np.array([0, 7, 2**32 - 1]), dtype="u32").numpy(), [0, 7, 2**32 - 1])
-    with pytest.raises(wg.DtypeError, match=r"these int64 values are not exact u32 values"):
+    with pytest.raises(wg.DtypeError, match=r"4294967296 is outside u32's range \[0, 4294967295\]"):
         dev.tensor(np.array([2**32]), dtype="u32")
-    with pytest.raises(wg.DtypeError, match=r"these float64 values are not exact i32 values"):
+    with pytest.raises(wg.DtypeError, match=r"1.5 is not an integer; a i32 tensor holds integers"):
         dev.tensor(np.array([1.5]), dtype="i32")
     t = dev.empty((2,), "u32")
     dev.write(t, [3, 4])  # Python numbers have no dtype: they take the tensor's, checked
     np.testing.assert_array_equal(t.numpy(), [3, 4])
-    with pytest.raises(wg.DtypeError, match=r"\[3, -4\] is not a u32 value"):
+    with pytest.raises(wg.DtypeError, match=r"-4 is outside u32's range"):
         dev.write(t, [3, -4])
     with pytest.raises(wg.DtypeError, match=r"expects u32 \(uint32\), got an array of int64"):
         dev.write(t, np.array([3, 4]))

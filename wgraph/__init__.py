@@ -7,6 +7,7 @@ from wgraph.errors import (
     AliasingError,
     DeviceError,
     DtypeError,
+    GpuValueError,
     LimitError,
     PlanError,
     RecordingError,
@@ -23,7 +24,7 @@ from wgraph.tensor import Tensor, TensorSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "Caps", "Device", "DeviceError", "DtypeError", "Graph", "GraphError", "KernelPath",
+    "AliasingError", "Caps", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
     "KernelPlan", "LimitError", "PlanError", "Program", "RecordingError", "RegistryError", "ShapeError", "Stats",
     "Tensor", "TensorSpec", "UnsupportedError", "Value", "WgraphError", "default_device", "kernel_path", "ops",
 ]

@@ -1,5 +1,7 @@
 """The dtype table: the one place that says how each wgraph dtype is stored."""
 
+import numbers
+
 import attrs
 import numpy as np
 
@@ -57,6 +59,14 @@ def pack_bytes_u32(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint32)
 
 
-def unpack_bytes_u32(a: np.ndarray, dtype=np.int8) -> np.ndarray:
-    """Inverse of pack_bytes_u32 (padding included)."""
-    return np.ascontiguousarray(np.asarray(a, np.uint32)).view(dtype)
+def is_int(value) -> bool:
+    """Whether `value` is an integer: a Python or numpy integer (numbers.Integral), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def exact_int(value):
+    """int(value) for an integer (see is_int), else `value` unchanged for its validator to reject by name."""
+    return int(value) if is_int(value) else value
+
+
+F32_MAX = float(np.finfo(np.float32).max)

@@ -31,12 +31,21 @@ def host_view(value, where: str) -> np.ndarray:
 
 
 def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
-    out = arr.astype(dtype_info(dtype).numpy)
-    if out.dtype.kind in "iu" and not np.array_equal(out, arr):  # wrapped, truncated or NaN: never silently
-        what = f"{value!r} is not a {dtype} value" if _python_data(value) else \
-            f"these {arr.dtype} values are not exact {dtype} values"
-        raise DtypeError(f"{where}: {what}")
-    return out
+    target = dtype_info(dtype).numpy
+    if target.kind in "iu" and arr.size:  # never wrapped, truncated or NaN silently: name the first bad value
+        if arr.dtype.kind not in "biuf":
+            raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
+        if arr.dtype.kind == "f":
+            bad = ~np.isfinite(arr) | (arr != np.trunc(arr))
+            if bad.any():
+                raise DtypeError(f"{where}: {arr[bad].flat[0].item()!r} is not an integer; a {dtype} tensor "
+                                 f"holds integers")
+        info = np.iinfo(target)
+        lo, hi = arr.min(), arr.max()
+        if lo < info.min or hi > info.max:
+            raise DtypeError(f"{where}: {(lo if lo < info.min else hi).item()!r} is outside {dtype}'s range "
+                             f"[{info.min}, {info.max}]")
+    return arr.astype(target)
 
 
 def host_array(value, dtype: str | None = None, *, convert: bool = False, where: str) -> np.ndarray:

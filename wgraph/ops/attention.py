@@ -13,6 +13,7 @@ from pathlib import Path
 
 import attrs
 
+from wgraph.dtypes import F32_MAX, exact_int, is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register
@@ -59,7 +60,7 @@ def call_dtype(q_dtype: str, kv_dtype: str) -> str:
 
 
 def _check_int(name, value, minimum=0, maximum=U32_MAX):
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+    if not is_int(value) or not minimum <= value <= maximum:
         raise ShapeError(f"attention: {name}={value!r} must be an integer in [{minimum}, {maximum}]")
 
 
@@ -97,10 +98,11 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         _check_int(name, getattr(params, name))
     if params.start_pos is not None:
         _check_int("start_pos", params.start_pos)
-    if params.softcap < 0 or not math.isfinite(params.softcap):
-        raise ShapeError(f"attention: softcap {params.softcap} must be finite and >= 0 (0 = off)")
-    if params.scale is not None and not math.isfinite(params.scale):
-        raise ShapeError(f"attention: scale {params.scale} must be finite")
+    if params.softcap < 0 or not math.isfinite(params.softcap) or params.softcap > F32_MAX:
+        raise ShapeError(f"attention: softcap {params.softcap} must be finite, >= 0 and at most f32's largest "
+                         f"{F32_MAX:.8g} (0 = off)")
+    if params.scale is not None and not (math.isfinite(params.scale) and abs(params.scale) <= F32_MAX):
+        raise ShapeError(f"attention: scale {params.scale} must be finite and within f32's range +-{F32_MAX:.8g}")
     if params.kv_len is None:
         if kv_len_t is None or kv_len_t.dtype != "u32" or kv_len_t.size < 1:
             raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {kv_len_t}")
@@ -177,8 +179,20 @@ def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
         "kv_start": params.kv_start, "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(D),
         "softcap": params.softcap, "causal": int(params.causal), "sliding_window": params.sliding_window,
         "kv_layout": LAYOUTS.index(params.kv_layout), "page_size": params.page_size, "kv_rows": L,
-        "num_chunks": kplan.num_chunks, "chunk_size": kplan.chunk_size,
+        "num_chunks": kplan.max_chunks, "chunk_size": kplan.chunk_size,
     }
+
+
+def _capacity_chunks(params: AttentionParams, specs, kplan: KernelPlan, caps) -> int:
+    """Chunks to size the partial buffers for: the plan's at the kv buffer's capacity (its kernel forced),
+    so a Program can later move an int kv_len anywhere up to the capacity without new buffers."""
+    if params.kv_len is None:
+        return kplan.max_chunks  # planned at the capacity already
+    at_capacity = attrs.evolve(params, kv_len=None)
+    try:
+        return max(kplan.max_chunks, plan(plan_facts(at_capacity, specs), caps, kplan.variant).max_chunks)
+    except WgraphError:
+        return kplan.max_chunks
 
 
 def _encode(ctx, params: AttentionParams, inputs, outputs):
@@ -188,6 +202,7 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         return []  # no queries: the output is empty and nothing runs
     specs = tuple(None if t is None else t.spec for t in inputs)
     kplan = plan(plan_facts(params, specs), ctx.caps, params.variant)
+    ctx.chose(kplan)
     u = uniforms(params, specs, kplan)
     kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
     pages = page_table if page_table is not None else ctx.fallback("attention.page_table")
@@ -195,29 +210,25 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         # k/v with no rows: no key is ever read, but kernels with vec4 loads declare >= 16-byte bindings
         k = v = ctx.fallback("attention.no_kv", 64)
     reads = {"q": q, "k": k, "v": v, "kv_len_buf": kv_len_buf, "page_table": pages}
-    if registry()[kplan.variant].facts.get("grid") == "splitk":
-        return _encode_splitk(ctx, kplan, u, reads, out, kv_len_t)
-    if kplan.num_chunks == 0:
+    if kplan.max_chunks == 0:
         ((variant, wg),) = kplan.dispatches
         return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out}, workgroups=wg, label="attention")]
     S, Hq, D = q.shape
-    slots = S * Hq * kplan.num_chunks
+    slots = S * Hq * _capacity_chunks(params, specs, kplan, ctx.caps)
     part_ml = ctx.scratch((slots * 2,), "f32", "attention.part_ml")
     part_acc = ctx.scratch((slots * D,), "f32", "attention.part_acc")
+    partials = {"part_ml": part_ml, "part_acc": part_acc}
     (main, wg), (combine, cwg) = kplan.dispatches
+    if registry()[kplan.variant].facts.get("grid") == "splitk":
+        return _encode_splitk(ctx, kplan, u, reads, partials, out, kv_len_t)
     return [
-        ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
-                     workgroups=wg, label="attention.chunks"),
-        ctx.dispatch(combine, uniforms=u, bindings={"part_ml": part_ml, "part_acc": part_acc, "out": out},
-                     workgroups=cwg, label="attention.combine"),
+        ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks"),
+        ctx.dispatch(combine, uniforms=u, bindings={**partials, "out": out}, workgroups=cwg, label="attention.combine"),
     ]
 
 
-def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, out, kv_len_t):
+def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, kv_len_t):
     """Split-K decode: [prepare (GPU kv_len: indirect counts),] chunks, combine; one pass when recorded."""
-    _, Hq, D = reads["q"].shape
-    part_ml = ctx.scratch((Hq * kplan.num_chunks * 2,), "f32", "attention.part_ml")
-    part_acc = ctx.scratch((Hq * kplan.num_chunks * D,), "f32", "attention.part_acc")
     (main, wg), (combine, cwg) = kplan.dispatches
     lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
     dispatches = []
@@ -229,10 +240,8 @@ def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, out, kv_len_t):
         grid = {"indirect": (args, 0)}
     else:
         grid = {"workgroups": wg}
-    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
-                                   label="attention.splitk", **grid))
-    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, "part_ml": part_ml,
-                                                                  "part_acc": part_acc, "out": out},
+    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, label="attention.splitk", **grid))
+    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out},
                                    workgroups=cwg, label="attention.splitk_combine"))
     return dispatches
 
@@ -301,9 +310,10 @@ def _params(op, q, kv_len, causal, scale, start_pos, kv_start, sliding_window, s
     else:
         kv_len_t, n = None, kv_len
     params = AttentionParams(
-        causal=require_causal(op, causal), scale=None if scale is None else float(scale), start_pos=start_pos,
-        kv_start=kv_start, kv_len=n, sliding_window=sliding_window, softcap=float(softcap),
-        kv_layout=kv_layout, page_size=page_size, variant=_resolve_variant(variant, q.shape[0], layer))
+        causal=require_causal(op, causal), scale=None if scale is None else float(scale),
+        start_pos=exact_int(start_pos), kv_start=exact_int(kv_start), kv_len=exact_int(n),
+        sliding_window=exact_int(sliding_window), softcap=float(softcap), kv_layout=kv_layout,
+        page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer))
     return params, kv_len_t
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import attrs
 
+from wgraph.device_errors import BINDING as ERROR_BINDING
 from wgraph.errors import AliasingError, DeviceError, DtypeError, LimitError, PlanError, ShapeError, UnsupportedError
 from wgraph.scheduler.dispatch import Dispatch
 from wgraph.scheduler.pipelines import storage_binding_size
@@ -18,11 +19,13 @@ from wgraph.tensor import Tensor, TensorSpec
 @attrs.frozen
 class OpDef:
     """An op: `infer(params, input specs) -> output specs` validates; `encode(ctx, params, inputs, outputs)`
-    returns the dispatches. Neither does GPU work."""
+    returns the dispatches (and may tell `ctx.chose(plan)` which kernel plan it used, for explain()).
+    Neither does GPU work. `is_view`: the output aliases the first input's buffer (no dispatch)."""
 
     name: str
     infer: Callable[[Any, tuple], tuple[TensorSpec, ...]]
     encode: Callable[..., list]
+    is_view: bool = False
 
 
 OPS: dict[str, OpDef] = {}
@@ -100,19 +103,32 @@ def _pack_cached(layout, values: dict) -> bytes:
 
 
 class EncodeContext:
-    """What `encode` functions build dispatches with."""
+    """What `encode` functions build dispatches with. `scratch_source(spec, label)`, when given, supplies
+    scratch tensors (a Program places them in its memory plan); else they come from the device's pool."""
 
-    def __init__(self, device):
+    def __init__(self, device, scratch_source=None):
         self.device = device
         self.caps = device.caps
+        self.plan = None  # the kernel plan the op chose, if it has one (KernelPlan: variant, reason, ...)
+        self._scratch_source = scratch_source
+
+    def chose(self, plan) -> None:
+        """Record the plan an op's encode used, so explain() reports it without planning again."""
+        self.plan = plan
 
     def scratch(self, shape, dtype: str, label: str = "scratch") -> Tensor:
         """A temporary tensor that lives as long as the dispatches that bind it."""
+        if self._scratch_source is not None:
+            return self._scratch_source(TensorSpec(shape, dtype), label)
         return self.device.empty(shape, dtype, label)
 
     def fallback(self, name: str, nbytes: int = 4) -> Tensor:
         """A zero-filled dummy for an optional binding that is not used."""
         return self.device.fallback(name, nbytes)
+
+    def error_flag(self) -> Tensor:
+        """The device error flag (wgraph/device_errors.py); `dispatch` binds it to a kernel that declares it."""
+        return self.device.error_flag()
 
     def grid(self, groups: int) -> tuple[int, int, int]:
         """`groups` workgroups as (x, y, 1) with x within the device limit (kernels rebuild the flat index)."""
@@ -134,6 +150,8 @@ class EncodeContext:
         else:
             packed = b""
         declared, declared_names = _declared_storage(k)
+        if ERROR_BINDING in declared and ERROR_BINDING not in bindings:
+            bindings = {**bindings, ERROR_BINDING: self.error_flag()}
         if bindings.keys() != declared_names:
             raise PlanError(f"kernel {variant}: bindings {sorted(bindings)} do not match the shader's {sorted(declared)}")
         for name, t in bindings.items():
@@ -194,7 +212,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
     for t in tensors:
         device.check_tensor(t)
     dispatches = op.encode(EncodeContext(device), params, tuple(inputs), outputs)
-    device.run(dispatches)
+    device.run(dispatches, outputs if out is None else ())
     return outputs[0] if len(outputs) == 1 else outputs
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.errors import DtypeError, ShapeError
+from wgraph.dtypes import F32_MAX
+from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
@@ -29,6 +30,8 @@ class ScaleParams:
 
 def _infer_scale(params: ScaleParams, specs):
     x, indirect = specs
+    if abs(params.factor) > F32_MAX:
+        raise LimitError(f"scale: factor {params.factor} is outside f32's range +-{F32_MAX:.8g}")
     select_variant("scale", output_dtype=x.dtype)
     _check_indirect(indirect)
     return (TensorSpec(x.shape, x.dtype),)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, select_variant
@@ -155,7 +156,7 @@ KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write))
 def _as_pos(pos, pos_offset: int) -> tuple[int, Tensor | None]:
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return int(pos_offset), pos
-    if isinstance(pos, bool) or not isinstance(pos, int):
+    if not is_int(pos):
         raise ShapeError(f"position must be an int or a u32 GPU tensor, got {type(pos).__name__}")
     return int(pos) + int(pos_offset), None
 
@@ -174,7 +175,8 @@ def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None,
     layout: "contiguous" (row = position), "ring" (row = position % rows) or "paged" (page_table[position //
     page_size] * page_size + position % page_size). `pos` is an int (checked: cache full / beyond capacity are
     LimitErrors) or a u32 GPU tensor read at dispatch time (plus `pos_offset`), so one recording replays for any
-    position; rows that a GPU position puts outside the cache are not written.
+    position; rows that a GPU position puts outside the cache are not written and are reported on the
+    device error flag (dev.check_errors() and the next readback raise GpuValueError).
     """
     k_cache, v_cache = cache
     for new, dst in ((k_new, k_cache), (v_new, v_cache)):
