@@ -21,7 +21,7 @@ import numpy as np
 from wgraph.errors import DtypeError, LimitError, ShapeError, WgraphError
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
-from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.core import OpDef, apply, ceil_div, register, type_name
 from wgraph.ops.dense import reshape
 from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
@@ -188,7 +188,7 @@ def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_
     [..., Hq, L, S]; host data or a GPU tensor (f32 added, u32 boolean). enable_gqa: Hq a multiple of Hkv."""
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not (isinstance(x, Tensor) or _symbolic(x)):
-            raise ShapeError(f"sdpa: {name} must be a Tensor (or a graph value), got {type(x).__name__}; "
+            raise ShapeError(f"sdpa: {name} must be a Tensor (or a graph value), got {type_name(x)}; "
                              f"upload host data with dev.tensor(...)")
         if len(x.shape) < 2:
             raise ShapeError(f"sdpa: {name} must be [..., heads, rows, head_dim], got {x.shape}")
