@@ -6,7 +6,8 @@ dispatch per input makes attention's [L, B*H, D] (q head b*Hq + h then reads kv 
 GQA folds too), the attention op runs, and one `transpose01` turns the output back. Causal is top-left, as
 torch: `attention(causal=True, start_pos=0)`. With `attn_mask`, the `sdpa_masked` kernel runs instead.
 
-Cost: the four transposes each read and write one tensor once (memory-bound copies). `sdpa_masked` is simple,
+Cost: the four transposes each read and write one tensor once (memory-bound copies; a view, no copy, where
+an axis is 1: one query (decode) or one head). `sdpa_masked` is simple,
 not fast: one workgroup per (query, head), each key's q.k computed by one thread from global memory (no K/V
 tiles in workgroup memory), so it reads K and V once per query row; a host-data mask (numpy, torch CPU) is
 uploaded on every call (pass a GPU tensor to reuse one), booleans as u32."""
@@ -74,9 +75,14 @@ class SdpaMaskedParams:
     mask_strides: tuple[int, int, int, int]  # (batch, head, query, key) in mask elements; 0 on broadcast axes
 
 
-def _check_cpu_loops(caps, seq_k: int, head_dim: int, dtype: str):
-    """LimitError where one sdpa_masked invocation would loop past lavapipe's limit (its loops, counted as
-    lavapipe counts them: the q load, the tile loop with its score, reductions and P.V loops, the store)."""
+def _check_device_limits(caps, seq_q: int, folded_heads: int, seq_k: int, head_dim: int, dtype: str):
+    """LimitError where sdpa_masked's grid (folded heads x queries) is past the device's per-dimension limit,
+    or where one invocation would loop past lavapipe's limit (its loops, counted as lavapipe counts them: the
+    q load, the tile loop with its score, reductions and P.V loops, the store)."""
+    limit = caps.max_workgroups_per_dim
+    if max(seq_q, folded_heads) > limit:
+        raise LimitError(f"sdpa: attn_mask runs one workgroup per (head, query): {folded_heads} x {seq_q} is past "
+                         f"the device's {limit} workgroups per dimension")
     k = kernel(select_variant("sdpa_masked", output_dtype=dtype))
     wg, acc = k.threads, k.limits["max_head_dim"] // k.threads
     per_tile = head_dim + 2 * int(math.log2(wg)) + acc + ceil_div(head_dim, wg) * wg
@@ -112,7 +118,7 @@ def _encode_masked(ctx, params: SdpaMaskedParams, inputs, outputs):
     if out.size == 0:
         return []
     variant = select_variant("sdpa_masked", output_dtype=q.dtype)
-    _check_cpu_loops(ctx.caps, S, D, q.dtype)
+    _check_device_limits(ctx.caps, L, folded, S, D, q.dtype)
     if S == 0:  # no keys: nothing is read, but the bindings must not be empty
         k = v = mask = ctx.fallback("sdpa.no_kv", 64)
     uniforms = {"seq_q": L, "seq_k": S, "heads": params.heads, "folded_heads": folded,
@@ -228,12 +234,19 @@ def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_
         params = SdpaMaskedParams(hq, hq // hkv, scale, boolean, strides)
         _infer_masked(params, (*specs, specs[1], TensorSpec(mask.shape, mask.dtype)))
         if now:
-            _check_cpu_loops(query.device.caps, S, D, query.dtype)
-    q3 = transpose01(reshape(query, (B * hq, L, D)))      # [L, B*Hq, D]
-    k3 = transpose01(reshape(key, (B * hkv, S, D)))       # [S, B*Hkv, D]
-    v3 = transpose01(reshape(value, (B * hkv, S, D)))
+            _check_device_limits(query.device.caps, L, B * hq, S, D, query.dtype)
+    q3 = _swap(query, B * hq, L, D)      # [L, B*Hq, D]
+    k3 = _swap(key, B * hkv, S, D)       # [S, B*Hkv, D]
+    v3 = _swap(value, B * hkv, S, D)
     if attn_mask is None:
         o3 = attention(q3, k3, v3, causal=bool(is_causal), start_pos=0, scale=scale)
     else:
         o3 = apply(SDPA_MASKED, params, (q3, k3, v3, mask))
-    return reshape(transpose01(o3), tuple(query.shape))
+    return reshape(_swap(o3, L, B * hq, D), tuple(query.shape))
+
+
+def _swap(x, a: int, b: int, d: int):
+    """x viewed as [a, b, d] -> [b, a, d]: a view when a or b is 1 (decode, one head), else a transpose01 copy."""
+    if a == 1 or b == 1:
+        return reshape(x, (b, a, d))
+    return transpose01(reshape(x, (a, b, d)))
