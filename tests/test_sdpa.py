@@ -111,6 +111,17 @@ def test_sdpa_in_a_graph(dev, rng):
     out = g.compile(dev).run(q=q, k=k, v=v)
     _check(out["causal"].numpy(), q, k, v, is_causal=True, enable_gqa=True)
     _check(out["masked"].numpy(), q, k, v, attn_mask=mask, enable_gqa=True)
+    again = wg.Graph.from_json(g.to_json()).compile(dev).run(q=q, k=k, v=v)  # sdpa's params serialise
+    for name in ("causal", "masked"):
+        np.testing.assert_array_equal(again[name].numpy(), out[name].numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_transpose01(dev, rng, dtype):
+    x = rng.standard_normal((3, 70, 5)).astype(dtype)  # 1050 elements: more than one 256-thread workgroup
+    np.testing.assert_array_equal(wg.ops.transpose01(dev.tensor(x)).numpy(), np.swapaxes(x, 0, 1))
+    with pytest.raises(wg.ShapeError, match=r"transpose01: x must be \[A, B, D\], got \(3, 70\)"):
+        wg.ops.transpose01(dev.tensor(x[:, :, 0]))
 
 
 def test_sdpa_errors_before_gpu_work(dev):
