@@ -28,6 +28,10 @@ from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 CPU_LOOP_LIMIT = 65535  # lavapipe stops an invocation's loops after this many iterations (DESIGN.md)
+# Iterations lavapipe counts per key tile beyond the kernel's own loop trips. Measured on Mesa 22.3.6 (one query,
+# one head, every key taking part; first wrong key count): D=64 27264 keys, D=128 14912, D=256 7808, i.e. 10 to
+# 13 more per tile than the trips counted below; 16 keeps the check on the safe side of all three.
+CPU_TILE_OVERHEAD = 16
 
 
 # ---- transpose01: [A, B, D] -> [B, A, D] ----
@@ -77,15 +81,15 @@ class SdpaMaskedParams:
 
 def _check_device_limits(caps, seq_q: int, folded_heads: int, seq_k: int, head_dim: int, dtype: str):
     """LimitError where sdpa_masked's grid (folded heads x queries) is past the device's per-dimension limit,
-    or where one invocation would loop past lavapipe's limit (its loops, counted as lavapipe counts them: the
-    q load, the tile loop with its score, reductions and P.V loops, the store)."""
+    or where one invocation would loop past lavapipe's limit (the kernel's loop trips: the q load, per key tile
+    the score, reductions and P.V loops plus CPU_TILE_OVERHEAD, the store)."""
     limit = caps.max_workgroups_per_dim
     if max(seq_q, folded_heads) > limit:
         raise LimitError(f"sdpa: attn_mask runs one workgroup per (head, query): {folded_heads} x {seq_q} is past "
                          f"the device's {limit} workgroups per dimension")
     k = kernel(select_variant("sdpa_masked", output_dtype=dtype))
     wg, acc = k.threads, k.limits["max_head_dim"] // k.threads
-    per_tile = head_dim + 2 * int(math.log2(wg)) + acc + ceil_div(head_dim, wg) * wg
+    per_tile = head_dim + 2 * int(math.log2(wg)) + acc + ceil_div(head_dim, wg) * wg + CPU_TILE_OVERHEAD
     n = ceil_div(head_dim, wg) + 2 * acc + ceil_div(seq_k, wg) * per_tile
     if caps.is_cpu and n > CPU_LOOP_LIMIT:
         raise LimitError(f"sdpa: attn_mask over {seq_k} keys at head_dim {head_dim} needs {n} loop iterations per "
