@@ -199,9 +199,13 @@ def _spec(x) -> TensorSpec | None:
         return None
     if isinstance(x, Tensor):
         return x.spec
-    kind = type(x)  # the module too: a torch.Tensor is not a wgraph Tensor
-    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
-    raise ShapeError(f"expected a Tensor (or a graph value), got {name}; upload host data with dev.tensor(...)")
+    raise ShapeError(f"expected a Tensor (or a graph value), got {type_name(x)}; upload host data with dev.tensor(...)")
+
+
+def type_name(x) -> str:
+    """x's type with its package (numpy.ndarray, torch.Tensor): a torch.Tensor is not a wgraph Tensor."""
+    kind = type(x)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
 
 
 def apply(op: OpDef, params, inputs: tuple, out=None):
