@@ -54,7 +54,7 @@ def test_bench_json_has_every_field(tmp_path, dev):
     assert data["meta"]["command"].startswith("python -m wgraph bench --grid tiny")
     assert META <= set(data["meta"])
     modes = {r["mode"]: r for r in data["host"]["rows"]}
-    assert set(modes) == {"raw_wgpu_floor", "wgraph_immediate", "wgraph_recorded", "wgraph_recorded_fresh_outputs",
+    assert set(modes) == {"raw_wgpu_floor", "raw_wgpu_submit_per_op", "wgraph_immediate", "wgraph_recorded", "wgraph_recorded_fresh_outputs",
                           "wgraph_graph_replay", "attention_decode_immediate", "attention_decode_recorded",
                           "attention_prefill_immediate", "attention_prefill_recorded"}
     for name, r in modes.items():
