@@ -148,7 +148,8 @@ def _encode(ctx, params: BDPAParams, inputs, outputs):
     variant = select_variant("bdpa_attention", q_dtype=q.dtype)
     uniforms = {
         "num_heads": hq, "num_kv_heads": basis.shape[2], "head_dim": dim, "seq_len": 1,
-        "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "q_pos": params.q_pos,
+        "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "len_cap": index.shape[0],
+        "q_pos": params.q_pos,
         "causal": int(params.causal), "sliding_window": params.sliding_window,
         "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(dim), "softcap": params.softcap,
     }

@@ -107,6 +107,7 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
     uniforms = {
         "num_heads": hq, "num_kv_heads": hot_k.shape[1], "head_dim": dim, "seq_len": S,
         "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "hot_window": params.hot_window,
+        "len_cap": params.hot_window + (table.shape[0] * params.page_size if table is not None else cold_k.shape[0]),
         "cold_layout": int(table is not None), "cold_page_size": max(1, params.page_size),
         "causal": int(params.causal), "sliding_window": params.sliding_window, "scale": scale,
         "softcap": params.softcap,
