@@ -10,6 +10,7 @@ bound passes the limit, and a kernel file without a function here.
 
 from __future__ import annotations
 
+from wgraph.errors import LimitError
 from wgraph.ops.attention_planner import PlanFacts, shader_const
 from wgraph.ops.core import ceil_div
 from wgraph.scheduler.registry import Kernel, registry
@@ -120,6 +121,24 @@ BOUNDS = {
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_splitk_prepare.wgsl": _no_loops,
 }
+
+
+def decode_loop_iterations(k: Kernel, head_dim: int, keys: int) -> int:
+    """tiered_loop.wgsl (the tiered and bdpa decode kernels, which have no other kernel to fall back on): the q
+    load, then per tile of WG keys a key's dot (counted as 3 head-dim loops: a tile may mix hot and cold keys, and
+    a quantized key unpacks words), the tile max, the rescale and P.V (ACC_N per key), and the output loop."""
+    wg, acc = kconst(k, "WG"), kconst(k, "ACC_N")
+    tile = 3 * _loop(head_dim) + _loop(wg) + _loop(acc) + _loop(wg, _loop(acc))
+    return _loop(ceil_div(head_dim, wg)) + _loop(ceil_div(keys, wg), tile) + _loop(acc)
+
+
+def check_decode_loop(k: Kernel, head_dim: int, keys: int, caps, op: str) -> None:
+    """LimitError on a CPU device when a tiered / bdpa decode over `keys` keys passes lavapipe's loop cap."""
+    if caps.is_cpu:
+        n = decode_loop_iterations(k, head_dim, keys)
+        if n > CPU_LOOP_LIMIT:
+            raise LimitError(f"{op}: {keys} keys at head_dim {head_dim} would run up to {n} loop iterations in one "
+                             f"invocation of {k.name}; a CPU device (lavapipe) stops at {CPU_LOOP_LIMIT}, silently")
 
 
 def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal
+from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import select_variant
 from wgraph.scheduler.registry import kernel
@@ -155,6 +156,8 @@ def _encode(ctx, params: BDPAParams, inputs, outputs):
     }
     bindings = {"q": q, "basis": basis, "residual": residual, "residual_scale": rscale, "index": index, "rope": rope,
                 "len_buf": len_t if len_t is not None else ctx.fallback("bdpa.kv_len"), "out": out}
+    check_decode_loop(kernel(variant), dim, params.kv_len if len_t is None else index.shape[0], ctx.caps,
+                      "bdpa_attention")
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, 1, 1), label=variant)]
 
 

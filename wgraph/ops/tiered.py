@@ -12,6 +12,7 @@ import attrs
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal
+from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
 from wgraph.scheduler.registry import kernel
@@ -117,6 +118,8 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
                 "len_buf": len_t if len_t is not None else ctx.fallback("tiered.kv_len")}
     if params.mode is not None:
         bindings.update(cold_k_scale=k_scale, cold_v_scale=v_scale)
+    check_decode_loop(kernel(variant), dim, params.kv_len if len_t is None else uniforms["len_cap"], ctx.caps,
+                      "tiered_attention")
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, S, 1), label=variant)]
 
 
