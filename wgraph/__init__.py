@@ -1,6 +1,11 @@
 """wgraph: GPU compute ops (attention first) on WebGPU, run now, recorded into one submit, or compiled
 into a graph that replays."""
 
+from wgraph import process_setup
+
+process_setup.private_runtime_dir()  # before anything starts the Vulkan loader
+process_setup.quiet_intended_destroy()
+
 from wgraph import ops
 from wgraph.device import Caps, Device, Stats, default_device
 from wgraph.errors import (

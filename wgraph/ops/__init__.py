@@ -4,14 +4,14 @@ from wgraph.ops.attention import AttentionParams, KernelPath, attention, attenti
 from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.elementwise import add, scale
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
-from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
+from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 from wgraph.ops.sdpa import sdpa, transpose01
 
 __all__ = [
-    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_plan",
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "attention", "attention_plan",
     "bdpa_attention", "bdpa_decompose", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize",
     "kv_quantize", "linear", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "sdpa", "tiered_attention",
     "tiered_quant_attention", "transpose01",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.dtypes import is_int
+from wgraph.dtypes import exact_int, is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, select_variant
@@ -66,8 +66,14 @@ def _check_pos_tensor(spec: TensorSpec | None, op: str):
         raise ShapeError(f"{op}: a GPU position must be a u32 tensor with at least one value, got {spec.shape} {spec.dtype}")
 
 
+I32_MAX = 2**31 - 1  # the kv kernels compute positions in i32 (a negative one is a row to skip)
+
+
 def _check_positions(params: WriteParams, n: int, capacity: int, has_pos_tensor: bool, op: str):
     """With an int position (and no pos tensor) every written position must fit: clear errors, not dropped rows."""
+    if n and params.pos + n - 1 > I32_MAX:
+        raise LimitError(f"{op}: rows at positions {params.pos}..{params.pos + n - 1} pass {I32_MAX}, the largest "
+                         f"position the kv kernels address (any layout, rings included)")
     if params.layout == "ring":
         if n > capacity:
             raise LimitError(f"{op}: {n} rows into a ring of {capacity} rows would overwrite rows of the same append")
@@ -193,6 +199,28 @@ def kv_append_quantized(cache, k_new, v_new, pos, *, mode, layout="contiguous", 
 
 
 @attrs.frozen
+class QuantizedKV:
+    """Quantized rows as one value: packed u32 [n, Hkv, head_dim / vpw], scales f16 [n, Hkv], and the mode and
+    head_dim they were made with, so kv_dequantize cannot read int4 data as int8. Checked when built."""
+
+    packed: object  # a Tensor (or a graph Value)
+    scales: object
+    mode: str
+    head_dim: int = attrs.field(converter=exact_int)
+
+    def __attrs_post_init__(self):
+        for name in ("packed", "scales"):
+            if not hasattr(getattr(self, name), "shape"):
+                raise ShapeError(f"QuantizedKV: {name} must be a Tensor, got {type(getattr(self, name)).__name__}")
+        if not is_int(self.head_dim) or self.head_dim < 1:
+            raise ShapeError(f"QuantizedKV: head_dim must be a positive integer, got {self.head_dim!r}")
+        shape = self.packed.shape
+        rows = (shape[0], shape[1], self.head_dim) if len(shape) == 3 else (0, 0, self.head_dim)
+        _check_packed(self.mode, TensorSpec(shape, self.packed.dtype), TensorSpec(self.scales.shape, self.scales.dtype),
+                      rows, "QuantizedKV")
+
+
+@attrs.frozen
 class QuantizeParams:
     mode: str
 
@@ -218,9 +246,11 @@ def _encode_quantize(ctx, params: QuantizeParams, inputs, outputs):
 KV_QUANTIZE = register(OpDef("kv_quantize", _infer_quantize, _encode_quantize))
 
 
-def kv_quantize(x, mode: str = "int8", *, out=None):
-    """Quantize x [n, Hkv, D] (f32 or f16) -> (packed u32 [n, Hkv, D / vpw], scales f16 [n, Hkv])."""
-    return apply(KV_QUANTIZE, QuantizeParams(mode), (x,), out=out)
+def kv_quantize(x, mode: str = "int8", *, out=None) -> QuantizedKV:
+    """Quantize x [n, Hkv, D] (f32 or f16) -> QuantizedKV (packed u32 [n, Hkv, D / vpw], scales f16 [n, Hkv],
+    mode, D). `out=` (packed, scales) to write into existing tensors."""
+    packed, scales = apply(KV_QUANTIZE, QuantizeParams(mode), (x,), out=out)
+    return QuantizedKV(packed, scales, mode, x.shape[2])
 
 
 @attrs.frozen
@@ -252,6 +282,10 @@ def _encode_dequantize(ctx, params: DequantizeParams, inputs, outputs):
 KV_DEQUANTIZE = register(OpDef("kv_dequantize", _infer_dequantize, _encode_dequantize))
 
 
-def kv_dequantize(packed, scales, mode: str = "int8", *, dtype: str = "f32", out=None):
-    """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D]."""
-    return apply(KV_DEQUANTIZE, DequantizeParams(mode, dtype), (packed, scales), out=out)
+def kv_dequantize(qkv: QuantizedKV, *old_args, dtype: str = "f32", out=None):
+    """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D]. Takes the QuantizedKV that kv_quantize returns
+    (for packed data from elsewhere, build one: QuantizedKV(packed, scales, mode, head_dim) checks the shapes)."""
+    if old_args or not isinstance(qkv, QuantizedKV):  # the old (packed, scales, mode) call, or anything else
+        raise ShapeError(f"kv_dequantize takes a QuantizedKV (packed, scales, mode, head_dim), got "
+                         f"{type(qkv).__name__}; the mode is part of the data, so it cannot be guessed")
+    return apply(KV_DEQUANTIZE, DequantizeParams(qkv.mode, dtype), (qkv.packed, qkv.scales), out=out)
