@@ -14,7 +14,7 @@ HEADS = ((1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (6, 2), (8, 2))
 HEAD_DIMS = (1, 3, 8, 16, 17, 32, 40, 64, 80, 128)
 # Tiers of the committed kernels; None lets the planner choose.
 PREFILL_TIERS = (None, "prefill_tiled_large", "prefill_tiled_small", "prefill_streaming")
-DECODE_TIERS = (None, "decode", "decode_subgroup", "decode_chunked")
+DECODE_TIERS = (None, "decode_streaming", "decode_subgroup", "decode_chunked")
 MAX_D = {"prefill_tiled_large": 64}
 
 
@@ -103,10 +103,10 @@ def test_recorded_equals_immediate(dev, dtype, heads, S, L, seed):
     Q = dev.tensor(rng.standard_normal((S, hq, 16)).astype(np.float32))
     K = dev.tensor(rng.standard_normal((L, hkv, 16)).astype(kdt))
     V = dev.tensor(rng.standard_normal((L, hkv, 16)).astype(kdt))
-    immediate = wg.ops.attention(Q, K, V).numpy()
+    immediate = wg.ops.attention(Q, K, V, causal=True).numpy()
     before = dev.stats.snapshot()
     with dev.record():
-        a = wg.ops.attention(Q, K, V)
+        a = wg.ops.attention(Q, K, V, causal=True)
         b = wg.ops.attention(Q, K, V, causal=False)
     assert dev.stats.since(before).submits == 1
     assert a.numpy().tobytes() == immediate.tobytes()

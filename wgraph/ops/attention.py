@@ -1,5 +1,6 @@
-"""`attention(q, k, v, ...)`: scaled dot-product attention with GQA, causal masking (bottom-right aligned by
-default), sliding window, softcap, kv_len from a GPU tensor, and contiguous / ring / paged kv layouts.
+"""`attention(q, k, v, *, causal, ...)`: scaled dot-product attention with GQA, causal masking (bottom-right
+aligned, as FlashAttention; `causal` has no default), sliding window, softcap, kv_len from a GPU tensor, and
+contiguous / ring / paged kv layouts.
 Semantics: DESIGN.md "Attention semantics". Kernel choice: attention_planner.py."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from wgraph.dtypes import F32_MAX, exact_int, is_int
-from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.scheduler.registry import registry
@@ -27,7 +28,7 @@ class AttentionParams:
     """Validated options of one attention call. kv_len None: read from the kv_len tensor on the GPU.
     start_pos None: query 0 sits at kv_start + kv_len - S (bottom-right, as FlashAttention)."""
 
-    causal: bool = True
+    causal: bool
     scale: float | None = None
     start_pos: int | None = None
     kv_start: int = 0
@@ -37,6 +38,16 @@ class AttentionParams:
     kv_layout: str = "contiguous"
     page_size: int = 0
     variant: str | None = None
+
+
+def require_causal(op: str, causal) -> bool:
+    """`causal` as a bool; a WgraphError when the caller left it out (None): no default, either way."""
+    if causal is None:
+        raise WgraphError(
+            f"{op}: pass causal=True or causal=False (there is no default); causal=True is aligned bottom-right "
+            f"as in FlashAttention, so with S queries over L keys query i sits at position L - S + i and sees keys "
+            f"0..L - S + i (torch's scaled_dot_product_attention aligns top-left: use wg.ops.sdpa for that)")
+    return bool(causal)
 
 
 def call_dtype(q_dtype: str, kv_dtype: str) -> str:
@@ -168,8 +179,20 @@ def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
         "kv_start": params.kv_start, "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(D),
         "softcap": params.softcap, "causal": int(params.causal), "sliding_window": params.sliding_window,
         "kv_layout": LAYOUTS.index(params.kv_layout), "page_size": params.page_size, "kv_rows": L,
-        "num_chunks": kplan.num_chunks, "chunk_size": kplan.chunk_size,
+        "num_chunks": kplan.max_chunks, "chunk_size": kplan.chunk_size,
     }
+
+
+def _capacity_chunks(params: AttentionParams, specs, kplan: KernelPlan, caps) -> int:
+    """Chunks to size the partial buffers for: the plan's at the kv buffer's capacity (its kernel forced),
+    so a Program can later move an int kv_len anywhere up to the capacity without new buffers."""
+    if params.kv_len is None:
+        return kplan.max_chunks  # planned at the capacity already
+    at_capacity = attrs.evolve(params, kv_len=None)
+    try:
+        return max(kplan.max_chunks, plan(plan_facts(at_capacity, specs), caps, kplan.variant).max_chunks)
+    except WgraphError:
+        return kplan.max_chunks
 
 
 def _encode(ctx, params: AttentionParams, inputs, outputs):
@@ -179,6 +202,7 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         return []  # no queries: the output is empty and nothing runs
     specs = tuple(None if t is None else t.spec for t in inputs)
     kplan = plan(plan_facts(params, specs), ctx.caps, params.variant)
+    ctx.chose(kplan)
     u = uniforms(params, specs, kplan)
     kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
     pages = page_table if page_table is not None else ctx.fallback("attention.page_table")
@@ -186,29 +210,25 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         # k/v with no rows: no key is ever read, but kernels with vec4 loads declare >= 16-byte bindings
         k = v = ctx.fallback("attention.no_kv", 64)
     reads = {"q": q, "k": k, "v": v, "kv_len_buf": kv_len_buf, "page_table": pages}
-    if registry()[kplan.variant].facts.get("grid") == "splitk":
-        return _encode_splitk(ctx, kplan, u, reads, out, kv_len_t)
-    if kplan.num_chunks == 0:
+    if kplan.max_chunks == 0:
         ((variant, wg),) = kplan.dispatches
         return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out}, workgroups=wg, label="attention")]
     S, Hq, D = q.shape
-    slots = S * Hq * kplan.num_chunks
+    slots = S * Hq * _capacity_chunks(params, specs, kplan, ctx.caps)
     part_ml = ctx.scratch((slots * 2,), "f32", "attention.part_ml")
     part_acc = ctx.scratch((slots * D,), "f32", "attention.part_acc")
+    partials = {"part_ml": part_ml, "part_acc": part_acc}
     (main, wg), (combine, cwg) = kplan.dispatches
+    if registry()[kplan.variant].facts.get("grid") == "splitk":
+        return _encode_splitk(ctx, kplan, u, reads, partials, out, kv_len_t)
     return [
-        ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
-                     workgroups=wg, label="attention.chunks"),
-        ctx.dispatch(combine, uniforms=u, bindings={"part_ml": part_ml, "part_acc": part_acc, "out": out},
-                     workgroups=cwg, label="attention.combine"),
+        ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks"),
+        ctx.dispatch(combine, uniforms=u, bindings={**partials, "out": out}, workgroups=cwg, label="attention.combine"),
     ]
 
 
-def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, out, kv_len_t):
+def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, kv_len_t):
     """Split-K decode: [prepare (GPU kv_len: indirect counts),] chunks, combine; one pass when recorded."""
-    _, Hq, D = reads["q"].shape
-    part_ml = ctx.scratch((Hq * kplan.num_chunks * 2,), "f32", "attention.part_ml")
-    part_acc = ctx.scratch((Hq * kplan.num_chunks * D,), "f32", "attention.part_acc")
     (main, wg), (combine, cwg) = kplan.dispatches
     lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
     dispatches = []
@@ -220,10 +240,8 @@ def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, out, kv_len_t):
         grid = {"indirect": (args, 0)}
     else:
         grid = {"workgroups": wg}
-    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
-                                   label="attention.splitk", **grid))
-    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, "part_ml": part_ml,
-                                                                  "part_acc": part_acc, "out": out},
+    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, label="attention.splitk", **grid))
+    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out},
                                    workgroups=cwg, label="attention.splitk_combine"))
     return dispatches
 
@@ -285,16 +303,17 @@ def _resolve_variant(variant, seq_len: int, layer) -> str | None:
     return variant
 
 
-def _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size,
+def _params(op, q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size,
             variant, layer):
     if isinstance(kv_len, (Tensor, TensorSpec)):
         kv_len_t, n = kv_len, None
     else:
         kv_len_t, n = None, kv_len
     params = AttentionParams(
-        causal=bool(causal), scale=None if scale is None else float(scale), start_pos=exact_int(start_pos),
-        kv_start=exact_int(kv_start), kv_len=exact_int(n), sliding_window=exact_int(sliding_window),
-        softcap=float(softcap), kv_layout=kv_layout, page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer))
+        causal=require_causal(op, causal), scale=None if scale is None else float(scale),
+        start_pos=exact_int(start_pos), kv_start=exact_int(kv_start), kv_len=exact_int(n),
+        sliding_window=exact_int(sliding_window), softcap=float(softcap), kv_layout=kv_layout,
+        page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer))
     return params, kv_len_t
 
 
@@ -306,24 +325,25 @@ def _default_kv_len(k, kv_len, kv_layout, page_table, page_size):
     return k.shape[0]
 
 
-def attention(q, k, v, *, causal=True, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
+def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
               softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0, variant=None, layer=None, out=None):
     """softmax(q k^T * scale [+ masks]) v. q [S, Hq, D], k/v [L, Hkv, D] -> [S, Hq, D] in q's dtype.
-    kv_len: int (default: all rows) or a u32 tensor read by the kernel. variant: a name or a KernelPath."""
+    causal (required): mask keys after the query, bottom-right aligned. kv_len: int (default: all rows) or a u32
+    tensor read by the kernel. variant: a name or a KernelPath."""
     kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
-    params, kv_len_t = _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout,
-                               page_size, variant, layer)
+    params, kv_len_t = _params("attention", q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap,
+                               kv_layout, page_size, variant, layer)
     return apply(ATTENTION, params, (q, k, v, kv_len_t, page_table), out=out)
 
 
-def attention_plan(q, k, v, *, caps=None, causal=True, scale=None, start_pos=None, kv_start=0, kv_len=None,
+def attention_plan(q, k, v, *, caps=None, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None,
                    sliding_window=0, softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0,
                    variant=None, layer=None) -> KernelPlan:
     """The KernelPlan `attention` would use, without running. Tensors or TensorSpecs; caps default to the
     tensors' device (or the default device)."""
     kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
-    params, kv_len_t = _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout,
-                               page_size, variant, layer)
+    params, kv_len_t = _params("attention_plan", q, kv_len, causal, scale, start_pos, kv_start, sliding_window,
+                               softcap, kv_layout, page_size, variant, layer)
     specs = tuple(None if t is None else (t.spec if isinstance(t, Tensor) else t)
                   for t in (q, k, v, kv_len_t, page_table))
     validate(params, specs)
