@@ -148,7 +148,8 @@ def test_sample_row_with_nothing_to_draw_sets_the_flag(dev, rng):
     x[1] = -np.inf
     x[2, :39] = -np.inf  # one finite logit: always drawn
     ids = wg.ops.sample(dev.tensor(x), temperature=1.0, top_k=5, seed=3)
-    with pytest.raises(wg.GpuValueError, match=r"sample: the count of tokens a row could draw .* was 0; it must be >= 1"):
+    with pytest.raises(wg.GpuValueError, match=r"sample: the count of tokens a row could draw .* was 0; "
+                                                r"it must be >= 1"):
         dev.check_errors()
     got = ids.numpy()
     assert got[1] == 0xFFFFFFFF and got[2] == 39 and 0 <= got[0] < 40
