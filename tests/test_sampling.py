@@ -23,6 +23,8 @@ def test_argmax_ties_nan_and_inf_as_numpy(dev, rng):
     got = wg.ops.argmax(dev.tensor(x)).numpy()
     assert got.dtype == np.uint32 and got.tolist() == np.argmax(x, -1).tolist()
     assert got[1:4].tolist() == [7, 3, 0]
+    short = -np.abs(rng.standard_normal((50, 3))).astype(np.float32)  # rows shorter than the workgroup, all < 0
+    assert wg.ops.argmax(dev.tensor(short)).numpy().tolist() == np.argmax(short, -1).tolist()
 
 
 def test_argmax_f16_batch_dims_and_long_rows(dev, rng):
