@@ -44,6 +44,10 @@ SITES = {
                               "the keys the hot ring and the cold part hold (hot_window + cold capacity)",
                               "clamped to the limit"),
     "ERR_BDPA_KV_LEN": Site("bdpa_attention", "the GPU kv_len", "<=", "the index's rows", "clamped to the limit"),
+    "ERR_EMBEDDING_ID": Site("embedding", "a token id read from the GPU", "<", "the table's rows",
+                             "its row written as zeros"),
+    "ERR_SAMPLE_EMPTY": Site("sample", "the count of tokens a row could draw (logits with a weight above 0)", ">=",
+                             "one token", "the id written as 4294967295"),
 }
 
 
