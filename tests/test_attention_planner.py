@@ -216,3 +216,23 @@ def test_bad_input_fails_before_gpu_work(dev, case, err, msg):
         wg.ops.attention(q, k, v, **case)
     delta = dev.stats.since(before)
     assert (delta.submits, delta.dispatches) == (0, 0)
+
+
+def test_fused_decode_needs_a_key_row_within_one_subgroup():
+    """The fused split-K decode splits a key row over head_dim / dims_per_lane lanes of one subgroup: picked on
+    a GPU whose smallest subgroup holds them, else the split-K kernel, with the numbers in the reason."""
+    gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, subgroup_min_size=32)
+    p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), gpu)
+    assert (p.variant, p.tier) == ("decode_fused_g4_f16", "fused") and "subgroup shuffles" in p.reason
+    assert p.dispatches[1][0] == "decode_splitk_combine_f16"
+    small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, subgroup_min_size=4)
+    p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), small)
+    assert p.variant == "decode_splitk_g4_f16"
+    assert "128 / 16 = 8 lanes of one subgroup" in dict(p.rejected)["decode_fused_g4_f16"]
+    assert plan(PlanFacts("decode", "f32", 1, 16, 64, 4096), small).variant == "decode_splitk_g1_f32"
+    assert plan(PlanFacts("decode", "f32", 1, 16, 32, 4096), small).variant == "decode_fused_g1_f32"  # 4 lanes
+    p = plan(PlanFacts("decode", "f16", 1, 16, 80, 4096), gpu)   # 5 lanes: not a power of two
+    assert p.variant == "decode_splitk_g1_f16" and "= 5 lanes" in dict(p.rejected)["decode_fused_g1_f16"]
+    cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, subgroup_min_size=32,
+                         is_cpu=True)
+    assert plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), cpu).variant == "decode_splitk_g4_f16"
