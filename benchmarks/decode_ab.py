@@ -29,6 +29,9 @@ def fused_entry(src: str, name: str, **defines) -> str:
     text = reg[start:end if end > 0 else len(reg)].replace(f"[variants.{src}]", f"[variants.{name}]")
     text = text.replace('tier = "fused"', 'tier = "exp"')
     for key, value in defines.items():
+        if key == "WG":
+            text = text.replace("workgroup_size = [128, 1, 1]", f"workgroup_size = [{value}, 1, 1]")
+            continue
         if key == "DIMS_PER_LANE":
             text = text.replace(text[text.index("dims_per_lane = "):].split(",")[0].split(" }")[0],
                                 f"dims_per_lane = {value}")
@@ -43,11 +46,14 @@ def fused_entry(src: str, name: str, **defines) -> str:
     return text
 
 
-CONFIGS = {  # G_TILE -> [(tag, defines)]
+CONFIGS = {  # G_TILE -> [(tag, defines)]; the registry's: g1 U4 DPL16 T1024 WG128, g4 U2 DPL16 T1024 WG128
     1: [("u2", dict(KEYS_PER_THREAD=2)), ("u8", dict(KEYS_PER_THREAD=8)), ("dpl8", dict(DIMS_PER_LANE=8)),
-        ("t512", dict(SPLIT_TARGET=512)), ("t2048", dict(SPLIT_TARGET=2048))],
+        ("t512", dict(SPLIT_TARGET=512)), ("t2048", dict(SPLIT_TARGET=2048)), ("wg256", dict(WG=256)),
+        ("wg64", dict(WG=64)), ("u2_t2048", dict(KEYS_PER_THREAD=2, SPLIT_TARGET=2048))],
     4: [("u1", dict(KEYS_PER_THREAD=1)), ("u4", dict(KEYS_PER_THREAD=4)), ("dpl8", dict(DIMS_PER_LANE=8)),
-        ("t512", dict(SPLIT_TARGET=512)), ("t2048", dict(SPLIT_TARGET=2048))],
+        ("t512", dict(SPLIT_TARGET=512)), ("t2048", dict(SPLIT_TARGET=2048)), ("wg256", dict(WG=256)),
+        ("wg64", dict(WG=64)), ("u1_dpl8", dict(KEYS_PER_THREAD=1, DIMS_PER_LANE=8)),
+        ("u1_t2048", dict(KEYS_PER_THREAD=1, SPLIT_TARGET=2048))],
 }
 extra, names = [], {1: [], 4: []}
 for g, confs in CONFIGS.items():
@@ -135,7 +141,7 @@ for L in lengths:
         for D in dims:
             g = hq // hkv
             old = f"decode_splitk_g{g}_f16"
-            variants = [None, old] + (names[g] if (D == 128 or L == lengths[-1]) else [])
+            variants = [None, old] + names[g]
             if SMALL:
                 variants = [None, old, f"decode_fused_g{g}_f16"]
             bench(Shape("decode", 1, L, hq, hkv, D, "f16"), variants, 20 if SMALL else 50)

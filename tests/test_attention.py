@@ -22,7 +22,7 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "decode_splitk_g1": ("decode", 256),
     "decode_splitk_g4": ("decode", 256),
     "decode_splitk_g8": ("decode", 256),
-    "decode_fused_g1": ("decode", 256),       # GPU-tuned and subgroup-bound: forced, at head dims that fit
+    "decode_fused_g1": ("decode", 256),       # GPU-tuned: forced
     "decode_fused_g4": ("decode", 256),
     "decode_fused_g8": ("decode", 256),
     "prefill_flash_d64": ("prefill", 64),    # GPU-tuned: the planner skips them on lavapipe, so they are forced
@@ -52,19 +52,14 @@ OPTIONS = [
 ]
 
 
-# WebGPU guarantees subgroups of at least 4 invocations (lavapipe reports 4): a kernel that splits a key row
-# over the lanes of one subgroup (registry fact subgroup_lanes) is tested at the head dims whose lane count
-# fits; the planner rejects the others with the numbers (test_attention_planner).
-MIN_SUBGROUP = 4
-
-
 def _head_dims(variant, max_d):
+    """Head dims up to max_d; a kernel that splits a key row over lanes (registry fact subgroup_lanes) takes
+    a power-of-two lane count only (the planner rejects the others with the numbers)."""
     k = registry()[variant]
     dims = [d for d in HEAD_DIMS if d <= max_d]
     if k.facts.get("subgroup_lanes"):
-        lanes = [d // k.limits["dims_per_lane"] for d in dims]
-        dims = [d for d, n in zip(dims, lanes) if d % k.limits["dims_per_lane"] == 0 and n & (n - 1) == 0
-                and n <= MIN_SUBGROUP]
+        per = k.limits["dims_per_lane"]
+        dims = [d for d in dims if d % per == 0 and (d // per) & (d // per - 1) == 0]
     return dims
 
 

@@ -65,10 +65,11 @@ def main(argv: list[str]) -> dict:
         rows = gemv.bench_gemv(dev, gemv.GEMV_GRIDS[grid], copy_gbps=copy["gbps"], use_torch=not args.no_torch,
                                torch_available=bool(torch_info.get("available")),
                                target_s=0.05 if args.quick or grid == "tiny" else 0.2, progress=_progress)
-        result["gemv"] = {"copy": copy, "rows": rows, "torch": torch_info,
+        floor = gemv.dispatch_floor(dev)
+        result["gemv"] = {"copy": copy, "rows": rows, "torch": torch_info, "dispatch_floor": floor,
                           "bytes": "W once + x + y (f32); GB/s = bytes / GPU time per call"}
         print(f"\n== memory bandwidth and GEMV ({grid} grid) ==")
-        print(report.gemv_table(copy, rows))
+        print(report.gemv_table(copy, rows, floor))
     if args.only in (None, "attention"):
         ok, note = attention.available()
         shapes = GRIDS[grid]

@@ -96,6 +96,13 @@ def copy_bandwidth(dev, nbytes: int, target_s: float = 0.2) -> dict:
     call = lambda: apply(BENCH_COPY, CopyParams(), (x,), out=y)  # noqa: E731
     call()
     ok = bool(np.array_equal(y.numpy(), x.numpy()))
+    if not dev.caps.is_cpu:  # an idle GPU's clocks take a while to rise (the H200 idles at 345 MHz)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            with dev.record():
+                for _ in range(20):
+                    call()
+            dev.sync()
     us, reps, source = _time(dev, call, target_s, 50)
     return {"bytes_copied": nbytes, "bytes_moved": 2 * nbytes, "gpu_us": us, "reps": reps, "time_source": source,
             "gbps": 2 * nbytes / (us * 1e-6) / 1e9, "copy_correct": ok}
@@ -124,6 +131,14 @@ def _torch_linear(x, ws, reps: int) -> dict:
     result = {"torch_us": statistics.median(times) * 1e3, "output": out.float().cpu().numpy()}
     del tw, tx, out
     return result
+
+
+def dispatch_floor(dev, target_s: float = 0.05) -> dict:
+    """GPU time per call of a linear too small to matter (M=1, [8, 256] f16): what every call pays."""
+    s = GemvShape(1, 8, 256, "f16")
+    row = bench_gemv(dev, [s], copy_gbps=None, use_torch=False, torch_available=False, target_s=target_s)[0]
+    return {"shape": attrs.asdict(s), "gpu_us": row.get("gpu_us"), "variant": row.get("variant"),
+            "status": row["status"]}
 
 
 def bench_gemv(dev, shapes, *, copy_gbps: float | None, use_torch: bool, torch_available: bool,

@@ -96,9 +96,11 @@ def attention_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def gemv_table(copy: dict, rows: list[dict]) -> str:
+def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
     lines = [f"copy kernel: {copy['gbps']:.4g} GB/s ({copy['bytes_copied'] >> 20} MiB read + written, "
              f"{copy['gpu_us']:.1f} us)"]
+    if floor and floor.get("gpu_us"):
+        lines.append(f"dispatch floor: {floor['gpu_us']:.1f} us per call of a linear on a [8, 256] weight")
     head = (f"{'M':>2} {'out':>7} {'in':>6} {'W':4} {'variant':22} {'gpu us':>9} {'GB/s':>8} {'of copy':>7} "
             f"{'torch GB/s':>10} {'ratio':>6}")
     lines += [head, "-" * len(head)]

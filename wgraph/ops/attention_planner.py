@@ -130,10 +130,9 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
         return UnsupportedError, f"takes head_dim a multiple of {multiple} (vector loads); got {facts.head_dim}"
     if k.facts.get("subgroup_lanes"):
         lanes = facts.head_dim // int(k.limits["dims_per_lane"])
-        if lanes & (lanes - 1) or not 0 < lanes <= caps.subgroup_min_size:
-            return LimitError, (f"splits a key row over head_dim {facts.head_dim} / {k.limits['dims_per_lane']} = {lanes} lanes of one "
-                                f"subgroup: needs a power of two <= the device's smallest subgroup "
-                                f"({caps.subgroup_min_size})")
+        if lanes & (lanes - 1) or not 0 < lanes <= k.threads:
+            return UnsupportedError, (f"splits a key row over head_dim {facts.head_dim} / {k.limits['dims_per_lane']} "
+                                      f"= {lanes} lanes: needs a power of two <= {k.threads}")
     if facts.layout not in k.facts.get("layouts", LAYOUTS):
         return UnsupportedError, f"does not read the {facts.layout} kv layout"
     if k.facts.get("gpu_only") and caps.is_cpu:

@@ -2,15 +2,16 @@
 // of the decode query's visible keys for the q heads b * G_TILE .. + G_TILE - 1 of kv head g: every K/V byte
 // is read from memory once per kv head (GQA), and K and V of a step are loaded together.
 //
-// A key row of head_dim values is split over LPR = head_dim / DIMS_PER_LANE lanes of one subgroup (a "slot";
-// the planner keeps LPR a power of two <= the device's smallest subgroup): each lane holds PPL 16-byte pieces
-// of the row (the slot's lanes read neighbouring pieces: coalesced) and its dims of the G_TILE q heads in
-// registers. Per step a slot takes U keys: partial q.k per (key, head), summed over the slot's lanes by a
-// subgroupShuffleXor butterfly (no workgroup memory, no barrier), then one online-softmax update per head
-// (running max m, sum l, and the P.V accumulator, all in registers) with the V pieces loaded in the same
-// step. The next step's K/V loads are issued before a step's math (software pipelining). The KS slots of
-// the workgroup merge their (m, l, acc) once at the end in workgroup memory and write the chunk's partial
-// (m, l, acc) per head; attention_decode_splitk_combine.wgsl merges the chunks.
+// A key row of head_dim values is split over LPR = head_dim / DIMS_PER_LANE lanes (a "slot"; the planner keeps
+// LPR a power of two), neighbours in one subgroup where a subgroup holds LPR lanes. Each lane holds PPL
+// 16-byte pieces of the row (the slot's lanes read neighbouring pieces: coalesced) and its dims of the G_TILE
+// q heads in registers. Per step a slot takes U keys: partial q.k per (key, head), summed over the slot's
+// lanes by a subgroupShuffleXor butterfly (no workgroup memory, no barrier; where subgroups are smaller than
+// LPR, through workgroup memory with two barriers a step), then one online-softmax update per head (running
+// max m, sum l and the P.V accumulator, all in registers) with the V pieces loaded in the same step. The next
+// step's K/V loads are issued before a step's math (software pipelining). The KS slots of the workgroup merge
+// their (m, l, acc) once at the end in workgroup memory and write the chunk's partial (m, l, acc) per head;
+// attention_decode_splitk_combine.wgsl merges the chunks.
 // Dispatch: (chunks, num_kv_heads, head blocks), direct or indirect (attention_decode_splitk_prepare.wgsl).
 {{ENABLE_F16}}
 //!include attention_params.wgsl
@@ -31,7 +32,8 @@ const PPL: u32 = DPL / ELEMS;                 // pieces a lane loads per key row
 const Q4: u32 = G_TILE * PPL * PV4;           // vec4s of q (and of acc) a lane holds
 const_assert DPL % ELEMS == 0u;
 
-var<workgroup> red: array<f32, max(WG * DPL, 2u * G_TILE * WG)>;   // the slots' m, l, then their acc
+// the slots' partial dots (when a slot spans subgroups), then their m and l, then their acc
+var<workgroup> red: array<f32, max(max(WG * DPL, 2u * G_TILE * WG), WG * U * G_TILE)>;
 
 fn piece(w: vec4<u32>, e: u32) -> vec4<f32> {
     {{PIECE_BODY}}
@@ -133,9 +135,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         }
 //!end
 //!end
-        for (var mask: u32 = LPR / 2u; mask > 0u; mask /= 2u) {
+        if (LPR <= sg_size) {
+            for (var mask: u32 = LPR / 2u; mask > 0u; mask /= 2u) {
 //!repeat i U * G_TILE
-            s[$i] += subgroupShuffleXor(s[$i], mask);
+                s[$i] += subgroupShuffleXor(s[$i], mask);
+//!end
+            }
+        } else {
+            // a slot spans subgroups (a device whose subgroups are smaller than LPR, such as lavapipe's 8
+            // lanes at head_dim 128): the lanes' partials meet in workgroup memory, two barriers a step
+            workgroupBarrier();                  // the previous step's sums are read
+//!repeat i U * G_TILE
+            red[(slot * LPR + lane) * U * G_TILE + ${i}u] = s[$i];
+//!end
+            workgroupBarrier();
+//!repeat i U * G_TILE
+            {
+                var sum: f32 = 0.0;
+                for (var l2: u32 = 0u; l2 < LPR; l2++) {
+                    sum += red[(slot * LPR + l2) * U * G_TILE + ${i}u];
+                }
+                s[$i] = sum;
+            }
 //!end
         }
         // one online-softmax update per head for the step's U keys
@@ -171,6 +192,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
     }
 
     // Merge the KS slots: red[hh * WG + slot] = m, red[(G_TILE + hh) * WG + slot] = l (written by lane 0).
+    workgroupBarrier();                          // the last step's partial dots are read
     if (lane == 0u) {
 //!repeat hh G_TILE
         red[${hh}u * WG + slot] = m[$hh];
