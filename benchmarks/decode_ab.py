@@ -48,12 +48,11 @@ def fused_entry(src: str, name: str, **defines) -> str:
 
 CONFIGS = {  # G_TILE -> [(tag, defines)]; the registry's: g1 U4 DPL16 T1024 WG128, g4 U2 DPL16 T1024 WG128
     1: [("u2", dict(KEYS_PER_THREAD=2)), ("u8", dict(KEYS_PER_THREAD=8)), ("dpl8", dict(DIMS_PER_LANE=8)),
-        ("t512", dict(SPLIT_TARGET=512)), ("t2048", dict(SPLIT_TARGET=2048)), ("wg256", dict(WG=256)),
-        ("wg64", dict(WG=64)), ("u2_t2048", dict(KEYS_PER_THREAD=2, SPLIT_TARGET=2048))],
+        ("t512", dict(SPLIT_TARGET=512)), ("t256", dict(SPLIT_TARGET=256)), ("wg256", dict(WG=256)),
+        ("wg64", dict(WG=64)), ("wg64_t2048", dict(WG=64, SPLIT_TARGET=2048))],
     4: [("u1", dict(KEYS_PER_THREAD=1)), ("u4", dict(KEYS_PER_THREAD=4)), ("dpl8", dict(DIMS_PER_LANE=8)),
-        ("t512", dict(SPLIT_TARGET=512)), ("t2048", dict(SPLIT_TARGET=2048)), ("wg256", dict(WG=256)),
-        ("wg64", dict(WG=64)), ("u1_dpl8", dict(KEYS_PER_THREAD=1, DIMS_PER_LANE=8)),
-        ("u1_t2048", dict(KEYS_PER_THREAD=1, SPLIT_TARGET=2048))],
+        ("t512", dict(SPLIT_TARGET=512)), ("t256", dict(SPLIT_TARGET=256)), ("wg64", dict(WG=64)),
+        ("wg64_u4", dict(WG=64, KEYS_PER_THREAD=4)), ("wg64_t2048", dict(WG=64, SPLIT_TARGET=2048))],
 }
 extra, names = [], {1: [], 4: []}
 for g, confs in CONFIGS.items():
@@ -62,7 +61,7 @@ for g, confs in CONFIGS.items():
         extra.append(fused_entry(f"decode_fused_g{g}_f16", name, **d))
         names[g].append(name)
 for g in (1, 4, 8):
-    for t in (512, 2048):
+    for t in (256, 512, 2048):
         extra.append(f'[variants.x_prepare_g{g}_t{t}]\nfile = "attention_decode_splitk_prepare.wgsl"\nentry = "main"\n'
                      f'workgroup_size = [1, 1, 1]\nfeatures = []\noutput_dtype = "u32"\nop = "attention_combine"\n'
                      f'defines = {{ G_TILE = "{g}", CHUNK_STEP = "64", CHUNK_MAX = "16384", SPLIT_TARGET = "{t}" }}\n')
@@ -77,7 +76,8 @@ from wgraph.bench.grids import Shape, bytes_moved  # noqa: E402
 
 dev = wg.default_device()
 print(dev.caps, flush=True)
-RES = {"caps": str(dev.caps), "rows": []}
+RES = {"caps": str(dev.caps), "rows": [], "configs": {f"x_fused_g{g}_f16_{tag}": d for g, c in CONFIGS.items()
+                                                      for tag, d in c}}
 
 
 def per_call_us(call, n):
@@ -135,13 +135,17 @@ def bench(s: Shape, variants, n):
 lengths = (256, 1024) if SMALL else (1024, 16384, 32768)
 heads = ((8, 2), (4, 4)) if SMALL else ((32, 8), (16, 16))
 dims = (32, 64) if SMALL else (64, 128)
-only = sys.argv[1:] or None
+planned_only = sys.argv[1:] == ["planned"]   # the planned kernel and split-K beside torch, no configurations
+if planned_only:
+    OUT = OUT / "planned"
+    OUT.mkdir(exist_ok=True)
 for L in lengths:
     for hq, hkv in heads:
         for D in dims:
             g = hq // hkv
             old = f"decode_splitk_g{g}_f16"
-            variants = [None, old] + names[g]
+            configs = not planned_only and (D == 128 or L == lengths[-1])
+            variants = [None, old] + (names[g] if configs else [])
             if SMALL:
                 variants = [None, old, f"decode_fused_g{g}_f16"]
             bench(Shape("decode", 1, L, hq, hkv, D, "f16"), variants, 20 if SMALL else 50)

@@ -66,7 +66,7 @@ for name, k in registry().items():
         # the fused kernels split a key row over a power-of-two number of lanes: head_dim 80 is not theirs
         case(name, dt, 1, 4096, 4 * g, 4, 64 if k.facts["tier"] == "fused" else 80, kv_len=4000, page_size=32)
         case(name, dt, 1, 1024, 2 * g, 2, 128, kv_len=777, gpu_len=True)
-if "decode" in only or not only:
+if only in ("", "decode", "fused"):
     for group in range(1, 9):  # every GQA group through the planner, f16 and f32, long caches
         for dt in ("f16", "f32"):
             case(None, dt, 1, 16384 + 8 * group, 2 * group, 2, 128, sliding_window=8000 + group)
