@@ -14,7 +14,7 @@ from kernel_support import lacks_subgroups
 from wgraph.errors import (AliasingError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
                            ShapeError)
 from wgraph.graph import GraphError
-from wgraph.ops.elementwise import AddParams
+from wgraph.ops.elementwise import BinaryParams
 from wgraph.ops.kv_cache import kv_append
 from attention_reference import attention_reference, visible_mask
 
@@ -125,7 +125,7 @@ def _program(**inputs):
 @staged
 def _update_wrong_params(e):
     prog = _graph().compile(e.dev)
-    return lambda: prog.update(prog.graph.topological_order()[-1], AddParams())
+    return lambda: prog.update(prog.graph.topological_order()[-1], BinaryParams())
 
 
 def _u32_program(value):
@@ -187,6 +187,11 @@ CATALOGUE = [
     ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)", lambda e: attn(e, q=(4, 8)), True),
     ("causal-missing", wg.WgraphError, r"attention: pass causal=True or causal=False \(there is no default\)",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+    ("sdpa-mask-and-causal", wg.WgraphError, r"sdpa: pass either attn_mask or is_causal=True, not both",
+     lambda e: wg.ops.sdpa(e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), attn_mask=np.ones((4, 4), bool),
+                           is_causal=True), True),
+    ("sdpa-gqa-off", ShapeError, r"sdpa: query has 4 heads and key 2; pass enable_gqa=True",
+     lambda e: wg.ops.sdpa(e.f32(1, 4, 4, 8), e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8)), True),
     ("kv-shapes-differ", ShapeError, r"k \(8, 2, 8\) and v \(9, 2, 8\) differ",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(9, 2, 8), causal=True), True),
     ("head-dim-mismatch", ShapeError, r"q head_dim 16 != k/v head_dim 8", lambda e: attn(e, q=(4, 2, 16)), True),
@@ -258,7 +263,7 @@ CATALOGUE = [
     ("program-u32-fraction", DtypeError, r"input 'x': 7.9 is not an integer", _u32_program([7.9]), True),
     ("bad-power-preference", DeviceError, r"power_preference 'fast' is not one of \('high-performance', 'low-power'\)",
      lambda e: wg.Device(power_preference="fast"), True),
-    ("update-wrong-params", GraphError, r"update\(\) takes ScaleParams, got AddParams", _update_wrong_params, True),
+    ("update-wrong-params", GraphError, r"update\(\) takes ScaleParams, got BinaryParams", _update_wrong_params, True),
     ("unknown-dtype", DtypeError, r"unknown dtype 'f64'", lambda e: e.dev.empty((4,), "f64"), True),
     ("negative-shape", ShapeError, r"shape \(4, -1\) has a negative dimension", lambda e: e.dev.empty((4, -1)), True),
     ("reshape-size", ShapeError, r"cannot reshape \(4,\) \(4 elements\) to \(3,\)", lambda e: e.f32(4).reshape(3), True),
@@ -269,6 +274,14 @@ CATALOGUE = [
     ("quantized-kv-mode", ShapeError, r"QuantizedKV: packed int8 data must be u32 \(3, 2, 4\) for rows \(3, 2, 16\), "
      r"got u32 \(3, 2, 2\)", lambda e: wg.ops.QuantizedKV(e.u32(*[0] * 12).reshape(3, 2, 2), e.f16(3, 2), "int8", 16),
      True),
+    ("broadcast-shapes", ShapeError, r"mul: shapes \(2, 4\) and \(2,\) do not broadcast",
+     lambda e: wg.ops.mul(e.f32(2, 4), e.f32(2)), True),
+    ("elementwise-dtypes", DtypeError, r"add: dtypes f32 and f16 differ \(no implicit casts\)",
+     lambda e: wg.ops.add(e.f32(4), e.f16(4)), True),
+    ("embedding-id", LimitError, r"embedding: id 10 at index 1 is outside the table's 10 rows",
+     lambda e: wg.ops.embedding([3, 10], e.f32(10, 4)), True),
+    ("sample-options", ShapeError, r"sample: top_p must be in \(0, 1\] \(1: off\), got 0.0",
+     lambda e: wg.ops.sample(e.f32(1, 8), top_p=0.0), True),
     ("cache-full", LimitError, r"cache full: writing 3 rows at position 6 needs 9 rows, the cache holds 8",
      lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 6), True),
     ("nested-recording", RecordingError, r"a recording is already open on this thread", _nested, True),

@@ -77,3 +77,22 @@ def test_chunked_prefill_past_streaming(dev, rng):
     if dev.caps.is_cpu:
         assert plan(facts, dev.caps).variant == "prefill_chunked_f32"
     _run(dev, rng, 3, 4000, 512, "f32", causal=True)
+
+
+def test_tiered_decode_past_the_cap_raises_on_a_cpu_device(dev, rng):
+    # tiered_loop walks every key in one invocation and has no other kernel: past the cap it is an error
+    from wgraph.ops.attention_loops import decode_loop_iterations
+    from wgraph.ops.tiered import tiered_attention
+
+    k = registry()["tiered_f16kv"]
+    assert decode_loop_iterations(k, 16, 8000) <= CPU_LOOP_LIMIT < decode_loop_iterations(k, 16, 9000)
+    if not dev.caps.is_cpu:
+        pytest.skip("the cap is lavapipe's")
+    hot = dev.tensor(np.zeros((8, 1, 16), np.float16))
+    cold = dev.tensor(np.zeros((9000, 1, 16), np.float16))
+    q = dev.tensor(np.ones((1, 1, 16), np.float32))
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.LimitError, match=r"tiered_attention: 9000 keys at head_dim 16 would run up to \d+ loop "
+                                            r"iterations in one invocation of tiered_f16kv"):
+        tiered_attention(q, hot, hot, cold, cold, causal=True, kv_len=9000)
+    assert dev.stats.since(before).submits == 0

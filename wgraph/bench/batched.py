@@ -41,8 +41,8 @@ class BatchedShape:
 _RAGGED = (512, 1024, 256, 768, 512, 1024, 128, 896)
 GRIDS = {
     "tiny": (BatchedShape("decode", (32,) * 3, 4, 2, 32, "f32"), BatchedShape("varlen", (8, 16, 5), 4, 2, 32, "f32")),
-    "quick": tuple(BatchedShape("decode", (256,) * b, 8, 2, 64, "f16") for b in (1, 8))
-    + (BatchedShape("varlen", (64, 128, 32, 96), 8, 2, 64, "f16"),),
+    "quick": tuple(BatchedShape("decode", (128,) * b, 4, 2, 32, "f16") for b in (1, 8))
+    + (BatchedShape("varlen", (16, 32, 8, 24), 4, 2, 32, "f16"),),
     # the rows: B = 1, 8, 32 at kv 4096, 32/8 heads, D 128, f16; one varlen prefill
     "small": tuple(BatchedShape("decode", (4096,) * b, 32, 8, 128, "f16") for b in (1, 8, 32))
     + (BatchedShape("varlen", _RAGGED, 32, 8, 128, "f16"),),

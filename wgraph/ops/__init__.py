@@ -3,16 +3,21 @@
 from wgraph.ops.attention import AttentionParams, KernelPath, attention, attention_plan, kernel_path
 from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.attention_batched import attention_kvcache, attention_varlen, seqlens_advance
-from wgraph.ops.elementwise import add, scale
+from wgraph.ops.elementwise import add, gelu, mul, scale, silu, swiglu
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
+from wgraph.ops.embedding import embedding
+from wgraph.ops.rows import layernorm, softmax
+from wgraph.ops.sampling import argmax, sample
 from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
+from wgraph.ops.sdpa import sdpa, transpose01
 
 __all__ = [
-    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "attention",
-    "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention", "bdpa_decompose", "kernel_path",
-    "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "linear", "reshape", "rmsnorm", "rope",
-    "rope_tables", "scale", "seqlens_advance", "tiered_attention", "tiered_quant_attention",
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "argmax",
+    "attention", "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention", "bdpa_decompose",
+    "embedding", "gelu", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize",
+    "layernorm", "linear", "mul", "reshape", "rmsnorm", "rope", "rope_tables", "sample", "scale", "sdpa",
+    "seqlens_advance", "silu", "softmax", "swiglu", "tiered_attention", "tiered_quant_attention", "transpose01",
 ]

@@ -10,6 +10,7 @@ bound passes the limit, and a kernel file without a function here.
 
 from __future__ import annotations
 
+from wgraph.errors import LimitError
 from wgraph.ops.attention_planner import PlanFacts, shader_const
 from wgraph.ops.core import ceil_div
 from wgraph.scheduler.registry import Kernel, registry
@@ -97,6 +98,21 @@ def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
     return scores + softmax + _loop(steps) + sums
 
 
+def _fused(k: Kernel, f: PlanFacts, caps) -> int:
+    """attention_decode_fused.wgsl: one chunk of the plan's chunk size in steps of KS * U keys; per key of a step
+    a shuffle butterfly over the LPR lanes of a row and an LPR loop; then two KS passes and per head dim of a
+    thread a KS sum."""
+    from wgraph.ops.attention_planner import splitk_chunks
+
+    wg, u, step = (kconst(k, n) for n in ("WG", "U", "CHUNK_STEP"))
+    lpr = max(1, f.head_dim // int(k.limits["dims_per_lane"]))
+    ks = max(1, wg // lpr)
+    _, most, _ = splitk_chunks(k, f)
+    chunk = min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(ceil_div(f.kv_span, most), step) * step))
+    per_step = u * (_loop(_halvings(lpr)) + _loop(lpr))
+    return _loop(ceil_div(chunk, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(f.head_dim, wg), _loop(ks))
+
+
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
     """attention_decode_splitk_combine.wgsl: two strided passes and a grouped pass over the chunks, two
     reductions, and the groups' sum."""
@@ -127,12 +143,31 @@ BOUNDS = {
     "attention_decode_subgroup.wgsl": _subgroup,
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_splitk_prepare.wgsl": _no_loops,
+    "attention_decode_fused.wgsl": _fused,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests and consts; kv_span is
     # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,
     "attention_batched_decode.wgsl": _splitk,
 }
+
+
+def decode_loop_iterations(k: Kernel, head_dim: int, keys: int) -> int:
+    """tiered_loop.wgsl (the tiered and bdpa decode kernels, which have no other kernel to fall back on): the q
+    load, then per tile of WG keys a key's dot (counted as 3 head-dim loops: a tile may mix hot and cold keys, and
+    a quantized key unpacks words), the tile max, the rescale and P.V (ACC_N per key), and the output loop."""
+    wg, acc = kconst(k, "WG"), kconst(k, "ACC_N")
+    tile = 3 * _loop(head_dim) + _loop(wg) + _loop(acc) + _loop(wg, _loop(acc))
+    return _loop(ceil_div(head_dim, wg)) + _loop(ceil_div(keys, wg), tile) + _loop(acc)
+
+
+def check_decode_loop(k: Kernel, head_dim: int, keys: int, caps, op: str) -> None:
+    """LimitError on a CPU device when a tiered / bdpa decode over `keys` keys passes lavapipe's loop cap."""
+    if caps.is_cpu:
+        n = decode_loop_iterations(k, head_dim, keys)
+        if n > CPU_LOOP_LIMIT:
+            raise LimitError(f"{op}: {keys} keys at head_dim {head_dim} would run up to {n} loop iterations in one "
+                             f"invocation of {k.name}; a CPU device (lavapipe) stops at {CPU_LOOP_LIMIT}, silently")
 
 
 def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:

@@ -10,6 +10,7 @@ struct BDPAParams {
     seq_len: u32,
     kv_len: u32,
     use_len_buf: u32,
+    len_cap: u32,          // the index's rows: a GPU kv_len above it is clamped and reported
     q_pos: u32,
     causal: u32,
     sliding_window: u32,
@@ -20,6 +21,7 @@ struct BDPAParams {
 }
 
 @group(0) @binding(0) var<uniform> params: BDPAParams;
+const LEN_ERROR_SITE: u32 = ERR_BDPA_KV_LEN;
 // q, out and len_buf (bindings 1-3) are declared by tiered_loop.wgsl.
 // [num_basis, 2, kv_heads, head_dim]: K basis then V basis of each token id.
 @group(0) @binding(4) var<storage, read> basis: array<f16>;

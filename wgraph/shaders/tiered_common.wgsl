@@ -13,6 +13,7 @@ struct TieredParams {
     seq_len: u32,
     kv_len: u32,
     use_len_buf: u32,
+    len_cap: u32,          // keys the storage holds: a GPU kv_len above it is clamped and reported
     hot_window: u32,
     cold_layout: u32,
     cold_page_size: u32,
@@ -25,6 +26,7 @@ struct TieredParams {
 }
 
 @group(0) @binding(0) var<uniform> params: TieredParams;
+const LEN_ERROR_SITE: u32 = ERR_TIERED_KV_LEN;
 
 var<private> cold_len: u32;
 
