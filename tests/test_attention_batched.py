@@ -126,8 +126,8 @@ def test_kvcache_matches_reference(dev, rng, case):
 
 
 @pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",
-                                     "decode_streaming_f32", "decode_subgroup_f16kv", "decode_chunked_f32",
-                                     "decode_splitk_g4_f16"])
+                                     "prefill_chunked_f32", "decode_streaming_f32", "decode_subgroup_f16kv",
+                                     "decode_chunked_f32", "decode_splitk_g4_f16", "decode_fused_g4_f32"])
 def test_attention_window_and_lse(dev, rng, variant):
     """window (left, right) without causal, and lse, on every kernel family of wg.ops.attention."""
     if lacks_subgroups(dev, variant):
