@@ -87,8 +87,17 @@ KVCACHE = [
 ]
 
 
-@pytest.mark.parametrize("case", KVCACHE, ids=lambda c: f"{c[0]}-B{len(c[1])}-new{c[2]}-sq{c[3]}-paged{c[7]}")
-def test_kvcache_matches_reference(dev, rng, case):
+def _kvcache_cases():
+    cases = [pytest.param(None, c, id=f"{c[0]}-B{len(c[1])}-new{c[2]}-sq{c[3]}-paged{c[7]}") for c in KVCACHE]
+    # the fused split-K decode (GPU-tuned, planned only on GPUs with subgroups) forced: paged, GQA, a window
+    fused = ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)
+    return cases + [pytest.param("batched_fused_f32", fused, id="batched_fused_f32-B8-paged16")]
+
+
+@pytest.mark.parametrize("variant,case", _kvcache_cases())
+def test_kvcache_matches_reference(dev, rng, variant, case):
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
     dtype, lens, n_new, sq, hq, hkv, d, page_size, window, softcap, gpu_lens = case
     qt, kt, ot = NP[dtype]
     B, cap = len(lens), 80 * (1 + (max(lens) + n_new) // 80)   # a multiple of every page size
@@ -108,7 +117,7 @@ def test_kvcache_matches_reference(dev, rng, case):
         kw.update(k_new=dev.tensor(kn), v_new=dev.tensor(vn))
     seqlens = dev.tensor(np.array(lens, np.uint32)) if gpu_lens else lens
     out, lse = wg.ops.attention_kvcache(dev.tensor(q), K, V, cache_seqlens=seqlens, causal=True, window=window,
-                                        softcap=softcap, return_lse=True, **kw)
+                                        softcap=softcap, return_lse=True, variant=variant, **kw)
     out, lse = out.numpy(), lse.numpy().reshape(hq, B, sq)
     for b in range(B):
         n = lens[b] + n_new
@@ -355,7 +364,8 @@ def test_batched_kernel_choice_and_the_cpu_loop_cap():
     def params(mode, max_q, max_k, variant=None):
         return BatchedParams(mode, True, (-1, -1), 0.0, False, max_q, max_k, variant=variant)
 
-    assert choose_variant(params("kvcache", 1, 4096), geo, gpu) == "batched_decode_f16"
+    assert choose_variant(params("kvcache", 1, 4096), geo, gpu) == "batched_fused_f16"
+    assert choose_variant(params("kvcache", 1, 4096), dict(geo, D=96), gpu) == "batched_decode_f16"  # 6 lanes
     assert choose_variant(params("kvcache", 1, 300000), geo, cpu) == "batched_decode_f16"
     assert choose_variant(params("varlen", 512, 512), geo, gpu) == "batched_flash_d128_f16"
     assert choose_variant(params("kvcache", 4, 512), geo, cpu) == "batched_tiled_d128_f16"

@@ -22,6 +22,9 @@ from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, kernels_for, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
+SPLIT_ROLES = ("fused", "decode")   # the split-K decode kernels (one query per sequence; a combine pass follows)
+
+
 @attrs.frozen
 class BatchedParams:
     """Options of one batched call. varlen: max_q/max_k are max_seqlen_q/k. kvcache: max_q is the queries per
@@ -122,9 +125,11 @@ def _decode_chunks(variant: str, geo: dict, max_k: int) -> int:
 
 
 def _fits(k, dtype: str, head_dim: int, caps) -> bool:
+    lanes = head_dim // int(k.limits.get("dims_per_lane", 1))
     return (k.facts.get("dtype") == dtype and head_dim <= k.limits["max_head_dim"]
             and head_dim % int(k.facts.get("head_dim_multiple", 1)) == 0 and set(k.features) <= caps.features
-            and k.workgroup_memory <= caps.max_workgroup_storage)
+            and k.workgroup_memory <= caps.max_workgroup_storage
+            and (not k.facts.get("subgroup_lanes") or (lanes & (lanes - 1) == 0 and 0 < lanes <= k.threads)))
 
 
 def cpu_loop_misfit(k, p: BatchedParams, geo: dict, caps) -> str | None:
@@ -132,10 +137,13 @@ def cpu_loop_misfit(k, p: BatchedParams, geo: dict, caps) -> str | None:
     CPU_LOOP_LIMIT iterations, silently (wgraph/ops/attention_loops.py counts them); None when it fits."""
     if not caps.is_cpu:
         return None
-    facts = PlanFacts("decode" if p.max_q == 1 else "prefill", geo["dtype"], p.max_q, geo["Hq"], geo["D"], p.max_k,
-                      num_kv_heads=geo["Hkv"])
+    # the split-K bounds size their chunk as the single-sequence planner does: B sequences of Hkv heads split
+    # like one sequence of B * Hkv heads (the same workgroup target, _decode_chunks)
+    b = max(1, geo["B"]) if k.facts.get("role") in SPLIT_ROLES else 1
+    facts = PlanFacts("decode" if p.max_q == 1 else "prefill", geo["dtype"], p.max_q, geo["Hq"] * b, geo["D"],
+                      p.max_k, num_kv_heads=geo["Hkv"] * b)
     n = BOUNDS[k.file](k, facts, caps)
-    if k.facts.get("role") == "decode":
+    if k.facts.get("role") in SPLIT_ROLES:
         combine = kernel(k.facts["combine"])
         n = max(n, batched_combine(combine, facts, caps, _decode_chunks(k.name, geo, p.max_k)))
     if n <= CPU_LOOP_LIMIT:
@@ -146,23 +154,25 @@ def cpu_loop_misfit(k, p: BatchedParams, geo: dict, caps) -> str | None:
 
 
 def choose_variant(p: BatchedParams, geo: dict, caps) -> str:
-    """The kernel of a batched call: split-K decode for one query per cached sequence, else flash on a GPU
-    with subgroups, else tiled (registry order within a role: the smallest head-dim class that fits)."""
+    """The kernel of a batched call: split-K decode for one query per cached sequence (fused on a GPU with
+    subgroups), else flash on a GPU with subgroups, else tiled (registry order within a role: the smallest
+    head-dim class that fits)."""
     dtype, head_dim = geo["dtype"], geo["D"]
     decode_ok = p.mode == "kvcache" and p.max_q == 1
     if p.variant is not None:
         k = registry().get(p.variant)
         role = None if k is None else k.facts.get("role")
-        if k is None or k.op != "attention_batched" or role not in ("tiled", "flash", "decode"):
+        if k is None or k.op != "attention_batched" or role not in ("tiled", "flash") + SPLIT_ROLES:
             raise PlanError(f"attention_{p.mode}: {p.variant!r} is not a batched attention kernel")
-        if not _fits(k, dtype, head_dim, caps) or (role == "decode" and not decode_ok):
+        if not _fits(k, dtype, head_dim, caps) or (role in SPLIT_ROLES and not decode_ok):
             raise PlanError(f"attention_{p.mode}: forced variant {p.variant} does not take this call ({dtype}, "
                             f"head_dim {head_dim}, {p.max_q} queries per sequence, on {caps.adapter_name!r})")
         why = cpu_loop_misfit(k, p, geo, caps)
         if why is not None:
             raise LimitError(f"attention_{p.mode}: forced variant {why}")
         return k.name
-    roles = (["decode"] if decode_ok else []) + ([] if caps.is_cpu else ["flash"]) + ["tiled"]
+    gpu = not caps.is_cpu   # GPU-tuned kernels (unrolled): a CPU device compiles them for tens of seconds
+    roles = ((["fused"] if gpu else []) + ["decode"] if decode_ok else []) + (["flash"] if gpu else []) + ["tiled"]
     rejected = []
     for role in roles:
         for k in kernels_for("attention_batched"):
@@ -198,7 +208,7 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
     reads = {"q": q, "k": k, "v": v, "cu_q": cu_q if cu_q is not None else ctx.fallback("attention_batched.cu_q"),
              "kv_lens": kv_lens, "block_table": table if table is not None else ctx.fallback("attention_batched.table")}
     variant = choose_variant(p, geo, ctx.caps)
-    if kernel(variant).facts["role"] == "decode":
+    if kernel(variant).facts["role"] in SPLIT_ROLES:
         main = variant
         combine = kernel(main).facts["combine"]
         n = _decode_chunks(main, geo, p.max_k)

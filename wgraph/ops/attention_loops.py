@@ -149,6 +149,7 @@ BOUNDS = {
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,
     "attention_batched_decode.wgsl": _splitk,
+    "attention_batched_fused.wgsl": _fused,
 }
 
 
