@@ -166,3 +166,15 @@ def test_plot_errors_name_the_fix(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as info:
         bench_main(["--plot", str(tmp_path / "x.png")])  # refused before any measuring
     assert info.value.code == 2
+
+
+def test_bench_batched_rows(dev):
+    """The batched section: every tiny shape runs in one or two dispatches and reports its throughput."""
+    from wgraph.bench.batched import bench_batched, table
+
+    rows, _ = bench_batched(dev, "tiny", use_torch=False)
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows
+    for r in rows:
+        assert r["dispatches"] == (2 if r["kind"] == "decode" else 1)
+        assert r[{"decode": "gbps", "varlen": "tflops"}[r["kind"]]] > 0
+    assert "decode B=3" in table(rows)

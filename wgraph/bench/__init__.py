@@ -21,7 +21,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "gemv", "attention"), help="run one section")
+    p.add_argument("--only", choices=("host", "gemv", "attention", "batched"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it")
@@ -96,6 +96,17 @@ def main(argv: list[str]) -> dict:
             if not torch_info.get("available"):
                 print(f"torch reference: {torch_info.get('note')}")
             print(report.attention_table(rows))
+    if args.only in (None, "batched"):
+        from wgraph.bench import batched
+
+        rows, torch_info = batched.bench_batched(dev, grid, use_torch=not args.no_torch,
+                                                 target_s=0.05 if args.quick or grid == "tiny" else 0.3,
+                                                 progress=_progress)
+        result["batched"] = {"rows": rows, "torch": torch_info}
+        print(f"\n== batched attention ({grid} grid, {len(rows)} shapes) ==")
+        if not torch_info.get("available"):
+            print(f"torch reference: {torch_info.get('note')}")
+        print(batched.table(rows))
     result["elapsed_s"] = time.perf_counter() - t0
     if args.json:
         path = report.write_json(args.json, result)

@@ -126,6 +126,14 @@ def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
     return 0
 
 
+def batched_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
+    """attention_batched_combine.wgsl: two strided passes over the chunks, two reductions, a grouped pass over
+    the chunks and the groups' sum."""
+    wg = kconst(k, "WG")
+    groups = max(1, wg // max(1, f.head_dim // 4))
+    return 2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups)) + _loop(groups)
+
+
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
 BOUNDS = {
     "attention_prefill_tiled.wgsl": _tiled,
@@ -136,6 +144,11 @@ BOUNDS = {
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_splitk_prepare.wgsl": _no_loops,
     "attention_decode_fused.wgsl": _fused,
+    # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests and consts; kv_span is
+    # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
+    "attention_batched_tiled.wgsl": _tiled,
+    "attention_batched_flash.wgsl": _flash,
+    "attention_batched_decode.wgsl": _splitk,
 }
 
 
