@@ -8,18 +8,16 @@ import math
 import attrs
 
 from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import TensorSpec
 
 
-CPU_LOOP_LIMIT = 65535  # lavapipe silently ends an invocation's loops after this many iterations in total
-
-
 def row_loops(dim: int, threads: int, strides: int, reductions: int) -> int:
     """Loop iterations of one invocation of a row kernel: `strides` loops over the row (ceil(dim / threads)
-    each) and `reductions` workgroup tree reductions (log2(threads)), each loop counted n + 1 as lavapipe
-    counts them."""
+    each) and `reductions` workgroup tree reductions (log2(threads)), each loop of n trips counted n + 1 as
+    lavapipe counts them (wgraph/ops/attention_loops.py)."""
     return strides * (ceil_div(dim, threads) + 1) + reductions * (threads.bit_length() - 1 + 1)
 
 
