@@ -1,4 +1,4 @@
-"""Markdown tables for docs/benchmarks.md from a bench JSON (issue 8 tooling)."""
+"""Markdown tables for docs/benchmarks.md from a bench JSON (the H200 section)."""
 import json, sys
 
 d = json.load(open(sys.argv[1]))

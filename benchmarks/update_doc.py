@@ -1,9 +1,9 @@
-"""Replace the H200 prefill/decode tables in docs/benchmarks.md from a bench JSON (issue 8 tooling)."""
+"""Replace the H200 prefill/decode tables in docs/benchmarks.md from a bench JSON (H200 section above the targets)."""
 import json, subprocess, sys
 from pathlib import Path
 
 doc = Path("docs/benchmarks.md"); s = doc.read_text()
-tables = subprocess.run([sys.executable, "benchmarks/issue8/render_tables.py", sys.argv[1]], capture_output=True, text=True, check=True).stdout
+tables = subprocess.run([sys.executable, "benchmarks/render_tables.py", sys.argv[1]], capture_output=True, text=True, check=True).stdout
 pre, dec = tables.split("\n| kv |", 1)
 dec = "| kv |" + dec.split("\nnot ok:")[0]
 a = s.index("### Prefill (causal, S == L)"); b = s.index("### Reading it against the targets")
