@@ -86,3 +86,15 @@ def test_candidate_variants_match_phase_and_dtype():
 def test_cli_usage():
     assert cli_main([]) == 2
     assert cli_main(["nonsense"]) == 2
+
+
+def test_decode_bandwidth_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    from wgraph.bench.plot import decode_bandwidth_plot
+
+    rows = [{"phase": "decode", "status": "ok", "L": n, "Hq": 4, "Hkv": 2, "D": 32, "dtype": "f16", "gbps": g,
+             "torch_gbps": 2 * g} for n, g in ((256, 1.0), (1024, 3.0))]
+    rows.append({"phase": "prefill", "status": "ok", "L": 64, "Hq": 4, "Hkv": 2, "D": 32, "dtype": "f16", "tflops": 1.0})
+    path = decode_bandwidth_plot(rows, tmp_path / "decode.svg")
+    text = path.read_text()
+    assert text.lstrip().startswith("<?xml") and "<svg" in text

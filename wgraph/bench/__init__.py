@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, help="host-cost runs per mode (median; default 9, 5 with --quick)")
     p.add_argument("--budget-s", type=float, help="seconds for the attention section; shapes left are listed skipped")
     p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
+    p.add_argument("--plot", metavar="PATH", help="decode GB/s against kv length (wgraph and torch) to PATH "
+                   "(.svg or .png; needs matplotlib)")
     return p
 
 
@@ -84,6 +86,13 @@ def main(argv: list[str]) -> dict:
             if not torch_info.get("available"):
                 print(f"torch reference: {torch_info.get('note')}")
             print(report.attention_table(rows))
+    if args.plot and result.get("attention", {}).get("rows"):
+        try:
+            from wgraph.bench.plot import decode_bandwidth_plot
+
+            print(f"wrote {decode_bandwidth_plot(result['attention']['rows'], args.plot, f'decode on {dev.caps.adapter_name}')}")
+        except ImportError as e:
+            print(f"no plot: {e} (matplotlib is an optional extra)")
     result["elapsed_s"] = time.perf_counter() - t0
     if args.json:
         path = report.write_json(args.json, result)
