@@ -13,6 +13,7 @@ import wgpu
 from wgraph.dtypes import dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.scheduler.batch import Recording, align4, encode_items
+from wgraph.scheduler.fence import submit_for_index, wait_for_index
 from wgraph.scheduler.pipelines import BindGroupCache, PipelineCache
 from wgraph.scheduler.pool import BufferPool
 from wgraph.scheduler.registry import KNOWN_FEATURES
@@ -134,6 +135,7 @@ class Device:
         limits = {k: v for k, v in adapter.limits.items()}
         self.wgpu = adapter.request_device_sync(label="wgraph", required_features=features, required_limits=limits)
         self.epoch = next(_epochs)
+        self._last_index = 0  # wgpu-native's index of this device's last submission (fence/wait)
         self.lost = False
         info = adapter.info
         lim = self.wgpu.limits
@@ -353,9 +355,22 @@ class Device:
                         f"capture it again after dev.recreate()")
 
     def _submit(self, command_buffer):
-        self.wgpu.queue.submit([command_buffer])
+        self._last_index = submit_for_index(self.wgpu.queue, command_buffer)
         self._serial += 1
         self.stats.submits += 1
+
+    def fence(self) -> int:
+        """A token for all work submitted so far; `wait(fence)` blocks until the GPU has done it (no readback)."""
+        return self._last_index
+
+    def wait(self, fence: int) -> None:
+        """Block until the submissions up to `fence` (from `dev.fence()`) have finished on the GPU."""
+        self.check_alive()
+        if fence <= 0:
+            return  # nothing was submitted
+        if fence > self._last_index:  # wgpu-native panics on an index it has not issued
+            raise DeviceError(f"fence {fence} was never issued on this device (its last is {self._last_index})")
+        wait_for_index(self.wgpu, fence)
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """Download a tensor through the device's reused MAP_READ staging buffer."""

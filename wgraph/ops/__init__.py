@@ -7,11 +7,12 @@ from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
 from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
+from wgraph.ops.decode import decode_advance
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_plan",
-    "bdpa_attention", "bdpa_decompose", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize",
+    "bdpa_attention", "bdpa_decompose", "decode_advance", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize",
     "kv_quantize", "linear", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "tiered_attention",
     "tiered_quant_attention",
 ]
