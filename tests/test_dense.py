@@ -48,6 +48,69 @@ def test_linear_errors(dev):
         wg.ops.linear(x, dev.tensor(np.ones((4, 8), np.uint32)))
 
 
+# GEMV (`linear` with 1..8 rows): every row count, odd features, both weight dtypes, bias and no bias; k a
+# multiple of the 16-byte load (4 f32 or 8 f16 weights), long enough for the unrolled loop and its tail
+GEMV_CASES = [(1, 37, 1032, "f32", True), (2, 9, 64, "f16", False), (3, 33, 136, "f32", False),
+              (4, 5, 1048, "f16", True), (5, 17, 40, "f32", True), (6, 3, 8, "f16", True),
+              (7, 11, 264, "f32", False), (8, 19, 1040, "f16", True)]
+
+
+@pytest.mark.parametrize("m,n,k,wdtype,bias", GEMV_CASES)
+def test_linear_gemv(dev, rng, m, n, k, wdtype, bias):
+    from wgraph.ops.dense import plan_linear
+
+    assert "gemv" in plan_linear(m, n, k, wdtype).variant
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float16 if wdtype == "f16" else np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    got = wg.ops.linear(dev.tensor(x), dev.tensor(w), dev.tensor(b) if bias else None).numpy()
+    w32 = w.astype(np.float32)  # f16 weights are the exact operand
+    exact = x.astype(np.float64) @ w32.astype(np.float64).T + (b if bias else 0.0)
+    f32 = x @ w32.T + (b if bias else np.float32(0))
+    assert got.shape == (m, n)
+    _within(got, exact, f32, atol=1e-5 * np.sqrt(k))
+
+
+def test_linear_gemv_recorded_and_in_a_graph(dev, rng):
+    """Decode-shaped linears (1 and 4 rows) recorded in one submit and replayed from a graph: the same bytes
+    as immediate, and right against float64."""
+    w = rng.standard_normal((24, 72)).astype(np.float16)
+    b = rng.standard_normal(24).astype(np.float32)
+    tw, tb = dev.tensor(w), dev.tensor(b)
+    g = wg.Graph("gemv")
+    gx = g.input("x", (4, 72), "f32")
+    w2 = w[:, :24].copy()
+    g.output("y", wg.ops.linear(wg.ops.linear(gx, g.const("w", w), g.const("b", b)), g.const("w2", w2)))
+    prog = g.compile(dev)
+    assert [r.variant for r in prog.rows] == ["linear_gemv_r8_f16w", "linear_gemv_r8_f16w"]
+    assert "4 rows <= 8: GEMV" in prog.explain()
+    x1 = rng.standard_normal((1, 72)).astype(np.float32)
+    x4 = rng.standard_normal((4, 72)).astype(np.float32)
+    before = dev.stats.snapshot()
+    with dev.record():
+        y1 = wg.ops.linear(dev.tensor(x1), tw, tb)
+        y4 = wg.ops.linear(dev.tensor(x4), tw, tb)
+    assert dev.stats.since(before).submits == 1
+    for x, y in ((x1, y1), (x4, y4)):
+        exact = x.astype(np.float64) @ w.astype(np.float64).T + b
+        _within(y.numpy(), exact, x @ w.astype(np.float32).T + b, atol=1e-4)
+    assert y4.numpy().tobytes() == wg.ops.linear(dev.tensor(x4), tw, tb).numpy().tobytes()
+    h = y4.numpy()  # the graph's first linear, checked above; the second one on top of it
+    _within(prog.run(x=x4)["y"].numpy(), h.astype(np.float64) @ w2.astype(np.float64).T,
+            h @ w2.astype(np.float32).T, atol=1e-4)
+
+
+def test_linear_plan_by_rows_and_alignment():
+    from wgraph.ops.dense import plan_linear
+
+    assert plan_linear(1, 64, 64, "f32").variant == "linear_gemv_r1_f32w"
+    assert plan_linear(2, 64, 64, "f16").variant == "linear_gemv_r8_f16w"
+    p = plan_linear(9, 64, 64, "f32")
+    assert p.variant == "linear_f32" and "9 rows > 8" in p.reason
+    p = plan_linear(1, 64, 36, "f16")  # 36 f16 weights: rows of W are not 16-byte aligned
+    assert p.variant == "linear_f16w" and "not a multiple of 8" in p.reason
+
+
 @pytest.mark.parametrize("rows,dim", [(1, 64), (7, 100), (3, 513)])
 def test_rmsnorm_f32(dev, rng, rows, dim):
     x = (rng.standard_normal((rows, dim)) * 3).astype(np.float32)

@@ -54,8 +54,14 @@ def _attention_reason(params, specs, caps) -> str:
     return plan(plan_facts(params, specs), caps, params.variant).reason
 
 
+def _linear_reason(params, specs, caps) -> str:
+    from wgraph.ops.dense import linear_plan
+
+    return linear_plan(specs).reason
+
+
 # Ops that can say why their kernel was chosen: op name -> (params, input specs, caps) -> reason.
-REASONS = {"attention": _attention_reason}
+REASONS = {"attention": _attention_reason, "linear": _linear_reason}
 
 
 def _reason(node, specs, caps) -> str:

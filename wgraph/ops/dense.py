@@ -10,7 +10,7 @@ import numpy as np
 
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.scheduler.registry import kernel, select_variant
+from wgraph.scheduler.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 
@@ -39,15 +39,54 @@ def _infer_linear(params: LinearParams, specs):
     return (TensorSpec(x.shape[:-1] + (n,), "f32"),)
 
 
+@attrs.frozen
+class LinearPlan:
+    """The kernel `linear` runs for one shape, and why."""
+
+    variant: str
+    reason: str
+
+
+def plan_linear(rows: int, n: int, k: int, weight_dtype: str) -> LinearPlan:
+    """GEMV (the variant with the fewest `max_rows` that holds `rows`) when k fills its 16-byte weight loads,
+    else the tiled GEMM; thresholds come from the registry's limits."""
+    tiled = select_variant("linear", weight_dtype=weight_dtype)
+    gemvs = sorted((kv for kv in kernels_for("linear")
+                    if kv.facts.get("form") == "gemv" and kv.facts.get("weight_dtype") == weight_dtype),
+                   key=lambda kv: kv.limits["max_rows"])
+    fits = [kv for kv in gemvs if rows <= kv.limits["max_rows"]]
+    if not gemvs or rows < 1:
+        return LinearPlan(tiled, f"{rows} rows: tiled GEMM")
+    if not fits:
+        return LinearPlan(tiled, f"{rows} rows > {gemvs[-1].limits['max_rows']} (GEMV's most): tiled GEMM")
+    g = fits[0]
+    if k % g.limits["k_multiple"]:
+        return LinearPlan(tiled, f"{rows} rows but in_features {k} is not a multiple of {g.limits['k_multiple']} "
+                                 f"({weight_dtype} weights per 16-byte load): tiled GEMM")
+    return LinearPlan(g.name, f"{rows} rows <= {g.limits['max_rows']}: GEMV, one pass over W "
+                              f"({g.limits['k_multiple']} {weight_dtype} weights per 16-byte load)")
+
+
+def linear_plan(specs) -> LinearPlan:
+    """The plan for input specs (x, w, bias)."""
+    x, w, _ = specs
+    n, k = w.shape
+    return plan_linear(x.size // k if k else 0, n, k, w.dtype)
+
+
 def _encode_linear(ctx, params, inputs, outputs):
     (x, w, b), (y,) = inputs, outputs
-    variant = select_variant("linear", weight_dtype=w.dtype)
+    variant = linear_plan((x.spec, w.spec, None)).variant
     n, k = w.shape
     m = x.size // k if k else 0
-    tile = kernel(variant).workgroup_size[0]
-    return [ctx.dispatch(variant, uniforms={"m": m, "n": n, "k": k, "has_bias": int(b is not None)},
-                         bindings={"x": x, "w": w, "bias": b if b is not None else ctx.fallback("linear.bias"), "y": y},
-                         workgroups=(ceil_div(n, tile), ceil_div(m, tile), 1), label="linear")]
+    uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None)}
+    bindings = {"x": x, "w": w, "bias": b if b is not None else ctx.fallback("linear.bias"), "y": y}
+    kv = kernel(variant)
+    if kv.facts.get("form") == "gemv":
+        groups = ctx.grid(ceil_div(n, kv.limits["features_per_workgroup"]))
+    else:
+        groups = (ceil_div(n, kv.workgroup_size[0]), ceil_div(m, kv.workgroup_size[1]), 1)
+    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=groups, label="linear")]
 
 
 LINEAR = register(OpDef("linear", _infer_linear, _encode_linear))
