@@ -179,7 +179,7 @@ def test_wrong_dtype(dev):
 def test_wrong_shape(dev):
     a = dev.tensor(np.ones(4, np.float32))
     b = dev.tensor(np.ones(5, np.float32))
-    _no_gpu_work(dev, lambda: wg.ops.add(a, b), wg.ShapeError, r"shapes \(4,\) and \(5,\) differ")
+    _no_gpu_work(dev, lambda: wg.ops.add(a, b), wg.ShapeError, r"shapes \(4,\) and \(5,\) do not broadcast")
     _no_gpu_work(dev, lambda: wg.ops.scale(a, 2.0, out=b), wg.ShapeError, r"out= has shape \(5,\)")
 
 
@@ -205,7 +205,7 @@ def test_workgroups_above_limit(dev):
     b = dev.empty((4,), "f32")
     limit = dev.caps.max_workgroups_per_dim
     with pytest.raises(wg.LimitError, match=f"exceed the device limit of {limit}"):
-        ctx.dispatch("scale_f32", uniforms={"n": 4, "factor": 1.0}, bindings={"x": a, "y": b},
+        ctx.dispatch("scale_f32", uniforms={"n": 4, "alpha": 1.0}, bindings={"x": a, "y": b},
                      workgroups=(limit + 1, 1, 1))
     assert ctx.grid(3 * limit)[0] <= limit  # grid() splits large counts into two dimensions
 

@@ -2,7 +2,7 @@
 
 from wgraph.ops.attention import AttentionParams, KernelPath, attention, attention_plan, kernel_path
 from wgraph.ops.attention_planner import KernelPlan
-from wgraph.ops.elementwise import add, scale
+from wgraph.ops.elementwise import add, gelu, mul, scale, silu, swiglu
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
 from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
@@ -12,7 +12,8 @@ from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_plan",
-    "bdpa_attention", "bdpa_decompose", "decode_advance", "kernel_path", "kv_append", "kv_append_quantized", "kv_dequantize",
-    "kv_quantize", "linear", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "tiered_attention",
+    "bdpa_attention", "bdpa_decompose", "decode_advance", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
+    "kv_dequantize", "kv_quantize", "linear", "mul", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "silu",
+    "swiglu", "tiered_attention",
     "tiered_quant_attention",
 ]

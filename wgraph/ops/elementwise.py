@@ -1,5 +1,10 @@
-"""Elementwise ops: `scale` and `add`. Small, but they take every path an op can take (immediate,
-recorded, graph, indirect dispatch), so the engine's tests use them."""
+"""Elementwise ops from one table: each row names an op, its WGSL expression and dtypes; the unary and
+binary shader templates (shaders/elementwise_*.wgsl) take the expression, and one kernel variant per row and
+dtype is generated into the registry. Adding an op is a table row plus its public function.
+
+Math is done in f32 (f16 elements are widened, the result rounded once). Binary ops broadcast a trailing-
+dims operand as numpy does when b's shape is a suffix of a's ([S, H] + [H]); `swiglu` reads the two halves
+of one tensor's last dim."""
 
 from __future__ import annotations
 
@@ -7,74 +12,169 @@ import attrs
 
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.scheduler.registry import kernel, select_variant
+from wgraph.scheduler.registry import add_generated_variants, kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 
-def _direct_or_indirect(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
+@attrs.frozen
+class Elementwise:
+    """One row of the table. `form`: "unary" (expression over `v` and the float param `alpha`), "binary"
+    (over `va`, `vb`; b broadcast over a's leading dims) or "halves" (va, vb = the two halves of x's last dim)."""
+
+    name: str
+    expr: str
+    form: str
+    dtypes: tuple[str, ...] = ("f32", "f16")
+
+
+TABLE = (
+    Elementwise("scale", "v * alpha", "unary"),
+    Elementwise("silu", "silu(v)", "unary"),
+    Elementwise("gelu", "v * normal_cdf(v)", "unary"),
+    # 0.5 (1 + tanh(u)) = sigmoid(2u): the tanh form without its cancellation at x << 0
+    Elementwise("gelu_tanh", "v * sigmoid(1.5957691216057307 * (v + 0.044715 * v * v * v))", "unary"),
+    Elementwise("add", "va + vb", "binary"),
+    Elementwise("mul", "va * vb", "binary"),
+    Elementwise("swiglu", "silu(va) * vb", "halves"),
+)
+
+
+def _variant_entries(table) -> dict[str, dict]:
+    """Registry entries (the keys of a registry.toml entry), one per row and dtype, named `{op}_{dtype}`."""
+    entries = {}
+    for row in table:
+        for dt in row.dtypes:
+            f16 = dt == "f16"
+            entries[f"{row.name}_{dt}"] = {
+                "op": row.name, "file": f"elementwise_{'unary' if row.form == 'unary' else 'binary'}.wgsl",
+                "entry": "main", "workgroup_size": [256], "output_dtype": dt,
+                "features": ["shader-f16"] if f16 else [],
+                "defines": {"T": dt, "ENABLE": "enable f16;" if f16 else "", "EXPR": row.expr},
+            }
+    return entries
+
+
+add_generated_variants(_variant_entries(TABLE))
+
+
+def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
     if indirect is not None:
         return {"indirect": (indirect, 0)}
     return {"workgroups": ctx.grid(ceil_div(n, kernel(variant).threads))}
 
 
-def _check_indirect(specs):
-    if specs is not None and (specs.dtype != "u32" or specs.size < 3):
-        raise ShapeError(f"indirect args must be a u32 tensor of at least 3 values (x, y, z), got {specs}")
+def _check_indirect(spec):
+    if spec is not None and (spec.dtype != "u32" or spec.size < 3):
+        raise ShapeError(f"indirect args must be a u32 tensor of at least 3 values (x, y, z), got {spec}")
 
 
 @attrs.frozen
-class ScaleParams:
-    factor: float
+class UnaryParams:
+    """The expression's float param `alpha` (scale's factor; the other unary ops ignore it)."""
+
+    alpha: float = 0.0
 
 
-def _infer_scale(params: ScaleParams, specs):
-    x, indirect = specs
-    select_variant("scale", output_dtype=x.dtype)
-    _check_indirect(indirect)
-    return (TensorSpec(x.shape, x.dtype),)
+ScaleParams = UnaryParams  # the name scale's params have always had
 
 
-def _encode_scale(ctx, params: ScaleParams, inputs, outputs):
-    (x, indirect), (y,) = inputs, outputs
-    variant = select_variant("scale", output_dtype=x.dtype)
-    return [ctx.dispatch(variant, uniforms={"n": x.size, "factor": params.factor}, bindings={"x": x, "y": y},
-                         label="scale", **_direct_or_indirect(ctx, variant, x.size, indirect))]
+@attrs.frozen
+class BinaryParams:
+    pass
 
 
-SCALE = register(OpDef("scale", _infer_scale, _encode_scale))
+def _unary(op: str):
+    def infer(params: UnaryParams, specs):
+        x, indirect = specs
+        select_variant(op, output_dtype=x.dtype)
+        _check_indirect(indirect)
+        return (TensorSpec(x.shape, x.dtype),)
+
+    def encode(ctx, params: UnaryParams, inputs, outputs):
+        (x, indirect), (y,) = inputs, outputs
+        variant = select_variant(op, output_dtype=x.dtype)
+        return [ctx.dispatch(variant, uniforms={"n": x.size, "alpha": params.alpha}, bindings={"x": x, "y": y},
+                             label=op, **_workgroups(ctx, variant, x.size, indirect))]
+
+    return infer, encode
+
+
+def _binary(op: str):
+    def infer(params, specs):
+        a, b, indirect = specs
+        if a.dtype != b.dtype:
+            raise DtypeError(f"{op}: dtypes {a.dtype} and {b.dtype} differ (no implicit casts)")
+        if len(b.shape) > len(a.shape) or a.shape[len(a.shape) - len(b.shape):] != b.shape:
+            raise ShapeError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast: b's shape must equal a's or "
+                             f"be a suffix of it (its trailing dims, as [S, H] with [H])")
+        select_variant(op, output_dtype=a.dtype)
+        _check_indirect(indirect)
+        return (TensorSpec(a.shape, a.dtype),)
+
+    def encode(ctx, params, inputs, outputs):
+        (a, b, indirect), (c,) = inputs, outputs
+        variant = select_variant(op, output_dtype=a.dtype)
+        cols = max(b.size, 1)  # each run of b.size elements of a meets the whole of b
+        u = {"n": a.size, "cols": cols, "a_stride": cols, "a_offset": 0, "b_stride": 0, "b_offset": 0}
+        return [ctx.dispatch(variant, uniforms=u, bindings={"a": a, "b": b, "c": c}, label=op,
+                             **_workgroups(ctx, variant, a.size, indirect))]
+
+    return infer, encode
+
+
+def _halves(op: str):
+    def infer(params, specs):
+        (x,) = specs
+        if len(x.shape) < 1 or x.shape[-1] % 2:
+            raise ShapeError(f"{op}: x must be [..., 2 * n] (two halves of the last dim), got {x.shape}")
+        select_variant(op, output_dtype=x.dtype)
+        return (TensorSpec(x.shape[:-1] + (x.shape[-1] // 2,), x.dtype),)
+
+    def encode(ctx, params, inputs, outputs):
+        (x,), (y,) = inputs, outputs
+        variant = select_variant(op, output_dtype=x.dtype)
+        half = x.shape[-1] // 2
+        u = {"n": y.size, "cols": max(half, 1), "a_stride": 2 * half, "a_offset": 0, "b_stride": 2 * half,
+             "b_offset": half}
+        return [ctx.dispatch(variant, uniforms=u, bindings={"a": x, "b": x, "c": y}, label=op,
+                             **_workgroups(ctx, variant, y.size, None))]
+
+    return infer, encode
+
+
+_FORMS = {"unary": _unary, "binary": _binary, "halves": _halves}
+OPDEFS = {row.name: register(OpDef(row.name, *_FORMS[row.form](row.name))) for row in TABLE}
 
 
 def scale(x, factor: float, *, indirect=None, out=None):
     """`x * factor`. `indirect=` a u32 tensor [x, y, z] of workgroup counts read by the GPU at dispatch time."""
-    return apply(SCALE, ScaleParams(float(factor)), (x, indirect), out=out)
+    return apply(OPDEFS["scale"], UnaryParams(float(factor)), (x, indirect), out=out)
 
 
-@attrs.frozen
-class AddParams:
-    pass
+def silu(x, *, out=None):
+    """`x * sigmoid(x)` (SiLU, swish)."""
+    return apply(OPDEFS["silu"], UnaryParams(), (x, None), out=out)
 
 
-def _infer_add(params, specs):
-    a, b, indirect = specs
-    if a.shape != b.shape:
-        raise ShapeError(f"add: shapes {a.shape} and {b.shape} differ (no broadcasting)")
-    if a.dtype != b.dtype:
-        raise DtypeError(f"add: dtypes {a.dtype} and {b.dtype} differ")
-    select_variant("add", output_dtype=a.dtype)
-    _check_indirect(indirect)
-    return (TensorSpec(a.shape, a.dtype),)
-
-
-def _encode_add(ctx, params, inputs, outputs):
-    (a, b, indirect), (c,) = inputs, outputs
-    variant = select_variant("add", output_dtype=a.dtype)
-    return [ctx.dispatch(variant, uniforms={"n": a.size}, bindings={"a": a, "b": b, "c": c}, label="add",
-                         **_direct_or_indirect(ctx, variant, a.size, indirect))]
-
-
-ADD = register(OpDef("add", _infer_add, _encode_add))
+def gelu(x, *, approximate: str = "none", out=None):
+    """GELU: `x * Phi(x)` with an erf approximation (approximate="none", as torch) or the tanh form ("tanh")."""
+    ops = {"none": "gelu", "tanh": "gelu_tanh"}
+    if approximate not in ops:
+        raise ShapeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return apply(OPDEFS[ops[approximate]], UnaryParams(), (x, None), out=out)
 
 
 def add(a, b, *, indirect=None, out=None):
-    """`a + b` for tensors of one shape and dtype."""
-    return apply(ADD, AddParams(), (a, b, indirect), out=out)
+    """`a + b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
+    return apply(OPDEFS["add"], BinaryParams(), (a, b, indirect), out=out)
+
+
+def mul(a, b, *, indirect=None, out=None):
+    """`a * b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
+    return apply(OPDEFS["mul"], BinaryParams(), (a, b, indirect), out=out)
+
+
+def swiglu(x, *, out=None):
+    """`silu(gate) * up` for x = [..., 2 * n] holding [gate | up] in its last dim (the output of one linear over
+    stacked gate and up weights) -> [..., n]."""
+    return apply(OPDEFS["swiglu"], BinaryParams(), (x,), out=out)

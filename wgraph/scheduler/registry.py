@@ -130,10 +130,30 @@ def load_registry(path: Path | None = None, shader_dir: Path | None = None) -> M
     return MappingProxyType({name: _kernel_from_entry(name, entry, shader_dir) for name, entry in variants.items()})
 
 
+# Variants described by Python tables instead of TOML entries (the elementwise ops build one per row and
+# dtype of their table: wgraph/ops/elementwise.py). Same keys as a TOML entry; added at import time.
+_GENERATED: dict[str, dict] = {}
+
+
+def add_generated_variants(entries: dict[str, dict]) -> None:
+    """Add variants (name -> entry with registry.toml's keys) to the package registry."""
+    for name in entries:
+        if name in _GENERATED:
+            raise RegistryError(f"generated variant {name} is added twice")
+    _GENERATED.update(entries)
+    for cached in (registry, kernels_for, _select):
+        cached.cache_clear()
+
+
 @functools.cache
 def registry() -> MappingProxyType:
-    """The package's registry, loaded once."""
-    return load_registry()
+    """The package's registry (registry.toml plus the generated variants), loaded once."""
+    kernels = dict(load_registry())
+    for name, entry in _GENERATED.items():
+        if name in kernels:
+            raise RegistryError(f"variant {name} is both in registry.toml and generated")
+        kernels[name] = _kernel_from_entry(name, entry, SHADER_DIR)
+    return MappingProxyType(kernels)
 
 
 def kernel(name: str) -> Kernel:

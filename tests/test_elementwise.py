@@ -1,0 +1,161 @@
+"""Elementwise ops from the one table (silu, gelu in both forms, mul, add with trailing-dims broadcasting,
+swiglu) against float64 numpy, in f32 and f16, immediate, recorded and in a graph; erf's error bound."""
+
+import math
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+
+F32_ULP = 2.0**-23
+
+
+def _silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def _gelu(x):
+    return 0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2.0))  # = 0.5 x (1 + erf(x / sqrt 2)), no cancellation
+
+
+def _gelu_tanh(x):
+    """0.5 x (1 + tanh(u)) written as x * sigmoid(2u): equal, and float64's 1 + tanh(u) cancels at x << 0."""
+    return x / (1.0 + np.exp(-2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _gelu_tanh_f32_error(x, exact):
+    """The error of the tanh form's own math in f32 numpy: sigmoid(2u) at x << 0 is as sensitive to u's
+    rounding as exp(-2u) is (relative error 2|u| * 6e-8), whoever computes it."""
+    u = np.float32(2.0 * math.sqrt(2.0 / math.pi)) * (x + np.float32(0.044715) * x * x * x)
+    with np.errstate(over="ignore"):
+        return np.abs((x / (np.float32(1) + np.exp(-u))).astype(np.float64) - exact)
+
+
+UNARY = [("silu", wg.ops.silu, _silu, None), ("gelu", wg.ops.gelu, _gelu, None),
+         ("gelu_tanh", lambda x: wg.ops.gelu(x, approximate="tanh"), _gelu_tanh, _gelu_tanh_f32_error)]
+
+
+def _inputs(rng, n=1000):
+    x = rng.standard_normal(n) * 4
+    return np.concatenate([x, [0.0, -1e-6, 1e-6, 30.0, -30.0, 100.0, -100.0]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("name,fn,ref,f32_error", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_f32(dev, rng, name, fn, ref, f32_error):
+    x = _inputs(rng)
+    got = fn(dev.tensor(x)).numpy().astype(np.float64)
+    with np.errstate(over="ignore"):
+        exact = ref(x.astype(np.float64))
+    # f32 math with a few roundings (exp, erfc's fit to 1.2e-7): relative, down to the f32 underflow
+    # (results below 1e-36 may flush to zero); plus 2x the formula's own f32 error where it has one
+    slack = 0.0 if f32_error is None else 2 * f32_error(x, exact)
+    assert np.all(np.abs(got - exact) <= 8 * F32_ULP * np.abs(exact) + slack + 1e-36), \
+        float(np.max(np.abs(got - exact) / (np.abs(exact) + 1e-36)))
+
+
+@pytest.mark.parametrize("name,fn,ref,f32_error", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_f16(dev, rng, name, fn, ref, f32_error):
+    if not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    x = _inputs(rng, 300).clip(-60000, 60000).astype(np.float16)
+    got = fn(dev.tensor(x)).numpy()
+    assert got.dtype == np.float16
+    with np.errstate(over="ignore"):
+        exact = ref(x.astype(np.float64))
+    # f32 math rounded once to f16: within one f16 ulp (half-ulp rounding plus the f32 error), or a subnormal step
+    assert np.all(np.abs(got - exact) <= np.abs(exact) * 2.0**-10 + 2.0**-24)
+
+
+def test_erf_error_bound(dev):
+    """The shader's Phi(x) = (1 + erf(x / sqrt 2)) / 2 = gelu(x) / x, on a dense grid down to the deep tail,
+    against math.erf (and math.erfc where 1 + erf cancels in float64 too): within 8 f32 ulp, relative."""
+    x = np.concatenate([np.linspace(-12, 8, 20000), [1e-3, -1e-3]]).astype(np.float32)  # no 0: phi = gelu / x
+    x64 = x.astype(np.float64)
+    phi = wg.ops.gelu(dev.tensor(x)).numpy().astype(np.float64) / x64
+    exact = np.where(x64 > -1, 0.5 * (1.0 + np.vectorize(math.erf)(x64 / math.sqrt(2.0))),
+                     0.5 * np.vectorize(math.erfc)(-x64 / math.sqrt(2.0)))
+    assert np.max(np.abs(phi - exact) / exact) < 8 * F32_ULP
+
+
+def test_scale_keeps_its_behaviour(dev, rng):
+    x = rng.standard_normal(37).astype(np.float32)
+    got = wg.ops.scale(dev.tensor(x), -1.25).numpy()
+    assert got.tobytes() == (x * np.float32(-1.25)).tobytes()  # one f32 multiply: exact as numpy's
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((5, 7), (5, 7)), ((6, 33), (33,)), ((2, 3, 4), (3, 4)), ((3, 1, 5), (1, 5))])
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_binary_broadcast_f32(dev, rng, op, a_shape, b_shape):
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = np.asarray(rng.standard_normal(b_shape)).astype(np.float32)
+    got = getattr(wg.ops, op)(dev.tensor(a), dev.tensor(b)).numpy()
+    ref = {"add": np.add, "mul": np.multiply}[op](a, b)   # one f32 op: correctly rounded, so equal bytes
+    assert got.shape == a_shape and got.tobytes() == ref.tobytes()
+
+
+def test_binary_f16(dev, rng):
+    if not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    a = rng.standard_normal((3, 8)).astype(np.float16)
+    b = rng.standard_normal(8).astype(np.float16)
+    for op, ref in (("add", np.add), ("mul", np.multiply)):
+        got = getattr(wg.ops, op)(dev.tensor(a), dev.tensor(b)).numpy()
+        # f32 math of two f16 values is exact; one rounding to f16 equals numpy's f16 op
+        assert got.tobytes() == ref(a.astype(np.float64), b.astype(np.float64)).astype(np.float16).tobytes()
+
+
+def test_binary_errors(dev):
+    a = dev.tensor(np.ones((2, 4), np.float32))
+    with pytest.raises(wg.ShapeError, match=r"mul: shapes \(2, 4\) and \(2,\) do not broadcast"):
+        wg.ops.mul(a, dev.tensor(np.ones(2, np.float32)))
+    with pytest.raises(wg.ShapeError, match=r"add: shapes \(2, 4\) and \(3, 2, 4\) do not broadcast"):
+        wg.ops.add(a, dev.tensor(np.ones((3, 2, 4), np.float32)))
+    with pytest.raises(wg.DtypeError, match="mul: dtypes f32 and u32 differ"):
+        wg.ops.mul(a, dev.tensor(np.ones(4, np.uint32)))
+    with pytest.raises(wg.ShapeError, match=r"swiglu: x must be \[\.\.\., 2 \* n\].*\(2, 5\)"):
+        wg.ops.swiglu(dev.tensor(np.ones((2, 5), np.float32)))
+    with pytest.raises(wg.ShapeError, match="approximate must be 'none' or 'tanh', got 'erf'"):
+        wg.ops.gelu(a, approximate="erf")
+    with pytest.raises(wg.DtypeError, match="silu has no kernel for .*u32"):
+        wg.ops.silu(dev.tensor(np.ones(4, np.uint32)))
+
+
+def test_swiglu_fused_gate_up(dev, rng):
+    """One linear over stacked [gate; up] weights, then swiglu = silu(gate) * up, equals the unfused math."""
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    w_gate = rng.standard_normal((10, 16)).astype(np.float32) * 0.3
+    w_up = rng.standard_normal((10, 16)).astype(np.float32) * 0.3
+    gu = wg.ops.linear(dev.tensor(x), dev.tensor(np.concatenate([w_gate, w_up])))
+    got = wg.ops.swiglu(gu).numpy().astype(np.float64)
+    x64 = x.astype(np.float64)
+    g, u = x64 @ w_gate.T.astype(np.float64), x64 @ w_up.T.astype(np.float64)
+    exact = _silu(g) * u
+    assert got.shape == (3, 10)
+    assert np.all(np.abs(got - exact) <= 1e-5 * (np.abs(exact) + np.abs(u) + 1))
+    # and it is silu(first half) * second half of the same buffer, as the two separate ops give it
+    gu_np = gu.numpy()
+    sep = wg.ops.mul(wg.ops.silu(dev.tensor(gu_np[:, :10].copy())), dev.tensor(gu_np[:, 10:].copy())).numpy()
+    assert got.astype(np.float32).tobytes() == sep.tobytes()
+
+
+def test_recorded_and_graph_equal_immediate(dev, rng):
+    x = rng.standard_normal((4, 12)).astype(np.float32)
+    bias = rng.standard_normal(6).astype(np.float32)
+
+    def chain(t, b):
+        h = wg.ops.swiglu(wg.ops.gelu(t, approximate="tanh"))
+        return wg.ops.mul(wg.ops.add(wg.ops.silu(h), b), h)
+
+    immediate = chain(dev.tensor(x), dev.tensor(bias)).numpy()
+    before = dev.stats.snapshot()
+    with dev.record():
+        rec = chain(dev.tensor(x), dev.tensor(bias))
+    assert dev.stats.since(before).submits == 1
+    g = wg.Graph("ew")
+    g.output("y", chain(g.input("x", (4, 12), "f32"), g.const("bias", bias)))
+    out = g.compile(dev).run(x=x)["y"].numpy()
+    assert rec.numpy().tobytes() == immediate.tobytes() == out.tobytes()
+    x64 = x.astype(np.float64)
+    h = _silu(_gelu_tanh(x64[:, :6])) * _gelu_tanh(x64[:, 6:])
+    np.testing.assert_allclose(immediate, (_silu(h) + bias) * h, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,43 @@
+// Functions the elementwise table's expressions may call (f32 in, f32 out).
+
+// exp(y) = 2^k exp(y - k ln 2) with k = round(y / ln 2) and ln 2 split in two (Cody and Waite, as Cephes'
+// expf: k * 0.693359375 is exact), so the builtin exp only sees |r| <= ln(2) / 2: WGSL allows exp an error
+// of 3 + 2|y| ulp, and lavapipe's reaches ~150 ulp at y = -80. y is clamped to [-103, 88.5] (ldexp's range;
+// beyond, the f32 result is 0 or overflows).
+fn exp_reduced(y_in: f32) -> f32 {
+  let y = clamp(y_in, -103.0, 88.5);
+  let k = round(y * 1.44269504088896341);
+  let r = (y - k * 0.693359375) + k * 2.12194440e-4;
+  return ldexp(exp(r), i32(k));
+}
+
+fn sigmoid(y: f32) -> f32 {
+  return select(1.0 / (1.0 + exp_reduced(-y)), 0.0, y < -88.0);
+}
+
+fn silu(x: f32) -> f32 {
+  return x * sigmoid(x);
+}
+
+// Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt 2) / 2; WGSL has no erf. Numerical Recipes' erfcc,
+// erfc(z) = t * exp(-z^2 + P(t)) with t = 1 / (1 + z / 2), has a fractional error below 1.2e-7 for z >= 0,
+// and erfc(-z) = 2 - erfc(z). exp(-z^2) = exp(-x^2 / 2) is taken from x itself (z = x / sqrt 2 rounded in
+// f32 would cost 2 z^2 * 6e-8 relative) as exp(-h^2 / 2) * exp((h - |x|)(h + |x|) / 2) with h = |x|
+// rounded down to 1/256, whose square is exact in f32, and exp(-h^2 / 2) by exp_reduced. Relative accuracy
+// then holds in the tail (x << 0), where 1 + erf(x / sqrt 2) would cancel: within 6 f32 ulp on lavapipe.
+fn normal_cdf(x: f32) -> f32 {
+  let a = min(abs(x), 14.0);  // erfc(14 / sqrt 2) / 2 = 8e-45: zero in f32
+  let t = 1.0 / (1.0 + 0.35355339059327376 * a);
+  var p = t * 0.17087277 - 0.82215223;
+  p = t * p + 1.48851587;
+  p = t * p - 1.13520398;
+  p = t * p + 0.27886807;
+  p = t * p - 0.18628806;
+  p = t * p + 0.09678418;
+  p = t * p + 0.37409196;
+  p = t * p + 1.00002368;
+  p = t * p - 1.26551223;
+  let h = floor(a * 256.0) / 256.0;
+  let tail = 0.5 * t * exp(0.5 * (h - a) * (h + a) + p) * exp_reduced(-0.5 * h * h);  // Phi(-|x|)
+  return select(tail, 1.0 - tail, x > 0.0);
+}
