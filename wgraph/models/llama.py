@@ -80,7 +80,8 @@ class Llama:
         self.max_seq = int(max_seq or min(config.max_position_embeddings, DEFAULT_MAX_SEQ))
         if not 2 <= self.max_seq <= 1 << 20:
             raise LimitError(f"Llama: max_seq {self.max_seq} must be in [2, {1 << 20}]")
-        self.weight_bytes = 0
+        self.weight_bytes = 0  # bytes of every weight the program holds
+        self.weight_bytes_per_token = 0  # bytes a decode step reads: all but the embedding rows it skips
         self.program = self._build_decode().compile(device)
         self._load(get_weight)
         self.last_stats: dict = {}
@@ -124,6 +125,8 @@ class Llama:
             data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             self.device.write(self.program.state(name), data)
             self.weight_bytes += data.nbytes
+            read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
+            self.weight_bytes_per_token += data.nbytes if read_whole else data.nbytes // data.shape[0]
         cos, sin = self.rope_tables()
         self.device.write(self.program.state("rope_cos"), cos)
         self.device.write(self.program.state("rope_sin"), sin)
@@ -257,37 +260,36 @@ class Llama:
         stops = {int(t) for t in stop_ids}
         if n == 0:
             return []
-        dev, prog, s = self.device, self.program, ids.size
+        prog, s = self.program, ids.size
         t0 = time.perf_counter()
-        before = dev.stats.snapshot()
+        before = self.device.stats.snapshot()
         self.prefill(ids)
-        made, out, fences = 1, [], collections.deque()
-        t_first = None
+        made, out = 1, []  # prefill chose the first new id
         while True:
             if made == n or made % every == 0:
                 new = prog.state("history").numpy()[s + len(out):s + made].tolist()
-                if t_first is None:
-                    t_first = time.perf_counter()
-                for j, t in enumerate(new):
-                    if t in stops:
-                        out += new[:j + 1]
-                        return self._finish(out, before, t0, t_first)
-                out += new
+                hit = next((j for j, t in enumerate(new) if t in stops), None)
+                out += new if hit is None else new[:hit + 1]
                 if progress is not None:
                     progress(len(out), time.perf_counter() - t0)
-                if made == n:
-                    return self._finish(out, before, t0, t_first)
+                if hit is not None or made == n:
+                    d = self.device.stats.since(before)
+                    self.last_stats = {"tokens": len(out), "seconds": time.perf_counter() - t0,
+                                       "submits": d.submits, "readbacks": d.readbacks}
+                    return out
+            k = min(every - made % every, n - made)
+            self.run_steps(k, in_flight=in_flight)
+            made += k
+
+    def run_steps(self, n: int, *, in_flight: int = 8) -> None:
+        """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
+        steps are not yet finished on the GPU."""
+        dev, fences = self.device, collections.deque()
+        for _ in range(n):
             while len(fences) >= in_flight:
                 dev.wait(fences.popleft())
-            prog.run()
+            self.program.run()
             fences.append(dev.fence())
-            made += 1
-
-    def _finish(self, out: list[int], before, t0: float, t_first: float) -> list[int]:
-        d = self.device.stats.since(before)
-        self.last_stats = {"tokens": len(out), "seconds": time.perf_counter() - t0, "submits": d.submits,
-                           "readbacks": d.readbacks}
-        return out
 
 
 def _convert(a: np.ndarray, dtype: str, name: str) -> np.ndarray:
