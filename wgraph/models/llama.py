@@ -254,7 +254,7 @@ class Llama:
                              f"positions (max_seq)")
         if int(in_flight) < 1:
             raise ShapeError(f"generate: in_flight must be >= 1, got {in_flight}")
-        every = n if read_every is None else int(read_every)
+        every = max(n, 1) if read_every is None else int(read_every)
         if every < 1:
             raise ShapeError(f"generate: read_every must be >= 1, got {read_every}")
         stops = {int(t) for t in stop_ids}
