@@ -91,3 +91,41 @@ def bench_model(dev, *, quick: bool, copy_gbps: float | None, use_torch: bool, p
             except Exception as e:  # noqa: BLE001 - the reference must not take the bench down
                 row["torch"] = {**info, "available": False, "note": f"torch decode failed: {type(e).__name__}: {e}"}
     return row
+
+
+def copy_gbps(dev, result: dict, quick: bool) -> float | None:
+    """The copy-kernel bandwidth (GB/s, bytes read + written) of this run: the gemv section's when it ran,
+    else measured now (None where the bench has no copy measurement)."""
+    measured = result.get("gemv", {}).get("copy", {}).get("gbps")
+    if measured:
+        return measured
+    try:
+        from wgraph.bench import gemv
+    except ImportError:
+        return None
+    return gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if quick else "full"])["gbps"]
+
+
+def table(row: dict) -> str:
+    """The model row as a few aligned lines."""
+    if row.get("status") != "ok":
+        return f"{row.get('model', 'model')}: {row.get('status')}: {row.get('note')}"
+    frac = row.get("fraction_of_copy_bandwidth")
+    lines = [
+        f"{row['model']} ({row['layers']} layers, hidden {row['hidden']}, vocab {row['vocab']}, {row['dtype']} weights"
+        f"{'; ' + row['note'] if row['note'] else ''})",
+        f"  wgraph   {row['tokens_per_s']:9.1f} tokens/s  {row['ms_per_token']:8.3f} ms/token  "
+        f"{row['weight_gbps']:8.1f} GB/s of weights"
+        + (f" = {frac:.1%} of the copy bandwidth ({row['copy_gbps']:.0f} GB/s)" if frac else " (no copy bandwidth measured)")
+        + f"  [{row['dispatches_per_token']} dispatches, {row['submits_per_token']:.2f} submits per token]",
+    ]
+    torch_info = row.get("torch") or {}
+    for mode in ("eager", "cuda_graph"):
+        ms = row.get(f"torch_{mode}_ms_per_token")
+        if ms is not None:
+            lines.append(f"  torch {mode:<10} {1e3 / ms:9.1f} tokens/s  {ms:8.3f} ms/token  "
+                         f"{row['weight_bytes_per_token'] / ms / 1e6:8.1f} GB/s of weights  "
+                         f"[greedy ids equal to wgraph's for the first {row[f'torch_{mode}_ids_agree_first']}]")
+    if torch_info and not torch_info.get("available"):
+        lines.append(f"  torch: {torch_info.get('note')}")
+    return "\n".join(lines)

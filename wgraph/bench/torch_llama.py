@@ -13,11 +13,11 @@ class TorchLlama:
     """Decode-only Llama in torch on CUDA: f16 weights, f32 norms and softmax, a static [max_seq] KV cache
     masked by position, so one step has fixed shapes and can be captured in a CUDA graph."""
 
-    def __init__(self, cfg, weights: dict[str, np.ndarray], max_seq: int):
+    def __init__(self, cfg, weights: dict[str, np.ndarray], max_seq: int, device: str = "cuda"):
         import torch
 
         self.torch, self.cfg, self.max_seq = torch, cfg, max_seq
-        dev = "cuda"
+        dev = device
 
         def t(name, dtype=torch.float16):
             return torch.from_numpy(np.ascontiguousarray(weights[name])).to(dev, dtype)
