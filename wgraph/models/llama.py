@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+import attrs
 import numpy as np
 
 import wgraph.ops as ops
@@ -23,8 +24,19 @@ from wgraph.errors import CheckpointError, LimitError, ShapeError, UnsupportedEr
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import LlamaConfig
+from wgraph.scheduler.dispatch import Copy
 
 DTYPES = ("f32", "f16")
+
+
+@attrs.frozen
+class SampleSettings:
+    """How `sample` draws the next id (temperature > 0)."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
 DEFAULT_MAX_SEQ = 2048
 
 
@@ -82,7 +94,8 @@ class Llama:
             raise LimitError(f"Llama: max_seq {self.max_seq} must be in [2, {1 << 20}]")
         self.weight_bytes = 0  # bytes of every weight the program holds
         self.weight_bytes_per_token = 0  # bytes a decode step reads: all but the embedding rows it skips
-        self.program = self._build_decode().compile(device)
+        self.sampling = False  # whether the decode program draws with `sample` (else argmax)
+        self.program = self._build_decode(sampling=False).compile(device)
         self._load(get_weight)
         self.last_stats: dict = {}
 
@@ -161,9 +174,9 @@ class Llama:
         caches = [(get(f"l{i}.k_cache"), get(f"l{i}.v_cache")) for i in range(c.num_hidden_layers)]
         return glob, layers, caches
 
-    def _build_decode(self) -> Graph:
+    def _build_decode(self, sampling: bool) -> Graph:
         c = self.config
-        g = Graph("llama_decode")
+        g = Graph("llama_decode_sample" if sampling else "llama_decode")
         for name, (shape, dtype, _src) in _program_weights(c, self.dtype).items():
             g.state(name, shape, dtype)  # zeros at compile; _load writes the checkpoint into it
         half = c.head_dim // 2
@@ -183,16 +196,38 @@ class Llama:
                 x = self._layer(x, w, cache, pos, kv_len, 1, glob["cos"], glob["sin"])
         logits = ops.linear(ops.rmsnorm(x, glob["norm"], eps=c.rms_norm_eps), glob["lm_head"])
         g.output("logits", logits)
-        ops.decode_advance(self._choose(logits), token=token, history=history, pos=pos, kv_len=kv_len)
+        sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
+        nxt = self._choose(logits, pos, sample)
+        self._choose_node = g.producer[nxt.name]
+        ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
         return g
 
     def _embed(self, ids, table):
         x = ops.embedding(ids, table)
         return x if x.dtype == "f32" else ops.cast(x, "f32")
 
-    def _choose(self, logits):
-        """The next id [1] u32 from logits [1, V]: argmax (greedy)."""
-        return ops.argmax(logits)
+    def _choose(self, logits, pos, sample: SampleSettings | None):
+        """The next id [1] u32 from logits [1, V]: argmax, or a draw keyed by (seed, position)."""
+        if sample is None:
+            return ops.argmax(logits)
+        return ops.sample(logits, temperature=sample.temperature, top_k=sample.top_k, top_p=sample.top_p,
+                          seed=sample.seed, step=pos)
+
+    def _set_sampling(self, sample: SampleSettings | None) -> None:
+        """Make the decode program pick ids as `sample` says. Greedy and sampling are two programs (argmax or
+        sample as their last op); switching compiles the other one and moves the weights into it with GPU
+        copies (briefly holding both). New sampling values only rewrite the sample node's uniforms."""
+        if (sample is not None) != self.sampling:
+            dev, old = self.device, self.program
+            new = self._build_decode(sampling=sample is not None).compile(dev)
+            keep = set(_program_weights(self.config, self.dtype)) | {"rope_cos", "rope_sin"}
+            with dev.record():
+                dev.run([Copy(old.state(n), new.state(n), old.state(n).nbytes, label=f"move {n}") for n in sorted(keep)])
+            self.program, self.sampling = new, sample is not None
+        if sample is not None:
+            node = self.program.graph.node(self._choose_node)
+            self.program.update(self._choose_node, attrs.evolve(
+                node.params, temperature=sample.temperature, top_k=sample.top_k, top_p=sample.top_p, seed=sample.seed))
 
     # ---- running ----
 
@@ -205,10 +240,10 @@ class Llama:
             raise LimitError(f"{what}: token id {int(bad[0])} is outside the vocabulary [0, {self.config.vocab_size})")
         return arr.astype(np.uint32)
 
-    def prefill(self, prompt_ids, *, all_logits: bool = False):
+    def prefill(self, prompt_ids, *, all_logits: bool = False, sample: SampleSettings | None = None):
         """Run the prompt through every layer in ONE recorded submit: fills the KV caches at positions
-        0..S-1, picks the first new token on the GPU and leaves the decode state ready for `step()`.
-        Returns the logits: of the last position [1, V], or of every position [S, V] with all_logits."""
+        0..S-1, picks the first new token on the GPU (argmax, or a draw with `sample`) and leaves the decode
+        state ready for `step()`. Returns the logits of the last position [1, V], or of all [S, V] with all_logits."""
         ids = self._check_ids(prompt_ids, "prompt_ids")
         s = ids.size
         if s >= self.max_seq:
@@ -225,8 +260,8 @@ class Llama:
             last = ops.embedding(last_t, x)  # the last row of x: a gather with one id
             head = lambda h: ops.linear(ops.rmsnorm(h, glob["norm"], eps=self.config.rms_norm_eps), glob["lm_head"])  # noqa: E731
             logits = head(last)
-            ops.decode_advance(self._choose(logits), token=prog.state("token"), history=prog.state("history"),
-                               pos=prog.state("pos"), kv_len=prog.state("kv_len"))
+            ops.decode_advance(self._choose(logits, prog.state("pos"), sample), token=prog.state("token"),
+                               history=prog.state("history"), pos=prog.state("pos"), kv_len=prog.state("kv_len"))
             if all_logits:
                 logits = head(x)
         return logits
@@ -242,10 +277,12 @@ class Llama:
         """Up to `max_new_tokens` new ids after `prompt_ids`. One recorded submit for the prompt, then one
         submit per token with at most `in_flight` steps unfinished on the GPU; the ids are read back every
         `read_every` tokens (default: once, at the end). Generation stops at the first id in `stop_ids` found
-        at a read; the stop id is returned, ids generated after it are dropped."""
-        if temperature != 0 or top_k or top_p != 1.0:
-            raise UnsupportedError("generate: sampling (temperature > 0, top_k, top_p) is not available yet")
+        at a read; the stop id is returned, ids generated after it are dropped.
+        temperature 0 is greedy (argmax; top_k, top_p and seed unused); otherwise each id is drawn on the GPU from
+        softmax(logits / temperature) kept to top_k and top_p, keyed by (seed, position): the same seed and
+        prompt give the same ids."""
         ids = self._check_ids(prompt_ids, "prompt_ids")
+        sample = None if temperature == 0 else SampleSettings(float(temperature), int(top_k), float(top_p), int(seed))
         n = int(max_new_tokens)
         if n < 0:
             raise ShapeError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
@@ -260,10 +297,11 @@ class Llama:
         stops = {int(t) for t in stop_ids}
         if n == 0:
             return []
+        self._set_sampling(sample)
         prog, s = self.program, ids.size
         t0 = time.perf_counter()
         before = self.device.stats.snapshot()
-        self.prefill(ids)
+        self.prefill(ids, sample=sample)
         made, out = 1, []  # prefill chose the first new id
         while True:
             if made == n or made % every == 0:
