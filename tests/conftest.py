@@ -1,10 +1,6 @@
-import os
-
 import pytest
 
-os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
-
-import wgraph as wg  # noqa: E402
+import wgraph as wg  # sets a private XDG_RUNTIME_DIR when none is set (wgraph/process_setup.py)
 
 
 @pytest.fixture(scope="session")

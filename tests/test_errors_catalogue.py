@@ -14,6 +14,7 @@ from kernel_support import lacks_subgroups
 from wgraph.errors import (AliasingError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
                            ShapeError)
 from wgraph.graph import GraphError
+from wgraph.ops.elementwise import BinaryParams
 from wgraph.ops.kv_cache import kv_append
 from attention_reference import attention_reference, visible_mask
 
@@ -121,6 +122,22 @@ def _program(**inputs):
     return staged(lambda e: (lambda prog: lambda: prog.run(**inputs))(_graph().compile(e.dev)))
 
 
+@staged
+def _update_wrong_params(e):
+    prog = _graph().compile(e.dev)
+    return lambda: prog.update(prog.graph.topological_order()[-1], BinaryParams())
+
+
+def _u32_program(value):
+    def setup(e):
+        g = wg.Graph("ids")
+        x = g.input("x", (1,), "u32")
+        g.output("y", wg.ops.reshape(x, 1))
+        prog = g.compile(e.dev)
+        return lambda: prog.run(x=value)
+    return staged(setup)
+
+
 def _lost(e, what):
     d = e.fresh()
     x = d.tensor(np.ones(4, np.float32))
@@ -162,8 +179,14 @@ CATALOGUE = [
     ("bad-layout", ShapeError, r"kv_layout 'tree' is not one of", lambda e: attn(e, kv_layout="tree"), True),
     ("negative-int-option", ShapeError, r"kv_start=-1 must be an integer in \[0, 4294967295\]",
      lambda e: attn(e, kv_start=-1), True),
-    ("bad-softcap", ShapeError, r"softcap inf must be finite and >= 0", lambda e: attn(e, softcap=float("inf")), True),
+    ("bad-softcap", ShapeError, r"softcap inf must be finite, >= 0", lambda e: attn(e, softcap=float("inf")), True),
     ("bad-scale", ShapeError, r"scale nan must be finite", lambda e: attn(e, scale=float("nan")), True),
+    ("softcap-above-f32", ShapeError, r"softcap 1e\+39 must be finite, >= 0 and at most f32's largest 3.4028235e\+38",
+     lambda e: attn(e, softcap=1e39), True),
+    ("scale-above-f32", ShapeError, r"scale -1e\+39 must be finite and within f32's range \+-3.4028235e\+38",
+     lambda e: attn(e, scale=-1e39), True),
+    ("scale-op-factor", LimitError, r"scale: factor 1e\+39 is outside f32's range", lambda e: wg.ops.scale(e.f32(4), 1e39),
+     True),
     ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
     ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
      lambda e: attn(e, kv_len=e.f32(1)), True),
@@ -196,12 +219,24 @@ CATALOGUE = [
     ("not-a-tensor", ShapeError, r"expected a Tensor \(or a graph value\), got ndarray",
      lambda e: wg.ops.attention(np.ones((4, 2, 8), np.float32), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
     ("numpy-dtype", DtypeError, r"numpy dtype int8 has no wgraph dtype", lambda e: e.dev.tensor(np.ones(4, np.int8)), True),
+    ("u32-from-negative", DtypeError, r"-1 is outside u32's range \[0, 4294967295\]",
+     lambda e: e.dev.tensor([-1], "u32"), True),
+    ("u32-from-fraction", DtypeError, r"7.9 is not an integer; a u32 tensor holds integers",
+     lambda e: e.dev.tensor([7.9], "u32"), True),
+    ("program-u32-input", DtypeError, r"input 'x': -1 is outside u32's range", _u32_program([-1]), True),
+    ("program-u32-fraction", DtypeError, r"input 'x': 7.9 is not an integer", _u32_program([7.9]), True),
+    ("bad-power-preference", DeviceError, r"power_preference 'fast' is not one of \('high-performance', 'low-power'\)",
+     lambda e: wg.Device(power_preference="fast"), True),
+    ("update-wrong-params", GraphError, r"update\(\) takes ScaleParams, got BinaryParams", _update_wrong_params, True),
     ("unknown-dtype", DtypeError, r"unknown dtype 'f64'", lambda e: e.dev.empty((4,), "f64"), True),
     ("negative-shape", ShapeError, r"shape \(4, -1\) has a negative dimension", lambda e: e.dev.empty((4, -1)), True),
     ("reshape-size", ShapeError, r"cannot reshape \(4,\) \(4 elements\) to \(3,\)", lambda e: e.f32(4).reshape(3), True),
     ("write-size", ShapeError, r"write of \(5,\) \(5 elements\) into", lambda e: e.dev.write(e.f32(4), np.ones(5)), True),
     ("tensor-too-large", LimitError, r"the device binds at most \d+ bytes per storage buffer",
      lambda e: e.dev.empty((e.dev.caps.max_storage_binding_size // 4 + 1,), "f32"), True),
+    ("quantized-kv-mode", ShapeError, r"QuantizedKV: packed int8 data must be u32 \(3, 2, 4\) for rows \(3, 2, 16\), "
+     r"got u32 \(3, 2, 2\)", lambda e: wg.ops.QuantizedKV(e.u32(*[0] * 12).reshape(3, 2, 2), e.f16(3, 2), "int8", 16),
+     True),
     ("cache-full", LimitError, r"cache full: writing 3 rows at position 6 needs 9 rows, the cache holds 8",
      lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 6), True),
     ("nested-recording", RecordingError, r"a recording is already open on this thread", _nested, True),

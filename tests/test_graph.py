@@ -3,6 +3,7 @@ op-by-op immediate runs byte for byte, dev.stats proof of no creation on replay,
 nothing submitted, views, indirect dispatch, update() of dirty uniforms, DOT and JSON round trip, and a
 64-step decode loop (rmsnorm, linear, rope, kv_append, attention) replayed vs immediate."""
 
+import base64
 import json
 
 import numpy as np
@@ -273,6 +274,44 @@ def test_json_round_trip_and_dot(dev, rng):
     assert dot.startswith('digraph "block"') and '"rmsnorm_1" -> "linear_2"' in dot and "f32[3,32]" in dot
     pdot = g.compile(dev).to_dot()
     assert "linear_gemv_r8_f32w 4x1x1" in pdot and "slot" in pdot
+
+
+def _scale_graph_json(params_name="wgraph.ops.elementwise:ScaleParams"):
+    g = wg.Graph("j")
+    x = g.input("x", (4,), "f32")
+    g.output("y", wg.ops.scale(x, 2.0))
+    data = json.loads(g.to_json())
+    node = [n for n in data["nodes"] if n["op"] == "scale"][0]
+    node["params"]["__attrs__"] = params_name
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("name", ["this:nothing", "os:system", "subprocess:Popen", "wgraph.ops.core:OpDef",
+                                  "wgraph.ops.attention_planner:KernelPlan", 7])
+def test_from_json_builds_only_wgraph_param_classes(name):
+    import sys
+
+    text = _scale_graph_json(name)
+    had_this = "this" in sys.modules
+    with pytest.raises(GraphError, match="is not one of wgraph's op param classes"):
+        wg.Graph.from_json(text)
+    assert ("this" in sys.modules) == had_this  # nothing named by the file was imported
+    assert wg.Graph.from_json(_scale_graph_json()).to_json()  # the real class still loads
+
+
+def test_from_json_checks_state_init_bytes(dev):
+    g = wg.Graph("s")
+    st = g.state("pos", (4,), "u32", init=np.arange(4, dtype=np.uint32))
+    g.output("y", st)
+    data = json.loads(g.to_json())
+    node = [n for n in data["nodes"] if n["op"] == "state"][0]
+    assert wg.Graph.from_json(json.dumps(data)).compile(dev).state("pos").numpy().tolist() == [0, 1, 2, 3]
+    node["init"] = base64.b64encode(bytes(8)).decode()  # 2 of the 4 values: the rest would be stale pool data
+    with pytest.raises(GraphError, match=r"state 'pos' is \(4,\) u32 \(16 bytes\); its init holds 8 bytes"):
+        wg.Graph.from_json(json.dumps(data))
+    node["init"] = "not base64!"
+    with pytest.raises(GraphError, match="init is not base64"):
+        wg.Graph.from_json(json.dumps(data))
 
 
 # ---- decode loop: 64 steps replayed vs 64 immediate steps ----

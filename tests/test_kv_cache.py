@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
+from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 
 import kv_reference as R
 
@@ -110,7 +110,9 @@ def _quant_case(rng, n=9, heads=3, dim=32):
 @pytest.mark.parametrize("src", ["f32", "f16"])
 def test_quantize_matches_reference_and_bound(dev, rng, mode, src):
     x = _quant_case(rng).astype(np.float32 if src == "f32" else np.float16)
-    packed, scales = kv_quantize(dev.tensor(x), mode)
+    qkv = kv_quantize(dev.tensor(x), mode)
+    packed, scales = qkv.packed, qkv.scales
+    assert (qkv.mode, qkv.head_dim) == (mode, x.shape[2])
     codes, want_scales = R.quantize(x.astype(np.float64), mode)
     np.testing.assert_array_equal(scales.numpy(), want_scales)
     got = R.unpack(packed.numpy(), mode)
@@ -126,7 +128,8 @@ def test_quantize_matches_reference_and_bound(dev, rng, mode, src):
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_dequantize_reference_data(dev, rng, mode, dtype):
     codes, scales = R.quantize(_quant_case(rng), mode)
-    out = kv_dequantize(dev.tensor(R.pack(codes, mode)), dev.tensor(scales), mode, dtype=dtype).numpy()
+    qkv = QuantizedKV(dev.tensor(R.pack(codes, mode)), dev.tensor(scales), mode, codes.shape[2])
+    out = kv_dequantize(qkv, dtype=dtype).numpy()
     want = R.dequantize(codes, scales)
     rtol = 1e-6 if dtype == "f32" else 2**-11
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=rtol, atol=1e-30)
@@ -154,13 +157,31 @@ def test_quantize_shape_errors(dev, rng):
         kv_quantize(x, "int4")
     with pytest.raises(wg.ShapeError, match="mode 'int2'"):
         kv_quantize(x, "int2")
-    packed, scales = kv_quantize(x, "int8")
+    q8 = kv_quantize(x, "int8")
+    packed, scales = q8.packed, q8.scales
     with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(4, 2\).*got f16 \(4, 3\)"):
-        kv_dequantize(packed, dev.tensor(np.zeros((4, 3), np.float16)), "int8")
+        QuantizedKV(packed, dev.tensor(np.zeros((4, 3), np.float16)), "int8", 12)
     with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(4, 2\).*got f32 \(4, 2\)"):
-        kv_dequantize(packed, dev.tensor(np.zeros((4, 2), np.float32)), "int8")
+        QuantizedKV(packed, dev.tensor(np.zeros((4, 2), np.float32)), "int8", 12)
     with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(3, 2\).*got f16 \(4, 2\)"):
-        kv_dequantize(dev.tensor(np.zeros((3, 2, 3), np.uint32)), scales, "int8")
+        QuantizedKV(dev.tensor(np.zeros((3, 2, 3), np.uint32)), scales, "int8", 12)
     with pytest.raises(wg.ShapeError, match=r"packed int8 data must be u32"):
         kc = dev.tensor(np.zeros((8, 2, 2), np.uint32))
         kv_append_quantized(((kc, dev.tensor(np.zeros((8, 2), np.float16))),) * 2, x, x, 0, mode="int8")
+
+
+def test_quantized_kv_carries_its_mode(dev, rng):
+    """int4 data can no longer be read as int8 (it used to give a [n, Hkv, D/2] tensor of wrong values)."""
+    x = rng.standard_normal((3, 2, 16)).astype(np.float32)
+    q4 = kv_quantize(dev.tensor(x), "int4")
+    back = kv_dequantize(q4).numpy()
+    assert back.shape == x.shape
+    assert np.all(np.abs(back - x) <= q4.scales.numpy().astype(np.float32)[..., None] * 0.5 + 1e-6)
+    with pytest.raises(wg.ShapeError, match=r"kv_dequantize takes a QuantizedKV"):
+        kv_dequantize(q4.packed, q4.scales)
+    with pytest.raises(wg.ShapeError, match=r"packed int8 data must be u32 \(3, 2, 4\) for rows \(3, 2, 16\), got u32 \(3, 2, 2\)"):
+        QuantizedKV(q4.packed, q4.scales, "int8", 16)
+    with pytest.raises(wg.ShapeError, match=r"packed int8 data must be u32"):  # the tiered path checks the mode too
+        hot = dev.tensor(np.zeros((4, 2, 16), np.float16))
+        wg.ops.tiered_quant_attention(dev.tensor(x[:1, :2]), hot, hot, q4.packed, q4.packed, q4.scales, q4.scales,
+                                      mode="int8", kv_len=7, hot_window=4)

@@ -1,12 +1,18 @@
 """wgraph: GPU compute ops (attention first) on WebGPU, run now, recorded into one submit, or compiled
 into a graph that replays."""
 
+from wgraph import process_setup
+
+process_setup.private_runtime_dir()  # before anything starts the Vulkan loader
+process_setup.quiet_intended_destroy()
+
 from wgraph import ops
 from wgraph.device import Caps, Device, Stats, default_device
 from wgraph.errors import (
     AliasingError,
     DeviceError,
     DtypeError,
+    GpuValueError,
     LimitError,
     PlanError,
     RecordingError,
@@ -23,7 +29,7 @@ from wgraph.tensor import Tensor, TensorSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "Caps", "Device", "DeviceError", "DtypeError", "Graph", "GraphError", "KernelPath",
+    "AliasingError", "Caps", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
     "KernelPlan", "LimitError", "PlanError", "Program", "RecordingError", "RegistryError", "ShapeError", "Stats",
     "Tensor", "TensorSpec", "UnsupportedError", "Value", "WgraphError", "default_device", "kernel_path", "ops",
 ]

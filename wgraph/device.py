@@ -10,7 +10,8 @@ import attrs
 import numpy as np
 import wgpu
 
-from wgraph.dtypes import dtype_info, dtype_of_numpy
+from wgraph import device_errors
+from wgraph.dtypes import as_stored, dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.scheduler.batch import Recording, align4, encode_items
 from wgraph.scheduler.fence import submit_for_index, wait_for_index
@@ -26,6 +27,7 @@ TENSOR_USAGE = (
 UNIFORM_USAGE = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
 
 _epochs = itertools.count(1)
+POWER_PREFERENCES = ("high-performance", "low-power")
 
 
 @attrs.frozen
@@ -116,6 +118,8 @@ class Device:
     """
 
     def __init__(self, power_preference: str = "high-performance", adapter=None):
+        if power_preference not in POWER_PREFERENCES:
+            raise DeviceError(f"power_preference {power_preference!r} is not one of {POWER_PREFERENCES}")
         self.adapter = adapter or _choose_adapter(power_preference)
         self.stats = Stats()
         self._local = threading.local()
@@ -162,6 +166,7 @@ class Device:
         self.uniform_cache = UniformCache(self._create_uniform_with, self._release_uniform)
         self._staging = None
         self._fallbacks: dict = {}
+        self._error_flag: Tensor | None = None  # made on first use by a kernel that reports (device_errors.py)
 
     def destroy(self):
         """Destroy the underlying device (as a device loss does). Every later call raises DeviceError."""
@@ -177,6 +182,7 @@ class Device:
             self.bind_groups.clear()
             self._fallbacks.clear()
             self._staging = None
+            self._error_flag = None
 
     def recreate(self):
         """Replace a lost device with a new one: a new epoch, and every cache, buffer and tensor of the old
@@ -254,7 +260,7 @@ class Device:
             dtype = "f32" if array.dtype == np.float64 else dtype_of_numpy(array.dtype)
         if dtype == "f16" and not self.caps.has_f16:
             raise UnsupportedError(f"dtype f16 needs the shader-f16 feature, which {self.caps.adapter_name!r} lacks")
-        data = np.ascontiguousarray(array, dtype=dtype_info(dtype).numpy)
+        data = as_stored(array, dtype, f"dev.tensor({dtype})")
         t = self.empty(data.shape, dtype, label)
         self.write(t, data)
         return t
@@ -262,7 +268,7 @@ class Device:
     def write(self, tensor: Tensor, array):
         """Overwrite a tensor's contents from a numpy array of the same size (queue-ordered)."""
         self.check_tensor(tensor)
-        data = np.ascontiguousarray(np.asarray(array), dtype=dtype_info(tensor.dtype).numpy)
+        data = as_stored(array, tensor.dtype, f"write into {tensor!r}")
         if data.size != tensor.size:
             raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")
         raw = data.tobytes()
@@ -292,6 +298,20 @@ class Device:
                     t = self.tensor(np.zeros(nbytes // 4, np.uint32), "u32", label=f"fallback.{name}")
                     self._fallbacks[key] = t
         return t
+
+    def error_flag(self) -> Tensor:
+        """The device error flag that kernels checking GPU-resident values bind (wgraph/device_errors.py)."""
+        with self.lock:
+            if self._error_flag is None:
+                self._error_flag = self.tensor(np.zeros(device_errors.FLAG_WORDS, np.uint32), "u32",
+                                               label="device_errors")
+            return self._error_flag
+
+    def check_errors(self):
+        """Wait for the GPU, then raise GpuValueError (and clear the flag) if a kernel reported a GPU value out
+        of range since the last check or readback. Every readback checks too."""
+        if self._error_flag is not None:
+            self.read(self._error_flag)
 
     # ---- submission ----
 
@@ -384,26 +404,39 @@ class Device:
             return np.zeros(tensor.shape, info.numpy)
         with self.lock:
             self.check_tensor(tensor)
-            data = self._read_locked(tensor, nbytes)
+            data, error = self._read_locked(tensor, nbytes)
+        if error is not None:
+            raise error
         return np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape).copy()
 
-    def _read_locked(self, tensor: Tensor, nbytes: int) -> bytes:
-        if self._staging is None or self._staging.size < nbytes:
-            size = max(256, 1 << (nbytes - 1).bit_length())
+    def _read_locked(self, tensor: Tensor, nbytes: int) -> tuple[bytes, Exception | None]:
+        """The tensor's bytes, and the error the device error flag held (cleared), read in the same submit."""
+        flag = self._error_flag
+        total = nbytes + (device_errors.FLAG_BYTES if flag is not None else 0)
+        if self._staging is None or self._staging.size < total:
+            size = max(256, 1 << (total - 1).bit_length())
             self._staging = self.wgpu.create_buffer(
                 size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST, label="wgraph.staging"
             )
             self.stats.staging_buffers_created += 1
         encoder = self.wgpu.create_command_encoder(label="wgraph.readback")
         encoder.copy_buffer_to_buffer(tensor.buffer, 0, self._staging, 0, nbytes)
+        if flag is not None:
+            encoder.copy_buffer_to_buffer(flag.buffer, 0, self._staging, nbytes, device_errors.FLAG_BYTES)
         self._submit(encoder.finish())
-        self._staging.map_sync(wgpu.MapMode.READ, 0, nbytes)
-        data = self._staging.read_mapped(0, nbytes, copy=True)
+        self._staging.map_sync(wgpu.MapMode.READ, 0, total)
+        data = self._staging.read_mapped(0, total, copy=True)
         self._staging.unmap()
+        error = None
+        if flag is not None:
+            error = device_errors.decode(bytes(data[nbytes:]))
+            if error is not None:
+                self.wgpu.queue.write_buffer(flag.buffer, 0, bytes(device_errors.FLAG_BYTES))
+            data = data[:nbytes]
         self._completed = self._serial  # the map waited for every earlier submission
         self.pool.collect(self._completed)
         self.stats.readbacks += 1
-        return data
+        return data, error
 
     def sync(self):
         """Wait until the GPU has finished everything submitted so far."""

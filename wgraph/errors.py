@@ -1,4 +1,5 @@
-"""Exceptions raised by wgraph. Every one is raised before GPU work and names the bad value and the limit."""
+"""Exceptions raised by wgraph. Every one names the bad value and the limit, and is raised before GPU work,
+except GpuValueError, which a kernel reports (wgraph/device_errors.py)."""
 
 
 class WgraphError(Exception):
@@ -19,6 +20,11 @@ class UnsupportedError(WgraphError):
 
 class LimitError(WgraphError, ValueError):
     """A size is above a device or kernel limit."""
+
+
+class GpuValueError(LimitError):
+    """A kernel found a value it read from a GPU buffer (a kv_len, a position) out of range. It stayed in bounds
+    and reported it on the device error flag; raised by dev.check_errors() and by the next readback."""
 
 
 class PlanError(WgraphError):

@@ -8,7 +8,7 @@ import weakref
 import attrs
 import numpy as np
 
-from wgraph.dtypes import dtype_info
+from wgraph.dtypes import dtype_info, is_int
 from wgraph.errors import ShapeError
 
 
@@ -70,7 +70,7 @@ class Tensor:
 
     def reshape(self, *shape) -> Tensor:
         """A view with another shape over the same buffer (no copy). One dimension may be -1."""
-        if len(shape) == 1 and not isinstance(shape[0], int):
+        if len(shape) == 1 and not is_int(shape[0]):
             shape = tuple(shape[0])
         if shape.count(-1) > 1:
             raise ShapeError(f"reshape {shape}: at most one -1")

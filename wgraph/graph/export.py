@@ -4,8 +4,11 @@ registered name; params (attrs classes) by class path and fields; state/const da
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import importlib
 import json
+import pkgutil
 
 import attrs
 
@@ -62,10 +65,34 @@ def program_to_dot(prog) -> str:
 
 # ---- JSON ----
 
+@functools.cache
+def param_classes() -> dict[str, type]:
+    """The closed table of classes a graph file may name: the attrs classes named `*Params` that wgraph.ops'
+    own modules define, by "module:qualname". from_json builds only these; it imports no module a file names."""
+    import wgraph.ops
+
+    table = {}
+    for info in pkgutil.iter_modules(wgraph.ops.__path__):
+        module = importlib.import_module(f"wgraph.ops.{info.name}")
+        for obj in vars(module).values():
+            if (isinstance(obj, type) and attrs.has(obj) and obj.__module__ == module.__name__
+                    and obj.__name__.endswith("Params")):
+                table[f"{obj.__module__}:{obj.__qualname__}"] = obj
+    return table
+
+
+def _class_name(cls: type) -> str:
+    name = f"{cls.__module__}:{cls.__qualname__}"
+    if param_classes().get(name) is not cls:
+        raise GraphError(f"to_json: params class {name} is not one of wgraph's op param classes (wgraph.ops), "
+                         f"which are all a graph file may name")
+    return name
+
+
 def _enc(x):
     if attrs.has(type(x)):
         cls = type(x)
-        return {"__attrs__": f"{cls.__module__}:{cls.__qualname__}",
+        return {"__attrs__": _class_name(cls),
                 "fields": {f.name: _enc(getattr(x, f.name)) for f in attrs.fields(cls) if f.init}}
     if isinstance(x, tuple):
         return {"__tuple__": [_enc(i) for i in x]}
@@ -87,13 +114,18 @@ def _dec(x):
         if "__dict__" in x:
             return {_dec(k): _dec(v) for k, v in x["__dict__"]}
         if "__attrs__" in x:
-            module, _, qual = x["__attrs__"].partition(":")
-            obj = importlib.import_module(module)
-            for part in qual.split("."):
-                obj = getattr(obj, part)
-            if not attrs.has(obj):
-                raise GraphError(f"from_json: {x['__attrs__']} is not an attrs class")
-            return obj(**{k: _dec(v) for k, v in x["fields"].items()})
+            name = x["__attrs__"]
+            cls = param_classes().get(name) if isinstance(name, str) else None
+            if cls is None:
+                raise GraphError(f"from_json: {name!r} is not one of wgraph's op param classes; a graph file may "
+                                 f"name only those ({len(param_classes())} classes of wgraph.ops)")
+            fields = x.get("fields")
+            if not isinstance(fields, dict):
+                raise GraphError(f"from_json: {name} needs a 'fields' object, got {fields!r}")
+            try:
+                return cls(**{k: _dec(v) for k, v in fields.items()})
+            except (TypeError, ValueError) as e:
+                raise GraphError(f"from_json: cannot build {name} from fields {sorted(fields)}: {e}") from None
         raise GraphError(f"from_json: unexpected object {sorted(x)}")
     return x
 
@@ -132,7 +164,15 @@ def graph_from_json(text: str) -> Graph:
                 from wgraph.graph.graph import StateSpec
 
                 init = entry.get("init")
-                g.states[node.name] = StateSpec(node.name, spec, None if init is None else base64.b64decode(init))
+                if init is not None:
+                    try:
+                        init = base64.b64decode(init, validate=True)
+                    except (binascii.Error, TypeError) as e:
+                        raise GraphError(f"from_json: state {node.name!r}: init is not base64 ({e})") from None
+                    if len(init) != spec.nbytes:
+                        raise GraphError(f"from_json: state {node.name!r} is {spec.shape} {spec.dtype} "
+                                         f"({spec.nbytes} bytes); its init holds {len(init)} bytes")
+                g.states[node.name] = StateSpec(node.name, spec, init)
         else:
             g.add(Node(entry["name"], entry["op"], _dec(entry["params"]), tuple(entry["inputs"]),
                        tuple(entry["outputs"])))

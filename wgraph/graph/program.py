@@ -9,7 +9,7 @@ import weakref
 import attrs
 import numpy as np
 
-from wgraph.dtypes import dtype_info
+from wgraph.dtypes import as_stored, dtype_info
 from wgraph.errors import DeviceError, DtypeError, RecordingError, ShapeError, WgraphError
 from wgraph.graph.graph import SOURCE_OPS, Graph, GraphError
 from wgraph.ops.core import OPS, EncodeContext
@@ -264,7 +264,7 @@ class Program:
             arr = np.full(spec.shape, value, np_dtype)
         else:
             if isinstance(value, (list, tuple)):
-                value = np.asarray(value, np_dtype)
+                value = as_stored(value, spec.dtype, where)
             if not isinstance(value, np.ndarray):
                 raise DtypeError(f"{where}: expects a numpy array, a number or a Tensor, got {type(value).__name__}")
             if value.dtype != np_dtype:
@@ -328,6 +328,8 @@ class Program:
             raise GraphError(f"program {g.name!r}: node {node_name!r} ({node.op}) has no dispatches to update")
         specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         where = f"program {g.name!r}, node {node_name!r} ({node.op})"
+        if type(params) is not type(node.params):
+            raise GraphError(f"{where}: update() takes {type(node.params).__name__}, got {type(params).__name__}")
         try:
             out_specs = tuple(OPS[node.op].infer(params, specs))
         except WgraphError as e:

@@ -4,16 +4,18 @@ from wgraph.ops.attention import AttentionParams, KernelPath, attention, attenti
 from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.elementwise import add, gelu, mul, scale, silu, swiglu
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
-from wgraph.ops.kv_cache import kv_append, kv_append_quantized, kv_dequantize, kv_quantize
+from wgraph.ops.rows import layernorm, softmax
+from wgraph.ops.sampling import argmax, sample
+from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.decode import decode_advance
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = [
-    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "TieredKVCache", "add", "attention", "attention_plan",
-    "bdpa_attention", "bdpa_decompose", "decode_advance", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
-    "kv_dequantize", "kv_quantize", "linear", "mul", "reshape", "rmsnorm", "rope", "rope_tables", "scale", "silu",
-    "swiglu", "tiered_attention",
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "argmax",
+    "attention", "attention_plan", "bdpa_attention", "bdpa_decompose", "decode_advance", "gelu", "kernel_path",
+    "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "layernorm", "linear", "mul", "reshape",
+    "rmsnorm", "rope", "rope_tables", "sample", "scale", "silu", "softmax", "swiglu", "tiered_attention",
     "tiered_quant_attention",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 
+from wgraph.dtypes import F32_MAX, exact_int, is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register
@@ -48,7 +49,7 @@ def call_dtype(q_dtype: str, kv_dtype: str) -> str:
 
 
 def _check_int(name, value, minimum=0, maximum=U32_MAX):
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+    if not is_int(value) or not minimum <= value <= maximum:
         raise ShapeError(f"attention: {name}={value!r} must be an integer in [{minimum}, {maximum}]")
 
 
@@ -86,10 +87,11 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         _check_int(name, getattr(params, name))
     if params.start_pos is not None:
         _check_int("start_pos", params.start_pos)
-    if params.softcap < 0 or not math.isfinite(params.softcap):
-        raise ShapeError(f"attention: softcap {params.softcap} must be finite and >= 0 (0 = off)")
-    if params.scale is not None and not math.isfinite(params.scale):
-        raise ShapeError(f"attention: scale {params.scale} must be finite")
+    if params.softcap < 0 or not math.isfinite(params.softcap) or params.softcap > F32_MAX:
+        raise ShapeError(f"attention: softcap {params.softcap} must be finite, >= 0 and at most f32's largest "
+                         f"{F32_MAX:.8g} (0 = off)")
+    if params.scale is not None and not (math.isfinite(params.scale) and abs(params.scale) <= F32_MAX):
+        raise ShapeError(f"attention: scale {params.scale} must be finite and within f32's range +-{F32_MAX:.8g}")
     if params.kv_len is None:
         if kv_len_t is None or kv_len_t.dtype != "u32" or kv_len_t.size < 1:
             raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {kv_len_t}")
@@ -290,9 +292,9 @@ def _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softc
     else:
         kv_len_t, n = None, kv_len
     params = AttentionParams(
-        causal=bool(causal), scale=None if scale is None else float(scale), start_pos=start_pos,
-        kv_start=kv_start, kv_len=n, sliding_window=sliding_window, softcap=float(softcap),
-        kv_layout=kv_layout, page_size=page_size, variant=_resolve_variant(variant, q.shape[0], layer))
+        causal=bool(causal), scale=None if scale is None else float(scale), start_pos=exact_int(start_pos),
+        kv_start=exact_int(kv_start), kv_len=exact_int(n), sliding_window=exact_int(sliding_window),
+        softcap=float(softcap), kv_layout=kv_layout, page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer))
     return params, kv_len_t
 
 

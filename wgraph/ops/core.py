@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import attrs
 
+from wgraph.device_errors import BINDING as ERROR_BINDING
 from wgraph.errors import AliasingError, DeviceError, DtypeError, LimitError, PlanError, ShapeError, UnsupportedError
 from wgraph.scheduler.dispatch import Dispatch
 from wgraph.scheduler.pipelines import storage_binding_size
@@ -114,6 +115,10 @@ class EncodeContext:
         """A zero-filled dummy for an optional binding that is not used."""
         return self.device.fallback(name, nbytes)
 
+    def error_flag(self) -> Tensor:
+        """The device error flag (wgraph/device_errors.py); `dispatch` binds it to a kernel that declares it."""
+        return self.device.error_flag()
+
     def grid(self, groups: int) -> tuple[int, int, int]:
         """`groups` workgroups as (x, y, 1) with x within the device limit (kernels rebuild the flat index)."""
         limit = self.caps.max_workgroups_per_dim
@@ -134,6 +139,8 @@ class EncodeContext:
         else:
             packed = b""
         declared, declared_names = _declared_storage(k)
+        if ERROR_BINDING in declared and ERROR_BINDING not in bindings:
+            bindings = {**bindings, ERROR_BINDING: self.error_flag()}
         if bindings.keys() != declared_names:
             raise PlanError(f"kernel {variant}: bindings {sorted(bindings)} do not match the shader's {sorted(declared)}")
         for name, t in bindings.items():

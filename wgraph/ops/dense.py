@@ -8,6 +8,7 @@ import math
 import attrs
 import numpy as np
 
+from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, kernels_for, select_variant
@@ -154,11 +155,11 @@ def _infer_rope(params: RopeParams, specs):
         raise ShapeError(f"rope: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
     if params.pos < 0:
         raise LimitError(f"rope: position {params.pos} is negative")
-    if pos_t is None:
-        if x.shape[0] and params.pos + x.shape[0] > cos_t.shape[0]:
-            raise LimitError(f"rope: positions {params.pos}..{params.pos + x.shape[0] - 1} exceed the table's "
-                             f"{cos_t.shape[0]} rows")
-    elif pos_t.dtype != "u32" or pos_t.size < 1:
+    # With a GPU position these are the least positions the rows can have (the kernel relies on it).
+    if x.shape[0] and params.pos + x.shape[0] > cos_t.shape[0]:
+        raise LimitError(f"rope: positions {params.pos}..{params.pos + x.shape[0] - 1} exceed the table's "
+                         f"{cos_t.shape[0]} rows")
+    if pos_t is not None and (pos_t.dtype != "u32" or pos_t.size < 1):
         raise ShapeError(f"rope: a GPU position must be a u32 tensor with at least one value, got {pos_t.shape} {pos_t.dtype}")
     select_variant("rope", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
@@ -182,10 +183,11 @@ ROPE = register(OpDef("rope", _infer_rope, _encode_rope))
 def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, out=None):
     """Rotate-half RoPE of x [rows, heads, head_dim] with tables [max_pos, head_dim / 2]; row r sits at
     position `pos + r`. `pos` is an int (checked against the table) or a u32 GPU tensor (plus `pos_offset`),
-    read at dispatch time; rows a GPU position puts beyond the table come out as zeros."""
+    read at dispatch time; rows a GPU position puts beyond the table come out as zeros and are reported on
+    the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return apply(ROPE, RopeParams(int(pos_offset)), (x, cos, sin, pos), out=out)
-    if isinstance(pos, bool) or not isinstance(pos, (int, np.integer)):
+    if not is_int(pos):
         raise ShapeError(f"rope: pos must be an int or a u32 GPU tensor, got {type(pos).__name__}")
     return apply(ROPE, RopeParams(int(pos) + int(pos_offset)), (x, cos, sin, None), out=out)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.errors import DtypeError, ShapeError
+from wgraph.dtypes import F32_MAX
+from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import add_generated_variants, kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
@@ -70,12 +71,20 @@ def _check_indirect(spec):
 
 @attrs.frozen
 class UnaryParams:
-    """The expression's float param `alpha` (scale's factor; the other unary ops ignore it)."""
+    """Params of a unary op without any (silu, gelu): the expression's `alpha` is 0."""
 
-    alpha: float = 0.0
+    alpha = 0.0
 
 
-ScaleParams = UnaryParams  # the name scale's params have always had
+@attrs.frozen
+class ScaleParams:
+    """scale's factor, the expression's `alpha`."""
+
+    factor: float
+
+    @property
+    def alpha(self) -> float:
+        return self.factor
 
 
 @attrs.frozen
@@ -84,13 +93,15 @@ class BinaryParams:
 
 
 def _unary(op: str):
-    def infer(params: UnaryParams, specs):
+    def infer(params: UnaryParams | ScaleParams, specs):
         x, indirect = specs
+        if abs(params.alpha) > F32_MAX:
+            raise LimitError(f"{op}: factor {params.alpha} is outside f32's range +-{F32_MAX:.8g}")
         select_variant(op, output_dtype=x.dtype)
         _check_indirect(indirect)
         return (TensorSpec(x.shape, x.dtype),)
 
-    def encode(ctx, params: UnaryParams, inputs, outputs):
+    def encode(ctx, params: UnaryParams | ScaleParams, inputs, outputs):
         (x, indirect), (y,) = inputs, outputs
         variant = select_variant(op, output_dtype=x.dtype)
         return [ctx.dispatch(variant, uniforms={"n": x.size, "alpha": params.alpha}, bindings={"x": x, "y": y},
@@ -148,7 +159,7 @@ OPDEFS = {row.name: register(OpDef(row.name, *_FORMS[row.form](row.name))) for r
 
 def scale(x, factor: float, *, indirect=None, out=None):
     """`x * factor`. `indirect=` a u32 tensor [x, y, z] of workgroup counts read by the GPU at dispatch time."""
-    return apply(OPDEFS["scale"], UnaryParams(float(factor)), (x, indirect), out=out)
+    return apply(OPDEFS["scale"], ScaleParams(float(factor)), (x, indirect), out=out)
 
 
 def silu(x, *, out=None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from wgraph.dtypes import exact_int, is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.scheduler.registry import kernel, select_variant
@@ -155,7 +156,7 @@ KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write))
 def _as_pos(pos, pos_offset: int) -> tuple[int, Tensor | None]:
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return int(pos_offset), pos
-    if isinstance(pos, bool) or not isinstance(pos, int):
+    if not is_int(pos):
         raise ShapeError(f"position must be an int or a u32 GPU tensor, got {type(pos).__name__}")
     return int(pos) + int(pos_offset), None
 
@@ -174,7 +175,8 @@ def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None,
     layout: "contiguous" (row = position), "ring" (row = position % rows) or "paged" (page_table[position //
     page_size] * page_size + position % page_size). `pos` is an int (checked: cache full / beyond capacity are
     LimitErrors) or a u32 GPU tensor read at dispatch time (plus `pos_offset`), so one recording replays for any
-    position; rows that a GPU position puts outside the cache are not written.
+    position; rows that a GPU position puts outside the cache are not written and are reported on the
+    device error flag (dev.check_errors() and the next readback raise GpuValueError).
     """
     k_cache, v_cache = cache
     for new, dst in ((k_new, k_cache), (v_new, v_cache)):
@@ -188,6 +190,28 @@ def kv_append_quantized(cache, k_new, v_new, pos, *, mode, layout="contiguous", 
     for new, dst, sc in ((k_new, kp, ks), (v_new, vp, vs)):
         kv_write(new, dst, pos, layout=layout, page_table=page_table, page_size=page_size, pos_offset=pos_offset,
                  mode=mode, scales=sc)
+
+
+@attrs.frozen
+class QuantizedKV:
+    """Quantized rows as one value: packed u32 [n, Hkv, head_dim / vpw], scales f16 [n, Hkv], and the mode and
+    head_dim they were made with, so kv_dequantize cannot read int4 data as int8. Checked when built."""
+
+    packed: object  # a Tensor (or a graph Value)
+    scales: object
+    mode: str
+    head_dim: int = attrs.field(converter=exact_int)
+
+    def __attrs_post_init__(self):
+        for name in ("packed", "scales"):
+            if not hasattr(getattr(self, name), "shape"):
+                raise ShapeError(f"QuantizedKV: {name} must be a Tensor, got {type(getattr(self, name)).__name__}")
+        if not is_int(self.head_dim) or self.head_dim < 1:
+            raise ShapeError(f"QuantizedKV: head_dim must be a positive integer, got {self.head_dim!r}")
+        shape = self.packed.shape
+        rows = (shape[0], shape[1], self.head_dim) if len(shape) == 3 else (0, 0, self.head_dim)
+        _check_packed(self.mode, TensorSpec(shape, self.packed.dtype), TensorSpec(self.scales.shape, self.scales.dtype),
+                      rows, "QuantizedKV")
 
 
 @attrs.frozen
@@ -216,9 +240,11 @@ def _encode_quantize(ctx, params: QuantizeParams, inputs, outputs):
 KV_QUANTIZE = register(OpDef("kv_quantize", _infer_quantize, _encode_quantize))
 
 
-def kv_quantize(x, mode: str = "int8", *, out=None):
-    """Quantize x [n, Hkv, D] (f32 or f16) -> (packed u32 [n, Hkv, D / vpw], scales f16 [n, Hkv])."""
-    return apply(KV_QUANTIZE, QuantizeParams(mode), (x,), out=out)
+def kv_quantize(x, mode: str = "int8", *, out=None) -> QuantizedKV:
+    """Quantize x [n, Hkv, D] (f32 or f16) -> QuantizedKV (packed u32 [n, Hkv, D / vpw], scales f16 [n, Hkv],
+    mode, D). `out=` (packed, scales) to write into existing tensors."""
+    packed, scales = apply(KV_QUANTIZE, QuantizeParams(mode), (x,), out=out)
+    return QuantizedKV(packed, scales, mode, x.shape[2])
 
 
 @attrs.frozen
@@ -250,6 +276,10 @@ def _encode_dequantize(ctx, params: DequantizeParams, inputs, outputs):
 KV_DEQUANTIZE = register(OpDef("kv_dequantize", _infer_dequantize, _encode_dequantize))
 
 
-def kv_dequantize(packed, scales, mode: str = "int8", *, dtype: str = "f32", out=None):
-    """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D]."""
-    return apply(KV_DEQUANTIZE, DequantizeParams(mode, dtype), (packed, scales), out=out)
+def kv_dequantize(qkv: QuantizedKV, *old_args, dtype: str = "f32", out=None):
+    """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D]. Takes the QuantizedKV that kv_quantize returns
+    (for packed data from elsewhere, build one: QuantizedKV(packed, scales, mode, head_dim) checks the shapes)."""
+    if old_args or not isinstance(qkv, QuantizedKV):  # the old (packed, scales, mode) call, or anything else
+        raise ShapeError(f"kv_dequantize takes a QuantizedKV (packed, scales, mode, head_dim), got "
+                         f"{type(qkv).__name__}; the mode is part of the data, so it cannot be guessed")
+    return apply(KV_DEQUANTIZE, DequantizeParams(qkv.mode, dtype), (qkv.packed, qkv.scales), out=out)

@@ -9,6 +9,7 @@ import math
 
 import attrs
 
+from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
@@ -122,7 +123,7 @@ TIERED = register(OpDef("tiered_attention", _infer, _encode))
 
 def _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode):
     len_t = kv_len if isinstance(kv_len, Tensor) else None
-    if len_t is None and (isinstance(kv_len, bool) or not isinstance(kv_len, int)):
+    if len_t is None and not is_int(kv_len):
         raise ShapeError(f"kv_len must be an int or a u32 GPU tensor, got {type(kv_len).__name__}")
     if page_table is not None and page_size <= 0:
         raise ShapeError(f"a paged cold part needs page_size > 0, got {page_size}")

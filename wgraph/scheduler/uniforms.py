@@ -7,7 +7,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from wgraph.errors import WgraphError
+from wgraph.errors import LimitError, WgraphError
 from wgraph.scheduler.wgsl import StructLayout
 
 _SCALAR_CODES = {"u32": "<I", "i32": "<i", "f32": "<f", "f16": "<e"}
@@ -52,7 +52,10 @@ def pack_uniforms(layout: StructLayout, values: dict) -> bytes:
                 item = int(item)
             else:
                 item = float(item)
-            _struct.pack_into(_SCALAR_CODES[scalar], out, f.offset + i * step, item)
+            try:
+                _struct.pack_into(_SCALAR_CODES[scalar], out, f.offset + i * step, item)
+            except (OverflowError, _struct.error):
+                raise LimitError(f"uniform field {layout.name}.{f.name}={item} is outside {scalar}'s range") from None
     return bytes(out)
 
 

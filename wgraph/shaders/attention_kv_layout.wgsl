@@ -1,9 +1,17 @@
 // Shared by every attention kernel that reads k/v rows: the kv length and the kv layouts. Needs
 // attention_params.wgsl first and the bindings kv_len_buf and page_table (attention_kv.wgsl declares
 // them with the scalar q/k/v; attention_decode_splitk_kv.wgsl with vector k/v).
+//!include device_errors.wgsl
+
+// A GPU kv_len above the keys the storage addresses is clamped (no read out of bounds) and reported.
 fn kv_len_now() -> u32 {
     if (params.kv_len_from_buffer != 0u) {
-        return min(kv_len_buf[0], params.kv_len_cap);
+        let n = kv_len_buf[0];
+        if (n > params.kv_len_cap) {
+            report_error(ERR_ATTENTION_KV_LEN, n, params.kv_len_cap);
+            return params.kv_len_cap;
+        }
+        return n;
     }
     return params.kv_len;
 }

@@ -22,6 +22,7 @@ struct KVAppendParams {
 @group(0) @binding(4) var<storage, read> pos_buf: array<u32>;
 
 //!include kv_common.wgsl
+const KV_ERROR_SITE: u32 = ERR_KV_APPEND_POS;
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -1,4 +1,6 @@
 // Shared by the kv_* kernels (included, not a variant). Maps a logical position to a cache row.
+//!include device_errors.wgsl
+
 // layout: 0 contiguous (row = t), 1 ring of `ring` rows (row = t % ring), 2 paged (page_table[t / page_size]).
 // Returns 0xFFFFFFFF when t is outside the cache (the op checks this on the host when the position is an int).
 fn kv_row(t: u32, dst_layout: u32, capacity: u32, page_size: u32) -> u32 {
@@ -18,26 +20,38 @@ fn kv_row(t: u32, dst_layout: u32, capacity: u32, page_size: u32) -> u32 {
     return t;
 }
 
-// Position of row r: the uniform bias plus, when use_pos_buf is set, the u32 in pos_buf[0].
-// Negative means "no such row yet" (a hot -> cold move before the ring is full) and is skipped.
-fn kv_pos(r: u32, bias: i32, use_pos_buf: u32) -> i32 {
-    var base = bias;
-    if (use_pos_buf != 0u) {
-        base = base + i32(pos_buf[0]);
+// Position of row r: the uniform bias plus, when use_pos_buf is set, the u32 in pos_buf[0]. Negative means "no such
+// row yet" (a hot -> cold move before the ring is full) and is skipped. A GPU position that takes the sum past
+// i32 (positions of any layout, rings included, stay below 2^31) is reported on the device error flag (site
+// KV_ERROR_SITE, which the including kernel declares) and the row is skipped: returns vec2(position, 1) for a
+// row to write, vec2(0, 0) for one to skip.
+fn kv_pos(r: u32) -> vec2<i32> {
+    let base = params.pos + i32(r);  // the host keeps pos + n_rows within i32
+    if (params.use_pos_buf == 0u) {
+        return vec2<i32>(base, 1);
     }
-    return base + i32(r);
+    let g = pos_buf[0];
+    let room = u32(0x7fffffff - max(base, 0));  // the largest g with base + g still an i32
+    if (g > room) {
+        report_error(KV_ERROR_SITE, g, room + 1u);
+        return vec2<i32>(0, 0);
+    }
+    return vec2<i32>(base + i32(g), 1);
 }
 
 // Cache row and source row of row r of an append or a hot -> cold move, as vec2(dst, src). dst is 0xFFFFFFFF when
 // row r is skipped (its position is negative or outside the cache); src is then not computed. Reads the including
-// kernel's params: pos, use_pos_buf, dst_layout, capacity, page_size, src_layout, src_ring, src_row0.
+// kernel's params: pos, use_pos_buf, dst_layout, capacity, page_size, src_layout, src_ring, src_row0. An int
+// position is checked on the host; a GPU position outside the cache writes nothing and is reported.
 fn kv_rows(r: u32) -> vec2<u32> {
-    let t = kv_pos(r, params.pos, params.use_pos_buf);
-    if (t < 0) {
+    let p = kv_pos(r);
+    let t = p.x;
+    if (p.y == 0 || t < 0) {
         return vec2<u32>(0xFFFFFFFFu, 0u);
     }
     let row = kv_row(u32(t), params.dst_layout, params.capacity, params.page_size);
     if (row == 0xFFFFFFFFu) {
+        report_error(KV_ERROR_SITE, u32(t), params.capacity);
         return vec2<u32>(row, 0u);
     }
     var src_row = params.src_row0 + r;

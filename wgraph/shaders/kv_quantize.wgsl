@@ -25,6 +25,7 @@ struct KVQuantizeParams {
 @group(0) @binding(5) var<storage, read> pos_buf: array<u32>;
 
 //!include kv_common.wgsl
+const KV_ERROR_SITE: u32 = ERR_KV_QUANTIZE_POS;
 
 const BITS: u32 = {{BITS}}u;
 const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;

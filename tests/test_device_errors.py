@@ -1,0 +1,102 @@
+"""The device error flag: a kernel that reads a GPU kv_len or position beyond its limit stays in bounds and
+reports it; dev.check_errors() and the next readback raise GpuValueError naming the op, the value and the limit."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph import device_errors
+from wgraph.ops.dense import rope, rope_tables
+from wgraph.ops.kv_cache import kv_append, kv_append_quantized
+
+from attention_reference import tolerance_check
+
+
+def _u32(dev, value):
+    return dev.tensor(np.array([value], np.uint32))
+
+
+def test_every_wgsl_site_has_a_host_description():
+    assert set(device_errors.CODES.values()) == set(device_errors.SITES)
+    assert 0 not in device_errors.CODES
+
+
+@pytest.mark.parametrize("S,variant", [(5, "prefill_streaming_f32"), (5, None), (1, None)])
+def test_attention_gpu_kv_len_beyond_rows_is_clamped_and_reported(dev, rng, S, variant):
+    q = rng.standard_normal((S, 2, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((8, 1, 16)).astype(np.float32) for _ in range(2))
+    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, kv_len=_u32(dev, 12),
+                           variant=variant)
+    with pytest.raises(wg.GpuValueError, match=r"attention: the GPU kv_len was 12; it must be <= 8"):
+        dev.check_errors()
+    dev.check_errors()  # the check cleared the flag
+    ok, err, _, bound = tolerance_check(out.numpy(), q, k, v, out_dtype=np.float32, causal=True, kv_len=8)
+    assert ok, (err, bound)  # clamped to the 8 rows the storage holds: nothing read out of bounds
+
+
+def test_a_plain_read_checks_the_flag_in_its_own_submit(dev, rng):
+    x = dev.tensor(np.arange(4, dtype=np.float32))
+    dev.error_flag()  # exists, as after any kernel that reports
+    before = dev.stats.snapshot()
+    np.testing.assert_array_equal(x.numpy(), np.arange(4))
+    delta = dev.stats.since(before)
+    assert (delta.submits, delta.readbacks) == (1, 1)
+    # an error reported inside a recording comes out of the next readback of anything
+    cos, sin = (dev.tensor(t) for t in rope_tables(4, 8))
+    with dev.record():
+        rope(dev.tensor(rng.standard_normal((2, 1, 8)).astype(np.float32)), cos, sin, pos=_u32(dev, 3))
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.GpuValueError, match=r"rope: the position of a row .* was 4; it must be < 4"):
+        x.numpy()
+    delta = dev.stats.since(before)
+    assert (delta.submits, delta.readbacks) == (1, 1)
+    np.testing.assert_array_equal(x.numpy(), np.arange(4))
+
+
+def test_rope_gpu_position_near_2_32_does_not_wrap(dev, rng):
+    cos, sin = (dev.tensor(t) for t in rope_tables(8, 8))
+    x = rng.standard_normal((2, 1, 8)).astype(np.float32)
+    y = rope(dev.tensor(x), cos, sin, pos=_u32(dev, 2**32 - 1))  # row 1 would wrap round to position 0
+    with pytest.raises(wg.GpuValueError, match=r"rope: .* was 4294967295; it must be < 8"):
+        dev.check_errors()
+    np.testing.assert_array_equal(y.numpy(), np.zeros_like(x))
+
+
+@pytest.mark.parametrize("pos", [7, 2**31 - 1, 2**32 - 1])
+def test_kv_append_gpu_position_beyond_capacity_writes_nothing_and_reports(dev, rng, pos):
+    kc, vc = (dev.tensor(np.zeros((8, 1, 8), np.float16)) for _ in range(2))
+    k = rng.standard_normal((2, 1, 8)).astype(np.float16)
+    kv_append((kc, vc), dev.tensor(k), dev.tensor(k), _u32(dev, pos))
+    with pytest.raises(wg.GpuValueError, match=r"kv_append: the position of a row .* was \d+; it must be < \d+"):
+        dev.check_errors()
+    want = np.zeros((8, 1, 8), np.float16)
+    if pos == 7:
+        want[7] = k[0]  # the row that fits is written
+    np.testing.assert_array_equal(kc.numpy(), want)
+
+
+def test_kv_append_quantized_gpu_position_beyond_capacity_reports(dev, rng):
+    packed = [dev.tensor(np.zeros((4, 1, 2), np.uint32)) for _ in range(2)]
+    scales = [dev.tensor(np.zeros((4, 1), np.float16)) for _ in range(2)]
+    k = dev.tensor(rng.standard_normal((1, 1, 8)).astype(np.float32))
+    kv_append_quantized(((packed[0], scales[0]), (packed[1], scales[1])), k, k, _u32(dev, 4), mode="int8")
+    with pytest.raises(wg.GpuValueError, match=r"kv_append_quantized: .* was 4; it must be < 4"):
+        dev.check_errors()
+    assert not packed[0].numpy().any()
+
+
+def test_the_flag_is_made_again_with_the_device():
+    dev = wg.Device()
+    try:
+        kc = dev.tensor(np.zeros((2, 1, 4), np.float32))
+        k = dev.tensor(np.ones((1, 1, 4), np.float32))
+        kv_append((kc, kc), k, k, _u32(dev, 5))
+        dev.recreate()
+        dev.check_errors()  # the old device's error went with it
+        kc = dev.tensor(np.zeros((2, 1, 4), np.float32))
+        k = dev.tensor(np.ones((1, 1, 4), np.float32))
+        kv_append((kc, kc), k, k, _u32(dev, 2))
+        with pytest.raises(wg.GpuValueError, match=r"was 2; it must be < 2"):
+            kc.numpy()
+    finally:
+        dev.destroy()

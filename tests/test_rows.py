@@ -1,0 +1,79 @@
+"""softmax and layernorm over the last axis against float64 numpy (f32 and f16; -inf entries and rows;
+wide rows; with and without bias), recorded and in a graph."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+
+F32_ULP = 2.0**-23
+
+
+def _softmax64(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("rows,dim", [(3, 7), (5, 300), (2, 4099)])
+def test_softmax_f32(dev, rng, rows, dim):
+    x = (rng.standard_normal((rows, dim)) * 5).astype(np.float32)
+    x[0, : dim // 2] = -np.inf  # masked entries
+    got = wg.ops.softmax(dev.tensor(x)).numpy().astype(np.float64)
+    exact = _softmax64(x)
+    # each probability: exp (a few ulp) and one division by a sum of `dim` terms reduced in a tree
+    assert np.all(np.abs(got - exact) <= (8 + np.log2(dim)) * F32_ULP * exact + 1e-38)
+    assert np.all(got[0, : dim // 2] == 0)
+
+
+def test_softmax_rows_of_minus_inf_are_zeros_and_f16(dev, rng):
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    x[1] = -np.inf
+    got = wg.ops.softmax(dev.tensor(x)).numpy()
+    assert np.all(got[1] == 0) and not np.isnan(got).any()
+    np.testing.assert_allclose(got[[0, 2]], _softmax64(x[[0, 2]]), rtol=1e-6, atol=1e-9)
+    if dev.caps.has_f16:
+        h = (rng.standard_normal((4, 50)) * 3).astype(np.float16)
+        got16 = wg.ops.softmax(dev.tensor(h)).numpy()
+        exact = _softmax64(h)
+        assert got16.dtype == np.float16
+        assert np.all(np.abs(got16 - exact) <= exact * 2.0**-10 + 2.0**-24)  # f32 math, one f16 rounding
+
+
+def _layernorm64(x, w, b, eps):
+    x = x.astype(np.float64)
+    mu = x.mean(-1, keepdims=True)
+    y = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * w
+    return y + b if b is not None else y
+
+
+@pytest.mark.parametrize("rows,dim,bias", [(4, 96, True), (3, 1000, False)])
+def test_layernorm_f32(dev, rng, rows, dim, bias):
+    x = (rng.standard_normal((rows, dim)) * 3 + 10).astype(np.float32)  # a large mean: the two-pass variance
+    w = rng.standard_normal(dim).astype(np.float32)
+    b = rng.standard_normal(dim).astype(np.float32) if bias else None
+    got = wg.ops.layernorm(dev.tensor(x), dev.tensor(w), dev.tensor(b) if bias else None, eps=1e-5).numpy()
+    exact = _layernorm64(x, w, b, 1e-5)
+    # relative to the scale of the terms (|normalised x * w| + |b|), a few ulp per reduction level
+    scale = np.abs(_layernorm64(x, w, None, 1e-5)) + (np.abs(b) if bias else 0) + np.abs(w)
+    assert np.all(np.abs(got - exact) <= (16 + 2 * np.log2(dim)) * F32_ULP * scale)
+
+
+def test_layernorm_f16_graph_and_errors(dev, rng):
+    x = rng.standard_normal((2, 3, 64)).astype(np.float32)
+    w = rng.standard_normal(64).astype(np.float32)
+    g = wg.Graph("ln")
+    g.output("y", wg.ops.layernorm(g.input("x", (2, 3, 64), "f32"), g.const("w", w), eps=1e-6))
+    got = g.compile(dev).run(x=x)["y"].numpy()
+    assert got.tobytes() == wg.ops.layernorm(dev.tensor(x), dev.tensor(w), eps=1e-6).numpy().tobytes()
+    np.testing.assert_allclose(got, _layernorm64(x, w, None, 1e-6), rtol=1e-5, atol=1e-5)
+    if dev.caps.has_f16:
+        h, wh, bh = x.astype(np.float16), w.astype(np.float16), rng.standard_normal(64).astype(np.float16)
+        got16 = wg.ops.layernorm(dev.tensor(h), dev.tensor(wh), dev.tensor(bh)).numpy()
+        exact = _layernorm64(h, wh.astype(np.float64), bh.astype(np.float64), 1e-5)
+        assert np.all(np.abs(got16 - exact) <= np.abs(exact) * 2.0**-10 + 2e-3)
+    t = dev.tensor(x)
+    with pytest.raises(wg.ShapeError, match=r"layernorm: bias must be \(64,\) for x \(2, 3, 64\), got \(3,\)"):
+        wg.ops.layernorm(t, dev.tensor(w), dev.tensor(np.ones(3, np.float32)))
+    with pytest.raises(wg.DtypeError, match="layernorm: weight dtype u32 differs from x's f32"):
+        wg.ops.layernorm(t, dev.tensor(np.ones(64, np.uint32)))

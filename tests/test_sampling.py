@@ -1,0 +1,159 @@
+"""argmax and sample on the GPU against numpy: argmax's ties, NaNs, -inf rows and a 128256-wide row; sample's
+reproducibility by (seed, step), a GPU step tensor, top_k=1 == argmax, and its empirical distribution over
+10k draws against the float64 top-k/top-p reference (a chi-square test at a fixed seed); out= and graphs."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+
+
+# ---- argmax ----
+
+def test_argmax_ties_nan_and_inf_as_numpy(dev, rng):
+    x = rng.standard_normal((8, 300)).astype(np.float32)
+    x[1, [7, 200]] = 50.0             # a tie: the lowest index
+    x[2, [3, 250]] = np.nan           # NaN beats numbers: the first NaN
+    x[2, 100] = np.inf
+    x[3, :] = -np.inf                 # every value -inf: index 0
+    x[4, :] = 0.0
+    x[4, 5] = -0.0                    # -0 == 0: still index 0
+    x[5, 299] = 1e30                  # the last index
+    x[6, 255:] = 40.0                 # equal maxima that different threads hold
+    got = wg.ops.argmax(dev.tensor(x)).numpy()
+    assert got.dtype == np.uint32 and got.tolist() == np.argmax(x, -1).tolist()
+    assert got[1:4].tolist() == [7, 3, 0]
+
+
+def test_argmax_f16_batch_dims_and_long_rows(dev, rng):
+    if not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    x = rng.standard_normal((2, 3, 50)).astype(np.float16)
+    x[0, 1, [10, 40]] = 9.0
+    assert wg.ops.argmax(dev.tensor(x)).numpy().tolist() == np.argmax(x, -1).tolist()
+    vocab = rng.standard_normal((2, 128256)).astype(np.float32)  # a Llama 3 vocab: 501 values per thread
+    vocab[1, 128255] = 10.0
+    assert wg.ops.argmax(dev.tensor(vocab)).numpy().tolist() == np.argmax(vocab, -1).tolist()
+
+
+def test_argmax_out_recorded_and_graph(dev, rng):
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    ids = dev.tensor(np.array([123], np.uint32))
+    with dev.record():
+        assert wg.ops.argmax(dev.tensor(x), out=ids) is ids
+    assert ids.numpy().tolist() == [int(np.argmax(x))]
+    g = wg.Graph("pick")
+    g.output("id", wg.ops.argmax(g.input("logits", (1, 64), "f32")))
+    prog = g.compile(dev)
+    for _ in range(2):
+        x = rng.standard_normal((1, 64)).astype(np.float32)
+        assert prog.run(logits=x)["id"].numpy().tolist() == [int(np.argmax(x))]
+    with pytest.raises(wg.DtypeError, match="out= has dtype f32, the op makes u32"):
+        wg.ops.argmax(dev.tensor(x), out=dev.empty((1,), "f32"))
+
+
+# ---- sample ----
+
+def reference_probs(logits, temperature, top_k=0, top_p=1.0):
+    """Hugging Face's order in float64: temperature, top-k (ties at the k-th value kept), softmax, top-p (the
+    fewest largest whose mass reaches top_p, the crossing one included, ties kept), renormalised."""
+    z = logits.astype(np.float64) / temperature
+    if 0 < top_k < z.size:
+        z = np.where(z >= np.sort(z)[-top_k], z, -np.inf)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if top_p < 1:
+        desc = np.sort(p)[::-1]
+        cum = np.cumsum(desc)
+        assert np.min(np.abs(cum - top_p)) > 1e-4  # no f32 rounding can move the cut
+        p = np.where(p >= desc[np.searchsorted(cum, top_p)], p, 0.0)
+        p /= p.sum()
+    return p
+
+
+def _chi_square_critical(df, z=3.0902):
+    """Wilson-Hilferty's chi-square quantile; z = 3.09 is the normal's 0.999 quantile."""
+    return df * (1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df))) ** 3
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(0.8, 10, 0.95), (1.3, 0, 0.7)])
+def test_sample_distribution_matches_reference(dev, rng, temperature, top_k, top_p):
+    """10k draws in one dispatch (10k rows of the same logits, row is part of the hashed counter)."""
+    logits = rng.standard_normal(32).astype(np.float32)  # supports of 9 (both filters cut) and 13 tokens
+    n = 10000
+    ids = wg.ops.sample(dev.tensor(np.tile(logits, (n, 1))), temperature=temperature, top_k=top_k, top_p=top_p,
+                        seed=2024).numpy()
+    p = reference_probs(logits, temperature, top_k, top_p)
+    counts = np.bincount(ids, minlength=32)
+    assert counts.sum() == n and np.all(counts[p == 0] == 0)  # nothing outside the top-k / nucleus support
+    support = p > 0
+    expected = n * p[support]
+    assert expected.min() > 5
+    chi2 = float(np.sum((counts[support] - expected) ** 2 / expected))
+    assert chi2 < _chi_square_critical(support.sum() - 1), (chi2, counts[support], expected)
+
+
+def test_sample_reproducible_by_seed_and_step(dev, rng):
+    x = dev.tensor(rng.standard_normal((64, 200)).astype(np.float32))
+
+    def draw(**kw):
+        return wg.ops.sample(x, temperature=1.0, top_p=0.95, **kw).numpy()
+
+    a = draw(seed=7, step=3)
+    assert a.tobytes() == draw(seed=7, step=3).tobytes()
+    assert np.mean(a != draw(seed=8, step=3)) > 0.5
+    assert np.mean(a != draw(seed=7, step=4)) > 0.5
+    assert np.mean(a != draw(seed=7 + (1 << 32), step=3)) > 0.5  # the seed's high word counts too
+    step = dev.tensor(np.array([3], np.uint32))
+    assert draw(seed=7, step=step).tobytes() == a.tobytes()  # a GPU step reads the same counter
+
+
+def test_sample_top_k_1_is_argmax(dev, rng):
+    x = rng.standard_normal((16, 500)).astype(np.float32)
+    got = wg.ops.sample(dev.tensor(x), temperature=2.0, top_k=1, seed=5).numpy()
+    assert got.tolist() == np.argmax(x, -1).tolist()
+    assert wg.ops.sample(dev.tensor(x), temperature=0).numpy().tolist() == np.argmax(x, -1).tolist()
+    if dev.caps.has_f16:
+        h = x.astype(np.float16)
+        assert wg.ops.sample(dev.tensor(h), temperature=1.0, top_k=1).numpy().tolist() == np.argmax(h, -1).tolist()
+
+
+def test_sample_long_row_stays_in_the_support(dev, rng):
+    """A 128256-wide row (the 256-thread variant): every draw is one of the reference's top-k/top-p tokens."""
+    logits = (rng.standard_normal(128256) * 3).astype(np.float32)
+    ids = wg.ops.sample(dev.tensor(np.tile(logits, (4, 1))), temperature=0.9, top_k=40, top_p=0.8, seed=1).numpy()
+    p = reference_probs(logits, 0.9, 40, 0.8)
+    assert np.all(p[ids] > 0), (ids, np.flatnonzero(p))
+
+
+def test_sample_in_a_replayed_graph_draws_anew(dev, rng):
+    """The step is a graph input (a u32 GPU value): each replay draws with its step, as immediate calls do."""
+    logits = rng.standard_normal((8, 100)).astype(np.float32)
+    g = wg.Graph("sampler")
+    g.output("ids", wg.ops.sample(g.input("logits", (8, 100), "f32"), temperature=1.0, top_k=20, seed=11,
+                                  step=g.input("step", (1,), "u32")))
+    prog = g.compile(dev)
+    draws = [prog.run(logits=logits, step=np.array([s], np.uint32))["ids"].numpy() for s in (0, 1)]
+    t = dev.tensor(logits)
+    for s, got in enumerate(draws):
+        assert got.tobytes() == wg.ops.sample(t, temperature=1.0, top_k=20, seed=11, step=s).numpy().tobytes()
+    assert draws[0].tobytes() != draws[1].tobytes()
+    out = dev.empty((8,), "u32")
+    assert wg.ops.sample(t, temperature=1.0, top_k=20, seed=11, step=1, out=out) is out
+    assert out.numpy().tobytes() == draws[1].tobytes()
+
+
+def test_sample_errors(dev):
+    x = dev.tensor(np.zeros((2, 10), np.float32))
+    with pytest.raises(wg.ShapeError, match="temperature must be > 0 and finite.*-1.0"):
+        wg.ops.sample(x, temperature=-1.0)
+    with pytest.raises(wg.ShapeError, match=r"top_p must be in \(0, 1\].*1.5"):
+        wg.ops.sample(x, top_p=1.5)
+    with pytest.raises(wg.ShapeError, match="top_k must be >= 0.*-3"):
+        wg.ops.sample(x, top_k=-3)
+    with pytest.raises(wg.ShapeError, match="GPU step must be a u32 tensor"):
+        wg.ops.sample(x, step=dev.tensor(np.zeros(1, np.float32)))
+    with pytest.raises(wg.LimitError, match=r"seed must be in \[0, 2\*\*64\)"):
+        wg.ops.sample(x, seed=-1)
+    with pytest.raises(wg.ShapeError, match=r"x must be \[\.\.\., dim\] with dim >= 1"):
+        wg.ops.argmax(dev.empty((3, 0), "f32"))

@@ -1,0 +1,68 @@
+"""The device error flag: what kernels report when a value they read from a GPU buffer (a kv_len, a position)
+is out of range. They stay in bounds (clamp or skip) and record the first such error in a 16-byte u32 buffer
+per device (shaders/device_errors.wgsl); `dev.check_errors()` and every readback raise it as GpuValueError."""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+
+from wgraph.errors import GpuValueError, RegistryError
+from wgraph.scheduler import wgsl
+from wgraph.scheduler.registry import SHADER_DIR
+
+BINDING = "device_errors"  # the binding's name in device_errors.wgsl; ctx.dispatch fills it
+FLAG_WORDS = 4  # site, value, limit, unused: the WGSL array<atomic<u32>, 4>
+FLAG_BYTES = 4 * FLAG_WORDS
+
+
+@attrs.frozen
+class Site:
+    """Who reports an error, what its value is, and how it must compare with the limit."""
+
+    op: str
+    value: str
+    relation: str  # "<" or "<="
+    limit: str
+    outcome: str  # what the kernel did instead
+
+
+_ROW_POS = "the position of a row (GPU position + pos_offset + row index)"
+
+# Site code names (consts of device_errors.wgsl, whose values are the codes) -> what the host says.
+SITES = {
+    "ERR_ATTENTION_KV_LEN": Site("attention", "the GPU kv_len", "<=", "the keys the k/v storage holds",
+                                 "clamped to the limit"),
+    "ERR_ROPE_POS": Site("rope", _ROW_POS + ", 4294967295 when it passes 2^32 - 1", "<", "the table's rows",
+                         "the row written as zeros"),
+    "ERR_KV_APPEND_POS": Site("kv_append", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",
+                              "the row not written"),
+    "ERR_KV_QUANTIZE_POS": Site("kv_append_quantized", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",
+                                "the row not written"),
+}
+
+
+def _codes() -> dict[int, str]:
+    consts = wgsl.parse_consts((SHADER_DIR / "device_errors.wgsl").read_text())
+    codes = {value: name for name, value in consts.items() if name.startswith("ERR_")}
+    if set(codes.values()) != set(SITES) or 0 in codes:
+        raise RegistryError(f"device_errors.wgsl's site codes {sorted(codes.values())} and SITES {sorted(SITES)} "
+                             f"differ (or one is 0, which means no error)")
+    return codes
+
+
+CODES = _codes()
+
+
+def decode(raw: bytes) -> GpuValueError | None:
+    """The error a flag's bytes hold, or None when they hold none."""
+    code, value, limit, _ = struct.unpack(f"<{FLAG_WORDS}I", raw[:FLAG_BYTES])
+    if code == 0:
+        return None
+    name = CODES.get(code)
+    if name is None:
+        return GpuValueError(f"the device error flag holds an unknown site code {code} (value {value}, limit {limit})")
+    site = SITES[name]
+    return GpuValueError(f"{site.op}: {site.value} was {value}; it must be {site.relation} {limit}, {site.limit} "
+                         f"({site.outcome}; reported by a kernel on the GPU, only the first such error is kept)")

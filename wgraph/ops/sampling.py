@@ -1,0 +1,146 @@
+"""Choosing token ids on the GPU from logits [..., V], one workgroup per row: `argmax` (ties: the lowest
+index; a NaN wins, the first one, as numpy.argmax) and `sample` (temperature, top-k, top-p, from a counter-based
+hash of (seed, step, row)). Both make u32 ids and can write into an existing tensor (`out=`), so a decode
+step can leave the next token where the next step's embedding reads it."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from wgraph.errors import LimitError, ShapeError
+from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.rows import check_rows, row_count
+from wgraph.scheduler.registry import kernel, kernels_for, select_variant
+from wgraph.tensor import Tensor, TensorSpec
+
+CPU_LOOP_LIMIT = 65535  # lavapipe silently ends an invocation's loops after this many iterations in total
+SEARCH_PASSES = 11  # sample.wgsl's 8-ary search over the 32-bit ordered keys (8**11 > 2**32)
+
+
+def _check_loops(ctx, op: str, variant: str, dim: int, passes: int) -> None:
+    """LimitError where a CPU adapter would cut an invocation's loops short (each pass strides over the row)."""
+    iterations = ceil_div(dim, kernel(variant).threads) * passes
+    if ctx.caps.is_cpu and iterations > CPU_LOOP_LIMIT:
+        raise LimitError(f"{op}: a row of {dim} values takes {iterations} loop iterations per invocation on "
+                         f"{ctx.caps.adapter_name!r}, which stops loops at {CPU_LOOP_LIMIT}")
+
+
+# ---- argmax ----
+
+@attrs.frozen
+class ArgmaxParams:
+    pass
+
+
+def _infer_argmax(params, specs):
+    (x,) = specs
+    check_rows("argmax", x)
+    select_variant("argmax", input_dtype=x.dtype)
+    return (TensorSpec(x.shape[:-1], "u32"),)
+
+
+def _encode_argmax(ctx, params, inputs, outputs):
+    (x,), (ids,) = inputs, outputs
+    variant = select_variant("argmax", input_dtype=x.dtype)
+    _check_loops(ctx, "argmax", variant, x.shape[-1], 1)
+    rows = row_count(x.shape)
+    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1]}, bindings={"x": x, "out": ids},
+                         workgroups=ctx.grid(rows), label="argmax")]
+
+
+ARGMAX = register(OpDef("argmax", _infer_argmax, _encode_argmax))
+
+
+def argmax(x, *, out=None):
+    """u32 index of the largest value along the last axis: x [..., V] f32 or f16 -> [...]. Ties give the
+    lowest index and a NaN beats every number (the first NaN's index), as numpy.argmax."""
+    return apply(ARGMAX, ArgmaxParams(), (x,), out=out)
+
+
+# ---- sample ----
+
+@attrs.frozen
+class SampleParams:
+    temperature: float
+    top_k: int = 0  # 0: off
+    top_p: float = 1.0  # 1: off
+    seed: int = 0
+    step: int = 0  # added to step_buf[0] when a step tensor is given
+
+
+def _sample_variant(dtype: str, dim: int) -> str:
+    """The first sample variant of `dtype` whose max_dim fits the row (counts are reduced in f32: exact below
+    2^24)."""
+    select_variant("sample", input_dtype=dtype)  # DtypeError naming the choices if none takes this dtype
+    fits = [k for k in kernels_for("sample") if k.facts.get("input_dtype") == dtype]
+    for k in fits:
+        if dim <= k.limits["max_dim"]:
+            return k.name
+    raise LimitError(f"sample: rows of {dim} values; at most {max(k.limits['max_dim'] for k in fits)}")
+
+
+def _infer_sample(params: SampleParams, specs):
+    x, step_t = specs
+    check_rows("sample", x)
+    if not (math.isfinite(params.temperature) and params.temperature > 0):
+        raise ShapeError(f"sample: temperature must be > 0 and finite (0 means argmax), got {params.temperature}")
+    if params.top_k < 0:
+        raise ShapeError(f"sample: top_k must be >= 0 (0: off), got {params.top_k}")
+    if not 0 < params.top_p <= 1:
+        raise ShapeError(f"sample: top_p must be in (0, 1] (1: off), got {params.top_p}")
+    if not 0 <= params.seed < 1 << 64:
+        raise LimitError(f"sample: seed must be in [0, 2**64), got {params.seed}")
+    if not 0 <= params.step < 1 << 32:
+        raise LimitError(f"sample: step must be in [0, 2**32), got {params.step}")
+    if step_t is not None and (step_t.dtype != "u32" or step_t.size < 1):
+        raise ShapeError(f"sample: a GPU step must be a u32 tensor with at least one value, got {step_t.shape} "
+                         f"{step_t.dtype}")
+    _sample_variant(x.dtype, x.shape[-1])
+    return (TensorSpec(x.shape[:-1], "u32"),)
+
+
+def _encode_sample(ctx, params: SampleParams, inputs, outputs):
+    (x, step_t), (ids,) = inputs, outputs
+    dim = x.shape[-1]
+    variant = _sample_variant(x.dtype, dim)
+    top_k = params.top_k if 0 < params.top_k < dim else 0
+    passes = 3 + (SEARCH_PASSES if top_k else 0) + (SEARCH_PASSES + 1 if params.top_p < 1 else 0)
+    _check_loops(ctx, "sample", variant, dim, passes)
+    rows = row_count(x.shape)
+    u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": params.top_p,
+         "inv_temperature": min(1.0 / params.temperature, 1e30), "seed_lo": params.seed & 0xFFFFFFFF,
+         "seed_hi": params.seed >> 32, "step": params.step, "use_step_buf": int(step_t is not None)}
+    return [ctx.dispatch(variant, uniforms=u,
+                         bindings={"x": x, "step_buf": step_t if step_t is not None else ctx.fallback("sample.step"),
+                                   "out": ids},
+                         workgroups=ctx.grid(rows), label="sample")]
+
+
+SAMPLE = register(OpDef("sample", _infer_sample, _encode_sample))
+
+
+def _is_gpu(v) -> bool:
+    return isinstance(v, Tensor) or getattr(v, "_wgraph_symbol_", False)
+
+
+def sample(logits, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, step=0,
+           out=None):
+    """Draw one u32 id per row of logits [..., V] (f32 or f16) from softmax(logits / temperature), kept to the
+    top_k largest (0: all; ties at the k-th value kept) and then to the fewest largest whose probability
+    reaches top_p (the crossing one included), as Hugging Face's warpers. The draw is a hash of (seed, step,
+    row): reproducible. `step` is an int or a u32 GPU tensor read at dispatch time (a replayed graph draws anew
+    as it advances). temperature 0 is argmax."""
+    if temperature == 0:
+        return argmax(logits, out=out)
+    for name, v in (("top_k", top_k), ("seed", seed)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ShapeError(f"sample: {name} must be an int, got {type(v).__name__}")
+    params = SampleParams(float(temperature), int(top_k), float(top_p), int(seed))
+    if _is_gpu(step):
+        return apply(SAMPLE, params, (logits, step), out=out)
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise ShapeError(f"sample: step must be an int or a u32 GPU tensor, got {type(step).__name__}")
+    return apply(SAMPLE, attrs.evolve(params, step=int(step)), (logits, None), out=out)

@@ -1,0 +1,45 @@
+"""What wgraph sets up for the process before the Vulkan loader starts: a private XDG_RUNTIME_DIR when none is
+set (Mesa's lavapipe prints "XDG_RUNTIME_DIR is invalid" twice otherwise), and a filter on wgpu's logger that
+drops the lines an intended `destroy()` makes ("DEVICE LOST!" and "device was lost (destroyed)")."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import sys
+import tempfile
+
+
+def private_runtime_dir() -> None:
+    """Set XDG_RUNTIME_DIR to a 0700 directory of this user under the temp dir, on Linux, when it is unset."""
+    if not sys.platform.startswith("linux") or os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    path = os.path.join(tempfile.gettempdir(), f"wgraph-runtime-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return  # an unwritable temp dir: the loader only warns
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        path = tempfile.mkdtemp(prefix="wgraph-runtime-")  # someone else's or a loose one: a fresh 0700 dir
+    os.environ["XDG_RUNTIME_DIR"] = path
+
+
+class IntendedDestroyFilter(logging.Filter):
+    """Drops wgpu's device-lost lines whose reason is "destroyed" (an intended destroy) and the bare banner
+    before them; a real loss still logs "The WGPU device was lost (unknown): ..." with its message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return msg != "DEVICE LOST!" and not msg.lower().startswith("the wgpu device was lost (destroyed)")
+
+
+def quiet_intended_destroy() -> None:
+    import wgpu  # noqa: F401  (wgpu installs its own Logger class for "wgpu"; let it make the logger first)
+
+    logger = logging.getLogger("wgpu")
+    if not any(isinstance(f, IntendedDestroyFilter) for f in logger.filters):
+        logger.addFilter(IntendedDestroyFilter())

@@ -1,0 +1,49 @@
+// out[row] = the index of the largest value of x's row (u32): one workgroup per row, each thread scans a
+// strided slice in index order, then a tree reduction of (value, index) pairs. Ties go to the lowest index
+// and a NaN beats every number (the first NaN wins), as numpy.argmax.
+{{ENABLE}}
+//!include sampling_common.wgsl
+
+struct ArgmaxParams {
+  rows: u32,
+  dim: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: ArgmaxParams;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+
+var<workgroup> best_v: array<f32, {{WORKGROUP_SIZE_X}}>;
+var<workgroup> best_i: array<u32, {{WORKGROUP_SIZE_X}}>;
+
+@compute @workgroup_size({{WORKGROUP_SIZE}})
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+  let row = wid.x + wid.y * groups.x;
+  if (row >= params.rows) {
+    return;
+  }
+  let base = row * params.dim;
+  var v = 0.0;
+  var vi = NO_INDEX;
+  for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
+    let c = f32(x[base + i]);
+    if (beats(c, i, v, vi)) {
+      v = c;
+      vi = i;
+    }
+  }
+  best_v[lid.x] = v;
+  best_i[lid.x] = vi;
+  workgroupBarrier();
+  for (var s = {{WORKGROUP_SIZE_X}}u / 2u; s > 0u; s = s / 2u) {
+    if (lid.x < s && beats(best_v[lid.x + s], best_i[lid.x + s], best_v[lid.x], best_i[lid.x])) {
+      best_v[lid.x] = best_v[lid.x + s];
+      best_i[lid.x] = best_i[lid.x + s];
+    }
+    workgroupBarrier();
+  }
+  if (lid.x == 0u) {
+    out[row] = best_i[0];
+  }
+}

@@ -1,0 +1,29 @@
+// What argmax and sample share: the (value, index) order of argmax and the ordered u32 key of an f32.
+
+const NO_INDEX: u32 = 0xffffffffu;  // "no candidate yet": beaten by anything
+
+// by its bits: the compiler may assume no NaNs and fold `v != v` away
+fn is_nan(v: f32) -> bool {
+  return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// does (v, i) come before (w, j) in argmax's order? NaN first, then larger values, then lower indices
+fn beats(v: f32, i: u32, w: f32, j: u32) -> bool {
+  if (j == NO_INDEX) {
+    return i != NO_INDEX;
+  }
+  let nv = is_nan(v);
+  if (nv != is_nan(w)) {
+    return nv;
+  }
+  if (nv || v == w) {
+    return i < j;
+  }
+  return v > w;
+}
+
+// a u32 whose unsigned order is the float order of v (negative floats reversed, sign bit flipped)
+fn order_key(v: f32) -> u32 {
+  let b = bitcast<u32>(v);
+  return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
+}
