@@ -16,7 +16,7 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "prefill_tiled_large": ("prefill", 64),
     "prefill_tiled_small": ("prefill", 256),
     "prefill_streaming": ("prefill", 256),
-    "decode": ("decode", 256),
+    "decode_streaming": ("decode", 256),
     "decode_subgroup": ("decode", 256),
     "decode_chunked": ("decode", 256),
     "decode_splitk_g1": ("decode", 256),
@@ -121,7 +121,7 @@ def test_fully_masked_rows_are_zero(dev, rng):
 
 
 @pytest.mark.parametrize("variant", ["prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16",
-                                     "decode_f32", "decode_subgroup_f16", "decode_chunked_f16kv",
+                                     "decode_streaming_f32", "decode_subgroup_f16", "decode_chunked_f16kv",
                                      "decode_splitk_g4_f16", "prefill_flash_d64_f16kv"])
 def test_recorded_equals_immediate_bytes(dev, rng, variant):
     _skip_without_subgroups(dev, variant)
@@ -196,7 +196,7 @@ def test_splitk_chunks_of_several_steps(dev, rng, dtype, gpu_len):
     q, k, v = _inputs(rng, dtype, 1, 3000, 64, 64, 32)
     kv = dev.tensor(np.array([2990], np.uint32)) if gpu_len else 2990
     plan = wg.ops.attention_plan(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0)
-    assert plan.variant == f"decode_splitk_g1_{dtype}" and plan.num_chunks == 8
+    assert plan.variant == f"decode_splitk_g1_{dtype}" and plan.max_chunks == 8
     got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=2990, softcap=5.0)
     assert ok, (err, bound)
@@ -232,7 +232,7 @@ def test_splitk_long_cache_is_split_within_chunk_max(dev, rng):
     plan = wg.ops.attention_plan(Q, K, V)
     assert plan.variant == "decode_splitk_g8_f16"
     cmax = shader_const(registry()["decode_splitk_g8_f16"], "CHUNK_MAX")
-    assert plan.num_chunks == -(-16500 // cmax) > 64
+    assert plan.max_chunks == -(-16500 // cmax) > 64
     got = wg.ops.attention(Q, K, V).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16)
     assert ok, (err, bound)

@@ -29,7 +29,7 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
             return f"decode_chunked_{dtype}"
         if subgroups and d <= 256:
             return f"decode_subgroup_{dtype}"
-        return f"decode_{dtype}" if d <= 512 else None
+        return f"decode_streaming_{dtype}" if d <= 512 else None
     if not cpu and subgroups and d % 4 == 0:
         for cls, need in ((64, 8192), (128, 8192), (256, 16384)):
             need = need * 3 // 4 if dtype == "f16" else need
@@ -79,26 +79,26 @@ def test_plan_table_rows():
     p = plan(PlanFacts("prefill", "f16", 33, 4, 256, 33), sg)
     assert (p.variant, p.workgroups) == ("prefill_flash_d256_f16", (1, 4, 1))
     p = plan(PlanFacts("decode", "f16kv", 1, 8, 100, 2000), Caps.synthetic(has_f16=True))
-    assert (p.variant, p.num_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
+    assert (p.variant, p.max_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
                                                             ("decode_chunked_combine_f16kv", (1, 8, 1)))
     # split-K: SPLIT_TARGET workgroups wanted (g1, g8: 512; g4: 256) over (chunks, kv heads, blocks of G_TILE
     # q heads); chunks are whole 64-key steps of at most CHUNK_MAX keys. Group 4 -> g4, one block;
     # 256 // 8 = 32 chunks wanted, raised to 32768 / CHUNK_MAX 512 = 64 chunks of 512.
     p = plan(PlanFacts("decode", "f16kv", 1, 32, 128, 32768, num_kv_heads=8), sg)
-    assert (p.variant, p.tier, p.workgroups, p.num_chunks) == ("decode_splitk_g4_f16kv", "splitk", (64, 8, 1), 64)
+    assert (p.variant, p.tier, p.workgroups, p.max_chunks) == ("decode_splitk_g4_f16kv", "splitk", (64, 8, 1), 64)
     assert p.dispatches[1] == ("decode_splitk_combine_f32", (1, 32, 1))
     # group 16 -> g8 in two blocks: 512 // 8 = 64 chunks wanted, but 1000 keys make only 16 steps
     p = plan(PlanFacts("decode", "f16", 1, 64, 128, 1000, num_kv_heads=4), sg)
-    assert (p.variant, p.workgroups, p.num_chunks) == ("decode_splitk_g8_f16", (16, 4, 2), 16)
+    assert (p.variant, p.workgroups, p.max_chunks) == ("decode_splitk_g8_f16", (16, 4, 2), 16)
     # group 1 -> g1: 512 // 32 = 16 chunks wanted; 5000 / 16 = 313 keys, rounded up to 320: 16 chunks
     p = plan(PlanFacts("decode", "f32", 1, 32, 128, 5000, num_kv_heads=32), sg)
-    assert (p.variant, p.workgroups, p.num_chunks) == ("decode_splitk_g1_f32", (16, 32, 1), 16)
+    assert (p.variant, p.workgroups, p.max_chunks) == ("decode_splitk_g1_f32", (16, 32, 1), 16)
     p = plan(PlanFacts("decode", "f32", 1, 32, 128, 4500, num_kv_heads=32), sg)   # 282 -> 320 keys: 15 chunks
-    assert (p.workgroups, p.num_chunks) == ((15, 32, 1), 16)
+    assert (p.workgroups, p.max_chunks) == ((15, 32, 1), 16)
     p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), sg)
     assert p.variant == "decode_subgroup_f32" and "multiple of 8" in dict(p.rejected)["decode_splitk_g1_f32"]
     p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), Caps.synthetic())
-    assert (p.variant, p.workgroups) == ("decode_f32", (1, 8, 1))
+    assert (p.variant, p.workgroups) == ("decode_streaming_f32", (1, 8, 1))
     assert "subgroup" in dict(p.rejected)["decode_subgroup_f32"]
 
 
@@ -125,7 +125,7 @@ def test_splitk_chunks_never_exceed_chunk_max():
     # is raised to ceil(40000 / CHUNK_MAX = 1024) = 40 chunks of 1024 (40 * 1024 >= 40000)
     caps = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
     p = plan(PlanFacts("decode", "f16", 1, 64, 128, 40000, num_kv_heads=64), caps)
-    assert (p.variant, p.num_chunks, p.workgroups) == ("decode_splitk_g1_f16", 40, (40, 64, 1))
+    assert (p.variant, p.max_chunks, p.workgroups) == ("decode_splitk_g1_f16", 40, (40, 64, 1))
 
 
 def test_splitk_companions_must_agree(tmp_path):
@@ -153,7 +153,7 @@ def test_forced_variant_is_validated_not_replaced():
     with pytest.raises(wg.LimitError, match=r"head_dim <= 64; got 128"):
         plan(facts, caps, "prefill_tiled_large_f32")
     with pytest.raises(wg.PlanError, match="decode kernel; the call is prefill"):
-        plan(facts, caps, "decode_f32")
+        plan(facts, caps, "decode_streaming_f32")
     with pytest.raises(wg.PlanError, match="takes dtype f16"):
         plan(facts, caps, "prefill_streaming_f16")
     with pytest.raises(wg.UnsupportedError, match=r"needs features \['subgroup'\]"):
@@ -167,19 +167,19 @@ def test_forced_variant_is_validated_not_replaced():
 
 def test_kernel_path(tmp_path):
     path = wg.kernel_path({"prefill": {"default": "prefill_streaming_f32", "3": "prefill_tiled_small_f32"},
-                           "decode": "decode_f32"})
+                           "decode": "decode_streaming_f32"})
     q, k = wg.TensorSpec((9, 4, 64), "f32"), wg.TensorSpec((40, 2, 64), "f32")
     caps = Caps.synthetic(max_workgroup_storage=32768)
     assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path).variant == "prefill_streaming_f32"
     assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path, layer=3).variant == "prefill_tiled_small_f32"
     with path:
         q1 = wg.TensorSpec((1, 4, 64), "f32")
-        assert wg.ops.attention_plan(q1, k, k, caps=caps).variant == "decode_f32"
+        assert wg.ops.attention_plan(q1, k, k, caps=caps).variant == "decode_streaming_f32"
     f = tmp_path / "path.toml"
     f.write_text('decode = "decode_chunked_f32"\n')
     assert wg.kernel_path(f).variant("decode") == "decode_chunked_f32"
     with pytest.raises(wg.PlanError, match="not a prefill attention variant"):
-        wg.kernel_path({"prefill": "decode_f32"})
+        wg.kernel_path({"prefill": "decode_streaming_f32"})
 
 
 def _t(dev, shape, dtype="f32"):

@@ -11,7 +11,7 @@ from wgraph.bench import main as bench_main
 META = {"machine", "adapter", "driver", "backend", "wgpu_version", "date", "command", "adapter_info", "git_commit"}
 HOST = {"mode", "what", "n_ops", "runs", "status", "note", "host_us_per_op", "wall_us_per_op", "ratio_to_floor_host",
         "ratio_to_floor_wall", "speedup_vs_immediate_host", "submits_per_run", "compute_passes_per_run",
-        "dispatches_per_run"}
+        "dispatches_per_run", "dispatches_per_op", "host_us_per_dispatch"}
 ATTN = {"phase", "S", "L", "Hq", "Hkv", "D", "dtype", "causal", "flops", "bytes", "status", "note", "forced",
         "variant", "tier", "reason", "plan", "reps", "gpu_us", "wall_us", "time_source"}
 
@@ -26,13 +26,20 @@ def test_bench_json_has_every_field(tmp_path, dev):
     assert META <= set(data["meta"])
     modes = {r["mode"]: r for r in data["host"]["rows"]}
     assert set(modes) == {"raw_wgpu_floor", "wgraph_immediate", "wgraph_recorded", "wgraph_recorded_fresh_outputs",
-                          "wgraph_graph_replay"}
+                          "wgraph_graph_replay", "attention_decode_immediate", "attention_decode_recorded",
+                          "attention_prefill_immediate", "attention_prefill_recorded"}
     for name, r in modes.items():
         if name == "wgraph_graph_replay" and r["status"] == "skipped":
             assert "Graph" in r["note"]
             continue
         assert r["status"] == "ok", r
         assert HOST <= set(r), (name, HOST - set(r))
+        if name.startswith("attention"):
+            # 10 calls (20 host ops / 10, at least 10); a decode is split-K + combine, a prefill one dispatch
+            per_op = 2 if "decode" in name else 1
+            assert (r["n_ops"], r["dispatches_per_run"], r["dispatches_per_op"]) == (10, 10 * per_op, per_op)
+            assert r["submits_per_run"] == (10 if name.endswith("immediate") else 1)
+            continue
         assert r["dispatches_per_run"] == 20
     assert modes["raw_wgpu_floor"]["ratio_to_floor_host"] == 1.0
     assert modes["wgraph_immediate"]["submits_per_run"] == 20

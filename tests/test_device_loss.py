@@ -83,7 +83,7 @@ def test_old_tensors_dispatches_and_programs_raise_after_recreate(fresh, rng):
     before = fresh.stats.snapshot()
     with pytest.raises(DeviceError, match="was made before the device was re-created"):
         wg.ops.scale(x, 2.0)
-    with pytest.raises(DeviceError, match="a captured dispatch of another device or of epoch"):
+    with pytest.raises(DeviceError, match="a captured item of another device or of epoch"):
         fresh.run(items)
     with pytest.raises(DeviceError, match=r"epoch \d+; the device is now epoch \d+: compile the graph again"):
         prog.run(x=np.ones(4, np.float32))

@@ -14,7 +14,7 @@ HEADS = ((1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (6, 2), (8, 2))
 HEAD_DIMS = (1, 3, 8, 16, 17, 32, 40, 64, 80, 128)
 # Tiers of the committed kernels; None lets the planner choose.
 PREFILL_TIERS = (None, "prefill_tiled_large", "prefill_tiled_small", "prefill_streaming")
-DECODE_TIERS = (None, "decode", "decode_subgroup", "decode_chunked")
+DECODE_TIERS = (None, "decode_streaming", "decode_subgroup", "decode_chunked")
 MAX_D = {"prefill_tiled_large": 64}
 
 

@@ -13,10 +13,12 @@ import wgpu
 from wgraph import device_errors
 from wgraph.dtypes import as_stored, dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
-from wgraph.scheduler.batch import Recording, align4, encode_items
+from wgraph.scheduler.commands import CommandList, align4
+from wgraph.scheduler.dispatch import Write
 from wgraph.scheduler.fence import submit_for_index, wait_for_index
 from wgraph.scheduler.pipelines import BindGroupCache, PipelineCache
 from wgraph.scheduler.pool import BufferPool
+from wgraph.scheduler.recording import Recording
 from wgraph.scheduler.registry import KNOWN_FEATURES
 from wgraph.scheduler.uniforms import UniformCache
 from wgraph.tensor import Tensor, TensorSpec
@@ -25,6 +27,10 @@ TENSOR_USAGE = (
     wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.INDIRECT
 )
 UNIFORM_USAGE = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+CACHED_UNIFORM_BYTES = 512  # arenas up to this size (an immediate op's) get a buffer per distinct content
+# Released buffers past the pool's budget wait for the GPU before they are destroyed. Past this many bytes
+# waiting, the next allocation waits for the GPU and destroys them (else memory grows without a readback).
+DEFERRED_DESTRUCTION_BYTES = 64 << 20
 
 _epochs = itertools.count(1)
 POWER_PREFERENCES = ("high-performance", "low-power")
@@ -77,6 +83,7 @@ class Stats:
     bind_groups_created: int = 0
     readbacks: int = 0
     staging_buffers_created: int = 0
+    gpu_waits: int = 0  # waits for the GPU that were not a readback (deferred destruction past its budget)
 
     def snapshot(self) -> Stats:
         return attrs.evolve(self)
@@ -163,8 +170,9 @@ class Device:
         self.pipelines = PipelineCache(self)
         self.bind_groups = BindGroupCache(self)
         self.pool = BufferPool(self._create_buffer, self._destroy_buffer)
-        self.uniform_cache = UniformCache(self._create_uniform_with, self._release_uniform)
+        self.uniform_cache = UniformCache(self._write_new_uniform, self._release_uniform)
         self._staging = None
+        self._idle_probe = None
         self._fallbacks: dict = {}
         self._error_flag: Tensor | None = None  # made on first use by a kernel that reports (device_errors.py)
 
@@ -182,6 +190,7 @@ class Device:
             self.bind_groups.clear()
             self._fallbacks.clear()
             self._staging = None
+            self._idle_probe = None
             self._error_flag = None
 
     def recreate(self):
@@ -212,32 +221,39 @@ class Device:
         if getattr(buf, "_wgraph_epoch", None) == self.epoch and not self.lost:
             buf.destroy()
 
-    def _release_buffer(self, buf):
-        """A tensor died: its buffer goes back to the pool (if it belongs to this epoch)."""
+    def release_buffer(self, buf, usage: int = TENSOR_USAGE):
+        """A tensor (or a uniform arena) is done with `buf`: back to the pool, if it belongs to this epoch."""
         with self.lock:
             if getattr(buf, "_wgraph_epoch", None) != self.epoch or self.lost:
-                self.stats.buffers_destroyed += 1
+                self.stats.buffers_destroyed += 1  # its device is gone; the buffer went with it
                 return
-            self.pool.release(buf, TENSOR_USAGE, self._serial)
+            self.pool.release(buf, usage, self._serial)
 
-    def _acquire_uniform(self, nbytes: int):
+    def _acquire(self, nbytes: int, usage: int):
         with self.lock:
-            buf = self.pool.acquire(nbytes, UNIFORM_USAGE)
+            if self.pool.deferred_bytes > DEFERRED_DESTRUCTION_BYTES:
+                self.wait_idle()
+            buf = self.pool.acquire(nbytes, usage)
             buf._wgraph_epoch = self.epoch
             return buf
 
-    def _release_uniform(self, buf):
-        with self.lock:
-            if getattr(buf, "_wgraph_epoch", None) == self.epoch and not self.lost:
-                self.pool.release(buf, UNIFORM_USAGE, self._serial)
-            else:
-                self.stats.buffers_destroyed += 1  # its device is gone; the buffer went with it
-
-    def _create_uniform_with(self, data: bytes):
-        buf = self._acquire_uniform(len(data))
+    def _write_new_uniform(self, data: bytes):
+        buf = self._acquire(len(data), UNIFORM_USAGE)
         self.wgpu.queue.write_buffer(buf, 0, data)
         self.stats.uniform_bytes_written += len(data)
         return buf
+
+    def uniform_buffer(self, data: bytes, persistent: bool = False) -> UniformBuffer:
+        """A uniform buffer holding `data` (a command list's arena). Small one-shot arenas come from a cache
+        keyed by their full bytes (a repeated immediate op writes nothing); others from the pool, written
+        now, given back by `release()` (a persistent one when its Program dies)."""
+        if not persistent and len(data) <= CACHED_UNIFORM_BYTES:
+            buf, _created = self.uniform_cache.get(data)
+            return UniformBuffer(buf, None)
+        return UniformBuffer(self._write_new_uniform(data), self._release_uniform)
+
+    def _release_uniform(self, buf):
+        self.release_buffer(buf, UNIFORM_USAGE)
 
     def empty(self, shape, dtype: str = "f32", label: str = "") -> Tensor:
         """A tensor with uninitialised contents (pooled storage)."""
@@ -248,10 +264,7 @@ class Device:
                 f"tensor {spec.shape} {dtype} is {spec.nbytes} bytes; the device binds at most "
                 f"{self.caps.max_storage_binding_size} bytes per storage buffer"
             )
-        with self.lock:
-            buf = self.pool.acquire(spec.nbytes, TENSOR_USAGE)
-            buf._wgraph_epoch = self.epoch
-        return Tensor(self, buf, spec, label)
+        return Tensor(self, self._acquire(spec.nbytes, TENSOR_USAGE), spec, label)
 
     def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
         """Upload a numpy array (f32, f16, u32, i32; int8/uint8 data packed with dtypes.pack_bytes_u32)."""
@@ -266,7 +279,8 @@ class Device:
         return t
 
     def write(self, tensor: Tensor, array):
-        """Overwrite a tensor's contents from a numpy array of the same size (queue-ordered)."""
+        """Overwrite a tensor's contents from a numpy array of the same size. Inside a recording the write is
+        an item of it, in order with the recorded ops (as on a stream); else it is queued now."""
         self.check_tensor(tensor)
         data = as_stored(array, tensor.dtype, f"write into {tensor!r}")
         if data.size != tensor.size:
@@ -274,10 +288,15 @@ class Device:
         raw = data.tobytes()
         if len(raw) % 4:
             raw += b"\0" * (4 - len(raw) % 4)
-        if raw:
-            with self.lock:
-                self.check_alive()
-                self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
+        if not raw:
+            return
+        rec = self.recording
+        if rec is not None:
+            rec.append(Write(tensor, raw, label=f"write {tensor.label or 'tensor'}"))
+            return
+        with self.lock:
+            self.check_alive()
+            self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
 
     def check_tensor(self, tensor: Tensor):
         """DeviceError unless `tensor` lives on this device in its current epoch."""
@@ -286,6 +305,9 @@ class Device:
             raise DeviceError(f"{tensor!r} belongs to another device ({tensor.device.caps.adapter_name!r})")
         if getattr(tensor.buffer, "_wgraph_epoch", None) != self.epoch:
             raise DeviceError(f"{tensor!r} was made before the device was re-created (epoch changed)")
+        poison = tensor.poisoned
+        if poison is not None:
+            raise RecordingError(f"{tensor!r}: {poison}")
 
     def fallback(self, name: str, nbytes: int = 4) -> Tensor:
         """A small zero-filled tensor bound where a kernel's optional input is absent, one per epoch."""
@@ -315,10 +337,11 @@ class Device:
 
     # ---- submission ----
 
-    def record(self, profile: bool = False) -> Recording:
-        """A recording: `with dev.record() as rec:` makes op calls on this thread append instead of submit."""
+    def record(self, profile: bool = False, label: str | None = None) -> Recording:
+        """A recording: `with dev.record() as rec:` makes op calls and writes on this thread append instead
+        of submit. `label` names it in errors (default "recording #n")."""
         self.check_alive()
-        return Recording(self, profile=profile)
+        return Recording(self, profile=profile, label=label)
 
     @property
     def recording(self) -> Recording | None:
@@ -326,55 +349,33 @@ class Device:
         stack = getattr(self._local, "stack", None)
         return stack[-1] if stack else None
 
-    def _push_recording(self, rec: Recording):
+    def push_recording(self, rec: Recording):
+        """Make `rec` the open recording of this thread (Recording.__enter__)."""
         stack = self._local.__dict__.setdefault("stack", [])
         if stack:
             raise RecordingError("a recording is already open on this thread; nested recordings are not supported")
         stack.append(rec)
 
-    def _pop_recording(self, rec: Recording):
+    def pop_recording(self, rec: Recording):
         stack = self._local.__dict__.get("stack", [])
         if stack and stack[-1] is rec:
             stack.pop()
 
-    def run(self, items):
-        """Append to the open recording, or submit now: the immediate path, one submit for `items`."""
+    def run(self, items, outputs=()):
+        """An op's items: appended to the open recording (which remembers `outputs`), or submitted now as a
+        command list of one op (the immediate path)."""
         self.check_alive()
-        self.check_items(items)
         rec = self.recording
         if rec is not None:
-            for item in items:
-                rec.append(item)
+            rec.extend(items)
+            rec.made(outputs)
             return
-        if not items:
-            return  # nothing to run (an attention with no queries): no encoder, no submit
-        with self.lock:
-            self.check_alive()
-            slots = []
-            for item in items:
-                if getattr(item, "kernel", None) is not None and item.kernel.uniform is not None:
-                    buf, _created = self.uniform_cache.get(item.uniforms)
-                    slots.append((buf, 0))
-                else:
-                    slots.append(None)
-            encoder = self.wgpu.create_command_encoder(label="wgraph.immediate")
-            encode_items(self, encoder, items, slots)
-            self._submit(encoder.finish())
+        commands = CommandList(self, label="wgraph.immediate")
+        commands.extend(items)
+        commands.submit()
 
-    def check_items(self, items):
-        """DeviceError unless every Dispatch/Copy in `items` was made on this device in its current epoch.
-        (ctx.dispatch checked all of a dispatch's tensors together, so its first tensor stands for all.)"""
-        for item in items:
-            tensors = item.tensors
-            if tensors:
-                t = tensors[0]
-                if t.device is not self or getattr(t.buffer, "_wgraph_epoch", None) != self.epoch:
-                    raise DeviceError(
-                        f"{item.label}: a captured dispatch of another device or of epoch "
-                        f"{getattr(t.buffer, '_wgraph_epoch', None)} (the device is now epoch {self.epoch}); "
-                        f"capture it again after dev.recreate()")
-
-    def _submit(self, command_buffer):
+    def submit(self, command_buffer):
+        """Submit one finished command buffer (the end of CommandList's path) and count it."""
         self._last_index = submit_for_index(self.wgpu.queue, command_buffer)
         self._serial += 1
         self.stats.submits += 1
@@ -391,6 +392,7 @@ class Device:
         if fence > self._last_index:  # wgpu-native panics on an index it has not issued
             raise DeviceError(f"fence {fence} was never issued on this device (its last is {self._last_index})")
         wait_for_index(self.wgpu, fence)
+        self.stats.gpu_waits += 1
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """Download a tensor through the device's reused MAP_READ staging buffer."""
@@ -404,14 +406,14 @@ class Device:
             return np.zeros(tensor.shape, info.numpy)
         with self.lock:
             self.check_tensor(tensor)
-            data, error = self._read_locked(tensor, nbytes)
+            data, error = self._read_locked(tensor.buffer, nbytes)
         if error is not None:
             raise error
         return np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape).copy()
 
-    def _read_locked(self, tensor: Tensor, nbytes: int) -> tuple[bytes, Exception | None]:
-        """The tensor's bytes, and the error the device error flag held (cleared), read in the same submit."""
-        flag = self._error_flag
+    def _read_locked(self, buffer, nbytes: int, check_flag: bool = True) -> tuple[bytes, Exception | None]:
+        """The buffer's bytes, and the error the device error flag held (cleared), read in the same submit."""
+        flag = self._error_flag if check_flag else None
         total = nbytes + (device_errors.FLAG_BYTES if flag is not None else 0)
         if self._staging is None or self._staging.size < total:
             size = max(256, 1 << (total - 1).bit_length())
@@ -420,10 +422,10 @@ class Device:
             )
             self.stats.staging_buffers_created += 1
         encoder = self.wgpu.create_command_encoder(label="wgraph.readback")
-        encoder.copy_buffer_to_buffer(tensor.buffer, 0, self._staging, 0, nbytes)
+        encoder.copy_buffer_to_buffer(buffer, 0, self._staging, 0, nbytes)
         if flag is not None:
             encoder.copy_buffer_to_buffer(flag.buffer, 0, self._staging, nbytes, device_errors.FLAG_BYTES)
-        self._submit(encoder.finish())
+        self.submit(encoder.finish())
         self._staging.map_sync(wgpu.MapMode.READ, 0, total)
         data = self._staging.read_mapped(0, total, copy=True)
         self._staging.unmap()
@@ -439,11 +441,33 @@ class Device:
         return data, error
 
     def sync(self):
-        """Wait until the GPU has finished everything submitted so far."""
+        """Wait until the GPU has finished everything submitted so far (a readback of a small tensor)."""
         self.read(self.fallback("sync"))
+
+    def wait_idle(self):
+        """Wait for the GPU and destroy the buffers that waited for it (the pool's deferred destruction)."""
+        with self.lock:
+            self.check_alive()
+            if self._idle_probe is None:  # not pooled: waiting must never allocate from the pool it frees
+                self._idle_probe = self.wgpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC, label="wgraph.idle")
+            self._read_locked(self._idle_probe, 4, check_flag=False)  # the flag waits for a readback
+            self.stats.readbacks -= 1
+            self.stats.gpu_waits += 1
 
     def __repr__(self) -> str:
         return f"Device({self.caps.adapter_name!r}, epoch={self.epoch})"
+
+
+@attrs.frozen
+class UniformBuffer:
+    """A uniform buffer lent to a command list; `release()` gives it back (a no-op for a cached one)."""
+
+    buffer: object
+    _release: object = None
+
+    def release(self):
+        if self._release is not None:
+            self._release(self.buffer)
 
 
 _default: Device | None = None

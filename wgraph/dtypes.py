@@ -59,11 +59,6 @@ def pack_bytes_u32(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint32)
 
 
-def unpack_bytes_u32(a: np.ndarray, dtype=np.int8) -> np.ndarray:
-    """Inverse of pack_bytes_u32 (padding included)."""
-    return np.ascontiguousarray(np.asarray(a, np.uint32)).view(dtype)
-
-
 def as_stored(value, dtype: str, where: str) -> np.ndarray:
     """`value` (array, list or number) as a contiguous array of wgraph dtype `dtype`, converted only when no value
     changes: an integer dtype takes integers (or whole floats) inside its range, never a NaN, 7.9 or -1 for u32."""

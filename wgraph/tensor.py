@@ -42,7 +42,7 @@ class TensorSpec:
 class Tensor:
     """A GPU tensor. Its buffer goes back to the device's pool when the last reference (views included) dies."""
 
-    __slots__ = ("device", "buffer", "shape", "dtype", "label", "spec", "nbytes", "_base", "__weakref__")
+    __slots__ = ("device", "buffer", "shape", "dtype", "label", "spec", "nbytes", "_base", "_poison", "__weakref__")
 
     def __init__(self, device, buffer, spec: TensorSpec, label: str = "", base: Tensor | None = None):
         self.device = device
@@ -53,8 +53,18 @@ class Tensor:
         self.nbytes = spec.nbytes
         self.label = label
         self._base = base  # a view keeps the tensor that owns the buffer alive
+        self._poison = None
         if base is None:
-            weakref.finalize(self, device._release_buffer, buffer)
+            weakref.finalize(self, device.release_buffer, buffer)
+
+    @property
+    def poisoned(self) -> str | None:
+        """Why this tensor (or the one whose buffer it views) must not be used, or None."""
+        return self._poison if self._base is None else self._base._poison
+
+    def poison(self, reason: str) -> None:
+        """Mark the tensor unusable (its recording was discarded): every later use raises with `reason`."""
+        (self._base or self)._poison = reason
 
     @property
     def size(self) -> int:

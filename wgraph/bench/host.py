@@ -1,5 +1,6 @@
 """Host cost per dispatch: the same N tiny `scale` dispatches through a raw wgpu-py loop (the floor), wgraph
-immediate, wgraph recorded and (when `wgraph.Graph` exists) a compiled graph's replay.
+immediate, wgraph recorded and a compiled graph's replay; then attention calls (a decode: split-K + combine,
+a prefill: one dispatch) immediate and recorded, whose per-dispatch cost is read against the same floor.
 
 Two clocks per run: `host` stops when `queue.submit` has returned (the CPU time a caller pays); `wall`
 stops after waiting for the GPU too (map of a small buffer). Each is the median over `runs` runs."""
@@ -117,6 +118,40 @@ def graph_replay(dev, a, b, n_ops: int):
     return run, f"prog.run(x={'Tensor' if arg is a else 'numpy'}) on a {n_ops}-node program"
 
 
+# Attention calls small enough that the GPU work is a few microseconds: (q shape, k/v shape).
+ATTENTION_SHAPES = {"decode": ((1, 8, 64), (256, 2, 64)), "prefill": ((16, 8, 64), (16, 2, 64))}
+
+
+def _attention_calls(dev, phase: str, n_ops: int, recorded: bool):
+    (qs, kvs) = ATTENTION_SHAPES[phase]
+    rng = np.random.default_rng(0)
+    q = dev.tensor(rng.standard_normal(qs).astype(np.float32))
+    k = dev.tensor(rng.standard_normal(kvs).astype(np.float32))
+    v = dev.tensor(rng.standard_normal(kvs).astype(np.float32))
+    out = dev.empty(qs, "f32")
+    attention = wg.ops.attention
+
+    def calls():
+        for _ in range(n_ops):
+            attention(q, k, v, causal=True, out=out)
+
+    if not recorded:
+        return calls
+
+    def run():
+        with dev.record():
+            calls()
+
+    return run
+
+
+def attention_mode(phase: str, recorded: bool):
+    def make(dev, a, b, n_ops):
+        return _attention_calls(dev, phase, n_ops, recorded)
+
+    return make
+
+
 def _measure(dev, fn, runs: int) -> dict:
     host, wall, deltas = [], [], []
     fn()  # warm: pipelines, bind groups, pool, uniform cache
@@ -143,7 +178,14 @@ MODES = (
     ("wgraph_recorded", "with dev.record(): scale(out=) x N, one submit", recorded),
     ("wgraph_recorded_fresh_outputs", "with dev.record(): y = scale(y) x N (pooled outputs)", recorded_fresh),
     ("wgraph_graph_replay", "compiled wgraph.Graph replay", None),
+    ("attention_decode_immediate", "wg.ops.attention(out=), q [1, 8, 64], kv [256, 2, 64]: one submit each",
+     attention_mode("decode", recorded=False)),
+    ("attention_decode_recorded", "the same decode calls x N in one dev.record()", attention_mode("decode", True)),
+    ("attention_prefill_immediate", "wg.ops.attention(out=), q [16, 8, 64], kv [16, 2, 64]: one submit each",
+     attention_mode("prefill", recorded=False)),
+    ("attention_prefill_recorded", "the same prefill calls x N in one dev.record()", attention_mode("prefill", True)),
 )
+ATTENTION_OPS_DIVISOR = 10  # attention rows make n_ops / 10 calls (each is planned and validated: slower)
 
 
 def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dict]:
@@ -165,7 +207,9 @@ def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dic
                     rows.append(row)
                     continue
             else:
-                fn = make(dev, a, b, n_ops)
+                ops = max(10, n_ops // ATTENTION_OPS_DIVISOR) if name.startswith("attention") else n_ops
+                row["n_ops"] = ops
+                fn = make(dev, a, b, ops)
             m = _measure(dev, fn, runs)
             if name == "raw_wgpu_floor":  # it bypasses wgraph's counters
                 m.update(submits=1, compute_passes=1, dispatches=n_ops)
@@ -173,20 +217,26 @@ def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dic
             row.update(status="error", note=f"{type(e).__name__}: {e}")
             rows.append(row)
             continue
+        ops = row["n_ops"]
+        per_op = max(1, m["dispatches"]) / ops  # dispatches one op makes (a split-K decode: 2)
         row.update(
-            host_us_per_op=statistics.median(m["host_s"]) / n_ops * 1e6,
-            wall_us_per_op=statistics.median(m["wall_s"]) / n_ops * 1e6,
-            host_us_per_op_min=min(m["host_s"]) / n_ops * 1e6,
-            host_us_per_op_all=[t / n_ops * 1e6 for t in m["host_s"]],
+            host_us_per_op=statistics.median(m["host_s"]) / ops * 1e6,
+            wall_us_per_op=statistics.median(m["wall_s"]) / ops * 1e6,
+            host_us_per_op_min=min(m["host_s"]) / ops * 1e6,
+            host_us_per_op_all=[t / ops * 1e6 for t in m["host_s"]],
             submits_per_run=m["submits"], compute_passes_per_run=m["compute_passes"],
-            dispatches_per_run=m["dispatches"],
+            dispatches_per_run=m["dispatches"], dispatches_per_op=per_op,
         )
+        row["host_us_per_dispatch"] = row["host_us_per_op"] / per_op
+        row["wall_us_per_dispatch"] = row["wall_us_per_op"] / per_op
         rows.append(row)
     floor = next((r for r in rows if r["mode"] == "raw_wgpu_floor" and r["status"] == "ok"), None)
     imm = next((r for r in rows if r["mode"] == "wgraph_immediate" and r["status"] == "ok"), None)
     for r in rows:
         ok = r["status"] == "ok"
-        r["ratio_to_floor_host"] = r["host_us_per_op"] / floor["host_us_per_op"] if ok and floor else None
-        r["ratio_to_floor_wall"] = r["wall_us_per_op"] / floor["wall_us_per_op"] if ok and floor else None
-        r["speedup_vs_immediate_host"] = imm["host_us_per_op"] / r["host_us_per_op"] if ok and imm else None
+        # per dispatch against the floor's per dispatch (the same for scale rows, where an op is one dispatch)
+        r["ratio_to_floor_host"] = r["host_us_per_dispatch"] / floor["host_us_per_dispatch"] if ok and floor else None
+        r["ratio_to_floor_wall"] = r["wall_us_per_dispatch"] / floor["wall_us_per_dispatch"] if ok and floor else None
+        r["speedup_vs_immediate_host"] = (imm["host_us_per_op"] / r["host_us_per_op"]
+                                          if ok and imm and not r["mode"].startswith("attention") else None)
     return rows

@@ -135,6 +135,8 @@ def graph_to_json(g: Graph) -> str:
     for n in g.topological_order():
         node = g.node(n)
         entry = {"name": node.name, "op": node.op, "inputs": list(node.inputs), "outputs": list(node.outputs)}
+        if node.writes:
+            entry["writes"] = list(node.writes)
         if node.op == "input":
             spec = g.inputs[n]
             entry.update(shape=list(spec.shape), dtype=spec.dtype)
@@ -175,7 +177,7 @@ def graph_from_json(text: str) -> Graph:
                 g.states[node.name] = StateSpec(node.name, spec, init)
         else:
             g.add(Node(entry["name"], entry["op"], _dec(entry["params"]), tuple(entry["inputs"]),
-                       tuple(entry["outputs"])))
+                       tuple(entry["outputs"]), tuple(entry.get("writes", ()))))
     g._counter = len(data["nodes"])
     for name, v in data["outputs"].items():
         g.output(name, g.values[v])

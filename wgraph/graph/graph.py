@@ -32,6 +32,12 @@ class Node:
     params: Any
     inputs: tuple = attrs.field(converter=tuple)
     outputs: tuple = attrs.field(converter=tuple)
+    writes: tuple = attrs.field(converter=tuple, default=())  # values written in place (`out=` a state)
+
+    @property
+    def results(self) -> tuple:
+        """The values the op's encode writes its outputs into: its own outputs, or the `out=` values."""
+        return self.writes or self.outputs
 
 
 @attrs.frozen(eq=False)
@@ -145,8 +151,7 @@ class Graph:
     def add_op(self, op, params, inputs: tuple, out=None):
         """What `wgraph.ops.core.apply` calls for symbolic inputs: a node; returns its output value(s)."""
         where = f"graph {self.name!r}, op {op.name}"
-        if out is not None:
-            raise GraphError(f"{where}: out= is not supported in a graph (the program allocates its buffers)")
+        writes = self._out_values(out, where) if out is not None else ()
         names = []
         for i, x in enumerate(inputs):
             if x is None:
@@ -160,9 +165,22 @@ class Graph:
                                  f"a value (use g.input, g.state or g.const)")
         self._counter += 1
         node_name = "/".join(self._scope + [f"{op.name}_{self._counter}"])
-        node = self.add(Node(node_name, op.name, params, tuple(names), ()))
-        outs = tuple(self.values[v] for v in node.outputs)
+        node = self.add(Node(node_name, op.name, params, tuple(names), (), writes))
+        outs = tuple(self.values[v] for v in node.results)
         return outs[0] if len(outs) == 1 else outs
+
+    def _out_values(self, out, where: str) -> tuple[str, ...]:
+        """`out=` in a graph: state values (or views of one) that the op writes in place, every run."""
+        given = out if isinstance(out, (tuple, list)) else (out,)
+        names = []
+        for v in given:
+            if not isinstance(v, Value) or v.graph is not self:
+                raise GraphError(f"{where}: out= must be values of this graph, got {v!r}")
+            if self.base[v.name] not in self.states:
+                raise GraphError(f"{where}: out= {v.name!r} is not a state (g.state); a graph writes in place only "
+                                 f"into program-owned state buffers")
+            names.append(v.name)
+        return tuple(names)
 
     def _specs(self, names):
         return tuple(None if v is None else self.values[v].spec for v in names)
@@ -196,6 +214,18 @@ class Graph:
                 raise GraphError(f"{where}: {type(e).__name__}: {e}") from None
             if specs is not None and tuple(specs) != out_specs:
                 raise GraphError(f"{where}: declared output specs {specs} differ from the op's {out_specs}")
+            if node.op in SOURCE_OPS or OPS[node.op].is_view:
+                if node.writes:
+                    raise GraphError(f"{where}: a {node.op} node cannot write out= values")
+        if node.writes:
+            for v in node.writes:
+                if v not in self.values:
+                    raise GraphError(f"{where}: unknown out= value {v!r}")
+            have = tuple(self.values[v].spec for v in node.writes)
+            if have != out_specs:
+                raise GraphError(f"{where}: out= values are {[f'{s.dtype}{list(s.shape)}' for s in have]}; the op "
+                                 f"makes {[f'{s.dtype}{list(s.shape)}' for s in out_specs]}")
+            out_specs = ()
         outputs = tuple(node.outputs) or tuple(f"{node.name}:{i}" for i in range(len(out_specs)))
         if len(outputs) != len(out_specs):
             raise GraphError(f"{where}: names {len(outputs)} outputs, the op makes {len(out_specs)}")
@@ -209,12 +239,11 @@ class Graph:
         for v in node.inputs:
             if v is not None:
                 self._edge(self.producer[v], node.name, v)
-        from wgraph.ops.dense import VIEW_OPS
-
+        is_view = node.op not in SOURCE_OPS and OPS[node.op].is_view
         for v, s in zip(outputs, out_specs):
             self.values[v] = Value(s.shape, s.dtype, graph=self, name=v)
             self.producer[v] = node.name
-            self.base[v] = self.base[node.inputs[0]] if node.op in VIEW_OPS else v
+            self.base[v] = self.base[node.inputs[0]] if is_view else v
         self._order_in_place(node)
         # Every edge added above ends at the new node, and it has no outgoing edges yet: a cycle could only be
         # a self-loop, which the input check rejects. So the graph stays acyclic without a global search.
@@ -230,16 +259,19 @@ class Graph:
         self.nx.add_edge(src, dst, values=[value] if value is not None else [])
 
     def _order_in_place(self, node: Node):
-        """An op with no outputs writes in place (kv_append into a cache): it is ordered after every earlier
-        reader and writer of the buffers it takes, and later readers are ordered after it."""
+        """A node that writes in place — an op with no outputs (kv_append into a cache) writes the buffers it
+        takes, an op given `out=` writes those — is ordered after every earlier reader and writer of the
+        buffers it writes; later readers and writers are ordered after it."""
         if node.op in SOURCE_OPS:
             return
-        op_writes = len(node.outputs) == 0
-        for v in {self.base[v] for v in node.inputs if v is not None}:
+        in_place = len(node.outputs) == 0 and not node.writes
+        taken = {self.base[v] for v in node.inputs if v is not None}
+        written = {self.base[v] for v in node.writes} | (taken if in_place else set())
+        for v in taken | written:
             writer = self._last_writer.get(v)
             if writer is not None:
                 self._edge(writer, node.name, None)
-            if op_writes:
+            if v in written:
                 for reader in self._readers.get(v, []):
                     self._edge(reader, node.name, None)
                 self._last_writer[v] = node.name

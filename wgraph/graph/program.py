@@ -1,6 +1,7 @@
-"""`Program`: a graph compiled for one device. Compile plans every node once (dispatches, buffers with
-reuse of intermediates whose lives do not overlap, one uniform arena, pipelines and bind groups); `run`
-writes the inputs, rewrites only dirty uniform bytes and re-encodes the prepared dispatches in one submit."""
+"""`Program`: a graph compiled for one device. Compile encodes every node once into one command list,
+places intermediate values (reused where their lives do not overlap) and every node's scratch in a memory
+plan, and prepares the list (one uniform arena uploaded once, pipelines and bind groups resolved). `run`
+writes the inputs, rewrites only dirty uniform bytes and submits the prepared list once."""
 
 from __future__ import annotations
 
@@ -13,17 +14,16 @@ from wgraph.dtypes import as_stored, dtype_info
 from wgraph.errors import DeviceError, DtypeError, RecordingError, ShapeError, WgraphError
 from wgraph.graph.graph import SOURCE_OPS, Graph, GraphError
 from wgraph.ops.core import OPS, EncodeContext
-from wgraph.ops.dense import VIEW_OPS
-from wgraph.scheduler.batch import align4, encode_prepared, prepare_items
-from wgraph.scheduler.dispatch import Copy, Dispatch
-from wgraph.scheduler.uniforms import align_up
+from wgraph.scheduler.commands import CommandList, align4
+from wgraph.scheduler.dispatch import Copy
 from wgraph.tensor import Tensor, TensorSpec
 
 
 @attrs.frozen
 class MemoryPlan:
     """Bytes a program holds. `intermediate_bytes` is the peak of the reused buffers; `naive_bytes` what one
-    buffer per intermediate value would take."""
+    buffer per intermediate value would take. Scratch (partial results an op keeps only while it runs) of
+    all nodes shares `scratch_buffers`, since no two nodes' scratch is live at once."""
 
     intermediate_buffers: int
     intermediate_bytes: int
@@ -31,6 +31,10 @@ class MemoryPlan:
     intermediate_values: int
     persistent_bytes: int
     uniform_bytes: int
+    scratch_requests: int = 0
+    scratch_buffers: int = 0
+    scratch_bytes: int = 0
+    scratch_naive_bytes: int = 0
 
 
 @attrs.frozen
@@ -47,31 +51,12 @@ class PlanRow:
     writes: tuple[str, ...]
 
 
-def _attention_reason(params, specs, caps) -> str:
-    from wgraph.ops.attention import plan_facts
-    from wgraph.ops.attention_planner import plan
-
-    return plan(plan_facts(params, specs), caps, params.variant).reason
+def _is_view(node) -> bool:
+    return node.op not in SOURCE_OPS and OPS[node.op].is_view
 
 
-def _linear_reason(params, specs, caps) -> str:
-    from wgraph.ops.dense import linear_plan
-
-    return linear_plan(specs).reason
-
-
-# Ops that can say why their kernel was chosen: op name -> (params, input specs, caps) -> reason.
-REASONS = {"attention": _attention_reason, "linear": _linear_reason}
-
-
-def _reason(node, specs, caps) -> str:
-    fn = REASONS.get(node.op)
-    if fn is None:
-        return ""
-    try:
-        return fn(node.params, specs, caps)
-    except Exception as e:  # the explanation must never break a compiled program
-        return f"(no reason: {type(e).__name__})"
+def _runs_kernels(node) -> bool:
+    return node.op not in SOURCE_OPS and not OPS[node.op].is_view
 
 
 def _plan_buffers(g: Graph, order: list[str], persistent: set[str]):
@@ -96,7 +81,7 @@ def _plan_buffers(g: Graph, order: list[str], persistent: set[str]):
     naive = 0
     for i, n in enumerate(order):
         node = g.node(n)
-        if node.op in SOURCE_OPS or node.op in VIEW_OPS:
+        if not _runs_kernels(node):
             continue
         free += [s for e, s in active if e < i]
         active = [(e, s) for e, s in active if e >= i]
@@ -119,6 +104,28 @@ def _plan_buffers(g: Graph, order: list[str], persistent: set[str]):
             slot_of[v] = s
             active.append((end[v], s))
     return slot_of, sizes, naive
+
+
+class ScratchPlan:
+    """Scratch of every node in shared buffers: a node's requests take distinct buffers (largest first),
+    and buffer j is as large as the largest request any node puts in it."""
+
+    def __init__(self, requests: dict[str, list[TensorSpec]]):
+        self.assigned: dict[str, list[int]] = {}
+        self.sizes: list[int] = []
+        self.naive = 0
+        for node, specs in requests.items():
+            order = sorted(range(len(specs)), key=lambda i: -specs[i].nbytes)
+            slots = [0] * len(specs)
+            for j, i in enumerate(order):
+                need = align4(max(4, specs[i].nbytes))
+                self.naive += need
+                if j == len(self.sizes):
+                    self.sizes.append(need)
+                self.sizes[j] = max(self.sizes[j], need)
+                slots[i] = j
+            self.assigned[node] = slots
+        self.requests = sum(len(v) for v in requests.values())
 
 
 class Program:
@@ -144,7 +151,7 @@ class Program:
             node = g.node(n)
             for v in node.outputs:
                 spec = g.values[v].spec
-                if node.op in VIEW_OPS:
+                if _is_view(node):
                     base = self.tensors[node.inputs[0]]
                     self.tensors[v] = Tensor(device, base.buffer, spec, v, base=base._base or base)
                 elif v in slot_of:
@@ -157,54 +164,65 @@ class Program:
             self._write_state(name, st.init)
         self.memory_plan_slots = dict(slot_of)
 
-        # ---- dispatches: one encode per node, in order ----
-        ctx = EncodeContext(device)
-        items, owners = [], []
+        # ---- one command list: every node encoded once, in order; scratch first from the pool ----
+        encoded = []  # (node name, dispatches, kernel plan, provisional scratch tensors)
         for n in self.order:
             node = g.node(n)
-            if node.op in SOURCE_OPS or node.op in VIEW_OPS:
+            if not _runs_kernels(node):
                 continue
-            ins = tuple(None if v is None else self.tensors[v] for v in node.inputs)
-            outs = tuple(self.tensors[v] for v in node.outputs)
-            try:
-                made = OPS[node.op].encode(ctx, node.params, ins, outs)
-            except WgraphError as e:
-                raise type(e)(f"graph {g.name!r}, node {n!r} ({node.op}): {e}") from None
+            provisional: list[Tensor] = []
+
+            def pooled(spec, label, _made=provisional):
+                t = device.empty(spec.shape, spec.dtype, label)
+                _made.append(t)
+                return t
+
+            made, kplan = self._encode_node(n, EncodeContext(device, scratch_source=pooled))
+            encoded.append((n, made, kplan, provisional))
+
+        # ---- scratch: placed in buffers shared by all nodes, then bound in place of the pooled ones ----
+        self._scratch = ScratchPlan({n: [t.spec for t in prov] for n, _, _, prov in encoded if prov})
+        self._scratch_buffers = [device.empty((size // 4,), "u32", label=f"{g.name}.scratch{j}")
+                                 for j, size in enumerate(self._scratch.sizes)]
+        commands = CommandList(device, label=f"wgraph.program.{g.name}")
+        self._owners: list[str] = []
+        self._plans: dict[str, object] = {}
+        for n, made, kplan, prov in encoded:
+            views = {id(t): self._scratch_view(n, i, t.spec, t.label) for i, t in enumerate(prov)}
             for d in made:
-                items.append(d)
-                owners.append(n)
-        self._owners = owners
+                commands.append(_rebind(d, views))
+                self._owners.append(n)
+            self._plans[n] = kplan
+        del encoded
 
-        # ---- one uniform arena for the whole program, uploaded once ----
-        align = device.caps.min_uniform_offset_alignment
-        offsets, cursor = [], 0
-        for d in items:
-            if isinstance(d, Dispatch) and d.kernel.uniform is not None:
-                cursor = align_up(cursor, align)
-                offsets.append(cursor)
-                cursor += len(d.uniforms)
-            else:
-                offsets.append(None)
-        self._arena = bytearray(cursor)
-        for d, off in zip(items, offsets):
-            if off is not None:
-                self._arena[off:off + len(d.uniforms)] = d.uniforms
-        self._uniform_buffer = device._acquire_uniform(max(16, cursor)) if cursor else None
-        if self._uniform_buffer is not None:
-            weakref.finalize(self, device._release_uniform, self._uniform_buffer)
-            device.wgpu.queue.write_buffer(self._uniform_buffer, 0, bytes(self._arena))
-            device.stats.uniform_bytes_written += cursor
-        self._uploaded = bytes(self._arena)
-        self._offsets = offsets
-        slots = [None if off is None else (self._uniform_buffer, off) for off in offsets]
+        # ---- prepared once: the uniform arena uploaded, pipelines and bind groups held ----
+        self._commands = commands.prepare(persistent=True)
+        weakref.finalize(self, self._commands.release)
+        self.rows = tuple(self._row(item, n) for item, n in zip(commands.items, self._owners))
+        sp = self._scratch
+        self.memory = MemoryPlan(len(slot_sizes), sum(slot_sizes), naive, len(slot_of), persistent_bytes,
+                                 self._commands.uniform_bytes, sp.requests, len(sp.sizes), sum(sp.sizes), sp.naive)
 
-        # ---- pipelines and bind groups, built once and held ----
-        self._steps = prepare_items(device, items, slots)
+    def _encode_node(self, node_name: str, ctx: EncodeContext, params=None):
+        """Encode one node with the program's tensors: (dispatches, the kernel plan it chose or None)."""
+        g = self.graph
+        node = g.node(node_name)
+        ins = tuple(None if v is None else self.tensors[v] for v in node.inputs)
+        outs = tuple(self.tensors[v] for v in node.results)
+        try:
+            made = OPS[node.op].encode(ctx, node.params if params is None else params, ins, outs)
+        except WgraphError as e:
+            raise type(e)(f"graph {g.name!r}, node {node_name!r} ({node.op}): {e}") from None
+        return made, ctx.plan
 
-        specs_of = lambda node: tuple(None if v is None else g.values[v].spec for v in node.inputs)  # noqa: E731
-        reasons = {n: _reason(g.node(n), specs_of(g.node(n)), device.caps) for n in dict.fromkeys(owners)}
-        self.rows = tuple(self._row(d, n, reasons[n]) for d, n in zip(items, owners))
-        self.memory = MemoryPlan(len(slot_sizes), sum(slot_sizes), naive, len(slot_of), persistent_bytes, cursor)
+    def _scratch_view(self, node_name: str, i: int, spec: TensorSpec, label: str) -> Tensor:
+        """Node `node_name`'s i-th scratch tensor: a view of the shared scratch buffer the plan gave it."""
+        j = self._scratch.assigned[node_name][i]
+        buf = self._scratch_buffers[j]
+        if spec.nbytes > buf.nbytes:
+            raise GraphError(f"program {self.graph.name!r}, node {node_name!r}: scratch {label} needs {spec.nbytes} "
+                             f"bytes; the program was compiled with {buf.nbytes}: compile the graph again")
+        return Tensor(self.device, buf.buffer, spec, label, base=buf)
 
     # ---- state ----
 
@@ -299,66 +317,70 @@ class Program:
                     queue.write_buffer(dst.buffer, 0, data)
             elif data.buffer is not dst.buffer:
                 copies.append(Copy(data, dst, dst.nbytes, label=f"input {name}"))
-        self._flush_uniforms()
-        encoder = self.device.wgpu.create_command_encoder(label=f"wgraph.program.{self.graph.name}")
-        encode_prepared(self.device, encoder, copies + self._steps)
-        self.device._submit(encoder.finish())
+        self._commands.submit(head=copies)
         self.runs += 1
         return {name: self.tensors[v] for name, v in self.graph.outputs.items()}
 
     __call__ = run
 
-    def _flush_uniforms(self):
-        """Write the one byte range of the arena that changed since the last upload (nothing when clean)."""
-        if self._uniform_buffer is None or self._uploaded == bytes(self._arena):
-            return
-        now = bytes(self._arena)
-        lo = next(i for i in range(len(now)) if now[i] != self._uploaded[i]) // 4 * 4
-        hi = align4(max(i for i in range(len(now)) if now[i] != self._uploaded[i]) + 1)
-        self.device.wgpu.queue.write_buffer(self._uniform_buffer, lo, now[lo:hi])
-        self.device.stats.uniform_bytes_written += hi - lo
-        self._uploaded = now
-
     def update(self, node_name: str, params) -> None:
-        """Give node `node_name` new params that keep its kernels and buffers (a new factor, an int kv_len):
-        re-encodes that node only; its uniform bytes become dirty and the next run rewrites just them."""
+        """Give node `node_name` new params that keep its kernels (a new factor, an int kv_len within the
+        compiled capacity): re-encodes that node only; its uniform bytes become dirty and the next run
+        rewrites just them. Raises GraphError naming the params that need a new compile otherwise."""
         g = self.graph
         node = g.node(node_name)
-        if node.op in SOURCE_OPS or node.op in VIEW_OPS:
-            raise GraphError(f"program {g.name!r}: node {node_name!r} ({node.op}) has no dispatches to update")
-        specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         where = f"program {g.name!r}, node {node_name!r} ({node.op})"
+        if not _runs_kernels(node):
+            raise GraphError(f"{where} has no dispatches to update")
         if type(params) is not type(node.params):
             raise GraphError(f"{where}: update() takes {type(node.params).__name__}, got {type(params).__name__}")
+        changed = [f.name for f in attrs.fields(type(params)) if getattr(params, f.name) != getattr(node.params, f.name)]
+        specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         try:
             out_specs = tuple(OPS[node.op].infer(params, specs))
         except WgraphError as e:
             raise type(e)(f"{where}: {e}") from None
-        if out_specs != tuple(g.values[v].spec for v in node.outputs):
-            raise GraphError(f"{where}: new params change the outputs to {out_specs}; build a new graph")
-        ins = tuple(None if v is None else self.tensors[v] for v in node.inputs)
-        made = OPS[node.op].encode(EncodeContext(self.device), params, ins, tuple(self.tensors[v] for v in node.outputs))
+        if out_specs != tuple(g.values[v].spec for v in node.results):
+            raise GraphError(f"{where}: new params ({', '.join(changed)}) change the outputs to {out_specs}; "
+                             f"build a new graph")
         idx = [i for i, n in enumerate(self._owners) if n == node_name]
-        old = [self._steps[i] for i in idx]
-        if len(made) != len(old) or any(
-                isinstance(d, Copy) or isinstance(s, Copy) or d.kernel is not s[0].kernel
-                or [t.buffer for t in d.tensors] != [t.buffer for t in s[0].tensors] or d.indirect != s[0].indirect
-                for d, s in zip(made, old)):
-            raise GraphError(f"{where}: new params need other kernels or buffers; build a new graph")
-        for i, d in zip(idx, made):
-            _, pipeline, group, dyn = self._steps[i]
-            self._steps[i] = (d, pipeline, group, dyn)
-            off = self._offsets[i]
-            if off is not None:
-                self._arena[off:off + len(d.uniforms)] = d.uniforms
+        scratch = iter(range(len(self._scratch.assigned.get(node_name, []))))
+
+        def from_plan(spec, label):
+            i = next(scratch, None)
+            if i is None:
+                raise GraphError(f"{where}: new params ({', '.join(changed)}) need scratch the compiled node does "
+                                 f"not have; compile the graph again")
+            return self._scratch_view(node_name, i, spec, label)
+
+        made, kplan = self._encode_node(node_name, EncodeContext(self.device, scratch_source=from_plan), params)
+        old = [self._commands.steps[i].dispatch for i in idx]
+        new_kernels = [getattr(d, "kernel", None) for d in made]
+        if len(made) != len(old) or any(a is not b.kernel for a, b in zip(new_kernels, old)):
+            raise GraphError(f"{where}: new params ({', '.join(changed)}) need kernels "
+                             f"{[k.name if k else 'copy' for k in new_kernels]} instead of "
+                             f"{[d.kernel.name for d in old]}; compile the graph again")
+        for i, d, o in zip(idx, made, old):
+            if (d.indirect is None) != (o.indirect is None) or (d.indirect and d.indirect[0].buffer is not o.indirect[0].buffer):
+                raise GraphError(f"{where}: new params ({', '.join(changed)}) change {d.label}'s indirect dispatch; "
+                                 f"compile the graph again")
+        with self.device.lock:
+            for i, d in zip(idx, made):
+                self._commands.replace_step(i, d)
+                if self._commands.offsets[i] is not None:
+                    self._commands.set_uniforms(i, d.uniforms)
         g.nx.nodes[node_name]["node"] = attrs.evolve(node, params=params)
-        self.rows = tuple(self._row(s[0], n, r.reason) if n == node_name else r
-                          for s, n, r in zip(self._steps, self._owners, self.rows))
+        self._plans[node_name] = kplan
+        rows = list(self.rows)
+        for i, d in zip(idx, made):
+            rows[i] = self._row(d, node_name)
+        self.rows = tuple(rows)
 
     # ---- reporting ----
 
-    def _row(self, d, node_name: str, reason: str) -> PlanRow:
+    def _row(self, d, node_name: str) -> PlanRow:
         node = self.graph.node(node_name)
+        reason = getattr(self._plans.get(node_name), "reason", "")
         if isinstance(d, Copy):
             return PlanRow(node_name, node.op, "copy", reason, "-", 0, (d.src.label,), (d.dst.label,))
         wg = f"indirect({d.indirect[0].label or 'args'}+{d.indirect[1]})" if d.indirect else "x".join(map(str, d.workgroups))
@@ -380,6 +402,8 @@ class Program:
         lines.append(f"intermediates: {m.intermediate_values} values in {m.intermediate_buffers} buffers, peak "
                      f"{m.intermediate_bytes} B vs naive {m.naive_bytes} B; persistent {m.persistent_bytes} B; "
                      f"uniform arena {m.uniform_bytes} B")
+        lines.append(f"scratch: {m.scratch_requests} requests in {m.scratch_buffers} shared buffers, "
+                     f"{m.scratch_bytes} B vs naive {m.scratch_naive_bytes} B")
         return "\n".join(lines)
 
     def to_dot(self) -> str:
@@ -389,6 +413,15 @@ class Program:
 
     def __repr__(self) -> str:
         return f"Program({self.graph.name!r}, dispatches={len(self.rows)}, device={self.device!r})"
+
+
+def _rebind(d, views: dict):
+    """`d` with every tensor in `views` (by id) replaced: pooled scratch becomes the program's scratch."""
+    if not views or isinstance(d, Copy):
+        return d
+    bindings = tuple((b, views.get(id(t), t)) for b, t in d.bindings)
+    indirect = d.indirect and (views.get(id(d.indirect[0]), d.indirect[0]), d.indirect[1])
+    return attrs.evolve(d, bindings=bindings, indirect=indirect)
 
 
 def compile_graph(g: Graph, device) -> Program:

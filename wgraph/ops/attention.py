@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from wgraph.dtypes import F32_MAX, exact_int, is_int
-from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.scheduler.registry import registry
@@ -168,8 +168,20 @@ def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
         "kv_start": params.kv_start, "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(D),
         "softcap": params.softcap, "causal": int(params.causal), "sliding_window": params.sliding_window,
         "kv_layout": LAYOUTS.index(params.kv_layout), "page_size": params.page_size, "kv_rows": L,
-        "num_chunks": kplan.num_chunks, "chunk_size": kplan.chunk_size,
+        "num_chunks": kplan.max_chunks, "chunk_size": kplan.chunk_size,
     }
+
+
+def _capacity_chunks(params: AttentionParams, specs, kplan: KernelPlan, caps) -> int:
+    """Chunks to size the partial buffers for: the plan's at the kv buffer's capacity (its kernel forced),
+    so a Program can later move an int kv_len anywhere up to the capacity without new buffers."""
+    if params.kv_len is None:
+        return kplan.max_chunks  # planned at the capacity already
+    at_capacity = attrs.evolve(params, kv_len=None)
+    try:
+        return max(kplan.max_chunks, plan(plan_facts(at_capacity, specs), caps, kplan.variant).max_chunks)
+    except WgraphError:
+        return kplan.max_chunks
 
 
 def _encode(ctx, params: AttentionParams, inputs, outputs):
@@ -179,6 +191,7 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         return []  # no queries: the output is empty and nothing runs
     specs = tuple(None if t is None else t.spec for t in inputs)
     kplan = plan(plan_facts(params, specs), ctx.caps, params.variant)
+    ctx.chose(kplan)
     u = uniforms(params, specs, kplan)
     kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
     pages = page_table if page_table is not None else ctx.fallback("attention.page_table")
@@ -186,29 +199,25 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         # k/v with no rows: no key is ever read, but kernels with vec4 loads declare >= 16-byte bindings
         k = v = ctx.fallback("attention.no_kv", 64)
     reads = {"q": q, "k": k, "v": v, "kv_len_buf": kv_len_buf, "page_table": pages}
-    if registry()[kplan.variant].facts.get("grid") == "splitk":
-        return _encode_splitk(ctx, kplan, u, reads, out, kv_len_t)
-    if kplan.num_chunks == 0:
+    if kplan.max_chunks == 0:
         ((variant, wg),) = kplan.dispatches
         return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out}, workgroups=wg, label="attention")]
     S, Hq, D = q.shape
-    slots = S * Hq * kplan.num_chunks
+    slots = S * Hq * _capacity_chunks(params, specs, kplan, ctx.caps)
     part_ml = ctx.scratch((slots * 2,), "f32", "attention.part_ml")
     part_acc = ctx.scratch((slots * D,), "f32", "attention.part_acc")
+    partials = {"part_ml": part_ml, "part_acc": part_acc}
     (main, wg), (combine, cwg) = kplan.dispatches
+    if registry()[kplan.variant].facts.get("grid") == "splitk":
+        return _encode_splitk(ctx, kplan, u, reads, partials, out, kv_len_t)
     return [
-        ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
-                     workgroups=wg, label="attention.chunks"),
-        ctx.dispatch(combine, uniforms=u, bindings={"part_ml": part_ml, "part_acc": part_acc, "out": out},
-                     workgroups=cwg, label="attention.combine"),
+        ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks"),
+        ctx.dispatch(combine, uniforms=u, bindings={**partials, "out": out}, workgroups=cwg, label="attention.combine"),
     ]
 
 
-def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, out, kv_len_t):
+def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, kv_len_t):
     """Split-K decode: [prepare (GPU kv_len: indirect counts),] chunks, combine; one pass when recorded."""
-    _, Hq, D = reads["q"].shape
-    part_ml = ctx.scratch((Hq * kplan.num_chunks * 2,), "f32", "attention.part_ml")
-    part_acc = ctx.scratch((Hq * kplan.num_chunks * D,), "f32", "attention.part_acc")
     (main, wg), (combine, cwg) = kplan.dispatches
     lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
     dispatches = []
@@ -220,10 +229,8 @@ def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, out, kv_len_t):
         grid = {"indirect": (args, 0)}
     else:
         grid = {"workgroups": wg}
-    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, "part_ml": part_ml, "part_acc": part_acc},
-                                   label="attention.splitk", **grid))
-    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, "part_ml": part_ml,
-                                                                  "part_acc": part_acc, "out": out},
+    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, label="attention.splitk", **grid))
+    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out},
                                    workgroups=cwg, label="attention.splitk_combine"))
     return dispatches
 

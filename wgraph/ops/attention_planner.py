@@ -10,7 +10,6 @@ import attrs
 
 from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
 from wgraph.ops.core import ceil_div
-from wgraph.scheduler import wgsl
 from wgraph.scheduler.registry import Kernel, kernels_for, registry
 
 PHASES = ("prefill", "decode")
@@ -63,14 +62,17 @@ RULES: tuple[Rule, ...] = (
 @attrs.frozen
 class KernelPlan:
     """The chosen kernel and how it is dispatched. `dispatches`: (variant, workgroups) in order (the
-    chunked decode adds its combine pass). `rejected`: (variant, why) for rules tried before this one."""
+    chunked decode adds its combine pass). `rejected`: (variant, why) for rules tried before this one.
+    `max_chunks`: for kernels that split the keys into chunks, the most chunks one query's keys may take —
+    the uniform num_chunks and the stride of the partial buffers (the dispatched count is workgroups[0],
+    which with a split-K kernel can be fewer); 0 for kernels that do not split."""
 
     variant: str
     tier: str
     reason: str
     workgroups: tuple[int, int, int]
     dispatches: tuple[tuple[str, tuple[int, int, int]], ...]
-    num_chunks: int = 0
+    max_chunks: int = 0
     chunk_size: int = 0
     rejected: tuple[tuple[str, str], ...] = ()
 
@@ -96,10 +98,8 @@ def max_head_dim() -> int:
 
 
 def shader_const(k: Kernel, name: str) -> int:
-    value = wgsl.parse_consts(k.source).get(name)
-    if value is None:
-        raise PlanError(f"kernel {k.name} declares no integer const {name}")
-    return value
+    """A const of kernel `k`'s shader (read once when the registry loads: planning is a dict lookup)."""
+    return k.const(name)
 
 
 def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[type, str] | None:
@@ -158,7 +158,7 @@ def _checked_splitk(name: str) -> None:   # once per kernel: planning runs on ev
 def splitk_chunks(k: Kernel, facts: PlanFacts) -> tuple[int, int, int]:
     """(chunks, most chunks, head blocks) of a split-K decode over kv_span visible keys; mirrors
     attention_decode_splitk_common.wgsl, which derives the same count on the GPU from kv_len. `most` (the
-    uniform num_chunks, which sizes the partial buffers) aims at SPLIT_TARGET workgroups and is raised where
+    uniform num_chunks, KernelPlan.max_chunks, which sizes the partial buffers) aims at SPLIT_TARGET workgroups and is raised where
     needed so that no chunk holds more than CHUNK_MAX keys."""
     step, cap, g_tile, target = (shader_const(k, n) for n in ("CHUNK_STEP", "CHUNK_MAX", "G_TILE", "SPLIT_TARGET"))
     hkv = facts.num_kv_heads or facts.num_heads

@@ -228,8 +228,7 @@ def _encode_reshape(ctx, params, inputs, outputs):
     raise PlanError("reshape is a view: it has no dispatch (graphs alias the buffer, tensors use Tensor.reshape)")
 
 
-RESHAPE = register(OpDef("reshape", _infer_reshape, _encode_reshape))
-VIEW_OPS = frozenset({"reshape"})  # ops whose output aliases their first input's buffer
+RESHAPE = register(OpDef("reshape", _infer_reshape, _encode_reshape, is_view=True))
 
 
 def reshape(x, *shape):

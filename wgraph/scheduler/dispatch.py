@@ -1,4 +1,5 @@
-"""The commands a batch encodes: a kernel dispatch and a buffer copy. Plain data, built before GPU work."""
+"""The items a command list holds: a kernel dispatch, a buffer copy and a buffer write. Plain data, built
+before any GPU work."""
 
 from __future__ import annotations
 
@@ -42,3 +43,23 @@ class Copy:
     @property
     def tensors(self) -> tuple:
         return (self.src, self.dst)
+
+    def writes(self) -> tuple:
+        return (self.dst,)
+
+
+@attrs.frozen(eq=False)
+class Write:
+    """Host bytes into a tensor, in order with the items around it (`dev.write` inside a recording).
+    `data` is padded to a multiple of 4 bytes."""
+
+    dst: object
+    data: bytes
+    label: str = "write"
+
+    @property
+    def tensors(self) -> tuple:
+        return (self.dst,)
+
+    def writes(self) -> tuple:
+        return (self.dst,)

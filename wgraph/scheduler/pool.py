@@ -33,6 +33,7 @@ class BufferPool:
         self._free: dict[tuple[int, int], list] = defaultdict(list)
         self._free_bytes = 0
         self._doomed: list[tuple[int, object]] = []  # (serial at release, buffer) waiting to be destroyed
+        self.deferred_bytes = 0  # bytes of the doomed buffers
 
     def acquire(self, nbytes: int, usage: int):
         key = (size_class(nbytes), usage)
@@ -47,6 +48,7 @@ class BufferPool:
         size = buffer.size
         if self._free_bytes + size > self.budget_bytes:
             self._doomed.append((serial, buffer))
+            self.deferred_bytes += size
             return
         self._free[(size, usage)].append(buffer)
         self._free_bytes += size
@@ -56,6 +58,7 @@ class BufferPool:
         keep = []
         for serial, buf in self._doomed:
             if serial <= completed_serial:
+                self.deferred_bytes -= buf.size
                 self._destroy(buf)
             else:
                 keep.append((serial, buf))
@@ -70,11 +73,8 @@ class BufferPool:
         for _, buf in self._doomed:
             self._destroy(buf)
         self._doomed = []
+        self.deferred_bytes = 0
 
     @property
     def free_count(self) -> int:
         return sum(len(v) for v in self._free.values())
-
-    @property
-    def pending_destruction(self) -> int:
-        return len(self._doomed)

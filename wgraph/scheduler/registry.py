@@ -39,17 +39,19 @@ class Kernel:
     bindings: tuple[wgsl.BindingDecl, ...] = attrs.field(repr=False)
     uniform: wgsl.StructLayout | None = attrs.field(repr=False)
     workgroup_memory: int
+    consts: MappingProxyType = attrs.field(repr=False, factory=lambda: MappingProxyType({}))  # the shader's integer consts, read once at load
 
     @property
     def threads(self) -> int:
         x, y, z = self.workgroup_size
         return x * y * z
 
-    def binding(self, name: str) -> wgsl.BindingDecl:
-        for b in self.bindings:
-            if b.name == name:
-                return b
-        raise PlanError(f"kernel {self.name} has no binding {name!r}; it has {[b.name for b in self.bindings]}")
+    def const(self, name: str) -> int:
+        """The shader's integer const `name` (a tile size, a chunk step): PlanError if it declares none."""
+        value = self.consts.get(name)
+        if value is None:
+            raise PlanError(f"kernel {self.name} declares no integer const {name}")
+        return value
 
     @property
     def storage_bindings(self) -> tuple[wgsl.BindingDecl, ...]:
@@ -115,6 +117,7 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
         bindings=bindings,
         uniform=uniform,
         workgroup_memory=wgsl.workgroup_bytes(source, structs, consts),
+        consts=MappingProxyType(consts),
     )
 
 

@@ -1,4 +1,5 @@
-"""Uniforms: packing a dict by a shader's WGSL struct, the per-recording arena, and the immediate-mode cache."""
+"""Uniforms: packing a dict by a shader's WGSL struct, the per-command-list arena, and the cache of small
+arenas' buffers by their full bytes."""
 
 from __future__ import annotations
 
@@ -64,18 +65,20 @@ def align_up(n: int, alignment: int) -> int:
 
 
 class UniformArena:
-    """All uniforms of one batch in one buffer, each slice at the device's uniform offset alignment.
+    """All uniforms of one command list in one buffer, each slice at the device's uniform offset alignment.
 
-    Identical byte strings share one slice. `offsets[i]` is where the i-th added block lives.
+    With `share`, identical byte strings share one slice; a list that patches uniforms later (a Program)
+    gives every dispatch its own. `add` returns where the block lives.
     """
 
-    def __init__(self, alignment: int):
+    def __init__(self, alignment: int, share: bool = True):
         self.alignment = alignment
+        self.share = share
         self._slices: dict[bytes, int] = {}
         self._data = bytearray()
 
     def add(self, data: bytes) -> int:
-        if data in self._slices:
+        if self.share and data in self._slices:
             return self._slices[data]
         offset = align_up(len(self._data), self.alignment)
         self._data.extend(b"\0" * (offset - len(self._data)))
@@ -92,9 +95,9 @@ class UniformArena:
 
 
 class UniformCache:
-    """Immediate mode: one uniform buffer per distinct uniform byte string, keyed by the full bytes (never a
-    hash), least recently used evicted past `capacity`. Eviction hands the buffer to `release`, which defers
-    its destruction until the GPU is done with it."""
+    """One uniform buffer per distinct small arena (an immediate op's uniforms), keyed by the full bytes
+    (never a hash), least recently used evicted past `capacity`, so a repeated call writes no uniform bytes.
+    Eviction hands the buffer to `release`, which defers its destruction until the GPU is done with it."""
 
     def __init__(self, create, release, capacity: int = 256):
         self._create = create

@@ -1,0 +1,230 @@
+"""The one capture path (scheduler/commands.py): writes ordered with recorded ops, discarded recordings'
+outputs unusable, Program.update of a split-K kv_len, scratch in the program's memory plan, planning without
+re-parsing WGSL, the encode's own plan in explain(), and deferred destruction bounded without readbacks."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from attention_reference import attention_reference, tolerance_check
+from wgraph.errors import RecordingError
+from wgraph.graph import GraphError
+from wgraph.ops.core import OpDef, register
+
+
+def test_write_inside_a_recording_keeps_its_order(dev):
+    x = dev.tensor(np.ones(4, np.float32))
+    with dev.record():
+        y = wg.ops.scale(x, 2.0)
+        dev.write(x, np.full(4, 100.0, np.float32))
+        z = wg.ops.scale(x, 3.0)
+    assert y.numpy().tolist() == [2.0] * 4          # read x before the write
+    assert z.numpy().tolist() == [300.0] * 4        # read x after it
+    assert x.numpy().tolist() == [100.0] * 4
+
+
+def test_gpu_kv_len_rewritten_between_recorded_calls(dev, rng):
+    q = rng.standard_normal((1, 4, 16)).astype(np.float32)
+    k = rng.standard_normal((40, 2, 16)).astype(np.float32)
+    v = rng.standard_normal((40, 2, 16)).astype(np.float32)
+    tq, tk, tv = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    n = dev.tensor(np.array([7], np.uint32))
+    before = dev.stats.snapshot()
+    with dev.record():
+        a = wg.ops.attention(tq, tk, tv, causal=True, kv_len=n)
+        dev.write(n, np.array([33], np.uint32))
+        b = wg.ops.attention(tq, tk, tv, causal=True, kv_len=n)
+    assert dev.stats.since(before).submits == 1
+    for got, length in ((a, 7), (b, 33)):
+        ok, err, base, bound = tolerance_check(got.numpy(), q, k, v, out_dtype=np.float32, causal=True, kv_len=length)
+        assert ok, (length, err, bound)
+
+
+def test_discarded_recording_poisons_its_outputs(dev):
+    x = dev.tensor(np.arange(4, dtype=np.float32))
+    keep = wg.ops.scale(x, 1.0)
+    with pytest.raises(ZeroDivisionError):
+        with dev.record(label="my step") as rec:
+            o = wg.ops.scale(x, 2.0)
+            view = o.reshape(2, 2)
+            wg.ops.scale(x, 5.0, out=keep)   # a caller's out= tensor keeps its old contents
+            1 / 0
+    assert rec.state == "discarded"
+    with pytest.raises(RecordingError, match="my step.*discarded"):
+        o.numpy()
+    with pytest.raises(RecordingError, match="my step"):
+        view.numpy()
+    with pytest.raises(RecordingError, match="my step"):
+        wg.ops.scale(o, 1.0)
+    assert keep.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+    with dev.record():                         # a later recording's outputs are fine
+        fine = wg.ops.scale(x, 2.0)
+    assert fine.numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def _decode_graph(capacity, hq, hkv, d, kv_len):
+    g = wg.Graph("decode")
+    q = g.input("q", (1, hq, d), "f32")
+    k = g.input("k", (capacity, hkv, d), "f32")
+    v = g.input("v", (capacity, hkv, d), "f32")
+    g.output("out", wg.ops.attention(q, k, v, causal=True, kv_len=kv_len))
+    return g
+
+
+def test_update_kv_len_of_split_k_decode(dev, rng):
+    hq, hkv, d, cap = 8, 2, 32, 600
+    q = rng.standard_normal((1, hq, d)).astype(np.float32)
+    k = rng.standard_normal((cap, hkv, d)).astype(np.float32)
+    v = rng.standard_normal((cap, hkv, d)).astype(np.float32)
+    prog = _decode_graph(cap, hq, hkv, d, kv_len=5).compile(dev)
+    assert prog.rows[0].variant.startswith("decode_splitk")
+    node = prog.rows[0].node
+    params = prog.graph.node(node).params
+    for length in (5, 600, 1, 260, 64):
+        prog.update(node, wg.ops.AttentionParams(**{**_fields(params), "kv_len": length}))
+        before = dev.stats.snapshot()
+        out = prog.run(q=q, k=k, v=v)["out"]
+        delta = dev.stats.since(before)
+        got = out.numpy()
+        assert delta.submits == 1 and delta.buffers_created == 0
+        ok, err, base, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, causal=True, kv_len=length)
+        assert ok, (length, err, bound)
+    # a param that needs other kernels names itself
+    with pytest.raises(GraphError, match=r"variant.*compile the graph again"):
+        prog.update(node, wg.ops.AttentionParams(**{**_fields(params), "variant": "decode_streaming_f32"}))
+    with pytest.raises(GraphError, match=r"update\(\) takes AttentionParams, got ScaleParams"):
+        prog.update(node, wg.ops.elementwise.ScaleParams(1.0))
+
+
+def _fields(params):
+    import attrs
+
+    return attrs.asdict(params, recurse=False)
+
+
+def test_split_k_scratch_is_in_the_memory_plan(dev):
+    prog = _decode_graph(600, 8, 2, 32, kv_len=600).compile(dev)
+    m = prog.memory
+    # part_ml [Hq * chunks * 2] and part_acc [Hq * chunks * D] f32, chunks = the plan's max_chunks
+    plan = wg.ops.attention_plan(wg.TensorSpec((1, 8, 32), "f32"), wg.TensorSpec((600, 2, 32), "f32"),
+                                 wg.TensorSpec((600, 2, 32), "f32"), causal=True, caps=dev.caps)
+    want = 8 * plan.max_chunks * 2 * 4 + 8 * plan.max_chunks * 32 * 4
+    assert (m.scratch_requests, m.scratch_buffers, m.scratch_bytes) == (2, 2, want)
+    text = prog.explain()
+    assert "scratch: 2 requests in 2 shared buffers" in text
+    assert "attention.part_acc" in {w for r in prog.rows for w in r.writes}
+
+
+def test_scratch_of_two_nodes_shares_buffers(dev):
+    g = wg.Graph("two")
+    q = g.input("q", (1, 8, 32), "f32")
+    k, v = g.input("k", (600, 2, 32), "f32"), g.input("v", (600, 2, 32), "f32")
+    a = wg.ops.attention(q, k, v, causal=True, kv_len=600)
+    g.output("out", wg.ops.attention(a, k, v, causal=True, kv_len=300))
+    m = g.compile(dev).memory
+    assert m.scratch_requests == 4 and m.scratch_buffers == 2 and m.scratch_bytes < m.scratch_naive_bytes
+
+
+def test_planning_reads_no_wgsl(dev, monkeypatch):
+    from wgraph.scheduler import wgsl
+
+    q = wg.TensorSpec((1, 32, 128), "f16")
+    kv = wg.TensorSpec((4096, 8, 128), "f16")
+    wg.ops.attention_plan(q, kv, kv, causal=True, caps=dev.caps)  # the registry is loaded by now
+
+    def no_parsing(*a, **k):
+        raise AssertionError("planning parsed WGSL")
+
+    monkeypatch.setattr(wgsl, "parse_consts", no_parsing)
+    plan = wg.ops.attention_plan(q, kv, kv, causal=True, caps=wg.Caps.synthetic(has_f16=True))
+    assert plan.max_chunks > 0
+
+
+def test_explain_uses_the_plan_of_the_encode(dev, monkeypatch):
+    import sys
+
+    attention_module = sys.modules["wgraph.ops.attention"]  # wg.ops.attention is the function
+
+    calls = []
+    real = attention_module.plan
+    monkeypatch.setattr(attention_module, "plan", lambda *a, **k: calls.append(1) or real(*a, **k))
+    g = wg.Graph("one")
+    q = g.input("q", (4, 4, 16), "f32")
+    k, v = g.input("k", (20, 2, 16), "f32"), g.input("v", (20, 2, 16), "f32")
+    n = g.input("n", (1,), "u32")
+    g.output("out", wg.ops.attention(q, k, v, causal=True, kv_len=n))
+    prog = g.compile(dev)
+    assert len(calls) == 1  # planned once, by the encode; explain() did not plan again
+    want = wg.ops.attention_plan(wg.TensorSpec((4, 4, 16), "f32"), wg.TensorSpec((20, 2, 16), "f32"),
+                                 wg.TensorSpec((20, 2, 16), "f32"), causal=True,
+                                 kv_len=wg.TensorSpec((1,), "u32"), caps=dev.caps)
+    assert prog.rows[0].reason == want.reason and want.reason in prog.explain()
+
+
+def test_a_new_view_op_needs_no_graph_code(dev):
+    from wgraph.tensor import TensorSpec
+
+    def infer(params, specs):
+        (x,) = specs
+        return (TensorSpec((x.size,), x.dtype),)
+
+    flat = OPS_FLAT if (OPS_FLAT := _registered("test_flatten")) else register(
+        OpDef("test_flatten", infer, lambda *a: [], is_view=True))
+    from wgraph.ops.core import apply
+
+    g = wg.Graph("views")
+    x = g.input("x", (2, 3), "f32")
+    y = apply(flat, None, (wg.ops.scale(x, 2.0),))
+    g.output("y", wg.ops.scale(y, 1.0))
+    prog = g.compile(dev)
+    view_value = prog.graph.node(prog.graph.producer[y.name]).outputs[0]
+    assert prog.tensors[view_value].buffer is prog.tensors[prog.graph.node("scale_1").outputs[0]].buffer
+    assert prog.run(x=np.arange(6, dtype=np.float32).reshape(2, 3))["y"].numpy().tolist() == [0, 2, 4, 6, 8, 10]
+
+
+def _registered(name):
+    from wgraph.ops.core import OPS
+
+    return OPS.get(name)
+
+
+def test_out_into_a_state_writes_in_place_every_run(dev):
+    g = wg.Graph("last")
+    x = g.input("x", (4,), "f32")
+    last = g.state("last", (4,), "f32")
+    g.output("before", wg.ops.scale(last, 1.0))          # added before the write: reads the previous run's
+    wg.ops.scale(x, 2.0, out=last)                       # last = 2x, in place, every run
+    g.output("after", wg.ops.scale(last, 1.0))           # ordered after the write
+    prog = g.compile(dev)
+    prev = np.zeros(4, np.float32)
+    for i in range(3):
+        a = np.full(4, float(i + 1), np.float32)
+        out = prog.run(x=a)
+        assert out["before"].numpy().tolist() == prev.tolist()
+        assert out["after"].numpy().tolist() == (2 * a).tolist()
+        prev = 2 * a
+    with pytest.raises(GraphError, match="not a state"):
+        g2 = wg.Graph("bad")
+        a = g2.input("a", (4,), "f32")
+        wg.ops.scale(a, 2.0, out=a)
+
+
+def test_deferred_destruction_is_bounded_without_readbacks(monkeypatch):
+    import wgraph.device as device_module
+
+    dev = wg.Device()
+    dev.pool.budget_bytes = 1 << 20                   # a small free list, so releases go to destruction
+    monkeypatch.setattr(device_module, "DEFERRED_DESTRUCTION_BYTES", 4 << 20)
+    x = dev.tensor(np.ones(1024, np.float32))
+    start = dev.stats.snapshot()
+    peak_live, peak_deferred = 0, 0
+    for i in range(2000):
+        n = 1024 * (1 + i % 61)                       # 61 sizes: the free list cannot serve them all
+        wg.ops.scale(dev.empty((n,), "f32"), 2.0)     # never read
+        peak_live = max(peak_live, dev.stats.live_buffers)
+        peak_deferred = max(peak_deferred, dev.pool.deferred_bytes)
+    d = dev.stats.since(start)
+    assert d.readbacks == 0 and d.gpu_waits > 0
+    assert peak_deferred <= (4 << 20) + 2 * 61 * 4096  # the budget, plus what one op can release past it
+    assert peak_live < 400, peak_live
+    dev.destroy()

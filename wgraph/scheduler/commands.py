@@ -1,0 +1,225 @@
+"""The one path from op calls to `queue.submit`: a `CommandList` of items (Dispatch, Copy, Write) and one
+uniform arena, prepared (pipelines, bind groups, the arena in a GPU buffer) and encoded into one command
+encoder, where consecutive dispatches share one compute pass.
+
+Immediate mode submits a list of one; a `Recording` is a list that op calls and `dev.write` append to; a
+`Program` keeps its list prepared and replays it, patching only input buffers and dirty uniform bytes."""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph.errors import DeviceError
+from wgraph.scheduler.dispatch import Copy, Dispatch, Write
+from wgraph.scheduler.uniforms import UniformArena
+
+
+def align4(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+@attrs.frozen(eq=False)
+class Step:
+    """A dispatch resolved for encoding: its pipeline, bind group and dynamic uniform offset."""
+
+    dispatch: Dispatch
+    pipeline: object
+    bind_group: object
+    offsets: list
+
+
+class CommandList:
+    """Items in submission order. `submit()` sends them in one `queue.submit`; `prepare()` resolves them once
+    for a caller that replays them (a Program)."""
+
+    def __init__(self, device, label: str = "wgraph"):
+        self.device = device
+        self.label = label
+        self.items: list = []
+
+    def append(self, item) -> None:
+        self.items.append(item)
+
+    def extend(self, items) -> None:
+        self.items.extend(items)
+
+    def writes(self, tensor) -> bool:
+        """Whether an item of this list writes `tensor`'s buffer."""
+        return any(t.buffer is tensor.buffer for item in self.items for t in item.writes())
+
+    def check_device(self) -> None:
+        """DeviceError unless every item was made on this device in its current epoch (an item's first tensor
+        stands for all: ctx.dispatch checked them together)."""
+        device = self.device
+        for item in self.items:
+            t = item.tensors[0] if item.tensors else None
+            if t is not None and (t.device is not device or getattr(t.buffer, "_wgraph_epoch", None) != device.epoch):
+                raise DeviceError(
+                    f"{item.label}: a captured item of another device or of epoch "
+                    f"{getattr(t.buffer, '_wgraph_epoch', None)} (the device is now epoch {device.epoch}); "
+                    f"capture it again after dev.recreate()")
+
+    def prepare(self, persistent: bool = False) -> PreparedCommands:
+        """Resolve every item (call with the device lock held). `persistent`: the arena gets its own buffer
+        and no two dispatches share a uniform slice, so one dispatch's uniforms can be patched later."""
+        return PreparedCommands(self.device, self.items, self.label, persistent)
+
+    def submit(self, timestamps=None) -> None:
+        """Encode every item into one encoder and submit it once (nothing at all for an empty list)."""
+        device = self.device
+        device.check_alive()
+        self.check_device()
+        if not self.items:
+            return
+        with device.lock:
+            device.check_alive()
+            prepared = self.prepare()
+            try:
+                prepared.submit(timestamps=timestamps)
+            finally:
+                prepared.release()
+
+
+class PreparedCommands:
+    """A command list ready to encode: the uniform arena in a GPU buffer, a Step per dispatch, and the bytes
+    of every Write after the first dispatch staged in one upload tensor copied at its place in the order."""
+
+    def __init__(self, device, items, label: str, persistent: bool):
+        self.device = device
+        self.label = label
+        self.persistent = persistent
+        arena = UniformArena(device.caps.min_uniform_offset_alignment, share=not persistent)
+        self.offsets = [arena.add(i.uniforms) if isinstance(i, Dispatch) and i.kernel.uniform else None
+                        for i in items]
+        self.arena = bytearray(arena.data)
+        self._uploaded = bytes(self.arena)
+        self._uniforms = device.uniform_buffer(self._uploaded, persistent) if self.arena else None
+        uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
+        self.head_writes: list[Write] = []  # writes before the first GPU item: plain queue writes
+        staged: list[tuple[Write, int]] = []
+        upload_bytes = 0
+        gpu_item_seen = False
+        for item in items:
+            if not isinstance(item, Write):
+                gpu_item_seen = True
+            elif not gpu_item_seen:
+                self.head_writes.append(item)
+            else:
+                staged.append((item, upload_bytes))
+                upload_bytes += len(item.data)
+        self._upload = device.empty((upload_bytes // 4,), "u32", label=f"{label}.upload") if upload_bytes else None
+        self._upload_data = b"".join(w.data for w, _ in staged)
+        staged_at = {id(w): off for w, off in staged}
+        self.steps: list = []
+        for item, off in zip(items, self.offsets):
+            if isinstance(item, Dispatch):
+                pipeline, bgl = device.pipelines.get(item.kernel)
+                group = device.bind_groups.get(item.kernel, bgl, uniform_buffer, item.tensors)
+                self.steps.append(Step(item, pipeline, group, [off] if off is not None else []))
+            elif isinstance(item, Write):
+                if id(item) in staged_at:
+                    self.steps.append(Copy(self._upload, item.dst, len(item.data), src_offset=staged_at[id(item)],
+                                           label=item.label))
+            else:
+                self.steps.append(item)
+
+    @property
+    def uniform_bytes(self) -> int:
+        return len(self.arena)
+
+    def set_uniforms(self, index: int, data: bytes) -> None:
+        """Replace item `index`'s uniform bytes (same length); the next submit uploads the dirty range."""
+        off = self.offsets[index]
+        self.arena[off:off + len(data)] = data
+
+    def replace_step(self, index: int, dispatch: Dispatch) -> None:
+        """Item `index` keeps its pipeline and bind group but dispatches as `dispatch` (new workgroup counts)."""
+        step = self.steps[index]
+        self.steps[index] = Step(dispatch, step.pipeline, step.bind_group, step.offsets)
+
+    def _flush_uniforms(self) -> None:
+        """Write the one byte range of the arena that changed since the last upload (nothing when clean)."""
+        now = bytes(self.arena)
+        if now == self._uploaded:
+            return
+        old = self._uploaded
+        lo = next(i for i in range(len(now)) if now[i] != old[i]) // 4 * 4
+        hi = align4(max(i for i in range(len(now)) if now[i] != old[i]) + 1)
+        self.device.wgpu.queue.write_buffer(self._uniforms.buffer, lo, now[lo:hi])
+        self.device.stats.uniform_bytes_written += hi - lo
+        self._uploaded = now
+
+    def submit(self, head=(), timestamps=None) -> None:
+        """Queue the writes, encode `head` items (a Program's input copies) then every step, submit once."""
+        device = self.device
+        queue = device.wgpu.queue
+        for w in self.head_writes:
+            queue.write_buffer(w.dst.buffer, 0, w.data)
+        if self._upload is not None:
+            queue.write_buffer(self._upload.buffer, 0, self._upload_data)
+        if self._uniforms is not None:
+            self._flush_uniforms()
+        steps = list(head) + self.steps if head else self.steps
+        if not steps:
+            return
+        encoder = device.wgpu.create_command_encoder(label=self.label)
+        encode_steps(device, encoder, steps, timestamps)
+        if timestamps is not None:
+            timestamps.finish(encoder)
+        device.submit(encoder.finish())
+
+    def release(self) -> None:
+        """Give the uniform buffer back (its reuse is queue-ordered after this list's work)."""
+        if self._uniforms is not None:
+            self._uniforms.release()
+            self._uniforms = None
+        self._upload = None
+
+
+def encode_steps(device, encoder, steps, timestamps=None) -> None:
+    """Encode Steps and Copies into `encoder`; consecutive dispatches share a compute pass."""
+    # This loop is the host cost of a recorded op and of a replay: only the wgpu calls and a few lookups.
+    # set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across dispatches).
+    stats = device.stats
+    per_pass_stamps = timestamps is not None and not timestamps.inside_passes
+    inside_stamps = timestamps is not None and timestamps.inside_passes
+    compute_pass = None
+    current_pipeline = None
+    n_dispatch = 0
+    for step in steps:
+        if isinstance(step, Copy):
+            if compute_pass is not None:
+                compute_pass.end()
+                compute_pass = None
+            encoder.copy_buffer_to_buffer(step.src.buffer, step.src_offset, step.dst.buffer, step.dst_offset,
+                                          align4(step.nbytes))
+            stats.copies += 1
+            continue
+        item = step.dispatch
+        if compute_pass is None or per_pass_stamps:
+            if compute_pass is not None:
+                compute_pass.end()
+            writes = None
+            if per_pass_stamps:
+                writes = {"query_set": timestamps.query_set, "beginning_of_pass_write_index": 2 * n_dispatch,
+                          "end_of_pass_write_index": 2 * n_dispatch + 1}
+            compute_pass = encoder.begin_compute_pass(label=item.label, timestamp_writes=writes)
+            current_pipeline = None
+            stats.compute_passes += 1
+        if step.pipeline is not current_pipeline:
+            compute_pass.set_pipeline(step.pipeline)
+            current_pipeline = step.pipeline
+        compute_pass.set_bind_group(0, step.bind_group, step.offsets)
+        if inside_stamps:
+            compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch)
+        if item.indirect is not None:
+            args, args_offset = item.indirect
+            compute_pass.dispatch_workgroups_indirect(args.buffer, args_offset)
+        else:
+            compute_pass.dispatch_workgroups(*item.workgroups)
+        if inside_stamps:
+            compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch + 1)
+        n_dispatch += 1
+    stats.dispatches += n_dispatch
+    if compute_pass is not None:
+        compute_pass.end()
