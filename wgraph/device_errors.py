@@ -40,6 +40,8 @@ SITES = {
                               "the row not written"),
     "ERR_KV_QUANTIZE_POS": Site("kv_append_quantized", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",
                                 "the row not written"),
+    "ERR_EMBEDDING_ID": Site("embedding", "a token id read from the GPU", "<", "the table's rows",
+                             "its row written as zeros"),
 }
 
 

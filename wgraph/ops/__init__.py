@@ -4,6 +4,7 @@ from wgraph.ops.attention import AttentionParams, KernelPath, attention, attenti
 from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.elementwise import add, gelu, mul, scale, silu, swiglu
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
+from wgraph.ops.embedding import embedding
 from wgraph.ops.rows import layernorm, softmax
 from wgraph.ops.sampling import argmax, sample
 from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
@@ -14,7 +15,8 @@ from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "argmax",
-    "attention", "attention_plan", "bdpa_attention", "bdpa_decompose", "decode_advance", "gelu", "kernel_path",
+    "attention", "attention_plan", "bdpa_attention", "bdpa_decompose", "decode_advance", "embedding", "gelu",
+    "kernel_path",
     "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "layernorm", "linear", "mul", "reshape",
     "rmsnorm", "rope", "rope_tables", "sample", "scale", "silu", "softmax", "swiglu", "tiered_attention",
     "tiered_quant_attention",

@@ -1,0 +1,66 @@
+"""`embedding`: the rows of a [V, H] table that u32 token ids pick. Ids the host knows are checked before any
+GPU work; ids in a GPU tensor (a decode step's sampled token) are checked by the kernel, which writes an
+out-of-range id's row as zeros and reports it on the device error flag (GpuValueError from
+`dev.check_errors()` or the next readback)."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from wgraph.dtypes import is_int
+from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.scheduler.registry import kernel, select_variant
+from wgraph.tensor import Tensor, TensorSpec
+
+
+@attrs.frozen
+class EmbeddingParams:
+    pass
+
+
+def _infer(params, specs):
+    ids, table = specs
+    if ids.dtype != "u32":
+        raise DtypeError(f"embedding: ids must be u32, got {ids.dtype}")
+    if len(table.shape) != 2:
+        raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
+    select_variant("embedding", output_dtype=table.dtype)
+    return (TensorSpec(ids.shape + table.shape[1:], table.dtype),)
+
+
+def _encode(ctx, params, inputs, outputs):
+    (ids, table), (out,) = inputs, outputs
+    variant = select_variant("embedding", output_dtype=table.dtype)
+    vocab, hidden = table.shape
+    return [ctx.dispatch(variant, uniforms={"n": out.size, "hidden": max(hidden, 1), "vocab": vocab},
+                         bindings={"ids": ids, "table": table, "out": out},
+                         workgroups=ctx.grid(ceil_div(out.size, kernel(variant).threads)), label="embedding")]
+
+
+EMBEDDING = register(OpDef("embedding", _infer, _encode))
+
+
+def _host_ids(ids, vocab: int) -> np.ndarray:
+    """Ids given as ints or a numpy array, checked against the table: LimitError naming the first bad one."""
+    arr = np.asarray(ids)
+    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise DtypeError(f"embedding: ids must be integers (or a u32 GPU tensor), got {arr.dtype}")
+    bad = np.flatnonzero((arr.reshape(-1) < 0) | (arr.reshape(-1) >= vocab))
+    if bad.size:
+        i = int(bad[0])
+        raise LimitError(f"embedding: id {int(arr.reshape(-1)[i])} at index {i} is outside the table's {vocab} "
+                         f"rows (ids must be in [0, {vocab}))")
+    return arr.astype(np.uint32)
+
+
+def embedding(ids, table, *, out=None):
+    """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32 or f16 ->
+    [..., H]. Host ids >= V raise LimitError; a GPU id >= V gives a row of zeros and sets the device error flag."""
+    if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
+        return apply(EMBEDDING, EmbeddingParams(), (ids, table), out=out)
+    if len(table.shape) != 2:
+        raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
+    host = _host_ids([ids] if is_int(ids) else ids, table.shape[0])
+    return apply(EMBEDDING, EmbeddingParams(), (table.device.tensor(host, "u32"), table), out=out)

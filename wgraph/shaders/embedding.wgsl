@@ -1,0 +1,34 @@
+// out[s, h] = table[ids[s], h]: the rows of a [V, H] table that u32 ids pick. An id >= V (possible when the ids
+// come from the GPU, as a decode step's sampled token) writes its row as zeros and is reported on the device
+// error flag; the host checks ids it knows before any GPU work.
+{{ENABLE}}
+struct EmbeddingParams {
+  n: u32,  // ids x H outputs
+  hidden: u32,
+  vocab: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: EmbeddingParams;
+@group(0) @binding(1) var<storage, read> ids: array<u32>;
+@group(0) @binding(2) var<storage, read> table: array<{{T}}>;
+@group(0) @binding(3) var<storage, read_write> out: array<{{T}}>;
+//!include device_errors.wgsl
+
+@compute @workgroup_size({{WORKGROUP_SIZE}})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let t = gid.x + gid.y * groups.x * {{WORKGROUP_SIZE_X}}u;
+  if (t >= params.n) {
+    return;
+  }
+  let s = t / params.hidden;
+  let h = t % params.hidden;
+  let id = ids[s];
+  if (id >= params.vocab) {
+    if (h == 0u) {
+      report_error(ERR_EMBEDDING_ID, id, params.vocab);
+    }
+    out[t] = {{T}}(0.0);
+    return;
+  }
+  out[t] = table[id * params.hidden + h];
+}
