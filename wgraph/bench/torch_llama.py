@@ -95,7 +95,7 @@ def bench_torch_decode(cfg, weights, *, max_seq: int, start_token: int, start_po
 
     m = TorchLlama(cfg, weights, max_seq)
     out = {}
-    with torch.inference_mode():
+    with torch.no_grad():
         for mode in ("eager", "cuda_graph"):
             run = m.step
             if mode == "cuda_graph":
