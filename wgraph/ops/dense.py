@@ -77,7 +77,9 @@ def linear_plan(specs) -> LinearPlan:
 
 def _encode_linear(ctx, params, inputs, outputs):
     (x, w, b), (y,) = inputs, outputs
-    variant = linear_plan((x.spec, w.spec, None)).variant
+    plan = linear_plan((x.spec, w.spec, None))
+    ctx.chose(plan)  # explain() reports plan.reason
+    variant = plan.variant
     n, k = w.shape
     m = x.size // k if k else 0
     uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None)}
