@@ -95,7 +95,8 @@ class Llama:
         self.weight_bytes = 0  # bytes of every weight the program holds
         self.weight_bytes_per_token = 0  # bytes a decode step reads: all but the embedding rows it skips
         self.sampling = False  # whether the decode program draws with `sample` (else argmax)
-        self.program = self._build_decode(sampling=False).compile(device)
+        graph, self._choose_node = self._build_decode(sampling=False)
+        self.program = graph.compile(device)
         self._load(get_weight)
         self.last_stats: dict = {}
 
@@ -174,7 +175,8 @@ class Llama:
         caches = [(get(f"l{i}.k_cache"), get(f"l{i}.v_cache")) for i in range(c.num_hidden_layers)]
         return glob, layers, caches
 
-    def _build_decode(self, sampling: bool) -> Graph:
+    def _build_decode(self, sampling: bool) -> tuple[Graph, str]:
+        """The decode step's graph, and the name of its node that picks the next id."""
         c = self.config
         g = Graph("llama_decode_sample" if sampling else "llama_decode")
         for name, (shape, dtype, _src) in _program_weights(c, self.dtype).items():
@@ -198,9 +200,8 @@ class Llama:
         g.output("logits", logits)
         sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
         nxt = self._choose(logits, pos, sample)
-        self._choose_node = g.producer[nxt.name]
         ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
-        return g
+        return g, g.producer[nxt.name]
 
     def _embed(self, ids, table):
         x = ops.embedding(ids, table)
@@ -219,11 +220,12 @@ class Llama:
         copies (briefly holding both). New sampling values only rewrite the sample node's uniforms."""
         if (sample is not None) != self.sampling:
             dev, old = self.device, self.program
-            new = self._build_decode(sampling=sample is not None).compile(dev)
+            graph, node = self._build_decode(sampling=sample is not None)
+            new = graph.compile(dev)
             keep = set(_program_weights(self.config, self.dtype)) | {"rope_cos", "rope_sin"}
             with dev.record():
                 dev.run([Copy(old.state(n), new.state(n), old.state(n).nbytes, label=f"move {n}") for n in sorted(keep)])
-            self.program, self.sampling = new, sample is not None
+            self.program, self._choose_node, self.sampling = new, node, sample is not None
         if sample is not None:
             node = self.program.graph.node(self._choose_node)
             self.program.update(self._choose_node, attrs.evolve(
