@@ -19,9 +19,10 @@ print("immediate:", out.shape, out.dtype, float(np.abs(out.numpy()).mean()))
 
 # Recorded: both calls go into one command encoder and one queue.submit.
 with dev.record():
-    a = wg.ops.attention(q, k, v)
+    a = wg.ops.attention(q, k, v, causal=True)
     b = wg.ops.attention(q, k, v, causal=False)
-print("recorded: identical to immediate:", a.numpy().tobytes() == wg.ops.attention(q, k, v).numpy().tobytes())
+same = a.numpy().tobytes() == wg.ops.attention(q, k, v, causal=True).numpy().tobytes()
+print("recorded: identical to immediate:", same)
 
 # Paged decode: rows of page p live at page_table[p] * page_size; kv_len is read by the kernel from a u32
 # tensor, so the same call works as the cache grows (write the new length, run again).
@@ -31,7 +32,8 @@ q1 = dev.tensor(rng.standard_normal((1, Hq, D)).astype(np.float32))
 table = dev.tensor(np.array(pages, np.uint32))
 for n in (40, 41, 64):
     dev.write(kv_len, np.array([n], np.uint32))
-    o = wg.ops.attention(q1, k, v, kv_len=kv_len, kv_layout="paged", page_table=table, page_size=page_size)
+    o = wg.ops.attention(q1, k, v, causal=True, kv_len=kv_len, kv_layout="paged", page_table=table,
+                         page_size=page_size)
     print(f"paged decode, kv_len {n}:", o.numpy()[0, 0, :3])
 
 # The plan table: which variant each call gets, from this device's capabilities.
@@ -40,5 +42,5 @@ for s, d, length, dtype in [(1, 64, 100, "f32"), (1, 128, 4096, "f16"), (1, 256,
                             (128, 64, 128, "f32"), (128, 128, 128, "f16"), (128, 512, 128, "f32")]:
     qs = wg.TensorSpec((s, Hq, d), "f32" if dtype != "f16" else "f16")
     ks = wg.TensorSpec((length, Hkv, d), "f32" if dtype == "f32" else "f16")
-    p = wg.ops.attention_plan(qs, ks, ks, caps=dev.caps)
+    p = wg.ops.attention_plan(qs, ks, ks, causal=True, caps=dev.caps)
     print(f"  S={s:<4} D={d:<4} kv={length:<5} {dtype:<6} -> {p.variant:<28} {p.workgroups}  {p.reason}")

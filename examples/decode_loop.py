@@ -27,7 +27,7 @@ def step(x, pos, kv_len, caches, w, cos, sin):
         k = wg.ops.rope(wg.ops.reshape(wg.ops.linear(h, lw["wk"]), 1, HKV, D), cos, sin, pos=pos)
         v = wg.ops.reshape(wg.ops.linear(h, lw["wv"]), 1, HKV, D)
         wg.ops.kv_append((kc, vc), k, v, pos)
-        o = wg.ops.attention(q, kc, vc, kv_len=kv_len)
+        o = wg.ops.attention(q, kc, vc, causal=True, kv_len=kv_len)
         x = wg.ops.add(x, wg.ops.linear(wg.ops.reshape(o, 1, HQ * D), lw["wo"]))
     return x
 

@@ -21,13 +21,13 @@ v_in = dev.tensor(np.zeros((1, kv_heads, dim), np.float16))
 q_in = dev.tensor(np.zeros((1, heads, dim), np.float32))
 with dev.record() as rec:  # record one step: move the oldest hot row to cold, append, attend
     cache.append(k_in, v_in, kv_len=length)
-    out = cache.attention(q_in, kv_len=length)
+    out = cache.attention(q_in, causal=True, kv_len=length)
     step = list(rec.items)
 
 for p in range(21, 21 + steps):
     dev.write(length, np.array([p], np.uint32))
-    dev.write(k_in, rng.standard_normal((1, kv_heads, dim)))
-    dev.write(v_in, rng.standard_normal((1, kv_heads, dim)))
-    dev.write(q_in, rng.standard_normal((1, heads, dim)))
+    dev.write(k_in, rng.standard_normal((1, kv_heads, dim)).astype(np.float16))
+    dev.write(v_in, rng.standard_normal((1, kv_heads, dim)).astype(np.float16))
+    dev.write(q_in, rng.standard_normal((1, heads, dim)).astype(np.float32))
     dev.run(step)  # replay: same dispatches, one submit
 print("kv_len", p, "output", out.numpy().shape, "first values", np.round(out.numpy()[0, 0, :4], 4))

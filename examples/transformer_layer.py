@@ -26,7 +26,8 @@ def layer(x, pos, kv_len, cache, table, w, cos, sin):
     v = wg.ops.reshape(wg.ops.linear(h, w["wv"]), S, HKV, D)
     q, k = wg.ops.rope(q, cos, sin, pos=pos), wg.ops.rope(k, cos, sin, pos=pos)
     wg.ops.kv_append(cache, k, v, pos, layout="paged", page_table=table, page_size=PAGE)
-    o = wg.ops.attention(q, cache[0], cache[1], kv_len=kv_len, kv_layout="paged", page_table=table, page_size=PAGE)
+    o = wg.ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, kv_layout="paged", page_table=table,
+                         page_size=PAGE)
     return wg.ops.add(x, wg.ops.linear(wg.ops.reshape(o, S, HQ * D), w["wo"], w["bo"]))
 
 

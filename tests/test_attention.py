@@ -75,8 +75,9 @@ def _inputs(rng, dtype, S, rows, hq, hkv, d):
 
 
 def _run(dev, variant, q, k, v, opt):
-    kw, ref = {}, {}
-    for key in ("causal", "start_pos", "kv_start", "sliding_window", "softcap", "scale", "kv_len"):
+    kw = {"causal": opt.get("causal", True)}
+    ref = dict(kw)
+    for key in ("start_pos", "kv_start", "sliding_window", "softcap", "scale", "kv_len"):
         if key in opt:
             kw[key] = ref[key] = opt[key]
     if opt.get("rows"):
@@ -115,7 +116,7 @@ def test_attention_matches_reference(dev, variant, phase, hq, hkv, d, opt):
 def test_fully_masked_rows_are_zero(dev, rng):
     q, k, v = _inputs(rng, "f32", 5, 9, 2, 1, 32)
     for variant in ("prefill_tiled_large_f32", "prefill_tiled_small_f32", "prefill_streaming_f32"):
-        got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), start_pos=0, kv_start=100,
+        got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, start_pos=0, kv_start=100,
                                variant=variant).numpy()
         assert np.array_equal(got, np.zeros_like(got)), variant
 
@@ -130,10 +131,10 @@ def test_recorded_equals_immediate_bytes(dev, rng, variant):
     q, k, v = _inputs(rng, dtype, S, 300, 4, 2, 64)
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
     n = dev.tensor(np.array([290], np.uint32))
-    immediate = wg.ops.attention(Q, K, V, kv_len=n, softcap=3.0, variant=variant).numpy()
+    immediate = wg.ops.attention(Q, K, V, causal=True, kv_len=n, softcap=3.0, variant=variant).numpy()
     before = dev.stats.snapshot()
     with dev.record():
-        y = wg.ops.attention(Q, K, V, kv_len=n, softcap=3.0, variant=variant)
+        y = wg.ops.attention(Q, K, V, causal=True, kv_len=n, softcap=3.0, variant=variant)
     assert dev.stats.since(before).submits == 1
     assert y.numpy().tobytes() == immediate.tobytes()
 
@@ -144,7 +145,7 @@ def test_gpu_kv_len_grows_without_replanning(dev, rng):
     n = dev.tensor(np.array([10], np.uint32))
     for length in (10, 11, 40, 64):
         dev.write(n, np.array([length], np.uint32))
-        got = wg.ops.attention(Q, K, V, kv_len=n).numpy()
+        got = wg.ops.attention(Q, K, V, causal=True, kv_len=n).numpy()
         ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=length)
         assert ok, (length, err, bound)
 
@@ -153,7 +154,8 @@ def test_gpu_kv_len_grows_without_replanning(dev, rng):
 def test_large_tile_lavapipe_sizes(dev, rng, S, D):
     # DESIGN.md: a flash-style kernel at the 32 KB limit returned wrong rows on lavapipe at S=512, D=64.
     q, k, v = _inputs(rng, "f32", S, S, 1, 1, D)
-    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant="prefill_tiled_large_f32").numpy()
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True,
+                           variant="prefill_tiled_large_f32").numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32)
     assert ok, (err, bound)
 
@@ -161,7 +163,7 @@ def test_large_tile_lavapipe_sizes(dev, rng, S, D):
 def test_default_plan_runs(dev, rng):
     for S, D in ((1, 80), (7, 128), (33, 32), (3, 512), (1, 512)):
         q, k, v = _inputs(rng, "f16kv", S, 50, 8, 2, D)
-        got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v)).numpy()
+        got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True).numpy()
         assert tolerance_check(got, q, k, v, out_dtype=np.float32)[0]
 
 
@@ -171,7 +173,7 @@ def test_splitk_chunks_follow_gpu_kv_len_in_a_replayed_program(dev, rng):
     q, k, v = _inputs(rng, "f16kv", 1, 1100, 4, 2, 64)
     g = wg.Graph("splitk_decode")
     n = g.input("n", (1,), "u32")
-    y = wg.ops.attention(g.const("q", q), g.const("k", k), g.const("v", v), kv_len=n, softcap=3.0,
+    y = wg.ops.attention(g.const("q", q), g.const("k", k), g.const("v", v), causal=True, kv_len=n, softcap=3.0,
                          variant="decode_splitk_g4_f16kv")
     g.output("y", y)
     prog = g.compile(dev)
@@ -195,9 +197,9 @@ def test_splitk_chunks_of_several_steps(dev, rng, dtype, gpu_len):
     # steps each, the last one partial). The H200 found a bug here that one-step chunks hid.
     q, k, v = _inputs(rng, dtype, 1, 3000, 64, 64, 32)
     kv = dev.tensor(np.array([2990], np.uint32)) if gpu_len else 2990
-    plan = wg.ops.attention_plan(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0)
+    plan = wg.ops.attention_plan(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, kv_len=kv, softcap=5.0)
     assert plan.variant == f"decode_splitk_g1_{dtype}" and plan.max_chunks == 8
-    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv, softcap=5.0).numpy()
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, kv_len=kv, softcap=5.0).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=2990, softcap=5.0)
     assert ok, (err, bound)
 
@@ -215,11 +217,11 @@ def test_splitk_head_groups(dev, rng, hq, hkv):
     # Groups that leave a head block partial (3 of 4, 5 of 8) or need several blocks (16 = 2 x 8).
     q, k, v = _inputs(rng, "f16", 1, 200, hq, hkv, 64)
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
-    plan = wg.ops.attention_plan(Q, K, V, kv_len=190)
+    plan = wg.ops.attention_plan(Q, K, V, causal=True, kv_len=190)
     assert plan.variant == _splitk_for_group(hq // hkv) + "_f16"
     g_tile = int(plan.variant.split("_g")[1].split("_")[0])
     assert plan.workgroups[1:] == (hkv, -(-(hq // hkv) // g_tile))
-    got = wg.ops.attention(Q, K, V, kv_len=190).numpy()
+    got = wg.ops.attention(Q, K, V, causal=True, kv_len=190).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16, kv_len=190)
     assert ok, (err, bound)
 
@@ -229,10 +231,33 @@ def test_splitk_long_cache_is_split_within_chunk_max(dev, rng):
     # keys each, more than g8's scores buffer holds, so the planner raises num_chunks until every chunk fits.
     q, k, v = _inputs(rng, "f16", 1, 16500, 64, 8, 8)
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
-    plan = wg.ops.attention_plan(Q, K, V)
+    plan = wg.ops.attention_plan(Q, K, V, causal=True)
     assert plan.variant == "decode_splitk_g8_f16"
     cmax = shader_const(registry()["decode_splitk_g8_f16"], "CHUNK_MAX")
     assert plan.max_chunks == -(-16500 // cmax) > 64
-    got = wg.ops.attention(Q, K, V).numpy()
+    got = wg.ops.attention(Q, K, V, causal=True).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16)
     assert ok, (err, bound)
+
+
+def test_causal_is_required_by_every_attention_entry_point(dev):
+    """No default either way: leaving causal out raises, and the message explains the bottom-right alignment."""
+    q, k = dev.tensor(np.ones((2, 2, 8), np.float32)), dev.tensor(np.ones((4, 2, 8), np.float32))
+    cache = wg.ops.TieredKVCache(dev, kv_heads=2, head_dim=8, hot_window=4, cold_capacity=4)
+    cache.append(dev.tensor(np.ones((3, 2, 8), np.float16)), dev.tensor(np.ones((3, 2, 8), np.float16)))
+    calls = {
+        "attention": lambda: wg.ops.attention(q, k, k),
+        "attention_plan": lambda: wg.ops.attention_plan(q, k, k),
+        "tiered_attention": lambda: cache.attention(q),
+        "bdpa_attention": lambda: wg.ops.bdpa_attention(q, None, None, q_pos=0),
+    }
+    before = dev.stats.snapshot()
+    for name, call in calls.items():
+        with pytest.raises(wg.WgraphError, match=rf"^{name}: pass causal=True or causal=False \(there is no "
+                                                 rf"default\); causal=True is aligned bottom-right") as info:
+            call()
+        assert "query i sits at position L - S + i" in str(info.value)
+    d = dev.stats.since(before)
+    assert (d.submits, d.dispatches) == (0, 0)
+    # the same call with causal given runs: bottom-right, query 0 of 2 over 4 keys sees keys 0..2
+    assert wg.ops.attention(q, k, k, causal=True).shape == (2, 2, 8)

@@ -170,11 +170,12 @@ def test_kernel_path(tmp_path):
                            "decode": "decode_streaming_f32"})
     q, k = wg.TensorSpec((9, 4, 64), "f32"), wg.TensorSpec((40, 2, 64), "f32")
     caps = Caps.synthetic(max_workgroup_storage=32768)
-    assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path).variant == "prefill_streaming_f32"
-    assert wg.ops.attention_plan(q, k, k, caps=caps, variant=path, layer=3).variant == "prefill_tiled_small_f32"
+    assert wg.ops.attention_plan(q, k, k, causal=True, caps=caps, variant=path).variant == "prefill_streaming_f32"
+    plan = wg.ops.attention_plan(q, k, k, causal=True, caps=caps, variant=path, layer=3)
+    assert plan.variant == "prefill_tiled_small_f32"
     with path:
         q1 = wg.TensorSpec((1, 4, 64), "f32")
-        assert wg.ops.attention_plan(q1, k, k, caps=caps).variant == "decode_streaming_f32"
+        assert wg.ops.attention_plan(q1, k, k, causal=True, caps=caps).variant == "decode_streaming_f32"
     f = tmp_path / "path.toml"
     f.write_text('decode = "decode_chunked_f32"\n')
     assert wg.kernel_path(f).variant("decode") == "decode_chunked_f32"
@@ -213,6 +214,6 @@ def test_bad_input_fails_before_gpu_work(dev, case, err, msg):
         case["page_table"] = dev.tensor(np.arange(pages, dtype=np.uint32))
     before = dev.stats.snapshot()
     with pytest.raises(err, match=msg):
-        wg.ops.attention(q, k, v, **case)
+        wg.ops.attention(q, k, v, causal=True, **case)
     delta = dev.stats.since(before)
     assert (delta.submits, delta.dispatches) == (0, 0)

@@ -49,7 +49,7 @@ def test_bdpa_attention(dev, rng, window):
     cos, sin = R.rope_tables(256, D)
     q = rng.standard_normal((1, HQ, D)).astype(np.float32)
     q_pos = int(pos[-1]) - 3  # the last few keys are in the future: causal masking by original position
-    out = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), q_pos=q_pos,
+    out = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), causal=True, q_pos=q_pos,
                          sliding_window=window).numpy().astype(np.float64)
     # 1) exactly the decomposition's K/V, rotated at the original positions (f32 math and tables only)
     kv = _reconstruct(h)
@@ -71,7 +71,7 @@ def test_bdpa_kv_len_from_gpu_tensor(dev, rng):
     cos, sin = R.rope_tables(256, D)
     q = rng.standard_normal((1, HQ, D)).astype(np.float32)
     n = 50
-    out = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), q_pos=255,
+    out = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), causal=True, q_pos=255,
                          kv_len=dev.tensor(np.array([n], np.uint32))).numpy()
     kv = _reconstruct(h)[:n]
     want = R.attention(q, R.rope(kv[:, 0], pos[:n], cos, sin), kv[:, 1], [255], pos[:n])
@@ -86,12 +86,12 @@ def test_bdpa_errors(dev, rng):
     q = dev.tensor(rng.standard_normal((1, HQ, D)).astype(np.float32))
     short = dev.tensor(rope_table(cos[:100], sin[:100]))
     with pytest.raises(wg.LimitError, match=rf"position {pos.max()}, beyond the RoPE table's 100 positions"):
-        bdpa_attention(q, cache, short, q_pos=0)
+        bdpa_attention(q, cache, short, causal=True, q_pos=0)
     with pytest.raises(wg.ShapeError, match=r"decode only, q must be \[1, Hq, D\], got \(2, 4, 32\)"):
-        bdpa_attention(dev.tensor(np.zeros((2, HQ, D), np.float32)), cache, rope, q_pos=0)
+        bdpa_attention(dev.tensor(np.zeros((2, HQ, D), np.float32)), cache, rope, causal=True, q_pos=0)
     with pytest.raises(wg.LimitError, match=rf"kv_len {L + 1} is beyond the index's {L} rows"):
-        bdpa_attention(q, cache, rope, q_pos=0, kv_len=L + 1)
+        bdpa_attention(q, cache, rope, causal=True, q_pos=0, kv_len=L + 1)
     with pytest.raises(wg.ShapeError, match=r"rope must be f32 \[positions, 2, 16\]"):
-        bdpa_attention(q, cache, dev.tensor(np.zeros((256, 16), np.float32)), q_pos=0)
+        bdpa_attention(q, cache, dev.tensor(np.zeros((256, 16), np.float32)), causal=True, q_pos=0)
     with pytest.raises(wg.ShapeError, match=r"token_ids \(3,\) and positions \(96,\) must be \(96,\)"):
         bdpa_decompose(k, v, ids[:3], pos)

@@ -37,7 +37,7 @@ def _decode_graph(name, capacity=32):
     pos, n = g.input("pos", (1,), "u32"), g.input("kv_len", (1,), "u32")
     kc, vc = g.state("kc", (capacity, 1, 16), "f32"), g.state("vc", (capacity, 1, 16), "f32")
     wg.ops.kv_append((kc, vc), k, v, pos)
-    g.output("out", wg.ops.attention(q, kc, vc, kv_len=n))
+    g.output("out", wg.ops.attention(q, kc, vc, causal=True, kv_len=n))
     return g
 
 
@@ -97,12 +97,12 @@ def test_recordings_on_two_threads_capture_their_own_ops(dev):
 def test_immediate_ops_and_reads_from_four_threads(dev, rng):
     q = rng.standard_normal((3, 4, 16)).astype(np.float32)
     k = rng.standard_normal((9, 2, 16)).astype(np.float32)
-    want = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(k)).numpy()
+    want = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(k), causal=True).numpy()
 
     def work(i):
         Q, K = dev.tensor(q), dev.tensor(k)
         for _ in range(15):
-            got = wg.ops.attention(Q, K, K).numpy()
+            got = wg.ops.attention(Q, K, K, causal=True).numpy()
             assert got.tobytes() == want.tobytes()
             assert wg.ops.add(Q, Q).numpy().tobytes() == (q + q).tobytes()
     _threads(4, work)

@@ -33,7 +33,8 @@ def test_every_call_after_destroy_raises_before_gpu_work(fresh, rng):
     fresh.destroy()
     before = fresh.stats.snapshot()
     calls = [lambda: fresh.tensor(q), lambda: fresh.empty((4,)), lambda: Q.numpy(), lambda: fresh.write(Q, q),
-             lambda: wg.ops.attention(Q, Q, Q), lambda: fresh.record(), lambda: fresh.run([]), lambda: fresh.sync()]
+             lambda: wg.ops.attention(Q, Q, Q, causal=True), lambda: fresh.record(), lambda: fresh.run([]),
+             lambda: fresh.sync()]
     for call in calls:
         with pytest.raises(DeviceError, match=r"is lost or destroyed; call dev.recreate\(\)"):
             call()
@@ -44,7 +45,7 @@ def test_every_call_after_destroy_raises_before_gpu_work(fresh, rng):
 
 def test_recreate_replans_with_every_cache_invalidated(fresh, rng):
     q, k, v = _qkv(rng)
-    want = _attn(fresh, q, k, v)
+    want = _attn(fresh, q, k, v, causal=True)
     with fresh.record():
         wg.ops.scale(fresh.tensor(np.ones(4, np.float32)), 2.0)
     old = dict(epoch=fresh.epoch, pipelines=fresh.pipelines, bind_groups=fresh.bind_groups, pool=fresh.pool,
@@ -59,7 +60,7 @@ def test_recreate_replans_with_every_cache_invalidated(fresh, rng):
     assert not fresh._fallbacks and fresh._staging is None
     assert not old["pipelines"]._pipelines and not old["bind_groups"]._groups and old["pool"].free_count == 0
     before = fresh.stats.snapshot()
-    got = _attn(fresh, q, k, v)
+    got = _attn(fresh, q, k, v, causal=True)
     d = fresh.stats.since(before)
     assert d.pipelines_created >= 1 and d.bind_groups_created >= 1   # re-planned and re-built, nothing reused
     assert got.tobytes() == want.tobytes()

@@ -36,7 +36,7 @@ class Env:
 
 
 def attn(e, q=(4, 2, 8), kv=(8, 2, 8), **kw):
-    return wg.ops.attention(e.f32(*q), e.f32(*kv), e.f32(*kv), **kw)
+    return wg.ops.attention(e.f32(*q), e.f32(*kv), e.f32(*kv), causal=True, **kw)
 
 
 def _nested(e):
@@ -164,16 +164,18 @@ def _lost(e, what):
 # id, exception, message (regex), call(env), pre_gpu: the call fails before any GPU work
 CATALOGUE = [
     ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)", lambda e: attn(e, q=(4, 8)), True),
+    ("causal-missing", wg.WgraphError, r"attention: pass causal=True or causal=False \(there is no default\)",
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
     ("kv-shapes-differ", ShapeError, r"k \(8, 2, 8\) and v \(9, 2, 8\) differ",
-     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(9, 2, 8)), True),
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(9, 2, 8), causal=True), True),
     ("head-dim-mismatch", ShapeError, r"q head_dim 16 != k/v head_dim 8", lambda e: attn(e, q=(4, 2, 16)), True),
     ("zero-heads", ShapeError, r"heads and head_dim must be >= 1", lambda e: attn(e, q=(4, 0, 8), kv=(8, 0, 8)), True),
     ("zero-head-dim", ShapeError, r"heads and head_dim must be >= 1", lambda e: attn(e, q=(4, 2, 0), kv=(8, 2, 0)), True),
     ("gqa-ratio", ShapeError, r"q heads 3 is not a multiple of kv heads 2", lambda e: attn(e, q=(4, 3, 8)), True),
     ("kv-dtypes-differ", DtypeError, r"k is f32 but v is f16",
-     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f16(8, 2, 8)), True),
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f16(8, 2, 8), causal=True), True),
     ("dtype-combination", DtypeError, r"q f16 with k/v f32 is not supported",
-     lambda e: wg.ops.attention(e.f16(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+     lambda e: wg.ops.attention(e.f16(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8), causal=True), True),
     ("head-dim-limit", LimitError, r"head_dim 1024 is above every attention kernel's limit",
      lambda e: attn(e, q=(1, 1, 1024), kv=(2, 1, 1024)), True),
     ("bad-layout", ShapeError, r"kv_layout 'tree' is not one of", lambda e: attn(e, kv_layout="tree"), True),
@@ -209,15 +211,18 @@ CATALOGUE = [
      lambda e: attn(e, out=e.f32(4, 2, 4)), True),
     ("out-dtype", DtypeError, r"out= has dtype f16, the op makes f32", lambda e: attn(e, out=e.f16(4, 2, 8)), True),
     ("aliasing", AliasingError, r"one buffer is bound to out \(read_write\) and to q",
-     lambda e: (lambda q: wg.ops.attention(q, e.f32(8, 2, 8), e.f32(8, 2, 8), out=q))(e.f32(4, 2, 8)), True),
+     lambda e: (lambda q: wg.ops.attention(q, e.f32(8, 2, 8), e.f32(8, 2, 8), causal=True, out=q))(e.f32(4, 2, 8)),
+     True),
     ("foreign-input", DeviceError, r"inputs live on different devices",
-     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.other.tensor(np.ones((8, 2, 8), np.float32))), True),
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.other.tensor(np.ones((8, 2, 8), np.float32)),
+                                causal=True), True),
     ("foreign-out", DeviceError, r"out= .* belongs to another device",
      lambda e: attn(e, out=e.other.tensor(np.ones((4, 2, 8), np.float32))), True),
     ("foreign-write", DeviceError, r"belongs to another device",
      lambda e: e.dev.write(e.other.tensor(np.ones(4, np.float32)), np.ones(4, np.float32)), True),
-    ("not-a-tensor", ShapeError, r"expected a Tensor \(or a graph value\), got ndarray",
-     lambda e: wg.ops.attention(np.ones((4, 2, 8), np.float32), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+    ("not-a-tensor", ShapeError,
+     r"expected a Tensor \(or a graph value\), got numpy.ndarray; upload host data with dev.tensor",
+     lambda e: wg.ops.attention(np.ones((4, 2, 8), np.float32), e.f32(8, 2, 8), e.f32(8, 2, 8), causal=True), True),
     ("numpy-dtype", DtypeError, r"numpy dtype int8 has no wgraph dtype", lambda e: e.dev.tensor(np.ones(4, np.int8)), True),
     ("u32-from-negative", DtypeError, r"-1 is outside u32's range \[0, 4294967295\]",
      lambda e: e.dev.tensor([-1], "u32"), True),
@@ -231,7 +236,8 @@ CATALOGUE = [
     ("unknown-dtype", DtypeError, r"unknown dtype 'f64'", lambda e: e.dev.empty((4,), "f64"), True),
     ("negative-shape", ShapeError, r"shape \(4, -1\) has a negative dimension", lambda e: e.dev.empty((4, -1)), True),
     ("reshape-size", ShapeError, r"cannot reshape \(4,\) \(4 elements\) to \(3,\)", lambda e: e.f32(4).reshape(3), True),
-    ("write-size", ShapeError, r"write of \(5,\) \(5 elements\) into", lambda e: e.dev.write(e.f32(4), np.ones(5)), True),
+    ("write-size", ShapeError, r"write of \(5,\) \(5 elements\) into",
+     lambda e: e.dev.write(e.f32(4), np.ones(5, np.float32)), True),
     ("tensor-too-large", LimitError, r"the device binds at most \d+ bytes per storage buffer",
      lambda e: e.dev.empty((e.dev.caps.max_storage_binding_size // 4 + 1,), "f32"), True),
     ("quantized-kv-mode", ShapeError, r"QuantizedKV: packed int8 data must be u32 \(3, 2, 4\) for rows \(3, 2, 16\), "
@@ -258,8 +264,15 @@ CATALOGUE = [
     ("program-missing-input", GraphError, r"missing inputs \['x'\]", _program(), True),
     ("program-input-shape", ShapeError, r"input 'x': expects shape \(4,\), got \(5,\)",
      _program(x=np.ones(5, np.float32)), True),
-    ("program-input-dtype", DtypeError, r"input 'x': expects f32 \(float32\), got an array of float64",
-     _program(x=np.ones(4)), True),
+    ("program-input-dtype", DtypeError, r"input 'x': expects f32 \(float32\), got an array of int32; convert it "
+     r"explicitly \(array.astype\(np.float32\)\)", _program(x=np.ones(4, np.int32)), True),
+    ("float64-implicit", DtypeError, r"^dev.tensor: got float64 data; wgraph stores f32 and f16 and never narrows "
+     r"silently: convert it explicitly \(dtype='f32' where the call takes dtype=", lambda e: e.dev.tensor(np.ones(4)),
+     True),
+    ("not-an-array", DtypeError, r"dev.tensor: cannot view object as a numpy array", lambda e: e.dev.tensor(object()),
+     True),
+    ("inexact-integer", DtypeError, r"dev.tensor: -1 is outside u32's range \[0, 4294967295\]",
+     lambda e: e.dev.tensor(np.array([-1]), dtype="u32"), True),
     # device loss: the call is made on a fresh device that the entry destroys (and maybe re-creates)
     ("op-after-destroy", DeviceError, r"is lost or destroyed; call dev.recreate\(\)", "op", True),
     ("replay-after-loss", DeviceError, r"program 'cat' was compiled for .* epoch \d+; the device is now lost",
@@ -325,7 +338,7 @@ def test_no_queries_gives_an_empty_output_without_gpu_work(dev):
     q, k, v = dev.tensor(np.zeros((0, 2, 8), np.float32)), dev.tensor(np.ones((5, 2, 8), np.float32)), None
     k = dev.tensor(np.ones((5, 2, 8), np.float32))
     before = _work(dev.stats)
-    out = wg.ops.attention(q, k, k)
+    out = wg.ops.attention(q, k, k, causal=True)
     assert _work(dev.stats) == before
     assert out.shape == (0, 2, 8) and out.numpy().shape == (0, 2, 8)
 
@@ -340,9 +353,9 @@ def test_zero_length_kv_gives_zeros(dev, rng, variant):
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
     empty = dev.tensor(np.zeros((0, 2, 16), k.dtype))
     for kw in (dict(kv_len=0), dict(kv_len=dev.tensor(np.array([0], np.uint32)))):
-        got = wg.ops.attention(Q, K, V, variant=variant, **kw).numpy()
+        got = wg.ops.attention(Q, K, V, causal=True, variant=variant, **kw).numpy()
         assert not got.any() and np.isfinite(got).all(), (variant, kw)
-    got = wg.ops.attention(Q, empty, empty, variant=variant).numpy()   # a k/v with no rows at all
+    got = wg.ops.attention(Q, empty, empty, causal=True, variant=variant).numpy()   # a k/v with no rows at all
     assert got.shape == q.shape and not got.any()
 
 
@@ -365,7 +378,8 @@ def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where):
     else:
         a[where][j, 0, 3] = np.nan          # kv head 0 serves q heads 0, 1
         affected = visible_mask(S, L)[:, j][:, None] & (np.arange(4) < 2)[None, :]
-    got = wg.ops.attention(*(dev.tensor(a[n]) for n in "qkv"), variant=variant).numpy().astype(np.float64)
+    got = wg.ops.attention(*(dev.tensor(a[n]) for n in "qkv"), causal=True, variant=variant).numpy()
+    got = got.astype(np.float64)
     row_nan = np.isnan(got).any(axis=2)
     np.testing.assert_array_equal(row_nan, affected)
     # a NaN score spoils the whole row; a NaN in v[j, g, 3] only output dim 3 of the rows that see it
@@ -387,7 +401,7 @@ def test_inf_in_v_makes_the_rows_that_see_it_non_finite(dev, rng, variant):
     q, k, v = _qkv(rng, "f32", S, L)
     j = L - 2 if S > 1 else 5
     v[j, 1, 0] = np.inf                     # kv head 1 serves q heads 2, 3
-    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant).numpy()
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, variant=variant).numpy()
     affected = visible_mask(S, L)[:, j][:, None] & (np.arange(4) >= 2)[None, :]
     assert not np.isfinite(got[affected][..., 0]).any()
     assert np.isfinite(got[~affected]).all()
@@ -397,5 +411,5 @@ def test_inf_in_v_makes_the_rows_that_see_it_non_finite(dev, rng, variant):
 
 def test_fully_masked_row_is_zero_not_nan(dev, rng):
     q, k, v = _qkv(rng, "f32", 5, 9)
-    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), start_pos=0, kv_start=100).numpy()
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, start_pos=0, kv_start=100).numpy()
     assert np.isfinite(got).all() and not got.any()

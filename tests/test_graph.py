@@ -221,9 +221,11 @@ def test_bad_inputs_at_run_time_submit_nothing(dev):
     _nothing_submitted(dev, lambda: prog.run(x=np.ones((3, 2), np.float32), pos=1), wg.ShapeError,
                        r"input 'x': expects shape \(2, 3\), got \(3, 2\)")
     _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float64), pos=1), wg.DtypeError,
-                       r"input 'x': expects f32 \(float32\), got an array of float64")
-    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=-1), wg.DtypeError, r"input 'pos': -1 is not a u32 value")
-    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=1.5), wg.DtypeError, r"1.5 is not a u32 value")
+                       r"input 'x': got float64 data; wgraph stores f32 and f16 and never narrows silently")
+    _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float16), pos=1), wg.DtypeError,
+                       r"input 'x': expects f32 \(float32\), got an array of float16")
+    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=-1), wg.DtypeError, r"input 'pos': -1 is outside u32's range")
+    _nothing_submitted(dev, lambda: prog.run(x=ok, pos=1.5), wg.DtypeError, r"1.5 is not an integer")
     other = wg.Device()
     _nothing_submitted(dev, lambda: prog.run(x=other.tensor(ok), pos=1), wg.DeviceError, "belongs to another device")
     # a Tensor input of this device is copied in, in the same submit
@@ -326,7 +328,7 @@ def _decode_layer(x, pos, kv_len, kc, vc, w, cos, sin):
     k = wg.ops.rope(wg.ops.reshape(wg.ops.linear(h, w["wk"]), 1, HKV, D), cos, sin, pos=pos)
     v = wg.ops.reshape(wg.ops.linear(h, w["wv"]), 1, HKV, D)
     wg.ops.kv_append((kc, vc), k, v, pos)
-    o = wg.ops.attention(q, kc, vc, kv_len=kv_len)
+    o = wg.ops.attention(q, kc, vc, causal=True, kv_len=kv_len)
     return wg.ops.add(x, wg.ops.linear(wg.ops.reshape(o, 1, HQ * D), w["wo"]))
 
 

@@ -35,13 +35,13 @@ def test_recorded_decode_step_replays_with_attention_op(dev, rng):
     immediate = []
     for p in range(STEPS):
         kv_append(caches[0], dev.tensor(k[p:p + 1]), dev.tensor(v[p:p + 1]), p)
-        immediate.append(attention(dev.tensor(q[p]), *caches[0], kv_len=p + 1).numpy())
+        immediate.append(attention(dev.tensor(q[p]), *caches[0], causal=True, kv_len=p + 1).numpy())
     length = dev.tensor(np.array([1], np.uint32))
     k_in, v_in, q_in = dev.tensor(k[:1]), dev.tensor(v[:1]), dev.tensor(q[0])
 
     def step():
         kv_append(caches[1], k_in, v_in, length, pos_offset=-1)  # the row goes to position kv_len - 1
-        return attention(q_in, *caches[1], kv_len=length)
+        return attention(q_in, *caches[1], causal=True, kv_len=length)
 
     items, out = _capture(dev, step)
     replayed = [out.numpy()]
@@ -68,13 +68,13 @@ def test_recorded_tiered_decode_step_replays(dev, rng, quant):
     immediate = []
     for p in range(STEPS):
         a.append(dev.tensor(k[p:p + 1]), dev.tensor(v[p:p + 1]))
-        immediate.append(a.attention(dev.tensor(q[p])).numpy())
+        immediate.append(a.attention(dev.tensor(q[p]), causal=True).numpy())
     length = dev.tensor(np.array([1], np.uint32))
     k_in, v_in, q_in = dev.tensor(k[:1]), dev.tensor(v[:1]), dev.tensor(q[0])
 
     def step():
         b.append(k_in, v_in, kv_len=length)
-        return b.attention(q_in, kv_len=length)
+        return b.attention(q_in, causal=True, kv_len=length)
 
     items, out = _capture(dev, step)
     replayed = [out.numpy()]

@@ -87,7 +87,8 @@ def test_tiered_quant(dev, rng, mode, paged):
     packed_k[rows], packed_v[rows], sk[rows], sv[rows] = R.pack(kc, mode), R.pack(vc, mode), ks, vs
     out = tiered_quant_attention(
         dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(packed_k), dev.tensor(packed_v),
-        dev.tensor(sk), dev.tensor(sv), mode=mode, kv_len=n, page_table=None if table is None else dev.tensor(table),
+        dev.tensor(sk), dev.tensor(sv), causal=True, mode=mode, kv_len=n,
+        page_table=None if table is None else dev.tensor(table),
         page_size=4).numpy().astype(np.float64)
     qpos, kpos = np.arange(n - S, n), np.arange(n)
     # 1) the kernel computes attention over exactly the dequantized cold rows (f32 math only)
@@ -115,7 +116,7 @@ def test_tiered_kv_len_from_gpu_tensor(dev, rng):
         cold_k[:cold_len], cold_v[:cold_len] = k[:cold_len], v[:cold_len]
         dev.write(length, np.array([n], np.uint32))
         out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(cold_k),
-                               dev.tensor(cold_v), kv_len=length)
+                               dev.tensor(cold_v), causal=True, kv_len=length)
         want = R.attention(q, k[:n], v[:n], [n - 1], np.arange(n))
         np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)
 
@@ -125,24 +126,24 @@ def test_tiered_errors(dev, rng):
     hot = dev.tensor(np.zeros((8, 2, 16), np.float16))
     cold = dev.tensor(np.zeros((10, 2, 16), np.float16))
     with pytest.raises(wg.LimitError, match=r"kv_len 20 with hot_window 8 puts 12 rows in the cold part, which holds 10"):
-        tiered_attention(q, hot, hot, cold, cold, kv_len=20)
+        tiered_attention(q, hot, hot, cold, cold, causal=True, kv_len=20)
     with pytest.raises(wg.LimitError, match=r"hot_window 9 must be in 1..8"):
-        tiered_attention(q, hot, hot, cold, cold, kv_len=5, hot_window=9)
+        tiered_attention(q, hot, hot, cold, cold, causal=True, kv_len=5, hot_window=9)
     with pytest.raises(wg.ShapeError, match="kv_len 0 is smaller than the 1 queries"):
-        tiered_attention(q, hot, hot, cold, cold, kv_len=0)
+        tiered_attention(q, hot, hot, cold, cold, causal=True, kv_len=0)
     with pytest.raises(wg.ShapeError, match="q heads 3 must be a multiple of kv heads 2"):
-        tiered_attention(dev.tensor(np.zeros((1, 3, 16), np.float32)), hot, hot, cold, cold, kv_len=5)
+        tiered_attention(dev.tensor(np.zeros((1, 3, 16), np.float32)), hot, hot, cold, cold, causal=True, kv_len=5)
     with pytest.raises(wg.DtypeError, match="hot ring must be f16"):
         h32 = dev.tensor(np.zeros((8, 2, 16), np.float32))
-        tiered_attention(q, h32, h32, cold, cold, kv_len=5)
+        tiered_attention(q, h32, h32, cold, cold, causal=True, kv_len=5)
     big = dev.tensor(np.zeros((1, 2, 512), np.float32))
     hb = dev.tensor(np.zeros((8, 2, 512), np.float16))
     with pytest.raises(wg.LimitError, match="head_dim 512 is above the tiered_f16kv kernel's max_head_dim 256"):
-        tiered_attention(big, hb, hb, hb, hb, kv_len=5)
+        tiered_attention(big, hb, hb, hb, hb, causal=True, kv_len=5)
     pk = dev.tensor(np.zeros((10, 2, 4), np.uint32))
     with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(10, 2\) .*for packed \(10, 2, 4\), got f16 \(10, 3\)"):
         tiered_quant_attention(q, hot, hot, pk, pk, dev.tensor(np.zeros((10, 3), np.float16)),
-                               dev.tensor(np.zeros((10, 2), np.float16)), mode="int8", kv_len=5)
+                               dev.tensor(np.zeros((10, 2), np.float16)), causal=True, mode="int8", kv_len=5)
     with pytest.raises(wg.ShapeError, match=r"packed int4 data must be u32 \(10, 2, 2\).*got u32 \(10, 2, 4\)"):
         s = dev.tensor(np.zeros((10, 2), np.float16))
-        tiered_quant_attention(q, hot, hot, pk, pk, s, s, mode="int4", kv_len=5)
+        tiered_quant_attention(q, hot, hot, pk, pk, s, s, causal=True, mode="int4", kv_len=5)

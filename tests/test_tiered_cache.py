@@ -23,7 +23,7 @@ def test_growth_matches_reference(dev, rng, quant, paged):
         cache.append(dev.tensor(k[p:p + chunk]), dev.tensor(v[p:p + chunk]))
         p += chunk
         q = rng.standard_normal((2, 4, dim)).astype(np.float32)
-        out = cache.attention(dev.tensor(q)).numpy().astype(np.float64)
+        out = cache.attention(dev.tensor(q), causal=True).numpy().astype(np.float64)
         cold = p - min(p, window)
         kr, vr = k[:p].astype(np.float64), v[:p].astype(np.float64)
         if quant is not None:  # the cold rows were quantized from their f16 values (reference quantizer)

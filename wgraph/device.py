@@ -11,8 +11,9 @@ import numpy as np
 import wgpu
 
 from wgraph import device_errors
-from wgraph.dtypes import as_stored, dtype_info, dtype_of_numpy
+from wgraph.dtypes import dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
+from wgraph.host_arrays import host_array
 from wgraph.scheduler.commands import CommandList, align4
 from wgraph.scheduler.dispatch import Write
 from wgraph.scheduler.fence import submit_for_index, wait_for_index
@@ -267,22 +268,22 @@ class Device:
         return Tensor(self, self._acquire(spec.nbytes, TENSOR_USAGE), spec, label)
 
     def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
-        """Upload a numpy array (f32, f16, u32, i32; int8/uint8 data packed with dtypes.pack_bytes_u32)."""
-        array = np.asarray(array)
-        if dtype is None:
-            dtype = "f32" if array.dtype == np.float64 else dtype_of_numpy(array.dtype)
+        """Upload host data (f32, f16, u32, i32; host_arrays.py: array-likes, dtype= converts, 0-d stays 0-d;
+        int8/uint8 data packed with dtypes.pack_bytes_u32)."""
+        data = host_array(array, dtype, convert=True, where="dev.tensor")
+        dtype = dtype_of_numpy(data.dtype)
         if dtype == "f16" and not self.caps.has_f16:
             raise UnsupportedError(f"dtype f16 needs the shader-f16 feature, which {self.caps.adapter_name!r} lacks")
-        data = as_stored(array, dtype, f"dev.tensor({dtype})")
         t = self.empty(data.shape, dtype, label)
         self.write(t, data)
         return t
 
     def write(self, tensor: Tensor, array):
-        """Overwrite a tensor's contents from a numpy array of the same size. Inside a recording the write is
-        an item of it, in order with the recorded ops (as on a stream); else it is queued now."""
+        """Overwrite a tensor's contents from host data of its dtype and size (host_arrays.py). Inside a
+        recording the write is an item of it, in order with the recorded ops (as on a stream); else it is
+        queued now."""
         self.check_tensor(tensor)
-        data = as_stored(array, tensor.dtype, f"write into {tensor!r}")
+        data = host_array(array, tensor.dtype, where=f"dev.write into {tensor!r}")
         if data.size != tensor.size:
             raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")
         raw = data.tobytes()

@@ -59,31 +59,6 @@ def pack_bytes_u32(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint32)
 
 
-def as_stored(value, dtype: str, where: str) -> np.ndarray:
-    """`value` (array, list or number) as a contiguous array of wgraph dtype `dtype`, converted only when no value
-    changes: an integer dtype takes integers (or whole floats) inside its range, never a NaN, 7.9 or -1 for u32."""
-    target = dtype_info(dtype).numpy
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError) as e:
-        raise DtypeError(f"{where}: cannot read {type(value).__name__} as an array: {e}") from None
-    if arr.dtype == target:
-        return np.ascontiguousarray(arr)
-    if arr.dtype.kind not in "biuf":
-        raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
-    if target.kind in "iu" and arr.size:
-        if arr.dtype.kind == "f":
-            bad = ~np.isfinite(arr) | (arr != np.trunc(arr))
-            if bad.any():
-                raise DtypeError(f"{where}: {arr[bad].flat[0].item()!r} is not an integer; a {dtype} tensor holds integers")
-        info = np.iinfo(target)
-        lo, hi = arr.min(), arr.max()
-        if lo < info.min or hi > info.max:
-            raise DtypeError(f"{where}: {(lo if lo < info.min else hi).item()!r} is outside {dtype}'s range "
-                             f"[{info.min}, {info.max}]")
-    return np.ascontiguousarray(arr, dtype=target)
-
-
 def is_int(value) -> bool:
     """Whether `value` is an integer: a Python or numpy integer (numbers.Integral), never a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

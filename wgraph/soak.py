@@ -35,7 +35,7 @@ def decode_step_graph(capacity: int = CAPACITY):
     pos, kv_len = g.input("pos", (1,), "u32"), g.input("kv_len", (1,), "u32")
     kc, vc = g.state("k_cache", (capacity, HKV, D), "f16"), g.state("v_cache", (capacity, HKV, D), "f16")
     wg.ops.kv_append((kc, vc), k_new, v_new, pos, layout="ring")
-    g.output("out", wg.ops.attention(q, kc, vc, kv_len=kv_len, kv_layout="ring"))
+    g.output("out", wg.ops.attention(q, kc, vc, causal=True, kv_len=kv_len, kv_layout="ring"))
     return g
 
 
@@ -69,7 +69,7 @@ def soak_immediate(dev, calls: int, every: int = 100, seed: int = 0) -> list[tup
     V = dev.tensor(rng.standard_normal((300, HKV, D)).astype(np.float16))
     samples = []
     for i in range(calls):
-        out = wg.ops.attention(Q, K, V, kv_len=1 + (i * 7) % 300)
+        out = wg.ops.attention(Q, K, V, causal=True, kv_len=1 + (i * 7) % 300)
         if i % every == every - 1 or i == 0:
             assert np.isfinite(out.numpy()).all()
             _sample(samples, i + 1, dev)

@@ -8,11 +8,10 @@ from __future__ import annotations
 import weakref
 
 import attrs
-import numpy as np
 
-from wgraph.dtypes import as_stored, dtype_info
 from wgraph.errors import DeviceError, DtypeError, RecordingError, ShapeError, WgraphError
 from wgraph.graph.graph import SOURCE_OPS, Graph, GraphError
+from wgraph.host_arrays import host_array
 from wgraph.ops.core import OPS, EncodeContext
 from wgraph.scheduler.commands import CommandList, align4
 from wgraph.scheduler.dispatch import Copy
@@ -271,26 +270,10 @@ class Program:
             if value.shape != spec.shape:
                 raise ShapeError(f"{where}: expects shape {spec.shape}, got a tensor of shape {value.shape}")
             return "copy", value
-        np_dtype = dtype_info(spec.dtype).numpy
-        if isinstance(value, (bool, int, float, np.integer, np.floating)) and not isinstance(value, np.ndarray):
-            if spec.size != 1:
-                raise ShapeError(f"{where}: expects shape {spec.shape}, got the scalar {value!r}")
-            if spec.dtype in ("u32", "i32"):
-                info = np.iinfo(np_dtype)
-                if isinstance(value, (float, np.floating)) or not info.min <= int(value) <= info.max:
-                    raise DtypeError(f"{where}: {value!r} is not a {spec.dtype} value")
-            arr = np.full(spec.shape, value, np_dtype)
-        else:
-            if isinstance(value, (list, tuple)):
-                value = as_stored(value, spec.dtype, where)
-            if not isinstance(value, np.ndarray):
-                raise DtypeError(f"{where}: expects a numpy array, a number or a Tensor, got {type(value).__name__}")
-            if value.dtype != np_dtype:
-                raise DtypeError(f"{where}: expects {spec.dtype} ({np_dtype}), got an array of {value.dtype}")
-            if value.shape != spec.shape:
-                raise ShapeError(f"{where}: expects shape {spec.shape}, got {value.shape}")
-            arr = value
-        raw = np.ascontiguousarray(arr).tobytes()
+        arr = host_array(value, spec.dtype, where=where)
+        if arr.shape != spec.shape and not (arr.ndim == 0 and spec.size == 1):  # a scalar fills a 1-element input
+            raise ShapeError(f"{where}: expects shape {spec.shape}, got {arr.shape}")
+        raw = arr.tobytes()
         return "bytes", raw + b"\0" * (align4(len(raw)) - len(raw))
 
     def run(self, **inputs) -> dict[str, Tensor]:

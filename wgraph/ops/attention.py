@@ -1,5 +1,6 @@
-"""`attention(q, k, v, ...)`: scaled dot-product attention with GQA, causal masking (bottom-right aligned by
-default), sliding window, softcap, kv_len from a GPU tensor, and contiguous / ring / paged kv layouts.
+"""`attention(q, k, v, *, causal, ...)`: scaled dot-product attention with GQA, causal masking (bottom-right
+aligned, as FlashAttention; `causal` has no default), sliding window, softcap, kv_len from a GPU tensor, and
+contiguous / ring / paged kv layouts.
 Semantics: DESIGN.md "Attention semantics". Kernel choice: attention_planner.py."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class AttentionParams:
     """Validated options of one attention call. kv_len None: read from the kv_len tensor on the GPU.
     start_pos None: query 0 sits at kv_start + kv_len - S (bottom-right, as FlashAttention)."""
 
-    causal: bool = True
+    causal: bool
     scale: float | None = None
     start_pos: int | None = None
     kv_start: int = 0
@@ -37,6 +38,16 @@ class AttentionParams:
     kv_layout: str = "contiguous"
     page_size: int = 0
     variant: str | None = None
+
+
+def require_causal(op: str, causal) -> bool:
+    """`causal` as a bool; a WgraphError when the caller left it out (None): no default, either way."""
+    if causal is None:
+        raise WgraphError(
+            f"{op}: pass causal=True or causal=False (there is no default); causal=True is aligned bottom-right "
+            f"as in FlashAttention, so with S queries over L keys query i sits at position L - S + i and sees keys "
+            f"0..L - S + i (torch's scaled_dot_product_attention aligns top-left: use wg.ops.sdpa for that)")
+    return bool(causal)
 
 
 def call_dtype(q_dtype: str, kv_dtype: str) -> str:
@@ -292,16 +303,17 @@ def _resolve_variant(variant, seq_len: int, layer) -> str | None:
     return variant
 
 
-def _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size,
+def _params(op, q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size,
             variant, layer):
     if isinstance(kv_len, (Tensor, TensorSpec)):
         kv_len_t, n = kv_len, None
     else:
         kv_len_t, n = None, kv_len
     params = AttentionParams(
-        causal=bool(causal), scale=None if scale is None else float(scale), start_pos=exact_int(start_pos),
-        kv_start=exact_int(kv_start), kv_len=exact_int(n), sliding_window=exact_int(sliding_window),
-        softcap=float(softcap), kv_layout=kv_layout, page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer))
+        causal=require_causal(op, causal), scale=None if scale is None else float(scale),
+        start_pos=exact_int(start_pos), kv_start=exact_int(kv_start), kv_len=exact_int(n),
+        sliding_window=exact_int(sliding_window), softcap=float(softcap), kv_layout=kv_layout,
+        page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer))
     return params, kv_len_t
 
 
@@ -313,24 +325,25 @@ def _default_kv_len(k, kv_len, kv_layout, page_table, page_size):
     return k.shape[0]
 
 
-def attention(q, k, v, *, causal=True, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
+def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
               softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0, variant=None, layer=None, out=None):
     """softmax(q k^T * scale [+ masks]) v. q [S, Hq, D], k/v [L, Hkv, D] -> [S, Hq, D] in q's dtype.
-    kv_len: int (default: all rows) or a u32 tensor read by the kernel. variant: a name or a KernelPath."""
+    causal (required): mask keys after the query, bottom-right aligned. kv_len: int (default: all rows) or a u32
+    tensor read by the kernel. variant: a name or a KernelPath."""
     kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
-    params, kv_len_t = _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout,
-                               page_size, variant, layer)
+    params, kv_len_t = _params("attention", q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap,
+                               kv_layout, page_size, variant, layer)
     return apply(ATTENTION, params, (q, k, v, kv_len_t, page_table), out=out)
 
 
-def attention_plan(q, k, v, *, caps=None, causal=True, scale=None, start_pos=None, kv_start=0, kv_len=None,
+def attention_plan(q, k, v, *, caps=None, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None,
                    sliding_window=0, softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0,
                    variant=None, layer=None) -> KernelPlan:
     """The KernelPlan `attention` would use, without running. Tensors or TensorSpecs; caps default to the
     tensors' device (or the default device)."""
     kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
-    params, kv_len_t = _params(q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout,
-                               page_size, variant, layer)
+    params, kv_len_t = _params("attention_plan", q, kv_len, causal, scale, start_pos, kv_start, sliding_window,
+                               softcap, kv_layout, page_size, variant, layer)
     specs = tuple(None if t is None else (t.spec if isinstance(t, Tensor) else t)
                   for t in (q, k, v, kv_len_t, page_table))
     validate(params, specs)

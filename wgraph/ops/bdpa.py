@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 
 from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.attention import require_causal
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import select_variant
 from wgraph.scheduler.registry import kernel
@@ -103,7 +104,7 @@ def rope_table(cos, sin) -> np.ndarray:
 class BDPAParams:
     q_pos: int
     kv_len: int | None
-    causal: bool = True
+    causal: bool
     sliding_window: int = 0
     softcap: float = 0.0
     scale: float | None = None
@@ -159,13 +160,14 @@ def _encode(ctx, params: BDPAParams, inputs, outputs):
 BDPA = register(OpDef("bdpa_attention", _infer, _encode))
 
 
-def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal=True, sliding_window=0,
+def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal=None, sliding_window=0,
                    softcap=0.0, scale=None, out=None):
     """Decode attention of q [1, Hq, D] f32 (already rotated at q_pos) over a BDPA cache; rope from rope_table.
 
     kv_len: rows of the index to attend to (int, default all, or a u32 GPU tensor). Every position in the index
     must be below rope's row count (checked here from the host-known max_position).
     """
+    causal = require_causal("bdpa_attention", causal)
     if q.dtype != "f32":
         raise DtypeError(f"bdpa_attention: q must be f32 (the kernel is f16 basis, f32 q/out), got {q.dtype}")
     if isinstance(rope, Tensor) and cache.max_position >= rope.shape[0]:

@@ -189,7 +189,9 @@ def _spec(x) -> TensorSpec | None:
         return None
     if isinstance(x, Tensor):
         return x.spec
-    raise ShapeError(f"expected a Tensor (or a graph value), got {type(x).__name__}")
+    kind = type(x)  # the module too: a torch.Tensor is not a wgraph Tensor
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
+    raise ShapeError(f"expected a Tensor (or a graph value), got {name}; upload host data with dev.tensor(...)")
 
 
 def apply(op: OpDef, params, inputs: tuple, out=None):

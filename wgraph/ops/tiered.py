@@ -11,6 +11,7 @@ import attrs
 
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.attention import require_causal
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
 from wgraph.scheduler.registry import kernel
@@ -21,8 +22,8 @@ from wgraph.tensor import Tensor, TensorSpec
 class TieredParams:
     kv_len: int | None  # None: read from the kv_len tensor input
     hot_window: int
-    page_size: int = 0
-    causal: bool = True
+    page_size: int
+    causal: bool
     sliding_window: int = 0
     softcap: float = 0.0
     scale: float | None = None
@@ -121,7 +122,7 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
 TIERED = register(OpDef("tiered_attention", _infer, _encode))
 
 
-def _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode):
+def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode):
     len_t = kv_len if isinstance(kv_len, Tensor) else None
     if len_t is None and not is_int(kv_len):
         raise ShapeError(f"kv_len must be an int or a u32 GPU tensor, got {type(kv_len).__name__}")
@@ -130,25 +131,25 @@ def _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_wi
     if sliding_window < 0 or softcap < 0:
         raise ShapeError(f"sliding_window {sliding_window} and softcap {softcap} must be >= 0")
     params = TieredParams(None if len_t is not None else int(kv_len), int(hot_window or hot_k.shape[0]),
-                          int(page_size), bool(causal), int(sliding_window), float(softcap),
+                          int(page_size), require_causal(op, causal), int(sliding_window), float(softcap),
                           None if scale is None else float(scale), mode)
     return params, len_t
 
 
 def tiered_attention(q, hot_k, hot_v, cold_k, cold_v, *, kv_len, hot_window=None, page_table=None, page_size=0,
-                     causal=True, sliding_window=0, softcap=0.0, scale=None, out=None):
-    """Attention of q [S, Hq, D] (f16 -> f16 out, f32 -> f32 out) over f16 hot ring + f16 cold part."""
-    params, len_t = _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale,
-                            None)
+                     causal=None, sliding_window=0, softcap=0.0, scale=None, out=None):
+    """Attention of q [S, Hq, D] (f16 -> f16 out, f32 -> f32 out) over f16 hot ring + f16 cold part; causal required."""
+    params, len_t = _params("tiered_attention", kv_len, hot_window, hot_k, page_table, page_size, causal,
+                            sliding_window, softcap, scale, None)
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, None, None, page_table, len_t), out=out)
 
 
 def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, *, mode, kv_len,
-                           hot_window=None, page_table=None, page_size=0, causal=True, sliding_window=0, softcap=0.0,
+                           hot_window=None, page_table=None, page_size=0, causal=None, sliding_window=0, softcap=0.0,
                            scale=None, out=None):
     """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales)."""
     quant_format(mode)
-    params, len_t = _params(kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale,
-                            mode)
+    params, len_t = _params("tiered_quant_attention", kv_len, hot_window, hot_k, page_table, page_size, causal,
+                            sliding_window, softcap, scale, mode)
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, page_table, len_t),
                  out=out)

@@ -1,0 +1,121 @@
+"""Host data in (wgraph/host_arrays.py): array-likes accepted by dev.tensor, dev.write and Program.run alike;
+conversions only with dtype=; float64 raises the same error in all three; 0-d stays 0-d."""
+
+import array
+import re
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.host_arrays import FLOAT64
+
+
+class ArrayLike:
+    """Something with __array__ only (not an ndarray, no buffer protocol)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __array__(self, dtype=None, copy=None):
+        return self.a
+
+
+def _program(dev, shape, dtype="f32"):
+    g = wg.Graph("feed")
+    x = g.input("x", shape, dtype)
+    g.output("y", wg.ops.scale(x, 2.0) if dtype == "f32" else x)
+    return g.compile(dev)
+
+
+def test_array_likes_are_accepted_everywhere(dev):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    prog = _program(dev, (2, 3))
+    for value in (memoryview(a), ArrayLike(a), a.T.copy().T):  # a buffer, __array__, a Fortran-order array
+        np.testing.assert_array_equal(dev.tensor(value).numpy(), a)
+        t = dev.empty((2, 3), "f32")
+        dev.write(t, value)
+        np.testing.assert_array_equal(t.numpy(), a)
+        np.testing.assert_array_equal(prog.run(x=value)["y"].numpy(), 2 * a)
+    flat = array.array("f", [1.5, -2.0, 3.25])  # the buffer protocol of the standard library
+    np.testing.assert_array_equal(dev.tensor(flat).numpy(), np.array([1.5, -2.0, 3.25], np.float32))
+    np.testing.assert_array_equal(dev.tensor(memoryview(np.arange(4, dtype=np.uint32))).numpy(), np.arange(4))
+
+
+def test_torch_cpu_tensors_are_accepted(dev):
+    torch = pytest.importorskip("torch", reason="torch is an optional test dependency")
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3) / 4
+    want = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
+    np.testing.assert_array_equal(dev.tensor(x).numpy(), want)
+    np.testing.assert_array_equal(dev.tensor(x.half()).numpy(), want.astype(np.float16))
+    t = dev.empty((2, 3), "f32")
+    dev.write(t, x.T.contiguous().T)  # a strided torch view
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.testing.assert_array_equal(_program(dev, (2, 3)).run(x=x)["y"].numpy(), 2 * want)
+    np.testing.assert_array_equal(dev.tensor(x.double(), dtype="f32").numpy(), want)
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: cannot view Tensor as a numpy array \(Got unsupported "
+                                            r"ScalarType BFloat16\)"):
+        dev.tensor(x.bfloat16())
+    with pytest.raises(wg.DtypeError, match=r"float64"):
+        dev.tensor(x.double())
+
+
+def test_float64_without_dtype_raises_the_same_error_everywhere(dev):
+    a64 = np.ones((2, 3))
+    t = dev.empty((2, 3), "f32")
+    prog = _program(dev, (2, 3))
+    before = dev.stats.snapshot()
+    messages = {}
+    for name, call in (("dev.tensor", lambda: dev.tensor(a64)), ("dev.write", lambda: dev.write(t, a64)),
+                       ("prog.run", lambda: prog.run(x=a64)), ("list", lambda: dev.tensor([1.0, 2.0]))):
+        with pytest.raises(wg.DtypeError) as info:
+            call()
+        messages[name] = str(info.value)
+    for name, message in messages.items():  # "<where>: " + the one message
+        assert message.endswith(": " + FLOAT64), (name, message)
+    assert re.search(r"convert it explicitly \(dtype='f32' where the call takes dtype=, or "
+                     r"array.astype\(np.float32\)\)", FLOAT64)
+    d = dev.stats.since(before)
+    assert (d.submits, d.dispatches) == (0, 0)
+    # explicit: dtype= converts (rounded as numpy rounds)
+    x = np.array([0.1, 1 / 3, 1e-8])
+    np.testing.assert_array_equal(dev.tensor(x, dtype="f32").numpy(), x.astype(np.float32))
+    np.testing.assert_array_equal(dev.tensor(x, dtype="f16").numpy(), x.astype(np.float16))
+
+
+def test_integer_conversions_are_exact_or_raise(dev):
+    np.testing.assert_array_equal(dev.tensor(np.array([0, 7, 2**32 - 1]), dtype="u32").numpy(), [0, 7, 2**32 - 1])
+    with pytest.raises(wg.DtypeError, match=r"4294967296 is outside u32's range \[0, 4294967295\]"):
+        dev.tensor(np.array([2**32]), dtype="u32")
+    with pytest.raises(wg.DtypeError, match=r"1.5 is not an integer; a i32 tensor holds integers"):
+        dev.tensor(np.array([1.5]), dtype="i32")
+    t = dev.empty((2,), "u32")
+    dev.write(t, [3, 4])  # Python numbers have no dtype: they take the tensor's, checked
+    np.testing.assert_array_equal(t.numpy(), [3, 4])
+    with pytest.raises(wg.DtypeError, match=r"-4 is outside u32's range"):
+        dev.write(t, [3, -4])
+    with pytest.raises(wg.DtypeError, match=r"expects u32 \(uint32\), got an array of int64"):
+        dev.write(t, np.array([3, 4]))
+
+
+def test_zero_d_stays_zero_d(dev):
+    t = dev.tensor(np.float32(2.5))
+    assert t.shape == () and t.numpy().shape == () and t.numpy() == np.float32(2.5)
+    u = dev.tensor(np.array(7, np.uint32))
+    assert u.shape == () and u.numpy() == 7
+    dev.write(t, np.array(-1.0, np.float32))
+    assert t.numpy() == -1.0
+    prog = _program(dev, ())
+    assert prog.run(x=np.float32(3.0))["y"].numpy().shape == ()
+    assert prog.run(x=np.float32(3.0))["y"].numpy() == 6.0
+    one = _program(dev, (1,))
+    np.testing.assert_array_equal(one.run(x=np.float32(4.0))["y"].numpy(), [8.0])  # a scalar fills 1 element
+    with pytest.raises(wg.ShapeError, match=r"input 'x': expects shape \(2, 3\), got \(\)"):
+        _program(dev, (2, 3)).run(x=np.float32(1.0))
+
+
+def test_objects_numpy_cannot_view_raise(dev):
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: cannot view dict as a numpy array"):
+        dev.tensor({"a": 1})
+    with pytest.raises(wg.DtypeError, match=r"numpy dtype uint8 has no wgraph dtype"):
+        dev.tensor(memoryview(b"abcd"))

@@ -1,0 +1,68 @@
+"""The one rule for host data going to the GPU (`dev.tensor`, `dev.write`, `Program.run`): anything numpy can
+view (an ndarray, the buffer protocol, `__array__`: a memoryview, a torch CPU tensor), of a wgraph dtype as it
+is; a dtype conversion only when the caller asks for it (`dtype=`); a 0-d value stays 0-d."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wgraph.dtypes import dtype_info, dtype_of_numpy
+from wgraph.errors import DtypeError
+
+FLOAT64 = ("got float64 data; wgraph stores f32 and f16 and never narrows silently: convert it explicitly "
+           "(dtype='f32' where the call takes dtype=, or array.astype(np.float32))")
+
+
+def _python_data(value) -> bool:
+    """Numbers and lists carry no dtype of their own: they take the dtype the call needs."""
+    return isinstance(value, (bool, int, float, list, tuple)) and not isinstance(value, np.generic)
+
+
+def _view(value, where: str) -> np.ndarray:
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError) as e:  # torch: bf16, CUDA, requires_grad; ragged lists
+        raise DtypeError(f"{where}: cannot view {type(value).__name__} as a numpy array ({e})") from None
+    if arr.dtype == object:
+        raise DtypeError(f"{where}: cannot view {type(value).__name__} as a numpy array; pass an ndarray, "
+                         f"a buffer (memoryview) or an object with __array__ (a CPU torch tensor)")
+    return arr
+
+
+def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
+    target = dtype_info(dtype).numpy
+    if target.kind in "iu" and arr.size:  # never wrapped, truncated or NaN silently: name the first bad value
+        if arr.dtype.kind not in "biuf":
+            raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
+        if arr.dtype.kind == "f":
+            bad = ~np.isfinite(arr) | (arr != np.trunc(arr))
+            if bad.any():
+                raise DtypeError(f"{where}: {arr[bad].flat[0].item()!r} is not an integer; a {dtype} tensor "
+                                 f"holds integers")
+        info = np.iinfo(target)
+        lo, hi = arr.min(), arr.max()
+        if lo < info.min or hi > info.max:
+            raise DtypeError(f"{where}: {(lo if lo < info.min else hi).item()!r} is outside {dtype}'s range "
+                             f"[{info.min}, {info.max}]")
+    return arr.astype(target)
+
+
+def host_array(value, dtype: str | None = None, *, convert: bool = False, where: str) -> np.ndarray:
+    """`value` as a C-contiguous numpy array of a wgraph dtype, with its shape (0-d included).
+
+    dtype: the wgraph dtype the call needs (None: the value's own). convert: the caller asked for dtype
+    (`dtype=`), so an array of another dtype is converted; otherwise it must already be that dtype.
+    Python numbers and lists take `dtype` (their values checked for integer dtypes).
+    """
+    arr = _view(value, where)
+    if dtype is not None and (convert or _python_data(value)):
+        if arr.dtype != dtype_info(dtype).numpy:
+            arr = _convert(arr, dtype, value, where)
+    elif arr.dtype == np.float64:
+        raise DtypeError(f"{where}: {FLOAT64}")
+    elif dtype is None:
+        dtype_of_numpy(arr.dtype)  # DtypeError naming the dtypes wgraph stores
+    elif arr.dtype != dtype_info(dtype).numpy:
+        raise DtypeError(f"{where}: expects {dtype} ({dtype_info(dtype).numpy}), got an array of {arr.dtype}; "
+                         f"convert it explicitly (array.astype(np.{dtype_info(dtype).numpy}))")
+    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
