@@ -69,3 +69,32 @@ def test_embedding_fed_by_argmax_on_the_gpu(dev, rng):
     for _ in range(2):
         logits = rng.standard_normal((1, 16)).astype(np.float32)
         assert prog.run(logits=logits)["row"].numpy().tobytes() == table[[np.argmax(logits)]].tobytes()
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_replayed_graph_feeds_its_token_back(dev, rng, greedy):
+    """The decode pattern: a state holds the token; each replay embeds it, scores the vocab and writes the
+    next token into the same state (argmax, or sample with the step as an input), one submit per token."""
+    table = rng.standard_normal((12, 8)).astype(np.float32)
+    w = rng.standard_normal((12, 8)).astype(np.float32)
+    g = wg.Graph("loop")
+    token = g.state("token", (1,), "u32", init=np.array([3], np.uint32))
+    logits = wg.ops.linear(wg.ops.embedding(token, g.const("table", table)), g.const("w", w))
+    step = g.input("step", (1,), "u32")
+    if greedy:
+        wg.ops.argmax(logits, out=token)
+    else:
+        wg.ops.sample(logits, temperature=1.0, top_k=4, seed=9, step=step, out=token)
+    g.output("logits", logits)
+    prog = g.compile(dev)
+    tok, t_table, t_w = 3, dev.tensor(table), dev.tensor(w)
+    for s in range(4):
+        before = dev.stats.snapshot()
+        prog.run(step=s)
+        assert dev.stats.since(before).submits == 1
+        if greedy:
+            tok = int(np.argmax(table[tok].astype(np.float64) @ w.T.astype(np.float64)))
+        else:  # the same draw made by immediate calls from the same token
+            ref_logits = wg.ops.linear(wg.ops.embedding([tok], t_table), t_w)
+            tok = int(wg.ops.sample(ref_logits, temperature=1.0, top_k=4, seed=9, step=s).numpy()[0])
+        assert prog.state("token").numpy().tolist() == [tok]

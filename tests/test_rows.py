@@ -77,3 +77,17 @@ def test_layernorm_f16_graph_and_errors(dev, rng):
         wg.ops.layernorm(t, dev.tensor(w), dev.tensor(np.ones(3, np.float32)))
     with pytest.raises(wg.DtypeError, match="layernorm: weight dtype u32 differs from x's f32"):
         wg.ops.layernorm(t, dev.tensor(np.ones(64, np.uint32)))
+
+
+def test_recorded_rows_equal_immediate(dev, rng):
+    x = rng.standard_normal((3, 20)).astype(np.float32)
+    w = rng.standard_normal(20).astype(np.float32)
+    t, tw = dev.tensor(x), dev.tensor(w)
+    before = dev.stats.snapshot()
+    with dev.record():
+        s = wg.ops.softmax(wg.ops.layernorm(t, tw))
+        ids = wg.ops.sample(s, temperature=0.5, top_p=0.9, seed=4)
+    assert dev.stats.since(before).submits == 1
+    ref = wg.ops.softmax(wg.ops.layernorm(t, tw))
+    assert s.numpy().tobytes() == ref.numpy().tobytes()
+    assert ids.numpy().tobytes() == wg.ops.sample(ref, temperature=0.5, top_p=0.9, seed=4).numpy().tobytes()

@@ -143,6 +143,17 @@ def test_sample_in_a_replayed_graph_draws_anew(dev, rng):
     assert out.numpy().tobytes() == draws[1].tobytes()
 
 
+def test_sample_row_with_nothing_to_draw_sets_the_flag(dev, rng):
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    x[1] = -np.inf
+    x[2, :39] = -np.inf  # one finite logit: always drawn
+    ids = wg.ops.sample(dev.tensor(x), temperature=1.0, top_k=5, seed=3)
+    with pytest.raises(wg.GpuValueError, match=r"sample: the count of tokens a row could draw .* was 0; it must be >= 1"):
+        dev.check_errors()
+    got = ids.numpy()
+    assert got[1] == 0xFFFFFFFF and got[2] == 39 and 0 <= got[0] < 40
+
+
 def test_sample_errors(dev):
     x = dev.tensor(np.zeros((2, 10), np.float32))
     with pytest.raises(wg.ShapeError, match="temperature must be > 0 and finite.*-1.0"):

@@ -42,6 +42,8 @@ SITES = {
                                 "the row not written"),
     "ERR_EMBEDDING_ID": Site("embedding", "a token id read from the GPU", "<", "the table's rows",
                              "its row written as zeros"),
+    "ERR_SAMPLE_EMPTY": Site("sample", "the count of tokens a row could draw (logits with a weight above 0)", ">=",
+                             "one token", "the id written as 4294967295"),
 }
 
 

@@ -10,6 +10,7 @@ const ERR_ROPE_POS: u32 = 2u;
 const ERR_KV_APPEND_POS: u32 = 3u;
 const ERR_KV_QUANTIZE_POS: u32 = 4u;
 const ERR_EMBEDDING_ID: u32 = 5u;
+const ERR_SAMPLE_EMPTY: u32 = 6u;
 
 fn report_error(site: u32, value: u32, limit: u32) {
     // Word 0 goes from 0 to a site code once; only that winner writes value and limit. A weak exchange may

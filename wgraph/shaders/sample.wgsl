@@ -25,6 +25,7 @@ struct SampleParams {
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> step_buf: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
+//!include device_errors.wgsl
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const SEARCH_PASSES: u32 = 11u;  // 8^11 > 2^32
@@ -212,6 +213,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let first = workgroup_min_u32(lid.x, chosen);
   let fallback = workgroup_max_u32(lid.x, last);  // goal rounded up to the total: the last candidate
   if (lid.x == 0u) {
+    // no candidate at all (every logit -inf or NaN): write NO_INDEX, which the next embedding also reports
     out[row] = select(first, fallback - 1u, first == NO_INDEX);
+    if (first == NO_INDEX && fallback == 0u) {
+      report_error(ERR_SAMPLE_EMPTY, 0u, 1u);
+    }
   }
 }

@@ -22,8 +22,9 @@ fn beats(v: f32, i: u32, w: f32, j: u32) -> bool {
   return v > w;
 }
 
-// a u32 whose unsigned order is the float order of v (negative floats reversed, sign bit flipped)
+// a u32 whose unsigned order is the float order of v (negative floats reversed, sign bit flipped); -0 takes
+// +0's key, as the two are equal values
 fn order_key(v: f32) -> u32 {
-  let b = bitcast<u32>(v);
+  let b = select(bitcast<u32>(v), 0u, bitcast<u32>(v) == 0x80000000u);
   return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
 }
