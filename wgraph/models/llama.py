@@ -24,7 +24,6 @@ from wgraph.errors import CheckpointError, LimitError, ShapeError, UnsupportedEr
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import LlamaConfig
-from wgraph.scheduler.dispatch import Copy
 
 DTYPES = ("f32", "f16")
 
@@ -216,15 +215,17 @@ class Llama:
 
     def _set_sampling(self, sample: SampleSettings | None) -> None:
         """Make the decode program pick ids as `sample` says. Greedy and sampling are two programs (argmax or
-        sample as their last op); switching compiles the other one and moves the weights into it with GPU
-        copies (briefly holding both). New sampling values only rewrite the sample node's uniforms."""
+        sample as their last op); switching compiles the other one and moves the weights into it on the GPU
+        (`scale` by 1.0 with out=, exact; both are held for that moment). New sampling values only rewrite the
+        sample node's uniforms."""
         if (sample is not None) != self.sampling:
             dev, old = self.device, self.program
             graph, node = self._build_decode(sampling=sample is not None)
             new = graph.compile(dev)
             keep = set(_program_weights(self.config, self.dtype)) | {"rope_cos", "rope_sin"}
             with dev.record():
-                dev.run([Copy(old.state(n), new.state(n), old.state(n).nbytes, label=f"move {n}") for n in sorted(keep)])
+                for n in sorted(keep):
+                    ops.scale(old.state(n), 1.0, out=new.state(n))
             self.program, self._choose_node, self.sampling = new, node, sample is not None
         if sample is not None:
             node = self.program.graph.node(self._choose_node)
