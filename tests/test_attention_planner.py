@@ -35,6 +35,13 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
             need = need * 3 // 4 if dtype == "f16" else need
             if d <= cls and mem >= need:
                 return f"prefill_flash_d{cls}_{dtype}"
+    if cpu and span == 5000:
+        # lavapipe's loop cap (65535 per invocation, every loop counted; wgraph/ops/attention_loops.py): the tiled
+        # kernels walk the block's whole key range (> 150 tiles here, > 300 iterations each); streaming walks it in
+        # chunks of 64 keys at (head_dim + 545) each, 79 chunks: under the cap up to head_dim 256; 512 goes chunked.
+        if d <= 256:
+            return f"prefill_streaming_{dtype}"
+        return f"prefill_chunked_{dtype}"
     if d <= 64 and mem >= 20480:
         return f"prefill_tiled_large_{dtype}"
     if d <= 256 and mem >= 12480:

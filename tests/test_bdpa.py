@@ -42,7 +42,7 @@ def test_decomposition_shares_rows_and_meets_its_bound(rng):
     assert np.all(err <= s * (0.5 + 1e-9) + 1e-12)
 
 
-@pytest.mark.parametrize("window", [0, 40])
+@pytest.mark.parametrize("window", [0, 40, 2**32 - 1])  # 2^32 - 1: no i32 wrap
 def test_bdpa_attention(dev, rng, window):
     ids, k, v, pos = _sequence(rng)
     h = bdpa_decompose(k, v, ids, pos)
@@ -76,6 +76,14 @@ def test_bdpa_kv_len_from_gpu_tensor(dev, rng):
     kv = _reconstruct(h)[:n]
     want = R.attention(q, R.rope(kv[:, 0], pos[:n], cos, sin), kv[:, 1], [255], pos[:n])
     np.testing.assert_allclose(out, want, atol=2e-5, rtol=0)
+    # a GPU length past the index's 96 rows is clamped to them (no read out of bounds) and reported
+    out = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), causal=True, q_pos=255,
+                         kv_len=dev.tensor(np.array([500], np.uint32)))
+    with pytest.raises(wg.GpuValueError, match=rf"bdpa_attention: the GPU kv_len was 500; it must be <= {L}"):
+        dev.check_errors()
+    kv = _reconstruct(h)
+    want = R.attention(q, R.rope(kv[:, 0], pos, cos, sin), kv[:, 1], [255], pos)
+    np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)
 
 
 def test_bdpa_errors(dev, rng):

@@ -1,6 +1,11 @@
 """`python -m wgraph bench` in-process on a tiny grid: every JSON field is there (no timing asserted)."""
 
 import json
+import re
+import struct
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -16,16 +21,40 @@ ATTN = {"phase", "S", "L", "Hq", "Hkv", "D", "dtype", "causal", "flops", "bytes"
         "variant", "tier", "reason", "plan", "reps", "gpu_us", "wall_us", "time_source"}
 
 
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _assert_image(path: Path):
+    """A PNG by its signature and IHDR size, or an SVG by its root element."""
+    data = path.read_bytes()
+    if path.suffix == ".png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+        width, height = struct.unpack(">II", data[16:24])
+        assert width > 300 and height > 200
+    else:
+        root = ElementTree.fromstring(data)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert len(list(root.iter())) > 50  # axes, lines, labels: not an empty canvas
+
+
 def test_bench_json_has_every_field(tmp_path, dev):
     path = tmp_path / "bench.json"
+    plot = ["--plot", str(tmp_path / "bench.svg")] if _has_matplotlib() else []
     # planned variants only: other tests may add experimental variants to the process's registry
     result = bench_main(["--grid", "tiny", "--host-ops", "20", "--runs", "2",
-                         "--json", str(path)])
+                         "--json", str(path), *plot])
+    if plot:
+        _assert_image(tmp_path / "bench.svg")
     data = json.loads(path.read_text())
     assert data["meta"]["command"].startswith("python -m wgraph bench --grid tiny")
     assert META <= set(data["meta"])
     modes = {r["mode"]: r for r in data["host"]["rows"]}
-    assert set(modes) == {"raw_wgpu_floor", "wgraph_immediate", "wgraph_recorded", "wgraph_recorded_fresh_outputs",
+    assert set(modes) == {"raw_wgpu_floor", "raw_wgpu_submit_per_op", "wgraph_immediate", "wgraph_recorded", "wgraph_recorded_fresh_outputs",
                           "wgraph_graph_replay", "attention_decode_immediate", "attention_decode_recorded",
                           "attention_prefill_immediate", "attention_prefill_recorded"}
     for name, r in modes.items():
@@ -80,6 +109,50 @@ def test_candidate_variants_match_phase_and_dtype():
         assert all(kernel(n).facts["phase"] == s.phase and kernel(n).facts["dtype"] == s.dtype for n in names)
 
 
-def test_cli_usage():
+def test_cli_usage(capsys):
     assert cli_main([]) == 2
     assert cli_main(["nonsense"]) == 2
+    assert cli_main(["--help"]) == 0
+    text = capsys.readouterr().out
+    commands = re.findall(r"^  (\w+) +(\S.*)$", text.split("Commands:")[-1], re.M)
+    assert [c for c, _ in commands] == ["bench", "soak", "plot"]
+    for name, line in commands:
+        assert len(line) > 30, (name, line)  # one line that says something
+        with pytest.raises(SystemExit) as info:
+            cli_main([name, "--help"])
+        assert info.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: python -m wgraph {name} ")
+
+
+def test_quick_is_described_one_way():
+    """--quick's one description (wgraph/bench/__init__.py QUICK) is what the docs say too."""
+    from wgraph.bench import QUICK
+
+    root = Path(__file__).resolve().parents[1]
+    assert "about 20 s on lavapipe" in QUICK
+    for doc in ("README.md", "docs/benchmarks.md"):
+        text = (root / doc).read_text()
+        assert "about 20 s on lavapipe" in text, doc
+        assert not re.search(r"under (a|one|2|two) minutes?", text), doc
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_plot_of_the_committed_h200_results(tmp_path, suffix):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib, an optional extra (pip install wgraph[plot])")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / f"h200{suffix}"
+    assert cli_main(["plot", str(root / "benchmarks/results/h200.json"), str(out)]) == 0
+    _assert_image(out)
+
+
+def test_plot_errors_name_the_fix(tmp_path, monkeypatch):
+    from wgraph.bench.plot import check_plot_path
+
+    with pytest.raises(ValueError, match=r"the format comes from the extension, one of \('.png', '.svg'\)"):
+        check_plot_path(tmp_path / "x.jpg")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    with pytest.raises(ImportError, match=r"plotting needs matplotlib, an optional extra: pip install wgraph\[plot\]"):
+        check_plot_path(tmp_path / "x.png")
+    with pytest.raises(SystemExit) as info:
+        bench_main(["--plot", str(tmp_path / "x.png")])  # refused before any measuring
+    assert info.value.code == 2

@@ -84,7 +84,8 @@ def test_scale_keeps_its_behaviour(dev, rng):
     assert got.tobytes() == (x * np.float32(-1.25)).tobytes()  # one f32 multiply: exact as numpy's
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [((5, 7), (5, 7)), ((6, 33), (33,)), ((2, 3, 4), (3, 4)), ((3, 1, 5), (1, 5))])
+@pytest.mark.parametrize("a_shape,b_shape",
+                         [((5, 7), (5, 7)), ((6, 33), (33,)), ((2, 3, 4), (3, 4)), ((3, 1, 5), (1, 5))])
 @pytest.mark.parametrize("op", ["add", "mul"])
 def test_binary_broadcast_f32(dev, rng, op, a_shape, b_shape):
     a = rng.standard_normal(a_shape).astype(np.float32)

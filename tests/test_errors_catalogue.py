@@ -138,6 +138,27 @@ def _u32_program(value):
     return staged(setup)
 
 
+def _json_with(edit):
+    """A graph file (a state and a scale node) with one field changed by `edit(data)`; from_json of it."""
+    def call(e):
+        import json
+
+        g = wg.Graph("file")
+        g.output("y", wg.ops.scale(g.state("s", (4,), "f32", init=np.ones(4, np.float32)), 2.0))
+        data = json.loads(g.to_json())
+        edit(data)
+        wg.Graph.from_json(json.dumps(data))
+    return call
+
+
+def _set_params_class(data):
+    [n for n in data["nodes"] if n["op"] == "scale"][0]["params"]["__attrs__"] = "os:system"
+
+
+def _short_init(data):
+    [n for n in data["nodes"] if n["op"] == "state"][0]["init"] = "AAAAAA=="  # 4 of the state's 16 bytes
+
+
 def _lost(e, what):
     d = e.fresh()
     x = d.tensor(np.ones(4, np.float32))
@@ -166,6 +187,11 @@ CATALOGUE = [
     ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)", lambda e: attn(e, q=(4, 8)), True),
     ("causal-missing", wg.WgraphError, r"attention: pass causal=True or causal=False \(there is no default\)",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+    ("sdpa-mask-and-causal", wg.WgraphError, r"sdpa: pass either attn_mask or is_causal=True, not both",
+     lambda e: wg.ops.sdpa(e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), attn_mask=np.ones((4, 4), bool),
+                           is_causal=True), True),
+    ("sdpa-gqa-off", ShapeError, r"sdpa: query has 4 heads and key 2; pass enable_gqa=True",
+     lambda e: wg.ops.sdpa(e.f32(1, 4, 4, 8), e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8)), True),
     ("kv-shapes-differ", ShapeError, r"k \(8, 2, 8\) and v \(9, 2, 8\) differ",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(9, 2, 8), causal=True), True),
     ("head-dim-mismatch", ShapeError, r"q head_dim 16 != k/v head_dim 8", lambda e: attn(e, q=(4, 2, 16)), True),
@@ -189,6 +215,11 @@ CATALOGUE = [
      lambda e: attn(e, scale=-1e39), True),
     ("scale-op-factor", LimitError, r"scale: factor 1e\+39 is outside f32's range", lambda e: wg.ops.scale(e.f32(4), 1e39),
      True),
+    ("query-position-past-u32", LimitError, r"start_pos 4294967294 \+ 4 queries reaches position 4294967297; "
+     r"positions are u32 \(at most 4294967295\)", lambda e: attn(e, start_pos=2**32 - 2), True),
+    ("kv-position-past-i32", LimitError, r"rows at positions 2147483647..2147483649 pass 2147483647",
+     lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 2**31 - 1,
+                         layout="ring"), True),
     ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
     ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
      lambda e: attn(e, kv_len=e.f32(1)), True),
@@ -273,6 +304,10 @@ CATALOGUE = [
      True),
     ("inexact-integer", DtypeError, r"dev.tensor: -1 is outside u32's range \[0, 4294967295\]",
      lambda e: e.dev.tensor(np.array([-1]), dtype="u32"), True),
+    ("json-foreign-class", GraphError, r"from_json: 'os:system' is not one of wgraph's op param classes",
+     _json_with(_set_params_class), True),
+    ("json-short-init", GraphError, r"state 's' is \(4,\) f32 \(16 bytes\); its init holds 4 bytes",
+     _json_with(_short_init), True),
     # device loss: the call is made on a fresh device that the entry destroys (and maybe re-creates)
     ("op-after-destroy", DeviceError, r"is lost or destroyed; call dev.recreate\(\)", "op", True),
     ("replay-after-loss", DeviceError, r"program 'cat' was compiled for .* epoch \d+; the device is now lost",

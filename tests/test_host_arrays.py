@@ -53,6 +53,14 @@ def test_torch_cpu_tensors_are_accepted(dev):
     np.testing.assert_array_equal(t.numpy(), want)
     np.testing.assert_array_equal(_program(dev, (2, 3)).run(x=x)["y"].numpy(), 2 * want)
     np.testing.assert_array_equal(dev.tensor(x.double(), dtype="f32").numpy(), want)
+    with pytest.raises(wg.ShapeError, match=r"expected a Tensor \(or a graph value\), got torch.Tensor; upload host "
+                                            r"data with dev.tensor"):
+        wg.ops.scale(x, 2.0)  # ops take wgraph Tensors: the message says which Tensor it got
+    with pytest.raises(wg.ShapeError, match=r"sdpa: query must be a Tensor \(or a graph value\), got torch.Tensor"):
+        wg.ops.sdpa(x, x, x)
+    g = wg.Graph("torch_const")
+    g.output("y", wg.ops.scale(g.const("w", x), 2.0))
+    np.testing.assert_array_equal(g.compile(dev).run()["y"].numpy(), 2 * want)
     with pytest.raises(wg.DtypeError, match=r"dev.tensor: cannot view Tensor as a numpy array \(Got unsupported "
                                             r"ScalarType BFloat16\)"):
         dev.tensor(x.bfloat16())
@@ -67,7 +75,9 @@ def test_float64_without_dtype_raises_the_same_error_everywhere(dev):
     before = dev.stats.snapshot()
     messages = {}
     for name, call in (("dev.tensor", lambda: dev.tensor(a64)), ("dev.write", lambda: dev.write(t, a64)),
-                       ("prog.run", lambda: prog.run(x=a64)), ("list", lambda: dev.tensor([1.0, 2.0]))):
+                       ("prog.run", lambda: prog.run(x=a64)), ("list", lambda: dev.tensor([1.0, 2.0])),
+                       ("g.const", lambda: wg.Graph("c").const("w", a64)),
+                       ("g.state", lambda: wg.Graph("s").state("w", (2, 3), "f32", init=a64))):
         with pytest.raises(wg.DtypeError) as info:
             call()
         messages[name] = str(info.value)

@@ -184,4 +184,4 @@ def test_quantized_kv_carries_its_mode(dev, rng):
     with pytest.raises(wg.ShapeError, match=r"packed int8 data must be u32"):  # the tiered path checks the mode too
         hot = dev.tensor(np.zeros((4, 2, 16), np.float16))
         wg.ops.tiered_quant_attention(dev.tensor(x[:1, :2]), hot, hot, q4.packed, q4.packed, q4.scales, q4.scales,
-                                      mode="int8", kv_len=7, hot_window=4)
+                                      mode="int8", kv_len=7, hot_window=4, causal=True)

@@ -23,6 +23,8 @@ def test_argmax_ties_nan_and_inf_as_numpy(dev, rng):
     got = wg.ops.argmax(dev.tensor(x)).numpy()
     assert got.dtype == np.uint32 and got.tolist() == np.argmax(x, -1).tolist()
     assert got[1:4].tolist() == [7, 3, 0]
+    short = -np.abs(rng.standard_normal((50, 3))).astype(np.float32)  # rows shorter than the workgroup, all < 0
+    assert wg.ops.argmax(dev.tensor(short)).numpy().tolist() == np.argmax(short, -1).tolist()
 
 
 def test_argmax_f16_batch_dims_and_long_rows(dev, rng):
@@ -148,7 +150,8 @@ def test_sample_row_with_nothing_to_draw_sets_the_flag(dev, rng):
     x[1] = -np.inf
     x[2, :39] = -np.inf  # one finite logit: always drawn
     ids = wg.ops.sample(dev.tensor(x), temperature=1.0, top_k=5, seed=3)
-    with pytest.raises(wg.GpuValueError, match=r"sample: the count of tokens a row could draw .* was 0; it must be >= 1"):
+    with pytest.raises(wg.GpuValueError, match=r"sample: the count of tokens a row could draw .* was 0; "
+                                                r"it must be >= 1"):
         dev.check_errors()
     got = ids.numpy()
     assert got[1] == 0xFFFFFFFF and got[2] == 39 and 0 <= got[0] < 40

@@ -2,16 +2,17 @@
 live GPU buffers do not grow and RSS stays within a small margin. The 10,000-step run is `python -m wgraph
 soak` (figures in docs/benchmarks.md, "Soak")."""
 
-from wgraph.soak import growth_after, soak_immediate, soak_replay
+import re
 
-RSS_MARGIN = 4 << 20  # allocator noise; a leak of a buffer's worth per call would be far above it over 200 calls
+from wgraph.soak import RSS_MARGIN_BYTES, growth_after, main, soak_immediate, soak_replay, verdict
 
 
 def test_compiled_decode_replay_does_not_grow(dev):
     samples = soak_replay(dev, 300, every=50)
     buffers, rss = growth_after(samples, warmup=100)
     assert buffers == 0, samples
-    assert rss <= RSS_MARGIN, samples
+    assert rss <= RSS_MARGIN_BYTES, samples
+    assert verdict({"replay": samples}, warmup=100)[0]
 
 
 def test_immediate_attention_does_not_grow(dev):
@@ -19,4 +20,23 @@ def test_immediate_attention_does_not_grow(dev):
     samples = soak_immediate(dev, 600, every=50)
     buffers, rss = growth_after(samples, warmup=300)
     assert buffers == 0, samples
-    assert rss <= RSS_MARGIN, samples
+    assert rss <= RSS_MARGIN_BYTES, samples
+    assert verdict({"immediate": samples}, warmup=300)[0]
+
+
+def test_verdict_fails_on_growth():
+    flat = [(0, 10, 100 << 20), (100, 12, 101 << 20), (200, 12, 101 << 20)]
+    assert verdict({"a": flat}, warmup=100) == (True, "PASS: flat after warm-up (a: live buffers +0, RSS "
+                                                      "+0.00 MiB; RSS allowed +4 MiB)")
+    leak = flat[:2] + [(200, 13, 101 << 20)]
+    fat = flat[:2] + [(200, 12, (101 << 20) + RSS_MARGIN_BYTES + 1)]
+    assert verdict({"a": flat, "b": leak}, warmup=100) == (
+        False, "FAIL: b holds 1 more live GPU buffers after warm-up (allowed: 0)")
+    assert verdict({"c": fat}, warmup=100) == (False, "FAIL: c grew RSS by 4.00 MiB after warm-up (allowed: 4 MiB)")
+
+
+def test_soak_cli_ends_with_its_verdict(dev, capsys):
+    rc = main(["--steps", "40", "--calls", "40", "--every", "10", "--warmup", "20"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.match(r"(PASS|FAIL): ", last), last
+    assert rc == (0 if last.startswith("PASS") else 1)

@@ -34,6 +34,7 @@ CASES = [  # S, Hq, Hkv, D, kv_len, hot_window, paged, causal, sliding_window, s
     (4, 4, 4, 16, 200, 32, True, True, 50, 5.0),
     (2, 2, 1, 128, 100, 16, False, False, 0, 0.0),
     (1, 2, 1, 16, 5, 8, False, True, 0, 0.0),  # all rows hot
+    (2, 2, 1, 16, 20, 8, False, True, 2**32 - 1, 0.0),  # a window past 2^31 (was i32 -1: every key masked)
 ]
 
 
@@ -119,6 +120,15 @@ def test_tiered_kv_len_from_gpu_tensor(dev, rng):
                                dev.tensor(cold_v), causal=True, kv_len=length)
         want = R.attention(q, k[:n], v[:n], [n - 1], np.arange(n))
         np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)
+    # A GPU length past the 8 hot + 40 cold rows is clamped to 48 (no read out of bounds) and reported.
+    k = rng.standard_normal((48, hkv, d)).astype(np.float16)
+    hot_k, hot_v, *_ = _layout(rng, k, k, 48, w, False)
+    dev.write(length, np.array([60], np.uint32))
+    out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(k[:40]), dev.tensor(k[:40]),
+                           causal=True, kv_len=length)
+    with pytest.raises(wg.GpuValueError, match=r"tiered_attention: the GPU kv_len was 60; it must be <= 48"):
+        dev.check_errors()
+    np.testing.assert_allclose(out.numpy(), R.attention(q, k, k, [47], np.arange(48)), atol=2e-5, rtol=0)
 
 
 def test_tiered_errors(dev, rng):

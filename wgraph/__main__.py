@@ -1,37 +1,38 @@
-"""`python -m wgraph bench ...` (see `python -m wgraph bench --help`)."""
+"""`python -m wgraph <command>`: the benchmark, the soak test and plots of saved results (`--help` lists them)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+
+# command -> (module with main(argv) -> int | dict, one line); each command parses its own options (--help)
+COMMANDS = {
+    "bench": ("wgraph.bench", "host cost per dispatch and attention throughput, beside torch SDPA (CUDA) if present"),
+    "soak": ("wgraph.soak", "replays and immediate calls: PASS (exit 0) if GPU buffers and RSS stay flat, else FAIL"),
+    "plot": ("wgraph.bench.plot", "plot a saved bench JSON, throughput vs size (no GPU; pip install wgraph[plot])"),
+    "generate": ("wgraph.models.cli", "load a Hugging Face Llama directory and generate ids (docs/models.md)"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: python -m wgraph <command> [options]", "",
+             "wgraph: GPU compute ops (attention first) on WebGPU. Commands:", ""]
+    lines += [f"  {name:{width}}  {line}" for name, (_, line) in COMMANDS.items()]
+    lines += ["", "python -m wgraph <command> --help shows a command's options."]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m wgraph bench [--quick] [--json PATH] [--only host|attention] [--grid ...]\n"
-              "       python -m wgraph bench --help\n"
-              "       python -m wgraph soak [--steps N] [--calls N] [--write-doc docs/benchmarks.md]\n"
-              "       python -m wgraph generate PATH --prompt-ids 1,2,3 [--max-new-tokens 32] (see --help)")
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
         return 0 if argv else 2
-    if argv[0] == "bench":
-        from wgraph.bench import main as bench_main
-
-        bench_main(argv[1:])
-        return 0
-    if argv[0] == "soak":
-        from wgraph.soak import main as soak_main
-
-        return soak_main(argv[1:])
-    if argv[0] == "generate":
-        return _generate(argv[1:])
-    print(f"unknown command {argv[0]!r}; try: python -m wgraph bench --help", file=sys.stderr)
-    return 2
-
-
-def _generate(argv: list[str]) -> int:
-    from wgraph.models.cli import main as generate_main
-
-    return generate_main(argv)
+    if argv[0] not in COMMANDS:
+        print(f"unknown command {argv[0]!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    result = importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from wgraph import device_errors
 from wgraph.dtypes import dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.host_arrays import host_array
+from wgraph.ops.templates import TemplateCache
 from wgraph.scheduler.commands import CommandList, align4
 from wgraph.scheduler.dispatch import Write
 from wgraph.scheduler.fence import submit_for_index, wait_for_index
@@ -172,6 +173,7 @@ class Device:
         self.bind_groups = BindGroupCache(self)
         self.pool = BufferPool(self._create_buffer, self._destroy_buffer)
         self.uniform_cache = UniformCache(self._write_new_uniform, self._release_uniform)
+        self.templates = TemplateCache()  # op templates of this epoch (ops/templates.py)
         self._staging = None
         self._idle_probe = None
         self._fallbacks: dict = {}
@@ -189,6 +191,7 @@ class Device:
             self.pool.clear()
             self.pipelines.clear()
             self.bind_groups.clear()
+            self.templates.clear()
             self._fallbacks.clear()
             self._staging = None
             self._idle_probe = None

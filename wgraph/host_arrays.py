@@ -18,7 +18,8 @@ def _python_data(value) -> bool:
     return isinstance(value, (bool, int, float, list, tuple)) and not isinstance(value, np.generic)
 
 
-def _view(value, where: str) -> np.ndarray:
+def host_view(value, where: str) -> np.ndarray:
+    """`value` as a numpy array (a view where numpy can make one), any dtype; DtypeError if numpy cannot."""
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError, RuntimeError) as e:  # torch: bf16, CUDA, requires_grad; ragged lists
@@ -54,7 +55,7 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
     (`dtype=`), so an array of another dtype is converted; otherwise it must already be that dtype.
     Python numbers and lists take `dtype` (their values checked for integer dtypes).
     """
-    arr = _view(value, where)
+    arr = host_view(value, where)
     if dtype is not None and (convert or _python_data(value)):
         if arr.dtype != dtype_info(dtype).numpy:
             arr = _convert(arr, dtype, value, where)

@@ -1,5 +1,6 @@
 """Soak: many replays of a compiled decode step and many immediate attention calls, sampling the live GPU
-buffers (dev.stats.live_buffers) and the process RSS; both must stay flat after warm-up.
+buffers (dev.stats.live_buffers) and the process RSS. PASS when both stay flat after warm-up: no live buffer
+more, RSS within RSS_MARGIN_BYTES (exit code 0; FAIL: 1).
 `python -m wgraph soak [--steps N] [--calls N] [--write-doc docs/benchmarks.md]`."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 import numpy as np
 
 HQ, HKV, D, CAPACITY = 4, 2, 32, 256
+RSS_MARGIN_BYTES = 4 << 20  # allocator noise; a leak of a buffer's worth per call would be far above it
 
 
 def rss_bytes() -> int:
@@ -83,6 +85,22 @@ def growth_after(samples, warmup: int) -> tuple[int, int]:
     return last[1] - base[1], last[2] - base[2]
 
 
+def verdict(runs: dict, warmup: int) -> tuple[bool, str]:
+    """The flat-memory criteria over every run's samples: (passed, one line saying why)."""
+    failures, growth = [], []
+    for name, samples in runs.items():
+        buffers, rss = growth_after(samples, warmup)
+        growth.append(f"{name}: live buffers {buffers:+d}, RSS {rss / 2**20:+.2f} MiB")
+        if buffers > 0:
+            failures.append(f"{name} holds {buffers} more live GPU buffers after warm-up (allowed: 0)")
+        if rss > RSS_MARGIN_BYTES:
+            failures.append(f"{name} grew RSS by {rss / 2**20:.2f} MiB after warm-up (allowed: "
+                            f"{RSS_MARGIN_BYTES / 2**20:.0f} MiB)")
+    if failures:
+        return False, "FAIL: " + "; ".join(failures)
+    return True, f"PASS: flat after warm-up ({'; '.join(growth)}; RSS allowed +{RSS_MARGIN_BYTES / 2**20:.0f} MiB)"
+
+
 def _row(name, n, samples, warmup, seconds):
     first, base, last = samples[0], next(s for s in samples if s[0] >= warmup), samples[-1]
     mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
@@ -98,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=1000, help="samples before this count are warm-up")
     ap.add_argument("--write-doc", metavar="PATH", help="replace the '## Soak' section of this markdown file")
     args = ap.parse_args(argv)
+    if not 0 <= args.warmup < min(args.steps, args.calls) or args.every < 1:
+        ap.error(f"--warmup {args.warmup} must be below --steps {args.steps} and --calls {args.calls}, "
+                 f"and --every {args.every} at least 1")
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
 
@@ -113,12 +134,11 @@ def main(argv: list[str] | None = None) -> int:
              _row("immediate attention", args.calls, immediate, args.warmup, t2 - t1)]
     table = "\n".join(lines)
     print(f"device: {dev.caps.adapter_name}\n{table}")
-    for name, s in (("replay", replay), ("immediate", immediate)):
-        buffers, rss = growth_after(s, args.warmup)
-        print(f"{name}: after warm-up, live buffers {buffers:+d}, RSS {rss / 2**20:+.2f} MiB")
     if args.write_doc:
         _write_doc(args.write_doc, dev.caps.adapter_name, table, args)
-    return 0
+    passed, line = verdict({"replay": replay, "immediate": immediate}, args.warmup)
+    print(line)
+    return 0 if passed else 1
 
 
 def _write_doc(path: str, adapter: str, table: str, args) -> None:
@@ -129,7 +149,10 @@ def _write_doc(path: str, adapter: str, table: str, args) -> None:
                f"step; the immediate run calls `attention` with a fresh output and kv_len cycling over 300 values "
                f"(more uniform byte strings than the uniform cache holds). Live GPU buffers are "
                f"`dev.stats.live_buffers` (created minus destroyed, pool included); RSS from /proc/self/statm; "
-               f"a readback every {args.every} steps; warm-up is the first {args.warmup}.\n\n{table}\n")
+               f"a readback every {args.every} steps; warm-up is the first {args.warmup}. The run ends with a "
+               f"verdict line: PASS (exit code 0) when, after warm-up, no run holds one more live buffer and RSS "
+               f"grew by at most {RSS_MARGIN_BYTES >> 20} MiB; FAIL (exit code 1) naming the run and the growth "
+               f"otherwise (a warm-up shorter than the uniform cache's 300-call fill fails by design).\n\n{table}\n")
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
     start = text.find("\n## Soak\n")
     if start >= 0:

@@ -10,12 +10,16 @@ import time
 from wgraph.bench.grids import GRIDS
 
 DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0}
+QUICK = ("the quick grid (32 lavapipe-sized attention shapes) and 5 host-cost runs: about 20 s on lavapipe "
+         "with 2 CPU cores")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m wgraph bench", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="tiny grid and fewer runs (under 2 minutes on lavapipe)")
+    p.add_argument("--quick", action="store_true", help=QUICK)
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
+    p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
+                   "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
     p.add_argument("--only", choices=("host", "attention", "model"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
@@ -33,7 +37,15 @@ def _progress(msg: str):
 
 def main(argv: list[str]) -> dict:
     """Run the benchmark; print tables; return (and with --json write) the result."""
-    args = parser().parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
+    if args.plot:
+        from wgraph.bench.plot import check_plot_path
+
+        try:  # before the run: a missing matplotlib is not worth finding out minutes later
+            check_plot_path(args.plot)
+        except (ImportError, ValueError) as e:
+            ap.exit(2, f"python -m wgraph bench: {e}\n")
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
     from wgraph.bench import attention, host, report
@@ -75,6 +87,10 @@ def main(argv: list[str]) -> dict:
     if args.json:
         path = report.write_json(args.json, result)
         print(f"\nwrote {path}")
+    if args.plot:
+        from wgraph.bench.plot import plot_result
+
+        print(f"wrote {plot_result(result, args.plot)}")
     return result
 
 

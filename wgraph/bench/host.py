@@ -54,6 +54,30 @@ def raw_floor(dev, a, b, n_ops: int) -> Callable[[], None]:
     return run
 
 
+def raw_submit_per_op(dev, a, b, n_ops: int) -> Callable[[], None]:
+    """The floor of immediate mode: raw wgpu-py with one encoder, one pass and one submit per dispatch."""
+    k = kernel(select_variant("scale", output_dtype="f32"))
+    pipeline, bgl = dev.pipelines.get(k)
+    uniform = dev.wgpu.create_buffer(size=max(k.uniform.size, 16), usage=wg.device.UNIFORM_USAGE)
+    dev.wgpu.queue.write_buffer(uniform, 0, struct.pack("<If", ELEMENTS, 0.5))
+    groups = (_bind_group(dev, k, bgl, uniform, a, b), _bind_group(dev, k, bgl, uniform, b, a))
+    queue = dev.wgpu.queue
+    create_encoder = dev.wgpu.create_command_encoder
+
+    def run():
+        for i in range(n_ops):
+            encoder = create_encoder()
+            cpass = encoder.begin_compute_pass()
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, groups[i & 1], [0])
+            cpass.dispatch_workgroups(1, 1, 1)
+            cpass.end()
+            queue.submit([encoder.finish()])
+
+    run.keep = (uniform, groups)
+    return run
+
+
 def _ping_pong(a, b, n_ops: int):
     """n_ops scales alternating between two tensors: the same work in every wgraph mode."""
     scale = wg.ops.scale
@@ -174,6 +198,8 @@ def _measure(dev, fn, runs: int) -> dict:
 
 MODES = (
     ("raw_wgpu_floor", "raw wgpu-py: prebuilt pipeline + bind group, one pass, one submit", raw_floor),
+    ("raw_wgpu_submit_per_op", "raw wgpu-py, one encoder + pass + submit per dispatch: immediate's floor",
+     raw_submit_per_op),
     ("wgraph_immediate", "wg.ops.scale(out=) per op: one submit each", immediate),
     ("wgraph_recorded", "with dev.record(): scale(out=) x N, one submit", recorded),
     ("wgraph_recorded_fresh_outputs", "with dev.record(): y = scale(y) x N (pooled outputs)", recorded_fresh),
@@ -211,8 +237,10 @@ def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dic
                 row["n_ops"] = ops
                 fn = make(dev, a, b, ops)
             m = _measure(dev, fn, runs)
-            if name == "raw_wgpu_floor":  # it bypasses wgraph's counters
+            if name == "raw_wgpu_floor":  # the raw loops bypass wgraph's counters
                 m.update(submits=1, compute_passes=1, dispatches=n_ops)
+            elif name == "raw_wgpu_submit_per_op":
+                m.update(submits=n_ops, compute_passes=n_ops, dispatches=n_ops)
         except Exception as e:  # noqa: BLE001 - one broken mode must not hide the others
             row.update(status="error", note=f"{type(e).__name__}: {e}")
             rows.append(row)

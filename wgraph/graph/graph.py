@@ -8,10 +8,10 @@ from typing import Any
 
 import attrs
 import networkx as nx
-import numpy as np
 
-from wgraph.dtypes import dtype_info
-from wgraph.errors import DtypeError, ShapeError, WgraphError
+from wgraph.dtypes import dtype_of_numpy
+from wgraph.errors import ShapeError, WgraphError
+from wgraph.host_arrays import host_array
 from wgraph.ops.core import OPS
 from wgraph.tensor import TensorSpec
 
@@ -113,23 +113,18 @@ class Graph:
         spec = TensorSpec(shape, dtype)
         data = None
         if init is not None:
-            arr = np.asarray(init)
+            arr = host_array(init, dtype, where=f"graph {self.name!r}: state {name!r} init")
             if arr.size != spec.size:
                 raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape}")
-            data = np.ascontiguousarray(arr, dtype=dtype_info(dtype).numpy).tobytes()
+            data = arr.tobytes()
         self.add(Node(name, "state", None, (), (name,)), specs=(spec,))
         self.states[name] = StateSpec(name, spec, data)
         return self.values[name]
 
     def const(self, name: str, array, dtype: str | None = None) -> Value:
         """A weight: a state initialised from `array` (uploaded once, at compile)."""
-        arr = np.asarray(array)
-        if dtype is None:
-            dtype = "f32" if arr.dtype == np.float64 else {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
-                                                           np.dtype(np.uint32): "u32", np.dtype(np.int32): "i32"}.get(arr.dtype)
-            if dtype is None:
-                raise DtypeError(f"graph {self.name!r}: const {name!r} has numpy dtype {arr.dtype}; give dtype=")
-        return self.state(name, arr.shape, dtype, init=arr)
+        arr = host_array(array, dtype, convert=dtype is not None, where=f"graph {self.name!r}: const {name!r}")
+        return self.state(name, arr.shape, dtype_of_numpy(arr.dtype), init=arr)
 
     def output(self, name: str, value: Value) -> None:
         """Name `value` as a result of `run`."""

@@ -98,6 +98,9 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         _check_int(name, getattr(params, name))
     if params.start_pos is not None:
         _check_int("start_pos", params.start_pos)
+        if S and params.start_pos + S - 1 > U32_MAX:
+            raise LimitError(f"attention: start_pos {params.start_pos} + {S} queries reaches position "
+                             f"{params.start_pos + S - 1}; positions are u32 (at most {U32_MAX})")
     if params.softcap < 0 or not math.isfinite(params.softcap) or params.softcap > F32_MAX:
         raise ShapeError(f"attention: softcap {params.softcap} must be finite, >= 0 and at most f32's largest "
                          f"{F32_MAX:.8g} (0 = off)")

@@ -56,6 +56,8 @@ RULES: tuple[Rule, ...] = (
     Rule("prefill", "tiled_large", "prefill with a small head dim: large query tile"),
     Rule("prefill", "tiled_small", "prefill: small query tile, head dims up to the small tile's limit"),
     Rule("prefill", "streaming", "prefill fallback: one workgroup per query, under 1 KB workgroup memory"),
+    Rule("prefill", "chunked", "prefill over a long kv on a CPU device: keys split into chunks across workgroups, "
+         "then a combine pass (every invocation stays under lavapipe's loop cap)"),
 )
 
 
@@ -130,6 +132,12 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
     if k.facts.get("gpu_only") and caps.is_cpu:
         # Not an error when forced: the kernel runs on a CPU device, it only compiles for a minute there.
         return None if forced else (UnsupportedError, "is GPU-tuned (fully unrolled): a CPU device compiles it for tens of seconds")
+    if caps.is_cpu:
+        from wgraph.ops.attention_loops import cpu_misfit  # it reads kernel consts through shader_const above
+
+        why = cpu_misfit(k, facts, caps)
+        if why is not None:
+            return LimitError, why
     return None
 
 

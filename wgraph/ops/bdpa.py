@@ -24,6 +24,7 @@ import numpy as np
 
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal
+from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import select_variant
 from wgraph.scheduler.registry import kernel
@@ -148,12 +149,15 @@ def _encode(ctx, params: BDPAParams, inputs, outputs):
     variant = select_variant("bdpa_attention", q_dtype=q.dtype)
     uniforms = {
         "num_heads": hq, "num_kv_heads": basis.shape[2], "head_dim": dim, "seq_len": 1,
-        "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "q_pos": params.q_pos,
+        "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "len_cap": index.shape[0],
+        "q_pos": params.q_pos,
         "causal": int(params.causal), "sliding_window": params.sliding_window,
         "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(dim), "softcap": params.softcap,
     }
     bindings = {"q": q, "basis": basis, "residual": residual, "residual_scale": rscale, "index": index, "rope": rope,
                 "len_buf": len_t if len_t is not None else ctx.fallback("bdpa.kv_len"), "out": out}
+    check_decode_loop(kernel(variant), dim, params.kv_len if len_t is None else index.shape[0], ctx.caps,
+                      "bdpa_attention")
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, 1, 1), label=variant)]
 
 

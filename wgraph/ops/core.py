@@ -13,6 +13,7 @@ from wgraph.scheduler.dispatch import Dispatch
 from wgraph.scheduler.pipelines import storage_binding_size
 from wgraph.scheduler.registry import kernel as lookup_kernel
 from wgraph.scheduler.uniforms import pack_uniforms
+from wgraph.ops.templates import capture
 from wgraph.tensor import Tensor, TensorSpec
 
 
@@ -111,6 +112,8 @@ class EncodeContext:
         self.caps = device.caps
         self.plan = None  # the kernel plan the op chose, if it has one (KernelPlan: variant, reason, ...)
         self._scratch_source = scratch_source
+        self.scratch_made: list[tuple[Tensor, str]] = []  # (tensor, label) in the order asked for
+        self.fallbacks_used: list[Tensor] = []
 
     def chose(self, plan) -> None:
         """Record the plan an op's encode used, so explain() reports it without planning again."""
@@ -119,16 +122,23 @@ class EncodeContext:
     def scratch(self, shape, dtype: str, label: str = "scratch") -> Tensor:
         """A temporary tensor that lives as long as the dispatches that bind it."""
         if self._scratch_source is not None:
-            return self._scratch_source(TensorSpec(shape, dtype), label)
-        return self.device.empty(shape, dtype, label)
+            t = self._scratch_source(TensorSpec(shape, dtype), label)
+        else:
+            t = self.device.empty(shape, dtype, label)
+        self.scratch_made.append((t, label))
+        return t
 
     def fallback(self, name: str, nbytes: int = 4) -> Tensor:
         """A zero-filled dummy for an optional binding that is not used."""
-        return self.device.fallback(name, nbytes)
+        t = self.device.fallback(name, nbytes)
+        self.fallbacks_used.append(t)
+        return t
 
     def error_flag(self) -> Tensor:
         """The device error flag (wgraph/device_errors.py); `dispatch` binds it to a kernel that declares it."""
-        return self.device.error_flag()
+        t = self.device.error_flag()
+        self.fallbacks_used.append(t)
+        return t
 
     def grid(self, groups: int) -> tuple[int, int, int]:
         """`groups` workgroups as (x, y, 1) with x within the device limit (kernels rebuild the flat index)."""
@@ -189,17 +199,27 @@ def _spec(x) -> TensorSpec | None:
         return None
     if isinstance(x, Tensor):
         return x.spec
-    kind = type(x)  # the module too: a torch.Tensor is not a wgraph Tensor
-    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
-    raise ShapeError(f"expected a Tensor (or a graph value), got {name}; upload host data with dev.tensor(...)")
+    raise ShapeError(f"expected a Tensor (or a graph value), got {type_name(x)}; upload host data with dev.tensor(...)")
+
+
+def type_name(x) -> str:
+    """x's type with its package (numpy.ndarray, torch.Tensor): a torch.Tensor is not a wgraph Tensor."""
+    kind = type(x)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
 
 
 def apply(op: OpDef, params, inputs: tuple, out=None):
     """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s)."""
+    signature = []  # (shape, dtype) per input: with the params, the key of the call's template
     for x in inputs:
-        if getattr(x, "_wgraph_symbol_", False):
+        if x is None:
+            signature.append(None)
+        elif type(x) is Tensor:
+            signature.append((x.shape, x.dtype))
+        elif getattr(x, "_wgraph_symbol_", False):
             return x.graph.add_op(op, params, inputs, out=out)
-    specs = tuple(_spec(x) for x in inputs)
+        else:
+            _spec(x)  # raises naming what x is
     tensors = [x for x in inputs if x is not None]
     if not tensors:
         raise ShapeError(f"{op.name}: no tensor inputs")
@@ -207,13 +227,37 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
     for t in tensors[1:]:
         if t.device is not device:
             raise DeviceError(f"{op.name}: inputs live on different devices ({device!r} and {t.device!r})")
+    key = (op.name, params, tuple(signature), out is None)
+    try:
+        tpl = device.templates.get(key)
+    except TypeError:  # unhashable params: no template
+        tpl = key = None
+    if tpl is not None:
+        outputs = _outputs(op, device, tpl.out_specs, out)
+        if _distinct_buffers(tensors, outputs):  # else the slow path below finds the aliasing and says so
+            for t in tensors:
+                device.check_tensor(t)
+            scratch = [device.empty(s.shape, s.dtype, label) for s, label in tpl.scratch]
+            device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
+            return outputs[0] if len(outputs) == 1 else outputs
+    specs = tuple(None if x is None else x.spec for x in inputs)
     out_specs = tuple(op.infer(params, specs))
     outputs = _outputs(op, device, out_specs, out)
     for t in tensors:
         device.check_tensor(t)
-    dispatches = op.encode(EncodeContext(device), params, tuple(inputs), outputs)
+    ctx = EncodeContext(device)
+    dispatches = op.encode(ctx, params, tuple(inputs), outputs)
+    if key is not None and _distinct_buffers(tensors, outputs):
+        tpl = capture(out_specs, dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used)
+        if tpl is not None:
+            device.templates.put(key, tpl)
     device.run(dispatches, outputs if out is None else ())
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _distinct_buffers(tensors, outputs) -> bool:
+    buffers = {id(t.buffer) for t in tensors}
+    return len(buffers) == len(tensors) and not any(id(t.buffer) in buffers for t in outputs)
 
 
 def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:

@@ -66,8 +66,14 @@ def _check_pos_tensor(spec: TensorSpec | None, op: str):
         raise ShapeError(f"{op}: a GPU position must be a u32 tensor with at least one value, got {spec.shape} {spec.dtype}")
 
 
+I32_MAX = 2**31 - 1  # the kv kernels compute positions in i32 (a negative one is a row to skip)
+
+
 def _check_positions(params: WriteParams, n: int, capacity: int, has_pos_tensor: bool, op: str):
     """With an int position (and no pos tensor) every written position must fit: clear errors, not dropped rows."""
+    if n and params.pos + n - 1 > I32_MAX:
+        raise LimitError(f"{op}: rows at positions {params.pos}..{params.pos + n - 1} pass {I32_MAX}, the largest "
+                         f"position the kv kernels address (any layout, rings included)")
     if params.layout == "ring":
         if n > capacity:
             raise LimitError(f"{op}: {n} rows into a ring of {capacity} rows would overwrite rows of the same append")

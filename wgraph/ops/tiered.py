@@ -12,6 +12,7 @@ import attrs
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal
+from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
 from wgraph.scheduler.registry import kernel
@@ -107,6 +108,7 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
     uniforms = {
         "num_heads": hq, "num_kv_heads": hot_k.shape[1], "head_dim": dim, "seq_len": S,
         "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "hot_window": params.hot_window,
+        "len_cap": params.hot_window + (table.shape[0] * params.page_size if table is not None else cold_k.shape[0]),
         "cold_layout": int(table is not None), "cold_page_size": max(1, params.page_size),
         "causal": int(params.causal), "sliding_window": params.sliding_window, "scale": scale,
         "softcap": params.softcap,
@@ -116,6 +118,8 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
                 "len_buf": len_t if len_t is not None else ctx.fallback("tiered.kv_len")}
     if params.mode is not None:
         bindings.update(cold_k_scale=k_scale, cold_v_scale=v_scale)
+    check_decode_loop(kernel(variant), dim, params.kv_len if len_t is None else uniforms["len_cap"], ctx.caps,
+                      "tiered_attention")
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, S, 1), label=variant)]
 
 

@@ -19,7 +19,8 @@ fn kv_len_now() -> u32 {
 // Row of the k/v buffers that holds key j (absolute position kv_start + j).
 fn kv_row(j: u32) -> u32 {
     if (params.kv_layout == 1u) {
-        return (params.kv_start + j) % params.kv_rows;
+        // (kv_start + j) % kv_rows without the u32 wrap of kv_start + j (key positions may pass 2^32).
+        return (params.kv_start % params.kv_rows + j % params.kv_rows) % params.kv_rows;
     }
     if (params.kv_layout == 2u) {
         return page_table[j / params.page_size] * params.page_size + j % params.page_size;

@@ -35,32 +35,47 @@ fn is_nan_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
-// Absolute position of query i, as i32 so a bottom-right alignment with kv_len < S cannot wrap.
-fn query_pos(i: u32, kv_len: u32) -> i32 {
+// Position of query i relative to key 0 (query position - kv_start) as vec2(behind, distance): behind is 1 when
+// the query sits before key 0. All u32 and wrap-free for every accepted value (kv_start, kv_len, start_pos and
+// sliding_window any u32; the host keeps start_pos + S - 1 within u32), which i32 positions were not.
+fn query_pos(i: u32, kv_len: u32) -> vec2<u32> {
     if (params.start_pos_from_end != 0u) {
-        return i32(params.kv_start + kv_len) - i32(params.seq_len) + i32(i);
+        let back = params.seq_len - i;  // >= 1: query i sits at kv_len - back
+        if (kv_len >= back) {
+            return vec2<u32>(0u, kv_len - back);
+        }
+        return vec2<u32>(1u, back - kv_len);
     }
-    return i32(params.start_pos + i);
+    let p = params.start_pos + i;
+    if (p >= params.kv_start) {
+        return vec2<u32>(0u, p - params.kv_start);
+    }
+    return vec2<u32>(1u, params.kv_start - p);
 }
 
-// The keys a query at qpos sees: [x, y) in key indices. Every mask (causal, window, ring eviction) is an
-// interval, so kernels loop over this range and never test a per-key mask. Empty when x == y.
-fn key_range(qpos: i32, kv_len: u32) -> vec2<u32> {
-    var lo: i32 = 0;
-    var hi: i32 = i32(kv_len);
-    let rel = qpos - i32(params.kv_start);
+// The keys a query at relative position rel (query_pos) sees: [x, y) in key indices. Every mask (causal,
+// window, ring eviction) is an interval, so kernels loop over this range and never test a per-key mask.
+// Empty when x == y.
+fn key_range(rel: vec2<u32>, kv_len: u32) -> vec2<u32> {
+    let ahead = rel.x == 0u;
+    var lo = 0u;
+    var hi = kv_len;
     if (params.causal != 0u) {
-        hi = min(hi, rel + 1);
+        if (!ahead) {
+            hi = 0u;
+        } else if (rel.y < kv_len) {
+            hi = rel.y + 1u;
+        }
     }
-    if (params.sliding_window != 0u) {
-        lo = max(lo, rel - i32(params.sliding_window) + 1);
+    if (params.sliding_window != 0u && ahead && rel.y >= params.sliding_window) {
+        lo = rel.y - params.sliding_window + 1u;
     }
-    if (params.kv_layout == 1u) {
+    if (params.kv_layout == 1u && kv_len > params.kv_rows) {
         // Ring: only the last kv_rows keys are still stored; older ones count as masked.
-        lo = max(lo, i32(kv_len) - i32(params.kv_rows));
+        lo = max(lo, kv_len - params.kv_rows);
     }
     hi = max(hi, lo);
-    return vec2<u32>(u32(lo), u32(hi));
+    return vec2<u32>(lo, hi);
 }
 
 // tanh that cannot produce inf/inf: tanh(15) == 1 in f32.

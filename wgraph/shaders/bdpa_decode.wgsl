@@ -10,6 +10,7 @@ struct BDPAParams {
     seq_len: u32,
     kv_len: u32,
     use_len_buf: u32,
+    len_cap: u32,          // the index's rows: a GPU kv_len above it is clamped and reported
     q_pos: u32,
     causal: u32,
     sliding_window: u32,
@@ -18,6 +19,7 @@ struct BDPAParams {
 }
 
 @group(0) @binding(0) var<uniform> params: BDPAParams;
+const LEN_ERROR_SITE: u32 = ERR_BDPA_KV_LEN;
 // q, out and len_buf (bindings 1-3) are declared by tiered_loop.wgsl.
 // [num_basis, 2, kv_heads, head_dim]: K basis then V basis of each token id.
 @group(0) @binding(4) var<storage, read> basis: array<f16>;
@@ -48,7 +50,8 @@ fn key_masked(j: u32, qpos: i32) -> bool {
     if (params.causal != 0u && p > qpos) {
         return true;
     }
-    return params.sliding_window > 0u && p <= qpos - i32(params.sliding_window);
+    // qpos - p >= window, compared as u32 (a window >= 2^31 is no i32)
+    return params.sliding_window > 0u && qpos >= p && u32(qpos - p) >= params.sliding_window;
 }
 
 // Component d of K (part 0) or V (part 1) of key j, before RoPE.

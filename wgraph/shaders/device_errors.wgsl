@@ -9,8 +9,10 @@ const ERR_ATTENTION_KV_LEN: u32 = 1u;
 const ERR_ROPE_POS: u32 = 2u;
 const ERR_KV_APPEND_POS: u32 = 3u;
 const ERR_KV_QUANTIZE_POS: u32 = 4u;
-const ERR_EMBEDDING_ID: u32 = 5u;
-const ERR_SAMPLE_EMPTY: u32 = 6u;
+const ERR_TIERED_KV_LEN: u32 = 5u;
+const ERR_BDPA_KV_LEN: u32 = 6u;
+const ERR_EMBEDDING_ID: u32 = 7u;
+const ERR_SAMPLE_EMPTY: u32 = 8u;
 
 fn report_error(site: u32, value: u32, limit: u32) {
     // Word 0 goes from 0 to a site code once; only that winner writes value and limit. A weak exchange may

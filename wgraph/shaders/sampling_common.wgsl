@@ -9,8 +9,8 @@ fn is_nan(v: f32) -> bool {
 
 // does (v, i) come before (w, j) in argmax's order? NaN first, then larger values, then lower indices
 fn beats(v: f32, i: u32, w: f32, j: u32) -> bool {
-  if (j == NO_INDEX) {
-    return i != NO_INDEX;
+  if (i == NO_INDEX || j == NO_INDEX) {
+    return j == NO_INDEX && i != NO_INDEX;
   }
   let nv = is_nan(v);
   if (nv != is_nan(w)) {

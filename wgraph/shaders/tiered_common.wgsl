@@ -13,6 +13,7 @@ struct TieredParams {
     seq_len: u32,
     kv_len: u32,
     use_len_buf: u32,
+    len_cap: u32,          // keys the storage holds: a GPU kv_len above it is clamped and reported
     hot_window: u32,
     cold_layout: u32,
     cold_page_size: u32,
@@ -23,6 +24,7 @@ struct TieredParams {
 }
 
 @group(0) @binding(0) var<uniform> params: TieredParams;
+const LEN_ERROR_SITE: u32 = ERR_TIERED_KV_LEN;
 
 var<private> cold_len: u32;
 
@@ -41,8 +43,9 @@ fn key_range(qpos: i32, n: u32) -> vec2<u32> {
         hi = min(hi, qpos + 1);
     }
     var lo = 0;
-    if (params.sliding_window > 0u) {
-        lo = max(0, qpos - i32(params.sliding_window) + 1);
+    // Compared as u32 first: i32(sliding_window) of a window >= 2^31 would be negative and mask every key.
+    if (params.sliding_window > 0u && qpos >= 0 && u32(qpos) >= params.sliding_window) {
+        lo = qpos - i32(params.sliding_window) + 1;
     }
     hi = max(hi, 0);
     lo = min(lo, hi);

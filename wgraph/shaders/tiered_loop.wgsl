@@ -3,13 +3,15 @@
 // probabilities go through workgroup memory (2 barriers per tile, none per key), and each thread owns the
 // output dims d = tid, tid + WG, ... with an online softmax across tiles. No kv-length ceiling.
 // It declares the bindings it reads and writes itself (1-3: q, out, len_buf). The including file provides the
-// rest (from binding 4), params (num_heads, num_kv_heads, head_dim, kv_len, use_len_buf, scale, softcap), and
+// rest (from binding 4), params (num_heads, num_kv_heads, head_dim, kv_len, use_len_buf, len_cap, scale, softcap),
+// the device-error site LEN_ERROR_SITE of a GPU kv_len above len_cap, and
 // fn prepare(n), query_pos(i, n), key_range(qpos, n), key_masked(j, qpos), key_dot(j, kvh) (dot of q_sh with
 // key j) and value(j, kvh, d).
 
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
 @group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
 @group(0) @binding(3) var<storage, read> len_buf: array<u32>;
+//!include device_errors.wgsl
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const ACC_N: u32 = ({{MAX_HEAD_DIM}}u + WG - 1u) / WG;
@@ -30,6 +32,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var n = params.kv_len;
         if (params.use_len_buf != 0u) {
             n = len_buf[0];
+            if (n > params.len_cap) {   // keys past the storage: clamp (no read out of bounds) and report
+                report_error(LEN_ERROR_SITE, n, params.len_cap);
+                n = params.len_cap;
+            }
         }
         n_sh = n;
     }

@@ -1,0 +1,59 @@
+"""Positions across the whole accepted u32 range (issue: signed / wrapping arithmetic gave zeros or wrong rows):
+large sliding windows, start_pos at and past 2^31, a ring whose key positions pass 2^32."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.ops.kv_cache import kv_append
+
+from attention_reference import tolerance_check
+
+U32_MAX = 2**32 - 1
+
+
+def _check(dev, rng, S, L, *, kv_rows=None, **options):
+    q = rng.standard_normal((S, 2, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((kv_rows or L, 1, 16)).astype(np.float32) for _ in range(2))
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), **options).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, **options)
+    assert ok, (options, err, bound)
+    assert np.abs(got).max() > 0  # every row sees keys here: zeros would be the old wrong answer
+
+
+@pytest.mark.parametrize("S", [5, 1])  # prefill and decode
+def test_sliding_window_up_to_u32_max(dev, rng, S):
+    _check(dev, rng, S, 9, causal=True, sliding_window=U32_MAX)
+    _check(dev, rng, S, 9, causal=False, sliding_window=2**31, start_pos=3)
+
+
+@pytest.mark.parametrize("start_pos,S", [(2**31, 3), (2**31 - 4, 4), (U32_MAX - 3, 4), (U32_MAX, 1)])
+def test_start_pos_past_2_31(dev, rng, start_pos, S):
+    _check(dev, rng, S, 6, causal=True, start_pos=start_pos)  # keys at 0..5: every query sees them all
+    _check(dev, rng, S, 6, causal=True, start_pos=start_pos, kv_start=start_pos - 5, sliding_window=4)
+
+
+def test_ring_whose_key_positions_pass_2_32(dev, rng):
+    for S in (6, 1):
+        _check(dev, rng, S, 6, causal=True, kv_layout="ring", kv_start=U32_MAX - 2, kv_len=6)
+    for S, window in ((3, 4), (1, 6)):  # 9 keys through a 6-row ring: the window keeps evicted keys out
+        _check(dev, rng, S, 9, kv_rows=6, causal=True, kv_layout="ring", kv_start=U32_MAX - 2, kv_len=9,
+               sliding_window=window)
+
+
+def test_query_positions_past_u32_are_rejected(dev):
+    x = dev.tensor(np.ones((4, 1, 8), np.float32))
+    with pytest.raises(wg.LimitError, match=r"start_pos 4294967294 \+ 4 queries reaches position 4294967297; "
+                                            r"positions are u32 \(at most 4294967295\)"):
+        wg.ops.attention(x, x, x, causal=True, start_pos=U32_MAX - 1)
+
+
+def test_kv_positions_stay_below_2_31(dev, rng):
+    ring = dev.tensor(np.zeros((6, 1, 8), np.float32))
+    k = rng.standard_normal((2, 1, 8)).astype(np.float32)
+    kv_append((ring, ring), dev.tensor(k), dev.tensor(k), 2**31 - 2, layout="ring")
+    want = np.zeros((6, 1, 8), np.float32)
+    want[(2**31 - 2) % 6], want[(2**31 - 1) % 6] = k[0], k[1]
+    np.testing.assert_array_equal(ring.numpy(), want)
+    with pytest.raises(wg.LimitError, match=r"positions 2147483647..2147483648 pass 2147483647, the largest position"):
+        kv_append((ring, ring), dev.tensor(k), dev.tensor(k), 2**31 - 1, layout="ring")

@@ -1,0 +1,157 @@
+"""wg.ops.sdpa against the float64 numpy reference with torch's semantics (tests/sdpa_reference.py) and, where
+torch is importable, against torch's scaled_dot_product_attention on the CPU (an optional test dependency)."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from sdpa_reference import sdpa_reference, sdpa_tolerance_check
+
+def _mask(rng, shape, kind):
+    if kind == "bool":
+        return rng.random(shape) > 0.3
+    if kind == "-inf":
+        return np.where(rng.random(shape) > 0.3, 0.0, -np.inf).astype(np.float32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# name, q shape, k/v shape, options, mask (shape, kind) or None
+CASES = [
+    ("one-batch-axis", (2, 4, 5, 16), (2, 4, 7, 16), {}, None),
+    ("two-batch-axes", (2, 3, 2, 4, 8), (2, 3, 2, 6, 8), {}, None),
+    ("no-batch-axis", (2, 5, 16), (2, 5, 16), {"scale": 0.7}, None),
+    ("two-d", (6, 16), (9, 16), {}, None),
+    ("causal-L<S", (2, 4, 5, 16), (2, 4, 9, 16), {"is_causal": True}, None),
+    ("causal-L>S", (1, 2, 9, 16), (1, 2, 4, 16), {"is_causal": True}, None),
+    ("causal-decode", (3, 4, 1, 32), (3, 4, 12, 32), {"is_causal": True}, None),
+    ("gqa", (2, 8, 5, 16), (2, 2, 7, 16), {"enable_gqa": True, "scale": 0.3}, None),
+    ("gqa-causal", (2, 6, 7, 16), (2, 3, 7, 16), {"enable_gqa": True, "is_causal": True}, None),
+    ("bool-mask-LS", (2, 4, 5, 16), (2, 4, 7, 16), {}, ((5, 7), "bool")),
+    ("bool-mask-full", (2, 8, 5, 32), (2, 2, 70, 32), {"enable_gqa": True}, ((2, 8, 5, 70), "bool")),
+    ("bool-mask-head-rows", (2, 4, 5, 16), (2, 4, 7, 16), {}, ((4, 1, 7), "bool")),
+    ("float-mask-batch", (2, 4, 5, 16), (2, 4, 7, 16), {"scale": 0.5}, ((2, 1, 5, 7), "float")),
+    ("float-mask-inf", (3, 5, 16), (3, 70, 16), {}, ((5, 70), "-inf")),
+    ("mask-partial-batch", (2, 3, 2, 4, 8), (2, 3, 2, 6, 8), {}, ((3, 1, 4, 6), "float")),
+]
+
+
+def _check(got, q, k, v, **options):
+    ok, err, base, bound = sdpa_tolerance_check(got, q, k, v, **options)
+    assert ok, f"error {err:.3g} > bound {bound:.3g} (same math in f32: {base:.3g})"
+    return bound
+
+
+def _case(dev, seed, qs, ks, options, mask):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in (qs, ks, ks))
+    m = None if mask is None else _mask(rng, *mask)
+    got = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), attn_mask=m, **options).numpy()
+    assert got.shape == qs and got.dtype == np.float32
+    return got, (q, k, v), dict(options, attn_mask=m)
+
+
+@pytest.mark.parametrize("name,qs,ks,options,mask", CASES, ids=[c[0] for c in CASES])
+def test_sdpa_matches_reference(dev, name, qs, ks, options, mask):
+    got, qkv, options = _case(dev, 7, qs, ks, options, mask)
+    _check(got, *qkv, **options)
+
+
+def test_sdpa_matches_torch(dev):
+    """The same cases against torch's own SDPA on the CPU: |wgraph - torch| within the reference bound plus
+    torch's own error against the float64 reference."""
+    torch = pytest.importorskip("torch", reason="torch is an optional test dependency (pip install torch)")
+    F = torch.nn.functional
+    for name, qs, ks, options, mask in CASES:
+        got, qkv, options = _case(dev, 7, qs, ks, options, mask)
+        bound = _check(got, *qkv, **options)
+        q, k, v = (torch.from_numpy(a) for a in qkv)
+        m = options.pop("attn_mask")
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=None if m is None else torch.from_numpy(m),
+                                              **options).numpy()
+        torch_err = float(np.max(np.abs(want - sdpa_reference(*qkv, attn_mask=m, **options)), initial=0.0))
+        err = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
+        assert err <= bound + torch_err, (name, err, bound, torch_err)
+
+
+def test_sdpa_f16_and_a_fully_masked_row(dev, rng):
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 7, 16)))
+    for m, options in ((None, {"is_causal": True}), (_mask(rng, (5, 7), "bool"), {})):
+        got = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), attn_mask=m, **options).numpy()
+        assert got.dtype == np.float16
+        _check(got, q, k, v, attn_mask=m, **options)
+    m = _mask(rng, (2, 4, 5, 7), "bool")
+    m[1, 2, 3] = False  # batch 1, head 2, query 3 sees no key: zeros (torch's safe softmax gives the same)
+    got = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), attn_mask=m).numpy()
+    assert not got[1, 2, 3].any() and np.isfinite(got).all()
+    _check(got, q, k, v, attn_mask=m)
+
+
+def test_sdpa_masks_as_gpu_tensors_recorded_in_one_submit(dev, rng):
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 7, 16)))
+    boolean = _mask(rng, (4, 5, 7), "bool")
+    additive = _mask(rng, (1, 4, 1, 7), "-inf")
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    mb, mf = dev.tensor(boolean, dtype="u32"), dev.tensor(additive)  # u32: nonzero takes part; f32: added
+    before = dev.stats.snapshot()
+    with dev.record():
+        a = wg.ops.sdpa(Q, K, V, attn_mask=mb)
+        b = wg.ops.sdpa(Q, K, V, attn_mask=mf)
+    assert dev.stats.since(before).submits == 1
+    _check(a.numpy(), q, k, v, attn_mask=boolean)
+    _check(b.numpy(), q, k, v, attn_mask=additive)
+
+
+def test_sdpa_in_a_graph(dev, rng):
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 4, 3, 8), (2, 2, 6, 8), (2, 2, 6, 8)))
+    mask = _mask(rng, (3, 6), "float")
+    g = wg.Graph("sdpa")
+    Q, K, V = g.input("q", q.shape, "f32"), g.input("k", k.shape, "f32"), g.input("v", v.shape, "f32")
+    g.output("causal", wg.ops.sdpa(Q, K, V, is_causal=True, enable_gqa=True))
+    g.output("masked", wg.ops.sdpa(Q, K, V, attn_mask=g.const("mask", mask), enable_gqa=True))
+    out = g.compile(dev).run(q=q, k=k, v=v)
+    _check(out["causal"].numpy(), q, k, v, is_causal=True, enable_gqa=True)
+    _check(out["masked"].numpy(), q, k, v, attn_mask=mask, enable_gqa=True)
+    again = wg.Graph.from_json(g.to_json()).compile(dev).run(q=q, k=k, v=v)  # sdpa's params serialise
+    for name in ("causal", "masked"):
+        np.testing.assert_array_equal(again[name].numpy(), out[name].numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_transpose01(dev, rng, dtype):
+    x = rng.standard_normal((3, 70, 5)).astype(dtype)  # 1050 elements: more than one 256-thread workgroup
+    np.testing.assert_array_equal(wg.ops.transpose01(dev.tensor(x)).numpy(), np.swapaxes(x, 0, 1))
+    with pytest.raises(wg.ShapeError, match=r"transpose01: x must be \[A, B, D\], got \(3, 70\)"):
+        wg.ops.transpose01(dev.tensor(x[:, :, 0]))
+
+
+def test_sdpa_errors_before_gpu_work(dev):
+    f32 = lambda *s: dev.tensor(np.ones(s, np.float32))  # noqa: E731
+    q, k = f32(1, 4, 5, 8), f32(1, 2, 7, 8)
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.WgraphError, match=r"pass either attn_mask or is_causal=True, not both \(as torch\)"):
+        wg.ops.sdpa(q, q, q, attn_mask=np.ones((5, 5), bool), is_causal=True)
+    with pytest.raises(wg.ShapeError, match=r"query has 4 heads and key 2; pass enable_gqa=True"):
+        wg.ops.sdpa(q, k, k)
+    with pytest.raises(wg.ShapeError, match=r"query heads 4 is not a multiple of key/value heads 3"):
+        wg.ops.sdpa(q, f32(1, 3, 7, 8), f32(1, 3, 7, 8), enable_gqa=True)
+    with pytest.raises(wg.ShapeError, match=r"attn_mask \(5, 6\) does not broadcast to the scores \(1, 4, 5, 7\)"):
+        wg.ops.sdpa(q, k, k, attn_mask=np.ones((5, 6), bool), enable_gqa=True)
+    with pytest.raises(wg.DtypeError, match=r"sdpa: attn_mask: got float64 data"):
+        wg.ops.sdpa(q, k, k, attn_mask=np.zeros((5, 7)), enable_gqa=True)
+    with pytest.raises(wg.DtypeError, match=r"share one dtype, f32 or f16; got f32, f16, f16"):
+        wg.ops.sdpa(q, dev.tensor(np.ones((1, 4, 7, 8), np.float16)), dev.tensor(np.ones((1, 4, 7, 8), np.float16)))
+    with pytest.raises(wg.ShapeError, match=r"same batch axes"):
+        wg.ops.sdpa(q, f32(2, 4, 7, 8), f32(2, 4, 7, 8))
+    with pytest.raises(wg.ShapeError, match=r"sdpa: query must be a Tensor \(or a graph value\), got numpy.ndarray"):
+        wg.ops.sdpa(np.ones((1, 4, 5, 8), np.float32), q, q)
+    d = dev.stats.since(before)
+    assert (d.submits, d.dispatches) == (0, 0)
+
+
+def test_sdpa_mask_over_lavapipes_loop_limit_raises(dev):
+    if not dev.caps.is_cpu:
+        pytest.skip("the loop limit is lavapipe's (a CPU adapter)")
+    q, k = dev.tensor(np.ones((1, 1, 256), np.float32)), dev.tensor(np.ones((1, 8192, 256), np.float32))
+    with pytest.raises(wg.LimitError, match=r"attn_mask over 8192 keys at head_dim 256 needs \d+ loop iterations "
+                                            r"per invocation; .* stops at 65535"):
+        wg.ops.sdpa(q, k, k, attn_mask=np.ones((1, 8192), bool))

@@ -1,0 +1,103 @@
+"""Plots of a bench result: attention throughput vs size, one line per path (heads, head dim; the variant too
+when forced), wgraph solid and torch SDPA dashed beside it where the result has torch rows. One panel per
+(phase, dtype), log-log: prefill TFLOP/s vs S, decode GB/s vs L. matplotlib is an optional extra (wgraph[plot])."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FORMATS = (".png", ".svg")
+
+
+def check_plot_path(path) -> Path:
+    """The path, once its format is known and matplotlib importable; errors say what to do."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ValueError(f"plot path {str(path)!r}: the format comes from the extension, one of {FORMATS}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ImportError("plotting needs matplotlib, an optional extra: pip install wgraph[plot] "
+                          "(or pip install matplotlib)") from None
+    return path
+
+
+def _series(rows: list[dict]) -> dict:
+    """{(phase, dtype): {label: [(size, wgraph, torch or None)]}} from the rows that ran."""
+    panels: dict = {}
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        prefill = r["phase"] == "prefill"
+        label = f"{r['Hq']}/{r['Hkv']} heads, D={r['D']}" + (f", {r['variant']}" if r.get("forced") else "")
+        size = r["S"] if prefill else r["L"]
+        ours = r.get("tflops") if prefill else r.get("gbps")
+        theirs = r.get("torch_tflops") if prefill else r.get("torch_gbps")
+        panels.setdefault((r["phase"], r["dtype"]), {}).setdefault(label, []).append((size, ours, theirs))
+    return panels
+
+
+def plot_result(result: dict, path) -> Path:
+    """Write the throughput plot of a bench result (the dict `bench` returns or its JSON) to path (.png/.svg)."""
+    path = check_plot_path(path)
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    panels = _series(result.get("attention", {}).get("rows", []))
+    if not panels:
+        raise ValueError("the bench result has no attention rows that ran: nothing to plot")
+    keys = sorted(panels, key=lambda k: (k[0] != "prefill", k[1]))
+    cols = min(2, len(keys))
+    rows = -(-len(keys) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.8 * rows), squeeze=False)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    has_torch = False
+    for ax, key in zip(axes.flat, keys):
+        phase, dtype = key
+        for i, (label, points) in enumerate(sorted(panels[key].items())):
+            points.sort()
+            color = f"C{i % 10}"
+            sizes = [p[0] for p in points]
+            ax.plot(sizes, [p[1] for p in points], "o-", color=color, label=f"wgraph {label}")
+            theirs = [(s, t) for s, _, t in points if t is not None]
+            if theirs:
+                has_torch = True
+                ax.plot(*zip(*theirs), "x--", color=color, alpha=0.7, label=f"torch {label}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")  # wgraph and torch can be two orders of magnitude apart (tensor cores)
+        ax.set_xlabel("S = L (queries = keys)" if phase == "prefill" else "L (keys; one query)")
+        ax.set_ylabel("TFLOP/s" if phase == "prefill" else "GB/s")
+        ax.set_title(f"{phase} {dtype}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    meta = result.get("meta", {})
+    commit = (meta.get("git_commit") or "")[:10]
+    torch = result.get("attention", {}).get("torch", {})
+    beside = f"; dashed: torch {torch.get('torch_version', '')} SDPA" if has_torch else "; no torch rows"
+    fig.suptitle(f"wgraph attention on {meta.get('adapter', '?')} ({meta.get('date', '?')}, {commit}){beside}",
+                 fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    """`python -m wgraph plot RESULTS.json OUT.png|svg`: plot a saved bench result (no GPU needed)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m wgraph plot", description=__doc__)
+    ap.add_argument("results", help="a JSON file written by python -m wgraph bench --json")
+    ap.add_argument("out", help="the plot to write: .png or .svg")
+    args = ap.parse_args(argv)
+    try:
+        path = plot_result(json.loads(Path(args.results).read_text()), args.out)
+    except (ImportError, ValueError, OSError) as e:
+        ap.exit(2, f"python -m wgraph plot: {e}\n")
+    print(f"wrote {path}")
+    return 0

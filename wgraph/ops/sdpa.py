@@ -1,0 +1,256 @@
+"""`sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False)`: torch's
+`scaled_dot_product_attention` (signature and semantics) on wgraph tensors of layout [..., H, L, D].
+
+How it runs: the batch axes fold into the heads ([..., H, L, D] is [B*H, L, D], a view), one `transpose01`
+dispatch per input makes attention's [L, B*H, D] (q head b*Hq + h then reads kv head b*Hkv + h // group, so
+GQA folds too), the attention op runs, and one `transpose01` turns the output back. Causal is top-left, as
+torch: `attention(causal=True, start_pos=0)`. With `attn_mask`, the `sdpa_masked` kernel runs instead.
+
+Cost: the four transposes each read and write one tensor once (memory-bound copies; a view, no copy, where
+an axis is 1: one query (decode) or one head). `sdpa_masked` is simple,
+not fast: one workgroup per (query, head), each key's q.k computed by one thread from global memory (no K/V
+tiles in workgroup memory), so it reads K and V once per query row; a host-data mask (numpy, torch CPU) is
+uploaded on every call (pass a GPU tensor to reuse one), booleans as u32."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from wgraph.errors import DtypeError, LimitError, ShapeError, WgraphError
+from wgraph.host_arrays import host_array, host_view
+from wgraph.ops.attention import attention, attention_plan
+from wgraph.ops.core import OpDef, apply, ceil_div, register, type_name
+from wgraph.ops.dense import reshape
+from wgraph.scheduler.registry import kernel, select_variant
+from wgraph.tensor import Tensor, TensorSpec
+
+CPU_LOOP_LIMIT = 65535  # lavapipe stops an invocation's loops after this many iterations (DESIGN.md)
+# Iterations lavapipe counts per key tile beyond the kernel's own loop trips. Measured on Mesa 22.3.6 (one query,
+# one head, every key taking part; first wrong key count): D=64 27264 keys, D=128 14912, D=256 7808, i.e. 10 to
+# 13 more per tile than the trips counted below; 16 keeps the check on the safe side of all three.
+CPU_TILE_OVERHEAD = 16
+
+
+# ---- transpose01: [A, B, D] -> [B, A, D] ----
+
+@attrs.frozen
+class Transpose01Params:
+    pass
+
+
+def _infer_transpose01(params, specs):
+    (x,) = specs
+    if len(x.shape) != 3:
+        raise ShapeError(f"transpose01: x must be [A, B, D], got {x.shape}")
+    select_variant("transpose01", output_dtype=x.dtype)
+    a, b, d = x.shape
+    return (TensorSpec((b, a, d), x.dtype),)
+
+
+def _encode_transpose01(ctx, params, inputs, outputs):
+    (x,), (y,) = inputs, outputs
+    if x.size == 0:
+        return []
+    variant = select_variant("transpose01", output_dtype=x.dtype)
+    a, b, d = x.shape
+    return [ctx.dispatch(variant, uniforms={"a": a, "b": b, "d": d, "n": x.size}, bindings={"x": x, "y": y},
+                         workgroups=ctx.grid(ceil_div(x.size, kernel(variant).threads)), label="transpose01")]
+
+
+TRANSPOSE01 = register(OpDef("transpose01", _infer_transpose01, _encode_transpose01))
+
+
+def transpose01(x, *, out=None):
+    """x [A, B, D] (f32 or f16) -> [B, A, D], a copy: the first two axes swapped."""
+    return apply(TRANSPOSE01, Transpose01Params(), (x,), out=out)
+
+
+# ---- sdpa_masked: attention of [L, B*Hq, D] with a strided mask ----
+
+@attrs.frozen
+class SdpaMaskedParams:
+    heads: int        # q heads per batch entry
+    kv_group: int     # q heads per kv head
+    scale: float
+    mask_bool: bool   # u32 booleans (nonzero takes part); else f32 added to the scores
+    mask_strides: tuple[int, int, int, int]  # (batch, head, query, key) in mask elements; 0 on broadcast axes
+
+
+def _check_device_limits(caps, seq_q: int, folded_heads: int, seq_k: int, head_dim: int, dtype: str):
+    """LimitError where sdpa_masked's grid (folded heads x queries) is past the device's per-dimension limit,
+    or where one invocation would loop past lavapipe's limit (the kernel's loop trips: the q load, per key tile
+    the score, reductions and P.V loops plus CPU_TILE_OVERHEAD, the store)."""
+    limit = caps.max_workgroups_per_dim
+    if max(seq_q, folded_heads) > limit:
+        raise LimitError(f"sdpa: attn_mask runs one workgroup per (head, query): {folded_heads} x {seq_q} is past "
+                         f"the device's {limit} workgroups per dimension")
+    k = kernel(select_variant("sdpa_masked", output_dtype=dtype))
+    wg, acc = k.threads, k.limits["max_head_dim"] // k.threads
+    per_tile = head_dim + 2 * int(math.log2(wg)) + acc + ceil_div(head_dim, wg) * wg + CPU_TILE_OVERHEAD
+    n = ceil_div(head_dim, wg) + 2 * acc + ceil_div(seq_k, wg) * per_tile
+    if caps.is_cpu and n > CPU_LOOP_LIMIT:
+        raise LimitError(f"sdpa: attn_mask over {seq_k} keys at head_dim {head_dim} needs {n} loop iterations per "
+                         f"invocation; {caps.adapter_name!r} (a CPU adapter) stops at {CPU_LOOP_LIMIT}")
+
+
+def _infer_masked(params: SdpaMaskedParams, specs):
+    q, k, v, mask = specs
+    L, folded, D = q.shape
+    variant = select_variant("sdpa_masked", output_dtype=q.dtype)
+    limit = kernel(variant).limits["max_head_dim"]
+    if D > limit:
+        raise LimitError(f"sdpa: head_dim {D} with attn_mask is above the sdpa_masked kernel's limit {limit}")
+    S, kv_folded, _ = k.shape
+    if kv_folded * params.kv_group != folded or folded % params.heads:
+        raise ShapeError(f"sdpa: q {q.shape} and k {k.shape} do not fold {params.heads} heads in groups of "
+                         f"{params.kv_group}")
+    b, h, i, j = params.mask_strides
+    last = (folded // params.heads - 1) * b + (params.heads - 1) * h + (L - 1) * i + (S - 1) * j
+    if L and S and folded and last >= mask.size:
+        raise ShapeError(f"sdpa: attn_mask of {mask.size} elements is too small for strides {params.mask_strides}")
+    return (TensorSpec(q.shape, q.dtype),)
+
+
+def _encode_masked(ctx, params: SdpaMaskedParams, inputs, outputs):
+    q, k, v, mask = inputs
+    (out,) = outputs
+    L, folded, D = q.shape
+    S = k.shape[0]
+    if out.size == 0:
+        return []
+    variant = select_variant("sdpa_masked", output_dtype=q.dtype)
+    _check_device_limits(ctx.caps, L, folded, S, D, q.dtype)
+    if S == 0:  # no keys: nothing is read, but the bindings must not be empty
+        k = v = mask = ctx.fallback("sdpa.no_kv", 64)
+    uniforms = {"seq_q": L, "seq_k": S, "heads": params.heads, "folded_heads": folded,
+                "kv_group": params.kv_group, "head_dim": D, "scale": params.scale,
+                "mask_bool": int(params.mask_bool), "mask_stride_b": params.mask_strides[0],
+                "mask_stride_h": params.mask_strides[1], "mask_stride_q": params.mask_strides[2],
+                "mask_stride_k": params.mask_strides[3]}
+    return [ctx.dispatch(variant, uniforms=uniforms, bindings={"q": q, "k": k, "v": v, "mask": mask, "out": out},
+                         workgroups=(folded, L, 1), label="sdpa_masked")]
+
+
+SDPA_MASKED = register(OpDef("sdpa_masked", _infer_masked, _encode_masked))
+
+
+# ---- the torch-shaped entry point ----
+
+def _symbolic(x) -> bool:
+    return getattr(x, "_wgraph_symbol_", False)
+
+
+def _mask_input(attn_mask, query, batch: tuple, target: tuple):
+    """(mask tensor or graph value, is boolean, strides (batch, head, query, key)) for a mask broadcastable to
+    `target` = batch + (Hq, L, S)."""
+    if isinstance(attn_mask, Tensor) or _symbolic(attn_mask):
+        if attn_mask.dtype not in ("f32", "u32"):
+            raise DtypeError(f"sdpa: a GPU attn_mask is f32 (added to the scores) or u32 (a boolean: nonzero "
+                             f"takes part), got {attn_mask.dtype}")
+        shape, data, boolean = tuple(attn_mask.shape), attn_mask, attn_mask.dtype == "u32"
+    else:
+        if _symbolic(query):
+            raise ShapeError("sdpa: in a graph, attn_mask must be a graph value (g.const or g.input), not host data")
+        arr = host_view(attn_mask, "sdpa: attn_mask")
+        boolean = arr.dtype == bool
+        if boolean:
+            arr = arr.astype(np.uint32)
+        else:
+            arr = host_array(arr, where="sdpa: attn_mask")  # float64 raises here as everywhere
+            if arr.dtype == np.float16:
+                arr = arr.astype(np.float32)  # exact: f16 values are f32 values
+            if arr.dtype != np.float32:
+                raise DtypeError(f"sdpa: attn_mask is bool (True takes part) or float (added), got {arr.dtype}")
+        shape, data = arr.shape, arr
+    n = len(target)
+    if len(shape) > n:
+        raise ShapeError(f"sdpa: attn_mask {shape} has more axes than the scores {target}")
+    padded = (1,) * (n - len(shape)) + tuple(shape)
+    if any(m not in (1, t) for m, t in zip(padded, target)):
+        raise ShapeError(f"sdpa: attn_mask {shape} does not broadcast to the scores {target} ([..., Hq, L, S])")
+    mask_batch, nb = padded[:-3], len(batch)
+    if all(m == 1 for m in mask_batch):
+        batch_size = 1
+    elif mask_batch == batch:
+        batch_size = math.prod(batch)
+    elif isinstance(data, np.ndarray):  # some batch axes broadcast, others not: expand them on the host
+        data = np.broadcast_to(data.reshape(padded), batch + padded[nb:])
+        batch_size = math.prod(batch)
+    else:
+        raise ShapeError(f"sdpa: a GPU attn_mask {shape} broadcasts over some batch axes of {batch} but not all; "
+                         f"expand it to {batch + padded[nb:]} (or pass it as host data)")
+    hm, lm, sm = padded[-3:]
+    strides = (hm * lm * sm if batch_size > 1 else 0, lm * sm if hm > 1 else 0, sm if lm > 1 else 0,
+               1 if sm > 1 else 0)
+    if isinstance(data, np.ndarray):
+        data = query.device.tensor(np.ascontiguousarray(data).reshape(-1), "u32" if boolean else "f32",
+                                   label="sdpa.attn_mask")
+    return data, boolean, strides
+
+
+def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention on wgraph tensors (or graph values), f32 or f16:
+    query [..., Hq, L, D], key/value [..., Hkv, S, D] -> [..., Hq, L, D]. is_causal: top-left (query i sees
+    keys 0..i), as torch. attn_mask: bool (True takes part) or float (added to the scores), broadcastable to
+    [..., Hq, L, S]; host data or a GPU tensor (f32 added, u32 boolean). enable_gqa: Hq a multiple of Hkv."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if not (isinstance(x, Tensor) or _symbolic(x)):
+            raise ShapeError(f"sdpa: {name} must be a Tensor (or a graph value), got {type_name(x)}; "
+                             f"upload host data with dev.tensor(...)")
+        if len(x.shape) < 2:
+            raise ShapeError(f"sdpa: {name} must be [..., heads, rows, head_dim], got {x.shape}")
+    if key.shape != value.shape:
+        raise ShapeError(f"sdpa: key {key.shape} and value {value.shape} differ (wgraph needs one head_dim)")
+    if not query.dtype == key.dtype == value.dtype or query.dtype not in ("f32", "f16"):
+        raise DtypeError(f"sdpa: query, key and value must share one dtype, f32 or f16; got {query.dtype}, "
+                         f"{key.dtype}, {value.dtype}")
+    q_shape, k_shape = tuple(query.shape), tuple(key.shape)
+    if len(k_shape) != len(q_shape) or k_shape[:-3] != q_shape[:-3]:
+        raise ShapeError(f"sdpa: query {tuple(query.shape)} and key {tuple(key.shape)} must have the same batch axes")
+    if len(q_shape) == 2:  # [L, D]: one head
+        q_shape, k_shape = (1,) + q_shape, (1,) + k_shape
+    batch, (hq, L, D) = q_shape[:-3], q_shape[-3:]
+    hkv, S, dk = k_shape[-3:]
+    if dk != D:
+        raise ShapeError(f"sdpa: query head_dim {D} != key head_dim {dk}")
+    if hq != hkv and not enable_gqa:
+        raise ShapeError(f"sdpa: query has {hq} heads and key {hkv}; pass enable_gqa=True for grouped-query "
+                         f"attention (as torch)")
+    if min(hq, hkv) < 1 or hq % hkv:
+        raise ShapeError(f"sdpa: query heads {hq} is not a multiple of key/value heads {hkv}")
+    if is_causal and attn_mask is not None:
+        raise WgraphError("sdpa: pass either attn_mask or is_causal=True, not both (as torch); fold the causal "
+                          "mask into attn_mask")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    B = math.prod(batch)
+    # every check before the first transpose runs: an error leaves no GPU work behind
+    specs = (TensorSpec((L, B * hq, D), query.dtype), TensorSpec((S, B * hkv, D), key.dtype))
+    now = isinstance(query, Tensor)
+    if attn_mask is None:
+        if now:
+            attention_plan(specs[0], specs[1], specs[1], caps=query.device.caps, causal=bool(is_causal),
+                           start_pos=0, scale=scale)
+    else:
+        mask, boolean, strides = _mask_input(attn_mask, query, batch, batch + (hq, L, S))
+        params = SdpaMaskedParams(hq, hq // hkv, scale, boolean, strides)
+        _infer_masked(params, (*specs, specs[1], TensorSpec(mask.shape, mask.dtype)))
+        if now:
+            _check_device_limits(query.device.caps, L, B * hq, S, D, query.dtype)
+    q3 = _swap(query, B * hq, L, D)      # [L, B*Hq, D]
+    k3 = _swap(key, B * hkv, S, D)       # [S, B*Hkv, D]
+    v3 = _swap(value, B * hkv, S, D)
+    if attn_mask is None:
+        o3 = attention(q3, k3, v3, causal=bool(is_causal), start_pos=0, scale=scale)
+    else:
+        o3 = apply(SDPA_MASKED, params, (q3, k3, v3, mask))
+    return reshape(_swap(o3, L, B * hq, D), tuple(query.shape))
+
+
+def _swap(x, a: int, b: int, d: int):
+    """x viewed as [a, b, d] -> [b, a, d]: a view when a or b is 1 (decode, one head), else a transpose01 copy."""
+    if a == 1 or b == 1:
+        return reshape(x, (b, a, d))
+    return transpose01(reshape(x, (a, b, d)))
