@@ -327,6 +327,9 @@ class Device:
 
     def error_flag(self) -> Tensor:
         """The device error flag that kernels checking GPU-resident values bind (wgraph/device_errors.py)."""
+        flag = self._error_flag
+        if flag is not None:
+            return flag  # every attention dispatch asks: no lock once it exists
         with self.lock:
             if self._error_flag is None:
                 self._error_flag = self.tensor(np.zeros(device_errors.FLAG_WORDS, np.uint32), "u32",

@@ -1,6 +1,6 @@
 """What wgraph sets up for the process before the Vulkan loader starts: a private XDG_RUNTIME_DIR when none is
 set (Mesa's lavapipe prints "XDG_RUNTIME_DIR is invalid" twice otherwise), and a filter on wgpu's logger that
-drops the lines an intended `destroy()` makes ("DEVICE LOST!" and "device was lost (destroyed)")."""
+drops the lines an intended `destroy()` or release makes ("DEVICE LOST!", "device was lost (destroyed)")."""
 
 from __future__ import annotations
 
@@ -28,13 +28,18 @@ def private_runtime_dir() -> None:
     os.environ["XDG_RUNTIME_DIR"] = path
 
 
+# wgpu's device-lost callback reasons that are not a loss: destroy() was called, or the device was released
+# (wgpu-native cancels its callbacks when a dropped device is freed).
+_NOT_A_LOSS = ("the wgpu device was lost (destroyed)", "the wgpu device was lost (callbackcancelled)")
+
+
 class IntendedDestroyFilter(logging.Filter):
-    """Drops wgpu's device-lost lines whose reason is "destroyed" (an intended destroy) and the bare banner
-    before them; a real loss still logs "The WGPU device was lost (unknown): ..." with its message."""
+    """Drops wgpu's device-lost lines whose reason is an intended destroy or release, and the bare banner before
+    them; a real loss still logs "The WGPU device was lost (unknown): ..." with its message."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()
-        return msg != "DEVICE LOST!" and not msg.lower().startswith("the wgpu device was lost (destroyed)")
+        return msg != "DEVICE LOST!" and not msg.lower().startswith(_NOT_A_LOSS)
 
 
 def quiet_intended_destroy() -> None:

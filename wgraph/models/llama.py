@@ -203,8 +203,7 @@ class Llama:
         return g, g.producer[nxt.name]
 
     def _embed(self, ids, table):
-        x = ops.embedding(ids, table)
-        return x if x.dtype == "f32" else ops.cast(x, "f32")
+        return ops.embedding(ids, table, dtype="f32")  # an f16 table's rows widened in the gather
 
     def _choose(self, logits, pos, sample: SampleSettings | None):
         """The next id [1] u32 from logits [1, V]: argmax, or a draw keyed by (seed, position)."""

@@ -10,14 +10,13 @@ from wgraph.ops.sampling import argmax, sample
 from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
-from wgraph.ops.cast import cast
 from wgraph.ops.decode import decode_advance
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 from wgraph.ops.sdpa import sdpa, transpose01
 
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "argmax",
-    "attention", "attention_plan", "bdpa_attention", "bdpa_decompose", "cast", "decode_advance", "embedding", "gelu",
+    "attention", "attention_plan", "bdpa_attention", "bdpa_decompose", "decode_advance", "embedding", "gelu",
     "kernel_path",
     "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "layernorm", "linear", "mul", "reshape",
     "rmsnorm", "rope", "rope_tables", "sample", "scale", "sdpa", "silu", "softmax", "swiglu", "tiered_attention",
