@@ -30,4 +30,4 @@ def test_bench_model_row(dev):
     assert row["status"] == "ok", row
     assert row["submits_per_token"] == pytest.approx(1.0)
     assert row["model"] == "tiny-llama" and row["dispatches_per_token"] > 0
-    assert row["weight_bytes_per_token"] > 0 and row["ms_per_token"] > 0
+    assert row["weight_bytes_per_token"] > 0 and row["ms_per_token"] > 0 and 0 < row["host_ms_per_token"]

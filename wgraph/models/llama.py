@@ -321,15 +321,18 @@ class Llama:
             self.run_steps(k, in_flight=in_flight)
             made += k
 
-    def run_steps(self, n: int, *, in_flight: int = 8) -> None:
+    def run_steps(self, n: int, *, in_flight: int = 8) -> float:
         """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
-        steps are not yet finished on the GPU."""
-        dev, fences = self.device, collections.deque()
+        steps are not yet finished on the GPU. Returns the host seconds spent encoding and submitting them."""
+        dev, fences, host = self.device, collections.deque(), 0.0
         for _ in range(n):
             while len(fences) >= in_flight:
                 dev.wait(fences.popleft())
+            t = time.perf_counter()
             self.program.run()
+            host += time.perf_counter() - t
             fences.append(dev.fence())
+        return host
 
 
 def _convert(a: np.ndarray, dtype: str, name: str) -> np.ndarray:
