@@ -12,6 +12,7 @@ writing into the program's own KV caches, with the program's weights (docs/model
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -151,18 +152,25 @@ class Llama:
 
     # ---- the forward pass, on graph values (decode) or Tensors (prefill) alike ----
 
-    def _layer(self, x, w: dict, cache, pos, kv_len, rows: int, cos, sin):
+    def _forward(self, x, glob: dict, layers: list, caches: list, pos, kv_len, rows: int, scope):
+        """Hidden states x [rows, H] -> the final-normed states [rows, H]. Each residual add is fused with the
+        RMSNorm after it (`add_rmsnorm`). Works on graph values (decode) and Tensors (prefill) alike."""
         c = self.config
-        hq, hkv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        h = ops.rmsnorm(x, w["attn_norm"], eps=c.rms_norm_eps)
-        q = ops.rope(ops.reshape(ops.linear(h, w["wq"]), rows, hq, d), cos, sin, pos=pos)
-        k = ops.rope(ops.reshape(ops.linear(h, w["wk"]), rows, hkv, d), cos, sin, pos=pos)
-        v = ops.reshape(ops.linear(h, w["wv"]), rows, hkv, d)
-        ops.kv_append(cache, k, v, pos)
-        o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len)
-        x = ops.add(x, ops.linear(ops.reshape(o, rows, hq * d), w["wo"]))
-        h = ops.rmsnorm(x, w["mlp_norm"], eps=c.rms_norm_eps)
-        return ops.add(x, ops.linear(ops.swiglu(ops.linear(h, w["w_gate_up"])), w["w_down"]))
+        hq, hkv, d, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
+        cos, sin = glob["cos"], glob["sin"]
+        h = ops.rmsnorm(x, layers[0]["attn_norm"], eps=eps)
+        for i, (w, cache) in enumerate(zip(layers, caches)):
+            next_norm = layers[i + 1]["attn_norm"] if i + 1 < len(layers) else glob["norm"]
+            with scope(f"layer{i}"):
+                q = ops.rope(ops.reshape(ops.linear(h, w["wq"]), rows, hq, d), cos, sin, pos=pos)
+                k = ops.rope(ops.reshape(ops.linear(h, w["wk"]), rows, hkv, d), cos, sin, pos=pos)
+                v = ops.reshape(ops.linear(h, w["wv"]), rows, hkv, d)
+                ops.kv_append(cache, k, v, pos)
+                o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len)
+                x, h = ops.add_rmsnorm(x, ops.linear(ops.reshape(o, rows, hq * d), w["wo"]), w["mlp_norm"], eps=eps)
+                mlp = ops.linear(ops.swiglu(ops.linear(h, w["w_gate_up"])), w["w_down"])
+                x, h = ops.add_rmsnorm(x, mlp, next_norm, eps=eps)
+        return h
 
     def _weights(self, get) -> tuple[dict, list, list]:
         """(global weights, per-layer weight dicts, per-layer (k, v) caches) from `get(state name)`."""
@@ -191,11 +199,8 @@ class Llama:
         pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")
         glob, layers, caches = self._weights(lambda name: g.values[name])
 
-        x = self._embed(token, glob["embed"])
-        for i, (w, cache) in enumerate(zip(layers, caches)):
-            with g.scope(f"layer{i}"):
-                x = self._layer(x, w, cache, pos, kv_len, 1, glob["cos"], glob["sin"])
-        logits = ops.linear(ops.rmsnorm(x, glob["norm"], eps=c.rms_norm_eps), glob["lm_head"])
+        h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
+        logits = ops.linear(h, glob["lm_head"])
         g.output("logits", logits)
         sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
         nxt = self._choose(logits, pos, sample)
@@ -256,16 +261,13 @@ class Llama:
         last_t = dev.tensor(np.array([s - 1], np.uint32), "u32", label="last_row")
         glob, layers, caches = self._weights(prog.state)
         with dev.record():
-            x = self._embed(ids_t, glob["embed"])
-            for w, cache in zip(layers, caches):
-                x = self._layer(x, w, cache, 0, s, s, glob["cos"], glob["sin"])
-            last = ops.embedding(last_t, x)  # the last row of x: a gather with one id
-            head = lambda h: ops.linear(ops.rmsnorm(h, glob["norm"], eps=self.config.rms_norm_eps), glob["lm_head"])  # noqa: E731
-            logits = head(last)
+            h = self._forward(self._embed(ids_t, glob["embed"]), glob, layers, caches, 0, s, s,
+                              lambda _name: contextlib.nullcontext())
+            logits = ops.linear(ops.embedding(last_t, h), glob["lm_head"])  # the last row only: a one-id gather
             ops.decode_advance(self._choose(logits, prog.state("pos"), sample), token=prog.state("token"),
                                history=prog.state("history"), pos=prog.state("pos"), kv_len=prog.state("kv_len"))
             if all_logits:
-                logits = head(x)
+                logits = ops.linear(h, glob["lm_head"])
         return logits
 
     def step(self):
