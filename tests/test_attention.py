@@ -22,6 +22,9 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "decode_splitk_g1": ("decode", 256),
     "decode_splitk_g4": ("decode", 256),
     "decode_splitk_g8": ("decode", 256),
+    "decode_fused_g1": ("decode", 256),       # GPU-tuned: forced
+    "decode_fused_g4": ("decode", 256),
+    "decode_fused_g8": ("decode", 256),
     "prefill_flash_d64": ("prefill", 64),    # GPU-tuned: the planner skips them on lavapipe, so they are forced
     "prefill_flash_d128": ("prefill", 128),
     "prefill_flash_d256": ("prefill", 256),
@@ -49,16 +52,27 @@ OPTIONS = [
 ]
 
 
+def _head_dims(variant, max_d):
+    """Head dims up to max_d; a kernel that splits a key row over lanes (registry fact subgroup_lanes) takes
+    a power-of-two lane count only (the planner rejects the others with the numbers)."""
+    k = registry()[variant]
+    dims = [d for d in HEAD_DIMS if d <= max_d]
+    if k.facts.get("subgroup_lanes"):
+        per = k.limits["dims_per_lane"]
+        dims = [d for d in dims if d % per == 0 and (d // per) & (d // per - 1) == 0]
+    return dims
+
+
 def _cases():
     cases = []
     n = 0
     for kind, (phase, max_d) in KINDS.items():
-        dims = [d for d in HEAD_DIMS if d <= max_d]
         max_group = registry()[f"{kind}_f32"].limits.get("max_q_per_kv", 99)
         heads = [(hq, hkv) for hq, hkv in HEADS if hq // hkv <= max_group]
         for name, opt in OPTIONS:
             dtype = DTYPES[n % 3]
             hq, hkv = heads[n % len(heads)]
+            dims = _head_dims(f"{kind}_{dtype}", max_d)
             d = dims[n % len(dims)]
             n += 1
             cases.append(pytest.param(f"{kind}_{dtype}", phase, hq, hkv, d, dict(opt), id=f"{kind}_{dtype}-{name}-{hq}x{hkv}x{d}"))

@@ -13,16 +13,22 @@ from wgraph.ops.attention_planner import PlanFacts, plan
 
 # Workgroup memory of split-K g1 (one q head per kv head, as in GRID) by dtype, from the shader's arrays.
 SPLITK_G1_BYTES = {"f32": 8456, "f16": 8328, "f16kv": 8328}
+# Fused split-K g1 (GPUs with subgroups): head dims per lane and workgroup memory by dtype.
+FUSED_G1 = {"f32": (8, 4096), "f16": (16, 8192), "f16kv": (16, 8192)}
 
 
 def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
     """Written out by hand from the kernels' declared limits (max head dims 64/256/512, workgroup memory
     20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: head_dim % 8 == 0 and <= 256, SPLITK_G1_BYTES,
-    no subgroups needed; flash prefill on GPUs with subgroups only: head-dim classes 64 / 128 / 256 needing
+    no subgroups needed; fused split-K on GPUs with subgroups: FUSED_G1, head_dim / dims per lane a power of
+    two; flash prefill on GPUs with subgroups only: head-dim classes 64 / 128 / 256 needing
     8192 / 8192 / 16384 bytes (f16: 6144 / 6144 / 12288))."""
     if dtype != "f32" and not f16:
         return None
     if phase == "decode":
+        per, need = FUSED_G1[dtype]
+        if subgroups and not cpu and d % per == 0 and (d // per) & (d // per - 1) == 0 and d <= 256 and mem >= need:
+            return f"decode_fused_g1_{dtype}"
         if d % 8 == 0 and d <= 256 and mem >= SPLITK_G1_BYTES[dtype]:
             return f"decode_splitk_g1_{dtype}"
         if span >= 1024 and d <= 512:
@@ -88,9 +94,10 @@ def test_plan_table_rows():
     p = plan(PlanFacts("decode", "f16kv", 1, 8, 100, 2000), Caps.synthetic(has_f16=True))
     assert (p.variant, p.max_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
                                                             ("decode_chunked_combine_f16kv", (1, 8, 1)))
-    # split-K: SPLIT_TARGET workgroups wanted (g1, g8: 512; g4: 256) over (chunks, kv heads, blocks of G_TILE
-    # q heads); chunks are whole 64-key steps of at most CHUNK_MAX keys. Group 4 -> g4, one block;
-    # 256 // 8 = 32 chunks wanted, raised to 32768 / CHUNK_MAX 512 = 64 chunks of 512.
+    # split-K (a device without subgroups: no fused kernel): SPLIT_TARGET workgroups wanted (g1, g8: 512; g4: 256)
+    # over (chunks, kv heads, blocks of G_TILE q heads); chunks are whole 64-key steps of at most CHUNK_MAX keys.
+    # Group 4 -> g4, one block; 256 // 8 = 32 chunks wanted, raised to 32768 / CHUNK_MAX 512 = 64 chunks of 512.
+    sg = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
     p = plan(PlanFacts("decode", "f16kv", 1, 32, 128, 32768, num_kv_heads=8), sg)
     assert (p.variant, p.tier, p.workgroups, p.max_chunks) == ("decode_splitk_g4_f16kv", "splitk", (64, 8, 1), 64)
     assert p.dispatches[1] == ("decode_splitk_combine_f32", (1, 32, 1))
@@ -102,7 +109,7 @@ def test_plan_table_rows():
     assert (p.variant, p.workgroups, p.max_chunks) == ("decode_splitk_g1_f32", (16, 32, 1), 16)
     p = plan(PlanFacts("decode", "f32", 1, 32, 128, 4500, num_kv_heads=32), sg)   # 282 -> 320 keys: 15 chunks
     assert (p.workgroups, p.max_chunks) == ((15, 32, 1), 16)
-    p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), sg)
+    p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768))
     assert p.variant == "decode_subgroup_f32" and "multiple of 8" in dict(p.rejected)["decode_splitk_g1_f32"]
     p = plan(PlanFacts("decode", "f32", 1, 8, 100, 100), Caps.synthetic())
     assert (p.variant, p.workgroups) == ("decode_streaming_f32", (1, 8, 1))
@@ -224,3 +231,19 @@ def test_bad_input_fails_before_gpu_work(dev, case, err, msg):
         wg.ops.attention(q, k, v, causal=True, **case)
     delta = dev.stats.since(before)
     assert (delta.submits, delta.dispatches) == (0, 0)
+
+
+def test_fused_decode_on_gpus_with_subgroups():
+    """The fused split-K decode: planned on a GPU with subgroups when head_dim / dims_per_lane is a power of
+    two (its lanes per key row), else the split-K kernel, with the numbers in the reason."""
+    gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
+    p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), gpu)
+    assert (p.variant, p.tier) == ("decode_fused_g4_f16", "fused") and "subgroup shuffles" in p.reason
+    assert p.dispatches[1][0] == "decode_splitk_combine_f16"
+    p = plan(PlanFacts("decode", "f16", 1, 16, 80, 4096), gpu)   # 80 / 16 = 5 lanes: not a power of two
+    assert p.variant == "decode_splitk_g1_f16" and "= 5 lanes: needs a power of two" in dict(p.rejected)["decode_fused_g1_f16"]
+    no_sg = Caps.synthetic(has_subgroups=False, has_f16=True, max_workgroup_storage=32768)
+    assert plan(PlanFacts("decode", "f32", 1, 16, 64, 4096), no_sg).variant == "decode_splitk_g1_f32"
+    cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
+    p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), cpu)
+    assert p.variant == "decode_splitk_g4_f16" and "GPU-tuned" in dict(p.rejected)["decode_fused_g4_f16"]

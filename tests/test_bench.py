@@ -17,6 +17,8 @@ META = {"machine", "adapter", "driver", "backend", "wgpu_version", "date", "comm
 HOST = {"mode", "what", "n_ops", "runs", "status", "note", "host_us_per_op", "wall_us_per_op", "ratio_to_floor_host",
         "ratio_to_floor_wall", "speedup_vs_immediate_host", "submits_per_run", "compute_passes_per_run",
         "dispatches_per_run", "dispatches_per_op", "host_us_per_dispatch"}
+GEMV = {"rows", "out_features", "in_features", "weight_dtype", "bytes", "variant", "reason", "gpu_us", "gbps",
+        "fraction_of_copy", "time_source"}
 ATTN = {"phase", "S", "L", "Hq", "Hkv", "D", "dtype", "causal", "flops", "bytes", "status", "note", "forced",
         "variant", "tier", "reason", "plan", "reps", "gpu_us", "wall_us", "time_source"}
 
@@ -73,6 +75,14 @@ def test_bench_json_has_every_field(tmp_path, dev):
     assert modes["raw_wgpu_floor"]["ratio_to_floor_host"] == 1.0
     assert modes["wgraph_immediate"]["submits_per_run"] == 20
     assert modes["wgraph_recorded"]["submits_per_run"] == 1
+
+    gemv = data["gemv"]
+    assert gemv["copy"]["copy_correct"] and gemv["copy"]["gbps"] > 0
+    assert [r["status"] for r in gemv["rows"]] == ["ok"] * len(gemv["rows"]) and gemv["rows"]
+    for r in gemv["rows"]:
+        assert GEMV <= set(r), GEMV - set(r)
+        assert "gemv" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5
+        assert ("ratio_to_torch" in r) == bool(gemv["torch"].get("available"))
 
     attn = data["attention"]
     if not attn["available"]:
@@ -156,3 +166,15 @@ def test_plot_errors_name_the_fix(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as info:
         bench_main(["--plot", str(tmp_path / "x.png")])  # refused before any measuring
     assert info.value.code == 2
+
+
+def test_bench_batched_rows(dev):
+    """The batched section: every tiny shape runs in one or two dispatches and reports its throughput."""
+    from wgraph.bench.batched import bench_batched, table
+
+    rows, _ = bench_batched(dev, "tiny", use_torch=False)
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows
+    for r in rows:
+        assert r["dispatches"] == (2 if r["kind"] == "decode" else 1)
+        assert r[{"decode": "gbps", "varlen": "tflops"}[r["kind"]]] > 0
+    assert "decode B=3" in table(rows)

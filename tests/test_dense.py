@@ -52,7 +52,8 @@ def test_linear_errors(dev):
 # multiple of the 16-byte load (4 f32 or 8 f16 weights), long enough for the unrolled loop and its tail
 GEMV_CASES = [(1, 37, 1032, "f32", True), (2, 9, 64, "f16", False), (3, 33, 136, "f32", False),
               (4, 5, 1048, "f16", True), (5, 17, 40, "f32", True), (6, 3, 8, "f16", True),
-              (7, 11, 264, "f32", False), (8, 19, 1040, "f16", True)]
+              (7, 11, 264, "f32", False), (8, 19, 1040, "f16", True),
+              (1, 7, 4104, "f16", False), (6, 5, 4100, "f32", True)]   # long rows: the 64-lane variants
 
 
 @pytest.mark.parametrize("m,n,k,wdtype,bias", GEMV_CASES)
@@ -105,6 +106,9 @@ def test_linear_plan_by_rows_and_alignment():
 
     assert plan_linear(1, 64, 64, "f32").variant == "linear_gemv_r1_f32w"
     assert plan_linear(2, 64, 64, "f16").variant == "linear_gemv_r8_f16w"
+    p = plan_linear(1, 2048, 8192, "f16")  # long rows: 64 lanes per row, four rows per workgroup
+    assert p.variant == "linear_gemv_r1_f16w_long" and "64 lanes per weight row" in p.reason
+    assert plan_linear(3, 2048, 4096, "f32").variant == "linear_gemv_r8_f32w_long"
     p = plan_linear(9, 64, 64, "f32")
     assert p.variant == "linear_f32" and "9 rows > 8" in p.reason
     p = plan_linear(1, 64, 36, "f16")  # 36 f16 weights: rows of W are not 16-byte aligned

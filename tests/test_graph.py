@@ -71,7 +71,8 @@ def test_compile_is_deterministic_and_explains(dev, rng):
     assert g.topological_order() == _block_graph(W, s, d).topological_order()
     prog = g.compile(dev)
     text = prog.explain()
-    for word in ("rmsnorm_f32", "linear_gemv_r8_f32w", "3 rows <= 8: GEMV", "rope_f32", "add_f32", "scale_f32", "peak", "naive", "uniform arena"):
+    for word in ("rmsnorm_f32", "linear_gemv_r8_f32w", "3 rows <= 8: GEMV", "rope_f32", "add_f32", "scale_f32",
+                 "peak", "naive", "uniform arena"):
         assert word in text
     assert [r.variant for r in prog.rows] == ["rmsnorm_f32", "linear_gemv_r8_f32w", "rope_f32", "scale_f32", "add_f32"]
     linear_row = prog.rows[1]

@@ -48,6 +48,17 @@ SITES = {
                              "its row written as zeros"),
     "ERR_SAMPLE_EMPTY": Site("sample", "the count of tokens a row could draw (logits with a weight above 0)", ">=",
                              "one token", "the id written as 4294967295"),
+    "ERR_VARLEN_OFFSET": Site("attention_varlen", "a GPU cu_seqlens offset", "<=", "the rows of the packed q or k/v",
+                              "clamped to the rows"),
+    "ERR_VARLEN_DECREASING": Site("attention_varlen", "a GPU cu_seqlens offset", ">=", "the offset before it",
+                                  "the sequence read as empty"),
+    "ERR_VARLEN_LENGTH": Site("attention_varlen", "a sequence length from a GPU cu_seqlens", "<=",
+                              "max_seqlen_q or max_seqlen_k", "the sequence cut to that length"),
+    "ERR_KVCACHE_LEN": Site("attention_kvcache", "a GPU cache_seqlens[b] + the new rows (4294967295 when that passes "
+                            "2^32 - 1)", "<=", "the capacity of one sequence",
+                            "keys clamped to the capacity, new rows past it not written"),
+    "ERR_KVCACHE_PAGE": Site("attention_kvcache", "a GPU block_table page id", "<", "the pages of the cache",
+                             "clamped to the last page"),
 }
 
 

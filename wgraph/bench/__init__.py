@@ -1,4 +1,5 @@
-"""`python -m wgraph bench`: host cost per dispatch in each mode, attention throughput, torch SDPA beside it."""
+"""`python -m wgraph bench`: host cost per dispatch in each mode, memory bandwidth and the decode GEMV, attention
+throughput; torch beside each where it is importable."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "attention", "model"), help="run one section")
+    p.add_argument("--only", choices=("host", "gemv", "attention", "batched", "model"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it")
@@ -67,6 +68,20 @@ def main(argv: list[str]) -> dict:
                                      "wall": "host + waiting for the GPU (map of a small buffer)"}}
         print("\n== host cost per dispatch ==")
         print(report.host_table(rows))
+    if args.only in (None, "gemv"):
+        from wgraph.bench import gemv, torch_ref
+
+        torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
+        copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES[grid])
+        _progress(f"copy kernel: {copy['gbps']:.4g} GB/s over {copy['bytes_copied'] >> 20} MiB")
+        rows = gemv.bench_gemv(dev, gemv.GEMV_GRIDS[grid], copy_gbps=copy["gbps"], use_torch=not args.no_torch,
+                               torch_available=bool(torch_info.get("available")),
+                               target_s=0.05 if args.quick or grid == "tiny" else 0.2, progress=_progress)
+        floor = gemv.dispatch_floor(dev)
+        result["gemv"] = {"copy": copy, "rows": rows, "torch": torch_info, "dispatch_floor": floor,
+                          "bytes": "W once + x + y (f32); GB/s = bytes / GPU time per call"}
+        print(f"\n== memory bandwidth and GEMV ({grid} grid) ==")
+        print(report.gemv_table(copy, rows, floor))
     if args.only in (None, "attention"):
         ok, note = attention.available()
         shapes = GRIDS[grid]
@@ -81,6 +96,17 @@ def main(argv: list[str]) -> dict:
             if not torch_info.get("available"):
                 print(f"torch reference: {torch_info.get('note')}")
             print(report.attention_table(rows))
+    if args.only in (None, "batched"):
+        from wgraph.bench import batched
+
+        rows, torch_info = batched.bench_batched(dev, grid, use_torch=not args.no_torch,
+                                                 target_s=0.05 if args.quick or grid == "tiny" else 0.3,
+                                                 progress=_progress)
+        result["batched"] = {"rows": rows, "torch": torch_info}
+        print(f"\n== batched attention ({grid} grid, {len(rows)} shapes) ==")
+        if not torch_info.get("available"):
+            print(f"torch reference: {torch_info.get('note')}")
+        print(batched.table(rows))
     if args.only in (None, "model"):
         _model_section(dev, args, grid, result)
     result["elapsed_s"] = time.perf_counter() - t0

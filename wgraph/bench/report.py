@@ -98,6 +98,27 @@ def attention_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
+    lines = [f"copy kernel: {copy['gbps']:.4g} GB/s ({copy['bytes_copied'] >> 20} MiB read + written, "
+             f"{copy['gpu_us']:.1f} us)"]
+    if floor and floor.get("gpu_us"):
+        lines.append(f"dispatch floor: {floor['gpu_us']:.1f} us per call of a linear on a [8, 256] weight")
+    head = (f"{'M':>2} {'out':>7} {'in':>6} {'W':4} {'variant':22} {'gpu us':>9} {'GB/s':>8} {'of copy':>7} "
+            f"{'torch GB/s':>10} {'ratio':>6}")
+    lines += [head, "-" * len(head)]
+    for r in rows:
+        shape = f"{r['rows']:2d} {r['out_features']:7d} {r['in_features']:6d} {r['weight_dtype']:4}"
+        if r["status"] != "ok":
+            lines.append(f"{shape} {r['status']}: {r['note'][:90]}")
+            continue
+        lines.append(f"{shape} {r['variant']:22} {r['gpu_us']:9.1f} {r['gbps']:8.4g} "
+                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('torch_gbps'), '10.4g')} "
+                     f"{_f(r.get('ratio_to_torch'), '6.3g')}")
+    lines.append("GB/s: (W + x + y bytes) / GPU time per call; of copy: fraction of the copy kernel's bandwidth "
+                 "in this run; ratio = torch time / wgraph time.")
+    return "\n".join(lines)
+
+
 def write_json(path: str | os.PathLike, result: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

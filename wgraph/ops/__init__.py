@@ -2,6 +2,7 @@
 
 from wgraph.ops.attention import AttentionParams, KernelPath, attention, attention_plan, kernel_path
 from wgraph.ops.attention_planner import KernelPlan
+from wgraph.ops.attention_batched import attention_kvcache, attention_varlen, seqlens_advance
 from wgraph.ops.elementwise import add, gelu, mul, scale, silu, swiglu
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
 from wgraph.ops.embedding import embedding
@@ -17,10 +18,9 @@ from wgraph.ops.sdpa import sdpa, transpose01
 
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "add_rmsnorm",
-    "argmax",
-    "attention", "attention_plan", "bdpa_attention", "bdpa_decompose", "decode_advance", "embedding", "gelu",
-    "kernel_path",
-    "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "layernorm", "linear", "mul", "reshape",
-    "rmsnorm", "rope", "rope_tables", "sample", "scale", "sdpa", "silu", "softmax", "swiglu", "tiered_attention",
+    "argmax", "attention", "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention",
+    "bdpa_decompose", "decode_advance", "embedding", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
+    "kv_dequantize", "kv_quantize", "layernorm", "linear", "mul", "reshape", "rmsnorm", "rope", "rope_tables",
+    "sample", "scale", "sdpa", "seqlens_advance", "silu", "softmax", "swiglu", "tiered_attention",
     "tiered_quant_attention", "transpose01",
 ]

@@ -38,6 +38,8 @@ class AttentionParams:
     kv_layout: str = "contiguous"
     page_size: int = 0
     variant: str | None = None
+    window_right: int = -1   # FlashAttention's window_size[1]: -1 unbounded, else keys up to query_pos + right
+    return_lse: bool = False
 
 
 def require_causal(op: str, causal) -> bool:
@@ -57,6 +59,25 @@ def call_dtype(q_dtype: str, kv_dtype: str) -> str:
         raise DtypeError(f"attention: q {q_dtype} with k/v {kv_dtype} is not supported; "
                          f"use f32/f32, f16/f16 or f32 q with f16 k/v")
     return table[(q_dtype, kv_dtype)]
+
+
+def window_of(window, sliding_window: int = 0) -> tuple[int, int]:
+    """FlashAttention's window_size (left, right), -1 unbounded, checked; `sliding_window` w > 0 is the
+    left-only shorthand (w - 1, -1)."""
+    if isinstance(window, (int, float)) or len(tuple(window)) != 2:
+        raise ShapeError(f"attention: window must be a pair (left, right), got {window!r}")
+    if not is_int(sliding_window) or not 0 <= sliding_window <= U32_MAX:
+        raise ShapeError(f"attention: sliding_window={sliding_window!r} must be an integer in [0, {U32_MAX}]")
+    left, right = window
+    for side in (left, right):
+        if not is_int(side) or not -1 <= side <= U32_MAX // 2:
+            raise ShapeError(f"attention: window {window!r}: each side is -1 (unbounded) or an int >= 0")
+    if sliding_window:
+        if left != -1 and left != sliding_window - 1:
+            raise ShapeError(f"attention: sliding_window={sliding_window} means window left {sliding_window - 1}, "
+                             f"but window={window!r}; give one of them")
+        left = sliding_window - 1
+    return int(left), int(right)
 
 
 def _check_int(name, value, minimum=0, maximum=U32_MAX):
@@ -136,6 +157,8 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
                              f"<= {L} that also covers the first query)")
     if params.variant is not None and params.variant not in registry():
         raise PlanError(f"attention: unknown variant {params.variant!r}")
+    if not -1 <= params.window_right <= U32_MAX // 2:
+        raise ShapeError(f"attention: window right {params.window_right} must be -1 (unbounded) or >= 0")
     return TensorSpec((S, Hq, D), q.dtype)
 
 
@@ -149,6 +172,8 @@ def _decode_visible(params: AttentionParams, rows: int, kv_len: int) -> int:
         hi = min(hi, rel + 1)
     if params.sliding_window:
         lo = max(lo, rel - params.sliding_window + 1)
+    if params.window_right >= 0:
+        hi = min(hi, rel + params.window_right + 1)
     if params.kv_layout == "ring":
         lo = max(lo, kv_len - rows)
     return max(hi, lo) - lo
@@ -166,7 +191,10 @@ def plan_facts(params: AttentionParams, specs) -> PlanFacts:
 
 
 def _infer(params: AttentionParams, specs):
-    return (validate(params, specs),)
+    out = validate(params, specs)
+    if params.return_lse:
+        return out, TensorSpec((out.shape[1], out.shape[0]), "f32")   # lse [Hq, S]
+    return (out,)
 
 
 def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
@@ -183,6 +211,7 @@ def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
         "softcap": params.softcap, "causal": int(params.causal), "sliding_window": params.sliding_window,
         "kv_layout": LAYOUTS.index(params.kv_layout), "page_size": params.page_size, "kv_rows": L,
         "num_chunks": kplan.max_chunks, "chunk_size": kplan.chunk_size,
+        "window_right": params.window_right, "write_lse": int(params.return_lse),
     }
 
 
@@ -200,7 +229,8 @@ def _capacity_chunks(params: AttentionParams, specs, kplan: KernelPlan, caps) ->
 
 def _encode(ctx, params: AttentionParams, inputs, outputs):
     q, k, v, kv_len_t, page_table = inputs
-    (out,) = outputs
+    out = outputs[0]
+    lse = outputs[1] if params.return_lse else ctx.fallback("attention.lse")
     if q.shape[0] == 0:
         return []  # no queries: the output is empty and nothing runs
     specs = tuple(None if t is None else t.spec for t in inputs)
@@ -215,7 +245,8 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     reads = {"q": q, "k": k, "v": v, "kv_len_buf": kv_len_buf, "page_table": pages}
     if kplan.max_chunks == 0:
         ((variant, wg),) = kplan.dispatches
-        return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out}, workgroups=wg, label="attention")]
+        return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out, "lse": lse}, workgroups=wg,
+                             label="attention")]
     S, Hq, D = q.shape
     slots = S * Hq * _capacity_chunks(params, specs, kplan, ctx.caps)
     part_ml = ctx.scratch((slots * 2,), "f32", "attention.part_ml")
@@ -223,14 +254,15 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     partials = {"part_ml": part_ml, "part_acc": part_acc}
     (main, wg), (combine, cwg) = kplan.dispatches
     if registry()[kplan.variant].facts.get("grid") == "splitk":
-        return _encode_splitk(ctx, kplan, u, reads, partials, out, kv_len_t)
+        return _encode_splitk(ctx, kplan, u, reads, partials, out, lse, kv_len_t)
     return [
         ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks"),
-        ctx.dispatch(combine, uniforms=u, bindings={**partials, "out": out}, workgroups=cwg, label="attention.combine"),
+        ctx.dispatch(combine, uniforms=u, bindings={**partials, "out": out, "lse": lse}, workgroups=cwg,
+                     label="attention.combine"),
     ]
 
 
-def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, kv_len_t):
+def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, lse, kv_len_t):
     """Split-K decode: [prepare (GPU kv_len: indirect counts),] chunks, combine; one pass when recorded."""
     (main, wg), (combine, cwg) = kplan.dispatches
     lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
@@ -244,7 +276,7 @@ def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict,
     else:
         grid = {"workgroups": wg}
     dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, label="attention.splitk", **grid))
-    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out},
+    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out, "lse": lse},
                                    workgroups=cwg, label="attention.splitk_combine"))
     return dispatches
 
@@ -307,16 +339,19 @@ def _resolve_variant(variant, seq_len: int, layer) -> str | None:
 
 
 def _params(op, q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size,
-            variant, layer):
+            variant, layer, window=(-1, -1), return_lse=False):
     if isinstance(kv_len, (Tensor, TensorSpec)):
         kv_len_t, n = kv_len, None
     else:
         kv_len_t, n = None, kv_len
+    _check_int("sliding_window", sliding_window)
+    left, right = window_of(window, sliding_window)
     params = AttentionParams(
         causal=require_causal(op, causal), scale=None if scale is None else float(scale),
         start_pos=exact_int(start_pos), kv_start=exact_int(kv_start), kv_len=exact_int(n),
-        sliding_window=exact_int(sliding_window), softcap=float(softcap), kv_layout=kv_layout,
-        page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer))
+        sliding_window=left + 1, softcap=float(softcap), kv_layout=kv_layout,
+        page_size=exact_int(page_size), variant=_resolve_variant(variant, q.shape[0], layer),
+        window_right=right, return_lse=bool(return_lse))
     return params, kv_len_t
 
 
@@ -329,24 +364,26 @@ def _default_kv_len(k, kv_len, kv_layout, page_table, page_size):
 
 
 def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
-              softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0, variant=None, layer=None, out=None):
-    """softmax(q k^T * scale [+ masks]) v. q [S, Hq, D], k/v [L, Hkv, D] -> [S, Hq, D] in q's dtype.
-    causal (required): mask keys after the query, bottom-right aligned. kv_len: int (default: all rows) or a u32
-    tensor read by the kernel. variant: a name or a KernelPath."""
+              softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0, variant=None, layer=None, out=None,
+              window=(-1, -1), return_lse=False):
+    """softmax(q k^T * scale [+ masks]) v. q [S, Hq, D], k/v [L, Hkv, D] -> [S, Hq, D] in q's dtype, or
+    (out, lse [Hq, S] f32) with return_lse. causal (required): mask keys after the query, bottom-right aligned.
+    window: FlashAttention's (left, right), -1 unbounded (sliding_window w is (w - 1, -1)). kv_len: int
+    (default: all rows) or a u32 tensor read by the kernel. variant: a name or a KernelPath."""
     kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
     params, kv_len_t = _params("attention", q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap,
-                               kv_layout, page_size, variant, layer)
+                               kv_layout, page_size, variant, layer, window, return_lse)
     return apply(ATTENTION, params, (q, k, v, kv_len_t, page_table), out=out)
 
 
 def attention_plan(q, k, v, *, caps=None, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None,
                    sliding_window=0, softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0,
-                   variant=None, layer=None) -> KernelPlan:
+                   variant=None, layer=None, window=(-1, -1)) -> KernelPlan:
     """The KernelPlan `attention` would use, without running. Tensors or TensorSpecs; caps default to the
     tensors' device (or the default device)."""
     kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
     params, kv_len_t = _params("attention_plan", q, kv_len, causal, scale, start_pos, kv_start, sliding_window,
-                               softcap, kv_layout, page_size, variant, layer)
+                               softcap, kv_layout, page_size, variant, layer, window)
     specs = tuple(None if t is None else (t.spec if isinstance(t, Tensor) else t)
                   for t in (q, k, v, kv_len_t, page_table))
     validate(params, specs)

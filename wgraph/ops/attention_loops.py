@@ -98,6 +98,21 @@ def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
     return scores + softmax + _loop(steps) + sums
 
 
+def _fused(k: Kernel, f: PlanFacts, caps) -> int:
+    """attention_decode_fused.wgsl: one chunk of the plan's chunk size in steps of KS * U keys; per key of a step
+    a shuffle butterfly over the LPR lanes of a row and an LPR loop; then two KS passes and per head dim of a
+    thread a KS sum."""
+    from wgraph.ops.attention_planner import splitk_chunks
+
+    wg, u, step = (kconst(k, n) for n in ("WG", "U", "CHUNK_STEP"))
+    lpr = max(1, f.head_dim // int(k.limits["dims_per_lane"]))
+    ks = max(1, wg // lpr)
+    _, most, _ = splitk_chunks(k, f)
+    chunk = min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(ceil_div(f.kv_span, most), step) * step))
+    per_step = u * (_loop(_halvings(lpr)) + _loop(lpr))
+    return _loop(ceil_div(chunk, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(f.head_dim, wg), _loop(ks))
+
+
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
     """attention_decode_splitk_combine.wgsl: two strided passes and a grouped pass over the chunks, two
     reductions, and the groups' sum."""
@@ -111,6 +126,14 @@ def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
     return 0
 
 
+def batched_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
+    """attention_batched_combine.wgsl: two strided passes over the chunks, two reductions, a grouped pass over
+    the chunks and the groups' sum."""
+    wg = kconst(k, "WG")
+    groups = max(1, wg // max(1, f.head_dim // 4))
+    return 2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups)) + _loop(groups)
+
+
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
 BOUNDS = {
     "attention_prefill_tiled.wgsl": _tiled,
@@ -120,6 +143,12 @@ BOUNDS = {
     "attention_decode_subgroup.wgsl": _subgroup,
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_splitk_prepare.wgsl": _no_loops,
+    "attention_decode_fused.wgsl": _fused,
+    # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests and consts; kv_span is
+    # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
+    "attention_batched_tiled.wgsl": _tiled,
+    "attention_batched_flash.wgsl": _flash,
+    "attention_batched_decode.wgsl": _splitk,
 }
 
 

@@ -46,6 +46,9 @@ class Rule:
 # First match wins. A decode call only meets decode rules, and the last decode rule's kernel needs no
 # feature beyond the dtype's, so every device that can hold the dtype gets a decode kernel.
 RULES: tuple[Rule, ...] = (
+    Rule("decode", "fused", "decode on a GPU with subgroups: split-K over kv chunks, one workgroup per (chunk, kv "
+         "head) serving its q heads, K and V loaded together, q.k summed by subgroup shuffles, online softmax in "
+         "registers, then a combine pass"),
     Rule("decode", "splitk", "decode: split-K over kv chunks, one workgroup per (chunk, kv head) serving its q "
          "heads, coalesced 16-byte K/V loads, then a combine pass"),
     Rule("decode", "chunked", "decode over a long kv: kv split into chunks across workgroups", min_chunks=4),
@@ -127,6 +130,11 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
     multiple = int(k.facts.get("head_dim_multiple", 1))
     if facts.head_dim % multiple:
         return UnsupportedError, f"takes head_dim a multiple of {multiple} (vector loads); got {facts.head_dim}"
+    if k.facts.get("subgroup_lanes"):
+        lanes = facts.head_dim // int(k.limits["dims_per_lane"])
+        if lanes & (lanes - 1) or not 0 < lanes <= k.threads:
+            return UnsupportedError, (f"splits a key row over head_dim {facts.head_dim} / {k.limits['dims_per_lane']} "
+                                      f"= {lanes} lanes: needs a power of two <= {k.threads}")
     if facts.layout not in k.facts.get("layouts", LAYOUTS):
         return UnsupportedError, f"does not read the {facts.layout} kv layout"
     if k.facts.get("gpu_only") and caps.is_cpu:

@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from wgraph.errors import DtypeError, LimitError, ShapeError
-from wgraph.ops.attention import require_causal
+from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import select_variant
@@ -109,6 +109,8 @@ class BDPAParams:
     sliding_window: int = 0
     softcap: float = 0.0
     scale: float | None = None
+    window_right: int = -1   # FlashAttention's window_size[1]: -1 unbounded
+    return_lse: bool = False
 
 
 def _infer(params: BDPAParams, specs):
@@ -139,12 +141,14 @@ def _infer(params: BDPAParams, specs):
         raise LimitError(f"{op}: kv_len {params.kv_len} is beyond the index's {index.shape[0]} rows")
     if len_t is not None and (len_t.dtype != "u32" or len_t.size < 1):
         raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
-    return (TensorSpec(q.shape, kernel(variant).output_dtype),)
+    out = TensorSpec(q.shape, kernel(variant).output_dtype)
+    return (out, TensorSpec((hq, 1), "f32")) if params.return_lse else (out,)
 
 
 def _encode(ctx, params: BDPAParams, inputs, outputs):
     q, basis, residual, rscale, index, rope, len_t = inputs
-    (out,) = outputs
+    out = outputs[0]
+    lse = outputs[1] if params.return_lse else ctx.fallback("bdpa.lse")
     _, hq, dim = q.shape
     variant = select_variant("bdpa_attention", q_dtype=q.dtype)
     uniforms = {
@@ -153,9 +157,10 @@ def _encode(ctx, params: BDPAParams, inputs, outputs):
         "q_pos": params.q_pos,
         "causal": int(params.causal), "sliding_window": params.sliding_window,
         "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(dim), "softcap": params.softcap,
+        "window_right": params.window_right, "write_lse": int(params.return_lse),
     }
     bindings = {"q": q, "basis": basis, "residual": residual, "residual_scale": rscale, "index": index, "rope": rope,
-                "len_buf": len_t if len_t is not None else ctx.fallback("bdpa.kv_len"), "out": out}
+                "len_buf": len_t if len_t is not None else ctx.fallback("bdpa.kv_len"), "out": out, "lse": lse}
     check_decode_loop(kernel(variant), dim, params.kv_len if len_t is None else index.shape[0], ctx.caps,
                       "bdpa_attention")
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, 1, 1), label=variant)]
@@ -165,11 +170,12 @@ BDPA = register(OpDef("bdpa_attention", _infer, _encode))
 
 
 def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal=None, sliding_window=0,
-                   softcap=0.0, scale=None, out=None):
+                   softcap=0.0, scale=None, window=(-1, -1), return_lse=False, out=None):
     """Decode attention of q [1, Hq, D] f32 (already rotated at q_pos) over a BDPA cache; rope from rope_table.
 
     kv_len: rows of the index to attend to (int, default all, or a u32 GPU tensor). Every position in the index
-    must be below rope's row count (checked here from the host-known max_position).
+    must be below rope's row count (checked here from the host-known max_position). window and return_lse as in
+    wg.ops.attention, on the keys' original positions (docs/attention.md).
     """
     causal = require_causal("bdpa_attention", causal)
     if q.dtype != "f32":
@@ -179,7 +185,8 @@ def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal
                          f"{rope.shape[0]} positions")
     len_t = kv_len if isinstance(kv_len, Tensor) else None
     n = None if len_t is not None else int(cache.index.shape[0] if kv_len is None else kv_len)
-    params = BDPAParams(int(q_pos), n, bool(causal), int(sliding_window), float(softcap),
-                        None if scale is None else float(scale))
+    left, right = window_of(window, int(sliding_window))
+    params = BDPAParams(int(q_pos), n, bool(causal), left + 1, float(softcap),
+                        None if scale is None else float(scale), right, bool(return_lse))
     return apply(BDPA, params, (q, cache.basis, cache.residual, cache.residual_scale, cache.index, rope, len_t),
                  out=out)

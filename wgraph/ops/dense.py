@@ -49,23 +49,27 @@ class LinearPlan:
 
 
 def plan_linear(rows: int, n: int, k: int, weight_dtype: str) -> LinearPlan:
-    """GEMV (the variant with the fewest `max_rows` that holds `rows`) when k fills its 16-byte weight loads,
-    else the tiled GEMM; thresholds come from the registry's limits."""
+    """GEMV (of the variants whose `max_rows` holds `rows` and whose `min_k` k reaches: the fewest max_rows,
+    then the largest min_k) when k fills its 16-byte weight loads, else the tiled GEMM; the numbers come from
+    the registry."""
     tiled = select_variant("linear", weight_dtype=weight_dtype)
-    gemvs = sorted((kv for kv in kernels_for("linear")
-                    if kv.facts.get("form") == "gemv" and kv.facts.get("weight_dtype") == weight_dtype),
-                   key=lambda kv: kv.limits["max_rows"])
-    fits = [kv for kv in gemvs if rows <= kv.limits["max_rows"]]
+    gemvs = [kv for kv in kernels_for("linear")
+             if kv.facts.get("form") == "gemv" and kv.facts.get("weight_dtype") == weight_dtype]
+    fits = sorted((kv for kv in gemvs if rows <= kv.limits["max_rows"] and k >= kv.facts.get("min_k", 0)),
+                  key=lambda kv: (kv.limits["max_rows"], -kv.facts.get("min_k", 0)))
     if not gemvs or rows < 1:
         return LinearPlan(tiled, f"{rows} rows: tiled GEMM")
     if not fits:
-        return LinearPlan(tiled, f"{rows} rows > {gemvs[-1].limits['max_rows']} (GEMV's most): tiled GEMM")
+        most = max(kv.limits["max_rows"] for kv in gemvs)
+        return LinearPlan(tiled, f"{rows} rows > {most} (GEMV's most): tiled GEMM")
     g = fits[0]
     if k % g.limits["k_multiple"]:
         return LinearPlan(tiled, f"{rows} rows but in_features {k} is not a multiple of {g.limits['k_multiple']} "
                                  f"({weight_dtype} weights per 16-byte load): tiled GEMM")
-    return LinearPlan(g.name, f"{rows} rows <= {g.limits['max_rows']}: GEMV, one pass over W "
-                              f"({g.limits['k_multiple']} {weight_dtype} weights per 16-byte load)")
+    lanes = g.threads // g.limits["features_per_workgroup"]
+    return LinearPlan(g.name, f"{rows} rows <= {g.limits['max_rows']}: GEMV, one pass over W, {lanes} lanes per "
+                              f"weight row (in_features {k}), {g.limits['k_multiple']} {weight_dtype} weights per "
+                              f"16-byte load")
 
 
 def linear_plan(specs) -> LinearPlan:
@@ -78,7 +82,7 @@ def linear_plan(specs) -> LinearPlan:
 def _encode_linear(ctx, params, inputs, outputs):
     (x, w, b), (y,) = inputs, outputs
     plan = linear_plan((x.spec, w.spec, None))
-    ctx.chose(plan)  # explain() reports plan.reason
+    ctx.chose(plan)
     variant = plan.variant
     n, k = w.shape
     m = x.size // k if k else 0

@@ -22,12 +22,12 @@ import numpy as np
 from wgraph.errors import DtypeError, LimitError, ShapeError, WgraphError
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
+from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's per-invocation loop cap (one place)
 from wgraph.ops.core import OpDef, apply, ceil_div, register, type_name
 from wgraph.ops.dense import reshape
 from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
-CPU_LOOP_LIMIT = 65535  # lavapipe stops an invocation's loops after this many iterations (DESIGN.md)
 # Iterations lavapipe counts per key tile beyond the kernel's own loop trips. Measured on Mesa 22.3.6 (one query,
 # one head, every key taking part; first wrong key count): D=64 27264 keys, D=128 14912, D=256 7808, i.e. 10 to
 # 13 more per tile than the trips counted below; 16 keeps the check on the safe side of all three.

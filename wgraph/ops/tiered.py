@@ -11,7 +11,7 @@ import attrs
 
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
-from wgraph.ops.attention import require_causal
+from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
@@ -29,6 +29,8 @@ class TieredParams:
     softcap: float = 0.0
     scale: float | None = None
     mode: str | None = None  # None: f16 cold; "int8"/"int4": quantized cold
+    window_right: int = -1   # FlashAttention's window_size[1]: -1 unbounded
+    return_lse: bool = False
 
 
 def _op_name(params) -> str:
@@ -96,12 +98,14 @@ def _infer(params: TieredParams, specs):
         if cold_len > cold_capacity:
             raise LimitError(f"{op}: kv_len {n} with hot_window {params.hot_window} puts {cold_len} rows in the cold "
                              f"part, which holds {cold_capacity}")
-    return (TensorSpec((S, hq, dim), kernel(variant).output_dtype),)
+    out = TensorSpec((S, hq, dim), kernel(variant).output_dtype)
+    return (out, TensorSpec((hq, S), "f32")) if params.return_lse else (out,)
 
 
 def _encode(ctx, params: TieredParams, inputs, outputs):
     q, hot_k, hot_v, cold_k, cold_v, k_scale, v_scale, table, len_t = inputs
-    (out,) = outputs
+    out = outputs[0]
+    lse = outputs[1] if params.return_lse else ctx.fallback("tiered.lse")
     S, hq, dim = q.shape
     variant = _variant(params, q.dtype)
     scale = params.scale if params.scale is not None else 1.0 / math.sqrt(dim)
@@ -111,9 +115,9 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
         "len_cap": params.hot_window + (table.shape[0] * params.page_size if table is not None else cold_k.shape[0]),
         "cold_layout": int(table is not None), "cold_page_size": max(1, params.page_size),
         "causal": int(params.causal), "sliding_window": params.sliding_window, "scale": scale,
-        "softcap": params.softcap,
+        "softcap": params.softcap, "window_right": params.window_right, "write_lse": int(params.return_lse),
     }
-    bindings = {"q": q, "hot_k": hot_k, "hot_v": hot_v, "cold_k": cold_k, "cold_v": cold_v, "out": out,
+    bindings = {"q": q, "hot_k": hot_k, "hot_v": hot_v, "cold_k": cold_k, "cold_v": cold_v, "out": out, "lse": lse,
                 "page_table": table if table is not None else ctx.fallback("tiered.page_table"),
                 "len_buf": len_t if len_t is not None else ctx.fallback("tiered.kv_len")}
     if params.mode is not None:
@@ -126,7 +130,8 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
 TIERED = register(OpDef("tiered_attention", _infer, _encode))
 
 
-def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode):
+def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode,
+            window, return_lse):
     len_t = kv_len if isinstance(kv_len, Tensor) else None
     if len_t is None and not is_int(kv_len):
         raise ShapeError(f"kv_len must be an int or a u32 GPU tensor, got {type(kv_len).__name__}")
@@ -134,26 +139,29 @@ def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, slidin
         raise ShapeError(f"a paged cold part needs page_size > 0, got {page_size}")
     if sliding_window < 0 or softcap < 0:
         raise ShapeError(f"sliding_window {sliding_window} and softcap {softcap} must be >= 0")
+    left, right = window_of(window, sliding_window)
     params = TieredParams(None if len_t is not None else int(kv_len), int(hot_window or hot_k.shape[0]),
-                          int(page_size), require_causal(op, causal), int(sliding_window), float(softcap),
-                          None if scale is None else float(scale), mode)
+                          int(page_size), require_causal(op, causal), left + 1, float(softcap),
+                          None if scale is None else float(scale), mode, right, bool(return_lse))
     return params, len_t
 
 
 def tiered_attention(q, hot_k, hot_v, cold_k, cold_v, *, kv_len, hot_window=None, page_table=None, page_size=0,
-                     causal=None, sliding_window=0, softcap=0.0, scale=None, out=None):
-    """Attention of q [S, Hq, D] (f16 -> f16 out, f32 -> f32 out) over f16 hot ring + f16 cold part; causal required."""
+                     causal=None, sliding_window=0, softcap=0.0, scale=None, window=(-1, -1), return_lse=False,
+                     out=None):
+    """Attention of q [S, Hq, D] (f16 -> f16 out, f32 -> f32 out) over f16 hot ring + f16 cold part; causal
+    required. window and return_lse as in wg.ops.attention (docs/attention.md)."""
     params, len_t = _params("tiered_attention", kv_len, hot_window, hot_k, page_table, page_size, causal,
-                            sliding_window, softcap, scale, None)
+                            sliding_window, softcap, scale, None, window, return_lse)
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, None, None, page_table, len_t), out=out)
 
 
 def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, *, mode, kv_len,
                            hot_window=None, page_table=None, page_size=0, causal=None, sliding_window=0, softcap=0.0,
-                           scale=None, out=None):
+                           scale=None, window=(-1, -1), return_lse=False, out=None):
     """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales)."""
     quant_format(mode)
     params, len_t = _params("tiered_quant_attention", kv_len, hot_window, hot_k, page_table, page_size, causal,
-                            sliding_window, softcap, scale, mode)
+                            sliding_window, softcap, scale, mode, window, return_lse)
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, page_table, len_t),
                  out=out)

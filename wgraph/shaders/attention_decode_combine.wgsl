@@ -4,6 +4,7 @@
 {{ENABLE_F16}}
 //!include attention_params.wgsl
 @group(0) @binding(6) var<storage, read_write> out: array<{{OUT_T}}>;
+@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 @group(0) @binding(7) var<storage, read> part_ml: array<f32>;
 @group(0) @binding(8) var<storage, read> part_acc: array<f32>;
 
@@ -46,5 +47,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         out[q_index(i, h, d)] = {{OUT_T}}(select(o * inv_l, poison, poisoned));
+    }
+    if (params.write_lse != 0u && t == 0u) {
+        lse[h * params.seq_len + i] = select(lse_of(m, l), poison, poisoned);
     }
 }

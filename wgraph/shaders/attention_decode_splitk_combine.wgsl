@@ -10,6 +10,7 @@
 //!include attention_params.wgsl
 //!include attention_decode_splitk_common.wgsl
 @group(0) @binding(6) var<storage, read_write> out: array<vec4<{{OUT_T}}>>;
+@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 @group(0) @binding(7) var<storage, read> part_ml: array<f32>;
 @group(0) @binding(8) var<storage, read> part_acc: array<vec4<f32>>;
 
@@ -84,5 +85,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             o += sums[g * D4 + t];
         }
         out[h * D4 + t] = vec4<{{OUT_T}}>(o * inv_l);
+    }
+    if (params.write_lse != 0u && t == 0u) {
+        lse[h] = lse_of(m, l);
     }
 }

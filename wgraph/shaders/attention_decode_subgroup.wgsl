@@ -8,6 +8,7 @@
 //!include attention_params.wgsl
 //!include attention_kv.wgsl
 @group(0) @binding(6) var<storage, read_write> out: array<{{OUT_T}}>;
+@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const MAX_D: u32 = {{MAX_HEAD_DIM}}u;
@@ -121,5 +122,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     for (var d: u32 = t; d < D; d += WG) {
         out[q_index(i, h, d)] = {{OUT_T}}(acc_total[d] * inv_l);
+    }
+    if (params.write_lse != 0u && t == 0u) {
+        lse[h * params.seq_len + i] = lse_of(mm, ll);
     }
 }

@@ -20,6 +20,8 @@ struct AttnParams {
     kv_rows: u32,             // rows the k/v buffers hold
     num_chunks: u32,          // chunked decode only: kv chunks per head
     chunk_size: u32,          // chunked decode only: keys per chunk
+    window_right: i32,        // -1: off; else key masked when key_pos > query_pos + window_right
+    write_lse: u32,           // 1: the kernel that writes out also writes lse [Hq, S] (log-sum-exp per row)
 }
 
 @group(0) @binding(0) var<uniform> params: AttnParams;
@@ -70,6 +72,15 @@ fn key_range(rel: vec2<u32>, kv_len: u32) -> vec2<u32> {
     if (params.sliding_window != 0u && ahead && rel.y >= params.sliding_window) {
         lo = rel.y - params.sliding_window + 1u;
     }
+    if (params.window_right >= 0) {
+        // keys up to query + window_right: hi = rel + right + 1 where that is below kv_len, without a u32 wrap
+        let r = u32(params.window_right);
+        if (!ahead) {
+            hi = select(0u, min(hi, r - rel.y + 1u), r >= rel.y);
+        } else if (r < kv_len && rel.y < kv_len - r - 1u) {
+            hi = min(hi, rel.y + r + 1u);
+        }
+    }
     if (params.kv_layout == 1u && kv_len > params.kv_rows) {
         // Ring: only the last kv_rows keys are still stored; older ones count as masked.
         lo = max(lo, kv_len - params.kv_rows);
@@ -89,6 +100,19 @@ fn transform_score(dot_qk: f32) -> f32 {
         s = params.softcap * tanh_safe(s / params.softcap);
     }
     return s;
+}
+
+// The natural-log log-sum-exp of a row from its softmax state (max m, sum l of exp(s - m)): -inf for a row
+// that sees no key (WGSL has no infinite literal; the uniform keeps it out of constant evaluation), NaN in
+// NaN out.
+fn lse_of(m: f32, l: f32) -> f32 {
+    if (is_nan_f32(m) || is_nan_f32(l)) {
+        return select(l, m, is_nan_f32(m));
+    }
+    if (l > 0.0) {
+        return m + log(l);
+    }
+    return bitcast<f32>(0xff800000u | (params.write_lse & 0u));
 }
 
 fn kv_head_of(h: u32) -> u32 {

@@ -22,6 +22,7 @@
 @group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
 @group(0) @binding(5) var<storage, read> page_table: array<u32>;
 @group(0) @binding(6) var<storage, read_write> out: array<vec4<{{OUT_T}}>>;
+@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 //!include attention_kv_layout.wgsl
 
 alias MT = {{MATH_T}};
@@ -243,6 +244,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
 //!end
+        if (params.write_lse != 0u && part == 0u) {
+            lse[h * S + i0 + row0 + ${r}u * ROW_STEP] = select(lse_of(m[$r], l[$r]), poison[$r], poisoned[$r]);
+        }
     }
 //!end
 }

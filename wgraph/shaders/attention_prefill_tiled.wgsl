@@ -10,6 +10,7 @@
 //!include attention_params.wgsl
 //!include attention_kv.wgsl
 @group(0) @binding(6) var<storage, read_write> out: array<{{OUT_T}}>;
+@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const BLOCK_M: u32 = {{BLOCK_M}}u;
@@ -132,6 +133,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (d < D) {
                 out[q_index(i, h, d)] = {{OUT_T}}(select(acc[n] * inv_l, poison, poisoned));
             }
+        }
+        if (params.write_lse != 0u && sub == 0u) {
+            lse[h * S + i] = select(lse_of(m, l), poison, poisoned);
         }
     }
 }

@@ -7,6 +7,7 @@
 //!include attention_kv.wgsl
 //!include attention_stream_core.wgsl
 @group(0) @binding(6) var<storage, read_write> out: array<{{OUT_T}}>;
+@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -25,5 +26,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (d < params.head_dim) {
             out[q_index(i, h, d)] = {{OUT_T}}(acc[n] * inv_l);
         }
+    }
+    if (params.write_lse != 0u && t == 0u) {
+        lse[h * params.seq_len + i] = lse_of(ml.x, ml.y);
     }
 }

@@ -16,6 +16,8 @@ struct BDPAParams {
     sliding_window: u32,
     scale: f32,
     softcap: f32,
+    window_right: i32,   // -1: off; else key masked when its original position > q_pos + window_right
+    write_lse: u32,      // 1: write lse [Hq, 1] (tiered_loop.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> params: BDPAParams;
@@ -48,6 +50,10 @@ fn key_range(qpos: i32, n: u32) -> vec2<u32> {
 fn key_masked(j: u32, qpos: i32) -> bool {
     let p = i32(index[3u * j + 2u]);
     if (params.causal != 0u && p > qpos) {
+        return true;
+    }
+    // p - qpos > window_right, compared as u32 like the window below
+    if (params.window_right >= 0 && p > qpos && u32(p - qpos) > u32(params.window_right)) {
         return true;
     }
     // qpos - p >= window, compared as u32 (a window >= 2^31 is no i32)

@@ -13,6 +13,11 @@ const ERR_TIERED_KV_LEN: u32 = 5u;
 const ERR_BDPA_KV_LEN: u32 = 6u;
 const ERR_EMBEDDING_ID: u32 = 7u;
 const ERR_SAMPLE_EMPTY: u32 = 8u;
+const ERR_VARLEN_OFFSET: u32 = 9u;
+const ERR_VARLEN_DECREASING: u32 = 10u;
+const ERR_VARLEN_LENGTH: u32 = 11u;
+const ERR_KVCACHE_LEN: u32 = 12u;
+const ERR_KVCACHE_PAGE: u32 = 13u;
 
 fn report_error(site: u32, value: u32, limit: u32) {
     // Word 0 goes from 0 to a site code once; only that winner writes value and limit. A weak exchange may

@@ -21,6 +21,8 @@ struct TieredParams {
     sliding_window: u32,
     scale: f32,
     softcap: f32,
+    window_right: i32,   // -1: off; else key masked when key_pos > query_pos + window_right
+    write_lse: u32,      // 1: write lse [Hq, S] (tiered_loop.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> params: TieredParams;
@@ -41,6 +43,9 @@ fn key_range(qpos: i32, n: u32) -> vec2<u32> {
     var hi = i32(n);
     if (params.causal != 0u) {
         hi = min(hi, qpos + 1);
+    }
+    if (params.window_right >= 0 && qpos < hi - params.window_right - 1) {
+        hi = qpos + params.window_right + 1;   // qpos + right + 1 < hi: no i32 overflow
     }
     var lo = 0;
     // Compared as u32 first: i32(sliding_window) of a window >= 2^31 would be negative and mask every key.

@@ -3,8 +3,8 @@
 // probabilities go through workgroup memory (2 barriers per tile, none per key), and each thread owns the
 // output dims d = tid, tid + WG, ... with an online softmax across tiles. No kv-length ceiling.
 // It declares the bindings it reads and writes itself (1-3: q, out, len_buf). The including file provides the
-// rest (from binding 4), params (num_heads, num_kv_heads, head_dim, kv_len, use_len_buf, len_cap, scale, softcap),
-// the device-error site LEN_ERROR_SITE of a GPU kv_len above len_cap, and
+// rest (from binding 4), params (num_heads, num_kv_heads, head_dim, kv_len, use_len_buf, len_cap, scale, softcap,
+// write_lse), the device-error site LEN_ERROR_SITE of a GPU kv_len above len_cap, and
 // fn prepare(n), query_pos(i, n), key_range(qpos, n), key_masked(j, qpos), key_dot(j, kvh) (dot of q_sh with
 // key j) and value(j, kvh, d).
 
@@ -12,6 +12,7 @@
 @group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
 @group(0) @binding(3) var<storage, read> len_buf: array<u32>;
 //!include device_errors.wgsl
+@group(0) @binding(12) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const ACC_N: u32 = ({{MAX_HEAD_DIM}}u + WG - 1u) / WG;
@@ -101,5 +102,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (d < D) {
             out[qbase + d] = {{OUT_T}}(acc[a] * inv_l);
         }
+    }
+    if (params.write_lse != 0u && tid == 0u) {
+        // log-sum-exp of the visible scores; -inf (no key visible) is built from the uniform, not a literal
+        var row_lse = bitcast<f32>(0xff800000u | (params.num_heads & 0u));
+        if (l > 0.0) {
+            row_lse = m + log(l);
+        }
+        lse[h * params.seq_len + i] = row_lse;
     }
 }

@@ -1,0 +1,385 @@
+"""Batched attention (attention_varlen, attention_kvcache, seqlens_advance) and window / lse on
+wg.ops.attention, against a float64 per-sequence reference with FlashAttention's rule (window_reference.py)."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from kernel_support import lacks_subgroups
+from window_reference import check
+from wgraph.errors import LimitError, ShapeError
+
+NP = {"f32": (np.float32, np.float32, np.float32), "f16": (np.float16, np.float16, np.float16),
+      "f16kv": (np.float32, np.float16, np.float32)}   # q, kv, out
+
+
+def _cu(lengths):
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint32)
+
+
+# (dtype, q lengths, k lengths, Hq, Hkv, D, causal, window, softcap): B in {1, 3, 8}, ragged with 0 and 1,
+# MHA / GQA / MQA, windows both sides, the d256 kernel class (D 160).
+VARLEN = [
+    ("f32", [6], [6], 4, 2, 32, True, (-1, -1), 0.0),
+    ("f16", [3, 0, 1], [7, 2, 1], 4, 1, 32, True, (2, -1), 0.0),
+    ("f16kv", [1, 4, 0, 2, 3, 1, 5, 2], [3, 4, 1, 9, 3, 0, 5, 6], 2, 2, 16, False, (1, 2), 2.5),
+    ("f32", [5, 2, 7], [5, 9, 3], 8, 2, 160, True, (-1, -1), 4.0),
+    ("f16", [4, 1, 6], [9, 1, 6], 2, 1, 64, False, (-1, 0), 0.0),
+]
+
+
+# The flash kernel (GPU-tuned, planned only on GPUs) forced once, in the variant lavapipe compiles fastest (its
+# f16 variants take 25-50 s each there; their packed-f16 math is the single-sequence kernel's, tested in
+# test_attention.py, and the sequence indexing all variants share is dtype-free).
+FLASH = [("batched_flash_d128_f32", ("f32", [3, 0, 1, 5], [7, 2, 1, 5], 4, 1, 32, True, (2, -1), 3.0))]
+
+
+def _varlen_cases():
+    return ([pytest.param(None, c, id=f"{c[0]}-B{len(c[1])}-{c[3]}x{c[4]}x{c[5]}") for c in VARLEN]
+            + [pytest.param(v, c, id=f"{v}-B{len(c[1])}") for v, c in FLASH])
+
+
+@pytest.mark.parametrize("variant,case", _varlen_cases())
+def test_varlen_matches_reference(dev, rng, variant, case):
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
+    dtype, lq, lk, hq, hkv, d, causal, window, softcap = case
+    qt, kt, ot = NP[dtype]
+    cq, ck = _cu(lq), _cu(lk)
+    q = rng.standard_normal((cq[-1], hq, d)).astype(qt)
+    k = rng.standard_normal((ck[-1], hkv, d)).astype(kt)
+    v = rng.standard_normal((ck[-1], hkv, d)).astype(kt)
+    out, lse = wg.ops.attention_varlen(dev.tensor(q), dev.tensor(k), dev.tensor(v), cq, dev.tensor(ck),
+                                       max_seqlen_q=max(lq), max_seqlen_k=max(lk), causal=causal, window=window,
+                                       softcap=softcap, return_lse=True, variant=variant)
+    out, lse = out.numpy(), lse.numpy()
+    assert out.shape == q.shape and lse.shape == (hq, cq[-1])
+    for b in range(len(lq)):
+        qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+        msg = check(out[qs], lse[:, qs], q[qs], k[ks], v[ks], out_dtype=ot, causal=causal, window=window,
+                    softcap=softcap)
+        assert msg is None, f"sequence {b}: {msg}"
+
+
+def _paged(rng, caches, page_size, spare=2):
+    """Caches [B, cap, Hkv, D] spread over a pool of pages in a permuted order (plus unused pages)."""
+    B, cap = caches[0].shape[:2]
+    per = cap // page_size
+    pages = B * per + spare
+    order = rng.permutation(pages)[: B * per].reshape(B, per).astype(np.uint32)
+    pools = []
+    for c in caches:
+        pool = rng.standard_normal((pages * page_size,) + c.shape[2:]).astype(c.dtype)
+        for b in range(B):
+            for i in range(per):
+                pool[order[b, i] * page_size:(order[b, i] + 1) * page_size] = c[b, i * page_size:(i + 1) * page_size]
+        pools.append(pool)
+    return pools, order
+
+
+# (dtype, cache_seqlens, new rows, Sq, Hq, Hkv, D, page_size or 0, window, softcap, GPU cache_seqlens)
+KVCACHE = [
+    ("f32", [5, 0, 70], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, False),
+    ("f16", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 4, 1, 64, 16, (8, -1), 0.0, True),
+    ("f16kv", [150], 0, 1, 2, 2, 16, 0, (-1, -1), 3.0, True),
+    ("f32", [4, 0, 20], 3, 3, 4, 2, 32, 8, (-1, -1), 0.0, False),
+    ("f16", [30, 6, 0], 2, 2, 2, 2, 16, 0, (3, -1), 0.0, True),
+]
+
+
+@pytest.mark.parametrize("case", KVCACHE, ids=lambda c: f"{c[0]}-B{len(c[1])}-new{c[2]}-sq{c[3]}-paged{c[7]}")
+def test_kvcache_matches_reference(dev, rng, case):
+    dtype, lens, n_new, sq, hq, hkv, d, page_size, window, softcap, gpu_lens = case
+    qt, kt, ot = NP[dtype]
+    B, cap = len(lens), 80 * (1 + (max(lens) + n_new) // 80)   # a multiple of every page size
+    kc = rng.standard_normal((B, cap, hkv, d)).astype(kt)
+    vc = rng.standard_normal((B, cap, hkv, d)).astype(kt)
+    q = rng.standard_normal((B, sq, hq, d)).astype(qt)
+    kn = rng.standard_normal((B, n_new, hkv, d)).astype(kt)
+    vn = rng.standard_normal((B, n_new, hkv, d)).astype(kt)
+    kw = {}
+    if page_size:
+        (kp, vp), table = _paged(rng, (kc, vc), page_size)
+        K, V = dev.tensor(kp), dev.tensor(vp)
+        kw = dict(block_table=table, page_size=page_size)
+    else:
+        K, V = dev.tensor(kc), dev.tensor(vc)
+    if n_new:
+        kw.update(k_new=dev.tensor(kn), v_new=dev.tensor(vn))
+    seqlens = dev.tensor(np.array(lens, np.uint32)) if gpu_lens else lens
+    out, lse = wg.ops.attention_kvcache(dev.tensor(q), K, V, cache_seqlens=seqlens, causal=True, window=window,
+                                        softcap=softcap, return_lse=True, **kw)
+    out, lse = out.numpy(), lse.numpy().reshape(hq, B, sq)
+    for b in range(B):
+        n = lens[b] + n_new
+        kb = np.concatenate([kc[b, :lens[b]], kn[b]])
+        vb = np.concatenate([vc[b, :lens[b]], vn[b]])
+        msg = check(out[b], lse[:, b], q[b], kb, vb, out_dtype=ot, causal=True, window=window, softcap=softcap)
+        assert msg is None, f"sequence {b} ({n} keys): {msg}"
+    if n_new:                                    # the new rows landed at cache_seqlens[b] in the cache
+        cache = K.numpy()
+        for b in range(B):
+            for r in range(n_new):
+                pos = lens[b] + r
+                row = (table[b, pos // page_size] * page_size + pos % page_size) if page_size else b * cap + pos
+                assert np.array_equal(cache.reshape(-1, hkv, d)[row], kn[b, r]), (b, r)
+
+
+@pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",
+                                     "decode_streaming_f32", "decode_subgroup_f16kv", "decode_chunked_f32",
+                                     "decode_splitk_g4_f16"])
+def test_attention_window_and_lse(dev, rng, variant):
+    """window (left, right) without causal, and lse, on every kernel family of wg.ops.attention."""
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
+    dtype = variant.rsplit("_", 1)[1]
+    qt, kt, ot = NP[dtype]
+    S = 1 if variant.startswith("decode") else 9
+    L = 300 if "chunked" in variant else 40
+    window = (5, 3) if S > 1 else (20, -1)
+    q = rng.standard_normal((S, 4, 32)).astype(qt)
+    k = rng.standard_normal((L, 2, 32)).astype(kt)
+    v = rng.standard_normal((L, 2, 32)).astype(kt)
+    out, lse = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=False, window=window,
+                                return_lse=True, variant=variant)
+    msg = check(out.numpy(), lse.numpy(), q, k, v, out_dtype=ot, causal=False, window=window)
+    assert msg is None, f"{variant}: {msg}"
+
+
+def test_sliding_window_is_left_window(dev, rng):
+    q = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    k = rng.standard_normal((10, 2, 16)).astype(np.float32)
+    Q, K = dev.tensor(q), dev.tensor(k)
+    a = wg.ops.attention(Q, K, K, causal=True, sliding_window=4).numpy()
+    b = wg.ops.attention(Q, K, K, causal=True, window=(3, -1)).numpy()
+    assert a.tobytes() == b.tobytes()
+    with pytest.raises(ShapeError, match="sliding_window=4 means window left 3"):
+        wg.ops.attention(Q, K, K, causal=True, sliding_window=4, window=(2, -1))
+
+
+def test_lse_merges_partial_attention(dev, rng):
+    """Attention over keys [0, 40) equals the lse-weighted merge of attention over [0, 25) and [25, 40)."""
+    q = rng.standard_normal((1, 4, 32)).astype(np.float32)
+    k = rng.standard_normal((40, 2, 32)).astype(np.float32)
+    v = rng.standard_normal((40, 2, 32)).astype(np.float32)
+    Q = dev.tensor(q)
+    parts = [wg.ops.attention(Q, dev.tensor(k[s]), dev.tensor(v[s]), causal=False, return_lse=True)
+             for s in (slice(0, 25), slice(25, 40))]
+    (o1, l1), (o2, l2) = [(o.numpy().astype(np.float64), lse.numpy().astype(np.float64).T[..., None])
+                          for o, lse in parts]
+    m = np.maximum(l1, l2)
+    merged = (o1 * np.exp(l1 - m) + o2 * np.exp(l2 - m)) / (np.exp(l1 - m) + np.exp(l2 - m))
+    whole = wg.ops.attention(Q, dev.tensor(k), dev.tensor(v), causal=False).numpy()
+    assert np.abs(merged - whole).max() < 1e-5
+
+
+def _decode_step_inputs(rng, B, hq, hkv, d):
+    return (rng.standard_normal((B, 1, hq, d)).astype(np.float32),
+            rng.standard_normal((B, 1, hkv, d)).astype(np.float32),
+            rng.standard_normal((B, 1, hkv, d)).astype(np.float32))
+
+
+def test_compiled_decode_step_replays_like_immediate_steps(dev, rng):
+    """One compiled batched decode step (append, attend, advance cache_seqlens on the GPU) replayed for 32 tokens
+    gives the bytes of 32 immediate steps."""
+    B, cap, hq, hkv, d, steps = 3, 48, 4, 2, 16, 32
+    lens0 = np.array([0, 5, 11], np.uint32)
+    g = wg.Graph("batched_decode")
+    gq, gk, gv = g.input("q", (B, 1, hq, d)), g.input("k", (B, 1, hkv, d)), g.input("v", (B, 1, hkv, d))
+    kc, vc = g.state("k_cache", (B, cap, hkv, d)), g.state("v_cache", (B, cap, hkv, d))
+    glens = g.state("seqlens", (B,), "u32", init=lens0)
+    g.output("out", wg.ops.attention_kvcache(gq, kc, vc, cache_seqlens=glens, k_new=gk, v_new=gv, causal=True))
+    wg.ops.seqlens_advance(glens, 1)
+    prog = g.compile(dev)
+
+    K, V = dev.tensor(np.zeros((B, cap, hkv, d), np.float32)), dev.tensor(np.zeros((B, cap, hkv, d), np.float32))
+    lens = dev.tensor(lens0)
+    for _ in range(steps):
+        q, kn, vn = _decode_step_inputs(rng, B, hq, hkv, d)
+        replay = prog.run(q=q, k=kn, v=vn)["out"].numpy()
+        now = wg.ops.attention_kvcache(dev.tensor(q), K, V, cache_seqlens=lens, k_new=dev.tensor(kn),
+                                       v_new=dev.tensor(vn), causal=True)
+        wg.ops.seqlens_advance(lens, 1)
+        assert replay.tobytes() == now.numpy().tobytes()
+    assert np.array_equal(prog.state("seqlens").numpy(), lens0 + steps)
+    assert np.array_equal(lens.numpy(), lens0 + steps)
+
+
+@pytest.mark.parametrize("mode", ["decode", "varlen"])
+def test_dispatches_do_not_grow_with_batch(dev, rng, mode):
+    counts = []
+    for B in (1, 8):
+        if mode == "decode":
+            q, kn, vn = _decode_step_inputs(rng, B, 4, 2, 16)
+            K = dev.tensor(np.zeros((B, 32, 2, 16), np.float32))
+            lens = dev.tensor(np.arange(B, dtype=np.uint32))
+            args = (dev.tensor(q), K, K)
+            before = dev.stats.snapshot()
+            wg.ops.attention_kvcache(*args, cache_seqlens=lens, causal=True)
+        else:
+            cu = dev.tensor(_cu([3] * B))
+            x = dev.tensor(rng.standard_normal((3 * B, 2, 16)).astype(np.float32))
+            before = dev.stats.snapshot()
+            wg.ops.attention_varlen(x, x, x, cu, cu, max_seqlen_q=3, max_seqlen_k=3, causal=True)
+        counts.append(dev.stats.since(before).dispatches)
+    assert counts[0] == counts[1] <= 2, counts
+
+
+def test_host_known_bad_input_raises_before_gpu_work(dev):
+    x = dev.tensor(np.zeros((6, 2, 16), np.float32))
+    before = dev.stats.snapshot()
+    varlen = dict(max_seqlen_q=6, max_seqlen_k=6, causal=True)
+    with pytest.raises(ShapeError, match=r"decreases at sequence 1: cu_seqlens_q\[1\] = 4 > cu_seqlens_q\[2\] = 2"):
+        wg.ops.attention_varlen(x, x, x, [0, 4, 2, 6], [0, 2, 4, 6], **varlen)
+    with pytest.raises(ShapeError, match=r"cu_seqlens_k\[-1\] = 5 but the packed tensor has 6 rows"):
+        wg.ops.attention_varlen(x, x, x, [0, 2, 6], [0, 2, 5], **varlen)
+    with pytest.raises(LimitError, match="sequence 1 has length 4 .*max_seqlen_q=3"):
+        wg.ops.attention_varlen(x, x, x, [0, 2, 6], [0, 3, 6], max_seqlen_q=3, max_seqlen_k=6, causal=True)
+    q = dev.tensor(np.zeros((2, 1, 2, 16), np.float32))
+    pool = dev.tensor(np.zeros((4 * 8, 2, 16), np.float32))
+    with pytest.raises(LimitError, match=r"block_table\[1, 0\] = 4 \(sequence 1\).*4 pages"):
+        wg.ops.attention_kvcache(q, pool, pool, cache_seqlens=[3, 3], block_table=[[0, 1], [4, 2]], page_size=8,
+                                 causal=True)
+    cache = dev.tensor(np.zeros((2, 10, 2, 16), np.float32))
+    new = dev.tensor(np.zeros((2, 2, 2, 16), np.float32))
+    with pytest.raises(LimitError, match="sequence 1: cache_seqlens 9 \\+ 2 new rows = 11 is above the capacity of 10"):
+        wg.ops.attention_kvcache(q, cache, cache, cache_seqlens=[3, 9], k_new=new, v_new=new, causal=True)
+    with pytest.raises(ShapeError, match="k_new holds 3 sequences"):
+        wg.ops.attention_kvcache(q, cache, cache, cache_seqlens=[1, 1], causal=True,
+                                 k_new=dev.tensor(np.zeros((3, 1, 2, 16), np.float32)),
+                                 v_new=dev.tensor(np.zeros((3, 1, 2, 16), np.float32)))
+    with pytest.raises(ShapeError, match=r"k f32 \(2, 10, 2, 16\) and v f32 \(2, 10, 1, 16\) differ"):
+        wg.ops.attention_kvcache(q, cache, dev.tensor(np.zeros((2, 10, 1, 16), np.float32)), cache_seqlens=[1, 1],
+                                 k_new=new, v_new=new, causal=True)
+    assert dev.stats.since(before).dispatches == 0
+
+
+def _raises_flag(dev, match):
+    with pytest.raises(wg.GpuValueError, match=match):
+        dev.check_errors()
+
+
+def test_gpu_resident_bad_lengths_stay_in_bounds_and_set_the_error_flag(dev, rng):
+    """Bad values the host cannot see never read or write outside the buffers; each sets the device error flag
+    naming the value and the limit, and the sequences they do not touch stay right."""
+    q = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    k = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    Q, K = dev.tensor(q), dev.tensor(k)
+    cases = (  # cu_seqlens_q (GPU), cu_seqlens_k, max_seqlen_q, the flag's message; sequence 0 stays right
+        ([0, 4, 900, 2], [0, 4, 5, 6], 6, "cu_seqlens offset was 900; it must be <= 6"),
+        ([0, 4, 6, 5], [0, 4, 5, 6], 6, "cu_seqlens offset was 5; it must be >= 6"),
+        ([0, 2, 6, 6], [0, 4, 5, 6], 3, "sequence length .* was 4; it must be <= 3"),
+    )
+    for cu_q, cu_k, max_q, match in cases:
+        cu = dev.tensor(np.array(cu_q, np.uint32))
+        out = wg.ops.attention_varlen(Q, K, K, cu, np.array(cu_k, np.uint32), max_seqlen_q=max_q, max_seqlen_k=6,
+                                      causal=True)
+        _raises_flag(dev, match)
+        got = out.numpy()
+        assert np.isfinite(got).all()
+        n, m = cu_q[1], cu_k[1]
+        assert check(got[:n], None, q[:n], k[:m], k[:m], out_dtype=np.float32, causal=True) is None
+
+    B, cap = 2, 8
+    Kc, Vc = dev.tensor(np.zeros((B, cap, 2, 16), np.float32)), dev.tensor(np.zeros((B, cap, 2, 16), np.float32))
+    new = dev.tensor(np.ones((B, 2, 2, 16), np.float32))
+    lens = dev.tensor(np.array([7, 2**32 - 1], np.uint32))   # sequence 0: one new row fits; sequence 1: none
+    out = wg.ops.attention_kvcache(dev.tensor(rng.standard_normal((B, 1, 2, 16)).astype(np.float32)), Kc, Vc,
+                                   cache_seqlens=lens, k_new=new, v_new=new, causal=True)
+    _raises_flag(dev, r"cache_seqlens\[b\] \+ the new rows .* was (9|4294967295); it must be <= 8")
+    assert np.isfinite(out.numpy()).all()
+    got = Kc.numpy()
+    assert np.array_equal(got[0, 7], np.ones((2, 16))) and not got[0, :7].any() and not got[1].any()
+
+    pool = dev.tensor(np.zeros((2 * 8, 2, 16), np.float32))
+    table = dev.tensor(np.array([[0], [77]], np.uint32))
+    out = wg.ops.attention_kvcache(dev.tensor(np.ones((2, 1, 2, 16), np.float32)), pool, pool,
+                                   cache_seqlens=[8, 8], block_table=table, page_size=8, causal=True)
+    _raises_flag(dev, "block_table page id was 77; it must be < 2")
+    assert np.isfinite(out.numpy()).all()
+
+
+def test_tiered_window_and_lse(dev, rng):
+    """tiered_attention takes window (left, right) and returns lse (f16 hot ring of 8 + contiguous cold part)."""
+    from wgraph.ops.tiered import tiered_attention
+
+    S, n, w, window = 3, 30, 8, (4, 2)
+    k = rng.standard_normal((n, 2, 16)).astype(np.float16)
+    v = rng.standard_normal((n, 2, 16)).astype(np.float16)
+    q = rng.standard_normal((S, 4, 16)).astype(np.float32)
+    hot_k, hot_v = np.zeros((w, 2, 16), np.float16), np.zeros((w, 2, 16), np.float16)
+    for j in range(n - w, n):
+        hot_k[j % w], hot_v[j % w] = k[j], v[j]
+    out, lse = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(k), dev.tensor(v),
+                                kv_len=n, causal=False, window=window, return_lse=True)
+    msg = check(out.numpy(), lse.numpy(), q, k, v, out_dtype=np.float32, causal=False, window=window)
+    assert msg is None, msg
+
+
+def test_bdpa_window_and_lse(dev, rng):
+    """bdpa_attention masks by the keys' original positions with window (left, right) and returns lse."""
+    import kv_reference as R
+    from wgraph.ops.bdpa import bdpa_attention, bdpa_decompose, rope_table
+
+    L, D = 24, 16
+    k, v = rng.standard_normal((L, 1, D)), rng.standard_normal((L, 1, D))
+    pos = np.sort(rng.choice(60, L, replace=False))
+    h = bdpa_decompose(k, v, np.arange(L), pos)
+    cos, sin = R.rope_tables(64, D)
+    q = rng.standard_normal((1, 2, D)).astype(np.float32)
+    q_pos, window = int(pos[L // 2]), (9, 5)
+    out, lse = bdpa_attention(dev.tensor(q), h.upload(dev), dev.tensor(rope_table(cos, sin)), q_pos=q_pos,
+                              causal=False, window=window, return_lse=True)
+    b, r = h.index[:, 0], h.index[:, 1]        # the decomposition's own K/V, rotated at the original positions
+    kv = h.basis.astype(np.float64)[b] + R.dequantize(R.unpack(h.residual, "int8"), h.residual_scale)[r]
+    keys = R.rope(kv[:, 0], pos, cos, sin)
+    seen = (pos >= q_pos - window[0]) & (pos <= q_pos + window[1])
+    s = np.einsum("hd,jd->hj", q[0].astype(np.float64), keys[seen, 0]) / np.sqrt(D)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    want = p @ kv[seen, 1, 0] / p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(out.numpy()[0], want, atol=2e-5, rtol=0)
+    np.testing.assert_allclose(lse.numpy()[:, 0], (m + np.log(p.sum(-1, keepdims=True)))[:, 0], atol=2e-5, rtol=0)
+
+
+def test_batched_kernel_choice_and_the_cpu_loop_cap():
+    """Split-K decode for one query per cached sequence; flash on a GPU with subgroups, tiled on a CPU device, where a
+    sequence too long for lavapipe's loop cap is a LimitError with the numbers, never a silent wrong row."""
+    from wgraph.device import Caps
+    from wgraph.ops.attention_batched import BatchedParams, choose_variant
+
+    gpu = Caps.synthetic(has_f16=True, has_subgroups=True, max_workgroup_storage=49152)
+    cpu = Caps.synthetic(is_cpu=True, has_f16=True, has_subgroups=True, max_workgroup_storage=32768)
+    geo = dict(dtype="f16", Hq=32, Hkv=8, D=128, B=8)
+
+    def params(mode, max_q, max_k, variant=None):
+        return BatchedParams(mode, True, (-1, -1), 0.0, False, max_q, max_k, variant=variant)
+
+    assert choose_variant(params("kvcache", 1, 4096), geo, gpu) == "batched_decode_f16"
+    assert choose_variant(params("kvcache", 1, 300000), geo, cpu) == "batched_decode_f16"
+    assert choose_variant(params("varlen", 512, 512), geo, gpu) == "batched_flash_d128_f16"
+    assert choose_variant(params("kvcache", 4, 512), geo, cpu) == "batched_tiled_d128_f16"
+    with pytest.raises(LimitError, match="batched_tiled_d128_f16 would run up to \\d+ loop iterations .* at "
+                                         "max_seqlen_k 20000 .*stops at 65535"):
+        choose_variant(params("varlen", 16, 20000), geo, cpu)
+    with pytest.raises(LimitError, match="forced variant batched_flash_d128_f16 would run"):
+        choose_variant(params("varlen", 16, 100000, "batched_flash_d128_f16"), geo, cpu)
+
+
+@pytest.mark.parametrize("variant", ["prefill_tiled_small_f32", "prefill_streaming_f32"])
+def test_window_right_with_explicit_positions(dev, rng, variant):
+    """window right counts from the query's absolute position, also for queries before key 0 (start_pos < kv_start)."""
+    q = rng.standard_normal((6, 2, 16)).astype(np.float32)
+    k = rng.standard_normal((9, 1, 16)).astype(np.float32)
+    v = rng.standard_normal((9, 1, 16)).astype(np.float32)
+    start_pos, kv_start, window = 1, 3, (1, 4)
+    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=False, start_pos=start_pos,
+                           kv_start=kv_start, window=window, variant=variant).numpy()
+    for i in range(6):
+        qpos = start_pos + i
+        kpos = kv_start + np.arange(9)
+        seen = (kpos >= qpos - window[0]) & (kpos <= qpos + window[1])
+        s = np.einsum("hd,jd->hj", q[i].astype(np.float64), k[seen, 0]) / 4.0
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = p @ v[seen, 0] / p.sum(-1, keepdims=True)
+        np.testing.assert_allclose(out[i], want, atol=1e-5, rtol=0, err_msg=f"query {i} at position {qpos}")

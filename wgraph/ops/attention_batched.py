@@ -1,0 +1,431 @@
+"""Batched attention over many sequences in one plan: `attention_varlen` (FlashAttention 2's
+`flash_attn_varlen_func`: packed q/k/v and cu_seqlens) and `attention_kvcache` (`flash_attn_with_kvcache`:
+per-sequence or paged caches, cache_seqlens, new rows written before attending), plus `seqlens_advance`, which
+moves a GPU cache_seqlens on so a recorded decode step replays. Semantics: docs/attention.md.
+
+A call is one dispatch (flash or tiled: any queries per sequence) or two (split-K decode: one query per sequence,
+then the combine), plus one to write new cache rows; none grows with the batch size, and no host work per step
+depends on B when the lengths live on the GPU."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from wgraph.errors import LimitError, PlanError, ShapeError
+from wgraph.ops.attention import call_dtype, window_of
+from wgraph.ops.attention_loops import BOUNDS, CPU_LOOP_LIMIT, batched_combine
+from wgraph.ops.attention_planner import PlanFacts, shader_const
+from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.scheduler.registry import kernel, kernels_for, registry, select_variant
+from wgraph.tensor import Tensor, TensorSpec
+
+@attrs.frozen
+class BatchedParams:
+    """Options of one batched call. varlen: max_q/max_k are max_seqlen_q/k. kvcache: max_q is the queries per
+    sequence, max_k the capacity of one sequence, seqlen_add the rows this call appended before attending."""
+
+    mode: str
+    causal: bool
+    window: tuple[int, int]
+    softcap: float
+    return_lse: bool
+    max_q: int
+    max_k: int
+    scale: float | None = None
+    page_size: int = 0
+    seqlen_add: int = 0
+    variant: str | None = None   # forced kernel (a role "tiled", "flash" or "decode" variant), else planned
+
+
+def _spec3(name: str, s: TensorSpec | None, dims: int) -> tuple:
+    if s is None or len(s.shape) != dims:
+        raise ShapeError(f"{name} must have {dims} dims, got {None if s is None else s.shape}")
+    return s.shape
+
+
+def _check_u32(name: str, s: TensorSpec | None, shape: tuple):
+    if s is None or s.dtype != "u32" or s.shape != shape:
+        got = None if s is None else f"{s.dtype} {s.shape}"
+        raise ShapeError(f"{name} must be u32 {shape}, got {got}")
+
+
+def _heads(op: str, Hq: int, D: int, Hkv: int, Dk: int, q_dtype: str, k: TensorSpec, v: TensorSpec) -> str:
+    if v.shape != k.shape or v.dtype != k.dtype:
+        raise ShapeError(f"{op}: k {k.dtype} {k.shape} and v {v.dtype} {v.shape} differ")
+    if Dk != D or min(Hq, Hkv, D) < 1 or Hq % Hkv:
+        raise ShapeError(f"{op}: q has {Hq} heads of dim {D}, k/v {Hkv} heads of dim {Dk}: need equal head dims "
+                         f"and Hq a multiple of Hkv")
+    limit = max(k.limits["max_head_dim"] for k in kernels_for("attention_batched"))
+    if D > limit:
+        raise LimitError(f"{op}: head_dim {D} is above the batched kernels' limit of {limit}")
+    return call_dtype(q_dtype, k.dtype)
+
+
+def _geometry(p: BatchedParams, specs) -> dict:
+    """Batch size, rows and layout of a call, validated (no GPU work)."""
+    q, k, v, cu_q, kv_lens, table = specs
+    op = f"attention_{p.mode}"
+    if p.mode == "varlen":
+        total_q, Hq, D = _spec3(f"{op}: q", q, 3)
+        total_k, Hkv, Dk = _spec3(f"{op}: k", k, 3)
+        if cu_q is None or len(cu_q.shape) != 1 or cu_q.shape[0] < 1:
+            raise ShapeError(f"{op}: cu_seqlens_q must be u32 [B + 1], got {cu_q}")
+        B = cu_q.shape[0] - 1
+        _check_u32(f"{op}: cu_seqlens_q", cu_q, (B + 1,))
+        _check_u32(f"{op}: cu_seqlens_k", kv_lens, (B + 1,))
+        geo = dict(B=B, q_rows=total_q, kv_rows=total_k, layout=0, pages=0, max_pages=0)
+    else:
+        B, Sq, Hq, D = _spec3(f"{op}: q", q, 4)
+        _check_u32(f"{op}: cache_seqlens", kv_lens, (B,))
+        if table is None:
+            Bk, cap, Hkv, Dk = _spec3(f"{op}: k_cache (contiguous: [B, capacity, Hkv, D])", k, 4)
+            if Bk != B:
+                raise ShapeError(f"{op}: k_cache holds {Bk} sequences, q has {B}")
+            geo = dict(B=B, q_rows=B * Sq, kv_rows=B * cap, layout=1, pages=0, max_pages=0)
+        else:
+            rows, Hkv, Dk = _spec3(f"{op}: k_cache (paged: [pages * page_size, Hkv, D])", k, 3)
+            if len(table.shape) != 2 or table.dtype != "u32" or table.shape[0] != B:
+                raise ShapeError(f"{op}: block_table must be u32 [B={B}, max_pages], got {table.dtype} {table.shape}")
+            if p.page_size < 1 or rows % p.page_size:
+                raise ShapeError(f"{op}: a paged cache of {rows} rows needs page_size > 0 dividing it, "
+                                 f"got {p.page_size}")
+            geo = dict(B=B, q_rows=B * Sq, kv_rows=rows, layout=2, pages=rows // p.page_size,
+                       max_pages=table.shape[1])
+    geo.update(Hq=Hq, Hkv=Hkv, D=D, dtype=_heads(op, Hq, D, Hkv, Dk, q.dtype, k, v))
+    if p.softcap < 0 or not math.isfinite(p.softcap):
+        raise ShapeError(f"{op}: softcap {p.softcap} must be finite and >= 0 (0 = off)")
+    if p.scale is not None and not math.isfinite(p.scale):
+        raise ShapeError(f"{op}: scale {p.scale} must be finite")
+    return geo
+
+
+def _infer(p: BatchedParams, specs):
+    geo = _geometry(p, specs)
+    q = specs[0]
+    outs = (TensorSpec(q.shape, q.dtype),)
+    if p.return_lse:
+        outs += (TensorSpec((geo["Hq"], geo["q_rows"]), "f32"),)
+    return outs
+
+
+def _decode_chunks(variant: str, geo: dict, max_k: int) -> int:
+    """The uniform num_chunks of the split-K decode: aim at SPLIT_TARGET workgroups over the whole batch,
+    and enough chunks that none of a full-capacity sequence holds more than CHUNK_MAX keys."""
+    k = kernel(variant)
+    step, cap, g_tile, target = (shader_const(k, n) for n in ("CHUNK_STEP", "CHUNK_MAX", "G_TILE", "SPLIT_TARGET"))
+    blocks = ceil_div(geo["Hq"] // geo["Hkv"], g_tile)
+    per_seq = max(1, target // (geo["Hkv"] * blocks * max(1, geo["B"])))
+    return max(1, min(per_seq, ceil_div(max_k, step)), ceil_div(max_k, cap))
+
+
+def _fits(k, dtype: str, head_dim: int, caps) -> bool:
+    return (k.facts.get("dtype") == dtype and head_dim <= k.limits["max_head_dim"]
+            and head_dim % int(k.facts.get("head_dim_multiple", 1)) == 0 and set(k.features) <= caps.features
+            and k.workgroup_memory <= caps.max_workgroup_storage)
+
+
+def cpu_loop_misfit(k, p: BatchedParams, geo: dict, caps) -> str | None:
+    """Why kernel `k` must not run this call on a CPU device: lavapipe stops an invocation's loops after
+    CPU_LOOP_LIMIT iterations, silently (wgraph/ops/attention_loops.py counts them); None when it fits."""
+    if not caps.is_cpu:
+        return None
+    facts = PlanFacts("decode" if p.max_q == 1 else "prefill", geo["dtype"], p.max_q, geo["Hq"], geo["D"], p.max_k,
+                      num_kv_heads=geo["Hkv"])
+    n = BOUNDS[k.file](k, facts, caps)
+    if k.facts.get("role") == "decode":
+        combine = kernel(k.facts["combine"])
+        n = max(n, batched_combine(combine, facts, caps, _decode_chunks(k.name, geo, p.max_k)))
+    if n <= CPU_LOOP_LIMIT:
+        return None
+    what = "max_seqlen_k" if p.mode == "varlen" else "capacity"
+    return (f"{k.name} would run up to {n} loop iterations in one invocation at {what} {p.max_k} (head_dim "
+            f"{geo['D']}); a CPU device (lavapipe) stops at {CPU_LOOP_LIMIT}, silently")
+
+
+def choose_variant(p: BatchedParams, geo: dict, caps) -> str:
+    """The kernel of a batched call: split-K decode for one query per cached sequence, else flash on a GPU
+    with subgroups, else tiled (registry order within a role: the smallest head-dim class that fits)."""
+    dtype, head_dim = geo["dtype"], geo["D"]
+    decode_ok = p.mode == "kvcache" and p.max_q == 1
+    if p.variant is not None:
+        k = registry().get(p.variant)
+        role = None if k is None else k.facts.get("role")
+        if k is None or k.op != "attention_batched" or role not in ("tiled", "flash", "decode"):
+            raise PlanError(f"attention_{p.mode}: {p.variant!r} is not a batched attention kernel")
+        if not _fits(k, dtype, head_dim, caps) or (role == "decode" and not decode_ok):
+            raise PlanError(f"attention_{p.mode}: forced variant {p.variant} does not take this call ({dtype}, "
+                            f"head_dim {head_dim}, {p.max_q} queries per sequence, on {caps.adapter_name!r})")
+        why = cpu_loop_misfit(k, p, geo, caps)
+        if why is not None:
+            raise LimitError(f"attention_{p.mode}: forced variant {why}")
+        return k.name
+    roles = (["decode"] if decode_ok else []) + ([] if caps.is_cpu else ["flash"]) + ["tiled"]
+    rejected = []
+    for role in roles:
+        for k in kernels_for("attention_batched"):
+            if k.facts.get("role") == role and _fits(k, dtype, head_dim, caps):
+                why = cpu_loop_misfit(k, p, geo, caps)
+                if why is None:
+                    return k.name
+                rejected.append(why)
+                break   # a larger head-dim class of the role loops no less
+    raise LimitError(f"attention_{p.mode}: no batched kernel takes {dtype} head_dim {head_dim} "
+                     f"on {caps.adapter_name!r}" + "".join(f"; {why}" for why in rejected))
+
+
+def _encode(ctx, p: BatchedParams, inputs, outputs):
+    q, k, v, cu_q, kv_lens, table = inputs
+    geo = _geometry(p, tuple(None if t is None else t.spec for t in inputs))
+    out = outputs[0]
+    lse = outputs[1] if p.return_lse else ctx.fallback("attention_batched.lse")
+    B, Hq, Hkv, D = geo["B"], geo["Hq"], geo["Hkv"], geo["D"]
+    if B == 0 or geo["q_rows"] == 0:
+        return []
+    u = {
+        "batch": B, "num_heads": Hq, "num_kv_heads": Hkv, "head_dim": D, "q_rows": geo["q_rows"],
+        "q_packed": int(p.mode == "varlen"), "max_q": p.max_q, "kv_layout": geo["layout"],
+        "kv_rows": max(1, geo["kv_rows"]), "max_k": p.max_k, "seqlen_add": p.seqlen_add,
+        "page_size": max(1, p.page_size), "max_pages": geo["max_pages"], "num_pages": max(1, geo["pages"]),
+        "scale": p.scale if p.scale is not None else 1.0 / math.sqrt(D), "softcap": p.softcap,
+        "causal": int(p.causal), "window_left": p.window[0], "window_right": p.window[1],
+        "write_lse": int(p.return_lse), "num_chunks": 1,
+    }
+    if geo["kv_rows"] == 0:
+        k = v = ctx.fallback("attention_batched.no_kv", 64)   # no key is ever read
+    reads = {"q": q, "k": k, "v": v, "cu_q": cu_q if cu_q is not None else ctx.fallback("attention_batched.cu_q"),
+             "kv_lens": kv_lens, "block_table": table if table is not None else ctx.fallback("attention_batched.table")}
+    variant = choose_variant(p, geo, ctx.caps)
+    if kernel(variant).facts["role"] == "decode":
+        main = variant
+        combine = kernel(main).facts["combine"]
+        n = _decode_chunks(main, geo, p.max_k)
+        u["num_chunks"] = n
+        blocks = ceil_div(Hq // Hkv, shader_const(kernel(main), "G_TILE"))
+        part_ml = ctx.scratch((B * Hq * n * 2,), "f32", "attention_batched.part_ml")
+        part_acc = ctx.scratch((B * Hq * n * D,), "f32", "attention_batched.part_acc")
+        parts = {"part_ml": part_ml, "part_acc": part_acc}
+        return [
+            ctx.dispatch(main, uniforms=u, bindings={**reads, **parts}, workgroups=(n, Hkv * blocks, B),
+                         label="attention_batched.decode"),
+            ctx.dispatch(combine, uniforms=u, bindings={"cu_q": reads["cu_q"], "kv_lens": kv_lens,
+                                                        "block_table": reads["block_table"], **parts,
+                                                        "out": out, "lse": lse},
+                         workgroups=(1, Hq, B), label="attention_batched.combine"),
+        ]
+    wg = (ceil_div(p.max_q, shader_const(kernel(variant), "BLOCK_M")), Hq, B)
+    return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out, "lse": lse}, workgroups=wg,
+                         label=f"attention_{p.mode}")]
+
+
+BATCHED = register(OpDef("attention_batched", _infer, _encode))
+
+
+# ---- writing new rows into the caches ----
+
+@attrs.frozen
+class AppendParams:
+    page_size: int = 0
+
+
+def _infer_append(p: AppendParams, specs):
+    k_new, v_new, kc, vc, lens, table = specs
+    B, S_new, Hkv, D = _spec3("attention_kvcache: k_new ([B, new rows, Hkv, D])", k_new, 4)
+    if v_new is None or v_new.shape != k_new.shape or v_new.dtype != k_new.dtype:
+        raise ShapeError(f"attention_kvcache: v_new {None if v_new is None else v_new.shape} must match "
+                         f"k_new {k_new.shape}")
+    if kc.dtype != k_new.dtype or kc.shape[-2:] != (Hkv, D):
+        raise ShapeError(f"attention_kvcache: k_new {k_new.dtype} {k_new.shape} does not fit the cache "
+                         f"{kc.dtype} {kc.shape}")
+    seqs = table.shape[0] if table is not None else kc.shape[0]
+    if seqs != B or vc.shape != kc.shape or vc.dtype != kc.dtype:
+        raise ShapeError(f"attention_kvcache: k_new holds {B} sequences; the caches {kc.shape} / {vc.shape} "
+                         f"(block_table {None if table is None else table.shape}) must hold as many and match")
+    _check_u32("attention_kvcache: cache_seqlens", lens, (B,))
+    select_variant("attention_batched_append", output_dtype=kc.dtype)
+    return ()
+
+
+def _encode_append(ctx, p: AppendParams, inputs, outputs):
+    k_new, v_new, kc, vc, lens, table = inputs
+    B, S_new, Hkv, D = k_new.shape
+    total = k_new.size
+    if total == 0:
+        return []
+    variant = select_variant("attention_batched_append", output_dtype=kc.dtype)
+    grid = ctx.grid(ceil_div(total, kernel(variant).threads))
+    paged = table is not None
+    cap = table.shape[1] * p.page_size if paged else kc.shape[1]
+    u = {"total": total, "row_elems": Hkv * D, "new_rows": S_new, "capacity": cap, "paged": int(paged),
+         "page_size": max(1, p.page_size), "max_pages": table.shape[1] if paged else 0,
+         "num_pages": max(1, kc.shape[0] // max(1, p.page_size)) if paged else 1, "grid_x": grid[0]}
+    return [ctx.dispatch(variant, uniforms=u, bindings={
+        "k_new": k_new, "v_new": v_new, "cache_seqlens": lens,
+        "block_table": table if paged else ctx.fallback("attention_batched.table"),
+        "k_cache": kc, "v_cache": vc}, workgroups=grid, label="attention_kvcache.append")]
+
+
+APPEND = register(OpDef("attention_kvcache_append", _infer_append, _encode_append))
+
+
+@attrs.frozen
+class AdvanceParams:
+    add: int
+
+
+def _infer_advance(p: AdvanceParams, specs):
+    (lens,) = specs
+    if lens is None or lens.dtype != "u32" or len(lens.shape) != 1:
+        raise ShapeError(f"seqlens_advance: cache_seqlens must be a 1-D u32 tensor, got {lens}")
+    if isinstance(p.add, bool) or not 0 <= p.add <= 0xFFFFFFFF:
+        raise ShapeError(f"seqlens_advance: add={p.add!r} must be an integer in [0, {0xFFFFFFFF}]")
+    return ()
+
+
+def _encode_advance(ctx, p: AdvanceParams, inputs, outputs):
+    (lens,) = inputs
+    n = lens.shape[0]
+    if n == 0:
+        return []
+    return [ctx.dispatch("seqlens_advance", uniforms={"count": n, "add": p.add}, bindings={"lens": lens},
+                         workgroups=(ceil_div(n, kernel("seqlens_advance").threads), 1, 1), label="seqlens_advance")]
+
+
+ADVANCE = register(OpDef("seqlens_advance", _infer_advance, _encode_advance))
+
+
+def seqlens_advance(cache_seqlens, n: int = 1) -> None:
+    """cache_seqlens[b] += n for every sequence, in place on the GPU (saturating): the last op of a recorded
+    batched decode step, so each replay attends one more key per sequence."""
+    apply(ADVANCE, AdvanceParams(int(n)), (cache_seqlens,))
+
+
+# ---- host-side values: checked here, then uploaded ----
+
+def _is_device_value(x) -> bool:
+    return isinstance(x, Tensor) or getattr(x, "_wgraph_symbol_", False)
+
+
+def _upload(ref, arr: np.ndarray, name: str):
+    """`arr` as a u32 tensor on ref's device, or a const of ref's graph."""
+    arr = np.ascontiguousarray(arr, dtype=np.uint32)
+    if getattr(ref, "_wgraph_symbol_", False):
+        return ref.graph.const(f"{name}.{len(ref.graph.states)}", arr, "u32")
+    return ref.device.tensor(arr, "u32")
+
+
+def _host_ints(op: str, name: str, values) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise ShapeError(f"{op}: {name} must hold integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() > 0xFFFFFFFF):
+        raise ShapeError(f"{op}: {name} must hold u32 values, got {arr.min()}..{arr.max()}")
+    return arr
+
+
+def _check_cu(op: str, name: str, cu: np.ndarray, total: int, max_len: int, max_name: str):
+    if cu.ndim != 1 or cu.size < 1:
+        raise ShapeError(f"{op}: {name} must be [B + 1] offsets, got shape {cu.shape}")
+    if cu[0] != 0:
+        raise ShapeError(f"{op}: {name}[0] is {cu[0]}; the offsets start at 0")
+    lens = np.diff(cu)
+    for b in np.nonzero(lens < 0)[0][:1]:
+        raise ShapeError(f"{op}: {name} decreases at sequence {b}: {name}[{b}] = {cu[b]} > "
+                         f"{name}[{b + 1}] = {cu[b + 1]}")
+    if cu[-1] != total:
+        raise ShapeError(f"{op}: {name}[-1] = {cu[-1]} but the packed tensor has {total} rows")
+    for b in np.nonzero(lens > max_len)[0][:1]:
+        raise LimitError(f"{op}: sequence {b} has length {lens[b]} ({name}), above {max_name}={max_len}")
+
+
+def _check_int(op: str, name: str, value, minimum: int = 0):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not minimum <= value <= 0xFFFFFFFF:
+        raise ShapeError(f"{op}: {name}={value!r} must be an integer in [{minimum}, {0xFFFFFFFF}]")
+
+
+def _scale(scale):
+    return None if scale is None else float(scale)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, scale=None,
+                     window=(-1, -1), softcap=0.0, return_lse=False, variant=None, out=None):
+    """FlashAttention 2's varlen attention: q [total_q, Hq, D], k/v [total_k, Hkv, D] hold B sequences packed
+    by cu_seqlens (u32 [B + 1], numpy or GPU tensors). Causal is bottom-right per sequence. -> out [total_q,
+    Hq, D], or (out, lse [Hq, total_q] f32) with return_lse."""
+    op = "attention_varlen"
+    _check_int(op, "max_seqlen_q", max_seqlen_q)
+    _check_int(op, "max_seqlen_k", max_seqlen_k)
+    cus = []
+    for name, cu, x, mx, mx_name in (("cu_seqlens_q", cu_seqlens_q, q, max_seqlen_q, "max_seqlen_q"),
+                                     ("cu_seqlens_k", cu_seqlens_k, k, max_seqlen_k, "max_seqlen_k")):
+        if not _is_device_value(cu):
+            arr = _host_ints(op, name, cu)
+            _check_cu(op, name, arr, x.shape[0], mx, mx_name)
+            cu = _upload(q, arr, f"{op}.{name}")
+        cus.append(cu)
+    if cus[0].shape != cus[1].shape:
+        raise ShapeError(f"{op}: cu_seqlens_q {cus[0].shape} and cu_seqlens_k {cus[1].shape} hold different "
+                         f"batch sizes")
+    p = BatchedParams("varlen", bool(causal), window_of(window), float(softcap), bool(return_lse),
+                      int(max_seqlen_q), int(max_seqlen_k), _scale(scale), variant=variant)
+    return apply(BATCHED, p, (q, k, v, cus[0], cus[1], None), out=out)
+
+
+def attention_kvcache(q, k_cache, v_cache, *, cache_seqlens, k_new=None, v_new=None, block_table=None,
+                      page_size=None, causal, scale=None, window=(-1, -1), softcap=0.0, return_lse=False, variant=None,
+                      out=None):
+    """FlashAttention 2's kvcache attention: q [B, Sq, Hq, D] against caches [B, capacity, Hkv, D] (or paged
+    [pages * page_size, Hkv, D] with block_table u32 [B, max_pages]) holding cache_seqlens[b] keys (u32 [B]:
+    ints or a GPU tensor). k_new/v_new [B, S_new, Hkv, D] are written at cache_seqlens[b] first and attended
+    too; cache_seqlens itself is not changed (seqlens_advance does that). -> out [B, Sq, Hq, D] (, lse)."""
+    op = "attention_kvcache"
+    if (k_new is None) != (v_new is None):
+        raise ShapeError(f"{op}: give both k_new and v_new or neither")
+    if len(q.shape) != 4:
+        raise ShapeError(f"{op}: q must be [B, Sq, Hq, D], got {q.shape}")
+    B = q.shape[0]
+    paged = block_table is not None
+    if paged:
+        _check_int(op, "page_size", page_size, 1)
+        if len(k_cache.shape) != 3 or k_cache.shape[0] % page_size:
+            raise ShapeError(f"{op}: a paged k_cache must be [pages * page_size, Hkv, D] with page_size {page_size}, "
+                             f"got {k_cache.shape}")
+        pages = k_cache.shape[0] // page_size
+        if not _is_device_value(block_table):
+            table = _host_ints(op, "block_table", block_table)
+            if table.ndim != 2 or table.shape[0] != B:
+                raise ShapeError(f"{op}: block_table must be [B={B}, max_pages], got shape {table.shape}")
+            bad = np.argwhere(table >= pages)
+            if len(bad):
+                b, i = bad[0]
+                raise LimitError(f"{op}: block_table[{b}, {i}] = {table[b, i]} (sequence {b}) is not a page of the "
+                                 f"cache, which has {pages} pages")
+            block_table = _upload(q, table, f"{op}.block_table")
+        capacity = block_table.shape[1] * page_size
+    else:
+        if page_size is not None:
+            raise ShapeError(f"{op}: page_size given without block_table")
+        if len(k_cache.shape) != 4:
+            raise ShapeError(f"{op}: a contiguous k_cache must be [B, capacity, Hkv, D], got {k_cache.shape}")
+        capacity = k_cache.shape[1]
+    n_new = 0 if k_new is None else k_new.shape[1]
+    if n_new > capacity:
+        raise LimitError(f"{op}: {n_new} new rows per sequence do not fit the capacity of {capacity}")
+    if not _is_device_value(cache_seqlens):
+        lens = _host_ints(op, "cache_seqlens", cache_seqlens)
+        if lens.shape != (B,):
+            raise ShapeError(f"{op}: cache_seqlens must be [B={B}], got shape {lens.shape}")
+        for b in np.nonzero(lens + n_new > capacity)[0][:1]:
+            raise LimitError(f"{op}: sequence {b}: cache_seqlens {lens[b]} + {n_new} new rows = {lens[b] + n_new} "
+                             f"is above the capacity of {capacity}")
+        cache_seqlens = _upload(q, lens, f"{op}.cache_seqlens")
+    p = BatchedParams("kvcache", bool(causal), window_of(window), float(softcap), bool(return_lse),
+                      q.shape[1], capacity, _scale(scale), int(page_size or 0), n_new, variant)
+    inputs = (q, k_cache, v_cache, None, cache_seqlens, block_table)
+    if k_new is not None:
+        _infer(p, tuple(None if x is None else x.spec for x in inputs))   # every check before the append's write
+        apply(APPEND, AppendParams(int(page_size or 0)), (k_new, v_new, k_cache, v_cache, cache_seqlens, block_table))
+    return apply(BATCHED, p, inputs, out=out)

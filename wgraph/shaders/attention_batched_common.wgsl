@@ -1,0 +1,146 @@
+// Shared by the batched attention kernels (wgraph/ops/attention_batched.py: attention_varlen and
+// attention_kvcache): the uniform struct and where sequence b's queries and keys are. Every length read from
+// a GPU buffer is clamped so no read leaves the q/k/v buffers, whatever the buffer holds, and reported on the
+// device error flag (device_errors.wgsl).
+// Semantics: docs/attention.md (FlashAttention 2's varlen and kvcache calls).
+struct BatchParams {
+    batch: u32,              // B sequences
+    num_heads: u32,          // Hq
+    num_kv_heads: u32,       // Hkv; Hq % Hkv == 0
+    head_dim: u32,           // D
+    q_rows: u32,             // rows of q (total_q); lse is [Hq, q_rows]
+    q_packed: u32,           // 1: sequence b's queries are rows cu_q[b] .. cu_q[b+1]; 0: rows b * max_q .. + max_q
+    max_q: u32,              // packed: max_seqlen_q; else the queries per sequence
+    kv_layout: u32,          // 0: packed, rows cu_k[b] .. cu_k[b+1]; 1: cache [B, max_k]; 2: paged (block_table)
+    kv_rows: u32,            // rows of the k/v buffers
+    max_k: u32,              // packed: max_seqlen_k; cache: capacity of one sequence (paged: max_pages * page_size)
+    seqlen_add: u32,         // cache: sequence b has kv_lens[b] + seqlen_add keys (rows written by this call)
+    page_size: u32,
+    max_pages: u32,          // block_table row length
+    num_pages: u32,          // pages in the pool (kv_rows / page_size)
+    scale: f32,
+    softcap: f32,            // 0: off; else s = softcap * tanh(s / softcap)
+    causal: u32,
+    window_left: i32,        // -1: unbounded; else key masked when key_pos < query_pos - window_left
+    window_right: i32,       // -1: unbounded; else key masked when key_pos > query_pos + window_right
+    write_lse: u32,          // 1: write the log-sum-exp of each (head, query) row to lse
+    num_chunks: u32,         // split-K decode: the most chunks of one (sequence, head)
+}
+
+@group(0) @binding(0) var<uniform> params: BatchParams;
+@group(0) @binding(4) var<storage, read> cu_q: array<u32>;          // packed queries: [B + 1] offsets
+@group(0) @binding(5) var<storage, read> kv_lens: array<u32>;       // packed: cu_k [B + 1]; cache: cache_seqlens [B]
+@group(0) @binding(6) var<storage, read> block_table: array<u32>;   // paged: [B, max_pages] page ids
+//!include device_errors.wgsl
+
+const MASKED: f32 = -3.0e38;
+const MASKED_TEST: f32 = -1.0e38;
+
+fn is_nan_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// -inf, the log-sum-exp of a row that sees no key (WGSL has no infinite literals; the uniform keeps the
+// value out of constant evaluation).
+fn neg_inf() -> f32 {
+    return bitcast<f32>(0xff800000u | (params.batch & 0u));
+}
+
+// (first row, length) of the packed sequence between offsets s0 and e0 of a buffer of `rows` rows, at most
+// max_len long. A bad offset (past the rows, decreasing, a length above max_len) is reported and clamped, so
+// the sequence never reaches outside the rows.
+fn packed_seq(s0: u32, e0: u32, rows: u32, max_len: u32) -> vec2<u32> {
+    if (max(s0, e0) > rows) {
+        report_error(ERR_VARLEN_OFFSET, max(s0, e0), rows);
+    }
+    let s = min(s0, rows);
+    let e = min(e0, rows);
+    if (e < s) {
+        report_error(ERR_VARLEN_DECREASING, e0, s0);
+        return vec2<u32>(s, 0u);
+    }
+    if (e - s > max_len) {
+        report_error(ERR_VARLEN_LENGTH, e - s, max_len);
+    }
+    return vec2<u32>(s, min(e - s, max_len));
+}
+
+// (first q row, queries) of sequence b.
+fn seq_q(b: u32) -> vec2<u32> {
+    if (params.q_packed == 0u) {
+        return vec2<u32>(b * params.max_q, params.max_q);
+    }
+    return packed_seq(cu_q[b], cu_q[b + 1u], params.q_rows, params.max_q);
+}
+
+// (first k/v row when packed, keys) of sequence b.
+fn seq_k(b: u32) -> vec2<u32> {
+    if (params.kv_layout == 0u) {
+        return packed_seq(kv_lens[b], kv_lens[b + 1u], params.kv_rows, params.max_k);
+    }
+    let have = kv_lens[b];
+    if (have > params.max_k - params.seqlen_add) {   // host checks seqlen_add <= max_k: no wrap here
+        report_error(ERR_KVCACHE_LEN, select(have + params.seqlen_add, 0xffffffffu,
+                                             have > 0xffffffffu - params.seqlen_add), params.max_k);
+        return vec2<u32>(0u, params.max_k);        // only the rows the cache holds
+    }
+    return vec2<u32>(0u, have + params.seqlen_add);
+}
+
+// Row of the k/v buffers holding key j (< seq_k(b).y) of sequence b whose packed rows start at k0.
+fn kv_row(b: u32, k0: u32, j: u32) -> u32 {
+    if (params.kv_layout == 0u) {
+        return k0 + j;
+    }
+    if (params.kv_layout == 1u) {
+        return b * params.max_k + j;
+    }
+    var page = block_table[b * params.max_pages + j / params.page_size];
+    if (page >= params.num_pages) {
+        report_error(ERR_KVCACHE_PAGE, page, params.num_pages);
+        page = params.num_pages - 1u;
+    }
+    return page * params.page_size + j % params.page_size;
+}
+
+// The keys [lo, hi) query i of a sequence with sq queries and sk keys sees: bottom-right aligned (query i at
+// position i + sk - sq, key j at j), causal, window (left, right). Every mask is an interval.
+fn visible(i: u32, sq: u32, sk: u32) -> vec2<u32> {
+    let qpos = i32(i) + i32(sk) - i32(sq);
+    var lo: i32 = 0;
+    var hi: i32 = i32(sk);
+    if (params.causal != 0u) {
+        hi = min(hi, qpos + 1);
+    }
+    if (params.window_right >= 0) {
+        hi = min(hi, qpos + params.window_right + 1);
+    }
+    if (params.window_left >= 0) {
+        lo = max(lo, qpos - params.window_left);
+    }
+    hi = max(hi, lo);
+    return vec2<u32>(u32(lo), u32(hi));
+}
+
+fn tanh_safe(x: f32) -> f32 {
+    return tanh(clamp(x, -15.0, 15.0));
+}
+
+fn transform_score(dot_qk: f32) -> f32 {
+    var s = dot_qk * params.scale;
+    if (params.softcap > 0.0) {
+        s = params.softcap * tanh_safe(s / params.softcap);
+    }
+    return s;
+}
+
+// The log-sum-exp of a row from its softmax state (max m, sum l of exp(s - m)).
+fn row_lse(m: f32, l: f32) -> f32 {
+    if (is_nan_f32(l) || is_nan_f32(m)) {
+        return select(l, m, is_nan_f32(m));
+    }
+    if (l > 0.0) {
+        return m + log(l);
+    }
+    return neg_inf();
+}
