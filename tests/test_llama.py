@@ -101,8 +101,9 @@ def test_checkpoint_variants_match_reference(case, tmp_path, dev):
     elif case == "tied":
         over = {"tie_word_embeddings": True}
     else:  # a short original context so that positions up to 40 fall into all three frequency bands
-        over = {"rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}
+        over = {"rope_theta": 500000.0,
+                "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 32}}
     cfg = tiny_config(**over)
     w = random_weights(cfg, seed=1)
     path = write_checkpoint(tmp_path, cfg, w, storage=storage, shards=shards)
@@ -149,8 +150,8 @@ def test_bad_checkpoints_name_the_tensor_or_field(tmp_path, dev):
     with pytest.raises(CheckpointError, match="attention_bias"):
         Llama.from_pretrained(write_checkpoint(tmp_path / "c", tiny_config(attention_bias=True), w), dev, dtype="f32")
     with pytest.raises(CheckpointError, match="lm_head.weight"):  # untied without an lm_head
-        Llama.from_pretrained(write_checkpoint(tmp_path / "d", cfg, {k: v for k, v in w.items() if k != "lm_head.weight"}),
-                              dev, dtype="f32")
+        no_head = {k: v for k, v in w.items() if k != "lm_head.weight"}
+        Llama.from_pretrained(write_checkpoint(tmp_path / "d", cfg, no_head), dev, dtype="f32")
 
 
 def test_sampling_reproducible_by_seed_and_switches_back_to_greedy(tiny, model32):

@@ -118,7 +118,8 @@ def table(row: dict) -> str:
         f"{'; ' + row['note'] if row['note'] else ''})",
         f"  wgraph   {row['tokens_per_s']:9.1f} tokens/s  {row['ms_per_token']:8.3f} ms/token  "
         f"{row['weight_gbps']:8.1f} GB/s of weights"
-        + (f" = {frac:.1%} of the copy bandwidth ({row['copy_gbps']:.0f} GB/s)" if frac else " (no copy bandwidth measured)")
+        + (f" = {frac:.1%} of the copy bandwidth ({row['copy_gbps']:.0f} GB/s)" if frac
+           else " (no copy bandwidth measured)")
         + f"  [{row['dispatches_per_token']} dispatches, {row['submits_per_token']:.2f} submits and "
           f"{row['host_ms_per_token']:.3f} ms of host encoding per token]",
     ]

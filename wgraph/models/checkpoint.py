@@ -30,7 +30,8 @@ def _shard_names(root: Path) -> list[str]:
         try:
             wmap = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' ({type(e).__name__}: {e})") from None
+            raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' "
+                                  f"({type(e).__name__}: {e})") from None
         if not isinstance(wmap, dict):
             raise CheckpointError(f"{index}: 'weight_map' must map tensor names to file names")
         names = []
@@ -84,7 +85,8 @@ class Checkpoint:
         if dtype not in DTYPES:
             raise CheckpointError(f"tensor {name!r} in {path.name} has dtype {dtype}; supported: {sorted(DTYPES)}")
         if got != tuple(shape):
-            raise CheckpointError(f"tensor {name!r} in {path.name} has shape {list(got)}, the config needs {list(shape)}")
+            raise CheckpointError(f"tensor {name!r} in {path.name} has shape {list(got)}, "
+                                  f"the config needs {list(shape)}")
         if DTYPES[dtype] is None:
             return _widen_bf16(_raw_bytes(path, name, 2 * math.prod(got))).reshape(got)
         arr = self._files[path].get_tensor(name)

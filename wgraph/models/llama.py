@@ -27,6 +27,7 @@ from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import LlamaConfig
 
 DTYPES = ("f32", "f16")
+DEFAULT_MAX_SEQ = 2048
 
 
 @attrs.frozen
@@ -37,7 +38,6 @@ class SampleSettings:
     top_k: int
     top_p: float
     seed: int
-DEFAULT_MAX_SEQ = 2048
 
 
 def weight_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:

@@ -19,8 +19,9 @@ class AddRmsNormParams:
 def _infer(params: AddRmsNormParams, specs):
     x, r, w = specs
     if len(x.shape) < 1 or r.shape != x.shape or w.shape != x.shape[-1:]:
-        raise ShapeError(f"add_rmsnorm: x and residual must have one shape and weight be ({x.shape[-1] if x.shape else '?'},);"
-                         f" got x {x.shape}, residual {r.shape}, weight {w.shape}")
+        dim = x.shape[-1] if x.shape else "?"
+        raise ShapeError(f"add_rmsnorm: x and residual must have one shape and weight be ({dim},); "
+                         f"got x {x.shape}, residual {r.shape}, weight {w.shape}")
     if not x.dtype == r.dtype == w.dtype:
         raise DtypeError(f"add_rmsnorm: x, residual and weight must share a dtype, got {x.dtype}, {r.dtype}, {w.dtype}")
     if not params.eps > 0:
