@@ -1,4 +1,4 @@
-# make demo: run the quickstart example.  make test: run the test suite.  Both install what they need.
+# make demo: run the quickstart and Llama examples.  make test: run the test suite.  Both install what they need.
 PYTHON ?= python3
 STAMP := .setup.stamp
 
@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(PYTHON) examples/quickstart.py
+	$(PYTHON) examples/llama_generate.py
 
 test: setup
 	$(PYTHON) -m pytest tests

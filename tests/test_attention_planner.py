@@ -240,6 +240,9 @@ def test_fused_decode_on_gpus_with_subgroups():
     p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), gpu)
     assert (p.variant, p.tier) == ("decode_fused_g4_f16", "fused") and "subgroup shuffles" in p.reason
     assert p.dispatches[1][0] == "decode_splitk_combine_f16"
+    p = plan(PlanFacts("decode", "f16", 1, 32, 128, 1024, num_kv_heads=8), gpu)  # short kv: split-K for GQA
+    assert p.variant == "decode_splitk_g4_f16" and "kv span 1024 < 8192" in dict(p.rejected)["decode_fused_g4_f16"]
+    assert plan(PlanFacts("decode", "f16", 1, 16, 128, 1024), gpu).variant == "decode_fused_g1_f16"
     p = plan(PlanFacts("decode", "f16", 1, 16, 80, 4096), gpu)   # 80 / 16 = 5 lanes: not a power of two
     assert p.variant == "decode_splitk_g1_f16" and "= 5 lanes: needs a power of two" in dict(p.rejected)["decode_fused_g1_f16"]
     no_sg = Caps.synthetic(has_subgroups=False, has_f16=True, max_workgroup_storage=32768)

@@ -125,7 +125,7 @@ def test_cli_usage(capsys):
     assert cli_main(["--help"]) == 0
     text = capsys.readouterr().out
     commands = re.findall(r"^  (\w+) +(\S.*)$", text.split("Commands:")[-1], re.M)
-    assert [c for c, _ in commands] == ["bench", "soak", "plot"]
+    assert [c for c, _ in commands] == ["bench", "soak", "plot", "generate"]
     for name, line in commands:
         assert len(line) > 30, (name, line)  # one line that says something
         with pytest.raises(SystemExit) as info:

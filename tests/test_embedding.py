@@ -19,6 +19,8 @@ def test_embedding_host_ids_f32_and_f16(dev, rng):
         t16 = table.astype(np.float16)
         ids2 = np.array([[1, 2], [48, 0]], np.uint32)  # any shape of ids: [..., H] out
         assert wg.ops.embedding(dev.tensor(ids2), dev.tensor(t16)).numpy().tobytes() == t16[ids2].tobytes()
+        wide = wg.ops.embedding(ids, dev.tensor(t16), dtype="f32").numpy()  # f16 weights, f32 activations
+        assert wide.dtype == np.float32 and wide.tobytes() == t16[ids].astype(np.float32).tobytes()
 
 
 def test_embedding_host_ids_out_of_range_raise_before_gpu_work(dev):
@@ -32,6 +34,8 @@ def test_embedding_host_ids_out_of_range_raise_before_gpu_work(dev):
         wg.ops.embedding(np.array([1.5]), table)
     with pytest.raises(wg.DtypeError, match="ids must be u32, got f32"):
         wg.ops.embedding(dev.tensor(np.ones(2, np.float32)), table)
+    with pytest.raises(wg.DtypeError, match=r"embedding has no kernel for .*'output_dtype': 'f16'"):
+        wg.ops.embedding([1], table, dtype="f16")  # no narrowing
     with pytest.raises(wg.ShapeError, match=r"the table must be \[vocab, hidden\], got \(40,\)"):
         wg.ops.embedding([1], dev.tensor(np.zeros(40, np.float32)))
     delta = dev.stats.since(before)

@@ -157,6 +157,17 @@ def test_sample_row_with_nothing_to_draw_sets_the_flag(dev, rng):
     assert got[1] == 0xFFFFFFFF and got[2] == 39 and 0 <= got[0] < 40
 
 
+def test_sample_rows_past_the_cpu_loop_cap_raise(dev):
+    if not dev.caps.is_cpu:
+        pytest.skip("the 65,535-iteration loop cap is lavapipe's")
+    x = dev.tensor(np.zeros((1, 650000), np.float32))
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.LimitError, match=r"sample: a row of 650000 values takes \d+ loop iterations"):
+        wg.ops.sample(x, top_k=50, top_p=0.9)
+    assert dev.stats.since(before).dispatches == 0
+    assert wg.ops.sample(x, top_k=50).numpy()[0] < 650000  # one search fits (zeros: any id is a candidate)
+
+
 def test_sample_errors(dev):
     x = dev.tensor(np.zeros((2, 10), np.float32))
     with pytest.raises(wg.ShapeError, match="temperature must be > 0 and finite.*-1.0"):

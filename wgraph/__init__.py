@@ -10,6 +10,7 @@ from wgraph import ops
 from wgraph.device import Caps, Device, Stats, default_device
 from wgraph.errors import (
     AliasingError,
+    CheckpointError,
     DeviceError,
     DtypeError,
     GpuValueError,
@@ -29,7 +30,7 @@ from wgraph.tensor import Tensor, TensorSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "Caps", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
+    "AliasingError", "Caps", "CheckpointError", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
     "KernelPlan", "LimitError", "PlanError", "Program", "RecordingError", "RegistryError", "ShapeError", "Stats",
     "Tensor", "TensorSpec", "UnsupportedError", "Value", "WgraphError", "default_device", "kernel_path", "ops",
 ]

@@ -17,6 +17,7 @@ from wgraph.host_arrays import host_array
 from wgraph.ops.templates import TemplateCache
 from wgraph.scheduler.commands import CommandList, align4
 from wgraph.scheduler.dispatch import Write
+from wgraph.scheduler.fence import submit_for_index, wait_for_index
 from wgraph.scheduler.pipelines import BindGroupCache, PipelineCache
 from wgraph.scheduler.pool import BufferPool
 from wgraph.scheduler.recording import Recording
@@ -147,6 +148,7 @@ class Device:
         limits = {k: v for k, v in adapter.limits.items()}
         self.wgpu = adapter.request_device_sync(label="wgraph", required_features=features, required_limits=limits)
         self.epoch = next(_epochs)
+        self._last_index = 0  # wgpu-native's index of this device's last submission (fence/wait)
         self.lost = False
         info = adapter.info
         lim = self.wgpu.limits
@@ -381,9 +383,23 @@ class Device:
 
     def submit(self, command_buffer):
         """Submit one finished command buffer (the end of CommandList's path) and count it."""
-        self.wgpu.queue.submit([command_buffer])
+        self._last_index = submit_for_index(self.wgpu.queue, command_buffer)
         self._serial += 1
         self.stats.submits += 1
+
+    def fence(self) -> int:
+        """A token for all work submitted so far; `wait(fence)` blocks until the GPU has done it (no readback)."""
+        return self._last_index
+
+    def wait(self, fence: int) -> None:
+        """Block until the submissions up to `fence` (from `dev.fence()`) have finished on the GPU."""
+        self.check_alive()
+        if fence <= 0:
+            return  # nothing was submitted
+        if fence > self._last_index:  # wgpu-native panics on an index it has not issued
+            raise DeviceError(f"fence {fence} was never issued on this device (its last is {self._last_index})")
+        wait_for_index(self.wgpu, fence)
+        self.stats.gpu_waits += 1
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """Download a tensor through the device's reused MAP_READ staging buffer."""

@@ -45,3 +45,7 @@ class AliasingError(WgraphError, ValueError):
 
 class RegistryError(WgraphError):
     """The shader registry or a WGSL file is inconsistent."""
+
+
+class CheckpointError(WgraphError, ValueError):
+    """A model checkpoint (config.json, *.safetensors) is malformed, incomplete or unsupported."""

@@ -21,7 +21,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "gemv", "attention", "batched"), help="run one section")
+    p.add_argument("--only", choices=("host", "gemv", "attention", "batched", "model"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it")
@@ -107,6 +107,8 @@ def main(argv: list[str]) -> dict:
         if not torch_info.get("available"):
             print(f"torch reference: {torch_info.get('note')}")
         print(batched.table(rows))
+    if args.only in (None, "model"):
+        _model_section(dev, args, grid, result)
     result["elapsed_s"] = time.perf_counter() - t0
     if args.json:
         path = report.write_json(args.json, result)
@@ -116,3 +118,18 @@ def main(argv: list[str]) -> dict:
 
         print(f"wrote {plot_result(result, args.plot)}")
     return result
+
+
+def _model_section(dev, args, grid: str, result: dict):
+    """Llama decode (wgraph/bench/model.py); a failure becomes the row's note, never the bench's end."""
+    from wgraph.bench import model
+
+    quick = args.quick or grid == "tiny"
+    try:
+        row = model.bench_model(dev, quick=quick, copy_gbps=model.copy_gbps(dev, result, quick),
+                                use_torch=not args.no_torch, progress=_progress)
+    except Exception as e:  # noqa: BLE001 - report it and carry on
+        row = {"status": "error", "note": f"{type(e).__name__}: {e}"}
+    result["model"] = {"rows": [row]}
+    print("\n== model: Llama greedy decode ==")
+    print(model.table(row))

@@ -43,6 +43,8 @@ GRIDS = {
     "small": _grid((512, 2048), (1024, 8192), SPEC_HEADS, SPEC_DIMS, ("f32", "f16")),
     # the issue's grid (S in 512..8192), decode up to a 32768-row cache (issue 8)
     "full": _grid((512, 1024, 2048, 4096, 8192), (1024, 4096, 16384, 32768), SPEC_HEADS, SPEC_DIMS, ("f32", "f16")),
+    # the full grid's f16 decode rows alone: bandwidth against kv length, beside torch
+    "decode": _grid((), (1024, 4096, 16384, 32768), SPEC_HEADS, SPEC_DIMS, ("f16",)),
 }
 
 

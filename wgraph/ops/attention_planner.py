@@ -236,6 +236,9 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
             if rule.min_chunks and facts.kv_span < rule.min_chunks * int(k.facts["chunk_size"]):
                 rejected.append((k.name, f"kv span {facts.kv_span} < {rule.min_chunks} chunks of {k.facts['chunk_size']}"))
                 continue
+            if facts.kv_span < int(k.facts.get("min_kv_span", 0)):  # a speed rule (forcing still runs it)
+                rejected.append((k.name, f"kv span {facts.kv_span} < {k.facts['min_kv_span']}, where it is slower"))
+                continue
             why = misfit(k, facts, caps)
             if why is not None:
                 rejected.append((k.name, why[1]))

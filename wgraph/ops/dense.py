@@ -3,6 +3,7 @@ and `reshape` (a view: no copy, no dispatch; in a graph a view node that aliases
 
 from __future__ import annotations
 
+import functools
 import math
 
 import attrs
@@ -48,6 +49,7 @@ class LinearPlan:
     reason: str
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of the shape and the registry: planned on every call
 def plan_linear(rows: int, n: int, k: int, weight_dtype: str) -> LinearPlan:
     """GEMV (of the variants whose `max_rows` holds `rows` and whose `min_k` k reaches: the fewest max_rows,
     then the largest min_k) when k fills its 16-byte weight loads, else the tiled GEMM; the numbers come from

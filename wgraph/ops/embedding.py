@@ -17,7 +17,7 @@ from wgraph.tensor import Tensor, TensorSpec
 
 @attrs.frozen
 class EmbeddingParams:
-    pass
+    dtype: str | None = None  # of the rows made: the table's (None), or f32 from an f16 table
 
 
 def _infer(params, specs):
@@ -26,13 +26,14 @@ def _infer(params, specs):
         raise DtypeError(f"embedding: ids must be u32, got {ids.dtype}")
     if len(table.shape) != 2:
         raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
-    select_variant("embedding", output_dtype=table.dtype)
-    return (TensorSpec(ids.shape + table.shape[1:], table.dtype),)
+    out_dtype = params.dtype or table.dtype
+    select_variant("embedding", table_dtype=table.dtype, output_dtype=out_dtype)
+    return (TensorSpec(ids.shape + table.shape[1:], out_dtype),)
 
 
 def _encode(ctx, params, inputs, outputs):
     (ids, table), (out,) = inputs, outputs
-    variant = select_variant("embedding", output_dtype=table.dtype)
+    variant = select_variant("embedding", table_dtype=table.dtype, output_dtype=out.dtype)
     vocab, hidden = table.shape
     return [ctx.dispatch(variant, uniforms={"n": out.size, "hidden": max(hidden, 1), "vocab": vocab},
                          bindings={"ids": ids, "table": table, "out": out},
@@ -55,12 +56,14 @@ def _host_ids(ids, vocab: int) -> np.ndarray:
     return arr.astype(np.uint32)
 
 
-def embedding(ids, table, *, out=None):
+def embedding(ids, table, *, dtype: str | None = None, out=None):
     """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32 or f16 ->
-    [..., H]. Host ids >= V raise LimitError; a GPU id >= V gives a row of zeros and sets the device error flag."""
+    [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 table. Host ids >= V raise LimitError; a GPU
+    id >= V gives a row of zeros and sets the device error flag."""
+    params = EmbeddingParams(dtype)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
-        return apply(EMBEDDING, EmbeddingParams(), (ids, table), out=out)
+        return apply(EMBEDDING, params, (ids, table), out=out)
     if len(table.shape) != 2:
         raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
     host = _host_ids([ids] if is_int(ids) else ids, table.shape[0])
-    return apply(EMBEDDING, EmbeddingParams(), (table.device.tensor(host, "u32"), table), out=out)
+    return apply(EMBEDDING, params, (table.device.tensor(host, "u32"), table), out=out)

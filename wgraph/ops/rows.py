@@ -7,10 +7,25 @@ import math
 
 import attrs
 
-from wgraph.errors import DtypeError, ShapeError
-from wgraph.ops.core import OpDef, apply, register
-from wgraph.scheduler.registry import select_variant
+from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
+from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.scheduler.registry import kernel, select_variant
 from wgraph.tensor import TensorSpec
+
+
+def row_loops(dim: int, threads: int, strides: int, reductions: int) -> int:
+    """Loop iterations of one invocation of a row kernel: `strides` loops over the row (ceil(dim / threads)
+    each) and `reductions` workgroup tree reductions (log2(threads)), each loop of n trips counted n + 1 as
+    lavapipe counts them (wgraph/ops/attention_loops.py)."""
+    return strides * (ceil_div(dim, threads) + 1) + reductions * (threads.bit_length() - 1 + 1)
+
+
+def check_cpu_loops(ctx, op: str, dim: int, iterations: int) -> None:
+    """LimitError where a CPU adapter would silently cut an invocation's loops short."""
+    if ctx.caps.is_cpu and iterations > CPU_LOOP_LIMIT:
+        raise LimitError(f"{op}: a row of {dim} values takes {iterations} loop iterations per invocation on "
+                         f"{ctx.caps.adapter_name!r}, which stops an invocation's loops at {CPU_LOOP_LIMIT}")
 
 
 def row_count(shape: tuple[int, ...]) -> int:
@@ -40,6 +55,7 @@ def _infer_softmax(params, specs):
 def _encode_softmax(ctx, params, inputs, outputs):
     (x,), (y,) = inputs, outputs
     variant = select_variant("softmax", output_dtype=x.dtype)
+    check_cpu_loops(ctx, "softmax", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 3, 2))
     rows = row_count(x.shape)
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1]}, bindings={"x": x, "y": y},
                          workgroups=ctx.grid(rows), label="softmax")]
@@ -81,6 +97,7 @@ def _infer_layernorm(params: LayerNormParams, specs):
 def _encode_layernorm(ctx, params: LayerNormParams, inputs, outputs):
     (x, w, b), (y,) = inputs, outputs
     variant = select_variant("layernorm", output_dtype=x.dtype)
+    check_cpu_loops(ctx, "layernorm", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 3, 2))
     rows = row_count(x.shape)
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1], "eps": params.eps,
                                             "has_bias": int(b is not None)},

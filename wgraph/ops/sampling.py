@@ -11,21 +11,21 @@ import attrs
 import numpy as np
 
 from wgraph.errors import LimitError, ShapeError
-from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.ops.rows import check_rows, row_count
+from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.rows import check_cpu_loops, check_rows, row_count, row_loops
+from wgraph.scheduler import wgsl
 from wgraph.scheduler.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
-CPU_LOOP_LIMIT = 65535  # lavapipe silently ends an invocation's loops after this many iterations in total
-SEARCH_PASSES = 11  # sample.wgsl's 8-ary search over the 32-bit ordered keys (8**11 > 2**32)
-
-
-def _check_loops(ctx, op: str, variant: str, dim: int, passes: int) -> None:
-    """LimitError where a CPU adapter would cut an invocation's loops short (each pass strides over the row)."""
-    iterations = ceil_div(dim, kernel(variant).threads) * passes
-    if ctx.caps.is_cpu and iterations > CPU_LOOP_LIMIT:
-        raise LimitError(f"{op}: a row of {dim} values takes {iterations} loop iterations per invocation on "
-                         f"{ctx.caps.adapter_name!r}, which stops loops at {CPU_LOOP_LIMIT}")
+def _sample_loops(variant: str, dim: int, top_k: bool, top_p: bool) -> int:
+    """Loop iterations of one sample invocation: the max, each search (an outer loop of the shader's
+    SEARCH_PASSES passes, each a stride over the row, a reduction and the 7-pivot walk), top-p's total, and the
+    draw (a chunk sum, the scan, the walk, two reductions)."""
+    k = kernel(variant)
+    passes, threads = wgsl.parse_consts(k.source)["SEARCH_PASSES"], k.threads
+    search = passes * (row_loops(dim, threads, 1, 1) + 8) + passes + 1
+    return (row_loops(dim, threads, 1, 1) + (search if top_k else 0)
+            + (row_loops(dim, threads, 1, 1) + search if top_p else 0) + row_loops(dim, threads, 2, 3))
 
 
 # ---- argmax ----
@@ -45,7 +45,7 @@ def _infer_argmax(params, specs):
 def _encode_argmax(ctx, params, inputs, outputs):
     (x,), (ids,) = inputs, outputs
     variant = select_variant("argmax", input_dtype=x.dtype)
-    _check_loops(ctx, "argmax", variant, x.shape[-1], 1)
+    check_cpu_loops(ctx, "argmax", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 1, 1))
     rows = row_count(x.shape)
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1]}, bindings={"x": x, "out": ids},
                          workgroups=ctx.grid(rows), label="argmax")]
@@ -107,8 +107,7 @@ def _encode_sample(ctx, params: SampleParams, inputs, outputs):
     dim = x.shape[-1]
     variant = _sample_variant(x.dtype, dim)
     top_k = params.top_k if 0 < params.top_k < dim else 0
-    passes = 3 + (SEARCH_PASSES if top_k else 0) + (SEARCH_PASSES + 1 if params.top_p < 1 else 0)
-    _check_loops(ctx, "sample", variant, dim, passes)
+    check_cpu_loops(ctx, "sample", dim, _sample_loops(variant, dim, top_k > 0, params.top_p < 1))
     rows = row_count(x.shape)
     u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": params.top_p,
          "inv_temperature": min(1.0 / params.temperature, 1e30), "seed_lo": params.seed & 0xFFFFFFFF,

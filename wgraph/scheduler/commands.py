@@ -87,7 +87,6 @@ class PreparedCommands:
     def __init__(self, device, items, label: str, persistent: bool):
         self.device = device
         self.label = label
-        self.persistent = persistent
         arena = UniformArena(device.caps.min_uniform_offset_alignment, share=not persistent)
         self.offsets = [arena.add(i.uniforms) if isinstance(i, Dispatch) and i.kernel.uniform else None
                         for i in items]

@@ -1,4 +1,4 @@
-// out[s, h] = table[ids[s], h]: the rows of a [V, H] table that u32 ids pick. An id >= V (possible when the ids
+// out[s, h] = table[ids[s], h]: the rows of a [V, H] table that u32 ids pick (OUT_T may widen f16 to f32). An id >= V (possible when the ids
 // come from the GPU, as a decode step's sampled token) writes its row as zeros and is reported on the device
 // error flag; the host checks ids it knows before any GPU work.
 {{ENABLE}}
@@ -11,7 +11,7 @@ struct EmbeddingParams {
 @group(0) @binding(0) var<uniform> params: EmbeddingParams;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
 @group(0) @binding(2) var<storage, read> table: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> out: array<{{T}}>;
+@group(0) @binding(3) var<storage, read_write> out: array<{{OUT_T}}>;
 //!include device_errors.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE}})
@@ -27,8 +27,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (h == 0u) {
       report_error(ERR_EMBEDDING_ID, id, params.vocab);
     }
-    out[t] = {{T}}(0.0);
+    out[t] = {{OUT_T}}(0.0);
     return;
   }
-  out[t] = table[id * params.hidden + h];
+  out[t] = {{OUT_T}}(table[id * params.hidden + h]);
 }

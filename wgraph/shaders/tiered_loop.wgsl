@@ -11,8 +11,8 @@
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
 @group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
 @group(0) @binding(3) var<storage, read> len_buf: array<u32>;
-@group(0) @binding(12) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 //!include device_errors.wgsl
+@group(0) @binding(12) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const ACC_N: u32 = ({{MAX_HEAD_DIM}}u + WG - 1u) / WG;

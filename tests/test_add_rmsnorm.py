@@ -1,0 +1,43 @@
+"""add_rmsnorm: the residual sum and its RMSNorm in one dispatch, against float64 numpy; in a graph too."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+
+
+def _ref(x, r, w, eps):
+    s = x.astype(np.float64) + r
+    return s, s / np.sqrt(np.mean(s * s, -1, keepdims=True) + eps) * w
+
+
+@pytest.mark.parametrize("dtype,tol", [("f32", 1e-5), ("f16", 2e-3)])
+def test_add_rmsnorm_matches_numpy(dev, rng, dtype, tol):
+    if dtype == "f16" and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    npt = np.float16 if dtype == "f16" else np.float32
+    x, r = (rng.standard_normal((5, 200)).astype(npt) for _ in range(2))
+    w = (1 + 0.1 * rng.standard_normal(200)).astype(npt)
+    before = dev.stats.snapshot()
+    s, y = wg.ops.add_rmsnorm(dev.tensor(x), dev.tensor(r), dev.tensor(w), eps=1e-5)
+    assert dev.stats.since(before).dispatches == 1
+    want_s, want_y = _ref(x, r.astype(np.float64), w.astype(np.float64), 1e-5)
+    assert np.allclose(s.numpy(), want_s, rtol=tol, atol=tol)
+    assert np.allclose(y.numpy(), want_y, rtol=tol, atol=tol)
+
+
+def test_add_rmsnorm_in_a_graph_and_errors(dev, rng):
+    x, r = (rng.standard_normal((2, 64)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(64).astype(np.float32)
+    g = wg.Graph("res")
+    gs, gy = wg.ops.add_rmsnorm(g.input("x", (2, 64)), g.input("r", (2, 64)), g.const("w", w), eps=1e-6)
+    g.output("s", gs)
+    g.output("y", gy)
+    out = g.compile(dev).run(x=x, r=r)
+    want_s, want_y = _ref(x, r.astype(np.float64), w.astype(np.float64), 1e-6)
+    assert np.allclose(out["s"].numpy(), want_s, rtol=1e-5, atol=1e-6)
+    assert np.allclose(out["y"].numpy(), want_y, rtol=1e-5, atol=1e-5)
+    with pytest.raises(wg.ShapeError, match=r"residual \(2, 63\)"):
+        wg.ops.add_rmsnorm(dev.tensor(x), dev.tensor(r[:, :63]), dev.tensor(w))
+    with pytest.raises(wg.DtypeError, match="share a dtype"):
+        wg.ops.add_rmsnorm(dev.tensor(x), dev.tensor(r), dev.tensor(w.astype(np.float16)))

@@ -1,0 +1,59 @@
+"""decode_advance: token, history, pos and kv_len updated on the GPU, immediately and as a replayed graph node."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+
+
+def _u32(*v):
+    return np.array(v, np.uint32)
+
+
+def test_advance_immediate(dev):
+    token, history = dev.tensor(_u32(0)), dev.tensor(np.zeros(6, np.uint32))
+    pos, kv_len = dev.tensor(_u32(2)), dev.tensor(_u32(0))
+    wg.ops.decode_advance(dev.tensor(_u32(77)), token=token, history=history, pos=pos, kv_len=kv_len)
+    assert (token.numpy()[0], pos.numpy()[0], kv_len.numpy()[0]) == (77, 3, 4)
+    assert history.numpy().tolist() == [0, 0, 0, 77, 0, 0]
+    pos_end = dev.tensor(_u32(5))  # p + 1 == len(history): no history write, the counters still move
+    wg.ops.decode_advance(dev.tensor(_u32(9)), token=token, history=history, pos=pos_end, kv_len=kv_len)
+    assert history.numpy().tolist() == [0, 0, 0, 77, 0, 0] and pos_end.numpy()[0] == 6 and kv_len.numpy()[0] == 7
+
+
+def test_advance_replayed_feeds_back(dev):
+    """Replayed: each run advances from where the previous one left the GPU counters (one submit each)."""
+    g = wg.Graph("advance")
+    token, hist = g.state("token", (1,), "u32", init=_u32(1)), g.state("history", (8,), "u32")
+    pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")
+    nxt = g.input("next", (1,), "u32")
+    wg.ops.decode_advance(nxt, token=token, history=hist, pos=pos, kv_len=kv_len)
+    prog = g.compile(dev)
+    before = dev.stats.snapshot()
+    for i in range(4):
+        prog.run(next=11 + 10 * i)
+    d = dev.stats.since(before)
+    assert (d.submits, d.readbacks) == (4, 0)
+    assert prog.state("history").numpy().tolist() == [0, 11, 21, 31, 41, 0, 0, 0]
+    assert (prog.state("pos").numpy()[0], prog.state("kv_len").numpy()[0], prog.state("token").numpy()[0]) == (4, 5, 41)
+
+
+def test_advance_rejects_bad_buffers(dev):
+    one = dev.tensor(_u32(0))
+    with pytest.raises(wg.DtypeError, match="token"):
+        wg.ops.decode_advance(one, token=dev.tensor(np.zeros(1, np.float32)), history=dev.tensor(_u32(0, 0)),
+                              pos=dev.tensor(_u32(0)), kv_len=dev.tensor(_u32(0)))
+    with pytest.raises(wg.ShapeError, match="pos"):
+        wg.ops.decode_advance(one, token=dev.tensor(_u32(0)), history=dev.tensor(_u32(0, 0)),
+                              pos=dev.tensor(_u32(0, 0)), kv_len=dev.tensor(_u32(0)))
+
+
+def test_fence_waits_without_readback(dev):
+    x = dev.tensor(np.ones(64, np.float32))
+    y = wg.ops.scale(x, 3.0)
+    before = dev.stats.snapshot()
+    dev.wait(dev.fence())
+    assert dev.stats.since(before).readbacks == 0
+    assert np.array_equal(y.numpy(), np.full(64, 3.0, np.float32))
+    with pytest.raises(wg.DeviceError, match="never issued"):
+        dev.wait(dev.fence() + 1000)

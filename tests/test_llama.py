@@ -1,0 +1,167 @@
+"""The Llama model against a float64 numpy reference (tests/llama_reference.py) on tiny checkpoints the tests
+write: prefill logits, greedy decode through the replayed program, submits and readbacks per token, in-flight
+and read_every independence, stop ids, f16/bf16/sharded/tied/rope-scaled checkpoints, bad checkpoints."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.errors import CheckpointError
+from wgraph.models import Llama
+from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_config, write_checkpoint
+
+import llama_reference as ref
+
+PROMPT = [3]          # its greedy continuation under seed 0 varies (no fixed point within 16 tokens)
+STEPS = 16
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(config dict, f32 weights, checkpoint path) of the default tiny model."""
+    cfg = tiny_config()
+    w = random_weights(cfg, seed=0)
+    return cfg, w, write_checkpoint(tmp_path_factory.mktemp("tiny"), cfg, w)
+
+
+@pytest.fixture(scope="module")
+def model32(tiny, dev):
+    return Llama.from_pretrained(tiny[2], dev, dtype="f32", max_seq=64)
+
+
+def test_prefill_and_greedy_decode_match_reference_f32(tiny, model32):
+    cfg, w, _ = tiny
+    prompt = [3, 14, 15, 92, 65]
+    logits = model32.prefill(prompt, all_logits=True).numpy()
+    assert rel_err(logits, ref.forward(cfg, w, prompt)) < 1e-4
+    want_ids, want_logits = ref.greedy(cfg, w, prompt, STEPS + 1)
+    st = model32.program.state
+    assert (st("token").numpy()[0], st("pos").numpy()[0], st("kv_len").numpy()[0]) == (want_ids[0], 5, 6)
+    for i in range(STEPS):  # step i consumes id i and yields the logits id i + 1 was chosen from
+        assert rel_err(model32.step().numpy()[0], want_logits[i + 1]) < 1e-4, f"step {i}"
+    assert st("history").numpy()[5:5 + STEPS + 1].tolist() == want_ids
+
+
+def test_one_submit_and_no_readback_per_token(model32, dev):
+    n, every = 12, 4
+    before = dev.stats.snapshot()
+    ids = model32.generate(PROMPT, n, read_every=every)
+    d = dev.stats.since(before)
+    reads = n // every
+    assert len(ids) == n
+    assert d.readbacks == reads
+    # one submit for the prompt, one per further token, one per read (the copy to the staging buffer)
+    assert d.submits == 1 + (n - 1) + reads
+    # the decode steps alone: one submit each, nothing read, created or planned
+    before = dev.stats.snapshot()
+    model32.run_steps(6, in_flight=2)
+    d = dev.stats.since(before)
+    assert (d.submits, d.readbacks, d.dispatches) == (6, 0, 6 * len(model32.program.rows))
+    assert (d.pipelines_created, d.bind_groups_created, d.buffers_created) == (0, 0, 0)
+
+
+def test_same_ids_for_any_in_flight_and_read_every(tiny, model32):
+    cfg, w, _ = tiny
+    want, _ = ref.greedy(cfg, w, PROMPT, STEPS)
+    assert len(set(want)) > 3  # a sequence that actually changes
+    for in_flight, every in ((1, None), (8, None), (8, 5), (3, 1)):
+        assert model32.generate(PROMPT, STEPS, in_flight=in_flight, read_every=every) == want, (in_flight, every)
+
+
+def test_stop_ids_cut_after_the_first_stop(tiny, model32):
+    cfg, w, _ = tiny
+    want, _ = ref.greedy(cfg, w, PROMPT, STEPS)
+    stop = want[6]
+    first = want.index(stop)
+    for every in (1, 4, None):
+        assert model32.generate(PROMPT, STEPS, stop_ids=[stop], read_every=every) == want[:first + 1]
+    # the prefill's own token can be the stop
+    assert model32.generate(PROMPT, STEPS, stop_ids=[want[0]], read_every=3) == want[:1]
+
+
+def test_generate_checks_its_arguments(model32):
+    with pytest.raises(wg.LimitError, match="token id 100 is outside the vocabulary"):
+        model32.generate([1, 100], 4)
+    with pytest.raises(wg.LimitError, match="exceed the KV cache of 64"):
+        model32.generate([1] * 60, 5)
+    with pytest.raises(wg.ShapeError, match="in_flight"):
+        model32.generate([1], 4, in_flight=0)
+    assert model32.generate([1], 0) == []
+
+
+@pytest.mark.parametrize("case", ["bf16_sharded", "tied", "llama3_rope"])
+def test_checkpoint_variants_match_reference(case, tmp_path, dev):
+    storage, shards, over = "f32", 1, {}
+    if case == "bf16_sharded":
+        storage, shards = "bf16", 3
+    elif case == "tied":
+        over = {"tie_word_embeddings": True}
+    else:  # a short original context so that positions up to 40 fall into all three frequency bands
+        over = {"rope_theta": 500000.0,
+                "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 32}}
+    cfg = tiny_config(**over)
+    w = random_weights(cfg, seed=1)
+    path = write_checkpoint(tmp_path, cfg, w, storage=storage, shards=shards)
+    stored = {k: stored_values(v, storage) for k, v in w.items()}
+    model = Llama.from_pretrained(path, dev, dtype="f32", max_seq=48)
+    prompt = list(range(7, 47))
+    assert rel_err(model.prefill(prompt, all_logits=True).numpy(), ref.forward(cfg, stored, prompt)) < 1e-4
+    want_ids, want_logits = ref.greedy(cfg, stored, prompt, 3)
+    for i in range(2):
+        assert rel_err(model.step().numpy()[0], want_logits[i + 1]) < 1e-4
+    assert model.program.state("history").numpy()[40:43].tolist() == want_ids
+
+
+def test_f16_weights_greedy_ids_where_the_margin_is_clear(tiny, dev):
+    if not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    cfg, w, path = tiny
+    model = Llama.from_pretrained(path, dev, dtype="f16", max_seq=64)
+    w16 = {k: stored_values(v, "f16") for k, v in w.items()}
+    got = model.generate(PROMPT, STEPS)
+    ids, compared = list(PROMPT), 0
+    for t in got:
+        exact, rounded = ref.forward(cfg, w, ids)[-1], ref.forward(cfg, w16, ids)[-1]
+        bound = 2 * np.max(np.abs(rounded - exact)) + 1e-3  # what rounding the weights to f16 moves the logits
+        top2 = np.sort(exact)[-2:]
+        if top2[1] - top2[0] <= bound:
+            break  # a near-tie: f16 may pick the other one and the sequences part
+        assert t == int(np.argmax(exact)), f"token {compared}"
+        ids.append(t)
+        compared += 1
+    assert compared >= 8, f"only {compared} tokens had a clear margin"
+
+
+def test_bad_checkpoints_name_the_tensor_or_field(tmp_path, dev):
+    cfg = tiny_config()
+    w = random_weights(cfg)
+    name = "model.layers.1.mlp.down_proj.weight"
+    with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
+        Llama.from_pretrained(write_checkpoint(tmp_path / "a", cfg, {k: v for k, v in w.items() if k != name}), dev,
+                              dtype="f32")
+    bad = dict(w, **{name: w[name][:, :64]})
+    with pytest.raises(CheckpointError, match=r"down_proj.*shape \[64, 64\].*\[64, 128\]"):
+        Llama.from_pretrained(write_checkpoint(tmp_path / "b", cfg, bad), dev, dtype="f32")
+    with pytest.raises(CheckpointError, match="attention_bias"):
+        Llama.from_pretrained(write_checkpoint(tmp_path / "c", tiny_config(attention_bias=True), w), dev, dtype="f32")
+    with pytest.raises(CheckpointError, match="lm_head.weight"):  # untied without an lm_head
+        no_head = {k: v for k, v in w.items() if k != "lm_head.weight"}
+        Llama.from_pretrained(write_checkpoint(tmp_path / "d", cfg, no_head), dev, dtype="f32")
+
+
+def test_sampling_reproducible_by_seed_and_switches_back_to_greedy(tiny, model32):
+    cfg, w, _ = tiny
+    greedy, _ = ref.greedy(cfg, w, PROMPT, STEPS)
+    a = model32.generate(PROMPT, STEPS, temperature=1.5, top_k=40, top_p=0.95, seed=7, in_flight=8)
+    b = model32.generate(PROMPT, STEPS, temperature=1.5, top_k=40, top_p=0.95, seed=7, in_flight=1, read_every=5)
+    c = model32.generate(PROMPT, STEPS, temperature=1.5, top_k=40, top_p=0.95, seed=8)
+    assert a == b and a != c and a != greedy
+    assert all(0 <= t < cfg["vocab_size"] for t in a + c)
+    # top_k=1 keeps only the largest logit: the greedy ids, through the sampling program
+    assert model32.generate(PROMPT, STEPS, temperature=0.7, top_k=1, seed=3) == greedy
+    assert model32.generate(PROMPT, STEPS) == greedy  # back to the argmax program, weights intact

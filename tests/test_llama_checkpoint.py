@@ -1,0 +1,91 @@
+"""Llama checkpoints: config fields and tensors checked with errors that name them; sharded and bf16 files
+read back exactly (no GPU work)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from wgraph.errors import CheckpointError
+from wgraph.models import Checkpoint, LlamaConfig
+from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_config, write_checkpoint
+
+from llama_reference import inv_freq
+
+
+@pytest.mark.parametrize("storage,shards", [("f32", 1), ("f16", 2), ("bf16", 3)])
+def test_storage_and_shards_read_back(tmp_path, storage, shards):
+    cfg = tiny_config()
+    w = random_weights(cfg, seed=3)
+    ckpt = Checkpoint(write_checkpoint(tmp_path, cfg, w, storage=storage, shards=shards))
+    assert set(ckpt.where) == set(w) and len(set(ckpt.where.values())) == shards
+    for name, a in w.items():
+        got = ckpt.get(name, a.shape)
+        assert got.dtype == (np.float16 if storage == "f16" else np.float32)
+        assert np.array_equal(got.astype(np.float32), stored_values(a, storage)), name
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("attention_bias", True, "attention_bias"),
+    ("mlp_bias", True, "mlp_bias"),
+    ("model_type", "gpt2", "model_type"),
+    ("hidden_act", "gelu", "hidden_act"),
+    ("num_key_value_heads", 3, "num_key_value_heads"),
+    ("vocab_size", -1, "vocab_size"),
+    ("hidden_size", "64", "hidden_size"),
+    ("rms_norm_eps", 0, "rms_norm_eps"),
+    ("rope_scaling", {"rope_type": "yarn", "factor": 4.0}, "yarn"),
+    ("rope_scaling", {"rope_type": "llama3", "factor": 8.0}, "low_freq_factor"),
+])
+def test_bad_config_names_the_field(field, value, match):
+    with pytest.raises(CheckpointError, match=match):
+        LlamaConfig.from_dict(tiny_config(**{field: value}))
+
+
+def test_missing_required_field():
+    cfg = tiny_config()
+    del cfg["num_hidden_layers"]
+    with pytest.raises(CheckpointError, match="num_hidden_layers"):
+        LlamaConfig.from_dict(cfg)
+
+
+def test_bad_tensors_name_the_tensor(tmp_path):
+    cfg = tiny_config()
+    w = random_weights(cfg)
+    name = "model.layers.1.self_attn.k_proj.weight"
+    ckpt = Checkpoint(write_checkpoint(tmp_path / "a", cfg, {k: v for k, v in w.items() if k != name}))
+    with pytest.raises(CheckpointError, match=name.replace(".", r"\.") + ".*missing"):
+        ckpt.get(name, (32, 64))
+    ckpt = Checkpoint(write_checkpoint(tmp_path / "b", cfg, w))
+    with pytest.raises(CheckpointError, match=r"k_proj.*shape \[32, 64\].*\[64, 64\]"):
+        ckpt.get(name, (64, 64))
+    import safetensors.numpy
+    safetensors.numpy.save_file({"model.norm.weight": np.zeros(64, np.int32)}, str(tmp_path / "c.safetensors"))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c.safetensors").rename(tmp_path / "c" / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"model\.norm\.weight.*dtype I32"):
+        Checkpoint(tmp_path / "c").get("model.norm.weight", (64,))
+
+
+def test_hostile_files_are_refused(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"\xff" * 8 + b"{}")  # header length far beyond the file
+    with pytest.raises(CheckpointError, match="not a valid safetensors"):
+        Checkpoint(tmp_path)
+    d = tmp_path / "idx"
+    d.mkdir()
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../model.safetensors"}}))
+    with pytest.raises(CheckpointError, match=r"'x' maps to '\.\./model\.safetensors'"):
+        Checkpoint(d)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"no \*\.safetensors"):
+        Checkpoint(tmp_path / "empty")
+
+
+def test_llama3_rope_scaling_matches_reference():
+    scaling = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+    cfg = tiny_config(head_dim=128, hidden_size=512, rope_theta=500000.0, rope_scaling=scaling)
+    ours, ref = LlamaConfig.from_dict(cfg).inv_freq(), inv_freq(cfg)
+    assert np.allclose(ours, ref, rtol=1e-12, atol=0)
+    plain = inv_freq(tiny_config(head_dim=128, hidden_size=512, rope_theta=500000.0))
+    assert (ours < plain).any() and (ours == plain).any()  # long wavelengths scaled, short ones kept

@@ -1,0 +1,132 @@
+"""A small hand-written torch Llama decode step (static KV cache, greedy), for the model row of the bench:
+the same weights as wgraph's model, run eagerly and as a CUDA graph. torch is optional: imported only here,
+only when present and with CUDA; transformers is never imported."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+
+class TorchLlama:
+    """Decode-only Llama in torch on CUDA: f16 weights, f32 norms and softmax, a static [max_seq] KV cache
+    masked by position, so one step has fixed shapes and can be captured in a CUDA graph."""
+
+    def __init__(self, cfg, weights: dict[str, np.ndarray], max_seq: int, device: str = "cuda"):
+        import torch
+
+        self.torch, self.cfg, self.max_seq = torch, cfg, max_seq
+        dev = device
+
+        def t(name, dtype=torch.float16):
+            return torch.from_numpy(np.ascontiguousarray(weights[name])).to(dev, dtype)
+
+        self.embed = t("model.embed_tokens.weight")
+        self.norm = t("model.norm.weight", torch.float32)
+        self.lm_head = self.embed if cfg.tie_word_embeddings else t("lm_head.weight")
+        self.layers = []
+        for i in range(cfg.num_hidden_layers):
+            p = f"model.layers.{i}."
+            self.layers.append({
+                "attn_norm": t(p + "input_layernorm.weight", torch.float32),
+                "mlp_norm": t(p + "post_attention_layernorm.weight", torch.float32),
+                "wqkv": torch.cat([t(p + f"self_attn.{n}_proj.weight") for n in "qkv"]),
+                "wo": t(p + "self_attn.o_proj.weight"),
+                "w_gate_up": torch.cat([t(p + "mlp.gate_proj.weight"), t(p + "mlp.up_proj.weight")]),
+                "w_down": t(p + "mlp.down_proj.weight"),
+            })
+        hkv, d = cfg.num_key_value_heads, cfg.head_dim
+        self.k = [torch.zeros(max_seq, hkv, d, device=dev, dtype=torch.float16) for _ in self.layers]
+        self.v = [torch.zeros(max_seq, hkv, d, device=dev, dtype=torch.float16) for _ in self.layers]
+        ang = torch.arange(max_seq, dtype=torch.float64)[:, None] * torch.from_numpy(cfg.inv_freq())[None, :]
+        self.cos, self.sin = ang.cos().float().to(dev), ang.sin().float().to(dev)
+        self.token = torch.zeros(1, dtype=torch.long, device=dev)
+        self.pos = torch.zeros(1, dtype=torch.long, device=dev)
+        self.history = torch.zeros(max_seq, dtype=torch.long, device=dev)
+        self.positions = torch.arange(max_seq, device=dev)
+
+    def _rms(self, x, w):
+        xf = x.float()
+        return (xf * self.torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps) * w).half()
+
+    def _rope(self, x):
+        cos, sin = self.cos[self.pos][:, None, :], self.sin[self.pos][:, None, :]
+        half = x.shape[-1] // 2
+        a, b = x[..., :half].float(), x[..., half:].float()
+        return self.torch.cat([a * cos - b * sin, b * cos + a * sin], -1).half()
+
+    def step(self):
+        """One token: embed self.token at self.pos, all layers, greedy next id into self.token; pos += 1."""
+        torch, c = self.torch, self.cfg
+        hq, hkv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        x = self.embed[self.token]  # [1, H]
+        mask = self.positions > self.pos  # keys after the current position are not there yet
+        for i, w in enumerate(self.layers):
+            qkv = self._rms(x, w["attn_norm"]) @ w["wqkv"].T
+            q, k, v = qkv.split([hq * d, hkv * d, hkv * d], -1)
+            q, k = self._rope(q.view(1, hq, d)), self._rope(k.view(1, hkv, d))
+            self.k[i].index_copy_(0, self.pos, k)
+            self.v[i].index_copy_(0, self.pos, v.view(1, hkv, d))
+            kk = self.k[i].repeat_interleave(hq // hkv, 1)  # [max_seq, Hq, D]
+            vv = self.v[i].repeat_interleave(hq // hkv, 1)
+            s = torch.einsum("hd,lhd->hl", q[0].float(), kk.float()) / d ** 0.5
+            p = torch.softmax(s.masked_fill(mask[None, :], float("-inf")), -1)
+            o = torch.einsum("hl,lhd->hd", p, vv.float()).half().reshape(1, hq * d)
+            x = x + o @ w["wo"].T
+            gu = self._rms(x, w["mlp_norm"]) @ w["w_gate_up"].T
+            g, u = gu.chunk(2, -1)
+            x = x + (torch.nn.functional.silu(g) * u) @ w["w_down"].T
+        logits = self._rms(x, self.norm) @ self.lm_head.T
+        nxt = logits.float().argmax(-1)
+        self.token.copy_(nxt)
+        self.pos.add_(1)
+        self.history.index_copy_(0, self.pos, nxt)
+
+    def reset(self, token: int, pos: int):
+        self.token.fill_(token)
+        self.pos.fill_(pos)
+
+
+def bench_torch_decode(cfg, weights, *, max_seq: int, start_token: int, start_pos: int, steps: int) -> dict:
+    """ms per decode step, eager and as a CUDA graph (median of 3 timed loops, CUDA events), and the greedy
+    ids each produced from (start_token, start_pos) over an empty cache (a smoke check, not a reference)."""
+    import torch
+
+    m = TorchLlama(cfg, weights, max_seq)
+    out = {}
+    with torch.no_grad():
+        for mode in ("eager", "cuda_graph"):
+            run = m.step
+            if mode == "cuda_graph":
+                m.reset(start_token, start_pos)
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    for _ in range(2):
+                        m.step()
+                torch.cuda.current_stream().wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                m.reset(start_token, start_pos)
+                with torch.cuda.graph(graph):
+                    m.step()
+                run = graph.replay
+            m.reset(start_token, start_pos)
+            for _ in range(min(steps, 4)):
+                run()
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(3):
+                m.reset(start_token, start_pos)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(steps):
+                    run()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end) / steps)
+            ids = m.history[start_pos + 1:start_pos + 1 + steps].tolist()
+            out[mode] = {"ms_per_token": statistics.median(times), "ids": ids}
+    del m
+    torch.cuda.empty_cache()
+    return out

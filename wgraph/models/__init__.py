@@ -1,0 +1,8 @@
+"""Reference models built only from wgraph's public ops and Graph."""
+
+from wgraph.errors import CheckpointError
+from wgraph.models.checkpoint import Checkpoint
+from wgraph.models.config import LlamaConfig, RopeScaling
+from wgraph.models.llama import Llama
+
+__all__ = ["Checkpoint", "CheckpointError", "Llama", "LlamaConfig", "RopeScaling"]

@@ -1,0 +1,123 @@
+"""Reading a Hugging Face checkpoint directory: config.json and *.safetensors (one file, or shards listed by
+model.safetensors.index.json) through the `safetensors` package's numpy API. F32 and F16 tensors come back as
+stored; BF16, which numpy lacks, is read as raw 16-bit words and widened to f32. Every name, shape, dtype and
+byte range is checked before use; nothing in the files is executed."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import numpy as np
+from safetensors import SafetensorError, safe_open
+
+from wgraph.errors import CheckpointError
+
+INDEX_FILE = "model.safetensors.index.json"
+MAX_INDEX_BYTES = 64 << 20
+MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit on a file's JSON header
+DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}  # None: widened from raw bits by hand
+
+
+def _shard_names(root: Path) -> list[str]:
+    """The .safetensors files of a checkpoint: the index's shards, or every *.safetensors beside config.json."""
+    index = root / INDEX_FILE
+    if index.exists():
+        if index.stat().st_size > MAX_INDEX_BYTES:
+            raise CheckpointError(f"{index} is larger than {MAX_INDEX_BYTES} bytes")
+        try:
+            wmap = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' "
+                                  f"({type(e).__name__}: {e})") from None
+        if not isinstance(wmap, dict):
+            raise CheckpointError(f"{index}: 'weight_map' must map tensor names to file names")
+        names = []
+        for tensor, fname in wmap.items():
+            # a shard must be a plain file name inside the checkpoint directory: no paths out of it
+            if not isinstance(fname, str) or Path(fname).name != fname or fname in ("", ".", "..") \
+                    or not fname.endswith(".safetensors"):
+                raise CheckpointError(f"{index}: tensor {tensor!r} maps to {fname!r}, which is not a "
+                                      f".safetensors file name in {root}")
+            names.append(fname)
+        return sorted(set(names))
+    found = sorted(p.name for p in root.glob("*.safetensors") if p.is_file())
+    if not found:
+        raise CheckpointError(f"{root}: no *.safetensors files and no {INDEX_FILE}")
+    return found
+
+
+class Checkpoint:
+    """The tensors of a checkpoint directory, by name; `get(name, shape)` reads one as a numpy array."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise CheckpointError(f"{self.root} is not a directory")
+        self.where: dict[str, Path] = {}
+        self._files = {}
+        for fname in _shard_names(self.root):
+            path = self.root / fname
+            if not path.is_file():
+                raise CheckpointError(f"{path}: shard listed in {INDEX_FILE} is missing")
+            try:
+                handle = safe_open(str(path), framework="np")
+            except (SafetensorError, OSError) as e:
+                raise CheckpointError(f"{path}: not a valid safetensors file: {e}") from None
+            self._files[path] = handle
+            for name in handle.keys():
+                if name in self.where:
+                    raise CheckpointError(f"tensor {name!r} is in both {self.where[name].name} and {fname}")
+                self.where[name] = path
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.where
+
+    def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Tensor `name`, checked to have `shape`: float32 or float16 as stored (BF16 widened to float32)."""
+        path = self.where.get(name)
+        if path is None:
+            raise CheckpointError(f"tensor {name!r} is missing from the checkpoint in {self.root}")
+        sl = self._files[path].get_slice(name)
+        dtype, got = sl.get_dtype(), tuple(sl.get_shape())
+        if dtype not in DTYPES:
+            raise CheckpointError(f"tensor {name!r} in {path.name} has dtype {dtype}; supported: {sorted(DTYPES)}")
+        if got != tuple(shape):
+            raise CheckpointError(f"tensor {name!r} in {path.name} has shape {list(got)}, "
+                                  f"the config needs {list(shape)}")
+        if DTYPES[dtype] is None:
+            return _widen_bf16(_raw_bytes(path, name, 2 * math.prod(got))).reshape(got)
+        arr = self._files[path].get_tensor(name)
+        if arr.dtype != DTYPES[dtype] or arr.shape != got:  # what safetensors returned must be what it declared
+            raise CheckpointError(f"tensor {name!r}: read {arr.dtype} {arr.shape}, declared {dtype} {got}")
+        return arr
+
+
+def _raw_bytes(path: Path, name: str, nbytes: int) -> bytes:
+    """The bytes of one tensor, located through the file's header (already validated by safetensors' safe_open;
+    checked again here: the range lies inside the file and has exactly the expected length)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        (hlen,) = struct.unpack("<Q", f.read(8))
+        if hlen > min(MAX_HEADER_BYTES, size - 8):
+            raise CheckpointError(f"{path.name}: header length {hlen} exceeds the file ({size} bytes)")
+        header = json.loads(f.read(hlen))
+        try:
+            start, end = (int(x) for x in header[name]["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"tensor {name!r}: no data_offsets in {path.name}'s header") from None
+        if not (0 <= start <= end and end - start == nbytes and 8 + hlen + end <= size):
+            raise CheckpointError(f"tensor {name!r} in {path.name}: bytes [{start}, {end}) do not hold {nbytes} bytes "
+                                  f"inside the file's {size - 8 - hlen} data bytes")
+        f.seek(8 + hlen + start)
+        data = f.read(nbytes)
+    if len(data) != nbytes:
+        raise CheckpointError(f"tensor {name!r}: read {len(data)} of {nbytes} bytes from {path.name}")
+    return data
+
+
+def _widen_bf16(raw: bytes) -> np.ndarray:
+    """bfloat16 is the top half of a float32: shift the 16-bit words up."""
+    return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)

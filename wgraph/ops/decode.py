@@ -1,0 +1,46 @@
+"""`decode_advance`: the bookkeeping that lets one compiled decode step replay token after token with no host
+work: the chosen id becomes the next input, lands in a position-indexed history, and position and kv_len
+advance, all in GPU buffers (in place, like kv_append)."""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph.errors import DtypeError, ShapeError
+from wgraph.ops.core import OpDef, apply, register
+from wgraph.scheduler.registry import select_variant
+
+
+@attrs.frozen
+class AdvanceParams:
+    pass
+
+
+def _infer_advance(params, specs):
+    names = ("next_id", "token", "history", "pos", "kv_len")
+    for name, s in zip(names, specs):
+        if s is None or s.dtype != "u32" or s.size < 1:
+            got = None if s is None else f"{s.dtype} {s.shape}"
+            raise DtypeError(f"decode_advance: {name} must be a u32 tensor of at least one value, got {got}")
+    for name, s in zip(names, specs):
+        if name != "history" and s.size != 1:
+            raise ShapeError(f"decode_advance: {name} must hold exactly one value, got shape {s.shape}")
+    select_variant("decode_advance")
+    return ()
+
+
+def _encode_advance(ctx, params, inputs, outputs):
+    next_id, token, history, pos, kv_len = inputs
+    return [ctx.dispatch("decode_advance", uniforms={"history_len": history.size},
+                         bindings={"next_id": next_id, "token": token, "history": history, "pos": pos,
+                                   "kv_len": kv_len},
+                         workgroups=(1, 1, 1), label="decode_advance")]
+
+
+DECODE_ADVANCE = register(OpDef("decode_advance", _infer_advance, _encode_advance))
+
+
+def decode_advance(next_id, *, token, history, pos, kv_len):
+    """In place, on the GPU (u32 one-value tensors but `history`): p = pos + 1; token = next_id;
+    history[p] = next_id when p < len(history); pos = p; kv_len = p + 1."""
+    apply(DECODE_ADVANCE, AdvanceParams(), (next_id, token, history, pos, kv_len))
