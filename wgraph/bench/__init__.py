@@ -10,7 +10,7 @@ import time
 
 from wgraph.bench.grids import GRIDS
 
-DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0}
+DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0, "decode": 180.0}
 QUICK = ("the quick grid (32 lavapipe-sized attention shapes) and 5 host-cost runs: about 20 s on lavapipe "
          "with 2 CPU cores")
 
