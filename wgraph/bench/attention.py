@@ -70,20 +70,32 @@ def _plans(s: Shape, tensors, variant) -> bool:
         return False
 
 
+WARM_S = 0.2  # seconds of untimed back-to-back batches before a shape is timed
+
+
 def _gpu_times_us(dev, call, reps: int, batches: int = 3) -> list[float] | None:
     """GPU time per call (µs), one value per batch: `reps` back-to-back calls in one recording, timed from
     the first dispatch's start to the last one's end (timestamp queries), divided by reps. This is how
     torch's CUDA events time its calls; a call submitted alone would leave the GPU idle (and its clocks
-    low) in between. One batch more is run first and dropped: it ramps the GPU's clocks up."""
+    low) in between. Batches are first run untimed for WARM_S seconds (at least one): a GPU left idle needs
+    that long of steady work to ramp its clocks up, and a shape timed right after idling reads slow."""
     if not dev.caps.has_timestamps:
         return None
+    warm_until = time.perf_counter() + WARM_S
+    while True:
+        with dev.record():
+            for _ in range(reps):
+                call()
+        dev.sync()
+        if time.perf_counter() >= warm_until:
+            break
     times = []
-    for _ in range(batches + 1):
+    for _ in range(batches):
         with dev.record(profile=True) as rec:
             for _ in range(reps):
                 call()
         times.append(rec.profile().span_us / reps)
-    return times[1:]
+    return times
 
 
 def _wall_us(dev, call, reps: int) -> float:

@@ -96,9 +96,6 @@ def _call(dev, s: BatchedShape, arrays):
     return call, out
 
 
-WARM_S = 0.2  # seconds of back-to-back calls before a shape is timed
-
-
 def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dict:
     call, out = _call(dev, s, arrays)
     before = dev.stats.snapshot()
@@ -110,12 +107,6 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     dev.sync()
     estimate = time.perf_counter() - t0
     reps = int(max(1, min(max_reps, target_s / max(estimate, 1e-6))))
-    warm_until = time.perf_counter() + WARM_S  # a few short batches do not ramp a GPU's clocks up: keep it busy
-    while time.perf_counter() < warm_until:
-        with dev.record():
-            for _ in range(reps):
-                call()
-        dev.sync()
     gpu = _gpu_times_us(dev, call, reps)
     wall = _wall_us(dev, call, reps)
     return {"reps": reps, "dispatches": dispatches, "gpu_us": statistics.median(gpu) if gpu else None,
