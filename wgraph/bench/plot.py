@@ -78,8 +78,8 @@ def plot_result(result: dict, path) -> Path:
     commit = (meta.get("git_commit") or "")[:10]
     torch = result.get("attention", {}).get("torch", {})
     beside = f"; dashed: torch {torch.get('torch_version', '')} SDPA" if has_torch else "; no torch rows"
-    fig.suptitle(f"wgraph attention on {meta.get('adapter', '?')} ({meta.get('date', '?')}, {commit}){beside}",
-                 fontsize=9)
+    fig.suptitle(f"wgraph attention on {meta.get('adapter', '?')}\n({meta.get('date', '?')}, {commit}){beside}",
+                 fontsize=9)  # two lines: one is wider than a one-panel figure
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
