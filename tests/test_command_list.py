@@ -1,4 +1,4 @@
-"""The one capture path (scheduler/commands.py): writes ordered with recorded ops, discarded recordings'
+"""The one capture path (runtime/commands.py): writes ordered with recorded ops, discarded recordings'
 outputs unusable, Program.update of a split-K kv_len, scratch in the program's memory plan, planning without
 re-parsing WGSL, the encode's own plan in explain(), and deferred destruction bounded without readbacks."""
 
@@ -126,7 +126,7 @@ def test_scratch_of_two_nodes_shares_buffers(dev):
 
 
 def test_planning_reads_no_wgsl(dev, monkeypatch):
-    from wgraph.scheduler import wgsl
+    from wgraph.runtime import wgsl
 
     q = wg.TensorSpec((1, 32, 128), "f16")
     kv = wg.TensorSpec((4096, 8, 128), "f16")

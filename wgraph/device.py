@@ -15,14 +15,14 @@ from wgraph.dtypes import dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.host_arrays import host_array
 from wgraph.ops.templates import TemplateCache
-from wgraph.scheduler.commands import CommandList, align4
-from wgraph.scheduler.dispatch import Write
-from wgraph.scheduler.fence import submit_for_index, wait_for_index
-from wgraph.scheduler.pipelines import BindGroupCache, PipelineCache
-from wgraph.scheduler.pool import BufferPool
-from wgraph.scheduler.recording import Recording
-from wgraph.scheduler.registry import KNOWN_FEATURES
-from wgraph.scheduler.uniforms import UniformCache
+from wgraph.runtime.commands import CommandList, align4
+from wgraph.runtime.dispatch import Write
+from wgraph.runtime.fence import submit_for_index, wait_for_index
+from wgraph.runtime.pipelines import BindGroupCache, PipelineCache
+from wgraph.runtime.pool import BufferPool
+from wgraph.runtime.recording import Recording
+from wgraph.runtime.registry import KNOWN_FEATURES
+from wgraph.runtime.uniforms import UniformCache
 from wgraph.tensor import Tensor, TensorSpec
 
 TENSOR_USAGE = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.scheduler.dispatch import Dispatch
+from wgraph.runtime.dispatch import Dispatch
 
 CAPACITY = 4096  # templates kept per device
 

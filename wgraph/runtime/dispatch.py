@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.scheduler.registry import Kernel
-from wgraph.scheduler.wgsl import BindingDecl
+from wgraph.runtime.registry import Kernel
+from wgraph.runtime.wgsl import BindingDecl
 
 
 @attrs.frozen(eq=False)

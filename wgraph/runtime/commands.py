@@ -10,8 +10,8 @@ from __future__ import annotations
 import attrs
 
 from wgraph.errors import DeviceError
-from wgraph.scheduler.dispatch import Copy, Dispatch, Write
-from wgraph.scheduler.uniforms import UniformArena
+from wgraph.runtime.dispatch import Copy, Dispatch, Write
+from wgraph.runtime.uniforms import UniformArena
 
 
 def align4(n: int) -> int:

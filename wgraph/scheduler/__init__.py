@@ -1,1 +1,0 @@
-"""Planning and submission: registry, uniforms, pipelines, buffer pool, dispatches and batches."""
