@@ -228,3 +228,20 @@ def test_deferred_destruction_is_bounded_without_readbacks(monkeypatch):
     assert peak_deferred <= (4 << 20) + 2 * 61 * 4096  # the budget, plus what one op can release past it
     assert peak_live < 400, peak_live
     dev.destroy()
+
+
+def test_a_repeated_call_fills_its_template(dev, rng):
+    a = rng.standard_normal(300).astype(np.float32)
+    x, y = dev.tensor(a), dev.tensor(2 * a)
+    first = wg.ops.add(x, y).numpy()
+    n = len(dev.templates)
+    before = dev.stats.snapshot()
+    for _ in range(3):  # the same op, params and shapes on other tensors: the template, no new entry
+        x2, y2 = dev.tensor(a + 1), dev.tensor(a - 1)
+        np.testing.assert_array_equal(wg.ops.add(x2, y2).numpy(), (a + 1) + (a - 1))
+    assert len(dev.templates) == n and dev.stats.since(before).pipelines_created == 0
+    np.testing.assert_array_equal(first, a + 2 * a)
+    with pytest.raises(wg.AliasingError):   # the template path still refuses an aliased out=
+        wg.ops.add(x, y, out=x)
+    with pytest.raises(wg.ShapeError):
+        wg.ops.add(x, y, out=dev.empty((299,), "f32"))

@@ -404,7 +404,7 @@ def _rebind(d, views: dict):
         return d
     bindings = tuple((b, views.get(id(t), t)) for b, t in d.bindings)
     indirect = d.indirect and (views.get(id(d.indirect[0]), d.indirect[0]), d.indirect[1])
-    return attrs.evolve(d, bindings=bindings, indirect=indirect)
+    return d.replace(bindings=bindings, indirect=indirect)
 
 
 def compile_graph(g: Graph, device) -> Program:

@@ -234,10 +234,14 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
         tpl = key = None
     if tpl is not None:
         outputs = _outputs(op, device, tpl.out_specs, out)
-        if _distinct_buffers(tensors, outputs):  # else the slow path below finds the aliasing and says so
-            for t in tensors:
-                device.check_tensor(t)
-            scratch = [device.empty(s.shape, s.dtype, label) for s, label in tpl.scratch]
+        # the checks of device.check_tensor, inline (this is the cost of every repeated call); any failure
+        # takes the slow path below, which raises with the full message
+        epoch = device.epoch
+        usable = not device.lost and all(
+            t.device is device and getattr(t.buffer, "_wgraph_epoch", None) == epoch and t.poisoned is None
+            for t in tensors)
+        if usable and _distinct_buffers(tensors, outputs):  # else the slow path finds the aliasing, says so
+            scratch = [device.empty(s.shape, s.dtype, label) for s, label in tpl.scratch] if tpl.scratch else []
             device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs
     specs = tuple(None if x is None else x.spec for x in inputs)
@@ -261,6 +265,10 @@ def _distinct_buffers(tensors, outputs) -> bool:
 
 
 def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
+    if type(out) is Tensor and len(specs) == 1 and out.device is device:  # the common out=: one check
+        s = specs[0]
+        if out.shape == s.shape and out.dtype == s.dtype:
+            return (out,)
     if out is None:
         return tuple(device.empty(s.shape, s.dtype, label=f"{op.name}.out{i}") for i, s in enumerate(specs))
     given = (out,) if isinstance(out, Tensor) else tuple(out)

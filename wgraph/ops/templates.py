@@ -20,7 +20,8 @@ IN, OUT, SCRATCH, FIXED = range(4)
 class DispatchTemplate:
     kernel: object
     uniforms: bytes
-    bindings: tuple  # (BindingDecl, (kind, index or tensor))
+    decls: tuple  # BindingDecl per storage binding, in binding order
+    slots: tuple  # (kind, index or tensor) per binding
     workgroups: tuple | None
     indirect: tuple | None  # ((kind, index or tensor), byte offset)
     label: str
@@ -42,9 +43,10 @@ class OpTemplate:
 
         made = []
         for d in self.dispatches:
-            bindings = tuple((decl, fill(slot)) for decl, slot in d.bindings)
+            tensors = tuple([where if kind == FIXED else sources[kind][where] for kind, where in d.slots])
             indirect = None if d.indirect is None else (fill(d.indirect[0]), d.indirect[1])
-            made.append(Dispatch(d.kernel, d.uniforms, bindings, d.workgroups, indirect, d.label))
+            made.append(Dispatch(d.kernel, d.uniforms, tuple(zip(d.decls, tensors)), d.workgroups, indirect,
+                                 d.label, tensors))
         return made
 
 
@@ -67,11 +69,12 @@ def capture(out_specs, dispatches, inputs, outputs, scratch, fixed) -> OpTemplat
     for d in dispatches:
         if not isinstance(d, Dispatch):
             return None
-        bindings = tuple((decl, slot(t)) for decl, t in d.bindings)
+        bound = tuple(slot(t) for t in d.tensors)
         indirect = None if d.indirect is None else (slot(d.indirect[0]), d.indirect[1])
-        if any(s is None for _, s in bindings) or (indirect is not None and indirect[0] is None):
+        if any(s is None for s in bound) or (indirect is not None and indirect[0] is None):
             return None
-        made.append(DispatchTemplate(d.kernel, d.uniforms, bindings, d.workgroups, indirect, d.label))
+        made.append(DispatchTemplate(d.kernel, d.uniforms, tuple(decl for decl, _ in d.bindings), bound,
+                                     d.workgroups, indirect, d.label))
     return OpTemplate(tuple(out_specs), tuple((t.spec, label) for t, label in scratch), tuple(made))
 
 

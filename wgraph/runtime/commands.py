@@ -7,8 +7,6 @@ Immediate mode submits a list of one; a `Recording` is a list that op calls and 
 
 from __future__ import annotations
 
-import attrs
-
 from wgraph.errors import DeviceError
 from wgraph.runtime.dispatch import Copy, Dispatch, Write
 from wgraph.runtime.uniforms import UniformArena
@@ -18,14 +16,18 @@ def align4(n: int) -> int:
     return -(-n // 4) * 4
 
 
-@attrs.frozen(eq=False)
-class Step:
-    """A dispatch resolved for encoding: its pipeline, bind group and dynamic uniform offset."""
+class Step(tuple):
+    """A dispatch resolved for encoding: (dispatch, pipeline, bind group, dynamic uniform offsets). A tuple:
+    a recording makes one per dispatch, and the encode loop unpacks it."""
 
-    dispatch: Dispatch
-    pipeline: object
-    bind_group: object
-    offsets: list
+    __slots__ = ()
+
+    def __new__(cls, dispatch: Dispatch, pipeline, bind_group, offsets: list):
+        return tuple.__new__(cls, (dispatch, pipeline, bind_group, offsets))
+
+    @property
+    def dispatch(self) -> Dispatch:
+        return self[0]
 
 
 class CommandList:
@@ -133,8 +135,8 @@ class PreparedCommands:
 
     def replace_step(self, index: int, dispatch: Dispatch) -> None:
         """Item `index` keeps its pipeline and bind group but dispatches as `dispatch` (new workgroup counts)."""
-        step = self.steps[index]
-        self.steps[index] = Step(dispatch, step.pipeline, step.bind_group, step.offsets)
+        _, pipeline, group, offsets = self.steps[index]
+        self.steps[index] = Step(dispatch, pipeline, group, offsets)
 
     def _flush_uniforms(self) -> None:
         """Write the one byte range of the arena that changed since the last upload (nothing when clean)."""
@@ -194,7 +196,7 @@ def encode_steps(device, encoder, steps, timestamps=None) -> None:
                                           align4(step.nbytes))
             stats.copies += 1
             continue
-        item = step.dispatch
+        item, pipeline, group, offsets = step
         if compute_pass is None or per_pass_stamps:
             if compute_pass is not None:
                 compute_pass.end()
@@ -205,10 +207,10 @@ def encode_steps(device, encoder, steps, timestamps=None) -> None:
             compute_pass = encoder.begin_compute_pass(label=item.label, timestamp_writes=writes)
             current_pipeline = None
             stats.compute_passes += 1
-        if step.pipeline is not current_pipeline:
-            compute_pass.set_pipeline(step.pipeline)
-            current_pipeline = step.pipeline
-        compute_pass.set_bind_group(0, step.bind_group, step.offsets)
+        if pipeline is not current_pipeline:
+            compute_pass.set_pipeline(pipeline)
+            current_pipeline = pipeline
+        compute_pass.set_bind_group(0, group, offsets)
         if inside_stamps:
             compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch)
         if item.indirect is not None:

@@ -9,24 +9,36 @@ from wgraph.runtime.registry import Kernel
 from wgraph.runtime.wgsl import BindingDecl
 
 
-@attrs.frozen(eq=False)
 class Dispatch:
     """One dispatch of `kernel`: packed uniform bytes, tensors per storage binding, and either direct
-    workgroup counts or an indirect-args tensor with a byte offset (three u32: x, y, z)."""
+    workgroup counts or an indirect-args tensor with a byte offset (three u32: x, y, z).
 
-    kernel: Kernel
-    uniforms: bytes
-    bindings: tuple[tuple[BindingDecl, object], ...]  # (declaration, Tensor) in binding order
-    workgroups: tuple[int, int, int] | None = None
-    indirect: tuple[object, int] | None = None
-    label: str = ""
+    A plain slotted class, not attrs: recorded ops make one per call, and its tensors are read three times
+    (device check, bind group, aliasing), so they are gathered once here."""
 
-    @property
-    def tensors(self) -> tuple:
-        return tuple(t for _, t in self.bindings)
+    __slots__ = ("kernel", "uniforms", "bindings", "workgroups", "indirect", "label", "tensors")
+
+    def __init__(self, kernel: Kernel, uniforms: bytes, bindings: tuple[tuple[BindingDecl, object], ...],
+                 workgroups: tuple[int, int, int] | None = None, indirect: tuple[object, int] | None = None,
+                 label: str = "", tensors: tuple | None = None):
+        self.kernel = kernel
+        self.uniforms = uniforms
+        self.bindings = bindings  # (declaration, Tensor) in binding order
+        self.workgroups = workgroups
+        self.indirect = indirect
+        self.label = label
+        self.tensors = tensors if tensors is not None else tuple([t for _, t in bindings])  # given: the same
+
+    def replace(self, **changes) -> Dispatch:
+        """A copy with some fields replaced."""
+        fields = {name: getattr(self, name) for name in self.__slots__ if name != "tensors"}
+        return Dispatch(**{**fields, **changes})
 
     def writes(self) -> tuple:
         return tuple(t for b, t in self.bindings if b.writes)
+
+    def __repr__(self) -> str:
+        return f"Dispatch({self.kernel.name}, {self.label!r}, workgroups={self.workgroups}, indirect={self.indirect})"
 
 
 @attrs.frozen(eq=False)
