@@ -163,7 +163,10 @@ class PreparedCommands:
         steps = list(head) + self.steps if head else self.steps
         if not steps:
             return
-        encoder = device.wgpu.create_command_encoder(label=self.label)
+        # No wgpu labels on the encoder or its passes: each one is a string wgpu-py converts and the driver
+        # may attach as a debug label on every submit (an immediate op pays it per call); our own labels
+        # (item.label) still name dispatches in profiles and errors.
+        encoder = device.wgpu.create_command_encoder()
         encode_steps(device, encoder, steps, timestamps)
         if timestamps is not None:
             timestamps.finish(encoder)
@@ -204,7 +207,7 @@ def encode_steps(device, encoder, steps, timestamps=None) -> None:
             if per_pass_stamps:
                 writes = {"query_set": timestamps.query_set, "beginning_of_pass_write_index": 2 * n_dispatch,
                           "end_of_pass_write_index": 2 * n_dispatch + 1}
-            compute_pass = encoder.begin_compute_pass(label=item.label, timestamp_writes=writes)
+            compute_pass = encoder.begin_compute_pass(timestamp_writes=writes)
             current_pipeline = None
             stats.compute_passes += 1
         if pipeline is not current_pipeline:
