@@ -52,8 +52,9 @@ def _tiled(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _flash(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_prefill_flash.wgsl: tiles of TILE_N keys over the block's union of ranges; per tile the tile
-    load and, per (key, row), the butterfly over TPQ lanes (every other loop is unrolled by //!repeat)."""
+    """attention_prefill_flash.wgsl (its tile loop included from attention_flash_tiles.wgsl): tiles of TILE_N keys
+    over the block's union of ranges; per tile the tile load and, per (key, row), the butterfly over TPQ lanes
+    (every other loop is unrolled by //!repeat)."""
     wg, bm, tn, tpq, r, tile4 = (kconst(k, n) for n in ("WG", "BLOCK_M", "TILE_N", "TPQ", "R", "TILE4"))
     tile = _loop(ceil_div(tile4, wg)) + tn * r * _loop(_halvings(tpq))
     return _loop(ceil_div(f.kv_span + bm - 1, tn), tile)
@@ -144,7 +145,8 @@ BOUNDS = {
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_splitk_prepare.wgsl": _no_loops,
     "attention_decode_fused.wgsl": _fused,
-    # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests and consts; kv_span is
+    # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
+    # bodies, docs/kernels.md) and consts; kv_span is
     # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,

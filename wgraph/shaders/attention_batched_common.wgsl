@@ -87,10 +87,22 @@ fn seq_k(b: u32) -> vec2<u32> {
     return vec2<u32>(0u, have + params.seqlen_add);
 }
 
-// Row of the k/v buffers holding key j (< seq_k(b).y) of sequence b whose packed rows start at k0.
-fn kv_row(b: u32, k0: u32, j: u32) -> u32 {
+// The sequence an invocation serves and its first packed k/v row, set by main (enter_seq) before any kv_row:
+// kv_row(j) then takes one argument, as in the single-sequence kernels, whose tile loops the batched kernels
+// include (docs/kernels.md, "Shared kernel bodies").
+var<private> seq_b: u32;
+var<private> seq_k0: u32;
+
+fn enter_seq(b: u32, k0: u32) {
+    seq_b = b;
+    seq_k0 = k0;
+}
+
+// Row of the k/v buffers holding key j (< seq_k(seq_b).y) of the sequence enter_seq named.
+fn kv_row(j: u32) -> u32 {
+    let b = seq_b;
     if (params.kv_layout == 0u) {
-        return k0 + j;
+        return seq_k0 + j;
     }
     if (params.kv_layout == 1u) {
         return b * params.max_k + j;

@@ -54,6 +54,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let ng = min(G_TILE, group - blk * G_TILE);
     let sq = seq_q(b);
     let sk = seq_k(b);
+    enter_seq(b, sk.x);
     if (sq.y == 0u) {
         return;
     }
@@ -93,12 +94,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // 1. scores into sc[j * G_TILE + head], U loads in flight ahead of the math (as the split-K kernel).
     var w: array<vec4<u32>, U>;
 //!repeat u U
-    w[$u] = k[kv_row(b, sk.x, lo + min(${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
+    w[$u] = k[kv_row(lo + min(${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
 //!end
     for (var kb: u32 = 0u; kb < n; kb += KS * U) {
         let cur = w;
 //!repeat u U
-        w[$u] = k[kv_row(b, sk.x, lo + min(kb + KS * U + ${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
+        w[$u] = k[kv_row(lo + min(kb + KS * U + ${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
 //!end
         if (in_slot) {
 //!repeat u U
@@ -128,7 +129,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 
 //!repeat u U
-    w[$u] = v[kv_row(b, sk.x, lo + min(${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
+    w[$u] = v[kv_row(lo + min(${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
 //!end
 
     // 2. softmax over the chunk, per head.
@@ -173,7 +174,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var kb: u32 = 0u; kb < n; kb += KS * U) {
             let cur = w;
 //!repeat u U
-            w[$u] = v[kv_row(b, sk.x, lo + min(kb + KS * U + ${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
+            w[$u] = v[kv_row(lo + min(kb + KS * U + ${u}u * KS + slot, n - 1u)) * row_stride + g * LPR + lane];
 //!end
 //!repeat u U
             {

@@ -51,6 +51,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
     let ng = min(G_TILE, group - blk * G_TILE);
     let sq = seq_q(b);
     let sk = seq_k(b);
+    enter_seq(b, sk.x);
     if (sq.y == 0u) {
         return;
     }
@@ -107,7 +108,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
     var vw: array<vec4<u32>, U * PPL>;
 //!repeat u U
     {
-        let r = kv_row(b, sk.x, lo + min(${u}u * KS + slot, n - 1u)) * row_stride + col;
+        let r = kv_row(lo + min(${u}u * KS + slot, n - 1u)) * row_stride + col;
 //!repeat p PPL
         kw[${u}u * PPL + ${p}u] = k[r + ${p}u * LPR];
         vw[${u}u * PPL + ${p}u] = v[r + ${p}u * LPR];
@@ -119,7 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         let vc = vw;
 //!repeat u U
         {
-            let r = kv_row(b, sk.x, lo + min(kb + KS * U + ${u}u * KS + slot, n - 1u)) * row_stride + col;
+            let r = kv_row(lo + min(kb + KS * U + ${u}u * KS + slot, n - 1u)) * row_stride + col;
 //!repeat p PPL
             kw[${u}u * PPL + ${p}u] = k[r + ${p}u * LPR];
             vw[${u}u * PPL + ${p}u] = v[r + ${p}u * LPR];

@@ -34,6 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i0 = wid.x * BLOCK_M;
     let sq = seq_q(b);
     let sk = seq_k(b);
+    enter_seq(b, sk.x);
     if (i0 >= sq.y) {
         return;                           // the whole workgroup: past this sequence's queries
     }
@@ -65,7 +66,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             var kx: f32 = 0.0;
             var vx: f32 = 0.0;
             if (kk < n_keys) {
-                let at = (kv_row(b, sk.x, base + kk) * Hkv + g) * D + d;
+                let at = (kv_row(base + kk) * Hkv + g) * D + d;
                 kx = f32(k[at]);
                 vx = f32(v[at]);
             }
