@@ -100,7 +100,8 @@ def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _fused(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_decode_fused.wgsl: one chunk of the plan's chunk size in steps of KS * U keys; per key of a step
+    """attention_decode_fused.wgsl (its loops included from attention_fused_steps.wgsl and
+    attention_fused_partials.wgsl): one chunk of the plan's chunk size in steps of KS * U keys; per key of a step
     a shuffle butterfly over the LPR lanes of a row and an LPR loop; then two KS passes and per head dim of a
     thread a KS sum."""
     from wgraph.ops.attention_planner import splitk_chunks
