@@ -42,7 +42,8 @@ def _stream_core(k: Kernel, head_dim: int, keys: int) -> int:
 
 
 def _tiled(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_prefill_tiled.wgsl: a block of BLOCK_M queries walks the union of their key ranges (at most
+    """attention_prefill_tiled.wgsl (the tile load and update included from attention_tiled_load.wgsl and
+    attention_tiled_update.wgsl): a block of BLOCK_M queries walks the union of their key ranges (at most
     kv_span + BLOCK_M - 1 keys) in tiles of TILE_N: load, scores (a head-dim dot each), tile max, rescale, P.V."""
     wg, bm, tn, dpt = (kconst(k, n) for n in ("WG", "BLOCK_M", "TILE_N", "DIMS_PER_THREAD"))
     d = f.head_dim

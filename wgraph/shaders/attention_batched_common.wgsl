@@ -115,6 +115,11 @@ fn kv_row(j: u32) -> u32 {
     return page * params.page_size + j % params.page_size;
 }
 
+// Index of head dim d of kv head g in k/v row `row` ([rows, Hkv, D], as attention_params.wgsl's).
+fn kv_index(row: u32, g: u32, d: u32) -> u32 {
+    return (row * params.num_kv_heads + g) * params.head_dim + d;
+}
+
 // The keys [lo, hi) query i of a sequence with sq queries and sk keys sees: bottom-right aligned (query i at
 // position i + sk - sq, key j at j), causal, window (left, right). Every mask is an interval.
 fn visible(i: u32, sq: u32, sk: u32) -> vec2<u32> {
