@@ -18,41 +18,12 @@
 @group(0) @binding(9) var<storage, read_write> part_ml: array<f32>;
 @group(0) @binding(10) var<storage, read_write> part_acc: array<f32>;
 
-const CHUNK_STEP: u32 = {{CHUNK_STEP}}u;
-const CHUNK_MAX: u32 = {{CHUNK_MAX}}u;
-const G_TILE: u32 = {{G_TILE}}u;
-const SPLIT_TARGET: u32 = {{SPLIT_TARGET}}u; // workgroups the planner aims for (chunks x kv heads x blocks x B)
-const_assert CHUNK_MAX % CHUNK_STEP == 0u;
+//!include attention_batched_chunks.wgsl
 //!include attention_splitk_consts.wgsl
-
-//!include attention_batched_split.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let c = wid.x;
-    let b = wid.z;
-    let D = params.head_dim;
-    let group = params.num_heads / params.num_kv_heads;
-    let blocks = (group + G_TILE - 1u) / G_TILE;
-    let g = wid.y / blocks;
-    let blk = wid.y % blocks;
-    let h0 = g * group + blk * G_TILE;
-    let ng = min(G_TILE, group - blk * G_TILE);
-    let sq = seq_q(b);
-    let sk = seq_k(b);
-    enter_seq(b, sk.x);
-    if (sq.y == 0u) {
-        return;
-    }
-    let range = visible(sq.y - 1u, sq.y, sk.y);  // the one query of the step: the sequence's last
-    let span = range.y - range.x;
-    if (c >= split_count(span)) {
-        return;                                  // the whole workgroup: a surplus chunk
-    }
-    let chunk = split_chunk(span);
-    let lo = range.x + c * chunk;
-    let n = min(chunk, range.y - lo);
-    let qrow = sq.x + sq.y - 1u;
+//!include attention_batched_chunk.wgsl
 
 //!include attention_splitk_lanes.wgsl
 //!repeat hh G_TILE
