@@ -48,23 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (ok[$r]) {
             rr = key_range(query_pos(i, kv_len), kv_len);
         }
-        r_lo[$r] = rr.x;
-        r_hi[$r] = rr.y;
-        m[$r] = MASKED;
-        l[$r] = 0.0;
-        poisoned[$r] = false;
-        poison[$r] = 0.0;
-//!repeat n DPT4
-        {
-            let d4 = part + ${n}u * TPQ;
-            var x = vec4<f32>(0.0);
-            if (ok[$r] && d4 < D4) {
-                x = vec4<f32>(q[ob[$r] + d4]);
-            }
-            qr[${r}u * DPT4 + ${n}u] = x;
-            o[${r}u * DPT4 + ${n}u] = vec4<f32>(0.0);
-        }
-//!end
+//!include attention_flash_row_init.wgsl
     }
 //!end
 
@@ -76,21 +60,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 //!repeat r R
     if (ok[$r]) {
-        var inv_l: f32 = 0.0;
-        if (l[$r] > 0.0) {
-            inv_l = 1.0 / l[$r];          // a row with every key masked stays 0, never NaN
-        }
-        if (poisoned[$r]) {
-            inv_l = poison[$r];           // NaN in, NaN out (docs/errors.md)
-        }
-//!repeat n DPT4
-        {
-            let d4 = part + ${n}u * TPQ;
-            if (d4 < D4) {
-                out[ob[$r] + d4] = vec4<{{OUT_T}}>(o[${r}u * DPT4 + ${n}u] * inv_l);
-            }
-        }
-//!end
+//!include attention_flash_out.wgsl
         if (params.write_lse != 0u && part == 0u) {
             lse[h * S + i0 + row0 + ${r}u * ROW_STEP] = select(lse_of(m[$r], l[$r]), poison[$r], poisoned[$r]);
         }
