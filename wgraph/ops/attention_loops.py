@@ -118,8 +118,9 @@ def _fused(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
-    """attention_decode_splitk_combine.wgsl: two strided passes and a grouped pass over the chunks, two
-    reductions, and the groups' sum."""
+    """attention_decode_splitk_combine.wgsl (its loops included from attention_combine_consts.wgsl and
+    attention_combine_merge.wgsl): two strided passes and a grouped pass over the chunks, two reductions, and
+    the groups' sum."""
     wg, unroll = kconst(k, "WG"), kconst(k, "UNROLL")
     groups = max(1, wg // max(1, f.head_dim // 4))
     return (2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
@@ -131,11 +132,8 @@ def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def batched_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
-    """attention_batched_combine.wgsl: two strided passes over the chunks, two reductions, a grouped pass over
-    the chunks and the groups' sum."""
-    wg = kconst(k, "WG")
-    groups = max(1, wg // max(1, f.head_dim // 4))
-    return 2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups)) + _loop(groups)
+    """attention_batched_combine.wgsl: the single-sequence combine's loops (the same included merge)."""
+    return _splitk_combine(k, f, caps, chunks)
 
 
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
