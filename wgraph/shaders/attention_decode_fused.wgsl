@@ -27,15 +27,7 @@
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {
-    let c = wid.x;
-    let g = wid.y;
-    let D = params.head_dim;
-    let group = params.num_heads / params.num_kv_heads;
-    let h0 = g * group + wid.z * G_TILE;
-    let ng = min(G_TILE, group - wid.z * G_TILE);
-    let kv_len = kv_len_now();
-    let range = splitk_range(kv_len);
-    let span = range.y - range.x;
+//!include attention_splitk_head.wgsl
     if (c >= splitk_count(span)) {
         return;                                   // the whole workgroup: a surplus chunk
     }
