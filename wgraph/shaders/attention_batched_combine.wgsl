@@ -38,6 +38,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         out[(row * params.num_heads + h) * D4 + t] = vec4<{{OUT_T}}>(o * inv_l);
     }
     if (params.write_lse != 0u && t == 0u) {
-        lse[h * params.q_rows + row] = row_lse(m, l);
+        lse[h * params.q_rows + row] = lse_of(m, l);
     }
 }

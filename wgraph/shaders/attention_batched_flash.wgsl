@@ -56,7 +56,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (ok[$r]) {
 //!include attention_flash_out.wgsl
         if (params.write_lse != 0u && part == 0u) {
-            lse[h * params.q_rows + sq.x + i0 + row0 + ${r}u * ROW_STEP] = select(row_lse(m[$r], l[$r]), poison[$r], poisoned[$r]);
+            lse[h * params.q_rows + sq.x + i0 + row0 + ${r}u * ROW_STEP] = select(lse_of(m[$r], l[$r]), poison[$r], poisoned[$r]);
         }
     }
 //!end

@@ -90,7 +90,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         if (params.write_lse != 0u && sub == 0u) {
-            lse[h * params.q_rows + row] = select(row_lse(m, l), poison, poisoned);
+            lse[h * params.q_rows + row] = select(lse_of(m, l), poison, poisoned);
         }
     }
 }
