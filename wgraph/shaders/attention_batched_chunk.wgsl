@@ -17,10 +17,10 @@
     }
     let range = visible(sq.y - 1u, sq.y, sk.y);  // the one query of the step: the sequence's last
     let span = range.y - range.x;
-    if (c >= split_count(span)) {
+    if (c >= splitk_count(span)) {
         return;                                  // the whole workgroup: a surplus chunk
     }
-    let chunk = split_chunk(span);
+    let chunk = splitk_chunk(span);
     let lo = range.x + c * chunk;
     let n = min(chunk, range.y - lo);
     let qrow = sq.x + sq.y - 1u;

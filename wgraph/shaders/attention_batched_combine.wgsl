@@ -12,7 +12,7 @@
 @group(0) @binding(10) var<storage, read> part_acc: array<vec4<f32>>;
 
 const CHUNK_STEP: u32 = {{CHUNK_STEP}}u;
-//!include attention_batched_split.wgsl
+//!include attention_splitk_split.wgsl
 //!include attention_combine_consts.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
@@ -26,7 +26,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         return;
     }
     let range = visible(sq.y - 1u, sq.y, sk.y);
-    let n = split_count(range.y - range.x);
+    let n = splitk_count(range.y - range.x);
     let first = (b * params.num_heads + h) * params.num_chunks;
 //!include attention_combine_merge.wgsl
     let row = sq.x + sq.y - 1u;

@@ -2,7 +2,7 @@
 // loaded together, q.k summed over a slot's lanes by subgroup shuffles, online softmax in registers) over a
 // ragged batch with one query per sequence. Workgroup (c, g * blocks + blk, b) attends chunk c of sequence b's
 // visible keys for q heads blk * G_TILE .. + G_TILE of kv head g; the chunk split is
-// attention_batched_split.wgsl's, so surplus chunks of a short sequence return at once, and
+// attention_splitk_split.wgsl's, so surplus chunks of a short sequence return at once, and
 // attention_batched_combine.wgsl merges the partials. Positions and rows come from
 // attention_batched_common.wgsl; the rest is the single-sequence kernel's, described there and included from
 // the same files (attention_fused_consts.wgsl, _lanes, _steps, _partials).
