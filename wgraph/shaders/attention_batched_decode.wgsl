@@ -8,7 +8,7 @@
 // key row, KS key slots, U rows in flight, softmax once per chunk in workgroup memory); it writes each
 // head's unnormalised (m, l, acc) to part_ml / part_acc, and attention_batched_combine.wgsl merges them.
 // The consts, lanes and the three phases are included from the single-sequence kernel's files
-// (attention_splitk_consts.wgsl, attention_splitk_lanes.wgsl, attention_splitk_steps.wgsl).
+// (attention_splitk_consts.wgsl, _lanes, _steps, and the slots' sums _slots, _partials).
 // head_dim % 8 == 0.
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
@@ -41,35 +41,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 //!include attention_splitk_steps.wgsl
 
-    // The slots' sums, one head at a time.
+    // The slots' sums, one head at a time: red[slot * D + dim].
 //!repeat hh G_TILE
     if (${hh}u < ng) {
-        workgroupBarrier();
-        if (in_slot) {
-//!repeat e PV4
-            {
-                let a = acc[${hh}u * PV4 + ${e}u];
-                let at = slot * D + lane * ELEMS + ${e}u * 4u;
-                red[at] = a.x;
-                red[at + 1u] = a.y;
-                red[at + 2u] = a.z;
-                red[at + 3u] = a.w;
-            }
-//!end
-        }
-        workgroupBarrier();
+//!include attention_splitk_slots.wgsl
         let sl = (b * params.num_heads + h0 + ${hh}u) * params.num_chunks + c;
-        for (var d: u32 = t; d < D; d += WG) {
-            var s: f32 = 0.0;
-            for (var r: u32 = 0u; r < KS; r++) {
-                s += red[r * D + d];
-            }
-            part_acc[sl * D + d] = s;
-        }
-        if (t == 0u) {
-            part_ml[sl * 2u] = stat[${hh}u];
-            part_ml[sl * 2u + 1u] = stat[G_TILE + ${hh}u];
-        }
+//!include attention_splitk_partials.wgsl
     }
 //!end
 }

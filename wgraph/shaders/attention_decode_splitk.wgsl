@@ -56,32 +56,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // The slots' sums, one head at a time: red[slot * D + dim].
 //!repeat hh G_TILE
     if (${hh}u < ng) {
-        workgroupBarrier();                      // red's previous contents are read
-        if (in_slot) {
-//!repeat e PV4
-            {
-                let a = acc[${hh}u * PV4 + ${e}u];
-                let at = slot * D + lane * ELEMS + ${e}u * 4u;
-                red[at] = a.x;
-                red[at + 1u] = a.y;
-                red[at + 2u] = a.z;
-                red[at + 3u] = a.w;
-            }
-//!end
-        }
-        workgroupBarrier();
+//!include attention_splitk_slots.wgsl
         let sl = (h0 + ${hh}u) * params.num_chunks + c;
-        for (var d: u32 = t; d < D; d += WG) {
-            var s: f32 = 0.0;
-            for (var r: u32 = 0u; r < KS; r++) {
-                s += red[r * D + d];
-            }
-            part_acc[sl * D + d] = s;
-        }
-        if (t == 0u) {
-            part_ml[sl * 2u] = stat[${hh}u];
-            part_ml[sl * 2u + 1u] = stat[G_TILE + ${hh}u];
-        }
+//!include attention_splitk_partials.wgsl
     }
 //!end
 }
