@@ -89,8 +89,8 @@ def _subgroup(k: Kernel, f: PlanFacts, caps) -> int:
 
 def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
     """attention_decode_splitk.wgsl (its loops included from attention_splitk_steps.wgsl and
-    attention_splitk_partials.wgsl): one chunk of at most CHUNK_MAX keys: scores in steps of KS * U keys (a pairs loop of LPR partials each), the
-    softmax's strided passes, P.V steps, and the slots' sums per head."""
+    attention_splitk_partials.wgsl): one chunk of at most CHUNK_MAX keys: scores in steps of KS * U keys (a pairs
+    loop of LPR partials each), the softmax's strided passes, P.V steps, and the slots' sums per head."""
     wg, u, g, cap = (kconst(k, n) for n in ("WG", "U", "G_TILE", "CHUNK_MAX"))
     lpr = max(1, f.head_dim // kconst(k, "ELEMS"))
     ks = max(1, wg // lpr)
