@@ -42,7 +42,8 @@ def _stream_core(k: Kernel, head_dim: int, keys: int) -> int:
 
 
 def _tiled(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_prefill_tiled.wgsl: a block of BLOCK_M queries walks the union of their key ranges (at most
+    """attention_prefill_tiled.wgsl (the tile load and update included from attention_tiled_load.wgsl and
+    attention_tiled_update.wgsl): a block of BLOCK_M queries walks the union of their key ranges (at most
     kv_span + BLOCK_M - 1 keys) in tiles of TILE_N: load, scores (a head-dim dot each), tile max, rescale, P.V."""
     wg, bm, tn, dpt = (kconst(k, n) for n in ("WG", "BLOCK_M", "TILE_N", "DIMS_PER_THREAD"))
     d = f.head_dim
@@ -52,8 +53,9 @@ def _tiled(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _flash(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_prefill_flash.wgsl: tiles of TILE_N keys over the block's union of ranges; per tile the tile
-    load and, per (key, row), the butterfly over TPQ lanes (every other loop is unrolled by //!repeat)."""
+    """attention_prefill_flash.wgsl (its tile loop included from attention_flash_tiles.wgsl): tiles of TILE_N keys
+    over the block's union of ranges; per tile the tile load and, per (key, row), the butterfly over TPQ lanes
+    (every other loop is unrolled by //!repeat)."""
     wg, bm, tn, tpq, r, tile4 = (kconst(k, n) for n in ("WG", "BLOCK_M", "TILE_N", "TPQ", "R", "TILE4"))
     tile = _loop(ceil_div(tile4, wg)) + tn * r * _loop(_halvings(tpq))
     return _loop(ceil_div(f.kv_span + bm - 1, tn), tile)
@@ -86,7 +88,8 @@ def _subgroup(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_decode_splitk.wgsl: one chunk of at most CHUNK_MAX keys: scores in steps of KS * U keys (a pairs
+    """attention_decode_splitk.wgsl (its loops included from attention_splitk_steps.wgsl and
+    attention_splitk_partials.wgsl): one chunk of at most CHUNK_MAX keys: scores in steps of KS * U keys (a pairs
     loop of LPR partials each), the softmax's strided passes, P.V steps, and the slots' sums per head."""
     wg, u, g, cap = (kconst(k, n) for n in ("WG", "U", "G_TILE", "CHUNK_MAX"))
     lpr = max(1, f.head_dim // kconst(k, "ELEMS"))
@@ -99,7 +102,8 @@ def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _fused(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_decode_fused.wgsl: one chunk of the plan's chunk size in steps of KS * U keys; per key of a step
+    """attention_decode_fused.wgsl (its loops included from attention_fused_steps.wgsl and
+    attention_fused_partials.wgsl): one chunk of the plan's chunk size in steps of KS * U keys; per key of a step
     a shuffle butterfly over the LPR lanes of a row and an LPR loop; then two KS passes and per head dim of a
     thread a KS sum."""
     from wgraph.ops.attention_planner import splitk_chunks
@@ -114,8 +118,9 @@ def _fused(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
-    """attention_decode_splitk_combine.wgsl: two strided passes and a grouped pass over the chunks, two
-    reductions, and the groups' sum."""
+    """attention_decode_splitk_combine.wgsl (its loops included from attention_combine_consts.wgsl and
+    attention_combine_merge.wgsl): two strided passes and a grouped pass over the chunks, two reductions, and
+    the groups' sum."""
     wg, unroll = kconst(k, "WG"), kconst(k, "UNROLL")
     groups = max(1, wg // max(1, f.head_dim // 4))
     return (2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
@@ -127,11 +132,8 @@ def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def batched_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
-    """attention_batched_combine.wgsl: two strided passes over the chunks, two reductions, a grouped pass over
-    the chunks and the groups' sum."""
-    wg = kconst(k, "WG")
-    groups = max(1, wg // max(1, f.head_dim // 4))
-    return 2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups)) + _loop(groups)
+    """attention_batched_combine.wgsl: the single-sequence combine's loops (the same included merge)."""
+    return _splitk_combine(k, f, caps, chunks)
 
 
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
@@ -144,7 +146,8 @@ BOUNDS = {
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_splitk_prepare.wgsl": _no_loops,
     "attention_decode_fused.wgsl": _fused,
-    # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests and consts; kv_span is
+    # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
+    # bodies, docs/kernels.md) and consts; kv_span is
     # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,

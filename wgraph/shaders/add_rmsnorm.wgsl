@@ -20,26 +20,13 @@ var<workgroup> partial: array<f32, {{WORKGROUP_SIZE_X}}>;
 @compute @workgroup_size({{WORKGROUP_SIZE}})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
-  let row = wid.x + wid.y * groups.x;
-  if (row >= params.rows) {
-    return;
-  }
-  let base = row * params.dim;
-  var s = 0.0;
+//!include rmsnorm_row.wgsl
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
     let v = {{T}}(f32(x[base + i]) + f32(r[base + i]));
     sum[base + i] = v;
     s = s + f32(v) * f32(v);
   }
-  partial[lid.x] = s;
-  workgroupBarrier();
-  for (var stride = {{WORKGROUP_SIZE_X}}u / 2u; stride > 0u; stride = stride / 2u) {
-    if (lid.x < stride) {
-      partial[lid.x] = partial[lid.x] + partial[lid.x + stride];
-    }
-    workgroupBarrier();
-  }
-  let inv = inverseSqrt(partial[0] / f32(params.dim) + params.eps);
+//!include rmsnorm_reduce.wgsl
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
     y[base + i] = {{T}}(f32(sum[base + i]) * inv * f32(weight[i]));
   }

@@ -3,6 +3,8 @@
 // a GPU buffer is clamped so no read leaves the q/k/v buffers, whatever the buffer holds, and reported on the
 // device error flag (device_errors.wgsl).
 // Semantics: docs/attention.md (FlashAttention 2's varlen and kvcache calls).
+// The mask consts, the NaN test, the score transform and the row lse are attention_params.wgsl's, included
+// from the same files (attention_nan.wgsl, attention_score.wgsl).
 struct BatchParams {
     batch: u32,              // B sequences
     num_heads: u32,          // Hq
@@ -33,18 +35,7 @@ struct BatchParams {
 @group(0) @binding(6) var<storage, read> block_table: array<u32>;   // paged: [B, max_pages] page ids
 //!include device_errors.wgsl
 
-const MASKED: f32 = -3.0e38;
-const MASKED_TEST: f32 = -1.0e38;
-
-fn is_nan_f32(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
-
-// -inf, the log-sum-exp of a row that sees no key (WGSL has no infinite literals; the uniform keeps the
-// value out of constant evaluation).
-fn neg_inf() -> f32 {
-    return bitcast<f32>(0xff800000u | (params.batch & 0u));
-}
+//!include attention_nan.wgsl
 
 // (first row, length) of the packed sequence between offsets s0 and e0 of a buffer of `rows` rows, at most
 // max_len long. A bad offset (past the rows, decreasing, a length above max_len) is reported and clamped, so
@@ -87,10 +78,22 @@ fn seq_k(b: u32) -> vec2<u32> {
     return vec2<u32>(0u, have + params.seqlen_add);
 }
 
-// Row of the k/v buffers holding key j (< seq_k(b).y) of sequence b whose packed rows start at k0.
-fn kv_row(b: u32, k0: u32, j: u32) -> u32 {
+// The sequence an invocation serves and its first packed k/v row, set by main (enter_seq) before any kv_row:
+// kv_row(j) then takes one argument, as in the single-sequence kernels, whose tile loops the batched kernels
+// include (docs/kernels.md, "Shared kernel bodies").
+var<private> seq_b: u32;
+var<private> seq_k0: u32;
+
+fn enter_seq(b: u32, k0: u32) {
+    seq_b = b;
+    seq_k0 = k0;
+}
+
+// Row of the k/v buffers holding key j (< seq_k(seq_b).y) of the sequence enter_seq named.
+fn kv_row(j: u32) -> u32 {
+    let b = seq_b;
     if (params.kv_layout == 0u) {
-        return k0 + j;
+        return seq_k0 + j;
     }
     if (params.kv_layout == 1u) {
         return b * params.max_k + j;
@@ -101,6 +104,11 @@ fn kv_row(b: u32, k0: u32, j: u32) -> u32 {
         page = params.num_pages - 1u;
     }
     return page * params.page_size + j % params.page_size;
+}
+
+// Index of head dim d of kv head g in k/v row `row` ([rows, Hkv, D], as attention_params.wgsl's).
+fn kv_index(row: u32, g: u32, d: u32) -> u32 {
+    return (row * params.num_kv_heads + g) * params.head_dim + d;
 }
 
 // The keys [lo, hi) query i of a sequence with sq queries and sk keys sees: bottom-right aligned (query i at
@@ -122,25 +130,4 @@ fn visible(i: u32, sq: u32, sk: u32) -> vec2<u32> {
     return vec2<u32>(u32(lo), u32(hi));
 }
 
-fn tanh_safe(x: f32) -> f32 {
-    return tanh(clamp(x, -15.0, 15.0));
-}
-
-fn transform_score(dot_qk: f32) -> f32 {
-    var s = dot_qk * params.scale;
-    if (params.softcap > 0.0) {
-        s = params.softcap * tanh_safe(s / params.softcap);
-    }
-    return s;
-}
-
-// The log-sum-exp of a row from its softmax state (max m, sum l of exp(s - m)).
-fn row_lse(m: f32, l: f32) -> f32 {
-    if (is_nan_f32(l) || is_nan_f32(m)) {
-        return select(l, m, is_nan_f32(m));
-    }
-    if (l > 0.0) {
-        return m + log(l);
-    }
-    return neg_inf();
-}
+//!include attention_score.wgsl

@@ -5,6 +5,8 @@
 // head dims; per tile of TILE_N keys, K and V go to workgroup memory (f32), the BLOCK_M x TILE_N scores are
 // computed once, and each query's threads apply the online-softmax update. Workgroup memory:
 // (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes, kept near 17 KB (lavapipe, DESIGN.md).
+// The consts, the tile load and the softmax update are included from the single-sequence kernel's files
+// (attention_tiled_consts.wgsl, attention_tiled_load.wgsl, attention_tiled_update.wgsl).
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
@@ -13,19 +15,8 @@
 @group(0) @binding(7) var<storage, read_write> out: array<{{OUT_T}}>;
 @group(0) @binding(8) var<storage, read_write> lse: array<f32>;
 
-const WG: u32 = {{WORKGROUP_SIZE_X}}u;
-const BLOCK_M: u32 = {{BLOCK_M}}u;
-const TILE_N: u32 = {{TILE_N}}u;
-const MAX_D: u32 = {{MAX_HEAD_DIM}}u;
-const TPQ: u32 = WG / BLOCK_M;
-const DIMS_PER_THREAD: u32 = (MAX_D + TPQ - 1u) / TPQ;
-const KV_TILE: u32 = {{TILE_N}}u * {{MAX_HEAD_DIM}}u;
-const S_TILE: u32 = {{BLOCK_M}}u * {{TILE_N}}u;
+//!include attention_tiled_consts.wgsl
 const_assert WG % BLOCK_M == 0u;
-
-var<workgroup> k_tile: array<f32, KV_TILE>;
-var<workgroup> v_tile: array<f32, KV_TILE>;
-var<workgroup> s_tile: array<f32, S_TILE>;
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -34,13 +25,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i0 = wid.x * BLOCK_M;
     let sq = seq_q(b);
     let sk = seq_k(b);
+    enter_seq(b, sk.x);
     if (i0 >= sq.y) {
         return;                           // the whole workgroup: past this sequence's queries
     }
     let g = h / (params.num_heads / params.num_kv_heads);
     let D = params.head_dim;
     let Hq = params.num_heads;
-    let Hkv = params.num_kv_heads;
 
     let qi = t / TPQ;
     let sub = t % TPQ;
@@ -59,20 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
     for (var base: u32 = lo; base < hi; base += TILE_N) {
         let n_keys = min(TILE_N, hi - base);
-        for (var idx: u32 = t; idx < TILE_N * D; idx += WG) {
-            let kk = idx / D;
-            let d = idx % D;
-            var kx: f32 = 0.0;
-            var vx: f32 = 0.0;
-            if (kk < n_keys) {
-                let at = (kv_row(b, sk.x, base + kk) * Hkv + g) * D + d;
-                kx = f32(k[at]);
-                vx = f32(v[at]);
-            }
-            k_tile[kk * D + d] = kx;
-            v_tile[kk * D + d] = vx;
-        }
-        workgroupBarrier();
+//!include attention_tiled_load.wgsl
 
         for (var p: u32 = t; p < S_TILE; p += WG) {
             let qq = p / TILE_N;
@@ -95,38 +73,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
 
-        var tile_max: f32 = MASKED;
-        for (var kk: u32 = 0u; kk < n_keys; kk++) {
-            let s = s_tile[qi * TILE_N + kk];
-            if (is_nan_f32(s)) {          // `s > MASKED_TEST` below would drop it silently
-                poisoned = true;
-                poison = s;
-            }
-            tile_max = max(tile_max, s);
-        }
-        if (tile_max > MASKED_TEST) {     // this query sees at least one key of the tile
-            let m_new = max(m, tile_max);
-            let corr = exp(m - m_new);
-            for (var n: u32 = 0u; n < DIMS_PER_THREAD; n++) {
-                acc[n] = acc[n] * corr;
-            }
-            var psum: f32 = 0.0;
-            for (var kk: u32 = 0u; kk < n_keys; kk++) {
-                let s = s_tile[qi * TILE_N + kk];
-                if (s > MASKED_TEST) {
-                    let p = exp(s - m_new);
-                    psum += p;
-                    for (var n: u32 = 0u; n < DIMS_PER_THREAD; n++) {
-                        let d = sub + n * TPQ;
-                        if (d < D) {
-                            acc[n] += p * v_tile[kk * D + d];
-                        }
-                    }
-                }
-            }
-            l = l * corr + psum;
-            m = m_new;
-        }
+//!include attention_tiled_update.wgsl
         workgroupBarrier();               // tiles are rewritten by the next step
     }
 
@@ -143,7 +90,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         if (params.write_lse != 0u && sub == 0u) {
-            lse[h * params.q_rows + row] = select(row_lse(m, l), poison, poisoned);
+            lse[h * params.q_rows + row] = select(lse_of(m, l), poison, poisoned);
         }
     }
 }

@@ -14,26 +14,7 @@
 @group(0) @binding(7) var<storage, read> part_ml: array<f32>;
 @group(0) @binding(8) var<storage, read> part_acc: array<vec4<f32>>;
 
-const WG: u32 = {{WORKGROUP_SIZE_X}}u;
-const MAX_D4: u32 = {{MAX_HEAD_DIM}}u / 4u;
-const UNROLL: u32 = 4u;
-const_assert MAX_D4 <= WG;
-var<workgroup> red: array<f32, WG>;
-var<workgroup> sums: array<vec4<f32>, WG>;
-
-// Tree reduction over the workgroup (max or sum); every thread returns the result.
-fn reduce(t: u32, x: f32, is_max: bool) -> f32 {
-    workgroupBarrier();                           // red's previous contents are read
-    red[t] = x;
-    for (var half: u32 = WG / 2u; half > 0u; half /= 2u) {
-        workgroupBarrier();
-        if (t < half) {
-            red[t] = select(red[t] + red[t + half], max(red[t], red[t + half]), is_max);
-        }
-    }
-    workgroupBarrier();
-    return red[0];
-}
+//!include attention_combine_consts.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -43,42 +24,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let range = splitk_range(kv_len);
     let n = splitk_count(range.y - range.x);
     let first = h * params.num_chunks;
-    var mx: f32 = MASKED;
-    for (var c: u32 = t; c < n; c += WG) {
-        mx = max(mx, part_ml[(first + c) * 2u]);
-    }
-    let m = reduce(t, mx, true);
-    var ls: f32 = 0.0;
-    for (var c: u32 = t; c < n; c += WG) {
-        ls += exp(part_ml[(first + c) * 2u] - m) * part_ml[(first + c) * 2u + 1u];
-    }
-    let l = reduce(t, ls, false);
-    var inv_l: f32 = 0.0;
-    if (l > 0.0) {
-        inv_l = 1.0 / l;                          // l == 0 (no chunk): zeros
-    }
-    if (is_nan_f32(l)) {
-        inv_l = l;                                // NaN in, NaN out (docs/errors.md)
-    }
-
-    let groups = WG / D4;
-    let d4 = t % D4;
-    let grp = t / D4;
-    var acc = vec4<f32>(0.0);
-    if (grp < groups) {
-        for (var c0: u32 = grp; c0 < n; c0 += groups * UNROLL) {
-//!repeat u UNROLL
-            {
-                let c = c0 + ${u}u * groups;
-                if (c < n) {
-                    acc += exp(part_ml[(first + c) * 2u] - m) * part_acc[(first + c) * D4 + d4];
-                }
-            }
-//!end
-        }
-    }
-    sums[t] = acc;
-    workgroupBarrier();
+//!include attention_combine_merge.wgsl
     if (t < D4) {
         var o = vec4<f32>(0.0);
         for (var g: u32 = 0u; g < groups; g++) {

@@ -26,13 +26,4 @@ fn splitk_range(kv_len: u32) -> vec2<u32> {
     return key_range(query_pos(0u, kv_len), kv_len);
 }
 
-// Keys per chunk: the fewest whole steps that split `span` into at most num_chunks chunks.
-fn splitk_chunk(span: u32) -> u32 {
-    let per = (span + params.num_chunks - 1u) / params.num_chunks;
-    return max(CHUNK_STEP, (per + CHUNK_STEP - 1u) / CHUNK_STEP * CHUNK_STEP);
-}
-
-fn splitk_count(span: u32) -> u32 {
-    let chunk = splitk_chunk(span);
-    return (span + chunk - 1u) / chunk;
-}
+//!include attention_splitk_split.wgsl

@@ -26,16 +26,7 @@ struct AttnParams {
 
 @group(0) @binding(0) var<uniform> params: AttnParams;
 
-// A score below this is a masked slot in a workgroup tile; real scores are finite and far above it.
-const MASKED: f32 = -3.0e38;
-const MASKED_TEST: f32 = -1.0e38;
-
-// NaN test on the bits: WGSL lets a compiler assume floats are never NaN, so `x != x` may fold to false.
-// Kernels whose masking compares scores (`s > MASKED_TEST` is false for NaN) use it so a NaN input reaches
-// the output rows that see it instead of being dropped (docs/errors.md, "NaN and Inf").
-fn is_nan_f32(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
+//!include attention_nan.wgsl
 
 // Position of query i relative to key 0 (query position - kv_start) as vec2(behind, distance): behind is 1 when
 // the query sits before key 0. All u32 and wrap-free for every accepted value (kv_start, kv_len, start_pos and
@@ -89,31 +80,7 @@ fn key_range(rel: vec2<u32>, kv_len: u32) -> vec2<u32> {
     return vec2<u32>(lo, hi);
 }
 
-// tanh that cannot produce inf/inf: tanh(15) == 1 in f32.
-fn tanh_safe(x: f32) -> f32 {
-    return tanh(clamp(x, -15.0, 15.0));
-}
-
-fn transform_score(dot_qk: f32) -> f32 {
-    var s = dot_qk * params.scale;
-    if (params.softcap > 0.0) {
-        s = params.softcap * tanh_safe(s / params.softcap);
-    }
-    return s;
-}
-
-// The natural-log log-sum-exp of a row from its softmax state (max m, sum l of exp(s - m)): -inf for a row
-// that sees no key (WGSL has no infinite literal; the uniform keeps it out of constant evaluation), NaN in
-// NaN out.
-fn lse_of(m: f32, l: f32) -> f32 {
-    if (is_nan_f32(m) || is_nan_f32(l)) {
-        return select(l, m, is_nan_f32(m));
-    }
-    if (l > 0.0) {
-        return m + log(l);
-    }
-    return bitcast<f32>(0xff800000u | (params.write_lse & 0u));
-}
+//!include attention_score.wgsl
 
 fn kv_head_of(h: u32) -> u32 {
     return h / (params.num_heads / params.num_kv_heads);

@@ -1,0 +1,9 @@
+    let c = wid.x;
+    let g = wid.y;
+    let D = params.head_dim;
+    let group = params.num_heads / params.num_kv_heads;
+    let h0 = g * group + wid.z * G_TILE;
+    let ng = min(G_TILE, group - wid.z * G_TILE);
+    let kv_len = kv_len_now();
+    let range = splitk_range(kv_len);
+    let span = range.y - range.x;
