@@ -113,23 +113,6 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
             "wall_us": wall, "time_source": "timestamp-span" if gpu else "wall+sync", "_out": out}
 
 
-def _torch_time_ms(call, reps: int) -> float:
-    import torch
-
-    call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            call()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / reps)
-    return statistics.median(times)
-
-
 def torch_sdpa(s: BatchedShape, arrays, reps: int) -> dict:
     """torch SDPA on CUDA on the same data: a padded batch and a per-sequence loop; the faster one's time, and
     its output in wgraph's layout (float32)."""
@@ -193,7 +176,7 @@ def torch_sdpa(s: BatchedShape, arrays, reps: int) -> dict:
             if isinstance(r, list):
                 return torch.cat([x[0].permute(1, 0, 2) for x in r]).float().cpu().numpy()
             return torch.cat([r[b, :, :n].permute(1, 0, 2) for b, n in enumerate(s.lengths)]).float().cpu().numpy()
-    times = {"padded batch": _torch_time_ms(padded, reps), "per-sequence loop": _torch_time_ms(loop, reps)}
+    times = {"padded batch": torch_ref.cuda_time_ms(padded, reps), "per-sequence loop": torch_ref.cuda_time_ms(loop, reps)}
     best = min(times, key=times.get)
     out = to_np((padded if best == "padded batch" else loop)())
     return {"torch_ms": times[best], "torch_how": best, "torch_ms_both": times, "output": out}

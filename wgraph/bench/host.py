@@ -30,13 +30,18 @@ def _bind_group(dev, k, bgl, uniform, src, dst):
     return dev.wgpu.create_bind_group(layout=bgl, entries=entries)
 
 
-def raw_floor(dev, a, b, n_ops: int) -> Callable[[], None]:
-    """The minimum wgpu-py can do: prebuilt pipeline and bind groups, one pass, one submit."""
+def _raw_scale(dev, a, b):
+    """What the raw loops prebuild: scale's pipeline, a uniform buffer, and bind groups a -> b and b -> a."""
     k = kernel(select_variant("scale", output_dtype="f32"))
     pipeline, bgl = dev.pipelines.get(k)
     uniform = dev.wgpu.create_buffer(size=max(k.uniform.size, 16), usage=wg.device.UNIFORM_USAGE)
     dev.wgpu.queue.write_buffer(uniform, 0, struct.pack("<If", ELEMENTS, 0.5))
-    groups = (_bind_group(dev, k, bgl, uniform, a, b), _bind_group(dev, k, bgl, uniform, b, a))
+    return pipeline, uniform, (_bind_group(dev, k, bgl, uniform, a, b), _bind_group(dev, k, bgl, uniform, b, a))
+
+
+def raw_floor(dev, a, b, n_ops: int) -> Callable[[], None]:
+    """The minimum wgpu-py can do: prebuilt pipeline and bind groups, one pass, one submit."""
+    pipeline, uniform, groups = _raw_scale(dev, a, b)
     queue = dev.wgpu.queue
     create_encoder = dev.wgpu.create_command_encoder
 
@@ -56,11 +61,7 @@ def raw_floor(dev, a, b, n_ops: int) -> Callable[[], None]:
 
 def raw_submit_per_op(dev, a, b, n_ops: int) -> Callable[[], None]:
     """The floor of immediate mode: raw wgpu-py with one encoder, one pass and one submit per dispatch."""
-    k = kernel(select_variant("scale", output_dtype="f32"))
-    pipeline, bgl = dev.pipelines.get(k)
-    uniform = dev.wgpu.create_buffer(size=max(k.uniform.size, 16), usage=wg.device.UNIFORM_USAGE)
-    dev.wgpu.queue.write_buffer(uniform, 0, struct.pack("<If", ELEMENTS, 0.5))
-    groups = (_bind_group(dev, k, bgl, uniform, a, b), _bind_group(dev, k, bgl, uniform, b, a))
+    pipeline, uniform, groups = _raw_scale(dev, a, b)
     queue = dev.wgpu.queue
     create_encoder = dev.wgpu.create_command_encoder
 

@@ -61,6 +61,18 @@ def run_sdpa(shape, q_np, k_np, v_np, reps: int, want_output: bool = True) -> di
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
     out = call()
+    result = {"torch_ms": cuda_time_ms(call, reps), "torch_reps": reps, "torch_note": "; ".join(notes)}
+    if want_output:
+        result["output"] = out[0].permute(1, 0, 2).float().cpu().numpy()
+    del q, k, v, out
+    return result
+
+
+def cuda_time_ms(call, reps: int) -> float:
+    """Milliseconds per call of a CUDA torch callable: one warm call, then the median of 3 loops of `reps`
+    calls timed by CUDA events (how every torch row of the bench is timed)."""
+    import torch
+
     call()
     torch.cuda.synchronize()
     times = []
@@ -72,8 +84,4 @@ def run_sdpa(shape, q_np, k_np, v_np, reps: int, want_output: bool = True) -> di
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / reps)
-    result = {"torch_ms": statistics.median(times), "torch_reps": reps, "torch_note": "; ".join(notes)}
-    if want_output:
-        result["output"] = out[0].permute(1, 0, 2).float().cpu().numpy()
-    del q, k, v, out
-    return result
+    return statistics.median(times)
