@@ -375,7 +375,8 @@ class Device:
         rec = self.recording
         if rec is not None:
             rec.extend(items)
-            rec.made(outputs)
+            if outputs:
+                rec.made(outputs)
             return
         commands = CommandList(self, label="wgraph.immediate")
         commands.extend(items)

@@ -210,37 +210,43 @@ def type_name(x) -> str:
 
 def apply(op: OpDef, params, inputs: tuple, out=None):
     """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s)."""
-    signature = []  # (shape, dtype) per input: with the params, the key of the call's template
+    # One pass over the inputs gathers the template key (shape, dtype per input) and, inline, the checks a
+    # repeated call needs (device, epoch, poisoned, distinct buffers): this is the cost of every recorded op.
+    # Any failed check takes the slow path below, which raises with the full message.
+    signature = []
+    tensors = []
+    buffers = set()
+    device = None
+    usable = True
     for x in inputs:
         if x is None:
             signature.append(None)
         elif type(x) is Tensor:
             signature.append((x.shape, x.dtype))
+            tensors.append(x)
+            if device is None:
+                device = x.device
+                epoch = device.epoch
+                usable = not device.lost
+            elif x.device is not device:
+                raise DeviceError(f"{op.name}: inputs live on different devices ({device!r} and {x.device!r})")
+            if getattr(x.buffer, "_wgraph_epoch", None) != epoch or x.poisoned is not None or id(x.buffer) in buffers:
+                usable = False
+            buffers.add(id(x.buffer))
         elif getattr(x, "_wgraph_symbol_", False):
             return x.graph.add_op(op, params, inputs, out=out)
         else:
             _spec(x)  # raises naming what x is
-    tensors = [x for x in inputs if x is not None]
     if not tensors:
         raise ShapeError(f"{op.name}: no tensor inputs")
-    device = tensors[0].device
-    for t in tensors[1:]:
-        if t.device is not device:
-            raise DeviceError(f"{op.name}: inputs live on different devices ({device!r} and {t.device!r})")
     key = (op.name, params, tuple(signature), out is None)
     try:
         tpl = device.templates.get(key)
     except TypeError:  # unhashable params: no template
         tpl = key = None
-    if tpl is not None:
+    if tpl is not None and usable:
         outputs = _outputs(op, device, tpl.out_specs, out)
-        # the checks of device.check_tensor, inline (this is the cost of every repeated call); any failure
-        # takes the slow path below, which raises with the full message
-        epoch = device.epoch
-        usable = not device.lost and all(
-            t.device is device and getattr(t.buffer, "_wgraph_epoch", None) == epoch and t.poisoned is None
-            for t in tensors)
-        if usable and _distinct_buffers(tensors, outputs):  # else the slow path finds the aliasing, says so
+        if not any(id(t.buffer) in buffers for t in outputs):  # else the slow path finds the aliasing, says so
             scratch = [device.empty(s.shape, s.dtype, label) for s, label in tpl.scratch] if tpl.scratch else []
             device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs

@@ -36,15 +36,13 @@ class OpTemplate:
     def instantiate(self, inputs, outputs, scratch) -> list[Dispatch]:
         """The dispatches of a call whose tensors fill the slots."""
         sources = (inputs, outputs, scratch)
-
-        def fill(slot):
-            kind, where = slot
-            return where if kind == FIXED else sources[kind][where]
-
         made = []
         for d in self.dispatches:
             tensors = tuple([where if kind == FIXED else sources[kind][where] for kind, where in d.slots])
-            indirect = None if d.indirect is None else (fill(d.indirect[0]), d.indirect[1])
+            indirect = d.indirect
+            if indirect is not None:
+                (kind, where), offset = indirect
+                indirect = (where if kind == FIXED else sources[kind][where], offset)
             made.append(Dispatch(d.kernel, d.uniforms, tuple(zip(d.decls, tensors)), d.workgroups, indirect,
                                  d.label, tensors))
         return made

@@ -112,11 +112,19 @@ class PreparedCommands:
         self._upload_data = b"".join(w.data for w, _ in staged)
         staged_at = {id(w): off for w, off in staged}
         self.steps: list = []
+        # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once
+        pipelines, groups = {}, {}
         for item, off in zip(items, self.offsets):
-            if isinstance(item, Dispatch):
-                pipeline, bgl = device.pipelines.get(item.kernel)
-                group = device.bind_groups.get(item.kernel, bgl, uniform_buffer, item.tensors)
-                self.steps.append(Step(item, pipeline, group, [off] if off is not None else []))
+            if type(item) is Dispatch:
+                k = item.kernel
+                got = pipelines.get(id(k))  # by identity: kernels are the registry's own objects
+                if got is None:
+                    got = pipelines[id(k)] = device.pipelines.get(k)
+                key = (id(k), item.tensors)
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = device.bind_groups.get(k, got[1], uniform_buffer, item.tensors)
+                self.steps.append(Step(item, got[0], group, [off] if off is not None else []))
             elif isinstance(item, Write):
                 if id(item) in staged_at:
                     self.steps.append(Copy(self._upload, item.dst, len(item.data), src_offset=staged_at[id(item)],
