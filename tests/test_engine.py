@@ -84,9 +84,11 @@ def test_failed_recording_submits_nothing_and_frees(dev):
 def test_uniform_cache_reuses_buffers(dev):
     x = dev.tensor(np.ones(8, np.float32))
     y = wg.ops.scale(x, 7.25)
+    dev.flush()
     before = dev.stats.snapshot()
     for _ in range(5):
         wg.ops.scale(x, 7.25, out=y)
+        dev.flush()  # each op its own submit, as a read after it would make
     delta = dev.stats.since(before)
     assert delta.buffers_created == 0 and delta.uniform_bytes_written == 0 and delta.bind_groups_created == 0
     assert delta.submits == 5

@@ -33,6 +33,10 @@ CACHED_UNIFORM_BYTES = 512  # arenas up to this size (an immediate op's) get a b
 # Released buffers past the pool's budget wait for the GPU before they are destroyed. Past this many bytes
 # waiting, the next allocation waits for the GPU and destroys them (else memory grows without a readback).
 DEFERRED_DESTRUCTION_BYTES = 64 << 20
+# Immediate ops wait in the device's pending command list and go to the GPU in one submit when a result is
+# read, before any other submission or queue write, on dev.flush(), or when this many items wait (so a long
+# loop of immediate ops keeps the GPU busy while the host encodes the next ones).
+PENDING_ITEMS = 32
 
 _epochs = itertools.count(1)
 POWER_PREFERENCES = ("high-performance", "low-power")
@@ -137,6 +141,7 @@ class Device:
         # a tensor finalizer may run inside a locked call on the same thread.
         self.lock = threading.RLock()
         self._serial = 0  # submissions made
+        self._pending: CommandList | None = None  # immediate ops not yet submitted (PENDING_ITEMS)
         self._completed = 0  # submissions known to be finished on the GPU
         self._open()
 
@@ -186,6 +191,7 @@ class Device:
                 return
             # Every cache of the old device dies with it; pooled buffers count as destroyed (live_buffers).
             self.uniform_cache.clear()
+            self._pending = None  # its work dies with the device
             self.lost = True
             self.wgpu.destroy()
             self.pool.clear()
@@ -243,9 +249,16 @@ class Device:
 
     def _write_new_uniform(self, data: bytes):
         buf = self._acquire(len(data), UNIFORM_USAGE)
-        self.wgpu.queue.write_buffer(buf, 0, data)
+        self.queue_write(buf, 0, data)
         self.stats.uniform_bytes_written += len(data)
         return buf
+
+    def queue_write(self, buffer, offset: int, data) -> None:
+        """`queue.write_buffer`, after the pending immediate ops are submitted: the queue applies a write
+        before the next submit, so a write queued while ops wait would land before them."""
+        if self._pending is not None:
+            self.flush()
+        self.wgpu.queue.write_buffer(buffer, offset, data)
 
     def uniform_buffer(self, data: bytes, persistent: bool = False) -> UniformBuffer:
         """A uniform buffer holding `data` (a command list's arena). Small one-shot arenas come from a cache
@@ -282,9 +295,9 @@ class Device:
         return t
 
     def write(self, tensor: Tensor, array):
-        """Overwrite a tensor's contents from host data of its dtype and size (host_arrays.py). Inside a
-        recording the write is an item of it, in order with the recorded ops (as on a stream); else it is
-        queued now."""
+        """Overwrite a tensor's contents from host data of its dtype and size (host_arrays.py). The write
+        keeps its place among the op calls around it, as on a stream: inside a recording it is an item of the
+        recording; while immediate ops are pending it joins them; else it is queued now."""
         self.check_tensor(tensor)
         data = host_array(array, tensor.dtype, where=f"dev.write into {tensor!r}")
         if data.size != tensor.size:
@@ -300,7 +313,10 @@ class Device:
             return
         with self.lock:
             self.check_alive()
-            self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
+            if self._pending is not None:
+                self._pending.append(Write(tensor, raw, label=f"write {tensor.label or 'tensor'}"))
+            else:
+                self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
 
     def check_tensor(self, tensor: Tensor):
         """DeviceError unless `tensor` lives on this device in its current epoch."""
@@ -369,8 +385,8 @@ class Device:
             stack.pop()
 
     def run(self, items, outputs=()):
-        """An op's items: appended to the open recording (which remembers `outputs`), or submitted now as a
-        command list of one op (the immediate path)."""
+        """An op's items: appended to the open recording (which remembers `outputs`), else to the device's
+        pending command list (the immediate path), submitted when PENDING_ITEMS wait or at the next flush."""
         self.check_alive()
         rec = self.recording
         if rec is not None:
@@ -378,18 +394,47 @@ class Device:
             if outputs:
                 rec.made(outputs)
             return
-        commands = CommandList(self, label="wgraph.immediate")
-        commands.extend(items)
-        commands.submit()
+        with self.lock:
+            pending = self._pending
+            if pending is None:
+                pending = self._pending = CommandList(self, label="wgraph.immediate")
+            pending.check_device(items)  # now, not at the flush: the error belongs to this call
+            pending.extend(items)
+            if len(pending.items) >= PENDING_ITEMS:
+                self.flush()
+
+    def flush(self) -> None:
+        """Submit the pending immediate ops now (one submit; nothing when none wait). Every readback, fence,
+        recording, program run and queue write does this first, so results and order never depend on it;
+        call it to start the GPU on queued work before doing something else on the host."""
+        with self.lock:
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                pending.submit()
+
+    def take_pending(self) -> list:
+        """The pending immediate ops' items, removed from the device (a recording submits them at its front,
+        in its one submit). Call with the lock held."""
+        pending, self._pending = self._pending, None
+        return [] if pending is None else pending.items
+
+    @property
+    def pending_items(self) -> int:
+        """Items (dispatches, copies, writes) of immediate ops waiting for the next flush."""
+        pending = self._pending
+        return 0 if pending is None else len(pending.items)
 
     def submit(self, command_buffer):
-        """Submit one finished command buffer (the end of CommandList's path) and count it."""
+        """Submit one finished command buffer (the end of CommandList's path) and count it. The caller
+        flushed the pending ops first (PreparedCommands.submit), so submissions keep the order of the calls."""
         self._last_index = submit_for_index(self.wgpu.queue, command_buffer)
         self._serial += 1
         self.stats.submits += 1
 
     def fence(self) -> int:
-        """A token for all work submitted so far; `wait(fence)` blocks until the GPU has done it (no readback)."""
+        """A token for all work submitted so far (pending immediate ops are submitted first); `wait(fence)`
+        blocks until the GPU has done it (no readback)."""
+        self.flush()
         return self._last_index
 
     def wait(self, fence: int) -> None:
@@ -421,6 +466,7 @@ class Device:
 
     def _read_locked(self, buffer, nbytes: int, check_flag: bool = True) -> tuple[bytes, Exception | None]:
         """The buffer's bytes, and the error the device error flag held (cleared), read in the same submit."""
+        self.flush()
         flag = self._error_flag if check_flag else None
         total = nbytes + (device_errors.FLAG_BYTES if flag is not None else 0)
         if self._staging is None or self._staging.size < total:

@@ -98,8 +98,10 @@ def _call(dev, s: BatchedShape, arrays):
 
 def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dict:
     call, out = _call(dev, s, arrays)
+    dev.flush()  # the set-up's own ops are not counted
     before = dev.stats.snapshot()
     call()
+    dev.flush()
     dispatches = dev.stats.since(before).dispatches
     dev.sync()
     t0 = time.perf_counter()

@@ -230,7 +230,7 @@ class Program:
         raw = data if data is not None else bytes(t.nbytes)
         raw = raw + b"\0" * (align4(len(raw)) - len(raw))
         if raw:
-            self.device.wgpu.queue.write_buffer(t.buffer, 0, raw)
+            self.device.queue_write(t.buffer, 0, raw)
 
     def state(self, name: str) -> Tensor:
         """The program's persistent buffer `name` (a state, a const or an input)."""
@@ -291,6 +291,7 @@ class Program:
             return self._run_locked(feeds)
 
     def _run_locked(self, feeds) -> dict[str, Tensor]:
+        self.device.flush()  # immediate ops called before this run read and write in order with it
         queue = self.device.wgpu.queue
         copies = []
         for name, kind, data in feeds:

@@ -2,8 +2,10 @@
 uniform arena, prepared (pipelines, bind groups, the arena in a GPU buffer) and encoded into one command
 encoder, where consecutive dispatches share one compute pass.
 
-Immediate mode submits a list of one; a `Recording` is a list that op calls and `dev.write` append to; a
-`Program` keeps its list prepared and replays it, patching only input buffers and dirty uniform bytes."""
+Immediate ops append to the device's pending list (submitted at the next read, fence, other submission or
+queue write, or when PENDING_ITEMS wait: device.py); a `Recording` is a list that op calls and `dev.write`
+append to; a `Program` keeps its list prepared and replays it, patching only input buffers and dirty uniform
+bytes."""
 
 from __future__ import annotations
 
@@ -49,11 +51,11 @@ class CommandList:
         """Whether an item of this list writes `tensor`'s buffer."""
         return any(t.buffer is tensor.buffer for item in self.items for t in item.writes())
 
-    def check_device(self) -> None:
-        """DeviceError unless every item was made on this device in its current epoch (an item's first tensor
-        stands for all: ctx.dispatch checked them together)."""
+    def check_device(self, items=None) -> None:
+        """DeviceError unless every item (of this list, or `items`) was made on this device in its current
+        epoch (an item's first tensor stands for all: ctx.dispatch checked them together)."""
         device = self.device
-        for item in self.items:
+        for item in self.items if items is None else items:
             t = item.tensors[0] if item.tensors else None
             if t is not None and (t.device is not device or getattr(t.buffer, "_wgraph_epoch", None) != device.epoch):
                 raise DeviceError(
@@ -154,13 +156,15 @@ class PreparedCommands:
         old = self._uploaded
         lo = next(i for i in range(len(now)) if now[i] != old[i]) // 4 * 4
         hi = align4(max(i for i in range(len(now)) if now[i] != old[i]) + 1)
-        self.device.wgpu.queue.write_buffer(self._uniforms.buffer, lo, now[lo:hi])
+        self.device.queue_write(self._uniforms.buffer, lo, now[lo:hi])
         self.device.stats.uniform_bytes_written += hi - lo
         self._uploaded = now
 
     def submit(self, head=(), timestamps=None) -> None:
-        """Queue the writes, encode `head` items (a Program's input copies) then every step, submit once."""
+        """Queue the writes, encode `head` items (a Program's input copies) then every step, submit once.
+        Pending immediate ops go first (their own submit), so the queue sees every call in order."""
         device = self.device
+        device.flush()
         queue = device.wgpu.queue
         for w in self.head_writes:
             queue.write_buffer(w.dst.buffer, 0, w.data)

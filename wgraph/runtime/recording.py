@@ -62,13 +62,17 @@ class Recording:
         return self.commands.writes(tensor)
 
     def submit(self):
-        """Encode every item into one encoder and submit it once."""
+        """Encode every item into one encoder and submit it once, behind the immediate ops still pending
+        (they go in the same submit, first, so the order of the calls holds)."""
         self._check_open()
         device = self.device
-        dispatches = [i for i in self.items if isinstance(i, Dispatch)]
-        self._labels = [d.label or d.kernel.name for d in dispatches]
         with device.lock:
             device.check_alive()
+            pending = device.take_pending()
+            if pending:
+                self.commands.items[:0] = pending
+            dispatches = [i for i in self.items if isinstance(i, Dispatch)]
+            self._labels = [d.label or d.kernel.name for d in dispatches]
             if self._want_profile and device.caps.has_timestamps and dispatches:
                 self._timestamps = Timestamps(device, len(dispatches))
             self.commands.submit(self._timestamps)
