@@ -246,3 +246,33 @@ def test_a_repeated_call_fills_its_template(dev, rng):
         wg.ops.add(x, y, out=x)
     with pytest.raises(wg.ShapeError):
         wg.ops.add(x, y, out=dev.empty((299,), "f32"))
+
+
+@pytest.mark.parametrize("mode", ["recorded", "immediate"])
+def test_repeated_split_k_calls_share_scratch_in_one_list(dev, rng, mode):
+    """A split-K decode's partial buffers are shared by the calls of one command list (the queue runs them
+    one after another); every call still gets its own right answer."""
+    k = rng.standard_normal((256, 2, 16)).astype(np.float32)
+    v = rng.standard_normal((256, 2, 16)).astype(np.float32)
+    qs = [rng.standard_normal((1, 4, 16)).astype(np.float32) for _ in range(4)]
+    tk, tv = dev.tensor(k), dev.tensor(v)
+    tqs = [dev.tensor(q) for q in qs]
+    wg.ops.attention(tqs[0], tk, tv, causal=True).numpy()  # the template
+    dev.flush()
+    before = dev.stats.snapshot()
+    if mode == "recorded":
+        with dev.record() as rec:
+            outs = [wg.ops.attention(q, tk, tv, causal=True) for q in tqs]
+            items = list(rec.items)
+    else:
+        outs = [wg.ops.attention(q, tk, tv, causal=True) for q in tqs]
+        items = list(dev.pending)
+    assert len(items) == 8  # split-K + combine per call
+    inputs = {id(t.buffer) for t in [tk, tv, *tqs, *outs]}
+    scratch = [frozenset(id(t.buffer) for t in d.tensors if id(t.buffer) not in inputs) - {id(dev.error_flag().buffer)}
+               for d in items[::2]]
+    assert scratch[0] and all(s == scratch[0] for s in scratch)  # one set of partial buffers for all four
+    for q, o in zip(qs, outs):
+        ok, err, base, bound = tolerance_check(o.numpy(), q, k, v, out_dtype=np.float32, causal=True)
+        assert ok, (err, bound)
+    assert dev.stats.since(before).submits >= 1

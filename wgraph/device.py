@@ -403,6 +403,22 @@ class Device:
             if len(pending.items) >= PENDING_ITEMS:
                 self.flush()
 
+    def template_scratch(self, template) -> list:
+        """Scratch tensors for a repeated call of `template` (ops/templates.py), shared with its other calls
+        in the command list the call joins (the open recording or the pending list: CommandList.scratch)."""
+        rec = self.recording
+        with self.lock:
+            if rec is not None:
+                commands = rec.commands
+            else:
+                commands = self._pending
+                if commands is None:
+                    commands = self._pending = CommandList(self, label="wgraph.immediate")
+            got = commands.scratch.get(template)
+            if got is None:
+                got = commands.scratch[template] = [self.empty(s.shape, s.dtype, label) for s, label in template.scratch]
+            return got
+
     def flush(self) -> None:
         """Submit the pending immediate ops now (one submit; nothing when none wait). Every readback, fence,
         recording, program run and queue write does this first, so results and order never depend on it;
@@ -419,10 +435,10 @@ class Device:
         return [] if pending is None else pending.items
 
     @property
-    def pending_items(self) -> int:
-        """Items (dispatches, copies, writes) of immediate ops waiting for the next flush."""
+    def pending(self) -> tuple:
+        """The items (Dispatch, Copy, Write) of immediate ops waiting for the next flush, in order."""
         pending = self._pending
-        return 0 if pending is None else len(pending.items)
+        return () if pending is None else tuple(pending.items)
 
     def submit(self, command_buffer):
         """Submit one finished command buffer (the end of CommandList's path) and count it. The caller

@@ -10,6 +10,7 @@ bytes."""
 from __future__ import annotations
 
 from wgraph.errors import DeviceError
+from wgraph.runtime import native
 from wgraph.runtime.dispatch import Copy, Dispatch, Write
 from wgraph.runtime.uniforms import UniformArena
 
@@ -19,13 +20,14 @@ def align4(n: int) -> int:
 
 
 class Step(tuple):
-    """A dispatch resolved for encoding: (dispatch, pipeline, bind group, dynamic uniform offsets). A tuple:
-    a recording makes one per dispatch, and the encode loop unpacks it."""
+    """A dispatch resolved for encoding: (dispatch, pipeline, bind group, dynamic uniform offsets as a native
+    uint32 array, their count). A tuple: a recording makes one per dispatch, and the encode loop unpacks it.
+    It holds the wgpu-py pipeline and bind group, which keep their native handles alive."""
 
     __slots__ = ()
 
-    def __new__(cls, dispatch: Dispatch, pipeline, bind_group, offsets: list):
-        return tuple.__new__(cls, (dispatch, pipeline, bind_group, offsets))
+    def __new__(cls, dispatch: Dispatch, pipeline, bind_group, offsets, n_offsets: int):
+        return tuple.__new__(cls, (dispatch, pipeline, bind_group, offsets, n_offsets))
 
     @property
     def dispatch(self) -> Dispatch:
@@ -40,6 +42,10 @@ class CommandList:
         self.device = device
         self.label = label
         self.items: list = []
+        # An op template's scratch tensors, shared by its calls in this list: the queue runs the calls one
+        # after another, each call's dispatches done with its scratch before the next call's begin. Freed
+        # with the list, so memory is bounded by one list (a per-template cache would grow with the shapes).
+        self.scratch: dict = {}
 
     def append(self, item) -> None:
         self.items.append(item)
@@ -115,7 +121,7 @@ class PreparedCommands:
         staged_at = {id(w): off for w, off in staged}
         self.steps: list = []
         # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once
-        pipelines, groups = {}, {}
+        pipelines, groups, offset_arrays = {}, {}, {None: native.NO_OFFSETS}
         for item, off in zip(items, self.offsets):
             if type(item) is Dispatch:
                 k = item.kernel
@@ -126,7 +132,10 @@ class PreparedCommands:
                 group = groups.get(key)
                 if group is None:
                     group = groups[key] = device.bind_groups.get(k, got[1], uniform_buffer, item.tensors)
-                self.steps.append(Step(item, got[0], group, [off] if off is not None else []))
+                c_off = offset_arrays.get(off)
+                if c_off is None:
+                    c_off = offset_arrays[off] = native.offsets_array([off])
+                self.steps.append(Step(item, got[0], group, c_off, 0 if off is None else 1))
             elif isinstance(item, Write):
                 if id(item) in staged_at:
                     self.steps.append(Copy(self._upload, item.dst, len(item.data), src_offset=staged_at[id(item)],
@@ -145,8 +154,8 @@ class PreparedCommands:
 
     def replace_step(self, index: int, dispatch: Dispatch) -> None:
         """Item `index` keeps its pipeline and bind group but dispatches as `dispatch` (new workgroup counts)."""
-        _, pipeline, group, offsets = self.steps[index]
-        self.steps[index] = Step(dispatch, pipeline, group, offsets)
+        _, pipeline, group, offsets, n_offsets = self.steps[index]
+        self.steps[index] = Step(dispatch, pipeline, group, offsets, n_offsets)
 
     def _flush_uniforms(self) -> None:
         """Write the one byte range of the arena that changed since the last upload (nothing when clean)."""
@@ -194,8 +203,11 @@ class PreparedCommands:
 
 def encode_steps(device, encoder, steps, timestamps=None) -> None:
     """Encode Steps and Copies into `encoder`; consecutive dispatches share a compute pass."""
-    # This loop is the host cost of a recorded op and of a replay: only the wgpu calls and a few lookups.
-    # set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across dispatches).
+    # This loop is the host cost of a recorded op and of a replay: only native calls (runtime/native.py) and
+    # a few lookups. set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across
+    # dispatches). Passes begin and end through wgpu-py, which raises any error the pass commands made.
+    set_pipeline, set_bind_group = native.set_pipeline, native.set_bind_group
+    dispatch_workgroups, dispatch_indirect = native.dispatch_workgroups, native.dispatch_workgroups_indirect
     stats = device.stats
     per_pass_stamps = timestamps is not None and not timestamps.inside_passes
     inside_stamps = timestamps is not None and timestamps.inside_passes
@@ -211,7 +223,7 @@ def encode_steps(device, encoder, steps, timestamps=None) -> None:
                                           align4(step.nbytes))
             stats.copies += 1
             continue
-        item, pipeline, group, offsets = step
+        item, pipeline, group, offsets, n_offsets = step
         if compute_pass is None or per_pass_stamps:
             if compute_pass is not None:
                 compute_pass.end()
@@ -220,19 +232,20 @@ def encode_steps(device, encoder, steps, timestamps=None) -> None:
                 writes = {"query_set": timestamps.query_set, "beginning_of_pass_write_index": 2 * n_dispatch,
                           "end_of_pass_write_index": 2 * n_dispatch + 1}
             compute_pass = encoder.begin_compute_pass(timestamp_writes=writes)
+            pass_handle = compute_pass._internal
             current_pipeline = None
             stats.compute_passes += 1
         if pipeline is not current_pipeline:
-            compute_pass.set_pipeline(pipeline)
+            set_pipeline(pass_handle, pipeline._internal)
             current_pipeline = pipeline
-        compute_pass.set_bind_group(0, group, offsets)
+        set_bind_group(pass_handle, 0, group._internal, n_offsets, offsets)
         if inside_stamps:
             compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch)
         if item.indirect is not None:
             args, args_offset = item.indirect
-            compute_pass.dispatch_workgroups_indirect(args.buffer, args_offset)
+            dispatch_indirect(pass_handle, args.buffer._internal, args_offset)
         else:
-            compute_pass.dispatch_workgroups(*item.workgroups)
+            dispatch_workgroups(pass_handle, *item.workgroups)
         if inside_stamps:
             compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch + 1)
         n_dispatch += 1
