@@ -12,8 +12,8 @@ q = dev.tensor(rng.standard_normal((S, Hq, D)).astype(np.float32))
 k = dev.tensor(rng.standard_normal((L, Hkv, D)).astype(np.float32))
 v = dev.tensor(rng.standard_normal((L, Hkv, D)).astype(np.float32))
 
-# Immediate: planned, encoded and submitted now. Causal is bottom-right aligned (the 16 queries are the
-# last 16 positions of the 64 keys), as in FlashAttention.
+# Immediate: planned and encoded now, submitted when a result is read (or 32 ops wait). Causal is
+# bottom-right aligned (the 16 queries are the last 16 positions of the 64 keys), as in FlashAttention.
 out = wg.ops.attention(q, k, v, causal=True, sliding_window=32, softcap=30.0)
 print("immediate:", out.shape, out.dtype, float(np.abs(out.numpy()).mean()))
 

@@ -13,7 +13,7 @@ a = rng.standard_normal(4096).astype(np.float32)
 b = rng.standard_normal(4096).astype(np.float32)
 x, y = dev.tensor(a), dev.tensor(b)
 
-# Immediate: each op plans, encodes and submits now.
+# Immediate: each op plans and encodes now; the ops wait in the device's pending list, reading z submits them.
 z = wg.ops.add(wg.ops.scale(x, 2.0), y)
 expected = a * np.float32(2.0) + b
 assert np.array_equal(z.numpy(), expected)

@@ -1,7 +1,7 @@
 """One transformer attention layer as one graph: rmsnorm -> QKV projection (f16 weights) -> RoPE ->
 kv_append into a paged cache -> attention (GQA) -> output projection -> residual.
 
-Runs it op by op (immediate: one submit per op) and as one compiled program (one submit), prints the two
+Runs it op by op (immediate: ops queued, a submit per 32) and as one compiled program (one submit), prints the two
 results' difference, the submit counts, the times and the plan, and checks both against float64 numpy."""
 
 import os

@@ -84,7 +84,7 @@ def _roundtrip(dev, name, layout, struct_src, rng):
     kernel, count = _probe_kernel(name, layout, struct_src)
     out = dev.empty((count,), "u32")
     values, expected = _random_values(layout, rng)
-    dev.run([Dispatch(kernel, pack_uniforms(layout, values), ((kernel.bindings[1], out),), (1, 1, 1))])
+    dev.run([Dispatch(kernel, pack_uniforms(layout, values), (out,), (1, 1, 1))])
     np.testing.assert_array_equal(out.numpy(), np.array(expected, np.uint32))
 
 

@@ -403,9 +403,9 @@ def _rebind(d, views: dict):
     """`d` with every tensor in `views` (by id) replaced: pooled scratch becomes the program's scratch."""
     if not views or isinstance(d, Copy):
         return d
-    bindings = tuple((b, views.get(id(t), t)) for b, t in d.bindings)
+    tensors = tuple([views.get(id(t), t) for t in d.tensors])
     indirect = d.indirect and (views.get(id(d.indirect[0]), d.indirect[0]), d.indirect[1])
-    return d.replace(bindings=bindings, indirect=indirect)
+    return d.replace(tensors=tensors, indirect=indirect)
 
 
 def compile_graph(g: Graph, device) -> Program:

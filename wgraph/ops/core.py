@@ -190,7 +190,7 @@ class EncodeContext:
             if args.dtype != "u32" or offset % 4 or offset + 12 > args.nbytes:
                 raise PlanError(f"kernel {variant}: indirect args need a u32 tensor with 3 values at a 4-byte aligned "
                                 f"offset; got {args!r} at offset {offset}")
-        ordered = tuple((b, bindings[b.name]) for b in k.storage_bindings)
+        ordered = tuple([bindings[b.name] for b in k.storage_bindings])
         return Dispatch(k, packed, ordered, workgroups, indirect, label or variant)
 
 

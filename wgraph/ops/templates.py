@@ -20,8 +20,7 @@ IN, OUT, SCRATCH, FIXED = range(4)
 class DispatchTemplate:
     kernel: object
     uniforms: bytes
-    decls: tuple  # BindingDecl per storage binding, in binding order
-    slots: tuple  # (kind, index or tensor) per binding
+    slots: tuple  # (kind, index or tensor) per storage binding, in binding order
     workgroups: tuple | None
     indirect: tuple | None  # ((kind, index or tensor), byte offset)
     label: str
@@ -43,8 +42,7 @@ class OpTemplate:
             if indirect is not None:
                 (kind, where), offset = indirect
                 indirect = (where if kind == FIXED else sources[kind][where], offset)
-            made.append(Dispatch(d.kernel, d.uniforms, tuple(zip(d.decls, tensors)), d.workgroups, indirect,
-                                 d.label, tensors))
+            made.append(Dispatch(d.kernel, d.uniforms, tensors, d.workgroups, indirect, d.label))
         return made
 
 
@@ -71,8 +69,7 @@ def capture(out_specs, dispatches, inputs, outputs, scratch, fixed) -> OpTemplat
         indirect = None if d.indirect is None else (slot(d.indirect[0]), d.indirect[1])
         if any(s is None for s in bound) or (indirect is not None and indirect[0] is None):
             return None
-        made.append(DispatchTemplate(d.kernel, d.uniforms, tuple(decl for decl, _ in d.bindings), bound,
-                                     d.workgroups, indirect, d.label))
+        made.append(DispatchTemplate(d.kernel, d.uniforms, bound, d.workgroups, indirect, d.label))
     return OpTemplate(tuple(out_specs), tuple((t.spec, label) for t, label in scratch), tuple(made))
 
 

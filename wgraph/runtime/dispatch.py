@@ -10,28 +10,31 @@ from wgraph.runtime.wgsl import BindingDecl
 
 
 class Dispatch:
-    """One dispatch of `kernel`: packed uniform bytes, tensors per storage binding, and either direct
-    workgroup counts or an indirect-args tensor with a byte offset (three u32: x, y, z).
+    """One dispatch of `kernel`: packed uniform bytes, one tensor per storage binding of the kernel (in
+    binding order), and either direct workgroup counts or an indirect-args tensor with a byte offset (three
+    u32: x, y, z).
 
-    A plain slotted class, not attrs: recorded ops make one per call, and its tensors are read three times
-    (device check, bind group, aliasing), so they are gathered once here."""
+    A plain slotted class, not attrs: a recorded op makes one per call (the cost of every call)."""
 
-    __slots__ = ("kernel", "uniforms", "bindings", "workgroups", "indirect", "label", "tensors")
+    __slots__ = ("kernel", "uniforms", "tensors", "workgroups", "indirect", "label")
 
-    def __init__(self, kernel: Kernel, uniforms: bytes, bindings: tuple[tuple[BindingDecl, object], ...],
-                 workgroups: tuple[int, int, int] | None = None, indirect: tuple[object, int] | None = None,
-                 label: str = "", tensors: tuple | None = None):
+    def __init__(self, kernel: Kernel, uniforms: bytes, tensors: tuple, workgroups: tuple[int, int, int] | None = None,
+                 indirect: tuple[object, int] | None = None, label: str = ""):
         self.kernel = kernel
         self.uniforms = uniforms
-        self.bindings = bindings  # (declaration, Tensor) in binding order
+        self.tensors = tensors  # a Tensor per kernel.storage_bindings entry
         self.workgroups = workgroups
         self.indirect = indirect
         self.label = label
-        self.tensors = tensors if tensors is not None else tuple([t for _, t in bindings])  # given: the same
+
+    @property
+    def bindings(self) -> tuple[tuple[BindingDecl, object], ...]:
+        """(declaration, Tensor) per storage binding."""
+        return tuple(zip(self.kernel.storage_bindings, self.tensors))
 
     def replace(self, **changes) -> Dispatch:
         """A copy with some fields replaced."""
-        fields = {name: getattr(self, name) for name in self.__slots__ if name != "tensors"}
+        fields = {name: getattr(self, name) for name in self.__slots__}
         return Dispatch(**{**fields, **changes})
 
     def writes(self) -> tuple:
