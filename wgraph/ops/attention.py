@@ -301,7 +301,15 @@ ATTENTION = register(OpDef("attention", _infer, _encode))
 
 # ---- kernel paths: forced variants for a whole model ----
 
-_active_paths = threading.local()
+class _ActivePaths(threading.local):
+    """The KernelPaths entered on this thread. Every thread starts with an empty stack (read on every
+    attention call: a missing attribute would cost a raised AttributeError each time)."""
+
+    def __init__(self):
+        self.stack: list = []
+
+
+_active_paths = _ActivePaths()
 
 
 @attrs.frozen
@@ -318,7 +326,7 @@ class KernelPath:
         return entry
 
     def __enter__(self):
-        _active_paths.__dict__.setdefault("stack", []).append(self)
+        _active_paths.stack.append(self)
         return self
 
     def __exit__(self, *exc):
@@ -346,8 +354,10 @@ def kernel_path(spec) -> KernelPath:
 
 def _resolve_variant(variant, seq_len: int, layer) -> str | None:
     if variant is None:
-        stack = getattr(_active_paths, "stack", None)
-        variant = stack[-1] if stack else None
+        stack = _active_paths.stack
+        if not stack:
+            return None  # the common case: no variant forced
+        variant = stack[-1]
     if isinstance(variant, KernelPath):
         return variant.variant("decode" if seq_len == 1 else "prefill", layer)
     return variant

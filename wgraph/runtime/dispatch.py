@@ -14,24 +14,33 @@ class Dispatch:
     workgroup counts or an indirect-args tensor with a byte offset (three u32: x, y, z).
 
     A plain slotted class, not attrs: recorded ops make one per call, and its tensors are read three times
-    (device check, bind group, aliasing), so they are gathered once here."""
+    (device check, bind group, aliasing), so they are gathered once here. `bindings` None with `tensors`
+    given: the kernel's storage bindings in order, paired with `tensors` only when read (an op template's
+    dispatch; the encode path reads only `tensors`)."""
 
-    __slots__ = ("kernel", "uniforms", "bindings", "workgroups", "indirect", "label", "tensors")
+    __slots__ = ("kernel", "uniforms", "_bindings", "workgroups", "indirect", "label", "tensors")
 
-    def __init__(self, kernel: Kernel, uniforms: bytes, bindings: tuple[tuple[BindingDecl, object], ...],
+    def __init__(self, kernel: Kernel, uniforms: bytes, bindings: tuple[tuple[BindingDecl, object], ...] | None,
                  workgroups: tuple[int, int, int] | None = None, indirect: tuple[object, int] | None = None,
                  label: str = "", tensors: tuple | None = None):
         self.kernel = kernel
         self.uniforms = uniforms
-        self.bindings = bindings  # (declaration, Tensor) in binding order
+        self._bindings = bindings  # (declaration, Tensor) in binding order
         self.workgroups = workgroups
         self.indirect = indirect
         self.label = label
         self.tensors = tensors if tensors is not None else tuple([t for _, t in bindings])  # given: the same
 
+    @property
+    def bindings(self) -> tuple[tuple[BindingDecl, object], ...]:
+        if self._bindings is None:
+            self._bindings = tuple(zip(self.kernel.storage_bindings, self.tensors))
+        return self._bindings
+
     def replace(self, **changes) -> Dispatch:
         """A copy with some fields replaced."""
-        fields = {name: getattr(self, name) for name in self.__slots__ if name != "tensors"}
+        fields = {"kernel": self.kernel, "uniforms": self.uniforms, "bindings": self.bindings,
+                  "workgroups": self.workgroups, "indirect": self.indirect, "label": self.label}
         return Dispatch(**{**fields, **changes})
 
     def writes(self) -> tuple:
