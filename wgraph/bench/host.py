@@ -145,9 +145,14 @@ def graph_replay(dev, a, b, n_ops: int):
 
 # Attention calls small enough that the GPU work is a few microseconds: (q shape, k/v shape).
 ATTENTION_SHAPES = {"decode": ((1, 8, 64), (256, 2, 64)), "prefill": ((16, 8, 64), (16, 2, 64))}
+ATTENTION_OPS_DIVISOR = 10  # immediate attention rows make n_ops / 10 calls (a submit each: slow on lavapipe)
 
 
 def _attention_calls(dev, phase: str, n_ops: int, recorded: bool):
+    """Immediate: n_ops / ATTENTION_OPS_DIVISOR calls. Recorded: as many calls as make n_ops dispatches, so one
+    submit holds as many dispatches as the floor's: a submit's fixed cost (encoder, finish, queue.submit: ~0.25
+    ms on lavapipe) spread over 10x fewer would add ~2 µs to each (the raw floor itself is 5.7 µs/dispatch at
+    100 dispatches per submit, 3.5 at 1000). `run.calls` is the count."""
     (qs, kvs) = ATTENTION_SHAPES[phase]
     rng = np.random.default_rng(0)
     q = dev.tensor(rng.standard_normal(qs).astype(np.float32))
@@ -155,18 +160,25 @@ def _attention_calls(dev, phase: str, n_ops: int, recorded: bool):
     v = dev.tensor(rng.standard_normal(kvs).astype(np.float32))
     out = dev.empty(qs, "f32")
     attention = wg.ops.attention
+    n_calls = max(10, n_ops // ATTENTION_OPS_DIVISOR)
+    if recorded:
+        before = dev.stats.dispatches
+        attention(q, k, v, causal=True, out=out)  # one call, to count its dispatches (a split-K decode: 2)
+        n_calls = max(1, n_ops // max(1, dev.stats.dispatches - before))
 
     def calls():
-        for _ in range(n_ops):
+        for _ in range(n_calls):
             attention(q, k, v, causal=True, out=out)
 
     if not recorded:
+        calls.calls = n_calls
         return calls
 
     def run():
         with dev.record():
             calls()
 
+    run.calls = n_calls
     return run
 
 
@@ -212,7 +224,6 @@ MODES = (
      attention_mode("prefill", recorded=False)),
     ("attention_prefill_recorded", "the same prefill calls x N in one dev.record()", attention_mode("prefill", True)),
 )
-ATTENTION_OPS_DIVISOR = 10  # attention rows make n_ops / 10 calls (each is planned and validated: slower)
 
 
 def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dict]:
@@ -234,9 +245,8 @@ def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dic
                     rows.append(row)
                     continue
             else:
-                ops = max(10, n_ops // ATTENTION_OPS_DIVISOR) if name.startswith("attention") else n_ops
-                row["n_ops"] = ops
-                fn = make(dev, a, b, ops)
+                fn = make(dev, a, b, n_ops)
+                row["n_ops"] = getattr(fn, "calls", n_ops)  # attention rows choose their number of calls
             m = _measure(dev, fn, runs)
             if name == "raw_wgpu_floor":  # the raw loops bypass wgraph's counters
                 m.update(submits=1, compute_passes=1, dispatches=n_ops)
