@@ -3,6 +3,7 @@ append to the open recording, or — given graph symbols — add a node to their
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 import attrs
@@ -247,7 +248,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
     if tpl is not None and usable:
         outputs = _outputs(op, device, tpl.out_specs, out)
         if not any(id(t.buffer) in buffers for t in outputs):  # else the slow path finds the aliasing, says so
-            scratch = [device.empty(s.shape, s.dtype, label) for s, label in tpl.scratch] if tpl.scratch else []
+            scratch = _template_scratch(device, tpl.scratch) if tpl.scratch else ()
             device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs
     specs = tuple(None if x is None else x.spec for x in inputs)
@@ -263,6 +264,29 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
             device.templates.put(key, tpl)
     device.run(dispatches, outputs if out is None else ())
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+# The scratch of repeated calls in one recording, shared. An op's scratch lives only between its own
+# dispatches, and a command list runs its dispatches in order, so the calls of one recording can all bind the
+# same scratch tensors, as a Program's nodes share theirs (graph/program.py). A recorded split-K decode then
+# allocates nothing and reuses the bind groups of the call before it (29 -> 17 µs per call on lavapipe). The
+# tensors go back to the pool when the recording dies: memory is bounded by one recording's distinct scratch.
+_SHARED_SCRATCH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Recording -> {template scratch: tensors}
+
+
+def _template_scratch(device, scratch: tuple) -> list | tuple:
+    """Tensors for a template's scratch ((TensorSpec, label) each): the open recording's shared ones, else
+    new ones from the pool (an immediate call's list is submitted, and its scratch released, at once)."""
+    rec = device.recording
+    if rec is None:
+        return [device.empty(s.shape, s.dtype, label) for s, label in scratch]
+    shared = _SHARED_SCRATCH.get(rec)
+    if shared is None:
+        shared = _SHARED_SCRATCH[rec] = {}
+    tensors = shared.get(scratch)
+    if tensors is None:  # one tensor per position: the scratch of one call never aliases itself
+        tensors = shared[scratch] = tuple(device.empty(s.shape, s.dtype, label) for s, label in scratch)
+    return tensors
 
 
 def _distinct_buffers(tensors, outputs) -> bool:
