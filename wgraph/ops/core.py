@@ -269,8 +269,9 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
 # The scratch of repeated calls in one recording, shared. An op's scratch lives only between its own
 # dispatches, and a command list runs its dispatches in order, so the calls of one recording can all bind the
 # same scratch tensors, as a Program's nodes share theirs (graph/program.py). A recorded split-K decode then
-# allocates nothing and reuses the bind groups of the call before it (29 -> 17 µs per call on lavapipe). The
-# tensors go back to the pool when the recording dies: memory is bounded by one recording's distinct scratch.
+# allocates nothing and reuses the bind groups of the call before it (~28 -> ~18 µs per call on lavapipe).
+# The tensors go back to the pool when the Recording object dies: memory is bounded by one recording's
+# distinct scratch (a template per kv_len shares it: the partials are sized for the kv buffer's capacity).
 _SHARED_SCRATCH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Recording -> {template scratch: tensors}
 
 
