@@ -10,6 +10,7 @@ from attention_reference import attention_reference, tolerance_check
 from wgraph.errors import RecordingError
 from wgraph.graph import GraphError
 from wgraph.ops.core import OpDef, register
+from wgraph.runtime.dispatch import Dispatch
 
 
 def test_write_inside_a_recording_keeps_its_order(dev):
@@ -276,3 +277,23 @@ def test_repeated_split_k_calls_share_scratch_in_one_list(dev, rng, mode):
         ok, err, base, bound = tolerance_check(o.numpy(), q, k, v, out_dtype=np.float32, causal=True)
         assert ok, (err, bound)
     assert dev.stats.since(before).submits >= 1
+
+
+def test_repeated_recorded_calls_share_their_scratch(dev, rng):
+    """Split-K decodes in one recording bind the same scratch (an op's scratch lives only between its own
+    dispatches, which run in order) and each still gets its own answer."""
+    k = rng.standard_normal((40, 2, 16)).astype(np.float32)
+    v = rng.standard_normal((40, 2, 16)).astype(np.float32)
+    qs = [rng.standard_normal((1, 4, 16)).astype(np.float32) for _ in range(6)]
+    tk, tv = dev.tensor(k), dev.tensor(v)
+    tqs = [dev.tensor(q) for q in qs]
+    lengths = (40, 33) * 3  # two templates (kv_len is a param) with the same scratch
+    with dev.record() as rec:
+        outs = [wg.ops.attention(tq, tk, tv, causal=True, kv_len=n) for tq, n in zip(tqs, lengths)]
+        scratch = [{t.buffer for t in d.tensors if t.label.startswith("attention.part")}
+                   for d in rec.items if isinstance(d, Dispatch)]  # (writes: the fallbacks' first uploads)
+    for out, q, n in zip(outs, qs, lengths):
+        ok, err, _, bound = tolerance_check(out.numpy(), q, k, v, out_dtype=np.float32, causal=True, kv_len=n)
+        assert ok, (n, err, bound)
+    assert len(scratch) == 12 and all(len(s) == 2 for s in scratch)  # chunks + combine, two partials each
+    assert len(set().union(*scratch[4:])) == 2  # the calls after each template's first: one pair of partials

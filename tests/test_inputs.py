@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from attention_reference import tolerance_check
 from wgraph.ops.kv_cache import kv_append
 
 
@@ -31,3 +32,31 @@ def test_numpy_integers_are_accepted_where_ints_are(dev, rng):
     gk = g.input("k", (8, 1, 8), "f32")
     g.output("y", wg.ops.attention(gq, gk, gk, causal=True, kv_len=np.int64(6)))
     assert wg.Graph.from_json(g.to_json()).to_json() == g.to_json()  # params hold plain ints
+
+
+@pytest.mark.parametrize("rows", [1, 4])  # a split-K decode (scratch in its template) and a one-pass prefill
+def test_a_repeated_recorded_attention_call_checks_its_values_again(dev, rng, rows):
+    """A repeated call skips planning (op template, params memo), never a check: a bad value on the same
+    shapes still raises naming it, even where it equals a good one (6.0 == 6, True == 1, False == 0)."""
+    q = rng.standard_normal((rows, 2, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((64, 1, 8)).astype(np.float32) for _ in range(2))
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    outs = [dev.empty((rows, 2, 8), "f32") for _ in range(4)]
+    with dev.record():
+        for out, kv_len in zip(outs, (6, np.int64(6), 1, np.uint32(1))):  # each value twice: a template hit
+            wg.ops.attention(Q, K, V, causal=True, kv_len=kv_len, out=out)
+    for out, kv_len in zip(outs, (6, 6, 1, 1)):
+        ok, err, _, bound = tolerance_check(out.numpy(), q, k, v, out_dtype=np.float32, causal=True, kv_len=kv_len)
+        assert ok, (kv_len, err, bound)
+    bad = [(dict(kv_len=6.0), "kv_len=6.0 must be an integer"),
+           (dict(kv_len=np.float64(6)), r"kv_len=np.float64\(6.0\) must be an integer"),
+           (dict(kv_len=True), "kv_len=True must be an integer"),
+           (dict(kv_len=6, kv_start=False), "kv_start=False must be an integer"),
+           (dict(kv_len=6, window=[1.5, 0]), r"window \[1.5, 0\]: each side"),
+           (dict(kv_len=6, sliding_window=-1), "sliding_window=-1 must be an integer"),
+           (dict(kv_len=6, causal=None), "pass causal=True or causal=False")]
+    for kwargs, message in bad:
+        with dev.record():
+            wg.ops.attention(Q, K, V, causal=True, kv_len=6, out=outs[0])  # the good call, then the bad one
+            with pytest.raises(wg.WgraphError, match=message):
+                wg.ops.attention(Q, K, V, **{"causal": True, "out": outs[1], **kwargs})

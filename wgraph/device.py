@@ -403,9 +403,10 @@ class Device:
             if len(pending.items) >= PENDING_ITEMS:
                 self.flush()
 
-    def template_scratch(self, template) -> list:
-        """Scratch tensors for a repeated call of `template` (ops/templates.py), shared with its other calls
-        in the command list the call joins (the open recording or the pending list: CommandList.scratch)."""
+    def template_scratch(self, specs: tuple) -> list:
+        """Scratch tensors for a repeated op call whose template needs `specs` ((TensorSpec, label) each:
+        OpTemplate.scratch), shared with the other calls of the same specs in the command list the call joins
+        (the open recording or the pending list: CommandList.scratch)."""
         rec = self.recording
         with self.lock:
             if rec is not None:
@@ -414,9 +415,9 @@ class Device:
                 commands = self._pending
                 if commands is None:
                     commands = self._pending = CommandList(self, label="wgraph.immediate")
-            got = commands.scratch.get(template)
-            if got is None:
-                got = commands.scratch[template] = [self.empty(s.shape, s.dtype, label) for s, label in template.scratch]
+            got = commands.scratch.get(specs)
+            if got is None:  # a tensor per position: one call's scratch never aliases itself
+                got = commands.scratch[specs] = [self.empty(s.shape, s.dtype, label) for s, label in specs]
             return got
 
     def flush(self) -> None:

@@ -61,11 +61,14 @@ def pack_bytes_u32(a: np.ndarray) -> np.ndarray:
 
 def is_int(value) -> bool:
     """Whether `value` is an integer: a Python or numpy integer (numbers.Integral), never a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    # A plain int answers first: the ABC check costs ~0.5 µs, and an attention call asks ~10 times.
+    return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)))
 
 
 def exact_int(value):
     """int(value) for an integer (see is_int), else `value` unchanged for its validator to reject by name."""
+    if type(value) is int:
+        return value
     return int(value) if is_int(value) else value
 
 

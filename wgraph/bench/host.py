@@ -150,6 +150,10 @@ ATTENTION_SHAPES = {"decode": ((1, 8, 64), (256, 2, 64)), "prefill": ((16, 8, 64
 
 
 def _attention_calls(dev, phase: str, n_ops: int, recorded: bool):
+    """As many attention calls as make n_ops dispatches, so one submit (recorded) holds as many dispatches as
+    the floor's: a submit's fixed cost (encoder, finish, queue.submit: ~0.25 ms on lavapipe) spread over 10x
+    fewer would add ~2 µs to each (the raw floor itself is 5.7 µs/dispatch at 100 dispatches per submit, 3.5
+    at 1000). Immediate calls share a submit per device.PENDING_ITEMS items. `run.calls` is the count."""
     (qs, kvs) = ATTENTION_SHAPES[phase]
     rng = np.random.default_rng(0)
     q = dev.tensor(rng.standard_normal(qs).astype(np.float32))
@@ -157,22 +161,26 @@ def _attention_calls(dev, phase: str, n_ops: int, recorded: bool):
     v = dev.tensor(rng.standard_normal(kvs).astype(np.float32))
     out = dev.empty(qs, "f32")
     attention = wg.ops.attention
+    dev.flush()
+    before = dev.stats.dispatches
+    attention(q, k, v, causal=True, out=out)  # one call, to count its dispatches (a split-K decode: 2)
+    dev.flush()
+    n_calls = max(1, n_ops // max(1, dev.stats.dispatches - before))
 
     def calls():
-        for _ in range(n_ops):
+        for _ in range(n_calls):
             attention(q, k, v, causal=True, out=out)
 
-    if not recorded:
-        def run_immediate():
+    if recorded:
+        def run():
+            with dev.record():
+                calls()
+    else:
+        def run():
             calls()
             dev.flush()  # the calls' whole host cost: the last pending ops submitted too
 
-        return run_immediate
-
-    def run():
-        with dev.record():
-            calls()
-
+    run.calls = n_calls
     return run
 
 
@@ -218,7 +226,6 @@ MODES = (
      attention_mode("prefill", recorded=False)),
     ("attention_prefill_recorded", "the same prefill calls x N in one dev.record()", attention_mode("prefill", True)),
 )
-ATTENTION_OPS_DIVISOR = 10  # attention rows make n_ops / 10 calls (each is planned and validated: slower)
 
 
 def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dict]:
@@ -240,9 +247,8 @@ def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dic
                     rows.append(row)
                     continue
             else:
-                ops = max(10, n_ops // ATTENTION_OPS_DIVISOR) if name.startswith("attention") else n_ops
-                row["n_ops"] = ops
-                fn = make(dev, a, b, ops)
+                fn = make(dev, a, b, n_ops)
+                row["n_ops"] = getattr(fn, "calls", n_ops)  # attention rows choose their number of calls
             m = _measure(dev, fn, runs)
             if name == "raw_wgpu_floor":  # the raw loops bypass wgraph's counters
                 m.update(submits=1, compute_passes=1, dispatches=n_ops)

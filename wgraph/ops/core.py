@@ -247,7 +247,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
     if tpl is not None and usable:
         outputs = _outputs(op, device, tpl.out_specs, out)
         if not any(id(t.buffer) in buffers for t in outputs):  # else the slow path finds the aliasing, says so
-            scratch = device.template_scratch(tpl) if tpl.scratch else ()
+            scratch = device.template_scratch(tpl.scratch) if tpl.scratch else ()
             device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs
     specs = tuple(None if x is None else x.spec for x in inputs)

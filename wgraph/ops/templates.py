@@ -3,9 +3,13 @@ with its spec, or a fixed device tensor such as a fallback), cached per (op, par
 A repeated call of the same op on same-shaped tensors skips validation and planning: it fills the slots.
 
 Valid because `infer` and `encode` are pure functions of (params, specs, caps): they never read tensor
-contents, and the tensors they bind are the call's own, its scratch, or the device's fallbacks."""
+contents, and the tensors they bind are the call's own, its scratch, or the device's fallbacks. And because
+params hold checked plain values: equal params must mean the same call (6.0 == 6 and True == 1 in Python, so
+an op converts or rejects such values as it makes its params, not only in `infer`)."""
 
 from __future__ import annotations
+
+import operator
 
 import attrs
 
@@ -13,16 +17,22 @@ from wgraph.runtime.dispatch import Dispatch
 
 CAPACITY = 4096  # templates kept per device
 
-IN, OUT, SCRATCH, FIXED = range(4)
+
+def _picker(indices: tuple):
+    """flat -> the tuple of flat[i] for i in `indices` (itemgetter returns a bare item for one index)."""
+    if len(indices) == 1:
+        (i,) = indices
+        return lambda flat: (flat[i],)
+    return operator.itemgetter(*indices) if indices else (lambda flat: ())
 
 
 @attrs.frozen(eq=False)
 class DispatchTemplate:
     kernel: object
     uniforms: bytes
-    slots: tuple  # (kind, index or tensor) per storage binding, in binding order
+    pick: object  # flat tensors of a call (OpTemplate.instantiate) -> this dispatch's tensors, in binding order
     workgroups: tuple | None
-    indirect: tuple | None  # ((kind, index or tensor), byte offset)
+    indirect: tuple | None  # (index in the flat tensors, byte offset)
     label: str
 
 
@@ -30,47 +40,45 @@ class DispatchTemplate:
 class OpTemplate:
     out_specs: tuple
     scratch: tuple  # (TensorSpec, label) per scratch tensor, in the order encode asked for them
+    fixed: tuple  # device tensors bound as they are (fallbacks, the error flag)
     dispatches: tuple[DispatchTemplate, ...]
 
     def instantiate(self, inputs, outputs, scratch) -> list[Dispatch]:
         """The dispatches of a call whose tensors fill the slots."""
-        sources = (inputs, outputs, scratch)
+        # Slots are indices into one flat tuple: inputs, outputs, scratch, fixed (a C-level pick per dispatch).
+        flat = (*inputs, *outputs, *scratch, *self.fixed)
         made = []
         for d in self.dispatches:
-            tensors = tuple([where if kind == FIXED else sources[kind][where] for kind, where in d.slots])
             indirect = d.indirect
             if indirect is not None:
-                (kind, where), offset = indirect
-                indirect = (where if kind == FIXED else sources[kind][where], offset)
-            made.append(Dispatch(d.kernel, d.uniforms, tensors, d.workgroups, indirect, d.label))
+                indirect = (flat[indirect[0]], indirect[1])
+            made.append(Dispatch(d.kernel, d.uniforms, d.pick(flat), d.workgroups, indirect, d.label))
         return made
 
 
 def capture(out_specs, dispatches, inputs, outputs, scratch, fixed) -> OpTemplate | None:
     """A template of `dispatches`, or None where a bound tensor is none of the call's (then nothing is cached)."""
-    slots = {}
-    for kind, tensors in ((IN, inputs), (OUT, outputs), (SCRATCH, [t for t, _ in scratch])):
-        for i, t in enumerate(tensors):
-            if t is not None:
-                if id(t) in slots:
-                    return None  # one tensor in two places: the slots would be ambiguous
-                slots[id(t)] = (kind, i)
-    for t in fixed:
-        slots.setdefault(id(t), (FIXED, t))
-
-    def slot(t):
-        return slots.get(id(t))
+    slots = {}  # id(tensor) -> its index in instantiate's flat tuple
+    fixed = tuple({id(t): t for t in fixed}.values())
+    flat = (*inputs, *outputs, *[t for t, _ in scratch])
+    for i, t in enumerate(flat):
+        if t is not None:
+            if id(t) in slots:
+                return None  # one tensor in two places: the slots would be ambiguous
+            slots[id(t)] = i
+    for i, t in enumerate(fixed, len(flat)):
+        slots.setdefault(id(t), i)
 
     made = []
     for d in dispatches:
         if not isinstance(d, Dispatch):
             return None
-        bound = tuple(slot(t) for t in d.tensors)
-        indirect = None if d.indirect is None else (slot(d.indirect[0]), d.indirect[1])
-        if any(s is None for s in bound) or (indirect is not None and indirect[0] is None):
+        bound = tuple(slots.get(id(t)) for t in d.tensors)
+        indirect = None if d.indirect is None else (slots.get(id(d.indirect[0])), d.indirect[1])
+        if None in bound or (indirect is not None and indirect[0] is None):
             return None
-        made.append(DispatchTemplate(d.kernel, d.uniforms, bound, d.workgroups, indirect, d.label))
-    return OpTemplate(tuple(out_specs), tuple((t.spec, label) for t, label in scratch), tuple(made))
+        made.append(DispatchTemplate(d.kernel, d.uniforms, _picker(bound), d.workgroups, indirect, d.label))
+    return OpTemplate(tuple(out_specs), tuple((t.spec, label) for t, label in scratch), fixed, tuple(made))
 
 
 class TemplateCache:

@@ -42,9 +42,10 @@ class CommandList:
         self.device = device
         self.label = label
         self.items: list = []
-        # An op template's scratch tensors, shared by its calls in this list: the queue runs the calls one
-        # after another, each call's dispatches done with its scratch before the next call's begin. Freed
-        # with the list, so memory is bounded by one list (a per-template cache would grow with the shapes).
+        # Scratch tensors of repeated op calls by their specs, shared by the calls in this list: the queue
+        # runs the calls one after another, each call's dispatches done with its scratch before the next
+        # call's begin (as a Program's nodes share theirs). Freed with the list, so memory is bounded by one
+        # list (a per-template cache would grow with the shapes a workload goes through).
         self.scratch: dict = {}
 
     def append(self, item) -> None:
