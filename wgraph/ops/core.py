@@ -230,9 +230,10 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
                 usable = not device.lost
             elif x.device is not device:
                 raise DeviceError(f"{op.name}: inputs live on different devices ({device!r} and {x.device!r})")
-            if getattr(x.buffer, "_wgraph_epoch", None) != epoch or x.poisoned is not None or id(x.buffer) in buffers:
+            buf = x.buffer
+            if getattr(buf, "_wgraph_epoch", None) != epoch or (x._base or x)._poison is not None or id(buf) in buffers:
                 usable = False
-            buffers.add(id(x.buffer))
+            buffers.add(id(buf))
         elif getattr(x, "_wgraph_symbol_", False):
             return x.graph.add_op(op, params, inputs, out=out)
         else:
@@ -246,7 +247,10 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
         tpl = key = None
     if tpl is not None and usable:
         outputs = _outputs(op, device, tpl.out_specs, out)
-        if not any(id(t.buffer) in buffers for t in outputs):  # else the slow path finds the aliasing, says so
+        for t in outputs:
+            if id(t.buffer) in buffers:
+                break  # an output aliases an input: the slow path finds it and says so
+        else:
             scratch = device.template_scratch(tpl.scratch) if tpl.scratch else ()
             device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs
