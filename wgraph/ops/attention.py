@@ -23,7 +23,7 @@ from wgraph.tensor import Tensor, TensorSpec
 U32_MAX = 0xFFFFFFFF
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # a repeated call's params come from a memo: its hash (the template key) once
 class AttentionParams:
     """Validated options of one attention call. kv_len None: read from the kv_len tensor on the GPU.
     start_pos None: query 0 sits at kv_start + kv_len - S (bottom-right, as FlashAttention)."""
