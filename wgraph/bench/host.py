@@ -191,24 +191,16 @@ def attention_mode(phase: str, recorded: bool):
     return make
 
 
-def _measure(dev, fn, runs: int) -> dict:
-    host, wall, deltas = [], [], []
-    fn()  # warm: pipelines, bind groups, pool, uniform cache
+def _measure_once(dev, fn) -> tuple[float, float, object]:
+    """One run of `fn`: host seconds (until it returned), wall seconds (until the GPU is done too), counters."""
+    gc.collect()
+    before = dev.stats.snapshot()
+    t0 = time.perf_counter()
+    fn()
+    t1 = time.perf_counter()
     dev.sync()
-    for _ in range(runs):
-        gc.collect()
-        before = dev.stats.snapshot()
-        t0 = time.perf_counter()
-        fn()
-        t1 = time.perf_counter()
-        dev.sync()
-        t2 = time.perf_counter()
-        deltas.append(dev.stats.since(before))
-        host.append(t1 - t0)
-        wall.append(t2 - t0)
-    d = deltas[-1]
-    return {"host_s": host, "wall_s": wall, "submits": d.submits - 1, "compute_passes": d.compute_passes,
-            "dispatches": d.dispatches}  # sync's readback is one submit: not part of the work
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t0, dev.stats.since(before)
 
 
 MODES = (
@@ -229,55 +221,81 @@ MODES = (
 
 
 def bench_host(dev, n_ops: int = 1000, runs: int = 7, progress=None) -> list[dict]:
-    """Rows of µs per dispatch for every mode, with ratios to the raw floor."""
+    """Rows of µs per dispatch for every mode, with ratios to the raw floor.
+
+    The modes take turns within each run (floor, immediate, recorded, ..., then the next run), so a change
+    in the host's speed during the benchmark (clocks, a neighbour on a shared machine) moves them together;
+    each ratio is the median over runs of that run's mode / that run's floor, per dispatch."""
     a = dev.tensor(np.ones(ELEMENTS, np.float32), label="bench.a")
     b = dev.tensor(np.ones(ELEMENTS, np.float32), label="bench.b")
-    rows = []
+    rows, live = [], []  # live: (row, fn) of the modes that built
     for name, what, make in MODES:
-        if progress:
-            progress(f"host: {name} ({n_ops} ops x {runs} runs)")
         row = {"mode": name, "what": what, "n_ops": n_ops, "runs": runs, "elements": ELEMENTS, "status": "ok",
                "note": ""}
+        rows.append(row)
         try:
             if make is None:
                 fn, note = graph_replay(dev, a, b, n_ops)
                 row["note"] = note
                 if fn is None:
                     row["status"] = "skipped"
-                    rows.append(row)
                     continue
             else:
                 fn = make(dev, a, b, n_ops)
                 row["n_ops"] = getattr(fn, "calls", n_ops)  # attention rows choose their number of calls
-            m = _measure(dev, fn, runs)
-            if name == "raw_wgpu_floor":  # the raw loops bypass wgraph's counters
-                m.update(submits=1, compute_passes=1, dispatches=n_ops)
-            elif name == "raw_wgpu_submit_per_op":
-                m.update(submits=n_ops, compute_passes=n_ops, dispatches=n_ops)
+            fn()  # warm: pipelines, bind groups, pool, uniform cache
+            dev.sync()
         except Exception as e:  # noqa: BLE001 - one broken mode must not hide the others
             row.update(status="error", note=f"{type(e).__name__}: {e}")
-            rows.append(row)
             continue
+        live.append((row, fn, {"host_s": [], "wall_s": [], "delta": None}))
+    for run in range(runs):
+        if progress:
+            progress(f"host: run {run + 1} of {runs} over {len(live)} modes ({n_ops} dispatches each)")
+        for row, fn, m in live:
+            if row["status"] != "ok":
+                continue
+            try:
+                host_s, wall_s, delta = _measure_once(dev, fn)
+            except Exception as e:  # noqa: BLE001
+                row.update(status="error", note=f"{type(e).__name__}: {e}")
+                continue
+            m["host_s"].append(host_s)
+            m["wall_s"].append(wall_s)
+            m["delta"] = delta
+    for row, fn, m in live:
+        if row["status"] != "ok":
+            continue
+        d = m["delta"]
+        # sync's readback is one submit: not part of the work; the raw loops bypass wgraph's counters
+        submits, passes, dispatches = d.submits - 1, d.compute_passes, d.dispatches
+        if row["mode"] == "raw_wgpu_floor":
+            submits, passes, dispatches = 1, 1, n_ops
+        elif row["mode"] == "raw_wgpu_submit_per_op":
+            submits, passes, dispatches = n_ops, n_ops, n_ops
         ops = row["n_ops"]
-        per_op = max(1, m["dispatches"]) / ops  # dispatches one op makes (a split-K decode: 2)
+        per_op = max(1, dispatches) / ops  # dispatches one op makes (a split-K decode: 2)
         row.update(
             host_us_per_op=statistics.median(m["host_s"]) / ops * 1e6,
             wall_us_per_op=statistics.median(m["wall_s"]) / ops * 1e6,
             host_us_per_op_min=min(m["host_s"]) / ops * 1e6,
             host_us_per_op_all=[t / ops * 1e6 for t in m["host_s"]],
-            submits_per_run=m["submits"], compute_passes_per_run=m["compute_passes"],
-            dispatches_per_run=m["dispatches"], dispatches_per_op=per_op,
+            submits_per_run=submits, compute_passes_per_run=passes, dispatches_per_run=dispatches,
+            dispatches_per_op=per_op,
         )
         row["host_us_per_dispatch"] = row["host_us_per_op"] / per_op
         row["wall_us_per_dispatch"] = row["wall_us_per_op"] / per_op
-        rows.append(row)
-    floor = next((r for r in rows if r["mode"] == "raw_wgpu_floor" and r["status"] == "ok"), None)
-    imm = next((r for r in rows if r["mode"] == "wgraph_immediate" and r["status"] == "ok"), None)
+        row["_per_dispatch_runs"] = ([t / dispatches for t in m["host_s"]], [t / dispatches for t in m["wall_s"]])
+    by_mode = {r["mode"]: r for r in rows if r["status"] == "ok"}
+    floor, imm = by_mode.get("raw_wgpu_floor"), by_mode.get("wgraph_immediate")
     for r in rows:
         ok = r["status"] == "ok"
-        # per dispatch against the floor's per dispatch (the same for scale rows, where an op is one dispatch)
-        r["ratio_to_floor_host"] = r["host_us_per_dispatch"] / floor["host_us_per_dispatch"] if ok and floor else None
-        r["ratio_to_floor_wall"] = r["wall_us_per_dispatch"] / floor["wall_us_per_dispatch"] if ok and floor else None
+        for clock, k in (("host", 0), ("wall", 1)):
+            r[f"ratio_to_floor_{clock}"] = (
+                statistics.median(x / f for x, f in zip(r["_per_dispatch_runs"][k], floor["_per_dispatch_runs"][k]))
+                if ok and floor else None)
         r["speedup_vs_immediate_host"] = (imm["host_us_per_op"] / r["host_us_per_op"]
                                           if ok and imm and not r["mode"].startswith("attention") else None)
+    for r in rows:
+        r.pop("_per_dispatch_runs", None)
     return rows

@@ -73,7 +73,8 @@ def host_table(rows: list[dict]) -> str:
                      f"{_f(r['speedup_vs_immediate_host'], '11.1f')}x")
     lines.append("host = until queue.submit returns (CPU cost to the caller); wall = host + waiting for the GPU. "
                  "Median of the runs, per op; x floor compares per dispatch (an op's time / its dispatches) "
-                 "with the raw loop's per dispatch.")
+                 "with the raw loop's per dispatch in the same run (the modes take turns within each run), "
+                 "median over the runs.")
     return "\n".join(lines)
 
 
