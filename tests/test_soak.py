@@ -16,7 +16,7 @@ def test_compiled_decode_replay_does_not_grow(dev):
 
 
 def test_immediate_attention_does_not_grow(dev):
-    # kv_len cycles over 300 values: the uniform cache (256 entries) fills during the first 300 calls
+    # kv_len cycles over 300 values: every length's template and the pool's buffers are made in the first 300
     samples = soak_immediate(dev, 600, every=50)
     buffers, rss = growth_after(samples, warmup=300)
     assert buffers == 0, samples

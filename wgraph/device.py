@@ -29,7 +29,7 @@ TENSOR_USAGE = (
     wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.INDIRECT
 )
 UNIFORM_USAGE = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-CACHED_UNIFORM_BYTES = 512  # arenas up to this size (an immediate op's) get a buffer per distinct content
+CACHED_UNIFORM_BYTES = 512  # one-slice arenas up to this size get a buffer per distinct content (uniform_buffer)
 # Released buffers past the pool's budget wait for the GPU before they are destroyed. Past this many bytes
 # waiting, the next allocation waits for the GPU and destroys them (else memory grows without a readback).
 DEFERRED_DESTRUCTION_BYTES = 64 << 20
@@ -260,11 +260,13 @@ class Device:
             self.flush()
         self.wgpu.queue.write_buffer(buffer, offset, data)
 
-    def uniform_buffer(self, data: bytes, persistent: bool = False) -> UniformBuffer:
-        """A uniform buffer holding `data` (a command list's arena). Small one-shot arenas come from a cache
-        keyed by their full bytes (a repeated immediate op writes nothing); others from the pool, written
-        now, given back by `release()` (a persistent one when its Program dies)."""
-        if not persistent and len(data) <= CACHED_UNIFORM_BYTES:
+    def uniform_buffer(self, data: bytes, persistent: bool = False, slices: int = 1) -> UniformBuffer:
+        """A uniform buffer holding `data` (a command list's arena of `slices` uniform structs). A small
+        one-shot arena of one slice comes from a cache keyed by its full bytes: calls of one op repeat it, so
+        a repeated op writes nothing. Others (an arena of several ops rarely repeats, and caching each would
+        only fill the cache) come from the pool, written now, given back by `release()` (a persistent one
+        when its Program dies)."""
+        if not persistent and slices == 1 and len(data) <= CACHED_UNIFORM_BYTES:
             buf, _created = self.uniform_cache.get(data)
             return UniformBuffer(buf, None)
         return UniformBuffer(self._write_new_uniform(data), self._release_uniform)

@@ -61,8 +61,8 @@ def soak_replay(dev, steps: int, every: int = 100, seed: int = 0) -> list[tuple[
 
 
 def soak_immediate(dev, calls: int, every: int = 100, seed: int = 0) -> list[tuple[int, int, int]]:
-    """`calls` immediate attention calls with fresh outputs and kv_len cycling over 300 values (more distinct
-    uniform byte strings than the uniform cache holds, so eviction and deferred release run too)."""
+    """`calls` immediate attention calls with fresh outputs and kv_len cycling over 300 values (300 op
+    templates and uniform contents; the calls share pending lists, whose arenas come from the pool)."""
     import wgraph as wg
 
     rng = np.random.default_rng(seed)
@@ -147,12 +147,12 @@ def _write_doc(path: str, adapter: str, table: str, args) -> None:
                f"The decode step is a compiled graph (kv_append into a {CAPACITY}-row ring cache held as program "
                f"state, then attention with kv_len read from the GPU), replayed with new q/k/v and position each "
                f"step; the immediate run calls `attention` with a fresh output and kv_len cycling over 300 values "
-               f"(more uniform byte strings than the uniform cache holds). Live GPU buffers are "
+               f"(300 op templates and uniform contents). Live GPU buffers are "
                f"`dev.stats.live_buffers` (created minus destroyed, pool included); RSS from /proc/self/statm; "
                f"a readback every {args.every} steps; warm-up is the first {args.warmup}. The run ends with a "
                f"verdict line: PASS (exit code 0) when, after warm-up, no run holds one more live buffer and RSS "
                f"grew by at most {RSS_MARGIN_BYTES >> 20} MiB; FAIL (exit code 1) naming the run and the growth "
-               f"otherwise (a warm-up shorter than the uniform cache's 300-call fill fails by design).\n\n{table}\n")
+               f"otherwise (a warm-up shorter than the 300 lengths' first pass may fail by design).\n\n{table}\n")
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
     start = text.find("\n## Soak\n")
     if start >= 0:

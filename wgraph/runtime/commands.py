@@ -103,7 +103,7 @@ class PreparedCommands:
                         for i in items]
         self.arena = bytearray(arena.data)
         self._uploaded = bytes(self.arena)
-        self._uniforms = device.uniform_buffer(self._uploaded, persistent) if self.arena else None
+        self._uniforms = device.uniform_buffer(self._uploaded, persistent, arena.slices) if self.arena else None
         uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
         self.head_writes: list[Write] = []  # writes before the first GPU item: plain queue writes
         staged: list[tuple[Write, int]] = []

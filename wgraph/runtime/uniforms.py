@@ -76,6 +76,7 @@ class UniformArena:
         self.share = share
         self._slices: dict[bytes, int] = {}
         self._data = bytearray()
+        self.slices = 0  # slices laid out
 
     def add(self, data: bytes) -> int:
         if self.share and data in self._slices:
@@ -84,6 +85,7 @@ class UniformArena:
         self._data.extend(b"\0" * (offset - len(self._data)))
         self._data.extend(data)
         self._slices[data] = offset
+        self.slices += 1
         return offset
 
     @property
