@@ -159,8 +159,10 @@ def test_rope_static_and_gpu_position(dev, rng):
     assert got_gpu.tobytes() == got.tobytes()
     dev.write(pos, np.array([30], np.uint32))  # rows at positions 31..35: past the 32-row table -> zeros
     beyond = wg.ops.rope(tx, tc, ts, pos=pos, pos_offset=1)
-    with pytest.raises(wg.GpuValueError, match=r"rope: the position of a row .* was 32; it must be < 32"):
-        dev.check_errors()  # reported on the device error flag (docs/errors.md)
+    # reported on the device error flag (docs/errors.md): the first row to report wins, which on a parallel
+    # GPU may be any of the four out of range (positions 32..35)
+    with pytest.raises(wg.GpuValueError, match=r"rope: the position of a row .* was 3[2-5]; it must be < 32"):
+        dev.check_errors()
     beyond = beyond.numpy()
     np.testing.assert_allclose(beyond[0], _rope_ref(x[:1], cos, sin, 31)[0], atol=1e-5)
     assert np.all(beyond[1:] == 0)

@@ -25,7 +25,9 @@ logging.getLogger("wgpu").error("The WGPU device was lost (unknown):\nreal loss"
 
 def test_a_plain_script_prints_nothing_to_stderr():
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    # this checkout first; keep the caller's path (wgpu may be installed on it, as on the GPU machine)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                    os.environ.get("PYTHONPATH")) if p)
     run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stderr.strip() == "The WGPU device was lost (unknown):\nreal loss", run.stderr
