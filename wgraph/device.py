@@ -309,14 +309,15 @@ class Device:
             raw += b"\0" * (4 - len(raw) % 4)
         if not raw:
             return
+        write = Write(tensor, raw, label=f"write {tensor.label or 'tensor'}")
         rec = self.recording
         if rec is not None:
-            rec.append(Write(tensor, raw, label=f"write {tensor.label or 'tensor'}"))
+            rec.append(write)
             return
         with self.lock:
             self.check_alive()
             if self._pending is not None:
-                self._pending.append(Write(tensor, raw, label=f"write {tensor.label or 'tensor'}"))
+                self._pending.append(write)
             else:
                 self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
 
@@ -397,9 +398,7 @@ class Device:
                 rec.made(outputs)
             return
         with self.lock:
-            pending = self._pending
-            if pending is None:
-                pending = self._pending = CommandList(self, label="wgraph.immediate")
+            pending = self._pending_list()
             pending.check_device(items)  # now, not at the flush: the error belongs to this call
             pending.extend(items)
             if len(pending.items) >= PENDING_ITEMS:
@@ -411,16 +410,17 @@ class Device:
         (the open recording or the pending list: CommandList.scratch)."""
         rec = self.recording
         with self.lock:
-            if rec is not None:
-                commands = rec.commands
-            else:
-                commands = self._pending
-                if commands is None:
-                    commands = self._pending = CommandList(self, label="wgraph.immediate")
+            commands = rec.commands if rec is not None else self._pending_list()
             got = commands.scratch.get(specs)
             if got is None:  # a tensor per position: one call's scratch never aliases itself
                 got = commands.scratch[specs] = [self.empty(s.shape, s.dtype, label) for s, label in specs]
             return got
+
+    def _pending_list(self) -> CommandList:
+        """The pending list of immediate ops, made when the first op joins it (call with the lock held)."""
+        if self._pending is None:
+            self._pending = CommandList(self, label="wgraph.immediate")
+        return self._pending
 
     def flush(self) -> None:
         """Submit the pending immediate ops now (one submit; nothing when none wait). Every readback, fence,

@@ -19,11 +19,6 @@ dispatch_workgroups_indirect = lib.wgpuComputePassEncoderDispatchWorkgroupsIndir
 NO_OFFSETS = ffi.NULL
 
 
-def handle(obj):
-    """The native handle of a wgpu-py object (pass, pipeline, bind group, buffer)."""
-    return obj._internal
-
-
 def offsets_array(offsets: list[int]):
     """Dynamic offsets as the uint32_t array set_bind_group takes (made once per prepared dispatch)."""
     return ffi.new("uint32_t[]", offsets) if offsets else NO_OFFSETS
