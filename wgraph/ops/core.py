@@ -231,7 +231,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
             elif x.device is not device:
                 raise DeviceError(f"{op.name}: inputs live on different devices ({device!r} and {x.device!r})")
             buf = x.buffer
-            if getattr(buf, "_wgraph_epoch", None) != epoch or (x._base or x)._poison is not None or id(buf) in buffers:
+            if getattr(buf, "_wgraph_epoch", None) != epoch or x.poisoned is not None or id(buf) in buffers:
                 usable = False
             buffers.add(id(buf))
         elif getattr(x, "_wgraph_symbol_", False):
