@@ -23,6 +23,14 @@ def size_class(nbytes: int) -> int:
     return -(-n // step) * step
 
 
+def _released(buffer) -> bool:
+    """Whether wgpu-py already let go of the buffer's native handle. The garbage collector does that when a tensor
+    and its buffer die in a reference cycle (a traceback holding a tensor): it finalizes every object of the
+    cycle, so the buffer's __del__ may run before or after the tensor's __del__ gives the buffer back here; such
+    a buffer is never lent again (GPU work that used it keeps the native buffer alive until it is done)."""
+    return getattr(buffer, "_internal", True) is None
+
+
 class BufferPool:
     """Free buffers by (size class, usage). `create(size, usage)` makes a new buffer; `destroy(buf)` ends one."""
 
@@ -38,13 +46,19 @@ class BufferPool:
     def acquire(self, nbytes: int, usage: int):
         key = (size_class(nbytes), usage)
         free = self._free.get(key)
-        if free:
+        while free:
             self._free_bytes -= key[0]
-            return free.pop()
+            buf = free.pop()
+            if not _released(buf):
+                return buf
+            self._destroy(buf)
         return self._create(key[0], usage)
 
     def release(self, buffer, usage: int, serial: int):
         """Take a buffer back; past the budget it is queued for destruction after `serial` completes."""
+        if _released(buffer):
+            self._destroy(buffer)
+            return
         size = buffer.size
         if self._free_bytes + size > self.budget_bytes:
             self._doomed.append((serial, buffer))
