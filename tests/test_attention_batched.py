@@ -162,7 +162,7 @@ def test_sliding_window_is_left_window(dev, rng):
     a = wg.ops.attention(Q, K, K, causal=True, sliding_window=4).numpy()
     b = wg.ops.attention(Q, K, K, causal=True, window=(3, -1)).numpy()
     assert a.tobytes() == b.tobytes()
-    with pytest.raises(ShapeError, match="sliding_window=4 means window left 3"):
+    with pytest.raises(wg.ArgumentError, match="sliding_window=4 means window left 3"):
         wg.ops.attention(Q, K, K, causal=True, sliding_window=4, window=(2, -1))
 
 
@@ -393,3 +393,69 @@ def test_window_right_with_explicit_positions(dev, rng, variant):
         p = np.exp(s - s.max(-1, keepdims=True))
         want = p @ v[seen, 0] / p.sum(-1, keepdims=True)
         np.testing.assert_allclose(out[i], want, atol=1e-5, rtol=0, err_msg=f"query {i} at position {qpos}")
+
+
+def _batched_inputs(dev):
+    x = dev.tensor(np.ones((4, 2, 8), np.float32))
+    q4 = dev.tensor(np.ones((1, 1, 2, 8), np.float32))
+    cache = dev.tensor(np.ones((1, 4, 2, 8), np.float32))
+    return x, q4, cache
+
+
+@pytest.mark.parametrize("causal", [None, "yes", 1, 0, np.array(True)])
+def test_causal_must_be_a_bool_in_every_attention_call(dev, causal):
+    """causal=None ran as non-causal in attention_varlen / attention_kvcache (bool(None)); "yes", 1 and 0 are no
+    bools either. Each call raises naming causal."""
+    x, q4, cache = _batched_inputs(dev)
+    match = "pass causal=True or causal=False" if causal is None else "causal=.* must be True or False"
+    calls = [lambda: wg.ops.attention(x, x, x, causal=causal),
+             lambda: wg.ops.attention_varlen(x, x, x, [0, 4], [0, 4], max_seqlen_q=4, max_seqlen_k=4, causal=causal),
+             lambda: wg.ops.attention_kvcache(q4, cache, cache, cache_seqlens=[2], causal=causal)]
+    for call in calls:
+        with pytest.raises(wg.WgraphError, match=match):
+            call()
+
+
+def _cache_rows(dev, B=1, cap=6, D=16):
+    k = np.arange(B * cap * 2 * D, dtype=np.float32).reshape(B, cap, 2, D) / 100
+    return dev.tensor(k), dev.tensor(-k), k
+
+
+def test_kvcache_with_new_rows_is_planned_before_it_writes(dev):
+    """A failing attention_kvcache call with k_new/v_new left the new rows in the caches: the append ran before
+    the attention was planned. Now every check and the plan come first: the caches read back unchanged and no
+    work was queued, whatever fails (a variant, out=, the lavapipe loop cap)."""
+    Kc, Vc, k = _cache_rows(dev)
+    q = dev.tensor(np.ones((1, 1, 2, 16), np.float32))
+    new = dev.tensor(np.full((1, 1, 2, 16), 7.0, np.float32))
+    bad = [(dict(variant="nope"), wg.PlanError, "'nope' is not a batched attention kernel"),
+           (dict(out=dev.empty((1, 1, 2, 8), "f32")), ShapeError, r"out= has shape \(1, 1, 2, 8\)"),
+           (dict(scale=float("nan")), wg.ArgumentError, "scale=nan must be a finite real")]
+    for kwargs, exc, match in bad:
+        before, pending = dev.stats.snapshot(), len(dev.pending)
+        with pytest.raises(exc, match=match):
+            wg.ops.attention_kvcache(q, Kc, Vc, cache_seqlens=[3], k_new=new, v_new=new, causal=True, **kwargs)
+        assert len(dev.pending) == pending and dev.stats.since(before).dispatches == 0, kwargs
+        assert np.array_equal(Kc.numpy(), k) and np.array_equal(Vc.numpy(), -k), kwargs
+    if dev.caps.is_cpu:   # a cache too long for lavapipe's loop cap: the LimitError also comes before the append
+        long_k = dev.tensor(np.zeros((1, 40000, 1, 128), np.float32))
+        long_q = dev.tensor(np.zeros((1, 4, 1, 128), np.float32))
+        row = dev.tensor(np.ones((1, 1, 1, 128), np.float32))
+        with pytest.raises(LimitError, match="would run up to \\d+ loop iterations"):
+            wg.ops.attention_kvcache(long_q, long_k, long_k, cache_seqlens=[5], k_new=row, v_new=row, causal=True)
+        assert not long_k.numpy().any()
+    out = wg.ops.attention_kvcache(q, Kc, Vc, cache_seqlens=[3], k_new=new, v_new=new, causal=True)   # the good call
+    want = k.copy()
+    want[0, 3] = 7.0
+    assert np.array_equal(Kc.numpy(), want) and np.isfinite(out.numpy()).all()
+
+
+@pytest.mark.parametrize("n", [1.7, "3", True, -1, 2**32, None, np.array(1)])
+def test_seqlens_advance_takes_an_integer(dev, n):
+    """seqlens_advance(t, 1.7) advanced by 1, "3" by 3, True by 1: each now raises naming n, t unchanged."""
+    t = dev.tensor(np.array([4, 9], np.uint32))
+    with pytest.raises(wg.ArgumentError, match=r"seqlens_advance: n=.* must be an integer in \[0, 4294967295\]"):
+        wg.ops.seqlens_advance(t, n)
+    assert t.numpy().tolist() == [4, 9]
+    wg.ops.seqlens_advance(t, np.int64(3))
+    assert t.numpy().tolist() == [7, 12]

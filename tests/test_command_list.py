@@ -93,7 +93,7 @@ def test_update_kv_len_of_split_k_decode(dev, rng):
     # a param that needs other kernels names itself
     with pytest.raises(GraphError, match=r"variant.*compile the graph again"):
         prog.update(node, wg.ops.AttentionParams(**{**_fields(params), "variant": "decode_streaming_f32"}))
-    with pytest.raises(GraphError, match=r"update\(\) takes AttentionParams, got ScaleParams"):
+    with pytest.raises(GraphError, match=r"update\(\): params must be the node's class AttentionParams, got ScaleParams"):
         prog.update(node, wg.ops.elementwise.ScaleParams(1.0))
 
 

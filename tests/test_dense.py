@@ -171,7 +171,7 @@ def test_rope_static_and_gpu_position(dev, rng):
 def test_rope_errors(dev):
     cos, sin = wg.ops.rope_tables(8, 16)
     x = dev.tensor(np.ones((4, 2, 16), np.float32))
-    with pytest.raises(wg.LimitError, match=r"positions 6..9 exceed the table's 8 rows"):
+    with pytest.raises(wg.LimitError, match=r"positions 6..9 \(pos \+ pos_offset \+ row\) exceed the table's 8 rows"):
         wg.ops.rope(x, dev.tensor(cos), dev.tensor(sin), pos=6)
     with pytest.raises(wg.ShapeError, match=r"cos table must be \[max_pos, 8\]"):
         wg.ops.rope(x, dev.tensor(np.ones((8, 4), np.float32)), dev.tensor(sin))
@@ -181,5 +181,5 @@ def test_reshape_op_is_a_view(dev):
     x = dev.tensor(np.arange(24, dtype=np.float32))
     v = wg.ops.reshape(x, 2, -1, 3)
     assert v.shape == (2, 4, 3) and v.buffer is x.buffer
-    with pytest.raises(wg.ShapeError, match=r"cannot reshape \(24,\)"):
+    with pytest.raises(wg.ShapeError, match=r"reshape: cannot view \(24,\)"):
         wg.ops.reshape(x, (5, -1))

@@ -129,3 +129,33 @@ def test_objects_numpy_cannot_view_raise(dev):
         dev.tensor({"a": 1})
     with pytest.raises(wg.DtypeError, match=r"numpy dtype uint8 has no wgraph dtype"):
         dev.tensor(memoryview(b"abcd"))
+
+
+def test_float_conversions_never_overflow_or_drop_parts_silently(dev):
+    """dev.tensor(np.array([1e6], np.float32), "f16") gave inf with no error (the checkpoint loader refuses the
+    same); complex data to "f32" dropped the imaginary part; strings became numbers. Each raises naming the value,
+    wherever host data is converted (dev.tensor with dtype=, g.const with dtype=)."""
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: 1000000.0 is outside f16's range \+-65504"):
+        dev.tensor(np.array([1.0, 1e6], np.float32), "f16")
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: -70000.0 is outside f16's range"):
+        dev.tensor([-70000.0], "f16")
+    with pytest.raises(wg.DtypeError, match=r"const 'w': 1e\+39 is outside f32's range \+-3.4028235e\+38"):
+        wg.Graph("g").const("w", np.array([1e39]), "f32")
+    with pytest.raises(wg.DtypeError, match=r"f32 data cannot come from an array of complex128"):
+        dev.tensor(np.array([1 + 2j]), "f32")
+    with pytest.raises(wg.DtypeError, match=r"f32 data cannot come from an array of <U3"):
+        dev.tensor(np.array(["1.5"]), "f32")
+    # what is in range converts as numpy rounds; inf and NaN were inf and NaN before and stay so
+    got = dev.tensor(np.array([65504.0, np.inf, -np.inf, np.nan, 1e-9]), "f16").numpy()
+    np.testing.assert_array_equal(got, np.array([65504.0, np.inf, -np.inf, np.nan, 1e-9]).astype(np.float16))
+
+
+@pytest.mark.parametrize("shape", [(4.0, 2.9), (4, 2.0), "abc", (True, 2), 5, None, (2**32,), np.array([2, 2])])
+def test_shapes_are_integers_never_truncated(dev, shape):
+    """dev.empty((4.0, 2.9)) made a (4, 2) tensor; dev.empty("abc") raised a raw ValueError. Shapes are tuples
+    (or lists) of integers, here, in g.input / g.state and in Tensor.reshape."""
+    with pytest.raises(wg.ArgumentError, match=r"dev.empty: shape=.* must be a shape: a tuple of integers"):
+        dev.empty(shape)
+    with pytest.raises(wg.ArgumentError, match=r"Graph.input: shape=.* must be a shape"):
+        wg.Graph("g").input("x", shape)
+    assert dev.empty((np.int64(4), 2)).shape == (4, 2) and dev.empty([3]).shape == (3,)

@@ -16,7 +16,7 @@ def test_numpy_integers_are_accepted_where_ints_are(dev, rng):
     numpy_ints = wg.ops.attention(Q, K, V, causal=True, kv_len=np.int64(6), start_pos=np.uint32(3),
                                   kv_start=np.int32(1), sliding_window=np.int16(3)).numpy()
     assert numpy_ints.tobytes() == plain.tobytes()
-    with pytest.raises(wg.ShapeError, match=r"kv_len=True must be an integer"):
+    with pytest.raises(wg.ArgumentError, match=r"kv_len=True must be an integer"):
         wg.ops.attention(Q, K, V, causal=True, kv_len=True)
 
     cache = dev.tensor(np.zeros((4, 1, 8), np.float32))
@@ -52,7 +52,7 @@ def test_a_repeated_recorded_attention_call_checks_its_values_again(dev, rng, ro
            (dict(kv_len=np.float64(6)), r"kv_len=np.float64\(6.0\) must be an integer"),
            (dict(kv_len=True), "kv_len=True must be an integer"),
            (dict(kv_len=6, kv_start=False), "kv_start=False must be an integer"),
-           (dict(kv_len=6, window=[1.5, 0]), r"window \[1.5, 0\]: each side"),
+           (dict(kv_len=6, window=[1.5, 0]), r"window=\[1.5, 0\] must be a pair"),
            (dict(kv_len=6, sliding_window=-1), "sliding_window=-1 must be an integer"),
            (dict(kv_len=6, causal=None), "pass causal=True or causal=False")]
     for kwargs, message in bad:

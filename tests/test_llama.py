@@ -88,7 +88,7 @@ def test_generate_checks_its_arguments(model32):
         model32.generate([1, 100], 4)
     with pytest.raises(wg.LimitError, match="exceed the KV cache of 64"):
         model32.generate([1] * 60, 5)
-    with pytest.raises(wg.ShapeError, match="in_flight"):
+    with pytest.raises(wg.ArgumentError, match=r"generate: in_flight=0 must be an integer in \[1, "):
         model32.generate([1], 4, in_flight=0)
     assert model32.generate([1], 0) == []
 
@@ -165,3 +165,38 @@ def test_sampling_reproducible_by_seed_and_switches_back_to_greedy(tiny, model32
     # top_k=1 keeps only the largest logit: the greedy ids, through the sampling program
     assert model32.generate(PROMPT, STEPS, temperature=0.7, top_k=1, seed=3) == greedy
     assert model32.generate(PROMPT, STEPS) == greedy  # back to the argmax program, weights intact
+
+
+def test_model_arguments_are_checked_not_truncated(tiny, model32, dev):
+    """max_seq=0 became the default and 10.9 became 10; generate(..., 2.7) made 2 tokens; in_flight=1.5 ran as 1;
+    stop_ids=[15.5] stopped at 15; stop_ids=None / "ab" / 5 and in_flight=None raised raw Python errors. Each now
+    raises an ArgumentError naming the argument and the value, before any GPU work."""
+    for max_seq in (0, 10.9, "64", True, 2**21):
+        with pytest.raises(wg.ArgumentError, match=rf"Llama.from_pretrained: max_seq={max_seq!r} must be an integer "
+                                                   rf"in \[2, 1048576\] or None"):
+            Llama.from_pretrained(tiny[2], dev, dtype="f32", max_seq=max_seq)
+    before = dev.stats.snapshot()
+    bad = [(dict(max_new_tokens=2.7), "max_new_tokens=2.7 must be an integer"),
+           (dict(in_flight=1.5), "in_flight=1.5 must be an integer"),
+           (dict(in_flight=None), "in_flight=None must be an integer"),
+           (dict(stop_ids=[15.5]), r"stop_ids=\[15.5\] must be a list of integers"),
+           (dict(stop_ids=None), "stop_ids=None must be a list of integers"),
+           (dict(stop_ids="ab"), "stop_ids='ab' must be a list of integers"),
+           (dict(stop_ids=5), "stop_ids=5 must be a list of integers"),
+           (dict(read_every=0.5), r"read_every=0.5 must be an integer in \[1, 1048576\] or None"),
+           (dict(temperature="0.7"), "temperature='0.7' must be a finite real"),
+           (dict(temperature=float("nan")), "temperature=nan must be a finite real"),
+           (dict(top_k=True), "top_k=True must be an integer"),
+           (dict(seed=-1), "seed=-1 must be an integer")]
+    for kwargs, match in bad:
+        call = dict(max_new_tokens=4, **kwargs) if "max_new_tokens" not in kwargs else kwargs
+        with pytest.raises(wg.ArgumentError, match=f"generate: {match}"):
+            model32.generate([1, 2], **call)
+    with pytest.raises(wg.ArgumentError, match=r"prompt_ids=\[1, 2.0\] must be a list of integers"):
+        model32.prefill([1, 2.0])
+    with pytest.raises(wg.ArgumentError, match=r"run_steps: in_flight=0 must be an integer"):
+        model32.run_steps(1, in_flight=0)
+    d = dev.stats.since(before)
+    assert (d.submits, d.dispatches) == (0, 0)
+    assert model32.generate([1, 2], np.int64(3), stop_ids={99}, in_flight=np.int32(2)) == \
+        model32.generate([1, 2], 3, stop_ids=[99], in_flight=2)

@@ -55,5 +55,5 @@ def test_kv_positions_stay_below_2_31(dev, rng):
     want = np.zeros((6, 1, 8), np.float32)
     want[(2**31 - 2) % 6], want[(2**31 - 1) % 6] = k[0], k[1]
     np.testing.assert_array_equal(ring.numpy(), want)
-    with pytest.raises(wg.LimitError, match=r"positions 2147483647..2147483648 pass 2147483647, the largest position"):
+    with pytest.raises(wg.LimitError, match=r"positions 2147483647..2147483648 \(pos \+ pos_offset \+ row\) pass 2147483647, the largest position"):
         kv_append((ring, ring), dev.tensor(k), dev.tensor(k), 2**31 - 1, layout="ring")

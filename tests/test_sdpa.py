@@ -155,3 +155,20 @@ def test_sdpa_mask_over_lavapipes_loop_limit_raises(dev):
     with pytest.raises(wg.LimitError, match=r"attn_mask over 8192 keys at head_dim 256 needs \d+ loop iterations "
                                             r"per invocation; .* stops at 65535"):
         wg.ops.sdpa(q, k, k, attn_mask=np.ones((1, 8192), bool))
+
+
+def test_sdpa_scale_and_flags_are_checked(dev):
+    """The attn_mask path never checked scale (NaN / inf gave zeros) and took scale="0.5"; is_causal and
+    enable_gqa are bools. Each raises naming the argument, before any GPU work."""
+    x = dev.tensor(np.ones((2, 3, 8), np.float32))
+    m = np.ones((3, 3), bool)
+    before = dev.stats.snapshot()
+    for kwargs, match in ((dict(attn_mask=m, scale=float("nan")), "scale=nan"),
+                          (dict(attn_mask=m, scale=float("inf")), "scale=inf"),
+                          (dict(attn_mask=m, scale="0.5"), "scale='0.5'"),
+                          (dict(scale="0.5"), "scale='0.5'"),
+                          (dict(is_causal="yes"), "is_causal='yes' must be True or False"),
+                          (dict(enable_gqa=1), "enable_gqa=1 must be True or False")):
+        with pytest.raises(wg.ArgumentError, match=match):
+            wg.ops.sdpa(x, x, x, **kwargs)
+    assert dev.stats.since(before).dispatches == 0

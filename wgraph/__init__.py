@@ -10,6 +10,7 @@ from wgraph import ops
 from wgraph.device import Caps, Device, Stats, default_device
 from wgraph.errors import (
     AliasingError,
+    ArgumentError,
     CheckpointError,
     DeviceError,
     DtypeError,
@@ -30,7 +31,7 @@ from wgraph.tensor import Tensor, TensorSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "Caps", "CheckpointError", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
+    "AliasingError", "ArgumentError", "Caps", "CheckpointError", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
     "KernelPlan", "LimitError", "PlanError", "Program", "RecordingError", "RegistryError", "ShapeError", "Stats",
     "Tensor", "TensorSpec", "UnsupportedError", "Value", "WgraphError", "default_device", "kernel_path", "ops",
 ]

@@ -10,7 +10,7 @@ import attrs
 import numpy as np
 import wgpu
 
-from wgraph import device_errors
+from wgraph import args, device_errors
 from wgraph.dtypes import dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.host_arrays import host_array
@@ -131,8 +131,10 @@ class Device:
     """
 
     def __init__(self, power_preference: str = "high-performance", adapter=None):
-        if power_preference not in POWER_PREFERENCES:
+        if type(power_preference) is not str or power_preference not in POWER_PREFERENCES:
             raise DeviceError(f"power_preference {power_preference!r} is not one of {POWER_PREFERENCES}")
+        if adapter is not None and not isinstance(adapter, wgpu.GPUAdapter):
+            raise args.fail("Device", "adapter", adapter, "None (the preferred adapter) or a wgpu.GPUAdapter")
         self.adapter = adapter or _choose_adapter(power_preference)
         self.stats = Stats()
         self._local = threading.local()
@@ -276,8 +278,9 @@ class Device:
 
     def empty(self, shape, dtype: str = "f32", label: str = "") -> Tensor:
         """A tensor with uninitialised contents (pooled storage)."""
+        spec = TensorSpec(args.shape("dev.empty", "shape", shape), args.dtype_name("dev.empty", "dtype", dtype))
+        args.text("dev.empty", "label", label)
         self.check_alive()
-        spec = TensorSpec(shape, dtype)
         if spec.nbytes > self.caps.max_storage_binding_size:
             raise LimitError(
                 f"tensor {spec.shape} {dtype} is {spec.nbytes} bytes; the device binds at most "
@@ -288,6 +291,9 @@ class Device:
     def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
         """Upload host data (f32, f16, u32, i32; host_arrays.py: array-likes, dtype= converts, 0-d stays 0-d;
         int8/uint8 data packed with dtypes.pack_bytes_u32)."""
+        if dtype is not None:
+            args.dtype_name("dev.tensor", "dtype", dtype)
+        args.text("dev.tensor", "label", label)
         data = host_array(array, dtype, convert=True, where="dev.tensor")
         dtype = dtype_of_numpy(data.dtype)
         if dtype == "f16" and not self.caps.has_f16:
@@ -300,7 +306,7 @@ class Device:
         """Overwrite a tensor's contents from host data of its dtype and size (host_arrays.py). The write
         keeps its place among the op calls around it, as on a stream: inside a recording it is an item of the
         recording; while immediate ops are pending it joins them; else it is queued now."""
-        self.check_tensor(tensor)
+        self.check_tensor(tensor, "dev.write")
         data = host_array(array, tensor.dtype, where=f"dev.write into {tensor!r}")
         if data.size != tensor.size:
             raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")
@@ -321,8 +327,11 @@ class Device:
             else:
                 self.wgpu.queue.write_buffer(tensor.buffer, 0, raw)
 
-    def check_tensor(self, tensor: Tensor):
-        """DeviceError unless `tensor` lives on this device in its current epoch."""
+    def check_tensor(self, tensor: Tensor, where: str = "device"):
+        """DeviceError unless `tensor` lives on this device in its current epoch (ShapeError naming `where` when
+        it is not a Tensor at all)."""
+        if not isinstance(tensor, Tensor):
+            raise ShapeError(f"{where}: tensor must be a wgraph Tensor, got {type(tensor).__name__}")
         self.check_alive()
         if tensor.device is not self:
             raise DeviceError(f"{tensor!r} belongs to another device ({tensor.device.caps.adapter_name!r})")
@@ -366,6 +375,9 @@ class Device:
     def record(self, profile: bool = False, label: str | None = None) -> Recording:
         """A recording: `with dev.record() as rec:` makes op calls and writes on this thread append instead
         of submit. `label` names it in errors (default "recording #n")."""
+        args.flag("dev.record", "profile", profile)
+        if label is not None:
+            args.text("dev.record", "label", label)
         self.check_alive()
         return Recording(self, profile=profile, label=label)
 
@@ -458,6 +470,7 @@ class Device:
 
     def wait(self, fence: int) -> None:
         """Block until the submissions up to `fence` (from `dev.fence()`) have finished on the GPU."""
+        fence = args.integer("dev.wait", "fence", fence, 0, 2**64 - 1)
         self.check_alive()
         if fence <= 0:
             return  # nothing was submitted
@@ -468,7 +481,7 @@ class Device:
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """Download a tensor through the device's reused MAP_READ staging buffer."""
-        self.check_tensor(tensor)
+        self.check_tensor(tensor, "dev.read")
         rec = self.recording
         if rec is not None and rec.writes(tensor):
             raise RecordingError(f"{tensor!r} is written by the open recording; read it after the recording submits")

@@ -6,6 +6,12 @@ class WgraphError(Exception):
     """Base class of every error wgraph raises on purpose."""
 
 
+class ArgumentError(WgraphError, ValueError):
+    """A scalar argument breaks its rule (wgraph/args.py): the wrong type (a float or a string where an integer
+    goes, None where a bool goes) or a value out of range. The message names the function, the argument, the
+    value and the rule."""
+
+
 class ShapeError(WgraphError, ValueError):
     """A tensor's shape does not fit the op."""
 

@@ -32,9 +32,17 @@ def host_view(value, where: str) -> np.ndarray:
 
 def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
     target = dtype_info(dtype).numpy
+    if arr.dtype.kind not in "biuf":  # complex (the imaginary part would be dropped), strings, dates, ...
+        raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
+    if target.kind == "f":  # never to inf silently: a finite value past the dtype's range is named
+        with np.errstate(over="ignore"):  # the overflow is found and named just below
+            out = arr.astype(target)
+        bad = np.isinf(out) & np.isfinite(arr)
+        if bad.any():
+            raise DtypeError(f"{where}: {arr[bad].flat[0].item()!r} is outside {dtype}'s range "
+                             f"+-{float(np.finfo(target).max):.8g}")
+        return out
     if target.kind in "iu" and arr.size:  # never wrapped, truncated or NaN silently: name the first bad value
-        if arr.dtype.kind not in "biuf":
-            raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
         if arr.dtype.kind == "f":
             bad = ~np.isfinite(arr) | (arr != np.trunc(arr))
             if bad.any():
@@ -62,7 +70,10 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
     elif arr.dtype == np.float64:
         raise DtypeError(f"{where}: {FLOAT64}")
     elif dtype is None:
-        dtype_of_numpy(arr.dtype)  # DtypeError naming the dtypes wgraph stores
+        try:
+            dtype_of_numpy(arr.dtype)
+        except DtypeError as e:  # naming the dtypes wgraph stores, and where
+            raise DtypeError(f"{where}: {e}") from None
     elif arr.dtype != dtype_info(dtype).numpy:
         raise DtypeError(f"{where}: expects {dtype} ({dtype_info(dtype).numpy}), got an array of {arr.dtype}; "
                          f"convert it explicitly (array.astype(np.{dtype_info(dtype).numpy}))")

@@ -7,15 +7,14 @@ import math
 import attrs
 import numpy as np
 
-from wgraph.dtypes import dtype_info, is_int
+from wgraph import args
+from wgraph.dtypes import dtype_info
 from wgraph.errors import ShapeError
 
 
 def _shape(value) -> tuple[int, ...]:
-    shape = tuple(map(int, value))  # map and min, not generators: every new tensor's spec comes here
-    if shape and min(shape) < 0:
-        raise ShapeError(f"shape {shape} has a negative dimension")
-    return shape
+    """A shape by args.shape's rule (a tuple of plain ints answers first: every new tensor's spec comes here)."""
+    return args.shape("TensorSpec", "shape", value)
 
 
 @attrs.frozen
@@ -67,7 +66,7 @@ class Tensor:
 
     def poison(self, reason: str) -> None:
         """Mark the tensor unusable (its recording was discarded): every later use raises with `reason`."""
-        (self._base or self)._poison = reason
+        (self._base or self)._poison = args.text("Tensor.poison", "reason", reason)
 
     @property
     def size(self) -> int:
@@ -83,18 +82,18 @@ class Tensor:
 
     def reshape(self, *shape) -> Tensor:
         """A view with another shape over the same buffer (no copy). One dimension may be -1."""
-        if len(shape) == 1 and not is_int(shape[0]):
-            shape = tuple(shape[0])
-        if shape.count(-1) > 1:
-            raise ShapeError(f"reshape {shape}: at most one -1")
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        shape = args.view_shape("Tensor.reshape", "shape", shape)
         if -1 in shape:
             known = math.prod(s for s in shape if s != -1)
             if known == 0 or self.size % known:
-                raise ShapeError(f"cannot reshape {self.shape} ({self.size} elements) to {shape}")
+                raise ShapeError(f"Tensor.reshape: cannot view {self.shape} ({self.size} elements) as shape={shape}")
             shape = tuple(self.size // known if s == -1 else s for s in shape)
         spec = TensorSpec(shape, self.dtype)
         if spec.size != self.size:
-            raise ShapeError(f"cannot reshape {self.shape} ({self.size} elements) to {spec.shape} ({spec.size})")
+            raise ShapeError(f"Tensor.reshape: cannot view {self.shape} ({self.size} elements) as "
+                             f"shape={spec.shape} ({spec.size})")
         return Tensor(self.device, self.buffer, spec, self.label, base=self._base or self)
 
     def __repr__(self) -> str:

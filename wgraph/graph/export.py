@@ -12,7 +12,9 @@ import pkgutil
 
 import attrs
 
-from wgraph.graph.graph import Graph, GraphError, Node
+from wgraph import args
+from wgraph.args import show
+from wgraph.graph.graph import Graph, GraphError, Node, StateSpec
 from wgraph.tensor import TensorSpec
 
 FORMAT = "wgraph.graph/1"
@@ -110,9 +112,21 @@ def _dec(x):
         return [_dec(i) for i in x]
     if isinstance(x, dict):
         if "__tuple__" in x:
+            if not isinstance(x["__tuple__"], list):
+                raise GraphError(f"from_json: __tuple__ holds {show(x['__tuple__'])}, not a list")
             return tuple(_dec(i) for i in x["__tuple__"])
         if "__dict__" in x:
-            return {_dec(k): _dec(v) for k, v in x["__dict__"]}
+            pairs = x["__dict__"]
+            if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+                raise GraphError(f"from_json: __dict__ holds {show(pairs)}, not a list of [key, value] pairs")
+            out = {}
+            for k, v in pairs:
+                k = _dec(k)
+                try:
+                    out[k] = _dec(v)
+                except TypeError:  # an unhashable key
+                    raise GraphError(f"from_json: a __dict__ key {show(k)} is not a plain value") from None
+            return out
         if "__attrs__" in x:
             name = x["__attrs__"]
             cls = param_classes().get(name) if isinstance(name, str) else None
@@ -150,35 +164,80 @@ def graph_to_json(g: Graph) -> str:
     return json.dumps({"format": FORMAT, "name": g.name, "nodes": nodes, "outputs": g.outputs}, indent=1)
 
 
+def _field(entry: dict, key: str, kind: type, where: str, default=...):
+    """entry[key], which must be a `kind` (a missing key is an error unless a default is given)."""
+    if key not in entry:
+        if default is not ...:
+            return default
+        raise GraphError(f"{where}: the {key!r} field is missing")
+    value = entry[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise GraphError(f"{where}: {key}={show(value)} must be a {kind.__name__}")
+    return value
+
+
+def _names(entry: dict, key: str, where: str, optional: bool = False) -> tuple:
+    """entry[key]: a list of value names (strings; None too where `optional`: an absent optional input)."""
+    values = _field(entry, key, list, where, [])
+    for v in values:
+        if not (isinstance(v, str) or (optional and v is None)):
+            raise GraphError(f"{where}: {key} holds {show(v)}; each must be a value name (a string)"
+                             + (" or null" if optional else ""))
+    return tuple(values)
+
+
 def graph_from_json(text: str) -> Graph:
-    data = json.loads(text)
+    """A graph from graph_to_json's text. Every field is checked (type, name, shape, size): a malformed or hostile
+    file raises GraphError (or the op's own error, prefixed with the node) naming the field and the value."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise GraphError(f"from_json: text must be a JSON string, got {type(text).__name__}")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise GraphError(f"from_json: text is not a JSON document ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise GraphError(f"from_json: text holds a JSON {type(data).__name__}; a graph file is a JSON object")
     if data.get("format") != FORMAT:
-        raise GraphError(f"from_json: format {data.get('format')!r}, expected {FORMAT!r}")
-    g = Graph(data["name"])
-    for entry in data["nodes"]:
-        if entry["op"] in ("input", "state"):
-            spec = TensorSpec(entry["shape"], entry["dtype"])
-            node = Node(entry["name"], entry["op"], None, (), tuple(entry["outputs"]))
+        raise GraphError(f"from_json: format {show(data.get('format'))}, expected {FORMAT!r}")
+    g = Graph(_field(data, "name", str, "from_json"))
+    nodes = _field(data, "nodes", list, "from_json")
+    for i, entry in enumerate(nodes):
+        if not isinstance(entry, dict):
+            raise GraphError(f"from_json: node {i} must be a JSON object, got {show(entry)}")
+        name = _field(entry, "name", str, f"from_json: node {i}")
+        where = f"from_json: node {name!r}"
+        op = _field(entry, "op", str, where)
+        outputs = _names(entry, "outputs", where)
+        if op in ("input", "state"):
+            if outputs != (name,):
+                raise GraphError(f"{where}: an {op} node makes one value named as the node, got outputs {outputs}")
+            spec = TensorSpec(args.shape(where, "shape", entry.get("shape")),
+                              args.dtype_name(where, "dtype", entry.get("dtype")))
+            node = Node(name, op, None, (), outputs)
             g.add(node, specs=(spec,))
-            if entry["op"] == "input":
+            if op == "input":
                 g.inputs[node.name] = spec
             else:
-                from wgraph.graph.graph import StateSpec
-
                 init = entry.get("init")
                 if init is not None:
+                    if not isinstance(init, str):
+                        raise GraphError(f"{where}: init={show(init)} must be base64 text or null")
                     try:
                         init = base64.b64decode(init, validate=True)
-                    except (binascii.Error, TypeError) as e:
+                    except (binascii.Error, ValueError) as e:
                         raise GraphError(f"from_json: state {node.name!r}: init is not base64 ({e})") from None
                     if len(init) != spec.nbytes:
                         raise GraphError(f"from_json: state {node.name!r} is {spec.shape} {spec.dtype} "
                                          f"({spec.nbytes} bytes); its init holds {len(init)} bytes")
                 g.states[node.name] = StateSpec(node.name, spec, init)
         else:
-            g.add(Node(entry["name"], entry["op"], _dec(entry["params"]), tuple(entry["inputs"]),
-                       tuple(entry["outputs"]), tuple(entry.get("writes", ()))))
-    g._counter = len(data["nodes"])
-    for name, v in data["outputs"].items():
-        g.output(name, g.values[v])
+            if "params" not in entry:
+                raise GraphError(f"{where}: the 'params' field is missing")
+            g.add(Node(name, op, _dec(entry["params"]), _names(entry, "inputs", where, optional=True), outputs,
+                       _names(entry, "writes", where)))
+    g._counter = len(nodes)
+    for out_name, v in _field(data, "outputs", dict, "from_json").items():
+        if not isinstance(v, str) or v not in g.values:
+            raise GraphError(f"from_json: output {out_name!r} names value {show(v)}, which the graph does not have")
+        g.output(out_name, g.values[v])
     return g

@@ -9,6 +9,8 @@ from typing import Any
 import attrs
 import networkx as nx
 
+from wgraph import args
+from wgraph.args import show
 from wgraph.dtypes import dtype_of_numpy
 from wgraph.errors import ShapeError, WgraphError
 from wgraph.host_arrays import host_array
@@ -85,7 +87,7 @@ class Graph:
     """Build with `g.input`, `g.state`, `g.const`, op calls on the values they return, and `g.output`."""
 
     def __init__(self, name: str = "graph"):
-        self.name = name
+        self.name = args.text("Graph", "name", name)
         self.nx = nx.DiGraph()
         self.values: dict[str, Value] = {}
         self.producer: dict[str, str] = {}        # value name -> node name
@@ -103,14 +105,14 @@ class Graph:
 
     def input(self, name: str, shape, dtype: str = "f32") -> Value:
         """A value given to every `run` (a numpy array, a Python number for a one-element input, or a Tensor)."""
-        spec = TensorSpec(shape, dtype)
+        spec = self._source_spec("input", name, shape, dtype)
         self.add(Node(name, "input", None, (), (name,)), specs=(spec,))
         self.inputs[name] = spec
         return self.values[name]
 
     def state(self, name: str, shape, dtype: str = "f32", init=None) -> Value:
         """A persistent buffer the program owns (a KV cache, a position): zeros or `init` at compile, then kept."""
-        spec = TensorSpec(shape, dtype)
+        spec = self._source_spec("state", name, shape, dtype)
         data = None
         if init is not None:
             arr = host_array(init, dtype, where=f"graph {self.name!r}: state {name!r} init")
@@ -123,20 +125,26 @@ class Graph:
 
     def const(self, name: str, array, dtype: str | None = None) -> Value:
         """A weight: a state initialised from `array` (uploaded once, at compile)."""
+        args.text("Graph.const", "name", name)
+        args.dtype_name("Graph.const", "dtype", dtype, (None,) + args.DTYPE_NAMES)
         arr = host_array(array, dtype, convert=dtype is not None, where=f"graph {self.name!r}: const {name!r}")
         return self.state(name, arr.shape, dtype_of_numpy(arr.dtype), init=arr)
 
     def output(self, name: str, value: Value) -> None:
         """Name `value` as a result of `run`."""
+        args.text("Graph.output", "name", name)
         if not isinstance(value, Value) or value.graph is not self:
             raise GraphError(f"graph {self.name!r}: output {name!r} must be a value of this graph, got {value!r}")
         if name in self.outputs:
             raise GraphError(f"graph {self.name!r}: output {name!r} is defined twice")
         self.outputs[name] = value.name
 
-    @contextlib.contextmanager
     def scope(self, prefix: str):
         """Name the nodes added inside `with g.scope("layer0"):` as layer0/<op>_<n>."""
+        return self._scoped(args.text("Graph.scope", "prefix", prefix))  # checked now, not at `with`
+
+    @contextlib.contextmanager
+    def _scoped(self, prefix: str):
         self._scope.append(prefix)
         try:
             yield
@@ -163,6 +171,12 @@ class Graph:
         node = self.add(Node(node_name, op.name, params, tuple(names), (), writes))
         outs = tuple(self.values[v] for v in node.results)
         return outs[0] if len(outs) == 1 else outs
+
+    def _source_spec(self, kind: str, name, shape, dtype) -> TensorSpec:
+        """An input's or a state's spec, its arguments checked by their rules (args.py)."""
+        fn = f"Graph.{kind}"
+        args.text(fn, "name", name)
+        return TensorSpec(args.shape(fn, "shape", shape), args.dtype_name(fn, "dtype", dtype))
 
     def _out_values(self, out, where: str) -> tuple[str, ...]:
         """`out=` in a graph: state values (or views of one) that the op writes in place, every run."""
@@ -277,6 +291,10 @@ class Graph:
     # ---- reading ----
 
     def node(self, name: str) -> Node:
+        """The node called `name`; GraphError naming the graph's nodes otherwise."""
+        if type(name) is not str or name not in self.nx:
+            raise GraphError(f"graph {self.name!r}: node(name={show(name)}): no such node; nodes: "
+                             f"{self.topological_order()}")
         return self.nx.nodes[name]["node"]
 
     def topological_order(self) -> list[str]:
@@ -284,13 +302,18 @@ class Graph:
         return list(nx.lexicographical_topological_sort(self.nx, key=self._order.__getitem__))
 
     def consumers(self, value: str) -> list[str]:
+        """The nodes that take value `value` as an input."""
+        if type(value) is not str or value not in self.producer:
+            raise GraphError(f"graph {self.name!r}: consumers(value={show(value)}): no such value")
         return [n for n in self.nx.successors(self.producer[value]) if value in self.node(n).inputs]
 
     def compile(self, device=None):
         """Plan every node once: a Program that runs the whole graph in one submit."""
-        from wgraph.device import default_device
+        from wgraph.device import Device, default_device
         from wgraph.graph.program import compile_graph
 
+        if device is not None and not isinstance(device, Device):
+            raise args.fail("Graph.compile", "device", device, "None (the default device) or a wgraph Device")
         return compile_graph(self, device or default_device())
 
     def to_dot(self) -> str:

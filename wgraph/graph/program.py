@@ -9,6 +9,7 @@ import weakref
 
 import attrs
 
+from wgraph.args import show
 from wgraph.errors import DeviceError, DtypeError, RecordingError, ShapeError, WgraphError
 from wgraph.graph.graph import SOURCE_OPS, Graph, GraphError
 from wgraph.host_arrays import host_array
@@ -234,12 +235,16 @@ class Program:
 
     def state(self, name: str) -> Tensor:
         """The program's persistent buffer `name` (a state, a const or an input)."""
-        if name not in self.graph.states and name not in self.graph.inputs:
-            raise GraphError(f"program {self.graph.name!r} has no state {name!r}; states: {sorted(self.graph.states)}")
+        if type(name) is not str or (name not in self.graph.states and name not in self.graph.inputs):
+            raise GraphError(f"program {self.graph.name!r}: state(name={show(name)}): no such state or input; "
+                             f"states: {sorted(self.graph.states)}")
         return self.tensors[name]
 
     def reset_state(self, name: str | None = None):
         """Refill one state (or all) with its init data or zeros."""
+        if name is not None and (type(name) is not str or name not in self.graph.states):
+            raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; states: "
+                             f"{sorted(self.graph.states)}")
         for n, st in self.graph.states.items():
             if name is None or n == name:
                 self._write_state(n, st.init)
@@ -312,18 +317,24 @@ class Program:
         compiled capacity): re-encodes that node only; its uniform bytes become dirty and the next run
         rewrites just them. Raises GraphError naming the params that need a new compile otherwise."""
         g = self.graph
+        if type(node_name) is not str or node_name not in g.nx:
+            raise GraphError(f"program {g.name!r}: update(node_name={show(node_name)}): no such node; nodes: "
+                             f"{self.order}")
         node = g.node(node_name)
         where = f"program {g.name!r}, node {node_name!r} ({node.op})"
         if not _runs_kernels(node):
             raise GraphError(f"{where} has no dispatches to update")
         if type(params) is not type(node.params):
-            raise GraphError(f"{where}: update() takes {type(node.params).__name__}, got {type(params).__name__}")
+            raise GraphError(f"{where}: update(): params must be the node's class {type(node.params).__name__}, "
+                             f"got {type(params).__name__}")
         changed = [f.name for f in attrs.fields(type(params)) if getattr(params, f.name) != getattr(node.params, f.name)]
         specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         try:
             out_specs = tuple(OPS[node.op].infer(params, specs))
         except WgraphError as e:
             raise type(e)(f"{where}: {e}") from None
+        except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong kind the op's infer met first
+            raise GraphError(f"{where}: {type(e).__name__}: {e}") from None
         if out_specs != tuple(g.values[v].spec for v in node.results):
             raise GraphError(f"{where}: new params ({', '.join(changed)}) change the outputs to {out_specs}; "
                              f"build a new graph")

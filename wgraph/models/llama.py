@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -21,6 +22,7 @@ import attrs
 import numpy as np
 
 import wgraph.ops as ops
+from wgraph import args
 from wgraph.errors import CheckpointError, LimitError, ShapeError, UnsupportedError
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
@@ -28,6 +30,7 @@ from wgraph.models.config import LlamaConfig
 
 DTYPES = ("f32", "f16")
 DEFAULT_MAX_SEQ = 2048
+MAX_SEQ = 1 << 20  # the most positions a model's KV cache and RoPE tables are made for
 
 
 @attrs.frozen
@@ -83,15 +86,22 @@ class Llama:
 
     def __init__(self, config: LlamaConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
                  dtype: str = "f16", max_seq: int | None = None):
-        if dtype not in DTYPES:
-            raise ShapeError(f"Llama: dtype must be one of {DTYPES}, got {dtype!r}")
+        if not isinstance(config, LlamaConfig):
+            raise args.fail("Llama", "config", config, "a LlamaConfig (LlamaConfig.from_file, from_dict)")
+        if device is None:
+            raise args.fail("Llama", "device", device, "a wgraph Device")
+        _check_device("Llama", device)
+        dtype, max_seq = _check_options("Llama", dtype, max_seq)
+        if not callable(get_weight):
+            raise args.fail("Llama", "get_weight", get_weight, "a function (name, shape) -> array")
         if dtype == "f16" and not device.caps.has_f16:
             raise UnsupportedError(f"Llama: dtype 'f16' needs shader-f16, which {device.caps.adapter_name!r} lacks; "
                                    f"use dtype='f32'")
         self.config, self.device, self.dtype = config, device, dtype
-        self.max_seq = int(max_seq or min(config.max_position_embeddings, DEFAULT_MAX_SEQ))
-        if not 2 <= self.max_seq <= 1 << 20:
-            raise LimitError(f"Llama: max_seq {self.max_seq} must be in [2, {1 << 20}]")
+        self.max_seq = max_seq if max_seq is not None else min(config.max_position_embeddings, DEFAULT_MAX_SEQ)
+        if not 2 <= self.max_seq <= MAX_SEQ:
+            raise LimitError(f"Llama: max_seq {self.max_seq} (the config's max_position_embeddings) must be in "
+                             f"[2, {MAX_SEQ}]")
         self.weight_bytes = 0  # bytes of every weight the program holds
         self.weight_bytes_per_token = 0  # bytes a decode step reads: all but the embedding rows it skips
         self.sampling = False  # whether the decode program draws with `sample` (else argmax)
@@ -107,6 +117,10 @@ class Llama:
         """Load config.json and *.safetensors (sharded or not; F32/F16/BF16) from a Hugging Face directory."""
         from wgraph.device import default_device
 
+        _check_options("Llama.from_pretrained", dtype, max_seq)   # before any file is read
+        _check_device("Llama.from_pretrained", device)
+        if not isinstance(path, (str, os.PathLike)):
+            raise args.fail("Llama.from_pretrained", "path", path, "a directory path (str or os.PathLike)")
         root = Path(path)
         config = LlamaConfig.from_file(root / "config.json")
         ckpt = Checkpoint(root)
@@ -117,6 +131,11 @@ class Llama:
                      max_seq: int | None = None) -> Llama:
         """A model from in-memory arrays named as in a Hugging Face checkpoint (shapes checked)."""
         from wgraph.device import default_device
+
+        _check_options("Llama.from_weights", dtype, max_seq)
+        _check_device("Llama.from_weights", device)
+        if not isinstance(weights, dict):
+            raise args.fail("Llama.from_weights", "weights", weights, "a dict of arrays by Hugging Face tensor name")
 
         def get(name, shape):
             if name not in weights:
@@ -238,11 +257,11 @@ class Llama:
 
     # ---- running ----
 
-    def _check_ids(self, ids, what: str) -> np.ndarray:
-        arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids)
-        if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
-            raise ShapeError(f"{what} must be a non-empty 1-D list of integer token ids, got {arr.dtype} {arr.shape}")
-        bad = arr[(arr < 0) | (arr >= self.config.vocab_size)]
+    def _check_ids(self, ids, what: str, fn: str) -> np.ndarray:
+        arr = args.ids(fn, what, ids)
+        if arr.size == 0:
+            raise ShapeError(f"{fn}: {what} is empty; give at least one token id")
+        bad = arr[arr >= self.config.vocab_size]
         if bad.size:
             raise LimitError(f"{what}: token id {int(bad[0])} is outside the vocabulary [0, {self.config.vocab_size})")
         return arr.astype(np.uint32)
@@ -251,7 +270,10 @@ class Llama:
         """Run the prompt through every layer in ONE recorded submit: fills the KV caches at positions
         0..S-1, picks the first new token on the GPU (argmax, or a draw with `sample`) and leaves the decode
         state ready for `step()`. Returns the logits of the last position [1, V], or of all [S, V] with all_logits."""
-        ids = self._check_ids(prompt_ids, "prompt_ids")
+        ids = self._check_ids(prompt_ids, "prompt_ids", "prefill")
+        args.flag("prefill", "all_logits", all_logits)
+        if sample is not None and not isinstance(sample, SampleSettings):
+            raise args.fail("prefill", "sample", sample, "None or a SampleSettings")
         s = ids.size
         if s >= self.max_seq:
             raise LimitError(f"prefill: {s} prompt tokens leave no room in the KV cache of {self.max_seq} positions")
@@ -285,20 +307,24 @@ class Llama:
         temperature 0 is greedy (argmax; top_k, top_p and seed unused); otherwise each id is drawn on the GPU from
         softmax(logits / temperature) kept to top_k and top_p, keyed by (seed, position): the same seed and
         prompt give the same ids."""
-        ids = self._check_ids(prompt_ids, "prompt_ids")
-        sample = None if temperature == 0 else SampleSettings(float(temperature), int(top_k), float(top_p), int(seed))
-        n = int(max_new_tokens)
-        if n < 0:
-            raise ShapeError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
+        fn = "generate"
+        ids = self._check_ids(prompt_ids, "prompt_ids", fn)
+        n = args.integer(fn, "max_new_tokens", max_new_tokens, 0, MAX_SEQ)
+        temperature = args.real(fn, "temperature", temperature, 0.0)
+        top_k = args.integer(fn, "top_k", top_k)
+        top_p = args.real(fn, "top_p", top_p, 0.0, 1.0, open_lo=True)
+        seed = args.integer(fn, "seed", seed, 0, 2**64 - 1)
+        stops = set(args.ids(fn, "stop_ids", list(stop_ids) if isinstance(stop_ids, (set, frozenset)) else stop_ids)
+                    .tolist())
+        in_flight = args.integer(fn, "in_flight", in_flight, 1, MAX_SEQ)
+        every = args.optional_integer(fn, "read_every", read_every, 1, MAX_SEQ)
+        every = max(n, 1) if every is None else every
+        if progress is not None and not callable(progress):
+            raise args.fail(fn, "progress", progress, "None or a function (tokens, seconds)")
         if ids.size + n > self.max_seq:
             raise LimitError(f"generate: {ids.size} prompt + {n} new tokens exceed the KV cache of {self.max_seq} "
                              f"positions (max_seq)")
-        if int(in_flight) < 1:
-            raise ShapeError(f"generate: in_flight must be >= 1, got {in_flight}")
-        every = max(n, 1) if read_every is None else int(read_every)
-        if every < 1:
-            raise ShapeError(f"generate: read_every must be >= 1, got {read_every}")
-        stops = {int(t) for t in stop_ids}
+        sample = None if temperature == 0 else SampleSettings(temperature, top_k, top_p, seed)
         if n == 0:
             return []
         self._set_sampling(sample)
@@ -326,6 +352,8 @@ class Llama:
     def run_steps(self, n: int, *, in_flight: int = 8) -> float:
         """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
         steps are not yet finished on the GPU. Returns the host seconds spent encoding and submitting them."""
+        n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
+        in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         dev, fences, host = self.device, collections.deque(), 0.0
         for _ in range(n):
             while len(fences) >= in_flight:
@@ -335,6 +363,18 @@ class Llama:
             host += time.perf_counter() - t
             fences.append(dev.fence())
         return host
+
+
+def _check_options(fn: str, dtype, max_seq) -> tuple[str, int | None]:
+    """(dtype, max_seq) of a model, by their rules (args.py); max_seq None: the config's, up to DEFAULT_MAX_SEQ."""
+    return args.choice(fn, "dtype", dtype, DTYPES), args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)
+
+
+def _check_device(fn: str, device) -> None:
+    from wgraph.device import Device  # the device module imports the ops
+
+    if device is not None and not isinstance(device, Device):
+        raise args.fail(fn, "device", device, "None (the default device) or a wgraph Device")
 
 
 def _convert(a: np.ndarray, dtype: str, name: str) -> np.ndarray:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import attrs
 
-from wgraph.dtypes import F32_MAX, is_int
-from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
+from wgraph import args
+from wgraph.errors import ArgumentError, DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
-from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
 from wgraph.runtime.registry import registry
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -45,11 +45,11 @@ class AttentionParams:
 def require_causal(op: str, causal) -> bool:
     """`causal` as a bool; a WgraphError when the caller left it out (None): no default, either way."""
     if causal is None:
-        raise WgraphError(
+        raise ArgumentError(
             f"{op}: pass causal=True or causal=False (there is no default); causal=True is aligned bottom-right "
             f"as in FlashAttention, so with S queries over L keys query i sits at position L - S + i and sees keys "
             f"0..L - S + i (torch's scaled_dot_product_attention aligns top-left: use wg.ops.sdpa for that)")
-    return bool(causal)
+    return args.flag(op, "causal", causal)
 
 
 def call_dtype(q_dtype: str, kv_dtype: str) -> str:
@@ -61,43 +61,35 @@ def call_dtype(q_dtype: str, kv_dtype: str) -> str:
     return table[(q_dtype, kv_dtype)]
 
 
-def window_of(window, sliding_window: int = 0) -> tuple[int, int]:
+def window_of(window, sliding_window=0, op: str = "attention") -> tuple[int, int]:
     """FlashAttention's window_size (left, right), -1 unbounded, checked; `sliding_window` w > 0 is the
     left-only shorthand (w - 1, -1)."""
-    if isinstance(window, (int, float)) or len(tuple(window)) != 2:
-        raise ShapeError(f"attention: window must be a pair (left, right), got {window!r}")
-    if not is_int(sliding_window) or not 0 <= sliding_window <= U32_MAX:
-        raise ShapeError(f"attention: sliding_window={sliding_window!r} must be an integer in [0, {U32_MAX}]")
-    left, right = window
-    for side in (left, right):
-        if not is_int(side) or not -1 <= side <= U32_MAX // 2:
-            raise ShapeError(f"attention: window {window!r}: each side is -1 (unbounded) or an int >= 0")
+    sliding_window = args.integer(op, "sliding_window", sliding_window)  # any u32: the kernels compare in u32
+    left, right = args.window(op, "window", window)
     if sliding_window:
         if left != -1 and left != sliding_window - 1:
-            raise ShapeError(f"attention: sliding_window={sliding_window} means window left {sliding_window - 1}, "
-                             f"but window={window!r}; give one of them")
+            raise ArgumentError(f"{op}: sliding_window={sliding_window} means window left {sliding_window - 1}, "
+                                f"but window={window!r}; give one of them")
         left = sliding_window - 1
-    return int(left), int(right)
+    return left, right
 
 
-def _int_error(name, value, minimum=0, maximum=U32_MAX) -> ShapeError:
-    return ShapeError(f"attention: {name}={value!r} must be an integer in [{minimum}, {maximum}]")
-
-
-def _check_int(name, value, minimum=0, maximum=U32_MAX):
-    if not is_int(value) or not minimum <= value <= maximum:
-        raise _int_error(name, value, minimum, maximum)
-
-
-def _int_arg(name, value, minimum=0):
-    """`value` as a plain int (None stays None), else validate's ShapeError. Checked as the params are made,
-    the range later in validate: params equality, the op template's key, cannot tell 6.0 or True from 6 or 1,
-    so a repeated call would skip validate and run with the int's template."""
-    if value is None or type(value) is int:
-        return value
-    if not is_int(value):
-        raise _int_error(name, value, minimum)
-    return int(value)
+def check_fields(op: str, p: AttentionParams) -> None:
+    """Every field of `p` by its rule (args.py): params built by hand, read from a graph file or given to
+    Program.update are checked as the entry point checks its arguments."""
+    args.flag(op, "causal", p.causal)
+    args.optional_real(op, "scale", p.scale)
+    args.optional_integer(op, "start_pos", p.start_pos)
+    args.integer(op, "kv_start", p.kv_start)
+    args.optional_integer(op, "kv_len", p.kv_len)
+    args.integer(op, "sliding_window", p.sliding_window)
+    args.real(op, "softcap", p.softcap, 0.0)
+    args.choice(op, "kv_layout", p.kv_layout, LAYOUTS)
+    args.integer(op, "page_size", p.page_size)
+    if p.variant is not None:
+        args.text(op, "variant", p.variant)
+    args.integer(op, "window_right", p.window_right, -1, args.I32_MAX)
+    args.flag(op, "return_lse", p.return_lse)
 
 
 def _kv_span(params: AttentionParams, rows: int, pages: int) -> int:
@@ -109,6 +101,7 @@ def _kv_span(params: AttentionParams, rows: int, pages: int) -> int:
 def validate(params: AttentionParams, specs) -> TensorSpec:
     """Every check that needs no device; the output spec. Errors name the value and the limit."""
     q, k, v, kv_len_t, page_table = specs
+    check_fields("attention", params)
     for name, s in (("q", q), ("k", k), ("v", v)):
         if s is None or len(s.shape) != 3:
             raise ShapeError(f"attention: {name} must be [rows, heads, head_dim], got {None if s is None else s.shape}")
@@ -128,28 +121,15 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
     limit = max_head_dim()
     if D > limit:
         raise LimitError(f"attention: head_dim {D} is above every attention kernel's limit (largest: {limit})")
-    if params.kv_layout not in LAYOUTS:
-        raise ShapeError(f"attention: kv_layout {params.kv_layout!r} is not one of {LAYOUTS}")
-    for name in ("kv_start", "sliding_window"):
-        _check_int(name, getattr(params, name))
-    if params.start_pos is not None:
-        _check_int("start_pos", params.start_pos)
-        if S and params.start_pos + S - 1 > U32_MAX:
-            raise LimitError(f"attention: start_pos {params.start_pos} + {S} queries reaches position "
-                             f"{params.start_pos + S - 1}; positions are u32 (at most {U32_MAX})")
-    if params.softcap < 0 or not math.isfinite(params.softcap) or params.softcap > F32_MAX:
-        raise ShapeError(f"attention: softcap {params.softcap} must be finite, >= 0 and at most f32's largest "
-                         f"{F32_MAX:.8g} (0 = off)")
-    if params.scale is not None and not (math.isfinite(params.scale) and abs(params.scale) <= F32_MAX):
-        raise ShapeError(f"attention: scale {params.scale} must be finite and within f32's range +-{F32_MAX:.8g}")
+    if params.start_pos is not None and S and params.start_pos + S - 1 > U32_MAX:
+        raise LimitError(f"attention: start_pos {params.start_pos} + {S} queries reaches position "
+                         f"{params.start_pos + S - 1}; positions are u32 (at most {U32_MAX})")
     if params.kv_len is None:
         if kv_len_t is None or kv_len_t.dtype != "u32" or kv_len_t.size < 1:
             raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {kv_len_t}")
-    else:
-        _check_int("kv_len", params.kv_len)
     pages = 0
     if params.kv_layout == "paged":
-        _check_int("page_size", params.page_size, 1)
+        args.integer("attention", "page_size", params.page_size, 1)
         if page_table is None or page_table.dtype != "u32" or len(page_table.shape) != 1:
             raise ShapeError(f"attention: paged layout needs page_table, a 1-D u32 tensor; got {page_table}")
         if L % params.page_size:
@@ -172,8 +152,6 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
                              f"<= {L} that also covers the first query)")
     if params.variant is not None and params.variant not in registry():
         raise PlanError(f"attention: unknown variant {params.variant!r}")
-    if not -1 <= params.window_right <= U32_MAX // 2:
-        raise ShapeError(f"attention: window right {params.window_right} must be -1 (unbounded) or >= 0")
     return TensorSpec((S, Hq, D), q.dtype)
 
 
@@ -337,8 +315,14 @@ def kernel_path(spec) -> KernelPath:
     """A KernelPath from a dict or a .toml / .json file; every name is checked against the registry."""
     if isinstance(spec, (str, Path)):
         path = Path(spec)
-        text = path.read_text()
-        spec = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        try:
+            text = path.read_text()
+            spec = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (OSError, ValueError) as e:  # a missing file, not UTF-8, not TOML / JSON
+            raise PlanError(f"kernel_path: spec={str(path)!r} cannot be read as a kernel path file "
+                            f"({type(e).__name__}: {e})") from None
+    if not isinstance(spec, dict):
+        raise args.fail("kernel_path", "spec", spec, "a dict, or the path of a .toml or .json file holding one")
     table = {}
     for phase, entry in dict(spec).items():
         if phase not in ("prefill", "decode"):
@@ -368,14 +352,21 @@ def _resolve_variant(variant, seq_len: int, layer) -> str | None:
 # every value with its type, so 16, 16.0, True and np.int64(16) never share an entry. Only values of
 # immutable builtin types enter (their checks and conversions depend on nothing else; others, numpy integers
 # included, take the full path), and only calls whose checks passed are remembered: a bad value still
-# raises, naming itself. 0.0 and -0.0 share an entry, as they share AttentionParams equality.
+# raises, naming itself. 0.0 and -0.0 share an entry, as they share AttentionParams equality. `layer` is not
+# in the key (only the variant it resolves to is): it is checked before the memo, where None costs one test.
 _MEMO_TYPES = frozenset({int, float, bool, str, type(None)})
 _PARAMS_MEMO: dict = {}
 _PARAMS_MEMO_CAPACITY = 1024  # a decode loop with an int kv_len adds one entry per length
 
 
-def _params(op, q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size,
-            variant, layer, window=(-1, -1), return_lse=False):
+def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_table,
+            page_size, variant, layer, window=(-1, -1), return_lse=False):
+    if type(q) is not Tensor and not isinstance(q, TensorSpec):
+        tensor_arg(op, "q", q)
+    if layer is not None:
+        args.integer(op, "layer", layer)
+    if kv_len is None:
+        kv_len = _default_kv_len(k, kv_layout, page_table, page_size)
     if isinstance(kv_len, (Tensor, TensorSpec)):
         kv_len_t, n = kv_len, None
     else:
@@ -391,14 +382,18 @@ def _params(op, q, kv_len, causal, scale, start_pos, kv_start, sliding_window, s
             params = _PARAMS_MEMO.get(key)
             if params is not None:
                 return params, kv_len_t
-    _check_int("sliding_window", sliding_window)
-    left, right = window_of(window, sliding_window)
+    causal = require_causal(op, causal)
+    kv_layout = args.choice(op, "kv_layout", kv_layout, LAYOUTS)
+    page_size = args.integer(op, "page_size", page_size, 1 if kv_layout == "paged" else 0)
+    left, right = window_of(window, sliding_window, op)
+    if variant is not None and type(variant) is not str:
+        raise args.fail(op, "variant", variant, "None, a variant name or a KernelPath")
     params = AttentionParams(
-        causal=require_causal(op, causal), scale=None if scale is None else float(scale),
-        start_pos=_int_arg("start_pos", start_pos), kv_start=_int_arg("kv_start", kv_start),
-        kv_len=_int_arg("kv_len", n), sliding_window=left + 1, softcap=float(softcap), kv_layout=kv_layout,
-        page_size=_int_arg("page_size", page_size, 1 if kv_layout == "paged" else 0), variant=variant,
-        window_right=right, return_lse=bool(return_lse))
+        causal=causal, scale=args.optional_real(op, "scale", scale),
+        start_pos=args.optional_integer(op, "start_pos", start_pos), kv_start=args.integer(op, "kv_start", kv_start),
+        kv_len=args.optional_integer(op, "kv_len", n), sliding_window=left + 1,
+        softcap=args.real(op, "softcap", softcap, 0.0), kv_layout=kv_layout, page_size=page_size, variant=variant,
+        window_right=right, return_lse=args.flag(op, "return_lse", return_lse))
     if key is not None:
         if len(_PARAMS_MEMO) >= _PARAMS_MEMO_CAPACITY:
             _PARAMS_MEMO.clear()
@@ -406,11 +401,12 @@ def _params(op, q, kv_len, causal, scale, start_pos, kv_start, sliding_window, s
     return params, kv_len_t
 
 
-def _default_kv_len(k, kv_len, kv_layout, page_table, page_size):
-    if kv_len is not None:
-        return kv_len
-    if kv_layout == "paged" and page_table is not None and page_size:
-        return min(k.shape[0], page_table.shape[0] * page_size)
+def _default_kv_len(k, kv_layout, page_table, page_size):
+    """kv_len left out: every row of k, or of the pages the table maps (a bad page_size is named later)."""
+    if not hasattr(k, "shape"):
+        return None  # k is not a tensor: apply names it
+    if kv_layout == "paged" and page_table is not None and args.is_int(page_size) and page_size > 0:
+        return min(k.shape[0], page_table.shape[0] * int(page_size))
     return k.shape[0]
 
 
@@ -421,9 +417,8 @@ def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, k
     (out, lse [Hq, S] f32) with return_lse. causal (required): mask keys after the query, bottom-right aligned.
     window: FlashAttention's (left, right), -1 unbounded (sliding_window w is (w - 1, -1)). kv_len: int
     (default: all rows) or a u32 tensor read by the kernel. variant: a name or a KernelPath."""
-    kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
-    params, kv_len_t = _params("attention", q, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap,
-                               kv_layout, page_size, variant, layer, window, return_lse)
+    params, kv_len_t = _params("attention", q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window,
+                               softcap, kv_layout, page_table, page_size, variant, layer, window, return_lse)
     return apply(ATTENTION, params, (q, k, v, kv_len_t, page_table), out=out)
 
 
@@ -432,16 +427,19 @@ def attention_plan(q, k, v, *, caps=None, causal=None, scale=None, start_pos=Non
                    variant=None, layer=None, window=(-1, -1)) -> KernelPlan:
     """The KernelPlan `attention` would use, without running. Tensors or TensorSpecs; caps default to the
     tensors' device (or the default device)."""
-    kv_len = _default_kv_len(k, kv_len, kv_layout, page_table, page_size)
-    params, kv_len_t = _params("attention_plan", q, kv_len, causal, scale, start_pos, kv_start, sliding_window,
-                               softcap, kv_layout, page_size, variant, layer, window)
-    specs = tuple(None if t is None else (t.spec if isinstance(t, Tensor) else t)
-                  for t in (q, k, v, kv_len_t, page_table))
+    params, kv_len_t = _params("attention_plan", q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window,
+                               softcap, kv_layout, page_table, page_size, variant, layer, window)
+    specs = []
+    for name, t in (("q", q), ("k", k), ("v", v), ("kv_len", kv_len_t), ("page_table", page_table)):
+        if t is not None and not isinstance(t, (Tensor, TensorSpec)):
+            raise ShapeError(f"attention_plan: {name} must be a Tensor or a TensorSpec, got {type_name(t)}")
+        specs.append(t.spec if isinstance(t, Tensor) else t)
+    specs = tuple(specs)
     validate(params, specs)
+    from wgraph.device import Caps, default_device  # the device module imports the ops
+
     if caps is None:
-        if isinstance(q, Tensor):
-            caps = q.device.caps
-        else:
-            from wgraph.device import default_device
-            caps = default_device().caps
+        caps = q.device.caps if isinstance(q, Tensor) else default_device().caps
+    elif not isinstance(caps, Caps):
+        raise args.fail("attention_plan", "caps", caps, "None or a Caps (dev.caps, Caps.synthetic(...))")
     return plan(plan_facts(params, specs), caps, params.variant)

@@ -14,11 +14,12 @@ import math
 import attrs
 import numpy as np
 
+from wgraph import args
 from wgraph.errors import LimitError, PlanError, ShapeError
-from wgraph.ops.attention import call_dtype, window_of
+from wgraph.ops.attention import call_dtype, require_causal, window_of
 from wgraph.ops.attention_loops import BOUNDS, CPU_LOOP_LIMIT, batched_combine
 from wgraph.ops.attention_planner import PlanFacts, shader_const
-from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
 from wgraph.runtime.registry import kernel, kernels_for, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -70,7 +71,8 @@ def _heads(op: str, Hq: int, D: int, Hkv: int, Dk: int, q_dtype: str, k: TensorS
 def _geometry(p: BatchedParams, specs) -> dict:
     """Batch size, rows and layout of a call, validated (no GPU work)."""
     q, k, v, cu_q, kv_lens, table = specs
-    op = f"attention_{p.mode}"
+    op = f"attention_{args.choice('attention_batched', 'mode', p.mode, ('varlen', 'kvcache'))}"
+    _check_fields(op, p)
     if p.mode == "varlen":
         total_q, Hq, D = _spec3(f"{op}: q", q, 3)
         total_k, Hkv, Dk = _spec3(f"{op}: k", k, 3)
@@ -98,11 +100,25 @@ def _geometry(p: BatchedParams, specs) -> dict:
             geo = dict(B=B, q_rows=B * Sq, kv_rows=rows, layout=2, pages=rows // p.page_size,
                        max_pages=table.shape[1])
     geo.update(Hq=Hq, Hkv=Hkv, D=D, dtype=_heads(op, Hq, D, Hkv, Dk, q.dtype, k, v))
-    if p.softcap < 0 or not math.isfinite(p.softcap):
-        raise ShapeError(f"{op}: softcap {p.softcap} must be finite and >= 0 (0 = off)")
-    if p.scale is not None and not math.isfinite(p.scale):
-        raise ShapeError(f"{op}: scale {p.scale} must be finite")
     return geo
+
+
+def _check_fields(op: str, p: BatchedParams) -> None:
+    """Every field of `p` by its rule (args.py), as the entry points check their arguments: params from a graph
+    file or Program.update get the same checks."""
+    args.flag(op, "causal", p.causal)
+    args.window(op, "window", p.window)
+    args.real(op, "softcap", p.softcap, 0.0)
+    args.flag(op, "return_lse", p.return_lse)
+    args.integer(op, "max_q", p.max_q)
+    args.integer(op, "max_k", p.max_k)
+    args.optional_real(op, "scale", p.scale)
+    args.integer(op, "page_size", p.page_size)
+    args.integer(op, "seqlen_add", p.seqlen_add)
+    if p.seqlen_add > p.max_k:
+        raise LimitError(f"{op}: {p.seqlen_add} new rows per sequence do not fit the capacity of {p.max_k}")
+    if p.variant is not None:
+        args.text(op, "variant", p.variant)
 
 
 def _infer(p: BatchedParams, specs):
@@ -289,8 +305,7 @@ def _infer_advance(p: AdvanceParams, specs):
     (lens,) = specs
     if lens is None or lens.dtype != "u32" or len(lens.shape) != 1:
         raise ShapeError(f"seqlens_advance: cache_seqlens must be a 1-D u32 tensor, got {lens}")
-    if isinstance(p.add, bool) or not 0 <= p.add <= 0xFFFFFFFF:
-        raise ShapeError(f"seqlens_advance: add={p.add!r} must be an integer in [0, {0xFFFFFFFF}]")
+    args.integer("seqlens_advance", "n", p.add)
     return ()
 
 
@@ -309,7 +324,7 @@ ADVANCE = register(OpDef("seqlens_advance", _infer_advance, _encode_advance))
 def seqlens_advance(cache_seqlens, n: int = 1) -> None:
     """cache_seqlens[b] += n for every sequence, in place on the GPU (saturating): the last op of a recorded
     batched decode step, so each replay attends one more key per sequence."""
-    apply(ADVANCE, AdvanceParams(int(n)), (cache_seqlens,))
+    apply(ADVANCE, AdvanceParams(args.integer("seqlens_advance", "n", n)), (cache_seqlens,))
 
 
 # ---- host-side values: checked here, then uploaded ----
@@ -318,22 +333,17 @@ def _is_device_value(x) -> bool:
     return isinstance(x, Tensor) or getattr(x, "_wgraph_symbol_", False)
 
 
+def _spec_of(x) -> TensorSpec:
+    """A GPU value's spec, or a host array's (the spec its upload will have)."""
+    return x.spec if _is_device_value(x) else TensorSpec(x.shape, "u32")
+
+
 def _upload(ref, arr: np.ndarray, name: str):
     """`arr` as a u32 tensor on ref's device, or a const of ref's graph."""
     arr = np.ascontiguousarray(arr, dtype=np.uint32)
     if getattr(ref, "_wgraph_symbol_", False):
         return ref.graph.const(f"{name}.{len(ref.graph.states)}", arr, "u32")
     return ref.device.tensor(arr, "u32")
-
-
-def _host_ints(op: str, name: str, values) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.dtype.kind not in "iu" and arr.size:
-        raise ShapeError(f"{op}: {name} must hold integers, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < 0 or arr.max() > 0xFFFFFFFF):
-        raise ShapeError(f"{op}: {name} must hold u32 values, got {arr.min()}..{arr.max()}")
-    return arr
 
 
 def _check_cu(op: str, name: str, cu: np.ndarray, total: int, max_len: int, max_name: str):
@@ -351,13 +361,32 @@ def _check_cu(op: str, name: str, cu: np.ndarray, total: int, max_len: int, max_
         raise LimitError(f"{op}: sequence {b} has length {lens[b]} ({name}), above {max_name}={max_len}")
 
 
-def _check_int(op: str, name: str, value, minimum: int = 0):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not minimum <= value <= 0xFFFFFFFF:
-        raise ShapeError(f"{op}: {name}={value!r} must be an integer in [{minimum}, {0xFFFFFFFF}]")
+def _options(op: str, causal, scale, window, softcap, return_lse, variant) -> dict:
+    """The options both batched calls take, each checked by its rule (args.py)."""
+    if variant is not None:
+        k = registry().get(variant) if type(variant) is str else None
+        if k is None or k.op != "attention_batched":
+            raise PlanError(f"{op}: variant={args.show(variant)} is not a batched attention kernel; None plans one")
+    return dict(causal=require_causal(op, causal), scale=args.optional_real(op, "scale", scale),
+                window=window_of(window, 0, op), softcap=args.real(op, "softcap", softcap, 0.0),
+                return_lse=args.flag(op, "return_lse", return_lse), variant=variant)
 
 
-def _scale(scale):
-    return None if scale is None else float(scale)
+def _plan_now(p: BatchedParams, specs, q) -> None:
+    """Validate and choose the kernel of a tensor call now (the LimitError of lavapipe's loop cap included), so
+    it fails before anything is uploaded or written; a graph plans at compile."""
+    geo = _geometry(p, specs)
+    if not isinstance(q, Tensor):
+        return
+    caps, op = q.device.caps, f"attention_{p.mode}"
+    k = kernel(choose_variant(p, geo, caps))
+    limit = caps.max_workgroups_per_dim
+    if geo["B"] > limit:
+        raise LimitError(f"{op}: {geo['B']} sequences; the grid holds one per workgroup row, at most {limit}")
+    if k.facts.get("role") not in SPLIT_ROLES and ceil_div(p.max_q, shader_const(k, "BLOCK_M")) > limit:
+        what = f"max_seqlen_q={p.max_q}" if p.mode == "varlen" else f"{p.max_q} queries per sequence"
+        raise LimitError(f"{op}: {what} needs {ceil_div(p.max_q, shader_const(k, 'BLOCK_M'))} workgroups of "
+                         f"{shader_const(k, 'BLOCK_M')} queries; the device allows {limit} per dimension")
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, scale=None,
@@ -366,21 +395,25 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_s
     by cu_seqlens (u32 [B + 1], numpy or GPU tensors). Causal is bottom-right per sequence. -> out [total_q,
     Hq, D], or (out, lse [Hq, total_q] f32) with return_lse."""
     op = "attention_varlen"
-    _check_int(op, "max_seqlen_q", max_seqlen_q)
-    _check_int(op, "max_seqlen_k", max_seqlen_k)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        tensor_arg(op, name, x)
+    max_q = args.integer(op, "max_seqlen_q", max_seqlen_q)
+    max_k = args.integer(op, "max_seqlen_k", max_seqlen_k)
+    p = BatchedParams("varlen", max_q=max_q, max_k=max_k,
+                      **_options(op, causal, scale, window, softcap, return_lse, variant))
     cus = []
-    for name, cu, x, mx, mx_name in (("cu_seqlens_q", cu_seqlens_q, q, max_seqlen_q, "max_seqlen_q"),
-                                     ("cu_seqlens_k", cu_seqlens_k, k, max_seqlen_k, "max_seqlen_k")):
+    for name, cu, x, mx, mx_name in (("cu_seqlens_q", cu_seqlens_q, q, max_q, "max_seqlen_q"),
+                                     ("cu_seqlens_k", cu_seqlens_k, k, max_k, "max_seqlen_k")):
         if not _is_device_value(cu):
-            arr = _host_ints(op, name, cu)
-            _check_cu(op, name, arr, x.shape[0], mx, mx_name)
-            cu = _upload(q, arr, f"{op}.{name}")
+            cu = args.ids(op, name, cu)
+            _check_cu(op, name, cu, x.shape[0], mx, mx_name)
         cus.append(cu)
-    if cus[0].shape != cus[1].shape:
-        raise ShapeError(f"{op}: cu_seqlens_q {cus[0].shape} and cu_seqlens_k {cus[1].shape} hold different "
-                         f"batch sizes")
-    p = BatchedParams("varlen", bool(causal), window_of(window), float(softcap), bool(return_lse),
-                      int(max_seqlen_q), int(max_seqlen_k), _scale(scale), variant=variant)
+    if _spec_of(cus[0]).shape != _spec_of(cus[1]).shape:
+        raise ShapeError(f"{op}: cu_seqlens_q {_spec_of(cus[0]).shape} and cu_seqlens_k {_spec_of(cus[1]).shape} "
+                         f"hold different batch sizes")
+    _plan_now(p, (q.spec, k.spec, v.spec, _spec_of(cus[0]), _spec_of(cus[1]), None), q)
+    cus = [cu if _is_device_value(cu) else _upload(q, cu, f"{op}.{name}")
+           for cu, name in zip(cus, ("cu_seqlens_q", "cu_seqlens_k"))]
     return apply(BATCHED, p, (q, k, v, cus[0], cus[1], None), out=out)
 
 
@@ -390,8 +423,16 @@ def attention_kvcache(q, k_cache, v_cache, *, cache_seqlens, k_new=None, v_new=N
     """FlashAttention 2's kvcache attention: q [B, Sq, Hq, D] against caches [B, capacity, Hkv, D] (or paged
     [pages * page_size, Hkv, D] with block_table u32 [B, max_pages]) holding cache_seqlens[b] keys (u32 [B]:
     ints or a GPU tensor). k_new/v_new [B, S_new, Hkv, D] are written at cache_seqlens[b] first and attended
-    too; cache_seqlens itself is not changed (seqlens_advance does that). -> out [B, Sq, Hq, D] (, lse)."""
+    too; cache_seqlens itself is not changed (seqlens_advance does that). The whole call is validated and
+    planned before the new rows are written: an error leaves the caches as they were. -> out [B, Sq, Hq, D]
+    (, lse)."""
     op = "attention_kvcache"
+    for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        tensor_arg(op, name, x)
+    for name, x in (("k_new", k_new), ("v_new", v_new)):
+        if x is not None:
+            tensor_arg(op, name, x)
+    options = _options(op, causal, scale, window, softcap, return_lse, variant)
     if (k_new is None) != (v_new is None):
         raise ShapeError(f"{op}: give both k_new and v_new or neither")
     if len(q.shape) != 4:
@@ -399,43 +440,53 @@ def attention_kvcache(q, k_cache, v_cache, *, cache_seqlens, k_new=None, v_new=N
     B = q.shape[0]
     paged = block_table is not None
     if paged:
-        _check_int(op, "page_size", page_size, 1)
+        if not _is_device_value(block_table):
+            block_table = args.ids(op, "block_table", block_table, ndim=2)
+        page_size = args.integer(op, "page_size", page_size, 1)
         if len(k_cache.shape) != 3 or k_cache.shape[0] % page_size:
             raise ShapeError(f"{op}: a paged k_cache must be [pages * page_size, Hkv, D] with page_size {page_size}, "
                              f"got {k_cache.shape}")
         pages = k_cache.shape[0] // page_size
         if not _is_device_value(block_table):
-            table = _host_ints(op, "block_table", block_table)
-            if table.ndim != 2 or table.shape[0] != B:
-                raise ShapeError(f"{op}: block_table must be [B={B}, max_pages], got shape {table.shape}")
-            bad = np.argwhere(table >= pages)
+            if block_table.shape[0] != B:
+                raise ShapeError(f"{op}: block_table must be [B={B}, max_pages], got shape {block_table.shape}")
+            bad = np.argwhere(block_table >= pages)
             if len(bad):
                 b, i = bad[0]
-                raise LimitError(f"{op}: block_table[{b}, {i}] = {table[b, i]} (sequence {b}) is not a page of the "
-                                 f"cache, which has {pages} pages")
-            block_table = _upload(q, table, f"{op}.block_table")
-        capacity = block_table.shape[1] * page_size
+                raise LimitError(f"{op}: block_table[{b}, {i}] = {block_table[b, i]} (sequence {b}) is not a page "
+                                 f"of the cache, which has {pages} pages")
+        capacity = _spec_of(block_table).shape[1] * page_size if len(_spec_of(block_table).shape) == 2 else 0
     else:
         if page_size is not None:
-            raise ShapeError(f"{op}: page_size given without block_table")
+            raise args.fail(op, "page_size", page_size, "None without block_table (a contiguous cache)")
         if len(k_cache.shape) != 4:
             raise ShapeError(f"{op}: a contiguous k_cache must be [B, capacity, Hkv, D], got {k_cache.shape}")
         capacity = k_cache.shape[1]
-    n_new = 0 if k_new is None else k_new.shape[1]
+    n_new = 0 if k_new is None else (k_new.shape[1] if len(k_new.shape) == 4 else 0)
     if n_new > capacity:
         raise LimitError(f"{op}: {n_new} new rows per sequence do not fit the capacity of {capacity}")
     if not _is_device_value(cache_seqlens):
-        lens = _host_ints(op, "cache_seqlens", cache_seqlens)
-        if lens.shape != (B,):
-            raise ShapeError(f"{op}: cache_seqlens must be [B={B}], got shape {lens.shape}")
-        for b in np.nonzero(lens + n_new > capacity)[0][:1]:
-            raise LimitError(f"{op}: sequence {b}: cache_seqlens {lens[b]} + {n_new} new rows = {lens[b] + n_new} "
-                             f"is above the capacity of {capacity}")
-        cache_seqlens = _upload(q, lens, f"{op}.cache_seqlens")
-    p = BatchedParams("kvcache", bool(causal), window_of(window), float(softcap), bool(return_lse),
-                      q.shape[1], capacity, _scale(scale), int(page_size or 0), n_new, variant)
-    inputs = (q, k_cache, v_cache, None, cache_seqlens, block_table)
+        cache_seqlens = args.ids(op, "cache_seqlens", cache_seqlens)
+        if cache_seqlens.shape != (B,):
+            raise ShapeError(f"{op}: cache_seqlens must be [B={B}], got shape {cache_seqlens.shape}")
+        for b in np.nonzero(cache_seqlens + n_new > capacity)[0][:1]:
+            raise LimitError(f"{op}: sequence {b}: cache_seqlens {cache_seqlens[b]} + {n_new} new rows = "
+                             f"{cache_seqlens[b] + n_new} is above the capacity of {capacity}")
+    p = BatchedParams("kvcache", max_q=q.shape[1], max_k=capacity, page_size=page_size or 0, seqlen_add=n_new,
+                      **options)
+    append_p = AppendParams(page_size or 0)
+    specs = (q.spec, k_cache.spec, v_cache.spec, None, _spec_of(cache_seqlens),
+             None if block_table is None else _spec_of(block_table))
+    _plan_now(p, specs, q)   # every check of both ops before anything is uploaded or written
     if k_new is not None:
-        _infer(p, tuple(None if x is None else x.spec for x in inputs))   # every check before the append's write
-        apply(APPEND, AppendParams(int(page_size or 0)), (k_new, v_new, k_cache, v_cache, cache_seqlens, block_table))
-    return apply(BATCHED, p, inputs, out=out)
+        _infer_append(append_p, (k_new.spec, v_new.spec, k_cache.spec, v_cache.spec, specs[4], specs[5]))
+    if not _is_device_value(cache_seqlens):
+        cache_seqlens = _upload(q, cache_seqlens, f"{op}.cache_seqlens")
+    if block_table is not None and not _is_device_value(block_table):
+        block_table = _upload(q, block_table, f"{op}.block_table")
+    inputs = (q, k_cache, v_cache, None, cache_seqlens, block_table)
+    if k_new is None:
+        return apply(BATCHED, p, inputs, out=out)
+    _, result = apply_many([(APPEND, append_p, (k_new, v_new, k_cache, v_cache, cache_seqlens, block_table), None),
+                            (BATCHED, p, inputs, out)])
+    return result

@@ -25,7 +25,8 @@ import numpy as np
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
-from wgraph.ops.core import OpDef, apply, register
+from wgraph import args
+from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
 from wgraph.ops.kv_cache import select_variant
 from wgraph.runtime.registry import kernel
 from wgraph.tensor import Tensor, TensorSpec
@@ -116,6 +117,14 @@ class BDPAParams:
 def _infer(params: BDPAParams, specs):
     q, basis, residual, rscale, index, rope, len_t = specs
     op = "bdpa_attention"
+    args.integer(op, "q_pos", params.q_pos)
+    args.optional_integer(op, "kv_len", params.kv_len)
+    args.flag(op, "causal", params.causal)
+    args.integer(op, "sliding_window", params.sliding_window)
+    args.real(op, "softcap", params.softcap, 0.0)
+    args.optional_real(op, "scale", params.scale)
+    args.integer(op, "window_right", params.window_right, -1, args.I32_MAX)
+    args.flag(op, "return_lse", params.return_lse)
     if len(q.shape) != 3 or q.shape[0] != 1:
         raise ShapeError(f"{op}: decode only, q must be [1, Hq, D], got {q.shape}")
     _, hq, dim = q.shape
@@ -177,16 +186,20 @@ def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal
     must be below rope's row count (checked here from the host-known max_position). window and return_lse as in
     wg.ops.attention, on the keys' original positions (docs/attention.md).
     """
-    causal = require_causal("bdpa_attention", causal)
+    op = "bdpa_attention"
+    causal = require_causal(op, causal)
+    tensor_arg(op, "q", q)
+    if not isinstance(cache, BDPACache):
+        raise ShapeError(f"{op}: cache must be a BDPACache (bdpa_decompose(...).upload(dev)), got {type_name(cache)}")
     if q.dtype != "f32":
         raise DtypeError(f"bdpa_attention: q must be f32 (the kernel is f16 basis, f32 q/out), got {q.dtype}")
     if isinstance(rope, Tensor) and cache.max_position >= rope.shape[0]:
         raise LimitError(f"bdpa_attention: the index has position {cache.max_position}, beyond the RoPE table's "
                          f"{rope.shape[0]} positions")
-    len_t = kv_len if isinstance(kv_len, Tensor) else None
-    n = None if len_t is not None else int(cache.index.shape[0] if kv_len is None else kv_len)
-    left, right = window_of(window, int(sliding_window))
-    params = BDPAParams(int(q_pos), n, bool(causal), left + 1, float(softcap),
-                        None if scale is None else float(scale), right, bool(return_lse))
+    len_t = kv_len if isinstance(kv_len, Tensor) or getattr(kv_len, "_wgraph_symbol_", False) else None
+    n = None if len_t is not None else args.integer(op, "kv_len", cache.index.shape[0] if kv_len is None else kv_len)
+    left, right = window_of(window, sliding_window, op)
+    params = BDPAParams(args.integer(op, "q_pos", q_pos), n, causal, left + 1, args.real(op, "softcap", softcap, 0.0),
+                        args.optional_real(op, "scale", scale), right, args.flag(op, "return_lse", return_lse))
     return apply(BDPA, params, (q, cache.basis, cache.residual, cache.residual_scale, cache.index, rope, len_t),
                  out=out)

@@ -202,14 +202,35 @@ def _spec(x) -> TensorSpec | None:
     raise ShapeError(f"expected a Tensor (or a graph value), got {type_name(x)}; upload host data with dev.tensor(...)")
 
 
+def tensor_arg(fn: str, name: str, x):
+    """`x` if it is a Tensor or a graph value; else ShapeError naming the argument and what it got."""
+    if isinstance(x, Tensor) or getattr(x, "_wgraph_symbol_", False):
+        return x
+    raise ShapeError(f"{fn}: {name} must be a Tensor (or a graph value), got {type_name(x)}; upload host data "
+                     f"with dev.tensor(...)")
+
+
 def type_name(x) -> str:
     """x's type with its package (numpy.ndarray, torch.Tensor): a torch.Tensor is not a wgraph Tensor."""
     kind = type(x)
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
 
 
-def apply(op: OpDef, params, inputs: tuple, out=None):
-    """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s)."""
+def apply_many(calls) -> list:
+    """Several ops as one call, each validated, planned and encoded before the first is queued: an error in any
+    of them leaves every buffer as it was (attention_kvcache's append, then its attention). `calls` holds
+    (op, params, inputs, out) tuples; the results come back in order. Graph symbols add their nodes one by one,
+    so a caller checks the later ops' params (their infer) before calling with symbols."""
+    queued: list = []
+    results = [apply(op, params, inputs, out, queue=queued) for op, params, inputs, out in calls]
+    for device, items, outputs in queued:
+        device.run(items, outputs)
+    return results
+
+
+def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = None):
+    """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s).
+    queue: a list that takes (device, items, outputs) instead of the device running them now (apply_many)."""
     # One pass over the inputs gathers the template key (shape, dtype per input) and, inline, the checks a
     # repeated call needs (device, epoch, poisoned, distinct buffers): this is the cost of every recorded op.
     # Any failed check takes the slow path below, which raises with the full message.
@@ -252,7 +273,11 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
                 break  # an output aliases an input: the slow path finds it and says so
         else:
             scratch = device.template_scratch(tpl.scratch) if tpl.scratch else ()
-            device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
+            items = tpl.instantiate(inputs, outputs, scratch)
+            if queue is None:
+                device.run(items, outputs if out is None else ())
+            else:
+                queue.append((device, items, outputs if out is None else ()))
             return outputs[0] if len(outputs) == 1 else outputs
     specs = tuple(None if x is None else x.spec for x in inputs)
     out_specs = tuple(op.infer(params, specs))
@@ -265,7 +290,10 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
         tpl = capture(out_specs, dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used)
         if tpl is not None:
             device.templates.put(key, tpl)
-    device.run(dispatches, outputs if out is None else ())
+    if queue is None:
+        device.run(dispatches, outputs if out is None else ())
+    else:
+        queue.append((device, dispatches, outputs if out is None else ()))
     return outputs[0] if len(outputs) == 1 else outputs
 
 

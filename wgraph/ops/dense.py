@@ -9,7 +9,7 @@ import math
 import attrs
 import numpy as np
 
-from wgraph.dtypes import is_int
+from wgraph import args
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.runtime.registry import kernel, kernels_for, select_variant
@@ -119,8 +119,7 @@ def _infer_rmsnorm(params: RmsNormParams, specs):
         raise ShapeError(f"rmsnorm: weight must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {w.shape}")
     if w.dtype != x.dtype:
         raise DtypeError(f"rmsnorm: weight dtype {w.dtype} differs from x's {x.dtype}")
-    if not params.eps > 0:
-        raise ShapeError(f"rmsnorm: eps must be > 0, got {params.eps}")
+    args.real("rmsnorm", "eps", params.eps, 0.0, open_lo=True)
     select_variant("rmsnorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
@@ -139,7 +138,7 @@ RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm))
 
 def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
     """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32 or f16; f32 reduction)."""
-    return apply(RMSNORM, RmsNormParams(float(eps)), (x, weight), out=out)
+    return apply(RMSNORM, RmsNormParams(args.real("rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, weight), out=out)
 
 
 # ---- rope ----
@@ -161,12 +160,11 @@ def _infer_rope(params: RopeParams, specs):
             raise DtypeError(f"rope: {name} table dtype {t.dtype} differs from x's {x.dtype}")
     if cos_t.shape != sin_t.shape:
         raise ShapeError(f"rope: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
-    if params.pos < 0:
-        raise LimitError(f"rope: position {params.pos} is negative")
+    args.integer("rope", "pos", params.pos, 0, args.U32_MAX)
     # With a GPU position these are the least positions the rows can have (the kernel relies on it).
     if x.shape[0] and params.pos + x.shape[0] > cos_t.shape[0]:
-        raise LimitError(f"rope: positions {params.pos}..{params.pos + x.shape[0] - 1} exceed the table's "
-                         f"{cos_t.shape[0]} rows")
+        raise LimitError(f"rope: positions {params.pos}..{params.pos + x.shape[0] - 1} (pos + pos_offset + row) "
+                         f"exceed the table's {cos_t.shape[0]} rows")
     if pos_t is not None and (pos_t.dtype != "u32" or pos_t.size < 1):
         raise ShapeError(f"rope: a GPU position must be a u32 tensor with at least one value, got {pos_t.shape} {pos_t.dtype}")
     select_variant("rope", output_dtype=x.dtype)
@@ -193,15 +191,28 @@ def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, out=None):
     position `pos + r`. `pos` is an int (checked against the table) or a u32 GPU tensor (plus `pos_offset`),
     read at dispatch time; rows a GPU position puts beyond the table come out as zeros and are reported on
     the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
+    pos_offset = args.integer("rope", "pos_offset", pos_offset)
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
-        return apply(ROPE, RopeParams(int(pos_offset)), (x, cos, sin, pos), out=out)
-    if not is_int(pos):
-        raise ShapeError(f"rope: pos must be an int or a u32 GPU tensor, got {type(pos).__name__}")
-    return apply(ROPE, RopeParams(int(pos) + int(pos_offset)), (x, cos, sin, None), out=out)
+        return apply(ROPE, RopeParams(pos_offset), (x, cos, sin, pos), out=out)
+    if not args.is_int(pos):
+        raise args.fail("rope", "pos", pos, "an integer in [0, 4294967295] or a u32 GPU tensor")
+    start = args.integer("rope", "pos + pos_offset", int(pos) + pos_offset)
+    return apply(ROPE, RopeParams(start), (x, cos, sin, None), out=out)
 
 
 def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin tables [max_pos, head_dim / 2] with frequencies base ** (-2i / head_dim)."""
+    max_pos = args.integer("rope_tables", "max_pos", max_pos)
+    head_dim = args.integer("rope_tables", "head_dim", head_dim, 2)
+    if head_dim % 2:
+        raise args.fail("rope_tables", "head_dim", head_dim, "even (the tables hold head_dim / 2 frequencies)")
+    base = args.real("rope_tables", "base", base, 0.0, open_lo=True)
+    try:
+        kind = None if dtype is None else np.dtype(dtype).kind
+    except TypeError:
+        kind = None
+    if kind != "f":
+        raise args.fail("rope_tables", "dtype", dtype, "a numpy float dtype (np.float32, np.float16, np.float64)")
     inv = base ** (-np.arange(0, head_dim // 2, dtype=np.float64) * 2.0 / head_dim)
     angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv[None, :]
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
@@ -211,19 +222,18 @@ def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0, dtype=np.flo
 
 @attrs.frozen
 class ReshapeParams:
-    shape: tuple[int, ...] = attrs.field(converter=lambda s: tuple(int(d) for d in s))
+    shape: tuple[int, ...] = attrs.field(converter=lambda s: args.view_shape("reshape", "shape", s))
 
 
-def _resolve_shape(shape: tuple, size: int, have: tuple) -> tuple[int, ...]:
-    if list(shape).count(-1) > 1:
-        raise ShapeError(f"reshape {shape}: at most one -1")
+def _resolve_shape(shape: tuple, size: int, have: tuple, fn: str = "reshape") -> tuple[int, ...]:
+    """`shape` (one -1 inferred) for a view of `size` elements; ShapeError naming both shapes otherwise."""
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or size % known:
-            raise ShapeError(f"cannot reshape {have} ({size} elements) to {shape}")
+            raise ShapeError(f"{fn}: cannot view {have} ({size} elements) as shape={shape}")
         shape = tuple(size // known if s == -1 else s for s in shape)
     if math.prod(shape) != size:
-        raise ShapeError(f"cannot reshape {have} ({size} elements) to {shape} ({math.prod(shape)})")
+        raise ShapeError(f"{fn}: cannot view {have} ({size} elements) as shape={shape} ({math.prod(shape)})")
     return tuple(shape)
 
 
@@ -241,10 +251,11 @@ RESHAPE = register(OpDef("reshape", _infer_reshape, _encode_reshape, is_view=Tru
 
 def reshape(x, *shape):
     """A view of x with another shape (one dimension may be -1): no copy, no dispatch."""
-    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-        shape = tuple(shape[0])
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    shape = args.view_shape("reshape", "shape", shape)
     if getattr(x, "_wgraph_symbol_", False):
         return apply(RESHAPE, ReshapeParams(shape), (x,))
     if not isinstance(x, Tensor):
         raise ShapeError(f"reshape: expected a Tensor or a graph value, got {type(x).__name__}")
-    return x.reshape(*_resolve_shape(tuple(int(s) for s in shape), x.size, x.shape))
+    return x.reshape(*_resolve_shape(shape, x.size, x.shape))

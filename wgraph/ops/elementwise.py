@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.dtypes import F32_MAX
-from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph import args
+from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.runtime.registry import add_generated_variants, kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
@@ -95,8 +95,7 @@ class BinaryParams:
 def _unary(op: str):
     def infer(params: UnaryParams | ScaleParams, specs):
         x, indirect = specs
-        if abs(params.alpha) > F32_MAX:
-            raise LimitError(f"{op}: factor {params.alpha} is outside f32's range +-{F32_MAX:.8g}")
+        args.real(op, "factor", params.alpha)
         select_variant(op, output_dtype=x.dtype)
         _check_indirect(indirect)
         return (TensorSpec(x.shape, x.dtype),)
@@ -159,7 +158,7 @@ OPDEFS = {row.name: register(OpDef(row.name, *_FORMS[row.form](row.name))) for r
 
 def scale(x, factor: float, *, indirect=None, out=None):
     """`x * factor`. `indirect=` a u32 tensor [x, y, z] of workgroup counts read by the GPU at dispatch time."""
-    return apply(OPDEFS["scale"], ScaleParams(float(factor)), (x, indirect), out=out)
+    return apply(OPDEFS["scale"], ScaleParams(args.real("scale", "factor", factor)), (x, indirect), out=out)
 
 
 def silu(x, *, out=None):
@@ -170,9 +169,8 @@ def silu(x, *, out=None):
 def gelu(x, *, approximate: str = "none", out=None):
     """GELU: `x * Phi(x)` with an erf approximation (approximate="none", as torch) or the tanh form ("tanh")."""
     ops = {"none": "gelu", "tanh": "gelu_tanh"}
-    if approximate not in ops:
-        raise ShapeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return apply(OPDEFS[ops[approximate]], UnaryParams(), (x, None), out=out)
+    return apply(OPDEFS[ops[args.choice("gelu", "approximate", approximate, tuple(ops))]], UnaryParams(), (x, None),
+                 out=out)
 
 
 def add(a, b, *, indirect=None, out=None):

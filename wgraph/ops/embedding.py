@@ -8,7 +8,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from wgraph.dtypes import is_int
+from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.runtime.registry import kernel, select_variant
@@ -22,6 +22,7 @@ class EmbeddingParams:
 
 def _infer(params, specs):
     ids, table = specs
+    args.dtype_name("embedding", "dtype", params.dtype, (None, "f16", "f32"))
     if ids.dtype != "u32":
         raise DtypeError(f"embedding: ids must be u32, got {ids.dtype}")
     if len(table.shape) != 2:
@@ -45,10 +46,8 @@ EMBEDDING = register(OpDef("embedding", _infer, _encode))
 
 def _host_ids(ids, vocab: int) -> np.ndarray:
     """Ids given as ints or a numpy array, checked against the table: LimitError naming the first bad one."""
-    arr = np.asarray(ids)
-    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-        raise DtypeError(f"embedding: ids must be integers (or a u32 GPU tensor), got {arr.dtype}")
-    bad = np.flatnonzero((arr.reshape(-1) < 0) | (arr.reshape(-1) >= vocab))
+    arr = args.ids("embedding", "ids", ids, ndim=None)
+    bad = np.flatnonzero(arr.reshape(-1) >= vocab)
     if bad.size:
         i = int(bad[0])
         raise LimitError(f"embedding: id {int(arr.reshape(-1)[i])} at index {i} is outside the table's {vocab} "
@@ -60,10 +59,11 @@ def embedding(ids, table, *, dtype: str | None = None, out=None):
     """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32 or f16 ->
     [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 table. Host ids >= V raise LimitError; a GPU
     id >= V gives a row of zeros and sets the device error flag."""
-    params = EmbeddingParams(dtype)
+    params = EmbeddingParams(args.dtype_name("embedding", "dtype", dtype, (None, "f16", "f32")))
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
         return apply(EMBEDDING, params, (ids, table), out=out)
     if len(table.shape) != 2:
         raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
-    host = _host_ids([ids] if is_int(ids) else ids, table.shape[0])
+    host = _host_ids([ids] if args.is_int(ids) else ids, table.shape[0])
+    _infer(params, (TensorSpec(host.shape, "u32"), table.spec))   # every check before the ids are uploaded
     return apply(EMBEDDING, params, (table.device.tensor(host, "u32"), table), out=out)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.dtypes import exact_int, is_int
+from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError
-from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.args import U32_MAX
+from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register
 from wgraph.runtime.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -22,10 +23,9 @@ QUANT_MODES = {"int8": (8, 4, 127), "int4": (4, 8, 7)}  # bits, values per u32, 
 
 def quant_format(mode: str) -> tuple[int, int, int]:
     """(bits, values per u32, qmax) of a quantization mode."""
-    try:
-        return QUANT_MODES[mode]
-    except KeyError:
-        raise ShapeError(f"quantization mode {mode!r} is not one of {sorted(QUANT_MODES)}") from None
+    if type(mode) is not str or mode not in QUANT_MODES:
+        raise ShapeError(f"quantization mode {mode!r} is not one of {sorted(QUANT_MODES)}")
+    return QUANT_MODES[mode]
 
 
 @attrs.frozen
@@ -72,8 +72,8 @@ I32_MAX = 2**31 - 1  # the kv kernels compute positions in i32 (a negative one i
 def _check_positions(params: WriteParams, n: int, capacity: int, has_pos_tensor: bool, op: str):
     """With an int position (and no pos tensor) every written position must fit: clear errors, not dropped rows."""
     if n and params.pos + n - 1 > I32_MAX:
-        raise LimitError(f"{op}: rows at positions {params.pos}..{params.pos + n - 1} pass {I32_MAX}, the largest "
-                         f"position the kv kernels address (any layout, rings included)")
+        raise LimitError(f"{op}: rows at positions {params.pos}..{params.pos + n - 1} (pos + pos_offset + row) pass "
+                         f"{I32_MAX}, the largest position the kv kernels address (any layout, rings included)")
     if params.layout == "ring":
         if n > capacity:
             raise LimitError(f"{op}: {n} rows into a ring of {capacity} rows would overwrite rows of the same append")
@@ -82,17 +82,18 @@ def _check_positions(params: WriteParams, n: int, capacity: int, has_pos_tensor:
         return  # known on the GPU only; the kernel writes nothing outside the cache
     first = params.pos
     if first < 0:
-        raise LimitError(f"{op}: position {first} is negative")
+        raise LimitError(f"{op}: position {first} (pos + pos_offset) is negative")
     if first >= capacity and n > 0:
-        raise LimitError(f"{op}: position {first} is beyond the cache capacity of {capacity} rows")
+        raise LimitError(f"{op}: position {first} (pos + pos_offset) is beyond the cache capacity of {capacity} rows")
     if first + n > capacity:
-        raise LimitError(f"{op}: cache full: writing {n} rows at position {first} needs {first + n} rows, "
-                         f"the cache holds {capacity}")
+        raise LimitError(f"{op}: cache full: writing {n} rows at position {first} (pos + pos_offset) needs "
+                         f"{first + n} rows, the cache holds {capacity}")
 
 
 def _infer_write(params: WriteParams, specs):
     src, dst, scales, table, pos_t = specs
     op = "kv_append" if params.mode is None else "kv_append_quantized"
+    _check_write_fields(op, params)
     if len(src.shape) != 3:
         raise ShapeError(f"{op}: new rows must be [n, kv_heads, head_dim], got {src.shape}")
     n_src, heads, dim = src.shape
@@ -114,6 +115,18 @@ def _infer_write(params: WriteParams, specs):
     return ()
 
 
+def _check_write_fields(op: str, p: WriteParams) -> None:
+    """Every field of `p` by its rule (args.py), for params from a graph file or Program.update. pos holds the
+    GPU position's offset when a position tensor is given: it may be negative."""
+    args.choice(op, "layout", p.layout, tuple(LAYOUTS))
+    args.integer(op, "pos", p.pos, -args.I32_MAX - 1, U32_MAX)
+    args.integer(op, "page_size", p.page_size)
+    args.optional_integer(op, "n_rows", p.n_rows)
+    args.integer(op, "src_ring", p.src_ring)
+    args.integer(op, "src_row0", p.src_row0)
+    args.choice(op, "mode", p.mode, (None,) + tuple(QUANT_MODES))
+
+
 def _check_packed(mode: str, packed: TensorSpec, scales: TensorSpec | None, shape: tuple, op: str):
     """packed must be u32 [n, H, D / vpw] and scales f16 [n, H] for rows of `shape` = (n, H, D)."""
     bits, vpw, _ = quant_format(mode)
@@ -122,7 +135,8 @@ def _check_packed(mode: str, packed: TensorSpec, scales: TensorSpec | None, shap
         raise ShapeError(f"{op}: head_dim {dim} must be a multiple of {vpw} for {mode} ({vpw} values per u32)")
     want = (n, heads, dim // vpw)
     if packed.dtype != "u32" or packed.shape != want:
-        raise ShapeError(f"{op}: packed {mode} data must be u32 {want} for rows {shape}, got {packed.dtype} {packed.shape}")
+        raise ShapeError(f"{op}: packed {mode} data must be u32 {want} for rows {shape} (n, kv_heads, head_dim), got "
+                         f"{packed.dtype} {packed.shape}")
     if scales is None or scales.dtype != "f16" or scales.shape != (n, heads):
         got = None if scales is None else f"{scales.dtype} {scales.shape}"
         raise ShapeError(f"{op}: scales must be f16 {(n, heads)} (one per row and kv head) for packed {packed.shape}, got {got}")
@@ -159,20 +173,32 @@ def _encode_write(ctx, params: WriteParams, inputs, outputs):
 KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write))
 
 
-def _as_pos(pos, pos_offset: int) -> tuple[int, Tensor | None]:
+def _as_pos(op: str, pos, pos_offset) -> tuple[int, Tensor | None]:
+    """(int position, None) or (pos_offset, the GPU position tensor). pos_offset may be negative (TieredKVCache
+    moves the row leaving its ring from kv_len - 1 - window); a GPU row position below 0 is skipped."""
+    pos_offset = args.integer(op, "pos_offset", pos_offset, -args.I32_MAX - 1, args.I32_MAX)
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
-        return int(pos_offset), pos
-    if not is_int(pos):
-        raise ShapeError(f"position must be an int or a u32 GPU tensor, got {type(pos).__name__}")
-    return int(pos) + int(pos_offset), None
+        return pos_offset, pos
+    if not args.is_int(pos):
+        raise args.fail(op, "pos", pos, "an integer or a u32 GPU tensor")
+    return args.integer(op, "pos + pos_offset", int(pos) + pos_offset, 0, U32_MAX), None
 
 
 def kv_write(src, dst, pos, *, layout="contiguous", page_table=None, page_size=0, pos_offset=0, n_rows=None,
-             src_ring=0, src_row0=0, mode=None, scales=None):
+             src_ring=0, src_row0=0, mode=None, scales=None, op: str = "kv_write"):
     """Write rows of `src` into one cache tensor in place (the primitive under kv_append and TieredKVCache)."""
-    base, pos_t = _as_pos(pos, pos_offset)
-    params = WriteParams(layout, base, int(page_size), n_rows, int(src_ring), int(src_row0), mode)
-    apply(KV_WRITE, params, (src, dst, scales, page_table, pos_t))
+    params = _write_params(op, pos, layout, page_size, pos_offset, n_rows, src_ring, src_row0, mode)
+    apply(KV_WRITE, params[0], (src, dst, scales, page_table, params[1]))
+
+
+def _write_params(op, pos, layout, page_size, pos_offset, n_rows, src_ring, src_row0, mode):
+    """(WriteParams, GPU position or None) from a kv call's arguments, each checked by its rule."""
+    base, pos_t = _as_pos(op, pos, pos_offset)
+    params = WriteParams(args.choice(op, "layout", layout, tuple(LAYOUTS)), base,
+                         args.integer(op, "page_size", page_size), args.optional_integer(op, "n_rows", n_rows),
+                         args.integer(op, "src_ring", src_ring), args.integer(op, "src_row0", src_row0),
+                         args.choice(op, "mode", mode, (None,) + tuple(QUANT_MODES)))
+    return params, pos_t
 
 
 def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None, page_size=0, pos_offset=0):
@@ -184,18 +210,28 @@ def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None,
     position; rows that a GPU position puts outside the cache are not written and are reported on the
     device error flag (dev.check_errors() and the next readback raise GpuValueError).
     """
-    k_cache, v_cache = cache
-    for new, dst in ((k_new, k_cache), (v_new, v_cache)):
-        kv_write(new, dst, pos, layout=layout, page_table=page_table, page_size=page_size, pos_offset=pos_offset)
+    k_cache, v_cache = _pair("kv_append", "cache", cache)
+    params, pos_t = _write_params("kv_append", pos, layout, page_size, pos_offset, None, 0, 0, None)
+    apply_many([(KV_WRITE, params, (new, dst, None, page_table, pos_t), None)
+                for new, dst in ((k_new, k_cache), (v_new, v_cache))])
 
 
 def kv_append_quantized(cache, k_new, v_new, pos, *, mode, layout="contiguous", page_table=None, page_size=0,
                         pos_offset=0):
     """kv_append into a quantized cache ((k_packed, k_scales), (v_packed, v_scales)), quantizing on the way."""
-    (kp, ks), (vp, vs) = cache
-    for new, dst, sc in ((k_new, kp, ks), (v_new, vp, vs)):
-        kv_write(new, dst, pos, layout=layout, page_table=page_table, page_size=page_size, pos_offset=pos_offset,
-                 mode=mode, scales=sc)
+    op = "kv_append_quantized"
+    (kp, ks), (vp, vs) = (_pair(op, name, c) for name, c in zip(("cache[0]", "cache[1]"), _pair(op, "cache", cache)))
+    params, pos_t = _write_params(op, pos, layout, page_size, pos_offset, None, 0, 0,
+                                  args.choice(op, "mode", mode, tuple(QUANT_MODES)))
+    apply_many([(KV_WRITE, params, (new, dst, sc, page_table, pos_t), None)
+                for new, dst, sc in ((k_new, kp, ks), (v_new, vp, vs))])
+
+
+def _pair(op: str, name: str, value) -> tuple:
+    """A (k, v) pair: a tuple or list of two."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return tuple(value)
+    raise args.fail(op, name, value, "a pair (k, v)")
 
 
 @attrs.frozen
@@ -206,14 +242,13 @@ class QuantizedKV:
     packed: object  # a Tensor (or a graph Value)
     scales: object
     mode: str
-    head_dim: int = attrs.field(converter=exact_int)
+    head_dim: int = attrs.field(converter=lambda d: args.integer("QuantizedKV", "head_dim", d, 1))
 
     def __attrs_post_init__(self):
         for name in ("packed", "scales"):
             if not hasattr(getattr(self, name), "shape"):
                 raise ShapeError(f"QuantizedKV: {name} must be a Tensor, got {type(getattr(self, name)).__name__}")
-        if not is_int(self.head_dim) or self.head_dim < 1:
-            raise ShapeError(f"QuantizedKV: head_dim must be a positive integer, got {self.head_dim!r}")
+        args.choice("QuantizedKV", "mode", self.mode, tuple(QUANT_MODES))
         shape = self.packed.shape
         rows = (shape[0], shape[1], self.head_dim) if len(shape) == 3 else (0, 0, self.head_dim)
         _check_packed(self.mode, TensorSpec(shape, self.packed.dtype), TensorSpec(self.scales.shape, self.scales.dtype),
@@ -249,7 +284,8 @@ KV_QUANTIZE = register(OpDef("kv_quantize", _infer_quantize, _encode_quantize))
 def kv_quantize(x, mode: str = "int8", *, out=None) -> QuantizedKV:
     """Quantize x [n, Hkv, D] (f32 or f16) -> QuantizedKV (packed u32 [n, Hkv, D / vpw], scales f16 [n, Hkv],
     mode, D). `out=` (packed, scales) to write into existing tensors."""
-    packed, scales = apply(KV_QUANTIZE, QuantizeParams(mode), (x,), out=out)
+    packed, scales = apply(KV_QUANTIZE, QuantizeParams(args.choice("kv_quantize", "mode", mode, tuple(QUANT_MODES))),
+                           (x,), out=out)
     return QuantizedKV(packed, scales, mode, x.shape[2])
 
 
@@ -262,6 +298,7 @@ class DequantizeParams:
 def _infer_dequantize(params: DequantizeParams, specs):
     packed, scales = specs
     bits, vpw, _ = quant_format(params.mode)
+    args.dtype_name("kv_dequantize", "dtype", params.dtype, ("f16", "f32"))
     if len(packed.shape) != 3:
         raise ShapeError(f"kv_dequantize: packed must be u32 [n, kv_heads, head_dim / {vpw}], got {packed.shape}")
     n, heads, words = packed.shape
@@ -288,4 +325,5 @@ def kv_dequantize(qkv: QuantizedKV, *old_args, dtype: str = "f32", out=None):
     if old_args or not isinstance(qkv, QuantizedKV):  # the old (packed, scales, mode) call, or anything else
         raise ShapeError(f"kv_dequantize takes a QuantizedKV (packed, scales, mode, head_dim), got "
                          f"{type(qkv).__name__}; the mode is part of the data, so it cannot be guessed")
+    dtype = args.dtype_name("kv_dequantize", "dtype", dtype, ("f16", "f32"))
     return apply(KV_DEQUANTIZE, DequantizeParams(qkv.mode, dtype), (qkv.packed, qkv.scales), out=out)

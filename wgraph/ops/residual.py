@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import attrs
 
+from wgraph import args
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.runtime.registry import select_variant
@@ -24,8 +25,7 @@ def _infer(params: AddRmsNormParams, specs):
                          f"got x {x.shape}, residual {r.shape}, weight {w.shape}")
     if not x.dtype == r.dtype == w.dtype:
         raise DtypeError(f"add_rmsnorm: x, residual and weight must share a dtype, got {x.dtype}, {r.dtype}, {w.dtype}")
-    if not params.eps > 0:
-        raise ShapeError(f"add_rmsnorm: eps must be > 0, got {params.eps}")
+    args.real("add_rmsnorm", "eps", params.eps, 0.0, open_lo=True)
     select_variant("add_rmsnorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype), TensorSpec(x.shape, x.dtype))
 
@@ -45,4 +45,4 @@ ADD_RMSNORM = register(OpDef("add_rmsnorm", _infer, _encode))
 
 def add_rmsnorm(x, residual, weight, *, eps: float = 1e-6, out=None):
     """(s, rmsnorm(s, weight)) with s = x + residual, over the last axis (f32 or f16; f32 reduction)."""
-    return apply(ADD_RMSNORM, AddRmsNormParams(float(eps)), (x, residual, weight), out=out)
+    return apply(ADD_RMSNORM, AddRmsNormParams(args.real("add_rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, residual, weight), out=out)

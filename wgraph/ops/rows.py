@@ -7,6 +7,7 @@ import math
 
 import attrs
 
+from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
 from wgraph.ops.core import OpDef, apply, ceil_div, register
@@ -88,8 +89,7 @@ def _infer_layernorm(params: LayerNormParams, specs):
             raise ShapeError(f"layernorm: {name} must be ({x.shape[-1]},) for x {x.shape}, got {t.shape}")
         if t.dtype != x.dtype:
             raise DtypeError(f"layernorm: {name} dtype {t.dtype} differs from x's {x.dtype}")
-    if not params.eps > 0:
-        raise ShapeError(f"layernorm: eps must be > 0, got {params.eps}")
+    args.real("layernorm", "eps", params.eps, 0.0, open_lo=True)
     select_variant("layernorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
@@ -112,4 +112,4 @@ LAYERNORM = register(OpDef("layernorm", _infer_layernorm, _encode_layernorm))
 def layernorm(x, weight, bias=None, *, eps: float = 1e-5, out=None):
     """`(x - mean) / sqrt(var + eps) * weight + bias` over the last axis (biased variance, as torch); f32 or f16
     with f32 reductions; bias optional."""
-    return apply(LAYERNORM, LayerNormParams(float(eps)), (x, weight, bias), out=out)
+    return apply(LAYERNORM, LayerNormParams(args.real("layernorm", "eps", eps, 0.0, open_lo=True)), (x, weight, bias), out=out)

@@ -5,11 +5,9 @@ step can leave the next token where the next step's embedding reads it."""
 
 from __future__ import annotations
 
-import math
-
 import attrs
-import numpy as np
 
+from wgraph import args
 from wgraph.errors import LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.rows import check_cpu_loops, check_rows, row_count, row_loops
@@ -85,16 +83,9 @@ def _sample_variant(dtype: str, dim: int) -> str:
 def _infer_sample(params: SampleParams, specs):
     x, step_t = specs
     check_rows("sample", x)
-    if not (math.isfinite(params.temperature) and params.temperature > 0):
-        raise ShapeError(f"sample: temperature must be > 0 and finite (0 means argmax), got {params.temperature}")
-    if params.top_k < 0:
-        raise ShapeError(f"sample: top_k must be >= 0 (0: off), got {params.top_k}")
-    if not 0 < params.top_p <= 1:
-        raise ShapeError(f"sample: top_p must be in (0, 1] (1: off), got {params.top_p}")
-    if not 0 <= params.seed < 1 << 64:
-        raise LimitError(f"sample: seed must be in [0, 2**64), got {params.seed}")
-    if not 0 <= params.step < 1 << 32:
-        raise LimitError(f"sample: step must be in [0, 2**32), got {params.step}")
+    _check_options(params.temperature, params.top_k, params.top_p, params.seed)
+    args.real("sample", "temperature", params.temperature, 0.0, open_lo=True)  # 0 is argmax: never a sample node
+    args.integer("sample", "step", params.step)
     if step_t is not None and (step_t.dtype != "u32" or step_t.size < 1):
         raise ShapeError(f"sample: a GPU step must be a u32 tensor with at least one value, got {step_t.shape} "
                          f"{step_t.dtype}")
@@ -125,21 +116,27 @@ def _is_gpu(v) -> bool:
     return isinstance(v, Tensor) or getattr(v, "_wgraph_symbol_", False)
 
 
+def _check_options(temperature, top_k, top_p, seed) -> tuple:
+    """(temperature, top_k, top_p, seed) by their rules (args.py); temperature 0 is argmax, so it is allowed."""
+    return (args.real("sample", "temperature", temperature, 0.0), args.integer("sample", "top_k", top_k),
+            args.real("sample", "top_p", top_p, 0.0, 1.0, open_lo=True),
+            args.integer("sample", "seed", seed, 0, 2**64 - 1))
+
+
 def sample(logits, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, step=0,
            out=None):
     """Draw one u32 id per row of logits [..., V] (f32 or f16) from softmax(logits / temperature), kept to the
     top_k largest (0: all; ties at the k-th value kept) and then to the fewest largest whose probability
     reaches top_p (the crossing one included), as Hugging Face's warpers. The draw is a hash of (seed, step,
     row): reproducible. `step` is an int or a u32 GPU tensor read at dispatch time (a replayed graph draws anew
-    as it advances). temperature 0 is argmax."""
+    as it advances). temperature 0 is argmax. A row holding a NaN or +inf (where torch's softmax gives NaN and
+    its multinomial raises) or with every logit -inf draws nothing: id 4294967295 and the device error flag."""
+    temperature, top_k, top_p, seed = _check_options(temperature, top_k, top_p, seed)
+    if not _is_gpu(step):
+        step = args.integer("sample", "step", step)
     if temperature == 0:
         return argmax(logits, out=out)
-    for name, v in (("top_k", top_k), ("seed", seed)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ShapeError(f"sample: {name} must be an int, got {type(v).__name__}")
-    params = SampleParams(float(temperature), int(top_k), float(top_p), int(seed))
+    params = SampleParams(temperature, top_k, top_p, seed)
     if _is_gpu(step):
         return apply(SAMPLE, params, (logits, step), out=out)
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-        raise ShapeError(f"sample: step must be an int or a u32 GPU tensor, got {type(step).__name__}")
-    return apply(SAMPLE, attrs.evolve(params, step=int(step)), (logits, None), out=out)
+    return apply(SAMPLE, attrs.evolve(params, step=step), (logits, None), out=out)

@@ -19,6 +19,7 @@ import math
 import attrs
 import numpy as np
 
+from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError, WgraphError
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
@@ -98,6 +99,14 @@ def _check_device_limits(caps, seq_q: int, folded_heads: int, seq_k: int, head_d
 
 def _infer_masked(params: SdpaMaskedParams, specs):
     q, k, v, mask = specs
+    args.integer("sdpa", "heads", params.heads, 1)
+    args.integer("sdpa", "kv_group", params.kv_group, 1)
+    args.real("sdpa", "scale", params.scale)
+    args.flag("sdpa", "mask_bool", params.mask_bool)
+    if not (isinstance(params.mask_strides, tuple) and len(params.mask_strides) == 4):
+        raise args.fail("sdpa", "mask_strides", params.mask_strides, "a tuple of 4 integers")
+    for name, stride in zip(("batch", "head", "query", "key"), params.mask_strides):
+        args.integer("sdpa", f"mask_strides ({name})", stride)
     L, folded, D = q.shape
     variant = select_variant("sdpa_masked", output_dtype=q.dtype)
     limit = kernel(variant).limits["max_head_dim"]
@@ -196,6 +205,9 @@ def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_
     query [..., Hq, L, D], key/value [..., Hkv, S, D] -> [..., Hq, L, D]. is_causal: top-left (query i sees
     keys 0..i), as torch. attn_mask: bool (True takes part) or float (added to the scores), broadcastable to
     [..., Hq, L, S]; host data or a GPU tensor (f32 added, u32 boolean). enable_gqa: Hq a multiple of Hkv."""
+    is_causal = args.flag("sdpa", "is_causal", is_causal)
+    enable_gqa = args.flag("sdpa", "enable_gqa", enable_gqa)
+    scale = args.optional_real("sdpa", "scale", scale)
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not (isinstance(x, Tensor) or _symbolic(x)):
             raise ShapeError(f"sdpa: {name} must be a Tensor (or a graph value), got {type_name(x)}; "
@@ -224,14 +236,14 @@ def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_
     if is_causal and attn_mask is not None:
         raise WgraphError("sdpa: pass either attn_mask or is_causal=True, not both (as torch); fold the causal "
                           "mask into attn_mask")
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
     B = math.prod(batch)
     # every check before the first transpose runs: an error leaves no GPU work behind
     specs = (TensorSpec((L, B * hq, D), query.dtype), TensorSpec((S, B * hkv, D), key.dtype))
     now = isinstance(query, Tensor)
     if attn_mask is None:
         if now:
-            attention_plan(specs[0], specs[1], specs[1], caps=query.device.caps, causal=bool(is_causal),
+            attention_plan(specs[0], specs[1], specs[1], caps=query.device.caps, causal=is_causal,
                            start_pos=0, scale=scale)
     else:
         mask, boolean, strides = _mask_input(attn_mask, query, batch, batch + (hq, L, S))
@@ -243,7 +255,7 @@ def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_
     k3 = _swap(key, B * hkv, S, D)       # [S, B*Hkv, D]
     v3 = _swap(value, B * hkv, S, D)
     if attn_mask is None:
-        o3 = attention(q3, k3, v3, causal=bool(is_causal), start_pos=0, scale=scale)
+        o3 = attention(q3, k3, v3, causal=is_causal, start_pos=0, scale=scale)
     else:
         o3 = apply(SDPA_MASKED, params, (q3, k3, v3, mask))
     return reshape(_swap(o3, L, B * hq, D), tuple(query.shape))

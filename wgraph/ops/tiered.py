@@ -9,11 +9,11 @@ import math
 
 import attrs
 
-from wgraph.dtypes import is_int
+from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
-from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.core import OpDef, apply, register, tensor_arg
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
 from wgraph.runtime.registry import kernel
 from wgraph.tensor import Tensor, TensorSpec
@@ -33,6 +33,20 @@ class TieredParams:
     return_lse: bool = False
 
 
+def _check_fields(op: str, p: TieredParams) -> None:
+    """Every field of `p` by its rule (args.py), for params from a graph file or Program.update."""
+    args.optional_integer(op, "kv_len", p.kv_len)
+    args.integer(op, "hot_window", p.hot_window)
+    args.integer(op, "page_size", p.page_size)
+    args.flag(op, "causal", p.causal)
+    args.integer(op, "sliding_window", p.sliding_window)
+    args.real(op, "softcap", p.softcap, 0.0)
+    args.optional_real(op, "scale", p.scale)
+    args.choice(op, "mode", p.mode, (None, "int8", "int4"))
+    args.integer(op, "window_right", p.window_right, -1, args.I32_MAX)
+    args.flag(op, "return_lse", p.return_lse)
+
+
 def _op_name(params) -> str:
     return "tiered_attention" if params.mode is None else "tiered_quant_attention"
 
@@ -46,6 +60,7 @@ def _variant(params, q_dtype: str) -> str:
 def _infer(params: TieredParams, specs):
     q, hot_k, hot_v, cold_k, cold_v, k_scale, v_scale, table, len_t = specs
     op = _op_name(params)
+    _check_fields(op, params)
     if len(q.shape) != 3:
         raise ShapeError(f"{op}: q must be [S, Hq, D], got {q.shape}")
     S, hq, dim = q.shape
@@ -132,17 +147,18 @@ TIERED = register(OpDef("tiered_attention", _infer, _encode))
 
 def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode,
             window, return_lse):
-    len_t = kv_len if isinstance(kv_len, Tensor) else None
-    if len_t is None and not is_int(kv_len):
-        raise ShapeError(f"kv_len must be an int or a u32 GPU tensor, got {type(kv_len).__name__}")
+    len_t = kv_len if isinstance(kv_len, Tensor) or getattr(kv_len, "_wgraph_symbol_", False) else None
+    if len_t is None and not args.is_int(kv_len):
+        raise args.fail(op, "kv_len", kv_len, f"an integer in [0, {args.U32_MAX}] or a u32 GPU tensor")
+    page_size = args.integer(op, "page_size", page_size)
     if page_table is not None and page_size <= 0:
-        raise ShapeError(f"a paged cold part needs page_size > 0, got {page_size}")
-    if sliding_window < 0 or softcap < 0:
-        raise ShapeError(f"sliding_window {sliding_window} and softcap {softcap} must be >= 0")
-    left, right = window_of(window, sliding_window)
-    params = TieredParams(None if len_t is not None else int(kv_len), int(hot_window or hot_k.shape[0]),
-                          int(page_size), require_causal(op, causal), left + 1, float(softcap),
-                          None if scale is None else float(scale), mode, right, bool(return_lse))
+        raise args.fail(op, "page_size", page_size, "an integer in [1, 4294967295] with a page_table")
+    hot_window = args.optional_integer(op, "hot_window", hot_window, 1)
+    left, right = window_of(window, sliding_window, op)
+    params = TieredParams(None if len_t is not None else args.integer(op, "kv_len", kv_len),
+                          hot_window or tensor_arg(op, "hot_k", hot_k).shape[0], page_size,
+                          require_causal(op, causal), left + 1, args.real(op, "softcap", softcap, 0.0),
+                          args.optional_real(op, "scale", scale), mode, right, args.flag(op, "return_lse", return_lse))
     return params, len_t
 
 
@@ -160,7 +176,7 @@ def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v
                            hot_window=None, page_table=None, page_size=0, causal=None, sliding_window=0, softcap=0.0,
                            scale=None, window=(-1, -1), return_lse=False, out=None):
     """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales)."""
-    quant_format(mode)
+    mode = args.choice("tiered_quant_attention", "mode", mode, ("int8", "int4"))
     params, len_t = _params("tiered_quant_attention", kv_len, hot_window, hot_k, page_table, page_size, causal,
                             sliding_window, softcap, scale, mode, window, return_lse)
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, page_table, len_t),

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgraph.errors import LimitError, ShapeError
+from wgraph import args
+from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ops.core import tensor_arg
 from wgraph.ops.kv_cache import kv_write, quant_format
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.tensor import Tensor
@@ -21,20 +23,37 @@ class TieredKVCache:
 
     def __init__(self, device, *, kv_heads: int, head_dim: int, hot_window: int, cold_capacity: int,
                  quant: str | None = None, page_size: int = 0, page_table=None):
-        if hot_window <= 0 or cold_capacity < 0:
-            raise ShapeError(f"hot_window {hot_window} must be > 0 and cold_capacity {cold_capacity} >= 0")
+        fn = "TieredKVCache"
+        from wgraph.device import Device  # the device module imports the ops
+
+        if not isinstance(device, Device):
+            raise args.fail(fn, "device", device, "a wgraph Device")
+        kv_heads = args.integer(fn, "kv_heads", kv_heads, 1)
+        head_dim = args.integer(fn, "head_dim", head_dim, 1)
+        hot_window = args.integer(fn, "hot_window", hot_window, 1)
+        cold_capacity = args.integer(fn, "cold_capacity", cold_capacity)
+        quant = args.choice(fn, "quant", quant, (None, "int8", "int4"))
+        page_size = args.integer(fn, "page_size", page_size)
+        rows = max(1, cold_capacity)
+        limit = device.caps.max_storage_binding_size
+        for what, n in (("hot_window", hot_window), ("cold_capacity", rows)):
+            if n * kv_heads * head_dim * 2 > limit:   # checked before a host array of that size is made
+                raise LimitError(f"{fn}: {what}={n} x kv_heads={kv_heads} x head_dim={head_dim} f16 is "
+                                 f"{n * kv_heads * head_dim * 2} bytes; the device binds at most {limit}")
         self.device, self.kv_heads, self.head_dim = device, kv_heads, head_dim
-        self.hot_window, self.quant, self.page_size = hot_window, quant, int(page_size)
+        self.hot_window, self.quant, self.page_size = hot_window, quant, page_size
         self.length = 0
         self.hot_k = device.tensor(np.zeros((hot_window, kv_heads, head_dim), np.float16), label="tiered.hot_k")
         self.hot_v = device.tensor(np.zeros((hot_window, kv_heads, head_dim), np.float16), label="tiered.hot_v")
-        rows = max(1, cold_capacity)
         self.page_table = None
+        if page_table is not None and not page_size:
+            raise args.fail(fn, "page_table", page_table, "None without a page_size (a contiguous cold part)")
         if page_size:
             if rows % page_size:
                 raise ShapeError(f"cold_capacity {cold_capacity} must be a multiple of page_size {page_size}")
-            table = np.arange(rows // page_size) if page_table is None else np.asarray(page_table)
-            if table.shape != (rows // page_size,) or table.min() < 0 or table.max() >= rows // page_size:
+            pages = rows // page_size
+            table = np.arange(pages) if page_table is None else args.ids(fn, "page_table", page_table, 0, pages - 1)
+            if table.shape != (pages,):
                 raise ShapeError(f"page_table must hold {rows // page_size} page ids in 0..{rows // page_size - 1}")
             self.page_table = device.tensor(table.astype(np.uint32), label="tiered.page_table")
         self.cold_capacity = cold_capacity
@@ -63,8 +82,15 @@ class TieredKVCache:
 
     def append(self, k_new, v_new, *, kv_len: Tensor | None = None):
         """Append rows [n, Hkv, D] f16 at position `length` (or, with kv_len, at kv_len[0] - 1 on the GPU)."""
+        for name, x in (("k_new", k_new), ("v_new", v_new)):
+            tensor_arg("TieredKVCache.append", name, x)
+        if kv_len is not None:
+            tensor_arg("TieredKVCache.append", "kv_len", kv_len)
         if k_new.shape != v_new.shape or k_new.shape[1:] != (self.kv_heads, self.head_dim):
             raise ShapeError(f"new rows {k_new.shape}/{v_new.shape} must be [n, {self.kv_heads}, {self.head_dim}]")
+        if k_new.dtype != "f16" or v_new.dtype != "f16":   # checked before the first of the moves below runs
+            raise DtypeError(f"TieredKVCache.append: new rows must be f16 (the hot ring's dtype), got "
+                             f"{k_new.dtype}/{v_new.dtype}")
         W = self.hot_window
         pairs = ((k_new, self.hot_k, self.cold_k, self.cold_k_scale), (v_new, self.hot_v, self.cold_v, self.cold_v_scale))
         if kv_len is not None:

@@ -1,0 +1,184 @@
+"""The argument rules: every public function checks its scalar arguments here, before it converts anything and
+before any GPU work. A rule takes (function, argument name, value, limits) and returns the value as a plain
+Python int / float / bool / tuple / str (what params hold: hashable, JSON-able, equal only to equal values), or
+raises ArgumentError naming the function, the argument, the value and the rule.
+
+The rules: an exact integer (numbers.Integral: Python and numpy integers, never a bool) within bounds; a finite
+real (numbers.Real, never a bool; NaN and +-inf refused) within bounds; an exact bool (True, False or a numpy
+bool; never 0, 1, None or a string); a name from a fixed set; a window pair; a list of ids; a shape. Nothing is
+converted before it is checked, so 1.7 never becomes 1, "3" never 3 and None never False."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from wgraph.dtypes import DTYPES, F32_MAX
+from wgraph.errors import ArgumentError, DtypeError, WgraphError
+
+U32_MAX = 0xFFFFFFFF
+I32_MAX = 2**31 - 1
+I64_MAX = 2**63 - 1
+DTYPE_NAMES = tuple(sorted(DTYPES))
+_SHOWN = 80  # characters of a bad value's repr in a message (an array's repr can be long)
+
+
+def show(value) -> str:
+    """A bad value as a message prints it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+
+
+def fail(fn: str, name: str, value, rule: str, error: type = ArgumentError) -> WgraphError:
+    """The error of one broken rule: `fn: name=value must be rule`."""
+    return error(f"{fn}: {name}={show(value)} must be {rule}")
+
+
+def is_int(value) -> bool:
+    """Whether `value` is an integer: a Python or numpy integer (numbers.Integral), never a bool."""
+    # A plain int answers first: the ABC check costs ~0.5 µs, and an attention call asks ~10 times.
+    return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)))
+
+
+def is_real(value) -> bool:
+    """Whether `value` is a real number (numbers.Real: Python and numpy ints and floats), never a bool."""
+    return type(value) is float or type(value) is int or (
+        isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)))
+
+
+def integer(fn: str, name: str, value, lo: int = 0, hi: int = U32_MAX) -> int:
+    """`value` as an int: an integer in [lo, hi]."""
+    if type(value) is int:
+        if lo <= value <= hi:
+            return value
+    elif is_int(value) and lo <= value <= hi:
+        return int(value)
+    raise fail(fn, name, value, f"an integer in [{lo}, {hi}]")
+
+
+def optional_integer(fn: str, name: str, value, lo: int = 0, hi: int = U32_MAX) -> int | None:
+    """None, or `value` as an int in [lo, hi]."""
+    if value is None:
+        return None
+    if type(value) is int and lo <= value <= hi:
+        return value
+    if is_int(value) and lo <= value <= hi:
+        return int(value)
+    raise fail(fn, name, value, f"an integer in [{lo}, {hi}] or None")
+
+
+def real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *, open_lo: bool = False) -> float:
+    """`value` as a float: a finite real in [lo, hi] ((lo, hi] with open_lo). The defaults are f32's range:
+    every real that goes into a uniform is an f32."""
+    # NaN fails every comparison and +-inf is past any finite bound: the range test is the finiteness test.
+    # A plain float answers first: an op call (scale's factor, an eps) asks on every call.
+    if type(value) is float:
+        if (lo < value if open_lo else lo <= value) and value <= hi:
+            return value
+    elif is_real(value) and (lo < value if open_lo else lo <= value) and value <= hi:
+        return float(value)
+    raise fail(fn, name, value, f"a finite real in {'(' if open_lo else '['}{lo:.8g}, {hi:.8g}]")
+
+
+def optional_real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *,
+                  open_lo: bool = False) -> float | None:
+    """None, or `value` as a float (see real)."""
+    if value is None:
+        return None
+    if is_real(value) and (lo < value if open_lo else lo <= value) and value <= hi:
+        return float(value)
+    raise fail(fn, name, value, f"a finite real in {'(' if open_lo else '['}{lo:.8g}, {hi:.8g}] or None")
+
+
+def flag(fn: str, name: str, value) -> bool:
+    """`value` as a bool: True or False (a numpy bool too), never 0, 1, None or a string."""
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise fail(fn, name, value, "True or False")
+
+
+def choice(fn: str, name: str, value, choices):
+    """`value`, one of `choices` (strings, and None where None is one); compared only once its type fits."""
+    if (value is None or type(value) is str) and value in choices:
+        return value
+    raise fail(fn, name, value, f"one of {', '.join(map(repr, choices))}")
+
+
+def dtype_name(fn: str, name: str, value, choices=None) -> str:
+    """`value`, a wgraph dtype name (of `choices` when given); a DtypeError names the choices."""
+    if choices is None:
+        if type(value) is str and value in DTYPES:   # every dev.empty asks: no tuple built on the way
+            return value
+        choices = DTYPE_NAMES
+    if (value is None or type(value) is str) and value in choices:
+        return value
+    raise fail(fn, name, value, f"one of {', '.join(map(repr, choices))}", DtypeError)
+
+
+def text(fn: str, name: str, value) -> str:
+    """`value`, a str (a name: of a graph, a value, a state, a node)."""
+    if type(value) is str:
+        return value
+    raise fail(fn, name, value, "a str")
+
+
+def window(fn: str, name: str, value) -> tuple[int, int]:
+    """FlashAttention's window_size: a pair (left, right), each -1 (unbounded) or an integer in [0, 2^31 - 1]
+    (the kernels hold the sides in i32)."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        left, right = value
+        if is_int(left) and is_int(right) and -1 <= left <= I32_MAX and -1 <= right <= I32_MAX:
+            return int(left), int(right)
+    raise fail(fn, name, value, f"a pair (left, right), each -1 (unbounded) or an integer in [0, {I32_MAX}]")
+
+
+def shape(fn: str, name: str, value) -> tuple[int, ...]:
+    """`value` as a shape: a tuple or list of integers in [0, 2^32 - 1]."""
+    if type(value) is tuple:   # a tuple of plain ints (every op's output spec) answers first
+        for d in value:
+            if type(d) is not int or d < 0 or d > U32_MAX:
+                break
+        else:
+            return value
+    if isinstance(value, (tuple, list)):
+        if all(map(is_int, value)) and all(0 <= d <= U32_MAX for d in value):
+            return tuple(map(int, value))
+    raise fail(fn, name, value, f"a shape: a tuple of integers in [0, {U32_MAX}]")
+
+
+def view_shape(fn: str, name: str, value) -> tuple[int, ...]:
+    """A reshape's target as a tuple: integers in [0, 2^32 - 1], at most one of them -1 (inferred)."""
+    if isinstance(value, (tuple, list)) and all(map(is_int, value)) and all(-1 <= d <= U32_MAX for d in value):
+        if sum(d == -1 for d in value) <= 1:
+            return tuple(map(int, value))
+    raise fail(fn, name, value, f"a shape: a tuple of integers in [0, {U32_MAX}], at most one of them -1")
+
+
+def ids(fn: str, name: str, value, lo: int = 0, hi: int = U32_MAX, *, ndim: int | None = 1) -> np.ndarray:
+    """`value` as an int64 array of `ndim` dims (None: any): a list, tuple or numpy integer array whose every
+    element is an integer in [lo, hi] (no bools, no floats, no strings; an empty list is an empty array)."""
+    what = {None: "a list (or nested lists)", 1: "a list"}.get(ndim, f"a {ndim}-D list")
+    rule = f"{what} of integers in [{lo}, {hi}] (Python or numpy integers, or a numpy integer array)"
+    if isinstance(value, np.ndarray):
+        if (ndim is not None and value.ndim != ndim) or not (value.dtype.kind in "iu" or value.size == 0):
+            raise fail(fn, name, value, rule)
+        arr = value.astype(np.int64) if value.size == 0 or value.max() <= I64_MAX else None
+    elif isinstance(value, (list, tuple)):
+        try:
+            obj = np.empty(0, object) if len(value) == 0 else np.array(value, dtype=object)
+        except ValueError:  # ragged
+            raise fail(fn, name, value, rule) from None
+        if (ndim is not None and obj.ndim != ndim and obj.size) or not all(map(is_int, obj.flat)):
+            raise fail(fn, name, value, rule)
+        if obj.size and not all(lo <= v <= hi for v in obj.flat):
+            raise fail(fn, name, value, rule)
+        arr = obj.astype(np.int64).reshape(obj.shape if obj.size or ndim is None else (0,) * ndim)
+    else:
+        raise fail(fn, name, value, rule)
+    if arr is None or (arr.size and (arr.min() < lo or arr.max() > hi)):
+        raise fail(fn, name, value, rule)
+    return arr
+
