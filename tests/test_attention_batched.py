@@ -395,6 +395,37 @@ def test_window_right_with_explicit_positions(dev, rng, variant):
         np.testing.assert_allclose(out[i], want, atol=1e-5, rtol=0, err_msg=f"query {i} at position {qpos}")
 
 
+HUGE = 2**31 - 1   # the largest window side the kernels take (an i32)
+
+
+@pytest.mark.parametrize("window", [(-1, HUGE), (HUGE, HUGE), (HUGE, 0), (0, HUGE), (HUGE, -1), (2, 1)])
+def test_huge_windows_match_the_reference(dev, rng, window):
+    """Window sides up to 2^31 - 1 against the float64 reference, varlen and kvcache, causal or not: the kernels'
+    visible() added positions and window sides in i32, which wrapped (attention_varlen with window
+    (-1, 2^31 - 1) returned zeros)."""
+    lq, lk = [3, 1, 2], [5, 3, 4]
+    cq, ck = _cu(lq), _cu(lk)
+    q = rng.standard_normal((cq[-1], 2, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((ck[-1], 1, 16)).astype(np.float32) for _ in range(2))
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    for causal in (False, True):
+        out, lse = wg.ops.attention_varlen(Q, K, V, cq, ck, max_seqlen_q=3, max_seqlen_k=5, causal=causal,
+                                           window=window, return_lse=True)
+        out, lse = out.numpy(), lse.numpy()
+        for b in range(len(lq)):
+            qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+            msg = check(out[qs], lse[:, qs], q[qs], k[ks], v[ks], out_dtype=np.float32, causal=causal, window=window)
+            assert msg is None, (causal, b, msg)
+    # kvcache: 2 queries per sequence over caches of capacity 6 holding 5 and 3 keys
+    qc = rng.standard_normal((2, 2, 2, 16)).astype(np.float32)
+    kc, vc = (rng.standard_normal((2, 6, 1, 16)).astype(np.float32) for _ in range(2))
+    out = wg.ops.attention_kvcache(dev.tensor(qc), dev.tensor(kc), dev.tensor(vc), cache_seqlens=[5, 3],
+                                   causal=False, window=window).numpy()
+    for b, n in enumerate((5, 3)):
+        msg = check(out[b], None, qc[b], kc[b, :n], vc[b, :n], out_dtype=np.float32, causal=False, window=window)
+        assert msg is None, (b, msg)
+
+
 def _batched_inputs(dev):
     x = dev.tensor(np.ones((4, 2, 8), np.float32))
     q4 = dev.tensor(np.ones((1, 1, 2, 8), np.float32))

@@ -111,23 +111,32 @@ fn kv_index(row: u32, g: u32, d: u32) -> u32 {
     return (row * params.num_kv_heads + g) * params.head_dim + d;
 }
 
+// a - b, or 0 when b > a (u32: no wrap)
+fn sat_sub(a: u32, b: u32) -> u32 {
+    return select(0u, a - b, a > b);
+}
+
 // The keys [lo, hi) query i of a sequence with sq queries and sk keys sees: bottom-right aligned (query i at
-// position i + sk - sq, key j at j), causal, window (left, right). Every mask is an interval.
+// position i + sk - sq, key j at j), causal, window (left, right). Every mask is an interval. Computed in u32
+// from `back` = sq - 1 - i, the queries after i (query i sits `back` positions before key sk - 1), so no sum
+// wraps: any sk, and window sides up to 2^31 - 1 (i32 sums of positions and sides did wrap: issue 26).
 fn visible(i: u32, sq: u32, sk: u32) -> vec2<u32> {
-    let qpos = i32(i) + i32(sk) - i32(sq);
-    var lo: i32 = 0;
-    var hi: i32 = i32(sk);
+    let back = sq - 1u - i;                  // i < sq
+    var hi = sk;
     if (params.causal != 0u) {
-        hi = min(hi, qpos + 1);
+        hi = sat_sub(hi, back);              // keys j <= qpos = sk - 1 - back
     }
     if (params.window_right >= 0) {
-        hi = min(hi, qpos + params.window_right + 1);
+        let right = u32(params.window_right);
+        if (right < back) {
+            hi = min(hi, sat_sub(sk, back - right));   // keys j <= qpos + right
+        }
     }
+    var lo = 0u;
     if (params.window_left >= 0) {
-        lo = max(lo, qpos - params.window_left);
+        lo = sat_sub(sat_sub(sk, back + 1u), u32(params.window_left));   // keys j >= qpos - left
     }
-    hi = max(hi, lo);
-    return vec2<u32>(u32(lo), u32(hi));
+    return vec2<u32>(lo, max(hi, lo));
 }
 
 //!include attention_score.wgsl
