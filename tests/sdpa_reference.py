@@ -33,7 +33,9 @@ def sdpa_reference(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
     p = np.where(keep, np.exp(s - mx), 0).astype(ct)
     l = p.sum(axis=-1, keepdims=True)
     o = np.einsum("...ls,...sd->...ld", p, v.astype(ct)).astype(ct)
-    o = np.where(l > 0, o / np.where(l > 0, l, 1), 0)
+    # a row with no key taking part is 0; a NaN l (a NaN or +inf score took part) keeps its NaN, as torch does
+    with np.errstate(invalid="ignore"):   # inf / inf where a +inf score took part: NaN, as torch
+        o = np.where((l > 0) | np.isnan(l), o / np.where(l > 0, l, 1), 0)
     return o.astype(out_dtype or ct)
 
 

@@ -157,6 +157,55 @@ def test_sdpa_mask_over_lavapipes_loop_limit_raises(dev):
         wg.ops.sdpa(q, k, k, attn_mask=np.ones((1, 8192), bool))
 
 
+def _nan_rows(x):
+    return np.isnan(x).any(axis=-1)
+
+
+@pytest.mark.parametrize("case", ["nan-in-mask", "inf-in-mask", "nan-in-q", "nan-in-visible-k", "nan-in-masked-k",
+                                  "nan-in-v", "row-all-minus-inf", "scores-below-minus-3e38"])
+def test_sdpa_masked_nan_and_inf_as_torch(dev, rng, case):
+    """The attn_mask kernel wrote 0 where torch and the float64 reference give NaN (`if (l > 0.0)` is false for a
+    NaN sum): NaN in a float mask, +inf in a float mask, NaN in q. Checked against the float64 reference (whose
+    NaN rows were checked against torch 2.13's CPU SDPA: the same rows, for these cases) over 70 keys (two key
+    tiles), NaN positions exactly and every other value by the tolerance rule. A masked key's NaN k does not
+    spread (torch's matmul spreads it; wgraph keeps its attention rule that masked keys never count)."""
+    q = rng.standard_normal((2, 3, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 70, 16)).astype(np.float32) for _ in range(2))
+    mask = np.zeros((3, 70), np.float32)
+    if case == "nan-in-mask":
+        mask[0, 66] = np.nan
+    elif case == "inf-in-mask":
+        mask[1, 2] = np.inf
+    elif case == "nan-in-q":
+        q[1, 2, 5] = np.nan
+    elif case == "nan-in-visible-k":
+        k[0, 40, 3] = np.nan
+    elif case == "nan-in-masked-k":
+        k[0, 40, 3] = np.nan
+        mask = np.ones((3, 70), bool)
+        mask[:, 40] = False
+    elif case == "nan-in-v":
+        v[1, 69, 7] = np.nan
+    elif case == "row-all-minus-inf":
+        mask[2] = -np.inf
+    else:   # finite scores below the kernel's old -3e38 sentinel still get their softmax weights
+        mask[:] = -3.3e38
+        mask[:, 5] = -3.2e38
+    got = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), attn_mask=mask).numpy()
+    want = sdpa_reference(q, k, v, attn_mask=mask)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    expect_nan_rows = {"nan-in-mask": [(0, 0), (1, 0)], "inf-in-mask": [(0, 1), (1, 1)], "nan-in-q": [(1, 2)],
+                       "nan-in-visible-k": [(0, 0), (0, 1), (0, 2)], "nan-in-v": [(1, 0), (1, 1), (1, 2)]}
+    assert sorted(map(tuple, np.argwhere(_nan_rows(got)).tolist())) == expect_nan_rows.get(case, [])
+    clean = ~np.isnan(want)   # FlashAttention's rule on every other value: the f32 math's error, twice, + atol
+    base = sdpa_reference(q, k, v, attn_mask=mask, compute_dtype=np.float32)
+    err = np.max(np.abs(got[clean] - want[clean]))
+    bound = 2 * np.max(np.abs(base[clean] - want[clean])) + 2e-5
+    assert err <= bound, (case, err, bound)
+    if case == "row-all-minus-inf":
+        assert not got[:, 2].any()
+
+
 def test_sdpa_scale_and_flags_are_checked(dev):
     """The attn_mask path never checked scale (NaN / inf gave zeros) and took scale="0.5"; is_causal and
     enable_gqa are bools. Each raises naming the argument, before any GPU work."""

@@ -3,6 +3,10 @@
 // and thread t accumulates output dims t, t + WG, ... (online softmax across tiles, all in f32).
 // The mask is read through strides (0 on a broadcast axis): u32 booleans (nonzero: the key takes part) or f32
 // bits added to the score; an f32 -inf masks the key exactly (no inf arithmetic). A row with no key left is 0.
+// NaN as torch and the float64 reference: a key that takes part with a NaN or +inf score (NaN or +inf in the
+// mask, NaN in q or in its k row, an overflow) makes the whole row NaN (softmax's exp(inf - inf)); the tests are
+// on the bits, since WGSL lets a compiler assume floats are never NaN or inf. A taking-part score of -inf
+// weighs 0, as exp(-inf) does.
 {{ENABLE}}
 struct SdpaMaskedParams {
   seq_q: u32,
@@ -29,8 +33,15 @@ struct SdpaMaskedParams {
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const MAX_D: u32 = {{MAX_HEAD_DIM}}u;
 const ACC: u32 = MAX_D / WG;
-const NEG: f32 = -3.0e38;      // a masked key's score: below every real one, and finite
+const LOWEST: f32 = -3.40282347e38;   // f32's lowest finite value: no taking-part finite score is below it
 const NEG_INF_BITS: u32 = 0xff800000u;
+const POS_INF_BITS: u32 = 0x7f800000u;
+const NAN_BITS: u32 = 0x7fc00000u;
+
+fn is_nan_or_pos_inf(x: f32) -> bool {
+  let b = bitcast<u32>(x);
+  return (b & 0x7fffffffu) > POS_INF_BITS || b == POS_INF_BITS;
+}
 
 var<workgroup> q_row: array<f32, MAX_D>;
 var<workgroup> probs: array<f32, WG>;
@@ -78,18 +89,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     q_row[d] = f32(q[q_base + d]);
   }
   workgroupBarrier();
-  var m = NEG;
-  var l = 0.0;
+  var m = LOWEST;       // the running max of the finite scores that took part (once l > 0)
+  var l = 0.0;          // NaN once a score that took part was NaN or +inf: the row is NaN
   var acc: array<f32, ACC>;
   for (var a = 0u; a < ACC; a = a + 1u) {
     acc[a] = 0.0;
   }
   for (var j0 = 0u; j0 < params.seq_k; j0 = j0 + WG) {
     let j = j0 + t;
-    var s = NEG;
-    var takes_part = false;
+    var s = LOWEST;
+    var p = 0.0;
+    var weighs = false;   // takes part with a finite score
+    var bad = false;      // takes part with a NaN or +inf score
     if (j < params.seq_k) {
       let w = mask[mask_row + j * params.mask_stride_k];
+      var takes_part = false;
       var bias = 0.0;
       if (params.mask_bool == 1u) {
         takes_part = w != 0u;
@@ -103,16 +117,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var d = 0u; d < D; d = d + 1u) {
           dot = dot + q_row[d] * f32(k[kb + d]);
         }
-        s = dot * params.scale + bias;
+        let score = dot * params.scale + bias;
+        bad = is_nan_or_pos_inf(score);
+        weighs = !bad && bitcast<u32>(score) != NEG_INF_BITS;
+        s = select(LOWEST, score, weighs);
       }
     }
+    let seen = l > 0.0;   // some finite score took part in an earlier tile (false once l is NaN: it stays NaN)
     let m_new = max(m, reduce_max(t, s));
-    var p = 0.0;
-    if (takes_part) {
+    if (weighs) {
       p = exp(s - m_new);
     }
+    p = select(p, bitcast<f32>(NAN_BITS), bad);   // the NaN reaches l and every output dim through the sums
     probs[t] = p;
-    let corr = exp(m - m_new);   // 0 while nothing took part (m = NEG), 1 when the max did not move
+    let corr = select(0.0, exp(m - m_new), seen);   // 1 when the max did not move
     l = l * corr + reduce_sum(t, p);   // reduce_sum's barriers also publish probs
     let n = min(WG, params.seq_k - j0);
     for (var a = 0u; a < ACC; a = a + 1u) {
@@ -128,6 +146,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     m = m_new;
     workgroupBarrier();   // every thread has read probs before the next tile writes it
   }
+  let poisoned = is_nan_or_pos_inf(l);
   for (var a = 0u; a < ACC; a = a + 1u) {
     let d = t + a * WG;
     if (d < D) {
@@ -135,7 +154,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (l > 0.0) {
         o = acc[a] / l;
       }
-      out[q_base + d] = {{T}}(o);
+      out[q_base + d] = {{T}}(select(o, bitcast<f32>(NAN_BITS), poisoned));
     }
   }
 }
