@@ -184,3 +184,27 @@ def test_sample_errors(dev):
         wg.ops.sample(x, seed=-1)
     with pytest.raises(wg.ShapeError, match=r"x must be \[\.\.\., dim\] with dim >= 1"):
         wg.ops.argmax(dev.empty((3, 0), "f32"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_sample_row_with_a_nan_or_inf_draws_nothing(dev, rng, dtype):
+    """A row of NaN drew a token with no error (`d < -104` is false for NaN in sample.wgsl's weight()). Where
+    torch's softmax is NaN (a NaN or a +inf logit in the row) its multinomial raises: wgraph draws nothing there,
+    writes 4294967295 and raises GpuValueError at the next check; the other rows draw as they do without them."""
+    if dtype == np.float16 and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    x = rng.standard_normal((5, 300)).astype(dtype)
+    clean = x.copy()
+    x[0] = np.nan                 # every logit NaN
+    x[1, 250] = np.nan            # one NaN among numbers
+    x[2, 7] = np.inf              # one +inf
+    x[3, :] = -np.inf
+    x[3, 9] = 0.0                 # one finite logit among -inf: always drawn
+    for kwargs in (dict(), dict(top_k=20), dict(top_p=0.8)):
+        options = dict(temperature=0.7, seed=5, step=2, **kwargs)
+        want = wg.ops.sample(dev.tensor(clean), **options).numpy()   # the draw is a hash of (seed, step, row)
+        ids = wg.ops.sample(dev.tensor(x), **options)
+        with pytest.raises(wg.GpuValueError, match=r"sample: the count of tokens a row could draw .* was 0"):
+            dev.check_errors()
+        got = ids.numpy()
+        assert got[:3].tolist() == [0xFFFFFFFF] * 3 and got[3] == 9 and got[4] == want[4], (kwargs, got, want)

@@ -46,7 +46,8 @@ SITES = {
     "ERR_BDPA_KV_LEN": Site("bdpa_attention", "the GPU kv_len", "<=", "the index's rows", "clamped to the limit"),
     "ERR_EMBEDDING_ID": Site("embedding", "a token id read from the GPU", "<", "the table's rows",
                              "its row written as zeros"),
-    "ERR_SAMPLE_EMPTY": Site("sample", "the count of tokens a row could draw (logits with a weight above 0)", ">=",
+    "ERR_SAMPLE_EMPTY": Site("sample", "the count of tokens a row could draw (logits with a weight above 0; none in "
+                             "a row holding a NaN or +inf)", ">=",
                              "one token", "the id written as 4294967295"),
     "ERR_VARLEN_OFFSET": Site("attention_varlen", "a GPU cu_seqlens offset", "<=", "the rows of the packed q or k/v",
                               "clamped to the rows"),

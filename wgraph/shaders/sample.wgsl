@@ -45,10 +45,11 @@ fn uniform01(row: u32, step: u32) -> f32 {
   return f32(h >> 8u) * 5.9604644775390625e-8;
 }
 
-// exp((v - m) / temperature): 1 at the row's max, exactly 0 below exp's f32 range and for v = -inf
+// exp((v - m) / temperature): 1 at the row's max, exactly 0 below exp's f32 range and for v = -inf; 0 for a
+// NaN d (`d < -104` is false for NaN): every weight of a row whose max is +inf (it holds a NaN or +inf)
 fn weight(v: f32, m: f32) -> f32 {
   let d = (v - m) * params.inv_temperature;
-  return select(exp_reduced(d), 0.0, d < -104.0);
+  return select(exp_reduced(d), 0.0, d < -104.0 || is_nan(d));
 }
 
 fn workgroup_min_u32(lid: u32, v: u32) -> u32 {
@@ -144,9 +145,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     return;
   }
   let base = row * params.dim;
+  // the row's max, +inf when it holds a NaN or +inf: torch's softmax is NaN there (exp(inf - inf)) and its
+  // multinomial raises, so nothing is drawn (every weight is 0: the id 0xffffffff and the device error flag)
   var m = -3.40282347e38;
   for (var i = lid.x; i < params.dim; i = i + WG) {
-    m = max(m, f32(x[base + i]));
+    let v = f32(x[base + i]);
+    m = max(m, select(v, bitcast<f32>(0x7f800000u), is_nan(v)));
   }
   m = workgroup_max(lid.x, m);
 
@@ -213,7 +217,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let first = workgroup_min_u32(lid.x, chosen);
   let fallback = workgroup_max_u32(lid.x, last);  // goal rounded up to the total: the last candidate
   if (lid.x == 0u) {
-    // no candidate at all (every logit -inf or NaN): write NO_INDEX, which the next embedding also reports
+    // no candidate at all (every logit -inf, or a NaN or +inf in the row): write NO_INDEX, which the next
+    // embedding also reports
     out[row] = select(first, fallback - 1u, first == NO_INDEX);
     if (first == NO_INDEX && fallback == 0u) {
       report_error(ERR_SAMPLE_EMPTY, 0u, 1u);
