@@ -312,6 +312,7 @@ NOT_WALKED = {
     "ops.KernelPlan": "a planner's result, never an argument",
     "ops.BDPACache": "a record: bdpa_decompose(...).upload(dev) builds it",
     "ops.KernelPath": "a record: kernel_path(spec) builds and checks it",
+    "Device.alloc": "runtime plumbing: dev.empty of a TensorSpec an op's infer made (dev.empty checks its own)",
     "Device.check_alive": "runtime plumbing (ops/core.py, the scheduler): no user arguments",
     "Device.check_tensor": "runtime plumbing called with tensors the ops checked",
     "Device.error_flag": "runtime plumbing: the device error flag for kernels",

@@ -386,7 +386,10 @@ def test_catalogue_entry(env, entry):
         device, fn = env.dev, call(env)
     else:
         device, fn = env.dev, lambda: call(env)
-    device.flush()   # items an earlier test left pending would make the call's own uploads submit them
+    # Items an earlier test left pending, or buffers waiting for deferred destruction past its budget, would make
+    # the call's own uploads submit (a flush, a wait for the GPU): both are cleared first.
+    if not device.lost:
+        device.wait_idle()
     before = _work(device.stats), _work(env.other.stats)
     with pytest.raises(exc) as info:
         fn()

@@ -175,7 +175,9 @@ def ids(fn: str, name: str, value, lo: int = 0, hi: int = U32_MAX, *, ndim: int 
             raise fail(fn, name, value, rule)
         if obj.size and not all(lo <= v <= hi for v in obj.flat):
             raise fail(fn, name, value, rule)
-        arr = obj.astype(np.int64).reshape(obj.shape if obj.size or ndim is None else (0,) * ndim)
+        arr = obj.astype(np.int64)
+        if ndim is not None and arr.ndim != ndim:   # an empty [] where a 2-D list goes
+            arr = arr.reshape((0,) * ndim)
     else:
         raise fail(fn, name, value, rule)
     if arr is None or (arr.size and (arr.min() < lo or arr.max() > hi)):

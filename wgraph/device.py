@@ -279,11 +279,15 @@ class Device:
     def empty(self, shape, dtype: str = "f32", label: str = "") -> Tensor:
         """A tensor with uninitialised contents (pooled storage)."""
         spec = TensorSpec(args.shape("dev.empty", "shape", shape), args.dtype_name("dev.empty", "dtype", dtype))
-        args.text("dev.empty", "label", label)
+        return self.alloc(spec, args.text("dev.empty", "label", label))
+
+    def alloc(self, spec: TensorSpec, label: str = "") -> Tensor:
+        """dev.empty of a TensorSpec an op already made (an output, scratch): no argument to check again, which an
+        op call that allocates its output would pay on every call."""
         self.check_alive()
         if spec.nbytes > self.caps.max_storage_binding_size:
             raise LimitError(
-                f"tensor {spec.shape} {dtype} is {spec.nbytes} bytes; the device binds at most "
+                f"tensor {spec.shape} {spec.dtype} is {spec.nbytes} bytes; the device binds at most "
                 f"{self.caps.max_storage_binding_size} bytes per storage buffer"
             )
         return Tensor(self, self._acquire(spec.nbytes, TENSOR_USAGE), spec, label)
@@ -425,7 +429,7 @@ class Device:
             commands = rec.commands if rec is not None else self._pending_list()
             got = commands.scratch.get(specs)
             if got is None:  # a tensor per position: one call's scratch never aliases itself
-                got = commands.scratch[specs] = [self.empty(s.shape, s.dtype, label) for s, label in specs]
+                got = commands.scratch[specs] = [self.alloc(s, label) for s, label in specs]
             return got
 
     def _pending_list(self) -> CommandList:

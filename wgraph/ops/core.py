@@ -124,7 +124,7 @@ class EncodeContext:
         if self._scratch_source is not None:
             t = self._scratch_source(TensorSpec(shape, dtype), label)
         else:
-            t = self.device.empty(shape, dtype, label)
+            t = self.device.alloc(TensorSpec(shape, dtype), label)
         self.scratch_made.append((t, label))
         return t
 
@@ -308,7 +308,7 @@ def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
         if out.shape == s.shape and out.dtype == s.dtype:
             return (out,)
     if out is None:
-        return tuple(device.empty(s.shape, s.dtype, label=f"{op.name}.out{i}") for i, s in enumerate(specs))
+        return tuple(device.alloc(s, f"{op.name}.out{i}") for i, s in enumerate(specs))
     given = (out,) if isinstance(out, Tensor) else tuple(out)
     if len(given) != len(specs):
         raise ShapeError(f"{op.name}: out= has {len(given)} tensors, the op makes {len(specs)}")
