@@ -1,12 +1,15 @@
 """The API walk: every public function of wg.ops and the public methods of Device, Tensor, Graph, Program and
-Llama (and of wg.ops' TieredKVCache and QuantizedKV) have every scalar parameter fed each value of BAD. Each call
-must raise a WgraphError whose message names the parameter, queue no GPU work (no pending item, no submit, no
-dispatch) and leave every tensor's contents as they were (read back before and after).
+Llama (and of wg.ops' TieredKVCache and QuantizedKV) have every scalar parameter fed each value of BAD, and every
+tensor (or object) parameter each value of BAD_TENSORS. Each call must raise a WgraphError whose message names the
+parameter, queue no GPU work (no pending item, no submit, no dispatch) and leave every tensor's contents as they
+were (read back before and after).
 
 The scalar parameters are read from the signatures (inspect): every parameter that a case does not name as a
-tensor, host data or object parameter. A bad value that is legitimately valid for a parameter (None for an
-optional one, True for a bool, 2**31 for a u32) is declared in the case's `valid`, with the reason, and not
-called. A public callable without a case, or a case whose parameters do not match its signature, fails
+tensor or host-data parameter. A bad value that is legitimately valid for a parameter (None for an optional
+one, True for a bool, 2**31 for a u32) is declared in the case's `valid`, with the reason, and not called; for a
+tensor parameter, None is valid where the signature's default is None (an absent optional input). Host data
+(`dev.tensor`'s array, ...) follows host_arrays.py's rule, whose messages name the call (tests/test_host_arrays.py).
+A public callable without a case, or a case whose parameters do not match its signature, fails
 test_every_public_callable_has_a_case: a new function is covered by the same walk or the suite says so."""
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from wgraph.ops.elementwise import ScaleParams
 
 BAD = {"1.7": 1.7, "'3'": "3", "True": True, "None": None, "nan": math.nan, "inf": math.inf, "-1": -1,
        "2**31": 2**31, "2**32": 2**32, "array": np.array(3)}
+BAD_TENSORS = {"None": None, "1.7": 1.7, "'x'": "x", "array": np.ones((2, 2), np.float32)}
 
 # Shorthands for `valid`: the bad values a rule accepts.
 REAL = {"1.7", "-1", "2**31", "2**32"}     # a finite real in f32's range
@@ -41,13 +45,14 @@ TEXT = {"'3'"}                             # any str (a name, a label)
 @attrs.frozen
 class Case:
     """How to call one public callable well: build(env) -> (callable, args, kwargs), a fresh call each time.
-    `tensors`: its tensor, host-data and object parameters (not fed BAD). `valid`: {param: (labels, reason)}.
-    run_good=False: the good call is not made here (why in `skip_good`)."""
+    `tensors`: its tensor and object parameters (fed BAD_TENSORS, not BAD); `data`: its host-data parameters
+    (neither). `valid`: {param: (labels, reason)}. skip_good: why the good call is not made here."""
 
     build: object
     tensors: tuple = ()
     valid: dict = attrs.field(factory=dict)
     skip_good: str = ""
+    data: tuple = ()
 
 
 ATTENTION_OPTIONS = {
@@ -202,7 +207,7 @@ OPS = {
         {"page_size": (U32, "ignored unless layout='paged'"), "pos_offset": ({"-1"}, "an offset")}),
     "kv_quantize": Case(lambda e: (wg.ops.kv_quantize, (e.kn,), {}), ("x", "out")),
     "kv_dequantize": Case(lambda e: (e.need_f16(), (wg.ops.kv_dequantize, (e.qkv,), {}))[1],
-                          ("qkv", "old_args", "out")),
+                          ("qkv", "out"), data=("old_args",)),
     "tiered_attention": Case(lambda e: (e.need_f16(), (wg.ops.tiered_attention, (e.q, *e.hot, *e.cold),
                                                        dict(kv_len=6, causal=True)))[1],
                              ("q", "hot_k", "hot_v", "cold_k", "cold_v", "page_table", "out"),
@@ -218,7 +223,7 @@ OPS = {
                            ("q", "cache", "rope", "out"),
                            ATTENTION_OPTIONS | {"q_pos": (U32, "a u32 position"), "kv_len": (OPT, "every row")}),
     "bdpa_decompose": Case(lambda e: (wg.ops.bdpa_decompose, (np.ones((4, 1, 8)), np.ones((4, 1, 8)), [1, 2, 1, 3]),
-                                      {}), ("k", "v"), {"positions": (OPT, "0..L-1")}),
+                                      {}), (), {"positions": (OPT, "0..L-1")}, data=("k", "v")),
     "decode_advance": Case(lambda e: (wg.ops.decode_advance, (e.u32[0],),
                                       dict(token=e.u32[1], history=e.u32[4], pos=e.u32[2], kv_len=e.u32[3])),
                            ("next_id", "token", "history", "pos", "kv_len")),
@@ -229,7 +234,8 @@ OPS = {
     "TieredKVCache.append": Case(lambda e: (e.need_f16(), (e.tiered.append, (e.kn16, e.kn16), {}))[1],
                                  ("k_new", "v_new"), {"kv_len": (OPT, "the host-tracked length")}),
     "TieredKVCache.attention": Case(lambda e: (e.need_f16(), (e.tiered.attention, (e.q1,), dict(causal=True)))[1],
-                                    ("q", "options"), {"kv_len": (OPT, "the host-tracked length")}),
+                                    ("q",), {"kv_len": (OPT, "the host-tracked length")},
+                                    data=("options",)),   # tiered_attention's own options, walked there
     "QuantizedKV": Case(lambda e: (e.need_f16(), (wg.ops.QuantizedKV, (e.qkv.packed, e.qkv.scales, "int8", 8),
                                                   {}))[1], ("packed", "scales")),
 }
@@ -238,10 +244,10 @@ DEVICE = {
     "Device": Case(lambda e: (wg.Device, (), {}), (), {"adapter": (OPT, "the preferred adapter")},
                    skip_good="a new device costs ~0.5 s; every other test makes one"),
     "Device.empty": Case(lambda e: (e.dev.empty, ((2,),), {}), (), {"label": (TEXT, "any str")}),
-    "Device.tensor": Case(lambda e: (e.dev.tensor, (np.ones(2, np.float32),), {}), ("array",),
-                          {"dtype": (OPT, "the data's own"), "label": (TEXT, "any str")}),
+    "Device.tensor": Case(lambda e: (e.dev.tensor, (np.ones(2, np.float32),), {}), (),
+                          {"dtype": (OPT, "the data's own"), "label": (TEXT, "any str")}, data=("array",)),
     "Device.write": Case(lambda e: (e.dev.write, (e.dev.empty((2,)), np.ones(2, np.float32)), {}),
-                         ("tensor", "array")),
+                         ("tensor",), data=("array",)),
     "Device.read": Case(lambda e: (e.dev.read, (e.x8,), {}), ("tensor",)),
     "Device.record": Case(lambda e: (e.dev.record, (), {}), (), {"profile": (BOOL, "a bool"),
                                                                 "label": (OPT | TEXT, "any str; None: numbered")}),
@@ -263,8 +269,8 @@ GRAPHS = {
     "Graph.input": Case(_graph_call("input", "y", (2,)), (), {"name": (TEXT, "any str")}),
     "Graph.state": Case(_graph_call("state", "s", (4,)), (), {"name": (TEXT, "any str"),
                                                                "init": (OPT, "zeros")}),
-    "Graph.const": Case(_graph_call("const", "c", np.ones(2, np.float32)), ("array",),
-                        {"name": (TEXT, "any str"), "dtype": (OPT, "the array's own")}),
+    "Graph.const": Case(_graph_call("const", "c", np.ones(2, np.float32)), (),
+                        {"name": (TEXT, "any str"), "dtype": (OPT, "the array's own")}, data=("array",)),
     "Graph.output": Case(_graph_call("output", "o", "<x>"), ("value",), {"name": (TEXT, "any str")}),
     "Graph.scope": Case(_graph_call("scope", "layer0"), (), {"prefix": (TEXT, "any str")}),
     "Graph.compile": Case(lambda e: (e.graph.compile, (e.dev,), {}), (), {"device": (OPT, "the default device")}),
@@ -371,7 +377,7 @@ def test_every_public_callable_has_a_case():
     assert not stale, f"cases of callables that are not public (any more): {stale}"
     for name, case in CASES.items():
         names = {p.name for p in _params(name)}
-        unknown = (set(case.tensors) | set(case.valid)) - names
+        unknown = (set(case.tensors) | set(case.valid) | set(case.data)) - names
         assert not unknown, f"{name}: {sorted(unknown)} are not parameters of its signature {sorted(names)}"
 
 
@@ -388,26 +394,34 @@ def _names(message: str, name: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_scalar_arguments_raise_naming_them(env, name):
+def _walk(env, name: str, which: str) -> None:
+    """Feed the case's scalar (which="scalar") or tensor parameters their bad values; assert as the module says."""
     case = CASES[name]
     if case.build is None:
         assert not [p for p in _params(name)], f"{name} has parameters: give it a case that calls it"
         return
     fn, args, kwargs = case.build(env)
     sig = inspect.signature(fn)
-    bound = sig.bind(*args, **kwargs)
-    scalars = [p for p in sig.parameters.values() if p.name not in case.tensors]
-    if not scalars:
-        return   # nothing to feed (its tensors are checked by apply and the catalogue)
+    if which == "scalar":
+        params = [p for p in sig.parameters.values() if p.name not in case.tensors and p.name not in case.data]
+        table = BAD
+    else:
+        params = [p for p in sig.parameters.values() if p.name in case.tensors]
+        table = BAD_TENSORS
+    if not params:
+        return
     if not case.skip_good:
+        bound = sig.bind(*args, **kwargs)
         fn(*bound.args, **bound.kwargs)   # the good call runs: a bad call below fails for its one bad value
         env.dev.sync()
     before = _snapshot(env)
     failures = []
-    for p in scalars:
-        valid, _reason = case.valid.get(p.name, (set(), ""))
-        for label, value in BAD.items():
+    for p in params:
+        if which == "scalar":
+            valid = case.valid.get(p.name, (set(), ""))[0]
+        else:
+            valid = {"None"} if p.default is None else set()   # an absent optional input
+        for label, value in table.items():
             if label in valid:
                 continue
             fn, args, kwargs = case.build(env)
@@ -437,3 +451,16 @@ def test_bad_scalar_arguments_raise_naming_them(env, name):
                 failures.append(f"{p.name}={label}: GPU work before the error")
     assert not failures, f"{name}:\n" + "\n".join(failures)
     assert _snapshot(env) == before, f"{name}: a failing call changed a tensor"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_scalar_arguments_raise_naming_them(env, name):
+    _walk(env, name, "scalar")
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c.tensors))
+def test_bad_tensor_arguments_raise_naming_them(env, name):
+    """None (where the input is required), a float, a string and a numpy array where a Tensor (or an object such
+    as a QuantizedKV, a (k, v) pair, a graph Value) goes: a WgraphError naming the parameter, never a raw
+    AttributeError or TypeError from inside the op."""
+    _walk(env, name, "tensor")

@@ -177,7 +177,7 @@ def test_quantized_kv_carries_its_mode(dev, rng):
     back = kv_dequantize(q4).numpy()
     assert back.shape == x.shape
     assert np.all(np.abs(back - x) <= q4.scales.numpy().astype(np.float32)[..., None] * 0.5 + 1e-6)
-    with pytest.raises(wg.ShapeError, match=r"kv_dequantize takes a QuantizedKV"):
+    with pytest.raises(wg.ShapeError, match=r"kv_dequantize: qkv must be a QuantizedKV"):
         kv_dequantize(q4.packed, q4.scales)
     with pytest.raises(wg.ShapeError, match=r"packed int8 data must be u32 \(3, 2, 4\) for rows \(3, 2, 16\) \(n, kv_heads, head_dim\), got u32 \(3, 2, 2\)"):
         QuantizedKV(q4.packed, q4.scales, "int8", 16)

@@ -274,7 +274,7 @@ def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict,
     return dispatches
 
 
-ATTENTION = register(OpDef("attention", _infer, _encode))
+ATTENTION = register(OpDef("attention", _infer, _encode, inputs=("q", "k", "v", "kv_len?", "page_table?")))
 
 
 # ---- kernel paths: forced variants for a whole model ----

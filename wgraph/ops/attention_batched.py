@@ -246,7 +246,8 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
                          label=f"attention_{p.mode}")]
 
 
-BATCHED = register(OpDef("attention_batched", _infer, _encode))
+BATCHED = register(OpDef("attention_batched", _infer, _encode,
+                         inputs=("q", "k", "v", "cu_seqlens_q?", "cu_seqlens_k / cache_seqlens", "block_table?")))
 
 
 # ---- writing new rows into the caches ----
@@ -293,7 +294,8 @@ def _encode_append(ctx, p: AppendParams, inputs, outputs):
         "k_cache": kc, "v_cache": vc}, workgroups=grid, label="attention_kvcache.append")]
 
 
-APPEND = register(OpDef("attention_kvcache_append", _infer_append, _encode_append))
+APPEND = register(OpDef("attention_kvcache_append", _infer_append, _encode_append,
+                        inputs=("k_new", "v_new", "k_cache", "v_cache", "cache_seqlens", "block_table?")))
 
 
 @attrs.frozen
@@ -318,7 +320,7 @@ def _encode_advance(ctx, p: AdvanceParams, inputs, outputs):
                          workgroups=(ceil_div(n, kernel("seqlens_advance").threads), 1, 1), label="seqlens_advance")]
 
 
-ADVANCE = register(OpDef("seqlens_advance", _infer_advance, _encode_advance))
+ADVANCE = register(OpDef("seqlens_advance", _infer_advance, _encode_advance, inputs=("cache_seqlens",)))
 
 
 def seqlens_advance(cache_seqlens, n: int = 1) -> None:

@@ -66,7 +66,10 @@ class BDPACache:
 
 def bdpa_decompose(k, v, token_ids, positions=None) -> BDPAHost:
     """Decompose pre-RoPE k, v [L, Hkv, D] of tokens `token_ids` [L] at `positions` [L] (default 0..L-1)."""
-    k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
+    try:
+        k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
+    except (TypeError, ValueError) as e:  # strings, objects, ragged lists
+        raise ShapeError(f"bdpa_decompose: k and v must be real arrays [L, Hkv, D] ({type(e).__name__}: {e})") from None
     if k.ndim != 3 or k.shape != v.shape:
         raise ShapeError(f"bdpa_decompose: k {k.shape} and v {v.shape} must both be [L, Hkv, D]")
     L, heads, dim = k.shape
@@ -175,7 +178,9 @@ def _encode(ctx, params: BDPAParams, inputs, outputs):
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, 1, 1), label=variant)]
 
 
-BDPA = register(OpDef("bdpa_attention", _infer, _encode))
+BDPA = register(OpDef("bdpa_attention", _infer, _encode,
+                      inputs=("q", "cache.basis", "cache.residual", "cache.residual_scale", "cache.index", "rope",
+                              "kv_len?")))
 
 
 def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal=None, sliding_window=0,

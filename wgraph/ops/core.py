@@ -21,12 +21,17 @@ from wgraph.tensor import Tensor, TensorSpec
 class OpDef:
     """An op: `infer(params, input specs) -> output specs` validates; `encode(ctx, params, inputs, outputs)`
     returns the dispatches (and may tell `ctx.chose(plan)` which kernel plan it used, for explain()).
-    Neither does GPU work. `is_view`: the output aliases the first input's buffer (no dispatch)."""
+    Neither does GPU work. `is_view`: the output aliases the first input's buffer (no dispatch). `inputs`: the
+    inputs' names as the op function's caller knows them, an optional one ending in "?" (errors name them)."""
 
     name: str
     infer: Callable[[Any, tuple], tuple[TensorSpec, ...]]
     encode: Callable[..., list]
     is_view: bool = False
+    inputs: tuple[str, ...] = ()
+
+    def input_name(self, i: int) -> str:
+        return self.inputs[i].rstrip("?") if i < len(self.inputs) else f"input {i}"
 
 
 OPS: dict[str, OpDef] = {}
@@ -194,12 +199,11 @@ class EncodeContext:
         return Dispatch(k, packed, ordered, workgroups, indirect, label or variant)
 
 
-def _spec(x) -> TensorSpec | None:
-    if x is None:
-        return None
-    if isinstance(x, Tensor):
-        return x.spec
-    raise ShapeError(f"expected a Tensor (or a graph value), got {type_name(x)}; upload host data with dev.tensor(...)")
+def _check_required(op: OpDef, inputs) -> None:
+    """ShapeError naming an input the op requires that is None."""
+    for i, x in enumerate(inputs):
+        if x is None and i < len(op.inputs) and not op.inputs[i].endswith("?"):
+            raise ShapeError(f"{op.name}: {op.input_name(i)} is required, got None")
 
 
 def tensor_arg(fn: str, name: str, x):
@@ -258,8 +262,10 @@ def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = No
         elif getattr(x, "_wgraph_symbol_", False):
             return x.graph.add_op(op, params, inputs, out=out)
         else:
-            _spec(x)  # raises naming what x is
+            raise ShapeError(f"{op.name}: {op.input_name(len(signature))} must be a Tensor (or a graph value), got "
+                             f"{type_name(x)}; upload host data with dev.tensor(...)")
     if not tensors:
+        _check_required(op, inputs)
         raise ShapeError(f"{op.name}: no tensor inputs")
     key = (op.name, params, tuple(signature), out is None)
     try:
@@ -279,6 +285,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = No
             else:
                 queue.append((device, items, outputs if out is None else ()))
             return outputs[0] if len(outputs) == 1 else outputs
+    _check_required(op, inputs)   # here, not above: a template never holds a None where one is required
     specs = tuple(None if x is None else x.spec for x in inputs)
     out_specs = tuple(op.infer(params, specs))
     outputs = _outputs(op, device, out_specs, out)
@@ -309,7 +316,12 @@ def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
             return (out,)
     if out is None:
         return tuple(device.alloc(s, f"{op.name}.out{i}") for i, s in enumerate(specs))
-    given = (out,) if isinstance(out, Tensor) else tuple(out)
+    if isinstance(out, Tensor):
+        given = (out,)
+    elif isinstance(out, (tuple, list)):
+        given = tuple(out)
+    else:
+        raise ShapeError(f"{op.name}: out= must be a Tensor (or a tuple of them), got {type_name(out)}")
     if len(given) != len(specs):
         raise ShapeError(f"{op.name}: out= has {len(given)} tensors, the op makes {len(specs)}")
     for t, s in zip(given, specs):

@@ -37,7 +37,8 @@ def _encode_advance(ctx, params, inputs, outputs):
                          workgroups=(1, 1, 1), label="decode_advance")]
 
 
-DECODE_ADVANCE = register(OpDef("decode_advance", _infer_advance, _encode_advance))
+DECODE_ADVANCE = register(OpDef("decode_advance", _infer_advance, _encode_advance,
+                                inputs=("next_id", "token", "history", "pos", "kv_len")))
 
 
 def decode_advance(next_id, *, token, history, pos, kv_len):

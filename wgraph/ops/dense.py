@@ -11,7 +11,7 @@ import numpy as np
 
 from wgraph import args
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
-from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.runtime.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -98,7 +98,7 @@ def _encode_linear(ctx, params, inputs, outputs):
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=groups, label="linear")]
 
 
-LINEAR = register(OpDef("linear", _infer_linear, _encode_linear))
+LINEAR = register(OpDef("linear", _infer_linear, _encode_linear, inputs=("x", "w", "b?")))
 
 
 def linear(x, w, b=None, *, out=None):
@@ -133,7 +133,7 @@ def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
                          bindings={"x": x, "weight": w, "y": y}, workgroups=ctx.grid(rows), label="rmsnorm")]
 
 
-RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm))
+RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm, inputs=("x", "weight")))
 
 
 def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
@@ -183,7 +183,7 @@ def _encode_rope(ctx, params: RopeParams, inputs, outputs):
                          workgroups=ctx.grid(ceil_div(total, kernel(variant).threads)), label="rope")]
 
 
-ROPE = register(OpDef("rope", _infer_rope, _encode_rope))
+ROPE = register(OpDef("rope", _infer_rope, _encode_rope, inputs=("x", "cos", "sin", "pos?")))
 
 
 def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, out=None):
@@ -246,7 +246,7 @@ def _encode_reshape(ctx, params, inputs, outputs):
     raise PlanError("reshape is a view: it has no dispatch (graphs alias the buffer, tensors use Tensor.reshape)")
 
 
-RESHAPE = register(OpDef("reshape", _infer_reshape, _encode_reshape, is_view=True))
+RESHAPE = register(OpDef("reshape", _infer_reshape, _encode_reshape, is_view=True, inputs=("x",)))
 
 
 def reshape(x, *shape):
@@ -256,6 +256,5 @@ def reshape(x, *shape):
     shape = args.view_shape("reshape", "shape", shape)
     if getattr(x, "_wgraph_symbol_", False):
         return apply(RESHAPE, ReshapeParams(shape), (x,))
-    if not isinstance(x, Tensor):
-        raise ShapeError(f"reshape: expected a Tensor or a graph value, got {type(x).__name__}")
+    tensor_arg("reshape", "x", x)
     return x.reshape(*_resolve_shape(shape, x.size, x.shape))

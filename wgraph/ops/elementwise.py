@@ -153,7 +153,8 @@ def _halves(op: str):
 
 
 _FORMS = {"unary": _unary, "binary": _binary, "halves": _halves}
-OPDEFS = {row.name: register(OpDef(row.name, *_FORMS[row.form](row.name))) for row in TABLE}
+_INPUTS = {"unary": ("x", "indirect?"), "binary": ("a", "b", "indirect?"), "halves": ("x",)}
+OPDEFS = {row.name: register(OpDef(row.name, *_FORMS[row.form](row.name), inputs=_INPUTS[row.form])) for row in TABLE}
 
 
 def scale(x, factor: float, *, indirect=None, out=None):

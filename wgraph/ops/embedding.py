@@ -10,7 +10,7 @@ import numpy as np
 
 from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError
-from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.runtime.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -41,7 +41,7 @@ def _encode(ctx, params, inputs, outputs):
                          workgroups=ctx.grid(ceil_div(out.size, kernel(variant).threads)), label="embedding")]
 
 
-EMBEDDING = register(OpDef("embedding", _infer, _encode))
+EMBEDDING = register(OpDef("embedding", _infer, _encode, inputs=("ids", "table")))
 
 
 def _host_ids(ids, vocab: int) -> np.ndarray:
@@ -60,6 +60,7 @@ def embedding(ids, table, *, dtype: str | None = None, out=None):
     [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 table. Host ids >= V raise LimitError; a GPU
     id >= V gives a row of zeros and sets the device error flag."""
     params = EmbeddingParams(args.dtype_name("embedding", "dtype", dtype, (None, "f16", "f32")))
+    tensor_arg("embedding", "table", table)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
         return apply(EMBEDDING, params, (ids, table), out=out)
     if len(table.shape) != 2:

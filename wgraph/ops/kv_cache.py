@@ -13,7 +13,7 @@ import attrs
 from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.args import U32_MAX
-from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register
+from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
 from wgraph.runtime.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -170,7 +170,8 @@ def _encode_write(ctx, params: WriteParams, inputs, outputs):
     return [_write_dispatch(ctx, params, src, dst, scales, table, pos_t)]
 
 
-KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write))
+KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write,
+                          inputs=("k_new / v_new", "cache", "scales?", "page_table?", "pos?")))
 
 
 def _as_pos(op: str, pos, pos_offset) -> tuple[int, Tensor | None]:
@@ -246,8 +247,7 @@ class QuantizedKV:
 
     def __attrs_post_init__(self):
         for name in ("packed", "scales"):
-            if not hasattr(getattr(self, name), "shape"):
-                raise ShapeError(f"QuantizedKV: {name} must be a Tensor, got {type(getattr(self, name)).__name__}")
+            tensor_arg("QuantizedKV", name, getattr(self, name))
         args.choice("QuantizedKV", "mode", self.mode, tuple(QUANT_MODES))
         shape = self.packed.shape
         rows = (shape[0], shape[1], self.head_dim) if len(shape) == 3 else (0, 0, self.head_dim)
@@ -278,7 +278,7 @@ def _encode_quantize(ctx, params: QuantizeParams, inputs, outputs):
     return [_write_dispatch(ctx, wp, x, packed, scales, None, None)]
 
 
-KV_QUANTIZE = register(OpDef("kv_quantize", _infer_quantize, _encode_quantize))
+KV_QUANTIZE = register(OpDef("kv_quantize", _infer_quantize, _encode_quantize, inputs=("x",)))
 
 
 def kv_quantize(x, mode: str = "int8", *, out=None) -> QuantizedKV:
@@ -316,14 +316,15 @@ def _encode_dequantize(ctx, params: DequantizeParams, inputs, outputs):
                          workgroups=ctx.grid(ceil_div(x.size, kernel(variant).threads)), label="kv_dequantize")]
 
 
-KV_DEQUANTIZE = register(OpDef("kv_dequantize", _infer_dequantize, _encode_dequantize))
+KV_DEQUANTIZE = register(OpDef("kv_dequantize", _infer_dequantize, _encode_dequantize,
+                               inputs=("qkv.packed", "qkv.scales")))
 
 
 def kv_dequantize(qkv: QuantizedKV, *old_args, dtype: str = "f32", out=None):
     """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D]. Takes the QuantizedKV that kv_quantize returns
     (for packed data from elsewhere, build one: QuantizedKV(packed, scales, mode, head_dim) checks the shapes)."""
     if old_args or not isinstance(qkv, QuantizedKV):  # the old (packed, scales, mode) call, or anything else
-        raise ShapeError(f"kv_dequantize takes a QuantizedKV (packed, scales, mode, head_dim), got "
+        raise ShapeError(f"kv_dequantize: qkv must be a QuantizedKV (packed, scales, mode, head_dim), got "
                          f"{type(qkv).__name__}; the mode is part of the data, so it cannot be guessed")
     dtype = args.dtype_name("kv_dequantize", "dtype", dtype, ("f16", "f32"))
     return apply(KV_DEQUANTIZE, DequantizeParams(qkv.mode, dtype), (qkv.packed, qkv.scales), out=out)

@@ -40,7 +40,7 @@ def _encode(ctx, params: AddRmsNormParams, inputs, outputs):
                          label="add_rmsnorm")]
 
 
-ADD_RMSNORM = register(OpDef("add_rmsnorm", _infer, _encode))
+ADD_RMSNORM = register(OpDef("add_rmsnorm", _infer, _encode, inputs=("x", "residual", "weight")))
 
 
 def add_rmsnorm(x, residual, weight, *, eps: float = 1e-6, out=None):

@@ -62,7 +62,7 @@ def _encode_softmax(ctx, params, inputs, outputs):
                          workgroups=ctx.grid(rows), label="softmax")]
 
 
-SOFTMAX = register(OpDef("softmax", _infer_softmax, _encode_softmax))
+SOFTMAX = register(OpDef("softmax", _infer_softmax, _encode_softmax, inputs=("x",)))
 
 
 def softmax(x, *, out=None):
@@ -106,7 +106,7 @@ def _encode_layernorm(ctx, params: LayerNormParams, inputs, outputs):
                          workgroups=ctx.grid(rows), label="layernorm")]
 
 
-LAYERNORM = register(OpDef("layernorm", _infer_layernorm, _encode_layernorm))
+LAYERNORM = register(OpDef("layernorm", _infer_layernorm, _encode_layernorm, inputs=("x", "weight", "bias?")))
 
 
 def layernorm(x, weight, bias=None, *, eps: float = 1e-5, out=None):

@@ -49,7 +49,7 @@ def _encode_argmax(ctx, params, inputs, outputs):
                          workgroups=ctx.grid(rows), label="argmax")]
 
 
-ARGMAX = register(OpDef("argmax", _infer_argmax, _encode_argmax))
+ARGMAX = register(OpDef("argmax", _infer_argmax, _encode_argmax, inputs=("x",)))
 
 
 def argmax(x, *, out=None):
@@ -109,7 +109,7 @@ def _encode_sample(ctx, params: SampleParams, inputs, outputs):
                          workgroups=ctx.grid(rows), label="sample")]
 
 
-SAMPLE = register(OpDef("sample", _infer_sample, _encode_sample))
+SAMPLE = register(OpDef("sample", _infer_sample, _encode_sample, inputs=("logits", "step?")))
 
 
 def _is_gpu(v) -> bool:

@@ -61,7 +61,7 @@ def _encode_transpose01(ctx, params, inputs, outputs):
                          workgroups=ctx.grid(ceil_div(x.size, kernel(variant).threads)), label="transpose01")]
 
 
-TRANSPOSE01 = register(OpDef("transpose01", _infer_transpose01, _encode_transpose01))
+TRANSPOSE01 = register(OpDef("transpose01", _infer_transpose01, _encode_transpose01, inputs=("x",)))
 
 
 def transpose01(x, *, out=None):
@@ -143,7 +143,8 @@ def _encode_masked(ctx, params: SdpaMaskedParams, inputs, outputs):
                          workgroups=(folded, L, 1), label="sdpa_masked")]
 
 
-SDPA_MASKED = register(OpDef("sdpa_masked", _infer_masked, _encode_masked))
+SDPA_MASKED = register(OpDef("sdpa_masked", _infer_masked, _encode_masked,
+                             inputs=("query", "key", "value", "attn_mask")))
 
 
 # ---- the torch-shaped entry point ----

@@ -142,7 +142,9 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
     return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=(hq, S, 1), label=variant)]
 
 
-TIERED = register(OpDef("tiered_attention", _infer, _encode))
+TIERED = register(OpDef("tiered_attention", _infer, _encode,
+                        inputs=("q", "hot_k", "hot_v", "cold_k", "cold_v", "cold_k_scale?", "cold_v_scale?",
+                                "page_table?", "kv_len?")))
 
 
 def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, sliding_window, softcap, scale, mode,
@@ -177,6 +179,8 @@ def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v
                            scale=None, window=(-1, -1), return_lse=False, out=None):
     """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales)."""
     mode = args.choice("tiered_quant_attention", "mode", mode, ("int8", "int4"))
+    tensor_arg("tiered_quant_attention", "cold_k_scale", cold_k_scale)
+    tensor_arg("tiered_quant_attention", "cold_v_scale", cold_v_scale)
     params, len_t = _params("tiered_quant_attention", kv_len, hot_window, hot_k, page_table, page_size, causal,
                             sliding_window, softcap, scale, mode, window, return_lse)
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, page_table, len_t),
