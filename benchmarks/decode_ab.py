@@ -67,7 +67,7 @@ for g in (1, 4, 8):
                      f'defines = {{ G_TILE = "{g}", CHUNK_STEP = "64", CHUNK_MAX = "16384", SPLIT_TARGET = "{t}" }}\n')
 (EXP / "registry.toml").write_text(reg + "\n\n" + "\n\n".join(extra) + "\n")
 
-import wgraph.runtime.registry as R  # noqa: E402
+import wgraph.kernels.registry as R  # noqa: E402
 
 R.SHADER_DIR = EXP
 import wgraph as wg  # noqa: E402

@@ -27,7 +27,7 @@ for wdt, word, widen, mult in (("f16", "vec4<u32>", "widen_f16", 8), ("f32", "ve
         configs.append((wdt, name))
 (EXP / "registry.toml").write_text((EXP / "registry.toml").read_text() + "\n\n" + "\n".join(entries))
 
-import wgraph.runtime.registry as R  # noqa: E402
+import wgraph.kernels.registry as R  # noqa: E402
 
 R.SHADER_DIR = EXP
 import wgraph as wg  # noqa: E402

@@ -8,7 +8,7 @@ import numpy as np
 sys.path.insert(0, "tests")
 import wgraph as wg
 from attention_reference import tolerance_check
-from wgraph.runtime.registry import registry
+from wgraph.kernels.registry import registry
 
 dev = wg.default_device()
 rng = np.random.default_rng(7)

@@ -10,7 +10,7 @@ import wgraph as wg
 from attention_reference import tolerance_check
 from kernel_support import lacks_subgroups
 from wgraph.ops.attention_planner import shader_const
-from wgraph.runtime.registry import registry
+from wgraph.kernels.registry import registry
 
 KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow the kernel's max_q_per_kv
     "prefill_tiled_large": ("prefill", 64),

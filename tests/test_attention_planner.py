@@ -147,7 +147,7 @@ def test_splitk_companions_must_agree(tmp_path):
     import shutil
     from wgraph.errors import RegistryError
     from wgraph.ops.attention_planner import check_splitk_companions
-    from wgraph.runtime.registry import SHADER_DIR, load_registry
+    from wgraph.kernels.registry import SHADER_DIR, load_registry
 
     shutil.copytree(SHADER_DIR, tmp_path / "s")
     toml = tmp_path / "s" / "registry.toml"

@@ -115,7 +115,7 @@ def test_sections_skip_with_a_note_when_their_api_is_absent(monkeypatch, tmp_pat
 def test_candidate_variants_match_phase_and_dtype():
     from wgraph.bench.attention import candidate_variants
     from wgraph.bench.grids import GRIDS
-    from wgraph.runtime.registry import kernel
+    from wgraph.kernels.registry import kernel
 
     for s in GRIDS["tiny"]:
         names = candidate_variants(s)

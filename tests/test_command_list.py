@@ -1,4 +1,4 @@
-"""The one capture path (runtime/commands.py): writes ordered with recorded ops, discarded recordings'
+"""The one capture path (scheduler/commands.py): writes ordered with recorded ops, discarded recordings'
 outputs unusable, Program.update of a split-K kv_len, scratch in the program's memory plan, planning without
 re-parsing WGSL, the encode's own plan in explain(), and deferred destruction bounded without readbacks."""
 
@@ -10,7 +10,7 @@ from attention_reference import attention_reference, tolerance_check
 from wgraph.errors import RecordingError
 from wgraph.graph import GraphError
 from wgraph.ops.core import OpDef, register
-from wgraph.runtime.dispatch import Dispatch
+from wgraph.scheduler.dispatch import Dispatch
 
 
 def test_write_inside_a_recording_keeps_its_order(dev):
@@ -127,7 +127,7 @@ def test_scratch_of_two_nodes_shares_buffers(dev):
 
 
 def test_planning_reads_no_wgsl(dev, monkeypatch):
-    from wgraph.runtime import wgsl
+    from wgraph.kernels import wgsl
 
     q = wg.TensorSpec((1, 32, 128), "f16")
     kv = wg.TensorSpec((4096, 8, 128), "f16")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from wgraph.runtime.pool import size_class
+from wgraph.scheduler.pool import size_class
 
 
 def test_immediate_result_matches_numpy(dev, rng):

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from wgraph.errors import RegistryError
-from wgraph.runtime.registry import load_registry, registry
+from wgraph.kernels.registry import load_registry, registry
 
 SHADER = """
 struct P { n: u32, f: f32 }
@@ -92,7 +92,7 @@ def test_package_registry_compiles_on_device(dev):
 
 
 def test_repeat_directive_unrolls_nested_blocks():
-    from wgraph.runtime.wgsl import expand_repeats
+    from wgraph.kernels.wgsl import expand_repeats
 
     text = "const N: u32 = 2u;\n//!repeat a N\n//!repeat b N + 1u\nx[$a][${b}u] = $a$b;\n//!end\n//!end\ntail"
     lines = expand_repeats(text, "t").split("\n")
@@ -105,7 +105,7 @@ def test_repeat_directive_unrolls_nested_blocks():
     ("//!repeat a M\nx\n//!end\n", "is not a constant integer expression"),
 ])
 def test_repeat_directive_errors(text, message):
-    from wgraph.runtime.wgsl import expand_repeats
+    from wgraph.kernels.wgsl import expand_repeats
 
     with pytest.raises(RegistryError, match=message):
         expand_repeats(text, "t")
@@ -116,7 +116,7 @@ def test_repeat_directive_errors(text, message):
     ("max(A)", None), ("A + C", None),
 ])
 def test_eval_int_takes_max_and_min(expr, want):
-    from wgraph.runtime.wgsl import eval_int
+    from wgraph.kernels.wgsl import eval_int
 
     assert eval_int(expr, {"A": 10, "B": 7}) == want
 

@@ -14,15 +14,15 @@ from wgraph import device_errors
 from wgraph.dtypes import dtype_info, dtype_of_numpy
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.host_arrays import host_array
-from wgraph.ops.templates import TemplateCache
-from wgraph.runtime.commands import CommandList, align4
-from wgraph.runtime.dispatch import Write
-from wgraph.runtime.fence import submit_for_index, wait_for_index
-from wgraph.runtime.pipelines import BindGroupCache, PipelineCache
-from wgraph.runtime.pool import BufferPool
-from wgraph.runtime.recording import Recording
-from wgraph.runtime.registry import KNOWN_FEATURES
-from wgraph.runtime.uniforms import UniformCache
+from wgraph.scheduler.templates import TemplateCache
+from wgraph.scheduler.commands import CommandList, align4
+from wgraph.scheduler.dispatch import Write
+from wgraph.scheduler.fence import submit_for_index, wait_for_index
+from wgraph.kernels.pipelines import BindGroupCache, PipelineCache
+from wgraph.scheduler.pool import BufferPool
+from wgraph.scheduler.recording import Recording
+from wgraph.kernels.registry import KNOWN_FEATURES
+from wgraph.kernels.uniforms import UniformCache
 from wgraph.tensor import Tensor, TensorSpec
 
 TENSOR_USAGE = (
@@ -178,7 +178,7 @@ class Device:
         self.bind_groups = BindGroupCache(self)
         self.pool = BufferPool(self._create_buffer, self._destroy_buffer)
         self.uniform_cache = UniformCache(self._write_new_uniform, self._release_uniform)
-        self.templates = TemplateCache()  # op templates of this epoch (ops/templates.py)
+        self.templates = TemplateCache()  # op templates of this epoch (scheduler/templates.py)
         self._staging = None
         self._idle_probe = None
         self._fallbacks: dict = {}

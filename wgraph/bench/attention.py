@@ -56,7 +56,7 @@ def _inputs(dev, s: Shape, rng):
 
 def candidate_variants(s: Shape) -> list[str]:
     """Every registry attention variant for this phase and dtype (forced with variant=; the op validates)."""
-    from wgraph.runtime.registry import kernels_for
+    from wgraph.kernels.registry import kernels_for
 
     return [k.name for k in kernels_for("attention")
             if k.facts.get("phase") == s.phase and k.facts.get("dtype") == s.dtype]

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 import wgraph as wg
-from wgraph.runtime.registry import kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 
 ELEMENTS = 256  # one workgroup: the GPU work is negligible, what is left is host cost
 

@@ -13,8 +13,8 @@ from wgraph.errors import DeviceError, DtypeError, RecordingError, ShapeError, W
 from wgraph.graph.graph import SOURCE_OPS, Graph, GraphError
 from wgraph.host_arrays import host_array
 from wgraph.ops.core import OPS, EncodeContext
-from wgraph.runtime.commands import CommandList, align4
-from wgraph.runtime.dispatch import Copy
+from wgraph.scheduler.commands import CommandList, align4
+from wgraph.scheduler.dispatch import Copy
 from wgraph.tensor import Tensor, TensorSpec
 
 

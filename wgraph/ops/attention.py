@@ -17,7 +17,7 @@ from wgraph.dtypes import F32_MAX, is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register
-from wgraph.runtime.registry import registry
+from wgraph.kernels.registry import registry
 from wgraph.tensor import Tensor, TensorSpec
 
 U32_MAX = 0xFFFFFFFF

@@ -19,7 +19,7 @@ from wgraph.ops.attention import call_dtype, window_of
 from wgraph.ops.attention_loops import BOUNDS, CPU_LOOP_LIMIT, batched_combine
 from wgraph.ops.attention_planner import PlanFacts, shader_const
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.runtime.registry import kernel, kernels_for, registry, select_variant
+from wgraph.kernels.registry import kernel, kernels_for, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 SPLIT_ROLES = ("fused", "decode")   # the split-K decode kernels (one query per sequence; a combine pass follows)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from wgraph.errors import LimitError
 from wgraph.ops.attention_planner import PlanFacts, shader_const
 from wgraph.ops.core import ceil_div
-from wgraph.runtime.registry import Kernel, registry
+from wgraph.kernels.registry import Kernel, registry
 
 CPU_LOOP_LIMIT = 65_535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS
 

@@ -10,7 +10,7 @@ import attrs
 
 from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
 from wgraph.ops.core import ceil_div
-from wgraph.runtime.registry import Kernel, kernels_for, registry
+from wgraph.kernels.registry import Kernel, kernels_for, registry
 
 PHASES = ("prefill", "decode")
 DTYPES = ("f32", "f16", "f16kv")

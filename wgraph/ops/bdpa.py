@@ -27,7 +27,7 @@ from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.kv_cache import select_variant
-from wgraph.runtime.registry import kernel
+from wgraph.kernels.registry import kernel
 from wgraph.tensor import Tensor, TensorSpec
 
 

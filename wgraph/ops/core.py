@@ -9,11 +9,11 @@ import attrs
 
 from wgraph.device_errors import BINDING as ERROR_BINDING
 from wgraph.errors import AliasingError, DeviceError, DtypeError, LimitError, PlanError, ShapeError, UnsupportedError
-from wgraph.runtime.dispatch import Dispatch
-from wgraph.runtime.pipelines import storage_binding_size
-from wgraph.runtime.registry import kernel as lookup_kernel
-from wgraph.runtime.uniforms import pack_uniforms
-from wgraph.ops.templates import capture
+from wgraph.scheduler.dispatch import Dispatch
+from wgraph.kernels.pipelines import storage_binding_size
+from wgraph.kernels.registry import kernel as lookup_kernel
+from wgraph.kernels.uniforms import pack_uniforms
+from wgraph.scheduler.templates import capture
 from wgraph.tensor import Tensor, TensorSpec
 
 

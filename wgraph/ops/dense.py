@@ -12,7 +12,7 @@ import numpy as np
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.runtime.registry import kernel, kernels_for, select_variant
+from wgraph.kernels.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 

@@ -13,7 +13,7 @@ import attrs
 from wgraph.dtypes import F32_MAX
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.runtime.registry import add_generated_variants, kernel, select_variant
+from wgraph.kernels.registry import add_generated_variants, kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 

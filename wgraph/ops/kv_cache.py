@@ -13,7 +13,7 @@ import attrs
 from wgraph.dtypes import exact_int, is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.runtime.registry import kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 LAYOUTS = {"contiguous": 0, "ring": 1, "paged": 2}

@@ -10,7 +10,7 @@ import attrs
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.runtime.registry import kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import TensorSpec
 
 

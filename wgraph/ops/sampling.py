@@ -13,8 +13,8 @@ import numpy as np
 from wgraph.errors import LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.rows import check_cpu_loops, check_rows, row_count, row_loops
-from wgraph.runtime import wgsl
-from wgraph.runtime.registry import kernel, kernels_for, select_variant
+from wgraph.kernels import wgsl
+from wgraph.kernels.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 def _sample_loops(variant: str, dim: int, top_k: bool, top_p: bool) -> int:

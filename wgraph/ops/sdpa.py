@@ -25,7 +25,7 @@ from wgraph.ops.attention import attention, attention_plan
 from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's per-invocation loop cap (one place)
 from wgraph.ops.core import OpDef, apply, ceil_div, register, type_name
 from wgraph.ops.dense import reshape
-from wgraph.runtime.registry import kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 # Iterations lavapipe counts per key tile beyond the kernel's own loop trips. Measured on Mesa 22.3.6 (one query,

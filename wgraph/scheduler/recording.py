@@ -9,9 +9,9 @@ import threading
 import weakref
 
 from wgraph.errors import RecordingError
-from wgraph.runtime.commands import CommandList
-from wgraph.runtime.dispatch import Dispatch
-from wgraph.runtime.profiling import ProfileTable, Timestamps
+from wgraph.scheduler.commands import CommandList
+from wgraph.scheduler.dispatch import Dispatch
+from wgraph.scheduler.profiling import ProfileTable, Timestamps
 
 _names = itertools.count(1)
 

@@ -13,7 +13,7 @@ import operator
 
 import attrs
 
-from wgraph.runtime.dispatch import Dispatch
+from wgraph.scheduler.dispatch import Dispatch
 
 CAPACITY = 4096  # templates kept per device
 

@@ -10,9 +10,9 @@ bytes."""
 from __future__ import annotations
 
 from wgraph.errors import DeviceError
-from wgraph.runtime import native
-from wgraph.runtime.dispatch import Copy, Dispatch, Write
-from wgraph.runtime.uniforms import UniformArena
+from wgraph.scheduler import native
+from wgraph.scheduler.dispatch import Copy, Dispatch, Write
+from wgraph.kernels.uniforms import UniformArena
 
 
 def align4(n: int) -> int:
@@ -204,7 +204,7 @@ class PreparedCommands:
 
 def encode_steps(device, encoder, steps, timestamps=None) -> None:
     """Encode Steps and Copies into `encoder`; consecutive dispatches share a compute pass."""
-    # This loop is the host cost of a recorded op and of a replay: only native calls (runtime/native.py) and
+    # This loop is the host cost of a recorded op and of a replay: only native calls (scheduler/native.py) and
     # a few lookups. set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across
     # dispatches). Passes begin and end through wgpu-py, which raises any error the pass commands made.
     set_pipeline, set_bind_group = native.set_pipeline, native.set_bind_group

@@ -9,7 +9,7 @@ from collections import OrderedDict
 import numpy as np
 
 from wgraph.errors import LimitError, WgraphError
-from wgraph.runtime.wgsl import StructLayout
+from wgraph.kernels.wgsl import StructLayout
 
 _SCALAR_CODES = {"u32": "<I", "i32": "<i", "f32": "<f", "f16": "<e"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.runtime.registry import Kernel
-from wgraph.runtime.wgsl import BindingDecl
+from wgraph.kernels.registry import Kernel
+from wgraph.kernels.wgsl import BindingDecl
 
 
 class Dispatch:

@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import wgpu
 
-from wgraph.runtime.registry import Kernel
+from wgraph.kernels.registry import Kernel
 
 
 def storage_binding_size(nbytes: int) -> int:

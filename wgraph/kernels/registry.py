@@ -12,7 +12,7 @@ import attrs
 
 from wgraph.dtypes import DTYPES
 from wgraph.errors import DtypeError, PlanError, RegistryError
-from wgraph.runtime import wgsl
+from wgraph.kernels import wgsl
 
 SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
 
