@@ -18,32 +18,46 @@ OUT.mkdir(parents=True, exist_ok=True)
 EXP = Path("/tmp/decode_ab_shaders")
 shutil.rmtree(EXP, ignore_errors=True)
 shutil.copytree("wgraph/shaders", EXP)
-reg = (EXP / "registry.toml").read_text()
-base = {}  # fused variant -> its registry text
+import tomllib  # noqa: E402
+
+from wgraph.kernels.registry import expand_variant  # noqa: E402  (reads no registry yet)
+
+_files = [tomllib.loads(f.read_text()) for f in sorted((EXP / "registry").glob("*.toml"))]
+MATRICES = {k: v for f in _files for k, v in f.get("matrix", {}).items()}
+FLAT = {n: e for f in _files for name, entry in f.get("variants", {}).items()
+        for n, e in expand_variant(name, entry, MATRICES).items()}  # every kernel's entry, expanded
+
+
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+
+
+def toml_entry(name: str, entry: dict) -> str:
+    return f"[variants.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in entry.items())
 
 
 def fused_entry(src: str, name: str, **defines) -> str:
-    """The registry text of `src` renamed, with defines and limits replaced, tier 'exp' (never planned)."""
-    start = reg.index(f"[variants.{src}]")
-    end = reg.find("\n[variants.", start + 1)
-    text = reg[start:end if end > 0 else len(reg)].replace(f"[variants.{src}]", f"[variants.{name}]")
-    text = text.replace('tier = "fused"', 'tier = "exp"')
+    """The registry entry of kernel `src` renamed, with defines and limits replaced, tier 'exp' (never planned)."""
+    e = {**FLAT[src], "tier": "exp", "defines": dict(FLAT[src]["defines"]), "limits": dict(FLAT[src]["limits"])}
     for key, value in defines.items():
         if key == "WG":
-            text = text.replace("workgroup_size = [128, 1, 1]", f"workgroup_size = [{value}, 1, 1]")
-            continue
-        if key == "DIMS_PER_LANE":
-            text = text.replace(text[text.index("dims_per_lane = "):].split(",")[0].split(" }")[0],
-                                f"dims_per_lane = {value}")
-            text = text.replace(text[text.index("head_dim_multiple = "):].split("\n")[0], f"head_dim_multiple = {value}")
-            continue
-        head = f'{key} = "'
-        i = text.index(head) + len(head)
-        text = text[:i] + str(value) + text[text.index('"', i):]
-        if key == "SPLIT_TARGET":
-            g = name.split("_g")[1].split("_")[0]
-            text = text.replace(f'prepare = "decode_fused_prepare_g{g}"', f'prepare = "x_prepare_g{g}_t{value}"')
-    return text
+            e["workgroup_size"] = [value, 1, 1]
+        elif key == "DIMS_PER_LANE":
+            e["limits"]["dims_per_lane"] = e["head_dim_multiple"] = value
+        else:
+            e["defines"][key] = str(value)
+            if key == "SPLIT_TARGET":
+                g = name.split("_g")[1].split("_")[0]
+                e["prepare"] = f"x_prepare_g{g}_t{value}"
+    return toml_entry(name, e)
 
 
 CONFIGS = {  # G_TILE -> [(tag, defines)]; the registry's: g1 U4 DPL16 T1024 WG128, g4 U2 DPL16 T1024 WG128
@@ -65,7 +79,7 @@ for g in (1, 4, 8):
         extra.append(f'[variants.x_prepare_g{g}_t{t}]\nfile = "attention_decode_splitk_prepare.wgsl"\nentry = "main"\n'
                      f'workgroup_size = [1, 1, 1]\nfeatures = []\noutput_dtype = "u32"\nop = "attention_combine"\n'
                      f'defines = {{ G_TILE = "{g}", CHUNK_STEP = "64", CHUNK_MAX = "16384", SPLIT_TARGET = "{t}" }}\n')
-(EXP / "registry.toml").write_text(reg + "\n\n" + "\n\n".join(extra) + "\n")
+(EXP / "registry" / "zz_experiments.toml").write_text("\n\n".join(extra) + "\n")
 
 import wgraph.kernels.registry as R  # noqa: E402
 

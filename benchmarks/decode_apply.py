@@ -1,5 +1,5 @@
 """Pick the fastest fused-decode configuration of a decode_ab.py run and write it into
-wgraph/shaders/registry.toml (run from the project root): per G_TILE (1, 4; g8 takes g4's split target and
+wgraph/shaders/registry/attention.toml (run from the project root): per G_TILE (1, 4; g8 takes g4's split target and
 workgroup size), the configuration with the least GPU time summed over the shapes the configurations ran on,
 among those whose output matched torch (max abs diff < 1e-3). Prints the choice."""
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 res = json.loads(Path(sys.argv[1]).read_text())
 configs = res["configs"]
-reg_path = Path("wgraph/shaders/registry.toml")
+reg_path = Path("wgraph/shaders/registry/attention.toml")
 reg = reg_path.read_text()
 
 
@@ -27,7 +27,7 @@ def score(g: int, name: str | None):
     return total
 
 
-def set_entry(name: str, defines: dict, dpl_scale: float = 1.0):
+def set_entry(name: str, defines: dict):
     global reg
     start = reg.index(f"[variants.{name}]")
     end = reg.find("\n[variants.", start + 1)
@@ -36,10 +36,11 @@ def set_entry(name: str, defines: dict, dpl_scale: float = 1.0):
     for key, value in defines.items():
         if key == "WG":
             text = re.sub(r"workgroup_size = \[\d+, 1, 1\]", f"workgroup_size = [{value}, 1, 1]", text)
-        elif key == "DIMS_PER_LANE":
-            v = int(value * dpl_scale)
-            text = re.sub(r"dims_per_lane = \d+", f"dims_per_lane = {v}", text)
-            text = re.sub(r"head_dim_multiple = \d+", f"head_dim_multiple = {v}", text)
+        elif key == "DIMS_PER_LANE":  # per_row lines: an f32 row's lane holds half as many dims
+            def row_dpl(m):
+                v = int(value * (0.5 if m.group(1) == "f32" else 1.0))
+                return re.sub(r"= \d+", f"= {v}", m.group(0))
+            text = re.sub(r"^per_row\.(\w+) = .*$", row_dpl, text, flags=re.M)
         else:
             text = re.sub(rf'{key} = "\d+"', f'{key} = "{value}"', text)
     reg = reg[:start] + text + reg[end:]
@@ -53,13 +54,11 @@ for g in (1, 4):
     old = sum(r["res"].get(f"decode_splitk_g{g}_f16", {}).get("span_us", float("nan")) for r in res["rows"]
               if r["Hq"] // r["Hkv"] == g and any(k.startswith("x_") for k in r["res"]))
     print(f"g{g}: chose {best[1]} {best[2]}; split-K on the same shapes: {old:.1f}", flush=True)
-    for dt in ("f32", "f16", "f16kv"):
-        set_entry(f"decode_fused_g{g}_{dt}", best[2], 0.5 if dt == "f32" else 1.0)
+    set_entry(f"decode_fused_g{g}", best[2])
     shared = {k: v for k, v in best[2].items() if k in ("SPLIT_TARGET",)}
     set_entry(f"decode_fused_prepare_g{g}", shared)
     if g == 4:  # g8 follows g4's split and workgroup size
         g8 = {k: v for k, v in best[2].items() if k in ("SPLIT_TARGET", "WG")}
-        for dt in ("f32", "f16", "f16kv"):
-            set_entry(f"decode_fused_g8_{dt}", g8)
+        set_entry("decode_fused_g8", g8)
         set_entry("decode_fused_prepare_g8", shared)
 reg_path.write_text(reg)

@@ -25,7 +25,7 @@ for wdt, word, widen, mult in (("f16", "vec4<u32>", "widen_f16", 8), ("f32", "ve
                        f'form = "gemv"\nlimits = {{ max_rows = 1, k_multiple = {mult}, features_per_workgroup = {feats} }}\n'
                        f'defines = {{ W_WORD = "{word}", WIDEN = "{widen}" }}\n')
         configs.append((wdt, name))
-(EXP / "registry.toml").write_text((EXP / "registry.toml").read_text() + "\n\n" + "\n".join(entries))
+(EXP / "registry" / "zz_experiments.toml").write_text("\n".join(entries))
 
 import wgraph.kernels.registry as R  # noqa: E402
 

@@ -150,11 +150,11 @@ def test_splitk_companions_must_agree(tmp_path):
     from wgraph.kernels.registry import SHADER_DIR, load_registry
 
     shutil.copytree(SHADER_DIR, tmp_path / "s")
-    toml = tmp_path / "s" / "registry.toml"
+    toml = tmp_path / "s" / "registry" / "attention.toml"
     text = toml.read_text()
     head, tail = text.split("[variants.decode_splitk_prepare_g4]", 1)
     toml.write_text(head + "[variants.decode_splitk_prepare_g4]" + tail.replace('SPLIT_TARGET = "256"', 'SPLIT_TARGET = "128"', 1))
-    reg = load_registry(toml, tmp_path / "s")
+    reg = load_registry(toml.parent, tmp_path / "s")
     check_splitk_companions(reg["decode_splitk_g1_f16"], reg)
     with pytest.raises(RegistryError, match="decode_splitk_g4_f16 has SPLIT_TARGET 256 but its prepare "
                                             "decode_splitk_prepare_g4 has 128"):

@@ -1,9 +1,11 @@
-"""The kernel registry: `shaders/registry.toml` loaded into frozen `Kernel` records, each with the facts
-derived from its WGSL (bindings, uniform layout, workgroup memory). Loading checks files and entry points."""
+"""The kernel registry: the TOML files of `shaders/registry/` (variants, and dtype matrices that expand one
+variant into a kernel per row) loaded into frozen `Kernel` records, each with the facts derived from its WGSL
+(bindings, uniform layout, workgroup memory). Loading checks files, keys and entry points."""
 
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from pathlib import Path
 from types import MappingProxyType
@@ -20,6 +22,9 @@ SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
 KNOWN_FEATURES = ("shader-f16", "subgroup", "timestamp-query", "timestamp-query-inside-passes")
 
 _KNOWN_KEYS = {"file", "entry", "workgroup_size", "features", "output_dtype", "op", "defines", "limits"}
+_EXPANSION_KEYS = {"matrix", "rows", "per_row"}  # how a variant expands; not facts of the kernels it makes
+_ROW_KEYS = {"features", "output_dtype", "defines", "limits", "vars"}
+_VAR = re.compile(r"\{(\w+)\}")
 
 
 @attrs.frozen
@@ -121,42 +126,109 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
     )
 
 
-def load_registry(path: Path | None = None, shader_dir: Path | None = None) -> MappingProxyType:
-    """Load every variant of a registry file (default: the package's) into {name: Kernel}."""
-    shader_dir = shader_dir or SHADER_DIR
-    path = path or shader_dir / "registry.toml"
+def _read_toml(path: Path) -> dict:
     try:
         data = tomllib.loads(Path(path).read_text())
     except tomllib.TOMLDecodeError as e:
         raise RegistryError(f"{path}: not valid TOML: {e}") from None
-    variants = data.get("variants", {})
-    return MappingProxyType({name: _kernel_from_entry(name, entry, shader_dir) for name, entry in variants.items()})
+    unknown = set(data) - {"variants", "matrix"}
+    if unknown:
+        raise RegistryError(f"{path}: unknown top-level tables {sorted(unknown)}; a registry file holds "
+                            f"[variants.*] and [matrix.*]")
+    return data
 
 
-# Variants described by Python tables instead of TOML entries (the elementwise ops build one per row and
-# dtype of their table: wgraph/ops/elementwise.py). Same keys as a TOML entry; added at import time.
-_GENERATED: dict[str, dict] = {}
+def _merge(base: dict, over: dict) -> dict:
+    """`over` on top of `base`: tables merged key by key, `features` joined, other keys replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if key == "features":
+            out[key] = list(dict.fromkeys([*out.get(key, []), *value]))
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
 
 
-def add_generated_variants(entries: dict[str, dict]) -> None:
-    """Add variants (name -> entry with registry.toml's keys) to the package registry."""
-    for name in entries:
-        if name in _GENERATED:
-            raise RegistryError(f"generated variant {name} is added twice")
-    _GENERATED.update(entries)
-    for cached in (registry, kernels_for, _select):
-        cached.cache_clear()
+def _fill_vars(value, row_vars: dict, where: str):
+    """A variant's string value with each `{name}` replaced by the row's var `name`."""
+    if not isinstance(value, str) or "{" not in value:
+        return value
+
+    def var(m):
+        if m.group(1) not in row_vars:
+            raise RegistryError(f"{where}: {value!r} names {{{m.group(1)}}}, which the row does not define "
+                                f"(its vars: {sorted(row_vars)})")
+        return str(row_vars[m.group(1)])
+
+    return _VAR.sub(var, value)
+
+
+def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
+    """One registry variant as the kernel entries it makes: itself, or one per row of its matrix."""
+    where = f"registry variant {name}"
+    if "matrix" not in entry:
+        for key in ("rows", "per_row"):
+            if key in entry:
+                raise RegistryError(f"{where}: {key!r} needs a matrix")
+        return {name: entry}
+    matrix = matrices.get(entry["matrix"])
+    if matrix is None:
+        raise RegistryError(f"{where}: unknown matrix {entry['matrix']!r}; defined: {sorted(matrices)}")
+    rows = entry.get("rows", list(matrix))
+    per_row = entry.get("per_row", {})
+    for r in [*rows, *per_row]:
+        if r not in matrix:
+            raise RegistryError(f"{where}: matrix {entry['matrix']!r} has no row {r!r}; rows: {list(matrix)}")
+    own = {k: v for k, v in entry.items() if k not in _EXPANSION_KEYS}
+    made = {}
+    for r in rows:
+        row = matrix[r]
+        row_vars = row.get("vars", {})
+        merged = _merge({k: v for k, v in row.items() if k != "vars"}, own)
+        merged = {k: _fill_vars(v, row_vars, where) for k, v in merged.items()}
+        merged = _merge(merged, per_row.get(r, {}))
+        made[name.replace("{row}", r) if "{row}" in name else f"{name}_{r}"] = merged
+    return made
+
+
+def load_registry(registry_dir: Path | None = None, shader_dir: Path | None = None) -> MappingProxyType:
+    """Every variant of the registry's TOML files (default: the package's `shaders/registry/`), expanded by
+    its matrix, as {name: Kernel}. Files are read in name order and variants in file order (a planner takes
+    the first match); matrices may be defined in any of the files."""
+    shader_dir = shader_dir or SHADER_DIR
+    registry_dir = Path(registry_dir or shader_dir / "registry")
+    files = sorted(registry_dir.glob("*.toml"))
+    if not files:
+        raise RegistryError(f"{registry_dir}: no registry files (*.toml)")
+    matrices: dict[str, dict] = {}
+    variants: list[tuple[str, dict, Path]] = []
+    for path in files:
+        data = _read_toml(path)
+        for mname, rows in data.get("matrix", {}).items():
+            if mname in matrices:
+                raise RegistryError(f"{path.name}: matrix {mname!r} is defined twice")
+            for r, row in rows.items():
+                unknown = set(row) - _ROW_KEYS
+                if unknown:
+                    raise RegistryError(f"{path.name}: matrix {mname!r} row {r!r} has unknown keys "
+                                        f"{sorted(unknown)}; a row may set {sorted(_ROW_KEYS)}")
+            matrices[mname] = rows
+        variants += [(name, entry, path) for name, entry in data.get("variants", {}).items()]
+    kernels: dict[str, Kernel] = {}
+    for name, entry, path in variants:
+        for kname, kentry in expand_variant(name, entry, matrices).items():
+            if kname in kernels:
+                raise RegistryError(f"{path.name}: variant {kname} is defined twice")
+            kernels[kname] = _kernel_from_entry(kname, kentry, shader_dir)
+    return MappingProxyType(kernels)
 
 
 @functools.cache
 def registry() -> MappingProxyType:
-    """The package's registry (registry.toml plus the generated variants), loaded once."""
-    kernels = dict(load_registry())
-    for name, entry in _GENERATED.items():
-        if name in kernels:
-            raise RegistryError(f"variant {name} is both in registry.toml and generated")
-        kernels[name] = _kernel_from_entry(name, entry, SHADER_DIR)
-    return MappingProxyType(kernels)
+    """The package's registry, loaded once."""
+    return load_registry()
 
 
 def kernel(name: str) -> Kernel:

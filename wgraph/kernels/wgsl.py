@@ -24,20 +24,9 @@ _WORKGROUP_VAR = re.compile(r"var\s*<\s*workgroup\s*>\s*(\w+)\s*:\s*([^;]+);")
 
 
 def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: str) -> str:
-    """Inline `//!include` lines, then replace every `{{NAME}}`; an unknown NAME is an error."""
+    """Inline `//!include` lines (whose file name may be a `{{NAME}}`, so a variant's defines choose a
+    body: the K/V piece readers), then replace every `{{NAME}}`; an unknown NAME is an error."""
     seen: set[str] = set()
-
-    def inline(match: re.Match) -> str:
-        name = match.group(1)
-        if name in seen:
-            raise RegistryError(f"{origin}: {name} is included twice (or recursively)")
-        seen.add(name)
-        path = include_dir / name
-        if not path.is_file():
-            raise RegistryError(f"{origin}: included file {name} does not exist in {include_dir}")
-        return _INCLUDE.sub(inline, path.read_text())
-
-    text = _INCLUDE.sub(inline, text)
 
     def substitute(match: re.Match) -> str:
         name = match.group(1)
@@ -45,6 +34,17 @@ def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: st
             raise RegistryError(f"{origin}: placeholder {{{{{name}}}}} has no value; defined: {sorted(defines)}")
         return str(defines[name])
 
+    def inline(match: re.Match) -> str:
+        name = _PLACEHOLDER.sub(substitute, match.group(1))
+        if name in seen:
+            raise RegistryError(f"{origin}: {name} is included twice (or recursively)")
+        seen.add(name)
+        path = include_dir / name
+        if Path(name).name != name or not path.is_file():
+            raise RegistryError(f"{origin}: included file {name} does not exist in {include_dir}")
+        return _INCLUDE.sub(inline, path.read_text())
+
+    text = _INCLUDE.sub(inline, text)
     return expand_repeats(_PLACEHOLDER.sub(substitute, text), origin)
 
 

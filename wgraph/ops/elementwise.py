@@ -1,6 +1,7 @@
-"""Elementwise ops from one table: each row names an op, its WGSL expression and dtypes; the unary and
-binary shader templates (shaders/elementwise_*.wgsl) take the expression, and one kernel variant per row and
-dtype is generated into the registry. Adding an op is a table row plus its public function.
+"""Elementwise ops: each op's kernel is a registry entry (shaders/registry/elementwise.toml) that gives the
+unary or binary shader template (shaders/elementwise_*.wgsl) its WGSL expression, one kernel per dtype of
+the `float` matrix; this module gives each op its form and public function. Adding an op is a registry entry,
+a FORMS row and its public function.
 
 Math is done in f32 (f16 elements are widened, the result rounded once). Binary ops broadcast a trailing-
 dims operand as numpy does when b's shape is a suffix of a's ([S, H] + [H]); `swiglu` reads the two halves
@@ -13,49 +14,13 @@ import attrs
 from wgraph.dtypes import F32_MAX
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.kernels.registry import add_generated_variants, kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
-
-@attrs.frozen
-class Elementwise:
-    """One row of the table. `form`: "unary" (expression over `v` and the float param `alpha`), "binary"
-    (over `va`, `vb`; b broadcast over a's leading dims) or "halves" (va, vb = the two halves of x's last dim)."""
-
-    name: str
-    expr: str
-    form: str
-    dtypes: tuple[str, ...] = ("f32", "f16")
-
-
-TABLE = (
-    Elementwise("scale", "v * alpha", "unary"),
-    Elementwise("silu", "silu(v)", "unary"),
-    Elementwise("gelu", "v * normal_cdf(v)", "unary"),
-    # 0.5 (1 + tanh(u)) = sigmoid(2u): the tanh form without its cancellation at x << 0
-    Elementwise("gelu_tanh", "v * sigmoid(1.5957691216057307 * (v + 0.044715 * v * v * v))", "unary"),
-    Elementwise("add", "va + vb", "binary"),
-    Elementwise("mul", "va * vb", "binary"),
-    Elementwise("swiglu", "silu(va) * vb", "halves"),
-)
-
-
-def _variant_entries(table) -> dict[str, dict]:
-    """Registry entries (the keys of a registry.toml entry), one per row and dtype, named `{op}_{dtype}`."""
-    entries = {}
-    for row in table:
-        for dt in row.dtypes:
-            f16 = dt == "f16"
-            entries[f"{row.name}_{dt}"] = {
-                "op": row.name, "file": f"elementwise_{'unary' if row.form == 'unary' else 'binary'}.wgsl",
-                "entry": "main", "workgroup_size": [256], "output_dtype": dt,
-                "features": ["shader-f16"] if f16 else [],
-                "defines": {"T": dt, "ENABLE": "enable f16;" if f16 else "", "EXPR": row.expr},
-            }
-    return entries
-
-
-add_generated_variants(_variant_entries(TABLE))
+# Each op's form: "unary" (an expression over `v` and the float param `alpha`), "binary" (over `va`, `vb`;
+# b broadcast over a's leading dims) or "halves" (va, vb = the two halves of x's last dim).
+FORMS = {"scale": "unary", "silu": "unary", "gelu": "unary", "gelu_tanh": "unary", "add": "binary",
+         "mul": "binary", "swiglu": "halves"}
 
 
 def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
@@ -154,7 +119,7 @@ def _halves(op: str):
 
 
 _FORMS = {"unary": _unary, "binary": _binary, "halves": _halves}
-OPDEFS = {row.name: register(OpDef(row.name, *_FORMS[row.form](row.name))) for row in TABLE}
+OPDEFS = {name: register(OpDef(name, *_FORMS[form](name))) for name, form in FORMS.items()}
 
 
 def scale(x, factor: float, *, indirect=None, out=None):
