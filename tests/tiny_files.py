@@ -45,35 +45,39 @@ def gguf_tensors(arch: str, cfg: dict, weights: dict[str, np.ndarray]) -> dict[s
 
 
 def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, qtype=None, extra=None,
-                tokenizer: dict | None = None) -> Path:
+                tokenizer: dict | None = None, extra_tensors: dict | None = None) -> Path:
     """A GGUF model file: metadata from the HF config `cfg` (keys as llama.cpp writes them), the weights as
-    `qtype` (default F32; 1-D tensors stay F32 as llama.cpp keeps them), `extra` metadata {key: value}."""
-    w = gguf.GGUFWriter(str(path), arch)
+    `qtype` (default F32; 1-D tensors stay F32 as llama.cpp keeps them), `extra` metadata {key: value},
+    `extra_tensors` {GGUF name: float32 array} written as they are."""
     heads = cfg["num_attention_heads"]
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(heads)
-    w.add_head_count_kv(cfg.get("num_key_value_heads", heads))
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_rope_freq_base(cfg.get("rope_theta", 10000.0))
-    w.add_vocab_size(cfg["vocab_size"])
+    u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
+    meta = {"context_length": (cfg["max_position_embeddings"], u32), "embedding_length": (cfg["hidden_size"], u32),
+            "block_count": (cfg["num_hidden_layers"], u32), "feed_forward_length": (cfg["intermediate_size"], u32),
+            "attention.head_count": (heads, u32), "attention.head_count_kv": (cfg.get("num_key_value_heads", heads), u32),
+            "attention.layer_norm_rms_epsilon": (cfg["rms_norm_eps"], f32),
+            "rope.freq_base": (cfg.get("rope_theta", 10000.0), f32), "vocab_size": (cfg["vocab_size"], u32)}
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     if arch == "llama":
-        w.add_rope_dimension_count(head_dim)
+        meta["rope.dimension_count"] = (head_dim, u32)
     else:
-        w.add_key_length(head_dim)
-        w.add_value_length(head_dim)
+        meta["attention.key_length"] = meta["attention.value_length"] = (head_dim, u32)
     if arch == "gemma2":
-        w.add_sliding_window(cfg["sliding_window"])
-        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
-        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
-    for key, value in (extra or {}).items():
-        w.add_key_value(key, value, gguf.GGUFValueType.get_type(value))
+        meta.update({"attention.sliding_window": (cfg["sliding_window"], u32),
+                     "attn_logit_softcapping": (cfg["attn_logit_softcapping"], f32),
+                     "final_logit_softcapping": (cfg["final_logit_softcapping"], f32)})
+    meta = {f"{arch}.{k}": v for k, v in meta.items()}
+    for key, value in (extra or {}).items():  # extra keys replace ours
+        meta[key] = (value, gguf.GGUFValueType.get_type(value))
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, (value, vtype) in meta.items():
+        w.add_key_value(key, value, vtype)
     if tokenizer:
         add_tokenizer(w, tokenizer)
-    for name, a in gguf_tensors(arch, cfg, weights).items():
+    rope_freqs = weights.pop("rope_freqs.weight", None) if "rope_freqs.weight" in weights else None
+    tensors = dict(gguf_tensors(arch, cfg, weights), **(extra_tensors or {}))
+    if rope_freqs is not None:
+        tensors["rope_freqs.weight"] = rope_freqs
+    for name, a in tensors.items():
         if qtype is None or a.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
             w.add_tensor(name, a)
         else:
@@ -175,3 +179,25 @@ def write_tokenizer_variant(dest) -> Path:
     (dest / "chat_template.jinja").write_text(config["chat_template"][1]["template"])  # the Llama 3 style one
     (dest / "generation_config.json").write_text(json.dumps({"eos_token_id": [3, 6]}))
     return dest
+
+
+def arch_weights(arch: str, cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random float32 weights named as transformers names them for `arch` (llama, qwen2, qwen3, gemma2)."""
+    from wgraph.models.random_checkpoint import random_weights
+
+    w = random_weights(cfg, seed)
+    rng = np.random.default_rng(seed + 1)
+    d = cfg["head_dim"]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        if arch == "qwen2":
+            for proj, heads in (("q", cfg["num_attention_heads"]), ("k", cfg["num_key_value_heads"]),
+                                ("v", cfg["num_key_value_heads"])):
+                w[p + f"self_attn.{proj}_proj.bias"] = 0.1 * rng.standard_normal(heads * d).astype(np.float32)
+        if arch == "qwen3":
+            for norm in ("q_norm", "k_norm"):
+                w[p + f"self_attn.{norm}.weight"] = (1 + 0.1 * rng.standard_normal(d)).astype(np.float32)
+        if arch == "gemma2":
+            for norm in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
+                w[p + f"{norm}.weight"] = (0.1 * rng.standard_normal(cfg["hidden_size"])).astype(np.float32)
+    return w

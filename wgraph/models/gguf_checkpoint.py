@@ -210,21 +210,20 @@ def _rope_scaling(f: GGUFFile, arch: str, cfg: dict) -> dict | None:
         if kind != "none":
             raise CheckpointError(f"GGUF file {name}: both rope_freqs and rope.scaling.type={kind!r}")
         return _llama3_from_factors(freqs.dequantized().astype(np.float64), cfg, name)
+    if kind not in ("none", "linear", "yarn"):
+        raise CheckpointError(f"GGUF file {name}: rope.scaling.type {kind!r} is not supported "
+                              f"(only 'none', 'linear', 'yarn' and Llama 3's rope_freqs)")
     if kind == "none" or factor == 1.0:
         return None
     if kind == "linear":
         return {"rope_type": "linear", "factor": factor}
-    if kind == "yarn":
-        out = {"rope_type": "yarn", "factor": factor,
-               "original_max_position_embeddings": _integer(f, f"{arch}.rope.scaling.original_context_length",
-                                                            1, 1 << 24)}
-        for ours, theirs in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow"),
-                             ("attention_factor", "attn_factor")):
-            if f"{arch}.rope.scaling.{theirs}" in f.metadata:
-                out[ours] = _number(f, f"{arch}.rope.scaling.{theirs}", None)
-        return out
-    raise CheckpointError(f"GGUF file {name}: rope.scaling.type {kind!r} is not supported "
-                          f"(only 'none', 'linear', 'yarn' and Llama 3's rope_freqs)")
+    out = {"rope_type": "yarn", "factor": factor,  # kind == "yarn"
+           "original_max_position_embeddings": _integer(f, f"{arch}.rope.scaling.original_context_length", 1, 1 << 24)}
+    for ours, theirs in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow"),
+                         ("attention_factor", "attn_factor")):
+        if f"{arch}.rope.scaling.{theirs}" in f.metadata:
+            out[ours] = _number(f, f"{arch}.rope.scaling.{theirs}", None)
+    return out
 
 
 def _llama3_from_factors(factors: np.ndarray, cfg: dict, name: str) -> dict | None:
