@@ -31,10 +31,8 @@ def main():
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     model.eval()
     with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0, -1].double()
         out = model.generate(torch.tensor([ids]), max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
     new = out[0, len(ids):].tolist()
-    top = torch.topk(logits, 10)
 
     from llama_cpp import Llama
 
@@ -55,7 +53,6 @@ def main():
         "max_new_tokens": MAX_NEW_TOKENS,
         "greedy_ids": new,
         "text": tok.decode(new, skip_special_tokens=True),
-        "first_logits_top10": {"ids": top.indices.tolist(), "values": top.values.tolist()},
         "encode": [{"text": t, "ids": tok(t)["input_ids"]} for t in ENCODE],
         "llama_cpp": {"prompt_ids": cpp_prompt, "greedy_ids": cpp_new,
                       "text": tok.decode(cpp_new, skip_special_tokens=True)},
