@@ -13,10 +13,9 @@ import pytest
 
 import llama_reference as ref
 import tiny_files
-from wgraph.errors import LimitError, ShapeError
+from wgraph.errors import LimitError, NoTokenizerError, ShapeError
 from wgraph.models import from_pretrained
 from wgraph.models.random_checkpoint import random_weights, tiny_config, write_checkpoint
-from wgraph.models.text import NoTokenizerError
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 701  # the tiny tokenizer's

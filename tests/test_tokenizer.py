@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tiny_files
-from wgraph.errors import CheckpointError, LimitError, ShapeError
-from wgraph.models.chat_template import ChatTemplate, ChatTemplateError
+from wgraph.errors import ChatTemplateError, CheckpointError, LimitError, ShapeError
+from wgraph.models.chat_template import ChatTemplate
 from wgraph.models.tokenizer import Tokenizer
 
 GOLDENS = json.loads((tiny_files.DATA / "text_goldens.json").read_text())["sources"]

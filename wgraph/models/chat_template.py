@@ -13,13 +13,9 @@ import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from wgraph.errors import CheckpointError, WgraphError
+from wgraph.errors import ChatTemplateError, CheckpointError
 
 MAX_TEMPLATE_CHARS = 1 << 20
-
-
-class ChatTemplateError(WgraphError, ValueError):
-    """A chat template refused the conversation (its `raise_exception`) or failed to render."""
 
 
 def _raise_exception(message):

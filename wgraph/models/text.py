@@ -13,12 +13,8 @@ from typing import Iterator
 import attrs
 
 from wgraph.dtypes import is_int
-from wgraph.errors import LimitError, ShapeError, WgraphError
+from wgraph.errors import LimitError, NoTokenizerError, ShapeError
 from wgraph.models.tokenizer import Tokenizer
-
-
-class NoTokenizerError(WgraphError):
-    """Text generation on a model loaded without a tokenizer."""
 
 
 @attrs.frozen

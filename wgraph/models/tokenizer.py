@@ -22,15 +22,25 @@ MAX_CONFIG_BYTES = 16 << 20
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 
 
+def _read_text(path: Path, limit: int) -> str:
+    """A UTF-8 file of at most `limit` bytes."""
+    if path.stat().st_size > limit:
+        raise CheckpointError(f"{path} is larger than {limit} bytes")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path} is not UTF-8 text: {e}") from None
+
+
 def _read_json(path: Path, limit: int):
     """A JSON file of at most `limit` bytes, or None when it does not exist."""
     if not path.is_file():
         return None
-    if path.stat().st_size > limit:
-        raise CheckpointError(f"{path} is larger than {limit} bytes")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+        return json.loads(_read_text(path, limit))
+    except ValueError as e:
+        if isinstance(e, CheckpointError):
+            raise
         raise CheckpointError(f"{path} is not valid JSON: {e}") from None
 
 
@@ -90,10 +100,9 @@ class Tokenizer:
         tj = root / "tokenizer.json"
         if not tj.is_file():
             raise CheckpointError(f"{root}: no tokenizer.json (wgraph reads tokenizers in that format only)")
-        if tj.stat().st_size > MAX_TOKENIZER_BYTES:
-            raise CheckpointError(f"{tj} is larger than {MAX_TOKENIZER_BYTES} bytes")
+        text = _read_text(tj, MAX_TOKENIZER_BYTES)
         try:
-            backend = Backend.from_str(tj.read_text(encoding="utf-8"))
+            backend = Backend.from_str(text)
         except Exception as e:  # tokenizers raises a bare Exception for malformed files
             raise CheckpointError(f"{tj}: not a tokenizer.json that `tokenizers` reads: {e}") from None
         config = _read_json(root / "tokenizer_config.json", MAX_CONFIG_BYTES) or {}
@@ -209,11 +218,11 @@ def _directory_template(root: Path, config: dict) -> ChatTemplate | None:
     chat_template, as in transformers."""
     templates = {}
     if (root / "chat_template.jinja").is_file():
-        templates["default"] = (root / "chat_template.jinja").read_text(encoding="utf-8")
+        templates["default"] = _read_text(root / "chat_template.jinja", MAX_CONFIG_BYTES)
     extra = root / "additional_chat_templates"
     if extra.is_dir():
         for p in sorted(extra.glob("*.jinja")):
-            templates[p.stem] = p.read_text(encoding="utf-8")
+            templates[p.stem] = _read_text(p, MAX_CONFIG_BYTES)
     if templates:
         return ChatTemplate(templates, str(root))
     if config.get("chat_template") is not None:
