@@ -62,8 +62,10 @@ def main(argv: list[str]) -> int:
         return 1
     st = model.last_stats
     print(file=sys.stdout)
-    print(f"{st['tokens']} tokens in {st['seconds']:.3f} s ({st['tokens'] / st['seconds']:.2f} tokens/s, prompt of "
-          f"{st['prompt_tokens']} tokens included) on {dev.caps.adapter_name} ({dtype} weights), "
+    steps = st["tokens"] - 1  # prefill chose the first new token
+    rate = f"{steps / st['decode_seconds']:.2f} tokens/s" if steps and st["decode_seconds"] > 0 else "no decode step"
+    print(f"{st['tokens']} tokens: prefill of {st['prompt_tokens']} tokens {st['prefill_seconds']:.3f} s, then "
+          f"{rate} ({st['seconds']:.3f} s in all) on {dev.caps.adapter_name} ({dtype} weights), "
           f"{st['submits']} submits, {st['readbacks']} readbacks", file=sys.stderr)
     return 0
 

@@ -14,6 +14,7 @@ import math
 import mmap
 import struct
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -179,7 +180,7 @@ class GGUFFile:
         n_tensors = cur.count("tensor_count", MAX_TENSORS, 8 + 4 + 8 + 4 + 8)
         n_kv = cur.count("kv_count", MAX_KV, 8 + 4 + 1)
 
-        self.metadata: dict[str, object] = {}
+        self.metadata: dict[str, Any] = {}
         self.value_types: dict[str, tuple[int, ...]] = {}
         for i in range(n_kv):
             key = cur.string(f"key of metadata entry {i}")

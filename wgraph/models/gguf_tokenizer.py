@@ -54,20 +54,28 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
-def _strings(f: GGUFFile, key: str, n: int | None = None) -> list[str]:
-    v = f.metadata.get(key)
+def _strings(f: GGUFFile, key: str) -> list[str]:
     if f.value_types.get(key) != (9, 8):
         raise CheckpointError(f"GGUF file {f.path.name}: {key} must be an array of strings")
-    if n is not None and len(v) != n:
-        raise CheckpointError(f"GGUF file {f.path.name}: {key} has {len(v)} entries, the vocabulary {n}")
-    return v
+    return f.metadata[key]
 
 
 def _numbers(f: GGUFFile, key: str, n: int) -> list:
-    v = f.metadata.get(key)
-    if f.value_types.get(key, (0,))[0] != 9 or isinstance(v, list) or len(v) != n:
+    t = f.value_types.get(key, (0,))
+    if t[0] != 9 or t[1] == 8 or len(f.metadata[key]) != n:
         raise CheckpointError(f"GGUF file {f.path.name}: {key} must be an array of {n} numbers")
-    return v.tolist()
+    return f.metadata[key].tolist()
+
+
+def _pairs(merges: list[str], name: str) -> list[tuple[str, str]]:
+    """Merges "a b" as (a, b); anything else is refused."""
+    out = []
+    for m in merges:
+        parts = m.split(" ")
+        if len(parts) != 2:
+            raise CheckpointError(f"GGUF file {name}: merge {m!r} is not two tokens separated by a space")
+        out.append((parts[0], parts[1]))
+    return out
 
 
 def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tuple[str, str]]:
@@ -87,16 +95,13 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
     alphabet = set(spelling.values())
     vocab = {t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")): i
              for i, t in enumerate(tokens)}
-    merges = [tuple(m.split(" ")) for m in merges_text]
-    bad = next((m for m in merges if len(m) != 2), None)
-    if bad is not None:
-        raise CheckpointError(f"GGUF file {name}: merge {' '.join(bad)!r} is not two tokens separated by a space")
+    merges = _pairs(merges_text, name)
     try:
         backend = Backend(models.BPE(vocab=vocab, merges=merges, dropout=None, continuing_subword_prefix="",
                                      end_of_word_suffix="", fuse_unk=False))
     except Exception as e:  # tokenizers raises its own exception type for merges of unknown tokens
         raise CheckpointError(f"GGUF file {name}: the vocabulary and merges do not form a BPE model: {e}") from None
-    split = PRE_TOKENIZER_SPLITS.get(pre)
+    split = PRE_TOKENIZER_SPLITS.get(pre) if isinstance(pre, str) else None
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
@@ -107,10 +112,10 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
     return backend
 
 
-def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: list[str] | None, gemma: bool) -> Backend:
+def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: list[str] | None, gemma: bool,
+                   name: str) -> Backend:
     vocab = {t: i for i, t in enumerate(tokens)}
-    merges = ([tuple(m.split(" ")) for m in merges_text] if merges_text is not None
-              else generate_merges(vocab, scores))
+    merges = _pairs(merges_text, name) if merges_text is not None else generate_merges(vocab, scores)
     if gemma:
         backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, unk_token="<unk>", dropout=None,
                                      byte_fallback=True))
@@ -148,10 +153,10 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
         gemma = arch in GEMMA_ARCHS
         if gemma:  # Gemma stores runs of spaces as spaces; its pieces spell them "▁"; merges follow the order
             tokens = ["▁" * len(t) if " " in t and not t.strip() else t for t in tokens]
-            scores = {t: -i for i, t in enumerate(tokens)}
+            scores = {t: -float(i) for i, t in enumerate(tokens)}
         else:
             scores = dict(zip(tokens, _numbers(f, "tokenizer.ggml.scores", n)))
-        backend = _sentencepiece(tokens, scores, merges, gemma)
+        backend = _sentencepiece(tokens, scores, merges, gemma, name)
         alphabet = None
     # control tokens are special; in a byte-level vocabulary one spelled outside the byte alphabet is a llama.cpp
     # mislabel that would grow the vocabulary, so it is skipped (as transformers does)

@@ -105,34 +105,39 @@ def make_request(model, prompt, max_new_tokens, *, chat=False, system=None, temp
 
 
 def stream(model, req: TextRequest) -> Iterator[str]:
-    """Text pieces of the new tokens of `req` as they are read back; model.last_stats says what it took."""
+    """Text pieces of the new tokens of `req` as they are read back; model.last_stats says what it took (the
+    prefill, which chose the first new token, and the decode steps after it)."""
     from wgraph.models.llama import SampleSettings
 
     tok = model.tokenizer
     sample = None if req.temperature == 0 else SampleSettings(req.temperature, req.top_k, req.top_p, req.seed)
     n, s = req.max_new_tokens, len(req.ids)
     if n == 0:
+        model.last_stats = {"tokens": 0, "seconds": 0.0, "prompt_tokens": s, "prefill_seconds": 0.0,
+                            "decode_seconds": 0.0, "ids": [], "stopped": False, "submits": 0, "readbacks": 0}
         return
     model._set_sampling(sample)  # the decode program ends in argmax or in sample (Llama.generate does the same)
     dec = tok.stream_decoder(skip_special_tokens=req.skip_special_tokens)
     t0 = time.perf_counter()
     before = model.device.stats.snapshot()
     model.prefill(req.ids, sample=sample)
-    made, out, first = 1, [], None  # prefill chose the first new id
+    model.device.wait(model.device.fence())  # a wait, no readback: splits the time into prefill and decode
+    prefill = time.perf_counter() - t0
+    made, out = 1, list[int]()  # prefill chose the first new id
     while True:
         if made == n or made % req.read_every == 0:
             new = model.program.state("history").numpy()[s + len(out):s + made].tolist()
             hit = next((j for j, t in enumerate(new) if t in req.stop_ids), None)
             out += new if hit is None else new[:hit + 1]
-            first = first or time.perf_counter() - t0
             piece = dec.push(new if hit is None else new[:hit])  # a stop id ends the text; it is not part of it
             if piece:
                 yield piece
             if hit is not None or made == n:
                 tail = dec.flush()
                 d = model.device.stats.since(before)
-                model.last_stats = {"tokens": len(out), "seconds": time.perf_counter() - t0,
-                                    "first_read_seconds": first, "prompt_tokens": s, "ids": out,
+                seconds = time.perf_counter() - t0
+                model.last_stats = {"tokens": len(out), "seconds": seconds, "prompt_tokens": s,
+                                    "prefill_seconds": prefill, "decode_seconds": seconds - prefill, "ids": out,
                                     "stopped": hit is not None, "submits": d.submits, "readbacks": d.readbacks}
                 if tail:
                     yield tail

@@ -6,12 +6,12 @@ file's vocabulary, with the special tokens, BOS/EOS handling and chat template t
 from __future__ import annotations
 
 import json
-import numbers
 from pathlib import Path
 
 from tokenizers import AddedToken, processors
 from tokenizers import Tokenizer as Backend
 
+from wgraph.dtypes import is_int
 from wgraph.errors import CheckpointError, LimitError, ShapeError
 from wgraph.models.chat_template import ChatTemplate
 from wgraph.models.gguf import GGUFFile
@@ -63,7 +63,7 @@ def _eos_ids(value, where: str) -> list[int]:
 class Tokenizer:
     """Encode and decode text, render chat templates. Build with `from_directory` or `from_gguf`."""
 
-    def __init__(self, backend: Backend, *, special: dict[str, str], add_bos: bool | None = None,
+    def __init__(self, backend: Backend, *, special: dict[str, str | None], add_bos: bool | None = None,
                  add_eos: bool | None = None, chat_template: ChatTemplate | None = None,
                  stop_ids: list[int] | None = None, clean_up_spaces: bool = False):
         self.backend = backend
@@ -83,8 +83,8 @@ class Tokenizer:
 
     def _set_post_processor(self, add_bos: bool, add_eos: bool) -> None:
         """BOS/EOS around every encoded text, as transformers' update_post_processor builds it."""
-        bos, eos = self.special.get("bos_token"), self.special.get("eos_token")
-        add_bos, add_eos = add_bos and bos is not None, add_eos and eos is not None
+        bos, eos = self.special.get("bos_token", ""), self.special.get("eos_token", "")
+        add_bos, add_eos = add_bos and bool(bos), add_eos and bool(eos)
         single = f"{(bos + ':0 ') if add_bos else ''}$A:0{(' ' + eos + ':0') if add_eos else ''}"
         pair = f"{single}{(' ' + bos + ':1') if add_bos else ''} $B:1{(' ' + eos + ':1') if add_eos else ''}"
         specials = [(t, self.backend.token_to_id(t)) for t, on in ((bos, add_bos), (eos, add_eos)) if on]
@@ -161,9 +161,9 @@ class Tokenizer:
         """`ids` as a list of ints, each an id of the vocabulary."""
         ids = list(ids)
         for i in ids:
-            if not isinstance(i, numbers.Integral) or isinstance(i, bool):
+            if not is_int(i):
                 raise ShapeError(f"{where}: token ids must be integers, got {i!r}")
-            if not 0 <= i < self.vocab_size:
+            if not 0 <= int(i) < self.vocab_size:
                 raise LimitError(f"{where}: token id {i} is outside the vocabulary [0, {self.vocab_size})")
         return [int(i) for i in ids]
 
