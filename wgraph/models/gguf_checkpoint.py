@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from wgraph.errors import CheckpointError
+from wgraph.models.config import MAX_DIM, MAX_LAYERS, MAX_VOCAB
 from wgraph.models.gguf import FLOAT_TYPES, INTEGER_TYPES, GGUFFile, type_name
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma2")
@@ -85,7 +86,9 @@ class GGUFCheckpoint:
 
 def unpermute_rows(w: np.ndarray, heads: int) -> np.ndarray:
     """Undo llama.cpp's Q/K row order for `llama` files: its converter interleaves each head's two rotary halves
-    (HF's rotate-half layout -> GGML's adjacent pairs); transformers' LlamaTensorProcessor reverses it like this."""
+    (HF's rotate-half layout -> GGML's adjacent pairs); transformers' LlamaTensorProcessor reverses it like this.
+    A permutation of rows only, so it applies as well to quantized blocks (`GGUFTensor.rows()`): no block spans
+    two rows."""
     dim = w.shape[0] // heads // 2
     return w.reshape(heads, dim, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
@@ -129,8 +132,6 @@ def _number(f: GGUFFile, key: str, default: float | None, lo: float = 0.0) -> fl
 
 def _config(f: GGUFFile, arch: str) -> dict:
     """The config.json of the model the metadata describes (transformers 4's key names, rope at the top level)."""
-    from wgraph.models.config import MAX_DIM, MAX_LAYERS, MAX_VOCAB
-
     def key(name):
         return f"{arch}.{name}"
 
