@@ -144,6 +144,19 @@ def test_llama3_rope_freqs_become_rope_scaling(tmp_path):
         GGUFCheckpoint(path)
 
 
+def test_llama_file_with_a_window_is_mistral(tmp_path):
+    cfg = tiny_files.tiny_model_config("llama")
+    path = tiny_files.write_model(tmp_path / "mistral.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  extra={"llama.attention.sliding_window": 4096})
+    want = _expected_config("llama", cfg)
+    del want["attention_bias"], want["mlp_bias"]
+    want.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=4096)
+    ckpt = GGUFCheckpoint(path)
+    assert ckpt.config == want
+    w = tiny_files.arch_weights("llama", cfg)["model.layers.1.self_attn.k_proj.weight"]
+    assert np.array_equal(ckpt.get("model.layers.1.self_attn.k_proj.weight", w.shape), w)  # still un-permuted
+
+
 def test_other_architectures_are_refused(tmp_path):
     path = tiny_files.write_tokenizer_gguf(tmp_path / "phi3.gguf", tiny_files.spm_tokenizer(), "phi3")
     with pytest.raises(CheckpointError, match=r"general.architecture 'phi3' is not supported"):
