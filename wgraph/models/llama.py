@@ -336,6 +336,24 @@ class Llama:
             fences.append(dev.fence())
         return host
 
+    # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
+
+    tokenizer = None  # a wgraph.models.tokenizer.Tokenizer, or None
+
+    def generate_text(self, prompt, max_new_tokens: int, **options) -> str:
+        """The text of up to `max_new_tokens` new tokens after `prompt` (a str; with chat=True a user message or a
+        list of messages, rendered by the chat template). Options: chat, system, temperature, top_k, top_p, seed,
+        stop_ids (default: the tokenizer's eos ids), read_every, in_flight, skip_special_tokens."""
+        from wgraph.models.text import generate_text
+
+        return generate_text(self, prompt, max_new_tokens, **options)
+
+    def stream_text(self, prompt, max_new_tokens: int, **options):
+        """An iterator of text pieces as the ids are read back (every `read_every` tokens); options as generate_text."""
+        from wgraph.models.text import stream_text
+
+        return stream_text(self, prompt, max_new_tokens, **options)
+
 
 def _convert(a: np.ndarray, dtype: str, name: str) -> np.ndarray:
     """A checkpoint array as the program dtype; refuses values that f16 cannot hold (they would become inf)."""
