@@ -1,5 +1,8 @@
 """`LlamaConfig`: the fields of a Hugging Face Llama `config.json` that the model uses, checked; the RoPE
-frequencies they define (plain `rope_theta`, or Llama 3's `rope_scaling`)."""
+frequencies they define (plain `rope_theta`, or Llama 3's scaling). RoPE settings come in two formats:
+transformers 4 writes top-level `rope_theta` and `rope_scaling`; transformers 5 writes only
+`rope_parameters: {rope_theta, rope_type, <scaling fields>}`. Both are read; a config holding both that
+disagree is refused."""
 
 from __future__ import annotations
 
@@ -100,8 +103,7 @@ class LlamaConfig:
             num_key_value_heads=kv_heads,
             head_dim=head_dim,
             rms_norm_eps=number("rms_norm_eps", 1e-6),
-            rope_theta=number("rope_theta", 10000.0, lo=1.0),
-            rope_scaling=_rope_scaling(d.get("rope_scaling")),
+            **_rope_settings(d),
             max_position_embeddings=integer("max_position_embeddings", 1, 1 << 24, default=2048),
             tie_word_embeddings=tie,
         )
@@ -139,12 +141,51 @@ class LlamaConfig:
         return np.where(wavelen > low_wavelen, inv / s.factor, np.where(wavelen < high_wavelen, inv, blended))
 
 
+DEFAULT_ROPE_THETA = 10000.0  # transformers' default_theta, used when no format names one
+
+
+def _rope_settings(d: dict) -> dict:
+    """rope_theta and rope_scaling from either format. transformers 5 reads `rope_parameters` and, when a
+    config also has the old keys, lets `rope_scaling` replace it and `rope_theta` fill a missing theta: a
+    config whose two formats disagree has no one meaning, so it is refused."""
+    params, scaling = d.get("rope_parameters"), d.get("rope_scaling")
+    for name, v in (("rope_parameters", params), ("rope_scaling", scaling)):
+        if v is not None and not isinstance(v, dict):
+            raise CheckpointError(f"config.json: {name} must be an object or null, got {v!r}")
+    thetas = {}  # where each stated theta comes from -> its value
+    for where, v in (("rope_theta", d.get("rope_theta")), ("rope_parameters.rope_theta", (params or {}).get("rope_theta")),
+                     ("rope_scaling.rope_theta", (scaling or {}).get("rope_theta"))):
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not v > 1.0:
+                raise CheckpointError(f"config.json: {where}={v!r} must be a finite number > 1")
+            thetas[where] = float(v)
+    if len(set(thetas.values())) > 1:
+        raise CheckpointError(f"config.json: the RoPE base is given twice with different values ({thetas}); "
+                              f"transformers 4 and 5 would read different models from it")
+    kinds = {}  # the scaling each format states, without its theta
+    for where, v in (("rope_parameters", params), ("rope_scaling", scaling)):
+        if v is not None:
+            kinds[where] = {k: x for k, x in v.items() if k != "rope_theta"}
+    if "rope_parameters" in kinds and "rope_scaling" in kinds \
+            and _scaling_kind(kinds["rope_parameters"]) != _scaling_kind(kinds["rope_scaling"]):
+        raise CheckpointError(f"config.json: rope_parameters {params} and rope_scaling {scaling} disagree; "
+                              f"transformers 4 and 5 would read different models from them")
+    chosen = kinds.get("rope_parameters", kinds.get("rope_scaling"))
+    theta = next(iter(thetas.values()), DEFAULT_ROPE_THETA)
+    return {"rope_theta": theta, "rope_scaling": _rope_scaling(chosen)}
+
+
+def _scaling_kind(v: dict) -> dict:
+    """A scaling dict with its type under one key (transformers 4 wrote `type`, later `rope_type`)."""
+    out = {k: x for k, x in v.items() if k not in ("type", "rope_type")}
+    out["rope_type"] = v.get("rope_type", v.get("type", "default"))
+    return out
+
+
 def _rope_scaling(v) -> RopeScaling | None:
     if v is None:
         return None
-    if not isinstance(v, dict):
-        raise CheckpointError(f"config.json: rope_scaling must be an object or null, got {v!r}")
-    kind = v.get("rope_type", v.get("type"))
+    kind = v.get("rope_type", v.get("type", "default"))
     if kind == "default":
         return None
     if kind != "llama3":
