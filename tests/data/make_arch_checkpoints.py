@@ -101,6 +101,22 @@ def goldens(path: Path, model_cls) -> dict:
             "logits": logits.astype(np.float32)}
 
 
+def check_defaults() -> None:
+    """wgraph's table of what transformers assumes for an omitted key equals transformers' config classes."""
+    from wgraph.models.architectures import ARCHITECTURES
+
+    for arch in ARCHITECTURES.values():
+        hf = getattr(transformers, arch.causal_lm.replace("ForCausalLM", "Config"))
+        for key, ours in arch.defaults.items():
+            theirs = getattr(hf, key, None)  # the class attribute: the value before __post_init__ derives any
+            if key == "head_dim" and ours is None:
+                probe = getattr(hf(hidden_size=64, num_attention_heads=4), "head_dim", None)  # Qwen2 has none
+                theirs = None if probe in (None, 16) else probe
+            elif key == "num_key_value_heads" and ours is None:
+                theirs = None if hf(hidden_size=48, num_attention_heads=6).num_key_value_heads in (None, 6) else theirs
+            assert ours == theirs, f"{arch.model_type}.{key}: wgraph assumes {ours!r}, transformers {theirs!r}"
+
+
 def make(name: str, seed: int) -> None:
     config_name, model_name, storage, args = CASES[name]
     cfg = getattr(transformers, config_name)(**{**SHAPE, **args})
@@ -130,5 +146,6 @@ def make(name: str, seed: int) -> None:
 
 if __name__ == "__main__":
     print(f"transformers {transformers.__version__}, torch {torch.__version__}", file=sys.stderr)
+    check_defaults()
     for i, case in enumerate(CASES):
         make(case, seed=100 + i)

@@ -2,7 +2,7 @@
 
 from wgraph.errors import CheckpointError
 from wgraph.models.checkpoint import Checkpoint
-from wgraph.models.config import LlamaConfig, RopeScaling
+from wgraph.models.config import DecoderConfig, LlamaConfig, RopeScaling
 from wgraph.models.llama import Llama
 
-__all__ = ["Checkpoint", "CheckpointError", "Llama", "LlamaConfig", "RopeScaling"]
+__all__ = ["Checkpoint", "CheckpointError", "DecoderConfig", "Llama", "LlamaConfig", "RopeScaling"]

@@ -24,7 +24,7 @@ import wgraph.ops as ops
 from wgraph.errors import CheckpointError, LimitError, ShapeError, UnsupportedError
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
-from wgraph.models.config import LlamaConfig
+from wgraph.models.config import DecoderConfig, LlamaConfig
 
 DTYPES = ("f32", "f16")
 DEFAULT_MAX_SEQ = 2048
@@ -83,6 +83,7 @@ class Llama:
 
     def __init__(self, config: LlamaConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
                  dtype: str = "f16", max_seq: int | None = None):
+        _check_builds(config)
         if dtype not in DTYPES:
             raise ShapeError(f"Llama: dtype must be one of {DTYPES}, got {dtype!r}")
         if dtype == "f16" and not device.caps.has_f16:
@@ -335,6 +336,17 @@ class Llama:
             host += time.perf_counter() - t
             fences.append(dev.fence())
         return host
+
+
+def _check_builds(config: DecoderConfig) -> None:
+    """UnsupportedError for a configuration this builder does not compute (a plain Llama only, for now)."""
+    plain = DecoderConfig(**{k: getattr(config, k) for k in (
+        "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "rope_scaling", "max_position_embeddings",
+        "tie_word_embeddings")})
+    if config != plain:
+        diff = {k: v for k, v in attrs.asdict(config, recurse=False).items() if getattr(plain, k) != v}
+        raise UnsupportedError(f"Llama: the decoder does not build {diff} yet")
 
 
 def _convert(a: np.ndarray, dtype: str, name: str) -> np.ndarray:
