@@ -32,14 +32,24 @@ def golden(case: str) -> dict:
         return {k: g[k] for k in g.files}
 
 
+CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_llama_matches_transformers(fmt, tmp_path, dev):
-    g = golden("llama")
+@pytest.mark.parametrize("case", CASES)
+def test_matches_transformers(case, fmt, tmp_path, dev):
+    """Prefill logits of the prompt and the 16 greedy ids, then each decode step's logits (the program's
+    output for the token it consumed) against transformers' logits at that position."""
+    g = golden(case)
     prompt, greedy, want = g["prompt"].tolist(), g["greedy"].tolist(), g["logits"]
-    model = Llama.from_pretrained(checkpoint(tmp_path, "llama", fmt), dev, dtype="f32", max_seq=32)
+    model = Llama.from_pretrained(checkpoint(tmp_path, case, fmt), dev, dtype="f32", max_seq=32)
     got = model.prefill(prompt, all_logits=True).numpy()
     np.testing.assert_allclose(got, want[:len(prompt)], rtol=0, atol=ATOL)
     assert model.generate(prompt, len(greedy)) == greedy
+    model.prefill(prompt)
+    for i in range(len(greedy) - 1):  # step i consumes greedy[i], at position len(prompt) + i
+        np.testing.assert_allclose(model.step().numpy()[0], want[len(prompt) + i], rtol=0, atol=ATOL,
+                                   err_msg=f"step {i}")
 
 
 def test_the_two_formats_read_to_one_config():

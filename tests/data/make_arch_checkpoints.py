@@ -91,8 +91,8 @@ def v4_config(v5: dict) -> dict:
 def goldens(path: Path, model_cls) -> dict:
     model = model_cls.from_pretrained(path, dtype=torch.float32, attn_implementation="eager").eval()
     with torch.no_grad():
-        out = model.generate(torch.tensor([PROMPT]), max_new_tokens=NEW_TOKENS, do_sample=False, min_new_tokens=NEW_TOKENS,
-                             pad_token_id=0, eos_token_id=None)
+        out = model.generate(torch.tensor([PROMPT]), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                             do_sample=False, pad_token_id=0, eos_token_id=None)
         greedy = out[0, len(PROMPT):].tolist()
         logits = model(torch.tensor([PROMPT + greedy[:-1]])).logits[0].numpy()
     # the full forward agrees with generate's cached decode on every id
