@@ -93,11 +93,13 @@ def test_generate_checks_its_arguments(model32):
     assert model32.generate([1], 0) == []
 
 
-@pytest.mark.parametrize("case", ["bf16_sharded", "tied", "llama3_rope"])
+@pytest.mark.parametrize("case", ["bf16_sharded", "tied", "llama3_rope", "bf16_model"])
 def test_checkpoint_variants_match_reference(case, tmp_path, dev):
-    storage, shards, over = "f32", 1, {}
+    storage, shards, over, dtype = "f32", 1, {}, "f32"
     if case == "bf16_sharded":
         storage, shards = "bf16", 3
+    elif case == "bf16_model":  # an f32 checkpoint loaded as bf16: matrices rounded to bf16, norms kept f32
+        dtype = "bf16"
     elif case == "tied":
         over = {"tie_word_embeddings": True}
     else:  # a short original context so that positions up to 40 fall into all three frequency bands
@@ -107,8 +109,8 @@ def test_checkpoint_variants_match_reference(case, tmp_path, dev):
     cfg = tiny_config(**over)
     w = random_weights(cfg, seed=1)
     path = write_checkpoint(tmp_path, cfg, w, storage=storage, shards=shards)
-    stored = {k: stored_values(v, storage) for k, v in w.items()}
-    model = Llama.from_pretrained(path, dev, dtype="f32", max_seq=48)
+    stored = {k: stored_values(v, "bf16" if dtype == "bf16" and v.ndim == 2 else storage) for k, v in w.items()}
+    model = Llama.from_pretrained(path, dev, dtype=dtype, max_seq=48)
     prompt = list(range(7, 47))
     assert rel_err(model.prefill(prompt, all_logits=True).numpy(), ref.forward(cfg, stored, prompt)) < 1e-4
     want_ids, want_logits = ref.greedy(cfg, stored, prompt, 3)

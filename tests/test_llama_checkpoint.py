@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from wgraph.dtypes import BF16_BITS, from_bf16
 from wgraph.errors import CheckpointError
 from wgraph.models import Checkpoint, LlamaConfig
 from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_config, write_checkpoint
@@ -21,8 +22,9 @@ def test_storage_and_shards_read_back(tmp_path, storage, shards):
     assert set(ckpt.where) == set(w) and len(set(ckpt.where.values())) == shards
     for name, a in w.items():
         got = ckpt.get(name, a.shape)
-        assert got.dtype == (np.float16 if storage == "f16" else np.float32)
-        assert np.array_equal(got.astype(np.float32), stored_values(a, storage)), name
+        assert got.dtype == {"f32": np.float32, "f16": np.float16, "bf16": BF16_BITS}[storage]  # bf16 as its bits
+        values = from_bf16(got) if storage == "bf16" else got.astype(np.float32)
+        assert np.array_equal(values, stored_values(a, storage)), name
 
 
 def test_bad_tensors_name_the_tensor(tmp_path):

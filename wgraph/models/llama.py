@@ -24,12 +24,14 @@ import attrs
 import numpy as np
 
 import wgraph.ops as ops
-from wgraph.errors import CheckpointError, LimitError, ShapeError, UnsupportedError
+from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
+from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
+from wgraph.kernels.registry import select_variant
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import DecoderConfig
 
-DTYPES = ("f32", "f16")
+DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
 
 
@@ -89,28 +91,46 @@ def weight_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
 
 @attrs.frozen
 class ProgramWeight:
-    """A weight state of the decode program: its shape and dtype, the HF tensors stacked into it along axis 0,
-    and what is added to every value on load (a norm's 1 of Gemma's (1 + w), added in f32 as transformers does)."""
+    """A weight state of the decode program: its shape, the dtype its values are rounded to (`values`: the model
+    dtype for matrices, f32 for norms and biases) and the dtype it is stored in (`dtype`), the HF tensors stacked
+    into it along axis 0, and what is added to every value on load (a norm's 1 of Gemma's (1 + w), in f32 as
+    transformers adds it)."""
 
     shape: tuple[int, ...]
     dtype: str
     sources: tuple[str, ...]
     offset: float = 0.0
+    values: str = "f32"
+
+
+def linear_weight_storage(dtype: str) -> str:
+    """How matrices of model dtype `dtype` are stored for `linear`: as they are, except bf16 where `linear` has
+    no bf16 kernel yet: then they are widened to f32 on load (exactly: the same values, twice the bytes)."""
+    if dtype != "bf16":
+        return dtype
+    try:
+        select_variant("linear", weight_dtype="bf16")
+    except DtypeError:
+        return "f32"
+    return "bf16"
 
 
 def _program_weights(cfg: DecoderConfig, dtype: str) -> dict[str, ProgramWeight]:
-    """Program state name -> ProgramWeight. Matrices take the model dtype; norms and biases stay f32 (activations
-    are f32)."""
+    """Program state name -> ProgramWeight. Matrices take the model dtype (stored per linear_weight_storage; an
+    untied embedding table only feeds `embedding`, which reads bf16 as it is); norms and biases stay f32
+    (activations are f32)."""
     shapes = weight_shapes(cfg)
+    matrices = linear_weight_storage(dtype)
 
-    def weight(sources: tuple[str, ...]) -> ProgramWeight:
+    def weight(sources: tuple[str, ...], storage: str = matrices) -> ProgramWeight:
         first = shapes[sources[0]]
         shape = (first[0] * len(sources),) + first[1:]
         if len(first) == 2:
-            return ProgramWeight(shape, dtype, sources)
+            return ProgramWeight(shape, storage, sources, values=dtype)
         return ProgramWeight(shape, "f32", sources, cfg.norm_offset if sources[0].endswith("norm.weight") else 0.0)
 
-    out = {"embed": weight(("model.embed_tokens.weight",)), "norm": weight(("model.norm.weight",))}
+    table = matrices if cfg.tie_word_embeddings else dtype  # a tied table is also the lm_head's matrix
+    out = {"embed": weight(("model.embed_tokens.weight",), table), "norm": weight(("model.norm.weight",))}
     for layer in range(cfg.num_hidden_layers):
         for name, sources in _layer_tensors(cfg).items():
             out[f"l{layer}.{name}"] = weight(tuple(f"model.layers.{layer}.{s}" for s in sources))
@@ -175,7 +195,7 @@ class Llama:
         """Read each HF tensor once (checked by name and shape), convert and write it into the program's state."""
         shapes = weight_shapes(self.config)
         for name, pw in _program_weights(self.config, self.dtype).items():
-            parts = [_convert(get_weight(src, shapes[src]), pw.dtype, src, pw.offset) for src in pw.sources]
+            parts = [_convert(get_weight(src, shapes[src]), pw, src) for src in pw.sources]
             data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             self.device.write(self.program.state(name), data)
             self.weight_bytes += data.nbytes
@@ -418,17 +438,29 @@ def _check_builds(config: DecoderConfig) -> None:
                                f"(rope_interleaved={config.rope_interleaved}) RoPE are not built yet")
 
 
-def _convert(a: np.ndarray, dtype: str, name: str, offset: float = 0.0) -> np.ndarray:
-    """A checkpoint array as the program dtype, plus `offset` (added in f32); refuses values that f16 cannot
-    hold (they would become inf)."""
-    want = np.float16 if dtype == "f16" else np.float32
-    if a.dtype.kind != "f":
+def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
+    """A checkpoint array (float, or bf16 bit patterns) as state `pw` holds it: its values rounded to pw.values
+    (plus pw.offset, added in f32), stored as pw.dtype. Refuses values that f16 or bf16 cannot hold (they would
+    become inf)."""
+    if a.dtype != BF16_BITS and a.dtype.kind != "f":
         raise CheckpointError(f"tensor {name!r} has dtype {a.dtype}; expected floating point")
-    if offset:
-        a = np.float32(offset) + a.astype(np.float32)
+    if pw.offset:
+        a = np.float32(pw.offset) + _as_f32(a)
+    if pw.values == "bf16":
+        try:
+            a = to_bf16(a, where=f"tensor {name!r}")
+        except DtypeError as e:
+            raise CheckpointError(f"{e}; load with dtype='f32'") from None
+        return a if pw.dtype == "bf16" else from_bf16(a)
+    want = np.float16 if pw.values == "f16" else np.float32
     if a.dtype == want:
         return np.ascontiguousarray(a)
+    a = _as_f32(a)
     out = a.astype(want)
     if want == np.float16 and not np.isfinite(out).all() and np.isfinite(a).all():
         raise CheckpointError(f"tensor {name!r} has values beyond the f16 range (|x| > 65504); load with dtype='f32'")
     return out
+
+
+def _as_f32(a: np.ndarray) -> np.ndarray:
+    return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)

@@ -121,6 +121,9 @@ def _infer_rmsnorm(params: RmsNormParams, specs):
         raise DtypeError(f"rmsnorm: weight dtype {w.dtype} differs from x's {x.dtype}")
     if not params.eps > 0:
         raise ShapeError(f"rmsnorm: eps must be > 0, got {params.eps}")
+    if x.dtype == "bf16" and x.shape[-1] % 2:
+        raise ShapeError(f"rmsnorm: a bf16 row is written as u32 words of two elements, so its length must be even; "
+                         f"got x {x.shape}")
     select_variant("rmsnorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
@@ -138,7 +141,8 @@ RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm))
 
 
 def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
-    """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32 or f16; f32 reduction)."""
+    """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32, f16 or bf16 with an even last dim; f32
+    reduction). x [..., D] with weight [D]: a per-head norm of [rows, heads, head_dim] takes weight [head_dim]."""
     return apply(RMSNORM, RmsNormParams(float(eps)), (x, weight), out=out)
 
 

@@ -27,9 +27,11 @@ FORMS = {"scale": "unary", "silu": "unary", "gelu": "unary", "gelu_tanh": "unary
 
 
 def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
+    """n elements: one invocation per element, or per u32 word of `elems_per_word` elements (bf16)."""
     if indirect is not None:
         return {"indirect": (indirect, 0)}
-    return {"workgroups": ctx.grid(ceil_div(n, kernel(variant).threads))}
+    k = kernel(variant)
+    return {"workgroups": ctx.grid(ceil_div(ceil_div(n, k.limits.get("elems_per_word", 1)), k.threads))}
 
 
 def _check_indirect(spec):
