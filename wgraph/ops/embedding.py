@@ -65,8 +65,7 @@ def _host_ids(ids, vocab: int) -> np.ndarray:
 def embedding(ids, table, *, dtype: str | None = None, out=None):
     """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32, f16 or bf16 (H
     even) -> [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 or bf16 table. Host ids >= V raise
-    LimitError; a GPU
-    id >= V gives a row of zeros and sets the device error flag."""
+    LimitError; a GPU id >= V gives a row of zeros and sets the device error flag."""
     params = EmbeddingParams(dtype)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
         return apply(EMBEDDING, params, (ids, table), out=out)
