@@ -145,7 +145,6 @@ class Llama:
 
     def __init__(self, config: DecoderConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
                  dtype: str = "f16", max_seq: int | None = None):
-        _check_builds(config)
         if dtype not in DTYPES:
             raise ShapeError(f"Llama: dtype must be one of {DTYPES}, got {dtype!r}")
         if dtype == "f16" and not device.caps.has_f16:
@@ -234,8 +233,9 @@ class Llama:
         v = ops.reshape(ops.linear(h, w["wv"], w.get("bv")), rows, hkv, d)
         if c.qk_norm:
             q, k = ops.rmsnorm(q, w["q_norm"], eps=eps), ops.rmsnorm(k, w["k_norm"], eps=eps)
-        q = ops.rope(q, glob["cos"], glob["sin"], pos=pos)
-        k = ops.rope(k, glob["cos"], glob["sin"], pos=pos)
+        rd, inter = c.rotary_dim, c.rope_interleaved
+        q = ops.rope(q, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
+        k = ops.rope(k, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
         # the new K/V rows into the cache at pos; attention over the cache's first kv_len rows
         ops.kv_append(cache, k, v, pos)
         o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, scale=c.attention_scale,
@@ -429,13 +429,6 @@ class Llama:
             host += time.perf_counter() - t
             fences.append(dev.fence())
         return host
-
-
-def _check_builds(config: DecoderConfig) -> None:
-    """UnsupportedError for a configuration this builder does not compute."""
-    if config.rotary_dim is not None or config.rope_interleaved:
-        raise UnsupportedError(f"Llama: partial (rotary_dim={config.rotary_dim}) and interleaved "
-                               f"(rope_interleaved={config.rope_interleaved}) RoPE are not built yet")
 
 
 def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
