@@ -19,7 +19,7 @@ from wgraph.models.architectures import ACTIVATIONS, ARCHITECTURES, BY_CLASS, CO
 from wgraph.models import config_values as check
 from wgraph.models.config_keys import harmless
 from wgraph.models.config_values import shown
-from wgraph.models.rope import RopeScaling, inv_freq, read_rope
+from wgraph.models.rope import LinearRopeScaling, RopeScaling, inv_freq, read_rope
 
 MAX_DIM = 1 << 20            # any one size (hidden, intermediate, heads x head_dim); a bound against absurd files
 MAX_VOCAB = 1 << 22
@@ -42,7 +42,7 @@ class DecoderConfig:
     head_dim: int
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
-    rope_scaling: RopeScaling | None = None
+    rope_scaling: RopeScaling | LinearRopeScaling | None = None
     max_position_embeddings: int = 2048
     tie_word_embeddings: bool = False
     model_type: str = "llama"
@@ -163,20 +163,25 @@ class _Fields:
             return self.d[key]
         return self.arch.defaults.get(key)
 
-    def integer(self, key: str, lo: int, hi: int, *, required: bool = True) -> int | None:
+    def integer(self, key: str, lo: int, hi: int) -> int:
         v = self.get(key)
         if v is None:
-            if required:
-                raise CheckpointError(f"config.json: required key {key!r} is missing (or null)")
-            return None
+            raise CheckpointError(f"config.json: required key {key!r} is missing (or null)")
         return check.integer(key, v, lo, hi)
 
-    def real(self, key: str, *, lo: float = 0.0, optional: bool = False) -> float | None:
-        """A finite number > lo (None for a null where `optional`)."""
+    def optional_integer(self, key: str, lo: int, hi: int) -> int | None:
+        """An integer, or None for a key omitted (without a default) or null."""
         v = self.get(key)
-        if v is None and optional:
-            return None
-        return check.real(key, v, lo=lo)
+        return None if v is None else check.integer(key, v, lo, hi)
+
+    def real(self, key: str) -> float:
+        """A finite number > 0."""
+        return check.real(key, self.get(key))
+
+    def cap(self, key: str) -> float:
+        """A softcap: a finite number > 0, or null (0.0: off)."""
+        v = self.get(key)
+        return 0.0 if v is None else check.real(key, v)
 
     def boolean(self, key: str, *, null_is_false: bool = False) -> bool:
         v = self.get(key)
@@ -193,11 +198,11 @@ def _read(f: _Fields, arch: Architecture) -> dict:
     """DecoderConfig's arguments from the checked fields of architecture `arch`."""
     hidden = f.integer("hidden_size", 1, MAX_DIM)
     heads = f.integer("num_attention_heads", 1, MAX_DIM)
-    kv_heads = f.integer("num_key_value_heads", 1, heads, required=False) or heads
+    kv_heads = f.optional_integer("num_key_value_heads", 1, heads) or heads
     if heads % kv_heads:
         raise CheckpointError(f"config.json: num_attention_heads={heads} is not a multiple of "
                               f"num_key_value_heads={kv_heads}")
-    head_dim = f.integer("head_dim", 2, MAX_DIM, required=False)
+    head_dim = f.optional_integer("head_dim", 2, MAX_DIM)
     if head_dim is None:
         if hidden % heads:
             raise CheckpointError(f"config.json: without head_dim, hidden_size={hidden} must be a multiple of "
@@ -218,7 +223,7 @@ def _read(f: _Fields, arch: Architecture) -> dict:
         intermediate_size=f.integer("intermediate_size", 1, MAX_DIM), num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
         rms_norm_eps=f.real("rms_norm_eps"), rope_theta=rope.theta, rope_scaling=rope.scaling,
-        max_position_embeddings=f.integer("max_position_embeddings", 1, MAX_POSITIONS, required=False) or 2048,
+        max_position_embeddings=f.optional_integer("max_position_embeddings", 1, MAX_POSITIONS) or 2048,
         tie_word_embeddings=f.boolean("tie_word_embeddings"), model_type=arch.model_type,
         rotary_dim=None if rotary_dim == head_dim else rotary_dim, activation=ACTIVATIONS[act_name],
         qk_norm=arch.qk_norm, layer_windows=_layer_windows(f, arch, layers),
@@ -238,25 +243,23 @@ def _read(f: _Fields, arch: Architecture) -> dict:
                                   "supported by the causal decoder")
         out.update(norm_offset=1.0, sandwich_norms=True, embed_scale=float(np.float32(math.sqrt(hidden))),
                    query_pre_attn_scalar=f.real("query_pre_attn_scalar"),
-                   attn_softcap=f.real("attn_logit_softcapping", optional=True) or 0.0,
-                   final_softcap=f.real("final_logit_softcapping", optional=True) or 0.0)
+                   attn_softcap=f.cap("attn_logit_softcapping"), final_softcap=f.cap("final_logit_softcapping"))
     return out
 
 
 def _layer_windows(f: _Fields, arch: Architecture, layers: int) -> tuple[int, ...]:
-    """Each layer's sliding window (0: full), as transformers derives it for the architecture: Mistral windows
-    every layer when sliding_window is set; Qwen2/3 window the layers from max_window_layers on when
-    use_sliding_window is true, Gemma 2 every other layer from the first, unless layer_types lists the kinds."""
-    if "sliding_window" not in arch.keys:
+    """Each layer's sliding window (0: full), as transformers derives it for the architecture (its
+    `sliding_layers` rule) unless layer_types lists the layers' kinds."""
+    if arch.sliding_layers is None:
         return ()
-    window = f.integer("sliding_window", 1, MAX_POSITIONS, required=False)
-    if arch.model_type == "mistral":
+    window = f.optional_integer("sliding_window", 1, MAX_POSITIONS)
+    if arch.sliding_layers == "all":
         return (window,) * layers if window else ()
     if "use_sliding_window" in arch.keys and not f.boolean("use_sliding_window"):
         window = None  # transformers' Qwen config drops the window when use_sliding_window is false
     kinds = f.get("layer_types")
     if kinds is None:
-        if arch.model_type == "gemma2":
+        if arch.sliding_layers == "alternating":
             kinds = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
         else:
             first = f.integer("max_window_layers", 0, MAX_LAYERS)
@@ -272,5 +275,5 @@ def _layer_windows(f: _Fields, arch: Architecture, layers: int) -> tuple[int, ..
                               f"set (sliding_window={shown(f.get('sliding_window'))}"
                               + (f", use_sliding_window={shown(f.get('use_sliding_window'))})"
                                  if "use_sliding_window" in arch.keys else ")"))
-    windows = tuple(window if k == "sliding_attention" else 0 for k in kinds)
+    windows = tuple((window or 0) if k == "sliding_attention" else 0 for k in kinds)
     return windows if any(windows) else ()

@@ -45,7 +45,7 @@ HARMLESS = {
 # Keys transformers 4 wrote with PretrainedConfig's defaults into many configs: generation settings and
 # encoder-decoder switches. At these values they change nothing; another value would change what transformers'
 # generate does (or make the model an encoder-decoder), so it is refused.
-HARMLESS_AT_DEFAULT = {
+HARMLESS_AT_DEFAULT: dict[str, object] = {
     "is_encoder_decoder": False, "is_decoder": False, "add_cross_attention": False, "tie_encoder_decoder": False,
     "cross_attention_hidden_size": None, "pruned_heads": {}, "use_bfloat16": False, "tf_legacy_loss": False,
     "max_length": 20, "min_length": 0, "do_sample": False, "early_stopping": False, "num_beams": 1,

@@ -24,20 +24,26 @@ FIELDS = {  # the keys each rope_type may hold (besides rope_type / type, rope_t
 
 @attrs.frozen
 class RopeScaling:
-    """Frequency scaling: Llama 3's bands (`rope_type="llama3"`) or linear position interpolation ("linear",
-    which uses only `factor`)."""
+    """Llama 3's frequency-dependent scaling (`rope_type: "llama3"`): long wavelengths divided by `factor`, short
+    ones kept, a smooth blend between."""
 
     factor: float
-    low_freq_factor: float | None = None
-    high_freq_factor: float | None = None
-    original_max_position_embeddings: int | None = None
-    rope_type: str = "llama3"
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+
+
+@attrs.frozen
+class LinearRopeScaling:
+    """Linear position interpolation (`rope_type: "linear"`): every frequency divided by `factor`."""
+
+    factor: float
 
 
 @attrs.frozen
 class RopeSettings:
     theta: float
-    scaling: RopeScaling | None
+    scaling: RopeScaling | LinearRopeScaling | None
     partial_rotary_factor: float  # 1.0: every dim of the head rotates
 
 
@@ -62,7 +68,7 @@ def _scaling(where: str, v: dict) -> tuple[str, dict]:
     missing = [k for k in FIELDS[kind] if k not in v]
     if missing:
         raise CheckpointError(f"config.json: {where} (rope_type {shown(kind)}) lacks {missing}")
-    fields = {}
+    fields: dict[str, float | int] = {}
     for key in FIELDS[kind]:
         if key == "original_max_position_embeddings":
             fields[key] = integer(f"{where}.{key}", v[key], 1, 1 << 24)
@@ -100,19 +106,19 @@ def read_rope(d: dict) -> RopeSettings:
                               f"{objs['rope_scaling']} disagree; transformers 4 and 5 would read different models "
                               f"from them")
     kind, fields = next(iter(kinds.values()), ("default", {}))
-    scaling = None
+    scaling: RopeScaling | LinearRopeScaling | None = None
     if kind == "linear":
-        scaling = RopeScaling(fields["factor"], rope_type="linear")
+        scaling = LinearRopeScaling(fields["factor"])
     elif kind == "llama3":
         scaling = RopeScaling(fields["factor"], fields["low_freq_factor"], fields["high_freq_factor"],
-                              fields["original_max_position_embeddings"])
+                              int(fields["original_max_position_embeddings"]))
         if not (scaling.factor >= 1 and scaling.low_freq_factor < scaling.high_freq_factor):
             raise CheckpointError(f"config.json: llama3 RoPE scaling {fields} needs factor >= 1 and "
                                   f"low_freq_factor < high_freq_factor")
     return RopeSettings(next(iter(thetas.values()), DEFAULT_THETA), scaling, next(iter(partials.values()), 1.0))
 
 
-def inv_freq(theta: float, scaling: RopeScaling | None, rotary_dim: int) -> np.ndarray:
+def inv_freq(theta: float, scaling: RopeScaling | LinearRopeScaling | None, rotary_dim: int) -> np.ndarray:
     """RoPE inverse frequencies [rotary_dim / 2] in float64: theta ** (-2i / rotary_dim), divided by `factor`
     (linear) or rescaled per Llama 3 (long wavelengths divided by `factor`, short kept, a smooth blend between),
     as transformers' rope init functions compute them."""
@@ -120,7 +126,7 @@ def inv_freq(theta: float, scaling: RopeScaling | None, rotary_dim: int) -> np.n
     s = scaling
     if s is None:
         return inv
-    if s.rope_type == "linear":
+    if isinstance(s, LinearRopeScaling):
         return inv / s.factor
     low_wavelen = s.original_max_position_embeddings / s.low_freq_factor
     high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
