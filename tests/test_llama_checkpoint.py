@@ -2,6 +2,7 @@
 (no GPU work). Config reading: tests/test_model_config.py."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from wgraph.dtypes import BF16_BITS, from_bf16
 from wgraph.errors import CheckpointError
 from wgraph.models import Checkpoint, LlamaConfig
+from wgraph.models.llama import weight_shapes
 from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_config, write_checkpoint
 
 from llama_reference import inv_freq
@@ -67,3 +69,15 @@ def test_llama3_rope_scaling_matches_reference():
     assert np.allclose(ours, ref, rtol=1e-12, atol=0)
     plain = inv_freq(tiny_config(head_dim=128, hidden_size=512, rope_theta=500000.0))
     assert (ours < plain).any() and (ours == plain).any()  # long wavelengths scaled, short ones kept
+
+
+@pytest.mark.parametrize("case", ["llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2"])
+def test_tensor_names_and_shapes_are_transformers(case):
+    """The tensors the decoder reads (and random_weights makes) for each architecture are exactly those
+    transformers saved for it (tests/data/arch: biases, per-head norms, Gemma's four norms, tied heads)."""
+    root = Path(__file__).parent / "data" / "arch" / case
+    cfg = json.loads((root / "config.json").read_text())
+    ckpt = Checkpoint(root)
+    saved = {name: tuple(ckpt._files[path].get_slice(name).get_shape()) for name, path in ckpt.where.items()}
+    assert weight_shapes(LlamaConfig.from_dict(cfg)) == saved
+    assert {k: v.shape for k, v in random_weights(cfg).items()} == saved

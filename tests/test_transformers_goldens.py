@@ -71,6 +71,9 @@ def test_bf16_checkpoints_load_as_bf16(case, tmp_path, dev):
     assert st("l0.attn_norm").dtype == st("l0.k_cache").dtype == "f32"
     np.testing.assert_allclose(model.prefill(prompt, all_logits=True).numpy(), want[:len(prompt)], rtol=0, atol=ATOL)
     assert model.generate(prompt, len(greedy)) == greedy
+    # sampling compiles the other decode program and moves the weights (bf16 ones too) into it on the GPU
+    model.generate(prompt, 2, temperature=1.0, seed=1)
+    assert model.generate(prompt, len(greedy)) == greedy
 
 
 def test_the_two_formats_read_to_one_config():
