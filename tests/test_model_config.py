@@ -200,6 +200,9 @@ def test_file_errors(tmp_path):
     p.write_text("[1, 2]")
     with pytest.raises(CheckpointError, match="must hold a JSON object, got list"):
         DecoderConfig.from_file(p)
+    p.write_text('{"a": ' + "[" * 100000 + "]" * 100000 + "}")
+    with pytest.raises(CheckpointError, match="is not valid JSON: RecursionError"):
+        DecoderConfig.from_file(p)
     p.write_bytes(b'{"a": "\xff"}')
     with pytest.raises(CheckpointError, match="cannot read"):
         DecoderConfig.from_file(p)

@@ -31,7 +31,7 @@ def _shard_names(root: Path) -> list[str]:
             raise CheckpointError(f"{index} is larger than {MAX_INDEX_BYTES} bytes")
         try:
             wmap = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
             raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' "
                                   f"({type(e).__name__}: {e})") from None
         if not isinstance(wmap, dict):

@@ -121,8 +121,8 @@ class DecoderConfig:
             raise CheckpointError(f"cannot read {path}: {e}") from None
         try:
             d = json.loads(text)
-        except ValueError as e:
-            raise CheckpointError(f"{path} is not valid JSON: {e}") from None
+        except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
+            raise CheckpointError(f"{path} is not valid JSON: {type(e).__name__}: {e}") from None
         return cls.from_dict(d)
 
 
