@@ -168,6 +168,69 @@ def test_rope_static_and_gpu_position(dev, rng):
     assert np.all(beyond[1:] == 0)
 
 
+def _rope_options_ref(x, pos, base, rotary_dim, interleaved):
+    """float64 RoPE written from the definitions: rotate-half (GPT-NeoX, Llama) or interleaved (GPT-J) pairs over
+    the first rotary_dim dims, frequencies base ** (-2i / rotary_dim), the rest passed through."""
+    x = x.astype(np.float64)
+    rd = rotary_dim
+    inv = base ** (-np.arange(0, rd, 2, dtype=np.float64) / rd)
+    ang = (pos + np.arange(x.shape[0], dtype=np.float64))[:, None, None] * inv[None, None, :]
+    c, s = np.cos(ang), np.sin(ang)
+    out = x.copy()
+    if interleaved:
+        a, b = x[..., 0:rd:2], x[..., 1:rd:2]
+        out[..., 0:rd:2], out[..., 1:rd:2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = x[..., :rd // 2], x[..., rd // 2:rd]
+        out[..., :rd // 2], out[..., rd // 2:rd] = a * c - b * s, b * c + a * s
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("rotary_dim,interleaved", [(16, True), (8, False), (8, True), (2, False), (12, True)])
+def test_rope_rotary_dim_and_interleaved(dev, rng, dtype, rotary_dim, interleaved):
+    if dtype == "f16" and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    base, pos = 500.0, 5
+    cos, sin = wg.ops.rope_tables(16, rotary_dim, base)
+    x = rng.standard_normal((3, 3, 16)).astype(np.float32)  # 3 x 3 x 16: bf16 words straddle no head, rows odd
+    table_dt = "f16" if dtype == "f16" else "f32"
+    tx = dev.tensor(x, dtype)
+    x_in = tx.numpy().astype(np.float64)  # the values as stored (rounded for f16 / bf16)
+    got = wg.ops.rope(tx, dev.tensor(cos, table_dt), dev.tensor(sin, table_dt), pos=pos, rotary_dim=rotary_dim,
+                      interleaved=interleaved)
+    assert got.dtype == dtype
+    got = got.numpy().astype(np.float64)
+    exact = _rope_options_ref(x_in, pos, base, rotary_dim, interleaved)
+    # f32: table rounding and a product or two; f16 / bf16: also the tables' and the result's rounding
+    tol = {"f32": 4 * np.finfo(np.float32).eps, "f16": 2.0**-9, "bf16": 2.0**-7}[dtype] * (np.abs(x_in).max() + 1)
+    assert np.all(np.abs(got - exact) <= tol), float(np.abs(got - exact).max())
+    assert np.array_equal(got[..., rotary_dim:], x_in[..., rotary_dim:])  # passed through exactly
+    posbuf = dev.tensor(np.array([pos - 2], np.uint32))  # the same rows from a GPU position
+    again = wg.ops.rope(tx, dev.tensor(cos, table_dt), dev.tensor(sin, table_dt), pos=posbuf, pos_offset=2,
+                        rotary_dim=rotary_dim, interleaved=interleaved)
+    assert np.array_equal(again.numpy().astype(np.float64), got)
+
+
+def test_rope_option_errors(dev):
+    x = dev.tensor(np.ones((2, 2, 8), np.float32))
+    cos, sin = (dev.tensor(t) for t in wg.ops.rope_tables(8, 4))
+    with pytest.raises(wg.ShapeError, match=r"rope: rotary_dim 5 must be even and in \[2, head_dim 8\]"):
+        wg.ops.rope(x, cos, sin, rotary_dim=5)
+    with pytest.raises(wg.ShapeError, match=r"rotary_dim 10 must be even"):
+        wg.ops.rope(x, cos, sin, rotary_dim=10)
+    with pytest.raises(wg.ShapeError, match=r"cos table must be \[max_pos, 4\] for rotary_dim 8"):
+        wg.ops.rope(x, cos, sin)
+    for bad in (4.0, "4", True):
+        with pytest.raises(wg.ShapeError, match="rope: rotary_dim must be an int or None"):
+            wg.ops.rope(x, cos, sin, rotary_dim=bad)
+    with pytest.raises(wg.ShapeError, match="rope: interleaved must be True or False, got 1"):
+        wg.ops.rope(x, cos, sin, rotary_dim=4, interleaved=1)
+    xb = dev.tensor(np.ones((2, 2, 8), np.float32), "bf16")
+    with pytest.raises(wg.DtypeError, match="rope: cos table dtype bf16; x of bf16 takes f32 tables"):
+        wg.ops.rope(xb, dev.tensor(np.ones((8, 4), np.float32), "bf16"), dev.tensor(np.ones((8, 4), np.float32), "bf16"))
+
+
 def test_rope_errors(dev):
     cos, sin = wg.ops.rope_tables(8, 16)
     x = dev.tensor(np.ones((4, 2, 16), np.float32))

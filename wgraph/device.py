@@ -11,7 +11,7 @@ import numpy as np
 import wgpu
 
 from wgraph import device_errors
-from wgraph.dtypes import dtype_info, dtype_of_numpy
+from wgraph.dtypes import dtype_info, dtype_of_numpy, from_bf16
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.host_arrays import host_array
 from wgraph.scheduler.templates import TemplateCache
@@ -286,8 +286,8 @@ class Device:
         return Tensor(self, self._acquire(spec.nbytes, TENSOR_USAGE), spec, label)
 
     def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
-        """Upload host data (f32, f16, u32, i32; host_arrays.py: array-likes, dtype= converts, 0-d stays 0-d;
-        int8/uint8 data packed with dtypes.pack_bytes_u32)."""
+        """Upload host data (f32, f16, bf16, u32, i32; host_arrays.py: array-likes, dtype= converts, 0-d stays
+        0-d; dtype="bf16" rounds to nearest even, dtypes.py; int8/uint8 data packed with dtypes.pack_bytes_u32)."""
         data = host_array(array, dtype, convert=True, where="dev.tensor")
         dtype = dtype_of_numpy(data.dtype)
         if dtype == "f16" and not self.caps.has_f16:
@@ -475,13 +475,14 @@ class Device:
         info = dtype_info(tensor.dtype)
         nbytes = align4(tensor.nbytes)
         if nbytes == 0:
-            return np.zeros(tensor.shape, info.numpy)
+            return np.zeros(tensor.shape, info.host)
         with self.lock:
             self.check_tensor(tensor)
             data, error = self._read_locked(tensor.buffer, nbytes)
         if error is not None:
             raise error
-        return np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape).copy()
+        stored = np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape)
+        return from_bf16(stored) if tensor.dtype == "bf16" else stored.copy()  # bf16 reads back as float32
 
     def _read_locked(self, buffer, nbytes: int, check_flag: bool = True) -> tuple[bytes, Exception | None]:
         """The buffer's bytes, and the error the device error flag held (cleared), read in the same submit."""

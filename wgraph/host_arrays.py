@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgraph.dtypes import dtype_info, dtype_of_numpy
+from wgraph.dtypes import dtype_info, dtype_of_numpy, to_bf16
 from wgraph.errors import DtypeError
 
 FLOAT64 = ("got float64 data; wgraph stores f32 and f16 and never narrows silently: convert it explicitly "
@@ -31,6 +31,8 @@ def host_view(value, where: str) -> np.ndarray:
 
 
 def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
+    if dtype == "bf16":  # numpy has no bfloat16: rounded to its bit patterns (nearest even), overflow refused
+        return to_bf16(arr, where=where)
     target = dtype_info(dtype).numpy
     if target.kind in "iu" and arr.size:  # never wrapped, truncated or NaN silently: name the first bad value
         if arr.dtype.kind not in "biuf":
@@ -64,6 +66,7 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
     elif dtype is None:
         dtype_of_numpy(arr.dtype)  # DtypeError naming the dtypes wgraph stores
     elif arr.dtype != dtype_info(dtype).numpy:
+        how = ("wgraph.dtypes.to_bf16(array)" if dtype == "bf16" else f"array.astype(np.{dtype_info(dtype).numpy})")
         raise DtypeError(f"{where}: expects {dtype} ({dtype_info(dtype).numpy}), got an array of {arr.dtype}; "
-                         f"convert it explicitly (array.astype(np.{dtype_info(dtype).numpy}))")
+                         f"convert it explicitly ({how})")
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)

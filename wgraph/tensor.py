@@ -78,7 +78,8 @@ class Tensor:
         return len(self.shape)
 
     def numpy(self) -> np.ndarray:
-        """Download to a numpy array (waits for the GPU work that writes it)."""
+        """Download to a numpy array (waits for the GPU work that writes it). A bf16 tensor comes back as float32
+        (numpy has no bfloat16; the widening is exact)."""
         return self.device.read(self)
 
     def reshape(self, *shape) -> Tensor:

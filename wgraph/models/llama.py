@@ -1,5 +1,8 @@
-"""A Llama-architecture decoder (RMSNorm, RoPE with Llama 3 scaling, GQA, SwiGLU, tied or untied lm_head) built
-only from wgraph's public ops and Graph.
+"""The decoder of the Llama family, built only from wgraph's public ops and Graph: Llama, Qwen2/Qwen2.5, Qwen3,
+Mistral and Gemma 2 are configurations of it (models/config.py reads their flags from config.json). One
+function, `_layer`, is a layer of every architecture: RMSNorm, q/k/v projections (biases in the linear's
+epilogue), per-head q/k norm, RoPE, KV append, attention (GQA, per-layer sliding window, score softcap,
+scale), output projection (and norm), residual add, norm, gated MLP (SwiGLU or GeGLU; and norm), residual add.
 
 The decode step is ONE compiled Program: it embeds the token held in a GPU state buffer, runs every layer
 (KV caches are program states, appended at a GPU position; attention reads a GPU kv_len), the final norm and
@@ -21,12 +24,14 @@ import attrs
 import numpy as np
 
 import wgraph.ops as ops
-from wgraph.errors import CheckpointError, LimitError, ShapeError, UnsupportedError
+from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
+from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
+from wgraph.kernels.registry import select_variant
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
-from wgraph.models.config import LlamaConfig
+from wgraph.models.config import DecoderConfig
 
-DTYPES = ("f32", "f16")
+DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
 
 
@@ -40,48 +45,105 @@ class SampleSettings:
     seed: int
 
 
-def weight_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
+def _layer_tensors(cfg: DecoderConfig) -> dict[str, tuple[str, ...]]:
+    """A layer's program weight name -> the HF tensors (under model.layers.N.) stacked into it along axis 0.
+    gate and up are stacked: one linear, then the gated activation. `mlp_norm` is the norm before the MLP:
+    post_attention_layernorm in Llama's naming, pre_feedforward_layernorm where norms sandwich each block
+    (Gemma 2, whose post_attention_layernorm normalises the attention output)."""
+    t = {"attn_norm": ("input_layernorm.weight",), "wq": ("self_attn.q_proj.weight",),
+         "wk": ("self_attn.k_proj.weight",), "wv": ("self_attn.v_proj.weight",), "wo": ("self_attn.o_proj.weight",),
+         "w_gate_up": ("mlp.gate_proj.weight", "mlp.up_proj.weight"), "w_down": ("mlp.down_proj.weight",)}
+    if cfg.sandwich_norms:
+        t.update(post_attn_norm=("post_attention_layernorm.weight",), mlp_norm=("pre_feedforward_layernorm.weight",),
+                 post_mlp_norm=("post_feedforward_layernorm.weight",))
+    else:
+        t["mlp_norm"] = ("post_attention_layernorm.weight",)
+    if cfg.qk_norm:
+        t.update(q_norm=("self_attn.q_norm.weight",), k_norm=("self_attn.k_norm.weight",))
+    if cfg.qkv_bias:
+        t.update(bq=("self_attn.q_proj.bias",), bk=("self_attn.k_proj.bias",), bv=("self_attn.v_proj.bias",))
+    if cfg.o_bias:
+        t["bo"] = ("self_attn.o_proj.bias",)
+    if cfg.mlp_bias:
+        t.update(b_gate_up=("mlp.gate_proj.bias", "mlp.up_proj.bias"), b_down=("mlp.down_proj.bias",))
+    return t
+
+
+def weight_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
     """Hugging Face tensor name -> shape, for every tensor the model reads."""
-    h, i, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-    q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    h, i, v, d = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.head_dim
+    q, kv = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
+    per_layer = {"self_attn.q_proj.weight": (q, h), "self_attn.k_proj.weight": (kv, h),
+                 "self_attn.v_proj.weight": (kv, h), "self_attn.o_proj.weight": (h, q),
+                 "mlp.gate_proj.weight": (i, h), "mlp.up_proj.weight": (i, h), "mlp.down_proj.weight": (h, i),
+                 "self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,), "self_attn.v_proj.bias": (kv,),
+                 "self_attn.o_proj.bias": (h,), "mlp.gate_proj.bias": (i,), "mlp.up_proj.bias": (i,),
+                 "mlp.down_proj.bias": (h,), "self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,)}
     shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
     for layer in range(cfg.num_hidden_layers):
-        p = f"model.layers.{layer}."
-        shapes.update({
-            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-            p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-            p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
-            p + "mlp.gate_proj.weight": (i, h), p + "mlp.up_proj.weight": (i, h), p + "mlp.down_proj.weight": (h, i),
-        })
+        for sources in _layer_tensors(cfg).values():
+            for src in sources:
+                shapes[f"model.layers.{layer}.{src}"] = per_layer.get(src, (h,))  # the rest: norms over hidden
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = (v, h)
     return shapes
 
 
-def _program_weights(cfg: LlamaConfig, dtype: str) -> dict[str, tuple[tuple[int, ...], str, tuple[str, ...]]]:
-    """Program state name -> (shape, dtype, the HF tensors stacked into it along axis 0). Matrices take the
-    model dtype; norms stay f32 (activations are f32). gate and up are stacked: one linear, then swiglu."""
-    out = {"embed": ((cfg.vocab_size, cfg.hidden_size), dtype, ("model.embed_tokens.weight",)),
-           "norm": ((cfg.hidden_size,), "f32", ("model.norm.weight",))}
+@attrs.frozen
+class ProgramWeight:
+    """A weight state of the decode program: its shape, the dtype its values are rounded to (`values`: the model
+    dtype for matrices, f32 for norms and biases) and the dtype it is stored in (`dtype`), the HF tensors stacked
+    into it along axis 0, and what is added to every value on load (a norm's 1 of Gemma's (1 + w), in f32 as
+    transformers adds it)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    sources: tuple[str, ...]
+    offset: float = 0.0
+    values: str = "f32"
+
+
+def linear_weight_storage(dtype: str) -> str:
+    """How matrices of model dtype `dtype` are stored for `linear`: as they are, except bf16 where `linear` has
+    no bf16 kernel yet: then they are widened to f32 on load (exactly: the same values, twice the bytes)."""
+    if dtype != "bf16":
+        return dtype
+    try:
+        select_variant("linear", weight_dtype="bf16")
+    except DtypeError:
+        return "f32"
+    return "bf16"
+
+
+def _program_weights(cfg: DecoderConfig, dtype: str) -> dict[str, ProgramWeight]:
+    """Program state name -> ProgramWeight. Matrices take the model dtype (stored per linear_weight_storage; an
+    untied embedding table only feeds `embedding`, which reads bf16 as it is); norms and biases stay f32
+    (activations are f32)."""
     shapes = weight_shapes(cfg)
+    matrices = linear_weight_storage(dtype)
+
+    def weight(sources: tuple[str, ...], storage: str = matrices) -> ProgramWeight:
+        first = shapes[sources[0]]
+        shape = (first[0] * len(sources),) + first[1:]
+        if len(first) == 2:
+            return ProgramWeight(shape, storage, sources, values=dtype)
+        return ProgramWeight(shape, "f32", sources, cfg.norm_offset if sources[0].endswith("norm.weight") else 0.0)
+
+    table = matrices if cfg.tie_word_embeddings else dtype  # a tied table is also the lm_head's matrix
+    out = {"embed": weight(("model.embed_tokens.weight",), table), "norm": weight(("model.norm.weight",))}
     for layer in range(cfg.num_hidden_layers):
-        p = f"model.layers.{layer}."
-        for name, hf, dt in (("attn_norm", "input_layernorm", "f32"), ("mlp_norm", "post_attention_layernorm", "f32"),
-                             ("wq", "self_attn.q_proj", dtype), ("wk", "self_attn.k_proj", dtype),
-                             ("wv", "self_attn.v_proj", dtype), ("wo", "self_attn.o_proj", dtype),
-                             ("w_down", "mlp.down_proj", dtype)):
-            out[f"l{layer}.{name}"] = (shapes[p + hf + ".weight"], dt, (p + hf + ".weight",))
-        out[f"l{layer}.w_gate_up"] = ((2 * cfg.intermediate_size, cfg.hidden_size), dtype,
-                                      (p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"))
+        for name, sources in _layer_tensors(cfg).items():
+            out[f"l{layer}.{name}"] = weight(tuple(f"model.layers.{layer}.{s}" for s in sources))
     if not cfg.tie_word_embeddings:
-        out["lm_head"] = ((cfg.vocab_size, cfg.hidden_size), dtype, ("lm_head.weight",))
+        out["lm_head"] = weight(("lm_head.weight",))
     return out
 
 
 class Llama:
-    """A Llama model on one device. Build with `from_pretrained` (a Hugging Face directory) or `from_weights`."""
+    """A decoder of the Llama family (any architecture DecoderConfig reads) on one device. Build with
+    `from_pretrained` (a Hugging Face directory) or `from_weights`."""
 
-    def __init__(self, config: LlamaConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
+    def __init__(self, config: DecoderConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
                  dtype: str = "f16", max_seq: int | None = None):
         if dtype not in DTYPES:
             raise ShapeError(f"Llama: dtype must be one of {DTYPES}, got {dtype!r}")
@@ -108,12 +170,12 @@ class Llama:
         from wgraph.device import default_device
 
         root = Path(path)
-        config = LlamaConfig.from_file(root / "config.json")
+        config = DecoderConfig.from_file(root / "config.json")
         ckpt = Checkpoint(root)
         return cls(config, device or default_device(), ckpt.get, dtype=dtype, max_seq=max_seq)
 
     @classmethod
-    def from_weights(cls, config: LlamaConfig, weights: dict[str, np.ndarray], device=None, *, dtype: str = "f16",
+    def from_weights(cls, config: DecoderConfig, weights: dict[str, np.ndarray], device=None, *, dtype: str = "f16",
                      max_seq: int | None = None) -> Llama:
         """A model from in-memory arrays named as in a Hugging Face checkpoint (shapes checked)."""
         from wgraph.device import default_device
@@ -131,11 +193,8 @@ class Llama:
     def _load(self, get_weight):
         """Read each HF tensor once (checked by name and shape), convert and write it into the program's state."""
         shapes = weight_shapes(self.config)
-        for name, (shape, dtype, sources) in _program_weights(self.config, self.dtype).items():
-            parts = []
-            for src in sources:
-                a = get_weight(src, shapes[src])
-                parts.append(_convert(a, dtype, src))
+        for name, pw in _program_weights(self.config, self.dtype).items():
+            parts = [_convert(get_weight(src, shapes[src]), pw, src) for src in pw.sources]
             data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             self.device.write(self.program.state(name), data)
             self.weight_bytes += data.nbytes
@@ -146,38 +205,76 @@ class Llama:
         self.device.write(self.program.state("rope_sin"), sin)
 
     def rope_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin [max_seq, head_dim / 2] (f32) of the config's (possibly Llama 3 scaled) frequencies."""
+        """cos and sin [max_seq, rope_dim / 2] (f32) of the config's (possibly scaled) frequencies."""
         angles = np.arange(self.max_seq, dtype=np.float64)[:, None] * self.config.inv_freq()[None, :]
         return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
     # ---- the forward pass, on graph values (decode) or Tensors (prefill) alike ----
 
     def _forward(self, x, glob: dict, layers: list, caches: list, pos, kv_len, rows: int, scope):
-        """Hidden states x [rows, H] -> the final-normed states [rows, H]. Each residual add is fused with the
-        RMSNorm after it (`add_rmsnorm`). Works on graph values (decode) and Tensors (prefill) alike."""
-        c = self.config
-        hq, hkv, d, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
-        cos, sin = glob["cos"], glob["sin"]
+        """Embedded states x [rows, H] -> the final-normed states [rows, H]. Each residual add is fused with the
+        RMSNorm after it (`add_rmsnorm`), so a layer takes and returns the stream and its normed copy."""
+        eps = self.config.rms_norm_eps
         h = ops.rmsnorm(x, layers[0]["attn_norm"], eps=eps)
         for i, (w, cache) in enumerate(zip(layers, caches)):
             next_norm = layers[i + 1]["attn_norm"] if i + 1 < len(layers) else glob["norm"]
             with scope(f"layer{i}"):
-                q = ops.rope(ops.reshape(ops.linear(h, w["wq"]), rows, hq, d), cos, sin, pos=pos)
-                k = ops.rope(ops.reshape(ops.linear(h, w["wk"]), rows, hkv, d), cos, sin, pos=pos)
-                v = ops.reshape(ops.linear(h, w["wv"]), rows, hkv, d)
-                ops.kv_append(cache, k, v, pos)
-                o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len)
-                x, h = ops.add_rmsnorm(x, ops.linear(ops.reshape(o, rows, hq * d), w["wo"]), w["mlp_norm"], eps=eps)
-                mlp = ops.linear(ops.swiglu(ops.linear(h, w["w_gate_up"])), w["w_down"])
-                x, h = ops.add_rmsnorm(x, mlp, next_norm, eps=eps)
+                x, h = self._layer(i, x, h, w, cache, next_norm, glob, pos, kv_len, rows)
         return h
+
+    def _layer(self, i: int, x, h, w: dict, cache, next_norm, glob: dict, pos, kv_len, rows: int):
+        """Layer i on the residual stream x and its normed copy h [rows, H] -> (x, next_norm(x)). The config's
+        architecture flags choose the variations; a weight absent from `w` (a bias) is None."""
+        c = self.config
+        hq, hkv, d, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
+        # q, k, v projections (biases in the linear's epilogue), per-head RMSNorm of q and k, RoPE
+        q = ops.reshape(ops.linear(h, w["wq"], w.get("bq")), rows, hq, d)
+        k = ops.reshape(ops.linear(h, w["wk"], w.get("bk")), rows, hkv, d)
+        v = ops.reshape(ops.linear(h, w["wv"], w.get("bv")), rows, hkv, d)
+        if c.qk_norm:
+            q, k = ops.rmsnorm(q, w["q_norm"], eps=eps), ops.rmsnorm(k, w["k_norm"], eps=eps)
+        rd, inter = c.rotary_dim, c.rope_interleaved
+        q = ops.rope(q, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
+        k = ops.rope(k, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
+        # the new K/V rows into the cache at pos; attention over the cache's first kv_len rows
+        ops.kv_append(cache, k, v, pos)
+        o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, scale=c.attention_scale,
+                          sliding_window=c.window(i), softcap=c.attn_softcap)
+        a = ops.linear(ops.reshape(o, rows, hq * d), w["wo"], w.get("bo"))
+        if c.sandwich_norms:
+            a = ops.rmsnorm(a, w["post_attn_norm"], eps=eps)
+        # residual add, fused with the norm before the MLP
+        x, h = ops.add_rmsnorm(x, a, w["mlp_norm"], eps=eps)
+        # gated MLP over stacked gate/up weights
+        m = ops.linear(self._gate(ops.linear(h, w["w_gate_up"], w.get("b_gate_up"))), w["w_down"], w.get("b_down"))
+        if c.sandwich_norms:
+            m = ops.rmsnorm(m, w["post_mlp_norm"], eps=eps)
+        # residual add, fused with the next layer's input norm (or the final norm)
+        return ops.add_rmsnorm(x, m, next_norm, eps=eps)
+
+    def _gate(self, gate_up):
+        """act(gate) * up over the stacked halves: SwiGLU or GeGLU."""
+        act = self.config.activation
+        if act == "silu":
+            return ops.swiglu(gate_up)
+        return ops.geglu(gate_up, approximate="tanh" if act == "gelu_tanh" else "none")
+
+    def _embed(self, ids, table):
+        """The embedding rows of `ids` as f32 (an f16 table's widened in the gather), times the config's scale."""
+        x = ops.embedding(ids, table, dtype="f32")
+        return x if self.config.embed_scale == 1.0 else ops.scale(x, self.config.embed_scale)
+
+    def _logits(self, h, glob: dict):
+        """lm_head over the final-normed states, softcapped where the config says."""
+        logits = ops.linear(h, glob["lm_head"])
+        return ops.softcap(logits, self.config.final_softcap) if self.config.final_softcap else logits
 
     def _weights(self, get) -> tuple[dict, list, list]:
         """(global weights, per-layer weight dicts, per-layer (k, v) caches) from `get(state name)`."""
         c = self.config
         glob = {"embed": get("embed"), "norm": get("norm"), "cos": get("rope_cos"), "sin": get("rope_sin")}
         glob["lm_head"] = get("embed") if c.tie_word_embeddings else get("lm_head")
-        keys = ("attn_norm", "mlp_norm", "wq", "wk", "wv", "wo", "w_gate_up", "w_down")
+        keys = tuple(_layer_tensors(c))
         layers = [{k: get(f"l{i}.{k}") for k in keys} for i in range(c.num_hidden_layers)]
         caches = [(get(f"l{i}.k_cache"), get(f"l{i}.v_cache")) for i in range(c.num_hidden_layers)]
         return glob, layers, caches
@@ -186,9 +283,9 @@ class Llama:
         """The decode step's graph, and the name of its node that picks the next id."""
         c = self.config
         g = Graph("llama_decode_sample" if sampling else "llama_decode")
-        for name, (shape, dtype, _src) in _program_weights(c, self.dtype).items():
-            g.state(name, shape, dtype)  # zeros at compile; _load writes the checkpoint into it
-        half = c.head_dim // 2
+        for name, pw in _program_weights(c, self.dtype).items():
+            g.state(name, pw.shape, pw.dtype)  # zeros at compile; _load writes the checkpoint into it
+        half = c.rope_dim // 2
         g.state("rope_cos", (self.max_seq, half), "f32")
         g.state("rope_sin", (self.max_seq, half), "f32")
         for i in range(c.num_hidden_layers):
@@ -200,15 +297,12 @@ class Llama:
         glob, layers, caches = self._weights(lambda name: g.values[name])
 
         h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
-        logits = ops.linear(h, glob["lm_head"])
+        logits = self._logits(h, glob)
         g.output("logits", logits)
         sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
         nxt = self._choose(logits, pos, sample)
         ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
         return g, g.producer[nxt.name]
-
-    def _embed(self, ids, table):
-        return ops.embedding(ids, table, dtype="f32")  # an f16 table's rows widened in the gather
 
     def _choose(self, logits, pos, sample: SampleSettings | None):
         """The next id [1] u32 from logits [1, V]: argmax, or a draw keyed by (seed, position)."""
@@ -263,11 +357,11 @@ class Llama:
         with dev.record():
             h = self._forward(self._embed(ids_t, glob["embed"]), glob, layers, caches, 0, s, s,
                               lambda _name: contextlib.nullcontext())
-            logits = ops.linear(ops.embedding(last_t, h), glob["lm_head"])  # the last row only: a one-id gather
+            logits = self._logits(ops.embedding(last_t, h), glob)  # the last row only: a one-id gather
             ops.decode_advance(self._choose(logits, prog.state("pos"), sample), token=prog.state("token"),
                                history=prog.state("history"), pos=prog.state("pos"), kv_len=prog.state("kv_len"))
             if all_logits:
-                logits = ops.linear(h, glob["lm_head"])
+                logits = self._logits(h, glob)
         return logits
 
     def step(self):
@@ -355,14 +449,29 @@ class Llama:
         return stream_text(self, prompt, max_new_tokens, **options)
 
 
-def _convert(a: np.ndarray, dtype: str, name: str) -> np.ndarray:
-    """A checkpoint array as the program dtype; refuses values that f16 cannot hold (they would become inf)."""
-    want = np.float16 if dtype == "f16" else np.float32
+def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
+    """A checkpoint array (float, or bf16 bit patterns) as state `pw` holds it: its values rounded to pw.values
+    (plus pw.offset, added in f32), stored as pw.dtype. Refuses values that f16 or bf16 cannot hold (they would
+    become inf)."""
+    if a.dtype != BF16_BITS and a.dtype.kind != "f":
+        raise CheckpointError(f"tensor {name!r} has dtype {a.dtype}; expected floating point")
+    if pw.offset:
+        a = np.float32(pw.offset) + _as_f32(a)
+    if pw.values == "bf16":
+        try:
+            a = to_bf16(a, where=f"tensor {name!r}")
+        except DtypeError as e:
+            raise CheckpointError(f"{e}; load with dtype='f32'") from None
+        return a if pw.dtype == "bf16" else from_bf16(a)
+    want = np.float16 if pw.values == "f16" else np.float32
     if a.dtype == want:
         return np.ascontiguousarray(a)
-    if a.dtype.kind != "f":
-        raise CheckpointError(f"tensor {name!r} has dtype {a.dtype}; expected floating point")
+    a = _as_f32(a)
     out = a.astype(want)
     if want == np.float16 and not np.isfinite(out).all() and np.isfinite(a).all():
         raise CheckpointError(f"tensor {name!r} has values beyond the f16 range (|x| > 65504); load with dtype='f32'")
     return out
+
+
+def _as_f32(a: np.ndarray) -> np.ndarray:
+    return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)

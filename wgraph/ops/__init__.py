@@ -3,7 +3,7 @@
 from wgraph.ops.attention import AttentionParams, KernelPath, attention, attention_plan, kernel_path
 from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.attention_batched import attention_kvcache, attention_varlen, seqlens_advance
-from wgraph.ops.elementwise import add, gelu, mul, scale, silu, swiglu
+from wgraph.ops.elementwise import add, geglu, gelu, mul, scale, silu, softcap, swiglu
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
 from wgraph.ops.embedding import embedding
 from wgraph.ops.rows import layernorm, softmax
@@ -19,8 +19,8 @@ from wgraph.ops.sdpa import sdpa, transpose01
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "add_rmsnorm",
     "argmax", "attention", "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention",
-    "bdpa_decompose", "decode_advance", "embedding", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
+    "bdpa_decompose", "decode_advance", "embedding", "geglu", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
     "kv_dequantize", "kv_quantize", "layernorm", "linear", "mul", "reshape", "rmsnorm", "rope", "rope_tables",
-    "sample", "scale", "sdpa", "seqlens_advance", "silu", "softmax", "swiglu", "tiered_attention",
+    "sample", "scale", "sdpa", "seqlens_advance", "silu", "softcap", "softmax", "swiglu", "tiered_attention",
     "tiered_quant_attention", "transpose01",
 ]

@@ -121,6 +121,9 @@ def _infer_rmsnorm(params: RmsNormParams, specs):
         raise DtypeError(f"rmsnorm: weight dtype {w.dtype} differs from x's {x.dtype}")
     if not params.eps > 0:
         raise ShapeError(f"rmsnorm: eps must be > 0, got {params.eps}")
+    if x.dtype == "bf16" and x.shape[-1] % 2:
+        raise ShapeError(f"rmsnorm: a bf16 row is written as u32 words of two elements, so its length must be even; "
+                         f"got x {x.shape}")
     select_variant("rmsnorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
@@ -138,7 +141,8 @@ RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm))
 
 
 def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
-    """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32 or f16; f32 reduction)."""
+    """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32, f16 or bf16 with an even last dim; f32
+    reduction). x [..., D] with weight [D]: a per-head norm of [rows, heads, head_dim] takes weight [head_dim]."""
     return apply(RMSNORM, RmsNormParams(float(eps)), (x, weight), out=out)
 
 
@@ -147,18 +151,25 @@ def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
 @attrs.frozen
 class RopeParams:
     pos: int = 0  # position of row 0 (plus pos_buf[0] on the GPU when a position tensor is given)
+    rotary_dim: int | None = None  # rotate the first rotary_dim dims of each head (None: all)
+    interleaved: bool = False  # pairs (2i, 2i + 1) (GPT-J) instead of (i, i + rotary_dim / 2)
 
 
 def _infer_rope(params: RopeParams, specs):
     x, cos_t, sin_t, pos_t = specs
-    if len(x.shape) != 3 or x.shape[2] % 2:
-        raise ShapeError(f"rope: x must be [rows, heads, head_dim] with an even head_dim, got {x.shape}")
-    half = x.shape[2] // 2
+    if len(x.shape) != 3:
+        raise ShapeError(f"rope: x must be [rows, heads, head_dim], got {x.shape}")
+    dim = x.shape[2]
+    rd = dim if params.rotary_dim is None else params.rotary_dim
+    if rd % 2 or not 2 <= rd <= dim:
+        raise ShapeError(f"rope: rotary_dim {rd} must be even and in [2, head_dim {dim}] (x {x.shape})")
+    half = rd // 2
+    k = kernel(select_variant("rope", output_dtype=x.dtype))
     for name, t in (("cos", cos_t), ("sin", sin_t)):
         if len(t.shape) != 2 or t.shape[1] != half:
-            raise ShapeError(f"rope: {name} table must be [max_pos, {half}] for head_dim {x.shape[2]}, got {t.shape}")
-        if t.dtype != x.dtype:
-            raise DtypeError(f"rope: {name} table dtype {t.dtype} differs from x's {x.dtype}")
+            raise ShapeError(f"rope: {name} table must be [max_pos, {half}] for rotary_dim {rd}, got {t.shape}")
+        if t.dtype != k.facts["table_dtype"]:
+            raise DtypeError(f"rope: {name} table dtype {t.dtype}; x of {x.dtype} takes {k.facts['table_dtype']} tables")
     if cos_t.shape != sin_t.shape:
         raise ShapeError(f"rope: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
     if params.pos < 0:
@@ -169,39 +180,49 @@ def _infer_rope(params: RopeParams, specs):
                          f"{cos_t.shape[0]} rows")
     if pos_t is not None and (pos_t.dtype != "u32" or pos_t.size < 1):
         raise ShapeError(f"rope: a GPU position must be a u32 tensor with at least one value, got {pos_t.shape} {pos_t.dtype}")
-    select_variant("rope", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
 
 def _encode_rope(ctx, params: RopeParams, inputs, outputs):
     (x, cos_t, sin_t, pos_t), (y,) = inputs, outputs
     variant = select_variant("rope", output_dtype=x.dtype)
+    k = kernel(variant)
     rows, heads, dim = x.shape
-    total = rows * heads * (dim // 2)
-    return [ctx.dispatch(variant, uniforms={"rows": rows, "heads": heads, "half": dim // 2, "pos": params.pos,
+    threads = ceil_div(x.size, k.limits["elems_per_word"])  # one per element, or per u32 word of bf16
+    return [ctx.dispatch(variant, uniforms={"rows": rows, "heads": heads, "dim": dim, "half": cos_t.shape[1],
+                                            "interleaved": int(params.interleaved), "pos": params.pos,
                                             "use_pos_buf": int(pos_t is not None), "table_rows": cos_t.shape[0]},
                          bindings={"x": x, "cos_t": cos_t, "sin_t": sin_t,
                                    "pos_buf": pos_t if pos_t is not None else ctx.fallback("rope.pos"), "y": y},
-                         workgroups=ctx.grid(ceil_div(total, kernel(variant).threads)), label="rope")]
+                         workgroups=ctx.grid(ceil_div(threads, k.threads)), label="rope")]
 
 
 ROPE = register(OpDef("rope", _infer_rope, _encode_rope))
 
 
-def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, out=None):
-    """Rotate-half RoPE of x [rows, heads, head_dim] with tables [max_pos, head_dim / 2]; row r sits at
-    position `pos + r`. `pos` is an int (checked against the table) or a u32 GPU tensor (plus `pos_offset`),
-    read at dispatch time; rows a GPU position puts beyond the table come out as zeros and are reported on
-    the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
+def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, rotary_dim: int | None = None, interleaved: bool = False,
+         out=None):
+    """RoPE of x [rows, heads, head_dim] (f32, f16 or bf16) with tables [max_pos, rotary_dim / 2] (x's dtype; f32
+    for bf16 x); row r sits at position `pos + r`. The first `rotary_dim` dims of each head (default: all) turn
+    in pairs (i, i + rotary_dim / 2) (rotate-half, as Llama), or (2i, 2i + 1) with `interleaved` (GPT-J); the
+    other dims pass through. `pos` is an int (checked against the table) or a u32 GPU tensor (plus
+    `pos_offset`), read at dispatch time; rows a GPU position puts beyond the table come out as zeros and are
+    reported on the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
+    if rotary_dim is not None and not is_int(rotary_dim):
+        raise ShapeError(f"rope: rotary_dim must be an int or None, got {rotary_dim!r}")
+    if type(interleaved) is not bool:
+        raise ShapeError(f"rope: interleaved must be True or False, got {interleaved!r}")
+    rd = None if rotary_dim is None else int(rotary_dim)
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
-        return apply(ROPE, RopeParams(int(pos_offset)), (x, cos, sin, pos), out=out)
+        return apply(ROPE, RopeParams(int(pos_offset), rd, interleaved), (x, cos, sin, pos), out=out)
     if not is_int(pos):
         raise ShapeError(f"rope: pos must be an int or a u32 GPU tensor, got {type(pos).__name__}")
-    return apply(ROPE, RopeParams(int(pos) + int(pos_offset)), (x, cos, sin, None), out=out)
+    return apply(ROPE, RopeParams(int(pos) + int(pos_offset), rd, interleaved), (x, cos, sin, None), out=out)
 
 
 def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin tables [max_pos, head_dim / 2] with frequencies base ** (-2i / head_dim)."""
+    """cos and sin tables [max_pos, head_dim / 2] with frequencies base ** (-2i / head_dim); for partial rotary
+    pass rotary_dim as head_dim (the exponents run over the rotary dims, as transformers computes them)."""
     inv = base ** (-np.arange(0, head_dim // 2, dtype=np.float64) * 2.0 / head_dim)
     angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv[None, :]
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)

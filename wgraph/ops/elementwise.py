@@ -9,6 +9,9 @@ of one tensor's last dim."""
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import attrs
 
 from wgraph.dtypes import F32_MAX
@@ -19,14 +22,16 @@ from wgraph.tensor import Tensor, TensorSpec
 
 # Each op's form: "unary" (an expression over `v` and the float param `alpha`), "binary" (over `va`, `vb`;
 # b broadcast over a's leading dims) or "halves" (va, vb = the two halves of x's last dim).
-FORMS = {"scale": "unary", "silu": "unary", "gelu": "unary", "gelu_tanh": "unary", "add": "binary",
-         "mul": "binary", "swiglu": "halves"}
+FORMS = {"scale": "unary", "silu": "unary", "gelu": "unary", "gelu_tanh": "unary", "softcap": "unary",
+         "add": "binary", "mul": "binary", "swiglu": "halves", "geglu": "halves", "geglu_tanh": "halves"}
 
 
 def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
+    """n elements: one invocation per element, or per u32 word of `elems_per_word` elements (bf16)."""
     if indirect is not None:
         return {"indirect": (indirect, 0)}
-    return {"workgroups": ctx.grid(ceil_div(n, kernel(variant).threads))}
+    k = kernel(variant)
+    return {"workgroups": ctx.grid(ceil_div(ceil_div(n, k.limits.get("elems_per_word", 1)), k.threads))}
 
 
 def _check_indirect(spec):
@@ -50,6 +55,17 @@ class ScaleParams:
     @property
     def alpha(self) -> float:
         return self.factor
+
+
+@attrs.frozen
+class SoftcapParams:
+    """softcap's cap, the expression's `alpha`."""
+
+    cap: float
+
+    @property
+    def alpha(self) -> float:
+        return self.cap
 
 
 @attrs.frozen
@@ -140,6 +156,14 @@ def gelu(x, *, approximate: str = "none", out=None):
     return apply(OPDEFS[ops[approximate]], UnaryParams(), (x, None), out=out)
 
 
+def softcap(x, cap: float, *, out=None):
+    """`cap * tanh(x / cap)`: squashes x into (-cap, cap), near the identity for |x| << cap (Gemma 2's final
+    logits). cap: a finite number > 0."""
+    if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not math.isfinite(cap) or not cap > 0:
+        raise LimitError(f"softcap: cap must be a finite number > 0, got {cap!r}")
+    return apply(OPDEFS["softcap"], SoftcapParams(float(cap)), (x, None), out=out)
+
+
 def add(a, b, *, indirect=None, out=None):
     """`a + b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
     return apply(OPDEFS["add"], BinaryParams(), (a, b, indirect), out=out)
@@ -148,6 +172,15 @@ def add(a, b, *, indirect=None, out=None):
 def mul(a, b, *, indirect=None, out=None):
     """`a * b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
     return apply(OPDEFS["mul"], BinaryParams(), (a, b, indirect), out=out)
+
+
+def geglu(x, *, approximate: str = "none", out=None):
+    """`gelu(gate) * up` for x = [..., 2 * n] holding [gate | up] in its last dim -> [..., n]; gelu in the erf
+    form (approximate="none") or the tanh form ("tanh", Gemma's gelu_pytorch_tanh)."""
+    ops = {"none": "geglu", "tanh": "geglu_tanh"}
+    if approximate not in ops:
+        raise ShapeError(f"geglu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return apply(OPDEFS[ops[approximate]], BinaryParams(), (x,), out=out)
 
 
 def swiglu(x, *, out=None):

@@ -17,7 +17,7 @@ from wgraph.tensor import Tensor, TensorSpec
 
 @attrs.frozen
 class EmbeddingParams:
-    dtype: str | None = None  # of the rows made: the table's (None), or f32 from an f16 table
+    dtype: str | None = None  # of the rows made: the table's (None), or f32 from an f16 or bf16 table
 
 
 def _infer(params, specs):
@@ -27,6 +27,9 @@ def _infer(params, specs):
     if len(table.shape) != 2:
         raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
     out_dtype = params.dtype or table.dtype
+    if out_dtype == "bf16" and table.shape[1] % 2:
+        raise ShapeError(f"embedding: bf16 rows are gathered as u32 words of two elements, so the hidden size must be "
+                         f"even; got table {table.shape}")
     select_variant("embedding", table_dtype=table.dtype, output_dtype=out_dtype)
     return (TensorSpec(ids.shape + table.shape[1:], out_dtype),)
 
@@ -34,10 +37,13 @@ def _infer(params, specs):
 def _encode(ctx, params, inputs, outputs):
     (ids, table), (out,) = inputs, outputs
     variant = select_variant("embedding", table_dtype=table.dtype, output_dtype=out.dtype)
-    vocab, hidden = table.shape
-    return [ctx.dispatch(variant, uniforms={"n": out.size, "hidden": max(hidden, 1), "vocab": vocab},
+    k = kernel(variant)
+    per_word = k.limits.get("elems_per_word", 1)  # bf16 into bf16: the kernel gathers u32 words
+    vocab, hidden = table.shape[0], table.shape[1] // per_word
+    n = out.size // per_word
+    return [ctx.dispatch(variant, uniforms={"n": n, "hidden": max(hidden, 1), "vocab": vocab},
                          bindings={"ids": ids, "table": table, "out": out},
-                         workgroups=ctx.grid(ceil_div(out.size, kernel(variant).threads)), label="embedding")]
+                         workgroups=ctx.grid(ceil_div(n, k.threads)), label="embedding")]
 
 
 EMBEDDING = register(OpDef("embedding", _infer, _encode))
@@ -57,9 +63,9 @@ def _host_ids(ids, vocab: int) -> np.ndarray:
 
 
 def embedding(ids, table, *, dtype: str | None = None, out=None):
-    """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32 or f16 ->
-    [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 table. Host ids >= V raise LimitError; a GPU
-    id >= V gives a row of zeros and sets the device error flag."""
+    """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32, f16 or bf16 (H
+    even) -> [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 or bf16 table. Host ids >= V raise
+    LimitError; a GPU id >= V gives a row of zeros and sets the device error flag."""
     params = EmbeddingParams(dtype)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
         return apply(EMBEDDING, params, (ids, table), out=out)
