@@ -270,7 +270,7 @@ def test_json_round_trip_and_dot(dev, rng):
     b = g2.compile(dev).run(x=x, pos=4)["y"].numpy()
     assert a.tobytes() == b.tobytes()
     params = [n["params"] for n in json.loads(text)["nodes"] if n["op"] == "rmsnorm"][0]
-    assert params == {"__attrs__": "wgraph.ops.dense:RmsNormParams", "fields": {"eps": 1e-6}}
+    assert params == {"__attrs__": "wgraph.ops.norms:RmsNormParams", "fields": {"eps": 1e-6}}
     with pytest.raises(GraphError, match="format"):
         wg.Graph.from_json(json.dumps({"format": "x"}))
     dot = g.to_dot()
