@@ -13,7 +13,7 @@ import pytest
 import wgraph as wg
 from wgraph.__main__ import main as cli_main
 from wgraph.bench import main as bench_main
-from wgraph.device import PENDING_ITEMS
+from wgraph.scheduler.queue import PENDING_ITEMS
 
 META = {"machine", "adapter", "driver", "backend", "wgpu_version", "date", "command", "adapter_info", "git_commit"}
 HOST = {"mode", "what", "n_ops", "runs", "status", "note", "host_us_per_op", "wall_us_per_op", "ratio_to_floor_host",

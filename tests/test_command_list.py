@@ -210,12 +210,12 @@ def test_out_into_a_state_writes_in_place_every_run(dev):
         wg.ops.scale(a, 2.0, out=a)
 
 
-def test_deferred_destruction_is_bounded_without_readbacks(monkeypatch):
-    import wgraph.device as device_module
+def test_deferred_destruction_is_bounded_without_readbacks():
+    from wgraph.scheduler.queue import PENDING_ITEMS
 
     dev = wg.Device()
     dev.pool.budget_bytes = 1 << 20                   # a small free list, so releases go to destruction
-    monkeypatch.setattr(device_module, "DEFERRED_DESTRUCTION_BYTES", 4 << 20)
+    dev.pool.deferred_budget_bytes = 4 << 20
     x = dev.tensor(np.ones(1024, np.float32))
     start = dev.stats.snapshot()
     peak_live, peak_deferred = 0, 0
@@ -227,7 +227,7 @@ def test_deferred_destruction_is_bounded_without_readbacks(monkeypatch):
     d = dev.stats.since(start)
     assert d.readbacks == 0 and d.gpu_waits > 0
     # the budget, plus what one flush of pending ops can release past it (each op: an input and an output)
-    assert peak_deferred <= (4 << 20) + device_module.PENDING_ITEMS * 2 * 61 * 4096
+    assert peak_deferred <= (4 << 20) + PENDING_ITEMS * 2 * 61 * 4096
     assert peak_live < 400, peak_live
     dev.destroy()
 
@@ -267,7 +267,7 @@ def test_repeated_split_k_calls_share_scratch_in_one_list(dev, rng, mode):
             items = list(rec.items)
     else:
         outs = [wg.ops.attention(q, tk, tv, causal=True) for q in tqs]
-        items = list(dev.pending)
+        items = list(dev.scheduler.pending)
     assert len(items) == 8  # split-K + combine per call
     inputs = {id(t.buffer) for t in [tk, tv, *tqs, *outs]}
     scratch = [frozenset(id(t.buffer) for t in d.tensors if id(t.buffer) not in inputs) - {id(dev.error_flag().buffer)}
