@@ -18,7 +18,7 @@ from wgraph.graph import export
 from wgraph.graph.nodes import SOURCE_OPS, GraphError
 from wgraph.graph.profile import ProgramProfile
 from wgraph.host_arrays import host_array
-from wgraph.ops.core import OPS, capture
+from wgraph.ops import core
 from wgraph.scheduler.commands import CommandList, align4
 from wgraph.scheduler.dispatch import Copy
 from wgraph.scheduler.profiling import Timestamps
@@ -59,11 +59,11 @@ class PlanRow:
 
 
 def _is_view(node) -> bool:
-    return node.op not in SOURCE_OPS and OPS[node.op].is_view
+    return node.op not in SOURCE_OPS and core.OPS[node.op].is_view
 
 
 def _runs_kernels(node) -> bool:
-    return node.op not in SOURCE_OPS and not OPS[node.op].is_view
+    return node.op not in SOURCE_OPS and not core.OPS[node.op].is_view
 
 
 def _plan_buffers(g, order: list[str], persistent: set[str]):
@@ -183,7 +183,7 @@ class Program:
         """The node's template (ops/core.py `capture`) on the program's tensors; errors name the node."""
         node = self.graph.node(node_name)
         try:
-            return capture(self.device, OPS[node.op], params, *self._node_tensors(node_name))
+            return core.capture(self.device, core.OPS[node.op], params, *self._node_tensors(node_name))
         except WgraphError as e:
             raise type(e)(f"graph {self.graph.name!r}, node {node_name!r} ({node.op}): {e}") from None
 
@@ -336,7 +336,7 @@ class Program:
         changed = ", ".join(f.name for f in attrs.fields(type(params)) if getattr(params, f.name) != getattr(now, f.name))
         specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         try:
-            out_specs = tuple(OPS[node.op].infer(params, specs))
+            out_specs = tuple(core.OPS[node.op].infer(params, specs))
         except WgraphError as e:
             raise type(e)(f"{where}: {e}") from None
         if out_specs != tuple(g.values[v].spec for v in node.results):
