@@ -58,9 +58,12 @@ class BufferPool:
     def acquire(self, nbytes: int, usage: int):
         key = (size_class(nbytes), usage)
         free = self._free.get(key)
-        if free:
+        while free:
             self._free_bytes -= key[0]
-            return free.pop()
+            buf = free.pop()
+            if buf._internal is not None:
+                return buf
+            self._stats.buffers_destroyed += 1  # finalized by the garbage collector while pooled (see _release)
         self._stats.buffers_created += 1
         buf = self._gpu.create_buffer(size=key[0], usage=usage, label="wgraph")
         buf._wgraph_epoch = self.epoch
@@ -73,8 +76,12 @@ class BufferPool:
             self._release(buffer, usage)
 
     def _release(self, buffer, usage: int):
-        if self.closed or getattr(buffer, "_wgraph_epoch", None) != self.epoch:
-            self._stats.buffers_destroyed += 1  # its device is gone; the buffer went with it
+        # A tensor and its buffer that become garbage together in a reference cycle (an exception's traceback
+        # holding the frames of an op call) are finalized in any order: wgpu-py's buffer finalizer may already
+        # have released the native buffer (`_internal` None), or may release it after it is pooled (acquire
+        # skips it then). Neither may be handed out again.
+        if self.closed or buffer._internal is None or getattr(buffer, "_wgraph_epoch", None) != self.epoch:
+            self._stats.buffers_destroyed += 1  # its device is gone, or wgpu-py released it: it is destroyed
             return
         size = buffer.size
         if self._free_bytes + size > self.budget_bytes:
@@ -98,7 +105,7 @@ class BufferPool:
     def _destroy(self, buf):
         self._forget(buf)
         self._stats.buffers_destroyed += 1
-        if not self.closed:
+        if not self.closed and buf._internal is not None:
             buf.destroy()
 
     def clear(self):
