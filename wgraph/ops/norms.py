@@ -21,14 +21,22 @@ class RmsNormParams:
     eps: float = 1e-6
 
 
+def _check_affine(op: str, x: TensorSpec, eps: float, **tensors) -> None:
+    """ShapeError / DtypeError unless every given tensor (weight, bias) is x's last axis in x's dtype, and eps > 0."""
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if len(x.shape) < 1 or t.shape != x.shape[-1:]:
+            raise ShapeError(f"{op}: {name} must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {t.shape}")
+        if t.dtype != x.dtype:
+            raise DtypeError(f"{op}: {name} dtype {t.dtype} differs from x's {x.dtype}")
+    if not eps > 0:
+        raise ShapeError(f"{op}: eps must be > 0, got {eps}")
+
+
 def _infer_rmsnorm(params: RmsNormParams, specs):
     x, w = specs
-    if len(x.shape) < 1 or w.shape != x.shape[-1:]:
-        raise ShapeError(f"rmsnorm: weight must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {w.shape}")
-    if w.dtype != x.dtype:
-        raise DtypeError(f"rmsnorm: weight dtype {w.dtype} differs from x's {x.dtype}")
-    if not params.eps > 0:
-        raise ShapeError(f"rmsnorm: eps must be > 0, got {params.eps}")
+    _check_affine("rmsnorm", x, params.eps, weight=w)
     select_variant("rmsnorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
@@ -62,15 +70,7 @@ def _infer_layernorm(params: LayerNormParams, specs):
     check_rows("layernorm", x)
     if w is None:
         raise ShapeError("layernorm: weight is required (a bias is optional)")
-    for name, t in (("weight", w), ("bias", b)):
-        if t is None:
-            continue
-        if t.shape != x.shape[-1:]:
-            raise ShapeError(f"layernorm: {name} must be ({x.shape[-1]},) for x {x.shape}, got {t.shape}")
-        if t.dtype != x.dtype:
-            raise DtypeError(f"layernorm: {name} dtype {t.dtype} differs from x's {x.dtype}")
-    if not params.eps > 0:
-        raise ShapeError(f"layernorm: eps must be > 0, got {params.eps}")
+    _check_affine("layernorm", x, params.eps, weight=w, bias=b)
     select_variant("layernorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
