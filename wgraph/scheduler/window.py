@@ -31,9 +31,3 @@ class InFlightWindow:
         result = run()
         self._fences.append(scheduler.fence())
         return result
-
-    def drain(self) -> None:
-        """Wait for every submission made through this window."""
-        if self._fences:
-            self._scheduler.wait(self._fences[-1])
-            self._fences.clear()
