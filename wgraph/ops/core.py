@@ -278,8 +278,7 @@ def _distinct_buffers(tensors, outputs) -> bool:
 
 
 def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
-    # the common out=: one check (epochs are numbered across devices: the epoch names the device too)
-    if type(out) is Tensor and len(specs) == 1 and getattr(out.buffer, "_wgraph_epoch", None) == device.epoch:
+    if type(out) is Tensor and len(specs) == 1 and out.device is device:  # the common out=: one check
         s = specs[0]
         if out.shape == s.shape and out.dtype == s.dtype:
             return (out,)
