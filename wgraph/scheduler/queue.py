@@ -4,7 +4,8 @@ submission indices (fences) and waits, and drives the pool's deferred destructio
 
 Order is the whole rule: the queue applies a `write_buffer` before the next submit, so a write (or a submit)
 made while immediate ops wait in the pending list would overtake them. `write_buffer` and `submit` flush the
-pending list first; nothing else in wgraph calls the queue."""
+pending list first; nothing else in wgraph writes to or submits on the queue (tests/test_layout.py; the host
+bench's raw-wgpu floor aside)."""
 
 from __future__ import annotations
 
