@@ -166,7 +166,7 @@ def test_gpu_kv_len_grows_without_replanning(dev, rng):
 
 @pytest.mark.parametrize("S,D", [(512, 64), (384, 32), (130, 64)])
 def test_large_tile_lavapipe_sizes(dev, rng, S, D):
-    # DESIGN.md: a flash-style kernel at the 32 KB limit returned wrong rows on lavapipe at S=512, D=64.
+    # docs/lavapipe.md: a flash-style kernel at the 32 KB limit returned wrong rows on lavapipe at S=512, D=64.
     q, k, v = _inputs(rng, "f32", S, S, 1, 1, D)
     got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True,
                            variant="prefill_tiled_large_f32").numpy()

@@ -13,7 +13,7 @@ import pytest
 import wgraph as wg
 from wgraph.__main__ import main as cli_main
 from wgraph.bench import main as bench_main
-from wgraph.device import PENDING_ITEMS
+from wgraph.scheduler.queue import PENDING_ITEMS
 
 META = {"machine", "adapter", "driver", "backend", "wgpu_version", "date", "command", "adapter_info", "git_commit"}
 HOST = {"mode", "what", "n_ops", "runs", "status", "note", "host_us_per_op", "wall_us_per_op", "ratio_to_floor_host",
@@ -50,7 +50,7 @@ def test_bench_json_has_every_field(tmp_path, dev):
     path = tmp_path / "bench.json"
     plot = ["--plot", str(tmp_path / "bench.svg")] if _has_matplotlib() else []
     # planned variants only: other tests may add experimental variants to the process's registry
-    result = bench_main(["--grid", "tiny", "--host-ops", "20", "--runs", "2",
+    result = bench_main(["--grid", "tiny", "--host-ops", "20", "--runs", "2", "--profile",
                          "--json", str(path), *plot])
     if plot:
         _assert_image(tmp_path / "bench.svg")
@@ -87,6 +87,17 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert GEMV <= set(r), GEMV - set(r)
         assert "gemv" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5
         assert ("ratio_to_torch" in r) == bool(gemv["torch"].get("available"))
+
+    model = data["model"]["rows"][0]
+    assert model["status"] == "ok", model
+    prof = model["profile"]
+    if dev.caps.has_timestamps:   # --profile: one decode step's GPU time by op and by layer (2 layers, tiny)
+        assert prof["status"] == "ok" and prof["total_us"] <= prof["span_us"] * 1.0001
+        assert sum(g["dispatches"] for g in prof["by_op"]) == model["dispatches_per_token"]
+        assert sum(g["gpu_us"] for g in prof["by_layer"]) == pytest.approx(prof["total_us"])
+        assert [g["name"] for g in prof["by_layer"] if g["name"]] == ["layer0", "layer1"]
+    else:
+        assert prof["status"] == "unsupported"
 
     attn = data["attention"]
     if not attn["available"]:

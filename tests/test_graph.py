@@ -173,6 +173,38 @@ def test_update_rewrites_only_dirty_uniforms(dev, rng):
     assert got.tobytes() == ref.numpy().tobytes()
     with pytest.raises(GraphError, match="has no dispatches"):
         prog.update("x", None)
+    # the program changed, not the graph: it still compiles to the old factor
+    assert prog.params["scale_4"].factor == -2.0 and g.node("scale_4").params.factor == 1.5
+    np.testing.assert_array_equal(g.compile(dev).run(x=a)["y"].numpy(), ref_all_15(dev, a))
+
+
+def ref_all_15(dev, a):
+    ref = dev.tensor(a)
+    for _ in range(6):
+        ref = wg.ops.scale(ref, 1.5)
+    return ref.numpy()
+
+
+def test_run_many_keeps_a_window_of_replays_in_flight(dev):
+    """A counter state incremented by every replay: n replays in n submits, in order, waiting on fences (no
+    readback) whenever `in_flight` are unfinished."""
+    g = wg.Graph("count")
+    one = g.const("one", np.ones(4, np.float32))
+    n = g.state("n", (4,), "f32")
+    wg.ops.add(wg.ops.scale(n, 1.0), one, out=n)
+    prog = g.compile(dev)
+    dev.flush()
+    before = dev.stats.snapshot()
+    host = prog.run_many(12, in_flight=3)
+    d = dev.stats.since(before)
+    assert isinstance(host, float) and host >= 0
+    assert (d.submits, d.dispatches, d.readbacks) == (12, 24, 0)
+    assert d.gpu_waits == 12 - 3                       # a wait for the oldest each time the window is full
+    assert prog.state("n").numpy().tolist() == [12.0] * 4
+    assert prog.run_many(0) == 0.0
+    for bad in ({"n": -1}, {"n": 2.0}, {"n": 2, "in_flight": 0}, {"n": 2, "in_flight": True}):
+        with pytest.raises(wg.LimitError, match="run_many"):
+            prog.run_many(**bad)
 
 
 # ---- errors ----
@@ -270,7 +302,7 @@ def test_json_round_trip_and_dot(dev, rng):
     b = g2.compile(dev).run(x=x, pos=4)["y"].numpy()
     assert a.tobytes() == b.tobytes()
     params = [n["params"] for n in json.loads(text)["nodes"] if n["op"] == "rmsnorm"][0]
-    assert params == {"__attrs__": "wgraph.ops.dense:RmsNormParams", "fields": {"eps": 1e-6}}
+    assert params == {"__attrs__": "wgraph.ops.norms:RmsNormParams", "fields": {"eps": 1e-6}}
     with pytest.raises(GraphError, match="format"):
         wg.Graph.from_json(json.dumps({"format": "x"}))
     dot = g.to_dot()

@@ -58,7 +58,7 @@ class Tensor:
         # The buffer goes back to the pool when the tensor dies (a view's, with the tensor it views). __del__,
         # not weakref.finalize: ~0.8 µs less per tensor, and an op's scratch and outputs are a tensor each.
         if self._base is None:
-            self.device.release_buffer(self.buffer)
+            self.device.pool.release(self.buffer)
 
     @property
     def poisoned(self) -> str | None:

@@ -29,6 +29,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, help="host-cost runs per mode (median; default 9, 5 with --quick)")
     p.add_argument("--budget-s", type=float, help="seconds for the attention section; shapes left are listed skipped")
     p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
+    p.add_argument("--profile", action="store_true", help="model section: GPU time of one decode step per node "
+                   "(timestamp queries), printed by op and by layer: where a token's time goes")
     return p
 
 
@@ -127,7 +129,7 @@ def _model_section(dev, args, grid: str, result: dict):
     quick = args.quick or grid == "tiny"
     try:
         row = model.bench_model(dev, quick=quick, copy_gbps=model.copy_gbps(dev, result, quick),
-                                use_torch=not args.no_torch, progress=_progress)
+                                use_torch=not args.no_torch, progress=_progress, profile=args.profile)
     except Exception as e:  # noqa: BLE001 - report it and carry on
         row = {"status": "error", "note": f"{type(e).__name__}: {e}"}
     result["model"] = {"rows": [row]}

@@ -38,8 +38,9 @@ def random_f16_weights(cfg: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]
     return out
 
 
-def bench_model(dev, *, quick: bool, copy_gbps: float | None, use_torch: bool, progress) -> dict:
-    """One row (a dict) for the model section."""
+def bench_model(dev, *, quick: bool, copy_gbps: float | None, use_torch: bool, progress, profile: bool = False) -> dict:
+    """One row (a dict) for the model section; with `profile`, also the GPU time of one decode step per node,
+    by op and by layer (Program.profile)."""
     big = not (quick or dev.caps.is_cpu)
     cfg = LlamaConfig.from_dict(LLAMA_1B if big else TINY)
     dtype = "f16" if dev.caps.has_f16 else "f32"
@@ -67,6 +68,8 @@ def bench_model(dev, *, quick: bool, copy_gbps: float | None, use_torch: bool, p
     dt = (time.perf_counter() - t0) / steps
     d = dev.stats.since(before)
     ids = model.program.state("history").numpy()[len(prompt):len(prompt) + steps + 1].tolist()
+    if profile:
+        row["profile"] = _profile(model.program, progress)
     # host_ms_per_token near ms_per_token: the host's encoding bounds the rate, not the GPU
     row.update(ms_per_token=dt * 1e3, tokens_per_s=1.0 / dt, host_ms_per_token=host / steps * 1e3,
                submits_per_token=(d.submits - 1) / steps,
@@ -93,6 +96,23 @@ def bench_model(dev, *, quick: bool, copy_gbps: float | None, use_torch: bool, p
             except Exception as e:  # noqa: BLE001 - the reference must not take the bench down
                 row["torch"] = {**info, "available": False, "note": f"torch decode failed: {type(e).__name__}: {e}"}
     return row
+
+
+def _profile(program, progress) -> dict:
+    """One decode step timed per node on the GPU, as JSON (by op, by layer, the table's text)."""
+    from wgraph.errors import UnsupportedError
+
+    progress("model: profiling one decode step")
+    try:
+        prof = program.profile()
+    except UnsupportedError as e:
+        return {"status": "unsupported", "note": str(e)}
+
+    def groups(gs):
+        return [{"name": g.name, "nodes": g.nodes, "dispatches": g.dispatches, "gpu_us": g.gpu_us} for g in gs]
+
+    return {"status": "ok", "span_us": prof.span_us, "total_us": prof.total_us, "inside_passes": prof.inside_passes,
+            "by_op": groups(prof.by_op()), "by_layer": groups(prof.by_layer()), "table": prof.table()}
 
 
 def copy_gbps(dev, result: dict, quick: bool) -> float | None:
@@ -132,4 +152,7 @@ def table(row: dict) -> str:
                          f"[greedy ids equal to wgraph's for the first {row[f'torch_{mode}_ids_agree_first']}]")
     if torch_info and not torch_info.get("available"):
         lines.append(f"  torch: {torch_info.get('note')}")
+    prof = row.get("profile")
+    if prof:
+        lines.append(prof["table"] if prof["status"] == "ok" else f"  profile: {prof['note']}")
     return "\n".join(lines)

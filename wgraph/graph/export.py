@@ -12,7 +12,7 @@ import pkgutil
 
 import attrs
 
-from wgraph.graph.graph import Graph, GraphError, Node
+from wgraph.graph.nodes import GraphError, Node, StateSpec
 from wgraph.tensor import TensorSpec
 
 FORMAT = "wgraph.graph/1"
@@ -26,7 +26,7 @@ def _spec_text(v) -> str:
     return f"{v.dtype}[{','.join(map(str, v.shape))}]"
 
 
-def _dot(g: Graph, label_of) -> str:
+def _dot(g, label_of) -> str:
     lines = [f"digraph {_q(g.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
     for n in g.topological_order():
         node = g.node(n)
@@ -45,7 +45,7 @@ def _dot(g: Graph, label_of) -> str:
     return "\n".join(lines) + "\n"
 
 
-def graph_to_dot(g: Graph) -> str:
+def graph_to_dot(g) -> str:
     return _dot(g, lambda node: f"{node.name}\n{node.op}")
 
 
@@ -130,7 +130,7 @@ def _dec(x):
     return x
 
 
-def graph_to_json(g: Graph) -> str:
+def graph_to_json(g) -> str:
     nodes = []
     for n in g.topological_order():
         node = g.node(n)
@@ -150,11 +150,12 @@ def graph_to_json(g: Graph) -> str:
     return json.dumps({"format": FORMAT, "name": g.name, "nodes": nodes, "outputs": g.outputs}, indent=1)
 
 
-def graph_from_json(text: str) -> Graph:
+def graph_from_json(graph_class, text: str):
+    """A `graph_class` (Graph) rebuilt from graph_to_json's text, every node through its `add`."""
     data = json.loads(text)
     if data.get("format") != FORMAT:
         raise GraphError(f"from_json: format {data.get('format')!r}, expected {FORMAT!r}")
-    g = Graph(data["name"])
+    g = graph_class(data["name"])
     for entry in data["nodes"]:
         if entry["op"] in ("input", "state"):
             spec = TensorSpec(entry["shape"], entry["dtype"])
@@ -163,8 +164,6 @@ def graph_from_json(text: str) -> Graph:
             if entry["op"] == "input":
                 g.inputs[node.name] = spec
             else:
-                from wgraph.graph.graph import StateSpec
-
                 init = entry.get("init")
                 if init is not None:
                     try:

@@ -4,77 +4,19 @@ Every node is validated by its op's `infer` when it is added; errors name the gr
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import attrs
 import networkx as nx
 
+from wgraph.device import default_device
 from wgraph.dtypes import dtype_of_numpy
 from wgraph.errors import ShapeError, WgraphError
+from wgraph.graph import export
+from wgraph.graph.nodes import SOURCE_OPS, GraphError, Node, StateSpec, Value
+from wgraph.graph.program import Program
 from wgraph.host_arrays import host_array
 from wgraph.ops.core import OPS
 from wgraph.tensor import TensorSpec
-
-SOURCE_OPS = ("input", "state")  # nodes that make a program-owned buffer instead of running a kernel
-
-
-class GraphError(WgraphError):
-    """A graph is malformed: an unknown input, a cycle, a duplicate name, an unknown op."""
-
-
-@attrs.frozen
-class Node:
-    """One node: a registered op (or "input" / "state") with its params and the names of the values it takes
-    (None for an absent optional input) and makes."""
-
-    name: str
-    op: str
-    params: Any
-    inputs: tuple = attrs.field(converter=tuple)
-    outputs: tuple = attrs.field(converter=tuple)
-    writes: tuple = attrs.field(converter=tuple, default=())  # values written in place (`out=` a state)
-
-    @property
-    def results(self) -> tuple:
-        """The values the op's encode writes its outputs into: its own outputs, or the `out=` values."""
-        return self.writes or self.outputs
-
-
-@attrs.frozen(eq=False)
-class Value(TensorSpec):
-    """A symbolic tensor of a graph: shape and dtype, no storage. Op functions given a Value add a node."""
-
-    graph: Graph = attrs.field(kw_only=True, repr=False)
-    name: str = attrs.field(kw_only=True)
-    _wgraph_symbol_ = True
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
-
-    @property
-    def spec(self) -> TensorSpec:
-        return TensorSpec(self.shape, self.dtype)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def reshape(self, *shape) -> Value:
-        from wgraph.ops.dense import reshape
-
-        return reshape(self, *shape)
-
-    def __repr__(self) -> str:
-        return f"Value({self.name!r}, shape={self.shape}, dtype={self.dtype})"
-
-
-@attrs.frozen
-class StateSpec:
-    """A program-owned persistent buffer: kept across runs; `init` (raw bytes) fills it at compile, else zeros."""
-
-    name: str
-    spec: TensorSpec
-    init: bytes | None = None
-
 
 def _node_error(exc: WgraphError, where: str) -> WgraphError:
     """The same error class, its message prefixed with the graph and node."""
@@ -283,31 +225,21 @@ class Graph:
         """Node names in a deterministic topological order (ties broken by insertion order)."""
         return list(nx.lexicographical_topological_sort(self.nx, key=self._order.__getitem__))
 
-    def consumers(self, value: str) -> list[str]:
-        return [n for n in self.nx.successors(self.producer[value]) if value in self.node(n).inputs]
-
-    def compile(self, device=None):
+    def compile(self, device=None) -> Program:
         """Plan every node once: a Program that runs the whole graph in one submit."""
-        from wgraph.device import default_device
-        from wgraph.graph.program import compile_graph
-
-        return compile_graph(self, device or default_device())
+        device = device or default_device()
+        with device.lock:  # compile creates pipelines, bind groups and buffers: one thread at a time
+            return Program(self, device)
 
     def to_dot(self) -> str:
-        from wgraph.graph.export import graph_to_dot
-
-        return graph_to_dot(self)
+        return export.graph_to_dot(self)
 
     def to_json(self) -> str:
-        from wgraph.graph.export import graph_to_json
-
-        return graph_to_json(self)
+        return export.graph_to_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> Graph:
-        from wgraph.graph.export import graph_from_json
-
-        return graph_from_json(text)
+        return export.graph_from_json(cls, text)
 
     def __len__(self) -> int:
         return self.nx.number_of_nodes()

@@ -14,7 +14,6 @@ writing into the program's own KV caches, with the program's weights (docs/model
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import time
 from pathlib import Path
@@ -419,16 +418,9 @@ class Llama:
 
     def run_steps(self, n: int, *, in_flight: int = 8) -> float:
         """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
-        steps are not yet finished on the GPU. Returns the host seconds spent encoding and submitting them."""
-        dev, fences, host = self.device, collections.deque(), 0.0
-        for _ in range(n):
-            while len(fences) >= in_flight:
-                dev.wait(fences.popleft())
-            t = time.perf_counter()
-            self.program.run()
-            host += time.perf_counter() - t
-            fences.append(dev.fence())
-        return host
+        steps are not yet finished on the GPU (Program.run_many). Returns the host seconds spent encoding and
+        submitting them."""
+        return self.program.run_many(n, in_flight=in_flight)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 

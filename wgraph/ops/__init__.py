@@ -4,15 +4,15 @@ from wgraph.ops.attention import AttentionParams, KernelPath, attention, attenti
 from wgraph.ops.attention_planner import KernelPlan
 from wgraph.ops.attention_batched import attention_kvcache, attention_varlen, seqlens_advance
 from wgraph.ops.elementwise import add, geglu, gelu, mul, scale, silu, softcap, swiglu
-from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
+from wgraph.ops.dense import linear, reshape, rope, rope_tables
 from wgraph.ops.embedding import embedding
-from wgraph.ops.rows import layernorm, softmax
+from wgraph.ops.norms import add_rmsnorm, layernorm, rmsnorm
+from wgraph.ops.rows import softmax
 from wgraph.ops.sampling import argmax, sample
 from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.decode import decode_advance
-from wgraph.ops.residual import add_rmsnorm
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 from wgraph.ops.sdpa import sdpa, transpose01
 

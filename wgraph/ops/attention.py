@@ -1,7 +1,7 @@
 """`attention(q, k, v, *, causal, ...)`: scaled dot-product attention with GQA, causal masking (bottom-right
 aligned, as FlashAttention; `causal` has no default), sliding window, softcap, kv_len from a GPU tensor, and
 contiguous / ring / paged kv layouts.
-Semantics: DESIGN.md "Attention semantics". Kernel choice: attention_planner.py."""
+Semantics: docs/attention.md ("The rules"). Kernel choice: attention_planner.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The one path every op call takes: validate (infer), allocate, plan dispatches (encode), then submit now,
-append to the open recording, or — given graph symbols — add a node to their graph."""
+"""The one path every op call takes: validate (infer), allocate, capture the op's dispatches as a template
+(encode, once per op, params and input shapes), then hand the filled template to the device's scheduler,
+which appends it to the open recording or the pending list of immediate ops; given graph symbols, add a node
+to their graph instead. A compiled Program captures its nodes with the same `capture`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from wgraph.scheduler.dispatch import Dispatch
 from wgraph.kernels.pipelines import storage_binding_size
 from wgraph.kernels.registry import kernel as lookup_kernel
 from wgraph.kernels.uniforms import pack_uniforms
-from wgraph.scheduler.templates import capture
+from wgraph.scheduler.templates import OpTemplate, template_of
 from wgraph.tensor import Tensor, TensorSpec
 
 
@@ -104,14 +106,13 @@ def _pack_cached(layout, values: dict) -> bytes:
 
 
 class EncodeContext:
-    """What `encode` functions build dispatches with. `scratch_source(spec, label)`, when given, supplies
-    scratch tensors (a Program places them in its memory plan); else they come from the device's pool."""
+    """What `encode` functions build dispatches with. Scratch comes from the device's pool for the capture
+    only: the template's calls place theirs in their command list's (or Program's) ScratchSpace."""
 
-    def __init__(self, device, scratch_source=None):
+    def __init__(self, device):
         self.device = device
         self.caps = device.caps
         self.plan = None  # the kernel plan the op chose, if it has one (KernelPlan: variant, reason, ...)
-        self._scratch_source = scratch_source
         self.scratch_made: list[tuple[Tensor, str]] = []  # (tensor, label) in the order asked for
         self.fallbacks_used: list[Tensor] = []
 
@@ -121,10 +122,7 @@ class EncodeContext:
 
     def scratch(self, shape, dtype: str, label: str = "scratch") -> Tensor:
         """A temporary tensor that lives as long as the dispatches that bind it."""
-        if self._scratch_source is not None:
-            t = self._scratch_source(TensorSpec(shape, dtype), label)
-        else:
-            t = self.device.empty(shape, dtype, label)
+        t = self.device.empty(shape, dtype, label)
         self.scratch_made.append((t, label))
         return t
 
@@ -208,6 +206,15 @@ def type_name(x) -> str:
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
 
 
+def capture(device, op: OpDef, params, inputs: tuple, outputs: tuple) -> OpTemplate:
+    """The one capture function: `op.encode` on these tensors (its scratch provisional, from the pool), made
+    into a template whose slots this call's tensors, or another's, fill (scheduler/templates.py). Every op call
+    and every Program node is an instance of a template made here."""
+    ctx = EncodeContext(device)
+    dispatches = op.encode(ctx, params, tuple(inputs), outputs)
+    return template_of(dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used, ctx.plan)
+
+
 def apply(op: OpDef, params, inputs: tuple, out=None):
     """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s)."""
     # One pass over the inputs gathers the template key (shape, dtype per input) and, inline, the checks a
@@ -251,21 +258,17 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
             if id(t.buffer) in buffers:
                 break  # an output aliases an input: the slow path finds it and says so
         else:
-            scratch = device.template_scratch(tpl.scratch) if tpl.scratch else ()
-            device.run(tpl.instantiate(inputs, outputs, scratch), outputs if out is None else ())
+            device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs
     specs = tuple(None if x is None else x.spec for x in inputs)
     out_specs = tuple(op.infer(params, specs))
     outputs = _outputs(op, device, out_specs, out)
     for t in tensors:
         device.check_tensor(t)
-    ctx = EncodeContext(device)
-    dispatches = op.encode(ctx, params, tuple(inputs), outputs)
-    if key is not None and _distinct_buffers(tensors, outputs):
-        tpl = capture(out_specs, dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used)
-        if tpl is not None:
-            device.templates.put(key, tpl)
-    device.run(dispatches, outputs if out is None else ())
+    tpl = capture(device, op, params, inputs, outputs)
+    if key is not None and tpl.reusable and _distinct_buffers(tensors, outputs):
+        device.templates.put(key, tpl)
+    device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
     return outputs[0] if len(outputs) == 1 else outputs
 
 
@@ -289,6 +292,7 @@ def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
             raise ShapeError(f"{op.name}: out= must be Tensor(s), got {type(t).__name__}")
         if t.device is not device:
             raise DeviceError(f"{op.name}: out= {t!r} belongs to another device")
+        device.check_tensor(t)
         if t.dtype != s.dtype:
             raise DtypeError(f"{op.name}: out= has dtype {t.dtype}, the op makes {s.dtype}")
         if t.shape != s.shape:

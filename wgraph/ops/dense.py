@@ -1,4 +1,4 @@
-"""The dense ops a layer graph needs: `linear` (x @ W^T + b), `rmsnorm`, `rope` (rotate-half, from tables)
+"""The dense ops a layer graph needs: `linear` (x @ W^T + b), `rope` (rotate-half, from tables)
 and `reshape` (a view: no copy, no dispatch; in a graph a view node that aliases its input's buffer)."""
 
 from __future__ import annotations
@@ -104,46 +104,6 @@ LINEAR = register(OpDef("linear", _infer_linear, _encode_linear))
 def linear(x, w, b=None, *, out=None):
     """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out] or None; f32 accumulation and output."""
     return apply(LINEAR, LinearParams(), (x, w, b), out=out)
-
-
-# ---- rmsnorm ----
-
-@attrs.frozen
-class RmsNormParams:
-    eps: float = 1e-6
-
-
-def _infer_rmsnorm(params: RmsNormParams, specs):
-    x, w = specs
-    if len(x.shape) < 1 or w.shape != x.shape[-1:]:
-        raise ShapeError(f"rmsnorm: weight must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {w.shape}")
-    if w.dtype != x.dtype:
-        raise DtypeError(f"rmsnorm: weight dtype {w.dtype} differs from x's {x.dtype}")
-    if not params.eps > 0:
-        raise ShapeError(f"rmsnorm: eps must be > 0, got {params.eps}")
-    if x.dtype == "bf16" and x.shape[-1] % 2:
-        raise ShapeError(f"rmsnorm: a bf16 row is written as u32 words of two elements, so its length must be even; "
-                         f"got x {x.shape}")
-    select_variant("rmsnorm", output_dtype=x.dtype)
-    return (TensorSpec(x.shape, x.dtype),)
-
-
-def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
-    (x, w), (y,) = inputs, outputs
-    variant = select_variant("rmsnorm", output_dtype=x.dtype)
-    dim = x.shape[-1]
-    rows = x.size // dim if dim else 0
-    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
-                         bindings={"x": x, "weight": w, "y": y}, workgroups=ctx.grid(rows), label="rmsnorm")]
-
-
-RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm))
-
-
-def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
-    """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32, f16 or bf16 with an even last dim; f32
-    reduction). x [..., D] with weight [D]: a per-head norm of [rows, heads, head_dim] takes weight [head_dim]."""
-    return apply(RMSNORM, RmsNormParams(float(eps)), (x, weight), out=out)
 
 
 # ---- rope ----

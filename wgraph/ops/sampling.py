@@ -12,7 +12,7 @@ import numpy as np
 
 from wgraph.errors import LimitError, ShapeError
 from wgraph.ops.core import OpDef, apply, register
-from wgraph.ops.rows import check_cpu_loops, check_rows, row_count, row_loops
+from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
 from wgraph.kernels import wgsl
 from wgraph.kernels.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
@@ -45,7 +45,7 @@ def _infer_argmax(params, specs):
 def _encode_argmax(ctx, params, inputs, outputs):
     (x,), (ids,) = inputs, outputs
     variant = select_variant("argmax", input_dtype=x.dtype)
-    check_cpu_loops(ctx, "argmax", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 1, 1))
+    check_row_loops(ctx, "argmax", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 1, 1))
     rows = row_count(x.shape)
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1]}, bindings={"x": x, "out": ids},
                          workgroups=ctx.grid(rows), label="argmax")]
@@ -107,7 +107,7 @@ def _encode_sample(ctx, params: SampleParams, inputs, outputs):
     dim = x.shape[-1]
     variant = _sample_variant(x.dtype, dim)
     top_k = params.top_k if 0 < params.top_k < dim else 0
-    check_cpu_loops(ctx, "sample", dim, _sample_loops(variant, dim, top_k > 0, params.top_p < 1))
+    check_row_loops(ctx, "sample", dim, _sample_loops(variant, dim, top_k > 0, params.top_p < 1))
     rows = row_count(x.shape)
     u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": params.top_p,
          "inv_temperature": min(1.0 / params.temperature, 1e30), "seed_lo": params.seed & 0xFFFFFFFF,

@@ -2,17 +2,18 @@
 uniform arena, prepared (pipelines, bind groups, the arena in a GPU buffer) and encoded into one command
 encoder, where consecutive dispatches share one compute pass.
 
-Immediate ops append to the device's pending list (submitted at the next read, fence, other submission or
-queue write, or when PENDING_ITEMS wait: device.py); a `Recording` is a list that op calls and `dev.write`
-append to; a `Program` keeps its list prepared and replays it, patching only input buffers and dirty uniform
-bytes."""
+Op calls join a list through `CommandList.call` (their template filled with the call's tensors and the list's
+scratch): the scheduler's pending list of immediate ops, a `Recording`, or a `Program`'s list, which keeps it
+prepared and replays it, patching only input buffers and dirty uniform bytes. A list takes everything it needs
+from its scheduler (scheduler/queue.py): caches, uniform buffers, the queue."""
 
 from __future__ import annotations
 
 from wgraph.errors import DeviceError
+from wgraph.kernels.uniforms import UniformArena
 from wgraph.scheduler import native
 from wgraph.scheduler.dispatch import Copy, Dispatch, Write
-from wgraph.kernels.uniforms import UniformArena
+from wgraph.scheduler.scratch import ScratchSpace
 
 
 def align4(n: int) -> int:
@@ -38,15 +39,25 @@ class CommandList:
     """Items in submission order. `submit()` sends them in one `queue.submit`; `prepare()` resolves them once
     for a caller that replays them (a Program)."""
 
-    def __init__(self, device, label: str = "wgraph"):
-        self.device = device
+    def __init__(self, scheduler, label: str = "wgraph"):
+        self.scheduler = scheduler
         self.label = label
         self.items: list = []
-        # Scratch tensors of repeated op calls by their specs, shared by the calls in this list: the queue
-        # runs the calls one after another, each call's dispatches done with its scratch before the next
-        # call's begin (as a Program's nodes share theirs). Freed with the list, so memory is bounded by one
-        # list (a per-template cache would grow with the shapes a workload goes through).
-        self.scratch: dict = {}
+        self._scratch: ScratchSpace | None = None
+
+    @property
+    def scratch(self) -> ScratchSpace:
+        """The scratch its op calls share (scheduler/scratch.py); freed with the list, so memory is bounded by
+        one list (a per-template cache would grow with the shapes a workload goes through)."""
+        if self._scratch is None:
+            self._scratch = ScratchSpace(self.scheduler.empty, self.label)
+        return self._scratch
+
+    def call(self, template, inputs, outputs) -> None:
+        """Append an op call: its template's dispatches filled with the call's tensors and this list's scratch
+        (the one form every op call and Program node takes: scheduler/templates.py)."""
+        scratch = self.scratch.place(template.scratch) if template.scratch else ()
+        self.items.extend(template.instantiate(inputs, outputs, scratch))
 
     def append(self, item) -> None:
         self.items.append(item)
@@ -60,30 +71,31 @@ class CommandList:
 
     def check_device(self, items=None) -> None:
         """DeviceError unless every item (of this list, or `items`) was made on this device in its current
-        epoch (an item's first tensor stands for all: ctx.dispatch checked them together)."""
-        device = self.device
+        epoch (an item's first tensor stands for all: ctx.dispatch checked them together). Epochs are numbered
+        across devices, so the epoch names the device too."""
+        epoch = self.scheduler.epoch
         for item in self.items if items is None else items:
             t = item.tensors[0] if item.tensors else None
-            if t is not None and (t.device is not device or getattr(t.buffer, "_wgraph_epoch", None) != device.epoch):
+            if t is not None and getattr(t.buffer, "_wgraph_epoch", None) != epoch:
                 raise DeviceError(
                     f"{item.label}: a captured item of another device or of epoch "
-                    f"{getattr(t.buffer, '_wgraph_epoch', None)} (the device is now epoch {device.epoch}); "
+                    f"{getattr(t.buffer, '_wgraph_epoch', None)} (the device is now epoch {epoch}); "
                     f"capture it again after dev.recreate()")
 
     def prepare(self, persistent: bool = False) -> PreparedCommands:
         """Resolve every item (call with the device lock held). `persistent`: the arena gets its own buffer
         and no two dispatches share a uniform slice, so one dispatch's uniforms can be patched later."""
-        return PreparedCommands(self.device, self.items, self.label, persistent)
+        return PreparedCommands(self.scheduler, self.items, self.label, persistent)
 
     def submit(self, timestamps=None) -> None:
         """Encode every item into one encoder and submit it once (nothing at all for an empty list)."""
-        device = self.device
-        device.check_alive()
+        scheduler = self.scheduler
+        scheduler.check_open()
         self.check_device()
         if not self.items:
             return
-        with device.lock:
-            device.check_alive()
+        with scheduler.lock:
+            scheduler.check_open()
             prepared = self.prepare()
             try:
                 prepared.submit(timestamps=timestamps)
@@ -95,15 +107,15 @@ class PreparedCommands:
     """A command list ready to encode: the uniform arena in a GPU buffer, a Step per dispatch, and the bytes
     of every Write after the first dispatch staged in one upload tensor copied at its place in the order."""
 
-    def __init__(self, device, items, label: str, persistent: bool):
-        self.device = device
+    def __init__(self, scheduler, items, label: str, persistent: bool):
+        self.scheduler = scheduler
         self.label = label
-        arena = UniformArena(device.caps.min_uniform_offset_alignment, share=not persistent)
+        arena = UniformArena(scheduler.uniform_alignment, share=not persistent)
         self.offsets = [arena.add(i.uniforms) if isinstance(i, Dispatch) and i.kernel.uniform else None
                         for i in items]
         self.arena = bytearray(arena.data)
         self._uploaded = bytes(self.arena)
-        self._uniforms = device.uniform_buffer(self._uploaded, persistent, arena.slices) if self.arena else None
+        self._uniforms = scheduler.uniform_buffer(self._uploaded, persistent, arena.slices) if self.arena else None
         uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
         self.head_writes: list[Write] = []  # writes before the first GPU item: plain queue writes
         staged: list[tuple[Write, int]] = []
@@ -117,7 +129,7 @@ class PreparedCommands:
             else:
                 staged.append((item, upload_bytes))
                 upload_bytes += len(item.data)
-        self._upload = device.empty((upload_bytes // 4,), "u32", label=f"{label}.upload") if upload_bytes else None
+        self._upload = scheduler.empty((upload_bytes // 4,), "u32", f"{label}.upload") if upload_bytes else None
         self._upload_data = b"".join(w.data for w, _ in staged)
         staged_at = {id(w): off for w, off in staged}
         self.steps: list = []
@@ -128,11 +140,11 @@ class PreparedCommands:
                 k = item.kernel
                 got = pipelines.get(id(k))  # by identity: kernels are the registry's own objects
                 if got is None:
-                    got = pipelines[id(k)] = device.pipelines.get(k)
+                    got = pipelines[id(k)] = scheduler.pipelines.get(k)
                 key = (id(k), item.tensors)
                 group = groups.get(key)
                 if group is None:
-                    group = groups[key] = device.bind_groups.get(k, got[1], uniform_buffer, item.tensors)
+                    group = groups[key] = scheduler.bind_groups.get(k, got[1], uniform_buffer, item.tensors)
                 c_off = offset_arrays.get(off)
                 if c_off is None:
                     c_off = offset_arrays[off] = native.offsets_array([off])
@@ -154,8 +166,13 @@ class PreparedCommands:
         self.arena[off:off + len(data)] = data
 
     def replace_step(self, index: int, dispatch: Dispatch) -> None:
-        """Item `index` keeps its pipeline and bind group but dispatches as `dispatch` (new workgroup counts)."""
-        _, pipeline, group, offsets, n_offsets = self.steps[index]
+        """Item `index` dispatches as `dispatch` (the same kernel: its pipeline and uniform slice), bound to
+        `dispatch`'s tensors (a bind group from the cache: the same one while they are the same buffers)."""
+        _, pipeline, _group, offsets, n_offsets = self.steps[index]
+        k = dispatch.kernel
+        bgl = self.scheduler.pipelines.get(k)[1]
+        uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
+        group = self.scheduler.bind_groups.get(k, bgl, uniform_buffer, dispatch.tensors)
         self.steps[index] = Step(dispatch, pipeline, group, offsets, n_offsets)
 
     def _flush_uniforms(self) -> None:
@@ -166,20 +183,19 @@ class PreparedCommands:
         old = self._uploaded
         lo = next(i for i in range(len(now)) if now[i] != old[i]) // 4 * 4
         hi = align4(max(i for i in range(len(now)) if now[i] != old[i]) + 1)
-        self.device.queue_write(self._uniforms.buffer, lo, now[lo:hi])
-        self.device.stats.uniform_bytes_written += hi - lo
+        self.scheduler.write_buffer(self._uniforms.buffer, lo, now[lo:hi])
+        self.scheduler.stats.uniform_bytes_written += hi - lo
         self._uploaded = now
 
     def submit(self, head=(), timestamps=None) -> None:
         """Queue the writes, encode `head` items (a Program's input copies) then every step, submit once.
-        Pending immediate ops go first (their own submit), so the queue sees every call in order."""
-        device = self.device
-        device.flush()
-        queue = device.wgpu.queue
+        The scheduler submits pending immediate ops first (their own submit), so the queue sees every call in
+        order."""
+        scheduler = self.scheduler
         for w in self.head_writes:
-            queue.write_buffer(w.dst.buffer, 0, w.data)
+            scheduler.write_buffer(w.dst.buffer, 0, w.data)
         if self._upload is not None:
-            queue.write_buffer(self._upload.buffer, 0, self._upload_data)
+            scheduler.write_buffer(self._upload.buffer, 0, self._upload_data)
         if self._uniforms is not None:
             self._flush_uniforms()
         steps = list(head) + self.steps if head else self.steps
@@ -188,11 +204,11 @@ class PreparedCommands:
         # No wgpu labels on the encoder or its passes: each one is a string wgpu-py converts and the driver
         # may attach as a debug label on every submit (an immediate op pays it per call); our own labels
         # (item.label) still name dispatches in profiles and errors.
-        encoder = device.wgpu.create_command_encoder()
-        encode_steps(device, encoder, steps, timestamps)
+        encoder = scheduler.gpu.create_command_encoder()
+        encode_steps(scheduler.stats, encoder, steps, timestamps)
         if timestamps is not None:
             timestamps.finish(encoder)
-        device.submit(encoder.finish())
+        scheduler.submit(encoder.finish())
 
     def release(self) -> None:
         """Give the uniform buffer back (its reuse is queue-ordered after this list's work)."""
@@ -202,14 +218,13 @@ class PreparedCommands:
         self._upload = None
 
 
-def encode_steps(device, encoder, steps, timestamps=None) -> None:
+def encode_steps(stats, encoder, steps, timestamps=None) -> None:
     """Encode Steps and Copies into `encoder`; consecutive dispatches share a compute pass."""
     # This loop is the host cost of a recorded op and of a replay: only native calls (scheduler/native.py) and
     # a few lookups. set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across
     # dispatches). Passes begin and end through wgpu-py, which raises any error the pass commands made.
     set_pipeline, set_bind_group = native.set_pipeline, native.set_bind_group
     dispatch_workgroups, dispatch_indirect = native.dispatch_workgroups, native.dispatch_workgroups_indirect
-    stats = device.stats
     per_pass_stamps = timestamps is not None and not timestamps.inside_passes
     inside_stamps = timestamps is not None and timestamps.inside_passes
     compute_pass = None

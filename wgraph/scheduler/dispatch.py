@@ -32,11 +32,6 @@ class Dispatch:
         """(declaration, Tensor) per storage binding."""
         return tuple(zip(self.kernel.storage_bindings, self.tensors))
 
-    def replace(self, **changes) -> Dispatch:
-        """A copy with some fields replaced."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
-        return Dispatch(**{**fields, **changes})
-
     def writes(self) -> tuple:
         return tuple(t for b, t in self.bindings if b.writes)
 

@@ -1,4 +1,5 @@
-"""GPU timestamps around each dispatch of a recording, and the per-label table made from them."""
+"""GPU timestamps around each dispatch of a command list (a recording, a Program replay), and the per-label
+table of a recording made from them (a Program's per-node table: graph/profile.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import wgpu
 class Timestamps:
     """Timestamp queries around each dispatch: inside the pass where the device can, else a pass each."""
 
-    def __init__(self, device, count: int):
-        self.inside_passes = device.caps.has_timestamps_inside_passes
+    def __init__(self, gpu, count: int, inside_passes: bool):
+        self.inside_passes = inside_passes
         self.count = count
-        self.query_set = device.wgpu.create_query_set(type=wgpu.QueryType.timestamp, count=2 * count)
-        self.resolve = device.wgpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-        self.readback = device.wgpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self.query_set = gpu.create_query_set(type=wgpu.QueryType.timestamp, count=2 * count)
+        self.resolve = gpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        self.readback = gpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
 
     def finish(self, encoder):
         encoder.resolve_query_set(self.query_set, 0, 2 * self.count, self.resolve, 0)
@@ -29,6 +30,13 @@ class Timestamps:
         ticks = struct.unpack(f"<{2 * self.count}Q", self.readback.read_mapped())
         self.readback.unmap()
         return ticks
+
+
+def dispatch_times_us(ticks) -> tuple[list[float], float]:
+    """Each dispatch's GPU time (end - begin) and the span from the first begin to the last end, in µs."""
+    begins, ends = ticks[0::2], ticks[1::2]
+    times = [max(0, end - begin) / 1000.0 for begin, end in zip(begins, ends)]
+    return times, max(0, max(ends) - min(begins)) / 1000.0
 
 
 @attrs.frozen
@@ -52,13 +60,13 @@ class ProfileTable:
 
     @classmethod
     def from_ticks(cls, labels, ticks, inside_passes: bool) -> ProfileTable:
-        begins, ends = ticks[0::2], ticks[1::2]
-        totals, counts = defaultdict(int), defaultdict(int)
-        for label, begin, end in zip(labels, begins, ends):
-            totals[label] += max(0, end - begin)
+        times, span = dispatch_times_us(ticks)
+        totals, counts = defaultdict(float), defaultdict(int)
+        for label, us in zip(labels, times):
+            totals[label] += us
             counts[label] += 1
-        rows = tuple(ProfileRow(label, counts[label], totals[label] / 1000.0) for label in totals)
-        return cls(rows, inside_passes, max(0, max(ends) - min(begins)) / 1000.0)
+        rows = tuple(ProfileRow(label, counts[label], totals[label]) for label in totals)
+        return cls(rows, inside_passes, span)
 
     def __str__(self) -> str:
         lines = [f"{'label':32} {'count':>6} {'total us':>10} {'mean us':>10}"]

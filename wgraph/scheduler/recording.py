@@ -22,10 +22,11 @@ class Recording:
     Use `with dev.record() as rec:`; leaving the block submits, an exception inside it submits nothing.
     """
 
-    def __init__(self, device, profile: bool = False, label: str | None = None):
-        self.device = device
+    def __init__(self, scheduler, caps, profile: bool = False, label: str | None = None):
+        self.scheduler = scheduler
+        self.caps = caps
         self.label = label or f"recording #{next(_names)}"
-        self.commands = CommandList(device, label=f"wgraph.{self.label}")
+        self.commands = CommandList(scheduler, label=f"wgraph.{self.label}")
         self.state = "open"
         self._want_profile = profile
         self._timestamps: Timestamps | None = None
@@ -53,6 +54,13 @@ class Recording:
         self._check_open()
         self.commands.extend(items)
 
+    def call(self, template, inputs, outputs, made=()):
+        """An op call joins the recording (CommandList.call); `made`: the outputs it returns (see made())."""
+        self._check_open()
+        self.commands.call(template, inputs, outputs)
+        if made:
+            self._outputs.extend(weakref.ref(t) for t in made)
+
     def made(self, tensors) -> None:
         """Remember tensors an op of this recording returned (they hold nothing until it submits)."""
         self._outputs.extend(weakref.ref(t) for t in tensors)
@@ -65,25 +73,25 @@ class Recording:
         """Encode every item into one encoder and submit it once, behind the immediate ops still pending
         (they go in the same submit, first, so the order of the calls holds)."""
         self._check_open()
-        device = self.device
-        with device.lock:
-            device.check_alive()
-            pending = device.take_pending()
+        scheduler = self.scheduler
+        with scheduler.lock:
+            scheduler.check_open()
+            pending = scheduler.take_pending()
             if pending:
                 self.commands.items[:0] = pending
             dispatches = [i for i in self.items if isinstance(i, Dispatch)]
             self._labels = [d.label or d.kernel.name for d in dispatches]
-            if self._want_profile and device.caps.has_timestamps and dispatches:
-                self._timestamps = Timestamps(device, len(dispatches))
+            if self._want_profile and self.caps.has_timestamps and dispatches:
+                self._timestamps = Timestamps(scheduler.gpu, len(dispatches), self.caps.has_timestamps_inside_passes)
             self.commands.submit(self._timestamps)
             self.state = "submitted"
-            self.commands = CommandList(device, label=self.commands.label)
+            self.commands = CommandList(scheduler, label=self.commands.label)
             self._outputs = []
 
     def discard(self):
         """Drop every pending item without submitting; the tensors its ops returned become unusable."""
         self._check_open()
-        self.commands = CommandList(self.device, label=self.commands.label)
+        self.commands = CommandList(self.scheduler, label=self.commands.label)
         self.state = "discarded"
         reason = (f"this tensor was returned by an op of {self.label}, which was discarded (an exception left "
                   f"its `with` block) before it ran: its contents were never computed")
@@ -100,18 +108,18 @@ class Recording:
         if not self._want_profile:
             raise RecordingError(f"{self.label} was not made with record(profile=True)")
         if self._timestamps is None:
-            raise RecordingError(f"device {self.device.caps.adapter_name!r} has no timestamp-query feature")
+            raise RecordingError(f"device {self.caps.adapter_name!r} has no timestamp-query feature")
         if self._ticks is None:
             self._ticks = self._timestamps.ticks_ns()
         return ProfileTable.from_ticks(self._labels, self._ticks, self._timestamps.inside_passes)
 
     def __enter__(self):
         self._check_open()
-        self.device.push_recording(self)
+        self.scheduler.push_recording(self)
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self.device.pop_recording(self)
+        self.scheduler.pop_recording(self)
         if self.state != "open":
             return False
         if exc_type is not None:

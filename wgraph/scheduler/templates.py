@@ -1,6 +1,7 @@
 """Op templates: an op's encoded dispatches with every tensor replaced by a slot (input i, output j, scratch k
-with its spec, or a fixed device tensor such as a fallback), cached per (op, params, input shapes and dtypes).
-A repeated call of the same op on same-shaped tensors skips validation and planning: it fills the slots.
+with its spec, or a fixed device tensor such as a fallback). Every op call and every Program node is an
+instantiated template (ops/core.py `capture` makes them); the device caches them per (op, params, input
+shapes and dtypes), so a repeated call of the same op on same-shaped tensors skips validation and planning.
 
 Valid because `infer` and `encode` are pure functions of (params, specs, caps): they never read tensor
 contents, and the tensors they bind are the call's own, its scratch, or the device's fallbacks. And because
@@ -13,6 +14,7 @@ import operator
 
 import attrs
 
+from wgraph.errors import PlanError
 from wgraph.scheduler.dispatch import Dispatch
 
 CAPACITY = 4096  # templates kept per device
@@ -38,10 +40,15 @@ class DispatchTemplate:
 
 @attrs.frozen(eq=False)
 class OpTemplate:
+    """An op call captured once: what every call of it (and every Program node running it) is made from.
+    `reusable`: no tensor sits in two slots, so the template serves other calls than the one captured."""
+
     out_specs: tuple
     scratch: tuple  # (TensorSpec, label) per scratch tensor, in the order encode asked for them
     fixed: tuple  # device tensors bound as they are (fallbacks, the error flag)
     dispatches: tuple[DispatchTemplate, ...]
+    plan: object = None  # the kernel plan the encode chose (ctx.chose), for explain()
+    reusable: bool = True
 
     def instantiate(self, inputs, outputs, scratch) -> list[Dispatch]:
         """The dispatches of a call whose tensors fill the slots."""
@@ -56,29 +63,34 @@ class OpTemplate:
         return made
 
 
-def capture(out_specs, dispatches, inputs, outputs, scratch, fixed) -> OpTemplate | None:
-    """A template of `dispatches`, or None where a bound tensor is none of the call's (then nothing is cached)."""
+def template_of(dispatches, inputs, outputs, scratch, fixed, plan=None) -> OpTemplate:
+    """The template of one encoded call: every tensor its dispatches bind replaced by its slot. A tensor in two
+    places (an input given twice) takes its first slot and makes the template this call's only."""
     slots = {}  # id(tensor) -> its index in instantiate's flat tuple
     fixed = tuple({id(t): t for t in fixed}.values())
     flat = (*inputs, *outputs, *[t for t, _ in scratch])
+    reusable = True
     for i, t in enumerate(flat):
         if t is not None:
             if id(t) in slots:
-                return None  # one tensor in two places: the slots would be ambiguous
-            slots[id(t)] = i
+                reusable = False
+            else:
+                slots[id(t)] = i
     for i, t in enumerate(fixed, len(flat)):
         slots.setdefault(id(t), i)
 
     made = []
     for d in dispatches:
         if not isinstance(d, Dispatch):
-            return None
+            raise PlanError(f"an op's encode returned {d!r}; it returns Dispatches (ctx.dispatch) only")
         bound = tuple(slots.get(id(t)) for t in d.tensors)
         indirect = None if d.indirect is None else (slots.get(id(d.indirect[0])), d.indirect[1])
         if None in bound or (indirect is not None and indirect[0] is None):
-            return None
+            raise PlanError(f"{d.label}: the encode bound a tensor that is none of the call's inputs, outputs or "
+                            f"scratch (ctx.scratch) or the device's fallbacks (ctx.fallback); an encode binds only those")
         made.append(DispatchTemplate(d.kernel, d.uniforms, _picker(bound), d.workgroups, indirect, d.label))
-    return OpTemplate(tuple(out_specs), tuple((t.spec, label) for t, label in scratch), fixed, tuple(made))
+    return OpTemplate(tuple(t.spec for t in outputs), tuple((t.spec, label) for t, label in scratch), fixed,
+                      tuple(made), plan, reusable)
 
 
 class TemplateCache:

@@ -4,7 +4,7 @@
 // ragged batch. The body is attention_prefill_tiled.wgsl's: TPQ = WG / BLOCK_M threads per query split its
 // head dims; per tile of TILE_N keys, K and V go to workgroup memory (f32), the BLOCK_M x TILE_N scores are
 // computed once, and each query's threads apply the online-softmax update. Workgroup memory:
-// (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes, kept near 17 KB (lavapipe, DESIGN.md).
+// (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes, kept near 17 KB (lavapipe: docs/lavapipe.md).
 // The consts, the tile load and the softmax update are included from the single-sequence kernel's files
 // (attention_tiled_consts.wgsl, attention_tiled_load.wgsl, attention_tiled_update.wgsl).
 {{ENABLE_F16}}
