@@ -182,8 +182,8 @@ def test_unused_tensors_are_refused(tmp_path, dev):
     cfg = tiny_files.tiny_model_config("llama")
     weights = dict(tiny_files.arch_weights("llama", cfg), **{"model.layers.0.mlp.up_proj.bias": np.ones(128, "f4")})
     path = tiny_files.write_model(tmp_path / "b.gguf", "llama", cfg, weights)
-    assert GGUFCheckpoint(path).config["mlp_bias"] is True  # the tensor says so; the Llama builder refuses it
-    with pytest.raises(CheckpointError, match="mlp_bias"):
+    assert GGUFCheckpoint(path).config["mlp_bias"] is True  # the tensor says so: every MLP projection has one
+    with pytest.raises(CheckpointError, match=r"gate_proj.bias' \(blk.0.ffn_gate.bias\) is missing"):
         from_pretrained(path, dev, dtype="f32", max_seq=16)
     path = tiny_files.write_model(tmp_path / "n.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
                                   extra_tensors={"blk.0.attn_q_norm.weight": np.ones(16, np.float32)})

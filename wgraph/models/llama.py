@@ -29,19 +29,10 @@ from wgraph.kernels.registry import select_variant
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import DecoderConfig
+from wgraph.ops.sampling import SampleSettings
 
 DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
-
-
-@attrs.frozen
-class SampleSettings:
-    """How `sample` draws the next id (temperature > 0)."""
-
-    temperature: float
-    top_k: int
-    top_p: float
-    seed: int
 
 
 def _layer_tensors(cfg: DecoderConfig) -> dict[str, tuple[str, ...]]:

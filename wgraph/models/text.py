@@ -15,6 +15,7 @@ import attrs
 from wgraph.dtypes import is_int
 from wgraph.errors import LimitError, NoTokenizerError, ShapeError
 from wgraph.models.tokenizer import Tokenizer
+from wgraph.ops.sampling import SampleSettings
 
 
 @attrs.frozen
@@ -107,8 +108,6 @@ def make_request(model, prompt, max_new_tokens, *, chat=False, system=None, temp
 def stream(model, req: TextRequest) -> Iterator[str]:
     """Text pieces of the new tokens of `req` as they are read back; model.last_stats says what it took (the
     prefill, which chose the first new token, and the decode steps after it)."""
-    from wgraph.models.llama import SampleSettings
-
     tok = model.tokenizer
     sample = None if req.temperature == 0 else SampleSettings(req.temperature, req.top_k, req.top_p, req.seed)
     n, s = req.max_new_tokens, len(req.ids)

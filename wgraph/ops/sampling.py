@@ -17,6 +17,16 @@ from wgraph.kernels import wgsl
 from wgraph.kernels.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
+@attrs.frozen
+class SampleSettings:
+    """How `sample` draws the next id (temperature > 0): what a model's decode program passes to `sample`."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+
+
 def _sample_loops(variant: str, dim: int, top_k: bool, top_p: bool) -> int:
     """Loop iterations of one sample invocation: the max, each search (an outer loop of the shader's
     SEARCH_PASSES passes, each a stride over the row, a reduction and the 7-pivot walk), top-p's total, and the
