@@ -119,11 +119,11 @@ def _fused(k: Kernel, f: PlanFacts, caps) -> int:
 
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
     """attention_decode_splitk_combine.wgsl (its loops included from attention_combine_consts.wgsl and
-    attention_combine_merge.wgsl): two strided passes and a grouped pass over the chunks, two reductions, and
-    the groups' sum."""
+    attention_combine_merge.wgsl): a strided pass and a grouped pass over the chunks, one reduction, and the
+    groups' sum."""
     wg, unroll = kconst(k, "WG"), kconst(k, "UNROLL")
     groups = max(1, wg // max(1, f.head_dim // 4))
-    return (2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
+    return (_loop(ceil_div(chunks, wg)) + _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
             + _loop(groups))
 
 
