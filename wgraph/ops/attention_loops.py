@@ -131,11 +131,6 @@ def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
     return 0
 
 
-def batched_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
-    """attention_batched_combine.wgsl: the single-sequence combine's loops (the same included merge)."""
-    return _splitk_combine(k, f, caps, chunks)
-
-
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
 BOUNDS = {
     "attention_prefill_tiled.wgsl": _tiled,
@@ -147,8 +142,8 @@ BOUNDS = {
     "attention_decode_splitk_prepare.wgsl": _no_loops,
     "attention_decode_fused.wgsl": _fused,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
-    # bodies, docs/kernels.md) and consts; kv_span is
-    # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
+    # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks
+    # are the batch's (splitk_chunks reads the batch size from the facts)
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,
     "attention_batched_decode.wgsl": _splitk,
@@ -184,7 +179,7 @@ def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:
     reg = registry()
     if "combine" in k.facts:
         combine = reg[k.facts["combine"]]
-        if k.facts.get("grid") == "splitk":
+        if k.facts.get("grid") in ("splitk", "seq_splitk"):
             from wgraph.ops.attention_planner import splitk_chunks
             worst = max(worst, _splitk_combine(combine, f, caps, splitk_chunks(k, f)[1]))
         else:
