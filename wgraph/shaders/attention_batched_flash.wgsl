@@ -8,8 +8,7 @@
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
 @group(0) @binding(1) var<storage, read> q: array<vec4<{{Q_T}}>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<{{KV_T}}>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<{{KV_T}}>>;
+//!include {{KV_VEC4}}
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<{{OUT_T}}>>;
 @group(0) @binding(8) var<storage, read_write> lse: array<f32>;
 

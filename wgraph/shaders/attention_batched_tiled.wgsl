@@ -10,8 +10,7 @@
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
-@group(0) @binding(2) var<storage, read> k: array<{{KV_T}}>;
-@group(0) @binding(3) var<storage, read> v: array<{{KV_T}}>;
+//!include {{KV_SCALAR}}
 @group(0) @binding(7) var<storage, read_write> out: array<{{OUT_T}}>;
 @group(0) @binding(8) var<storage, read_write> lse: array<f32>;
 
