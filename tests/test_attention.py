@@ -295,3 +295,15 @@ def test_kv_reads_go_through_one_include():
             assert words or "fn kv_k4(" in src or "fn kv_k1(" in src, k.name
             if not words:
                 assert len(re.findall(r"(?<![\w.])k\[", src)) == 1 and len(re.findall(r"(?<![\w.])v\[", src)) == 1, k.name
+
+
+@pytest.mark.parametrize("variant,hq", [("decode_fused_g8_f32", 12), ("decode_fused_g8_f16", 16)])
+def test_fused_head_blocks_past_one(dev, rng, variant, hq):
+    """A GQA group larger than the kernel's block of q heads takes several blocks, the last one partial or not (12 = 8 + 4
+    heads; 16 = 8 + 8): each block merges its own heads' key slots."""
+    dtype = variant.rsplit("_", 1)[1]
+    q, k, v = _inputs(rng, dtype, 1, 300, hq, 1, 32)
+    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, variant=variant)
+    ok, err, base, bound = tolerance_check(out.numpy(), q, k, v, causal=True,
+                                           out_dtype=np.float16 if dtype == "f16" else np.float32)
+    assert ok, f"{variant}: error {err:.3g} > bound {bound:.3g}"
