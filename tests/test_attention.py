@@ -299,8 +299,8 @@ def test_kv_reads_go_through_one_include():
 
 @pytest.mark.parametrize("variant,hq", [("decode_fused_g8_f32", 12), ("decode_fused_g8_f16", 16)])
 def test_fused_head_blocks_past_one(dev, rng, variant, hq):
-    """A GQA group larger than the kernel's block of q heads takes several blocks, the last one partial or not (12 = 8 + 4
-    heads; 16 = 8 + 8): each block merges its own heads' key slots."""
+    """A GQA group larger than the kernel's block of q heads takes several blocks (12 = 8 + 4 heads, the last one
+    partial; 16 = 8 + 8): each block merges its own heads' key slots."""
     dtype = variant.rsplit("_", 1)[1]
     q, k, v = _inputs(rng, dtype, 1, 300, hq, 1, 32)
     out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, variant=variant)
