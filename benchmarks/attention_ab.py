@@ -7,7 +7,8 @@
            torch SDPA
   batched  attention_kvcache decode at B = 1, 8, 32, 64 (the planned kernel, and the single-sequence kernel on
            the same shape beside B = 1); varlen prefill beside the single-sequence flash kernel on the same rows
-  prefill  f32 prefill 16/16 D=128 at S 2048 and 4096: the planned kernel and prefill configurations
+  prefill  f32 prefill 16/16 D=128 at S 2048 and 4096: the planned kernel, flash configurations, and the flash
+           kernel with its next K/V tile prefetched into registers (benchmarks/experimental/)
 
 Every GPU time is taken two ways: `span` = one recording of back-to-back calls timed from the first dispatch's
 start to the last one's end (timestamps around every dispatch, which also give the per-kernel split), and
@@ -33,6 +34,8 @@ SECTIONS = [a for a in sys.argv[1:]] or ["warm", "decode", "batched", "prefill"]
 EXP = Path("/tmp/attention_ab_shaders")
 shutil.rmtree(EXP, ignore_errors=True)
 shutil.copytree("wgraph/shaders", EXP)
+for f in Path("benchmarks/experimental").glob("*.wgsl"):   # candidate kernels that are not package kernels (yet)
+    shutil.copy(f, EXP / f.name)
 import tomllib  # noqa: E402
 
 from wgraph.kernels.registry import expand_variant  # noqa: E402  (reads no registry yet)
@@ -99,6 +102,9 @@ for g, confs in FUSED.items():
         extra.append(exp_entry(f"batched_fused_g{g}_f16", f"x_bfused_g{g}_f16_{tag}", conf))
 for tag, conf in PREFILL.items():
     extra.append(exp_entry("prefill_flash_d128_f32", f"x_flash_d128_f32_{tag}", conf))
+# the flash kernel with the next K/V tile prefetched into registers (benchmarks/experimental/), registry numbers
+extra.append(exp_entry("prefill_flash_d128_f32", "x_flash_d128_f32_prefetch", {}).replace(
+    'file = "attention_prefill_flash.wgsl"', 'file = "attention_prefill_flash_prefetch.wgsl"'))
 for tag, conf in VARLEN.items():
     extra.append(exp_entry("batched_flash_d128_f16", f"x_bflash_d128_f16_{tag}", conf))
 for g, t, c in sorted(PREPARES):
@@ -113,6 +119,10 @@ import wgraph.kernels.registry as R  # noqa: E402
 R.SHADER_DIR = EXP
 import wgraph as wg  # noqa: E402
 from wgraph.bench import torch_ref, warmup  # noqa: E402
+from wgraph.ops import attention_loops  # noqa: E402
+
+# the prefetching flash kernel runs the flash kernel's loops (its prefetch is unrolled): lavapipe's loop cap bound
+attention_loops.BOUNDS["attention_prefill_flash_prefetch.wgsl"] = attention_loops.BOUNDS["attention_prefill_flash.wgsl"]
 from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
 
 dev = wg.default_device()
@@ -404,11 +414,12 @@ def section_prefill():
         tensors = [dev.tensor(a) for a in arrays]
         row = {"shape": s.label(), "S": S, "flops": flops(s), "res": []}
         print(s.label(), flush=True)
+        ref = None
         if TORCH:
             tr = torch_ref.run_sdpa(s, *arrays, reps=3)
-            row["torch_us"] = tr["torch_ms"] * 1e3
+            row["torch_us"], ref = tr["torch_ms"] * 1e3, tr["output"]
             print(f"  {'torch':44} {row['torch_us']:8.1f} us {flops(s) / row['torch_us'] / 1e6:.2f} TFLOP/s", flush=True)
-        for var in (None, *[f"x_flash_d128_f32_{tag}" for tag in PREFILL]):
+        for var in (None, *[f"x_flash_d128_f32_{tag}" for tag in PREFILL], "x_flash_d128_f32_prefetch"):
             out = wg.ops.attention(*tensors, causal=True, variant=var)
 
             def build(gr, i, var=var):
@@ -416,9 +427,11 @@ def section_prefill():
                     build.st = states(gr, arrays, ("f32",) * 3)
                 return wg.ops.attention(*build.st, causal=True, variant=var)
 
-            row["res"].append(measure(var or "planned", lambda: wg.ops.attention(*tensors, causal=True, variant=var,
-                                                                                  out=out), build, flops(s), "TFLOP/s",
-                                      row.get("torch_us"), n=4))
+            r = measure(var or "planned", lambda: wg.ops.attention(*tensors, causal=True, variant=var, out=out), build,
+                        flops(s), "TFLOP/s", row.get("torch_us"), n=4)
+            if ref is not None and "error" not in r:
+                r["diff"] = float(np.max(np.abs(out.numpy() - ref)))
+            row["res"].append(r)
         rows.append(row)
         save()
 
