@@ -282,6 +282,7 @@ def section_decode():
                     tr = torch_ref.run_sdpa(s, *arrays, reps=N_CALLS)
                     row["torch_us"], ref = tr["torch_ms"] * 1e3, tr["output"]
                     print(f"  {'torch':44} {row['torch_us']:8.1f} us", flush=True)
+                plan_name = None
                 variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16"]
                 variants += [f"x_fused_g{g}_f16_{tag}" for tag in FUSED.get(g, {})]
                 for var in variants:
