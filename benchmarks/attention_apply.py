@@ -48,10 +48,9 @@ def edit(name: str, config: dict, min_kv_span="keep", per_row_f32: bool = False)
         for key, value in config.items():
             if key == "WG":
                 text = re.sub(r"workgroup_size = \[\d+, 1, 1\]", f"workgroup_size = [{value}, 1, 1]", text)
-            elif key == "DIMS_PER_LANE":   # f32 rows hold half as many dims per lane (8-dim 16-byte pieces: 4)
+            elif key == "DIMS_PER_LANE":   # measured on f16 K/V: the f16 and f16kv rows (the f32 row keeps its own)
                 def row(m):
-                    v = max(4, value // 2) if m.group(1) == "f32" else value
-                    return re.sub(r"= \d+", f"= {v}", m.group(0))
+                    return m.group(0) if m.group(1) == "f32" else re.sub(r"= \d+", f"= {value}", m.group(0))
                 text = re.sub(r"^per_row\.(\w+) = .*$", row, text, flags=re.M)
             else:
                 text = re.sub(rf'{key} = "\d+"', f'{key} = "{value}"', text)
