@@ -373,6 +373,7 @@ def test_batched_kernel_choice_and_the_cpu_loop_cap():
     """The attention planner's rules for the batched family: split-K decode for one query per sequence (fused on
     a GPU with subgroups, by GQA group), else flash on a GPU with subgroups, tiled on a CPU device, where a
     sequence too long for lavapipe's loop cap is a LimitError with the numbers, never a silent wrong row."""
+    from wgraph.kernels.registry import registry
     from wgraph.ops.attention_batched import batched_plan
 
     gpu, cpu = _caps()
@@ -381,9 +382,12 @@ def test_batched_kernel_choice_and_the_cpu_loop_cap():
     def chosen(p, g, caps):
         return batched_plan(p, g, caps).variant
 
-    assert chosen(_bparams("kvcache", 1, 16384), geo, gpu) == "batched_fused_g4_f16"
-    p = batched_plan(_bparams("kvcache", 1, 4096), geo, gpu)   # short kv: split-K for GQA, as for one sequence
-    assert p.variant == "batched_splitk_g4_f16" and "kv span 4096 < 8192" in dict(p.rejected)["batched_fused_g4_f16"]
+    assert chosen(_bparams("kvcache", 1, 32768), geo, gpu) == "batched_fused_g4_f16"
+    span = registry()["batched_fused_g4_f16"].facts.get("min_kv_span", 0)   # a speed rule of the registry
+    if span > 64:   # below it split-K for GQA, as for one sequence
+        p = batched_plan(_bparams("kvcache", 1, span - 64), geo, gpu)
+        assert p.variant == "batched_splitk_g4_f16"
+        assert f"kv span {span - 64} < {span}" in dict(p.rejected)["batched_fused_g4_f16"]
     assert chosen(_bparams("kvcache", 1, 4096), dict(geo, Hq=8), gpu) == "batched_fused_g1_f16"
     assert chosen(_bparams("kvcache", 1, 16384), dict(geo, D=96), gpu) == "batched_splitk_g4_f16"  # 6 lanes
     assert chosen(_bparams("kvcache", 1, 300000), geo, cpu) == "batched_splitk_g4_f16"
