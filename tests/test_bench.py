@@ -110,7 +110,31 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert {"variant", "tier", "reason"} <= set(r["plan"])
         assert ("tflops" in r) == (r["phase"] == "prefill") and ("gbps" in r) == (r["phase"] == "decode")
         assert ("ratio_to_torch" in r) == bool(attn["torch"].get("available"))
+        assert (r.get("replay_us", 0) > 0) == (r["phase"] == "decode")   # a Program replay of decode calls
     assert len(result["attention"]["rows"]) == len(attn["rows"])
+    again = attn["torch"]["first_shape_again"]   # the first shape timed again at the end of the section
+    assert again["shape"] == "prefill S=16 Hq/Hkv=4/2 D=32 f32" and again["gpu_us_again"] > 0
+    assert {"clocks_before", "torch_context", "steady_work_s"} <= set(attn["torch"]["warmup"])
+
+
+def test_f16_prefill_as_a_fraction_of_the_fma_peak():
+    """With an FMA section in the result, each f16 prefill row gets its TFLOP/s over the best f16 FMA row."""
+    from wgraph.bench.report import add_fma_fractions, fma_fraction_lines
+
+    result = {"fma": {"rows": [{"dtype": "f32", "tflops": 60.0}, {"dtype": "f16", "tflops": 50.0},
+                               {"dtype": "vec2<f16>", "tflops": 120.0}]},
+              "attention": {"rows": [dict(phase="prefill", dtype="f16", tflops=30.0, S=4096, Hq=16, Hkv=16, D=128,
+                                          variant="v"),
+                                     dict(phase="prefill", dtype="f32", tflops=30.0),
+                                     dict(phase="decode", dtype="f16", gbps=1000.0)]}}
+    add_fma_fractions(result)
+    rows = result["attention"]["rows"]
+    assert rows[0]["fraction_of_fma_peak"] == 30.0 / 120.0
+    assert "fraction_of_fma_peak" not in rows[1] and "fraction_of_fma_peak" not in rows[2]
+    assert "= 0.250 of 120" in fma_fraction_lines(result)
+    no_fma = {"attention": {"rows": [dict(phase="prefill", dtype="f16", tflops=30.0)]}}
+    add_fma_fractions(no_fma)
+    assert "fraction_of_fma_peak" not in no_fma["attention"]["rows"][0] and fma_fraction_lines(no_fma) == ""
 
 
 def test_sections_skip_with_a_note_when_their_api_is_absent(monkeypatch, tmp_path, dev):
@@ -192,4 +216,5 @@ def test_bench_batched_rows(dev):
     for r in rows:
         assert r["dispatches"] == (2 if r["kind"] == "decode" else 1)
         assert r[{"decode": "gbps", "varlen": "tflops"}[r["kind"]]] > 0
+        assert r["replay_us"] > 0
     assert "decode B=3" in table(rows)

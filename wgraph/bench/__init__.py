@@ -91,6 +91,7 @@ def main(argv: list[str]) -> dict:
             dev, shapes, variants=args.variants, budget_s=budget, use_torch=not args.no_torch,
             target_s=0.05 if args.quick or grid == "tiny" else 0.3, progress=_progress)
         result["attention"] = {"rows": rows, "available": ok, "note": note, "torch": torch_info}
+        report.add_fma_fractions(result)   # when the FMA section ran before it in this process
         print(f"\n== attention ({grid} grid, {len(shapes)} shapes, variants: {args.variants}) ==")
         if not ok:
             print(note)
@@ -111,6 +112,11 @@ def main(argv: list[str]) -> dict:
         print(batched.table(rows))
     if args.only in (None, "model"):
         _model_section(dev, args, grid, result)
+    report.add_fma_fractions(result)
+    fractions = report.fma_fraction_lines(result)
+    if fractions:
+        print("\n== f16 prefill as a fraction of the f16 FMA peak of this run ==")
+        print(fractions)
     result["elapsed_s"] = time.perf_counter() - t0
     if args.json:
         path = report.write_json(args.json, result)

@@ -14,9 +14,9 @@ import numpy as np
 
 import wgraph as wg
 from wgraph.bench.attention import _gpu_times_us, _wall_us
+from wgraph.bench.copy_kernel import BENCH_COPY, CopyParams
 from wgraph.errors import WgraphError
-from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.tensor import TensorSpec
+from wgraph.ops.core import apply
 
 CACHE_BYTES = 256 << 20  # calls cycle over copies of W totalling at least this (H200 L2: 50 MB)
 
@@ -49,31 +49,6 @@ GEMV_GRIDS = {
                   for m, n, k in ((1, 2048, 8192), (1, 8192, 2048), (1, 128256, 2048), (8, 8192, 2048))),
 }
 COPY_BYTES = {"tiny": 1 << 20, "quick": 16 << 20, "small": 256 << 20, "full": 512 << 20}
-
-
-# ---- the copy kernel (an op private to the bench) ----
-
-@attrs.frozen
-class CopyParams:
-    pass
-
-
-def _infer_copy(params, specs):
-    (x,) = specs
-    if x.nbytes % 16:
-        raise wg.ShapeError(f"bench_copy copies 16-byte words; {x.nbytes} bytes is not a multiple of 16")
-    return (TensorSpec(x.shape, x.dtype),)
-
-
-def _encode_copy(ctx, params, inputs, outputs):
-    (x,), (y,) = inputs, outputs
-    count = x.nbytes // 16
-    groups = min(ceil_div(count, 256), ctx.caps.max_workgroups_per_dim)
-    return [ctx.dispatch("bench_copy", uniforms={"count": count}, bindings={"x": x, "y": y},
-                         workgroups=(max(1, groups), 1, 1), label="bench_copy")]
-
-
-BENCH_COPY = register(OpDef("bench_copy", _infer_copy, _encode_copy))
 
 
 def _warm(dev, call, seconds: float):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from wgraph.errors import LimitError
 from wgraph.kernels.registry import Kernel, registry
+from wgraph.ops.attention_chunks import splitk_chunks
 from wgraph.ops.core import ceil_div
 from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT
 from wgraph.ops.cpu_limits import halvings as _halvings
@@ -26,12 +27,6 @@ __all__ = ["BOUNDS", "CPU_LOOP_LIMIT", "batched_combine", "check_decode_loop", "
 def kconst(k: Kernel, name: str) -> int:
     """A kernel's integer const (the one way this module reads them)."""
     return k.const(name)
-
-
-def _most_chunks(k: Kernel, f: PlanFacts) -> int:
-    """An upper bound of a split-K plan's chunk count over kv_span keys: every chunk holds at least
-    CHUNK_STEP keys (the planner's count, attention_planner.splitk_chunks, is at most this)."""
-    return max(1, ceil_div(f.kv_span, kconst(k, "CHUNK_STEP")))
 
 
 def _stream_core(k: Kernel, head_dim: int, keys: int) -> int:
@@ -117,21 +112,16 @@ def _fused(k: Kernel, f: PlanFacts, caps) -> int:
 
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
     """attention_decode_splitk_combine.wgsl (its loops included from attention_combine_consts.wgsl and
-    attention_combine_merge.wgsl): two strided passes and a grouped pass over the chunks, two reductions, and
-    the groups' sum."""
+    attention_combine_merge.wgsl): a strided pass and a grouped pass over the chunks, one reduction, and the
+    groups' sum."""
     wg, unroll = kconst(k, "WG"), kconst(k, "UNROLL")
     groups = max(1, wg // max(1, f.head_dim // 4))
-    return (2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
+    return (_loop(ceil_div(chunks, wg)) + _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
             + _loop(groups))
 
 
 def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
     return 0
-
-
-def batched_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
-    """attention_batched_combine.wgsl: the single-sequence combine's loops (the same included merge)."""
-    return _splitk_combine(k, f, caps, chunks)
 
 
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
@@ -145,8 +135,8 @@ BOUNDS = {
     "attention_decode_splitk_prepare.wgsl": _no_loops,
     "attention_decode_fused.wgsl": _fused,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
-    # bodies, docs/kernels.md) and consts; kv_span is
-    # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
+    # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks
+    # are the batch's (splitk_chunks reads the batch size from the facts)
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,
     "attention_batched_decode.wgsl": _splitk,
@@ -182,8 +172,8 @@ def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:
     reg = registry()
     if "combine" in k.facts:
         combine = reg[k.facts["combine"]]
-        if k.facts.get("grid") == "splitk":
-            worst = max(worst, _splitk_combine(combine, f, caps, _most_chunks(k, f)))
+        if k.facts.get("grid") in ("splitk", "seq_splitk"):
+            worst = max(worst, _splitk_combine(combine, f, caps, splitk_chunks(k, f)[1]))
         else:
             worst = max(worst, _chunked_combine(combine, f, caps, int(k.facts["chunk_size"])))
     if "prepare" in k.facts:

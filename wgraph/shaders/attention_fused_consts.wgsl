@@ -8,5 +8,6 @@ const PPL: u32 = DPL / ELEMS;                 // pieces a lane loads per key row
 const Q4: u32 = G_TILE * PPL * PV4;           // vec4s of q (and of acc) a lane holds
 const_assert DPL % ELEMS == 0u;
 
-// the slots' partial dots (when a slot spans subgroups), then their m and l, then their acc
-var<workgroup> red: array<f32, max(max(WG * DPL, 2u * G_TILE * WG), WG * U * G_TILE)>;
+// the slots' partial dots (when a slot spans subgroups), then the states' m and l, then their acc
+const RED_N: u32 = max(max(WG * DPL, 2u * G_TILE * WG), WG * U * G_TILE);
+var<workgroup> red: array<f32, RED_N>;
