@@ -21,6 +21,8 @@ HOST = {"mode", "what", "n_ops", "runs", "status", "note", "host_us_per_op", "wa
         "dispatches_per_run", "dispatches_per_op", "host_us_per_dispatch"}
 GEMV = {"rows", "out_features", "in_features", "weight_dtype", "bytes", "variant", "reason", "gpu_us", "gbps",
         "fraction_of_copy", "time_source"}
+GEMM = {"rows", "out_features", "in_features", "weight_dtype", "flops", "config", "variant", "splits", "reason",
+        "gpu_us", "tflops", "fraction_of_fma_peak", "time_source", "max_rel_err_vs_float64"}
 ATTN = {"phase", "S", "L", "Hq", "Hkv", "D", "dtype", "causal", "flops", "bytes", "status", "note", "forced",
         "variant", "tier", "reason", "plan", "reps", "gpu_us", "wall_us", "time_source"}
 
@@ -98,6 +100,19 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert [g["name"] for g in prof["by_layer"] if g["name"]] == ["layer0", "layer1"]
     else:
         assert prof["status"] == "unsupported"
+
+    assert {r["type"] for r in data["fma"]["rows"]} == {"f32", "f16", "vec2f16", "vec4f16"}
+    for r in data["fma"]["rows"]:
+        assert r["status"] == "ok" or (r["status"] == "unsupported" and "f16" in r["type"]), r
+        if r["status"] == "ok":
+            assert r["tflops"] > 0 and r["max_rel_err_vs_float64"] < 1e-2 and r["iterations"] <= 65535
+    gemm = data["gemm"]
+    assert gemm["rows"] and gemm["fma_f32_tflops"] == [r["tflops"] for r in data["fma"]["rows"] if r["type"] == "f32"][0]
+    for r in gemm["rows"]:
+        assert r["status"] == "ok" and r["planned"], r
+        assert GEMM <= set(r), GEMM - set(r)
+        assert "gemm" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5
+        assert r["flops"] == 2 * r["rows"] * r["out_features"] * r["in_features"]
 
     attn = data["attention"]
     if not attn["available"]:

@@ -110,9 +110,9 @@ def test_linear_plan_by_rows_and_alignment():
     assert p.variant == "linear_gemv_r1_f16w_long" and "64 lanes per weight row" in p.reason
     assert plan_linear(3, 2048, 4096, "f32").variant == "linear_gemv_r8_f32w_long"
     p = plan_linear(9, 64, 64, "f32")
-    assert p.variant == "linear_f32" and "9 rows > 8" in p.reason
+    assert p.variant == "linear_gemm_64x64_f32w" and "9 rows > 8" in p.reason
     p = plan_linear(1, 64, 36, "f16")  # 36 f16 weights: rows of W are not 16-byte aligned
-    assert p.variant == "linear_f16w" and "not a multiple of 8" in p.reason
+    assert p.variant == "linear_gemm_64x64_f16w" and "not a multiple of 8" in p.reason
 
 
 @pytest.mark.parametrize("rows,dim", [(1, 64), (7, 100), (3, 513)])

@@ -1,5 +1,5 @@
-"""`python -m wgraph bench`: host cost per dispatch in each mode, memory bandwidth and the decode GEMV, attention
-throughput; torch beside each where it is importable."""
+"""`python -m wgraph bench`: host cost per dispatch in each mode, memory bandwidth and the decode GEMV, the FMA
+peak and the prefill GEMM, attention throughput; torch beside each where it is importable."""
 
 from __future__ import annotations
 
@@ -21,13 +21,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "gemv", "attention", "batched", "model"), help="run one section")
+    p.add_argument("--only", choices=("host", "gemv", "fma", "gemm", "attention", "batched", "model"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
-                   help="planned: the planner's pick per shape; all: also every other variant that accepts it")
+                   help="planned: the planner's pick per shape; all: also every other variant that accepts it "
+                   "(attention, gemm)")
     p.add_argument("--host-ops", type=int, default=1000, help="dispatches per host-cost run (default 1000)")
     p.add_argument("--runs", type=int, help="host-cost runs per mode (median; default 9, 5 with --quick)")
-    p.add_argument("--budget-s", type=float, help="seconds for the attention section; shapes left are listed skipped")
+    p.add_argument("--budget-s", type=float, help="seconds for the attention section and for the gemm section; "
+                   "shapes left are listed skipped")
     p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
     p.add_argument("--profile", action="store_true", help="model section: GPU time of one decode step per node "
                    "(timestamp queries), printed by op and by layer: where a token's time goes")
@@ -84,6 +86,8 @@ def main(argv: list[str]) -> dict:
                           "bytes": "W once + x + y (f32); GB/s = bytes / GPU time per call"}
         print(f"\n== memory bandwidth and GEMV ({grid} grid) ==")
         print(report.gemv_table(copy, rows, floor))
+    if args.only in (None, "fma", "gemm"):
+        _gemm_section(dev, args, grid, budget, result)
     if args.only in (None, "attention"):
         ok, note = attention.available()
         shapes = GRIDS[grid]
@@ -126,6 +130,35 @@ def main(argv: list[str]) -> dict:
 
         print(f"wrote {plot_result(result, args.plot)}")
     return result
+
+
+def _gemm_section(dev, args, grid: str, budget: float, result: dict):
+    """The FMA peak (the ALU ceiling) and, unless --only fma, the prefill GEMM rows (wgraph/bench/gemm.py)."""
+    from wgraph.bench import fma, gemm, torch_ref
+
+    quick = args.quick or grid == "tiny"
+    fma.section(dev, result, quick=quick, progress=_progress)
+    print("\n== FMA peak (ALU ceiling: FMA chains in registers) ==")
+    print(fma.table(result["fma"]))
+    if args.only == "fma":
+        return
+    # the full grid is minutes of 4096-row GEMMs: a CPU adapter takes the quick one unless a grid is asked for,
+    # and a run of every section the small one at most (--only gemm for the rest)
+    name = args.grid or ("quick" if args.quick or dev.caps.is_cpu else "full")
+    if name not in gemm.GEMM_GRIDS or (args.only is None and name == "full"):
+        name = "small"
+    torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
+    peak = fma.peak_tflops(result, "f32")
+    shapes = gemm.GEMM_GRIDS[name]
+    rows = gemm.bench_gemm(dev, shapes, peak_tflops=peak, variants=args.variants,
+                           use_torch=bool(torch_info.get("available")), budget_s=budget,
+                           target_s=0.05 if quick else 0.1, progress=_progress)
+    result["gemm"] = {"rows": rows, "torch": torch_info, "grid": name, "fma_f32_tflops": peak,
+                      "flops": "2 * rows * out_features * in_features per call"}
+    print(f"\n== prefill GEMM ({name} grid, {len(shapes)} shapes, variants: {args.variants}) ==")
+    if not torch_info.get("available"):
+        print(f"torch reference: {torch_info.get('note')}")
+    print(gemm.table(rows, peak))
 
 
 def _model_section(dev, args, grid: str, result: dict):

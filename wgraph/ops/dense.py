@@ -12,7 +12,8 @@ import numpy as np
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.kernels.registry import kernel, kernels_for, select_variant
+from wgraph.kernels.registry import kernel, kernels_for, registry, select_variant
+from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
 from wgraph.tensor import Tensor, TensorSpec
 
 
@@ -20,7 +21,8 @@ from wgraph.tensor import Tensor, TensorSpec
 
 @attrs.frozen
 class LinearParams:
-    pass
+    variant: str | None = None  # a registry kernel to run instead of the planned one (tuning, tests)
+    split_k: int | None = None  # GEMM: at most this many K slices instead of the planned count (1: none)
 
 
 def _infer_linear(params: LinearParams, specs):
@@ -38,72 +40,190 @@ def _infer_linear(params: LinearParams, specs):
         if b.dtype != "f32":
             raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
     select_variant("linear", weight_dtype=w.dtype)
+    linear_plan(specs, params)  # a forced variant or split that does not fit fails here, before any GPU work
     return (TensorSpec(x.shape[:-1] + (n,), "f32"),)
 
 
 @attrs.frozen
 class LinearPlan:
-    """The kernel `linear` runs for one shape, and why."""
+    """The kernel `linear` runs for one shape, and why; a GEMM whose `splits` > 1 sums K slices in a second pass."""
 
     variant: str
     reason: str
+    splits: int = 1
 
 
 @functools.lru_cache(maxsize=1024)  # a pure function of the shape and the registry: planned on every call
-def plan_linear(rows: int, n: int, k: int, weight_dtype: str) -> LinearPlan:
+def plan_linear(rows: int, n: int, k: int, weight_dtype: str, variant: str | None = None,
+                split_k: int | None = None) -> LinearPlan:
     """GEMV (of the variants whose `max_rows` holds `rows` and whose `min_k` k reaches: the fewest max_rows,
-    then the largest min_k) when k fills its 16-byte weight loads, else the tiled GEMM; the numbers come from
-    the registry."""
-    tiled = select_variant("linear", weight_dtype=weight_dtype)
+    then the largest min_k) when k fills its 16-byte weight loads, else the GEMM (`plan_gemm`); the numbers come
+    from the registry. `variant` / `split_k` force a kernel / the K slices (checked against the shape)."""
+    if variant is not None:
+        return _forced_plan(rows, n, k, weight_dtype, variant, split_k)
+    if split_k is not None:
+        return plan_gemm(rows, n, k, weight_dtype, split_k=split_k, why=f"split_k={split_k}: GEMM")
     gemvs = [kv for kv in kernels_for("linear")
              if kv.facts.get("form") == "gemv" and kv.facts.get("weight_dtype") == weight_dtype]
     fits = sorted((kv for kv in gemvs if rows <= kv.limits["max_rows"] and k >= kv.facts.get("min_k", 0)),
                   key=lambda kv: (kv.limits["max_rows"], -kv.facts.get("min_k", 0)))
-    if not gemvs or rows < 1:
-        return LinearPlan(tiled, f"{rows} rows: tiled GEMM")
+    if not gemvs or rows < 1 or k < 1:
+        return plan_gemm(rows, n, k, weight_dtype, why=f"{rows} rows of {k} features: GEMM")
     if not fits:
         most = max(kv.limits["max_rows"] for kv in gemvs)
-        return LinearPlan(tiled, f"{rows} rows > {most} (GEMV's most): tiled GEMM")
+        return plan_gemm(rows, n, k, weight_dtype, why=f"{rows} rows > {most} (GEMV's most): GEMM")
     g = fits[0]
     if k % g.limits["k_multiple"]:
-        return LinearPlan(tiled, f"{rows} rows but in_features {k} is not a multiple of {g.limits['k_multiple']} "
-                                 f"({weight_dtype} weights per 16-byte load): tiled GEMM")
+        return plan_gemm(rows, n, k, weight_dtype,
+                         why=f"{rows} rows but in_features {k} is not a multiple of {g.limits['k_multiple']} "
+                             f"({weight_dtype} weights per 16-byte load): GEMM")
     lanes = g.threads // g.limits["features_per_workgroup"]
     return LinearPlan(g.name, f"{rows} rows <= {g.limits['max_rows']}: GEMV, one pass over W, {lanes} lanes per "
                               f"weight row (in_features {k}), {g.limits['k_multiple']} {weight_dtype} weights per "
                               f"16-byte load")
 
 
-def linear_plan(specs) -> LinearPlan:
+def _forced_plan(rows: int, n: int, k: int, weight_dtype: str, variant: str, split_k: int | None) -> LinearPlan:
+    kv = registry().get(variant)
+    if kv is None or kv.op != "linear":
+        raise PlanError(f"linear: variant={variant!r} is not a linear kernel; they are "
+                        f"{[v.name for v in kernels_for('linear')]}")
+    if kv.facts.get("weight_dtype") != weight_dtype:
+        raise DtypeError(f"linear: variant {variant} takes {kv.facts.get('weight_dtype')} weights, W is {weight_dtype}")
+    if kv.facts.get("form") == "gemm" and not _takes_k(kv, k) or k % kv.limits["k_multiple"]:
+        raise ShapeError(f"linear: variant {variant} needs in_features % {kv.limits['k_multiple']} == 0"
+                         f"{' and > 0' if kv.limits['k_multiple'] > 1 else ''}, got {k}")
+    if kv.facts.get("form") == "gemm":
+        return plan_gemm(rows, n, k, weight_dtype, variant=variant, split_k=split_k, why=f"forced: variant={variant}")
+    if split_k is not None:
+        raise PlanError(f"linear: split_k={split_k} needs a GEMM variant; {variant} is a GEMV")
+    if rows > kv.limits["max_rows"]:
+        raise LimitError(f"linear: variant {variant} serves at most {kv.limits['max_rows']} rows of x, got {rows}")
+    return LinearPlan(variant, f"forced: variant={variant}")
+
+
+def _gemm_kernels(weight_dtype: str) -> list:
+    return [kv for kv in kernels_for("linear")
+            if kv.facts.get("form") == "gemm" and kv.facts.get("weight_dtype") == weight_dtype]
+
+
+def _takes_k(kv, k: int) -> bool:
+    """Whether GEMM kernel `kv` reads rows of k elements: vec4 loads need k % 4 == 0, and a row to exist (an
+    empty x still binds 4 bytes, less than one vec4)."""
+    return k % kv.limits["k_multiple"] == 0 and (k > 0 or kv.limits["k_multiple"] == 1)
+
+
+def gemm_tiles(kv, rows: int, n: int) -> int:
+    """Output tiles (workgroups before any K split) of GEMM kernel `kv` for [rows, n]."""
+    return ceil_div(rows, kv.const("TILE_M")) * ceil_div(n, kv.const("TILE_N"))
+
+
+def gemm_k_split(kv, k: int, splits: int) -> int:
+    """Elements of K per slice for at most `splits` slices: whole TILE_K steps."""
+    step = kv.const("TILE_K")
+    return ceil_div(ceil_div(k, max(splits, 1)), step) * step
+
+
+def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM", variant: str | None = None,
+              split_k: int | None = None) -> LinearPlan:
+    """The first GEMM configuration (registry order) whose `k_multiple` divides k and whose output has at least
+    `min_tiles` tiles; K cut into slices while the tiles make fewer than its `fill_workgroups` workgroups."""
+    if variant is None:
+        fits = [kv for kv in _gemm_kernels(weight_dtype)
+                if _takes_k(kv, k) and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]]
+        if not fits:
+            raise PlanError(f"linear: no GEMM kernel for {weight_dtype} weights takes {rows} rows, in_features {k} "
+                            f"(the registry's last GEMM should take any k and any tiles)")
+        kv = fits[0]
+    else:
+        kv = kernel(variant)
+    tiles = gemm_tiles(kv, rows, n)
+    if split_k is None:
+        fill = kv.facts["fill_workgroups"]
+        wanted = 1 if tiles >= fill or not tiles else min(kv.facts["max_splits"], ceil_div(fill, tiles),
+                                                          max(1, k // kv.facts["min_split_k"]))
+    elif not 1 <= split_k <= kv.facts["max_splits"]:
+        raise LimitError(f"linear: split_k={split_k} must be in [1, {kv.facts['max_splits']}] for {kv.name}")
+    else:
+        wanted = split_k
+    k_split = gemm_k_split(kv, k, wanted)
+    splits = max(1, ceil_div(k, k_split)) if k_split else 1
+    tile = f"{kv.const('TILE_M')}x{kv.const('TILE_N')}"
+    reason = (f"{why}, {tile} tiles ({tiles} workgroups), {kv.const('THREAD_M')}x{kv.const('THREAD_N')} outputs "
+              f"per thread, " + ("loads of 4 along K" if kv.limits["k_multiple"] == 4 else "element loads"))
+    if splits > 1:
+        reason += f"; K in {splits} slices of {k_split} ({tiles * splits} workgroups) and a summing pass"
+    return LinearPlan(kv.name, reason, splits)
+
+
+def linear_plan(specs, params: LinearParams = LinearParams()) -> LinearPlan:
     """The plan for input specs (x, w, bias)."""
     x, w, _ = specs
     n, k = w.shape
-    return plan_linear(x.size // k if k else 0, n, k, w.dtype)
+    return plan_linear(math.prod(x.shape[:-1]), n, k, w.dtype, params.variant, params.split_k)
 
 
 def _encode_linear(ctx, params, inputs, outputs):
     (x, w, b), (y,) = inputs, outputs
-    plan = linear_plan((x.spec, w.spec, None))
+    plan = linear_plan((x.spec, w.spec, None), params)
     ctx.chose(plan)
     variant = plan.variant
     n, k = w.shape
-    m = x.size // k if k else 0
-    uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None)}
-    bindings = {"x": x, "w": w, "bias": b if b is not None else ctx.fallback("linear.bias"), "y": y}
+    m = math.prod(x.shape[:-1])
+    bias = b if b is not None else ctx.fallback("linear.bias")
     kv = kernel(variant)
     if kv.facts.get("form") == "gemv":
+        uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None)}
         groups = ctx.grid(ceil_div(n, kv.limits["features_per_workgroup"]))
-    else:
-        groups = (ceil_div(n, kv.workgroup_size[0]), ceil_div(m, kv.workgroup_size[1]), 1)
-    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=groups, label="linear")]
+        return [ctx.dispatch(variant, uniforms=uniforms, bindings={"x": x, "w": w, "bias": bias, "y": y},
+                             workgroups=groups, label="linear")]
+    return _encode_gemm(ctx, kv, plan, (x, w, b, bias, y), (m, n, k))
+
+
+def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims):
+    x, w, b, bias, y = tensors
+    m, n, k = dims
+    if not m or not n:
+        return []  # y is empty
+    k_split = gemm_k_split(kv, k, plan.splits)
+    if ctx.caps.is_cpu:
+        step, unroll = kv.const("TILE_K"), kv.const("K_UNROLL")
+        # a k loop of one iteration (K_UNROLL == TILE_K) is unrolled away: lavapipe then counts only the
+        # slices (measured: 65,535 slices of ones sum right, 65,536 come out 16 short)
+        loops = ceil_div(k_split, step) * (1 if unroll == step else 1 + step // unroll)
+        if loops > CPU_LOOP_LIMIT:
+            raise LimitError(f"linear: in_features {k} in {plan.splits} slice(s) take {loops} loop iterations per "
+                             f"invocation of {kv.name}; {ctx.caps.adapter_name!r} (a CPU adapter) stops at "
+                             f"{CPU_LOOP_LIMIT}: pass split_k")
+    groups = (ceil_div(m, kv.const("TILE_M")), ceil_div(n, kv.const("TILE_N")), plan.splits)
+    uniforms = {"m": m, "n": n, "k": k, "k_split": k_split}
+    if plan.splits == 1:
+        return [ctx.dispatch(kv.name, uniforms={**uniforms, "has_bias": int(b is not None)},
+                             bindings={"x": x, "w": w, "bias": bias, "y": y}, workgroups=groups, label="linear")]
+    parts = ctx.scratch((plan.splits, m, n), "f32", "linear.split_k")
+    total = kernel("linear_gemm_sum")
+    return [ctx.dispatch(kv.name, uniforms={**uniforms, "has_bias": 0},
+                         bindings={"x": x, "w": w, "bias": bias, "y": parts}, workgroups=groups, label="linear"),
+            ctx.dispatch(total.name, uniforms={"count": m * n, "n": n, "splits": plan.splits,
+                                               "has_bias": int(b is not None)},
+                         bindings={"parts": parts, "bias": bias, "y": y},
+                         workgroups=ctx.grid(ceil_div(m * n, total.threads)), label="linear.split_k_sum")]
 
 
 LINEAR = register(OpDef("linear", _infer_linear, _encode_linear))
 
 
-def linear(x, w, b=None, *, out=None):
-    """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out] or None; f32 accumulation and output."""
-    return apply(LINEAR, LinearParams(), (x, w, b), out=out)
+def linear(x, w, b=None, *, variant: str | None = None, split_k: int | None = None, out=None):
+    """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out] or None; f32 accumulation and output.
+    `variant` runs that registry kernel instead of the planned one; `split_k` (GEMM) cuts K into at most that
+    many slices summed by a second pass (1: none). Both are for tuning and tests; the plan says what it chose."""
+    if variant is not None and type(variant) is not str:
+        raise PlanError(f"linear: variant must be a kernel name (str) or None, got {type(variant).__name__}")
+    if split_k is not None:
+        if not is_int(split_k) or split_k < 1:
+            raise LimitError(f"linear: split_k={split_k!r} must be an integer >= 1")
+        split_k = int(split_k)
+    return apply(LINEAR, LinearParams(variant, split_k), (x, w, b), out=out)
 
 
 # ---- rope ----
