@@ -158,7 +158,7 @@ def bench_gemv(dev, shapes, *, copy_gbps: float | None, use_torch: bool, torch_a
     for i, s in enumerate(shapes):
         row = {**attrs.asdict(s), "bytes": s.bytes, "weight_bytes": s.weight_bytes, "status": "ok", "note": ""}
         try:
-            plan = plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype)
+            plan = plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, dev.caps)
             row.update(variant=plan.variant, reason=plan.reason)
             copies = max(1, min(8, -(-CACHE_BYTES // s.weight_bytes)))
             np_dt = np.float16 if s.weight_dtype == "f16" else np.float32

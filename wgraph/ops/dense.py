@@ -5,26 +5,36 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import attrs
 import numpy as np
 
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.ops import elementwise, gemv
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.kernels.registry import kernel, kernels_for, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 
 # ---- linear ----
 
+ACTIVATIONS = (None, "swiglu")
+
+
 @attrs.frozen
 class LinearParams:
-    pass
+    """Options fused into the matmul: the RMSNorm eps (used with a norm weight), the activation (None or
+    "swiglu": W holds [gate; up]), and a forced registry variant (benchmarks and tests; None: planned)."""
+
+    eps: float = 1e-6
+    activation: str | None = None
+    variant: str | None = None
 
 
 def _infer_linear(params: LinearParams, specs):
-    x, w, b = specs
+    x, w, b, norm, residual = specs
     if len(x.shape) < 1 or len(w.shape) != 2:
         raise ShapeError(f"linear: x must be [..., in] and W [out, in], got x {x.shape} and W {w.shape}")
     n, k = w.shape
@@ -37,73 +47,127 @@ def _infer_linear(params: LinearParams, specs):
             raise ShapeError(f"linear: bias must be ({n},) for W {w.shape}, got {b.shape}")
         if b.dtype != "f32":
             raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    select_variant("linear", weight_dtype=w.dtype)
-    return (TensorSpec(x.shape[:-1] + (n,), "f32"),)
+    if params.activation not in ACTIVATIONS:
+        raise ShapeError(f"linear: activation must be one of {ACTIVATIONS}, got {params.activation!r}")
+    swiglu = params.activation == "swiglu"
+    if swiglu and n % 2:
+        raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got W {w.shape}")
+    if norm is not None:
+        if norm.shape != (k,) or norm.dtype != "f32":
+            raise ShapeError(f"linear: norm weight must be f32 ({k},) for W {w.shape}, got {norm.dtype} {norm.shape}")
+        if not (math.isfinite(params.eps) and params.eps > 0):
+            raise ShapeError(f"linear: eps must be a finite number > 0, got {params.eps}")
+    out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
+    if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
+        raise ShapeError(f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} "
+                         f"{residual.shape}")
+    select_variant("linear", weight_dtype=w.dtype)  # a kernel for the weight dtype
+    if params.variant is not None:  # one that can take the call, as far as the device does not matter
+        _forced(params.variant, gemv.GemvShape(x.size // k if k else 0, n, k, w.dtype, swiglu), None)
+    return (out,)
 
 
 @attrs.frozen
 class LinearPlan:
-    """The kernel `linear` runs for one shape, and why."""
+    """How `linear` runs for one call: the matmul's kernel, why, and the dispatches in order (the fused GEMV is
+    one; the tiled GEMM runs the norm, swiglu and residual as dispatches of their own)."""
 
     variant: str
     reason: str
+    steps: tuple[str, ...] = ("matmul",)
 
 
-@functools.lru_cache(maxsize=1024)  # a pure function of the shape and the registry: planned on every call
-def plan_linear(rows: int, n: int, k: int, weight_dtype: str) -> LinearPlan:
-    """GEMV (of the variants whose `max_rows` holds `rows` and whose `min_k` k reaches: the fewest max_rows,
-    then the largest min_k) when k fills its 16-byte weight loads, else the tiled GEMM; the numbers come from
-    the registry."""
+def _forced(variant: str, s: gemv.GemvShape, caps) -> str:
+    """The reason text of a forced variant; PlanError unless it can take the call (caps None: skip the device)."""
+    kv = kernel(variant)
+    if kv.op != "linear":
+        raise PlanError(f"linear: variant {variant!r} is a {kv.op} kernel")
+    if kv.facts.get("weight_dtype") != s.weight_dtype:
+        raise PlanError(f"linear: forced variant {variant} takes {kv.facts.get('weight_dtype')} weights, not "
+                        f"{s.weight_dtype}")
+    if kv.facts.get("form") != gemv.FORM:
+        return "forced: tiled GEMM"
+    no = gemv.refusal(kv, s, caps, forced=True)
+    if no:
+        raise PlanError(f"linear: forced variant {variant} cannot take {s.rows} rows of W [{s.n}, {s.k}] "
+                        f"{s.weight_dtype}: it {no}")
+    return "forced: " + gemv.describe(kv, s)
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of the shape, the options, the caps and the registry
+def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: bool = False, norm: bool = False,
+                residual: bool = False, variant: str | None = None) -> LinearPlan:
+    """The GEMV for 1..8 rows (the first variant of registry/gemv.toml that takes the call: ops/gemv.py), else
+    the tiled GEMM with the fused options as dispatches of their own; `variant` forces one (PlanError if it
+    cannot take the call)."""
+    s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu)
+    steps = (("rmsnorm",) if norm else ()) + ("matmul",) + (("swiglu",) if swiglu else ()) + (("add",) if residual else ())
+    separate = "" if len(steps) == 1 else f"; {', '.join(x for x in steps if x != 'matmul')} as dispatches of their own"
+    if variant is not None:
+        why = _forced(variant, s, caps)
+        return LinearPlan(variant, why) if kernel(variant).facts.get("form") == gemv.FORM else \
+            LinearPlan(variant, why + separate, steps)
     tiled = select_variant("linear", weight_dtype=weight_dtype)
-    gemvs = [kv for kv in kernels_for("linear")
-             if kv.facts.get("form") == "gemv" and kv.facts.get("weight_dtype") == weight_dtype]
-    fits = sorted((kv for kv in gemvs if rows <= kv.limits["max_rows"] and k >= kv.facts.get("min_k", 0)),
-                  key=lambda kv: (kv.limits["max_rows"], -kv.facts.get("min_k", 0)))
-    if not gemvs or rows < 1:
-        return LinearPlan(tiled, f"{rows} rows: tiled GEMM")
-    if not fits:
-        most = max(kv.limits["max_rows"] for kv in gemvs)
-        return LinearPlan(tiled, f"{rows} rows > {most} (GEMV's most): tiled GEMM")
-    g = fits[0]
-    if k % g.limits["k_multiple"]:
-        return LinearPlan(tiled, f"{rows} rows but in_features {k} is not a multiple of {g.limits['k_multiple']} "
-                                 f"({weight_dtype} weights per 16-byte load): tiled GEMM")
-    lanes = g.threads // g.limits["features_per_workgroup"]
-    return LinearPlan(g.name, f"{rows} rows <= {g.limits['max_rows']}: GEMV, one pass over W, {lanes} lanes per "
-                              f"weight row (in_features {k}), {g.limits['k_multiple']} {weight_dtype} weights per "
-                              f"16-byte load")
+    kv, why = gemv.choose(s, caps) if rows >= 1 else (None, f"{rows} rows")
+    if kv is not None:
+        return LinearPlan(kv.name, why)
+    return LinearPlan(tiled, f"{why}: tiled GEMM{separate}", steps)
 
 
-def linear_plan(specs) -> LinearPlan:
-    """The plan for input specs (x, w, bias)."""
-    x, w, _ = specs
+def linear_plan(specs, params: LinearParams, caps) -> LinearPlan:
+    """The plan for input specs (x, w, bias, norm, residual) on a device's caps."""
+    x, w, _b, norm, residual = specs
     n, k = w.shape
-    return plan_linear(x.size // k if k else 0, n, k, w.dtype)
+    return plan_linear(x.size // k if k else 0, n, k, w.dtype, caps, swiglu=params.activation == "swiglu",
+                       norm=norm is not None, residual=residual is not None, variant=params.variant)
 
 
-def _encode_linear(ctx, params, inputs, outputs):
-    (x, w, b), (y,) = inputs, outputs
-    plan = linear_plan((x.spec, w.spec, None))
+def _encode_linear(ctx, params: LinearParams, inputs, outputs):
+    (x, w, b, norm, residual), (y,) = inputs, outputs
+    plan = linear_plan(tuple(None if t is None else t.spec for t in inputs), params, ctx.caps)
     ctx.chose(plan)
-    variant = plan.variant
     n, k = w.shape
     m = x.size // k if k else 0
+    kv = kernel(plan.variant)
+    if kv.facts.get("form") == gemv.FORM:
+        s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu")
+        return [gemv.dispatch(ctx, kv, s, x=x, w=w, bias=b, norm=norm, residual=residual, y=y, eps=params.eps)]
+    # the tiled GEMM, with what a GEMV fuses as dispatches of their own: rmsnorm, matmul, swiglu, add
+    made = []
+    if norm is not None:
+        normed = ctx.scratch(x.shape, "f32", "linear.normed")
+        made += RMSNORM.encode(ctx, RmsNormParams(params.eps), (x, norm), (normed,))
+        x = normed
+    after = plan.steps[plan.steps.index("matmul") + 1:]
+    mm = y if not after else ctx.scratch(x.shape[:-1] + (n,), "f32", "linear.matmul")
     uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None)}
-    bindings = {"x": x, "w": w, "bias": b if b is not None else ctx.fallback("linear.bias"), "y": y}
-    kv = kernel(variant)
-    if kv.facts.get("form") == "gemv":
-        groups = ctx.grid(ceil_div(n, kv.limits["features_per_workgroup"]))
-    else:
-        groups = (ceil_div(n, kv.workgroup_size[0]), ceil_div(m, kv.workgroup_size[1]), 1)
-    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=groups, label="linear")]
+    bindings = {"x": x, "w": w, "bias": b if b is not None else ctx.fallback("linear.bias"), "y": mm}
+    groups = (ceil_div(n, kv.workgroup_size[0]), ceil_div(m, kv.workgroup_size[1]), 1)
+    made.append(ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings, workgroups=groups, label="linear"))
+    if params.activation == "swiglu":
+        act = y if residual is None else ctx.scratch(y.shape, "f32", "linear.swiglu")
+        made += elementwise.OPDEFS["swiglu"].encode(ctx, elementwise.BinaryParams(), (mm,), (act,))
+        mm = act
+    if residual is not None:
+        made += elementwise.OPDEFS["add"].encode(ctx, elementwise.BinaryParams(), (mm, residual, None), (y,))
+    return made
 
 
 LINEAR = register(OpDef("linear", _infer_linear, _encode_linear))
 
 
-def linear(x, w, b=None, *, out=None):
-    """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out] or None; f32 accumulation and output."""
-    return apply(LINEAR, LinearParams(), (x, w, b), out=out)
+def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None = None, residual=None,
+           variant: str | None = None, out=None):
+    """`act(rmsnorm(x) @ W.T + b) + residual`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out]; f32
+    accumulation and output. Each option is fused into the GEMV (1..8 rows of x: one dispatch):
+    `norm`: an RMSNorm weight [in] (x / rms(x) * norm, with `eps`) applied to x first; `activation="swiglu"`: W
+    holds [gate; up] stacked and the output is silu(gate) * up [..., out / 2]; `residual`: f32 of the output's
+    shape, added last. `variant` forces a registry kernel (benchmarks, tests)."""
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool):
+        raise ShapeError(f"linear: eps must be a real number, got {type(eps).__name__}")
+    if variant is not None and not isinstance(variant, str):
+        raise ShapeError(f"linear: variant must be a registry variant name, got {type(variant).__name__}")
+    return apply(LINEAR, LinearParams(float(eps), activation, variant), (x, w, b, norm, residual), out=out)
 
 
 # ---- rmsnorm ----
