@@ -60,17 +60,19 @@ def weight_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
 
 def _program_weights(cfg: LlamaConfig, dtype: str) -> dict[str, tuple[tuple[int, ...], str, tuple[str, ...]]]:
     """Program state name -> (shape, dtype, the HF tensors stacked into it along axis 0). Matrices take the
-    model dtype; norms stay f32 (activations are f32). gate and up are stacked: one linear, then swiglu."""
+    model dtype; norms stay f32 (activations are f32). q, k and v are stacked (one linear, then
+    rope_kv_append), and so are gate and up (one linear with swiglu)."""
     out = {"embed": ((cfg.vocab_size, cfg.hidden_size), dtype, ("model.embed_tokens.weight",)),
            "norm": ((cfg.hidden_size,), "f32", ("model.norm.weight",))}
     shapes = weight_shapes(cfg)
+    q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
     for layer in range(cfg.num_hidden_layers):
         p = f"model.layers.{layer}."
         for name, hf, dt in (("attn_norm", "input_layernorm", "f32"), ("mlp_norm", "post_attention_layernorm", "f32"),
-                             ("wq", "self_attn.q_proj", dtype), ("wk", "self_attn.k_proj", dtype),
-                             ("wv", "self_attn.v_proj", dtype), ("wo", "self_attn.o_proj", dtype),
-                             ("w_down", "mlp.down_proj", dtype)):
+                             ("wo", "self_attn.o_proj", dtype), ("w_down", "mlp.down_proj", dtype)):
             out[f"l{layer}.{name}"] = (shapes[p + hf + ".weight"], dt, (p + hf + ".weight",))
+        out[f"l{layer}.w_qkv"] = ((q + 2 * kv, cfg.hidden_size), dtype,
+                                  tuple(p + f"self_attn.{n}_proj.weight" for n in "qkv"))
         out[f"l{layer}.w_gate_up"] = ((2 * cfg.intermediate_size, cfg.hidden_size), dtype,
                                       (p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"))
     if not cfg.tie_word_embeddings:
@@ -153,31 +155,33 @@ class Llama:
     # ---- the forward pass, on graph values (decode) or Tensors (prefill) alike ----
 
     def _forward(self, x, glob: dict, layers: list, caches: list, pos, kv_len, rows: int, scope):
-        """Hidden states x [rows, H] -> the final-normed states [rows, H]. Each residual add is fused with the
-        RMSNorm after it (`add_rmsnorm`). Works on graph values (decode) and Tensors (prefill) alike."""
+        """Hidden states x [rows, H] -> the last layer's residual stream [rows, H] (the final norm is fused into
+        the lm_head's linear). Per layer: norm + [q; k; v] in one GEMV, RoPE and the KV append in one dispatch,
+        attention, o_proj with the residual add, norm + [gate; up] + swiglu in one GEMV, down_proj with the
+        residual add. Works on graph values (decode) and Tensors (prefill) alike."""
         c = self.config
-        hq, hkv, d, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
+        hq, d, eps = c.num_attention_heads, c.head_dim, c.rms_norm_eps
         cos, sin = glob["cos"], glob["sin"]
-        h = ops.rmsnorm(x, layers[0]["attn_norm"], eps=eps)
         for i, (w, cache) in enumerate(zip(layers, caches)):
-            next_norm = layers[i + 1]["attn_norm"] if i + 1 < len(layers) else glob["norm"]
             with scope(f"layer{i}"):
-                q = ops.rope(ops.reshape(ops.linear(h, w["wq"]), rows, hq, d), cos, sin, pos=pos)
-                k = ops.rope(ops.reshape(ops.linear(h, w["wk"]), rows, hkv, d), cos, sin, pos=pos)
-                v = ops.reshape(ops.linear(h, w["wv"]), rows, hkv, d)
-                ops.kv_append(cache, k, v, pos)
+                qkv = ops.linear(x, w["w_qkv"], norm=w["attn_norm"], eps=eps)
+                q = ops.rope_kv_append(qkv, cos, sin, cache, pos, q_heads=hq)
                 o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len)
-                x, h = ops.add_rmsnorm(x, ops.linear(ops.reshape(o, rows, hq * d), w["wo"]), w["mlp_norm"], eps=eps)
-                mlp = ops.linear(ops.swiglu(ops.linear(h, w["w_gate_up"])), w["w_down"])
-                x, h = ops.add_rmsnorm(x, mlp, next_norm, eps=eps)
-        return h
+                x = ops.linear(ops.reshape(o, rows, hq * d), w["wo"], residual=x)
+                act = ops.linear(x, w["w_gate_up"], norm=w["mlp_norm"], eps=eps, activation="swiglu")
+                x = ops.linear(act, w["w_down"], residual=x)
+        return x
+
+    def _logits(self, x, glob: dict):
+        """The final RMSNorm and the lm_head, one fused GEMV."""
+        return ops.linear(x, glob["lm_head"], norm=glob["norm"], eps=self.config.rms_norm_eps)
 
     def _weights(self, get) -> tuple[dict, list, list]:
         """(global weights, per-layer weight dicts, per-layer (k, v) caches) from `get(state name)`."""
         c = self.config
         glob = {"embed": get("embed"), "norm": get("norm"), "cos": get("rope_cos"), "sin": get("rope_sin")}
         glob["lm_head"] = get("embed") if c.tie_word_embeddings else get("lm_head")
-        keys = ("attn_norm", "mlp_norm", "wq", "wk", "wv", "wo", "w_gate_up", "w_down")
+        keys = ("attn_norm", "mlp_norm", "w_qkv", "wo", "w_gate_up", "w_down")
         layers = [{k: get(f"l{i}.{k}") for k in keys} for i in range(c.num_hidden_layers)]
         caches = [(get(f"l{i}.k_cache"), get(f"l{i}.v_cache")) for i in range(c.num_hidden_layers)]
         return glob, layers, caches
@@ -192,15 +196,15 @@ class Llama:
         g.state("rope_cos", (self.max_seq, half), "f32")
         g.state("rope_sin", (self.max_seq, half), "f32")
         for i in range(c.num_hidden_layers):
-            for kv in ("k", "v"):
-                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim), "f32")
+            for kv in ("k", "v"):  # f16 caches for an f16 model: half the bytes attention reads
+                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim), self.dtype)
         token = g.state("token", (1,), "u32")
         history = g.state("history", (self.max_seq,), "u32")
         pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")
         glob, layers, caches = self._weights(lambda name: g.values[name])
 
         h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
-        logits = ops.linear(h, glob["lm_head"])
+        logits = self._logits(h, glob)
         g.output("logits", logits)
         sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
         nxt = self._choose(logits, pos, sample)
@@ -263,11 +267,11 @@ class Llama:
         with dev.record():
             h = self._forward(self._embed(ids_t, glob["embed"]), glob, layers, caches, 0, s, s,
                               lambda _name: contextlib.nullcontext())
-            logits = ops.linear(ops.embedding(last_t, h), glob["lm_head"])  # the last row only: a one-id gather
+            logits = self._logits(ops.embedding(last_t, h), glob)  # the last row only: a one-id gather
             ops.decode_advance(self._choose(logits, prog.state("pos"), sample), token=prog.state("token"),
                                history=prog.state("history"), pos=prog.state("pos"), kv_len=prog.state("kv_len"))
             if all_logits:
-                logits = ops.linear(h, glob["lm_head"])
+                logits = self._logits(h, glob)
         return logits
 
     def step(self):
