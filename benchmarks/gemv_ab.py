@@ -7,7 +7,8 @@ Candidates are experimental registry entries (a copy of wgraph/shaders/ with one
 gemv.wgsl), forced through `linear(variant=)`. Writes $OUT/gemv_ab.json (every row) and prints each shape's
 configurations by GPU time, then, for each planning class of registry/gemv.toml, the configuration with the
 least total time over the class's shapes beside the entry's own: the numbers to write into that entry.
-SMALL=1: a smoke run (lavapipe-sized shapes, two candidates)."""
+SMALL=1: a smoke run (lavapipe-sized shapes, two candidates). BUDGET_S (default 300): past it, the shapes left
+run the planned variant only (marked in the JSON), so the run stays within a device session's limits."""
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/gemv_ab"))
 OUT.mkdir(parents=True, exist_ok=True)
+BUDGET_S = float(os.environ.get("BUDGET_S", "300"))
 EXP = Path("/tmp/gemv_ab_shaders")
 
 # (lanes, features_per_lane, unroll, threads) per row count
@@ -75,9 +77,13 @@ print(f"dispatch floor: {floor}", flush=True)
 shapes = gemv.GEMV_GRIDS["tiny" if SMALL else "full"]
 RES = {"meta": report.machine_meta(dev, ["benchmarks/gemv_ab.py"]), "copy": copy, "dispatch_floor": floor,
        "torch": torch_info, "candidates": {"r1": R1, "r8": R8}, "rows": []}
+RES["budget_s"] = BUDGET_S
 for s in shapes:
     configs = R1 if s.rows == 1 else R8
     variants = [None] + [f"{config_name(1 if s.rows == 1 else 8, c)}_{s.weight_dtype}" for c in configs]
+    if time.perf_counter() - t0 > BUDGET_S:
+        variants = [None]
+        RES.setdefault("planned_only_past_budget", []).append(s.label())
     rows = gemv.bench_gemv(dev, [s], copy_gbps=copy["gbps"], use_torch=True,
                            torch_available=bool(torch_info.get("available")), variants=variants,
                            target_us=300.0 if SMALL else 2000.0, progress=lambda m: print(m, flush=True))

@@ -92,9 +92,11 @@ def decode_shapes(model: str, dtype: str = "f16") -> list[GemvShape]:
 
 
 def _full() -> tuple[GemvShape, ...]:
+    """The decode step's fused GEMVs first, then every matrix: f16 before f32, one row before 8 (an A/B short
+    of time keeps its candidates for what the decode runs)."""
     plain = [GemvShape(m, n, k, dt, name) for dt in ("f16", "f32") for m in (1, 8)
              for model in MODELS for name, n, k in model_matrices(model)]
-    return tuple(plain + [s for model in MODELS for s in decode_shapes(model)])
+    return tuple([s for model in MODELS for s in decode_shapes(model)] + plain)
 
 
 GEMV_GRIDS = {
