@@ -211,3 +211,13 @@ def test_gemv_recorded_and_in_a_graph(dev, rng):
     got = y1.numpy()
     _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
     assert prog.run(x=c["x"], r=c["residual"])["y"].numpy().tobytes() == got.tobytes()
+
+
+def test_empty_weights(dev):
+    """W with no rows gives an empty output; W with no columns gives the bias (the tiled GEMM takes both)."""
+    x = dev.tensor(np.ones((2, 8), np.float32))
+    assert wg.ops.linear(x, dev.tensor(np.ones((0, 8), np.float32))).numpy().shape == (2, 0)
+    b = np.arange(3, dtype=np.float32)
+    got = wg.ops.linear(dev.tensor(np.ones((2, 0), np.float32)), dev.tensor(np.ones((3, 0), np.float32)), dev.tensor(b))
+    assert np.array_equal(got.numpy(), np.stack([b, b]))
+    assert plan_linear(1, 0, 8, "f32", SUBGROUPS).variant == "linear_f32"

@@ -63,7 +63,7 @@ def _infer_linear(params: LinearParams, specs):
                          f"{residual.shape}")
     select_variant("linear", weight_dtype=w.dtype)  # a kernel for the weight dtype
     if params.variant is not None:  # one that can take the call, as far as the device does not matter
-        _forced(params.variant, gemv.GemvShape(x.size // k if k else 0, n, k, w.dtype, swiglu), None)
+        _forced(params.variant, gemv.GemvShape(math.prod(x.shape[:-1]), n, k, w.dtype, swiglu), None)
     return (out,)
 
 
@@ -118,7 +118,7 @@ def linear_plan(specs, params: LinearParams, caps) -> LinearPlan:
     """The plan for input specs (x, w, bias, norm, residual) on a device's caps."""
     x, w, _b, norm, residual = specs
     n, k = w.shape
-    return plan_linear(x.size // k if k else 0, n, k, w.dtype, caps, swiglu=params.activation == "swiglu",
+    return plan_linear(math.prod(x.shape[:-1]), n, k, w.dtype, caps, swiglu=params.activation == "swiglu",
                        norm=norm is not None, residual=residual is not None, variant=params.variant)
 
 
@@ -127,7 +127,7 @@ def _encode_linear(ctx, params: LinearParams, inputs, outputs):
     plan = linear_plan(tuple(None if t is None else t.spec for t in inputs), params, ctx.caps)
     ctx.chose(plan)
     n, k = w.shape
-    m = x.size // k if k else 0
+    m = math.prod(x.shape[:-1])
     kv = kernel(plan.variant)
     if kv.facts.get("form") == gemv.FORM:
         s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu")

@@ -51,6 +51,8 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
             return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
     if s.rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"
+    if s.n < 1 or s.k < 1:
+        return f"needs a non-empty W, got [{s.n}, {s.k}]"
     if s.k % lim["k_multiple"]:
         return (f"needs in_features a multiple of {lim['k_multiple']} ({s.weight_dtype} weights per 16-byte "
                 f"load), got {s.k}")
