@@ -255,8 +255,8 @@ class Graph:
 
     def _order_in_place(self, node: Node):
         """A node that writes in place — an op with no outputs (kv_append into a cache) writes the buffers it
-        takes, an op given `out=` writes those, an op's `writes_inputs` (rope_kv_append's caches) — is ordered after every earlier reader and writer of the
-        buffers it writes; later readers and writers are ordered after it."""
+        takes, an op given `out=` writes those, an op's `writes_inputs` (rope_kv_append's caches) — is ordered
+        after every earlier reader and writer of the buffers it writes; later readers and writers after it."""
         if node.op in SOURCE_OPS:
             return
         in_place = len(node.outputs) == 0 and not node.writes

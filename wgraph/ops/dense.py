@@ -101,7 +101,8 @@ def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: b
     the tiled GEMM with the fused options as dispatches of their own; `variant` forces one (PlanError if it
     cannot take the call)."""
     s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu)
-    steps = (("rmsnorm",) if norm else ()) + ("matmul",) + (("swiglu",) if swiglu else ()) + (("add",) if residual else ())
+    steps = tuple(name for name, on in (("rmsnorm", norm), ("matmul", True), ("swiglu", swiglu), ("add", residual))
+                  if on)
     separate = "" if len(steps) == 1 else f"; {', '.join(x for x in steps if x != 'matmul')} as dispatches of their own"
     if variant is not None:
         why = _forced(variant, s, caps)
