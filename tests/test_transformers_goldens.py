@@ -67,7 +67,7 @@ def test_bf16_checkpoints_load_as_bf16(case, tmp_path, dev):
     tied = model.config.tie_word_embeddings
     matrices = linear_weight_storage("bf16")  # bf16 once `linear` has a bf16 kernel, else f32 holding bf16 values
     assert st("embed").dtype == (matrices if tied else "bf16")
-    assert st("l0.wq").dtype == st("l0.w_down").dtype == matrices
+    assert st("l0.wo").dtype == st("l0.w_down").dtype == matrices
     assert st("l0.attn_norm").dtype == st("l0.k_cache").dtype == "f32"
     np.testing.assert_allclose(model.prefill(prompt, all_logits=True).numpy(), want[:len(prompt)], rtol=0, atol=ATOL)
     assert model.generate(prompt, len(greedy)) == greedy

@@ -78,12 +78,13 @@ def main(argv: list[str]) -> dict:
         torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
         copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES[grid])
         _progress(f"copy kernel: {copy['gbps']:.4g} GB/s over {copy['bytes_copied'] >> 20} MiB")
+        floor = gemv.dispatch_floor(dev)
         rows = gemv.bench_gemv(dev, gemv.GEMV_GRIDS[grid], copy_gbps=copy["gbps"], use_torch=not args.no_torch,
                                torch_available=bool(torch_info.get("available")),
-                               target_s=0.05 if args.quick or grid == "tiny" else 0.2, progress=_progress)
-        floor = gemv.dispatch_floor(dev)
+                               target_us=300.0 if args.quick or grid == "tiny" else 3000.0, progress=_progress)
         result["gemv"] = {"copy": copy, "rows": rows, "torch": torch_info, "dispatch_floor": floor,
-                          "bytes": "W once + x + y (f32); GB/s = bytes / GPU time per call"}
+                          "bytes": "W once + x + y (f32) (+ residual, norm weight); GB/s = bytes / GPU time per call",
+                          "timing": "calls chained (one output) in one compute pass stamped at its start and end"}
         print(f"\n== memory bandwidth and GEMV ({grid} grid) ==")
         print(report.gemv_table(copy, rows, floor))
     if args.only in (None, "fma", "gemm"):
@@ -162,15 +163,17 @@ def _gemm_section(dev, args, grid: str, budget: float, result: dict):
 
 
 def _model_section(dev, args, grid: str, result: dict):
-    """Llama decode (wgraph/bench/model.py); a failure becomes the row's note, never the bench's end."""
+    """Llama decode (wgraph/bench/model.py): the 1B and 8B shapes; a failure becomes a row's note, never the
+    bench's end."""
     from wgraph.bench import model
 
     quick = args.quick or grid == "tiny"
     try:
-        row = model.bench_model(dev, quick=quick, copy_gbps=model.copy_gbps(dev, result, quick),
-                                use_torch=not args.no_torch, progress=_progress, profile=args.profile)
+        rows = model.bench_models(dev, quick=quick, copy_gbps=model.copy_gbps(dev, result, quick),
+                                  use_torch=not args.no_torch, progress=_progress, profile=args.profile)
     except Exception as e:  # noqa: BLE001 - report it and carry on
-        row = {"status": "error", "note": f"{type(e).__name__}: {e}"}
-    result["model"] = {"rows": [row]}
+        rows = [{"status": "error", "note": f"{type(e).__name__}: {e}"}]
+    result["model"] = {"rows": rows}
     print("\n== model: Llama greedy decode ==")
-    print(model.table(row))
+    for row in rows:
+        print(model.table(row))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from wgraph.bench.gemv import _time
+from wgraph.bench.timing import time_calls
 from wgraph.errors import WgraphError
 from wgraph.kernels.registry import kernel
 from wgraph.ops.core import OpDef, apply, register
@@ -86,13 +86,13 @@ def fma_peak(dev, *, target_s: float = 0.1, progress=None) -> list[dict]:
                 raise WgraphError(f"needs {missing}")
             out = dev.empty((workgroups * kv.threads,), "f32")
             iterations = 2 if cpu else 64
-            us, _, _ = _time(dev, lambda: run_fma(dev, variant, iterations, workgroups, seed, out), 0.02, 5)
+            us, _, _ = time_calls(dev, lambda: run_fma(dev, variant, iterations, workgroups, seed, out), 0.02, 5)
             iterations = int(min(MAX_ITERATIONS, max(iterations, iterations * call_us / max(us, 1e-3))))
             call = lambda: run_fma(dev, variant, iterations, workgroups, seed, out)  # noqa: E731
             call()
             got = out.numpy()
             want = expected_out(variant, iterations, got.size)
-            us, reps, source = _time(dev, call, target_s, 50)
+            us, reps, source = time_calls(dev, call, target_s, 50)
             fmas = fmas_per_call(variant, iterations, workgroups)
             row.update(iterations=iterations, fmas_per_call=fmas, gpu_us=us, reps=reps, time_source=source,
                        tflops=2 * fmas / (us * 1e-6) / 1e12,

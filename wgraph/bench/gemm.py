@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench.attention import _gpu_times_us, _wall_us
+from wgraph.bench.timing import time_calls
 from wgraph.errors import WgraphError
 from wgraph.kernels.registry import kernels_for
 
@@ -47,8 +47,8 @@ GEMM_GRIDS = {
     "small": _grid((128, 512), ((2048, 2048), (8192, 2048))),
     "full": _grid((128, 512, 2048, 4096), MATRICES_1B),
 }
-SAMPLE_ROWS, SAMPLE_COLS = 16, 512
-WARM_S = 0.5  # busy seconds before the first measurement of new weights: the GPU idled while they were made  # the float64 check reads this many rows and columns of y
+SAMPLE_ROWS, SAMPLE_COLS = 16, 512  # the float64 check reads this many rows and columns of y
+WARM_S = 0.5  # busy seconds before the first measurement of new weights: the GPU idled while they were made
 
 
 def configs(s: GemmShape, variants: str) -> list[tuple[str | None, int | None]]:
@@ -56,7 +56,7 @@ def configs(s: GemmShape, variants: str) -> list[tuple[str | None, int | None]]:
     the weight dtype that takes in_features, with its own K split and, where that splits, unsplit."""
     from wgraph.ops.dense import plan_linear
 
-    planned = plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype)
+    planned = plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, None)
     out, seen = [(None, None)], {(planned.variant, planned.splits)}
     if variants != "all":
         return out
@@ -64,32 +64,13 @@ def configs(s: GemmShape, variants: str) -> list[tuple[str | None, int | None]]:
         if (kv.facts.get("form") != "gemm" or kv.facts.get("weight_dtype") != s.weight_dtype
                 or s.in_features % kv.limits["k_multiple"]):
             continue
-        own = plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, kv.name)
+        own = plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, None, variant=kv.name)
         for split in ((None, 1) if own.splits > 1 else (None,)):
             key = (kv.name, own.splits if split is None else 1)
             if key not in seen:
                 seen.add(key)
                 out.append((kv.name, split))
     return out
-
-
-def _time(dev, call, target_s: float, max_reps: int, warm_s: float) -> tuple[float, int, str]:
-    """GPU µs per call (median of batches of back-to-back calls, after warm_s + attention's WARM_S of them:
-    an idle GPU's clocks take a while to rise), reps per batch, and the clock used. Batches are sized from
-    one call's time, so a slow configuration warms in a few calls, not in a fixed count of them."""
-    dev.sync()
-    t0 = time.perf_counter()
-    call()
-    dev.sync()
-    reps = int(max(1, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
-    warm_until = time.perf_counter() + warm_s
-    while not dev.caps.is_cpu and time.perf_counter() < warm_until:
-        with dev.record():
-            for _ in range(reps):
-                call()
-        dev.sync()
-    gpu = _gpu_times_us(dev, call, reps)
-    return (statistics.median(gpu), reps, "timestamp-span") if gpu else (_wall_us(dev, call, reps), reps, "wall+sync")
 
 
 def _torch_times(x: np.ndarray, w32: np.ndarray, target_s: float) -> dict:
@@ -170,12 +151,12 @@ def bench_gemm(dev, shapes, *, peak_tflops: float | None, variants: str = "plann
                     row = {**base, "config": "planned" if variant is None else f"{variant} split_k={split or 'own'}",
                            "planned": variant is None}
                     try:
-                        plan = plan_linear(s.rows, n, k, dt, variant, split)
+                        plan = plan_linear(s.rows, n, k, dt, dev.caps, variant=variant, split_k=split)
                         row.update(variant=plan.variant, splits=plan.splits, reason=plan.reason)
                         call = lambda: wg.ops.linear(tx, tw, variant=variant, split_k=split, out=y)  # noqa: E731
                         call()
                         row["max_rel_err_vs_float64"] = _sampled_error(y, x, w, rng)
-                        us, reps, source = _time(dev, call, target_s, max_reps, WARM_S if idle else 0.0)
+                        us, reps, source = time_calls(dev, call, target_s, max_reps, WARM_S if idle else 0.0)
                         idle = False
                         row.update(gpu_us=us, reps=reps, time_source=source, tflops=s.flops / (us * 1e-6) / 1e12)
                         if peak_tflops:

@@ -135,20 +135,25 @@ def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
     lines = [f"copy kernel: {copy['gbps']:.4g} GB/s ({copy['bytes_copied'] >> 20} MiB read + written, "
              f"{copy['gpu_us']:.1f} us)"]
     if floor and floor.get("gpu_us"):
-        lines.append(f"dispatch floor: {floor['gpu_us']:.1f} us per call of a linear on a [8, 256] weight")
-    head = (f"{'M':>2} {'out':>7} {'in':>6} {'W':4} {'variant':22} {'gpu us':>9} {'GB/s':>8} {'of copy':>7} "
-            f"{'torch GB/s':>10} {'ratio':>6}")
+        lines.append(f"dispatch floor: {floor['gpu_us']:.2f} us per call of a linear on an [8, 256] weight in a chain "
+                     f"of calls" + (f" ({floor['gpu_us_stamped_per_dispatch']:.2f} us with timestamps around each)"
+                                    if floor.get("gpu_us_stamped_per_dispatch") else ""))
+    head = (f"{'matrix':28} {'M':>2} {'out':>7} {'in':>6} {'W':4} {'fused':20} {'variant':26} {'gpu us':>8} "
+            f"{'GB/s':>6} {'of copy':>7} {'torch us':>8} {'ratio':>6}")
     lines += [head, "-" * len(head)]
     for r in rows:
-        shape = f"{r['rows']:2d} {r['out_features']:7d} {r['in_features']:6d} {r['weight_dtype']:4}"
+        shape = (f"{r.get('matrix', '')[:28]:28} {r['rows']:2d} {r['out_features']:7d} {r['in_features']:6d} "
+                 f"{r['weight_dtype']:4} {'+'.join(k for k in ('norm', 'swiglu', 'residual') if r.get(k))[:20]:20}")
+        name = r.get("variant", "") if r.get("config") in (None, "planned") else r["config"]
         if r["status"] != "ok":
-            lines.append(f"{shape} {r['status']}: {r['note'][:90]}")
+            lines.append(f"{shape} {name[:26]:26} {r['status']}: {r['note'][:80]}")
             continue
-        lines.append(f"{shape} {r['variant']:22} {r['gpu_us']:9.1f} {r['gbps']:8.4g} "
-                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('torch_gbps'), '10.4g')} "
+        lines.append(f"{shape} {name[:26]:26} {r['gpu_us']:8.2f} {r['gbps']:6.0f} "
+                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('torch_us'), '8.2f')} "
                      f"{_f(r.get('ratio_to_torch'), '6.3g')}")
-    lines.append("GB/s: (W + x + y bytes) / GPU time per call; of copy: fraction of the copy kernel's bandwidth "
-                 "in this run; ratio = torch time / wgraph time.")
+    lines.append("GB/s: (W + x + y (+ residual, norm weight) bytes) / GPU time per call, calls chained in one pass; "
+                 "of copy: fraction of the copy kernel's bandwidth in this run; ratio = torch time / wgraph time "
+                 "(torch: F.linear alone on fused rows).")
     return "\n".join(lines)
 
 

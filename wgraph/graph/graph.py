@@ -197,13 +197,14 @@ class Graph:
 
     def _order_in_place(self, node: Node):
         """A node that writes in place — an op with no outputs (kv_append into a cache) writes the buffers it
-        takes, an op given `out=` writes those — is ordered after every earlier reader and writer of the
-        buffers it writes; later readers and writers are ordered after it."""
+        takes, an op given `out=` writes those, an op's `writes_inputs` (rope_kv_append's caches) — is ordered
+        after every earlier reader and writer of the buffers it writes; later readers and writers after it."""
         if node.op in SOURCE_OPS:
             return
         in_place = len(node.outputs) == 0 and not node.writes
         taken = {self.base[v] for v in node.inputs if v is not None}
         written = {self.base[v] for v in node.writes} | (taken if in_place else set())
+        written |= {self.base[node.inputs[i]] for i in OPS[node.op].writes_inputs if node.inputs[i] is not None}
         for v in taken | written:
             writer = self._last_writer.get(v)
             if writer is not None:

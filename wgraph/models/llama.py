@@ -3,6 +3,9 @@ Mistral and Gemma 2 are configurations of it (models/config.py reads their flags
 function, `_layer`, is a layer of every architecture: RMSNorm, q/k/v projections (biases in the linear's
 epilogue), per-head q/k norm, RoPE, KV append, attention (GQA, per-layer sliding window, score softcap,
 scale), output projection (and norm), residual add, norm, gated MLP (SwiGLU or GeGLU; and norm), residual add.
+Where the architecture allows, neighbours are fused (each fusion an option of a public op): the norm into the
+GEMV after it, q, k and v into one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`), the
+residual add into o_proj's and down_proj's epilogue, SwiGLU into the gate/up GEMV: 8 dispatches a Llama layer.
 
 The decode step is ONE compiled Program: it embeds the token held in a GPU state buffer, runs every layer
 (KV caches are program states, appended at a GPU position; attention reads a GPU kv_len), the final norm and
@@ -35,14 +38,31 @@ DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
 
 
+def fused_qkv(cfg: DecoderConfig) -> bool:
+    """Whether q, k and v are one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`): not where q
+    and k are normalised per head between the projection and RoPE (Qwen3), nor for rotary on part of the head or
+    GPT-J pairs, which `rope_kv_append` does not do."""
+    return not cfg.qk_norm and cfg.rope_dim == cfg.head_dim and not cfg.rope_interleaved
+
+
+def kv_cache_dtype(cfg: DecoderConfig, dtype: str) -> str:
+    """The KV caches' dtype: f16 for an f16 model whose K/V rows `rope_kv_append` writes (it rounds the f32
+    projections into an f16 cache: half the bytes attention reads), else f32 (`kv_append` copies rows of the
+    cache's own dtype, and the projections are f32)."""
+    return "f16" if dtype == "f16" and fused_qkv(cfg) else "f32"
+
+
 def _layer_tensors(cfg: DecoderConfig) -> dict[str, tuple[str, ...]]:
     """A layer's program weight name -> the HF tensors (under model.layers.N.) stacked into it along axis 0.
     gate and up are stacked: one linear, then the gated activation. `mlp_norm` is the norm before the MLP:
     post_attention_layernorm in Llama's naming, pre_feedforward_layernorm where norms sandwich each block
     (Gemma 2, whose post_attention_layernorm normalises the attention output)."""
-    t = {"attn_norm": ("input_layernorm.weight",), "wq": ("self_attn.q_proj.weight",),
-         "wk": ("self_attn.k_proj.weight",), "wv": ("self_attn.v_proj.weight",), "wo": ("self_attn.o_proj.weight",),
+    t = {"attn_norm": ("input_layernorm.weight",), "wo": ("self_attn.o_proj.weight",),
          "w_gate_up": ("mlp.gate_proj.weight", "mlp.up_proj.weight"), "w_down": ("mlp.down_proj.weight",)}
+    if fused_qkv(cfg):
+        t["w_qkv"] = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight")
+    else:
+        t.update(wq=("self_attn.q_proj.weight",), wk=("self_attn.k_proj.weight",), wv=("self_attn.v_proj.weight",))
     if cfg.sandwich_norms:
         t.update(post_attn_norm=("post_attention_layernorm.weight",), mlp_norm=("pre_feedforward_layernorm.weight",),
                  post_mlp_norm=("post_feedforward_layernorm.weight",))
@@ -50,7 +70,9 @@ def _layer_tensors(cfg: DecoderConfig) -> dict[str, tuple[str, ...]]:
         t["mlp_norm"] = ("post_attention_layernorm.weight",)
     if cfg.qk_norm:
         t.update(q_norm=("self_attn.q_norm.weight",), k_norm=("self_attn.k_norm.weight",))
-    if cfg.qkv_bias:
+    if cfg.qkv_bias and fused_qkv(cfg):
+        t["b_qkv"] = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias")
+    elif cfg.qkv_bias:
         t.update(bq=("self_attn.q_proj.bias",), bk=("self_attn.k_proj.bias",), bv=("self_attn.v_proj.bias",))
     if cfg.o_bias:
         t["bo"] = ("self_attn.o_proj.bias",)
@@ -114,7 +136,7 @@ def _program_weights(cfg: DecoderConfig, dtype: str) -> dict[str, ProgramWeight]
 
     def weight(sources: tuple[str, ...], storage: str = matrices) -> ProgramWeight:
         first = shapes[sources[0]]
-        shape = (first[0] * len(sources),) + first[1:]
+        shape = (sum(shapes[src][0] for src in sources),) + first[1:]  # stacked along axis 0 ([q; k; v]: GQA)
         if len(first) == 2:
             return ProgramWeight(shape, storage, sources, values=dtype)
         return ProgramWeight(shape, "f32", sources, cfg.norm_offset if sources[0].endswith("norm.weight") else 0.0)
@@ -202,45 +224,50 @@ class Llama:
     # ---- the forward pass, on graph values (decode) or Tensors (prefill) alike ----
 
     def _forward(self, x, glob: dict, layers: list, caches: list, pos, kv_len, rows: int, scope):
-        """Embedded states x [rows, H] -> the final-normed states [rows, H]. Each residual add is fused with the
-        RMSNorm after it (`add_rmsnorm`), so a layer takes and returns the stream and its normed copy."""
-        eps = self.config.rms_norm_eps
-        h = ops.rmsnorm(x, layers[0]["attn_norm"], eps=eps)
+        """Embedded states x [rows, H] -> the last layer's residual stream [rows, H] (the final norm is fused into
+        the lm_head's GEMV: `_logits`). Works on graph values (decode) and Tensors (prefill) alike."""
         for i, (w, cache) in enumerate(zip(layers, caches)):
-            next_norm = layers[i + 1]["attn_norm"] if i + 1 < len(layers) else glob["norm"]
             with scope(f"layer{i}"):
-                x, h = self._layer(i, x, h, w, cache, next_norm, glob, pos, kv_len, rows)
-        return h
+                x = self._layer(i, x, w, cache, glob, pos, kv_len, rows)
+        return x
 
-    def _layer(self, i: int, x, h, w: dict, cache, next_norm, glob: dict, pos, kv_len, rows: int):
-        """Layer i on the residual stream x and its normed copy h [rows, H] -> (x, next_norm(x)). The config's
-        architecture flags choose the variations; a weight absent from `w` (a bias) is None."""
+    def _layer(self, i: int, x, w: dict, cache, glob: dict, pos, kv_len, rows: int):
+        """Layer i on the residual stream x [rows, H] -> the stream after it. The config's architecture flags
+        choose the variations; a weight absent from `w` (a bias) is None. Each norm before a projection is folded
+        into that projection's GEMV (`linear(norm=)`); a residual add goes into the epilogue of the projection
+        before it, unless a norm sits between them (Gemma 2's sandwich norms)."""
         c = self.config
         hq, hkv, d, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
-        # q, k, v projections (biases in the linear's epilogue), per-head RMSNorm of q and k, RoPE
-        q = ops.reshape(ops.linear(h, w["wq"], w.get("bq")), rows, hq, d)
-        k = ops.reshape(ops.linear(h, w["wk"], w.get("bk")), rows, hkv, d)
-        v = ops.reshape(ops.linear(h, w["wv"], w.get("bv")), rows, hkv, d)
-        if c.qk_norm:
-            q, k = ops.rmsnorm(q, w["q_norm"], eps=eps), ops.rmsnorm(k, w["k_norm"], eps=eps)
-        rd, inter = c.rotary_dim, c.rope_interleaved
-        q = ops.rope(q, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
-        k = ops.rope(k, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
-        # the new K/V rows into the cache at pos; attention over the cache's first kv_len rows
-        ops.kv_append(cache, k, v, pos)
-        o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, scale=c.attention_scale,
-                          sliding_window=c.window(i), softcap=c.attn_softcap)
-        a = ops.linear(ops.reshape(o, rows, hq * d), w["wo"], w.get("bo"))
+        if fused_qkv(c):
+            # norm + [q; k; v] (+ biases) in one GEMV, then RoPE of q and k and the K/V append in one dispatch
+            qkv = ops.linear(x, w["w_qkv"], w.get("b_qkv"), norm=w["attn_norm"], eps=eps)
+            q = ops.rope_kv_append(qkv, glob["cos"], glob["sin"], cache, pos, q_heads=hq)
+        else:
+            h = ops.rmsnorm(x, w["attn_norm"], eps=eps)
+            q = ops.reshape(ops.linear(h, w["wq"], w.get("bq")), rows, hq, d)
+            k = ops.reshape(ops.linear(h, w["wk"], w.get("bk")), rows, hkv, d)
+            v = ops.reshape(ops.linear(h, w["wv"], w.get("bv")), rows, hkv, d)
+            if c.qk_norm:
+                q, k = ops.rmsnorm(q, w["q_norm"], eps=eps), ops.rmsnorm(k, w["k_norm"], eps=eps)
+            rd, inter = c.rotary_dim, c.rope_interleaved
+            q = ops.rope(q, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
+            k = ops.rope(k, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
+            ops.kv_append(cache, k, v, pos)
+        # attention over the cache's first kv_len rows
+        o = ops.reshape(ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, scale=c.attention_scale,
+                                      sliding_window=c.window(i), softcap=c.attn_softcap), rows, hq * d)
         if c.sandwich_norms:
-            a = ops.rmsnorm(a, w["post_attn_norm"], eps=eps)
-        # residual add, fused with the norm before the MLP
-        x, h = ops.add_rmsnorm(x, a, w["mlp_norm"], eps=eps)
-        # gated MLP over stacked gate/up weights
-        m = ops.linear(self._gate(ops.linear(h, w["w_gate_up"], w.get("b_gate_up"))), w["w_down"], w.get("b_down"))
+            x = ops.add(x, ops.rmsnorm(ops.linear(o, w["wo"], w.get("bo")), w["post_attn_norm"], eps=eps))
+        else:
+            x = ops.linear(o, w["wo"], w.get("bo"), residual=x)
+        # norm + gated MLP over stacked gate/up weights (SwiGLU in the GEMV's epilogue)
+        if c.activation == "silu":
+            act = ops.linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps, activation="swiglu")
+        else:
+            act = self._gate(ops.linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps))
         if c.sandwich_norms:
-            m = ops.rmsnorm(m, w["post_mlp_norm"], eps=eps)
-        # residual add, fused with the next layer's input norm (or the final norm)
-        return ops.add_rmsnorm(x, m, next_norm, eps=eps)
+            return ops.add(x, ops.rmsnorm(ops.linear(act, w["w_down"], w.get("b_down")), w["post_mlp_norm"], eps=eps))
+        return ops.linear(act, w["w_down"], w.get("b_down"), residual=x)
 
     def _gate(self, gate_up):
         """act(gate) * up over the stacked halves: SwiGLU or GeGLU."""
@@ -254,9 +281,9 @@ class Llama:
         x = ops.embedding(ids, table, dtype="f32")
         return x if self.config.embed_scale == 1.0 else ops.scale(x, self.config.embed_scale)
 
-    def _logits(self, h, glob: dict):
-        """lm_head over the final-normed states, softcapped where the config says."""
-        logits = ops.linear(h, glob["lm_head"])
+    def _logits(self, x, glob: dict):
+        """The final RMSNorm and the lm_head (one fused GEMV), softcapped where the config says."""
+        logits = ops.linear(x, glob["lm_head"], norm=glob["norm"], eps=self.config.rms_norm_eps)
         return ops.softcap(logits, self.config.final_softcap) if self.config.final_softcap else logits
 
     def _weights(self, get) -> tuple[dict, list, list]:
@@ -280,7 +307,8 @@ class Llama:
         g.state("rope_sin", (self.max_seq, half), "f32")
         for i in range(c.num_hidden_layers):
             for kv in ("k", "v"):
-                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim), "f32")
+                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim),
+                        kv_cache_dtype(c, self.dtype))
         token = g.state("token", (1,), "u32")
         history = g.state("history", (self.max_seq,), "u32")
         pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")

@@ -23,12 +23,15 @@ from wgraph.tensor import Tensor, TensorSpec
 class OpDef:
     """An op: `infer(params, input specs) -> output specs` validates; `encode(ctx, params, inputs, outputs)`
     returns the dispatches (and may tell `ctx.chose(plan)` which kernel plan it used, for explain()).
-    Neither does GPU work. `is_view`: the output aliases the first input's buffer (no dispatch)."""
+    Neither does GPU work. `is_view`: the output aliases the first input's buffer (no dispatch).
+    `writes_inputs`: indices of inputs an op with outputs also writes in place (an op without outputs writes
+    every input it takes), so a graph orders their other readers and writers around it."""
 
     name: str
     infer: Callable[[Any, tuple], tuple[TensorSpec, ...]]
     encode: Callable[..., list]
     is_view: bool = False
+    writes_inputs: tuple[int, ...] = ()
 
 
 OPS: dict[str, OpDef] = {}

@@ -5,28 +5,40 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import attrs
 import numpy as np
 
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.ops import elementwise, gemv
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.kernels.registry import kernel, kernels_for, registry, select_variant
-from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
+from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
+from wgraph.ops.norms import RMSNORM, RmsNormParams
 from wgraph.tensor import Tensor, TensorSpec
 
 
 # ---- linear ----
 
+ACTIVATIONS = (None, "swiglu")
+
+
 @attrs.frozen
 class LinearParams:
-    variant: str | None = None  # a registry kernel to run instead of the planned one (tuning, tests)
+    """Options fused into the matmul: the RMSNorm eps (used with a norm weight), the activation (None or
+    "swiglu": W holds [gate; up]); for tuning and tests, a forced registry variant and the GEMM's K slices
+    (None: planned)."""
+
+    eps: float = 1e-6
+    activation: str | None = None
+    variant: str | None = None
     split_k: int | None = None  # GEMM: at most this many K slices instead of the planned count (1: none)
 
 
 def _infer_linear(params: LinearParams, specs):
-    x, w, b = specs
+    x, w, b, norm, residual = specs
     if len(x.shape) < 1 or len(w.shape) != 2:
         raise ShapeError(f"linear: x must be [..., in] and W [out, in], got x {x.shape} and W {w.shape}")
     n, k = w.shape
@@ -39,67 +51,81 @@ def _infer_linear(params: LinearParams, specs):
             raise ShapeError(f"linear: bias must be ({n},) for W {w.shape}, got {b.shape}")
         if b.dtype != "f32":
             raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    select_variant("linear", weight_dtype=w.dtype)
-    linear_plan(specs, params)  # a forced variant or split that does not fit fails here, before any GPU work
-    return (TensorSpec(x.shape[:-1] + (n,), "f32"),)
+    if params.activation not in ACTIVATIONS:
+        raise ShapeError(f"linear: activation must be one of {ACTIVATIONS}, got {params.activation!r}")
+    swiglu = params.activation == "swiglu"
+    if swiglu and n % 2:
+        raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got W {w.shape}")
+    if norm is not None:
+        if norm.shape != (k,) or norm.dtype != "f32":
+            raise ShapeError(f"linear: norm weight must be f32 ({k},) for W {w.shape}, got {norm.dtype} {norm.shape}")
+        if not (math.isfinite(params.eps) and params.eps > 0):
+            raise ShapeError(f"linear: eps must be a finite number > 0, got {params.eps}")
+    out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
+    if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
+        raise ShapeError(f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} "
+                         f"{residual.shape}")
+    select_variant("linear", weight_dtype=w.dtype)  # a kernel for the weight dtype
+    if params.variant is not None or params.split_k is not None:
+        linear_plan(specs, params, None)  # a forced variant or split that does not fit fails here, before GPU work
+    return (out,)
 
 
 @attrs.frozen
 class LinearPlan:
-    """The kernel `linear` runs for one shape, and why; a GEMM whose `splits` > 1 sums K slices in a second pass."""
+    """How `linear` runs for one call: the matmul's kernel, why, and the dispatches in order (the fused GEMV is
+    one; the GEMM runs the norm, swiglu and residual as dispatches of their own); a GEMM whose `splits` > 1 sums
+    its K slices in a second pass."""
 
     variant: str
     reason: str
+    steps: tuple[str, ...] = ("matmul",)
     splits: int = 1
 
 
-@functools.lru_cache(maxsize=1024)  # a pure function of the shape and the registry: planned on every call
-def plan_linear(rows: int, n: int, k: int, weight_dtype: str, variant: str | None = None,
-                split_k: int | None = None) -> LinearPlan:
-    """GEMV (of the variants whose `max_rows` holds `rows` and whose `min_k` k reaches: the fewest max_rows,
-    then the largest min_k) when k fills its 16-byte weight loads, else the GEMM (`plan_gemm`); the numbers come
-    from the registry. `variant` / `split_k` force a kernel / the K slices (checked against the shape)."""
+def _forced_gemv(kv, s: gemv.GemvShape, caps) -> str:
+    """The reason text of a forced GEMV; PlanError unless it can take the call (caps None: skip the device)."""
+    no = gemv.refusal(kv, s, caps, forced=True)
+    if no:
+        raise PlanError(f"linear: forced variant {kv.name} cannot take {s.rows} rows of W [{s.n}, {s.k}] "
+                        f"{s.weight_dtype}: it {no}")
+    return "forced: " + gemv.describe(kv, s)
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of the shape, the options, the caps and the registry
+def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: bool = False, norm: bool = False,
+                residual: bool = False, variant: str | None = None, split_k: int | None = None) -> LinearPlan:
+    """The GEMV for 1..8 rows (the first variant of registry/gemv.toml that takes the call: ops/gemv.py), else
+    the GEMM (`plan_gemm`, registry/gemm.toml) with the fused options as dispatches of their own. `variant` /
+    `split_k` force a kernel / the GEMM's K slices (PlanError, LimitError if they cannot take the call)."""
+    s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu)
+    steps = tuple(name for name, on in (("rmsnorm", norm), ("matmul", True), ("swiglu", swiglu), ("add", residual))
+                  if on)
+    separate = "" if len(steps) == 1 else f"; {', '.join(x for x in steps if x != 'matmul')} as dispatches of their own"
     if variant is not None:
-        return _forced_plan(rows, n, k, weight_dtype, variant, split_k)
+        kv = registry().get(variant)
+        if kv is None or kv.op != "linear":
+            raise PlanError(f"linear: variant={variant!r} is not a linear kernel; they are "
+                            f"{[v.name for v in kernels_for('linear')]}")
+        if kv.facts.get("weight_dtype") != weight_dtype:
+            raise DtypeError(f"linear: variant {variant} takes {kv.facts.get('weight_dtype')} weights, W is "
+                             f"{weight_dtype}")
+        if kv.facts.get("form") == gemv.FORM:
+            if split_k is not None:
+                raise PlanError(f"linear: split_k={split_k} needs a GEMM variant; {variant} is a GEMV")
+            return LinearPlan(variant, _forced_gemv(kv, s, caps))
+        if not _takes_k(kv, k):
+            raise ShapeError(f"linear: variant {variant} needs in_features % {kv.limits['k_multiple']} == 0"
+                             f"{' and > 0' if kv.limits['k_multiple'] > 1 else ''}, got {k}")
+        return plan_gemm(rows, n, k, weight_dtype, variant=variant, split_k=split_k,
+                         why=f"forced: variant={variant}", steps=steps, separate=separate)
     if split_k is not None:
-        return plan_gemm(rows, n, k, weight_dtype, split_k=split_k, why=f"split_k={split_k}: GEMM")
-    gemvs = [kv for kv in kernels_for("linear")
-             if kv.facts.get("form") == "gemv" and kv.facts.get("weight_dtype") == weight_dtype]
-    fits = sorted((kv for kv in gemvs if rows <= kv.limits["max_rows"] and k >= kv.facts.get("min_k", 0)),
-                  key=lambda kv: (kv.limits["max_rows"], -kv.facts.get("min_k", 0)))
-    if not gemvs or rows < 1 or k < 1:
-        return plan_gemm(rows, n, k, weight_dtype, why=f"{rows} rows of {k} features: GEMM")
-    if not fits:
-        most = max(kv.limits["max_rows"] for kv in gemvs)
-        return plan_gemm(rows, n, k, weight_dtype, why=f"{rows} rows > {most} (GEMV's most): GEMM")
-    g = fits[0]
-    if k % g.limits["k_multiple"]:
-        return plan_gemm(rows, n, k, weight_dtype,
-                         why=f"{rows} rows but in_features {k} is not a multiple of {g.limits['k_multiple']} "
-                             f"({weight_dtype} weights per 16-byte load): GEMM")
-    lanes = g.threads // g.limits["features_per_workgroup"]
-    return LinearPlan(g.name, f"{rows} rows <= {g.limits['max_rows']}: GEMV, one pass over W, {lanes} lanes per "
-                              f"weight row (in_features {k}), {g.limits['k_multiple']} {weight_dtype} weights per "
-                              f"16-byte load")
-
-
-def _forced_plan(rows: int, n: int, k: int, weight_dtype: str, variant: str, split_k: int | None) -> LinearPlan:
-    kv = registry().get(variant)
-    if kv is None or kv.op != "linear":
-        raise PlanError(f"linear: variant={variant!r} is not a linear kernel; they are "
-                        f"{[v.name for v in kernels_for('linear')]}")
-    if kv.facts.get("weight_dtype") != weight_dtype:
-        raise DtypeError(f"linear: variant {variant} takes {kv.facts.get('weight_dtype')} weights, W is {weight_dtype}")
-    if kv.facts.get("form") == "gemm" and not _takes_k(kv, k) or k % kv.limits["k_multiple"]:
-        raise ShapeError(f"linear: variant {variant} needs in_features % {kv.limits['k_multiple']} == 0"
-                         f"{' and > 0' if kv.limits['k_multiple'] > 1 else ''}, got {k}")
-    if kv.facts.get("form") == "gemm":
-        return plan_gemm(rows, n, k, weight_dtype, variant=variant, split_k=split_k, why=f"forced: variant={variant}")
-    if split_k is not None:
-        raise PlanError(f"linear: split_k={split_k} needs a GEMM variant; {variant} is a GEMV")
-    if rows > kv.limits["max_rows"]:
-        raise LimitError(f"linear: variant {variant} serves at most {kv.limits['max_rows']} rows of x, got {rows}")
-    return LinearPlan(variant, f"forced: variant={variant}")
+        return plan_gemm(rows, n, k, weight_dtype, split_k=split_k, why=f"split_k={split_k}: GEMM", steps=steps,
+                         separate=separate)
+    kv, why = gemv.choose(s, caps) if rows >= 1 and k >= 1 else (None, f"{rows} rows of {k} features")
+    if kv is not None:
+        return LinearPlan(kv.name, why)
+    return plan_gemm(rows, n, k, weight_dtype, why=f"{why}: GEMM", steps=steps, separate=separate)
 
 
 def _gemm_kernels(weight_dtype: str) -> list:
@@ -125,7 +151,7 @@ def gemm_k_split(kv, k: int, splits: int) -> int:
 
 
 def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM", variant: str | None = None,
-              split_k: int | None = None) -> LinearPlan:
+              split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), separate: str = "") -> LinearPlan:
     """The first GEMM configuration (registry order) whose `k_multiple` divides k and whose output has at least
     `min_tiles` tiles; K cut into slices while the tiles make fewer than its `fill_workgroups` workgroups."""
     if variant is None:
@@ -153,38 +179,52 @@ def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM"
               f"per thread, " + ("loads of 4 along K" if kv.limits["k_multiple"] == 4 else "element loads"))
     if splits > 1:
         reason += f"; K in {splits} slices of {k_split} ({tiles * splits} workgroups) and a summing pass"
-    return LinearPlan(kv.name, reason, splits)
+    return LinearPlan(kv.name, reason + separate, steps, splits)
 
 
-def linear_plan(specs, params: LinearParams = LinearParams()) -> LinearPlan:
-    """The plan for input specs (x, w, bias)."""
-    x, w, _ = specs
+def linear_plan(specs, params: LinearParams, caps) -> LinearPlan:
+    """The plan for input specs (x, w, bias, norm, residual) on a device's caps (None: any device)."""
+    x, w, _b, norm, residual = specs
     n, k = w.shape
-    return plan_linear(math.prod(x.shape[:-1]), n, k, w.dtype, params.variant, params.split_k)
+    return plan_linear(math.prod(x.shape[:-1]), n, k, w.dtype, caps, swiglu=params.activation == "swiglu",
+                       norm=norm is not None, residual=residual is not None, variant=params.variant,
+                       split_k=params.split_k)
 
 
-def _encode_linear(ctx, params, inputs, outputs):
-    (x, w, b), (y,) = inputs, outputs
-    plan = linear_plan((x.spec, w.spec, None), params)
+def _encode_linear(ctx, params: LinearParams, inputs, outputs):
+    (x, w, b, norm, residual), (y,) = inputs, outputs
+    plan = linear_plan(tuple(None if t is None else t.spec for t in inputs), params, ctx.caps)
     ctx.chose(plan)
-    variant = plan.variant
     n, k = w.shape
     m = math.prod(x.shape[:-1])
-    bias = b if b is not None else ctx.fallback("linear.bias")
-    kv = kernel(variant)
-    if kv.facts.get("form") == "gemv":
-        uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None)}
-        groups = ctx.grid(ceil_div(n, kv.limits["features_per_workgroup"]))
-        return [ctx.dispatch(variant, uniforms=uniforms, bindings={"x": x, "w": w, "bias": bias, "y": y},
-                             workgroups=groups, label="linear")]
-    return _encode_gemm(ctx, kv, plan, (x, w, b, bias, y), (m, n, k))
+    kv = kernel(plan.variant)
+    if kv.facts.get("form") == gemv.FORM:
+        s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu")
+        return [gemv.dispatch(ctx, kv, s, x=x, w=w, bias=b, norm=norm, residual=residual, y=y, eps=params.eps)]
+    # the GEMM, with what a GEMV fuses as dispatches of their own: rmsnorm, matmul, swiglu, add
+    made = []
+    if norm is not None:
+        normed = ctx.scratch(x.shape, "f32", "linear.normed")
+        made += RMSNORM.encode(ctx, RmsNormParams(params.eps), (x, norm), (normed,))
+        x = normed
+    after = plan.steps[plan.steps.index("matmul") + 1:]
+    mm = y if not after else ctx.scratch(x.shape[:-1] + (n,), "f32", "linear.matmul")
+    made += _encode_gemm(ctx, kv, plan, (x, w, b, mm), (m, n, k))
+    if params.activation == "swiglu":
+        act = y if residual is None else ctx.scratch(y.shape, "f32", "linear.swiglu")
+        made += elementwise.OPDEFS["swiglu"].encode(ctx, elementwise.BinaryParams(), (mm,), (act,))
+        mm = act
+    if residual is not None:
+        made += elementwise.OPDEFS["add"].encode(ctx, elementwise.BinaryParams(), (mm, residual, None), (y,))
+    return made
 
 
 def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims):
-    x, w, b, bias, y = tensors
+    x, w, b, y = tensors
     m, n, k = dims
     if not m or not n:
         return []  # y is empty
+    bias = b if b is not None else ctx.fallback("linear.bias")
     k_split = gemm_k_split(kv, k, plan.splits)
     if ctx.caps.is_cpu:
         step, unroll = kv.const("TILE_K"), kv.const("K_UNROLL")
@@ -213,17 +253,24 @@ def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims):
 LINEAR = register(OpDef("linear", _infer_linear, _encode_linear))
 
 
-def linear(x, w, b=None, *, variant: str | None = None, split_k: int | None = None, out=None):
-    """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out] or None; f32 accumulation and output.
-    `variant` runs that registry kernel instead of the planned one; `split_k` (GEMM) cuts K into at most that
-    many slices summed by a second pass (1: none). Both are for tuning and tests; the plan says what it chose."""
+def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None = None, residual=None,
+           variant: str | None = None, split_k: int | None = None, out=None):
+    """`act(rmsnorm(x) @ W.T + b) + residual`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out]; f32
+    accumulation and output. Each option is fused into the GEMV (1..8 rows of x: one dispatch):
+    `norm`: an RMSNorm weight [in] (x / rms(x) * norm, with `eps`) applied to x first; `activation="swiglu"`: W
+    holds [gate; up] stacked and the output is silu(gate) * up [..., out / 2]; `residual`: f32 of the output's
+    shape, added last. More rows run the tiled GEMM. For tuning and tests: `variant` forces a registry kernel,
+    `split_k` cuts the GEMM's K into at most that many slices summed by a second pass (1: none); the plan
+    (`Program.explain()`) says what ran."""
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool):
+        raise ShapeError(f"linear: eps must be a real number, got {type(eps).__name__}")
     if variant is not None and type(variant) is not str:
         raise PlanError(f"linear: variant must be a kernel name (str) or None, got {type(variant).__name__}")
     if split_k is not None:
         if not is_int(split_k) or split_k < 1:
             raise LimitError(f"linear: split_k={split_k!r} must be an integer >= 1")
         split_k = int(split_k)
-    return apply(LINEAR, LinearParams(variant, split_k), (x, w, b), out=out)
+    return apply(LINEAR, LinearParams(float(eps), activation, variant, split_k), (x, w, b, norm, residual), out=out)
 
 
 # ---- rope ----
