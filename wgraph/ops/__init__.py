@@ -6,6 +6,7 @@ from wgraph.ops.attention_batched import attention_kvcache, attention_varlen, se
 from wgraph.ops.elementwise import add, gelu, mul, scale, silu, swiglu
 from wgraph.ops.dense import linear, reshape, rmsnorm, rope, rope_tables
 from wgraph.ops.embedding import embedding
+from wgraph.ops.quantized import embedding_q, linear_q, plan_linear_q
 from wgraph.ops.rows import layernorm, softmax
 from wgraph.ops.sampling import argmax, sample
 from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_dequantize, kv_quantize
@@ -19,8 +20,8 @@ from wgraph.ops.sdpa import sdpa, transpose01
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "add_rmsnorm",
     "argmax", "attention", "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention",
-    "bdpa_decompose", "decode_advance", "embedding", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
-    "kv_dequantize", "kv_quantize", "layernorm", "linear", "mul", "reshape", "rmsnorm", "rope", "rope_tables",
+    "bdpa_decompose", "decode_advance", "embedding", "embedding_q", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
+    "kv_dequantize", "kv_quantize", "layernorm", "linear", "linear_q", "mul", "plan_linear_q", "reshape", "rmsnorm", "rope", "rope_tables",
     "sample", "scale", "sdpa", "seqlens_advance", "silu", "softmax", "swiglu", "tiered_attention",
     "tiered_quant_attention", "transpose01",
 ]

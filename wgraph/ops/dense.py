@@ -11,7 +11,9 @@ import numpy as np
 
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.quantized import linear_q
 from wgraph.kernels.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -102,7 +104,10 @@ LINEAR = register(OpDef("linear", _infer_linear, _encode_linear))
 
 
 def linear(x, w, b=None, *, out=None):
-    """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out] or None; f32 accumulation and output."""
+    """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16 (or a QuantizedWeight: `linear_q`), b f32 [out] or
+    None; f32 accumulation and output."""
+    if isinstance(w, QuantizedWeight):
+        return linear_q(x, w, b, out=out)
     return apply(LINEAR, LinearParams(), (x, w, b), out=out)
 
 

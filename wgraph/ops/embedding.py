@@ -10,7 +10,9 @@ import numpy as np
 
 from wgraph.dtypes import is_int
 from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.quantized import embedding_q
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -58,8 +60,13 @@ def _host_ids(ids, vocab: int) -> np.ndarray:
 
 def embedding(ids, table, *, dtype: str | None = None, out=None):
     """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32 or f16 ->
-    [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 table. Host ids >= V raise LimitError; a GPU
+    [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 table (a QuantizedWeight table: f32 rows,
+    `embedding_q`). Host ids >= V raise LimitError; a GPU
     id >= V gives a row of zeros and sets the device error flag."""
+    if isinstance(table, QuantizedWeight):
+        if dtype not in (None, "f32"):
+            raise DtypeError(f"embedding: a quantized table's rows are f32, got dtype={dtype!r}")
+        return embedding_q(ids, table, out=out)
     params = EmbeddingParams(dtype)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
         return apply(EMBEDDING, params, (ids, table), out=out)
