@@ -222,23 +222,30 @@ def quantize_q4_k(a: np.ndarray) -> np.ndarray:
     spans [min(0, lo), hi] in 15 steps; its scale and min are rounded to 6 bits of the block's f16 d and dmin.
     Plain min/max rounding, not llama.cpp's iterative search: valid blocks, slightly larger error."""
     rows, k = a.shape
-    x = a.reshape(-1, 8, 32).astype(np.float64)
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 32)
     lo = np.minimum(x.min(axis=2), 0.0)
-    step = (x.max(axis=2) - lo) / 15.0                                 # [blocks, 8] sub-block scales
-    mins = -lo                                                         # >= 0, subtracted
-    d = (step.max(axis=1) / 63.0).astype(np.float16)                   # [blocks]
-    dmin = (mins.max(axis=1) / 63.0).astype(np.float16)
-    d64, dmin64 = d.astype(np.float64)[:, None], dmin.astype(np.float64)[:, None]
-    sc = np.clip(np.rint(np.divide(step, d64, out=np.zeros_like(step), where=d64 > 0)), 0, 63).astype(np.uint8)
-    mn = np.clip(np.rint(np.divide(mins, dmin64, out=np.zeros_like(mins), where=dmin64 > 0)), 0, 63).astype(np.uint8)
-    scale = (d64 * sc)[:, :, None]
-    offset = (dmin64 * mn)[:, :, None]
-    q = np.clip(np.rint(np.divide(x + offset, scale, out=np.zeros_like(x), where=scale > 0)), 0, 15).astype(np.uint8)
-    q = q.reshape(-1, 4, 2, 32)                                        # [blocks, chunk c, low/high, l]
-    qs = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
-    scales = np.empty((x.shape[0], 12), np.uint8)
-    scales[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
-    scales[:, 4:8] = (mn[:, 0:4] & 63) | ((mn[:, 4:8] >> 4) << 6)
-    scales[:, 8:12] = (sc[:, 4:8] & 15) | ((mn[:, 4:8] & 15) << 4)
-    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), scales, qs], axis=1)
+    step = (x.max(axis=2) - lo) / np.float32(15)                      # [blocks, 8] sub-block scales
+    mins = -lo                                                        # >= 0, subtracted
+    d = (step.max(axis=1) / np.float32(63)).astype(np.float16)        # [blocks]
+    dmin = (mins.max(axis=1) / np.float32(63)).astype(np.float16)
+    if not (np.isfinite(d).all() and np.isfinite(dmin).all()):
+        raise ShapeError("quantize: a Q4_K block's scale is beyond the f16 range (|w| > ~1e6)")
+
+    def rounded(v, unit, top):  # v / unit rounded to an integer in [0, top]; 0 where unit is 0
+        inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit > 0)
+        return np.clip(np.rint(v * inv), 0, top)
+
+    d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = rounded(step, d32, 63).astype(np.uint8)
+    mn = rounded(mins, dmin32, 63).astype(np.uint8)
+    scale, offset = d32 * sc, dmin32 * mn
+    q = rounded(x + offset[:, :, None], scale[:, :, None], 15).astype(np.uint8)
+    q = q.reshape(-1, 4, 2, 32)                                       # [blocks, chunk c, low/high, l]
+    out = np.empty((x.shape[0], 144), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
+    out[:, 4:8] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (mn[:, 0:4] & 63) | ((mn[:, 4:8] >> 4) << 6)
+    out[:, 12:16] = (sc[:, 4:8] & 15) | ((mn[:, 4:8] & 15) << 4)
+    out[:, 16:] = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
     return out.reshape(rows, k // 256 * 144)

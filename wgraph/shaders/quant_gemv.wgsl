@@ -1,11 +1,11 @@
 // y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) with W held as GGML blocks (wgraph/ggml_blocks.py), dequantized
 // in registers: a GEMV for a few rows of x (decode), bound by reading W's blocks once.
 // A workgroup owns FEATURES output features; its THREADS threads split a weight row into slices (SLICE_WORDS
-// quant words of one block with the block's scales: 16 weights here), so a warp reads neighbouring bytes and
+// quant words of one block with the block's scales: 8 to 32 weights), so a warp reads neighbouring bytes and
 // neighbouring x. A thread loads its slice of each of the FEATURES rows first (the loads in flight together),
 // then every x vector it loads feeds all FEATURES of them. Quants become exact f32 values (quant_common.wgsl),
 // summed against x per half-slice; the block's scale (and min, times the sum of x) multiply the sums, not each
-// weight. Then a workgroup-memory tree sum per (row, feature). Rows of x past MAX_ROWS are chunks on grid z.
+// weight. Then a two-pass workgroup-memory sum per (row, feature). Rows of x past MAX_ROWS are chunks on grid z.
 struct QuantLinearParams {
   m: u32,
   n: u32,
@@ -25,9 +25,10 @@ const FEATURES: u32 = {{FEATURES_PER_WORKGROUP}}u;
 const MAX_ROWS: u32 = {{MAX_ROWS}}u;
 const SLICE_WORDS: u32 = {{SLICE_WORDS}}u;
 const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;  // the matrix row's layout (wgraph/ggml_blocks.py FORMATS)
-const BLOCK_WEIGHTS: u32 = {{BLOCK_WEIGHTS}}u;
 const OUTPUTS: u32 = MAX_ROWS * FEATURES;
-const_assert OUTPUTS <= THREADS && (THREADS & (THREADS - 1u)) == 0u;
+const GROUP: u32 = THREADS / OUTPUTS;  // threads that add one output's partials in the reduction's first pass
+const SPAN: u32 = THREADS / GROUP;
+const_assert THREADS % OUTPUTS == 0u;
 
 // One weight row's slice: its quant words, and per half-slice the scale of the quant sum and the offset that
 // multiplies the sum of x (Q4_1's and Q4_K's mins; 0 for Q4_0 and Q8_0, whose quants carry their offset).
@@ -43,6 +44,7 @@ struct Slice {
 const X_HALF: u32 = X_VECS / 2u;
 
 var<workgroup> partial: array<f32, OUTPUTS * THREADS>;
+var<workgroup> sums: array<f32, THREADS>;
 
 @compute @workgroup_size({{WORKGROUP_SIZE}})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
@@ -95,20 +97,25 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   partial[${O}u * THREADS + lid.x] = acc[$O];
   //!end
   workgroupBarrier();
-  let outputs = rows * FEATURES;
-  for (var stride = THREADS / 2u; stride > 0u; stride = stride / 2u) {
-    if (lid.x < stride) {
-      for (var o = 0u; o < outputs; o = o + 1u) {
-        partial[o * THREADS + lid.x] += partial[o * THREADS + lid.x + stride];
-      }
-    }
-    workgroupBarrier();
-  }
-  if (lid.x < outputs) {
+  // Two passes, two barriers: GROUP threads per output each add SPAN of its partials (neighbouring threads
+  // read neighbouring words; the start rotated by output, so outputs sharing a warp read distinct banks), then
+  // one thread per output adds those GROUP sums.
+  let o = lid.x / GROUP;
+  let g = lid.x % GROUP;
+  var s = 0.0;
+  //!repeat J SPAN
+  s = s + partial[o * THREADS + ((${J}u + o) % SPAN) * GROUP + g];
+  //!end
+  sums[lid.x] = s;
+  workgroupBarrier();
+  if (lid.x < rows * FEATURES) {
+    var v = 0.0;
+    //!repeat J GROUP
+    v = v + sums[lid.x * GROUP + (${J}u + lid.x) % GROUP];
+    //!end
     let r = lid.x / FEATURES;
     let f = first + lid.x % FEATURES;
     if (f < params.n) {
-      var v = partial[lid.x * THREADS];
       if (params.has_bias != 0u) {
         v = v + bias[f];
       }
