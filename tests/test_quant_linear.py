@@ -59,12 +59,13 @@ def test_gemv_odd_sizes_and_rows(dev, rng, ggml_type):
         check(got, x, qw, bias)
 
 
-def test_gemv_keeps_leading_dims_and_writes_out(dev, rng):
+def test_gemv_keeps_leading_dims_writes_out_and_takes_no_rows(dev, rng):
     qw = quantize(rng.standard_normal((6, 64)).astype(np.float32), "Q4_0")
     x = rng.standard_normal((2, 3, 64)).astype(np.float32)
     out = dev.empty((2, 3, 6), "f32")
     assert wg.ops.linear(dev.tensor(x), qw.upload(dev), out=out) is out
     check(out.numpy().reshape(6, 6), x.reshape(6, 64), qw)
+    assert wg.ops.linear(dev.tensor(np.zeros((0, 64), np.float32)), qw.upload(dev)).numpy().shape == (0, 6)
 
 
 def test_every_gemv_variant_forced(dev, rng):

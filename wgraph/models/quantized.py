@@ -3,7 +3,7 @@ state buffers, and `ops.linear` / `ops.embedding` read them directly (wgraph/ops
 step is one Program per token, as `Llama`'s; matrices given as float arrays stay f32, norms are f32.
 
 Until the decoder builder takes a weight's kind from the checkpoint, this module declares the program's
-states itself: `_state_specs` is the one place that says which state holds blocks and which floats.
+states itself: `_weight_states` is the one place that says which state holds blocks and which floats.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from wgraph.models.llama import Llama, SampleSettings, _convert, _program_weight
 
 
 @attrs.frozen
-class StateSpec:
+class WeightState:
     """One weight state of the program: its shape and dtype, the HF tensors stacked into it, and the block
     format when it holds a QuantizedWeight's blocks (then `matrix` is the logical [out, in] shape)."""
 
@@ -50,7 +50,7 @@ class QuantizedLlama(Llama):
 
     def __init__(self, config: LlamaConfig, device, weights: dict, *, max_seq: int | None = None):
         self._host = weights
-        self._specs = _state_specs(config, weights)
+        self._states = _weight_states(config, weights)
         super().__init__(config, device, self._get, dtype="f32", max_seq=max_seq)
 
     @classmethod
@@ -80,7 +80,7 @@ class QuantizedLlama(Llama):
     def _build_decode(self, sampling: bool) -> tuple[Graph, str]:
         c = self.config
         g = Graph("llama_decode_quantized")
-        for name, spec in self._specs.items():
+        for name, spec in self._states.items():
             g.state(name, spec.shape, spec.dtype)  # zeros at compile; _load writes the weights into it
         half = c.head_dim // 2
         g.state("rope_cos", (self.max_seq, half), "f32")
@@ -103,7 +103,7 @@ class QuantizedLlama(Llama):
         """Llama's weight dicts with each block state seen as the QuantizedWeight it holds."""
 
         def wrap(name):
-            spec = self._specs[name]
+            spec = self._states[name]
             value = get(name)
             return value if spec.ggml_type is None else QuantizedWeight(spec.ggml_type, spec.matrix, value)
 
@@ -120,7 +120,7 @@ class QuantizedLlama(Llama):
         weight_bytes_per_token counts the bytes a step reads: every matrix's blocks (or floats) once, the
         norms, and one row of an untied embedding table."""
         shapes = weight_shapes(self.config)
-        for name, spec in self._specs.items():
+        for name, spec in self._states.items():
             parts = [get_weight(src, shapes[src]) for src in spec.sources]
             if spec.ggml_type is not None:
                 w = parts[0] if len(parts) == 1 else stack_rows(parts)
@@ -143,7 +143,7 @@ class QuantizedLlama(Llama):
                                    "copying the weight states with `scale`, which has no kernel for block states")
 
 
-def _state_specs(cfg: LlamaConfig, weights: dict) -> dict[str, StateSpec]:
+def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
     """Llama's weight states (`_program_weights`), each holding blocks when its HF tensors are QuantizedWeights
     of one format (gate and up stacked by rows), else f32."""
     out = {}
@@ -155,8 +155,8 @@ def _state_specs(cfg: LlamaConfig, weights: dict) -> dict[str, StateSpec]:
                                   f"got {[k or 'float' for k in kinds]}")
         kind = kinds.pop()
         if kind is None:
-            out[name] = StateSpec(tuple(shape), "f32", tuple(sources))
+            out[name] = WeightState(tuple(shape), "f32", tuple(sources))
         else:
             fmt = given[0].format
-            out[name] = StateSpec((fmt.words(*shape),), "u32", tuple(sources), kind, tuple(shape))
+            out[name] = WeightState((fmt.words(*shape),), "u32", tuple(sources), kind, tuple(shape))
     return out

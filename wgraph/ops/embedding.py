@@ -61,8 +61,8 @@ def _host_ids(ids, vocab: int) -> np.ndarray:
 def embedding(ids, table, *, dtype: str | None = None, out=None):
     """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32 or f16 ->
     [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 table (a QuantizedWeight table: f32 rows,
-    `embedding_q`). Host ids >= V raise LimitError; a GPU
-    id >= V gives a row of zeros and sets the device error flag."""
+    `embedding_q`). Host ids >= V raise LimitError; a GPU id >= V gives a row of zeros and sets the device
+    error flag."""
     if isinstance(table, QuantizedWeight):
         if dtype not in (None, "f32"):
             raise DtypeError(f"embedding: a quantized table's rows are f32, got dtype={dtype!r}")
