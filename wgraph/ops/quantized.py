@@ -120,6 +120,8 @@ def _encode_linear_q(ctx, params: QuantLinearParams, inputs, outputs):
     m = x.size // k
     plan = plan_linear_q(m, n, k, params.ggml_type, params.variant)
     ctx.chose(plan)
+    if m == 0:  # nothing to compute (and x's buffer is too small to bind as vec4s)
+        return []
     kv = kernel(plan.variant)
     uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None),
                 "row_blocks": k // kv.limits["block_weights"]}
