@@ -257,7 +257,7 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
     gc.collect()
     workers = min(16, os.cpu_count() or 1) if big else 1
     for t in MODEL_TYPES:
-        row = {"model": f"wgraph {t}", "status": "ok", "note": ""}
+        row: dict = {"model": f"wgraph {t}", "status": "ok", "note": ""}
         try:
             t0 = time.perf_counter()
             progress(f"quant models: quantizing to {t} ({workers} processes)")
@@ -283,8 +283,9 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
 
             progress("quant models: torch f16 eager and CUDA graph decode")
             try:
-                t = bench_torch_decode(cfg, weights, max_seq=max_seq, start_token=prompt[0], start_pos=0, steps=steps)
-                for mode, r in t.items():
+                timed = bench_torch_decode(cfg, weights, max_seq=max_seq, start_token=prompt[0], start_pos=0,
+                                           steps=steps)
+                for mode, r in timed.items():
                     rows.append({"model": f"torch f16 {mode}", "status": "ok", "note": "",
                                  "ms_per_token": r["ms_per_token"], "tokens_per_s": 1e3 / r["ms_per_token"],
                                  "weight_bytes_per_token": f16["weight_bytes_per_token"]})

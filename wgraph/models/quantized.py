@@ -8,12 +8,14 @@ states itself: `_weight_states` is the one place that says which state holds blo
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import numpy as np
 
 import wgraph.ops as ops
 from wgraph.errors import CheckpointError, UnsupportedError
-from wgraph.ggml_blocks import QuantizedWeight, quantize, stack_rows
+from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, stack_rows
 from wgraph.graph import Graph
 from wgraph.models.config import LlamaConfig
 from wgraph.models.llama import Llama, SampleSettings, _convert, _program_weights, weight_shapes
@@ -68,7 +70,7 @@ class QuantizedLlama(Llama):
         raise UnsupportedError("QuantizedLlama.from_pretrained: GGUF files load through wgraph.models' GGUF reader; "
                                "build from weights with QuantizedLlama.from_weights")
 
-    def _get(self, name: str, shape: tuple) -> np.ndarray | QuantizedWeight:
+    def _get(self, name: str, shape: tuple) -> Any:  # a float array or a QuantizedWeight
         if name not in self._host:
             raise CheckpointError(f"tensor {name!r} is missing")
         w = self._host[name]
@@ -157,6 +159,7 @@ def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
         if kind is None:
             out[name] = WeightState(tuple(shape), "f32", tuple(sources))
         else:
-            fmt = given[0].format
-            out[name] = WeightState((fmt.words(*shape),), "u32", tuple(sources), kind, tuple(shape))
+            n, k = shape
+            fmt = FORMATS[kind]
+            out[name] = WeightState((fmt.words(n, k),), "u32", tuple(sources), kind, (n, k))
     return out
