@@ -18,10 +18,10 @@ from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 from wgraph.ops.sdpa import sdpa, transpose01
 
 __all__ = [
-    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "add_rmsnorm",
-    "argmax", "attention", "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention",
-    "bdpa_decompose", "decode_advance", "embedding", "embedding_q", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
-    "kv_dequantize", "kv_quantize", "layernorm", "linear", "linear_q", "mul", "plan_linear_q", "reshape", "rmsnorm", "rope", "rope_tables",
-    "sample", "scale", "sdpa", "seqlens_advance", "silu", "softmax", "swiglu", "tiered_attention",
-    "tiered_quant_attention", "transpose01",
+    "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add",
+    "add_rmsnorm", "argmax", "attention", "attention_kvcache", "attention_plan", "attention_varlen",
+    "bdpa_attention", "bdpa_decompose", "decode_advance", "embedding", "embedding_q", "gelu", "kernel_path",
+    "kv_append", "kv_append_quantized", "kv_dequantize", "kv_quantize", "layernorm", "linear", "linear_q", "mul",
+    "plan_linear_q", "reshape", "rmsnorm", "rope", "rope_tables", "sample", "scale", "sdpa", "seqlens_advance",
+    "silu", "softmax", "swiglu", "tiered_attention", "tiered_quant_attention", "transpose01",
 ]
