@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from wgraph.dtypes import dtype_info, dtype_of_numpy, to_bf16
-from wgraph.errors import DtypeError
+from wgraph.errors import DtypeError, LimitError
 
 FLOAT64 = ("got float64 data; wgraph stores f32 and f16 and never narrows silently: convert it explicitly "
            "(dtype='f32' where the call takes dtype=, or array.astype(np.float32))")
@@ -70,3 +70,17 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
         raise DtypeError(f"{where}: expects {dtype} ({dtype_info(dtype).numpy}), got an array of {arr.dtype}; "
                          f"convert it explicitly ({how})")
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+
+def host_ids(ids, vocab: int, where: str) -> np.ndarray:
+    """Token ids given as ints or a numpy array, as u32, checked against a table of `vocab` rows: DtypeError
+    unless integers, LimitError naming the first id outside [0, vocab)."""
+    arr = np.asarray(ids)
+    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise DtypeError(f"{where}: ids must be integers (or a u32 GPU tensor), got {arr.dtype}")
+    bad = np.flatnonzero((arr.reshape(-1) < 0) | (arr.reshape(-1) >= vocab))
+    if bad.size:
+        i = int(bad[0])
+        raise LimitError(f"{where}: id {int(arr.reshape(-1)[i])} at index {i} is outside the table's {vocab} "
+                         f"rows (ids must be in [0, {vocab}))")
+    return arr.astype(np.uint32)

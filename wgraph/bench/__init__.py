@@ -21,7 +21,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "gemv", "fma", "gemm", "attention", "batched", "model"), help="run one section")
+    p.add_argument("--only", choices=("host", "gemv", "fma", "gemm", "attention", "batched", "model", "quant"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it "
@@ -117,6 +117,8 @@ def main(argv: list[str]) -> dict:
         print(batched.table(rows))
     if args.only in (None, "model"):
         _model_section(dev, args, grid, result)
+    if args.only in (None, "quant"):
+        _quant_section(dev, args, grid, result)
     report.add_fma_fractions(result)
     fractions = report.fma_fraction_lines(result)
     if fractions:
@@ -177,3 +179,27 @@ def _model_section(dev, args, grid: str, result: dict):
     print("\n== model: Llama greedy decode ==")
     for row in rows:
         print(model.table(row))
+
+
+def _quant_section(dev, args, grid: str, result: dict):
+    """GEMV on GGML blocks and the quantized decode (wgraph/bench/quant.py)."""
+    from wgraph.bench import gemv, quant, torch_ref
+
+    big = not (args.quick or grid in ("tiny", "quick") or dev.caps.is_cpu)
+    use_torch = not args.no_torch and bool(torch_ref.probe().get("available"))
+    target_s = 0.1 if big else 0.03
+    copy = result.get("gemv", {}).get("copy") or gemv.copy_bandwidth(dev, gemv.COPY_BYTES["full" if big else "tiny"])
+    floor = quant.dispatch_floor(dev, target_s)
+    rows = quant.bench_quant_gemv(dev, quant.gemv_shapes(big), copy_gbps=copy["gbps"], all_variants=big,
+                                  use_torch=use_torch, target_s=target_s, progress=_progress)
+    try:
+        models = quant.bench_quant_models(dev, big=big, copy_gbps=copy["gbps"], use_torch=use_torch,
+                                          progress=_progress)
+    except Exception as e:  # noqa: BLE001 - report it and carry on
+        models = [{"model": "quantized decode", "status": "error", "note": f"{type(e).__name__}: {e}"}]
+    result["quant"] = {"copy": copy, "dispatch_floor": floor, "gemv": rows, "models": models,
+                       "bytes": "GEMV: blocks once + x + y (f32); decode: weight bytes a step reads"}
+    print(f"\n== quantized weights: GEMV on GGML blocks ({'Llama-3.2-1B' if big else 'small'} shapes) ==")
+    print(quant.gemv_table(copy, floor, rows))
+    print(f"\n== quantized decode ({'Llama-3.2-1B' if big else 'tiny'} shape, greedy) ==")
+    print(quant.model_table(models))

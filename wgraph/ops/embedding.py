@@ -9,8 +9,11 @@ import attrs
 import numpy as np
 
 from wgraph.dtypes import is_int
+from wgraph.host_arrays import host_ids
 from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.quantized import embedding_q
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -49,27 +52,19 @@ def _encode(ctx, params, inputs, outputs):
 EMBEDDING = register(OpDef("embedding", _infer, _encode))
 
 
-def _host_ids(ids, vocab: int) -> np.ndarray:
-    """Ids given as ints or a numpy array, checked against the table: LimitError naming the first bad one."""
-    arr = np.asarray(ids)
-    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-        raise DtypeError(f"embedding: ids must be integers (or a u32 GPU tensor), got {arr.dtype}")
-    bad = np.flatnonzero((arr.reshape(-1) < 0) | (arr.reshape(-1) >= vocab))
-    if bad.size:
-        i = int(bad[0])
-        raise LimitError(f"embedding: id {int(arr.reshape(-1)[i])} at index {i} is outside the table's {vocab} "
-                         f"rows (ids must be in [0, {vocab}))")
-    return arr.astype(np.uint32)
-
-
 def embedding(ids, table, *, dtype: str | None = None, out=None):
     """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32, f16 or bf16 (H
     even) -> [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 or bf16 table. Host ids >= V raise
-    LimitError; a GPU id >= V gives a row of zeros and sets the device error flag."""
+    LimitError; a GPU id >= V gives a row of zeros and sets the device error flag. A QuantizedWeight table (GGML
+    blocks, `embedding_q`) gives f32 rows."""
+    if isinstance(table, QuantizedWeight):
+        if dtype not in (None, "f32"):
+            raise DtypeError(f"embedding: a quantized table's rows are f32, got dtype={dtype!r}")
+        return embedding_q(ids, table, out=out)
     params = EmbeddingParams(dtype)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):
         return apply(EMBEDDING, params, (ids, table), out=out)
     if len(table.shape) != 2:
         raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
-    host = _host_ids([ids] if is_int(ids) else ids, table.shape[0])
+    host = host_ids([ids] if is_int(ids) else ids, table.shape[0], "embedding")
     return apply(EMBEDDING, params, (table.device.tensor(host, "u32"), table), out=out)
