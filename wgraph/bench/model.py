@@ -69,6 +69,25 @@ class SeededLlama(Llama):
         self.device.write(self.program.state("rope_sin"), sin)
 
 
+def seeded_host_weights(cfg: LlamaConfig) -> dict[str, np.ndarray]:
+    """The same seeded values as SeededLlama and torch_weights, HF-named float32 arrays on the host (for what
+    needs host data: the quantized rows quantize them)."""
+    from wgraph.models.llama import weight_shapes
+
+    out = {}
+    for name, shape in weight_shapes(cfg).items():
+        if len(shape) == 1:
+            out[name] = norm_values(name, shape[0])
+        else:
+            n = math.prod(shape)
+            flat = np.empty(n, np.float32)
+            for i in range(0, n, 1 << 26):  # chunks: the hash's temporaries stay small
+                flat[i:i + (1 << 26)] = weights.values(weights.seed_of(name), np.arange(i, min(n, i + (1 << 26))),
+                                                      _scale(name, shape))
+            out[name] = flat.reshape(shape)
+    return out
+
+
 def torch_weights(cfg: LlamaConfig) -> dict:
     """HF-named weights for TorchLlama: each a function (torch dtype) -> a CUDA tensor of the same values."""
     from wgraph.models.llama import weight_shapes

@@ -241,17 +241,17 @@ def _decode_row(dev, model, *, label: str, steps: int, prompt: list, copy_gbps: 
 
 def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bool, progress) -> list[dict]:
     """The 1B-shape (or, on a CPU adapter, a tiny) Llama decode: f16 wgraph, each quantized format, torch f16."""
-    from wgraph.bench.model import LLAMA_1B, TINY, random_f16_weights
-    from wgraph.models import Llama, LlamaConfig
+    from wgraph.bench.model import LLAMA_1B, TINY, SeededLlama, seeded_host_weights, torch_weights
+    from wgraph.models import LlamaConfig
     from wgraph.models.quantized import QuantizedLlama
 
     cfg = LlamaConfig.from_dict(LLAMA_1B if big else dict(TINY, hidden_size=256, intermediate_size=512, head_dim=64))
     steps, max_seq, prompt = (128, 512, [1]) if big else (16, 64, [1])
-    progress(f"quant models: random f16 weights ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size})")
-    weights = random_f16_weights(cfg)
+    progress(f"quant models: seeded weights ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size})")
+    weights = seeded_host_weights(cfg)  # the values SeededLlama and torch_weights make on the GPU
     rows = []
     dtype = "f16" if dev.caps.has_f16 else "f32"
-    model = Llama.from_weights(cfg, weights, dev, dtype=dtype, max_seq=max_seq)
+    model = SeededLlama(cfg, dev, dtype=dtype, max_seq=max_seq)
     f16 = _decode_row(dev, model, label=f"wgraph {dtype}", steps=steps, prompt=prompt, copy_gbps=copy_gbps)
     rows.append(f16)
     del model
@@ -284,7 +284,7 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
 
             progress("quant models: torch f16 eager and CUDA graph decode")
             try:
-                timed = bench_torch_decode(cfg, weights, max_seq=max_seq, start_token=prompt[0], start_pos=0,
+                timed = bench_torch_decode(cfg, torch_weights(cfg), max_seq=max_seq, start_token=prompt[0], start_pos=0,
                                            steps=steps)
                 for mode, r in timed.items():
                     rows.append({"model": f"torch f16 {mode}", "status": "ok", "note": "",
