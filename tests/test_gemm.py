@@ -100,6 +100,7 @@ limits = { k_multiple = 4 }
 weight_dtype = "{wdt}"
 form = "gemm"
 min_tiles = 100
+fallback = true
 fill_workgroups = 100
 min_split_k = 256
 max_splits = 16
@@ -114,7 +115,7 @@ defines = { ALIGN = "vec4", TILE_M = "64", TILE_N = "64", TILE_K = "16", THREAD_
 limits = { k_multiple = 4 }
 weight_dtype = "{wdt}"
 form = "gemm"
-min_tiles = 0
+min_tiles = 50
 fill_workgroups = 200
 min_split_k = 256
 max_splits = 4
@@ -129,26 +130,28 @@ defines = { ALIGN = "any", TILE_M = "64", TILE_N = "64", TILE_K = "16", THREAD_M
 limits = { k_multiple = 1 }
 weight_dtype = "{wdt}"
 form = "gemm"
-min_tiles = 0
+fallback = true
 fill_workgroups = 0
 min_split_k = 256
 max_splits = 4
 """
 
 # (rows, n, k) -> (variant, slices), worked out by hand from the numbers above: big when its 128x128 tiles
-# number >= 100; else small, whose K splits while its tiles are < 200, into at most 4 slices and at most
-# k // 256, each a whole number of 16-deep steps; k % 4 != 0: any (fill 0: never split)
+# number >= 100; else small when its 64x64 tiles number >= 50, its K split while its tiles are < 200, into at
+# most 4 slices and at most k // 256, each a whole number of 16-deep steps; else big again (the fallback),
+# split while < 100 workgroups into at most 16 slices; k % 4 != 0: any (fill 0: never split)
 RULE_TABLE = {
     (4096, 2048, 2048): ("big_f32w", 1),      # 32 x 16 = 512 big tiles >= min_tiles and fill (100)
     (1280, 1280, 2048): ("big_f32w", 1),      # 10 x 10 = 100: both met exactly
     (1152, 1280, 2048): ("small_f32w", 1),    # 9 x 10 = 90 big tiles; 18 x 20 = 360 small >= fill 200
     (128, 2048, 2048): ("small_f32w", 4),     # 2 x 32 = 64 small tiles: min(4, 200 / 64 -> 4, 2048 // 256) = 4
-    (128, 512, 2048): ("small_f32w", 4),      # 16 tiles: 13 wanted, capped at max_splits 4
-    (128, 512, 512): ("small_f32w", 2),       # k // 256 = 2 slices of 256
-    (128, 512, 300): ("small_f32w", 1),       # k // 256 = 1
-    (128, 512, 800): ("small_f32w", 3),       # k // 256 = 3: 267 rounded to 272, 3 slices
+    (128, 512, 2048): ("big_f32w", 8),        # 16 small tiles < 50: the fallback, 4 big tiles: min(16, 25, 8) = 8
+    (128, 512, 512): ("big_f32w", 2),         # fallback, k // 256 = 2 slices of 256
+    (128, 512, 300): ("big_f32w", 1),         # fallback, k // 256 = 1
+    (128, 512, 800): ("big_f32w", 3),         # fallback, k // 256 = 3: 267 rounded to 272, 3 slices
+    (256, 1600, 2048): ("small_f32w", 2),     # 2 x 13 = 26 big tiles; 4 x 25 = 100 small >= 50: min(4, 2, 8) = 2
     (256, 3072, 576): ("small_f32w", 2),      # 4 x 48 = 192 < 200: min(4, 2, 2) = 2 slices of 288
-    (37, 3072, 576): ("small_f32w", 2),       # 48 tiles: min(4, 5, 2) = 2
+    (37, 3072, 576): ("big_f32w", 2),         # 48 small tiles < 50: the fallback, 24 big tiles: min(16, 5, 2) = 2
     (37, 3072, 577): ("any_f32w", 1),         # k % 4 != 0: element loads; fill 0: never split
     (9, 7, 1): ("any_f32w", 1),
 }
@@ -173,7 +176,7 @@ def test_registry_plans_every_shape():
     every configuration's tiles divide among its threads (the shader's const_asserts hold at load)."""
     for wdt in ("f32", "f16"):
         last = dense._gemm_kernels(wdt)[-1]
-        assert last.limits["k_multiple"] == 1 and last.facts["min_tiles"] == 0
+        assert last.limits["k_multiple"] == 1 and last.facts["fallback"] and "min_tiles" not in last.facts
     for rows, n, k in ((9, 1, 1), (4096, 128256, 2048), (37, 3072, 577), (1, 64, 36)):
         p = dense.plan_linear(rows, n, k, "f16", None)
         assert registry()[p.variant].facts.get("form") in ("gemm", "gemv") and p.reason
@@ -187,7 +190,7 @@ def test_forced_arguments_fail_before_any_gpu_work(dev, rng):
     cases = [
         (dict(variant="nope"), wg.PlanError, "variant='nope' is not a linear kernel"),
         (dict(variant=3), wg.PlanError, "variant must be a kernel name"),
-        (dict(variant="linear_gemm_64x64_f16w"), wg.DtypeError, "takes f16 weights, W is f32"),
+        (dict(variant="linear_gemm_64x128_f16w"), wg.DtypeError, "takes f16 weights, W is f32"),
         (dict(variant="gemv_r8_f32"), wg.PlanError, "takes at most 8 rows"),
         (dict(variant="gemv_r8_f32", split_k=2), wg.PlanError, "split_k=2 needs a GEMM variant"),
         (dict(split_k=0), wg.LimitError, "split_k=0 must be an integer >= 1"),
@@ -201,7 +204,7 @@ def test_forced_arguments_fail_before_any_gpu_work(dev, rng):
     x37 = dev.tensor(rng.standard_normal((9, 37)).astype(np.float32))
     w37 = dev.tensor(rng.standard_normal((5, 37)).astype(np.float32))
     with pytest.raises(wg.ShapeError, match=r"needs in_features % 4 == 0 and > 0, got 37"):
-        wg.ops.linear(x37, w37, variant="linear_gemm_64x64_f32w", out=y)
+        wg.ops.linear(x37, w37, variant="linear_gemm_64x128_f32w", out=y)
     assert dev.stats.since(before).dispatches == 0
     assert np.all(y.numpy() == 7.0)
 
@@ -215,13 +218,13 @@ def test_cpu_loop_cap_is_refused_or_split(dev):
     for split in (1, 2):
         g = wg.Graph("long_k")
         y = wg.ops.linear(g.input("x", (1, k), "f32"), g.input("w", (1, k), "f32"),
-                          variant="linear_gemm_64x64_f32w", split_k=split)
+                          variant="linear_gemm_64x64_any_f32w", split_k=split)
         g.output("y", y)
         if split == 1:
             with pytest.raises(wg.LimitError, match="65536 loop iterations .* stops at 65535"):
                 g.compile(dev)
         else:
-            assert [r.variant for r in g.compile(dev).rows] == ["linear_gemm_64x64_f32w", "linear_gemm_sum"]
+            assert [r.variant for r in g.compile(dev).rows] == ["linear_gemm_64x64_any_f32w", "linear_gemm_sum"]
 
 
 def test_empty_dimensions(dev):

@@ -155,10 +155,12 @@ def gemm_k_split(kv, k: int, splits: int) -> int:
 def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM", variant: str | None = None,
               split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), separate: str = "") -> LinearPlan:
     """The first GEMM configuration (registry order) whose `k_multiple` divides k and whose output has at least
-    `min_tiles` tiles; K cut into slices while the tiles make fewer than its `fill_workgroups` workgroups."""
+    `min_tiles` tiles, else the one marked `fallback`; K cut into slices while the tiles make fewer than its
+    `fill_workgroups` workgroups."""
     if variant is None:
-        fits = [kv for kv in _gemm_kernels(weight_dtype)
-                if _takes_k(kv, k) and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]]
+        takers = [kv for kv in _gemm_kernels(weight_dtype) if _takes_k(kv, k)]
+        fits = [kv for kv in takers if "min_tiles" in kv.facts and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]]
+        fits = fits or [kv for kv in takers if kv.facts.get("fallback")]  # a small output: split K instead
         if not fits:
             raise PlanError(f"linear: no GEMM kernel for {weight_dtype} weights takes {rows} rows, in_features {k} "
                             f"(the registry's last GEMM should take any k and any tiles)")
