@@ -15,7 +15,7 @@ from wgraph.ops.attention_planner import PlanFacts, plan
 # Workgroup memory of split-K g1 (one q head per kv head, as in GRID) by dtype, from the shader's arrays.
 SPLITK_G1_BYTES = {"f32": 8456, "f16": 8328, "f16kv": 8328}
 # Fused split-K g1 (GPUs with subgroups): head dims per lane and workgroup memory by dtype.
-FUSED_G1 = {"f32": (8, 4096), "f16": (16, 8192), "f16kv": (16, 8192)}
+FUSED_G1 = {"f32": (8, 4096), "f16": (8, 4096), "f16kv": (8, 4096)}
 
 
 def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
