@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 
 from wgraph.errors import LimitError, ShapeError
-from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.core import ceil_div, OpDef, apply, register
 from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
 from wgraph.kernels import wgsl
 from wgraph.kernels.registry import kernel, kernels_for, select_variant
@@ -54,11 +54,22 @@ def _infer_argmax(params, specs):
 
 def _encode_argmax(ctx, params, inputs, outputs):
     (x,), (ids,) = inputs, outputs
-    variant = select_variant("argmax", input_dtype=x.dtype)
-    check_row_loops(ctx, "argmax", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 1, 1))
-    rows = row_count(x.shape)
-    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1]}, bindings={"x": x, "out": ids},
-                         workgroups=ctx.grid(rows), label="argmax")]
+    k = kernel(select_variant("argmax", input_dtype=x.dtype))
+    dim, rows = x.shape[-1], row_count(x.shape)
+    chunk_len = k.facts["chunk_len"]
+    chunks = max(1, ceil_div(dim, chunk_len))  # a row longer than chunk_len: one workgroup per chunk
+    check_row_loops(ctx, "argmax", dim, row_loops(min(dim, chunk_len), k.threads, 1, 1))
+    u = {"rows": rows, "dim": dim, "chunk_len": chunk_len, "chunks": chunks}
+    if chunks == 1:
+        return [ctx.dispatch(k.name, uniforms=u, bindings={"x": x, "out": ids, "parts": ctx.fallback("argmax.parts")},
+                             workgroups=ctx.grid(rows), label="argmax")]
+    merge = kernel("argmax_merge")
+    check_row_loops(ctx, "argmax", dim, row_loops(chunks, merge.threads, 1, 1))
+    parts = ctx.scratch((rows * chunks * 2,), "u32", "argmax.parts")
+    return [ctx.dispatch(k.name, uniforms=u, bindings={"x": x, "out": ids, "parts": parts},
+                         workgroups=ctx.grid(rows * chunks), label="argmax"),
+            ctx.dispatch(merge.name, uniforms={"rows": rows, "chunks": chunks}, bindings={"parts": parts, "out": ids},
+                         workgroups=ctx.grid(rows), label="argmax.merge")]
 
 
 ARGMAX = register(OpDef("argmax", _infer_argmax, _encode_argmax))
