@@ -1,14 +1,17 @@
 """Run on a GPU from the project root: the GPU-tuned attention variants of the registry (flash prefill, split-K
-and fused split-K decode; `python benchmarks/h200_check.py TEXT` keeps the names containing TEXT) at real sizes
-against the float64 numpy reference with FlashAttention's rule (tests/attention_reference.py): kv up to 32768,
-every GQA group 1-8 through the planner, windows, softcap, GPU kv_len, paged caches."""
+and fused split-K decode, and their batched twins; `python benchmarks/h200_check.py TEXT` keeps the names
+containing TEXT, `batched` the batched part only) at real sizes against the float64 numpy reference with
+FlashAttention's rule (tests/attention_reference.py, tests/window_reference.py): kv up to 32768, every GQA group
+1-8 through the planner, windows, softcap, GPU kv_len, paged caches; batches of 1-64 ragged sequences with GPU
+cache_seqlens, paged pools, new rows appended, varlen prefill."""
 import sys, time
 import numpy as np
 
 sys.path.insert(0, "tests")
 import wgraph as wg
 from attention_reference import tolerance_check
-from wgraph.runtime.registry import registry
+from window_reference import check as window_check
+from wgraph.kernels.registry import registry
 
 dev = wg.default_device()
 rng = np.random.default_rng(7)
@@ -71,4 +74,101 @@ if only in ("", "decode", "fused"):
         for dt in ("f16", "f32"):
             case(None, dt, 1, 16384 + 8 * group, 2 * group, 2, 128, sliding_window=8000 + group)
             case(None, dt, 1, 32768, group, 1, 64, kv_len=30000 + group, gpu_len=True, page_size=64)
+
+
+NP = {"f32": (np.float32, np.float32, np.float32), "f16": (np.float16, np.float16, np.float16),
+      "f16kv": (np.float32, np.float16, np.float32)}   # q, kv, out
+
+
+def bcase(variant, dt, lens, hq, hkv, D, n_new=0, page=0, window=(-1, -1), softcap=0.0, mag=1.0, sq=1):
+    """attention_kvcache over B ragged sequences (GPU cache_seqlens; a paged pool when page > 0), every sequence
+    checked against float64 with FlashAttention's rule."""
+    global bad, n
+    qt, kt, ot = NP[dt]
+    B = len(lens)
+    cap = max(lens) + n_new
+    cap = -(-cap // max(page, 64)) * max(page, 64)
+    kc = (rng.standard_normal((B, cap, hkv, D)) * mag).astype(kt)
+    vc = rng.standard_normal((B, cap, hkv, D)).astype(kt)
+    q = (rng.standard_normal((B, sq, hq, D)) * mag).astype(qt)
+    kn = (rng.standard_normal((B, n_new, hkv, D)) * mag).astype(kt)
+    vn = rng.standard_normal((B, n_new, hkv, D)).astype(kt)
+    kw = dict(causal=True, window=window, softcap=softcap, return_lse=True, variant=variant)
+    if page:
+        per = cap // page
+        order = rng.permutation(B * per).reshape(B, per).astype(np.uint32)
+        pools = []
+        for c in (kc, vc):
+            pool = np.zeros((B * per * page, hkv, D), c.dtype)
+            for b in range(B):
+                for i in range(per):
+                    pool[order[b, i] * page:(order[b, i] + 1) * page] = c[b, i * page:(i + 1) * page]
+            pools.append(dev.tensor(pool))
+        K, V = pools
+        kw.update(block_table=order, page_size=page)
+    else:
+        K, V = dev.tensor(kc), dev.tensor(vc)
+    if n_new:
+        kw.update(k_new=dev.tensor(kn), v_new=dev.tensor(vn))
+    out, lse = wg.ops.attention_kvcache(dev.tensor(q), K, V, cache_seqlens=dev.tensor(np.array(lens, np.uint32)), **kw)
+    out, lse = out.numpy(), lse.numpy().reshape(hq, B, sq)
+    msgs = []
+    for b in range(B):
+        kb = np.concatenate([kc[b, :lens[b]], kn[b]])
+        vb = np.concatenate([vc[b, :lens[b]], vn[b]])
+        msg = window_check(out[b], lse[:, b], q[b], kb, vb, out_dtype=ot, causal=True, window=window, softcap=softcap)
+        if msg:
+            msgs.append(f"sequence {b}: {msg}")
+    n += 1
+    bad += bool(msgs)
+    print(f"{'BAD' if msgs else 'ok '} {variant or 'planned'} kvcache {dt} B={B} lens {lens[:4]}{'...' if B > 4 else ''} "
+          f"{hq}/{hkv} D={D} new={n_new} page={page} window={window} softcap={softcap} mag={mag} "
+          f"{'; '.join(msgs)[:300]}", flush=True)
+
+
+def vcase(variant, dt, lens, hq, hkv, D, causal=True, window=(-1, -1)):
+    """attention_varlen over ragged packed sequences, each checked against float64."""
+    global bad, n
+    qt, kt, ot = NP[dt]
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
+    q = rng.standard_normal((cu[-1], hq, D)).astype(qt)
+    k = rng.standard_normal((cu[-1], hkv, D)).astype(kt)
+    v = rng.standard_normal((cu[-1], hkv, D)).astype(kt)
+    out, lse = wg.ops.attention_varlen(dev.tensor(q), dev.tensor(k), dev.tensor(v), cu, dev.tensor(cu),
+                                       max_seqlen_q=max(lens), max_seqlen_k=max(lens), causal=causal, window=window,
+                                       return_lse=True, variant=variant)
+    out, lse = out.numpy(), lse.numpy()
+    msgs = []
+    for b in range(len(lens)):
+        s = slice(cu[b], cu[b + 1])
+        msg = window_check(out[s], lse[:, s], q[s], k[s], v[s], out_dtype=ot, causal=causal, window=window)
+        if msg:
+            msgs.append(f"sequence {b}: {msg}")
+    n += 1
+    bad += bool(msgs)
+    print(f"{'BAD' if msgs else 'ok '} {variant or 'planned'} varlen {dt} lens {list(lens)} {hq}/{hkv} D={D} "
+          f"causal={causal} window={window} {'; '.join(msgs)[:300]}", flush=True)
+
+
+if only in ("", "batched", "fused", "splitk", "flash"):
+    ragged = [32768, 1, 0, 4097, 16384, 777, 30000, 64]
+    for name, k in registry().items():
+        if k.op != "attention_batched" or k.facts.get("tier") not in ("fused", "splitk") or (only not in ("", "batched")
+                                                                                           and only not in name):
+            continue
+        dt = k.facts["dtype"]
+        g = k.limits.get("max_q_per_kv", 8)
+        bcase(name, dt, ragged if dt == "f16" else [l // 4 for l in ragged], 2 * g, 2, 128)
+        bcase(name, dt, [9000, 5, 4000], g, 1, 64, n_new=1, page=64, window=(2000, -1), softcap=30.0, mag=4.0)
+        bcase(name, dt, [20000], 4 * g, 4, 256 if dt != "f32" or "fused" not in name else 128)
+    for B in (1, 8, 64):   # planned, the bench's shape
+        bcase(None, "f16", [4096] * B, 32, 8, 128)
+    for B in (1, 8):
+        bcase(None, "f16", [16384 - 9 * b for b in range(B)], 32, 8, 128, n_new=1)
+    bcase(None, "f16", [1000, 3, 2000], 16, 16, 128, sq=4, n_new=4)          # several queries: the flash kernel
+    varlen = (512, 1024, 256, 768, 512, 1024, 128, 896)
+    vcase(None, "f16", varlen, 32, 8, 128)
+    vcase(None, "f32", varlen, 16, 16, 64, window=(300, -1))
+    vcase(None, "f16kv", (1, 0, 2000, 37), 8, 2, 256, causal=False, window=(100, 50))
+    vcase("batched_tiled_d256_f32", "f32", (300, 0, 77), 4, 2, 160)
 print(f"h200_check: {n} cases, {bad} failed, {time.time() - t0:.0f} s", flush=True)

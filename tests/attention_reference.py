@@ -1,4 +1,4 @@
-"""Float64 numpy reference for wgraph attention (DESIGN.md "Attention semantics"), and the same math in a
+"""Float64 numpy reference for wgraph attention (docs/attention.md, "The rules"), and the same math in a
 kernel's precision for FlashAttention's tolerance rule."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which registry variants a test device can run: by the features the registry says a variant needs, not by
 its name (prefill_flash_* needs subgroups without saying so in its name)."""
 
-from wgraph.runtime.registry import registry
+from wgraph.kernels.registry import registry
 
 
 def lacks_subgroups(dev, variant: str | None) -> bool:

@@ -4,8 +4,13 @@ wgraph's ops: no KV cache (every call recomputes the whole sequence), explicit G
 import numpy as np
 
 
-def inv_freq(cfg: dict) -> np.ndarray:
+def rotary_dim(cfg: dict) -> int:
     d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    return int(d * cfg.get("partial_rotary_factor", 1.0))
+
+
+def inv_freq(cfg: dict) -> np.ndarray:
+    d = rotary_dim(cfg)  # the exponents run over the rotary dims
     base = 1.0 / (cfg.get("rope_theta", 10000.0) ** (np.arange(0, d, 2, dtype=np.float64) / d))
     rs = cfg.get("rope_scaling")
     if not rs:
@@ -30,14 +35,21 @@ def _rms(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def _rope(x, positions, freqs):
-    """rotate_half RoPE of x [S, H, D] (the layout HF Llama checkpoints use)."""
+def _rope(x, positions, freqs, interleaved=False):
+    """RoPE of x [S, H, D] over its first 2 * len(freqs) dims (the rest pass through): rotate_half (the layout HF
+    Llama checkpoints use, as GPT-NeoX's partial rotary), or GPT-J's interleaved pairs."""
+    rd = 2 * len(freqs)
     ang = positions[:, None] * freqs[None, :]
-    cos = np.concatenate([np.cos(ang)] * 2, -1)[:, None, :]
-    sin = np.concatenate([np.sin(ang)] * 2, -1)[:, None, :]
-    half = x.shape[-1] // 2
-    rot = np.concatenate([-x[..., half:], x[..., :half]], -1)
-    return x * cos + rot * sin
+    r, rest = x[..., :rd], x[..., rd:]
+    if interleaved:
+        cos = np.repeat(np.cos(ang), 2, -1)[:, None, :]
+        sin = np.repeat(np.sin(ang), 2, -1)[:, None, :]
+        rot = np.stack([-r[..., 1::2], r[..., 0::2]], -1).reshape(r.shape)
+    else:
+        cos = np.concatenate([np.cos(ang)] * 2, -1)[:, None, :]
+        sin = np.concatenate([np.sin(ang)] * 2, -1)[:, None, :]
+        rot = np.concatenate([-r[..., rd // 2:], r[..., :rd // 2]], -1)
+    return np.concatenate([r * cos + rot * sin, rest], -1)
 
 
 def forward(cfg: dict, w: dict, ids) -> np.ndarray:
@@ -56,8 +68,9 @@ def forward(cfg: dict, w: dict, ids) -> np.ndarray:
     for layer in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         h = _rms(x, w[p + "input_layernorm.weight"], eps)
-        q = _rope((h @ w[p + "self_attn.q_proj.weight"].T).reshape(s, hq, d), pos, freqs)
-        k = _rope((h @ w[p + "self_attn.k_proj.weight"].T).reshape(s, hkv, d), pos, freqs)
+        inter = cfg.get("rope_interleaved", False)
+        q = _rope((h @ w[p + "self_attn.q_proj.weight"].T).reshape(s, hq, d), pos, freqs, inter)
+        k = _rope((h @ w[p + "self_attn.k_proj.weight"].T).reshape(s, hkv, d), pos, freqs, inter)
         v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(s, hkv, d)
         k, v = np.repeat(k, hq // hkv, axis=1), np.repeat(v, hq // hkv, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(d) + mask

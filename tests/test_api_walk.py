@@ -1,5 +1,6 @@
-"""The API walk: every public function of wg.ops and the public methods of Device, Tensor, Graph, Program and
-Llama (and of wg.ops' TieredKVCache and QuantizedKV) have every scalar parameter fed each value of BAD, and every
+"""The API walk: every public function of wg.ops and the public methods of Device, Tensor, Graph, Program, Llama,
+QuantizedLlama, Tokenizer and QuantizedWeight (and of wg.ops' TieredKVCache and QuantizedKV), with
+wgraph.models.from_pretrained and ggml_blocks' quantize and stack_rows, have every scalar parameter fed each value of BAD, and every
 tensor (or object) parameter each value of BAD_TENSORS. Each call must raise a WgraphError whose message names the
 parameter, queue no GPU work (no pending item, no submit, no dispatch) and leave every tensor's contents as they
 were (read back before and after).
@@ -9,6 +10,7 @@ tensor or host-data parameter. A bad value that is legitimately valid for a para
 one, True for a bool, 2**31 for a u32) is declared in the case's `valid`, with the reason, and not called; for a
 tensor parameter, None is valid where the signature's default is None (an absent optional input). Host data
 (`dev.tensor`'s array, ...) follows host_arrays.py's rule, whose messages name the call (tests/test_host_arrays.py).
+A `**options` parameter (generate_text's) has each option its case names walked as a scalar parameter.
 A public callable without a case, or a case whose parameters do not match its signature, fails
 test_every_public_callable_has_a_case: a new function is covered by the same walk or the suite says so."""
 
@@ -17,17 +19,23 @@ from __future__ import annotations
 import inspect
 import math
 import re
+from pathlib import Path
 
 import attrs
 import numpy as np
 import pytest
 
 import wgraph as wg
-from wgraph.models import Llama
+from wgraph import ggml_blocks
+from wgraph.ggml_blocks import QuantizedWeight
+from wgraph.models import Llama, Tokenizer, from_pretrained, text
 from wgraph.models.config import LlamaConfig
+from wgraph.models.quantized import QuantizedLlama
 from wgraph.models.random_checkpoint import random_weights, tiny_config
 from wgraph.ops.bdpa import rope_table
 from wgraph.ops.elementwise import ScaleParams
+
+TINY_TOKENIZER = Path(__file__).parent / "data" / "tiny_tokenizer"   # 701 ids, a chat template
 
 BAD = {"1.7": 1.7, "'3'": "3", "True": True, "None": None, "nan": math.nan, "inf": math.inf, "-1": -1,
        "2**31": 2**31, "2**32": 2**32, "array": np.array(3)}
@@ -46,13 +54,15 @@ TEXT = {"'3'"}                             # any str (a name, a label)
 class Case:
     """How to call one public callable well: build(env) -> (callable, args, kwargs), a fresh call each time.
     `tensors`: its tensor and object parameters (fed BAD_TENSORS, not BAD); `data`: its host-data parameters
-    (neither). `valid`: {param: (labels, reason)}. skip_good: why the good call is not made here."""
+    (neither). `valid`: {param: (labels, reason)}. skip_good: why the good call is not made here. `options`: the
+    names a `**options` parameter takes, each walked as a scalar parameter."""
 
     build: object
     tensors: tuple = ()
     valid: dict = attrs.field(factory=dict)
     skip_good: str = ""
     data: tuple = ()
+    options: tuple = ()
 
 
 ATTENTION_OPTIONS = {
@@ -62,6 +72,13 @@ ATTENTION_OPTIONS = {
 }
 BATCHED_OPTIONS = {k: ATTENTION_OPTIONS[k] for k in ("causal", "scale", "softcap", "return_lse")} | {
     "variant": (OPT, "planned")}
+# generate_text / stream_text: the prompt and max_new_tokens, and each of their **options (text.OPTIONS)
+TEXT_OPTIONS = {
+    "prompt": (TEXT, "any str"), "chat": (BOOL, "a bool"), "system": (OPT, "no system message"),
+    "temperature": (NONNEG, "0 is greedy; any finite real >= 0"), "top_k": (U32, "any u32"),
+    "seed": (U32 | {"2**32"}, "any u64"), "skip_special_tokens": (BOOL, "a bool"),
+    "stop_ids": (OPT | {"array"}, "None: the tokenizer's eos ids; a 0-d numpy integer array is one id"),
+}
 
 
 class Env:
@@ -117,10 +134,15 @@ class Env:
         self.prog = g.compile(dev)
         self.tensors += [self.prog.state("s"), self.prog.state("x")]
         cfg = tiny_config(num_hidden_layers=1, hidden_size=16, intermediate_size=32, num_attention_heads=2,
-                          num_key_value_heads=1, head_dim=8, vocab_size=32)
+                          num_key_value_heads=1, head_dim=8, vocab_size=704)   # the tiny tokenizer's ids fit
         self.config = LlamaConfig.from_dict(cfg)
         self.model = Llama.from_weights(self.config, random_weights(cfg), dev, dtype="f32", max_seq=16)
+        self.model.tokenizer = self.tok = Tokenizer.from_directory(TINY_TOKENIZER)
         self.tensors += [self.model.program.state(n) for n in ("token", "pos", "kv_len", "history", "l0.k_cache")]
+        self.x32 = t((2, 32))   # [rows, (2 q heads + 2 kv heads) x 8] for rope_kv_append; x of a [8, 32] weight
+        self.qw_host = ggml_blocks.quantize(r.standard_normal((8, 32)).astype(np.float32), "Q8_0")
+        self.qw = self.qw_host.upload(dev)
+        self.tensors.append(self.qw.blocks)
 
     def need_f16(self):
         if not self.f16:
@@ -176,17 +198,35 @@ OPS = {
                   {"factor": (REAL, "any finite real in f32's range")}),
     "silu": Case(lambda e: (wg.ops.silu, (e.x8,), {}), ("x", "out")),
     "gelu": Case(lambda e: (wg.ops.gelu, (e.x8,), {}), ("x", "out")),
+    "geglu": Case(lambda e: (wg.ops.geglu, (e.x8,), {}), ("x", "out")),
+    "softcap": Case(lambda e: (wg.ops.softcap, (e.x8, 2.0), {}), ("x", "out"), {"cap": (NONNEG, "any finite real > 0")}),
     "swiglu": Case(lambda e: (wg.ops.swiglu, (e.x8,), {}), ("x", "out")),
     "softmax": Case(lambda e: (wg.ops.softmax, (e.x8,), {}), ("x", "out")),
     "argmax": Case(lambda e: (wg.ops.argmax, (e.logits,), {}), ("x", "out")),
-    "linear": Case(lambda e: (wg.ops.linear, (e.x8, e.w48), {}), ("x", "w", "b", "out")),
+    "linear": Case(lambda e: (wg.ops.linear, (e.x8, e.w48), {}), ("x", "w", "b", "norm", "residual", "out"),
+                   {"eps": (NONNEG, "any finite real > 0 (the fused norm's)"), "activation": (OPT, "no activation"),
+                    "variant": (OPT, "planned"), "split_k": (OPT, "planned (a split above the kernel's most is the "
+                                                                   "planner's LimitError, naming split_k)")}),
+    "linear_q": Case(lambda e: (wg.ops.linear_q, (e.x32, e.qw), {}), ("x", "w", "b", "out"),
+                     {"variant": (OPT, "planned")}),
+    "embedding_q": Case(lambda e: (wg.ops.embedding_q, ([1, 2], e.qw), {}), ("table", "out"),
+                        {"ids": ({"array"}, "a 0-d numpy integer array is one id")}),
+    "plan_linear_q": Case(lambda e: (wg.ops.plan_linear_q, (2, 8, 32, "Q8_0"), {}), (),
+                          {"rows": (U32, "any u32 rows (chunked)"), "n": (U32, "any u32 features (a plan, no memory)"),
+                           "k": (U32, "any u32 (a plan: the weight's own checks are QuantizedWeight's)"),
+                           "variant": (OPT, "planned")}),
+    "rope_kv_append": Case(lambda e: (wg.ops.rope_kv_append, (e.x32, e.cos, e.sin, (e.kc, e.vc), 1), dict(q_heads=2)),
+                           ("qkv", "cos", "sin", "cache", "page_table"),
+                           {"page_size": (U32, "ignored unless layout='paged'"),
+                            "pos_offset": ({"-1"}, "an offset: pos + pos_offset is what must be a position")}),
     "rmsnorm": Case(lambda e: (wg.ops.rmsnorm, (e.x8, e.w8), {}), ("x", "weight", "out"),
                     {"eps": (NONNEG - {"-1"}, "any finite real > 0")}),
     "layernorm": Case(lambda e: (wg.ops.layernorm, (e.x8, e.w8), {}), ("x", "weight", "bias", "out"),
                       {"eps": (NONNEG, "any finite real > 0")}),
     "add_rmsnorm": Case(lambda e: (wg.ops.add_rmsnorm, (e.x8, e.x8, e.w8), {}), ("x", "residual", "weight", "out"),
                         {"eps": (NONNEG, "any finite real > 0")}),
-    "rope": Case(lambda e: (wg.ops.rope, (e.rows, e.cos, e.sin), dict(pos=1)), ("x", "cos", "sin", "out")),
+    "rope": Case(lambda e: (wg.ops.rope, (e.rows, e.cos, e.sin), dict(pos=1)), ("x", "cos", "sin", "out"),
+                 {"rotary_dim": (OPT, "every dim of the head"), "interleaved": (BOOL, "a bool")}),
     "rope_tables": Case(lambda e: (wg.ops.rope_tables, (8, 8), {}), (),
                         {"max_pos": (U32, "any u32 rows (the memory is the caller's)"),
                          "head_dim": (U32, "any even u32 (the memory is the caller's)"),
@@ -283,6 +323,10 @@ GRAPHS = {
     "Program.run": Case(lambda e: (e.prog.run, (), dict(x=np.ones(4, np.float32))), ()),
     "Program.state": Case(lambda e: (e.prog.state, ("s",), {}), ()),
     "Program.reset_state": Case(lambda e: (e.prog.reset_state, (), {}), (), {"name": (OPT, "every state")}),
+    "Program.run_many": Case(lambda e: (e.prog.run_many, (2,), dict(x=np.ones(4, np.float32))), (),
+                             {"n": (U32 | {"2**32"}, "any count up to 2^63 - 1 (not run here)"),
+                              "in_flight": (U32, "any u32 window (not run here)")}),
+    "Program.profile": Case(lambda e: (e.prog.profile, (), dict(x=np.ones(4, np.float32))), ()),
     "Program.update": Case(lambda e: (e.prog.update, (e.graph.producer[e.graph.outputs["z"]], ScaleParams(3.0)), {}), ("params",)),
     "Program.explain": Case(lambda e: (e.prog.explain, (), {})),
     "Program.to_dot": Case(lambda e: (e.prog.to_dot, (), {})),
@@ -307,9 +351,63 @@ MODEL = {
     "Llama.run_steps": Case(lambda e: (e.model.run_steps, (1,), {}), ()),
     "Llama.step": Case(lambda e: (e.model.step, (), {})),
     "Llama.rope_tables": Case(lambda e: (e.model.rope_tables, (), {})),
+    "Llama.generate_text": Case(lambda e: (e.model.generate_text, ("hi", 1), {}), (), TEXT_OPTIONS,
+                                options=text.OPTIONS),
+    "Llama.stream_text": Case(lambda e: (e.model.stream_text, ("hi", 1), {}), (), TEXT_OPTIONS, options=text.OPTIONS),
+    "models.from_pretrained": Case(lambda e: (from_pretrained, ("/nonexistent",), dict(dtype="f32")), (),
+                                   {"device": (OPT, "the default device"), "max_seq": (OPT, "the config's"),
+                                    "dtype": (OPT, "f16 where the device has shader-f16"),
+                                    "path": (TEXT, "a path: a missing one is the loader's CheckpointError")},
+                                   skip_good="tests/test_text_generation.py loads checkpoints"),
+    "QuantizedLlama": Case(lambda e: (QuantizedLlama, (e.config, e.dev, {}), {}), (),
+                           {"max_seq": (OPT, "the config's, up to 2048")},
+                           skip_good="a model build compiles a decode program; tests/test_quant_model.py builds them"),
+    "QuantizedLlama.from_weights": Case(lambda e: (QuantizedLlama.from_weights, (e.config, {}), {}), (),
+                                        {"device": (OPT, "the default device"), "max_seq": (OPT, "the config's")},
+                                        skip_good="a model build compiles a decode program"),
+    "QuantizedLlama.from_pretrained": Case(lambda e: (QuantizedLlama.from_pretrained, ("/nonexistent",), {}), (),
+                                           {"device": (OPT, "the default device"), "max_seq": (OPT, "the config's"),
+                                            "path": (TEXT, "a path")},
+                                           skip_good="always UnsupportedError: GGUF files load through "
+                                                     "wgraph.models.from_pretrained"),
 }
 
-CASES = {f"ops.{k}": v for k, v in OPS.items()} | DEVICE | GRAPHS | MODEL
+TOKENS_AND_BLOCKS = {
+    "Tokenizer.from_directory": Case(lambda e: (Tokenizer.from_directory, ("/nonexistent",), {}), (),
+                                     {"path": (TEXT, "a path: a missing one is a CheckpointError")},
+                                     skip_good="the walk's Env reads tests/data/tiny_tokenizer with it"),
+    "Tokenizer.from_gguf": Case(lambda e: (Tokenizer.from_gguf, ("/nonexistent.gguf",), {}), (),
+                                {"gguf": (TEXT, "a path: a missing one is a CheckpointError")},
+                                skip_good="tests/test_tokenizer.py reads GGUF vocabularies"),
+    "Tokenizer.token_id": Case(lambda e: (e.tok.token_id, ("hi",), {}), (), {"token": (TEXT, "any str (None if unknown)")}),
+    "Tokenizer.encode": Case(lambda e: (e.tok.encode, ("hi there",), {}), (),
+                             {"text": (TEXT, "any str"), "add_special_tokens": (BOOL, "a bool")}),
+    "Tokenizer.decode": Case(lambda e: (e.tok.decode, ([1, 78],), {}), (),
+                             {"ids": ({"array"}, "a 0-d numpy integer array is one id"),
+                              "skip_special_tokens": (BOOL, "a bool")}),
+    "Tokenizer.check_ids": Case(lambda e: (e.tok.check_ids, ([1, 78], "where"), {}), (),
+                                {"ids": ({"array"}, "a 0-d numpy integer array is one id"), "where": (TEXT, "any str")}),
+    "Tokenizer.apply_chat_template": Case(lambda e: (e.tok.apply_chat_template, ([{"role": "user", "content": "x"}],),
+                                                     {}), (),
+                                          {"add_generation_prompt": (BOOL, "a bool"), "tokenize": (BOOL, "a bool"),
+                                           "template": (OPT, "the default template")},
+                                          data=("messages", "kwargs")),   # kwargs: template variables, any JSON
+    "Tokenizer.stream_decoder": Case(lambda e: (e.tok.stream_decoder, (), {}), (),
+                                     {"skip_special_tokens": (BOOL, "a bool")}),
+    "QuantizedWeight": Case(lambda e: (QuantizedWeight, ("Q8_0", (8, 32), e.qw_host.blocks), {}), ("blocks",)),
+    "QuantizedWeight.from_bytes": Case(lambda e: (QuantizedWeight.from_bytes, ("Q8_0", (8, 32), e.qw_host.raw()), {}),
+                                       (), data=("raw",)),
+    "QuantizedWeight.raw": Case(lambda e: (e.qw_host.raw, (), {})),
+    "QuantizedWeight.dequantize": Case(lambda e: (e.qw_host.dequantize, (), {})),
+    "QuantizedWeight.upload": Case(lambda e: (e.qw_host.upload, (e.dev,), {}), ("device",),
+                                   {"label": (TEXT, "any str")}),
+    "QuantizedWeight.with_blocks": Case(lambda e: (e.qw_host.with_blocks, (e.qw.blocks,), {}), ("blocks",)),
+    "ggml_blocks.quantize": Case(lambda e: (ggml_blocks.quantize, (np.ones((2, 32), np.float32), "Q8_0"), {}), (),
+                                 data=("weights",)),
+    "ggml_blocks.stack_rows": Case(lambda e: (ggml_blocks.stack_rows, ([e.qw_host, e.qw_host],), {}), ("weights",)),
+}
+
+CASES = {f"ops.{k}": v for k, v in OPS.items()} | DEVICE | GRAPHS | MODEL | TOKENS_AND_BLOCKS
 
 # Public callables that are not entry points, with the reason.
 NOT_WALKED = {
@@ -318,34 +416,28 @@ NOT_WALKED = {
     "ops.KernelPlan": "a planner's result, never an argument",
     "ops.BDPACache": "a record: bdpa_decompose(...).upload(dev) builds it",
     "ops.KernelPath": "a record: kernel_path(spec) builds and checks it",
-    "Device.alloc": "runtime plumbing: dev.empty of a TensorSpec an op's infer made (dev.empty checks its own)",
     "Device.check_alive": "runtime plumbing (ops/core.py, the scheduler): no user arguments",
     "Device.check_tensor": "runtime plumbing called with tensors the ops checked",
     "Device.error_flag": "runtime plumbing: the device error flag for kernels",
     "Device.fallback": "runtime plumbing: zero buffers for unused bindings, names and sizes from the ops",
-    "Device.pop_recording": "runtime plumbing (Recording.__exit__)",
-    "Device.push_recording": "runtime plumbing (Recording.__enter__)",
-    "Device.queue_write": "runtime plumbing: writes of buffers wgraph made",
-    "Device.release_buffer": "runtime plumbing (Tensor.__del__)",
-    "Device.run": "runtime plumbing: items an op encoded",
-    "Device.submit": "runtime plumbing: a finished command buffer",
-    "Device.take_pending": "runtime plumbing (recordings)",
-    "Device.template_scratch": "runtime plumbing (op templates)",
-    "Device.uniform_buffer": "runtime plumbing (command lists)",
-    "Device.wait_idle": "runtime plumbing (deferred destruction): no arguments",
+    "Device.run": "runtime plumbing: items an op captured (scheduler/queue.py)",
     "Graph.add": "the builder's and from_json's one path for a Node wgraph made (from_json checks the file's fields)",
     "Graph.add_op": "what ops.core.apply calls for graph values: params an op function checked",
 }
 
 
 CLASSES = {"Device": wg.Device, "Tensor": wg.Tensor, "Graph": wg.Graph, "Program": wg.Program, "Llama": Llama,
+           "QuantizedLlama": QuantizedLlama, "Tokenizer": Tokenizer, "QuantizedWeight": QuantizedWeight,
            "ops.TieredKVCache": wg.ops.TieredKVCache}
+FUNCTIONS = {"models.from_pretrained": from_pretrained, "ggml_blocks.quantize": ggml_blocks.quantize,
+             "ggml_blocks.stack_rows": ggml_blocks.stack_rows}
 
 
 def _public() -> set[str]:
-    """Qualified names of the public callables: wg.ops' exports, the constructors users call, and the public
-    methods of the classes above."""
-    names = {f"ops.{n}" for n in wg.ops.__all__} | {"Device", "Graph", "Llama"}
+    """Qualified names of the public callables: wg.ops' exports, the functions above, the constructors users
+    call, and the public methods of the classes above."""
+    names = {f"ops.{n}" for n in wg.ops.__all__} | set(FUNCTIONS) | {"Device", "Graph", "Llama", "QuantizedLlama",
+                                                                      "QuantizedWeight"}
     for prefix, cls in CLASSES.items():
         names |= {f"{prefix}.{n}" for n, v in vars(cls).items() if not n.startswith("_") and callable(
             v.__func__ if isinstance(v, (classmethod, staticmethod)) else v)}
@@ -353,6 +445,8 @@ def _public() -> set[str]:
 
 
 def _callable(name: str):
+    if name in FUNCTIONS:
+        return FUNCTIONS[name]
     for prefix, cls in sorted(CLASSES.items(), key=lambda kv: -len(kv[0])):
         if name == prefix:
             return cls
@@ -376,7 +470,7 @@ def test_every_public_callable_has_a_case():
     stale = sorted(n for n in set(CASES) | set(NOT_WALKED) if n not in _public())
     assert not stale, f"cases of callables that are not public (any more): {stale}"
     for name, case in CASES.items():
-        names = {p.name for p in _params(name)}
+        names = {p.name for p in _params(name)} | set(case.options)
         unknown = (set(case.tensors) | set(case.valid) | set(case.data)) - names
         assert not unknown, f"{name}: {sorted(unknown)} are not parameters of its signature {sorted(names)}"
 
@@ -404,6 +498,9 @@ def _walk(env, name: str, which: str) -> None:
     sig = inspect.signature(fn)
     if which == "scalar":
         params = [p for p in sig.parameters.values() if p.name not in case.tensors and p.name not in case.data]
+        if case.options:   # a **options parameter: each option is walked by its name
+            params = [q for p in params for q in ([p] if p.kind is not p.VAR_KEYWORD else
+                                                   [inspect.Parameter(o, p.KEYWORD_ONLY) for o in case.options])]
         table = BAD
     else:
         params = [p for p in sig.parameters.values() if p.name in case.tensors]
@@ -427,7 +524,10 @@ def _walk(env, name: str, which: str) -> None:
             fn, args, kwargs = case.build(env)
             b = inspect.signature(fn).bind(*args, **kwargs)
             expect = p.name
-            if p.kind is p.VAR_POSITIONAL:
+            if p.name in case.options and p.name not in sig.parameters:   # one of the **options
+                var = next(q.name for q in sig.parameters.values() if q.kind is q.VAR_KEYWORD)
+                b.arguments[var] = {**b.arguments.get(var, {}), p.name: value}
+            elif p.kind is p.VAR_POSITIONAL:
                 b.arguments[p.name] = (value,)
             elif p.kind is p.VAR_KEYWORD:
                 key = next(iter(b.arguments.get(p.name) or {"x": None}))
@@ -435,7 +535,7 @@ def _walk(env, name: str, which: str) -> None:
                 expect = key
             else:
                 b.arguments[p.name] = value
-            stats, pending = env.dev.stats.snapshot(), len(env.dev.pending)
+            stats, pending = env.dev.stats.snapshot(), len(env.dev.scheduler.pending)
             try:
                 fn(*b.args, **b.kwargs)
             except wg.WgraphError as e:
@@ -447,7 +547,7 @@ def _walk(env, name: str, which: str) -> None:
                 failures.append(f"{p.name}={label}: accepted (declare it in the case's valid table, with a reason, "
                                 f"if it is right)")
             d = env.dev.stats.since(stats)
-            if len(env.dev.pending) != pending or d.submits or d.dispatches:
+            if len(env.dev.scheduler.pending) != pending or d.submits or d.dispatches:
                 failures.append(f"{p.name}={label}: GPU work before the error")
     assert not failures, f"{name}:\n" + "\n".join(failures)
     assert _snapshot(env) == before, f"{name}: a failing call changed a tensor"
@@ -464,3 +564,10 @@ def test_bad_tensor_arguments_raise_naming_them(env, name):
     as a QuantizedKV, a (k, v) pair, a graph Value) goes: a WgraphError naming the parameter, never a raw
     AttributeError or TypeError from inside the op."""
     _walk(env, name, "tensor")
+
+
+def test_text_options_are_make_requests_keywords():
+    """generate_text / stream_text refuse an unknown option by name (text.OPTIONS); the walk feeds each of them:
+    the list must be make_request's keyword arguments (less `where`, which the entry point sets)."""
+    keywords = [p.name for p in inspect.signature(text.make_request).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert tuple(k for k in keywords if k != "where") == text.OPTIONS

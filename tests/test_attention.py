@@ -10,7 +10,7 @@ import wgraph as wg
 from attention_reference import tolerance_check
 from kernel_support import lacks_subgroups
 from wgraph.ops.attention_planner import shader_const
-from wgraph.runtime.registry import registry
+from wgraph.kernels.registry import registry
 
 KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow the kernel's max_q_per_kv
     "prefill_tiled_large": ("prefill", 64),
@@ -166,7 +166,7 @@ def test_gpu_kv_len_grows_without_replanning(dev, rng):
 
 @pytest.mark.parametrize("S,D", [(512, 64), (384, 32), (130, 64)])
 def test_large_tile_lavapipe_sizes(dev, rng, S, D):
-    # DESIGN.md: a flash-style kernel at the 32 KB limit returned wrong rows on lavapipe at S=512, D=64.
+    # docs/lavapipe.md: a flash-style kernel at the 32 KB limit returned wrong rows on lavapipe at S=512, D=64.
     q, k, v = _inputs(rng, "f32", S, S, 1, 1, D)
     got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True,
                            variant="prefill_tiled_large_f32").numpy()
@@ -278,3 +278,32 @@ def test_causal_is_required_by_every_attention_entry_point(dev):
     assert (d.submits, d.dispatches) == (0, 0)
     # the same call with causal given runs: bottom-right, query 0 of 2 over 4 keys sees keys 0..2
     assert wg.ops.attention(q, k, k, causal=True).shape == (2, 2, 8)
+
+
+def test_kv_reads_go_through_one_include():
+    """Every attention kernel reads K/V in one place a K/V dtype chooses (docs/kernels.md): 16-byte words widened by
+    its KV_PIECE include, or its KV_VEC4 / KV_SCALAR include's kv_k4 / kv_v4 / kv_k1 / kv_v1, the only lines that
+    index k and v; so a dtype stored another way (bf16) is one include per reading style."""
+    import re
+
+    for family in ("attention", "attention_batched"):
+        for k in registry().values():
+            if k.op != family:
+                continue
+            src = k.source
+            words = "var<storage, read> k: array<vec4<u32>>" in src
+            assert words or "fn kv_k4(" in src or "fn kv_k1(" in src, k.name
+            if not words:
+                assert len(re.findall(r"(?<![\w.])k\[", src)) == 1 and len(re.findall(r"(?<![\w.])v\[", src)) == 1, k.name
+
+
+@pytest.mark.parametrize("variant,hq", [("decode_fused_g8_f32", 12), ("decode_fused_g8_f16", 16)])
+def test_fused_head_blocks_past_one(dev, rng, variant, hq):
+    """A GQA group larger than the kernel's block of q heads takes several blocks (12 = 8 + 4 heads, the last one
+    partial; 16 = 8 + 8): each block merges its own heads' key slots."""
+    dtype = variant.rsplit("_", 1)[1]
+    q, k, v = _inputs(rng, dtype, 1, 300, hq, 1, 32)
+    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, variant=variant)
+    ok, err, base, bound = tolerance_check(out.numpy(), q, k, v, causal=True,
+                                           out_dtype=np.float16 if dtype == "f16" else np.float32)
+    assert ok, f"{variant}: error {err:.3g} > bound {bound:.3g}"

@@ -25,6 +25,7 @@ VARLEN = [
     ("f16kv", [1, 4, 0, 2, 3, 1, 5, 2], [3, 4, 1, 9, 3, 0, 5, 6], 2, 2, 16, False, (1, 2), 2.5),
     ("f32", [5, 2, 7], [5, 9, 3], 8, 2, 160, True, (-1, -1), 4.0),
     ("f16", [4, 1, 6], [9, 1, 6], 2, 1, 64, False, (-1, 0), 0.0),
+    ("f32", [1, 0, 1, 1], [5, 3, 0, 9], 8, 2, 32, True, (3, -1), 0.0),    # one query each: the split-K decode
 ]
 
 
@@ -89,9 +90,12 @@ KVCACHE = [
 
 def _kvcache_cases():
     cases = [pytest.param(None, c, id=f"{c[0]}-B{len(c[1])}-new{c[2]}-sq{c[3]}-paged{c[7]}") for c in KVCACHE]
-    # the fused split-K decode (GPU-tuned, planned only on GPUs with subgroups) forced: paged, GQA, a window
-    fused = ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)
-    return cases + [pytest.param("batched_fused_f32", fused, id="batched_fused_f32-B8-paged16")]
+    # the fused split-K decode (GPU-tuned, planned only on GPUs with subgroups) forced, in each head block: paged,
+    # GQA, a window, softcap; MHA; a group of 8 (lavapipe's 8-lane subgroups: D 32 and 64 merge slots by shuffles)
+    fused = [("batched_fused_g4_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
+             ("batched_fused_g1_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True)),
+             ("batched_fused_g8_f16kv", ("f16kv", [33, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False))]
+    return cases + [pytest.param(v, c, id=f"{v}-B{len(c[1])}") for v, c in fused]
 
 
 @pytest.mark.parametrize("variant,case", _kvcache_cases())
@@ -217,11 +221,11 @@ def test_compiled_decode_step_replays_like_immediate_steps(dev, rng):
 @pytest.mark.parametrize("mode", ["decode", "varlen"])
 def test_dispatches_do_not_grow_with_batch(dev, rng, mode):
     counts = []
-    for B in (1, 8):
+    for B in (1, 8, 64):
         if mode == "decode":
             q, kn, vn = _decode_step_inputs(rng, B, 4, 2, 16)
             K = dev.tensor(np.zeros((B, 32, 2, 16), np.float32))
-            lens = dev.tensor(np.arange(B, dtype=np.uint32))
+            lens = dev.tensor(np.arange(B, dtype=np.uint32) % 32)   # at most the capacity of 32
             args = (dev.tensor(q), K, K)
             before = dev.stats.snapshot()
             wg.ops.attention_kvcache(*args, cache_seqlens=lens, causal=True)
@@ -231,7 +235,7 @@ def test_dispatches_do_not_grow_with_batch(dev, rng, mode):
             before = dev.stats.snapshot()
             wg.ops.attention_varlen(x, x, x, cu, cu, max_seqlen_q=3, max_seqlen_k=3, causal=True)
         counts.append(dev.stats.since(before).dispatches)
-    assert counts[0] == counts[1] <= 2, counts
+    assert counts[0] == counts[1] == counts[2] <= 2, counts
 
 
 def test_host_known_bad_input_raises_before_gpu_work(dev):
@@ -351,29 +355,110 @@ def test_bdpa_window_and_lse(dev, rng):
     np.testing.assert_allclose(lse.numpy()[:, 0], (m + np.log(p.sum(-1, keepdims=True)))[:, 0], atol=2e-5, rtol=0)
 
 
-def test_batched_kernel_choice_and_the_cpu_loop_cap():
-    """Split-K decode for one query per cached sequence; flash on a GPU with subgroups, tiled on a CPU device, where a
-    sequence too long for lavapipe's loop cap is a LimitError with the numbers, never a silent wrong row."""
+def _bparams(mode, max_q, max_k, variant=None):
+    from wgraph.ops.attention_batched import BatchedParams
+
+    return BatchedParams(mode, True, (-1, -1), 0.0, False, max_q, max_k, variant=variant)
+
+
+def _caps():
     from wgraph.device import Caps
-    from wgraph.ops.attention_batched import BatchedParams, choose_variant
 
     gpu = Caps.synthetic(has_f16=True, has_subgroups=True, max_workgroup_storage=49152)
     cpu = Caps.synthetic(is_cpu=True, has_f16=True, has_subgroups=True, max_workgroup_storage=32768)
-    geo = dict(dtype="f16", Hq=32, Hkv=8, D=128, B=8)
+    return gpu, cpu
 
-    def params(mode, max_q, max_k, variant=None):
-        return BatchedParams(mode, True, (-1, -1), 0.0, False, max_q, max_k, variant=variant)
 
-    assert choose_variant(params("kvcache", 1, 4096), geo, gpu) == "batched_fused_f16"
-    assert choose_variant(params("kvcache", 1, 4096), dict(geo, D=96), gpu) == "batched_decode_f16"  # 6 lanes
-    assert choose_variant(params("kvcache", 1, 300000), geo, cpu) == "batched_decode_f16"
-    assert choose_variant(params("varlen", 512, 512), geo, gpu) == "batched_flash_d128_f16"
-    assert choose_variant(params("kvcache", 4, 512), geo, cpu) == "batched_tiled_d128_f16"
-    with pytest.raises(LimitError, match="batched_tiled_d128_f16 would run up to \\d+ loop iterations .* at "
-                                         "max_seqlen_k 20000 .*stops at 65535"):
-        choose_variant(params("varlen", 16, 20000), geo, cpu)
-    with pytest.raises(LimitError, match="forced variant batched_flash_d128_f16 would run"):
-        choose_variant(params("varlen", 16, 100000, "batched_flash_d128_f16"), geo, cpu)
+def test_batched_kernel_choice_and_the_cpu_loop_cap():
+    """The attention planner's rules for the batched family: split-K decode for one query per sequence (fused on
+    a GPU with subgroups, by GQA group), else flash on a GPU with subgroups, tiled on a CPU device, where a
+    sequence too long for lavapipe's loop cap is a LimitError with the numbers, never a silent wrong row."""
+    from wgraph.kernels.registry import registry
+    from wgraph.ops.attention_batched import batched_plan
+
+    gpu, cpu = _caps()
+    geo = dict(dtype="f16", Hq=32, Hkv=8, D=128, B=8, layout=1)
+
+    def chosen(p, g, caps):
+        return batched_plan(p, g, caps).variant
+
+    assert chosen(_bparams("kvcache", 1, 32768), geo, gpu) == "batched_fused_g4_f16"
+    span = registry()["batched_fused_g4_f16"].facts.get("min_kv_span", 0)   # a speed rule of the registry
+    if span > 64:   # below it split-K for GQA, as for one sequence
+        p = batched_plan(_bparams("kvcache", 1, span - 64), geo, gpu)
+        assert p.variant == "batched_splitk_g4_f16"
+        assert f"kv span {span - 64} < {span}" in dict(p.rejected)["batched_fused_g4_f16"]
+    assert chosen(_bparams("kvcache", 1, 4096), dict(geo, Hq=8), gpu) == "batched_fused_g1_f16"
+    assert chosen(_bparams("kvcache", 1, 16384), dict(geo, D=96), gpu) == "batched_splitk_g4_f16"  # 6 lanes
+    assert chosen(_bparams("kvcache", 1, 300000), geo, cpu) == "batched_splitk_g4_f16"
+    assert chosen(_bparams("kvcache", 1, 300), dict(geo, D=100), gpu) == "batched_flash_d128_f16"  # 100 % 8
+    assert chosen(_bparams("kvcache", 1, 300), dict(geo, D=100), cpu) == "batched_tiled_d128_f16"
+    assert chosen(_bparams("varlen", 512, 512), geo, gpu) == "batched_flash_d128_f16"
+    p = batched_plan(_bparams("kvcache", 4, 512), geo, cpu)
+    assert p.variant == "batched_tiled_d128_f16" and "GPU-tuned" in dict(p.rejected)["batched_flash_d128_f16"]
+    assert p.workgroups == (32, 8, 1) and "batch 8" in p.reason            # (Hq, B, query blocks of 16)
+    with pytest.raises(LimitError, match="attention_varlen: no attention_batched kernel .*batched_tiled_d128_f16 "
+                                         "would run up to \\d+ loop iterations .* at kv span 20000 .*stops at 65535"):
+        batched_plan(_bparams("varlen", 16, 20000), geo, cpu)
+    with pytest.raises(LimitError, match="attention_varlen: forced attention_batched variant batched_flash_d128_f16 "
+                                         "does not fit: it would run"):
+        batched_plan(_bparams("varlen", 16, 100000, "batched_flash_d128_f16"), geo, cpu)
+    with pytest.raises(wg.PlanError, match="attention_varlen: forced attention_batched variant batched_fused_g4_f16 "
+                                           "does not fit: it is a decode kernel; the call is prefill"):
+        batched_plan(_bparams("varlen", 16, 1000, "batched_fused_g4_f16"), geo, gpu)
+    with pytest.raises(wg.PlanError, match="unknown attention_batched variant 'decode_fused_g4_f16'"):
+        batched_plan(_bparams("kvcache", 1, 1000, "decode_fused_g4_f16"), geo, gpu)
+
+
+# the split-K and fused entries keep the tuned numbers of their single-sequence twins (attention_batched.toml)
+TWINS = [(f"batched_{kind}_g{g}_{dt}", f"decode_{kind}_g{g}_{dt}") for kind in ("splitk", "fused") for g in (1, 4, 8)
+         for dt in ("f32", "f16", "f16kv")]
+
+
+@pytest.mark.parametrize("batched,single", TWINS)
+def test_batched_split_kernels_keep_their_twins_numbers(batched, single):
+    from wgraph.kernels.registry import registry
+
+    b, s = registry()[batched], registry()[single]
+    assert b.workgroup_size == s.workgroup_size and dict(b.limits) == dict(s.limits)
+    for name in ("KEYS_PER_THREAD", "SPLIT_TARGET", "G_TILE", "CHUNK_STEP", "CHUNK_MAX"):
+        assert b.const(name if name != "KEYS_PER_THREAD" else "U") == s.const(name if name != "KEYS_PER_THREAD" else "U"), name
+    for fact in ("tier", "min_kv_span", "head_dim_multiple", "subgroup_lanes", "gpu_only"):
+        assert b.facts.get(fact) == s.facts.get(fact), fact
+    assert b.features == s.features
+
+
+@pytest.mark.parametrize("hq,hkv,d", [(32, 8, 128), (32, 8, 64), (16, 16, 128), (64, 8, 128), (28, 4, 64)])
+@pytest.mark.parametrize("kv", [1024, 4096, 16384, 32768])
+def test_a_batch_of_one_plans_as_one_sequence(hq, hkv, d, kv):
+    """B = 1 takes the single-sequence kernel's tier, head block and chunk count (its twin, same numbers)."""
+    from wgraph.ops.attention_batched import batched_plan
+    from wgraph.ops.attention_planner import PlanFacts, plan
+
+    for caps in _caps():
+        single = plan(PlanFacts("decode", "f16", 1, hq, d, kv, num_kv_heads=hkv), caps)
+        p = batched_plan(_bparams("kvcache", 1, kv), dict(dtype="f16", Hq=hq, Hkv=hkv, D=d, B=1, layout=1), caps)
+        assert p.variant == single.variant.replace("decode_", "batched_"), (p.explain(), single.explain())
+        assert (p.tier, p.max_chunks) == (single.tier, single.max_chunks)
+        assert p.workgroups == (single.max_chunks, hkv * single.workgroups[2], 1)
+
+
+@pytest.mark.parametrize("B", [1, 8, 32, 64])
+def test_split_k_chunks_fill_the_gpu_for_any_batch(B):
+    """The batch shares one split target: chunks per sequence shrink as B grows (fewer, longer chunks once the
+    batch fills the GPU), never below one, and no chunk passes CHUNK_MAX."""
+    from wgraph.kernels.registry import registry
+    from wgraph.ops.attention_batched import batched_plan
+
+    gpu, _ = _caps()
+    for variant_kv in (4096, 32768):
+        p = batched_plan(_bparams("kvcache", 1, variant_kv), dict(dtype="f16", Hq=32, Hkv=8, D=128, B=B, layout=1), gpu)
+        k = registry()[p.variant]
+        target, step, cap = k.const("SPLIT_TARGET"), k.const("CHUNK_STEP"), k.const("CHUNK_MAX")
+        per_seq = max(1, target // (8 * B))                  # Hq/Hkv 32/8: one head block of 4 (g4)
+        want = max(1, min(per_seq, -(-variant_kv // step)), -(-variant_kv // cap))
+        assert p.max_chunks == want and p.workgroups == (want, 8, B), p.explain()
+        assert p.dispatches[1][1] == (1, 32, B)
 
 
 @pytest.mark.parametrize("variant", ["prefill_tiled_small_f32", "prefill_streaming_f32"])
@@ -463,10 +548,10 @@ def test_kvcache_with_new_rows_is_planned_before_it_writes(dev):
            (dict(out=dev.empty((1, 1, 2, 8), "f32")), ShapeError, r"out= has shape \(1, 1, 2, 8\)"),
            (dict(scale=float("nan")), wg.ArgumentError, "scale=nan must be a finite real")]
     for kwargs, exc, match in bad:
-        before, pending = dev.stats.snapshot(), len(dev.pending)
+        before, pending = dev.stats.snapshot(), len(dev.scheduler.pending)
         with pytest.raises(exc, match=match):
             wg.ops.attention_kvcache(q, Kc, Vc, cache_seqlens=[3], k_new=new, v_new=new, causal=True, **kwargs)
-        assert len(dev.pending) == pending and dev.stats.since(before).dispatches == 0, kwargs
+        assert len(dev.scheduler.pending) == pending and dev.stats.since(before).dispatches == 0, kwargs
         assert np.array_equal(Kc.numpy(), k) and np.array_equal(Vc.numpy(), -k), kwargs
     if dev.caps.is_cpu:   # a cache too long for lavapipe's loop cap: the LimitError also comes before the append
         long_k = dev.tensor(np.zeros((1, 40000, 1, 128), np.float32))

@@ -13,7 +13,7 @@ import pytest
 import wgraph as wg
 from wgraph.__main__ import main as cli_main
 from wgraph.bench import main as bench_main
-from wgraph.device import PENDING_ITEMS
+from wgraph.scheduler.queue import PENDING_ITEMS
 
 META = {"machine", "adapter", "driver", "backend", "wgpu_version", "date", "command", "adapter_info", "git_commit"}
 HOST = {"mode", "what", "n_ops", "runs", "status", "note", "host_us_per_op", "wall_us_per_op", "ratio_to_floor_host",
@@ -21,6 +21,8 @@ HOST = {"mode", "what", "n_ops", "runs", "status", "note", "host_us_per_op", "wa
         "dispatches_per_run", "dispatches_per_op", "host_us_per_dispatch"}
 GEMV = {"rows", "out_features", "in_features", "weight_dtype", "bytes", "variant", "reason", "gpu_us", "gbps",
         "fraction_of_copy", "time_source"}
+GEMM = {"rows", "out_features", "in_features", "weight_dtype", "flops", "config", "variant", "splits", "reason",
+        "gpu_us", "tflops", "fraction_of_fma_peak", "time_source", "max_rel_err_vs_float64"}
 ATTN = {"phase", "S", "L", "Hq", "Hkv", "D", "dtype", "causal", "flops", "bytes", "status", "note", "forced",
         "variant", "tier", "reason", "plan", "reps", "gpu_us", "wall_us", "time_source"}
 
@@ -50,7 +52,7 @@ def test_bench_json_has_every_field(tmp_path, dev):
     path = tmp_path / "bench.json"
     plot = ["--plot", str(tmp_path / "bench.svg")] if _has_matplotlib() else []
     # planned variants only: other tests may add experimental variants to the process's registry
-    result = bench_main(["--grid", "tiny", "--host-ops", "20", "--runs", "2",
+    result = bench_main(["--grid", "tiny", "--host-ops", "20", "--runs", "2", "--profile",
                          "--json", str(path), *plot])
     if plot:
         _assert_image(tmp_path / "bench.svg")
@@ -88,6 +90,30 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert "gemv" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5
         assert ("ratio_to_torch" in r) == bool(gemv["torch"].get("available"))
 
+    model = data["model"]["rows"][0]
+    assert model["status"] == "ok", model
+    prof = model["profile"]
+    if dev.caps.has_timestamps:   # --profile: one decode step's GPU time by op and by layer (2 layers, tiny)
+        assert prof["status"] == "ok" and prof["total_us"] <= prof["span_us"] * 1.0001
+        assert sum(g["dispatches"] for g in prof["by_op"]) == model["dispatches_per_token"]
+        assert sum(g["gpu_us"] for g in prof["by_layer"]) == pytest.approx(prof["total_us"])
+        assert [g["name"] for g in prof["by_layer"] if g["name"]] == ["layer0", "layer1"]
+    else:
+        assert prof["status"] == "unsupported"
+
+    assert {r["type"] for r in data["fma"]["rows"]} == {"f32", "f16", "vec2f16", "vec4f16"}
+    for r in data["fma"]["rows"]:
+        assert r["status"] == "ok" or (r["status"] == "unsupported" and "f16" in r["type"]), r
+        if r["status"] == "ok":
+            assert r["tflops"] > 0 and r["max_rel_err_vs_float64"] < 1e-2 and r["iterations"] <= 65535
+    gemm = data["gemm"]
+    assert gemm["rows"] and gemm["fma_f32_tflops"] == [r["tflops"] for r in data["fma"]["rows"] if r["type"] == "f32"][0]
+    for r in gemm["rows"]:
+        assert r["status"] == "ok" and r["planned"], r
+        assert GEMM <= set(r), GEMM - set(r)
+        assert "gemm" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5
+        assert r["flops"] == 2 * r["rows"] * r["out_features"] * r["in_features"]
+
     attn = data["attention"]
     if not attn["available"]:
         pytest.skip(attn["note"])
@@ -99,7 +125,31 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert {"variant", "tier", "reason"} <= set(r["plan"])
         assert ("tflops" in r) == (r["phase"] == "prefill") and ("gbps" in r) == (r["phase"] == "decode")
         assert ("ratio_to_torch" in r) == bool(attn["torch"].get("available"))
+        assert (r.get("replay_us", 0) > 0) == (r["phase"] == "decode")   # a Program replay of decode calls
     assert len(result["attention"]["rows"]) == len(attn["rows"])
+    again = attn["torch"]["first_shape_again"]   # the first shape timed again at the end of the section
+    assert again["shape"] == "prefill S=16 Hq/Hkv=4/2 D=32 f32" and again["gpu_us_again"] > 0
+    assert {"clocks_before", "torch_context", "steady_work_s"} <= set(attn["torch"]["warmup"])
+
+
+def test_f16_prefill_as_a_fraction_of_the_fma_peak():
+    """With an FMA section in the result, each f16 prefill row gets its TFLOP/s over the best f16 FMA row."""
+    from wgraph.bench.report import add_fma_fractions, fma_fraction_lines
+
+    result = {"fma": {"rows": [{"dtype": "f32", "tflops": 60.0}, {"dtype": "f16", "tflops": 50.0},
+                               {"dtype": "vec2<f16>", "tflops": 120.0}]},
+              "attention": {"rows": [dict(phase="prefill", dtype="f16", tflops=30.0, S=4096, Hq=16, Hkv=16, D=128,
+                                          variant="v"),
+                                     dict(phase="prefill", dtype="f32", tflops=30.0),
+                                     dict(phase="decode", dtype="f16", gbps=1000.0)]}}
+    add_fma_fractions(result)
+    rows = result["attention"]["rows"]
+    assert rows[0]["fraction_of_fma_peak"] == 30.0 / 120.0
+    assert "fraction_of_fma_peak" not in rows[1] and "fraction_of_fma_peak" not in rows[2]
+    assert "= 0.250 of 120" in fma_fraction_lines(result)
+    no_fma = {"attention": {"rows": [dict(phase="prefill", dtype="f16", tflops=30.0)]}}
+    add_fma_fractions(no_fma)
+    assert "fraction_of_fma_peak" not in no_fma["attention"]["rows"][0] and fma_fraction_lines(no_fma) == ""
 
 
 def test_sections_skip_with_a_note_when_their_api_is_absent(monkeypatch, tmp_path, dev):
@@ -115,7 +165,7 @@ def test_sections_skip_with_a_note_when_their_api_is_absent(monkeypatch, tmp_pat
 def test_candidate_variants_match_phase_and_dtype():
     from wgraph.bench.attention import candidate_variants
     from wgraph.bench.grids import GRIDS
-    from wgraph.runtime.registry import kernel
+    from wgraph.kernels.registry import kernel
 
     for s in GRIDS["tiny"]:
         names = candidate_variants(s)
@@ -181,4 +231,5 @@ def test_bench_batched_rows(dev):
     for r in rows:
         assert r["dispatches"] == (2 if r["kind"] == "decode" else 1)
         assert r[{"decode": "gbps", "varlen": "tflops"}[r["kind"]]] > 0
+        assert r["replay_us"] > 0
     assert "decode B=3" in table(rows)

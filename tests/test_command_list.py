@@ -1,4 +1,4 @@
-"""The one capture path (runtime/commands.py): writes ordered with recorded ops, discarded recordings'
+"""The one capture path (scheduler/commands.py): writes ordered with recorded ops, discarded recordings'
 outputs unusable, Program.update of a split-K kv_len, scratch in the program's memory plan, planning without
 re-parsing WGSL, the encode's own plan in explain(), and deferred destruction bounded without readbacks."""
 
@@ -10,7 +10,7 @@ from attention_reference import attention_reference, tolerance_check
 from wgraph.errors import RecordingError
 from wgraph.graph import GraphError
 from wgraph.ops.core import OpDef, register
-from wgraph.runtime.dispatch import Dispatch
+from wgraph.scheduler.dispatch import Dispatch
 
 
 def test_write_inside_a_recording_keeps_its_order(dev):
@@ -127,7 +127,7 @@ def test_scratch_of_two_nodes_shares_buffers(dev):
 
 
 def test_planning_reads_no_wgsl(dev, monkeypatch):
-    from wgraph.runtime import wgsl
+    from wgraph.kernels import wgsl
 
     q = wg.TensorSpec((1, 32, 128), "f16")
     kv = wg.TensorSpec((4096, 8, 128), "f16")
@@ -210,12 +210,12 @@ def test_out_into_a_state_writes_in_place_every_run(dev):
         wg.ops.scale(a, 2.0, out=a)
 
 
-def test_deferred_destruction_is_bounded_without_readbacks(monkeypatch):
-    import wgraph.device as device_module
+def test_deferred_destruction_is_bounded_without_readbacks():
+    from wgraph.scheduler.queue import PENDING_ITEMS
 
     dev = wg.Device()
     dev.pool.budget_bytes = 1 << 20                   # a small free list, so releases go to destruction
-    monkeypatch.setattr(device_module, "DEFERRED_DESTRUCTION_BYTES", 4 << 20)
+    dev.pool.deferred_budget_bytes = 4 << 20
     x = dev.tensor(np.ones(1024, np.float32))
     start = dev.stats.snapshot()
     peak_live, peak_deferred = 0, 0
@@ -227,7 +227,7 @@ def test_deferred_destruction_is_bounded_without_readbacks(monkeypatch):
     d = dev.stats.since(start)
     assert d.readbacks == 0 and d.gpu_waits > 0
     # the budget, plus what one flush of pending ops can release past it (each op: an input and an output)
-    assert peak_deferred <= (4 << 20) + device_module.PENDING_ITEMS * 2 * 61 * 4096
+    assert peak_deferred <= (4 << 20) + PENDING_ITEMS * 2 * 61 * 4096
     assert peak_live < 400, peak_live
     dev.destroy()
 
@@ -267,7 +267,7 @@ def test_repeated_split_k_calls_share_scratch_in_one_list(dev, rng, mode):
             items = list(rec.items)
     else:
         outs = [wg.ops.attention(q, tk, tv, causal=True) for q in tqs]
-        items = list(dev.pending)
+        items = list(dev.scheduler.pending)
     assert len(items) == 8  # split-K + combine per call
     inputs = {id(t.buffer) for t in [tk, tv, *tqs, *outs]}
     scratch = [frozenset(id(t.buffer) for t in d.tensors if id(t.buffer) not in inputs) - {id(dev.error_flag().buffer)}
@@ -297,3 +297,80 @@ def test_repeated_recorded_calls_share_their_scratch(dev, rng):
         assert ok, (n, err, bound)
     assert len(scratch) == 12 and all(len(s) == 2 for s in scratch)  # chunks + combine, two partials each
     assert len(set().union(*scratch[4:])) == 2  # the calls after each template's first: one pair of partials
+
+
+def test_every_call_and_every_program_node_is_an_instance_of_a_captured_template(dev, monkeypatch):
+    """One capture form: immediate and recorded calls and a Program's nodes all reach their command list as
+    dispatches made by OpTemplate.instantiate from a template made by ops/core.capture (the only caller of an
+    op's encode); a repeated call captures nothing new."""
+    from wgraph.ops import core
+    from wgraph.scheduler.templates import OpTemplate
+
+    captures, made = [], set()
+    real_capture, real_instantiate = core.capture, OpTemplate.instantiate
+
+    def counting_capture(device, op, params, inputs, outputs):
+        captures.append(op.name)
+        return real_capture(device, op, params, inputs, outputs)
+
+    def counting_instantiate(self, inputs, outputs, scratch):
+        out = real_instantiate(self, inputs, outputs, scratch)
+        made.update(id(d) for d in out)
+        return out
+
+    monkeypatch.setattr(core, "capture", counting_capture)
+    monkeypatch.setattr(OpTemplate, "instantiate", counting_instantiate)
+    x = dev.tensor(np.arange(6, dtype=np.float32))
+    dev.flush()
+    dev.templates.clear()                               # other tests' templates: every first call captures
+    y = wg.ops.scale(x, 1.375)
+    wg.ops.scale(x, 1.375)                              # the same call again: the template, no capture
+    assert captures == ["scale"]
+    assert len(dev.scheduler.pending) == 2 and all(id(d) in made for d in dev.scheduler.pending)
+    with dev.record() as rec:
+        wg.ops.scale(y, 1.375)
+        wg.ops.mul(x, y)
+        wg.ops.mul(x, x)                                # one tensor in two slots: captured for this call only
+        wg.ops.mul(x, x)
+        items = list(rec.items)
+    assert captures == ["scale", "mul", "mul", "mul"]   # mul(x, x) is not cached: its template fits it only
+    assert [i for i in items if isinstance(i, Dispatch)] and all(id(d) in made for d in items if isinstance(d, Dispatch))
+    np.testing.assert_array_equal(y.numpy(), np.arange(6) * 1.375)
+
+    g = wg.Graph("captured")
+    a = g.input("a", (6,), "f32")
+    b = wg.ops.scale(a, 1.375)
+    g.output("c", wg.ops.mul(b, wg.ops.scale(b, 2.0)))
+    before = len(captures)
+    prog = g.compile(dev)
+    assert captures[before:] == ["scale", "scale", "mul"]   # every node captured, as a recording captures a call
+    assert all(id(step.dispatch) in made for step in prog._commands.steps)
+    np.testing.assert_allclose(prog.run(a=np.arange(6, dtype=np.float32))["c"].numpy(),
+                               (np.arange(6) * 1.375) ** 2 * 2.0, rtol=1e-6)
+
+
+def test_scratch_space_shares_buffers_across_calls(dev):
+    """A call's scratch requests take distinct buffers, largest first; the calls of one list share them, and a
+    buffer grows where a later call needs more. A Program's space is sized by reserve() and never grows."""
+    from wgraph.scheduler.scratch import ScratchSpace
+    from wgraph.tensor import TensorSpec
+
+    space = ScratchSpace(dev.empty, "test")
+    small, big, odd = (TensorSpec((10,), "f32"), "s"), (TensorSpec((100,), "f32"), "b"), (TensorSpec((3,), "f16"), "o")
+    s1, b1 = space.place((small, big))
+    assert (b1.buffer.size >= 400, s1.buffer is not b1.buffer) == (True, True)
+    assert (s1.shape, b1.shape, s1.label, b1.label) == ((10,), (100,), "s", "b")
+    (o2,) = space.place((odd,))                          # one request: the largest call's buffer 0
+    assert o2.buffer is b1.buffer and o2.nbytes == 6
+    assert space.place((small, big)) == (s1, b1)        # a repeated call: the same views
+    huge = (TensorSpec((1000,), "f32"), "h")
+    (h3,) = space.place((huge,))                        # more than buffer 0 holds: a larger buffer 0
+    assert h3.buffer is not b1.buffer and space.sizes == [4000, 40]
+    planned = ScratchSpace(dev.empty, "program")
+    planned.reserve((small, big))
+    planned.reserve((huge,))
+    assert (planned.sizes, planned.requests, planned.naive_bytes) == ([4000, 40], 3, 4440)
+    (p,) = planned.place((huge,), grow=False)
+    assert p.buffer.size >= 4000
+    with pytest.raises(wg.LimitError, match="scratch h2 needs 8000 bytes in shared buffer 0, which holds 4000"):
+        planned.place(((TensorSpec((2000,), "f32"), "h2"),), grow=False)

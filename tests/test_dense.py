@@ -48,73 +48,6 @@ def test_linear_errors(dev):
         wg.ops.linear(x, dev.tensor(np.ones((4, 8), np.uint32)))
 
 
-# GEMV (`linear` with 1..8 rows): every row count, odd features, both weight dtypes, bias and no bias; k a
-# multiple of the 16-byte load (4 f32 or 8 f16 weights), long enough for the unrolled loop and its tail
-GEMV_CASES = [(1, 37, 1032, "f32", True), (2, 9, 64, "f16", False), (3, 33, 136, "f32", False),
-              (4, 5, 1048, "f16", True), (5, 17, 40, "f32", True), (6, 3, 8, "f16", True),
-              (7, 11, 264, "f32", False), (8, 19, 1040, "f16", True),
-              (1, 7, 4104, "f16", False), (6, 5, 4100, "f32", True)]   # long rows: the 64-lane variants
-
-
-@pytest.mark.parametrize("m,n,k,wdtype,bias", GEMV_CASES)
-def test_linear_gemv(dev, rng, m, n, k, wdtype, bias):
-    from wgraph.ops.dense import plan_linear
-
-    assert "gemv" in plan_linear(m, n, k, wdtype).variant
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float16 if wdtype == "f16" else np.float32)
-    b = rng.standard_normal(n).astype(np.float32) if bias else None
-    got = wg.ops.linear(dev.tensor(x), dev.tensor(w), dev.tensor(b) if bias else None).numpy()
-    w32 = w.astype(np.float32)  # f16 weights are the exact operand
-    exact = x.astype(np.float64) @ w32.astype(np.float64).T + (b if bias else 0.0)
-    f32 = x @ w32.T + (b if bias else np.float32(0))
-    assert got.shape == (m, n)
-    _within(got, exact, f32, atol=1e-5 * np.sqrt(k))
-
-
-def test_linear_gemv_recorded_and_in_a_graph(dev, rng):
-    """Decode-shaped linears (1 and 4 rows) recorded in one submit and replayed from a graph: the same bytes
-    as immediate, and right against float64."""
-    w = rng.standard_normal((24, 72)).astype(np.float16)
-    b = rng.standard_normal(24).astype(np.float32)
-    tw, tb = dev.tensor(w), dev.tensor(b)
-    g = wg.Graph("gemv")
-    gx = g.input("x", (4, 72), "f32")
-    w2 = w[:, :24].copy()
-    g.output("y", wg.ops.linear(wg.ops.linear(gx, g.const("w", w), g.const("b", b)), g.const("w2", w2)))
-    prog = g.compile(dev)
-    assert [r.variant for r in prog.rows] == ["linear_gemv_r8_f16w", "linear_gemv_r8_f16w"]
-    assert "4 rows <= 8: GEMV" in prog.explain()
-    x1 = rng.standard_normal((1, 72)).astype(np.float32)
-    x4 = rng.standard_normal((4, 72)).astype(np.float32)
-    before = dev.stats.snapshot()
-    with dev.record():
-        y1 = wg.ops.linear(dev.tensor(x1), tw, tb)
-        y4 = wg.ops.linear(dev.tensor(x4), tw, tb)
-    assert dev.stats.since(before).submits == 1
-    for x, y in ((x1, y1), (x4, y4)):
-        exact = x.astype(np.float64) @ w.astype(np.float64).T + b
-        _within(y.numpy(), exact, x @ w.astype(np.float32).T + b, atol=1e-4)
-    assert y4.numpy().tobytes() == wg.ops.linear(dev.tensor(x4), tw, tb).numpy().tobytes()
-    h = y4.numpy()  # the graph's first linear, checked above; the second one on top of it
-    _within(prog.run(x=x4)["y"].numpy(), h.astype(np.float64) @ w2.astype(np.float64).T,
-            h @ w2.astype(np.float32).T, atol=1e-4)
-
-
-def test_linear_plan_by_rows_and_alignment():
-    from wgraph.ops.dense import plan_linear
-
-    assert plan_linear(1, 64, 64, "f32").variant == "linear_gemv_r1_f32w"
-    assert plan_linear(2, 64, 64, "f16").variant == "linear_gemv_r8_f16w"
-    p = plan_linear(1, 2048, 8192, "f16")  # long rows: 64 lanes per row, four rows per workgroup
-    assert p.variant == "linear_gemv_r1_f16w_long" and "64 lanes per weight row" in p.reason
-    assert plan_linear(3, 2048, 4096, "f32").variant == "linear_gemv_r8_f32w_long"
-    p = plan_linear(9, 64, 64, "f32")
-    assert p.variant == "linear_f32" and "9 rows > 8" in p.reason
-    p = plan_linear(1, 64, 36, "f16")  # 36 f16 weights: rows of W are not 16-byte aligned
-    assert p.variant == "linear_f16w" and "not a multiple of 8" in p.reason
-
-
 @pytest.mark.parametrize("rows,dim", [(1, 64), (7, 100), (3, 513)])
 def test_rmsnorm_f32(dev, rng, rows, dim):
     x = (rng.standard_normal((rows, dim)) * 3).astype(np.float32)
@@ -166,6 +99,69 @@ def test_rope_static_and_gpu_position(dev, rng):
     beyond = beyond.numpy()
     np.testing.assert_allclose(beyond[0], _rope_ref(x[:1], cos, sin, 31)[0], atol=1e-5)
     assert np.all(beyond[1:] == 0)
+
+
+def _rope_options_ref(x, pos, base, rotary_dim, interleaved):
+    """float64 RoPE written from the definitions: rotate-half (GPT-NeoX, Llama) or interleaved (GPT-J) pairs over
+    the first rotary_dim dims, frequencies base ** (-2i / rotary_dim), the rest passed through."""
+    x = x.astype(np.float64)
+    rd = rotary_dim
+    inv = base ** (-np.arange(0, rd, 2, dtype=np.float64) / rd)
+    ang = (pos + np.arange(x.shape[0], dtype=np.float64))[:, None, None] * inv[None, None, :]
+    c, s = np.cos(ang), np.sin(ang)
+    out = x.copy()
+    if interleaved:
+        a, b = x[..., 0:rd:2], x[..., 1:rd:2]
+        out[..., 0:rd:2], out[..., 1:rd:2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = x[..., :rd // 2], x[..., rd // 2:rd]
+        out[..., :rd // 2], out[..., rd // 2:rd] = a * c - b * s, b * c + a * s
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("rotary_dim,interleaved", [(16, True), (8, False), (8, True), (2, False), (12, True)])
+def test_rope_rotary_dim_and_interleaved(dev, rng, dtype, rotary_dim, interleaved):
+    if dtype == "f16" and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    base, pos = 500.0, 5
+    cos, sin = wg.ops.rope_tables(16, rotary_dim, base)
+    x = rng.standard_normal((3, 3, 16)).astype(np.float32)  # 3 x 3 x 16: bf16 words straddle no head, rows odd
+    table_dt = "f16" if dtype == "f16" else "f32"
+    tx = dev.tensor(x, dtype)
+    x_in = tx.numpy().astype(np.float64)  # the values as stored (rounded for f16 / bf16)
+    got = wg.ops.rope(tx, dev.tensor(cos, table_dt), dev.tensor(sin, table_dt), pos=pos, rotary_dim=rotary_dim,
+                      interleaved=interleaved)
+    assert got.dtype == dtype
+    got = got.numpy().astype(np.float64)
+    exact = _rope_options_ref(x_in, pos, base, rotary_dim, interleaved)
+    # f32: table rounding and a product or two; f16 / bf16: also the tables' and the result's rounding
+    tol = {"f32": 4 * np.finfo(np.float32).eps, "f16": 2.0**-9, "bf16": 2.0**-7}[dtype] * (np.abs(x_in).max() + 1)
+    assert np.all(np.abs(got - exact) <= tol), float(np.abs(got - exact).max())
+    assert np.array_equal(got[..., rotary_dim:], x_in[..., rotary_dim:])  # passed through exactly
+    posbuf = dev.tensor(np.array([pos - 2], np.uint32))  # the same rows from a GPU position
+    again = wg.ops.rope(tx, dev.tensor(cos, table_dt), dev.tensor(sin, table_dt), pos=posbuf, pos_offset=2,
+                        rotary_dim=rotary_dim, interleaved=interleaved)
+    assert np.array_equal(again.numpy().astype(np.float64), got)
+
+
+def test_rope_option_errors(dev):
+    x = dev.tensor(np.ones((2, 2, 8), np.float32))
+    cos, sin = (dev.tensor(t) for t in wg.ops.rope_tables(8, 4))
+    with pytest.raises(wg.ShapeError, match=r"rope: rotary_dim 5 must be even and in \[2, head_dim 8\]"):
+        wg.ops.rope(x, cos, sin, rotary_dim=5)
+    with pytest.raises(wg.ShapeError, match=r"rotary_dim 10 must be even"):
+        wg.ops.rope(x, cos, sin, rotary_dim=10)
+    with pytest.raises(wg.ShapeError, match=r"cos table must be \[max_pos, 4\] for rotary_dim 8"):
+        wg.ops.rope(x, cos, sin)
+    for bad in (4.0, "4", True):
+        with pytest.raises(wg.ArgumentError, match=r"rope: rotary_dim=.* must be an integer in \[0, 4294967295\] or None"):
+            wg.ops.rope(x, cos, sin, rotary_dim=bad)
+    with pytest.raises(wg.ArgumentError, match="rope: interleaved=1 must be True or False"):
+        wg.ops.rope(x, cos, sin, rotary_dim=4, interleaved=1)
+    xb = dev.tensor(np.ones((2, 2, 8), np.float32), "bf16")
+    with pytest.raises(wg.DtypeError, match="rope: cos table dtype bf16; x of bf16 takes f32 tables"):
+        wg.ops.rope(xb, dev.tensor(np.ones((8, 4), np.float32), "bf16"), dev.tensor(np.ones((8, 4), np.float32), "bf16"))
 
 
 def test_rope_errors(dev):

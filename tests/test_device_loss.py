@@ -49,14 +49,14 @@ def test_recreate_replans_with_every_cache_invalidated(fresh, rng):
     with fresh.record():
         wg.ops.scale(fresh.tensor(np.ones(4, np.float32)), 2.0)
     old = dict(epoch=fresh.epoch, pipelines=fresh.pipelines, bind_groups=fresh.bind_groups, pool=fresh.pool,
-               uniforms=fresh.uniform_cache, wgpu=fresh.wgpu)
-    assert len(fresh.uniform_cache) > 0 and fresh._fallbacks and fresh.pipelines._pipelines
+               scheduler=fresh.scheduler, wgpu=fresh.wgpu)
+    assert len(fresh.scheduler.uniforms) > 0 and fresh._fallbacks and fresh.pipelines._pipelines
     fresh.recreate()
     assert fresh.epoch != old["epoch"] and not fresh.lost and fresh.wgpu is not old["wgpu"]
-    for name, attr in (("pipelines", "pipelines"), ("bind_groups", "bind_groups"), ("pool", "pool"),
-                       ("uniforms", "uniform_cache")):
-        assert getattr(fresh, attr) is not old[name], name
-    assert not fresh.pipelines._pipelines and len(fresh.uniform_cache) == 0 and fresh.pool.free_count == 0
+    for name in ("pipelines", "bind_groups", "pool", "scheduler"):
+        assert getattr(fresh, name) is not old[name], name
+    assert not fresh.pipelines._pipelines and len(fresh.scheduler.uniforms) == 0 and fresh.pool.free_count == 0
+    assert len(old["scheduler"].uniforms) == 0 and old["scheduler"].closed
     assert not fresh._fallbacks and fresh._staging is None
     assert not old["pipelines"]._pipelines and not old["bind_groups"]._groups and old["pool"].free_count == 0
     before = fresh.stats.snapshot()

@@ -1,5 +1,6 @@
-"""Elementwise ops from the one table (silu, gelu in both forms, mul, add with trailing-dims broadcasting,
-swiglu) against float64 numpy, in f32 and f16, immediate, recorded and in a graph; erf's error bound."""
+"""Elementwise ops from the one table (silu, gelu in both forms, softcap, mul, add with trailing-dims
+broadcasting, swiglu, geglu in both forms) against float64 numpy, in f32 and f16, immediate, recorded and in a
+graph; erf's error bound."""
 
 import math
 
@@ -35,7 +36,9 @@ def _gelu_tanh_slack(x, exact):
 
 
 UNARY = [("silu", wg.ops.silu, _silu, None), ("gelu", wg.ops.gelu, _gelu, None),
-         ("gelu_tanh", lambda x: wg.ops.gelu(x, approximate="tanh"), _gelu_tanh, _gelu_tanh_slack)]
+         ("gelu_tanh", lambda x: wg.ops.gelu(x, approximate="tanh"), _gelu_tanh, _gelu_tanh_slack),
+         ("softcap_30", lambda x: wg.ops.softcap(x, 30.0), lambda x: 30.0 * np.tanh(x / 30.0), None),
+         ("softcap_0.5", lambda x: wg.ops.softcap(x, 0.5), lambda x: 0.5 * np.tanh(x / 0.5), None)]
 
 
 def _inputs(rng, n=1000):
@@ -122,6 +125,43 @@ def test_binary_errors(dev):
         wg.ops.gelu(a, approximate="erf")
     with pytest.raises(wg.DtypeError, match="silu has no kernel for .*u32"):
         wg.ops.silu(dev.tensor(np.ones(4, np.uint32)))
+
+
+def test_softcap_across_its_range(dev):
+    """cap * tanh(x / cap) within 8 f32 ulp relative from the tiniest x to saturation (both branches of
+    tanh_accurate, the polynomial's edge at |x / cap| = 0.625, and e^2|x| overflowing to inf)."""
+    x = np.concatenate([np.geomspace(1e-30, 1e6, 2000), np.linspace(1.8, 1.95, 200)]).astype(np.float32)
+    x = np.concatenate([x, -x, [0.0, np.float32(np.finfo(np.float32).max)]]).astype(np.float32)
+    for cap in (3.0, 50.0):
+        got = wg.ops.softcap(dev.tensor(x), cap).numpy().astype(np.float64)
+        exact = cap * np.tanh(x.astype(np.float64) / cap)
+        assert np.all(np.abs(got - exact) <= 8 * F32_ULP * np.abs(exact) + 1e-38), \
+            float(np.max(np.abs(got - exact) / (np.abs(exact) + 1e-38)))
+    with pytest.raises(wg.ArgumentError, match=r"softcap: cap=0\.0 must be a finite real in \(0, 3\.4028235e\+38\]"):
+        wg.ops.softcap(dev.tensor(x), 0.0)
+    for bad in (float("inf"), float("nan"), -1.0, True, "3"):
+        with pytest.raises(wg.ArgumentError, match="softcap: cap=.* must be a finite real"):
+            wg.ops.softcap(dev.tensor(x), bad)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_geglu_halves(dev, rng, approximate):
+    """geglu(x) = gelu(gate) * up over x's two halves, as gelu(first half) * second half in float64."""
+    x = np.concatenate([rng.standard_normal((5, 24)) * 4, np.full((1, 24), -30.0)]).astype(np.float32)
+    got = wg.ops.geglu(dev.tensor(x), approximate=approximate).numpy().astype(np.float64)
+    gate, up = x[:, :12], x[:, 12:].astype(np.float64)
+    with np.errstate(over="ignore"):
+        exact_gate = (_gelu if approximate == "none" else _gelu_tanh)(gate.astype(np.float64))
+        slack = 0.0 if approximate == "none" else _gelu_tanh_slack(gate, exact_gate) * np.abs(up)
+    exact = exact_gate * up
+    assert got.shape == (6, 12)
+    assert np.all(np.abs(got - exact) <= 9 * F32_ULP * np.abs(exact) + slack + 1e-36)
+    # the same as gelu then mul
+    sep = wg.ops.mul(wg.ops.gelu(dev.tensor(x[:, :12].copy()), approximate=approximate),
+                     dev.tensor(x[:, 12:].copy())).numpy()
+    assert got.astype(np.float32).tobytes() == sep.tobytes()
+    with pytest.raises(wg.ArgumentError, match="geglu: approximate='erf' must be one of 'none', 'tanh'"):
+        wg.ops.geglu(dev.tensor(x), approximate="erf")
 
 
 def test_swiglu_fused_gate_up(dev, rng):

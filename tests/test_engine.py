@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from wgraph.runtime.pool import size_class
+from wgraph.scheduler.pool import size_class
 
 
 def test_immediate_result_matches_numpy(dev, rng):
@@ -231,3 +231,25 @@ def test_device_lost_and_recreated():
     with pytest.raises(wg.DeviceError, match="re-created"):
         wg.ops.scale(x, 2.0)
     np.testing.assert_array_equal(wg.ops.scale(d.tensor(np.ones(4, np.float32)), 2.0).numpy(), [2, 2, 2, 2])
+
+
+def test_tensors_collected_in_a_garbage_cycle_never_pool_a_released_buffer():
+    """A tensor and its wgpu buffer that die together in a reference cycle (an exception's traceback holding
+    an op call's frames does this) are finalized in any order, so wgpu-py may release the native buffer before
+    or after the tensor hands it back: the pool must never hand such a buffer out again."""
+    import gc
+
+    dev = wg.Device()
+
+    class Holder:
+        pass
+
+    for _ in range(20):
+        h = Holder()
+        h.t, h.me = dev.empty((64,), "f32"), h
+        del h
+    gc.collect()
+    for i in range(20):  # the same size class: served from the free list
+        x = dev.tensor(np.full(64, float(i), np.float32))
+        assert x.buffer._internal is not None and x.numpy().tolist() == [float(i)] * 64
+    dev.destroy()

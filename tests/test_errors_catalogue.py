@@ -11,8 +11,9 @@ import pytest
 
 import wgraph as wg
 from kernel_support import lacks_subgroups
+from wgraph import ggml_blocks
 from wgraph.errors import (AliasingError, ArgumentError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
-                           ShapeError)
+                           ShapeError, UnsupportedError)
 from wgraph.graph import GraphError
 from wgraph.ops.elementwise import BinaryParams
 from wgraph.ops.kv_cache import kv_append
@@ -233,6 +234,15 @@ CATALOGUE = [
      r"\[-3.4028235e\+38, 3.4028235e\+38\] or None", lambda e: attn(e, scale=-1e39), True),
     ("scale-op-factor", ArgumentError, r"scale: factor=1e\+39 must be a finite real in \[-3.4028235e\+38, "
      r"3.4028235e\+38\]", lambda e: wg.ops.scale(e.f32(4), 1e39), True),
+    ("linear-option", ArgumentError, r"linear: activation='gelu' must be one of None, 'swiglu'",
+     lambda e: wg.ops.linear(e.f32(2, 16), e.f32(6, 16), activation="gelu"), True),
+    ("rope-kv-position", ArgumentError, r"rope_kv_append: pos=1.0 must be an integer or a u32 GPU tensor",
+     lambda e: wg.ops.rope_kv_append(e.f32(2, 32), e.f32(8, 4), e.f32(8, 4), (e.f32(8, 1, 8), e.f32(8, 1, 8)), 1.0,
+                                     q_heads=2), True),
+    ("block-format", UnsupportedError, r"quantize: ggml_type='Q6_K' is not a block format wgraph computes on",
+     lambda e: ggml_blocks.quantize(np.ones((2, 32), np.float32), "Q6_K"), True),
+    ("run-many-count", ArgumentError, r"Program.run_many: n=-1 must be an integer in \[0, 9223372036854775807\]",
+     staged(lambda e: (lambda prog: lambda: prog.run_many(-1))(_graph().compile(e.dev))), True),
     ("query-position-past-u32", LimitError, r"start_pos 4294967294 \+ 4 queries reaches position 4294967297; "
      r"positions are u32 \(at most 4294967295\)", lambda e: attn(e, start_pos=2**32 - 2), True),
     ("kv-position-past-i32", LimitError, r"rows at positions 2147483647..2147483649 \(pos \+ pos_offset \+ row\) pass 2147483647",
@@ -290,7 +300,7 @@ CATALOGUE = [
     ("bad-power-preference", DeviceError, r"power_preference 'fast' is not one of \('high-performance', 'low-power'\)",
      lambda e: wg.Device(power_preference="fast"), True),
     ("update-wrong-params", GraphError, r"update\(\): params must be the node's class ScaleParams, got BinaryParams", _update_wrong_params, True),
-    ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'f16', 'f32', 'i32', 'u32'",
+    ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'bf16', 'f16', 'f32', 'i32', 'u32'",
      lambda e: e.dev.empty((4,), "f64"), True),
     ("negative-shape", ArgumentError, r"dev.empty: shape=\(4, -1\) must be a shape: a tuple of integers in "
      r"\[0, 4294967295\]", lambda e: e.dev.empty((4, -1)), True),
@@ -393,7 +403,7 @@ def test_catalogue_entry(env, entry):
     # Items an earlier test left pending, or buffers waiting for deferred destruction past its budget, would make
     # the call's own uploads submit (a flush, a wait for the GPU): both are cleared first.
     if not device.lost:
-        device.wait_idle()
+        device.scheduler.wait_idle()
     before = _work(device.stats), _work(env.other.stats)
     with pytest.raises(exc) as info:
         fn()

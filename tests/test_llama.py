@@ -2,12 +2,13 @@
 write: prefill logits, greedy decode through the replayed program, submits and readbacks per token, in-flight
 and read_every independence, stop ids, f16/bf16/sharded/tied/rope-scaled checkpoints, bad checkpoints."""
 
+import attrs
 import numpy as np
 import pytest
 
 import wgraph as wg
 from wgraph.errors import CheckpointError
-from wgraph.models import Llama
+from wgraph.models import Llama, LlamaConfig
 from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_config, write_checkpoint
 
 import llama_reference as ref
@@ -93,11 +94,18 @@ def test_generate_checks_its_arguments(model32):
     assert model32.generate([1], 0) == []
 
 
-@pytest.mark.parametrize("case", ["bf16_sharded", "tied", "llama3_rope"])
+@pytest.mark.parametrize("case", ["bf16_sharded", "tied", "llama3_rope", "bf16_model", "partial_rotary",
+                                  "interleaved_partial"])
 def test_checkpoint_variants_match_reference(case, tmp_path, dev):
-    storage, shards, over = "f32", 1, {}
+    storage, shards, over, dtype = "f32", 1, {}, "f32"
     if case == "bf16_sharded":
         storage, shards = "bf16", 3
+    elif case == "partial_rotary":  # RoPE on the first 12 of 16 dims per head (rotate-half within them)
+        over = {"partial_rotary_factor": 0.75}
+    elif case == "interleaved_partial":  # GPT-J pairs: no config.json key means it, so the config is built
+        over = {"partial_rotary_factor": 0.5, "rope_interleaved": True}
+    elif case == "bf16_model":  # an f32 checkpoint loaded as bf16: matrices rounded to bf16, norms kept f32
+        dtype = "bf16"
     elif case == "tied":
         over = {"tie_word_embeddings": True}
     else:  # a short original context so that positions up to 40 fall into all three frequency bands
@@ -105,10 +113,15 @@ def test_checkpoint_variants_match_reference(case, tmp_path, dev):
                 "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                  "original_max_position_embeddings": 32}}
     cfg = tiny_config(**over)
-    w = random_weights(cfg, seed=1)
-    path = write_checkpoint(tmp_path, cfg, w, storage=storage, shards=shards)
-    stored = {k: stored_values(v, storage) for k, v in w.items()}
-    model = Llama.from_pretrained(path, dev, dtype="f32", max_seq=48)
+    w = random_weights({k: v for k, v in cfg.items() if k != "rope_interleaved"}, seed=1)
+    stored = {k: stored_values(v, "bf16" if dtype == "bf16" and v.ndim == 2 else storage) for k, v in w.items()}
+    if cfg.get("rope_interleaved"):
+        config = attrs.evolve(LlamaConfig.from_dict({k: v for k, v in cfg.items() if k != "rope_interleaved"}),
+                              rope_interleaved=True)
+        model = Llama.from_weights(config, w, dev, dtype=dtype, max_seq=48)
+    else:
+        path = write_checkpoint(tmp_path, cfg, w, storage=storage, shards=shards)
+        model = Llama.from_pretrained(path, dev, dtype=dtype, max_seq=48)
     prompt = list(range(7, 47))
     assert rel_err(model.prefill(prompt, all_logits=True).numpy(), ref.forward(cfg, stored, prompt)) < 1e-4
     want_ids, want_logits = ref.greedy(cfg, stored, prompt, 3)
@@ -147,7 +160,7 @@ def test_bad_checkpoints_name_the_tensor_or_field(tmp_path, dev):
     bad = dict(w, **{name: w[name][:, :64]})
     with pytest.raises(CheckpointError, match=r"down_proj.*shape \[64, 64\].*\[64, 128\]"):
         Llama.from_pretrained(write_checkpoint(tmp_path / "b", cfg, bad), dev, dtype="f32")
-    with pytest.raises(CheckpointError, match="attention_bias"):
+    with pytest.raises(CheckpointError, match=r"model\.layers\.0\.self_attn\.q_proj\.bias' is missing"):
         Llama.from_pretrained(write_checkpoint(tmp_path / "c", tiny_config(attention_bias=True), w), dev, dtype="f32")
     with pytest.raises(CheckpointError, match="lm_head.weight"):  # untied without an lm_head
         no_head = {k: v for k, v in w.items() if k != "lm_head.weight"}

@@ -1,13 +1,16 @@
-"""Llama checkpoints: config fields and tensors checked with errors that name them; sharded and bf16 files
-read back exactly (no GPU work)."""
+"""Llama checkpoints: tensors checked with errors that name them; sharded and bf16 files read back exactly
+(no GPU work). Config reading: tests/test_model_config.py."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from wgraph.dtypes import BF16_BITS, from_bf16
 from wgraph.errors import CheckpointError
 from wgraph.models import Checkpoint, LlamaConfig
+from wgraph.models.llama import weight_shapes
 from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_config, write_checkpoint
 
 from llama_reference import inv_freq
@@ -21,32 +24,9 @@ def test_storage_and_shards_read_back(tmp_path, storage, shards):
     assert set(ckpt.where) == set(w) and len(set(ckpt.where.values())) == shards
     for name, a in w.items():
         got = ckpt.get(name, a.shape)
-        assert got.dtype == (np.float16 if storage == "f16" else np.float32)
-        assert np.array_equal(got.astype(np.float32), stored_values(a, storage)), name
-
-
-@pytest.mark.parametrize("field,value,match", [
-    ("attention_bias", True, "attention_bias"),
-    ("mlp_bias", True, "mlp_bias"),
-    ("model_type", "gpt2", "model_type"),
-    ("hidden_act", "gelu", "hidden_act"),
-    ("num_key_value_heads", 3, "num_key_value_heads"),
-    ("vocab_size", -1, "vocab_size"),
-    ("hidden_size", "64", "hidden_size"),
-    ("rms_norm_eps", 0, "rms_norm_eps"),
-    ("rope_scaling", {"rope_type": "yarn", "factor": 4.0}, "yarn"),
-    ("rope_scaling", {"rope_type": "llama3", "factor": 8.0}, "low_freq_factor"),
-])
-def test_bad_config_names_the_field(field, value, match):
-    with pytest.raises(CheckpointError, match=match):
-        LlamaConfig.from_dict(tiny_config(**{field: value}))
-
-
-def test_missing_required_field():
-    cfg = tiny_config()
-    del cfg["num_hidden_layers"]
-    with pytest.raises(CheckpointError, match="num_hidden_layers"):
-        LlamaConfig.from_dict(cfg)
+        assert got.dtype == {"f32": np.float32, "f16": np.float16, "bf16": BF16_BITS}[storage]  # bf16 as its bits
+        values = from_bf16(got) if storage == "bf16" else got.astype(np.float32)
+        assert np.array_equal(values, stored_values(a, storage)), name
 
 
 def test_bad_tensors_name_the_tensor(tmp_path):
@@ -89,3 +69,15 @@ def test_llama3_rope_scaling_matches_reference():
     assert np.allclose(ours, ref, rtol=1e-12, atol=0)
     plain = inv_freq(tiny_config(head_dim=128, hidden_size=512, rope_theta=500000.0))
     assert (ours < plain).any() and (ours == plain).any()  # long wavelengths scaled, short ones kept
+
+
+@pytest.mark.parametrize("case", ["llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2"])
+def test_tensor_names_and_shapes_are_transformers(case):
+    """The tensors the decoder reads (and random_weights makes) for each architecture are exactly those
+    transformers saved for it (tests/data/arch: biases, per-head norms, Gemma's four norms, tied heads)."""
+    root = Path(__file__).parent / "data" / "arch" / case
+    cfg = json.loads((root / "config.json").read_text())
+    ckpt = Checkpoint(root)
+    saved = {name: tuple(ckpt._files[path].get_slice(name).get_shape()) for name, path in ckpt.where.items()}
+    assert weight_shapes(LlamaConfig.from_dict(cfg)) == saved
+    assert {k: v.shape for k, v in random_weights(cfg).items()} == saved

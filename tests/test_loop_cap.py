@@ -9,7 +9,7 @@ import wgraph as wg
 from wgraph.device import Caps
 from wgraph.ops.attention_loops import BOUNDS, CPU_LOOP_LIMIT, loop_iterations
 from wgraph.ops.attention_planner import PlanFacts, attention_kernels, plan
-from wgraph.runtime.registry import registry
+from wgraph.kernels.registry import registry
 
 from attention_reference import tolerance_check
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from wgraph.device import PENDING_ITEMS
+from wgraph.scheduler.queue import PENDING_ITEMS
 from wgraph.errors import DeviceError
 
 
@@ -20,11 +20,11 @@ def test_immediate_ops_share_a_submit_per_pending_items(dev):
         y = wg.ops.scale(y, 2.0)
     d = dev.stats.since(before)
     assert (d.submits, d.dispatches) == (2, 2 * PENDING_ITEMS)  # two full lists went; five ops wait
-    assert len(dev.pending) == 5
+    assert len(dev.scheduler.pending) == 5
     got = y.numpy()
     d = dev.stats.since(before)
     assert (d.submits, d.dispatches, d.readbacks) == (4, n, 1)  # the read submitted the five, then read
-    assert len(dev.pending) == 0
+    assert len(dev.scheduler.pending) == 0
     np.testing.assert_array_equal(got, np.full(64, 2.0 ** n, np.float32))
 
 
@@ -41,7 +41,7 @@ def test_write_after_pending_ops_keeps_its_order(dev):
     y = wg.ops.scale(x, 2.0)                       # pending: reads x = 1
     dev.write(x, np.full(4, 100.0, np.float32))    # joins the pending list after it
     z = wg.ops.scale(x, 3.0)                       # reads x = 100
-    assert len(dev.pending) == 3
+    assert len(dev.scheduler.pending) == 3
     assert y.numpy().tolist() == [2.0] * 4
     assert z.numpy().tolist() == [300.0] * 4
     assert x.numpy().tolist() == [100.0] * 4
@@ -77,10 +77,10 @@ def test_a_recording_carries_pending_ops_in_front_of_its_submit(dev):
 def test_fence_covers_pending_ops(dev):
     x = dev.tensor(np.ones(4, np.float32))
     y = wg.ops.scale(x, 2.0)
-    assert dev.pending
+    assert dev.scheduler.pending
     before = dev.stats.snapshot()
     fence = dev.fence()
-    assert len(dev.pending) == 0 and dev.stats.since(before).submits == 1
+    assert len(dev.scheduler.pending) == 0 and dev.stats.since(before).submits == 1
     dev.wait(fence)
     assert y.numpy().tolist() == [2.0] * 4
 
@@ -89,8 +89,8 @@ def test_destroy_drops_pending_ops():
     dev = wg.Device()
     x = dev.tensor(np.ones(4, np.float32))
     y = wg.ops.scale(x, 2.0)
-    assert len(dev.pending) == 1
+    assert len(dev.scheduler.pending) == 1
     dev.destroy()
-    assert len(dev.pending) == 0
+    assert len(dev.scheduler.pending) == 0
     with pytest.raises(DeviceError, match="lost or destroyed"):
         y.numpy()

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from wgraph.errors import RegistryError
-from wgraph.runtime.registry import load_registry, registry
+from wgraph.kernels.registry import load_registry, registry
 
 SHADER = """
 struct P { n: u32, f: f32 }
@@ -20,10 +20,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) { y[gid.x] = x[gid.x] * {
 """
 
 
-def write(tmp_path, toml, shader=SHADER, name="k.wgsl"):
+def write(tmp_path, toml, shader=SHADER, name="k.wgsl", *more_toml):
     (tmp_path / name).write_text(shader)
-    (tmp_path / "registry.toml").write_text(textwrap.dedent(toml))
-    return load_registry(tmp_path / "registry.toml", tmp_path)
+    reg = tmp_path / "registry"
+    reg.mkdir(exist_ok=True)
+    for i, text in enumerate((toml, *more_toml)):
+        (reg / f"f{i}.toml").write_text(textwrap.dedent(text))
+    return load_registry(reg, tmp_path)
 
 
 GOOD = """
@@ -61,6 +64,9 @@ def test_loads_and_derives_facts(tmp_path):
     (('op = "test"', 'op = "test"\nfeatures = ["warp-drive"]'), "unknown feature"),
     (('op = "test"\n', ""), "missing key 'op'"),
     (("[variants.k_f32]", "[variants.k_f32"), "not valid TOML"),
+    (("[variants.k_f32]", "[variant.k_f32]"), r"unknown top-level tables \['variant'\]"),
+    (('op = "test"', 'op = "test"\nmatrix = "nope"'), "unknown matrix 'nope'"),
+    (('op = "test"', 'op = "test"\nrows = ["f32"]'), "'rows' needs a matrix"),
 ])
 def test_errors(tmp_path, change, message):
     with pytest.raises(RegistryError, match=message.replace("{", r"\{").replace("(", r"\(")):
@@ -92,7 +98,7 @@ def test_package_registry_compiles_on_device(dev):
 
 
 def test_repeat_directive_unrolls_nested_blocks():
-    from wgraph.runtime.wgsl import expand_repeats
+    from wgraph.kernels.wgsl import expand_repeats
 
     text = "const N: u32 = 2u;\n//!repeat a N\n//!repeat b N + 1u\nx[$a][${b}u] = $a$b;\n//!end\n//!end\ntail"
     lines = expand_repeats(text, "t").split("\n")
@@ -105,7 +111,7 @@ def test_repeat_directive_unrolls_nested_blocks():
     ("//!repeat a M\nx\n//!end\n", "is not a constant integer expression"),
 ])
 def test_repeat_directive_errors(text, message):
-    from wgraph.runtime.wgsl import expand_repeats
+    from wgraph.kernels.wgsl import expand_repeats
 
     with pytest.raises(RegistryError, match=message):
         expand_repeats(text, "t")
@@ -116,7 +122,7 @@ def test_repeat_directive_errors(text, message):
     ("max(A)", None), ("A + C", None),
 ])
 def test_eval_int_takes_max_and_min(expr, want):
-    from wgraph.runtime.wgsl import eval_int
+    from wgraph.kernels.wgsl import eval_int
 
     assert eval_int(expr, {"A": 10, "B": 7}) == want
 
@@ -129,3 +135,81 @@ def test_workgroup_memory_counts_alias_types_and_max(tmp_path):
     assert "alias T4" in shader
     k = write(tmp_path, GOOD, shader)["k_f32"]
     assert k.workgroup_memory == 5 * 16 + 40 * 4
+
+
+MATRIX = """
+[matrix.dt.f32]
+output_dtype = "f32"
+defines = { T = "f32" }
+vars = { dt = "f32", wide = "f32" }
+
+[matrix.dt.f16]
+features = ["shader-f16"]
+output_dtype = "f16"
+defines = { T = "f16" }
+vars = { dt = "f16", wide = "f32" }
+"""
+
+MATRIX_VARIANT = """
+[variants.m]
+matrix = "dt"
+op = "test"
+file = "k.wgsl"
+entry = "main"
+workgroup_size = [64]
+features = ["subgroup"]
+limits = { max_n = 7 }
+dtype = "{dt}"
+partner = "m_{wide}"
+per_row.f16 = { limits = { extra = 2 }, planner_fact = "f16 only" }
+
+[variants."m_{row}_short"]
+matrix = "dt"
+rows = ["f16"]
+op = "test"
+file = "k.wgsl"
+entry = "main"
+workgroup_size = [64]
+output_dtype = "u32"
+"""
+
+
+def test_matrix_expands_one_variant_per_row(tmp_path):
+    """A matrix row gives defaults; the variant's keys override them, features join, tables merge, vars fill
+    `{name}`, per_row overrides one row; `{row}` places the row in the name; rows= keeps some rows."""
+    reg = write(tmp_path, MATRIX, SHADER, "k.wgsl", MATRIX_VARIANT)
+    assert list(reg) == ["m_f32", "m_f16", "m_f16_short"]
+    f32, f16, short = reg["m_f32"], reg["m_f16"], reg["m_f16_short"]
+    assert (f32.output_dtype, f16.output_dtype, short.output_dtype) == ("f32", "f16", "u32")
+    assert f32.features == ("subgroup",) and set(f16.features) == {"shader-f16", "subgroup"}
+    assert "array<f32>" in f32.source and "array<f16>" in f16.source
+    assert dict(f32.limits) == {"max_n": 7} and dict(f16.limits) == {"max_n": 7, "extra": 2}
+    assert (f32.facts["dtype"], f16.facts["dtype"]) == ("f32", "f16")
+    assert f32.facts["partner"] == f16.facts["partner"] == "m_f32"
+    assert "planner_fact" not in f32.facts and f16.facts["planner_fact"] == "f16 only"
+    assert not {"matrix", "rows", "per_row"} & set(f16.facts)
+
+
+@pytest.mark.parametrize("change, message", [
+    (('dtype = "{dt}"', 'dtype = "{nope}"'), r"names \{nope\}, which the row does not define"),
+    (('per_row.f16', 'per_row.bf16'), "matrix 'dt' has no row 'bf16'"),
+])
+def test_matrix_errors(tmp_path, change, message):
+    with pytest.raises(RegistryError, match=message):
+        write(tmp_path, MATRIX, SHADER, "k.wgsl", MATRIX_VARIANT.replace(*change))
+
+
+def test_matrix_defined_twice_and_variant_defined_twice(tmp_path):
+    with pytest.raises(RegistryError, match="matrix 'dt' is defined twice"):
+        write(tmp_path, MATRIX, SHADER, "k.wgsl", MATRIX)
+    with pytest.raises(RegistryError, match="variant k_f32 is defined twice"):
+        write(tmp_path, GOOD, SHADER, "k.wgsl", GOOD)
+
+
+def test_include_name_from_a_define(tmp_path):
+    (tmp_path / "piece_a.wgsl").write_text("fn piece() -> f32 { return 1.0; }\n")
+    toml = GOOD.replace('defines = { T = "f32" }', 'defines = { T = "f32", PIECE = "piece_a.wgsl" }')
+    k = write(tmp_path, toml, "//!include {{PIECE}}\n" + SHADER)["k_f32"]
+    assert "fn piece() -> f32 { return 1.0; }" in k.source
+    with pytest.raises(RegistryError, match="included file ../piece_a.wgsl does not exist"):
+        write(tmp_path, toml.replace("piece_a.wgsl", "../piece_a.wgsl"), "//!include {{PIECE}}\n" + SHADER)

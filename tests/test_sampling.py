@@ -38,6 +38,30 @@ def test_argmax_f16_batch_dims_and_long_rows(dev, rng):
     assert wg.ops.argmax(dev.tensor(vocab)).numpy().tolist() == np.argmax(vocab, -1).tolist()
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_argmax_rows_of_several_chunks(dev, rng, dtype):
+    """Rows longer than the kernel's chunk_len take one workgroup per chunk and a merge pass (two dispatches):
+    ties across chunks go to the lowest index, a NaN in a later chunk still wins, -inf rows give 0."""
+    from wgraph.kernels.registry import kernel
+
+    if dtype == "f16" and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    chunk = kernel(f"argmax_{dtype}").facts["chunk_len"]
+    x = rng.standard_normal((6, 2 * chunk + 37)).astype(np.float16 if dtype == "f16" else np.float32)
+    x[0, [chunk + 5, 5, 2 * chunk + 1]] = 40.0      # equal maxima in three chunks: the lowest index
+    x[1, [2 * chunk + 30]] = np.nan                 # a NaN in the last chunk beats the numbers before it
+    x[1, 3] = np.inf
+    x[2, :] = -np.inf                               # every value -inf: index 0
+    x[3, chunk - 1] = 30.0                          # the last value of the first chunk
+    x[4, chunk] = 30.0                              # the first value of the second chunk
+    x[5, -1] = 30.0                                 # the row's last value
+    before = dev.stats.snapshot()
+    got = wg.ops.argmax(dev.tensor(x)).numpy()
+    assert dev.stats.since(before).dispatches == 2
+    assert got.tolist() == np.argmax(x, -1).tolist()
+    assert got[:5].tolist() == [5, 2 * chunk + 30, 0, chunk - 1, chunk]
+
+
 def test_argmax_out_recorded_and_graph(dev, rng):
     x = rng.standard_normal((1, 64)).astype(np.float32)
     ids = dev.tensor(np.array([123], np.uint32))

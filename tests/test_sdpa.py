@@ -152,8 +152,8 @@ def test_sdpa_mask_over_lavapipes_loop_limit_raises(dev):
     if not dev.caps.is_cpu:
         pytest.skip("the loop limit is lavapipe's (a CPU adapter)")
     q, k = dev.tensor(np.ones((1, 1, 256), np.float32)), dev.tensor(np.ones((1, 8192, 256), np.float32))
-    with pytest.raises(wg.LimitError, match=r"attn_mask over 8192 keys at head_dim 256 needs \d+ loop iterations "
-                                            r"per invocation; .* stops at 65535"):
+    with pytest.raises(wg.LimitError, match=r"attn_mask over 8192 keys at head_dim 256 takes \d+ loop iterations "
+                                            r"per invocation on .* stops an invocation's loops at 65535"):
         wg.ops.sdpa(q, k, k, attn_mask=np.ones((1, 8192), bool))
 
 

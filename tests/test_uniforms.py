@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from wgraph.errors import WgraphError
-from wgraph.runtime import wgsl
-from wgraph.runtime.dispatch import Dispatch
-from wgraph.runtime.registry import Kernel, registry
-from wgraph.runtime.uniforms import UniformArena, UniformCache, pack_uniforms
+from wgraph.kernels import wgsl
+from wgraph.scheduler.dispatch import Dispatch
+from wgraph.kernels.registry import Kernel, registry
+from wgraph.kernels.uniforms import UniformArena, UniformCache, pack_uniforms
 
 MIXED = """
 struct Mixed { a: u32, b: vec3<f32>, c: f32, d: vec2<f32>, e: vec4<u32>, f: i32 }

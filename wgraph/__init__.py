@@ -11,11 +11,13 @@ from wgraph.device import Caps, Device, Stats, default_device
 from wgraph.errors import (
     AliasingError,
     ArgumentError,
+    ChatTemplateError,
     CheckpointError,
     DeviceError,
     DtypeError,
     GpuValueError,
     LimitError,
+    NoTokenizerError,
     PlanError,
     RecordingError,
     RegistryError,
@@ -31,7 +33,7 @@ from wgraph.tensor import Tensor, TensorSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "ArgumentError", "Caps", "CheckpointError", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
-    "KernelPlan", "LimitError", "PlanError", "Program", "RecordingError", "RegistryError", "ShapeError", "Stats",
+    "AliasingError", "ArgumentError", "Caps", "ChatTemplateError", "CheckpointError", "Device", "DeviceError", "DtypeError", "GpuValueError", "Graph", "GraphError", "KernelPath",
+    "KernelPlan", "LimitError", "NoTokenizerError", "PlanError", "Program", "RecordingError", "RegistryError", "ShapeError", "Stats",
     "Tensor", "TensorSpec", "UnsupportedError", "Value", "WgraphError", "default_device", "kernel_path", "ops",
 ]

@@ -10,7 +10,7 @@ COMMANDS = {
     "bench": ("wgraph.bench", "host cost per dispatch and attention throughput, beside torch SDPA (CUDA) if present"),
     "soak": ("wgraph.soak", "replays and immediate calls: PASS (exit 0) if GPU buffers and RSS stay flat, else FAIL"),
     "plot": ("wgraph.bench.plot", "plot a saved bench JSON, throughput vs size (no GPU; pip install wgraph[plot])"),
-    "generate": ("wgraph.models.cli", "load a Hugging Face Llama directory and generate ids (docs/models.md)"),
+    "generate": ("wgraph.models.cli", "load a Hugging Face directory or a GGUF file, stream generated text (docs/models.md)"),
 }
 
 

@@ -113,9 +113,19 @@ def dtype_name(fn: str, name: str, value, choices=None) -> str:
         if type(value) is str and value in DTYPES:   # every dev.empty asks: no tuple built on the way
             return value
         choices = DTYPE_NAMES
-    if (value is None or type(value) is str) and value in choices:
+    if type(value) is str and value in choices:
         return value
     raise fail(fn, name, value, f"one of {', '.join(map(repr, choices))}", DtypeError)
+
+
+def optional_dtype_name(fn: str, name: str, value, choices=None) -> str | None:
+    """None, or `value` as dtype_name checks it (a DtypeError names the choices and None)."""
+    if value is None:
+        return None
+    if type(value) is str and value in (DTYPES if choices is None else choices):
+        return value
+    shown = ", ".join(map(repr, DTYPE_NAMES if choices is None else choices))
+    raise fail(fn, name, value, f"one of {shown} or None", DtypeError)
 
 
 def text(fn: str, name: str, value) -> str:

@@ -9,8 +9,8 @@ import struct
 import attrs
 
 from wgraph.errors import GpuValueError, RegistryError
-from wgraph.runtime import wgsl
-from wgraph.runtime.registry import SHADER_DIR
+from wgraph.kernels import wgsl
+from wgraph.kernels.registry import SHADER_DIR
 
 BINDING = "device_errors"  # the binding's name in device_errors.wgsl; ctx.dispatch fills it
 FLAG_WORDS = 4  # site, value, limit, unused: the WGSL array<atomic<u32>, 4>

@@ -1,4 +1,10 @@
-"""The dtype table: the one place that says how each wgraph dtype is stored."""
+"""The dtype table: the one place that says how each wgraph dtype is stored.
+
+bf16 (bfloat16: the top half of an f32) is stored as 16-bit words, two per u32, element i in the low half of
+word i / 2 when i is even; shaders widen it with `bitcast<f32>(u32(bits) << 16u)` (no extension). numpy has
+no bfloat16, so on the host a bf16 array is an array of BF16_BITS (its bit patterns, a one-field structured
+dtype that no other data has): `to_bf16` rounds float data to it (nearest even, NaN kept), `from_bf16` widens
+it to float32 exactly, and `Tensor.numpy()` of a bf16 tensor returns float32."""
 
 import attrs
 import numpy as np
@@ -9,18 +15,22 @@ from wgraph.errors import DtypeError
 @attrs.frozen
 class DType:
     name: str
-    numpy: np.dtype
+    numpy: np.dtype  # of the stored elements on the host (BF16_BITS for bf16)
     itemsize: int
-    wgsl: str
+    wgsl: str        # the element type a shader's array holds (bf16: u32 words of two elements)
+    host: np.dtype   # what reading a tensor back gives (float32 for bf16; else `numpy`)
 
+
+BF16_BITS = np.dtype([("bf16", "<u2")])
 
 DTYPES = {
     d.name: d
     for d in (
-        DType("f32", np.dtype(np.float32), 4, "f32"),
-        DType("f16", np.dtype(np.float16), 2, "f16"),
-        DType("u32", np.dtype(np.uint32), 4, "u32"),
-        DType("i32", np.dtype(np.int32), 4, "i32"),
+        DType("f32", np.dtype(np.float32), 4, "f32", np.dtype(np.float32)),
+        DType("f16", np.dtype(np.float16), 2, "f16", np.dtype(np.float16)),
+        DType("bf16", BF16_BITS, 2, "u32", np.dtype(np.float32)),
+        DType("u32", np.dtype(np.uint32), 4, "u32", np.dtype(np.uint32)),
+        DType("i32", np.dtype(np.int32), 4, "i32", np.dtype(np.int32)),
     )
 }
 
@@ -58,3 +68,55 @@ def pack_bytes_u32(a: np.ndarray) -> np.ndarray:
 
 
 F32_MAX = float(np.finfo(np.float32).max)
+
+
+BF16_MAX = float(np.uint32(0x7F7F0000).view(np.float32))  # the largest finite bfloat16, (2 - 2^-7) * 2^127
+
+
+def to_bf16(a, *, where: str = "to_bf16") -> np.ndarray:
+    """Float data as bfloat16 bit patterns (a BF16_BITS array of a's shape): rounded to nearest, ties to even;
+    NaN stays NaN (quiet, sign kept), infinities stay. DtypeError names the first finite value that would
+    round to infinity (|x| >= 2^128 - 2^119)."""
+    a = np.asarray(a)
+    if a.dtype == BF16_BITS:
+        return a
+    if a.dtype.kind not in "biuf":
+        raise DtypeError(f"{where}: bf16 data must come from real numbers, got an array of {a.dtype}")
+    if a.dtype == np.float64 or a.dtype.kind in "iu" and a.dtype.itemsize > 2:
+        bits = _bf16_bits_from_f64(a.astype(np.float64))
+    else:  # f32, f16, bool, small ints: exact in f32, rounded once from there
+        u = np.ascontiguousarray(a, np.float32).view(np.uint32)
+        rounded = ((u.astype(np.uint64) + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        bits = np.where(np.isnan(u.view(np.float32)), ((u >> 16) | 0x40).astype(np.uint16), rounded)
+    overflow = np.isinf(_widen(bits)) & np.isfinite(a)
+    if overflow.any():
+        raise DtypeError(f"{where}: {a[overflow].flat[0].item()!r} is beyond bfloat16's range (largest finite "
+                         f"{BF16_MAX:.8g}); it would become inf")
+    return np.ascontiguousarray(bits).view(BF16_BITS).reshape(a.shape)
+
+
+def from_bf16(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (BF16_BITS or uint16) widened to float32, exactly."""
+    bits = np.asarray(bits)
+    if bits.dtype not in (BF16_BITS, np.dtype(np.uint16)):
+        raise DtypeError(f"from_bf16 takes bfloat16 bit patterns (BF16_BITS or uint16), got {bits.dtype}")
+    return _widen(np.ascontiguousarray(bits).view(np.uint16)).reshape(bits.shape)
+
+
+def _widen(bits16: np.ndarray) -> np.ndarray:
+    return (bits16.astype(np.uint32) << 16).view(np.float32)
+
+
+def _bf16_bits_from_f64(x: np.ndarray) -> np.ndarray:
+    """Round float64 straight to bfloat16 (through f32 a value could round twice): to a multiple of the bf16
+    ulp at x's exponent (2^(e - 7), subnormal below 2^-126), ties to even, then take the top half of the exact
+    f32 result."""
+    finite = np.isfinite(x)
+    xf = np.where(finite, x, 0.0)
+    _, e = np.frexp(np.abs(xf))  # |x| = m 2^e with m in [0.5, 1): the bf16 ulp is 2^(e - 8)
+    ulp = np.ldexp(1.0, np.maximum(e - 8, -133))
+    q = np.round(xf / ulp) * ulp
+    with np.errstate(over="ignore"):
+        q32 = np.where(finite, q, x).astype(np.float32)
+    u = q32.view(np.uint32)
+    return np.where(np.isnan(x), ((u >> 16) | 0x40), u >> 16).astype(np.uint16)

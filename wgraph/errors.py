@@ -55,3 +55,11 @@ class RegistryError(WgraphError):
 
 class CheckpointError(WgraphError, ValueError):
     """A model checkpoint (config.json, *.safetensors) is malformed, incomplete or unsupported."""
+
+
+class NoTokenizerError(WgraphError):
+    """Text generation asked of a model loaded without a tokenizer (no tokenizer.json, no GGUF vocabulary)."""
+
+
+class ChatTemplateError(WgraphError, ValueError):
+    """A chat template refused the conversation (its raise_exception, a sandbox violation) or cannot be rendered."""

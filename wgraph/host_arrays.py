@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgraph.dtypes import dtype_info, dtype_of_numpy
-from wgraph.errors import DtypeError
+from wgraph import args
+from wgraph.dtypes import dtype_info, dtype_of_numpy, to_bf16
+from wgraph.errors import DtypeError, LimitError
 
 FLOAT64 = ("got float64 data; wgraph stores f32 and f16 and never narrows silently: convert it explicitly "
            "(dtype='f32' where the call takes dtype=, or array.astype(np.float32))")
@@ -31,6 +32,8 @@ def host_view(value, where: str) -> np.ndarray:
 
 
 def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
+    if dtype == "bf16":  # numpy has no bfloat16: rounded to its bit patterns (nearest even), overflow refused
+        return to_bf16(arr, where=where)
     target = dtype_info(dtype).numpy
     if arr.dtype.kind not in "biuf":  # complex (the imaginary part would be dropped), strings, dates, ...
         raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
@@ -75,6 +78,20 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
         except DtypeError as e:  # naming the dtypes wgraph stores, and where
             raise DtypeError(f"{where}: {e}") from None
     elif arr.dtype != dtype_info(dtype).numpy:
+        how = ("wgraph.dtypes.to_bf16(array)" if dtype == "bf16" else f"array.astype(np.{dtype_info(dtype).numpy})")
         raise DtypeError(f"{where}: expects {dtype} ({dtype_info(dtype).numpy}), got an array of {arr.dtype}; "
-                         f"convert it explicitly (array.astype(np.{dtype_info(dtype).numpy}))")
+                         f"convert it explicitly ({how})")
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+
+def host_ids(ids, vocab: int, where: str) -> np.ndarray:
+    """Token ids given as an int, ints or a numpy integer array, as u32, checked against a table of `vocab` rows:
+    ArgumentError unless integers in [0, 2^32 - 1] (args.ids' rule), LimitError naming the first id >= vocab.
+    An int gives one id ([1])."""
+    arr = args.ids(where, "ids", [ids] if args.is_int(ids) else ids, ndim=None)
+    bad = np.flatnonzero(arr.reshape(-1) >= vocab)
+    if bad.size:
+        i = int(bad[0])
+        raise LimitError(f"{where}: id {int(arr.reshape(-1)[i])} at index {i} is outside the table's {vocab} "
+                         f"rows (ids must be in [0, {vocab}))")
+    return arr.astype(np.uint32)

@@ -57,7 +57,7 @@ class Tensor:
         # The buffer goes back to the pool when the tensor dies (a view's, with the tensor it views). __del__,
         # not weakref.finalize: ~0.8 µs less per tensor, and an op's scratch and outputs are a tensor each.
         if self._base is None:
-            self.device.release_buffer(self.buffer)
+            self.device.pool.release(self.buffer)
 
     @property
     def poisoned(self) -> str | None:
@@ -77,14 +77,14 @@ class Tensor:
         return len(self.shape)
 
     def numpy(self) -> np.ndarray:
-        """Download to a numpy array (waits for the GPU work that writes it)."""
+        """Download to a numpy array (waits for the GPU work that writes it). A bf16 tensor comes back as float32
+        (numpy has no bfloat16; the widening is exact)."""
         return self.device.read(self)
 
     def reshape(self, *shape) -> Tensor:
         """A view with another shape over the same buffer (no copy). One dimension may be -1."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = shape[0]
-        shape = args.view_shape("Tensor.reshape", "shape", shape)
+        shape = args.view_shape("Tensor.reshape", "shape",
+                                shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
         if -1 in shape:
             known = math.prod(s for s in shape if s != -1)
             if known == 0 or self.size % known:

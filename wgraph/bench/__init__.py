@@ -1,5 +1,5 @@
-"""`python -m wgraph bench`: host cost per dispatch in each mode, memory bandwidth and the decode GEMV, attention
-throughput; torch beside each where it is importable."""
+"""`python -m wgraph bench`: host cost per dispatch in each mode, memory bandwidth and the decode GEMV, the FMA
+peak and the prefill GEMM, attention throughput; torch beside each where it is importable."""
 
 from __future__ import annotations
 
@@ -21,14 +21,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "gemv", "attention", "batched", "model"), help="run one section")
+    p.add_argument("--only", choices=("host", "gemv", "fma", "gemm", "attention", "batched", "model", "quant"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
-                   help="planned: the planner's pick per shape; all: also every other variant that accepts it")
+                   help="planned: the planner's pick per shape; all: also every other variant that accepts it "
+                   "(attention, gemm)")
     p.add_argument("--host-ops", type=int, default=1000, help="dispatches per host-cost run (default 1000)")
     p.add_argument("--runs", type=int, help="host-cost runs per mode (median; default 9, 5 with --quick)")
-    p.add_argument("--budget-s", type=float, help="seconds for the attention section; shapes left are listed skipped")
+    p.add_argument("--budget-s", type=float, help="seconds for the attention section and for the gemm section; "
+                   "shapes left are listed skipped")
     p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
+    p.add_argument("--profile", action="store_true", help="model section: GPU time of one decode step per node "
+                   "(timestamp queries), printed by op and by layer: where a token's time goes")
     return p
 
 
@@ -74,14 +78,17 @@ def main(argv: list[str]) -> dict:
         torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
         copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES[grid])
         _progress(f"copy kernel: {copy['gbps']:.4g} GB/s over {copy['bytes_copied'] >> 20} MiB")
+        floor = gemv.dispatch_floor(dev)
         rows = gemv.bench_gemv(dev, gemv.GEMV_GRIDS[grid], copy_gbps=copy["gbps"], use_torch=not args.no_torch,
                                torch_available=bool(torch_info.get("available")),
-                               target_s=0.05 if args.quick or grid == "tiny" else 0.2, progress=_progress)
-        floor = gemv.dispatch_floor(dev)
+                               target_us=300.0 if args.quick or grid == "tiny" else 3000.0, progress=_progress)
         result["gemv"] = {"copy": copy, "rows": rows, "torch": torch_info, "dispatch_floor": floor,
-                          "bytes": "W once + x + y (f32); GB/s = bytes / GPU time per call"}
+                          "bytes": "W once + x + y (f32) (+ residual, norm weight); GB/s = bytes / GPU time per call",
+                          "timing": "calls chained (one output) in one compute pass stamped at its start and end"}
         print(f"\n== memory bandwidth and GEMV ({grid} grid) ==")
         print(report.gemv_table(copy, rows, floor))
+    if args.only in (None, "fma", "gemm"):
+        _gemm_section(dev, args, grid, budget, result)
     if args.only in (None, "attention"):
         ok, note = attention.available()
         shapes = GRIDS[grid]
@@ -89,6 +96,7 @@ def main(argv: list[str]) -> dict:
             dev, shapes, variants=args.variants, budget_s=budget, use_torch=not args.no_torch,
             target_s=0.05 if args.quick or grid == "tiny" else 0.3, progress=_progress)
         result["attention"] = {"rows": rows, "available": ok, "note": note, "torch": torch_info}
+        report.add_fma_fractions(result)   # when the FMA section ran before it in this process
         print(f"\n== attention ({grid} grid, {len(shapes)} shapes, variants: {args.variants}) ==")
         if not ok:
             print(note)
@@ -109,6 +117,13 @@ def main(argv: list[str]) -> dict:
         print(batched.table(rows))
     if args.only in (None, "model"):
         _model_section(dev, args, grid, result)
+    if args.only in (None, "quant"):
+        _quant_section(dev, args, grid, result)
+    report.add_fma_fractions(result)
+    fractions = report.fma_fraction_lines(result)
+    if fractions:
+        print("\n== f16 prefill as a fraction of the f16 FMA peak of this run ==")
+        print(fractions)
     result["elapsed_s"] = time.perf_counter() - t0
     if args.json:
         path = report.write_json(args.json, result)
@@ -120,16 +135,71 @@ def main(argv: list[str]) -> dict:
     return result
 
 
+def _gemm_section(dev, args, grid: str, budget: float, result: dict):
+    """The FMA peak (the ALU ceiling) and, unless --only fma, the prefill GEMM rows (wgraph/bench/gemm.py)."""
+    from wgraph.bench import fma, gemm, torch_ref
+
+    quick = args.quick or grid == "tiny"
+    fma.section(dev, result, quick=quick, progress=_progress)
+    print("\n== FMA peak (ALU ceiling: FMA chains in registers) ==")
+    print(fma.table(result["fma"]))
+    if args.only == "fma":
+        return
+    # the full grid is minutes of 4096-row GEMMs: a CPU adapter takes the quick one unless a grid is asked for,
+    # and a run of every section the small one at most (--only gemm for the rest)
+    name = args.grid or ("quick" if args.quick or dev.caps.is_cpu else "full")
+    if name not in gemm.GEMM_GRIDS or (args.only is None and name == "full"):
+        name = "small"
+    torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
+    peak = fma.peak_tflops(result, "f32")
+    shapes = gemm.GEMM_GRIDS[name]
+    rows = gemm.bench_gemm(dev, shapes, peak_tflops=peak, variants=args.variants,
+                           use_torch=bool(torch_info.get("available")), budget_s=budget,
+                           target_s=0.05 if quick else 0.1, progress=_progress)
+    result["gemm"] = {"rows": rows, "torch": torch_info, "grid": name, "fma_f32_tflops": peak,
+                      "flops": "2 * rows * out_features * in_features per call"}
+    print(f"\n== prefill GEMM ({name} grid, {len(shapes)} shapes, variants: {args.variants}) ==")
+    if not torch_info.get("available"):
+        print(f"torch reference: {torch_info.get('note')}")
+    print(gemm.table(rows, peak))
+
+
 def _model_section(dev, args, grid: str, result: dict):
-    """Llama decode (wgraph/bench/model.py); a failure becomes the row's note, never the bench's end."""
+    """Llama decode (wgraph/bench/model.py): the 1B and 8B shapes; a failure becomes a row's note, never the
+    bench's end."""
     from wgraph.bench import model
 
     quick = args.quick or grid == "tiny"
     try:
-        row = model.bench_model(dev, quick=quick, copy_gbps=model.copy_gbps(dev, result, quick),
-                                use_torch=not args.no_torch, progress=_progress)
+        rows = model.bench_models(dev, quick=quick, copy_gbps=model.copy_gbps(dev, result, quick),
+                                  use_torch=not args.no_torch, progress=_progress, profile=args.profile)
     except Exception as e:  # noqa: BLE001 - report it and carry on
-        row = {"status": "error", "note": f"{type(e).__name__}: {e}"}
-    result["model"] = {"rows": [row]}
+        rows = [{"status": "error", "note": f"{type(e).__name__}: {e}"}]
+    result["model"] = {"rows": rows}
     print("\n== model: Llama greedy decode ==")
-    print(model.table(row))
+    for row in rows:
+        print(model.table(row))
+
+
+def _quant_section(dev, args, grid: str, result: dict):
+    """GEMV on GGML blocks and the quantized decode (wgraph/bench/quant.py)."""
+    from wgraph.bench import gemv, quant, torch_ref
+
+    big = not (args.quick or grid in ("tiny", "quick") or dev.caps.is_cpu)
+    use_torch = not args.no_torch and bool(torch_ref.probe().get("available"))
+    target_s = 0.1 if big else 0.03
+    copy = result.get("gemv", {}).get("copy") or gemv.copy_bandwidth(dev, gemv.COPY_BYTES["full" if big else "tiny"])
+    floor = quant.dispatch_floor(dev, target_s)
+    rows = quant.bench_quant_gemv(dev, quant.gemv_shapes(big), copy_gbps=copy["gbps"], all_variants=big,
+                                  use_torch=use_torch, target_s=target_s, progress=_progress)
+    try:
+        models = quant.bench_quant_models(dev, big=big, copy_gbps=copy["gbps"], use_torch=use_torch,
+                                          progress=_progress)
+    except Exception as e:  # noqa: BLE001 - report it and carry on
+        models = [{"model": "quantized decode", "status": "error", "note": f"{type(e).__name__}: {e}"}]
+    result["quant"] = {"copy": copy, "dispatch_floor": floor, "gemv": rows, "models": models,
+                       "bytes": "GEMV: blocks once + x + y (f32); decode: weight bytes a step reads"}
+    print(f"\n== quantized weights: GEMV on GGML blocks ({'Llama-3.2-1B' if big else 'small'} shapes) ==")
+    print(quant.gemv_table(copy, floor, rows))
+    print(f"\n== quantized decode ({'Llama-3.2-1B' if big else 'tiny'} shape, greedy) ==")
+    print(quant.model_table(models))

@@ -13,7 +13,7 @@ import numpy as np
 
 import wgraph as wg
 from wgraph.bench import torch_ref
-from wgraph.bench.attention import _gpu_times_us, _wall_us
+from wgraph.bench.attention import _gpu_times_us, _wall_us, graph_states, replay_us
 from wgraph.bench.grids import itemsizes
 
 
@@ -43,8 +43,8 @@ GRIDS = {
     "tiny": (BatchedShape("decode", (32,) * 3, 4, 2, 32, "f32"), BatchedShape("varlen", (8, 16, 5), 4, 2, 32, "f32")),
     "quick": tuple(BatchedShape("decode", (128,) * b, 4, 2, 32, "f16") for b in (1, 8))
     + (BatchedShape("varlen", (16, 32, 8, 24), 4, 2, 32, "f16"),),
-    # the issue's rows: B = 1, 8, 32 at kv 4096, 32/8 heads, D 128, f16; one varlen prefill
-    "small": tuple(BatchedShape("decode", (4096,) * b, 32, 8, 128, "f16") for b in (1, 8, 32))
+    # the issue's rows: B = 1, 8, 32, 64 at kv 4096, 32/8 heads, D 128, f16; one varlen prefill
+    "small": tuple(BatchedShape("decode", (4096,) * b, 32, 8, 128, "f16") for b in (1, 8, 32, 64))
     + (BatchedShape("varlen", _RAGGED, 32, 8, 128, "f16"),),
 }
 GRIDS["full"] = GRIDS["small"]
@@ -111,8 +111,51 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     reps = int(max(1, min(max_reps, target_s / max(estimate, 1e-6))))
     gpu = _gpu_times_us(dev, call, reps)
     wall = _wall_us(dev, call, reps)
-    return {"reps": reps, "dispatches": dispatches, "gpu_us": statistics.median(gpu) if gpu else None,
-            "wall_us": wall, "time_source": "timestamp-span" if gpu else "wall+sync", "_out": out}
+    row = {"reps": reps, "dispatches": dispatches, "gpu_us": statistics.median(gpu) if gpu else None,
+           "wall_us": wall, "time_source": "timestamp-span" if gpu else "wall+sync", "_out": out}
+    if gpu:
+        row["replay_us"] = replay_us(dev, _builder(s, arrays))
+    if gpu and s.kind == "decode" and s.B == 1:
+        row.update(_single_sequence(dev, s, arrays, reps))
+    return row
+
+
+def _builder(s: BatchedShape, arrays):
+    """replay_us's builder: the same batched call on Program states."""
+    dt = "f16" if s.dtype == "f16" else "f32"
+    kvdt = "f32" if s.dtype == "f32" else "f16"
+    if s.kind == "decode":
+        extra = (np.array(s.lengths, np.uint32),)
+    else:
+        extra = (np.concatenate([[0], np.cumsum(s.lengths)]).astype(np.uint32),)
+
+    def build(g, i):
+        if i == 0:
+            build.st = graph_states(g, (*arrays, *extra), (dt, kvdt, kvdt, "u32"))
+        q, k, v, x = build.st
+        if s.kind == "decode":
+            return wg.ops.attention_kvcache(q, k, v, cache_seqlens=x, causal=True)
+        m = max(s.lengths)
+        return wg.ops.attention_varlen(q, k, v, x, x, max_seqlen_q=m, max_seqlen_k=m, causal=True)
+    return build
+
+
+def _single_sequence(dev, s: BatchedShape, arrays, reps: int) -> dict:
+    """B = 1: the single-sequence kernel (wg.ops.attention, planned) on the same sequence, timed the same ways."""
+    q, k, v = (a[0] for a in arrays)
+    tq, tk, tv = (dev.tensor(a) for a in (q, k, v))
+    out = wg.ops.attention(tq, tk, tv, causal=True)
+    gpu = _gpu_times_us(dev, lambda: wg.ops.attention(tq, tk, tv, causal=True, out=out), reps)
+    dt = "f16" if s.dtype == "f16" else "f32"
+    kvdt = "f32" if s.dtype == "f32" else "f16"
+
+    def build(g, i):
+        if i == 0:
+            build.st = graph_states(g, (q, k, v), (dt, kvdt, kvdt))
+        return wg.ops.attention(*build.st, causal=True)
+
+    return {"single_variant": wg.ops.attention_plan(tq, tk, tv, causal=True).variant,
+            "single_gpu_us": statistics.median(gpu), "single_replay_us": replay_us(dev, build)}
 
 
 def torch_sdpa(s: BatchedShape, arrays, reps: int) -> dict:
@@ -188,6 +231,9 @@ def bench_batched(dev, grid: str, *, target_s: float = 0.3, max_reps: int = 20, 
                   progress=None) -> tuple[list[dict], dict]:
     """Rows for every batched shape of `grid`; torch facts."""
     torch_info = torch_ref.probe() if use_torch else {"available": False, "note": "disabled (--no-torch)"}
+    from wgraph.bench import warmup
+
+    torch_info["warmup"] = warmup.prepare(dev, bool(torch_info.get("available")))
     rng = np.random.default_rng(0)
     rows = []
     shapes = GRIDS[grid]
@@ -216,6 +262,8 @@ def bench_batched(dev, grid: str, *, target_s: float = 0.3, max_reps: int = 20, 
                            max_abs_diff_vs_torch=float(np.max(np.abs(got - t["output"]))))
                 row["torch_" + unit] = work / (row["torch_us"] * 1e-6) / scale
                 row["ratio_to_torch"] = row["torch_us"] / us
+                if row.get("replay_us"):
+                    row["ratio_to_torch_replay"] = row["torch_us"] / row["replay_us"]
             except Exception as e:  # noqa: BLE001
                 row["torch_note"] = f"torch failed: {type(e).__name__}: {e}"
         del out, arrays
@@ -230,7 +278,7 @@ def bench_batched(dev, grid: str, *, target_s: float = 0.3, max_reps: int = 20, 
 
 def table(rows: list[dict]) -> str:
     head = (f"{'shape':50} {'disp':>4} {'gpu us':>10} {'thru':>10} {'unit':7} {'torch':>9} {'torch as':17} "
-            f"{'ratio':>7}")
+            f"{'ratio':>7} {'replay us':>9} {'ratio':>7}")
     lines = [head, "-" * len(head)]
     for r in rows:
         if r["status"] != "ok":
@@ -240,10 +288,17 @@ def table(rows: list[dict]) -> str:
         thru = r["gbps"] if decode else r["tflops"]
         torch = r.get("torch_gbps") if decode else r.get("torch_tflops")
         ratio = r.get("ratio_to_torch")
+        rr = r.get("ratio_to_torch_replay")
         lines.append(f"{r['label']:50} {r['dispatches']:4d} {r['gpu_us'] or r['wall_us']:10.1f} {thru:10.4g} "
                      f"{'GB/s' if decode else 'TFLOP/s':7} {'-' if torch is None else format(torch, '9.4g'):>9} "
-                     f"{r.get('torch_how', '-'):17} {'-' if ratio is None else format(ratio, '7.3g'):>7}")
+                     f"{r.get('torch_how', '-'):17} {'-' if ratio is None else format(ratio, '7.3g'):>7} "
+                     f"{'-' if r.get('replay_us') is None else format(r['replay_us'], '9.1f'):>9} "
+                     f"{'-' if rr is None else format(rr, '7.3g'):>7}")
+        if r.get("single_gpu_us"):
+            lines.append(f"{'  the same sequence, single-sequence ' + r['single_variant']:55} {r['single_gpu_us']:10.1f} "
+                         f"{'':48} {r['single_replay_us']:9.1f}")
     lines.append("decode: one attention_kvcache call for the whole batch (cache_seqlens on the GPU); varlen: one "
                  "attention_varlen call. torch: SDPA as a padded batch or a per-sequence loop, the faster. "
-                 "ratio = torch time / wgraph time (> 1: wgraph faster).")
+                 "ratio = torch time / wgraph time (> 1: wgraph faster). replay us: a compiled Program of 20 calls "
+                 "replayed back to back, wall clock (no timestamps between dispatches).")
     return "\n".join(lines)

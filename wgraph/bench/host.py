@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 import wgraph as wg
-from wgraph.runtime.registry import kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 
 ELEMENTS = 256  # one workgroup: the GPU work is negligible, what is left is host cost
 
@@ -61,7 +61,7 @@ def raw_floor(dev, a, b, n_ops: int) -> Callable[[], None]:
 
 def raw_submit_per_op(dev, a, b, n_ops: int) -> Callable[[], None]:
     """Raw wgpu-py with one encoder, one pass and one submit per dispatch: what an immediate op would cost at
-    best if it submitted alone (wgraph's immediate ops share a submit: device.PENDING_ITEMS)."""
+    best if it submitted alone (wgraph's immediate ops share a submit: scheduler.queue.PENDING_ITEMS)."""
     pipeline, uniform, groups = _raw_scale(dev, a, b)
     queue = dev.wgpu.queue
     create_encoder = dev.wgpu.create_command_encoder
@@ -153,7 +153,7 @@ def _attention_calls(dev, phase: str, n_ops: int, recorded: bool):
     """As many attention calls as make n_ops dispatches, so one submit (recorded) holds as many dispatches as
     the floor's: a submit's fixed cost (encoder, finish, queue.submit: ~0.25 ms on lavapipe) spread over 10x
     fewer would add ~2 µs to each (the raw floor itself is 5.7 µs/dispatch at 100 dispatches per submit, 3.5
-    at 1000). Immediate calls share a submit per device.PENDING_ITEMS items. `run.calls` is the count."""
+    at 1000). Immediate calls share a submit per scheduler.queue.PENDING_ITEMS items. `run.calls` is the count."""
     (qs, kvs) = ATTENTION_SHAPES[phase]
     rng = np.random.default_rng(0)
     q = dev.tensor(rng.standard_normal(qs).astype(np.float32))

@@ -78,9 +78,37 @@ def host_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def fma_peak_tflops(result: dict, dtype: str) -> float | None:
+    """The FMA microbenchmark's best TFLOP/s for `dtype` in this run (`bench --only fma` rows: a `dtype` naming
+    it, e.g. f16 or vec2<f16>, and `tflops`), or None when the run has none."""
+    rows = (result.get("fma") or {}).get("rows") or []
+    got = [r["tflops"] for r in rows if isinstance(r, dict) and dtype in str(r.get("dtype", ""))
+           and isinstance(r.get("tflops"), (int, float))]
+    return max(got) if got else None
+
+
+def add_fma_fractions(result: dict) -> None:
+    """f16 prefill rows get `fraction_of_fma_peak` (their TFLOP/s over the f16 FMA peak measured in the same run)."""
+    peak = fma_peak_tflops(result, "f16")
+    if not peak:
+        return
+    for r in (result.get("attention") or {}).get("rows", []):
+        if r.get("phase") == "prefill" and r.get("dtype") == "f16" and r.get("tflops"):
+            r["fraction_of_fma_peak"] = r["tflops"] / peak
+
+
+def fma_fraction_lines(result: dict) -> str:
+    """One line per f16 prefill row that has a fraction of the FMA peak; empty when none has."""
+    peak = fma_peak_tflops(result, "f16")
+    return "\n".join(f"S={r['S']} Hq/Hkv={r['Hq']}/{r['Hkv']} D={r['D']} {r['variant']}: {r['tflops']:.4g} TFLOP/s = "
+                     f"{r['fraction_of_fma_peak']:.3f} of {peak:.4g}"
+                     for r in (result.get("attention") or {}).get("rows", []) if "fraction_of_fma_peak" in r)
+
+
 def attention_table(rows: list[dict]) -> str:
     head = (f"{'phase':7} {'S':>5} {'L':>6} {'Hq/Hkv':>6} {'D':>4} {'dtype':5} {'variant':28} {'tier':12} "
-            f"{'gpu us':>10} {'thru':>10} {'unit':7} {'torch':>9} {'ratio':>7}")
+            f"{'gpu us':>10} {'thru':>10} {'unit':7} {'torch':>9} {'ratio':>7} {'replay us':>9} {'ratio':>7} "
+            f"{'of FMA':>6}")
     lines = [head, "-" * len(head)]
     for r in rows:
         shape = f"{r['phase']:7} {r['S']:5d} {r['L']:6d} {str(r['Hq']) + '/' + str(r['Hkv']):>6} {r['D']:4d} {r['dtype']:5}"
@@ -93,9 +121,13 @@ def attention_table(rows: list[dict]) -> str:
         name = r["variant"] + ("*" if r.get("forced") else "")
         lines.append(f"{shape} {name:28} {str(r['tier']):12} {_f(r['gpu_us'] or r['wall_us'], '10.1f')} "
                      f"{_f(thru, '10.4g')} {'TFLOP/s' if prefill else 'GB/s':7} "
-                     f"{_f(torch, '9.4g')} {_f(r.get('ratio_to_torch'), '7.3g')}")
+                     f"{_f(torch, '9.4g')} {_f(r.get('ratio_to_torch'), '7.3g')} {_f(r.get('replay_us'), '9.1f')} "
+                     f"{_f(r.get('ratio_to_torch_replay'), '7.3g')} {_f(r.get('fraction_of_fma_peak'), '6.2f')}")
     lines.append("gpu us: timestamp queries around the op's dispatches (median), else wall time with a GPU wait. "
-                 "ratio = torch time / wgraph time (> 1: wgraph faster). * = variant forced, not planned.")
+                 "ratio = torch time / wgraph time (> 1: wgraph faster). * = variant forced, not planned. "
+                 "replay us (decode): a compiled Program of 20 calls replayed back to back, wall clock (no "
+                 "timestamps between dispatches), and its ratio to torch. of FMA: f16 prefill TFLOP/s over the f16 "
+                 "FMA peak of the same run (bench --only fma).")
     return "\n".join(lines)
 
 
@@ -103,20 +135,25 @@ def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
     lines = [f"copy kernel: {copy['gbps']:.4g} GB/s ({copy['bytes_copied'] >> 20} MiB read + written, "
              f"{copy['gpu_us']:.1f} us)"]
     if floor and floor.get("gpu_us"):
-        lines.append(f"dispatch floor: {floor['gpu_us']:.1f} us per call of a linear on a [8, 256] weight")
-    head = (f"{'M':>2} {'out':>7} {'in':>6} {'W':4} {'variant':22} {'gpu us':>9} {'GB/s':>8} {'of copy':>7} "
-            f"{'torch GB/s':>10} {'ratio':>6}")
+        lines.append(f"dispatch floor: {floor['gpu_us']:.2f} us per call of a linear on an [8, 256] weight in a chain "
+                     f"of calls" + (f" ({floor['gpu_us_stamped_per_dispatch']:.2f} us with timestamps around each)"
+                                    if floor.get("gpu_us_stamped_per_dispatch") else ""))
+    head = (f"{'matrix':28} {'M':>2} {'out':>7} {'in':>6} {'W':4} {'fused':20} {'variant':26} {'gpu us':>8} "
+            f"{'GB/s':>6} {'of copy':>7} {'torch us':>8} {'ratio':>6}")
     lines += [head, "-" * len(head)]
     for r in rows:
-        shape = f"{r['rows']:2d} {r['out_features']:7d} {r['in_features']:6d} {r['weight_dtype']:4}"
+        shape = (f"{r.get('matrix', '')[:28]:28} {r['rows']:2d} {r['out_features']:7d} {r['in_features']:6d} "
+                 f"{r['weight_dtype']:4} {'+'.join(k for k in ('norm', 'swiglu', 'residual') if r.get(k))[:20]:20}")
+        name = r.get("variant", "") if r.get("config") in (None, "planned") else r["config"]
         if r["status"] != "ok":
-            lines.append(f"{shape} {r['status']}: {r['note'][:90]}")
+            lines.append(f"{shape} {name[:26]:26} {r['status']}: {r['note'][:80]}")
             continue
-        lines.append(f"{shape} {r['variant']:22} {r['gpu_us']:9.1f} {r['gbps']:8.4g} "
-                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('torch_gbps'), '10.4g')} "
+        lines.append(f"{shape} {name[:26]:26} {r['gpu_us']:8.2f} {r['gbps']:6.0f} "
+                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('torch_us'), '8.2f')} "
                      f"{_f(r.get('ratio_to_torch'), '6.3g')}")
-    lines.append("GB/s: (W + x + y bytes) / GPU time per call; of copy: fraction of the copy kernel's bandwidth "
-                 "in this run; ratio = torch time / wgraph time.")
+    lines.append("GB/s: (W + x + y (+ residual, norm weight) bytes) / GPU time per call, calls chained in one pass; "
+                 "of copy: fraction of the copy kernel's bandwidth in this run; ratio = torch time / wgraph time "
+                 "(torch: F.linear alone on fused rows).")
     return "\n".join(lines)
 
 

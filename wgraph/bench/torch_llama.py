@@ -13,14 +13,17 @@ class TorchLlama:
     """Decode-only Llama in torch on CUDA: f16 weights, f32 norms and softmax, a static [max_seq] KV cache
     masked by position, so one step has fixed shapes and can be captured in a CUDA graph."""
 
-    def __init__(self, cfg, weights: dict[str, np.ndarray], max_seq: int, device: str = "cuda"):
+    def __init__(self, cfg, weights: dict, max_seq: int, device: str = "cuda"):
         import torch
 
         self.torch, self.cfg, self.max_seq = torch, cfg, max_seq
         dev = device
 
         def t(name, dtype=torch.float16):
-            return torch.from_numpy(np.ascontiguousarray(weights[name])).to(dev, dtype)
+            src = weights[name]  # a numpy array, or a function (dtype) -> a CUDA tensor (made on the GPU)
+            if callable(src):
+                return src(dtype)
+            return torch.from_numpy(np.ascontiguousarray(src)).to(dev, dtype)
 
         self.embed = t("model.embed_tokens.weight")
         self.norm = t("model.norm.weight", torch.float32)

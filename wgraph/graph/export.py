@@ -14,7 +14,7 @@ import attrs
 
 from wgraph import args
 from wgraph.args import show
-from wgraph.graph.graph import Graph, GraphError, Node, StateSpec
+from wgraph.graph.nodes import GraphError, Node, StateSpec
 from wgraph.tensor import TensorSpec
 
 FORMAT = "wgraph.graph/1"
@@ -28,7 +28,7 @@ def _spec_text(v) -> str:
     return f"{v.dtype}[{','.join(map(str, v.shape))}]"
 
 
-def _dot(g: Graph, label_of) -> str:
+def _dot(g, label_of) -> str:
     lines = [f"digraph {_q(g.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
     for n in g.topological_order():
         node = g.node(n)
@@ -47,7 +47,7 @@ def _dot(g: Graph, label_of) -> str:
     return "\n".join(lines) + "\n"
 
 
-def graph_to_dot(g: Graph) -> str:
+def graph_to_dot(g) -> str:
     return _dot(g, lambda node: f"{node.name}\n{node.op}")
 
 
@@ -144,7 +144,7 @@ def _dec(x):
     return x
 
 
-def graph_to_json(g: Graph) -> str:
+def graph_to_json(g) -> str:
     nodes = []
     for n in g.topological_order():
         node = g.node(n)
@@ -186,8 +186,8 @@ def _names(entry: dict, key: str, where: str, optional: bool = False) -> tuple:
     return tuple(values)
 
 
-def graph_from_json(text: str) -> Graph:
-    """A graph from graph_to_json's text. Every field is checked (type, name, shape, size): a malformed or hostile
+def graph_from_json(graph_class, text: str):
+    """A `graph_class` (Graph) rebuilt from graph_to_json's text, every node through its `add`. Every field is checked (type, name, shape, size): a malformed or hostile
     file raises GraphError (or the op's own error, prefixed with the node) naming the field and the value."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise GraphError(f"from_json: text must be a JSON string, got {type(text).__name__}")
@@ -199,7 +199,7 @@ def graph_from_json(text: str) -> Graph:
         raise GraphError(f"from_json: text holds a JSON {type(data).__name__}; a graph file is a JSON object")
     if data.get("format") != FORMAT:
         raise GraphError(f"from_json: format {show(data.get('format'))}, expected {FORMAT!r}")
-    g = Graph(_field(data, "name", str, "from_json"))
+    g = graph_class(_field(data, "name", str, "from_json"))
     nodes = _field(data, "nodes", list, "from_json")
     for i, entry in enumerate(nodes):
         if not isinstance(entry, dict):

@@ -4,79 +4,21 @@ Every node is validated by its op's `infer` when it is added; errors name the gr
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import attrs
 import networkx as nx
 
 from wgraph import args
 from wgraph.args import show
+from wgraph.device import Device, default_device
 from wgraph.dtypes import dtype_of_numpy
 from wgraph.errors import ShapeError, WgraphError
+from wgraph.graph import export
+from wgraph.graph.nodes import SOURCE_OPS, GraphError, Node, StateSpec, Value
+from wgraph.graph.program import Program
 from wgraph.host_arrays import host_array
 from wgraph.ops.core import OPS
 from wgraph.tensor import TensorSpec
-
-SOURCE_OPS = ("input", "state")  # nodes that make a program-owned buffer instead of running a kernel
-
-
-class GraphError(WgraphError):
-    """A graph is malformed: an unknown input, a cycle, a duplicate name, an unknown op."""
-
-
-@attrs.frozen
-class Node:
-    """One node: a registered op (or "input" / "state") with its params and the names of the values it takes
-    (None for an absent optional input) and makes."""
-
-    name: str
-    op: str
-    params: Any
-    inputs: tuple = attrs.field(converter=tuple)
-    outputs: tuple = attrs.field(converter=tuple)
-    writes: tuple = attrs.field(converter=tuple, default=())  # values written in place (`out=` a state)
-
-    @property
-    def results(self) -> tuple:
-        """The values the op's encode writes its outputs into: its own outputs, or the `out=` values."""
-        return self.writes or self.outputs
-
-
-@attrs.frozen(eq=False)
-class Value(TensorSpec):
-    """A symbolic tensor of a graph: shape and dtype, no storage. Op functions given a Value add a node."""
-
-    graph: Graph = attrs.field(kw_only=True, repr=False)
-    name: str = attrs.field(kw_only=True)
-    _wgraph_symbol_ = True
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
-
-    @property
-    def spec(self) -> TensorSpec:
-        return TensorSpec(self.shape, self.dtype)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def reshape(self, *shape) -> Value:
-        from wgraph.ops.dense import reshape
-
-        return reshape(self, *shape)
-
-    def __repr__(self) -> str:
-        return f"Value({self.name!r}, shape={self.shape}, dtype={self.dtype})"
-
-
-@attrs.frozen
-class StateSpec:
-    """A program-owned persistent buffer: kept across runs; `init` (raw bytes) fills it at compile, else zeros."""
-
-    name: str
-    spec: TensorSpec
-    init: bytes | None = None
-
 
 def _node_error(exc: WgraphError, where: str) -> WgraphError:
     """The same error class, its message prefixed with the graph and node."""
@@ -126,7 +68,7 @@ class Graph:
     def const(self, name: str, array, dtype: str | None = None) -> Value:
         """A weight: a state initialised from `array` (uploaded once, at compile)."""
         args.text("Graph.const", "name", name)
-        args.dtype_name("Graph.const", "dtype", dtype, (None,) + args.DTYPE_NAMES)
+        args.optional_dtype_name("Graph.const", "dtype", dtype)
         arr = host_array(array, dtype, convert=dtype is not None, where=f"graph {self.name!r}: const {name!r}")
         return self.state(name, arr.shape, dtype_of_numpy(arr.dtype), init=arr)
 
@@ -269,13 +211,14 @@ class Graph:
 
     def _order_in_place(self, node: Node):
         """A node that writes in place — an op with no outputs (kv_append into a cache) writes the buffers it
-        takes, an op given `out=` writes those — is ordered after every earlier reader and writer of the
-        buffers it writes; later readers and writers are ordered after it."""
+        takes, an op given `out=` writes those, an op's `writes_inputs` (rope_kv_append's caches) — is ordered
+        after every earlier reader and writer of the buffers it writes; later readers and writers after it."""
         if node.op in SOURCE_OPS:
             return
         in_place = len(node.outputs) == 0 and not node.writes
         taken = {self.base[v] for v in node.inputs if v is not None}
         written = {self.base[v] for v in node.writes} | (taken if in_place else set())
+        written |= {self.base[node.inputs[i]] for i in OPS[node.op].writes_inputs if node.inputs[i] is not None}
         for v in taken | written:
             writer = self._last_writer.get(v)
             if writer is not None:
@@ -307,30 +250,23 @@ class Graph:
             raise GraphError(f"graph {self.name!r}: consumers(value={show(value)}): no such value")
         return [n for n in self.nx.successors(self.producer[value]) if value in self.node(n).inputs]
 
-    def compile(self, device=None):
+    def compile(self, device=None) -> Program:
         """Plan every node once: a Program that runs the whole graph in one submit."""
-        from wgraph.device import Device, default_device
-        from wgraph.graph.program import compile_graph
-
         if device is not None and not isinstance(device, Device):
             raise args.fail("Graph.compile", "device", device, "None (the default device) or a wgraph Device")
-        return compile_graph(self, device or default_device())
+        device = device or default_device()
+        with device.lock:  # compile creates pipelines, bind groups and buffers: one thread at a time
+            return Program(self, device)
 
     def to_dot(self) -> str:
-        from wgraph.graph.export import graph_to_dot
-
-        return graph_to_dot(self)
+        return export.graph_to_dot(self)
 
     def to_json(self) -> str:
-        from wgraph.graph.export import graph_to_json
-
-        return graph_to_json(self)
+        return export.graph_to_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> Graph:
-        from wgraph.graph.export import graph_from_json
-
-        return graph_from_json(text)
+        return export.graph_from_json(cls, text)
 
     def __len__(self) -> int:
         return self.nx.number_of_nodes()

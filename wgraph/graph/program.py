@@ -1,21 +1,29 @@
-"""`Program`: a graph compiled for one device. Compile encodes every node once into one command list,
-places intermediate values (reused where their lives do not overlap) and every node's scratch in a memory
-plan, and prepares the list (one uniform arena uploaded once, pipelines and bind groups resolved). `run`
-writes the inputs, rewrites only dirty uniform bytes and submits the prepared list once."""
+"""`Program`: a graph compiled for one device. Compile places intermediate values in a memory plan (reused
+where their lives do not overlap), captures every node as a recording captures an op call (ops/core.py
+`capture`: its template), fills the templates with the program's tensors and its shared scratch into one
+command list, and prepares the list (one uniform arena uploaded once, pipelines and bind groups resolved).
+`run` writes the inputs, rewrites only dirty uniform bytes and submits the prepared list once; `run_many`
+replays it back to back in an in-flight window; `profile` times one replay per node."""
 
 from __future__ import annotations
 
+import time
 import weakref
 
 import attrs
 
+from wgraph import args
 from wgraph.args import show
-from wgraph.errors import DeviceError, DtypeError, RecordingError, ShapeError, WgraphError
-from wgraph.graph.graph import SOURCE_OPS, Graph, GraphError
+from wgraph.errors import DeviceError, DtypeError, LimitError, RecordingError, ShapeError, UnsupportedError, WgraphError
+from wgraph.graph import export
+from wgraph.graph.nodes import SOURCE_OPS, GraphError
+from wgraph.graph.profile import ProgramProfile
 from wgraph.host_arrays import host_array
-from wgraph.ops.core import OPS, EncodeContext
-from wgraph.runtime.commands import CommandList, align4
-from wgraph.runtime.dispatch import Copy
+from wgraph.ops import core
+from wgraph.scheduler.commands import CommandList, align4
+from wgraph.scheduler.dispatch import Copy
+from wgraph.scheduler.profiling import Timestamps
+from wgraph.scheduler.window import InFlightWindow
 from wgraph.tensor import Tensor, TensorSpec
 
 
@@ -52,14 +60,14 @@ class PlanRow:
 
 
 def _is_view(node) -> bool:
-    return node.op not in SOURCE_OPS and OPS[node.op].is_view
+    return node.op not in SOURCE_OPS and core.OPS[node.op].is_view
 
 
 def _runs_kernels(node) -> bool:
-    return node.op not in SOURCE_OPS and not OPS[node.op].is_view
+    return node.op not in SOURCE_OPS and not core.OPS[node.op].is_view
 
 
-def _plan_buffers(g: Graph, order: list[str], persistent: set[str]):
+def _plan_buffers(g, order: list[str], persistent: set[str]):
     """Assign every intermediate value (a base value no output or state needs) to a slot. A slot is free for
     node i once every reader of its value (views included) comes before i, so a node never writes a buffer
     it reads. Best fit by size; a free slot too small grows rather than adding a slot."""
@@ -106,33 +114,11 @@ def _plan_buffers(g: Graph, order: list[str], persistent: set[str]):
     return slot_of, sizes, naive
 
 
-class ScratchPlan:
-    """Scratch of every node in shared buffers: a node's requests take distinct buffers (largest first),
-    and buffer j is as large as the largest request any node puts in it."""
-
-    def __init__(self, requests: dict[str, list[TensorSpec]]):
-        self.assigned: dict[str, list[int]] = {}
-        self.sizes: list[int] = []
-        self.naive = 0
-        for node, specs in requests.items():
-            order = sorted(range(len(specs)), key=lambda i: -specs[i].nbytes)
-            slots = [0] * len(specs)
-            for j, i in enumerate(order):
-                need = align4(max(4, specs[i].nbytes))
-                self.naive += need
-                if j == len(self.sizes):
-                    self.sizes.append(need)
-                self.sizes[j] = max(self.sizes[j], need)
-                slots[i] = j
-            self.assigned[node] = slots
-        self.requests = sum(len(v) for v in requests.values())
-
-
 class Program:
     """A compiled graph. `run(**inputs)` -> {output name: Tensor}; the tensors are the program's own buffers,
     overwritten by the next run (call .numpy() before running again, or copy)."""
 
-    def __init__(self, graph: Graph, device):
+    def __init__(self, graph, device):
         device.check_alive()
         self.graph = graph
         self.device = device
@@ -164,36 +150,21 @@ class Program:
             self._write_state(name, st.init)
         self.memory_plan_slots = dict(slot_of)
 
-        # ---- one command list: every node encoded once, in order; scratch first from the pool ----
-        encoded = []  # (node name, dispatches, kernel plan, provisional scratch tensors)
-        for n in self.order:
-            node = g.node(n)
-            if not _runs_kernels(node):
-                continue
-            provisional: list[Tensor] = []
-
-            def pooled(spec, label, _made=provisional):
-                t = device.empty(spec.shape, spec.dtype, label)
-                _made.append(t)
-                return t
-
-            made, kplan = self._encode_node(n, EncodeContext(device, scratch_source=pooled))
-            encoded.append((n, made, kplan, provisional))
-
-        # ---- scratch: placed in buffers shared by all nodes, then bound in place of the pooled ones ----
-        self._scratch = ScratchPlan({n: [t.spec for t in prov] for n, _, _, prov in encoded if prov})
-        self._scratch_buffers = [device.empty((size // 4,), "u32", label=f"{g.name}.scratch{j}")
-                                 for j, size in enumerate(self._scratch.sizes)]
-        commands = CommandList(device, label=f"wgraph.program.{g.name}")
+        # ---- every node captured, as a recording captures an op call; then filled into one command list
+        # whose scratch space was sized for every node's requests first ----
+        self.params = {n: g.node(n).params for n in self.order if _runs_kernels(g.node(n))}
+        captured = [(n, self._capture(n, params)) for n, params in self.params.items()]
+        commands = CommandList(device.scheduler, label=f"wgraph.program.{g.name}")
+        self._scratch = commands.scratch
+        for _, tpl in captured:
+            self._scratch.reserve(tpl.scratch)
         self._owners: list[str] = []
         self._plans: dict[str, object] = {}
-        for n, made, kplan, prov in encoded:
-            views = {id(t): self._scratch_view(n, i, t.spec, t.label) for i, t in enumerate(prov)}
-            for d in made:
-                commands.append(_rebind(d, views))
-                self._owners.append(n)
-            self._plans[n] = kplan
-        del encoded
+        for n, tpl in captured:
+            commands.call(tpl, *self._node_tensors(n))
+            self._owners += [n] * len(tpl.dispatches)
+            self._plans[n] = tpl.plan
+        del captured
 
         # ---- prepared once: the uniform arena uploaded, pipelines and bind groups held ----
         self._commands = commands.prepare(persistent=True)
@@ -201,28 +172,21 @@ class Program:
         self.rows = tuple(self._row(item, n) for item, n in zip(commands.items, self._owners))
         sp = self._scratch
         self.memory = MemoryPlan(len(slot_sizes), sum(slot_sizes), naive, len(slot_of), persistent_bytes,
-                                 self._commands.uniform_bytes, sp.requests, len(sp.sizes), sum(sp.sizes), sp.naive)
+                                 self._commands.uniform_bytes, sp.requests, sp.buffers, sp.nbytes, sp.naive_bytes)
 
-    def _encode_node(self, node_name: str, ctx: EncodeContext, params=None):
-        """Encode one node with the program's tensors: (dispatches, the kernel plan it chose or None)."""
-        g = self.graph
-        node = g.node(node_name)
-        ins = tuple(None if v is None else self.tensors[v] for v in node.inputs)
-        outs = tuple(self.tensors[v] for v in node.results)
+    def _node_tensors(self, node_name: str) -> tuple[tuple, tuple]:
+        """The program's tensors a node reads (None for an absent optional input) and writes."""
+        node = self.graph.node(node_name)
+        return (tuple(None if v is None else self.tensors[v] for v in node.inputs),
+                tuple(self.tensors[v] for v in node.results))
+
+    def _capture(self, node_name: str, params):
+        """The node's template (ops/core.py `capture`) on the program's tensors; errors name the node."""
+        node = self.graph.node(node_name)
         try:
-            made = OPS[node.op].encode(ctx, node.params if params is None else params, ins, outs)
+            return core.capture(self.device, core.OPS[node.op], params, *self._node_tensors(node_name))
         except WgraphError as e:
-            raise type(e)(f"graph {g.name!r}, node {node_name!r} ({node.op}): {e}") from None
-        return made, ctx.plan
-
-    def _scratch_view(self, node_name: str, i: int, spec: TensorSpec, label: str) -> Tensor:
-        """Node `node_name`'s i-th scratch tensor: a view of the shared scratch buffer the plan gave it."""
-        j = self._scratch.assigned[node_name][i]
-        buf = self._scratch_buffers[j]
-        if spec.nbytes > buf.nbytes:
-            raise GraphError(f"program {self.graph.name!r}, node {node_name!r}: scratch {label} needs {spec.nbytes} "
-                             f"bytes; the program was compiled with {buf.nbytes}: compile the graph again")
-        return Tensor(self.device, buf.buffer, spec, label, base=buf)
+            raise type(e)(f"graph {self.graph.name!r}, node {node_name!r} ({node.op}): {e}") from None
 
     # ---- state ----
 
@@ -231,7 +195,7 @@ class Program:
         raw = data if data is not None else bytes(t.nbytes)
         raw = raw + b"\0" * (align4(len(raw)) - len(raw))
         if raw:
-            self.device.queue_write(t.buffer, 0, raw)
+            self.device.scheduler.write_buffer(t.buffer, 0, raw)
 
     def state(self, name: str) -> Tensor:
         """The program's persistent buffer `name` (a state, a const or an input)."""
@@ -257,7 +221,7 @@ class Program:
             raise DeviceError(f"program {self.graph.name!r} was compiled for {dev.caps.adapter_name!r} epoch "
                               f"{self.epoch}; the device is now {'lost' if dev.lost else f'epoch {dev.epoch}'}: "
                               f"compile the graph again")
-        if dev.recording is not None:
+        if dev.scheduler.recording is not None:
             raise RecordingError(f"program {self.graph.name!r}: run() inside dev.record() is not supported; "
                                  f"a program submits by itself")
 
@@ -281,41 +245,89 @@ class Program:
         raw = arr.tobytes()
         return "bytes", raw + b"\0" * (align4(len(raw)) - len(raw))
 
-    def run(self, **inputs) -> dict[str, Tensor]:
-        """Write `inputs` into the program's input buffers and run every node in one submit."""
+    def _feeds(self, inputs: dict) -> list:
+        """Every input validated: (name, kind, data) each (see _feed). No GPU work."""
         self._check_device()
         want = self.graph.inputs
         missing, extra = sorted(set(want) - set(inputs)), sorted(set(inputs) - set(want))
         if missing or extra:
             raise GraphError(f"program {self.graph.name!r}: missing inputs {missing}, unknown inputs {extra}; "
                              f"it takes {sorted(want)}")
-        feeds = [(name, *self._feed(name, inputs[name], spec)) for name, spec in want.items()]
+        return [(name, *self._feed(name, inputs[name], spec)) for name, spec in want.items()]
+
+    def run(self, **inputs) -> dict[str, Tensor]:
+        """Write `inputs` into the program's input buffers and run every node in one submit."""
+        feeds = self._feeds(inputs)
         # validated: from here on, GPU work (under the device lock: programs may run on several threads)
         with self.device.lock:
             self._check_device()
             return self._run_locked(feeds)
 
-    def _run_locked(self, feeds) -> dict[str, Tensor]:
-        self.device.flush()  # immediate ops called before this run read and write in order with it
-        queue = self.device.wgpu.queue
+    def _run_locked(self, feeds, timestamps=None) -> dict[str, Tensor]:
+        # writes and the submit go through the scheduler, which submits pending immediate ops first
+        scheduler = self.device.scheduler
         copies = []
         for name, kind, data in feeds:
             dst = self.tensors[name]
             if kind == "bytes":
                 if data:
-                    queue.write_buffer(dst.buffer, 0, data)
+                    scheduler.write_buffer(dst.buffer, 0, data)
             elif data.buffer is not dst.buffer:
                 copies.append(Copy(data, dst, dst.nbytes, label=f"input {name}"))
-        self._commands.submit(head=copies)
+        self._commands.submit(head=copies, timestamps=timestamps)
         self.runs += 1
         return {name: self.tensors[v] for name, v in self.graph.outputs.items()}
 
     __call__ = run
 
+    def run_many(self, n: int, *, in_flight: int = 8, **inputs) -> float:
+        """Replay `n` times with the same `inputs` (a decode loop whose state lives on the GPU), submitting back
+        to back while at most `in_flight` replays are unfinished on the GPU (scheduler/window.py: a fence
+        wait, not a readback). Returns the host seconds spent in the replays themselves (encode and submit)."""
+        n = args.integer("Program.run_many", "n", n, 0, args.I64_MAX)
+        in_flight = args.integer("Program.run_many", "in_flight", in_flight, 1, args.U32_MAX)
+        feeds = self._feeds(inputs)
+        window = InFlightWindow(self.device.scheduler, in_flight)
+        host = 0.0
+
+        def replay():
+            nonlocal host
+            t = time.perf_counter()
+            with self.device.lock:
+                self._check_device()
+                self._run_locked(feeds)
+            host += time.perf_counter() - t
+
+        for _ in range(n):
+            window.submit(replay)
+        return host
+
+    def profile(self, **inputs) -> ProgramProfile:
+        """Run one replay with GPU timestamps around every dispatch and wait for it: GPU time per node, by op
+        and by layer (graph scopes), as a ProgramProfile (`.table()` prints it). UnsupportedError where the
+        device has no timestamp queries."""
+        feeds = self._feeds(inputs)   # the inputs are checked first, whatever the device
+        caps = self.device.caps
+        if not caps.has_timestamps:
+            raise UnsupportedError(f"program {self.graph.name!r}: profile() needs timestamp queries; "
+                                   f"{caps.adapter_name!r} has neither timestamp-query nor "
+                                   f"timestamp-query-inside-passes")
+        if not self._owners:
+            raise GraphError(f"program {self.graph.name!r} has no dispatches to profile")
+        with self.device.lock:
+            self._check_device()
+            stamps = Timestamps(self.device.wgpu, len(self._owners), caps.has_timestamps_inside_passes)
+            self._run_locked(feeds, stamps)
+        ops = {n: self.graph.node(n).op for n in self._owners}
+        return ProgramProfile.from_ticks(self.graph.name, caps.adapter_name, self._owners, ops, stamps.ticks_ns(),
+                                         stamps.inside_passes)
+
     def update(self, node_name: str, params) -> None:
         """Give node `node_name` new params that keep its kernels (a new factor, an int kv_len within the
-        compiled capacity): re-encodes that node only; its uniform bytes become dirty and the next run
-        rewrites just them. Raises GraphError naming the params that need a new compile otherwise."""
+        compiled capacity): captures that node again and rebinds its dispatches; its uniform bytes become dirty
+        and the next run rewrites just them. The program changes, not the graph it was compiled from
+        (`prog.params` holds the params each node runs with). Raises GraphError naming the params that need a
+        new compile otherwise."""
         g = self.graph
         if type(node_name) is not str or node_name not in g.nx:
             raise GraphError(f"program {g.name!r}: update(node_name={show(node_name)}): no such node; nodes: "
@@ -324,48 +336,39 @@ class Program:
         where = f"program {g.name!r}, node {node_name!r} ({node.op})"
         if not _runs_kernels(node):
             raise GraphError(f"{where} has no dispatches to update")
-        if type(params) is not type(node.params):
-            raise GraphError(f"{where}: update(): params must be the node's class {type(node.params).__name__}, "
+        now = self.params[node_name]
+        if type(params) is not type(now):
+            raise GraphError(f"{where}: update(): params must be the node's class {type(now).__name__}, "
                              f"got {type(params).__name__}")
-        changed = [f.name for f in attrs.fields(type(params)) if getattr(params, f.name) != getattr(node.params, f.name)]
+        changed = ", ".join(f.name for f in attrs.fields(type(params)) if getattr(params, f.name) != getattr(now, f.name))
         specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         try:
-            out_specs = tuple(OPS[node.op].infer(params, specs))
+            out_specs = tuple(core.OPS[node.op].infer(params, specs))
         except WgraphError as e:
             raise type(e)(f"{where}: {e}") from None
         except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong kind the op's infer met first
             raise GraphError(f"{where}: {type(e).__name__}: {e}") from None
         if out_specs != tuple(g.values[v].spec for v in node.results):
-            raise GraphError(f"{where}: new params ({', '.join(changed)}) change the outputs to {out_specs}; "
-                             f"build a new graph")
+            raise GraphError(f"{where}: new params ({changed}) change the outputs to {out_specs}; build a new graph")
+        tpl = self._capture(node_name, params)
         idx = [i for i, n in enumerate(self._owners) if n == node_name]
-        scratch = iter(range(len(self._scratch.assigned.get(node_name, []))))
-
-        def from_plan(spec, label):
-            i = next(scratch, None)
-            if i is None:
-                raise GraphError(f"{where}: new params ({', '.join(changed)}) need scratch the compiled node does "
-                                 f"not have; compile the graph again")
-            return self._scratch_view(node_name, i, spec, label)
-
-        made, kplan = self._encode_node(node_name, EncodeContext(self.device, scratch_source=from_plan), params)
-        old = [self._commands.steps[i].dispatch for i in idx]
-        new_kernels = [getattr(d, "kernel", None) for d in made]
-        if len(made) != len(old) or any(a is not b.kernel for a, b in zip(new_kernels, old)):
-            raise GraphError(f"{where}: new params ({', '.join(changed)}) need kernels "
-                             f"{[k.name if k else 'copy' for k in new_kernels]} instead of "
-                             f"{[d.kernel.name for d in old]}; compile the graph again")
-        for i, d, o in zip(idx, made, old):
-            if (d.indirect is None) != (o.indirect is None) or (d.indirect and d.indirect[0].buffer is not o.indirect[0].buffer):
-                raise GraphError(f"{where}: new params ({', '.join(changed)}) change {d.label}'s indirect dispatch; "
-                                 f"compile the graph again")
+        old = [self._commands.steps[i].dispatch.kernel for i in idx]
+        if [d.kernel for d in tpl.dispatches] != old:
+            raise GraphError(f"{where}: new params ({changed}) need kernels {[d.kernel.name for d in tpl.dispatches]} "
+                             f"instead of {[k.name for k in old]}; compile the graph again")
+        try:
+            scratch = self._scratch.place(tpl.scratch, grow=False) if tpl.scratch else ()
+        except LimitError as e:
+            raise GraphError(f"{where}: new params ({changed}) need more scratch than the program was compiled "
+                             f"with ({e}); compile the graph again") from None
+        made = tpl.instantiate(*self._node_tensors(node_name), scratch)
         with self.device.lock:
             for i, d in zip(idx, made):
                 self._commands.replace_step(i, d)
                 if self._commands.offsets[i] is not None:
                     self._commands.set_uniforms(i, d.uniforms)
-        g.nx.nodes[node_name]["node"] = attrs.evolve(node, params=params)
-        self._plans[node_name] = kplan
+        self.params[node_name] = params
+        self._plans[node_name] = tpl.plan
         rows = list(self.rows)
         for i, d in zip(idx, made):
             rows[i] = self._row(d, node_name)
@@ -402,23 +405,7 @@ class Program:
         return "\n".join(lines)
 
     def to_dot(self) -> str:
-        from wgraph.graph.export import program_to_dot
-
-        return program_to_dot(self)
+        return export.program_to_dot(self)
 
     def __repr__(self) -> str:
         return f"Program({self.graph.name!r}, dispatches={len(self.rows)}, device={self.device!r})"
-
-
-def _rebind(d, views: dict):
-    """`d` with every tensor in `views` (by id) replaced: pooled scratch becomes the program's scratch."""
-    if not views or isinstance(d, Copy):
-        return d
-    tensors = tuple([views.get(id(t), t) for t in d.tensors])
-    indirect = d.indirect and (views.get(id(d.indirect[0]), d.indirect[0]), d.indirect[1])
-    return d.replace(tensors=tensors, indirect=indirect)
-
-
-def compile_graph(g: Graph, device) -> Program:
-    with device.lock:  # compile creates pipelines, bind groups and buffers: one thread at a time
-        return Program(g, device)

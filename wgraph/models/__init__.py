@@ -2,7 +2,10 @@
 
 from wgraph.errors import CheckpointError
 from wgraph.models.checkpoint import Checkpoint
-from wgraph.models.config import LlamaConfig, RopeScaling
+from wgraph.models.config import DecoderConfig, LlamaConfig, RopeScaling
 from wgraph.models.llama import Llama
+from wgraph.models.pretrained import from_pretrained
+from wgraph.models.tokenizer import Tokenizer
 
-__all__ = ["Checkpoint", "CheckpointError", "Llama", "LlamaConfig", "RopeScaling"]
+__all__ = ["Checkpoint", "CheckpointError", "DecoderConfig", "Llama", "LlamaConfig", "RopeScaling", "Tokenizer",
+           "from_pretrained"]

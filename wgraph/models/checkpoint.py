@@ -1,7 +1,8 @@
 """Reading a Hugging Face checkpoint directory: config.json and *.safetensors (one file, or shards listed by
 model.safetensors.index.json) through the `safetensors` package's numpy API. F32 and F16 tensors come back as
-stored; BF16, which numpy lacks, is read as raw 16-bit words and widened to f32. Every name, shape, dtype and
-byte range is checked before use; nothing in the files is executed."""
+stored; BF16, which numpy lacks, is read as raw 16-bit words and returned as wgraph's bf16 bit patterns
+(dtypes.BF16_BITS), unconverted. Every name, shape, dtype and byte range is checked before use; nothing in the
+files is executed."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from pathlib import Path
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
+from wgraph.dtypes import BF16_BITS
 from wgraph.errors import CheckpointError
 
 INDEX_FILE = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64 << 20
 MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit on a file's JSON header
-DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}  # None: widened from raw bits by hand
+DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}  # None: read as raw bits by hand
 
 
 def _shard_names(root: Path) -> list[str]:
@@ -29,7 +31,7 @@ def _shard_names(root: Path) -> list[str]:
             raise CheckpointError(f"{index} is larger than {MAX_INDEX_BYTES} bytes")
         try:
             wmap = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
             raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' "
                                   f"({type(e).__name__}: {e})") from None
         if not isinstance(wmap, dict):
@@ -76,7 +78,8 @@ class Checkpoint:
         return name in self.where
 
     def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """Tensor `name`, checked to have `shape`: float32 or float16 as stored (BF16 widened to float32)."""
+        """Tensor `name`, checked to have `shape`: float32 or float16 as stored, BF16 as its bit patterns
+        (a dtypes.BF16_BITS array; dtypes.from_bf16 widens it exactly)."""
         path = self.where.get(name)
         if path is None:
             raise CheckpointError(f"tensor {name!r} is missing from the checkpoint in {self.root}")
@@ -88,7 +91,7 @@ class Checkpoint:
             raise CheckpointError(f"tensor {name!r} in {path.name} has shape {list(got)}, "
                                   f"the config needs {list(shape)}")
         if DTYPES[dtype] is None:
-            return _widen_bf16(_raw_bytes(path, name, 2 * math.prod(got))).reshape(got)
+            return np.frombuffer(_raw_bytes(path, name, 2 * math.prod(got)), BF16_BITS).reshape(got)
         arr = self._files[path].get_tensor(name)
         if arr.dtype != DTYPES[dtype] or arr.shape != got:  # what safetensors returned must be what it declared
             raise CheckpointError(f"tensor {name!r}: read {arr.dtype} {arr.shape}, declared {dtype} {got}")
@@ -116,8 +119,3 @@ def _raw_bytes(path: Path, name: str, nbytes: int) -> bytes:
     if len(data) != nbytes:
         raise CheckpointError(f"tensor {name!r}: read {len(data)} of {nbytes} bytes from {path.name}")
     return data
-
-
-def _widen_bf16(raw: bytes) -> np.ndarray:
-    """bfloat16 is the top half of a float32: shift the 16-bit words up."""
-    return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)

@@ -1,5 +1,6 @@
-"""`python -m wgraph generate PATH --prompt-ids 1,2,3 --max-new-tokens 32`: load a Hugging Face Llama directory
-and print the generated ids, with a progress line on stderr."""
+"""`python -m wgraph generate PATH --prompt "..." [--chat] [--system ...]`: load a Hugging Face directory or a GGUF
+file and stream the generated text to stdout as it decodes, then the speed on stderr. With --prompt-ids instead:
+token ids in, ids out, with a progress line on stderr."""
 
 from __future__ import annotations
 
@@ -16,19 +17,25 @@ def _ids(text: str) -> list[int]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m wgraph generate", description=__doc__)
-    p.add_argument("path", help="a directory with config.json and *.safetensors")
-    p.add_argument("--prompt-ids", type=_ids, required=True, help="token ids, e.g. 1,2,3")
-    p.add_argument("--max-new-tokens", type=int, default=32)
+    p = argparse.ArgumentParser(prog="python -m wgraph generate", description=__doc__,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("path", help="a Hugging Face directory (config.json, *.safetensors, tokenizer.json) or a .gguf file")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--prompt", help="the prompt text (needs a tokenizer: tokenizer.json or the GGUF's vocabulary)")
+    what.add_argument("--prompt-ids", type=_ids, help="the prompt as token ids, e.g. 1,2,3 (prints ids, not text)")
+    p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
+    p.add_argument("--system", help="a system message before the prompt (with --chat)")
+    p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most")
     p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: f16 where the device has it)")
     p.add_argument("--max-seq", type=int, help="KV cache positions (default: min(max_position_embeddings, 2048))")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stop-ids", type=_ids, default=[], help="stop at the first of these ids")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy; > 0 samples on the GPU")
+    p.add_argument("--top-k", type=int, default=0, help="keep the k most likely ids when sampling (0: all)")
+    p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set of ids with this mass when sampling")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed: the same seed gives the same text")
+    p.add_argument("--stop-ids", type=_ids, help="stop at the first of these ids (default: the tokenizer's eos "
+                                                 "ids with --prompt, none with --prompt-ids)")
     p.add_argument("--in-flight", type=int, default=8, help="decode steps submitted ahead of the GPU")
-    p.add_argument("--read-every", type=int, default=8, help="read the ids back (and update progress) every N tokens")
+    p.add_argument("--read-every", type=int, default=4, help="read the new ids back (and print them) every N tokens")
     return p
 
 
@@ -36,27 +43,42 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
-    from wgraph.models import Llama
+    from wgraph.models import from_pretrained
 
     dev = wg.default_device()
     dtype = args.dtype or ("f16" if dev.caps.has_f16 else "f32")
     try:
-        model = Llama.from_pretrained(args.path, dev, dtype=dtype, max_seq=args.max_seq)
+        model = from_pretrained(args.path, dev, dtype=dtype, max_seq=args.max_seq)
+        if args.prompt is None:
+            return _generate_ids(model, args, dev, dtype)
+        pieces = model.stream_text(args.prompt, args.max_new_tokens, chat=args.chat, system=args.system,
+                                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                                   stop_ids=args.stop_ids, read_every=args.read_every, in_flight=args.in_flight)
+        for piece in pieces:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
     except wg.WgraphError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"\nerror: {e}", file=sys.stderr)
         return 1
+    st = model.last_stats
+    print(file=sys.stdout)
+    steps = st["tokens"] - 1  # prefill chose the first new token
+    rate = f"{steps / st['decode_seconds']:.2f} tokens/s" if steps and st["decode_seconds"] > 0 else "no decode step"
+    print(f"{st['tokens']} tokens: prefill of {st['prompt_tokens']} tokens {st['prefill_seconds']:.3f} s, then "
+          f"{rate} ({st['seconds']:.3f} s in all) on {dev.caps.adapter_name} ({dtype} weights), "
+          f"{st['submits']} submits, {st['readbacks']} readbacks", file=sys.stderr)
+    return 0
+
+
+def _generate_ids(model, args, dev, dtype) -> int:
     n = args.max_new_tokens
 
     def progress(done: int, seconds: float):
         print(f"\r{done}/{n} tokens, {done / seconds:.1f} tokens/s", end="", file=sys.stderr, flush=True)
 
-    try:
-        ids = model.generate(args.prompt_ids, n, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                             seed=args.seed, stop_ids=args.stop_ids, in_flight=args.in_flight,
-                             read_every=args.read_every, progress=progress)
-    except wg.WgraphError as e:
-        print(f"\nerror: {e}", file=sys.stderr)
-        return 1
+    ids = model.generate(args.prompt_ids, n, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                         seed=args.seed, stop_ids=args.stop_ids or (), in_flight=args.in_flight,
+                         read_every=args.read_every, progress=progress)
     st = model.last_stats
     print(f"\n{len(ids)} tokens in {st['seconds']:.3f} s on {dev.caps.adapter_name} ({dtype} weights), "
           f"{st['submits']} submits, {st['readbacks']} readbacks", file=sys.stderr)

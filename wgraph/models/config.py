@@ -1,5 +1,9 @@
-"""`LlamaConfig`: the fields of a Hugging Face Llama `config.json` that the model uses, checked; the RoPE
-frequencies they define (plain `rope_theta`, or Llama 3's `rope_scaling`)."""
+"""`DecoderConfig`: what a decoder of the Llama family computes, read from a Hugging Face `config.json` so that
+it cannot be silently wrong. Every key that changes the math is read and checked (exact types: an integer is a
+JSON integer, a number is finite, a flag is true or false; never a numeric string); every other key must be
+on the list of keys known not to change inference (models/config_keys.py), or the config is refused with a
+CheckpointError naming it. The architecture comes from `model_type` and `architectures`
+(models/architectures.py); RoPE settings from either config format (models/rope.py)."""
 
 from __future__ import annotations
 
@@ -11,28 +15,25 @@ import attrs
 import numpy as np
 
 from wgraph.errors import CheckpointError
+from wgraph.models.architectures import ACTIVATIONS, ARCHITECTURES, BY_CLASS, COMMON_KEYS, Architecture
+from wgraph.models import config_values as check
+from wgraph.models.config_keys import harmless
+from wgraph.models.config_values import shown
+from wgraph.models.rope import LinearRopeScaling, RopeScaling, inv_freq, read_rope
 
-MODEL_TYPES = ("llama",)
 MAX_DIM = 1 << 20            # any one size (hidden, intermediate, heads x head_dim); a bound against absurd files
 MAX_VOCAB = 1 << 22
 MAX_LAYERS = 1024
+MAX_POSITIONS = 1 << 24
+MAX_SEQ = 1 << 20            # the most positions a model's KV cache and RoPE tables are made for (max_seq)
 MAX_CONFIG_BYTES = 1 << 20   # config.json is a few KB; refuse to parse megabytes
-# Fields that would change the math if set to these values; a model that uses them is refused, not misrun.
-UNSUPPORTED = {"attention_bias": True, "mlp_bias": True}
+ACTIVATION_NAMES = ("silu", "gelu", "gelu_tanh")
 
 
 @attrs.frozen
-class RopeScaling:
-    """Llama 3's frequency-dependent RoPE scaling (`rope_type: "llama3"`)."""
+class DecoderConfig:
+    """A decoder's sizes and architecture flags. The defaults are Llama's; `from_dict` reads a config.json."""
 
-    factor: float
-    low_freq_factor: float
-    high_freq_factor: float
-    original_max_position_embeddings: int
-
-
-@attrs.frozen
-class LlamaConfig:
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -42,72 +43,72 @@ class LlamaConfig:
     head_dim: int
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
-    rope_scaling: RopeScaling | None = None
+    rope_scaling: RopeScaling | LinearRopeScaling | None = None
     max_position_embeddings: int = 2048
     tie_word_embeddings: bool = False
+    model_type: str = "llama"
+    rotary_dim: int | None = None       # RoPE on the first rotary_dim dims of each head (None: all of them)
+    rope_interleaved: bool = False      # GPT-J pairs (2i, 2i + 1) instead of rotate-half pairs (i, i + rotary_dim/2)
+    qkv_bias: bool = False              # q, k, v projections add a bias (Qwen2; attention_bias)
+    o_bias: bool = False                # the output projection adds a bias (attention_bias)
+    mlp_bias: bool = False              # gate, up and down projections add a bias (Llama's mlp_bias)
+    qk_norm: bool = False               # RMSNorm over each head of q and k before RoPE (Qwen3)
+    activation: str = "silu"            # the gate's activation: silu (SwiGLU), gelu or gelu_tanh (GeGLU)
+    norm_offset: float = 0.0            # RMSNorm multiplies by (norm_offset + w): Gemma's 1 + w
+    sandwich_norms: bool = False        # also normalise the attention and MLP outputs (Gemma 2)
+    embed_scale: float = 1.0            # the embedding rows are multiplied by this (Gemma: sqrt(hidden_size))
+    query_pre_attn_scalar: float | None = None  # attention scale = this ** -0.5 (None: head_dim ** -0.5)
+    attn_softcap: float = 0.0           # scores -> c * tanh(scores / c) after scaling (0: off)
+    final_softcap: float = 0.0          # logits -> c * tanh(logits / c) (0: off)
+    layer_windows: tuple[int, ...] = attrs.field(default=(), converter=tuple)  # per layer: 0 for full attention,
+                                        # w > 0 for a sliding window of w keys; () means full everywhere
+
+    def __attrs_post_init__(self):
+        if self.head_dim % 2 or self.rotary_dim is not None and not (
+                2 <= self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0):
+            raise CheckpointError(f"DecoderConfig: head_dim={self.head_dim} must be even and rotary_dim="
+                                  f"{self.rotary_dim} an even number in [2, head_dim]")
+        if self.activation not in ACTIVATION_NAMES:
+            raise CheckpointError(f"DecoderConfig: activation {self.activation!r} is not one of {ACTIVATION_NAMES}")
+        if self.layer_windows and (len(self.layer_windows) != self.num_hidden_layers
+                                   or any(type(w) is not int or w < 0 for w in self.layer_windows)):
+            raise CheckpointError(f"DecoderConfig: layer_windows {self.layer_windows} must hold one integer >= 0 "
+                                  f"per layer ({self.num_hidden_layers})")
+
+    @property
+    def rope_dim(self) -> int:
+        """How many dims of each head rotate."""
+        return self.head_dim if self.rotary_dim is None else self.rotary_dim
+
+    @property
+    def attention_scale(self) -> float:
+        return (self.head_dim if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar) ** -0.5
+
+    def window(self, layer: int) -> int:
+        """Layer `layer`'s sliding window in keys (0: full attention)."""
+        return self.layer_windows[layer] if self.layer_windows else 0
+
+    def inv_freq(self) -> np.ndarray:
+        """RoPE inverse frequencies [rope_dim / 2] in float64 (models/rope.py)."""
+        return inv_freq(self.rope_theta, self.rope_scaling, self.rope_dim)
 
     @classmethod
-    def from_dict(cls, d: dict) -> LlamaConfig:
-        """Check a parsed config.json; CheckpointError names the bad field."""
+    def from_dict(cls, d: dict) -> DecoderConfig:
+        """Check a parsed config.json; CheckpointError names the bad or unknown key."""
         if not isinstance(d, dict):
             raise CheckpointError(f"config.json must hold a JSON object, got {type(d).__name__}")
-        mt = d.get("model_type")
-        if mt not in MODEL_TYPES:
-            raise CheckpointError(f"config.json: model_type {mt!r} is not supported (supported: {list(MODEL_TYPES)})")
-        for field, bad in UNSUPPORTED.items():
-            if d.get(field, False) == bad:
-                raise CheckpointError(f"config.json: {field}={bad!r} is not supported (the Llama model has no biases)")
-        act = d.get("hidden_act", "silu")
-        if act != "silu":
-            raise CheckpointError(f"config.json: hidden_act {act!r} is not supported (only 'silu')")
-
-        def integer(name, lo, hi, default=None):
-            v = d.get(name, default)
-            if v is None:
-                raise CheckpointError(f"config.json: required field {name!r} is missing")
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise CheckpointError(f"config.json: {name}={v!r} must be an integer in [{lo}, {hi}]")
-            return v
-
-        def number(name, default, lo=0.0):
-            v = d.get(name, default)
-            if v is None:
-                v = default
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not v > lo:
-                raise CheckpointError(f"config.json: {name}={v!r} must be a finite number > {lo}")
-            return float(v)
-
-        hidden = integer("hidden_size", 1, MAX_DIM)
-        heads = integer("num_attention_heads", 1, MAX_DIM)
-        kv_heads = integer("num_key_value_heads", 1, heads, default=heads)
-        if heads % kv_heads:
-            raise CheckpointError(f"config.json: num_attention_heads={heads} is not a multiple of "
-                                  f"num_key_value_heads={kv_heads}")
-        default_hd = hidden // heads if hidden % heads == 0 else None
-        head_dim = integer("head_dim", 2, MAX_DIM, default=default_hd)
-        if head_dim % 2 or heads * head_dim > MAX_DIM:
-            raise CheckpointError(f"config.json: head_dim={head_dim} must be even and heads x head_dim "
-                                  f"({heads * head_dim}) at most {MAX_DIM}")
-        tie = d.get("tie_word_embeddings", False)
-        if not isinstance(tie, bool):
-            raise CheckpointError(f"config.json: tie_word_embeddings={tie!r} must be true or false")
-        return cls(
-            vocab_size=integer("vocab_size", 1, MAX_VOCAB),
-            hidden_size=hidden,
-            intermediate_size=integer("intermediate_size", 1, MAX_DIM),
-            num_hidden_layers=integer("num_hidden_layers", 1, MAX_LAYERS),
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=head_dim,
-            rms_norm_eps=number("rms_norm_eps", 1e-6),
-            rope_theta=number("rope_theta", 10000.0, lo=1.0),
-            rope_scaling=_rope_scaling(d.get("rope_scaling")),
-            max_position_embeddings=integer("max_position_embeddings", 1, 1 << 24, default=2048),
-            tie_word_embeddings=tie,
-        )
+        arch = _architecture(d)
+        fields = _Fields(d, arch)
+        for key, value in d.items():
+            if key not in COMMON_KEYS and key not in arch.keys and not harmless(key, value):
+                raise CheckpointError(
+                    f"config.json: key {key!r} (= {shown(value)}) is not known to wgraph for model_type "
+                    f"{arch.model_type!r}; an unread key that changes the math would make a silently wrong model, so "
+                    f"it is refused (keys known not to change inference: wgraph/models/config_keys.py)")
+        return cls(**_read(fields, arch))
 
     @classmethod
-    def from_file(cls, path) -> LlamaConfig:
+    def from_file(cls, path) -> DecoderConfig:
         path = Path(path)
         try:
             size = path.stat().st_size
@@ -116,47 +117,164 @@ class LlamaConfig:
         if size > MAX_CONFIG_BYTES:
             raise CheckpointError(f"{path} is {size} bytes; a config.json of more than {MAX_CONFIG_BYTES} is refused")
         try:
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (ValueError, UnicodeDecodeError) as e:
-            if isinstance(e, CheckpointError):
-                raise
-            raise CheckpointError(f"{path} is not valid JSON: {e}") from None
-
-    def inv_freq(self) -> np.ndarray:
-        """RoPE inverse frequencies [head_dim / 2] in float64: theta ** (-2i / head_dim), rescaled per Llama 3
-        when `rope_scaling` is set (long wavelengths divided by `factor`, short kept, a smooth blend between)."""
-        d = self.head_dim
-        inv = self.rope_theta ** (-np.arange(0, d // 2, dtype=np.float64) * 2.0 / d)
-        s = self.rope_scaling
-        if s is None:
-            return inv
-        low_wavelen = s.original_max_position_embeddings / s.low_freq_factor
-        high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
-        wavelen = 2 * np.pi / inv
-        smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (
-            s.high_freq_factor - s.low_freq_factor)
-        blended = (1 - smooth) * inv / s.factor + smooth * inv
-        return np.where(wavelen > low_wavelen, inv / s.factor, np.where(wavelen < high_wavelen, inv, blended))
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"cannot read {path}: {e}") from None
+        try:
+            d = json.loads(text)
+        except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
+            raise CheckpointError(f"{path} is not valid JSON: {type(e).__name__}: {e}") from None
+        return cls.from_dict(d)
 
 
-def _rope_scaling(v) -> RopeScaling | None:
-    if v is None:
-        return None
-    if not isinstance(v, dict):
-        raise CheckpointError(f"config.json: rope_scaling must be an object or null, got {v!r}")
-    kind = v.get("rope_type", v.get("type"))
-    if kind == "default":
-        return None
-    if kind != "llama3":
-        raise CheckpointError(f"config.json: rope_scaling type {kind!r} is not supported (only 'llama3' and 'default')")
-    try:
-        s = RopeScaling(float(v["factor"]), float(v["low_freq_factor"]), float(v["high_freq_factor"]),
-                        int(v["original_max_position_embeddings"]))
-    except KeyError as e:
-        raise CheckpointError(f"config.json: rope_scaling (llama3) lacks the field {e.args[0]!r}") from None
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"config.json: rope_scaling has a non-numeric field: {e}") from None
-    if not (s.factor >= 1 and 0 < s.low_freq_factor < s.high_freq_factor and s.original_max_position_embeddings > 0):
-        raise CheckpointError(f"config.json: rope_scaling {v} needs factor >= 1, 0 < low_freq_factor < "
-                              f"high_freq_factor and original_max_position_embeddings > 0")
-    return s
+LlamaConfig = DecoderConfig  # the name before other architectures loaded
+
+
+def _architecture(d: dict) -> Architecture:
+    """The architecture `model_type` names; `architectures`, when present, must name its causal LM class."""
+    mt, classes = d.get("model_type"), d.get("architectures")
+    if classes is not None:
+        if not isinstance(classes, list) or len(classes) != 1 or not isinstance(classes[0], str):
+            raise CheckpointError(f"config.json: architectures={shown(classes)} must be a list of one class name")
+        if classes[0] not in BY_CLASS:
+            raise CheckpointError(f"config.json: architectures names {classes[0]!r}; supported: {sorted(BY_CLASS)}")
+        if mt is None:
+            return BY_CLASS[classes[0]]
+    if mt not in ARCHITECTURES:
+        raise CheckpointError(f"config.json: model_type {mt!r} is not supported (supported: {sorted(ARCHITECTURES)})")
+    arch = ARCHITECTURES[mt]
+    if classes is not None and classes[0] != arch.causal_lm:
+        raise CheckpointError(f"config.json: architectures names {classes[0]!r} but model_type {mt!r} is "
+                              f"{arch.causal_lm!r}")
+    return arch
+
+
+class _Fields:
+    """The values of a config dict, each checked by type and range; a key config.json omits takes the
+    architecture's default (transformers' value), and a key without one is required."""
+
+    def __init__(self, d: dict, arch: Architecture):
+        self.d, self.arch = d, arch
+
+    def has(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def get(self, key: str):
+        if key in self.d:
+            return self.d[key]
+        return self.arch.defaults.get(key)
+
+    def integer(self, key: str, lo: int, hi: int) -> int:
+        v = self.get(key)
+        if v is None:
+            raise CheckpointError(f"config.json: required key {key!r} is missing (or null)")
+        return check.integer(key, v, lo, hi)
+
+    def optional_integer(self, key: str, lo: int, hi: int) -> int | None:
+        """An integer, or None for a key omitted (without a default) or null."""
+        v = self.get(key)
+        return None if v is None else check.integer(key, v, lo, hi)
+
+    def real(self, key: str) -> float:
+        """A finite number > 0."""
+        return check.real(key, self.get(key))
+
+    def cap(self, key: str) -> float:
+        """A softcap: a finite number > 0, or null (0.0: off)."""
+        v = self.get(key)
+        return 0.0 if v is None else check.real(key, v)
+
+    def boolean(self, key: str, *, null_is_false: bool = False) -> bool:
+        v = self.get(key)
+        return False if v is None and null_is_false else check.boolean(key, v)
+
+    def choice(self, key: str, choices) -> str:
+        v = self.get(key)
+        if not isinstance(v, str) or v not in choices:
+            check.refuse(key, v, f"must be one of {sorted(choices)}")
+        return v
+
+
+def _read(f: _Fields, arch: Architecture) -> dict:
+    """DecoderConfig's arguments from the checked fields of architecture `arch`."""
+    hidden = f.integer("hidden_size", 1, MAX_DIM)
+    heads = f.integer("num_attention_heads", 1, MAX_DIM)
+    kv_heads = f.optional_integer("num_key_value_heads", 1, heads) or heads
+    if heads % kv_heads:
+        raise CheckpointError(f"config.json: num_attention_heads={heads} is not a multiple of "
+                              f"num_key_value_heads={kv_heads}")
+    head_dim = f.optional_integer("head_dim", 2, MAX_DIM)
+    if head_dim is None:
+        if hidden % heads:
+            raise CheckpointError(f"config.json: without head_dim, hidden_size={hidden} must be a multiple of "
+                                  f"num_attention_heads={heads}")
+        head_dim = hidden // heads
+    if head_dim % 2 or heads * head_dim > MAX_DIM:
+        raise CheckpointError(f"config.json: head_dim={head_dim} must be even and heads x head_dim "
+                              f"({heads * head_dim}) at most {MAX_DIM}")
+    layers = f.integer("num_hidden_layers", 1, MAX_LAYERS)
+    rope = read_rope(f.d)
+    rotary_dim = int(head_dim * rope.partial_rotary_factor)  # transformers' rule: int() of the product
+    if rotary_dim < 2 or rotary_dim % 2:
+        raise CheckpointError(f"config.json: partial_rotary_factor={rope.partial_rotary_factor} gives "
+                              f"{rotary_dim} rotary dims of head_dim {head_dim}; it must be an even number >= 2")
+    act_name = f.choice(arch.activation_key, ACTIVATIONS)
+    out = dict(
+        vocab_size=f.integer("vocab_size", 1, MAX_VOCAB), hidden_size=hidden,
+        intermediate_size=f.integer("intermediate_size", 1, MAX_DIM), num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
+        rms_norm_eps=f.real("rms_norm_eps"), rope_theta=rope.theta, rope_scaling=rope.scaling,
+        max_position_embeddings=f.optional_integer("max_position_embeddings", 1, MAX_POSITIONS) or 2048,
+        tie_word_embeddings=f.boolean("tie_word_embeddings"), model_type=arch.model_type,
+        rotary_dim=None if rotary_dim == head_dim else rotary_dim, activation=ACTIVATIONS[act_name],
+        qk_norm=arch.qk_norm, layer_windows=_layer_windows(f, arch, layers),
+    )
+    if arch.qkv_bias is None:
+        out["qkv_bias"] = out["o_bias"] = f.boolean("attention_bias")
+    else:
+        out["qkv_bias"] = arch.qkv_bias
+    if "mlp_bias" in arch.keys:
+        out["mlp_bias"] = f.boolean("mlp_bias")
+    if arch.gemma_norms:
+        if f.d.get("hidden_act") is not None and f.d["hidden_act"] != act_name:
+            raise CheckpointError(f"config.json: hidden_act={shown(f.d['hidden_act'])} and hidden_activation="
+                                  f"{act_name!r} disagree (transformers' Gemma 2 uses hidden_activation)")
+        if f.boolean("use_bidirectional_attention", null_is_false=True):
+            raise CheckpointError("config.json: use_bidirectional_attention=true (non-causal attention) is not "
+                                  "supported by the causal decoder")
+        out.update(norm_offset=1.0, sandwich_norms=True, embed_scale=float(np.float32(math.sqrt(hidden))),
+                   query_pre_attn_scalar=f.real("query_pre_attn_scalar"),
+                   attn_softcap=f.cap("attn_logit_softcapping"), final_softcap=f.cap("final_logit_softcapping"))
+    return out
+
+
+def _layer_windows(f: _Fields, arch: Architecture, layers: int) -> tuple[int, ...]:
+    """Each layer's sliding window (0: full), as transformers derives it for the architecture (its
+    `sliding_layers` rule) unless layer_types lists the layers' kinds."""
+    if arch.sliding_layers is None:
+        return ()
+    window = f.optional_integer("sliding_window", 1, MAX_POSITIONS)
+    if arch.sliding_layers == "all":
+        return (window,) * layers if window else ()
+    if "use_sliding_window" in arch.keys and not f.boolean("use_sliding_window"):
+        window = None  # transformers' Qwen config drops the window when use_sliding_window is false
+    kinds = f.get("layer_types")
+    if kinds is None:
+        if arch.sliding_layers == "alternating":
+            kinds = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+        else:
+            first = f.integer("max_window_layers", 0, MAX_LAYERS)
+            kinds = ["sliding_attention" if window and i >= first else "full_attention" for i in range(layers)]
+    elif "max_window_layers" in arch.keys:
+        f.integer("max_window_layers", 0, MAX_LAYERS)  # checked; transformers uses layer_types when given
+    if not isinstance(kinds, list) or len(kinds) != layers \
+            or any(k not in ("full_attention", "sliding_attention") for k in kinds):
+        raise CheckpointError(f"config.json: layer_types={shown(kinds)} must list 'full_attention' or "
+                              f"'sliding_attention' for each of the {layers} layers")
+    if "sliding_attention" in kinds and not window:
+        raise CheckpointError(f"config.json: layer_types has sliding_attention layers but no sliding window is "
+                              f"set (sliding_window={shown(f.get('sliding_window'))}"
+                              + (f", use_sliding_window={shown(f.get('use_sliding_window'))})"
+                                 if "use_sliding_window" in arch.keys else ")"))
+    windows = tuple((window or 0) if k == "sliding_attention" else 0 for k in kinds)
+    return windows if any(windows) else ()

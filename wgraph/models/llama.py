@@ -1,5 +1,11 @@
-"""A Llama-architecture decoder (RMSNorm, RoPE with Llama 3 scaling, GQA, SwiGLU, tied or untied lm_head) built
-only from wgraph's public ops and Graph.
+"""The decoder of the Llama family, built only from wgraph's public ops and Graph: Llama, Qwen2/Qwen2.5, Qwen3,
+Mistral and Gemma 2 are configurations of it (models/config.py reads their flags from config.json). One
+function, `_layer`, is a layer of every architecture: RMSNorm, q/k/v projections (biases in the linear's
+epilogue), per-head q/k norm, RoPE, KV append, attention (GQA, per-layer sliding window, score softcap,
+scale), output projection (and norm), residual add, norm, gated MLP (SwiGLU or GeGLU; and norm), residual add.
+Where the architecture allows, neighbours are fused (each fusion an option of a public op): the norm into the
+GEMV after it, q, k and v into one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`), the
+residual add into o_proj's and down_proj's epilogue, SwiGLU into the gate/up GEMV: 8 dispatches a Llama layer.
 
 The decode step is ONE compiled Program: it embeds the token held in a GPU state buffer, runs every layer
 (KV caches are program states, appended at a GPU position; attention reads a GPU kv_len), the final norm and
@@ -11,7 +17,6 @@ writing into the program's own KV caches, with the program's weights (docs/model
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import time
@@ -23,75 +28,142 @@ import numpy as np
 
 import wgraph.ops as ops
 from wgraph import args
-from wgraph.errors import CheckpointError, LimitError, ShapeError, UnsupportedError
+from wgraph.device import Device
+from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
+from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
+from wgraph.kernels.registry import select_variant
 from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
-from wgraph.models.config import LlamaConfig
+from wgraph.models.config import MAX_SEQ, DecoderConfig
+from wgraph.ops.sampling import SampleSettings
 
-DTYPES = ("f32", "f16")
+DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
-MAX_SEQ = 1 << 20  # the most positions a model's KV cache and RoPE tables are made for
 
 
-@attrs.frozen
-class SampleSettings:
-    """How `sample` draws the next id (temperature > 0)."""
-
-    temperature: float
-    top_k: int
-    top_p: float
-    seed: int
+def fused_qkv(cfg: DecoderConfig) -> bool:
+    """Whether q, k and v are one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`): not where q
+    and k are normalised per head between the projection and RoPE (Qwen3), nor for rotary on part of the head or
+    GPT-J pairs, which `rope_kv_append` does not do."""
+    return not cfg.qk_norm and cfg.rope_dim == cfg.head_dim and not cfg.rope_interleaved
 
 
-def weight_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
+def kv_cache_dtype(cfg: DecoderConfig, dtype: str) -> str:
+    """The KV caches' dtype: f16 for an f16 model whose K/V rows `rope_kv_append` writes (it rounds the f32
+    projections into an f16 cache: half the bytes attention reads), else f32 (`kv_append` copies rows of the
+    cache's own dtype, and the projections are f32)."""
+    return "f16" if dtype == "f16" and fused_qkv(cfg) else "f32"
+
+
+def _layer_tensors(cfg: DecoderConfig) -> dict[str, tuple[str, ...]]:
+    """A layer's program weight name -> the HF tensors (under model.layers.N.) stacked into it along axis 0.
+    gate and up are stacked: one linear, then the gated activation. `mlp_norm` is the norm before the MLP:
+    post_attention_layernorm in Llama's naming, pre_feedforward_layernorm where norms sandwich each block
+    (Gemma 2, whose post_attention_layernorm normalises the attention output)."""
+    t = {"attn_norm": ("input_layernorm.weight",), "wo": ("self_attn.o_proj.weight",),
+         "w_gate_up": ("mlp.gate_proj.weight", "mlp.up_proj.weight"), "w_down": ("mlp.down_proj.weight",)}
+    if fused_qkv(cfg):
+        t["w_qkv"] = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight")
+    else:
+        t.update(wq=("self_attn.q_proj.weight",), wk=("self_attn.k_proj.weight",), wv=("self_attn.v_proj.weight",))
+    if cfg.sandwich_norms:
+        t.update(post_attn_norm=("post_attention_layernorm.weight",), mlp_norm=("pre_feedforward_layernorm.weight",),
+                 post_mlp_norm=("post_feedforward_layernorm.weight",))
+    else:
+        t["mlp_norm"] = ("post_attention_layernorm.weight",)
+    if cfg.qk_norm:
+        t.update(q_norm=("self_attn.q_norm.weight",), k_norm=("self_attn.k_norm.weight",))
+    if cfg.qkv_bias and fused_qkv(cfg):
+        t["b_qkv"] = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias")
+    elif cfg.qkv_bias:
+        t.update(bq=("self_attn.q_proj.bias",), bk=("self_attn.k_proj.bias",), bv=("self_attn.v_proj.bias",))
+    if cfg.o_bias:
+        t["bo"] = ("self_attn.o_proj.bias",)
+    if cfg.mlp_bias:
+        t.update(b_gate_up=("mlp.gate_proj.bias", "mlp.up_proj.bias"), b_down=("mlp.down_proj.bias",))
+    return t
+
+
+def weight_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
     """Hugging Face tensor name -> shape, for every tensor the model reads."""
-    h, i, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-    q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    h, i, v, d = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.head_dim
+    q, kv = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
+    per_layer = {"self_attn.q_proj.weight": (q, h), "self_attn.k_proj.weight": (kv, h),
+                 "self_attn.v_proj.weight": (kv, h), "self_attn.o_proj.weight": (h, q),
+                 "mlp.gate_proj.weight": (i, h), "mlp.up_proj.weight": (i, h), "mlp.down_proj.weight": (h, i),
+                 "self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,), "self_attn.v_proj.bias": (kv,),
+                 "self_attn.o_proj.bias": (h,), "mlp.gate_proj.bias": (i,), "mlp.up_proj.bias": (i,),
+                 "mlp.down_proj.bias": (h,), "self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,)}
     shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
     for layer in range(cfg.num_hidden_layers):
-        p = f"model.layers.{layer}."
-        shapes.update({
-            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-            p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-            p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
-            p + "mlp.gate_proj.weight": (i, h), p + "mlp.up_proj.weight": (i, h), p + "mlp.down_proj.weight": (h, i),
-        })
+        for sources in _layer_tensors(cfg).values():
+            for src in sources:
+                shapes[f"model.layers.{layer}.{src}"] = per_layer.get(src, (h,))  # the rest: norms over hidden
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = (v, h)
     return shapes
 
 
-def _program_weights(cfg: LlamaConfig, dtype: str) -> dict[str, tuple[tuple[int, ...], str, tuple[str, ...]]]:
-    """Program state name -> (shape, dtype, the HF tensors stacked into it along axis 0). Matrices take the
-    model dtype; norms stay f32 (activations are f32). gate and up are stacked: one linear, then swiglu."""
-    out = {"embed": ((cfg.vocab_size, cfg.hidden_size), dtype, ("model.embed_tokens.weight",)),
-           "norm": ((cfg.hidden_size,), "f32", ("model.norm.weight",))}
+@attrs.frozen
+class ProgramWeight:
+    """A weight state of the decode program: its shape, the dtype its values are rounded to (`values`: the model
+    dtype for matrices, f32 for norms and biases) and the dtype it is stored in (`dtype`), the HF tensors stacked
+    into it along axis 0, and what is added to every value on load (a norm's 1 of Gemma's (1 + w), in f32 as
+    transformers adds it)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    sources: tuple[str, ...]
+    offset: float = 0.0
+    values: str = "f32"
+
+
+def linear_weight_storage(dtype: str) -> str:
+    """How matrices of model dtype `dtype` are stored for `linear`: as they are, except bf16 where `linear` has
+    no bf16 kernel yet: then they are widened to f32 on load (exactly: the same values, twice the bytes)."""
+    if dtype != "bf16":
+        return dtype
+    try:
+        select_variant("linear", weight_dtype="bf16")
+    except DtypeError:
+        return "f32"
+    return "bf16"
+
+
+def _program_weights(cfg: DecoderConfig, dtype: str) -> dict[str, ProgramWeight]:
+    """Program state name -> ProgramWeight. Matrices take the model dtype (stored per linear_weight_storage; an
+    untied embedding table only feeds `embedding`, which reads bf16 as it is); norms and biases stay f32
+    (activations are f32)."""
     shapes = weight_shapes(cfg)
+    matrices = linear_weight_storage(dtype)
+
+    def weight(sources: tuple[str, ...], storage: str = matrices) -> ProgramWeight:
+        first = shapes[sources[0]]
+        shape = (sum(shapes[src][0] for src in sources),) + first[1:]  # stacked along axis 0 ([q; k; v]: GQA)
+        if len(first) == 2:
+            return ProgramWeight(shape, storage, sources, values=dtype)
+        return ProgramWeight(shape, "f32", sources, cfg.norm_offset if sources[0].endswith("norm.weight") else 0.0)
+
+    table = matrices if cfg.tie_word_embeddings else dtype  # a tied table is also the lm_head's matrix
+    out = {"embed": weight(("model.embed_tokens.weight",), table), "norm": weight(("model.norm.weight",))}
     for layer in range(cfg.num_hidden_layers):
-        p = f"model.layers.{layer}."
-        for name, hf, dt in (("attn_norm", "input_layernorm", "f32"), ("mlp_norm", "post_attention_layernorm", "f32"),
-                             ("wq", "self_attn.q_proj", dtype), ("wk", "self_attn.k_proj", dtype),
-                             ("wv", "self_attn.v_proj", dtype), ("wo", "self_attn.o_proj", dtype),
-                             ("w_down", "mlp.down_proj", dtype)):
-            out[f"l{layer}.{name}"] = (shapes[p + hf + ".weight"], dt, (p + hf + ".weight",))
-        out[f"l{layer}.w_gate_up"] = ((2 * cfg.intermediate_size, cfg.hidden_size), dtype,
-                                      (p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"))
+        for name, sources in _layer_tensors(cfg).items():
+            out[f"l{layer}.{name}"] = weight(tuple(f"model.layers.{layer}.{s}" for s in sources))
     if not cfg.tie_word_embeddings:
-        out["lm_head"] = ((cfg.vocab_size, cfg.hidden_size), dtype, ("lm_head.weight",))
+        out["lm_head"] = weight(("lm_head.weight",))
     return out
 
 
 class Llama:
-    """A Llama model on one device. Build with `from_pretrained` (a Hugging Face directory) or `from_weights`."""
+    """A decoder of the Llama family (any architecture DecoderConfig reads) on one device. Build with
+    `from_pretrained` (a Hugging Face directory) or `from_weights`."""
 
-    def __init__(self, config: LlamaConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
+    def __init__(self, config: DecoderConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
                  dtype: str = "f16", max_seq: int | None = None):
-        if not isinstance(config, LlamaConfig):
-            raise args.fail("Llama", "config", config, "a LlamaConfig (LlamaConfig.from_file, from_dict)")
-        if device is None:
-            raise args.fail("Llama", "device", device, "a wgraph Device")
-        _check_device("Llama", device)
-        dtype, max_seq = _check_options("Llama", dtype, max_seq)
+        if not isinstance(config, DecoderConfig):
+            raise args.fail("Llama", "config", config, "a DecoderConfig (DecoderConfig.from_file, from_dict)")
+        check_device("Llama", device, required=True)
+        dtype, max_seq = check_options("Llama", dtype, max_seq)
         if not callable(get_weight):
             raise args.fail("Llama", "get_weight", get_weight, "a function (name, shape) -> array")
         if dtype == "f16" and not device.caps.has_f16:
@@ -117,23 +189,23 @@ class Llama:
         """Load config.json and *.safetensors (sharded or not; F32/F16/BF16) from a Hugging Face directory."""
         from wgraph.device import default_device
 
-        _check_options("Llama.from_pretrained", dtype, max_seq)   # before any file is read
-        _check_device("Llama.from_pretrained", device)
+        check_options("Llama.from_pretrained", dtype, max_seq)   # before any file is read
+        check_device("Llama.from_pretrained", device)
         if not isinstance(path, (str, os.PathLike)):
             raise args.fail("Llama.from_pretrained", "path", path, "a directory path (str or os.PathLike)")
         root = Path(path)
-        config = LlamaConfig.from_file(root / "config.json")
+        config = DecoderConfig.from_file(root / "config.json")
         ckpt = Checkpoint(root)
         return cls(config, device or default_device(), ckpt.get, dtype=dtype, max_seq=max_seq)
 
     @classmethod
-    def from_weights(cls, config: LlamaConfig, weights: dict[str, np.ndarray], device=None, *, dtype: str = "f16",
+    def from_weights(cls, config: DecoderConfig, weights: dict[str, np.ndarray], device=None, *, dtype: str = "f16",
                      max_seq: int | None = None) -> Llama:
         """A model from in-memory arrays named as in a Hugging Face checkpoint (shapes checked)."""
         from wgraph.device import default_device
 
-        _check_options("Llama.from_weights", dtype, max_seq)
-        _check_device("Llama.from_weights", device)
+        check_options("Llama.from_weights", dtype, max_seq)
+        check_device("Llama.from_weights", device)
         if not isinstance(weights, dict):
             raise args.fail("Llama.from_weights", "weights", weights, "a dict of arrays by Hugging Face tensor name")
 
@@ -150,11 +222,8 @@ class Llama:
     def _load(self, get_weight):
         """Read each HF tensor once (checked by name and shape), convert and write it into the program's state."""
         shapes = weight_shapes(self.config)
-        for name, (shape, dtype, sources) in _program_weights(self.config, self.dtype).items():
-            parts = []
-            for src in sources:
-                a = get_weight(src, shapes[src])
-                parts.append(_convert(a, dtype, src))
+        for name, pw in _program_weights(self.config, self.dtype).items():
+            parts = [_convert(get_weight(src, shapes[src]), pw, src) for src in pw.sources]
             data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             self.device.write(self.program.state(name), data)
             self.weight_bytes += data.nbytes
@@ -165,38 +234,81 @@ class Llama:
         self.device.write(self.program.state("rope_sin"), sin)
 
     def rope_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin [max_seq, head_dim / 2] (f32) of the config's (possibly Llama 3 scaled) frequencies."""
+        """cos and sin [max_seq, rope_dim / 2] (f32) of the config's (possibly scaled) frequencies."""
         angles = np.arange(self.max_seq, dtype=np.float64)[:, None] * self.config.inv_freq()[None, :]
         return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
     # ---- the forward pass, on graph values (decode) or Tensors (prefill) alike ----
 
     def _forward(self, x, glob: dict, layers: list, caches: list, pos, kv_len, rows: int, scope):
-        """Hidden states x [rows, H] -> the final-normed states [rows, H]. Each residual add is fused with the
-        RMSNorm after it (`add_rmsnorm`). Works on graph values (decode) and Tensors (prefill) alike."""
+        """Embedded states x [rows, H] -> the last layer's residual stream [rows, H] (the final norm is fused into
+        the lm_head's GEMV: `_logits`). Works on graph values (decode) and Tensors (prefill) alike."""
+        for i, (w, cache) in enumerate(zip(layers, caches)):
+            with scope(f"layer{i}"):
+                x = self._layer(i, x, w, cache, glob, pos, kv_len, rows)
+        return x
+
+    def _layer(self, i: int, x, w: dict, cache, glob: dict, pos, kv_len, rows: int):
+        """Layer i on the residual stream x [rows, H] -> the stream after it. The config's architecture flags
+        choose the variations; a weight absent from `w` (a bias) is None. Each norm before a projection is folded
+        into that projection's GEMV (`linear(norm=)`); a residual add goes into the epilogue of the projection
+        before it, unless a norm sits between them (Gemma 2's sandwich norms)."""
         c = self.config
         hq, hkv, d, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
-        cos, sin = glob["cos"], glob["sin"]
-        h = ops.rmsnorm(x, layers[0]["attn_norm"], eps=eps)
-        for i, (w, cache) in enumerate(zip(layers, caches)):
-            next_norm = layers[i + 1]["attn_norm"] if i + 1 < len(layers) else glob["norm"]
-            with scope(f"layer{i}"):
-                q = ops.rope(ops.reshape(ops.linear(h, w["wq"]), rows, hq, d), cos, sin, pos=pos)
-                k = ops.rope(ops.reshape(ops.linear(h, w["wk"]), rows, hkv, d), cos, sin, pos=pos)
-                v = ops.reshape(ops.linear(h, w["wv"]), rows, hkv, d)
-                ops.kv_append(cache, k, v, pos)
-                o = ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len)
-                x, h = ops.add_rmsnorm(x, ops.linear(ops.reshape(o, rows, hq * d), w["wo"]), w["mlp_norm"], eps=eps)
-                mlp = ops.linear(ops.swiglu(ops.linear(h, w["w_gate_up"])), w["w_down"])
-                x, h = ops.add_rmsnorm(x, mlp, next_norm, eps=eps)
-        return h
+        if fused_qkv(c):
+            # norm + [q; k; v] (+ biases) in one GEMV, then RoPE of q and k and the K/V append in one dispatch
+            qkv = ops.linear(x, w["w_qkv"], w.get("b_qkv"), norm=w["attn_norm"], eps=eps)
+            q = ops.rope_kv_append(qkv, glob["cos"], glob["sin"], cache, pos, q_heads=hq)
+        else:
+            h = ops.rmsnorm(x, w["attn_norm"], eps=eps)
+            q = ops.reshape(ops.linear(h, w["wq"], w.get("bq")), rows, hq, d)
+            k = ops.reshape(ops.linear(h, w["wk"], w.get("bk")), rows, hkv, d)
+            v = ops.reshape(ops.linear(h, w["wv"], w.get("bv")), rows, hkv, d)
+            if c.qk_norm:
+                q, k = ops.rmsnorm(q, w["q_norm"], eps=eps), ops.rmsnorm(k, w["k_norm"], eps=eps)
+            rd, inter = c.rotary_dim, c.rope_interleaved
+            q = ops.rope(q, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
+            k = ops.rope(k, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
+            ops.kv_append(cache, k, v, pos)
+        # attention over the cache's first kv_len rows
+        o = ops.reshape(ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, scale=c.attention_scale,
+                                      sliding_window=c.window(i), softcap=c.attn_softcap), rows, hq * d)
+        if c.sandwich_norms:
+            x = ops.add(x, ops.rmsnorm(ops.linear(o, w["wo"], w.get("bo")), w["post_attn_norm"], eps=eps))
+        else:
+            x = ops.linear(o, w["wo"], w.get("bo"), residual=x)
+        # norm + gated MLP over stacked gate/up weights (SwiGLU in the GEMV's epilogue)
+        if c.activation == "silu":
+            act = ops.linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps, activation="swiglu")
+        else:
+            act = self._gate(ops.linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps))
+        if c.sandwich_norms:
+            return ops.add(x, ops.rmsnorm(ops.linear(act, w["w_down"], w.get("b_down")), w["post_mlp_norm"], eps=eps))
+        return ops.linear(act, w["w_down"], w.get("b_down"), residual=x)
+
+    def _gate(self, gate_up):
+        """act(gate) * up over the stacked halves: SwiGLU or GeGLU."""
+        act = self.config.activation
+        if act == "silu":
+            return ops.swiglu(gate_up)
+        return ops.geglu(gate_up, approximate="tanh" if act == "gelu_tanh" else "none")
+
+    def _embed(self, ids, table):
+        """The embedding rows of `ids` as f32 (an f16 table's widened in the gather), times the config's scale."""
+        x = ops.embedding(ids, table, dtype="f32")
+        return x if self.config.embed_scale == 1.0 else ops.scale(x, self.config.embed_scale)
+
+    def _logits(self, x, glob: dict):
+        """The final RMSNorm and the lm_head (one fused GEMV), softcapped where the config says."""
+        logits = ops.linear(x, glob["lm_head"], norm=glob["norm"], eps=self.config.rms_norm_eps)
+        return ops.softcap(logits, self.config.final_softcap) if self.config.final_softcap else logits
 
     def _weights(self, get) -> tuple[dict, list, list]:
         """(global weights, per-layer weight dicts, per-layer (k, v) caches) from `get(state name)`."""
         c = self.config
         glob = {"embed": get("embed"), "norm": get("norm"), "cos": get("rope_cos"), "sin": get("rope_sin")}
         glob["lm_head"] = get("embed") if c.tie_word_embeddings else get("lm_head")
-        keys = ("attn_norm", "mlp_norm", "wq", "wk", "wv", "wo", "w_gate_up", "w_down")
+        keys = tuple(_layer_tensors(c))
         layers = [{k: get(f"l{i}.{k}") for k in keys} for i in range(c.num_hidden_layers)]
         caches = [(get(f"l{i}.k_cache"), get(f"l{i}.v_cache")) for i in range(c.num_hidden_layers)]
         return glob, layers, caches
@@ -205,29 +317,27 @@ class Llama:
         """The decode step's graph, and the name of its node that picks the next id."""
         c = self.config
         g = Graph("llama_decode_sample" if sampling else "llama_decode")
-        for name, (shape, dtype, _src) in _program_weights(c, self.dtype).items():
-            g.state(name, shape, dtype)  # zeros at compile; _load writes the checkpoint into it
-        half = c.head_dim // 2
+        for name, pw in _program_weights(c, self.dtype).items():
+            g.state(name, pw.shape, pw.dtype)  # zeros at compile; _load writes the checkpoint into it
+        half = c.rope_dim // 2
         g.state("rope_cos", (self.max_seq, half), "f32")
         g.state("rope_sin", (self.max_seq, half), "f32")
         for i in range(c.num_hidden_layers):
             for kv in ("k", "v"):
-                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim), "f32")
+                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim),
+                        kv_cache_dtype(c, self.dtype))
         token = g.state("token", (1,), "u32")
         history = g.state("history", (self.max_seq,), "u32")
         pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")
         glob, layers, caches = self._weights(lambda name: g.values[name])
 
         h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
-        logits = ops.linear(h, glob["lm_head"])
+        logits = self._logits(h, glob)
         g.output("logits", logits)
         sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
         nxt = self._choose(logits, pos, sample)
         ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
         return g, g.producer[nxt.name]
-
-    def _embed(self, ids, table):
-        return ops.embedding(ids, table, dtype="f32")  # an f16 table's rows widened in the gather
 
     def _choose(self, logits, pos, sample: SampleSettings | None):
         """The next id [1] u32 from logits [1, V]: argmax, or a draw keyed by (seed, position)."""
@@ -285,11 +395,11 @@ class Llama:
         with dev.record():
             h = self._forward(self._embed(ids_t, glob["embed"]), glob, layers, caches, 0, s, s,
                               lambda _name: contextlib.nullcontext())
-            logits = ops.linear(ops.embedding(last_t, h), glob["lm_head"])  # the last row only: a one-id gather
+            logits = self._logits(ops.embedding(last_t, h), glob)  # the last row only: a one-id gather
             ops.decode_advance(self._choose(logits, prog.state("pos"), sample), token=prog.state("token"),
                                history=prog.state("history"), pos=prog.state("pos"), kv_len=prog.state("kv_len"))
             if all_logits:
-                logits = ops.linear(h, glob["lm_head"])
+                logits = self._logits(h, glob)
         return logits
 
     def step(self):
@@ -351,40 +461,66 @@ class Llama:
 
     def run_steps(self, n: int, *, in_flight: int = 8) -> float:
         """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
-        steps are not yet finished on the GPU. Returns the host seconds spent encoding and submitting them."""
+        steps are not yet finished on the GPU (Program.run_many). Returns the host seconds spent encoding and
+        submitting them."""
         n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
-        dev, fences, host = self.device, collections.deque(), 0.0
-        for _ in range(n):
-            while len(fences) >= in_flight:
-                dev.wait(fences.popleft())
-            t = time.perf_counter()
-            self.program.run()
-            host += time.perf_counter() - t
-            fences.append(dev.fence())
-        return host
+        return self.program.run_many(n, in_flight=in_flight)
+
+    # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
+
+    tokenizer = None  # a wgraph.models.tokenizer.Tokenizer, or None
+
+    def generate_text(self, prompt, max_new_tokens: int, **options) -> str:
+        """The text of up to `max_new_tokens` new tokens after `prompt` (a str; with chat=True a user message or a
+        list of messages, rendered by the chat template). Options: chat, system, temperature, top_k, top_p, seed,
+        stop_ids (default: the tokenizer's eos ids), read_every, in_flight, skip_special_tokens."""
+        from wgraph.models.text import generate_text
+
+        return generate_text(self, prompt, max_new_tokens, **options)
+
+    def stream_text(self, prompt, max_new_tokens: int, **options):
+        """An iterator of text pieces as the ids are read back (every `read_every` tokens); options as generate_text."""
+        from wgraph.models.text import stream_text
+
+        return stream_text(self, prompt, max_new_tokens, **options)
 
 
-def _check_options(fn: str, dtype, max_seq) -> tuple[str, int | None]:
+def check_options(fn: str, dtype, max_seq) -> tuple[str, int | None]:
     """(dtype, max_seq) of a model, by their rules (args.py); max_seq None: the config's, up to DEFAULT_MAX_SEQ."""
     return args.choice(fn, "dtype", dtype, DTYPES), args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)
 
 
-def _check_device(fn: str, device) -> None:
-    from wgraph.device import Device  # the device module imports the ops
+def check_device(fn: str, device, required: bool = False) -> None:
+    """ArgumentError unless `device` is a wgraph Device (or None, the default device, where not `required`)."""
+    if not isinstance(device, Device) and (required or device is not None):
+        raise args.fail(fn, "device", device, "a wgraph Device" if required else
+                        "None (the default device) or a wgraph Device")
 
-    if device is not None and not isinstance(device, Device):
-        raise args.fail(fn, "device", device, "None (the default device) or a wgraph Device")
 
-
-def _convert(a: np.ndarray, dtype: str, name: str) -> np.ndarray:
-    """A checkpoint array as the program dtype; refuses values that f16 cannot hold (they would become inf)."""
-    want = np.float16 if dtype == "f16" else np.float32
+def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
+    """A checkpoint array (float, or bf16 bit patterns) as state `pw` holds it: its values rounded to pw.values
+    (plus pw.offset, added in f32), stored as pw.dtype. Refuses values that f16 or bf16 cannot hold (they would
+    become inf)."""
+    if a.dtype != BF16_BITS and a.dtype.kind != "f":
+        raise CheckpointError(f"tensor {name!r} has dtype {a.dtype}; expected floating point")
+    if pw.offset:
+        a = np.float32(pw.offset) + _as_f32(a)
+    if pw.values == "bf16":
+        try:
+            a = to_bf16(a, where=f"tensor {name!r}")
+        except DtypeError as e:
+            raise CheckpointError(f"{e}; load with dtype='f32'") from None
+        return a if pw.dtype == "bf16" else from_bf16(a)
+    want = np.float16 if pw.values == "f16" else np.float32
     if a.dtype == want:
         return np.ascontiguousarray(a)
-    if a.dtype.kind != "f":
-        raise CheckpointError(f"tensor {name!r} has dtype {a.dtype}; expected floating point")
+    a = _as_f32(a)
     out = a.astype(want)
     if want == np.float16 and not np.isfinite(out).all() and np.isfinite(a).all():
         raise CheckpointError(f"tensor {name!r} has values beyond the f16 range (|x| > 65504); load with dtype='f32'")
     return out
+
+
+def _as_f32(a: np.ndarray) -> np.ndarray:
+    return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)

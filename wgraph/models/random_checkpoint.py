@@ -1,5 +1,7 @@
-"""A small random Llama checkpoint in Hugging Face layout (config.json + *.safetensors), written with numpy and
-the `safetensors` package: what examples and tests load where no model can be downloaded."""
+"""A small random checkpoint in Hugging Face layout (config.json + *.safetensors), written with numpy and the
+`safetensors` package: what examples and tests load where no model can be downloaded. `tiny_config` is a Llama
+config; `random_weights` makes the tensors of any config the decoder reads (biases, per-head norms, Gemma's
+extra norms included)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import safetensors
+
+from wgraph.dtypes import from_bf16, to_bf16
 
 STORAGE = ("f32", "f16", "bf16")
 
@@ -23,17 +27,22 @@ def tiny_config(**overrides) -> dict:
 
 
 def random_weights(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
-    """float32 weights named as in transformers' LlamaForCausalLM; scaled so activations stay O(1)."""
+    """float32 weights named as in transformers' ...ForCausalLM of the config's architecture; scaled so
+    activations stay O(1): matrices N(0, 1/fan_in), embeddings N(0, 1), norms near 1 (as the model applies them:
+    Gemma's hold w of 1 + w), biases N(0, 0.1^2)."""
+    from wgraph.models.config import DecoderConfig
+    from wgraph.models.llama import weight_shapes
+
+    config = DecoderConfig.from_dict(cfg)
     rng = np.random.default_rng(seed)
-    h, i, v, n = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
-    d = cfg.get("head_dim") or h // cfg["num_attention_heads"]
-    q, kv = cfg["num_attention_heads"] * d, cfg.get("num_key_value_heads", cfg["num_attention_heads"]) * d
+    h, i, v, n = config.hidden_size, config.intermediate_size, config.vocab_size, config.num_hidden_layers
+    q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
 
     def mat(rows, cols):
         return (rng.standard_normal((rows, cols), np.float32) / np.sqrt(cols)).astype(np.float32)
 
-    def norm():
-        return (1.0 + 0.1 * rng.standard_normal(h, np.float32)).astype(np.float32)
+    def norm(size=h):
+        return (1.0 - config.norm_offset + 0.1 * rng.standard_normal(size, np.float32)).astype(np.float32)
 
     w = {"model.embed_tokens.weight": rng.standard_normal((v, h), np.float32), "model.norm.weight": norm()}
     for layer in range(n):
@@ -43,15 +52,13 @@ def random_weights(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
                   p + "self_attn.v_proj.weight": mat(kv, h), p + "self_attn.o_proj.weight": mat(h, q),
                   p + "mlp.gate_proj.weight": mat(i, h), p + "mlp.up_proj.weight": mat(i, h),
                   p + "mlp.down_proj.weight": mat(h, i)})
-    if not cfg.get("tie_word_embeddings", False):
+    if not config.tie_word_embeddings:
         w["lm_head.weight"] = mat(v, h)
+    for name, shape in weight_shapes(config).items():  # what this architecture adds to Llama's tensors
+        if name not in w:
+            w[name] = norm(shape[0]) if name.endswith("norm.weight") else \
+                (0.1 * rng.standard_normal(shape, np.float32)).astype(np.float32)
     return w
-
-
-def to_bf16_bits(a: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bit patterns (uint16), rounded to nearest even."""
-    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 def stored_values(w: np.ndarray, storage: str) -> np.ndarray:
@@ -59,7 +66,7 @@ def stored_values(w: np.ndarray, storage: str) -> np.ndarray:
     if storage == "f16":
         return w.astype(np.float16).astype(np.float32)
     if storage == "bf16":
-        return (to_bf16_bits(w).astype(np.uint32) << 16).view(np.float32)
+        return from_bf16(to_bf16(w))
     return w
 
 
@@ -81,7 +88,7 @@ def write_checkpoint(path, cfg: dict, weights: dict[str, np.ndarray], *, storage
         for name in group:
             a = np.asarray(weights[name], np.float32)
             if storage == "bf16":
-                arrays[name] = ("bfloat16", to_bf16_bits(a))
+                arrays[name] = ("bfloat16", to_bf16(a).view(np.uint16))
             else:
                 arrays[name] = (np.dtype(np.float16 if storage == "f16" else np.float32).name,
                                 np.ascontiguousarray(a, np.float16 if storage == "f16" else np.float32))

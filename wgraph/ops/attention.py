@@ -1,7 +1,7 @@
 """`attention(q, k, v, *, causal, ...)`: scaled dot-product attention with GQA, causal masking (bottom-right
 aligned, as FlashAttention; `causal` has no default), sliding window, softcap, kv_len from a GPU tensor, and
 contiguous / ring / paged kv layouts.
-Semantics: DESIGN.md "Attention semantics". Kernel choice: attention_planner.py."""
+Semantics: docs/attention.md ("The rules"). Kernel choice: attention_planner.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from wgraph import args
 from wgraph.errors import ArgumentError, DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
-from wgraph.runtime.registry import registry
+from wgraph.kernels.registry import registry
 from wgraph.tensor import Tensor, TensorSpec
 
 U32_MAX = 0xFFFFFFFF
@@ -429,12 +429,12 @@ def attention_plan(q, k, v, *, caps=None, causal=None, scale=None, start_pos=Non
     tensors' device (or the default device)."""
     params, kv_len_t = _params("attention_plan", q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window,
                                softcap, kv_layout, page_table, page_size, variant, layer, window)
-    specs = []
+    given = []
     for name, t in (("q", q), ("k", k), ("v", v), ("kv_len", kv_len_t), ("page_table", page_table)):
         if t is not None and not isinstance(t, (Tensor, TensorSpec)):
             raise ShapeError(f"attention_plan: {name} must be a Tensor or a TensorSpec, got {type_name(t)}")
-        specs.append(t.spec if isinstance(t, Tensor) else t)
-    specs = tuple(specs)
+        given.append(t.spec if isinstance(t, Tensor) else t)
+    specs = tuple(given)
     validate(params, specs)
     from wgraph.device import Caps, default_device  # the device module imports the ops
 

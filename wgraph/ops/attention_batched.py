@@ -15,15 +15,12 @@ import attrs
 import numpy as np
 
 from wgraph import args
-from wgraph.errors import LimitError, PlanError, ShapeError
+from wgraph.errors import LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention import call_dtype, require_causal, window_of
-from wgraph.ops.attention_loops import BOUNDS, CPU_LOOP_LIMIT, batched_combine
-from wgraph.ops.attention_planner import PlanFacts, shader_const
+from wgraph.ops.attention_planner import KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
-from wgraph.runtime.registry import kernel, kernels_for, registry, select_variant
+from wgraph.kernels.registry import kernel, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
-
-SPLIT_ROLES = ("fused", "decode")   # the split-K decode kernels (one query per sequence; a combine pass follows)
 
 
 @attrs.frozen
@@ -41,7 +38,7 @@ class BatchedParams:
     scale: float | None = None
     page_size: int = 0
     seqlen_add: int = 0
-    variant: str | None = None   # forced kernel (a role "tiled", "flash" or "decode" variant), else planned
+    variant: str | None = None   # forced kernel (an attention_batched variant), else planned
 
 
 def _spec3(name: str, s: TensorSpec | None, dims: int) -> tuple:
@@ -62,7 +59,7 @@ def _heads(op: str, Hq: int, D: int, Hkv: int, Dk: int, q_dtype: str, k: TensorS
     if Dk != D or min(Hq, Hkv, D) < 1 or Hq % Hkv:
         raise ShapeError(f"{op}: q has {Hq} heads of dim {D}, k/v {Hkv} heads of dim {Dk}: need equal head dims "
                          f"and Hq a multiple of Hkv")
-    limit = max(k.limits["max_head_dim"] for k in kernels_for("attention_batched"))
+    limit = max_head_dim("attention_batched")
     if D > limit:
         raise LimitError(f"{op}: head_dim {D} is above the batched kernels' limit of {limit}")
     return call_dtype(q_dtype, k.dtype)
@@ -130,76 +127,21 @@ def _infer(p: BatchedParams, specs):
     return outs
 
 
-def _decode_chunks(variant: str, geo: dict, max_k: int) -> int:
-    """The uniform num_chunks of the split-K decode: aim at SPLIT_TARGET workgroups over the whole batch,
-    and enough chunks that none of a full-capacity sequence holds more than CHUNK_MAX keys."""
-    k = kernel(variant)
-    step, cap, g_tile, target = (shader_const(k, n) for n in ("CHUNK_STEP", "CHUNK_MAX", "G_TILE", "SPLIT_TARGET"))
-    blocks = ceil_div(geo["Hq"] // geo["Hkv"], g_tile)
-    per_seq = max(1, target // (geo["Hkv"] * blocks * max(1, geo["B"])))
-    return max(1, min(per_seq, ceil_div(max_k, step)), ceil_div(max_k, cap))
+def plan_facts(p: BatchedParams, geo: dict) -> PlanFacts:
+    """The attention planner's facts of a batched call: one query per sequence is a decode step; the kv span is
+    the longest sequence's (max_seqlen_k, or a cache's capacity)."""
+    return PlanFacts("decode" if p.max_q == 1 else "prefill", geo["dtype"], p.max_q, geo["Hq"], geo["D"], p.max_k,
+                     layout="paged" if geo["layout"] == 2 else "contiguous", num_kv_heads=geo["Hkv"],
+                     family="attention_batched", batch=max(1, geo["B"]))
 
 
-def _fits(k, dtype: str, head_dim: int, caps) -> bool:
-    lanes = head_dim // int(k.limits.get("dims_per_lane", 1))
-    return (k.facts.get("dtype") == dtype and head_dim <= k.limits["max_head_dim"]
-            and head_dim % int(k.facts.get("head_dim_multiple", 1)) == 0 and set(k.features) <= caps.features
-            and k.workgroup_memory <= caps.max_workgroup_storage
-            and (not k.facts.get("subgroup_lanes") or (lanes & (lanes - 1) == 0 and 0 < lanes <= k.threads)))
-
-
-def cpu_loop_misfit(k, p: BatchedParams, geo: dict, caps) -> str | None:
-    """Why kernel `k` must not run this call on a CPU device: lavapipe stops an invocation's loops after
-    CPU_LOOP_LIMIT iterations, silently (wgraph/ops/attention_loops.py counts them); None when it fits."""
-    if not caps.is_cpu:
-        return None
-    # the split-K bounds size their chunk as the single-sequence planner does: B sequences of Hkv heads split
-    # like one sequence of B * Hkv heads (the same workgroup target, _decode_chunks)
-    b = max(1, geo["B"]) if k.facts.get("role") in SPLIT_ROLES else 1
-    facts = PlanFacts("decode" if p.max_q == 1 else "prefill", geo["dtype"], p.max_q, geo["Hq"] * b, geo["D"],
-                      p.max_k, num_kv_heads=geo["Hkv"] * b)
-    n = BOUNDS[k.file](k, facts, caps)
-    if k.facts.get("role") in SPLIT_ROLES:
-        combine = kernel(k.facts["combine"])
-        n = max(n, batched_combine(combine, facts, caps, _decode_chunks(k.name, geo, p.max_k)))
-    if n <= CPU_LOOP_LIMIT:
-        return None
-    what = "max_seqlen_k" if p.mode == "varlen" else "capacity"
-    return (f"{k.name} would run up to {n} loop iterations in one invocation at {what} {p.max_k} (head_dim "
-            f"{geo['D']}); a CPU device (lavapipe) stops at {CPU_LOOP_LIMIT}, silently")
-
-
-def choose_variant(p: BatchedParams, geo: dict, caps) -> str:
-    """The kernel of a batched call: split-K decode for one query per cached sequence (fused on a GPU with
-    subgroups), else flash on a GPU with subgroups, else tiled (registry order within a role: the smallest
-    head-dim class that fits)."""
-    dtype, head_dim = geo["dtype"], geo["D"]
-    decode_ok = p.mode == "kvcache" and p.max_q == 1
-    if p.variant is not None:
-        k = registry().get(p.variant)
-        role = None if k is None else k.facts.get("role")
-        if k is None or k.op != "attention_batched" or role not in ("tiled", "flash") + SPLIT_ROLES:
-            raise PlanError(f"attention_{p.mode}: {p.variant!r} is not a batched attention kernel")
-        if not _fits(k, dtype, head_dim, caps) or (role in SPLIT_ROLES and not decode_ok):
-            raise PlanError(f"attention_{p.mode}: forced variant {p.variant} does not take this call ({dtype}, "
-                            f"head_dim {head_dim}, {p.max_q} queries per sequence, on {caps.adapter_name!r})")
-        why = cpu_loop_misfit(k, p, geo, caps)
-        if why is not None:
-            raise LimitError(f"attention_{p.mode}: forced variant {why}")
-        return k.name
-    gpu = not caps.is_cpu   # GPU-tuned kernels (unrolled): a CPU device compiles them for tens of seconds
-    roles = ((["fused"] if gpu else []) + ["decode"] if decode_ok else []) + (["flash"] if gpu else []) + ["tiled"]
-    rejected = []
-    for role in roles:
-        for k in kernels_for("attention_batched"):
-            if k.facts.get("role") == role and _fits(k, dtype, head_dim, caps):
-                why = cpu_loop_misfit(k, p, geo, caps)
-                if why is None:
-                    return k.name
-                rejected.append(why)
-                break   # a larger head-dim class of the role loops no less
-    raise LimitError(f"attention_{p.mode}: no batched kernel takes {dtype} head_dim {head_dim} "
-                     f"on {caps.adapter_name!r}" + "".join(f"; {why}" for why in rejected))
+def batched_plan(p: BatchedParams, geo: dict, caps) -> KernelPlan:
+    """The KernelPlan of a batched call (the attention planner's rules for the attention_batched family), or the
+    planner's error naming the op."""
+    try:
+        return plan(plan_facts(p, geo), caps, p.variant)
+    except WgraphError as e:
+        raise type(e)(f"attention_{p.mode}: {e}") from None
 
 
 def _encode(ctx, p: BatchedParams, inputs, outputs):
@@ -223,25 +165,24 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
         k = v = ctx.fallback("attention_batched.no_kv", 64)   # no key is ever read
     reads = {"q": q, "k": k, "v": v, "cu_q": cu_q if cu_q is not None else ctx.fallback("attention_batched.cu_q"),
              "kv_lens": kv_lens, "block_table": table if table is not None else ctx.fallback("attention_batched.table")}
-    variant = choose_variant(p, geo, ctx.caps)
-    if kernel(variant).facts["role"] in SPLIT_ROLES:
-        main = variant
-        combine = kernel(main).facts["combine"]
-        n = _decode_chunks(main, geo, p.max_k)
+    kplan = batched_plan(p, geo, ctx.caps)
+    ctx.chose(kplan)
+    if kplan.max_chunks:   # split-K decode: the chunks' partials, then the combine
+        (main, wg), (combine, cwg) = kplan.dispatches
+        n = kplan.max_chunks
         u["num_chunks"] = n
-        blocks = ceil_div(Hq // Hkv, shader_const(kernel(main), "G_TILE"))
         part_ml = ctx.scratch((B * Hq * n * 2,), "f32", "attention_batched.part_ml")
         part_acc = ctx.scratch((B * Hq * n * D,), "f32", "attention_batched.part_acc")
         parts = {"part_ml": part_ml, "part_acc": part_acc}
         return [
-            ctx.dispatch(main, uniforms=u, bindings={**reads, **parts}, workgroups=(n, Hkv * blocks, B),
+            ctx.dispatch(main, uniforms=u, bindings={**reads, **parts}, workgroups=wg,
                          label="attention_batched.decode"),
             ctx.dispatch(combine, uniforms=u, bindings={"cu_q": reads["cu_q"], "kv_lens": kv_lens,
                                                         "block_table": reads["block_table"], **parts,
                                                         "out": out, "lse": lse},
-                         workgroups=(1, Hq, B), label="attention_batched.combine"),
+                         workgroups=cwg, label="attention_batched.combine"),
         ]
-    wg = (ceil_div(p.max_q, shader_const(kernel(variant), "BLOCK_M")), Hq, B)
+    ((variant, wg),) = kplan.dispatches
     return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out, "lse": lse}, workgroups=wg,
                          label=f"attention_{p.mode}")]
 
@@ -375,20 +316,17 @@ def _options(op: str, causal, scale, window, softcap, return_lse, variant) -> di
 
 
 def _plan_now(p: BatchedParams, specs, q) -> None:
-    """Validate and choose the kernel of a tensor call now (the LimitError of lavapipe's loop cap included), so
+    """Validate and plan a tensor call now (the LimitError of lavapipe's loop cap and of the grid included), so
     it fails before anything is uploaded or written; a graph plans at compile."""
     geo = _geometry(p, specs)
     if not isinstance(q, Tensor):
         return
-    caps, op = q.device.caps, f"attention_{p.mode}"
-    k = kernel(choose_variant(p, geo, caps))
+    caps = q.device.caps
     limit = caps.max_workgroups_per_dim
-    if geo["B"] > limit:
-        raise LimitError(f"{op}: {geo['B']} sequences; the grid holds one per workgroup row, at most {limit}")
-    if k.facts.get("role") not in SPLIT_ROLES and ceil_div(p.max_q, shader_const(k, "BLOCK_M")) > limit:
-        what = f"max_seqlen_q={p.max_q}" if p.mode == "varlen" else f"{p.max_q} queries per sequence"
-        raise LimitError(f"{op}: {what} needs {ceil_div(p.max_q, shader_const(k, 'BLOCK_M'))} workgroups of "
-                         f"{shader_const(k, 'BLOCK_M')} queries; the device allows {limit} per dimension")
+    for variant, groups in batched_plan(p, geo, caps).dispatches:
+        if max(groups) > limit:
+            raise LimitError(f"attention_{p.mode}: {variant} needs workgroups {tuple(groups)} for {geo['B']} "
+                             f"sequences of up to {p.max_q} queries; the device allows {limit} per dimension")
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, scale=None,

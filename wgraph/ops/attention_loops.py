@@ -1,36 +1,32 @@
-"""Loop iterations one invocation of an attention kernel runs, from the kernel's loop nest and its consts.
-
-Mesa's lavapipe stops an invocation's loops after 65,535 iterations *in total*, silently (docs/lavapipe.md):
-measured, every pass through a loop body counts one and so does the test that leaves a loop, summed over all
-loops of the invocation (a loop of n trips costs n + 1). lavapipe unrolls small constant-trip loops, which then
-cost nothing; the figures here count them anyway (n + 1), so each is an upper bound whatever a driver unrolls.
+"""Loop iterations one invocation of an attention kernel runs, from the kernel's loop nest and its consts,
+counted against a CPU adapter's loop cap by the rule of ops/cpu_limits.py (each figure is an upper bound).
 One function per kernel file; the planner rejects on a CPU device every kernel (with its companion passes) whose
-bound passes the limit, and a kernel file without a function here.
+bound passes the limit, and a kernel file without a function here. Bounds read only the kernel's consts and the
+plan facts, never the planner (which imports this module): where a plan's chunk count matters, they bound it.
 """
 
 from __future__ import annotations
 
-from wgraph.errors import LimitError
-from wgraph.ops.attention_planner import PlanFacts, shader_const
-from wgraph.ops.core import ceil_div
-from wgraph.runtime.registry import Kernel, registry
+from typing import TYPE_CHECKING
 
-CPU_LOOP_LIMIT = 65_535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS
+from wgraph.errors import LimitError
+from wgraph.kernels.registry import Kernel, registry
+from wgraph.ops.attention_chunks import splitk_chunks
+from wgraph.ops.core import ceil_div
+from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT
+from wgraph.ops.cpu_limits import halvings as _halvings
+from wgraph.ops.cpu_limits import loop as _loop
+
+if TYPE_CHECKING:
+    from wgraph.ops.attention_planner import PlanFacts
+
+__all__ = ["BOUNDS", "CPU_LOOP_LIMIT", "batched_combine", "check_decode_loop", "cpu_misfit", "decode_loop_iterations",
+           "loop_iterations"]
 
 
 def kconst(k: Kernel, name: str) -> int:
     """A kernel's integer const (the one way this module reads them)."""
-    return shader_const(k, name)
-
-
-def _loop(trips: int, body: int = 0) -> int:
-    """A loop of `trips` passes whose body runs `body` iterations of inner loops each: trips + 1 + trips * body."""
-    return trips + 1 + trips * body
-
-
-def _halvings(n: int) -> int:
-    """Trips of `for (s = n / 2; s > 0; s /= 2)`."""
-    return max(0, int(n).bit_length() - 1)
+    return k.const(name)
 
 
 def _stream_core(k: Kernel, head_dim: int, keys: int) -> int:
@@ -103,37 +99,29 @@ def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
 
 def _fused(k: Kernel, f: PlanFacts, caps) -> int:
     """attention_decode_fused.wgsl (its loops included from attention_fused_steps.wgsl and
-    attention_fused_partials.wgsl): one chunk of the plan's chunk size in steps of KS * U keys; per key of a step
-    a shuffle butterfly over the LPR lanes of a row and an LPR loop; then two KS passes and per head dim of a
-    thread a KS sum."""
-    from wgraph.ops.attention_planner import splitk_chunks
-
+    attention_fused_partials.wgsl): one chunk (at most kv_span keys rounded up to CHUNK_STEP, at most CHUNK_MAX)
+    in steps of KS * U keys; per key of a step a shuffle butterfly over the LPR lanes of a row and an LPR loop;
+    then two KS passes and per head dim of a thread a KS sum."""
     wg, u, step = (kconst(k, n) for n in ("WG", "U", "CHUNK_STEP"))
     lpr = max(1, f.head_dim // int(k.limits["dims_per_lane"]))
     ks = max(1, wg // lpr)
-    _, most, _ = splitk_chunks(k, f)
-    chunk = min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(ceil_div(f.kv_span, most), step) * step))
+    chunk = min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(f.kv_span, step) * step))
     per_step = u * (_loop(_halvings(lpr)) + _loop(lpr))
     return _loop(ceil_div(chunk, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(f.head_dim, wg), _loop(ks))
 
 
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
     """attention_decode_splitk_combine.wgsl (its loops included from attention_combine_consts.wgsl and
-    attention_combine_merge.wgsl): two strided passes and a grouped pass over the chunks, two reductions, and
-    the groups' sum."""
+    attention_combine_merge.wgsl): a strided pass and a grouped pass over the chunks, one reduction, and the
+    groups' sum."""
     wg, unroll = kconst(k, "WG"), kconst(k, "UNROLL")
     groups = max(1, wg // max(1, f.head_dim // 4))
-    return (2 * _loop(ceil_div(chunks, wg)) + 2 * _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
+    return (_loop(ceil_div(chunks, wg)) + _loop(_halvings(wg)) + _loop(ceil_div(chunks, groups * unroll))
             + _loop(groups))
 
 
 def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
     return 0
-
-
-def batched_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
-    """attention_batched_combine.wgsl: the single-sequence combine's loops (the same included merge)."""
-    return _splitk_combine(k, f, caps, chunks)
 
 
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
@@ -147,8 +135,8 @@ BOUNDS = {
     "attention_decode_splitk_prepare.wgsl": _no_loops,
     "attention_decode_fused.wgsl": _fused,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
-    # bodies, docs/kernels.md) and consts; kv_span is
-    # the longest sequence's keys, and the decode's combine is counted by the op with batched_combine
+    # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks
+    # are the batch's (splitk_chunks reads the batch size from the facts)
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,
     "attention_batched_decode.wgsl": _splitk,
@@ -184,8 +172,7 @@ def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:
     reg = registry()
     if "combine" in k.facts:
         combine = reg[k.facts["combine"]]
-        if k.facts.get("grid") == "splitk":
-            from wgraph.ops.attention_planner import splitk_chunks
+        if k.facts.get("grid") in ("splitk", "seq_splitk"):
             worst = max(worst, _splitk_combine(combine, f, caps, splitk_chunks(k, f)[1]))
         else:
             worst = max(worst, _chunked_combine(combine, f, caps, int(k.facts["chunk_size"])))

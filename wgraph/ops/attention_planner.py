@@ -1,6 +1,7 @@
-"""Attention kernel selection: a first-match rule table (data) over plan facts and device caps. The
-limits a rule checks (head dim, workgroup memory, features, tile sizes) come from the registry entries and
-their shaders, never retyped here."""
+"""Attention kernel selection: a first-match rule table (data) over plan facts and device caps, for one
+sequence (`attention`) and for batches (`attention_varlen`, `attention_kvcache`): a call's family picks the
+registry op whose kernels serve it, its batch size the split-K grid. The limits a rule checks (head dim,
+workgroup memory, features, tile sizes) come from the registry entries and their shaders, never retyped here."""
 
 from __future__ import annotations
 
@@ -10,17 +11,22 @@ import attrs
 
 from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
 from wgraph.ops.core import ceil_div
-from wgraph.runtime.registry import Kernel, kernels_for, registry
+from wgraph.kernels.registry import Kernel, kernels_for, registry
+from wgraph.ops.attention_chunks import splitk_chunks
 
 PHASES = ("prefill", "decode")
 DTYPES = ("f32", "f16", "f16kv")
 LAYOUTS = ("contiguous", "ring", "paged")
+FAMILIES = ("attention", "attention_batched")   # registry ops: one sequence, a batch of sequences
+SINGLE, BATCHED, BOTH = FAMILIES[:1], FAMILIES[1:], FAMILIES
 
 
 @attrs.frozen
 class PlanFacts:
     """What the planner decides on. kv_span: the most keys one query can see (kv capacity when kv_len is
-    read from the GPU)."""
+    read from the GPU; a batch: the longest sequence's). family: the registry op whose kernels serve the call;
+    batch: its sequences (the split-K grid aims its workgroups at all of them; a batch of one plans as one
+    sequence). seq_len: a batch's queries per sequence (its most)."""
 
     phase: str
     dtype: str
@@ -30,34 +36,46 @@ class PlanFacts:
     kv_span: int
     layout: str = "contiguous"
     num_kv_heads: int = 0  # 0: as many as num_heads (no GQA)
+    family: str = "attention"
+    batch: int = 1
 
 
 @attrs.frozen
 class Rule:
-    """Take the `tier` kernel of the call's phase and dtype when the facts satisfy the rule and it fits.
-    min_chunks: the rule wants kv_span >= min_chunks * the kernel's chunk_size."""
+    """Take the `tier` kernel of the call's family, phase and dtype when the facts satisfy the rule and it
+    fits. min_chunks: the rule wants kv_span >= min_chunks * the kernel's chunk_size. families: the calls the
+    rule serves."""
 
     phase: str
     tier: str
     reason: str
     min_chunks: int = 0
+    families: tuple[str, ...] = SINGLE
 
 
-# First match wins. A decode call only meets decode rules, and the last decode rule's kernel needs no
-# feature beyond the dtype's, so every device that can hold the dtype gets a decode kernel.
+# First match wins among the rules of the call's family. A decode call only meets decode rules, and the last
+# decode rule of each family has a kernel needing no feature beyond the dtype's, so every device that can hold
+# the dtype gets a decode kernel.
 RULES: tuple[Rule, ...] = (
     Rule("decode", "fused", "decode on a GPU with subgroups: split-K over kv chunks, one workgroup per (chunk, kv "
          "head) serving its q heads, K and V loaded together, q.k summed by subgroup shuffles, online softmax in "
-         "registers, then a combine pass"),
+         "registers, then a combine pass", families=BOTH),
     Rule("decode", "splitk", "decode: split-K over kv chunks, one workgroup per (chunk, kv head) serving its q "
-         "heads, coalesced 16-byte K/V loads, then a combine pass"),
+         "heads, coalesced 16-byte K/V loads, then a combine pass", families=BOTH),
     Rule("decode", "chunked", "decode over a long kv: kv split into chunks across workgroups", min_chunks=4),
     Rule("decode", "subgroup", "decode with subgroups: lanes split the head dim, one subgroupAdd per key"),
     Rule("decode", "streaming", "decode without subgroups: threads split the keys, tree reductions"),
+    Rule("decode", "flash", "batched decode with a head dim split-K cannot split: the flash kernel, one query row "
+         "per sequence", families=BATCHED),
+    Rule("decode", "tiled", "batched decode fallback: the tiled kernel, one query row per sequence",
+         families=BATCHED),
     Rule("prefill", "flash", "prefill on a GPU with subgroups: flash kernel, q and output in registers, K/V "
-         "tiles in workgroup memory, q.k summed across a query's lanes by subgroup shuffles, causal tiles skipped"),
+         "tiles in workgroup memory, q.k summed across a query's lanes by subgroup shuffles, causal tiles skipped",
+         families=BOTH),
     Rule("prefill", "tiled_large", "prefill with a small head dim: large query tile"),
     Rule("prefill", "tiled_small", "prefill: small query tile, head dims up to the small tile's limit"),
+    Rule("prefill", "tiled", "batched prefill: K/V tiles and scores in workgroup memory, a query's threads split "
+         "its head dims", families=BATCHED),
     Rule("prefill", "streaming", "prefill fallback: one workgroup per query, under 1 KB workgroup memory"),
     Rule("prefill", "chunked", "prefill over a long kv on a CPU device: keys split into chunks across workgroups, "
          "then a combine pass (every invocation stays under lavapipe's loop cap)"),
@@ -87,19 +105,25 @@ class KernelPlan:
         return "\n".join(lines)
 
 
-def attention_kernels() -> tuple[Kernel, ...]:
-    return kernels_for("attention")
+def attention_kernels(family: str = "attention") -> tuple[Kernel, ...]:
+    return kernels_for(family)
 
 
-def kernels_of(phase: str, tier: str, dtype: str) -> tuple[Kernel, ...]:
-    """The kernels of one tier for one phase and dtype, in registry order."""
-    return tuple(k for k in attention_kernels()
-                 if k.facts.get("phase") == phase and k.facts.get("tier") == tier and k.facts.get("dtype") == dtype)
+def phases_of(k: Kernel) -> tuple[str, ...]:
+    """The phases a kernel serves (registry fact `phase`: one name or a list)."""
+    phase = k.facts.get("phase")
+    return (phase,) if isinstance(phase, str) else tuple(phase or ())
 
 
-def max_head_dim() -> int:
-    """The largest head dim any attention kernel takes."""
-    return max(k.limits["max_head_dim"] for k in attention_kernels())
+def kernels_of(phase: str, tier: str, dtype: str, family: str = "attention") -> tuple[Kernel, ...]:
+    """The kernels of one family and tier for one phase and dtype, in registry order."""
+    return tuple(k for k in attention_kernels(family)
+                 if phase in phases_of(k) and k.facts.get("tier") == tier and k.facts.get("dtype") == dtype)
+
+
+def max_head_dim(family: str = "attention") -> int:
+    """The largest head dim any kernel of the family takes."""
+    return max(k.limits["max_head_dim"] for k in attention_kernels(family))
 
 
 def shader_const(k: Kernel, name: str) -> int:
@@ -109,8 +133,11 @@ def shader_const(k: Kernel, name: str) -> int:
 
 def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[type, str] | None:
     """Why kernel `k` cannot run this call on this device (error class and message), or None."""
-    if k.facts.get("phase") != facts.phase:
-        return PlanError, f"is a {k.facts.get('phase')} kernel; the call is {facts.phase} (seq_len {facts.seq_len})"
+    if k.op != facts.family:
+        return PlanError, f"is an {k.op} kernel; the call is {facts.family}"
+    if facts.phase not in phases_of(k):
+        return PlanError, (f"is a {'/'.join(phases_of(k))} kernel; the call is {facts.phase} (seq_len "
+                           f"{facts.seq_len})")
     if k.facts.get("dtype") != facts.dtype:
         return PlanError, f"takes dtype {k.facts.get('dtype')}; the call is {facts.dtype}"
     missing = sorted(set(k.features) - caps.features)
@@ -137,9 +164,9 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
                                       f"= {lanes} lanes: needs a power of two <= {k.threads}")
     if facts.layout not in k.facts.get("layouts", LAYOUTS):
         return UnsupportedError, f"does not read the {facts.layout} kv layout"
-    if k.facts.get("gpu_only") and caps.is_cpu:
+    if k.facts.get("gpu_only") and caps.is_cpu and not forced:
         # Not an error when forced: the kernel runs on a CPU device, it only compiles for a minute there.
-        return None if forced else (UnsupportedError, "is GPU-tuned (fully unrolled): a CPU device compiles it for tens of seconds")
+        return UnsupportedError, "is GPU-tuned (fully unrolled): a CPU device compiles it for tens of seconds"
     if caps.is_cpu:
         from wgraph.ops.attention_loops import cpu_misfit  # it reads kernel consts through shader_const above
 
@@ -155,8 +182,11 @@ _SPLITK_SHARED = {"prepare": ("CHUNK_STEP", "G_TILE", "SPLIT_TARGET"), "combine"
 
 def check_splitk_companions(k: Kernel, reg) -> None:
     """A split-K kernel's prepare and combine derive the chunk count from kv_len as it does: the consts they
-    share must agree, or the combine merges the wrong chunks. RegistryError naming both otherwise."""
+    share must agree, or the combine merges the wrong chunks. RegistryError naming both otherwise. (A batched
+    kernel has no prepare: its surplus chunks return at once.)"""
     for role, consts in _SPLITK_SHARED.items():
+        if role == "prepare" and k.facts.get("grid") == "seq_splitk":
+            continue
         other = reg.get(k.facts.get(role, ""))
         if other is None:
             raise RegistryError(f"split-K kernel {k.name}: its {role} {k.facts.get(role)!r} is not in the registry")
@@ -171,24 +201,14 @@ def _checked_splitk(name: str) -> None:   # once per kernel: planning runs on ev
     check_splitk_companions(registry()[name], registry())
 
 
-def splitk_chunks(k: Kernel, facts: PlanFacts) -> tuple[int, int, int]:
-    """(chunks, most chunks, head blocks) of a split-K decode over kv_span visible keys; mirrors
-    attention_decode_splitk_common.wgsl, which derives the same count on the GPU from kv_len. `most` (the
-    uniform num_chunks, KernelPlan.max_chunks, which sizes the partial buffers) aims at SPLIT_TARGET workgroups and is raised where
-    needed so that no chunk holds more than CHUNK_MAX keys."""
-    step, cap, g_tile, target = (shader_const(k, n) for n in ("CHUNK_STEP", "CHUNK_MAX", "G_TILE", "SPLIT_TARGET"))
-    hkv = facts.num_kv_heads or facts.num_heads
-    blocks = ceil_div(facts.num_heads // hkv, g_tile)
-    most = max(1, min(max(1, target // (hkv * blocks)), ceil_div(facts.kv_span, step)), ceil_div(facts.kv_span, cap))
-    chunk = max(step, ceil_div(ceil_div(facts.kv_span, most), step) * step)
-    return ceil_div(facts.kv_span, chunk), most, blocks
-
-
 def _dispatches(k: Kernel, facts: PlanFacts):
     grid = k.facts["grid"]
-    S, H = facts.seq_len, facts.num_heads
+    S, H, B = facts.seq_len, facts.num_heads, facts.batch
     if grid == "block":
         wg = (ceil_div(S, shader_const(k, "BLOCK_M")), H, 1)
+        return wg, ((k.name, wg),), 0, 0
+    if grid == "seq_blocks":
+        wg = (H, B, ceil_div(S, shader_const(k, "BLOCK_M")))
         return wg, ((k.name, wg),), 0, 0
     if grid == "row":
         return (S, H, 1), ((k.name, (S, H, 1)),), 0, 0
@@ -202,6 +222,13 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         n, most, blocks = splitk_chunks(k, facts)
         wg = (n, facts.num_kv_heads or H, blocks)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
+    if grid == "seq_splitk":
+        # every sequence splits its own keys on the GPU (attention_splitk_split.wgsl): the grid holds the most
+        # chunks a sequence can take, and a shorter sequence's surplus chunks return at once
+        _checked_splitk(k.name)
+        _, most, blocks = splitk_chunks(k, facts)
+        wg = (most, (facts.num_kv_heads or H) * blocks, B)
+        return wg, ((k.name, wg), (k.facts["combine"], (1, H, B))), most, shader_const(k, "CHUNK_STEP")
     raise PlanError(f"kernel {k.name} has unknown grid {grid!r}")
 
 
@@ -212,23 +239,24 @@ def _plan_with(k: Kernel, tier: str, reason: str, facts: PlanFacts, rejected=())
 
 def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, ...] = RULES) -> KernelPlan:
     """The first rule whose kernel fits, or the forced `variant` (validated, never replaced)."""
-    if facts.phase not in PHASES or facts.dtype not in DTYPES or facts.layout not in LAYOUTS:
+    if (facts.phase not in PHASES or facts.dtype not in DTYPES or facts.layout not in LAYOUTS
+            or facts.family not in FAMILIES or facts.batch < 1):
         raise PlanError(f"bad plan facts {facts}")
     if variant is not None:
         k = registry().get(variant)
-        if k is None or k.op != "attention":
-            names = sorted(x.name for x in attention_kernels())
-            raise PlanError(f"unknown attention variant {variant!r}; known: {names}")
+        if k is None or k.op != facts.family:
+            names = sorted(x.name for x in attention_kernels(facts.family))
+            raise PlanError(f"unknown {facts.family} variant {variant!r}; known: {names}")
         why = misfit(k, facts, caps, forced=True)
         if why is not None:
             cls, msg = why
-            raise cls(f"forced attention variant {variant} does not fit: it {msg}")
+            raise cls(f"forced {facts.family} variant {variant} does not fit: it {msg}")
         return _plan_with(k, k.facts["tier"], f"forced: variant={variant}", facts)
-    rejected = []
+    rejected, limited = [], False   # limited: a kernel of the call's kind was rejected for a size (LimitError)
     for rule in rules:
-        if rule.phase != facts.phase:
+        if rule.phase != facts.phase or facts.family not in rule.families:
             continue
-        candidates = kernels_of(rule.phase, rule.tier, facts.dtype)
+        candidates = kernels_of(rule.phase, rule.tier, facts.dtype, facts.family)
         if not candidates:
             rejected.append((f"{rule.phase}/{rule.tier}/{facts.dtype}", "no such kernel in the registry"))
             continue
@@ -242,9 +270,12 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
             why = misfit(k, facts, caps)
             if why is not None:
                 rejected.append((k.name, why[1]))
+                limited = limited or why[0] is LimitError
                 continue
-            return _plan_with(k, rule.tier, f"{rule.reason} (head_dim {facts.head_dim}, kv span {facts.kv_span})",
-                              facts, rejected)
+            batch = f", batch {facts.batch}" if facts.family != "attention" else ""
+            return _plan_with(k, rule.tier, f"{rule.reason} (head_dim {facts.head_dim}, kv span {facts.kv_span}"
+                              f"{batch})", facts, rejected)
     detail = "; ".join(f"{v} {why}" for v, why in rejected)
-    raise UnsupportedError(f"no attention kernel for {facts.phase} {facts.dtype} head_dim {facts.head_dim} "
-                           f"on {caps.adapter_name!r}: {detail}")
+    cls = LimitError if limited else UnsupportedError
+    raise cls(f"no {facts.family} kernel for {facts.phase} {facts.dtype} head_dim {facts.head_dim} "
+              f"on {caps.adapter_name!r}: {detail}")

@@ -28,7 +28,7 @@ from wgraph.ops.attention_loops import check_decode_loop
 from wgraph import args
 from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
 from wgraph.ops.kv_cache import select_variant
-from wgraph.runtime.registry import kernel
+from wgraph.kernels.registry import kernel
 from wgraph.tensor import Tensor, TensorSpec
 
 

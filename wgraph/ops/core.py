@@ -1,5 +1,7 @@
-"""The one path every op call takes: validate (infer), allocate, plan dispatches (encode), then submit now,
-append to the open recording, or — given graph symbols — add a node to their graph."""
+"""The one path every op call takes: validate (infer), allocate, capture the op's dispatches as a template
+(encode, once per op, params and input shapes), then hand the filled template to the device's scheduler,
+which appends it to the open recording or the pending list of immediate ops; given graph symbols, add a node
+to their graph instead. A compiled Program captures its nodes with the same `capture`."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ from typing import Any, Callable
 
 import attrs
 
+from wgraph.device import alloc
 from wgraph.device_errors import BINDING as ERROR_BINDING
 from wgraph.errors import AliasingError, DeviceError, DtypeError, LimitError, PlanError, ShapeError, UnsupportedError
-from wgraph.runtime.dispatch import Dispatch
-from wgraph.runtime.pipelines import storage_binding_size
-from wgraph.runtime.registry import kernel as lookup_kernel
-from wgraph.runtime.uniforms import pack_uniforms
-from wgraph.ops.templates import capture
+from wgraph.scheduler.dispatch import Dispatch
+from wgraph.kernels.pipelines import storage_binding_size
+from wgraph.kernels.registry import kernel as lookup_kernel
+from wgraph.kernels.uniforms import pack_uniforms
+from wgraph.scheduler.templates import OpTemplate, template_of
 from wgraph.tensor import Tensor, TensorSpec
 
 
@@ -21,13 +24,16 @@ from wgraph.tensor import Tensor, TensorSpec
 class OpDef:
     """An op: `infer(params, input specs) -> output specs` validates; `encode(ctx, params, inputs, outputs)`
     returns the dispatches (and may tell `ctx.chose(plan)` which kernel plan it used, for explain()).
-    Neither does GPU work. `is_view`: the output aliases the first input's buffer (no dispatch). `inputs`: the
-    inputs' names as the op function's caller knows them, an optional one ending in "?" (errors name them)."""
+    Neither does GPU work. `is_view`: the output aliases the first input's buffer (no dispatch).
+    `writes_inputs`: indices of inputs an op with outputs also writes in place (an op without outputs writes
+    every input it takes), so a graph orders their other readers and writers around it. `inputs`: the inputs'
+    names as the op function's caller knows them, an optional one ending in "?" (errors name them)."""
 
     name: str
     infer: Callable[[Any, tuple], tuple[TensorSpec, ...]]
     encode: Callable[..., list]
     is_view: bool = False
+    writes_inputs: tuple[int, ...] = ()
     inputs: tuple[str, ...] = ()
 
     def input_name(self, i: int) -> str:
@@ -109,14 +115,13 @@ def _pack_cached(layout, values: dict) -> bytes:
 
 
 class EncodeContext:
-    """What `encode` functions build dispatches with. `scratch_source(spec, label)`, when given, supplies
-    scratch tensors (a Program places them in its memory plan); else they come from the device's pool."""
+    """What `encode` functions build dispatches with. Scratch comes from the device's pool for the capture
+    only: the template's calls place theirs in their command list's (or Program's) ScratchSpace."""
 
-    def __init__(self, device, scratch_source=None):
+    def __init__(self, device):
         self.device = device
         self.caps = device.caps
         self.plan = None  # the kernel plan the op chose, if it has one (KernelPlan: variant, reason, ...)
-        self._scratch_source = scratch_source
         self.scratch_made: list[tuple[Tensor, str]] = []  # (tensor, label) in the order asked for
         self.fallbacks_used: list[Tensor] = []
 
@@ -126,10 +131,7 @@ class EncodeContext:
 
     def scratch(self, shape, dtype: str, label: str = "scratch") -> Tensor:
         """A temporary tensor that lives as long as the dispatches that bind it."""
-        if self._scratch_source is not None:
-            t = self._scratch_source(TensorSpec(shape, dtype), label)
-        else:
-            t = self.device.alloc(TensorSpec(shape, dtype), label)
+        t = alloc(self.device, TensorSpec(shape, dtype), label)
         self.scratch_made.append((t, label))
         return t
 
@@ -220,21 +222,30 @@ def type_name(x) -> str:
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
 
 
+def capture(device, op: OpDef, params, inputs: tuple, outputs: tuple) -> OpTemplate:
+    """The one capture function: `op.encode` on these tensors (its scratch provisional, from the pool), made
+    into a template whose slots this call's tensors, or another's, fill (scheduler/templates.py). Every op call
+    and every Program node is an instance of a template made here."""
+    ctx = EncodeContext(device)
+    dispatches = op.encode(ctx, params, tuple(inputs), outputs)
+    return template_of(dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used, ctx.plan)
+
+
 def apply_many(calls) -> list:
-    """Several ops as one call, each validated, planned and encoded before the first is queued: an error in any
-    of them leaves every buffer as it was (attention_kvcache's append, then its attention). `calls` holds
+    """Several ops as one call, each validated, planned and captured before the first is launched: an error in
+    any of them leaves every buffer as it was (attention_kvcache's append, then its attention). `calls` holds
     (op, params, inputs, out) tuples; the results come back in order. Graph symbols add their nodes one by one,
     so a caller checks the later ops' params (their infer) before calling with symbols."""
     queued: list = []
     results = [apply(op, params, inputs, out, queue=queued) for op, params, inputs, out in calls]
-    for device, items, outputs in queued:
-        device.run(items, outputs)
+    for device, launch in queued:
+        device.scheduler.launch(*launch)
     return results
 
 
 def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = None):
     """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s).
-    queue: a list that takes (device, items, outputs) instead of the device running them now (apply_many)."""
+    queue: a list that takes (device, launch arguments) instead of the scheduler launching now (apply_many)."""
     # One pass over the inputs gathers the template key (shape, dtype per input) and, inline, the checks a
     # repeated call needs (device, epoch, poisoned, distinct buffers): this is the cost of every recorded op.
     # Any failed check takes the slow path below, which raises with the full message.
@@ -278,12 +289,10 @@ def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = No
             if id(t.buffer) in buffers:
                 break  # an output aliases an input: the slow path finds it and says so
         else:
-            scratch = device.template_scratch(tpl.scratch) if tpl.scratch else ()
-            items = tpl.instantiate(inputs, outputs, scratch)
             if queue is None:
-                device.run(items, outputs if out is None else ())
+                device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
             else:
-                queue.append((device, items, outputs if out is None else ()))
+                queue.append((device, (tpl, inputs, outputs, outputs if out is None else ())))
             return outputs[0] if len(outputs) == 1 else outputs
     _check_required(op, inputs)   # here, not above: a template never holds a None where one is required
     specs = tuple(None if x is None else x.spec for x in inputs)
@@ -291,16 +300,13 @@ def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = No
     outputs = _outputs(op, device, out_specs, out)
     for t in tensors:
         device.check_tensor(t)
-    ctx = EncodeContext(device)
-    dispatches = op.encode(ctx, params, tuple(inputs), outputs)
-    if key is not None and _distinct_buffers(tensors, outputs):
-        tpl = capture(out_specs, dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used)
-        if tpl is not None:
-            device.templates.put(key, tpl)
+    tpl = capture(device, op, params, inputs, outputs)
+    if key is not None and tpl.reusable and _distinct_buffers(tensors, outputs):
+        device.templates.put(key, tpl)
     if queue is None:
-        device.run(dispatches, outputs if out is None else ())
+        device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
     else:
-        queue.append((device, dispatches, outputs if out is None else ()))
+        queue.append((device, (tpl, inputs, outputs, outputs if out is None else ())))
     return outputs[0] if len(outputs) == 1 else outputs
 
 
@@ -315,7 +321,7 @@ def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
         if out.shape == s.shape and out.dtype == s.dtype:
             return (out,)
     if out is None:
-        return tuple(device.alloc(s, f"{op.name}.out{i}") for i, s in enumerate(specs))
+        return tuple(alloc(device, s, f"{op.name}.out{i}") for i, s in enumerate(specs))
     if isinstance(out, Tensor):
         given = (out,)
     elif isinstance(out, (tuple, list)):
@@ -329,6 +335,7 @@ def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
             raise ShapeError(f"{op.name}: out= must be Tensor(s), got {type(t).__name__}")
         if t.device is not device:
             raise DeviceError(f"{op.name}: out= {t!r} belongs to another device")
+        device.check_tensor(t)
         if t.dtype != s.dtype:
             raise DtypeError(f"{op.name}: out= has dtype {t.dtype}, the op makes {s.dtype}")
         if t.shape != s.shape:

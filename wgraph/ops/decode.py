@@ -8,7 +8,7 @@ import attrs
 
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, register
-from wgraph.runtime.registry import select_variant
+from wgraph.kernels.registry import select_variant
 
 
 @attrs.frozen

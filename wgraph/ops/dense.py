@@ -1,4 +1,4 @@
-"""The dense ops a layer graph needs: `linear` (x @ W^T + b), `rmsnorm`, `rope` (rotate-half, from tables)
+"""The dense ops a layer graph needs: `linear` (x @ W^T + b), `rope` (rotate-half, from tables)
 and `reshape` (a view: no copy, no dispatch; in a graph a view node that aliases its input's buffer)."""
 
 from __future__ import annotations
@@ -11,20 +11,35 @@ import numpy as np
 
 from wgraph import args
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.ggml_blocks import QuantizedWeight
+from wgraph.ops import elementwise, gemv
 from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
-from wgraph.runtime.registry import kernel, kernels_for, select_variant
+from wgraph.kernels.registry import kernel, kernels_for, registry, select_variant
+from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
+from wgraph.ops.norms import RMSNORM, RmsNormParams, rmsnorm
+from wgraph.ops.quantized import linear_q
 from wgraph.tensor import Tensor, TensorSpec
 
 
 # ---- linear ----
 
+ACTIVATIONS = (None, "swiglu")
+
+
 @attrs.frozen
 class LinearParams:
-    pass
+    """Options fused into the matmul: the RMSNorm eps (used with a norm weight), the activation (None or
+    "swiglu": W holds [gate; up]); for tuning and tests, a forced registry variant and the GEMM's K slices
+    (None: planned)."""
+
+    eps: float = 1e-6
+    activation: str | None = None
+    variant: str | None = None
+    split_k: int | None = None  # GEMM: at most this many K slices instead of the planned count (1: none)
 
 
 def _infer_linear(params: LinearParams, specs):
-    x, w, b = specs
+    x, w, b, norm, residual = specs
     if len(x.shape) < 1 or len(w.shape) != 2:
         raise ShapeError(f"linear: x must be [..., in] and W [out, in], got x {x.shape} and W {w.shape}")
     n, k = w.shape
@@ -37,108 +52,236 @@ def _infer_linear(params: LinearParams, specs):
             raise ShapeError(f"linear: bias must be ({n},) for W {w.shape}, got {b.shape}")
         if b.dtype != "f32":
             raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    select_variant("linear", weight_dtype=w.dtype)
-    return (TensorSpec(x.shape[:-1] + (n,), "f32"),)
+    args.choice("linear", "activation", params.activation, ACTIVATIONS)
+    swiglu = params.activation == "swiglu"
+    if swiglu and n % 2:
+        raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got W {w.shape}")
+    args.real("linear", "eps", params.eps, 0.0, open_lo=True)  # as linear() checks it: used with a norm
+    if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
+        raise ShapeError(f"linear: norm weight must be f32 ({k},) for W {w.shape}, got {norm.dtype} {norm.shape}")
+    out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
+    if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
+        raise ShapeError(f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} "
+                         f"{residual.shape}")
+    select_variant("linear", weight_dtype=w.dtype)  # a kernel for the weight dtype
+    if params.variant is not None or params.split_k is not None:
+        linear_plan(specs, params, None)  # a forced variant or split that does not fit fails here, before GPU work
+    return (out,)
 
 
 @attrs.frozen
 class LinearPlan:
-    """The kernel `linear` runs for one shape, and why."""
+    """How `linear` runs for one call: the matmul's kernel, why, and the dispatches in order (the fused GEMV is
+    one; the GEMM runs the norm, swiglu and residual as dispatches of their own); a GEMM whose `splits` > 1 sums
+    its K slices in a second pass."""
 
     variant: str
     reason: str
+    steps: tuple[str, ...] = ("matmul",)
+    splits: int = 1
 
 
-@functools.lru_cache(maxsize=1024)  # a pure function of the shape and the registry: planned on every call
-def plan_linear(rows: int, n: int, k: int, weight_dtype: str) -> LinearPlan:
-    """GEMV (of the variants whose `max_rows` holds `rows` and whose `min_k` k reaches: the fewest max_rows,
-    then the largest min_k) when k fills its 16-byte weight loads, else the tiled GEMM; the numbers come from
-    the registry."""
-    tiled = select_variant("linear", weight_dtype=weight_dtype)
-    gemvs = [kv for kv in kernels_for("linear")
-             if kv.facts.get("form") == "gemv" and kv.facts.get("weight_dtype") == weight_dtype]
-    fits = sorted((kv for kv in gemvs if rows <= kv.limits["max_rows"] and k >= kv.facts.get("min_k", 0)),
-                  key=lambda kv: (kv.limits["max_rows"], -kv.facts.get("min_k", 0)))
-    if not gemvs or rows < 1:
-        return LinearPlan(tiled, f"{rows} rows: tiled GEMM")
-    if not fits:
-        most = max(kv.limits["max_rows"] for kv in gemvs)
-        return LinearPlan(tiled, f"{rows} rows > {most} (GEMV's most): tiled GEMM")
-    g = fits[0]
-    if k % g.limits["k_multiple"]:
-        return LinearPlan(tiled, f"{rows} rows but in_features {k} is not a multiple of {g.limits['k_multiple']} "
-                                 f"({weight_dtype} weights per 16-byte load): tiled GEMM")
-    lanes = g.threads // g.limits["features_per_workgroup"]
-    return LinearPlan(g.name, f"{rows} rows <= {g.limits['max_rows']}: GEMV, one pass over W, {lanes} lanes per "
-                              f"weight row (in_features {k}), {g.limits['k_multiple']} {weight_dtype} weights per "
-                              f"16-byte load")
+def _forced_gemv(kv, s: gemv.GemvShape, caps) -> str:
+    """The reason text of a forced GEMV; PlanError unless it can take the call (caps None: skip the device)."""
+    no = gemv.refusal(kv, s, caps, forced=True)
+    if no:
+        raise PlanError(f"linear: forced variant {kv.name} cannot take {s.rows} rows of W [{s.n}, {s.k}] "
+                        f"{s.weight_dtype}: it {no}")
+    return "forced: " + gemv.describe(kv, s)
 
 
-def linear_plan(specs) -> LinearPlan:
-    """The plan for input specs (x, w, bias)."""
-    x, w, _ = specs
-    n, k = w.shape
-    return plan_linear(x.size // k if k else 0, n, k, w.dtype)
+@functools.lru_cache(maxsize=1024)  # a pure function of the shape, the options, the caps and the registry
+def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: bool = False, norm: bool = False,
+                residual: bool = False, variant: str | None = None, split_k: int | None = None) -> LinearPlan:
+    """The GEMV for 1..8 rows (the first variant of registry/gemv.toml that takes the call: ops/gemv.py), else
+    the GEMM (`plan_gemm`, registry/gemm.toml) with the fused options as dispatches of their own. `variant` /
+    `split_k` force a kernel / the GEMM's K slices (PlanError, LimitError if they cannot take the call)."""
+    s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu)
+    steps = tuple(name for name, on in (("rmsnorm", norm), ("matmul", True), ("swiglu", swiglu), ("add", residual))
+                  if on)
+    separate = "" if len(steps) == 1 else f"; {', '.join(x for x in steps if x != 'matmul')} as dispatches of their own"
+    if variant is not None:
+        kv = registry().get(variant)
+        if kv is None or kv.op != "linear":
+            raise PlanError(f"linear: variant={variant!r} is not a linear kernel; they are "
+                            f"{[v.name for v in kernels_for('linear')]}")
+        if kv.facts.get("weight_dtype") != weight_dtype:
+            raise DtypeError(f"linear: variant {variant} takes {kv.facts.get('weight_dtype')} weights, W is "
+                             f"{weight_dtype}")
+        if kv.facts.get("form") == gemv.FORM:
+            if split_k is not None:
+                raise PlanError(f"linear: split_k={split_k} needs a GEMM variant; {variant} is a GEMV")
+            return LinearPlan(variant, _forced_gemv(kv, s, caps))
+        if not _takes_k(kv, k):
+            raise ShapeError(f"linear: variant {variant} needs in_features % {kv.limits['k_multiple']} == 0"
+                             f"{' and > 0' if kv.limits['k_multiple'] > 1 else ''}, got {k}")
+        return plan_gemm(rows, n, k, weight_dtype, variant=variant, split_k=split_k,
+                         why=f"forced: variant={variant}", steps=steps, separate=separate)
+    if split_k is not None:
+        return plan_gemm(rows, n, k, weight_dtype, split_k=split_k, why=f"split_k={split_k}: GEMM", steps=steps,
+                         separate=separate)
+    kv, why = gemv.choose(s, caps) if rows >= 1 and k >= 1 else (None, f"{rows} rows of {k} features")
+    if kv is not None:
+        return LinearPlan(kv.name, why)
+    return plan_gemm(rows, n, k, weight_dtype, why=f"{why}: GEMM", steps=steps, separate=separate)
 
 
-def _encode_linear(ctx, params, inputs, outputs):
-    (x, w, b), (y,) = inputs, outputs
-    plan = linear_plan((x.spec, w.spec, None))
-    ctx.chose(plan)
-    variant = plan.variant
-    n, k = w.shape
-    m = x.size // k if k else 0
-    uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None)}
-    bindings = {"x": x, "w": w, "bias": b if b is not None else ctx.fallback("linear.bias"), "y": y}
-    kv = kernel(variant)
-    if kv.facts.get("form") == "gemv":
-        groups = ctx.grid(ceil_div(n, kv.limits["features_per_workgroup"]))
+def _gemm_kernels(weight_dtype: str) -> list:
+    return [kv for kv in kernels_for("linear")
+            if kv.facts.get("form") == "gemm" and kv.facts.get("weight_dtype") == weight_dtype]
+
+
+def _takes_k(kv, k: int) -> bool:
+    """Whether GEMM kernel `kv` reads rows of k elements: vec4 loads need k % 4 == 0, and a row to exist (an
+    empty x still binds 4 bytes, less than one vec4)."""
+    return k % kv.limits["k_multiple"] == 0 and (k > 0 or kv.limits["k_multiple"] == 1)
+
+
+def gemm_tiles(kv, rows: int, n: int) -> int:
+    """Output tiles (workgroups before any K split) of GEMM kernel `kv` for [rows, n]."""
+    return ceil_div(rows, kv.const("TILE_M")) * ceil_div(n, kv.const("TILE_N"))
+
+
+def gemm_k_split(kv, k: int, splits: int) -> int:
+    """Elements of K per slice for at most `splits` slices: whole TILE_K steps."""
+    step = kv.const("TILE_K")
+    return ceil_div(ceil_div(k, max(splits, 1)), step) * step
+
+
+def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM", variant: str | None = None,
+              split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), separate: str = "") -> LinearPlan:
+    """The first GEMM configuration (registry order) whose `k_multiple` divides k and whose output has at least
+    `min_tiles` tiles, else the one marked `fallback`; K cut into slices while the tiles make fewer than its
+    `fill_workgroups` workgroups."""
+    if variant is None:
+        takers = [kv for kv in _gemm_kernels(weight_dtype) if _takes_k(kv, k)]
+        fits = [kv for kv in takers if "min_tiles" in kv.facts and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]]
+        fits = fits or [kv for kv in takers if kv.facts.get("fallback")]  # a small output: split K instead
+        if not fits:
+            raise PlanError(f"linear: no GEMM kernel for {weight_dtype} weights takes {rows} rows, in_features {k} "
+                            f"(the registry's last GEMM should take any k and any tiles)")
+        kv = fits[0]
     else:
-        groups = (ceil_div(n, kv.workgroup_size[0]), ceil_div(m, kv.workgroup_size[1]), 1)
-    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings, workgroups=groups, label="linear")]
+        kv = kernel(variant)
+    tiles = gemm_tiles(kv, rows, n)
+    if split_k is None:
+        fill = kv.facts["fill_workgroups"]
+        wanted = 1 if tiles >= fill or not tiles else min(kv.facts["max_splits"], ceil_div(fill, tiles),
+                                                          max(1, k // kv.facts["min_split_k"]))
+    elif not 1 <= split_k <= kv.facts["max_splits"]:
+        raise LimitError(f"linear: split_k={split_k} must be in [1, {kv.facts['max_splits']}] for {kv.name}")
+    else:
+        wanted = split_k
+    k_split = gemm_k_split(kv, k, wanted)
+    splits = max(1, ceil_div(k, k_split)) if k_split else 1
+    tile = f"{kv.const('TILE_M')}x{kv.const('TILE_N')}"
+    reason = (f"{why}, {tile} tiles ({tiles} workgroups), {kv.const('THREAD_M')}x{kv.const('THREAD_N')} outputs "
+              f"per thread, " + ("loads of 4 along K" if kv.limits["k_multiple"] == 4 else "element loads"))
+    if splits > 1:
+        reason += f"; K in {splits} slices of {k_split} ({tiles * splits} workgroups) and a summing pass"
+    return LinearPlan(kv.name, reason + separate, steps, splits)
 
 
-LINEAR = register(OpDef("linear", _infer_linear, _encode_linear, inputs=("x", "w", "b?")))
+def linear_plan(specs, params: LinearParams, caps) -> LinearPlan:
+    """The plan for input specs (x, w, bias, norm, residual) on a device's caps (None: any device)."""
+    x, w, _b, norm, residual = specs
+    n, k = w.shape
+    return plan_linear(math.prod(x.shape[:-1]), n, k, w.dtype, caps, swiglu=params.activation == "swiglu",
+                       norm=norm is not None, residual=residual is not None, variant=params.variant,
+                       split_k=params.split_k)
 
 
-def linear(x, w, b=None, *, out=None):
-    """`x @ W.T + b`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out] or None; f32 accumulation and output."""
-    return apply(LINEAR, LinearParams(), (x, w, b), out=out)
+def _encode_linear(ctx, params: LinearParams, inputs, outputs):
+    (x, w, b, norm, residual), (y,) = inputs, outputs
+    plan = linear_plan(tuple(None if t is None else t.spec for t in inputs), params, ctx.caps)
+    ctx.chose(plan)
+    n, k = w.shape
+    m = math.prod(x.shape[:-1])
+    kv = kernel(plan.variant)
+    if kv.facts.get("form") == gemv.FORM:
+        s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu")
+        return [gemv.dispatch(ctx, kv, s, x=x, w=w, bias=b, norm=norm, residual=residual, y=y, eps=params.eps)]
+    # the GEMM, with what a GEMV fuses as dispatches of their own: rmsnorm, matmul, swiglu, add
+    made = []
+    if norm is not None:
+        normed = ctx.scratch(x.shape, "f32", "linear.normed")
+        made += RMSNORM.encode(ctx, RmsNormParams(params.eps), (x, norm), (normed,))
+        x = normed
+    after = plan.steps[plan.steps.index("matmul") + 1:]
+    mm = y if not after else ctx.scratch(x.shape[:-1] + (n,), "f32", "linear.matmul")
+    made += _encode_gemm(ctx, kv, plan, (x, w, b, mm), (m, n, k))
+    if params.activation == "swiglu":
+        act = y if residual is None else ctx.scratch(y.shape, "f32", "linear.swiglu")
+        made += elementwise.OPDEFS["swiglu"].encode(ctx, elementwise.BinaryParams(), (mm,), (act,))
+        mm = act
+    if residual is not None:
+        made += elementwise.OPDEFS["add"].encode(ctx, elementwise.BinaryParams(), (mm, residual, None), (y,))
+    return made
 
 
-# ---- rmsnorm ----
+def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims):
+    x, w, b, y = tensors
+    m, n, k = dims
+    if not m or not n:
+        return []  # y is empty
+    bias = b if b is not None else ctx.fallback("linear.bias")
+    k_split = gemm_k_split(kv, k, plan.splits)
+    if ctx.caps.is_cpu:
+        step, unroll = kv.const("TILE_K"), kv.const("K_UNROLL")
+        # a k loop of one iteration (K_UNROLL == TILE_K) is unrolled away: lavapipe then counts only the
+        # slices (measured: 65,535 slices of ones sum right, 65,536 come out 16 short)
+        loops = ceil_div(k_split, step) * (1 if unroll == step else 1 + step // unroll)
+        if loops > CPU_LOOP_LIMIT:
+            raise LimitError(f"linear: in_features {k} in {plan.splits} slice(s) take {loops} loop iterations per "
+                             f"invocation of {kv.name}; {ctx.caps.adapter_name!r} (a CPU adapter) stops at "
+                             f"{CPU_LOOP_LIMIT}: pass split_k")
+    groups = (ceil_div(m, kv.const("TILE_M")), ceil_div(n, kv.const("TILE_N")), plan.splits)
+    uniforms = {"m": m, "n": n, "k": k, "k_split": k_split}
+    if plan.splits == 1:
+        return [ctx.dispatch(kv.name, uniforms={**uniforms, "has_bias": int(b is not None)},
+                             bindings={"x": x, "w": w, "bias": bias, "y": y}, workgroups=groups, label="linear")]
+    parts = ctx.scratch((plan.splits, m, n), "f32", "linear.split_k")
+    total = kernel("linear_gemm_sum")
+    return [ctx.dispatch(kv.name, uniforms={**uniforms, "has_bias": 0},
+                         bindings={"x": x, "w": w, "bias": bias, "y": parts}, workgroups=groups, label="linear"),
+            ctx.dispatch(total.name, uniforms={"count": m * n, "n": n, "splits": plan.splits,
+                                               "has_bias": int(b is not None)},
+                         bindings={"parts": parts, "bias": bias, "y": y},
+                         workgroups=ctx.grid(ceil_div(m * n, total.threads)), label="linear.split_k_sum")]
 
-@attrs.frozen
-class RmsNormParams:
-    eps: float = 1e-6
+
+LINEAR = register(OpDef("linear", _infer_linear, _encode_linear, inputs=("x", "w", "b?", "norm?", "residual?")))
 
 
-def _infer_rmsnorm(params: RmsNormParams, specs):
-    x, w = specs
-    if len(x.shape) < 1 or w.shape != x.shape[-1:]:
-        raise ShapeError(f"rmsnorm: weight must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {w.shape}")
-    if w.dtype != x.dtype:
-        raise DtypeError(f"rmsnorm: weight dtype {w.dtype} differs from x's {x.dtype}")
-    args.real("rmsnorm", "eps", params.eps, 0.0, open_lo=True)
-    select_variant("rmsnorm", output_dtype=x.dtype)
-    return (TensorSpec(x.shape, x.dtype),)
+def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None = None, residual=None,
+           variant: str | None = None, split_k: int | None = None, out=None):
+    """`act(rmsnorm(x) @ W.T + b) + residual`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out]; f32
+    accumulation and output. Each option is fused into the GEMV (1..8 rows of x: one dispatch):
+    `norm`: an RMSNorm weight [in] (x / rms(x) * norm, with `eps`) applied to x first; `activation="swiglu"`: W
+    holds [gate; up] stacked and the output is silu(gate) * up [..., out / 2]; `residual`: f32 of the output's
+    shape, added last. More rows run the tiled GEMM. For tuning and tests: `variant` forces a registry kernel,
+    `split_k` cuts the GEMM's K into at most that many slices summed by a second pass (1: none); the plan
+    (`Program.explain()`) says what ran. W may be a QuantizedWeight (GGML blocks, `linear_q`): the options then
+    run as ops of their own around its GEMV (rmsnorm, swiglu, add), and variant/split_k do not apply."""
+    eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
+    activation = args.choice("linear", "activation", activation, ACTIVATIONS)
+    if variant is not None:
+        args.text("linear", "variant", variant)  # a registry name: the plan names the choices
+    split_k = args.optional_integer("linear", "split_k", split_k, 1)
+    if isinstance(w, QuantizedWeight):
+        return _linear_quantized(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual, out=out)
+    return apply(LINEAR, LinearParams(eps, activation, variant, split_k), (x, w, b, norm, residual), out=out)
 
 
-def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
-    (x, w), (y,) = inputs, outputs
-    variant = select_variant("rmsnorm", output_dtype=x.dtype)
-    dim = x.shape[-1]
-    rows = x.size // dim if dim else 0
-    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
-                         bindings={"x": x, "weight": w, "y": y}, workgroups=ctx.grid(rows), label="rmsnorm")]
-
-
-RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm, inputs=("x", "weight")))
-
-
-def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
-    """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32 or f16; f32 reduction)."""
-    return apply(RMSNORM, RmsNormParams(args.real("rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, weight), out=out)
+def _linear_quantized(x, w: QuantizedWeight, b, *, norm, eps, activation, residual, out):
+    """`linear` over GGML blocks: its GEMV (`linear_q`) with the fused options as ops of their own."""
+    if norm is not None:
+        x = rmsnorm(x, norm, eps=eps)
+    last = activation is None and residual is None
+    y = linear_q(x, w, b, out=out if last else None)
+    if activation == "swiglu":
+        y = elementwise.swiglu(y, out=out if residual is None else None)
+    return y if residual is None else elementwise.add(y, residual, out=out)
 
 
 # ---- rope ----
@@ -146,18 +289,25 @@ def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
 @attrs.frozen
 class RopeParams:
     pos: int = 0  # position of row 0 (plus pos_buf[0] on the GPU when a position tensor is given)
+    rotary_dim: int | None = None  # rotate the first rotary_dim dims of each head (None: all)
+    interleaved: bool = False  # pairs (2i, 2i + 1) (GPT-J) instead of (i, i + rotary_dim / 2)
 
 
 def _infer_rope(params: RopeParams, specs):
     x, cos_t, sin_t, pos_t = specs
-    if len(x.shape) != 3 or x.shape[2] % 2:
-        raise ShapeError(f"rope: x must be [rows, heads, head_dim] with an even head_dim, got {x.shape}")
-    half = x.shape[2] // 2
+    if len(x.shape) != 3:
+        raise ShapeError(f"rope: x must be [rows, heads, head_dim], got {x.shape}")
+    dim = x.shape[2]
+    rd = dim if params.rotary_dim is None else params.rotary_dim
+    if rd % 2 or not 2 <= rd <= dim:
+        raise ShapeError(f"rope: rotary_dim {rd} must be even and in [2, head_dim {dim}] (x {x.shape})")
+    half = rd // 2
+    k = kernel(select_variant("rope", output_dtype=x.dtype))
     for name, t in (("cos", cos_t), ("sin", sin_t)):
         if len(t.shape) != 2 or t.shape[1] != half:
-            raise ShapeError(f"rope: {name} table must be [max_pos, {half}] for head_dim {x.shape[2]}, got {t.shape}")
-        if t.dtype != x.dtype:
-            raise DtypeError(f"rope: {name} table dtype {t.dtype} differs from x's {x.dtype}")
+            raise ShapeError(f"rope: {name} table must be [max_pos, {half}] for rotary_dim {rd}, got {t.shape}")
+        if t.dtype != k.facts["table_dtype"]:
+            raise DtypeError(f"rope: {name} table dtype {t.dtype}; x of {x.dtype} takes {k.facts['table_dtype']} tables")
     if cos_t.shape != sin_t.shape:
         raise ShapeError(f"rope: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
     args.integer("rope", "pos", params.pos, 0, args.U32_MAX)
@@ -167,41 +317,48 @@ def _infer_rope(params: RopeParams, specs):
                          f"exceed the table's {cos_t.shape[0]} rows")
     if pos_t is not None and (pos_t.dtype != "u32" or pos_t.size < 1):
         raise ShapeError(f"rope: a GPU position must be a u32 tensor with at least one value, got {pos_t.shape} {pos_t.dtype}")
-    select_variant("rope", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype),)
 
 
 def _encode_rope(ctx, params: RopeParams, inputs, outputs):
     (x, cos_t, sin_t, pos_t), (y,) = inputs, outputs
     variant = select_variant("rope", output_dtype=x.dtype)
+    k = kernel(variant)
     rows, heads, dim = x.shape
-    total = rows * heads * (dim // 2)
-    return [ctx.dispatch(variant, uniforms={"rows": rows, "heads": heads, "half": dim // 2, "pos": params.pos,
+    threads = ceil_div(x.size, k.limits["elems_per_word"])  # one per element, or per u32 word of bf16
+    return [ctx.dispatch(variant, uniforms={"rows": rows, "heads": heads, "dim": dim, "half": cos_t.shape[1],
+                                            "interleaved": int(params.interleaved), "pos": params.pos,
                                             "use_pos_buf": int(pos_t is not None), "table_rows": cos_t.shape[0]},
                          bindings={"x": x, "cos_t": cos_t, "sin_t": sin_t,
                                    "pos_buf": pos_t if pos_t is not None else ctx.fallback("rope.pos"), "y": y},
-                         workgroups=ctx.grid(ceil_div(total, kernel(variant).threads)), label="rope")]
+                         workgroups=ctx.grid(ceil_div(threads, k.threads)), label="rope")]
 
 
 ROPE = register(OpDef("rope", _infer_rope, _encode_rope, inputs=("x", "cos", "sin", "pos?")))
 
 
-def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, out=None):
-    """Rotate-half RoPE of x [rows, heads, head_dim] with tables [max_pos, head_dim / 2]; row r sits at
-    position `pos + r`. `pos` is an int (checked against the table) or a u32 GPU tensor (plus `pos_offset`),
-    read at dispatch time; rows a GPU position puts beyond the table come out as zeros and are reported on
-    the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
+def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, rotary_dim: int | None = None, interleaved: bool = False,
+         out=None):
+    """RoPE of x [rows, heads, head_dim] (f32, f16 or bf16) with tables [max_pos, rotary_dim / 2] (x's dtype; f32
+    for bf16 x); row r sits at position `pos + r`. The first `rotary_dim` dims of each head (default: all) turn
+    in pairs (i, i + rotary_dim / 2) (rotate-half, as Llama), or (2i, 2i + 1) with `interleaved` (GPT-J); the
+    other dims pass through. `pos` is an int (checked against the table) or a u32 GPU tensor (plus
+    `pos_offset`), read at dispatch time; rows a GPU position puts beyond the table come out as zeros and are
+    reported on the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
     pos_offset = args.integer("rope", "pos_offset", pos_offset)
+    rd = args.optional_integer("rope", "rotary_dim", rotary_dim)  # even and <= head_dim: a shape rule (infer)
+    interleaved = args.flag("rope", "interleaved", interleaved)
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
-        return apply(ROPE, RopeParams(pos_offset), (x, cos, sin, pos), out=out)
+        return apply(ROPE, RopeParams(pos_offset, rd, interleaved), (x, cos, sin, pos), out=out)
     if not args.is_int(pos):
         raise args.fail("rope", "pos", pos, "an integer in [0, 4294967295] or a u32 GPU tensor")
     start = args.integer("rope", "pos + pos_offset", int(pos) + pos_offset)
-    return apply(ROPE, RopeParams(start), (x, cos, sin, None), out=out)
+    return apply(ROPE, RopeParams(start, rd, interleaved), (x, cos, sin, None), out=out)
 
 
 def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin tables [max_pos, head_dim / 2] with frequencies base ** (-2i / head_dim)."""
+    """cos and sin tables [max_pos, head_dim / 2] with frequencies base ** (-2i / head_dim); for partial rotary
+    pass rotary_dim as head_dim (the exponents run over the rotary dims, as transformers computes them)."""
     max_pos = args.integer("rope_tables", "max_pos", max_pos)
     head_dim = args.integer("rope_tables", "head_dim", head_dim, 2)
     if head_dim % 2:

@@ -1,6 +1,7 @@
-"""Elementwise ops from one table: each row names an op, its WGSL expression and dtypes; the unary and
-binary shader templates (shaders/elementwise_*.wgsl) take the expression, and one kernel variant per row and
-dtype is generated into the registry. Adding an op is a table row plus its public function.
+"""Elementwise ops: each op's kernel is a registry entry (shaders/registry/elementwise.toml) that gives the
+unary or binary shader template (shaders/elementwise_*.wgsl) its WGSL expression, one kernel per dtype of
+the `float` matrix; this module gives each op its form and public function. Adding an op is a registry entry,
+a FORMS row and its public function.
 
 Math is done in f32 (f16 elements are widened, the result rounded once). Binary ops broadcast a trailing-
 dims operand as numpy does when b's shape is a suffix of a's ([S, H] + [H]); `swiglu` reads the two halves
@@ -11,57 +12,24 @@ from __future__ import annotations
 import attrs
 
 from wgraph import args
+from wgraph.dtypes import F32_MAX
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.runtime.registry import add_generated_variants, kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
-
-@attrs.frozen
-class Elementwise:
-    """One row of the table. `form`: "unary" (expression over `v` and the float param `alpha`), "binary"
-    (over `va`, `vb`; b broadcast over a's leading dims) or "halves" (va, vb = the two halves of x's last dim)."""
-
-    name: str
-    expr: str
-    form: str
-    dtypes: tuple[str, ...] = ("f32", "f16")
-
-
-TABLE = (
-    Elementwise("scale", "v * alpha", "unary"),
-    Elementwise("silu", "silu(v)", "unary"),
-    Elementwise("gelu", "v * normal_cdf(v)", "unary"),
-    # 0.5 (1 + tanh(u)) = sigmoid(2u): the tanh form without its cancellation at x << 0
-    Elementwise("gelu_tanh", "v * sigmoid(1.5957691216057307 * (v + 0.044715 * v * v * v))", "unary"),
-    Elementwise("add", "va + vb", "binary"),
-    Elementwise("mul", "va * vb", "binary"),
-    Elementwise("swiglu", "silu(va) * vb", "halves"),
-)
-
-
-def _variant_entries(table) -> dict[str, dict]:
-    """Registry entries (the keys of a registry.toml entry), one per row and dtype, named `{op}_{dtype}`."""
-    entries = {}
-    for row in table:
-        for dt in row.dtypes:
-            f16 = dt == "f16"
-            entries[f"{row.name}_{dt}"] = {
-                "op": row.name, "file": f"elementwise_{'unary' if row.form == 'unary' else 'binary'}.wgsl",
-                "entry": "main", "workgroup_size": [256], "output_dtype": dt,
-                "features": ["shader-f16"] if f16 else [],
-                "defines": {"T": dt, "ENABLE": "enable f16;" if f16 else "", "EXPR": row.expr},
-            }
-    return entries
-
-
-add_generated_variants(_variant_entries(TABLE))
+# Each op's form: "unary" (an expression over `v` and the float param `alpha`), "binary" (over `va`, `vb`;
+# b broadcast over a's leading dims) or "halves" (va, vb = the two halves of x's last dim).
+FORMS = {"scale": "unary", "silu": "unary", "gelu": "unary", "gelu_tanh": "unary", "softcap": "unary",
+         "add": "binary", "mul": "binary", "swiglu": "halves", "geglu": "halves", "geglu_tanh": "halves"}
 
 
 def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
+    """n elements: one invocation per element, or per u32 word of `elems_per_word` elements (bf16)."""
     if indirect is not None:
         return {"indirect": (indirect, 0)}
-    return {"workgroups": ctx.grid(ceil_div(n, kernel(variant).threads))}
+    k = kernel(variant)
+    return {"workgroups": ctx.grid(ceil_div(ceil_div(n, k.limits.get("elems_per_word", 1)), k.threads))}
 
 
 def _check_indirect(spec):
@@ -88,14 +56,33 @@ class ScaleParams:
 
 
 @attrs.frozen
+class SoftcapParams:
+    """softcap's cap, the expression's `alpha`."""
+
+    cap: float
+
+    @property
+    def alpha(self) -> float:
+        return self.cap
+
+
+@attrs.frozen
 class BinaryParams:
     pass
 
 
+# The float param of the unary ops that take one, and its rule (args.real's bounds): a Program.update's params
+# come to infer unchecked, so infer checks it too.
+_ALPHA_RULES = {"scale": ("factor", -F32_MAX, False), "softcap": ("cap", 0.0, True)}  # name, lo, open_lo
+
+
 def _unary(op: str):
-    def infer(params: UnaryParams | ScaleParams, specs):
+    rule = _ALPHA_RULES.get(op)
+
+    def infer(params: UnaryParams | ScaleParams | SoftcapParams, specs):
         x, indirect = specs
-        args.real(op, "factor", params.alpha)
+        if rule is not None:
+            args.real(op, rule[0], params.alpha, rule[1], open_lo=rule[2])
         select_variant(op, output_dtype=x.dtype)
         _check_indirect(indirect)
         return (TensorSpec(x.shape, x.dtype),)
@@ -154,7 +141,8 @@ def _halves(op: str):
 
 _FORMS = {"unary": _unary, "binary": _binary, "halves": _halves}
 _INPUTS = {"unary": ("x", "indirect?"), "binary": ("a", "b", "indirect?"), "halves": ("x",)}
-OPDEFS = {row.name: register(OpDef(row.name, *_FORMS[row.form](row.name), inputs=_INPUTS[row.form])) for row in TABLE}
+OPDEFS = {name: register(OpDef(name, *_FORMS[form](name), inputs=_INPUTS[form]))  # type: ignore[misc]
+          for name, form in FORMS.items()}
 
 
 def scale(x, factor: float, *, indirect=None, out=None):
@@ -174,6 +162,13 @@ def gelu(x, *, approximate: str = "none", out=None):
                  out=out)
 
 
+def softcap(x, cap: float, *, out=None):
+    """`cap * tanh(x / cap)`: squashes x into (-cap, cap), near the identity for |x| << cap (Gemma 2's final
+    logits). cap: a finite number > 0."""
+    return apply(OPDEFS["softcap"], SoftcapParams(args.real("softcap", "cap", cap, 0.0, open_lo=True)), (x, None),
+                 out=out)
+
+
 def add(a, b, *, indirect=None, out=None):
     """`a + b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
     return apply(OPDEFS["add"], BinaryParams(), (a, b, indirect), out=out)
@@ -182,6 +177,14 @@ def add(a, b, *, indirect=None, out=None):
 def mul(a, b, *, indirect=None, out=None):
     """`a * b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
     return apply(OPDEFS["mul"], BinaryParams(), (a, b, indirect), out=out)
+
+
+def geglu(x, *, approximate: str = "none", out=None):
+    """`gelu(gate) * up` for x = [..., 2 * n] holding [gate | up] in its last dim -> [..., n]; gelu in the erf
+    form (approximate="none") or the tanh form ("tanh", Gemma's gelu_pytorch_tanh)."""
+    ops = {"none": "geglu", "tanh": "geglu_tanh"}
+    return apply(OPDEFS[ops[args.choice("geglu", "approximate", approximate, tuple(ops))]], BinaryParams(), (x,),
+                 out=out)
 
 
 def swiglu(x, *, out=None):

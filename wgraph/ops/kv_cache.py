@@ -14,7 +14,7 @@ from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.args import U32_MAX
 from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
-from wgraph.runtime.registry import kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 LAYOUTS = {"contiguous": 0, "ring": 1, "paged": 2}
@@ -102,6 +102,9 @@ def _infer_write(params: WriteParams, specs):
             raise ShapeError(f"{op}: cache {dst.shape} does not match rows {src.shape} (kv_heads, head_dim)")
         if dst.dtype != src.dtype:
             raise DtypeError(f"{op}: cache dtype {dst.dtype} differs from the new rows' {src.dtype}")
+        if dst.dtype == "bf16" and heads * dim % 2:
+            raise ShapeError(f"{op}: a bf16 row is copied as u32 words of two elements, so kv_heads x head_dim must be "
+                             f"even; got {src.shape}")
         select_variant("kv_append", output_dtype=dst.dtype)
     else:
         _check_packed(params.mode, dst, scales, (dst.shape[0] if len(dst.shape) else 0, heads, dim), op)
@@ -155,8 +158,9 @@ def _write_dispatch(ctx, params: WriteParams, src, dst, scales, table, pos_t):
     pos_t = pos_t if pos_t is not None else ctx.fallback("kv.pos")
     if params.mode is None:
         variant = select_variant("kv_append", output_dtype=dst.dtype)
-        total = n * heads * dim
-        return ctx.dispatch(variant, uniforms=dict(common, row_elems=heads * dim),
+        row_words = heads * dim // kernel(variant).limits["elems_per_word"]  # bf16 rows copy as u32 words
+        total = n * row_words
+        return ctx.dispatch(variant, uniforms=dict(common, row_elems=row_words),
                             bindings={"src": src, "dst": dst, "page_table": table, "pos_buf": pos_t},
                             workgroups=ctx.grid(ceil_div(total, kernel(variant).threads)), label="kv_append")
     variant = select_variant("kv_quantize", mode=params.mode, src_dtype=src.dtype)

@@ -9,11 +9,21 @@ import attrs
 
 from wgraph import args
 from wgraph.errors import LimitError, ShapeError
-from wgraph.ops.core import OpDef, apply, register
-from wgraph.ops.rows import check_cpu_loops, check_rows, row_count, row_loops
-from wgraph.runtime import wgsl
-from wgraph.runtime.registry import kernel, kernels_for, select_variant
+from wgraph.ops.core import ceil_div, OpDef, apply, register
+from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
+from wgraph.kernels import wgsl
+from wgraph.kernels.registry import kernel, kernels_for, select_variant
 from wgraph.tensor import Tensor, TensorSpec
+
+@attrs.frozen
+class SampleSettings:
+    """How `sample` draws the next id (temperature > 0): what a model's decode program passes to `sample`."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+
 
 def _sample_loops(variant: str, dim: int, top_k: bool, top_p: bool) -> int:
     """Loop iterations of one sample invocation: the max, each search (an outer loop of the shader's
@@ -42,11 +52,22 @@ def _infer_argmax(params, specs):
 
 def _encode_argmax(ctx, params, inputs, outputs):
     (x,), (ids,) = inputs, outputs
-    variant = select_variant("argmax", input_dtype=x.dtype)
-    check_cpu_loops(ctx, "argmax", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 1, 1))
-    rows = row_count(x.shape)
-    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1]}, bindings={"x": x, "out": ids},
-                         workgroups=ctx.grid(rows), label="argmax")]
+    k = kernel(select_variant("argmax", input_dtype=x.dtype))
+    dim, rows = x.shape[-1], row_count(x.shape)
+    chunk_len = k.facts["chunk_len"]
+    chunks = max(1, ceil_div(dim, chunk_len))  # a row longer than chunk_len: one workgroup per chunk
+    check_row_loops(ctx, "argmax", dim, row_loops(min(dim, chunk_len), k.threads, 1, 1))
+    u = {"rows": rows, "dim": dim, "chunk_len": chunk_len, "chunks": chunks}
+    if chunks == 1:
+        return [ctx.dispatch(k.name, uniforms=u, bindings={"x": x, "out": ids, "parts": ctx.fallback("argmax.parts")},
+                             workgroups=ctx.grid(rows), label="argmax")]
+    merge = kernel("argmax_merge")
+    check_row_loops(ctx, "argmax", dim, row_loops(chunks, merge.threads, 1, 1))
+    parts = ctx.scratch((rows * chunks * 2,), "u32", "argmax.parts")
+    return [ctx.dispatch(k.name, uniforms=u, bindings={"x": x, "out": ids, "parts": parts},
+                         workgroups=ctx.grid(rows * chunks), label="argmax"),
+            ctx.dispatch(merge.name, uniforms={"rows": rows, "chunks": chunks}, bindings={"parts": parts, "out": ids},
+                         workgroups=ctx.grid(rows), label="argmax.merge")]
 
 
 ARGMAX = register(OpDef("argmax", _infer_argmax, _encode_argmax, inputs=("x",)))
@@ -98,7 +119,7 @@ def _encode_sample(ctx, params: SampleParams, inputs, outputs):
     dim = x.shape[-1]
     variant = _sample_variant(x.dtype, dim)
     top_k = params.top_k if 0 < params.top_k < dim else 0
-    check_cpu_loops(ctx, "sample", dim, _sample_loops(variant, dim, top_k > 0, params.top_p < 1))
+    check_row_loops(ctx, "sample", dim, _sample_loops(variant, dim, top_k > 0, params.top_p < 1))
     rows = row_count(x.shape)
     u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": params.top_p,
          "inv_temperature": min(1.0 / params.temperature, 1e30), "seed_lo": params.seed & 0xFFFFFFFF,

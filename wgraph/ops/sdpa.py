@@ -23,10 +23,10 @@ from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError, WgraphError
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
-from wgraph.ops.attention_loops import CPU_LOOP_LIMIT  # lavapipe's per-invocation loop cap (one place)
+from wgraph.ops.cpu_limits import check_cpu_loops
 from wgraph.ops.core import OpDef, apply, ceil_div, register, type_name
 from wgraph.ops.dense import reshape
-from wgraph.runtime.registry import kernel, select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
 # Iterations lavapipe counts per key tile beyond the kernel's own loop trips. Measured on Mesa 22.3.6 (one query,
@@ -92,9 +92,7 @@ def _check_device_limits(caps, seq_q: int, folded_heads: int, seq_k: int, head_d
     wg, acc = k.threads, k.limits["max_head_dim"] // k.threads
     per_tile = head_dim + 2 * int(math.log2(wg)) + acc + ceil_div(head_dim, wg) * wg + CPU_TILE_OVERHEAD
     n = ceil_div(head_dim, wg) + 2 * acc + ceil_div(seq_k, wg) * per_tile
-    if caps.is_cpu and n > CPU_LOOP_LIMIT:
-        raise LimitError(f"sdpa: attn_mask over {seq_k} keys at head_dim {head_dim} needs {n} loop iterations per "
-                         f"invocation; {caps.adapter_name!r} (a CPU adapter) stops at {CPU_LOOP_LIMIT}")
+    check_cpu_loops(caps, n, f"sdpa: attn_mask over {seq_k} keys at head_dim {head_dim}")
 
 
 def _infer_masked(params: SdpaMaskedParams, specs):

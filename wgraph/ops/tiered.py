@@ -15,7 +15,7 @@ from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register, tensor_arg
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
-from wgraph.runtime.registry import kernel
+from wgraph.kernels.registry import kernel
 from wgraph.tensor import Tensor, TensorSpec
 
 

@@ -1,15 +1,14 @@
 // Batched flash attention: attention_prefill_flash.wgsl's register-tiled kernel over a ragged batch
-// (attention_varlen, attention_kvcache with several queries per sequence). Workgroup (x, h, b) takes query block
-// x of sequence b, q head h, counted from the sequence's end (the blocks with the most keys start first); a block
-// past the sequence's queries returns at once, so one dispatch of (ceil(max_q / BLOCK_M), Hq, B) serves any
-// batch. Positions, masks and rows come from attention_batched_common.wgsl; everything else (registers, tiles,
+// (attention_varlen, attention_kvcache with several queries per sequence). Workgroup (h, b, z) takes q head h
+// of sequence b, query block nblocks - 1 - z: the block index is the slowest of the grid, so the blocks with the
+// most keys of every sequence start first and the short ones fill the tail; a block past the sequence's queries
+// returns at once, so one dispatch of (Hq, B, ceil(max_q / BLOCK_M)) serves any batch. Positions, masks and rows come from attention_batched_common.wgsl; everything else (registers, tiles,
 // the subgroup butterfly, NaN handling, packed f16 P.V) is the single-sequence kernel's, described there and
 // included from the same files (attention_flash_consts.wgsl, _regs, _row_init, _tiles, _out).
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
 @group(0) @binding(1) var<storage, read> q: array<vec4<{{Q_T}}>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<{{KV_T}}>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<{{KV_T}}>>;
+//!include {{KV_VEC4}}
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<{{OUT_T}}>>;
 @group(0) @binding(8) var<storage, read_write> lse: array<f32>;
 
@@ -19,13 +18,13 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let h = wid.y;
-    let b = wid.z;
+    let h = wid.x;
+    let b = wid.y;
     let sq = seq_q(b);
     let sk = seq_k(b);
     enter_seq(b, sk.x);
     let S = sq.y;
-    let i0 = (nwg.x - 1u - wid.x) * BLOCK_M;
+    let i0 = (nwg.z - 1u - wid.z) * BLOCK_M;
     if (i0 >= S) {
         return;                          // the whole workgroup: past this sequence's queries
     }

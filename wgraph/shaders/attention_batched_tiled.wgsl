@@ -1,17 +1,16 @@
 // Batched tiled attention: any number of queries per sequence (varlen prefill, a cache with several new
-// rows). Workgroup (x, h, b) takes queries x * BLOCK_M .. + BLOCK_M of sequence b, q head h; a workgroup past
-// its sequence's queries returns at once, so one dispatch of (ceil(max_q / BLOCK_M), Hq, B) serves any
-// ragged batch. The body is attention_prefill_tiled.wgsl's: TPQ = WG / BLOCK_M threads per query split its
+// rows). Workgroup (h, b, z) takes q head h of sequence b, queries i0 .. i0 + BLOCK_M with i0 = (nblocks - 1 - z)
+// * BLOCK_M (the blocks with the most keys start first, across the batch); a workgroup past its sequence's
+// queries returns at once, so one dispatch of (Hq, B, ceil(max_q / BLOCK_M)) serves any ragged batch. The body is attention_prefill_tiled.wgsl's: TPQ = WG / BLOCK_M threads per query split its
 // head dims; per tile of TILE_N keys, K and V go to workgroup memory (f32), the BLOCK_M x TILE_N scores are
 // computed once, and each query's threads apply the online-softmax update. Workgroup memory:
-// (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes, kept near 17 KB (lavapipe, DESIGN.md).
+// (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes, kept near 17 KB (lavapipe: docs/lavapipe.md).
 // The consts, the tile load and the softmax update are included from the single-sequence kernel's files
 // (attention_tiled_consts.wgsl, attention_tiled_load.wgsl, attention_tiled_update.wgsl).
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
-@group(0) @binding(2) var<storage, read> k: array<{{KV_T}}>;
-@group(0) @binding(3) var<storage, read> v: array<{{KV_T}}>;
+//!include {{KV_SCALAR}}
 @group(0) @binding(7) var<storage, read_write> out: array<{{OUT_T}}>;
 @group(0) @binding(8) var<storage, read_write> lse: array<f32>;
 
@@ -19,10 +18,11 @@
 const_assert WG % BLOCK_M == 0u;
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let b = wid.z;
-    let h = wid.y;
-    let i0 = wid.x * BLOCK_M;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+    let h = wid.x;
+    let b = wid.y;
+    let i0 = (nwg.z - 1u - wid.z) * BLOCK_M;
     let sq = seq_q(b);
     let sk = seq_k(b);
     enter_seq(b, sk.x);

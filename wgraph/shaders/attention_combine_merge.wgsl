@@ -1,13 +1,10 @@
-    var mx: f32 = MASKED;
+    var st = vec2<f32>(MASKED, 0.0);              // the thread's chunks' (m, l), merged as they are read
     for (var c: u32 = t; c < n; c += WG) {
-        mx = max(mx, part_ml[(first + c) * 2u]);
+        st = merge_ml(st, vec2<f32>(part_ml[(first + c) * 2u], part_ml[(first + c) * 2u + 1u]));
     }
-    let m = reduce(t, mx, true);
-    var ls: f32 = 0.0;
-    for (var c: u32 = t; c < n; c += WG) {
-        ls += exp(part_ml[(first + c) * 2u] - m) * part_ml[(first + c) * 2u + 1u];
-    }
-    let l = reduce(t, ls, false);
+    let ml = reduce_ml(t, st);
+    let m = ml.x;
+    let l = ml.y;
     var inv_l: f32 = 0.0;
     if (l > 0.0) {
         inv_l = 1.0 / l;                          // l == 0 (no chunk): zeros

@@ -9,8 +9,9 @@
 // lanes by a subgroupShuffleXor butterfly (no workgroup memory, no barrier; where subgroups are smaller than
 // LPR, through workgroup memory with two barriers a step), then one online-softmax update per head (running
 // max m, sum l and the P.V accumulator, all in registers) with the V pieces loaded in the same step. The next
-// step's K/V loads are issued before a step's math (software pipelining). The KS slots of the workgroup merge
-// their (m, l, acc) once at the end in workgroup memory and write the chunk's partial (m, l, acc) per head;
+// step's K/V loads are issued before a step's math (software pipelining). At the end of the chunk the KS slots
+// merge their (m, l, acc): the slots of a subgroup by shuffles, the subgroups' states in workgroup memory
+// (attention_fused_partials.wgsl); the chunk's partial (m, l, acc) per head goes to part_ml / part_acc, and
 // attention_decode_splitk_combine.wgsl merges the chunks.
 // Dispatch: (chunks, num_kv_heads, head blocks), direct or indirect (attention_decode_splitk_prepare.wgsl).
 {{ENABLE_F16}}

@@ -1,7 +1,8 @@
 // Split-K decode, step 2: merge the chunks' partial softmaxes (m, l, unnormalised acc) of q head h into
 // out. The chunk count comes from kv_len (as in the main kernel), so it follows a kv_len read on the GPU;
 // every counted chunk saw at least one key. No chunk (every key masked) -> zeros.
-// The maximum and the weighted sum of l are tree reductions over the chunks. The weighted sum of the
+// Each thread merges its chunks' (m, l) as it reads them, then one tree reduction merges the threads' states
+// (one read of part_ml, one reduction: the max and the weighted sum of l used to be two). The weighted sum of the
 // accumulators is spread over the whole workgroup: thread t takes vec4 t % D4 of the head and every
 // GROUPS-th chunk from t / D4, UNROLL loads in flight (a serial walk over the chunks waited on one memory
 // latency per chunk and dominated the decode time on the H200); the groups' sums meet in workgroup memory.

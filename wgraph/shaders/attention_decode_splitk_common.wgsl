@@ -1,7 +1,7 @@
 // Shared by the split-K decode kernels (prepare, main, combine): how the visible keys of the one query are
 // split into chunks. The split is a function of the visible span and the uniform num_chunks (the most
 // chunks the partial buffers hold), so the prepare kernel, the main kernel and the combine kernel derive
-// the same chunk count from a kv_len read on the GPU; attention_planner.splitk_chunks mirrors it for an
+// the same chunk count from a kv_len read on the GPU; attention_chunks.splitk_chunks mirrors it for an
 // int kv_len and makes num_chunks large enough that no chunk exceeds CHUNK_MAX keys (the main kernel keeps
 // a chunk's scores in workgroup memory). Needs attention_params.wgsl first and the defines CHUNK_STEP,
 // CHUNK_MAX, G_TILE, SPLIT_TARGET.

@@ -65,7 +65,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var n: u32 = 0u; n < DIMS_PER_LANE; n++) {
             let d = lane + n * lanes;
             if (d < D) {
-                part += qv[n] * f32(k[kb + d]);
+                part += qv[n] * kv_k1(kb + d);
             }
         }
         let s = transform_score(subgroupAdd(part));
@@ -76,7 +76,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var n: u32 = 0u; n < DIMS_PER_LANE; n++) {
             let d = lane + n * lanes;
             if (d < D) {
-                acc[n] = acc[n] * corr + p * f32(v[kb + d]);
+                acc[n] = acc[n] * corr + p * kv_v1(kb + d);
             }
         }
         m = m_new;

@@ -7,8 +7,8 @@
             var vx = vec4<MT>(0.0);
             if (kk < n_keys && d4 < D4) {
                 let at = (kv_row(base + kk) * params.num_kv_heads + g) * D4 + d4;
-                kx = vec4<f32>(k[at]);
-                vx = vec4<MT>(v[at]);
+                kx = vec4<f32>(kv_k4(at));
+                vx = vec4<MT>(kv_v4(at));
             }
             k_tile[idx] = kx;
             v_tile[idx] = vx;

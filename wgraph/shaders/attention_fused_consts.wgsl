@@ -1,16 +1,13 @@
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const MAX_D: u32 = {{MAX_HEAD_DIM}}u;
 const U: u32 = {{KEYS_PER_THREAD}}u;          // keys a slot takes per step
-const PV4: u32 = {{PIECE_VEC4S}}u;            // vec4<f32>s in one 16-byte piece: 2 (f16 kv) or 1 (f32 kv)
+//!include {{KV_PIECE}}
 const ELEMS: u32 = 4u * PV4;                  // head dims in one piece
 const DPL: u32 = {{DIMS_PER_LANE}}u;          // head dims a lane owns
 const PPL: u32 = DPL / ELEMS;                 // pieces a lane loads per key row
 const Q4: u32 = G_TILE * PPL * PV4;           // vec4s of q (and of acc) a lane holds
 const_assert DPL % ELEMS == 0u;
 
-// the slots' partial dots (when a slot spans subgroups), then their m and l, then their acc
-var<workgroup> red: array<f32, max(max(WG * DPL, 2u * G_TILE * WG), WG * U * G_TILE)>;
-
-fn piece(w: vec4<u32>, e: u32) -> vec4<f32> {
-    {{PIECE_BODY}}
-}
+// the slots' partial dots (when a slot spans subgroups), then the states' m and l, then their acc
+const RED_N: u32 = max(max(WG * DPL, 2u * G_TILE * WG), WG * U * G_TILE);
+var<workgroup> red: array<f32, RED_N>;

@@ -104,29 +104,3 @@
         }
 //!end
     }
-
-    // Merge the KS slots: red[hh * WG + slot] = m, red[(G_TILE + hh) * WG + slot] = l (written by lane 0).
-    workgroupBarrier();                          // the last step's partial dots are read
-    if (lane == 0u) {
-//!repeat hh G_TILE
-        red[${hh}u * WG + slot] = m[$hh];
-        red[(G_TILE + ${hh}u) * WG + slot] = l[$hh];
-//!end
-    }
-    workgroupBarrier();
-    var mw: array<f32, G_TILE>;                  // the chunk's max per head, then this slot's weight
-    var lt: array<f32, G_TILE>;                  // the chunk's l per head
-//!repeat hh G_TILE
-    {
-        var mm = MASKED;
-        for (var r: u32 = 0u; r < KS; r++) {
-            mm = max(mm, red[${hh}u * WG + r]);
-        }
-        var ll = 0.0;
-        for (var r: u32 = 0u; r < KS; r++) {
-            ll += exp(red[${hh}u * WG + r] - mm) * red[(G_TILE + ${hh}u) * WG + r];
-        }
-        lt[$hh] = ll;
-        mw[$hh] = mm;
-    }
-//!end

@@ -1,5 +1,5 @@
 // Shared by every attention kernel: the uniform struct (the one source of its layout) and the math that
-// depends only on it. See DESIGN.md "Attention semantics".
+// depends only on it. See docs/attention.md ("The rules").
 struct AttnParams {
     seq_len: u32,             // S, queries
     num_heads: u32,           // Hq

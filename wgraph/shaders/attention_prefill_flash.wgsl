@@ -17,8 +17,7 @@
 {{ENABLE_F16}}
 //!include attention_params.wgsl
 @group(0) @binding(1) var<storage, read> q: array<vec4<{{Q_T}}>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<{{KV_T}}>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<{{KV_T}}>>;
+//!include {{KV_VEC4}}
 @group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
 @group(0) @binding(5) var<storage, read> page_table: array<u32>;
 @group(0) @binding(6) var<storage, read_write> out: array<vec4<{{OUT_T}}>>;

@@ -4,7 +4,7 @@
 // (spread over all threads), and each query's threads apply the online-softmax update to their dims.
 // Three barriers per tile, none per key; any kv_len (the loop walks the union of the block's key ranges).
 // Workgroup memory: (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes; the registry keeps both
-// variants near 20 KB, well below the 32 KB at which lavapipe misbehaved (DESIGN.md).
+// variants near 20 KB, well below the 32 KB at which lavapipe misbehaved (docs/lavapipe.md).
 // Dispatch: (ceil(seq_len / BLOCK_M), num_heads, 1).
 {{ENABLE_F16}}
 //!include attention_params.wgsl

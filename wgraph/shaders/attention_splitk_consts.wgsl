@@ -1,7 +1,7 @@
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const MAX_D: u32 = {{MAX_HEAD_DIM}}u;
 const U: u32 = {{KEYS_PER_THREAD}}u;         // keys a thread has in flight per step
-const PV4: u32 = {{PIECE_VEC4S}}u;           // vec4<f32>s in one 16-byte piece: 2 (f16 kv) or 1 (f32 kv)
+//!include {{KV_PIECE}}
 const ELEMS: u32 = 4u * PV4;                 // head dims in one piece
 // Partial dots of one step: LPR rows of (pairs + 1) floats, pairs = KS * U * G_TILE (key, head) sums; the +1
 // makes the row stride odd, so lanes writing one pair hit different banks. LPR * KS <= WG.
@@ -13,7 +13,3 @@ const_assert MAX_D / ELEMS <= WG;
 var<workgroup> red: array<f32, RED_LEN>;                 // partial dots; reductions; the slots' sums
 var<workgroup> sc: array<f32, CHUNK_MAX * G_TILE>;       // the chunk's scores, then p, by [key][head]
 var<workgroup> stat: array<f32, 2u * G_TILE>;            // m, l per head
-
-fn piece(w: vec4<u32>, e: u32) -> vec4<f32> {
-    {{PIECE_BODY}}
-}

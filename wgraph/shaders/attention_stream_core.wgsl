@@ -57,7 +57,7 @@ fn attend_range(i: u32, h: u32, t: u32, lo: u32, hi: u32,
             if (d < D) {
                 var a = (*acc)[n] * corr;
                 for (var kk: u32 = 0u; kk < n_keys; kk++) {
-                    a += probs[kk] * f32(v[kv_index(kv_row(base + kk), g, d)]);
+                    a += probs[kk] * kv_v1(kv_index(kv_row(base + kk), g, d));
                 }
                 (*acc)[n] = a;
             }

@@ -5,8 +5,8 @@
             var vx: f32 = 0.0;
             if (kk < n_keys) {
                 let at = kv_index(kv_row(base + kk), g, d);
-                kx = f32(k[at]);
-                vx = f32(v[at]);
+                kx = kv_k1(at);
+                vx = kv_v1(at);
             }
             k_tile[kk * D + d] = kx;
             v_tile[kk * D + d] = vx;

@@ -1,0 +1,453 @@
+"""A/B of attention kernels on one GPU in one command (run from the project root; about 6 minutes on the H200):
+
+  warm     the first shape a process runs, timed over and over before torch exists, after torch's CUDA context is
+           made, and after a second of steady GPU work, with the GPU's clocks (nvidia-smi) read beside it
+  decode   f16 decode, the decode grid's 16 shapes: the planned kernel, split-K, and configurations of the fused
+           split-K kernel (experimental registry entries in a copy of wgraph/shaders/, never planned) beside
+           torch SDPA
+  batched  attention_kvcache decode at B = 1, 8, 32, 64 (the planned kernel, and the single-sequence kernel on
+           the same shape beside B = 1); varlen prefill beside the single-sequence flash kernel on the same rows
+  prefill  f32 prefill 16/16 D=128 at S 2048 and 4096: the planned kernel, flash configurations, and the flash
+           kernel with its next K/V tile prefetched into registers (benchmarks/experimental/)
+
+Every GPU time is taken two ways: `span` = one recording of back-to-back calls timed from the first dispatch's
+start to the last one's end (timestamps around every dispatch, which also give the per-kernel split), and
+`replay` = a compiled Program of 20 calls replayed back to back and timed by the wall clock (no timestamps;
+GPU-bound, as torch's CUDA-event loop is). `python benchmarks/attention_ab.py decode batched` runs some sections;
+`benchmarks/attention_apply.py $OUT/attention_ab.json` writes the winners into the registry. Writes
+$OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes)."""
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SMALL = os.environ.get("SMALL") == "1"
+OUT = Path(os.environ.get("OUT", "/tmp/attention_ab"))
+OUT.mkdir(parents=True, exist_ok=True)
+SECTIONS = [a for a in sys.argv[1:]] or ["warm", "decode", "batched", "prefill"]
+EXP = Path("/tmp/attention_ab_shaders")
+shutil.rmtree(EXP, ignore_errors=True)
+shutil.copytree("wgraph/shaders", EXP)
+for f in Path("benchmarks/experimental").glob("*.wgsl"):   # candidate kernels that are not package kernels (yet)
+    shutil.copy(f, EXP / f.name)
+import tomllib  # noqa: E402
+
+from wgraph.kernels.registry import expand_variant  # noqa: E402  (reads no registry yet)
+
+_files = [tomllib.loads(f.read_text()) for f in sorted((EXP / "registry").glob("*.toml"))]
+MATRICES = {k: v for f in _files for k, v in f.get("matrix", {}).items()}
+FLAT = {n: e for f in _files for name, entry in f.get("variants", {}).items()
+        for n, e in expand_variant(name, entry, MATRICES).items()}  # every kernel's entry, expanded
+
+
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+
+
+def exp_entry(src: str, name: str, config: dict) -> str:
+    """Kernel `src`'s expanded registry entry renamed, with `config` applied (WG: workgroup size; DIMS_PER_LANE:
+    the limit and the head-dim multiple; anything else a define), tier 'exp' so the planner never takes it."""
+    e = {**FLAT[src], "tier": "exp", "defines": dict(FLAT[src].get("defines", {})),
+         "limits": dict(FLAT[src]["limits"])}
+    for key, value in config.items():
+        if key == "WG":
+            e["workgroup_size"] = [value, 1, 1]
+        elif key == "DIMS_PER_LANE":
+            e["limits"]["dims_per_lane"] = e["head_dim_multiple"] = value
+        else:
+            e["defines"][key] = str(value)
+    if "prepare" in e:   # a split-K prepare with the same chunk consts (checked by the planner)
+        d = e["defines"]
+        e["prepare"] = f"x_prepare_g{d['G_TILE']}_t{d['SPLIT_TARGET']}_c{d['CHUNK_MAX']}"
+        PREPARES.add((d["G_TILE"], d["SPLIT_TARGET"], d["CHUNK_MAX"]))
+    return f"[variants.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in e.items())
+
+
+PREPARES: set = set()
+# Fused decode configurations per G_TILE (the registry's own is measured as the planned kernel). Each changes
+# what the profile says bounds the kernel: bytes in flight per SM (more workgroups: SPLIT_TARGET; more keys a
+# step: KEYS_PER_THREAD) against registers (DIMS_PER_LANE 8 halves q and acc per lane).
+FUSED = {
+    1: {"dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4), "t512": dict(SPLIT_TARGET=512),
+        "dpl8_u4_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4, SPLIT_TARGET=512),
+        "dpl8_u8_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=8, SPLIT_TARGET=512)},
+    4: {"dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4), "t512": dict(SPLIT_TARGET=512),
+        "dpl8_u4_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4, SPLIT_TARGET=512),
+        "dpl8_u2_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=2, SPLIT_TARGET=512)},
+}
+# f32 prefill flash configurations at D=128 (the registry's: BLOCK_M 64, 2 threads a query, 8-key tiles)
+PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dict(TILE_N=4),
+           "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}
+# batched flash at D=128 for the ragged varlen rows (short sequences: smaller query blocks)
+VARLEN = {"bm32": dict(BLOCK_M=32, WG=64)}
+
+extra = []
+for g, confs in FUSED.items():
+    for tag, conf in confs.items():
+        extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
+        extra.append(exp_entry(f"batched_fused_g{g}_f16", f"x_bfused_g{g}_f16_{tag}", conf))
+for tag, conf in PREFILL.items():
+    extra.append(exp_entry("prefill_flash_d128_f32", f"x_flash_d128_f32_{tag}", conf))
+# the flash kernel with the next K/V tile prefetched into registers (benchmarks/experimental/), registry numbers
+extra.append(exp_entry("prefill_flash_d128_f32", "x_flash_d128_f32_prefetch", {}).replace(
+    'file = "attention_prefill_flash.wgsl"', 'file = "attention_prefill_flash_prefetch.wgsl"'))
+for tag, conf in VARLEN.items():
+    extra.append(exp_entry("batched_flash_d128_f16", f"x_bflash_d128_f16_{tag}", conf))
+for g, t, c in sorted(PREPARES):
+    extra.append(f'[variants.x_prepare_g{g}_t{t}_c{c}]\nfile = "attention_decode_splitk_prepare.wgsl"\n'
+                 f'entry = "main"\nworkgroup_size = [1, 1, 1]\nfeatures = []\noutput_dtype = "u32"\n'
+                 f'op = "attention_combine"\ndefines = {{ G_TILE = "{g}", CHUNK_STEP = "64", CHUNK_MAX = "{c}", '
+                 f'SPLIT_TARGET = "{t}" }}\n')
+(EXP / "registry" / "zz_experiments.toml").write_text("\n\n".join(extra) + "\n")
+
+import wgraph.kernels.registry as R  # noqa: E402
+
+R.SHADER_DIR = EXP
+import wgraph as wg  # noqa: E402
+from wgraph.bench import torch_ref, warmup  # noqa: E402
+from wgraph.ops import attention_loops  # noqa: E402
+
+# the prefetching flash kernel runs the flash kernel's loops (its prefetch is unrolled): lavapipe's loop cap bound
+attention_loops.BOUNDS["attention_prefill_flash_prefetch.wgsl"] = attention_loops.BOUNDS["attention_prefill_flash.wgsl"]
+from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
+
+dev = wg.default_device()
+print(dev.caps, flush=True)
+TORCH = torch_ref.probe()["available"]
+RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
+                                                                 "prefill": PREFILL, "varlen": VARLEN}}
+N_CALLS = 5 if SMALL else 20
+
+
+def save():
+    (OUT / "attention_ab.json").write_text(json.dumps(RES, indent=1, default=str))
+
+
+def span_us(call, n: int, warm_s: float = 0.2):
+    """(median span / n over 3 recordings, per-label µs per call): timestamps around every dispatch."""
+    call()
+    dev.sync()
+    until = time.perf_counter() + warm_s
+    while time.perf_counter() < until:
+        with dev.record():
+            for _ in range(n):
+                call()
+        dev.sync()
+    spans, kern = [], {}
+    for _ in range(3):
+        with dev.record(profile=True) as rec:
+            for _ in range(n):
+                call()
+        prof = rec.profile()
+        spans.append(prof.span_us / n)
+        kern = {r.label.split(".")[-1]: round(r.total_us / n, 2) for r in prof.rows}
+    return statistics.median(spans), kern
+
+
+def replay_us(build, n: int = N_CALLS, min_s: float = 0.15):
+    """Wall µs per call of a compiled Program of `n` calls (`build(graph)` adds one call and returns its value),
+    replayed back to back after 0.2 s of replays; and whether the host kept the GPU fed (submit time < wall)."""
+    g = wg.Graph("ab")
+    for i in range(n):
+        g.output(f"o{i}", build(g, i))
+    prog = g.compile(dev)
+    prog.run()
+    dev.sync()
+    t0 = time.perf_counter()
+    runs = 0
+    while time.perf_counter() - t0 < 0.2:
+        prog.run()
+        runs += 1
+        if runs % 4 == 0:
+            dev.sync()
+    dev.sync()
+    per_run = (time.perf_counter() - t0) / runs
+    reps = max(3, int(min_s / max(per_run, 1e-6)))
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        prog.run()
+    t_submit = time.perf_counter() - t0
+    dev.sync()
+    wall = time.perf_counter() - t0
+    return wall / (reps * n) * 1e6, t_submit < 0.8 * wall
+
+
+def states(g, arrays, dtypes):
+    return [g.state(f"s{i}", a.shape, d, init=a) for i, (a, d) in enumerate(zip(arrays, dtypes))]
+
+
+def measure(label: str, call, build, work: float, unit: str, torch_us=None, extra=None, n: int = N_CALLS) -> dict:
+    """One candidate: both times, throughput (work per µs: bytes -> GB/s, flops -> TFLOP/s) and torch ratios."""
+    r = {"label": label}
+    try:
+        r["span_us"], r["kernel_us"] = span_us(call, n)
+        r["replay_us"], r["gpu_bound"] = replay_us(build, n)
+    except Exception as e:  # noqa: BLE001 - one failing candidate must not end the run
+        r["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        print(f"  FAIL {label}: {r['error']}", flush=True)
+        return r
+    scale = 1e3 if unit == "GB/s" else 1e6
+    for how in ("span", "replay"):
+        r[f"{how}_thru"] = work / r[f"{how}_us"] / scale
+        if torch_us:
+            r[f"{how}_x_torch"] = torch_us / r[f"{how}_us"]
+    if extra:
+        r.update(extra)
+    tor = f" x_torch span {r.get('span_x_torch', float('nan')):.3f} replay {r.get('replay_x_torch', float('nan')):.3f}"
+    print(f"  {label:44} span {r['span_us']:8.1f} us replay {r['replay_us']:8.1f} us ({r['replay_thru']:8.1f} {unit})"
+          f"{tor if torch_us else ''} {r['kernel_us']}{'' if r['gpu_bound'] else ' HOST-BOUND'}", flush=True)
+    return r
+
+
+def _np(dt):
+    return np.float16 if dt == "f16" else np.float32
+
+
+# ---- warm: the first shape ----
+
+def section_warm():
+    """Shape 1 of the decode grid timed in 20-call recordings for 1.5 s before torch exists, then after
+    torch's CUDA context, then after 1 s of steady copies; nvidia-smi clocks at each point."""
+    s = Shape("decode", 1, 256 if SMALL else 1024, 8 if SMALL else 32, 2 if SMALL else 8, 64, "f16")
+    rng = np.random.default_rng(0)
+    arrays = [rng.uniform(-1, 1, (s.S if i == 0 else s.L, s.Hq if i == 0 else s.Hkv, s.D)).astype(np.float16)
+              for i in range(3)]
+    q, k, v = (dev.tensor(a) for a in arrays)
+    out = wg.ops.attention(q, k, v, causal=True)
+    dev.sync()
+
+    def trace(seconds):
+        points = []
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            with dev.record(profile=True) as rec:
+                for _ in range(N_CALLS):
+                    wg.ops.attention(q, k, v, causal=True, out=out)
+            points.append((round(time.perf_counter() - t0, 3), round(rec.profile().span_us / N_CALLS, 2)))
+        return points
+
+    res = {"shape": s.label(), "clocks_idle": warmup.gpu_clocks()}
+    res["before_torch"] = trace(1.5)
+    res["clocks_after_1.5s"] = warmup.gpu_clocks()
+    res["torch_context"] = warmup.init_torch_cuda() if TORCH else False
+    res["after_torch"] = trace(0.5)
+    res["clocks_after_torch"] = warmup.gpu_clocks()
+    warmup.steady_work(dev, 1.0)
+    res["after_steady_work"] = trace(0.5)
+    res["clocks_after_steady_work"] = warmup.gpu_clocks()
+    RES["warm"] = res
+    for key in ("before_torch", "after_torch", "after_steady_work"):
+        pts = res[key]
+        print(f"warm {key:18} first {pts[0][1]:7.1f} us  at 0.5 s {next((p[1] for p in pts if p[0] >= 0.5), pts[-1][1]):7.1f}"
+              f"  last {pts[-1][1]:7.1f} us ({len(pts)} batches)", flush=True)
+    print(f"warm clocks: idle {res['clocks_idle']} | 1.5 s {res['clocks_after_1.5s']} | torch "
+          f"{res['clocks_after_torch']} | steady {res['clocks_after_steady_work']}", flush=True)
+    save()
+
+
+# ---- decode ----
+
+def section_decode():
+    lengths = (256, 1024) if SMALL else (1024, 4096, 16384, 32768)
+    heads = ((8, 2), (4, 4)) if SMALL else ((32, 8), (16, 16))
+    dims = (64,) if SMALL else (64, 128)
+    rows = RES.setdefault("decode", [])
+    for L in lengths:
+        for hq, hkv in heads:
+            for D in dims:
+                s = Shape("decode", 1, L, hq, hkv, D, "f16")
+                g = hq // hkv
+                rng = np.random.default_rng(0)
+                arrays = [rng.uniform(-1, 1, (1, hq, D)).astype(np.float16)] + \
+                         [rng.uniform(-1, 1, (L, hkv, D)).astype(np.float16) for _ in range(2)]
+                tensors = [dev.tensor(a) for a in arrays]
+                row = {"shape": s.label(), "L": L, "Hq": hq, "Hkv": hkv, "D": D, "bytes": bytes_moved(s), "res": []}
+                print(s.label(), flush=True)
+                ref = None
+                if TORCH:
+                    tr = torch_ref.run_sdpa(s, *arrays, reps=N_CALLS)
+                    row["torch_us"], ref = tr["torch_ms"] * 1e3, tr["output"]
+                    print(f"  {'torch':44} {row['torch_us']:8.1f} us", flush=True)
+                plan_name = None
+                variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16"]
+                variants += [f"x_fused_g{g}_f16_{tag}" for tag in FUSED.get(g, {})]
+                for var in variants:
+                    try:
+                        plan = wg.ops.attention_plan(*tensors, causal=True, variant=var)
+                    except wg.WgraphError as e:
+                        row["res"].append({"label": var, "error": f"{type(e).__name__}: {e}"})
+                        continue
+                    if var is not None and var == plan_name:
+                        continue
+                    out = wg.ops.attention(*tensors, causal=True, variant=var)
+
+                    def build(gr, i, var=var):
+                        if i == 0:
+                            build.st = states(gr, arrays, ("f16",) * 3)
+                        return wg.ops.attention(*build.st, causal=True, variant=var)
+
+                    r = measure(f"{plan.variant}{' (planned)' if var is None else ''}",
+                                lambda: wg.ops.attention(*tensors, causal=True, variant=var, out=out), build,
+                                bytes_moved(s), "GB/s", row.get("torch_us"),
+                                {"variant": plan.variant, "planned": var is None, "workgroups": plan.workgroups})
+                    if ref is not None and "error" not in r:
+                        r["diff"] = float(np.max(np.abs(out.numpy().astype(np.float32) - ref)))
+                    row["res"].append(r)
+                    if var is None:
+                        plan_name = plan.variant
+                rows.append(row)
+                save()
+                del tensors
+
+
+# ---- batched ----
+
+def section_batched():
+    hq, hkv, D, L = (8, 2, 32, 128) if SMALL else (32, 8, 128, 4096)
+    rows = RES.setdefault("batched", [])
+    for B in ((1, 8) if SMALL else (1, 8, 32, 64)):
+        rng = np.random.default_rng(0)
+        q = rng.uniform(-1, 1, (B, 1, hq, D)).astype(np.float16)
+        kc = rng.uniform(-1, 1, (B, L, hkv, D)).astype(np.float16)
+        vc = rng.uniform(-1, 1, (B, L, hkv, D)).astype(np.float16)
+        lens = np.full(B, L, np.uint32)
+        Q, K, V, LENS = dev.tensor(q), dev.tensor(kc), dev.tensor(vc), dev.tensor(lens)
+        work = 2 * B * L * hkv * D * 2 + 2 * B * hq * D * 2
+        row = {"label": f"kvcache B={B} kv={L} {hq}/{hkv} D={D} f16", "B": B, "bytes": work, "res": []}
+        print(row["label"], flush=True)
+        if TORCH:
+            from wgraph.bench.batched import BatchedShape, torch_sdpa
+            t = torch_sdpa(BatchedShape("decode", (L,) * B, hq, hkv, D, "f16"), (q, kc, vc), N_CALLS)
+            row.update(torch_us=t["torch_ms"] * 1e3, torch_how=t["torch_how"])
+            print(f"  {'torch (' + t['torch_how'] + ')':44} {row['torch_us']:8.1f} us", flush=True)
+        g = hq // hkv
+        for var in (None, f"batched_fused_g{g}_f16", f"batched_splitk_g{g}_f16",
+                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {})]):
+            try:
+                out = wg.ops.attention_kvcache(Q, K, V, cache_seqlens=LENS, causal=True, variant=var)
+            except wg.WgraphError as e:
+                row["res"].append({"label": var, "error": f"{type(e).__name__}: {e}"})
+                continue
+
+            def build(gr, i, var=var):
+                if i == 0:
+                    build.st = states(gr, (q, kc, vc, lens), ("f16", "f16", "f16", "u32"))
+                a, b_, c, ln = build.st
+                return wg.ops.attention_kvcache(a, b_, c, cache_seqlens=ln, causal=True, variant=var)
+
+            row["res"].append(measure(var or "planned", lambda: wg.ops.attention_kvcache(
+                Q, K, V, cache_seqlens=LENS, causal=True, variant=var, out=out), build, work, "GB/s",
+                row.get("torch_us")))
+        if B == 1:   # the single-sequence kernel on the same shape
+            q1, k1, v1 = Q.reshape(1, hq, D), K.reshape(L, hkv, D), V.reshape(L, hkv, D)
+            out1 = wg.ops.attention(q1, k1, v1, causal=True)
+
+            def build1(gr, i):
+                if i == 0:
+                    build1.st = states(gr, (q[0], kc[0], vc[0]), ("f16",) * 3)
+                return wg.ops.attention(*build1.st, causal=True)
+
+            row["single"] = measure("single-sequence attention (planned)", lambda: wg.ops.attention(
+                q1, k1, v1, causal=True, out=out1), build1, work, "GB/s", row.get("torch_us"))
+        rows.append(row)
+        save()
+    # varlen prefill vs the single-sequence flash kernel on the same total rows
+    lens = (16, 32, 8, 24) if SMALL else (512, 1024, 256, 768, 512, 1024, 128, 896)
+    n = sum(lens)
+    rng = np.random.default_rng(0)
+    q = rng.uniform(-1, 1, (n, hq, D)).astype(np.float16)
+    k = rng.uniform(-1, 1, (n, hkv, D)).astype(np.float16)
+    v = rng.uniform(-1, 1, (n, hkv, D)).astype(np.float16)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
+    Q, K, V, CU = dev.tensor(q), dev.tensor(k), dev.tensor(v), dev.tensor(cu)
+    m = max(lens)
+    work = sum(4.0 * x * x * hq * D / 2 for x in lens)
+    row = {"label": f"varlen B={len(lens)} rows={n} {hq}/{hkv} D={D} f16", "flops": work, "res": []}
+    print(row["label"], flush=True)
+    for var in (None, *[f"x_bflash_d128_f16_{tag}" for tag in VARLEN]):
+        out = wg.ops.attention_varlen(Q, K, V, CU, CU, max_seqlen_q=m, max_seqlen_k=m, causal=True, variant=var)
+
+        def build(gr, i, var=var):
+            if i == 0:
+                build.st = states(gr, (q, k, v, cu), ("f16", "f16", "f16", "u32"))
+            a, b_, c, cc = build.st
+            return wg.ops.attention_varlen(a, b_, c, cc, cc, max_seqlen_q=m, max_seqlen_k=m, causal=True, variant=var)
+
+        row["res"].append(measure(var or "planned", lambda: wg.ops.attention_varlen(
+            Q, K, V, CU, CU, max_seqlen_q=m, max_seqlen_k=m, causal=True, variant=var, out=out), build, work, "TFLOP/s",
+            n=5))
+    out1 = wg.ops.attention(Q, K, V, causal=True)   # one sequence of all the rows: 4x the pairs, same kernel class
+    s1 = Shape("prefill", n, n, hq, hkv, D, "f16")
+
+    def build1(gr, i):
+        if i == 0:
+            build1.st = states(gr, (q, k, v), ("f16",) * 3)
+        return wg.ops.attention(*build1.st, causal=True)
+
+    row["single"] = measure(f"single-sequence flash, {n} rows", lambda: wg.ops.attention(Q, K, V, causal=True, out=out1),
+                            build1, flops(s1), "TFLOP/s", n=5)
+    rows.append(row)
+    save()
+
+
+# ---- f32 prefill ----
+
+def section_prefill():
+    rows = RES.setdefault("prefill", [])
+    for S in ((64,) if SMALL else (2048, 4096)):
+        s = Shape("prefill", S, S, 4 if SMALL else 16, 4 if SMALL else 16, 128, "f32")
+        rng = np.random.default_rng(0)
+        arrays = [rng.uniform(-1, 1, (S, s.Hq, s.D)).astype(np.float32) for _ in range(3)]
+        tensors = [dev.tensor(a) for a in arrays]
+        row = {"shape": s.label(), "S": S, "flops": flops(s), "res": []}
+        print(s.label(), flush=True)
+        ref = None
+        if TORCH:
+            tr = torch_ref.run_sdpa(s, *arrays, reps=3)
+            row["torch_us"], ref = tr["torch_ms"] * 1e3, tr["output"]
+            print(f"  {'torch':44} {row['torch_us']:8.1f} us {flops(s) / row['torch_us'] / 1e6:.2f} TFLOP/s", flush=True)
+        for var in (None, *[f"x_flash_d128_f32_{tag}" for tag in PREFILL], "x_flash_d128_f32_prefetch"):
+            out = wg.ops.attention(*tensors, causal=True, variant=var)
+
+            def build(gr, i, var=var):
+                if i == 0:
+                    build.st = states(gr, arrays, ("f32",) * 3)
+                return wg.ops.attention(*build.st, causal=True, variant=var)
+
+            r = measure(var or "planned", lambda: wg.ops.attention(*tensors, causal=True, variant=var, out=out), build,
+                        flops(s), "TFLOP/s", row.get("torch_us"), n=4)
+            if ref is not None and "error" not in r:
+                r["diff"] = float(np.max(np.abs(out.numpy() - ref)))
+            row["res"].append(r)
+        rows.append(row)
+        save()
+
+
+t_start = time.perf_counter()
+if "warm" in SECTIONS:
+    section_warm()
+if TORCH:
+    warmup.init_torch_cuda()
+RES["prepare"] = warmup.prepare(dev, TORCH)
+for name in ("decode", "batched", "prefill"):
+    if name in SECTIONS:
+        t0 = time.perf_counter()
+        globals()[f"section_{name}"]()
+        print(f"section {name}: {time.perf_counter() - t0:.0f} s", flush=True)
+RES["elapsed_s"] = time.perf_counter() - t_start
+save()
+print(f"done in {RES['elapsed_s']:.0f} s; wrote {OUT / 'attention_ab.json'}", flush=True)

@@ -1,0 +1,71 @@
+// EXPERIMENTAL (benchmarks/attention_ab.py copies it into its shader folder; not a package kernel):
+// attention_prefill_flash.wgsl with the next K/V tile prefetched into registers (attention_flash_tiles_prefetch.wgsl).
+// Flash-attention prefill, register-tiled. A workgroup takes BLOCK_M queries of one q head; each thread
+// owns ROWS_PER_THREAD queries (ROW_STEP apart) and, with the TPQ - 1 other lanes of its subgroup that share
+// those rows, splits their head dims: lane `part` owns vec4s part, part + TPQ, ... (interleaved, so the
+// lanes of a row read neighbouring vec4s of a K/V row: no bank conflicts). A thread keeps its q dims and
+// output accumulators in registers for the whole kernel; K/V tiles of TILE_N keys sit in workgroup memory.
+// Per tile: load K and V (16-byte loads, zero past head_dim and kv end), barrier; partial q.k per thread,
+// summed over the TPQ lanes by a subgroupShuffleXor butterfly (TPQ <= 4: WebGPU guarantees subgroups of at
+// least 4 invocations); one online-softmax update per tile; P.V into the registers; barrier. Every K vec4
+// read from workgroup memory feeds 4 * R FMAs. Tiles beyond the block's key range (causal, window) are
+// never visited, and the blocks with the most keys start first (block index reversed).
+// q.k is always f32: summing it in f16 was tried and broke FlashAttention's error rule by 8-85x wherever
+// scores are large (peaky softmax), so it would be a silent wrong answer on real activations. MT is the
+// type of the V tile and of a tile's P.V sum: f32, or f16 for the packed-f16 variants (PACKED_F16 with
+// MT f16): p is in [0, 1], so P.V in vec4<f16> FMAs (two lanes an instruction) over one tile, folded into
+// the f32 accumulators after each tile, stays within the rule; softmax state is f32.
+// Loops over register arrays are unrolled with //!repeat. Dispatch: (ceil(seq_len / BLOCK_M), num_heads, 1).
+{{ENABLE_F16}}
+//!include attention_params.wgsl
+@group(0) @binding(1) var<storage, read> q: array<vec4<{{Q_T}}>>;
+//!include {{KV_VEC4}}
+@group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
+@group(0) @binding(5) var<storage, read> page_table: array<u32>;
+@group(0) @binding(6) var<storage, read_write> out: array<vec4<{{OUT_T}}>>;
+@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
+//!include attention_kv_layout.wgsl
+
+//!include attention_flash_consts.wgsl
+const LPT: u32 = (TILE4 + WG - 1u) / WG;   // prefetched vec4s of K (and of V) per thread
+
+@compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
+        @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) lane: u32) {
+    let h = wid.y;
+    let i0 = (nwg.x - 1u - wid.x) * BLOCK_M;
+    let g = kv_head_of(h);
+    let D4 = params.head_dim / 4u;
+    let S = params.seq_len;
+    let kv_len = kv_len_now();
+
+//!include attention_flash_regs.wgsl
+//!repeat r R
+    {
+        let i = i0 + row0 + ${r}u * ROW_STEP;
+        ok[$r] = i < S;
+        ob[$r] = (min(i, S - 1u) * params.num_heads + h) * D4;
+        var rr = vec2<u32>(0u, 0u);
+        if (ok[$r]) {
+            rr = key_range(query_pos(i, kv_len), kv_len);
+        }
+//!include attention_flash_row_init.wgsl
+    }
+//!end
+
+    let i_last = min(i0 + BLOCK_M, S) - 1u;
+    let lo = key_range(query_pos(i0, kv_len), kv_len).x;
+    let hi = max(lo, key_range(query_pos(i_last, kv_len), kv_len).y);
+
+//!include attention_flash_tiles_prefetch.wgsl
+
+//!repeat r R
+    if (ok[$r]) {
+//!include attention_flash_out.wgsl
+        if (params.write_lse != 0u && part == 0u) {
+            lse[h * S + i0 + row0 + ${r}u * ROW_STEP] = select(lse_of(m[$r], l[$r]), poison[$r], poisoned[$r]);
+        }
+    }
+//!end
+}

@@ -1,0 +1,145 @@
+"""bf16 as a storage dtype: host rounding (nearest even, NaN kept, overflow refused) against a reference that
+picks the nearer of the two neighbouring bf16 values; tensors of odd sizes; the bf16 kernels of elementwise ops,
+rmsnorm, embedding and kv_append against float64 numpy on bf16 inputs."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
+
+
+def nearest_bf16(x: np.ndarray) -> np.ndarray:
+    """The bf16 value nearest each f32 (ties to the even bit pattern), by comparing the two bf16 neighbours in
+    float64: the truncated pattern and the next one away from zero."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    lo = (u >> 16).astype(np.uint32)
+    hi = lo + 1
+    with np.errstate(invalid="ignore"):  # NaN inputs
+        v_lo = (lo << 16).view(np.float32).astype(np.float64)
+        v_hi = (hi << 16).view(np.float32).astype(np.float64)  # may be inf past the largest finite
+        xd = x.astype(np.float64)
+        d_lo, d_hi = np.abs(xd - v_lo), np.abs(v_hi - xd)
+    pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (lo % 2 == 1))
+    out = np.where(pick_hi, v_hi, v_lo)
+    return np.where(np.isnan(xd), np.nan, np.where(np.isinf(xd), xd, out))
+
+
+def bf16_values(rng, shape, scale=1.0) -> np.ndarray:
+    """float32 data whose values are exactly bf16."""
+    return from_bf16(to_bf16(rng.standard_normal(shape).astype(np.float32) * scale))
+
+
+def test_host_rounding_matches_the_nearest_bf16(rng):
+    x = np.concatenate([
+        rng.standard_normal(20000).astype(np.float32) * 50,
+        np.geomspace(1e-41, 1e38, 2000).astype(np.float32),          # subnormals up to near the top
+        ((np.arange(1000, dtype=np.uint32) << 16) | 0x8000).view(np.float32),  # exact ties
+        np.array([0.0, -0.0, np.inf, -np.inf, 3.3895313e38, -1.0 - 2**-8], np.float32),
+    ])
+    got = from_bf16(to_bf16(x)).astype(np.float64)
+    want = nearest_bf16(x)
+    finite = np.isfinite(want)
+    assert np.array_equal(got[finite], want[finite]) and np.array_equal(got[~finite], want[~finite])
+    # float64 input rounds straight to bf16 (no double rounding through f32): just above a tie goes up
+    above_tie = 1.0 + 2.0**-8 + 2.0**-30
+    assert from_bf16(to_bf16(np.array([above_tie])))[0] == 1.0 + 2.0**-7
+    assert from_bf16(to_bf16(np.array([above_tie], np.float32)))[0] == 1.0  # f32 already rounded it to the tie
+    nan = to_bf16(np.array([np.nan, -np.nan, np.float32(np.uint32(0x7F800001).view(np.float32))], np.float32))
+    assert np.isnan(from_bf16(nan)).all()  # a NaN whose payload is only in the low half stays NaN, not inf
+    with pytest.raises(wg.DtypeError, match=r"to_bf16: 3\.39999.*e\+38 is beyond bfloat16.s range"):
+        to_bf16(np.array([1.0, 3.4e38], np.float32))
+
+
+def test_tensors_round_trip_and_writes_need_bf16_data(dev, rng):
+    x = rng.standard_normal(7).astype(np.float32)  # odd: the last u32 word holds one element
+    t = dev.tensor(x, "bf16")
+    assert (t.dtype, t.nbytes) == ("bf16", 14)
+    back = t.numpy()
+    assert back.dtype == np.float32 and np.array_equal(back, nearest_bf16(x).astype(np.float32))
+    with pytest.raises(wg.DtypeError, match=r"expects bf16 .* convert it explicitly \(wgraph\.dtypes\.to_bf16"):
+        dev.write(t, x)
+    dev.write(t, to_bf16(2 * x))
+    assert np.array_equal(t.numpy(), nearest_bf16(2 * x).astype(np.float32))
+    assert dev.tensor(to_bf16(x)).dtype == "bf16"  # bf16 bits keep their dtype without dtype=
+    assert np.array_equal(dev.tensor(np.array([1, 2, 300], np.uint16), "bf16").numpy(), [1.0, 2.0, 300.0])
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: 1e\+39 is beyond bfloat16's range"):
+        dev.tensor(np.array([1e39]), "bf16")
+    assert to_bf16(x).dtype == BF16_BITS
+
+
+ULP8 = 2.0**-8  # half a bf16 ulp, relative: the one rounding of an f32 result to bf16
+
+
+def assert_bf16_close(got, exact, f32_slack=1e-6):
+    """One rounding to bf16 of an f32 result within f32_slack (relative) of exact."""
+    got, exact = np.asarray(got, np.float64), np.asarray(exact, np.float64)
+    assert np.all(np.abs(got - exact) <= (ULP8 + f32_slack) * np.abs(exact) + 1e-38), \
+        float(np.max(np.abs(got - exact) / (np.abs(exact) + 1e-38)))
+
+
+@pytest.mark.parametrize("n", [1, 6, 7, 1001])
+def test_elementwise_bf16(dev, rng, n):
+    x, y = bf16_values(rng, n, 3), bf16_values(rng, n)
+    xt, yt = dev.tensor(to_bf16(x)), dev.tensor(to_bf16(y))
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    cases = [
+        (wg.ops.silu(xt), x64 / (1 + np.exp(-x64))),
+        (wg.ops.scale(xt, 0.3), x64 * np.float32(0.3)),
+        (wg.ops.softcap(xt, 2.0), 2.0 * np.tanh(x64 / 2.0)),
+        (wg.ops.add(xt, yt), x64 + y64),
+        (wg.ops.mul(xt, yt), x64 * y64),
+    ]
+    for got, exact in cases:
+        assert got.dtype == "bf16" and got.shape == (n,)
+        assert_bf16_close(got.numpy(), exact, 1e-6)
+
+
+def test_elementwise_bf16_broadcast_and_halves(dev, rng):
+    a, b = bf16_values(rng, (3, 5)), bf16_values(rng, 5)  # rows of 5: words straddle rows and b's wraps
+    got = wg.ops.add(dev.tensor(to_bf16(a)), dev.tensor(to_bf16(b))).numpy()
+    assert_bf16_close(got, a.astype(np.float64) + b)
+    gu = bf16_values(rng, (3, 10), 2)  # halves of 5: odd offsets into the words
+    g, u = gu[:, :5].astype(np.float64), gu[:, 5:].astype(np.float64)
+    got = wg.ops.swiglu(dev.tensor(to_bf16(gu)))
+    assert got.shape == (3, 5) and got.dtype == "bf16"
+    assert_bf16_close(got.numpy(), g / (1 + np.exp(-g)) * u, 1e-6)
+    got = wg.ops.geglu(dev.tensor(to_bf16(gu)), approximate="tanh").numpy()
+    gelu_t = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g**3)))
+    assert_bf16_close(got, gelu_t * u, 1e-5)
+
+
+def test_rmsnorm_bf16_per_head(dev, rng):
+    x, w = bf16_values(rng, (3, 2, 8), 4), bf16_values(rng, 8)
+    got = wg.ops.rmsnorm(dev.tensor(to_bf16(x)), dev.tensor(to_bf16(w)), eps=1e-6)
+    x64 = x.astype(np.float64)
+    exact = x64 / np.sqrt(np.mean(x64**2, -1, keepdims=True) + 1e-6) * w
+    assert got.dtype == "bf16"
+    assert_bf16_close(got.numpy(), exact, 1e-5)
+    with pytest.raises(wg.ShapeError, match=r"rmsnorm: a bf16 row .* must be even; got x \(2, 3\)"):
+        wg.ops.rmsnorm(dev.tensor(np.ones((2, 3), np.float32), "bf16"), dev.tensor(np.ones(3, np.float32), "bf16"))
+
+
+def test_embedding_bf16(dev, rng):
+    table = bf16_values(rng, (10, 6))
+    tt = dev.tensor(to_bf16(table))
+    ids = [3, 0, 9, 3, 5]
+    rows = wg.ops.embedding(ids, tt)
+    assert rows.dtype == "bf16" and np.array_equal(rows.numpy(), table[ids])  # a copy: exact
+    wide = wg.ops.embedding(dev.tensor(np.array(ids, np.uint32)), tt, dtype="f32")
+    assert wide.dtype == "f32" and np.array_equal(wide.numpy(), table[ids])  # widening: exact
+    odd = dev.tensor(np.ones((4, 3), np.float32), "bf16")
+    with pytest.raises(wg.ShapeError, match=r"embedding: bf16 rows .* hidden size must be even; got table \(4, 3\)"):
+        wg.ops.embedding([1], odd)
+    assert np.array_equal(wg.ops.embedding([1], odd, dtype="f32").numpy(), np.ones((1, 3), np.float32))
+
+
+def test_kv_append_bf16(dev, rng):
+    k, v = bf16_values(rng, (3, 2, 4)), bf16_values(rng, (3, 2, 4))
+    kc, vc = dev.tensor(np.zeros((6, 2, 4), np.float32), "bf16"), dev.tensor(np.zeros((6, 2, 4), np.float32), "bf16")
+    wg.ops.kv_append((kc, vc), dev.tensor(to_bf16(k)), dev.tensor(to_bf16(v)), 1)
+    pos = dev.tensor(np.array([4], np.uint32))
+    wg.ops.kv_append((kc, vc), dev.tensor(to_bf16(k[:2])), dev.tensor(to_bf16(v[:2])), pos)
+    want_k, want_v = np.zeros((6, 2, 4), np.float32), np.zeros((6, 2, 4), np.float32)
+    want_k[1:4], want_v[1:4], want_k[4:6], want_v[4:6] = k, v, k[:2], v[:2]
+    assert np.array_equal(kc.numpy(), want_k) and np.array_equal(vc.numpy(), want_v)

@@ -1,0 +1,226 @@
+"""`linear` for 1..8 rows (the GEMV of registry/gemv.toml) and its fused options against float64 numpy: RMSNorm
+prologue, bias, swiglu and residual epilogue, each weight dtype, odd sizes; the variants without subgroups
+and the tiled GEMM's unfused path compute the same; one dispatch per fused call (dev.stats); the plan is
+the first registry variant whose facts take the call. Bound: the kernel's error is at most 2x that of the
+same math done in f32 numpy, plus an atol."""
+
+import attrs
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.device import Caps
+from wgraph.kernels.registry import kernel, kernels_for, registry
+from wgraph.ops.dense import plan_linear
+
+NP = {"f32": np.float32, "f16": np.float16}
+
+
+def _reference(x, w, b, norm, residual, swiglu, eps, dtype):
+    """The op's math in `dtype` (np.float64 or np.float32), step by step."""
+    x = x.astype(dtype)
+    if norm is not None:
+        x = x / np.sqrt(np.mean(x * x, -1, keepdims=True) + dtype(eps)) * norm.astype(dtype)
+    y = x @ w.astype(dtype).T
+    if b is not None:
+        y = y + b.astype(dtype)
+    if swiglu:
+        half = y.shape[-1] // 2
+        gate, up = y[..., :half], y[..., half:]
+        y = gate / (1 + np.exp(-gate)) * up
+    if residual is not None:
+        y = y + residual.astype(dtype)
+    return y
+
+
+def _check(got, x, w, b, norm, residual, swiglu, eps=1e-5):
+    exact = _reference(x, w, b, norm, residual, swiglu, eps, np.float64)
+    same_f32 = _reference(x, w, b, norm, residual, swiglu, eps, np.float32)
+    assert got.shape == exact.shape and got.dtype == np.float32
+    err = np.abs(got.astype(np.float64) - exact)
+    bound = 2 * np.abs(same_f32.astype(np.float64) - exact) + 1e-5 * np.sqrt(x.shape[-1]) * (1 + np.abs(exact))
+    assert np.all(err <= bound), float(np.max(err - bound))
+
+
+def _case(rng, m, n, k, wdtype, *, norm, bias, swiglu, residual):
+    x = (rng.standard_normal((m, k)) * 2).astype(np.float32)
+    w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(NP[wdtype])
+    out = n // 2 if swiglu else n
+    return dict(x=x, w=w, b=rng.standard_normal(n).astype(np.float32) if bias else None,
+                norm=(1 + 0.2 * rng.standard_normal(k)).astype(np.float32) if norm else None,
+                residual=rng.standard_normal((m, out)).astype(np.float32) if residual else None, swiglu=swiglu)
+
+
+def _run(dev, c, variant=None, eps=1e-5):
+    t = {key: dev.tensor(c[key]) if c[key] is not None else None for key in ("x", "w", "b", "norm", "residual")}
+    return wg.ops.linear(t["x"], t["w"], t["b"], norm=t["norm"], eps=eps, residual=t["residual"],
+                         activation="swiglu" if c["swiglu"] else None, variant=variant).numpy()
+
+
+# rows 1..8, odd output features, k a multiple of the 16-byte load with an unroll tail; each option alone and
+# all together; long rows (k >= 4096) and a wide output (n >= 8192) reach their own registry variants
+CASES = [
+    (1, 37, 1032, "f32", dict(norm=False, bias=True, swiglu=False, residual=False)),
+    (1, 38, 136, "f16", dict(norm=True, bias=False, swiglu=True, residual=False)),
+    (2, 9, 64, "f16", dict(norm=False, bias=False, swiglu=False, residual=True)),
+    (3, 34, 136, "f32", dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (4, 5, 1048, "f16", dict(norm=True, bias=False, swiglu=False, residual=False)),
+    (5, 17, 40, "f32", dict(norm=False, bias=True, swiglu=False, residual=True)),
+    (6, 6, 8, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (7, 11, 264, "f32", dict(norm=False, bias=False, swiglu=False, residual=False)),
+    (8, 22, 1040, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (1, 7, 4104, "f16", dict(norm=True, bias=False, swiglu=False, residual=True)),
+    (1, 8194, 64, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
+]
+
+
+@pytest.mark.parametrize("m,n,k,wdtype,opts", CASES)
+def test_fused_linear_gemv(dev, rng, m, n, k, wdtype, opts):
+    c = _case(rng, m, n, k, wdtype, **opts)
+    plan = plan_linear(m, n, k, wdtype, dev.caps, swiglu=opts["swiglu"], norm=opts["norm"],
+                       residual=opts["residual"])
+    assert plan.variant.startswith("gemv_") and plan.steps == ("matmul",)
+    before = dev.stats.snapshot()
+    got = _run(dev, c)
+    assert dev.stats.since(before).dispatches == 1  # norm, bias, swiglu and residual fused into the GEMV
+    _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
+
+
+@pytest.mark.parametrize("variant,m,n,k,wdtype", [("gemv_r1_wg_f16", 1, 38, 72, "f16"),
+                                                  ("gemv_r8_wg_f32", 7, 18, 40, "f32")])
+def test_gemv_without_subgroups(dev, rng, variant, m, n, k, wdtype):
+    """The workgroup-memory variants (devices without subgroups), forced here, with every option."""
+    assert "subgroup" not in kernel(variant).features
+    for swiglu in (False, True):
+        c = _case(rng, m, n, k, wdtype, norm=True, bias=True, swiglu=swiglu, residual=True)
+        _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], swiglu)
+
+
+@pytest.mark.parametrize("m,k", [(11, 40), (1, 36)])  # more rows than a GEMV takes; f16 rows not 16-byte aligned
+def test_unfused_path_matches(dev, rng, m, k):
+    """The tiled GEMM runs the options as dispatches of their own (rmsnorm, matmul, swiglu, add)."""
+    c = _case(rng, m, 14, k, "f16", norm=True, bias=True, swiglu=True, residual=True)
+    plan = plan_linear(m, 14, k, "f16", dev.caps, swiglu=True, norm=True, residual=True)
+    assert plan.variant.startswith("linear_gemm_") and plan.steps == ("rmsnorm", "matmul", "swiglu", "add")
+    before = dev.stats.snapshot()
+    got = _run(dev, c)
+    assert dev.stats.since(before).dispatches == 4
+    _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
+
+
+def _first_match(rows, n, k, wdtype, caps, swiglu):
+    """The planning rule of registry/gemv.toml, read off the registry facts: the first GEMV variant whose
+    limits and speed rules take the call."""
+    for kv in kernels_for("linear"):
+        lim, f = kv.limits, kv.facts
+        if f.get("form") != "gemv" or f["weight_dtype"] != wdtype or not set(kv.features) <= caps.features:
+            continue
+        if kv.workgroup_memory > caps.max_workgroup_storage or rows > lim["max_rows"] or k % lim["k_multiple"]:
+            continue
+        if swiglu and (lim["features_per_lane"] % 2 or n % lim["features_per_lane"]):
+            continue
+        if k >= f["min_k"] and n >= f["min_n"]:
+            return kv.name
+    return None
+
+
+SUBGROUPS = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
+PLAIN = Caps.synthetic()
+
+
+@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, attrs.evolve(SUBGROUPS, max_workgroup_storage=4096)],
+                         ids=["subgroups", "plain", "small-workgroup-memory"])
+def test_plan_is_the_first_registry_match(caps):
+    seen = set()
+    for rows in (1, 2, 8):
+        for n, k in ((512, 2048), (2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192), (128256, 4096),
+                     (14336, 4096), (4096, 14336), (38, 72)):
+            for wdtype in ("f32", "f16"):
+                for swiglu in (False, True):
+                    p = plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu)
+                    want = _first_match(rows, n, k, wdtype, caps, swiglu)
+                    if want is None:  # no GEMV takes it: the GEMM
+                        assert registry()[p.variant].facts["form"] == "gemm", (rows, n, k, wdtype, swiglu)
+                    else:
+                        assert p.variant == want, (rows, n, k, wdtype, swiglu)
+                    assert (f"{rows} rows <=" in p.reason) == (want is not None)
+                    seen.add(p.variant)
+    if caps.max_workgroup_storage == 4096:  # no 8-row GEMV fits: tiled there
+        assert any(v.startswith("linear_gemm_") for v in seen) and not any(v.startswith("gemv_r8") for v in seen)
+    if caps is PLAIN:
+        assert seen == {"gemv_r1_wg_f32", "gemv_r1_wg_f16", "gemv_r8_wg_f32", "gemv_r8_wg_f16"}
+
+
+def test_plan_falls_back_to_tiled_and_says_why():
+    p = plan_linear(9, 64, 64, "f32", SUBGROUPS)
+    assert p.variant.startswith("linear_gemm_") and "9 rows > 8" in p.reason
+    p = plan_linear(1, 64, 36, "f16", SUBGROUPS, norm=True, residual=True)
+    assert p.variant.startswith("linear_gemm_") and "a multiple of 8" in p.reason and "rmsnorm, add as dispatches" in p.reason
+    assert p.steps == ("rmsnorm", "matmul", "add")
+
+
+def test_forced_variant_errors(dev):
+    x = dev.tensor(np.ones((2, 64), np.float32))
+    w = dev.tensor(np.ones((8, 64), np.float16))
+    with pytest.raises(wg.PlanError, match="takes at most 1 rows"):
+        wg.ops.linear(x, w, variant="gemv_r1_f16")
+    with pytest.raises(wg.DtypeError, match="takes f32 weights"):
+        wg.ops.linear(x, w, variant="gemv_r8_f32")
+    with pytest.raises(wg.PlanError, match="swiglu needs an even features_per_lane"):
+        wg.ops.linear(dev.tensor(np.ones((1, 64), np.float32)), dev.tensor(np.ones((8, 64), np.float32)),
+                      activation="swiglu", variant="gemv_r1_f32")  # f32: one weight row per slot
+    with pytest.raises(wg.PlanError, match="'rmsnorm_f32' is not a linear kernel"):
+        wg.ops.linear(x, w, variant="rmsnorm_f32")
+
+
+def test_fused_linear_errors(dev):
+    x = dev.tensor(np.ones((2, 16), np.float32))
+    w = dev.tensor(np.ones((6, 16), np.float32))
+    with pytest.raises(wg.ShapeError, match=r"norm weight must be f32 \(16,\)"):
+        wg.ops.linear(x, w, norm=dev.tensor(np.ones(8, np.float32)))
+    with pytest.raises(wg.ShapeError, match=r"residual must be f32 \(2, 3\)"):
+        wg.ops.linear(x, w, activation="swiglu", residual=dev.tensor(np.ones((2, 6), np.float32)))
+    with pytest.raises(wg.ArgumentError, match="linear: activation='gelu' must be one of None, 'swiglu'"):
+        wg.ops.linear(x, w, activation="gelu")
+    with pytest.raises(wg.ShapeError, match="swiglu' needs W"):
+        wg.ops.linear(x, dev.tensor(np.ones((5, 16), np.float32)), activation="swiglu")
+    with pytest.raises(wg.ArgumentError, match=r"linear: eps=0.0 must be a finite real in \(0, "):
+        wg.ops.linear(x, w, norm=dev.tensor(np.ones(16, np.float32)), eps=0.0)
+    with pytest.raises(wg.ArgumentError, match="linear: eps='1e-5' must be a finite real"):
+        wg.ops.linear(x, w, eps="1e-5")
+    with pytest.raises(wg.AliasingError):
+        r = dev.tensor(np.ones((2, 6), np.float32))
+        wg.ops.linear(x, w, residual=r, out=r)
+
+
+def test_gemv_recorded_and_in_a_graph(dev, rng):
+    """Decode-shaped fused linears recorded in one submit and replayed from a graph: the same bytes as
+    immediate, one dispatch each, and right against float64."""
+    c = _case(rng, 4, 24, 72, "f16", norm=True, bias=True, swiglu=True, residual=True)
+    g = wg.Graph("gemv")
+    gx = g.input("x", (4, 72), "f32")
+    gr = g.input("r", (4, 12), "f32")
+    y = wg.ops.linear(gx, g.const("w", c["w"]), g.const("b", c["b"]), norm=g.const("n", c["norm"]), eps=1e-5,
+                      activation="swiglu", residual=gr)
+    g.output("y", y)
+    prog = g.compile(dev)
+    assert [r.variant for r in prog.rows] == [plan_linear(4, 24, 72, "f16", dev.caps, swiglu=True).variant]
+    assert "4 rows <= 8: GEMV" in prog.explain()
+    before = dev.stats.snapshot()
+    with dev.record():
+        y1 = wg.ops.linear(dev.tensor(c["x"]), dev.tensor(c["w"]), dev.tensor(c["b"]), norm=dev.tensor(c["norm"]),
+                           eps=1e-5, activation="swiglu", residual=dev.tensor(c["residual"]))
+    assert dev.stats.since(before).submits == 1
+    got = y1.numpy()
+    _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
+    assert prog.run(x=c["x"], r=c["residual"])["y"].numpy().tobytes() == got.tobytes()
+
+
+def test_empty_weights(dev):
+    """W with no rows gives an empty output; W with no columns gives the bias (the tiled GEMM takes both)."""
+    x = dev.tensor(np.ones((2, 8), np.float32))
+    assert wg.ops.linear(x, dev.tensor(np.ones((0, 8), np.float32))).numpy().shape == (2, 0)
+    b = np.arange(3, dtype=np.float32)
+    got = wg.ops.linear(dev.tensor(np.ones((2, 0), np.float32)), dev.tensor(np.ones((3, 0), np.float32)), dev.tensor(b))
+    assert np.array_equal(got.numpy(), np.stack([b, b]))
+    assert registry()[plan_linear(1, 0, 8, "f32", SUBGROUPS).variant].facts["form"] == "gemm"

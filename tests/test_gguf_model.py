@@ -1,0 +1,191 @@
+"""A GGUF file as a checkpoint: for each architecture (llama, qwen2, qwen3, gemma2) a tiny random model written
+as llama.cpp's converter writes it reads back as the Hugging Face config and tensors it came from; a llama GGUF
+runs to the same logits as the same weights loaded from a Hugging Face directory; Llama 3's rope_freqs becomes
+the rope_scaling it was made from; what does not fit is refused by name. (qwen2, qwen3 and gemma2 models are
+built by the architecture-aware decoder builder; here their mapping of names and config is what is checked.)"""
+
+import gguf
+import numpy as np
+import pytest
+
+import tiny_files
+from llama_reference import inv_freq
+from wgraph.errors import CheckpointError
+from wgraph.models import from_pretrained
+from wgraph.models.config import LlamaConfig
+from wgraph.models.gguf_checkpoint import GEMMA2_LAYER_NAMES, LAYER_NAMES, GGUFCheckpoint
+from wgraph.models.random_checkpoint import write_checkpoint
+from wgraph.models.tokenizer import Tokenizer
+
+ARCHS = ("llama", "qwen2", "qwen3", "gemma2")
+
+
+def _expected_config(arch: str, cfg: dict) -> dict:
+    """What the metadata written from `cfg` must read back as (keys of transformers' config for `arch`)."""
+    want = {"model_type": arch, "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                                                   "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM"}[arch]],
+            **{k: cfg[k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                   "num_attention_heads", "num_key_value_heads", "head_dim", "rope_theta",
+                                   "max_position_embeddings", "tie_word_embeddings")},
+            "rms_norm_eps": float(np.float32(cfg["rms_norm_eps"]))}  # GGUF stores it as FLOAT32
+    if arch == "llama":
+        want.update(hidden_act="silu", attention_bias=False, mlp_bias=False)
+    if arch == "qwen2":
+        del want["head_dim"]
+        want.update(hidden_act="silu", use_sliding_window=False, sliding_window=None)
+    if arch == "qwen3":
+        want.update(hidden_act="silu", attention_bias=False, use_sliding_window=False, sliding_window=None)
+    if arch == "gemma2":
+        want.update(hidden_activation="gelu_pytorch_tanh", attention_bias=False, query_pre_attn_scalar=cfg["head_dim"],
+                    sliding_window=cfg["sliding_window"], attn_logit_softcapping=cfg["attn_logit_softcapping"],
+                    final_logit_softcapping=cfg["final_logit_softcapping"],
+                    layer_types=["sliding_attention", "full_attention"])
+    return want
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_architecture_round_trip(tmp_path, arch):
+    cfg = tiny_files.tiny_model_config(arch)
+    weights = tiny_files.arch_weights(arch, cfg, seed=2)
+    path = tiny_files.write_model(tmp_path / f"{arch}.gguf", arch, cfg, weights)
+    ckpt = GGUFCheckpoint(path)
+    assert ckpt.config == _expected_config(arch, cfg)
+    for name, w in weights.items():
+        got = ckpt.get(name, w.shape)
+        assert got.dtype == np.float32
+        if arch == "gemma2" and name.endswith("norm.weight"):  # llama.cpp's +1, then transformers' -1, in float32
+            w = (w + np.float32(1)) - np.float32(1)
+        assert np.array_equal(got, w), name
+    assert ckpt.unused() == []
+    with pytest.raises(CheckpointError, match=r"output_norm.weight.*has shape \[64\], the config needs \[4, 4\]"):
+        GGUFCheckpoint(path).get("model.norm.weight", (4, 4))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_names_agree_with_the_gguf_package(arch):
+    """Our HF -> GGUF table against the gguf package's own tensor name map for the architecture."""
+    ref = gguf.get_tensor_name_map(next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch), 3)
+    names = GEMMA2_LAYER_NAMES if arch == "gemma2" else LAYER_NAMES
+    for hf, ours in names.items():
+        theirs = ref.get_name(f"model.layers.2.{hf}")
+        if theirs is not None:
+            assert theirs == f"blk.2.{ours}", hf
+        else:
+            assert arch != "qwen3" or "norm" not in hf, hf
+
+
+def test_llama_gguf_runs_like_the_directory(tmp_path, dev):
+    cfg = tiny_files.tiny_model_config("llama", vocab_size=701)
+    weights = tiny_files.arch_weights("llama", cfg, seed=4)
+    path = tiny_files.write_model(tmp_path / "m.gguf", "llama", cfg, weights,
+                                  tokenizer=tiny_files.byte_level_tokenizer())
+    from_dir = from_pretrained(write_checkpoint(tmp_path / "dir", dict(cfg, model_type="llama"), weights), dev,
+                               dtype="f32", max_seq=32)
+    from_gguf = from_pretrained(path, dev, dtype="f32", max_seq=32)
+    ids = [5, 17, 300, 2, 41]
+    a = from_dir.prefill(ids, all_logits=True).numpy()
+    b = from_gguf.prefill(ids, all_logits=True).numpy()
+    assert np.array_equal(a, b)  # the same float32 weights after un-permuting Q and K: the same numbers
+    assert from_gguf.generate(ids, 6) == from_dir.generate(ids, 6)
+    tok = from_gguf.tokenizer  # the file's vocabulary (test_tokenizer.py checks it against transformers)
+    ids = tok.encode("Hello")
+    assert ids == Tokenizer.from_directory(tiny_files.TINY_TOKENIZER).encode("Hello", add_special_tokens=False)
+    text = from_gguf.generate_text("Hello", 4, stop_ids=[])
+    assert from_gguf.last_stats["ids"] == from_dir.generate(ids, 4) and text == tok.decode(from_gguf.last_stats["ids"])
+
+
+def test_quantized_tensors_are_dequantized_then_unpermuted(tmp_path):
+    cfg = tiny_files.tiny_model_config("llama")
+    weights = tiny_files.arch_weights("llama", cfg, seed=6)
+    path = tiny_files.write_model(tmp_path / "q.gguf", "llama", cfg, weights, qtype=gguf.GGMLQuantizationType.Q8_0)
+    ckpt = GGUFCheckpoint(path)
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    for name in ("model.layers.1.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                 "model.layers.0.mlp.down_proj.weight", "model.embed_tokens.weight"):
+        w = weights[name]
+        # quantization blocks run along a row, so a permutation of rows commutes with it
+        assert np.array_equal(ckpt.get(name, w.shape), gguf.quants.dequantize(gguf.quants.quantize(w, q8), q8))
+    assert ckpt.file.tensors["blk.0.attn_q.weight"].type_name == "Q8_0"
+    assert np.array_equal(ckpt.get("model.norm.weight", (64,)), weights["model.norm.weight"])  # 1-D stays F32
+
+
+def _llama3_factors(theta, d, factor, low, high, orig):
+    """llama.cpp's convert_hf_to_gguf.py rope_freqs for rope_type llama3 (float32 frequencies, as it computes)."""
+    freqs = 1.0 / (theta ** (np.arange(0, d, 2, dtype=np.float32) / d))
+    out = []
+    for f in freqs.astype(np.float64):
+        wavelen = 2 * np.pi / f
+        if wavelen < orig / high:
+            out.append(1.0)
+        elif wavelen > orig / low:
+            out.append(factor)
+        else:
+            smooth = (orig / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
+def test_llama3_rope_freqs_become_rope_scaling(tmp_path):
+    cfg = dict(tiny_files.tiny_model_config("llama"), hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
+               head_dim=64, rope_theta=500000.0)
+    weights = tiny_files.arch_weights("llama", cfg, seed=1)
+    factors = _llama3_factors(500000.0, 64, 8.0, 1.0, 4.0, 8192)
+    path = tiny_files.write_model(tmp_path / "l3.gguf", "llama", cfg, dict(weights, **{"rope_freqs.weight": factors}))
+    scaling = GGUFCheckpoint(path).config["rope_scaling"]
+    assert scaling == {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}
+    full = dict(cfg, rope_scaling=scaling)
+    np.testing.assert_allclose(LlamaConfig.from_dict(dict(full, model_type="llama")).inv_freq(), inv_freq(full),
+                               rtol=1e-12)
+    bad = factors.copy()
+    bad[5] *= 1.5
+    path = tiny_files.write_model(tmp_path / "bad.gguf", "llama", cfg, dict(weights, **{"rope_freqs.weight": bad}))
+    with pytest.raises(CheckpointError, match="rope_freqs does not follow Llama 3"):
+        GGUFCheckpoint(path)
+
+
+def test_llama_file_with_a_window_is_mistral(tmp_path):
+    cfg = tiny_files.tiny_model_config("llama")
+    path = tiny_files.write_model(tmp_path / "mistral.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  extra={"llama.attention.sliding_window": 4096})
+    want = _expected_config("llama", cfg)
+    del want["attention_bias"], want["mlp_bias"]
+    want.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=4096)
+    ckpt = GGUFCheckpoint(path)
+    assert ckpt.config == want
+    w = tiny_files.arch_weights("llama", cfg)["model.layers.1.self_attn.k_proj.weight"]
+    assert np.array_equal(ckpt.get("model.layers.1.self_attn.k_proj.weight", w.shape), w)  # still un-permuted
+
+
+def test_other_architectures_are_refused(tmp_path):
+    path = tiny_files.write_tokenizer_gguf(tmp_path / "phi3.gguf", tiny_files.spm_tokenizer(), "phi3")
+    with pytest.raises(CheckpointError, match=r"general.architecture 'phi3' is not supported"):
+        GGUFCheckpoint(path)
+
+
+@pytest.mark.parametrize("extra,match", [
+    ({"llama.expert_count": 8}, "mixture-of-experts"),
+    ({"llama.rope.dimension_count": 8}, r"rope.dimension_count=8 differs from the head dim 16"),
+    ({"llama.rope.scaling.type": "longrope"}, "rope.scaling.type 'longrope' is not supported"),
+    ({"llama.block_count": 0}, r"block_count=0 must be in"),
+    ({"llama.context_length": "long"}, "context_length' must be one integer, got STRING"),
+])
+def test_bad_metadata_is_refused_by_name(tmp_path, extra, match):
+    cfg = tiny_files.tiny_model_config("llama")
+    path = tiny_files.write_model(tmp_path / "bad.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  extra=extra)
+    with pytest.raises(CheckpointError, match=match):
+        GGUFCheckpoint(path)
+
+
+def test_unused_tensors_are_refused(tmp_path, dev):
+    cfg = tiny_files.tiny_model_config("llama")
+    weights = dict(tiny_files.arch_weights("llama", cfg), **{"model.layers.0.mlp.up_proj.bias": np.ones(128, "f4")})
+    path = tiny_files.write_model(tmp_path / "b.gguf", "llama", cfg, weights)
+    assert GGUFCheckpoint(path).config["mlp_bias"] is True  # the tensor says so: every MLP projection has one
+    with pytest.raises(CheckpointError, match=r"gate_proj.bias' \(blk.0.ffn_gate.bias\) is missing"):
+        from_pretrained(path, dev, dtype="f32", max_seq=16)
+    path = tiny_files.write_model(tmp_path / "n.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  extra_tensors={"blk.0.attn_q_norm.weight": np.ones(16, np.float32)})
+    with pytest.raises(CheckpointError, match=r"tensors \['blk.0.attn_q_norm.weight'\].*not used"):
+        from_pretrained(path, dev, dtype="f32", max_seq=16)

@@ -1,0 +1,104 @@
+"""The package's layout, read from its source: no import circle (module level or inside functions), one module
+that calls the GPU queue (scheduler/queue.py), and a Device that delegates submission to its scheduler."""
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+import wgraph
+from wgraph.device import Device
+
+PACKAGE = Path(wgraph.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool, modules):
+    """The modules a module imports, at any depth of it, skipping `if TYPE_CHECKING:` blocks (never run).
+    `from pkg import sub` depends on the submodule, not on the package (a parent package is imported first
+    for any of its modules anyway); `from pkg import name` on the package."""
+    package = module if is_package else module.rpartition(".")[0]
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            for a in node.names:
+                yield f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _import_graph() -> nx.DiGraph:
+    modules = _modules()
+    g = nx.DiGraph()
+    g.add_nodes_from(modules)
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for target in _imports(tree, name, path.name == "__init__.py", modules):
+            if target in modules and target != name:
+                g.add_edge(name, target)
+    return g
+
+
+def test_the_import_walk_sees_the_package():
+    g = _import_graph()
+    assert {"wgraph.device", "wgraph.scheduler.queue", "wgraph.graph.program", "wgraph.ops.core"} <= set(g)
+    assert g.has_edge("wgraph.device", "wgraph.scheduler.queue")
+    assert g.has_edge("wgraph.graph.graph", "wgraph.graph.program")  # Graph.compile makes a Program
+    assert g.has_edge("wgraph.ops.attention_planner", "wgraph.ops.attention_loops")  # inside a function
+
+
+def test_the_package_has_no_import_cycle():
+    cycles = sorted(nx.simple_cycles(_import_graph()), key=len)
+    assert not cycles, f"import circles: {cycles[:5]}"
+
+
+def _queue_calls(tree: ast.AST) -> list[int]:
+    """Lines that submit to or write the wgpu queue: `<...>.queue.submit/write_buffer(...)`, `queue.submit(...)`,
+    `submit_for_index(...)`."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "submit_for_index":
+            lines.append(node.lineno)
+        elif isinstance(f, ast.Attribute) and f.attr in ("submit", "write_buffer"):
+            owner = f.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "queue") or (
+                    isinstance(owner, ast.Name) and owner.id == "queue"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_scheduler_calls_the_queue():
+    """Queue writes and submits keep the order of the calls only if one module makes them all (it flushes the
+    pending immediate ops first). The host bench's raw-wgpu floor bypasses wgraph on purpose."""
+    found = {}
+    for name, path in _modules().items():
+        lines = _queue_calls(ast.parse(path.read_text()))
+        if lines:
+            found[name] = lines
+    assert set(found) == {"wgraph.scheduler.queue", "wgraph.bench.host"}, found
+
+
+def test_device_delegates_submission():
+    methods = [k for k, v in vars(Device).items() if callable(v) or isinstance(v, property)]
+    assert len(methods) <= 20, sorted(methods)
+    assert not {"pending", "recording", "queue_write", "submit", "take_pending"} & set(methods)

@@ -1,0 +1,208 @@
+"""config.json reading that cannot be silently wrong: the configs transformers wrote for each architecture in
+both formats read to the expected DecoderConfig; every bad value of a key that changes the math, and every
+key wgraph does not know, is refused with a CheckpointError naming it (no GPU work)."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from wgraph.errors import CheckpointError
+from wgraph.models import DecoderConfig
+from wgraph.models.config_keys import HARMLESS, HARMLESS_AT_DEFAULT
+
+DATA = Path(__file__).parent / "data" / "arch"
+CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
+
+
+def hf_config(case: str, fmt: str = "v5") -> dict:
+    return json.loads((DATA / case / ("config.json" if fmt == "v5" else "config_v4.json")).read_text())
+
+
+# What tests/data/make_arch_checkpoints.py asked transformers for, as DecoderConfig fields (written here from the
+# script's arguments and transformers' modelling code, not from wgraph's reader).
+EXPECTED = {
+    "llama": dict(model_type="llama", head_dim=8, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False),
+    "llama_bias": dict(model_type="llama", num_hidden_layers=1, qkv_bias=True, o_bias=True, mlp_bias=True,
+                       tie_word_embeddings=True, rope_theta=100000.0),
+    "qwen2": dict(model_type="qwen2", qkv_bias=True, o_bias=False, layer_windows=(0, 4), tie_word_embeddings=True,
+                  rope_theta=1e6),
+    "qwen3": dict(model_type="qwen3", head_dim=16, qk_norm=True, qkv_bias=False, rope_theta=1e6),
+    "mistral": dict(model_type="mistral", layer_windows=(4, 4), rope_theta=10000.0),
+    "gemma2": dict(model_type="gemma2", head_dim=16, activation="gelu_tanh", norm_offset=1.0, sandwich_norms=True,
+                   embed_scale=float(math.sqrt(32.0)), query_pre_attn_scalar=24.0, attn_softcap=5.0,
+                   final_softcap=3.0, layer_windows=(4, 0), tie_word_embeddings=True),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_transformers_configs_read_alike_in_both_formats(case):
+    v5, v4 = DecoderConfig.from_dict(hf_config(case)), DecoderConfig.from_dict(hf_config(case, "v4"))
+    assert v5 == v4
+    for field, want in EXPECTED[case].items():
+        got = getattr(v5, field)
+        assert got == pytest.approx(want, rel=1e-7) if isinstance(want, float) else got == want, (field, got, want)
+    assert (v5.vocab_size, v5.hidden_size, v5.intermediate_size, v5.num_attention_heads,
+            v5.num_key_value_heads) == (96, 32, 48, 4, 2)
+
+
+def with_key(case: str, key: str, value) -> dict:
+    d = hf_config(case)
+    if "." in key:
+        outer, inner = key.split(".")
+        d[outer] = dict(d[outer], **{inner: value})
+    else:
+        d[key] = value
+    return d
+
+
+LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+@pytest.mark.parametrize("case,key,value,match", [
+    # the values issue 26 found accepted or converted
+    ("llama", "rope_parameters.original_max_position_embeddings", 8192.7,
+     r"original_max_position_embeddings=8192\.7 must be an integer"),
+    ("llama", "rope_parameters.factor", math.inf, r"rope_parameters\.factor=inf must be a finite number"),
+    ("llama", "rope_parameters.factor", "8", r'rope_parameters\.factor="8" must be a finite number'),
+    ("llama", "rope_parameters.factor", 0.5, r"factor >= 1"),
+    ("llama", "rope_parameters.low_freq_factor", 5.0, r"low_freq_factor < high_freq_factor"),
+    ("llama", "attention_bias", "true", r'attention_bias="true" must be true or false'),
+    ("llama", "mlp_bias", 1, r"mlp_bias=1 must be true or false"),
+    # numbers: exact types, finite, in range
+    ("llama", "hidden_size", "32", r'hidden_size="32" must be an integer'),
+    ("llama", "hidden_size", 32.0, r"hidden_size=32.0 must be an integer"),
+    ("llama", "num_hidden_layers", True, r"num_hidden_layers=true must be an integer"),
+    ("llama", "vocab_size", -1, r"vocab_size=-1 must be an integer in \[1,"),
+    ("llama", "num_key_value_heads", 3, r"num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
+    ("llama", "head_dim", 7, r"head_dim=7 must be even"),
+    ("llama", "rms_norm_eps", math.nan, r"rms_norm_eps=nan must be a finite number > 0"),
+    ("llama", "rms_norm_eps", 0, r"rms_norm_eps=0 must be a finite number > 0"),
+    ("llama", "rope_parameters.rope_theta", "10000", r'rope_parameters\.rope_theta="10000" must be a finite'),
+    ("llama", "rope_parameters.rope_theta", -1.0, r"rope_theta=-1\.0 must be a finite number > 1"),
+    ("llama", "tie_word_embeddings", "false", r'tie_word_embeddings="false" must be true or false'),
+    ("llama", "max_position_embeddings", 64.5, r"max_position_embeddings=64.5 must be an integer"),
+    ("llama", "partial_rotary_factor", 1.5, r"partial_rotary_factor=1\.5 must be a finite number > 0 and <= 1"),
+    ("llama", "partial_rotary_factor", 0.375, r"partial_rotary_factor=0\.375 gives 3 rotary dims"),
+    ("llama", "partial_rotary_factor", 0.2, r"gives 1 rotary dims of head_dim 8; it must be an even number"),
+    ("llama", "hidden_act", "relu", r'hidden_act="relu" must be one of'),
+    ("llama", "hidden_act", 3, r"hidden_act=3 must be one of"),
+    # RoPE types and fields
+    ("llama", "rope_parameters", {"rope_type": "yarn", "factor": 4.0}, r'rope_type "yarn" is not supported'),
+    ("llama", "rope_parameters", {"rope_type": "dynamic", "factor": 4.0}, r'rope_type "dynamic" is not supported'),
+    ("llama", "rope_parameters", dict(LLAMA3, beta_fast=32.0), r"rope_parameters\.beta_fast is not a field"),
+    ("llama", "rope_parameters", {"rope_type": "llama3", "factor": 8.0}, r"lacks \['low_freq_factor'"),
+    ("llama", "rope_parameters", "default", r'rope_parameters="default" must be an object or null'),
+    ("llama", "rope_parameters", {"rope_type": "linear"}, r"lacks \['factor'\]"),
+    # the architecture
+    ("llama", "model_type", "gpt2", r"model_type 'gpt2' is not supported"),
+    ("llama", "architectures", ["LlamaForSequenceClassification"], r"'LlamaForSequenceClassification'; supported"),
+    ("llama", "architectures", ["MistralForCausalLM"], r"names 'MistralForCausalLM' but model_type 'llama'"),
+    ("llama", "architectures", "LlamaForCausalLM", r"must be a list of one class name"),
+    # windows and Gemma 2's keys
+    ("mistral", "sliding_window", 0, r"sliding_window=0 must be an integer in \[1,"),
+    ("mistral", "sliding_window", 4.5, r"sliding_window=4.5 must be an integer"),
+    ("qwen2", "use_sliding_window", "yes", r'use_sliding_window="yes" must be true or false'),
+    ("qwen2", "layer_types", ["full_attention"], r"must list 'full_attention' or 'sliding_attention' for each of"),
+    ("qwen2", "layer_types", ["full_attention", "local"], r"must list"),
+    ("qwen2", "use_sliding_window", False, r"sliding_attention layers but no sliding window"),
+    ("qwen2", "max_window_layers", -1, r"max_window_layers=-1 must be an integer"),
+    ("gemma2", "query_pre_attn_scalar", "24", r'query_pre_attn_scalar="24" must be a finite number'),
+    ("gemma2", "attn_logit_softcapping", math.inf, r"attn_logit_softcapping=inf must be a finite number"),
+    ("gemma2", "final_logit_softcapping", -3.0, r"final_logit_softcapping=-3.0 must be a finite number > 0"),
+    ("gemma2", "use_bidirectional_attention", True, r"use_bidirectional_attention=true"),
+    ("gemma2", "hidden_act", "gelu", r"hidden_act=\"gelu\" and hidden_activation='gelu_pytorch_tanh' disagree"),
+    ("gemma2", "sliding_window", None, r"sliding_attention layers but no sliding window"),
+])
+def test_bad_values_are_refused_by_name(case, key, value, match):
+    with pytest.raises(CheckpointError, match=match):
+        DecoderConfig.from_dict(with_key(case, key, value))
+
+
+@pytest.mark.parametrize("case,key,value", [
+    ("llama", "quantization_config", {"quant_method": "gptq", "bits": 4}),
+    ("llama", "rope_interleaved", True),          # harmless only when false
+    ("llama", "temperature", 0.7),                # harmless only at transformers' default
+    ("llama", "is_encoder_decoder", True),
+    ("llama", "layer_types", ["full_attention", "full_attention"]),  # Llama's transformers model does not read it
+    ("llama", "sliding_window", 4),
+    ("llama", "attn_logit_softcapping", 50.0),
+    ("qwen2", "attention_bias", False),           # Qwen2's biases are fixed; transformers ignores the key
+    ("mistral", "qk_norm", True),
+    ("llama", "some_future_key", 1),
+])
+def test_unknown_keys_are_refused_by_name(case, key, value):
+    with pytest.raises(CheckpointError, match=rf"key '{key}' .* is not known to wgraph for model_type '{case}'"):
+        DecoderConfig.from_dict(with_key(case, key, value))
+
+
+def test_harmless_keys_are_read_past():
+    base = DecoderConfig.from_dict(hf_config("llama"))
+    d = hf_config("llama")
+    d.update({k: "anything" for k in HARMLESS if k != "architectures"})
+    d.update(HARMLESS_AT_DEFAULT)
+    d["temperature"] = 1  # an integer equal to the default float
+    assert DecoderConfig.from_dict(d) == base
+
+
+def test_omitted_keys_take_transformers_defaults():
+    """A key config.json omits means what transformers' config class says (checked against transformers by
+    tests/data/make_arch_checkpoints.py): Gemma 2 and Qwen3 have their own head_dim, Mistral windows 4096 keys,
+    Gemma 2 ties its embeddings and caps its logits."""
+    def without(case, *keys):
+        d = hf_config(case)
+        for k in keys:
+            d.pop(k)
+        return DecoderConfig.from_dict(d)
+
+    assert without("gemma2", "head_dim").head_dim == 256
+    assert without("qwen3", "head_dim").head_dim == 128
+    assert without("llama", "head_dim").head_dim == 32 // 4
+    assert without("mistral", "sliding_window").layer_windows == (4096, 4096)
+    g = without("gemma2", "tie_word_embeddings", "final_logit_softcapping", "attn_logit_softcapping",
+                "query_pre_attn_scalar", "layer_types")
+    assert (g.tie_word_embeddings, g.final_softcap, g.attn_softcap, g.query_pre_attn_scalar,
+            g.layer_windows) == (True, 30.0, 50.0, 256.0, (4, 0))
+    assert without("qwen2", "layer_types").layer_windows == (0, 4)  # from max_window_layers=1
+    assert without("llama", "rope_parameters").rope_theta == 10000.0
+    with pytest.raises(CheckpointError, match="required key 'num_hidden_layers' is missing"):
+        without("llama", "num_hidden_layers")
+
+
+def test_null_means_what_transformers_reads():
+    assert DecoderConfig.from_dict(with_key("mistral", "sliding_window", None)).layer_windows == ()
+    assert DecoderConfig.from_dict(with_key("gemma2", "final_logit_softcapping", None)).final_softcap == 0.0
+    assert DecoderConfig.from_dict(with_key("llama", "num_key_value_heads", None)).num_key_value_heads == 4
+    assert DecoderConfig.from_dict(with_key("llama", "rope_parameters", None)).rope_theta == 10000.0
+    # architectures alone picks the model type
+    d = hf_config("qwen3")
+    del d["model_type"]
+    assert DecoderConfig.from_dict(d).model_type == "qwen3"
+
+
+def test_partial_rotary_and_linear_rope():
+    c = DecoderConfig.from_dict(with_key("qwen3", "partial_rotary_factor", 0.5))
+    assert (c.rotary_dim, c.rope_dim, len(c.inv_freq())) == (8, 8, 4)
+    assert c.inv_freq()[1] == pytest.approx(1e6 ** (-2 / 8), rel=1e-15)  # exponents over the rotary dims
+    lin = DecoderConfig.from_dict(with_key("llama", "rope_parameters",
+                                           {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}))
+    plain = DecoderConfig.from_dict(with_key("llama", "rope_parameters", {"rope_type": "default", "rope_theta": 1e4}))
+    assert lin.inv_freq() == pytest.approx(plain.inv_freq() / 4.0, rel=1e-15)
+
+
+def test_file_errors(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text("{not json")
+    with pytest.raises(CheckpointError, match="is not valid JSON"):
+        DecoderConfig.from_file(p)
+    p.write_text("[1, 2]")
+    with pytest.raises(CheckpointError, match="must hold a JSON object, got list"):
+        DecoderConfig.from_file(p)
+    p.write_text('{"a": ' + "[" * 100000 + "]" * 100000 + "}")
+    with pytest.raises(CheckpointError, match="is not valid JSON: RecursionError"):
+        DecoderConfig.from_file(p)
+    p.write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(CheckpointError, match="cannot read"):
+        DecoderConfig.from_file(p)

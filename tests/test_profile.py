@@ -1,0 +1,95 @@
+"""Program.profile(): GPU time per node of one replay from timestamp queries, grouped by op and by layer (graph
+scopes). Checked against the graph itself (which nodes dispatch, their ops and scopes), the plan table's
+dispatch count and the replay's own GPU span; a device without timestamps raises before any GPU work."""
+
+import attrs
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.graph.nodes import SOURCE_OPS
+
+
+def _layers_graph(rng, layers: int = 2):
+    """Per layer: rmsnorm, linear [8, 256] x [256, 256], silu, under g.scope(f"layer{i}"); then a top-level scale."""
+    g = wg.Graph("prof")
+    x = g.input("x", (8, 256), "f32")
+    h = x
+    for i in range(layers):
+        with g.scope(f"layer{i}"):
+            h = wg.ops.rmsnorm(h, g.const(f"norm{i}", np.ones(256, np.float32)))
+            h = wg.ops.linear(h, g.const(f"w{i}", rng.standard_normal((256, 256)).astype(np.float32) / 16))
+            h = wg.ops.silu(h)
+    g.output("y", wg.ops.scale(h, 0.5))
+    return g
+
+
+def _kernel_nodes(g) -> dict[str, str]:
+    """node -> op of every node that dispatches (no inputs, states, views), from the graph."""
+    out = {}
+    for n in g.topological_order():
+        node = g.node(n)
+        if node.op not in SOURCE_OPS and not wg.ops.core.OPS[node.op].is_view:
+            out[n] = node.op
+    return out
+
+
+def test_profile_rows_cover_the_replay(dev, rng):
+    if not dev.caps.has_timestamps:
+        pytest.skip("the device has no timestamp queries (the UnsupportedError test covers it)")
+    g = _layers_graph(rng)
+    prog = g.compile(dev)
+    a = rng.standard_normal((8, 256)).astype(np.float32)
+    want = prog.run(x=a)["y"].numpy()
+    before = dev.stats.snapshot()
+    prof = prog.profile(x=a)
+    assert dev.stats.since(before).submits == 1                       # one replay
+    np.testing.assert_array_equal(prog.tensors[g.outputs["y"]].numpy(), want)  # a real replay: same result
+    nodes = _kernel_nodes(g)
+    assert [r.node for r in prof.rows] == list(nodes)                   # every node once, in program order
+    assert {r.node: r.op for r in prof.rows} == nodes
+    assert sum(r.dispatches for r in prof.rows) == len(prog.rows)
+    assert all(r.gpu_us > 0 for r in prof.rows)
+    # the rows account for the replay's GPU time (first dispatch's start to last one's end) within 10%
+    assert prof.total_us <= prof.span_us * 1.0001
+    assert prof.total_us >= 0.9 * prof.span_us, (prof.total_us, prof.span_us)
+
+    by_op = {grp.name: grp for grp in prof.by_op()}
+    assert set(by_op) == set(nodes.values())
+    for op, grp in by_op.items():
+        mine = [r for r in prof.rows if r.op == op]
+        assert grp.nodes == len(mine) and grp.dispatches == sum(r.dispatches for r in mine)
+        assert grp.gpu_us == pytest.approx(sum(r.gpu_us for r in mine))
+    assert [grp.gpu_us for grp in prof.by_op()] == sorted((grp.gpu_us for grp in prof.by_op()), reverse=True)
+    by_layer = prof.by_layer()
+    assert [grp.name for grp in by_layer] == ["layer0", "layer1", ""]
+    assert [grp.nodes for grp in by_layer] == [3, 3, 1]
+    assert sum(grp.gpu_us for grp in by_layer) == pytest.approx(prof.total_us)
+    text = prof.table(nodes=True)
+    assert "by op" in text and "by layer" in text and "layer1/linear_5" in text
+
+
+def test_profile_with_a_pass_per_dispatch(dev, rng, monkeypatch):
+    """A device with timestamp-query but not inside passes: a compute pass per dispatch, stamped at its ends."""
+    if not dev.caps.has_timestamps:
+        pytest.skip("the device has no timestamp queries")
+    prog = _layers_graph(rng, layers=1).compile(dev)
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, has_timestamps_inside_passes=False))
+    before = dev.stats.snapshot()
+    prof = prog.profile(x=np.ones((8, 256), np.float32))
+    d = dev.stats.since(before)
+    assert not prof.inside_passes and d.compute_passes == d.dispatches == len(prog.rows) == 4
+    assert [r.node for r in prof.rows] == list(_kernel_nodes(prog.graph))
+    assert 0 < prof.total_us <= prof.span_us * 1.0001
+
+
+def test_profile_without_timestamps_raises_before_gpu_work(dev, monkeypatch):
+    g = wg.Graph("plain")
+    x = g.input("x", (4,), "f32")
+    g.output("y", wg.ops.scale(x, 2.0))
+    prog = g.compile(dev)
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, has_timestamps=False, has_timestamps_inside_passes=False))
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.UnsupportedError, match="profile.*neither timestamp-query nor timestamp-query-inside"):
+        prog.profile(x=np.ones(4, np.float32))
+    assert dev.stats.since(before).submits == 0

@@ -1,0 +1,62 @@
+"""A Llama decode step over QuantizedWeights: a tiny random model quantized to Q8_0 (and to Q4_K with tied
+embeddings, whose table is the lm_head too) gives the same greedy ids as the same weights dequantized to f32
+through the f32 Llama; weight_bytes_per_token counts the blocks a step reads."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph.ggml_blocks import FORMATS
+from wgraph.models import Llama, LlamaConfig
+from wgraph.models.quantized import QuantizedLlama, dequantize_checkpoint, quantize_checkpoint
+from wgraph.models.random_checkpoint import random_weights, tiny_config
+
+
+def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
+    """Every matrix's raw blocks (rows x blocks per row x block bytes), the f32 norms, and one table row when
+    the embedding is not the lm_head."""
+    fmt = FORMATS[ggml_type]
+    total = 0
+    for name, w in weights.items():
+        if np.ndim(w) == 1:
+            total += 4 * w.size
+            continue
+        n, k = np.shape(w)
+        row = k // fmt.block_weights * fmt.block_bytes
+        total += row if name == "model.embed_tokens.weight" and not cfg["tie_word_embeddings"] else n * row
+    return total
+
+
+@pytest.mark.parametrize("ggml_type, overrides", [
+    ("Q8_0", dict(tie_word_embeddings=False)),
+    ("Q4_K", dict(tie_word_embeddings=True, hidden_size=256, intermediate_size=512, head_dim=64)),
+])
+def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
+    cfg = tiny_config(**overrides)
+    config = LlamaConfig.from_dict(cfg)
+    weights = random_weights(cfg, seed=5)
+    if cfg["tie_word_embeddings"]:  # a smaller table: else a tied random model repeats the last prompt token
+        weights["model.embed_tokens.weight"] *= 0.1
+    quantized = quantize_checkpoint(weights, ggml_type)
+    model = QuantizedLlama.from_weights(config, quantized, dev, max_seq=48)
+    reference = Llama.from_weights(config, dequantize_checkpoint(quantized), dev, dtype="f32", max_seq=48)
+    prompt = [1, 17, 42, 9]
+    ids = model.generate(prompt, 16)
+    assert len(ids) == 16 and ids == reference.generate(prompt, 16)
+    assert model.weight_bytes_per_token == bytes_per_token(cfg, weights, ggml_type)
+    rows = model.program.rows
+    assert any(r.variant.startswith("quant_gemv_r1_") for r in rows)
+    assert rows[0].variant == f"quant_embedding_{ggml_type.lower()}"
+    np.testing.assert_allclose(model.prefill(prompt).numpy(), reference.prefill(prompt).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_refuses_mixed_stacks_and_sampling(dev):
+    cfg = tiny_config()
+    config = LlamaConfig.from_dict(cfg)
+    weights = quantize_checkpoint(random_weights(cfg), "Q8_0")
+    mixed = dict(weights, **{"model.layers.0.mlp.up_proj.weight": weights["model.layers.0.mlp.up_proj.weight"].dequantize()})
+    with pytest.raises(wg.CheckpointError, match="stacked into one matrix and must share a format"):
+        QuantizedLlama.from_weights(config, mixed, dev, max_seq=16)
+    model = QuantizedLlama.from_weights(config, weights, dev, max_seq=16)
+    with pytest.raises(wg.UnsupportedError, match="decodes greedily"):
+        model.generate([1], 2, temperature=0.8)

@@ -1,0 +1,126 @@
+"""`rope_kv_append` against float64 numpy: q and k rotated (rotate-half) at positions pos + r, k and v written
+at those cache rows (f32 and f16 caches, odd head counts, 1-8 rows, int and GPU positions, ring and paged
+layouts), nothing else written; one dispatch; GPU positions beyond the tables or the cache reported; in a
+graph, readers of the cache before the op see the old rows and readers after it the new ones."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+
+NP = {"f32": np.float32, "f16": np.float16}
+
+
+def _rope64(x, cos, sin, positions):
+    half = x.shape[-1] // 2
+    c = cos[positions][:, None, :].astype(np.float64)
+    s = sin[positions][:, None, :].astype(np.float64)
+    a, b = x[..., :half], x[..., half:]
+    return np.concatenate([a * c - b * s, b * c + a * s], -1)
+
+
+@pytest.mark.parametrize("cache_dtype", ["f32", "f16"])
+@pytest.mark.parametrize("rows,hq,hkv,d,pos,gpu_pos", [(1, 4, 2, 8, 5, False), (3, 3, 1, 6, 0, True),
+                                                       (8, 6, 3, 16, 9, False), (2, 5, 5, 4, 30, True)])
+def test_rope_kv_append(dev, rng, cache_dtype, rows, hq, hkv, d, pos, gpu_pos):
+    cap = 40
+    cos, sin = wg.ops.rope_tables(48, d)
+    qkv = rng.standard_normal((rows, (hq + 2 * hkv) * d)).astype(np.float32)
+    old = rng.standard_normal((cap, hkv, d)).astype(NP[cache_dtype])
+    kc, vc = dev.tensor(old), dev.tensor(old[::-1].copy())
+    p = dev.tensor(np.array([pos], np.uint32)) if gpu_pos else pos
+    before = dev.stats.snapshot()
+    q = wg.ops.rope_kv_append(dev.tensor(qkv), dev.tensor(cos), dev.tensor(sin), (kc, vc), p, q_heads=hq)
+    got_q, got_k, got_v = q.numpy(), kc.numpy(), vc.numpy()
+    assert dev.stats.since(before).dispatches == 1
+    x = qkv.astype(np.float64).reshape(rows, hq + 2 * hkv, d)
+    where = np.arange(pos, pos + rows)
+    assert got_q.shape == (rows, hq, d) and got_q.dtype == np.float32
+    np.testing.assert_allclose(got_q, _rope64(x[:, :hq], cos, sin, where), rtol=0, atol=1e-6)
+    # the caches hold the rows rounded once to their dtype
+    tol = 1e-6 if cache_dtype == "f32" else 2e-3
+    np.testing.assert_allclose(got_k[where], _rope64(x[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
+    assert got_v[where].tobytes() == x[:, hq + hkv:].astype(NP[cache_dtype]).tobytes()
+    keep = np.setdiff1d(np.arange(cap), where)
+    assert got_k[keep].tobytes() == old[keep].tobytes() and got_v[keep].tobytes() == old[::-1][keep].tobytes()
+
+
+def test_ring_and_paged_layouts(dev, rng):
+    hq, hkv, d, rows = 2, 1, 4, 3
+    cos, sin = wg.ops.rope_tables(64, d)
+    qkv = rng.standard_normal((rows, (hq + 2 * hkv) * d)).astype(np.float32)
+    x = qkv.astype(np.float64).reshape(rows, hq + 2 * hkv, d)
+    k_want = _rope64(x[:, hq:hq + hkv], cos, sin, np.arange(10, 13))
+    # a ring of 8 rows: positions 10..12 land on rows 2..4
+    kc, vc = dev.tensor(np.zeros((8, hkv, d), np.float32)), dev.tensor(np.zeros((8, hkv, d), np.float32))
+    wg.ops.rope_kv_append(dev.tensor(qkv), dev.tensor(cos), dev.tensor(sin), (kc, vc), 10, q_heads=hq, layout="ring")
+    np.testing.assert_allclose(kc.numpy()[2:5], k_want, atol=1e-6)
+    # pages of 4 rows, page table [3, 0, 2, 1]: positions 10..12 are page 2 -> physical page 2, rows 10..11,
+    # and page 2 again for 11; position 12 is page 3 -> physical page 1, row 4
+    table = dev.tensor(np.array([3, 0, 2, 1], np.uint32))
+    kc, vc = dev.tensor(np.zeros((16, hkv, d), np.float32)), dev.tensor(np.zeros((16, hkv, d), np.float32))
+    wg.ops.rope_kv_append(dev.tensor(qkv), dev.tensor(cos), dev.tensor(sin), (kc, vc), 10, q_heads=hq,
+                          layout="paged", page_table=table, page_size=4)
+    got = kc.numpy()
+    np.testing.assert_allclose(got[[10, 11, 4]], k_want, atol=1e-6)
+    np.testing.assert_array_equal(vc.numpy()[[10, 11, 4]], x[:, hq + hkv:].astype(np.float32))
+
+
+def test_gpu_positions_beyond_tables_or_cache_are_reported(dev, rng):
+    hq, hkv, d = 2, 1, 4
+    cos, sin = wg.ops.rope_tables(8, d)
+    qkv = dev.tensor(rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32))
+    kc, vc = dev.tensor(np.zeros((20, hkv, d), np.float32)), dev.tensor(np.zeros((20, hkv, d), np.float32))
+    q = wg.ops.rope_kv_append(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc), dev.tensor(np.array([7], np.uint32)),
+                              q_heads=hq)
+    with pytest.raises(wg.GpuValueError, match="rope"):
+        dev.check_errors()
+    got = q.numpy()
+    assert np.all(got[1] == 0) and np.any(got[0] != 0)  # position 8 is past the 8-row tables: zeros
+    assert np.all(kc.numpy()[8] == 0) and np.any(kc.numpy()[7] != 0)
+    q = wg.ops.rope_kv_append(qkv, dev.tensor(wg.ops.rope_tables(64, d)[0]), dev.tensor(wg.ops.rope_tables(64, d)[1]),
+                              (kc, vc), dev.tensor(np.array([19], np.uint32)), q_heads=hq)
+    with pytest.raises(wg.GpuValueError, match="kv_append"):
+        dev.check_errors()
+    assert np.any(q.numpy()[1] != 0)  # position 20 is in the tables, past the 20-row cache: q is still rotated
+
+
+def test_errors(dev):
+    cos, sin = (dev.tensor(t) for t in wg.ops.rope_tables(8, 4))
+    kc, vc = dev.tensor(np.zeros((8, 1, 4), np.float32)), dev.tensor(np.zeros((8, 1, 4), np.float32))
+    qkv = dev.tensor(np.zeros((2, 16), np.float32))
+    with pytest.raises(wg.ShapeError, match=r"qkv must be \[rows, \(q_heads \+ 2 kv_heads\) \* head_dim\] = \[rows, 20\]"):
+        wg.ops.rope_kv_append(qkv, cos, sin, (kc, vc), 0, q_heads=3)
+    with pytest.raises(wg.LimitError, match="exceed the tables' 8 rows"):
+        wg.ops.rope_kv_append(qkv, cos, sin, (kc, vc), 7, q_heads=2)
+    with pytest.raises(wg.LimitError, match="cache full"):
+        big = [dev.tensor(t) for t in wg.ops.rope_tables(32, 4)]
+        wg.ops.rope_kv_append(qkv, *big, (kc, vc), 7, q_heads=2)
+    with pytest.raises(wg.DtypeError, match="k cache f32 and v cache f16 differ"):
+        wg.ops.rope_kv_append(qkv, cos, sin, (kc, dev.tensor(np.zeros((8, 1, 4), np.float16))), 0, q_heads=2)
+    with pytest.raises(wg.ArgumentError, match="rope_kv_append: pos=1.0 must be an integer or a u32 GPU tensor"):
+        wg.ops.rope_kv_append(qkv, cos, sin, (kc, vc), 1.0, q_heads=2)
+
+
+def test_in_a_graph_orders_cache_readers(dev, rng):
+    """The caches are written in place: a reader added before the op sees the old rows, one after the new."""
+    hq, hkv, d = 2, 1, 4
+    cos, sin = wg.ops.rope_tables(16, d)
+    g = wg.Graph("rope_kv")
+    qkv = g.input("qkv", (1, (hq + 2 * hkv) * d), "f32")
+    pos = g.input("pos", (1,), "u32")
+    kc, vc = g.state("k", (16, hkv, d), "f32"), g.state("v", (16, hkv, d), "f32")
+    before = wg.ops.scale(kc, 1.0)
+    q = wg.ops.rope_kv_append(qkv, g.const("cos", cos), g.const("sin", sin), (kc, vc), pos, q_heads=hq)
+    after = wg.ops.scale(kc, 1.0)
+    for name, v in (("before", before), ("q", q), ("after", after)):
+        g.output(name, v)
+    node = g.producer[q.name]  # ordering edges: the earlier reader before it, the later reader after it
+    assert g.nx.has_edge(g.producer[before.name], node) and g.nx.has_edge(node, g.producer[after.name])
+    prog = g.compile(dev)
+    x = rng.standard_normal((1, (hq + 2 * hkv) * d)).astype(np.float32)
+    out = prog.run(qkv=x, pos=3)
+    want = _rope64(x.astype(np.float64).reshape(1, hq + 2 * hkv, d)[:, hq:hq + hkv], cos, sin, np.array([3]))
+    assert np.all(out["before"].numpy() == 0)
+    np.testing.assert_allclose(out["after"].numpy()[3], want[0], atol=1e-6)
+    np.testing.assert_allclose(prog.state("k").numpy()[3], want[0], atol=1e-6)

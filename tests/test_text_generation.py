@@ -1,0 +1,143 @@
+"""Text in, text out on a tiny random Llama with the tiny tokenizer: generate_text / stream_text give the text of
+the float64 numpy reference's greedy ids (decoded by the tokenizer, itself checked against transformers in
+test_tokenizer.py), stop where the tokenizer's eos or the given stop ids say, refuse bad requests before any GPU
+work; and `python -m wgraph generate --prompt` in a subprocess."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import llama_reference as ref
+import tiny_files
+from wgraph.errors import ArgumentError, LimitError, NoTokenizerError
+from wgraph.models import from_pretrained
+from wgraph.models.random_checkpoint import random_weights, tiny_config, write_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = 701  # the tiny tokenizer's
+
+
+def _write(path, with_tokenizer=True) -> tuple[Path, dict, dict]:
+    cfg = tiny_config(vocab_size=VOCAB, eos_token_id=3)
+    w = random_weights(cfg, seed=5)
+    write_checkpoint(path, cfg, w)
+    if with_tokenizer:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(tiny_files.TINY_TOKENIZER / name, path / name)
+    return path, cfg, w
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, dev):
+    path, cfg, w = _write(tmp_path_factory.mktemp("tiny_text"))
+    return from_pretrained(path, dev, dtype="f32", max_seq=64), cfg, w
+
+
+def _expected(model, cfg, w, ids, n, stops):
+    """The reference's greedy ids cut after the first stop id, and the text before it."""
+    want, _ = ref.greedy(cfg, w, ids, n)
+    hit = next((i for i, t in enumerate(want) if t in stops), None)
+    kept = want if hit is None else want[:hit + 1]
+    return kept, model.tokenizer.decode(kept if hit is None else kept[:-1])
+
+
+def test_plain_prompt_text_and_stream(tiny):
+    model, cfg, w = tiny
+    tok = model.tokenizer
+    ids = tok.encode("Hello world")
+    assert ids[0] == tok.token_id("<|begin_of_text|>")  # the tokenizer.json's post-processor adds BOS
+    kept, text = _expected(model, cfg, w, ids, 10, set(tok.stop_ids))
+    assert model.generate_text("Hello world", 10) == text
+    assert model.last_stats["ids"] == kept and model.last_stats["prompt_tokens"] == len(ids)
+    pieces = list(model.stream_text("Hello world", 10, read_every=1))
+    assert "".join(pieces) == text and all(pieces)
+    assert model.last_stats["readbacks"] == len(kept)  # one read per token with read_every=1
+
+
+def test_chat_prompt_and_stop_ids(tiny):
+    model, cfg, w = tiny
+    tok = model.tokenizer
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a color."}]
+    ids = tok.apply_chat_template(messages, tokenize=True)
+    want, _ = ref.greedy(cfg, w, ids, 8)
+    stop = want[4]
+    kept, text = _expected(model, cfg, w, ids, 8, {stop})
+    got = model.generate_text("Name a color.", 8, chat=True, system="Be brief.", stop_ids=[stop], read_every=3)
+    assert got == text and model.last_stats["ids"] == kept and model.last_stats["stopped"]
+    assert model.generate_text(messages, 8, chat=True, stop_ids=[stop]) == text  # a message list works alike
+
+
+def test_sampled_text_follows_the_seed(tiny):
+    model, _, _ = tiny
+    a = model.generate_text("Hello", 6, temperature=0.9, top_k=20, seed=3, stop_ids=[])
+    ids_a = model.last_stats["ids"]
+    b = model.generate_text("Hello", 6, temperature=0.9, top_k=20, seed=3, stop_ids=[], read_every=2)
+    assert (a, ids_a) == (b, model.last_stats["ids"])
+    assert ids_a == model.generate(model.tokenizer.encode("Hello"), 6, temperature=0.9, top_k=20, seed=3)
+    model.generate_text("Hello", 1)  # back to greedy for the other tests
+
+
+def test_bad_requests_are_refused_before_gpu_work(tiny, dev, tmp_path):
+    model, _, _ = tiny
+    before = dev.stats.snapshot()
+    for kwargs, err, match in [
+        ({"system": "x"}, ArgumentError, "system='x' needs chat=True"),
+        ({"temperature": -1.0}, ArgumentError, "temperature=-1.0 must be a finite real"),
+        ({"temperature": float("nan")}, ArgumentError, "temperature=nan"),
+        ({"top_p": 0.0}, ArgumentError, r"top_p=0.0 must be a finite real in \(0, 1\]"),
+        ({"read_every": True}, ArgumentError, "read_every=True must be an integer"),
+        ({"stop_ids": [VOCAB]}, LimitError, "stop_ids: id 701 at index 0 is outside"),
+        ({"chat": 1}, ArgumentError, "chat=1 must be True or False"),
+        ({"stop": [1]}, ArgumentError, "stop=\\[1\\] is not an option"),
+    ]:
+        with pytest.raises(err, match=match):
+            model.generate_text("Hello", 4, **kwargs)
+    with pytest.raises(LimitError, match="exceed the KV cache of 64"):
+        model.stream_text("Hello", 100)
+    with pytest.raises(ArgumentError, match="generate_text: prompt=b'Hello' must be a str"):
+        model.generate_text(b"Hello", 4)
+    assert dev.stats.since(before).submits == 0
+    path, _, _ = _write(tmp_path / "bare", with_tokenizer=False)
+    bare = from_pretrained(path, dev, dtype="f32", max_seq=16)
+    with pytest.raises(NoTokenizerError, match="no tokenizer"):
+        bare.generate_text("Hello", 2)
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "wgraph", "generate", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
+
+
+def test_cli_streams_text(tmp_path):
+    path, cfg, w = _write(tmp_path / "m")
+    from wgraph.models.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_directory(path)
+    ids = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=True)
+    want, _ = ref.greedy(cfg, w, ids, 6)
+    hit = next((i for i, t in enumerate(want) if t in tok.stop_ids), len(want))
+    r = _cli(path, "--prompt", "Hi", "--chat", "--max-new-tokens", 6, "--dtype", "f32", "--max-seq", 48)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == tok.decode(want[:hit]) + "\n"
+    assert "tokens/s" in r.stderr and "f32 weights" in r.stderr
+    r = _cli(tmp_path / "nope", "--prompt", "Hi")
+    assert r.returncode == 1 and "config.json" in r.stderr
+    r = _cli("--help")
+    assert r.returncode == 0 and "(default: 32)" in r.stdout and "--chat" in r.stdout
+
+
+def test_ids_cli_keeps_working(tmp_path, capsys):
+    from wgraph.__main__ import main as cli_main
+
+    path, cfg, w = _write(tmp_path / "ids", with_tokenizer=False)
+    want, _ = ref.greedy(cfg, w, [3, 4], 5)
+    assert cli_main(["generate", str(path), "--prompt-ids", "3,4", "--max-new-tokens", "5", "--dtype", "f32",
+                     "--max-seq", "16"]) == 0
+    assert capsys.readouterr().out.strip() == ",".join(map(str, want))
+    assert cli_main(["generate", str(path), "--prompt", "x", "--dtype", "f32", "--max-seq", "16"]) == 1
+    assert "no tokenizer" in capsys.readouterr().err

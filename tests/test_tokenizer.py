@@ -1,0 +1,152 @@
+"""Tokenizer and chat template: ids, decoded text and rendered chats equal to transformers' (tests/data/
+text_goldens.json, made once by tests/data/make_text_goldens.py) for the tiny tokenizer directory, a variant of it
+and GGUF vocabularies of both kinds; streaming decode; what is refused. No GPU work."""
+
+import json
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tiny_files
+from wgraph.errors import ArgumentError, ChatTemplateError, CheckpointError, LimitError
+from wgraph.models.chat_template import ChatTemplate
+from wgraph.models.tokenizer import Tokenizer
+
+GOLDENS = json.loads((tiny_files.DATA / "text_goldens.json").read_text())["sources"]
+GGUF_SOURCES = {  # as in make_text_goldens.py: (builder, pre, arch)
+    "gguf_gpt2_llama_bpe": ("byte_level", "llama-bpe", "llama"),
+    "gguf_gpt2_unknown_pre": ("byte_level", "smollm", "llama"),
+    "gguf_gpt2_qwen2": ("byte_level", "qwen2", "qwen2"),
+    "gguf_spm_llama": ("spm", None, "llama"),
+    "gguf_spm_gemma2": ("spm", None, "gemma2"),
+}
+
+
+def make(name: str, tmp) -> Tokenizer:
+    if name == "directory":
+        return Tokenizer.from_directory(tiny_files.TINY_TOKENIZER)
+    if name == "directory_variant":
+        return Tokenizer.from_directory(tiny_files.write_tokenizer_variant(tmp / name))
+    builder, pre, arch = GGUF_SOURCES[name]
+    meta = tiny_files.byte_level_tokenizer(pre) if builder == "byte_level" else tiny_files.spm_tokenizer()
+    return Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp / f"{name}.gguf", meta, arch))
+
+
+@pytest.fixture(scope="module")
+def tokenizers(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tok")
+    return {name: make(name, tmp) for name in GOLDENS}
+
+
+@pytest.mark.parametrize("name", list(GOLDENS))
+def test_ids_and_text_equal_transformers(tokenizers, name):
+    tok, gold = tokenizers[name], GOLDENS[name]
+    assert len(gold["encode"]) >= 11
+    for case in gold["encode"]:
+        ids = tok.encode(case["text"])
+        assert ids == case["ids"], case["text"]
+        assert tok.decode(ids) == case["decode"], case["text"]
+        assert tok.decode(ids, skip_special_tokens=False) == case["decode_special"], case["text"]
+    for case in gold["decode_slices"]:  # prefixes ending inside a multi-byte character
+        assert tok.decode(case["ids"]) == case["text"], case["ids"]
+    want = dict(gold["special_tokens"])
+    if name == "gguf_spm_gemma2":
+        # transformers' GemmaTokenizer adds its class default mask token (and <bos> <eos> <pad>) when the vocabulary
+        # lacks them; wgraph does not grow a GGUF vocabulary beyond the model's embedding (docs/models.md)
+        want.pop("mask_token")
+    assert tok.special == want
+
+
+@pytest.mark.parametrize("name", [n for n in GOLDENS if GOLDENS[n]["chat"]])
+def test_chat_templates_equal_transformers(tokenizers, name):
+    tok, gold = tokenizers[name], GOLDENS[name]
+    for case in gold["chat"]:
+        kw = {} if case["template"] is None else {"template": case["template"]}
+        text = tok.apply_chat_template(case["messages"], add_generation_prompt=case["add_generation_prompt"], **kw)
+        assert text == case["text"]
+        ids = tok.apply_chat_template(case["messages"], add_generation_prompt=case["add_generation_prompt"],
+                                      tokenize=True, **kw)
+        assert ids == case["ids"]
+    for case in gold["refuses"]:
+        kw = {} if case["template"] is None else {"template": case["template"]}
+        if case["refused"]:
+            with pytest.raises(ChatTemplateError, match=case["error"]):
+                tok.apply_chat_template(case["messages"], **kw)
+        else:
+            tok.apply_chat_template(case["messages"], **kw)
+
+
+def test_stop_ids_follow_the_files(tokenizers):
+    assert tokenizers["directory"].stop_ids == [tokenizers["directory"].token_id("<|im_end|>")]
+    assert tokenizers["directory_variant"].stop_ids == [3, 6]  # generation_config.json's list
+    assert tokenizers["gguf_spm_llama"].stop_ids == [2]  # tokenizer.ggml.eos_token_id
+
+
+@pytest.mark.parametrize("name", ["directory", "gguf_spm_llama", "gguf_spm_gemma2"])
+def test_streaming_pieces_add_up_to_the_decoded_text(tokenizers, name):
+    tok = tokenizers[name]
+    rng = random.Random(0)
+    for case in GOLDENS[name]["encode"]:
+        for chunk in (1, 2, 3):
+            dec = tok.stream_decoder()
+            pieces = [dec.push(case["ids"][i:i + chunk]) for i in range(0, len(case["ids"]), chunk)]
+            pieces.append(dec.flush())
+            assert "".join(pieces) == tok.decode(case["ids"]), (case["text"], chunk)
+            if "\ufffd" not in case["decode"]:  # never half a character
+                assert not any("\ufffd" in p for p in pieces), (case["text"], pieces)
+        dec = tok.stream_decoder(skip_special_tokens=False)
+        cut = sorted(rng.sample(range(len(case["ids"]) + 1), min(2, len(case["ids"]) + 1)))
+        parts = [case["ids"][:cut[0]], case["ids"][cut[0]:cut[-1]], case["ids"][cut[-1]:]]
+        assert "".join(dec.push(p) for p in parts) + dec.flush() == case["decode_special"]
+
+
+@given(st.lists(st.integers(0, 700), max_size=24), st.integers(1, 4))
+def test_streaming_any_ids(ids, chunk):
+    tok = Tokenizer.from_directory(tiny_files.TINY_TOKENIZER)
+    dec = tok.stream_decoder()
+    text = "".join(dec.push(ids[i:i + chunk]) for i in range(0, len(ids), chunk)) + dec.flush()
+    assert text == tok.decode(ids)
+
+
+def test_bad_input_is_refused(tokenizers, tmp_path):
+    tok = tokenizers["directory"]
+    with pytest.raises(ArgumentError, match="Tokenizer.encode: text=b'bytes' must be a str"):
+        tok.encode(b"bytes")
+    with pytest.raises(LimitError, match=r"Tokenizer.decode: id 701 at index 1 is outside the table's 701 rows"):
+        tok.decode([1, 701])
+    with pytest.raises(ArgumentError, match="integers"):
+        tok.decode([1.0])
+    with pytest.raises(ChatTemplateError, match="template='nope' is not one of"):
+        tok.apply_chat_template([{"role": "user", "content": "x"}], template="nope")
+    with pytest.raises(ChatTemplateError, match="only JSON values"):
+        tok.apply_chat_template([{"role": "user", "content": object()}])
+    with pytest.raises(CheckpointError, match="no chat template"):
+        tokenizers["gguf_spm_llama"].apply_chat_template([{"role": "user", "content": "x"}])
+    with pytest.raises(CheckpointError, match="no tokenizer.json"):
+        Tokenizer.from_directory(tmp_path)
+    meta = dict(tiny_files.spm_tokenizer(), model="bert")
+    with pytest.raises(CheckpointError, match=r"tokenizer.ggml.model 'bert' is not supported"):
+        Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "bert.gguf", meta))
+    meta = dict(tiny_files.byte_level_tokenizer(), merges=["a b c"])
+    with pytest.raises(CheckpointError, match="merge 'a b c' is not two tokens"):
+        Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "merges.gguf", meta))
+
+
+def test_template_sandbox_and_helpers():
+    t = ChatTemplate({"default": "{{ messages[0]['content'] | tojson }} {{ strftime_now('%Y') | length }}"
+                                 "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+                                 "{% endfor %} {{ ns.n }} {{ bos_token }}"}, "test")
+    assert t.render([{"role": "user", "content": "ünï"}], special_tokens={"bos_token": "<s>"}) == '"ünï" 4 1 <s>'
+    escape = ChatTemplate({"default": "{{ ''.__class__.__mro__[1].__subclasses__() }}"}, "test")
+    with pytest.raises(ChatTemplateError, match="refused the conversation"):
+        escape.render([])
+    mutate = ChatTemplate({"default": "{% set _ = messages.append(1) %}"}, "test")  # immutable sandbox
+    with pytest.raises(ChatTemplateError):
+        mutate.render([])
+    under = ChatTemplate({"default": "{% set ns = namespace(_x=1) %}"}, "test")
+    with pytest.raises(ChatTemplateError, match="underscore"):
+        under.render([])
+    with pytest.raises(CheckpointError, match="not valid Jinja"):
+        ChatTemplate({"default": "{% for %}"}, "test")

@@ -1,0 +1,105 @@
+"""Tiny random checkpoints saved by Hugging Face transformers itself (tests/data/arch/, made once by
+tests/data/make_arch_checkpoints.py), in both config formats: transformers 5's config.json (RoPE settings in
+`rope_parameters`) and the transformers 4 form (config_v4.json: top-level `rope_theta`/`rope_scaling`).
+wgraph's prefill logits must be within 1e-4 of transformers' float32 logits and its 16 greedy ids equal."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wgraph.errors import CheckpointError
+from wgraph.models import Llama, LlamaConfig
+from wgraph.models.llama import linear_weight_storage
+
+DATA = Path(__file__).parent / "data" / "arch"
+FORMATS = {"v5": "config.json", "v4": "config_v4.json"}
+ATOL = 1e-4
+
+
+def checkpoint(tmp_path: Path, case: str, fmt: str) -> Path:
+    """A checkpoint directory of `case` whose config.json is the file of format `fmt`."""
+    src, out = DATA / case, tmp_path / f"{case}_{fmt}"
+    out.mkdir()
+    shutil.copy(src / "model.safetensors", out)
+    shutil.copy(src / FORMATS[fmt], out / "config.json")
+    return out
+
+
+def golden(case: str) -> dict:
+    with np.load(DATA / case / "golden.npz") as g:
+        return {k: g[k] for k in g.files}
+
+
+CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("case", CASES)
+def test_matches_transformers(case, fmt, tmp_path, dev):
+    """Prefill logits of the prompt and the 16 greedy ids, then each decode step's logits (the program's
+    output for the token it consumed) against transformers' logits at that position."""
+    g = golden(case)
+    prompt, greedy, want = g["prompt"].tolist(), g["greedy"].tolist(), g["logits"]
+    model = Llama.from_pretrained(checkpoint(tmp_path, case, fmt), dev, dtype="f32", max_seq=32)
+    got = model.prefill(prompt, all_logits=True).numpy()
+    np.testing.assert_allclose(got, want[:len(prompt)], rtol=0, atol=ATOL)
+    assert model.generate(prompt, len(greedy)) == greedy
+    model.prefill(prompt)
+    for i in range(len(greedy) - 1):  # step i consumes greedy[i], at position len(prompt) + i
+        np.testing.assert_allclose(model.step().numpy()[0], want[len(prompt) + i], rtol=0, atol=ATOL,
+                                   err_msg=f"step {i}")
+
+
+BF16_CASES = [c for c in CASES if json.loads((DATA / c / "config.json").read_text())["dtype"] == "bfloat16"]
+
+
+@pytest.mark.parametrize("case", BF16_CASES)
+def test_bf16_checkpoints_load_as_bf16(case, tmp_path, dev):
+    """dtype="bf16" keeps a bf16 checkpoint's values exactly (activations, norms and KV caches are f32), so it
+    computes what transformers computes in float32 from the same file."""
+    g = golden(case)
+    prompt, greedy, want = g["prompt"].tolist(), g["greedy"].tolist(), g["logits"]
+    model = Llama.from_pretrained(checkpoint(tmp_path, case, "v5"), dev, dtype="bf16", max_seq=32)
+    st = model.program.state
+    tied = model.config.tie_word_embeddings
+    matrices = linear_weight_storage("bf16")  # bf16 once `linear` has a bf16 kernel, else f32 holding bf16 values
+    assert st("embed").dtype == (matrices if tied else "bf16")
+    assert st("l0.wo").dtype == st("l0.w_down").dtype == matrices
+    assert st("l0.attn_norm").dtype == st("l0.k_cache").dtype == "f32"
+    np.testing.assert_allclose(model.prefill(prompt, all_logits=True).numpy(), want[:len(prompt)], rtol=0, atol=ATOL)
+    assert model.generate(prompt, len(greedy)) == greedy
+    # sampling compiles the other decode program and moves the weights (bf16 ones too) into it on the GPU
+    model.generate(prompt, 2, temperature=1.0, seed=1)
+    assert model.generate(prompt, len(greedy)) == greedy
+
+
+def test_the_two_formats_read_to_one_config():
+    v5 = json.loads((DATA / "llama" / "config.json").read_text())
+    v4 = json.loads((DATA / "llama" / "config_v4.json").read_text())
+    assert "rope_theta" not in v5 and "rope_scaling" not in v5  # what transformers 5 writes
+    a, b = LlamaConfig.from_dict(v5), LlamaConfig.from_dict(v4)
+    assert a == b and a.rope_theta == 500000.0 and a.rope_scaling.factor == 8.0
+
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(rope_theta=10000.0), "RoPE base is given twice"),
+    (dict(rope_scaling=dict(LLAMA3, factor=4.0)), "rope_parameters .* and rope_scaling .* disagree"),
+    (dict(rope_scaling={"type": "default"}), "rope_parameters .* and rope_scaling .* disagree"),
+    (dict(rope_scaling=None, rope_theta=500000.0), None),  # both formats, agreeing: read as one
+    (dict(rope_scaling={"type": "llama3", **{k: v for k, v in LLAMA3.items() if k != "rope_type"}}), None),
+])
+def test_both_formats_that_disagree_are_refused(change, match):
+    base = json.loads((DATA / "llama" / "config.json").read_text())
+    d = dict(base, **change)
+    if match is None:
+        assert LlamaConfig.from_dict(d) == LlamaConfig.from_dict(base)
+    else:
+        with pytest.raises(CheckpointError, match=match):
+            LlamaConfig.from_dict(d)

@@ -1,0 +1,134 @@
+"""GPU time with two timestamps only: a batch of recorded calls (or one replay of a Program) encoded into ONE
+compute pass whose beginning and end are stamped. `record(profile=True)` stamps every dispatch inside its
+pass, which is right for where a long kernel's time goes and wrong for a short one: on the H200 each stamped
+dispatch read ~10 µs (a linear on an [8, 256] weight: 10.2 µs per call) where a dependent dispatch with no
+stamps costs ~2 µs (`../shared/tools/dispatch_chain.py`). `calls_us(..., stamped=True)` measures that way too,
+so one run shows both."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import wgpu
+
+from wgraph.scheduler.commands import Copy
+from wgraph.scheduler.recording import Recording
+
+
+def _span_of_steps(dev, prepared) -> float:
+    """GPU µs from the start to the end of one pass holding every step of `prepared` (dispatches only)."""
+    if any(isinstance(s, Copy) for s in prepared.steps) or len(prepared.steps) != len(prepared.offsets):
+        raise ValueError("a timed command list must hold dispatches only (a copy or write would end the pass)")
+    query = dev.wgpu.create_query_set(type=wgpu.QueryType.timestamp, count=2)
+    usage = wgpu.BufferUsage
+    resolve = dev.wgpu.create_buffer(size=16, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+    readback = dev.wgpu.create_buffer(size=16, usage=usage.MAP_READ | usage.COPY_DST)
+    encoder = dev.wgpu.create_command_encoder()
+    cpass = encoder.begin_compute_pass(timestamp_writes={
+        "query_set": query, "beginning_of_pass_write_index": 0, "end_of_pass_write_index": 1})
+    for step, offset in zip(prepared.steps, prepared.offsets):
+        d, pipeline, group = step[0], step[1], step[2]
+        cpass.set_pipeline(pipeline)
+        cpass.set_bind_group(0, group, [] if offset is None else [offset])
+        if d.indirect is not None:
+            cpass.dispatch_workgroups_indirect(d.indirect[0].buffer, d.indirect[1])
+        else:
+            cpass.dispatch_workgroups(*d.workgroups)
+    cpass.end()
+    encoder.resolve_query_set(query, 0, 2, resolve, 0)
+    encoder.copy_buffer_to_buffer(resolve, 0, readback, 0, 16)
+    index = dev.scheduler.submit(encoder.finish())
+    readback.map_sync(wgpu.MapMode.READ)
+    dev.scheduler.completed(index)  # the map waited for it
+    begin, end = struct.unpack("<2Q", readback.read_mapped())
+    readback.unmap()
+    for b in (resolve, readback):
+        b.destroy()
+    query.destroy()
+    return max(0, end - begin) / 1000.0  # wgpu reports nanoseconds on Vulkan, Metal and D3D12
+
+
+def _recorded(dev, call, reps: int) -> Recording:
+    rec = Recording(dev.scheduler, dev.caps, label="bench.timing")
+    dev.scheduler.push_recording(rec)
+    try:
+        for _ in range(reps):
+            call()
+    finally:
+        dev.scheduler.pop_recording(rec)
+    return rec
+
+
+def calls_us(dev, call, reps: int, batches: int = 3, *, stamped: bool = False) -> list[float] | None:
+    """GPU µs per call, one value per batch of `reps` back-to-back calls (in one pass: each call that writes
+    what the previous one wrote waits for it, as in a decode step). None without timestamp queries.
+    `stamped`: time with a timestamp pair around every dispatch (record(profile=True)) instead."""
+    if not dev.caps.has_timestamps:
+        return None
+    dev.flush()
+    out = []
+    for _ in range(batches):
+        if stamped:
+            with dev.record(profile=True) as rec:
+                for _ in range(reps):
+                    call()
+            out.append(rec.profile().span_us / reps)
+            continue
+        rec = _recorded(dev, call, reps)
+        with dev.lock:
+            prepared = rec.commands.prepare()
+            try:
+                out.append(_span_of_steps(dev, prepared) / reps)
+            finally:
+                prepared.release()
+    return out
+
+
+def program_us(prog) -> float | None:
+    """GPU µs of one replay of a Program without inputs (every node in one stamped pass; its state advances
+    as in a run). None without timestamp queries."""
+    dev = prog.device
+    if not dev.caps.has_timestamps:
+        return None
+    with dev.lock:
+        dev.flush()
+        prog._commands._flush_uniforms()  # dirty uniform bytes, as a run writes them
+        return _span_of_steps(dev, prog._commands)
+
+
+def warm(dev, call, seconds: float) -> None:
+    """Keep the GPU busy with `call` for `seconds`: an idle GPU's clocks take a while to rise (the H200 idles
+    at 345 MHz, and the host's preparation of the next shape leaves it idle)."""
+    if dev.caps.is_cpu:
+        return
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        with dev.record():
+            for _ in range(20):
+                call()
+        dev.sync()
+
+
+def time_calls(dev, call, target_s: float, max_reps: int, warm_s: float = 0.3) -> tuple[float, int, str]:
+    """GPU µs per call (median of batches of back-to-back calls, after `warm_s` seconds of them: an idle GPU's
+    clocks take a while to rise), reps per batch, and the clock used. Batches are sized from one call's time,
+    so a slow configuration warms in a few calls, not in a fixed count of them."""
+    import statistics
+
+    dev.sync()
+    t0 = time.perf_counter()
+    call()
+    dev.sync()
+    reps = int(max(1, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
+    warm(dev, call, warm_s)
+    gpu = calls_us(dev, call, reps)
+    if gpu:
+        return statistics.median(gpu), reps, "pass-span"
+    dev.sync()
+    t0 = time.perf_counter()
+    with dev.record():
+        for _ in range(reps):
+            call()
+    dev.sync()
+    return (time.perf_counter() - t0) / reps * 1e6, reps, "wall+sync"

@@ -1,0 +1,254 @@
+"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q4_K): their layouts, the
+`QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on the GPU,
+or as a graph value), and quantizers from float32 weights.
+
+A GGML row is `in_features / block_weights` blocks stored back to back, and rows follow each other; a block is
+byte-packed (Q4_0 is 18 bytes, Q8_0 34: not every block starts on a 4-byte boundary). On the GPU the raw bytes
+are a u32 tensor, padded with zeros to a multiple of 16 bytes and at least one word past the last byte: the
+GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's kernels read 16-byte words.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import attrs
+import numpy as np
+
+from wgraph import args
+from wgraph.errors import DtypeError, LimitError, ShapeError, UnsupportedError
+
+MAX_BYTES = (1 << 32) - 64  # kernels address a weight's bytes with u32 offsets
+
+
+@attrs.frozen
+class BlockFormat:
+    """One GGML block format: its name and type number (as in GGUF files) and its block's weights and bytes."""
+
+    name: str
+    ggml_type: int
+    block_weights: int
+    block_bytes: int
+
+    def row_bytes(self, in_features: int) -> int:
+        return in_features // self.block_weights * self.block_bytes
+
+    def nbytes(self, out_features: int, in_features: int) -> int:
+        """Bytes of the raw blocks of an [out_features, in_features] matrix: what a GEMV reads."""
+        return out_features * self.row_bytes(in_features)
+
+    def words(self, out_features: int, in_features: int) -> int:
+        """u32 words of the GPU tensor: the raw bytes, padded to a multiple of 16 with at least 4 bytes more."""
+        return (self.nbytes(out_features, in_features) + 4 + 15) // 16 * 4
+
+
+# Layouts (little-endian; "f16" is an IEEE half):
+#   Q8_0: d f16, qs int8[32]                      w[i] = d * qs[i]
+#   Q4_0: d f16, qs u8[16]                        w[i] = d * (q[i] - 8); q[i] = qs[i] & 15, q[i + 16] = qs[i] >> 4
+#   Q4_1: d f16, m f16, qs u8[16]                 w[i] = d * q[i] + m (q as Q4_0's)
+#   Q4_K: d f16, dmin f16, scales u8[12], qs u8[128]: 8 sub-blocks of 32 with 6-bit scales sc[j] and mins mn[j]
+#         packed in `scales`; qs byte 32c + l holds w[64c + l] (low nibble, sub-block 2c) and w[64c + 32 + l]
+#         (high nibble, sub-block 2c + 1); w = d * sc[j] * q - dmin * mn[j].
+FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0", 2, 32, 18),
+                               BlockFormat("Q4_1", 3, 32, 20), BlockFormat("Q4_K", 12, 256, 144))}
+
+
+def block_format(name, where: str = "block_format") -> BlockFormat:
+    """The format called `name` (GGML's name, e.g. "Q4_K"); UnsupportedError naming the formats otherwise."""
+    fmt = FORMATS.get(name) if isinstance(name, str) else None
+    if fmt is None:
+        raise UnsupportedError(f"{where}: ggml_type={args.show(name)} is not a block format wgraph computes on; it has "
+                               f"{sorted(FORMATS)} (other GGML types are dequantized on load)")
+    return fmt
+
+
+def check_matrix(fmt: BlockFormat, shape, where: str) -> tuple[int, int]:
+    """(out_features, in_features) of a quantized matrix `shape`, checked against the block size and the u32
+    byte offsets the kernels use."""
+    if not (isinstance(shape, tuple) and len(shape) == 2 and all(map(args.is_int, shape)) and min(shape) >= 1):
+        raise args.fail(where, "shape", shape, "a tuple (out_features, in_features) of two integers >= 1")
+    n, k = (int(d) for d in shape)
+    if k % fmt.block_weights:
+        raise ShapeError(f"{where}: in_features {k} is not a multiple of {fmt.name}'s block of {fmt.block_weights} "
+                         f"weights (GGML rows are whole blocks)")
+    if fmt.nbytes(n, k) > MAX_BYTES:
+        raise LimitError(f"{where}: a {fmt.name} matrix of shape {shape} is {fmt.nbytes(n, k)} bytes; the kernels "
+                         f"address at most {MAX_BYTES}")
+    return n, k
+
+
+def _blocks_spec(blocks) -> tuple[tuple, str] | None:
+    """(shape, wgraph dtype) of a numpy array, Tensor or graph Value; None for anything else."""
+    if isinstance(blocks, np.ndarray):
+        return blocks.shape, ("u32" if blocks.dtype == np.uint32 else str(blocks.dtype))
+    shape, dtype = getattr(blocks, "shape", None), getattr(blocks, "dtype", None)
+    if isinstance(shape, tuple) and isinstance(dtype, str):
+        return shape, dtype
+    return None
+
+
+@attrs.frozen(eq=False)
+class QuantizedWeight:
+    """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
+    `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value."""
+
+    ggml_type: str
+    shape: tuple[int, int]
+    blocks: Any = attrs.field(repr=False)
+
+    def __attrs_post_init__(self):
+        fmt = block_format(self.ggml_type, "QuantizedWeight")
+        n, k = check_matrix(fmt, self.shape, "QuantizedWeight")
+        spec = _blocks_spec(self.blocks)
+        if spec is None:
+            raise DtypeError(f"QuantizedWeight: blocks must be a numpy uint32 array, a u32 Tensor or a graph value, "
+                             f"got {type(self.blocks).__name__}")
+        words = fmt.words(n, k)
+        if spec != ((words,), "u32"):
+            raise ShapeError(f"QuantizedWeight: a {self.ggml_type} {list(self.shape)} matrix is {fmt.nbytes(n, k)} "
+                             f"bytes, held as u32 [{words}]; blocks is {spec[1]} {list(spec[0])}")
+
+    @property
+    def format(self) -> BlockFormat:
+        return FORMATS[self.ggml_type]
+
+    @property
+    def out_features(self) -> int:
+        return self.shape[0]
+
+    @property
+    def in_features(self) -> int:
+        return self.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the raw blocks: what a GEMV over this weight reads."""
+        return self.format.nbytes(*self.shape)
+
+    @property
+    def row_bytes(self) -> int:
+        return self.format.row_bytes(self.in_features)
+
+    @classmethod
+    def from_bytes(cls, ggml_type: str, shape: tuple[int, int], raw) -> QuantizedWeight:
+        """A host weight from the raw blocks (bytes, a memoryview or a uint8 array of exactly the matrix's bytes,
+        as a GGUF file stores them)."""
+        fmt = block_format(ggml_type, "QuantizedWeight.from_bytes")
+        n, k = check_matrix(fmt, shape, "QuantizedWeight.from_bytes")
+        if isinstance(raw, np.ndarray):
+            if raw.dtype != np.uint8:
+                raise DtypeError(f"QuantizedWeight.from_bytes: raw blocks must be uint8, got {raw.dtype}")
+            data = np.ascontiguousarray(raw).reshape(-1)
+        elif isinstance(raw, (bytes, bytearray, memoryview)):
+            data = np.frombuffer(raw, np.uint8)
+        else:
+            raise DtypeError(f"QuantizedWeight.from_bytes: raw must be bytes, a memoryview or a uint8 array, got "
+                             f"{type(raw).__name__}")
+        want = fmt.nbytes(n, k)
+        if data.size != want:
+            raise ShapeError(f"QuantizedWeight.from_bytes: a {ggml_type} {[n, k]} matrix is {want} bytes "
+                             f"({n} rows of {k // fmt.block_weights} blocks of {fmt.block_bytes}), got {data.size}")
+        padded = np.zeros(fmt.words(n, k) * 4, np.uint8)
+        padded[:want] = data
+        return cls(ggml_type, (n, k), padded.view(np.uint32))
+
+    def raw(self) -> np.ndarray:
+        """The raw blocks as uint8 [out_features, row_bytes] (a host weight only)."""
+        if not isinstance(self.blocks, np.ndarray):
+            raise DtypeError(f"QuantizedWeight.raw: the blocks are a {type(self.blocks).__name__}, not host data "
+                             f"(read a Tensor back with .numpy())")
+        return self.blocks.view(np.uint8)[:self.nbytes].reshape(self.out_features, self.row_bytes)
+
+    def dequantize(self) -> np.ndarray:
+        """float32 [out_features, in_features] as GGML defines the blocks (the `gguf` package's dequantizer)."""
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
+        return dequantize(self.raw(), GGMLQuantizationType[self.ggml_type]).astype(np.float32)
+
+    def upload(self, device, label: str = "") -> QuantizedWeight:
+        """The same weight with its blocks in a new u32 GPU tensor."""
+        from wgraph.device import Device
+
+        if not isinstance(device, Device):
+            raise args.fail("QuantizedWeight.upload", "device", device, "a wgraph Device")
+        label = args.text("QuantizedWeight.upload", "label", label)
+        self.raw()  # host data only
+        return attrs.evolve(self, blocks=device.tensor(self.blocks, "u32", label=label or f"{self.ggml_type} blocks"))
+
+    def with_blocks(self, blocks) -> QuantizedWeight:
+        """The same format and shape over other blocks (a program's state tensor, a graph value)."""
+        return attrs.evolve(self, blocks=blocks)
+
+
+def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
+    """Host weights of one format and in_features stacked along out_features (rows are whole blocks, so the
+    raw bytes concatenate)."""
+    if not isinstance(weights, (list, tuple)) or not weights:
+        raise args.fail("stack_rows", "weights", weights, "a non-empty list of QuantizedWeights")
+    first = weights[0]
+    for w in weights:
+        if not isinstance(w, QuantizedWeight):
+            raise DtypeError(f"stack_rows: expected QuantizedWeights, got {type(w).__name__}")
+        if (w.ggml_type, w.in_features) != (first.ggml_type, first.in_features):
+            raise ShapeError(f"stack_rows: {w.ggml_type} {list(w.shape)} does not stack under {first.ggml_type} "
+                             f"{list(first.shape)} (same format and in_features needed)")
+    raw = np.concatenate([w.raw() for w in weights], axis=0)
+    return QuantizedWeight.from_bytes(first.ggml_type, (raw.shape[0], first.in_features), raw)
+
+
+def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
+    """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0 and Q4_1 by the `gguf`
+    package's quantizer (llama.cpp's reference rounding); Q4_K by `quantize_q4_k` (gguf has no Q4_K quantizer)."""
+    fmt = block_format(ggml_type, "quantize")
+    a = np.asarray(weights)
+    if a.dtype != np.float32:
+        raise DtypeError(f"quantize: weights must be float32, got {a.dtype}")
+    shape = tuple(int(d) for d in a.shape)
+    if len(shape) != 2:
+        raise ShapeError(f"quantize: weights must be [out_features, in_features], got shape {shape}")
+    check_matrix(fmt, shape, "quantize")
+    if not np.isfinite(a).all():
+        raise ShapeError("quantize: weights hold inf or NaN")
+    if fmt.name == "Q4_K":
+        raw = quantize_q4_k(a)
+    else:
+        from gguf import GGMLQuantizationType
+        from gguf.quants import quantize as gguf_quantize
+
+        raw = gguf_quantize(np.ascontiguousarray(a), GGMLQuantizationType[fmt.name])
+    return QuantizedWeight.from_bytes(fmt.name, shape, raw)
+
+
+def quantize_q4_k(a: np.ndarray) -> np.ndarray:
+    """Q4_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 32
+    spans [min(0, lo), hi] in 15 steps; its scale and min are rounded to 6 bits of the block's f16 d and dmin.
+    Plain min/max rounding, not llama.cpp's iterative search: valid blocks, slightly larger error."""
+    rows, k = a.shape
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 32)
+    lo = np.minimum(x.min(axis=2), 0.0)
+    step = (x.max(axis=2) - lo) / np.float32(15)                      # [blocks, 8] sub-block scales
+    mins = -lo                                                        # >= 0, subtracted
+    d = (step.max(axis=1) / np.float32(63)).astype(np.float16)        # [blocks]
+    dmin = (mins.max(axis=1) / np.float32(63)).astype(np.float16)
+    if not (np.isfinite(d).all() and np.isfinite(dmin).all()):
+        raise ShapeError("quantize: a Q4_K block's scale is beyond the f16 range (|w| > ~1e6)")
+
+    def rounded(v, unit, top):  # v / unit rounded to an integer in [0, top]; 0 where unit is 0
+        inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit > 0)
+        return np.clip(np.rint(v * inv), 0, top)
+
+    d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = rounded(step, d32, 63).astype(np.uint8)
+    mn = rounded(mins, dmin32, 63).astype(np.uint8)
+    scale, offset = d32 * sc, dmin32 * mn
+    q = rounded(x + offset[:, :, None], scale[:, :, None], 15).astype(np.uint8)
+    q = q.reshape(-1, 4, 2, 32)                                       # [blocks, chunk c, low/high, l]
+    out = np.empty((x.shape[0], 144), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
+    out[:, 4:8] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (mn[:, 0:4] & 63) | ((mn[:, 4:8] >> 4) << 6)
+    out[:, 12:16] = (sc[:, 4:8] & 15) | ((mn[:, 4:8] & 15) << 4)
+    out[:, 16:] = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
+    return out.reshape(rows, k // 256 * 144)

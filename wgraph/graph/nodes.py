@@ -1,0 +1,72 @@
+"""The parts a graph is made of: `Node`, `Value` (a symbolic tensor), `StateSpec` and `GraphError`. The builder
+(graph.py), the compiler (program.py) and export (export.py) all build on these, so none of them imports the
+others' module back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from wgraph.errors import WgraphError
+from wgraph.tensor import TensorSpec
+
+SOURCE_OPS = ("input", "state")  # nodes that make a program-owned buffer instead of running a kernel
+
+
+class GraphError(WgraphError):
+    """A graph is malformed: an unknown input, a cycle, a duplicate name, an unknown op."""
+
+
+@attrs.frozen
+class Node:
+    """One node: a registered op (or "input" / "state") with its params and the names of the values it takes
+    (None for an absent optional input) and makes."""
+
+    name: str
+    op: str
+    params: Any
+    inputs: tuple = attrs.field(converter=tuple)
+    outputs: tuple = attrs.field(converter=tuple)
+    writes: tuple = attrs.field(converter=tuple, default=())  # values written in place (`out=` a state)
+
+    @property
+    def results(self) -> tuple:
+        """The values the op's encode writes its outputs into: its own outputs, or the `out=` values."""
+        return self.writes or self.outputs
+
+
+@attrs.frozen(eq=False)
+class Value(TensorSpec):
+    """A symbolic tensor of a graph: shape and dtype, no storage. Op functions given a Value add a node."""
+
+    graph: Any = attrs.field(kw_only=True, repr=False)  # the Graph it belongs to
+    name: str = attrs.field(kw_only=True)
+    _wgraph_symbol_ = True
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    @property
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self.shape, self.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def reshape(self, *shape) -> Value:
+        from wgraph.ops.dense import reshape
+
+        return reshape(self, *shape)
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+@attrs.frozen
+class StateSpec:
+    """A program-owned persistent buffer: kept across runs; `init` (raw bytes) fills it at compile, else zeros."""
+
+    name: str
+    spec: TensorSpec
+    init: bytes | None = None

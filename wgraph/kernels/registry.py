@@ -1,0 +1,259 @@
+"""The kernel registry: the TOML files of `shaders/registry/` (variants, and dtype matrices that expand one
+variant into a kernel per row) loaded into frozen `Kernel` records, each with the facts derived from its WGSL
+(bindings, uniform layout, workgroup memory). Loading checks files, keys and entry points."""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from pathlib import Path
+from types import MappingProxyType
+
+import attrs
+
+from wgraph.dtypes import DTYPES
+from wgraph.errors import DtypeError, PlanError, RegistryError
+from wgraph.kernels import wgsl
+
+SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
+
+# Native feature names a variant may require; Device enables those of them the adapter has.
+KNOWN_FEATURES = ("shader-f16", "subgroup", "timestamp-query", "timestamp-query-inside-passes")
+
+_KNOWN_KEYS = {"file", "entry", "workgroup_size", "features", "output_dtype", "op", "defines", "limits"}
+_EXPANSION_KEYS = {"matrix", "rows", "per_row"}  # how a variant expands; not facts of the kernels it makes
+_ROW_KEYS = {"features", "output_dtype", "defines", "limits", "vars"}
+_VAR = re.compile(r"\{(\w+)\}")
+
+
+@attrs.frozen
+class Kernel:
+    """One variant: what the registry says about it plus what its shader declares."""
+
+    name: str
+    op: str
+    file: str
+    entry: str
+    workgroup_size: tuple[int, int, int]
+    features: tuple[str, ...]
+    output_dtype: str
+    limits: MappingProxyType  # e.g. max_head_dim -> 256
+    facts: MappingProxyType  # every other key of the entry: data for the op's planner
+    source: str = attrs.field(repr=False)
+    bindings: tuple[wgsl.BindingDecl, ...] = attrs.field(repr=False)
+    uniform: wgsl.StructLayout | None = attrs.field(repr=False)
+    workgroup_memory: int
+    consts: MappingProxyType = attrs.field(repr=False, factory=lambda: MappingProxyType({}))  # the shader's integer consts, read once at load
+
+    @property
+    def threads(self) -> int:
+        x, y, z = self.workgroup_size
+        return x * y * z
+
+    def const(self, name: str) -> int:
+        """The shader's integer const `name` (a tile size, a chunk step): PlanError if it declares none."""
+        value = self.consts.get(name)
+        if value is None:
+            raise PlanError(f"kernel {self.name} declares no integer const {name}")
+        return value
+
+    @property
+    def storage_bindings(self) -> tuple[wgsl.BindingDecl, ...]:
+        return tuple(b for b in self.bindings if b.space == "storage")
+
+
+def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
+    where = f"registry variant {name}"
+    for key in ("file", "entry", "workgroup_size", "output_dtype", "op"):
+        if key not in entry:
+            raise RegistryError(f"{where}: missing key {key!r}")
+    path = shader_dir / entry["file"]
+    if not path.is_file():
+        raise RegistryError(f"{where}: shader file {entry['file']} does not exist in {shader_dir}")
+    size = tuple(entry["workgroup_size"]) + (1,) * (3 - len(entry["workgroup_size"]))
+    if len(size) != 3 or not all(isinstance(s, int) and s > 0 for s in size):
+        raise RegistryError(f"{where}: workgroup_size {entry['workgroup_size']} must be 1 to 3 positive integers")
+    features = tuple(entry.get("features", ()))
+    for f in features:
+        if f not in KNOWN_FEATURES:
+            raise RegistryError(f"{where}: unknown feature {f!r}; known: {KNOWN_FEATURES}")
+    if entry["output_dtype"] not in DTYPES:
+        raise RegistryError(f"{where}: output_dtype {entry['output_dtype']!r} is not one of {sorted(DTYPES)}")
+    limits = dict(entry.get("limits", {}))
+    defines = {str(k): str(v) for k, v in entry.get("defines", {}).items()}
+    defines.update({k.upper(): str(v) for k, v in limits.items()})
+    defines["WORKGROUP_SIZE"] = ", ".join(map(str, size))
+    defines.update(WORKGROUP_SIZE_X=str(size[0]), WORKGROUP_SIZE_Y=str(size[1]), WORKGROUP_SIZE_Z=str(size[2]))
+    source = wgsl.preprocess(path.read_text(), defines, shader_dir, f"{where} ({entry['file']})")
+
+    entries = wgsl.parse_entry_points(source)
+    if entry["entry"] not in entries:
+        raise RegistryError(f"{where}: entry point {entry['entry']!r} not found in {entry['file']}; has {sorted(entries)}")
+    consts = wgsl.parse_consts(source)
+    declared = tuple(wgsl.eval_int(p, consts) for p in entries[entry["entry"]].split(",") if p.strip())
+    declared = declared + (1,) * (3 - len(declared))
+    if declared != size:
+        raise RegistryError(f"{where}: registry workgroup_size {size} but {entry['file']} declares {declared}")
+
+    bindings = wgsl.parse_bindings(source, where)
+    structs = wgsl.parse_structs(source)
+    uniforms = [b for b in bindings if b.space == "uniform"]
+    if len(uniforms) > 1 or (uniforms and uniforms[0].binding != 0):
+        raise RegistryError(f"{where}: at most one uniform binding, at binding 0; found {[(b.binding, b.name) for b in uniforms]}")
+    uniform = None
+    if uniforms:
+        if uniforms[0].type not in structs:
+            raise RegistryError(f"{where}: uniform {uniforms[0].name} has type {uniforms[0].type}, not a struct of the file")
+        uniform = wgsl.struct_layout(uniforms[0].type, structs, consts)
+
+    facts = {k: v for k, v in entry.items() if k not in _KNOWN_KEYS}
+    return Kernel(
+        name=name,
+        op=entry["op"],
+        file=entry["file"],
+        entry=entry["entry"],
+        workgroup_size=size,
+        features=features,
+        output_dtype=entry["output_dtype"],
+        limits=MappingProxyType(limits),
+        facts=MappingProxyType(facts),
+        source=source,
+        bindings=bindings,
+        uniform=uniform,
+        workgroup_memory=wgsl.workgroup_bytes(source, structs, consts),
+        consts=MappingProxyType(consts),
+    )
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise RegistryError(f"{path}: not valid TOML: {e}") from None
+    unknown = set(data) - {"variants", "matrix"}
+    if unknown:
+        raise RegistryError(f"{path}: unknown top-level tables {sorted(unknown)}; a registry file holds "
+                            f"[variants.*] and [matrix.*]")
+    return data
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """`over` on top of `base`: tables merged key by key, `features` joined, other keys replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if key == "features":
+            out[key] = list(dict.fromkeys([*out.get(key, []), *value]))
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def _fill_vars(value, row_vars: dict, where: str):
+    """A variant's string value with each `{name}` replaced by the row's var `name`."""
+    if not isinstance(value, str) or "{" not in value:
+        return value
+
+    def var(m):
+        if m.group(1) not in row_vars:
+            raise RegistryError(f"{where}: {value!r} names {{{m.group(1)}}}, which the row does not define "
+                                f"(its vars: {sorted(row_vars)})")
+        return str(row_vars[m.group(1)])
+
+    return _VAR.sub(var, value)
+
+
+def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
+    """One registry variant as the kernel entries it makes: itself, or one per row of its matrix."""
+    where = f"registry variant {name}"
+    if "matrix" not in entry:
+        for key in ("rows", "per_row"):
+            if key in entry:
+                raise RegistryError(f"{where}: {key!r} needs a matrix")
+        return {name: entry}
+    matrix = matrices.get(entry["matrix"])
+    if matrix is None:
+        raise RegistryError(f"{where}: unknown matrix {entry['matrix']!r}; defined: {sorted(matrices)}")
+    rows = entry.get("rows", list(matrix))
+    per_row = entry.get("per_row", {})
+    for r in [*rows, *per_row]:
+        if r not in matrix:
+            raise RegistryError(f"{where}: matrix {entry['matrix']!r} has no row {r!r}; rows: {list(matrix)}")
+    own = {k: v for k, v in entry.items() if k not in _EXPANSION_KEYS}
+    made = {}
+    for r in rows:
+        row = matrix[r]
+        row_vars = row.get("vars", {})
+        merged = _merge({k: v for k, v in row.items() if k != "vars"}, own)
+        merged = {k: _fill_vars(v, row_vars, where) for k, v in merged.items()}
+        merged = _merge(merged, per_row.get(r, {}))
+        made[name.replace("{row}", r) if "{row}" in name else f"{name}_{r}"] = merged
+    return made
+
+
+def load_registry(registry_dir: Path | None = None, shader_dir: Path | None = None) -> MappingProxyType:
+    """Every variant of the registry's TOML files (default: the package's `shaders/registry/`), expanded by
+    its matrix, as {name: Kernel}. Files are read in name order and variants in file order (a planner takes
+    the first match); matrices may be defined in any of the files."""
+    shader_dir = shader_dir or SHADER_DIR
+    registry_dir = Path(registry_dir or shader_dir / "registry")
+    files = sorted(registry_dir.glob("*.toml"))
+    if not files:
+        raise RegistryError(f"{registry_dir}: no registry files (*.toml)")
+    matrices: dict[str, dict] = {}
+    variants: list[tuple[str, dict, Path]] = []
+    for path in files:
+        data = _read_toml(path)
+        for mname, rows in data.get("matrix", {}).items():
+            if mname in matrices:
+                raise RegistryError(f"{path.name}: matrix {mname!r} is defined twice")
+            for r, row in rows.items():
+                unknown = set(row) - _ROW_KEYS
+                if unknown:
+                    raise RegistryError(f"{path.name}: matrix {mname!r} row {r!r} has unknown keys "
+                                        f"{sorted(unknown)}; a row may set {sorted(_ROW_KEYS)}")
+            matrices[mname] = rows
+        variants += [(name, entry, path) for name, entry in data.get("variants", {}).items()]
+    kernels: dict[str, Kernel] = {}
+    for name, entry, path in variants:
+        for kname, kentry in expand_variant(name, entry, matrices).items():
+            if kname in kernels:
+                raise RegistryError(f"{path.name}: variant {kname} is defined twice")
+            kernels[kname] = _kernel_from_entry(kname, kentry, shader_dir)
+    return MappingProxyType(kernels)
+
+
+@functools.cache
+def registry() -> MappingProxyType:
+    """The package's registry, loaded once."""
+    return load_registry()
+
+
+def kernel(name: str) -> Kernel:
+    try:
+        return registry()[name]
+    except KeyError:
+        raise PlanError(f"unknown kernel variant {name!r}; the registry has {sorted(registry())}") from None
+
+
+@functools.cache
+def kernels_for(op: str) -> tuple[Kernel, ...]:
+    """Every variant of one op family, in registry order."""
+    return tuple(k for k in registry().values() if k.op == op)
+
+
+def select_variant(op: str, **facts) -> str:
+    """The first registry variant of `op` whose facts (`output_dtype` included) match `facts`."""
+    return _select(op, tuple(sorted(facts.items())))
+
+
+@functools.cache
+def _select(op: str, facts: tuple) -> str:
+    for k in kernels_for(op):
+        have = dict(k.facts, output_dtype=k.output_dtype)
+        if all(have.get(key) == value for key, value in facts):
+            return k.name
+    choices = [dict(k.facts, output_dtype=k.output_dtype) for k in kernels_for(op)]
+    raise DtypeError(f"{op} has no kernel for {dict(facts)}; the registry has {choices}")

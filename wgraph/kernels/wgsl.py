@@ -1,0 +1,272 @@
+"""Reading WGSL source: placeholder substitution, includes, and the facts wgraph derives from a shader
+(bindings, uniform struct layout, entry points, workgroup memory). The shader is the source of truth."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+
+from wgraph.errors import RegistryError
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_INCLUDE = re.compile(r"^[ \t]*//!include[ \t]+(\S+)[ \t]*$", re.M)
+_COMMENT = re.compile(r"//[^\n]*")
+_BINDING = re.compile(
+    r"@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);"
+)
+_STRUCT = re.compile(r"struct\s+(\w+)\s*\{([^}]*)\}")
+_FIELD = re.compile(r"(?:@\w+\([^)]*\)\s*)*(\w+)\s*:\s*([\w<>,\s]+?)\s*(?:,|$)")
+_ENTRY = re.compile(r"@compute\s+@workgroup_size\(([^)]*)\)\s*fn\s+(\w+)")
+_CONST = re.compile(r"\bconst\s+(\w+)\s*(?::\s*\w+\s*)?=\s*([^;]+);")
+_WORKGROUP_VAR = re.compile(r"var\s*<\s*workgroup\s*>\s*(\w+)\s*:\s*([^;]+);")
+
+
+def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: str) -> str:
+    """Inline `//!include` lines (whose file name may be a `{{NAME}}`, so a variant's defines choose a
+    body: the K/V piece readers), then replace every `{{NAME}}`; an unknown NAME is an error."""
+    seen: set[str] = set()
+
+    def substitute(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in defines:
+            raise RegistryError(f"{origin}: placeholder {{{{{name}}}}} has no value; defined: {sorted(defines)}")
+        return str(defines[name])
+
+    def inline(match: re.Match) -> str:
+        name = _PLACEHOLDER.sub(substitute, match.group(1))
+        if name in seen:
+            raise RegistryError(f"{origin}: {name} is included twice (or recursively)")
+        seen.add(name)
+        path = include_dir / name
+        if Path(name).name != name or not path.is_file():
+            raise RegistryError(f"{origin}: included file {name} does not exist in {include_dir}")
+        return _INCLUDE.sub(inline, path.read_text())
+
+    text = _INCLUDE.sub(inline, text)
+    return expand_repeats(_PLACEHOLDER.sub(substitute, text), origin)
+
+
+# `//!repeat VAR COUNT` ... `//!end`: the lines between are written COUNT times with `$VAR` (or `${VAR}`,
+# to write a literal such as `${VAR}u`) replaced by 0, 1, ...; COUNT is an integer expression of literals and the module's consts. Kernels use it to unroll
+# loops over register arrays: WGSL has no unroll hint, and an array indexed by a loop variable that the
+# driver does not unroll lives in slow local memory instead of registers. Blocks nest.
+_REPEAT_LINE = re.compile(r"^[ \t]*//!repeat[ \t]+(\w+)[ \t]+(.+?)[ \t]*$")
+_END_LINE = re.compile(r"^[ \t]*//!end[ \t]*$")
+
+
+def expand_repeats(text: str, origin: str) -> str:
+    if "//!repeat" not in text and "//!end" not in text:
+        return text
+    consts = parse_consts(text)
+    return "\n".join(_expand_lines(text.split("\n"), consts, origin))
+
+
+def _expand_lines(lines: list[str], consts: dict[str, int], origin: str) -> list[str]:
+    """Outermost blocks first, so an outer `$i` is a number before an inner block is written out."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _REPEAT_LINE.match(lines[i])
+        if not m:
+            if _END_LINE.match(lines[i]):
+                raise RegistryError(f"{origin}: //!end without //!repeat")
+            out.append(lines[i])
+            i += 1
+            continue
+        var, count_expr = m.groups()
+        count = eval_int(count_expr, consts)
+        if count is None or count < 0:
+            raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is not a constant integer expression")
+        depth, j = 1, i + 1
+        while j < len(lines) and depth:
+            depth += 1 if _REPEAT_LINE.match(lines[j]) else -1 if _END_LINE.match(lines[j]) else 0
+            j += 1
+        if depth:
+            raise RegistryError(f"{origin}: //!repeat without //!end")
+        body = lines[i + 1:j - 1]
+        token = re.compile(r"\$\{" + var + r"\}|\$" + var + r"\b")
+        for n in range(count):
+            out.extend(_expand_lines([token.sub(str(n), b) for b in body], consts, origin))
+        i = j
+    return out
+
+
+@attrs.frozen
+class BindingDecl:
+    """One `@group(0) @binding(n) var<...> name: type;` of a shader."""
+
+    binding: int
+    name: str
+    space: str  # "uniform" or "storage"
+    access: str  # "read", "read_write" (uniforms: "read")
+    type: str
+
+    @property
+    def writes(self) -> bool:
+        return self.access == "read_write"
+
+
+def strip_comments(text: str) -> str:
+    return _COMMENT.sub("", text)
+
+
+def parse_bindings(text: str, origin: str) -> tuple[BindingDecl, ...]:
+    decls = []
+    for group, binding, space, access, name, type_ in _BINDING.findall(strip_comments(text)):
+        if int(group) != 0:
+            raise RegistryError(f"{origin}: binding {name} is in group {group}; wgraph kernels use group 0 only")
+        if space not in ("uniform", "storage"):
+            raise RegistryError(f"{origin}: binding {name} has address space {space}; use uniform or storage")
+        decls.append(BindingDecl(int(binding), name, space, access or "read", type_.strip()))
+    decls.sort(key=lambda d: d.binding)
+    numbers = [d.binding for d in decls]
+    if len(set(numbers)) != len(numbers):
+        raise RegistryError(f"{origin}: duplicate binding numbers {numbers}")
+    return tuple(decls)
+
+
+def parse_entry_points(text: str) -> dict[str, str]:
+    """Entry point name -> its @workgroup_size argument text."""
+    return {name: size.strip() for size, name in _ENTRY.findall(strip_comments(text))}
+
+
+def parse_consts(text: str) -> dict[str, int]:
+    """Module-scope `const` values that are integer expressions of literals and earlier consts."""
+    values: dict[str, int] = {}
+    for name, expr in _CONST.findall(strip_comments(text)):
+        value = eval_int(expr, values)
+        if value is not None:
+            values[name] = value
+    return values
+
+
+_INT_LITERAL = re.compile(r"\b(\d+)[ui]?\b")
+
+
+_INT_FUNCS = {"max": max, "min": min}
+
+
+def eval_int(expr: str, consts: dict[str, int]) -> int | None:
+    """Evaluate an integer expression of literals, consts, + - * / ( ) and WGSL's max(a, b) / min(a, b);
+    None if it is anything else."""
+    expr = re.sub(r"\b[A-Za-z_]\w*\b",
+                  lambda m: m.group(0) if m.group(0) in _INT_FUNCS else str(consts.get(m.group(0), "?")), expr)
+    expr = _INT_LITERAL.sub(r"\1", expr)
+    if not re.fullmatch(r"(?:[\d\s+\-*/(),]|max|min)+", expr):
+        return None
+    try:  # only digits, operators, commas and the two functions remain
+        return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(_INT_FUNCS)))
+    except (TypeError, SyntaxError):   # max(a) or a stray comma
+        return None
+
+
+# ---- layout by WGSL's rules (https://www.w3.org/TR/WGSL/#alignment-and-size) ----
+
+_SCALARS = {"f32": (4, 4), "u32": (4, 4), "i32": (4, 4), "f16": (2, 2)}
+
+
+@attrs.frozen
+class FieldLayout:
+    name: str
+    type: str
+    offset: int
+    size: int
+
+
+@attrs.frozen
+class StructLayout:
+    """Field offsets of a WGSL struct; `size` is rounded to 16 bytes so it can back a uniform binding."""
+
+    name: str
+    fields: tuple[FieldLayout, ...]
+    size: int
+
+    def field(self, name: str) -> FieldLayout:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+def parse_structs(text: str) -> dict[str, list[tuple[str, str]]]:
+    structs = {}
+    for name, body in _STRUCT.findall(strip_comments(text)):
+        structs[name] = [(f, t.replace(" ", "")) for f, t in _FIELD.findall(body.strip())]
+    return structs
+
+
+def _array_parts(type_: str) -> tuple[str, str] | None:
+    """(element type, length expression) of `array<E, N>`, split at its top-level comma (N may be max(a, b),
+    E may be a vec4<f32>); None for anything else."""
+    if not (type_.startswith("array<") and type_.endswith(">")):
+        return None
+    depth = 0
+    for i, ch in enumerate(type_[6:-1], start=6):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return type_[6:i].strip(), type_[i + 1:-1].strip()
+    return None
+
+
+def type_align_size(type_: str, structs: dict, consts: dict[str, int]) -> tuple[int, int]:
+    type_ = type_.replace(" ", "")
+    if type_ in _SCALARS:
+        return _SCALARS[type_]
+    m = re.fullmatch(r"vec([234])<(\w+)>", type_) or re.fullmatch(r"vec([234])([fiuh])", type_)
+    if m:
+        n = int(m.group(1))
+        scalar = {"f": "f32", "i": "i32", "u": "u32", "h": "f16"}.get(m.group(2), m.group(2))
+        s = _SCALARS[scalar][1]
+        return (s * (4 if n == 3 else n), s * n)
+    m = re.fullmatch(r"atomic<(\w+)>", type_)
+    if m:
+        return _SCALARS[m.group(1)]
+    parts = _array_parts(type_)
+    if parts:
+        element, length = parts
+        align, size = type_align_size(element, structs, consts)
+        count = eval_int(length, consts)
+        if count is None:
+            raise RegistryError(f"array length {length!r} is not a constant integer expression")
+        stride = -(-size // align) * align
+        return (align, stride * count)
+    if type_ in structs:
+        layout = struct_layout(type_, structs, consts)
+        return (max(_field_aligns(type_, structs, consts)), layout.size)
+    raise RegistryError(f"type {type_!r} has no known WGSL layout")
+
+
+def _field_aligns(name, structs, consts):
+    return [type_align_size(t, structs, consts)[0] for _, t in structs[name]]
+
+
+def struct_layout(name: str, structs: dict, consts: dict[str, int]) -> StructLayout:
+    offset, fields, max_align = 0, [], 4
+    for field_name, type_ in structs[name]:
+        align, size = type_align_size(type_, structs, consts)
+        offset = -(-offset // align) * align
+        fields.append(FieldLayout(field_name, type_, offset, size))
+        offset += size
+        max_align = max(max_align, align)
+    size = -(-offset // max(max_align, 16)) * max(max_align, 16)
+    return StructLayout(name, tuple(fields), size)
+
+
+_ALIAS = re.compile(r"\balias\s+(\w+)\s*=\s*([^;]+);")
+
+
+def workgroup_bytes(text: str, structs: dict, consts: dict[str, int]) -> int:
+    """Bytes of workgroup memory the module declares (every `var<workgroup>`); `alias` names resolved."""
+    code = strip_comments(text)
+    aliases = {name: type_.strip() for name, type_ in _ALIAS.findall(code)}
+    total = 0
+    for _name, type_ in _WORKGROUP_VAR.findall(code):
+        for name, target in aliases.items():
+            type_ = re.sub(rf"\b{name}\b", target, type_)
+        total += type_align_size(type_.strip(), structs, consts)[1]
+    return total

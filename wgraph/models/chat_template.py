@@ -1,0 +1,135 @@
+"""Chat templates (Jinja, from tokenizer_config.json, chat_template.jinja or a GGUF file's tokenizer.chat_template)
+rendered as transformers renders them (utils/chat_template_utils.py): an ImmutableSandboxedEnvironment with
+trim_blocks and lstrip_blocks, the loopcontrols extension, `raise_exception`, `strftime_now`, a `tojson` that keeps
+non-ASCII, and the tokenizer's special tokens as variables. The sandbox keeps a template from reaching Python
+internals: a template file is data, never code."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from wgraph.errors import ChatTemplateError, CheckpointError
+
+MAX_TEMPLATE_CHARS = 1 << 20
+
+
+def _raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt):
+    return datetime.now().strftime(fmt)
+
+
+class _Namespace(jinja2.utils.Namespace):
+    """jinja's namespace() without underscore attributes (transformers' TemplateNamespace)."""
+
+    def __init__(*args, **kwargs):
+        self, args = args[0], args[1:]
+        values = dict(*args, **kwargs)
+        for name in values:
+            _Namespace._check(name)
+        jinja2.utils.Namespace.__init__(self, values)
+
+    def __setitem__(self, name, value):
+        _Namespace._check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check(name):
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(f"chat templates cannot set underscore attributes ({name!r})")
+
+
+class _Dict:
+    """`dict(...)` for templates without dict's class attributes (transformers' TemplateDict)."""
+
+    def __call__(self, *args, **kwargs):
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args, **kwargs):
+        return dict.fromkeys(*args, **kwargs)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, namespace=_Namespace,
+                       dict=_Dict())
+    return env
+
+
+def _plain(value, where: str):
+    """Messages as plain JSON data (str, int, float, bool, None, lists and dicts of them) before a template sees
+    them; anything else is refused."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, dict):
+        return {_plain(k, where): _plain(v, where) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, where) for v in value]
+    raise ChatTemplateError(f"apply_chat_template: {where} holds a {type(value).__name__}; only JSON values "
+                            f"(str, numbers, bool, None, lists, dicts) reach a template")
+
+
+class ChatTemplate:
+    """One or more named Jinja chat templates ("default" is used unless another is named)."""
+
+    def __init__(self, templates: dict[str, str], source: str):
+        if not templates or not all(isinstance(k, str) and isinstance(v, str) for k, v in templates.items()):
+            raise CheckpointError(f"{source}: a chat template must be a string or a list of {{name, template}}")
+        env = _environment()
+        self.source, self.sources, self._compiled = source, dict(templates), {}
+        for name, text in templates.items():
+            if len(text) > MAX_TEMPLATE_CHARS:
+                raise CheckpointError(f"{source}: chat template {name!r} has {len(text)} characters; at most "
+                                      f"{MAX_TEMPLATE_CHARS}")
+            try:
+                self._compiled[name] = env.from_string(text)
+            except jinja2.TemplateSyntaxError as e:
+                raise CheckpointError(f"{source}: chat template {name!r} is not valid Jinja: {e}") from None
+
+    @classmethod
+    def from_value(cls, value, source: str) -> ChatTemplate:
+        """From tokenizer_config.json's `chat_template`: a string, or a list of {"name", "template"}."""
+        if isinstance(value, str):
+            return cls({"default": value}, source)
+        if isinstance(value, list) and all(isinstance(t, dict) and set(t) == {"name", "template"} for t in value):
+            return cls({t["name"]: t["template"] for t in value}, source)
+        if isinstance(value, dict):
+            return cls(value, source)
+        raise CheckpointError(f"{source}: chat_template must be a string or a list of {{name, template}}, "
+                              f"got {type(value).__name__}")
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._compiled)
+
+    def render(self, messages, *, add_generation_prompt: bool = True, template: str | None = None,
+               special_tokens: dict | None = None, **kwargs) -> str:
+        """The prompt text of `messages` (a list of {"role", "content", ...}); `kwargs` become template variables."""
+        name = template or ("default" if "default" in self._compiled else next(iter(self._compiled)))
+        if name not in self._compiled:
+            raise ChatTemplateError(f"apply_chat_template: template={name!r} is not one of {self.names}")
+        if not isinstance(add_generation_prompt, bool):
+            raise ChatTemplateError(f"apply_chat_template: add_generation_prompt must be a bool, "
+                                    f"got {add_generation_prompt!r}")
+        if not isinstance(messages, (list, tuple)) or not all(isinstance(m, dict) for m in messages):
+            raise ChatTemplateError("apply_chat_template: messages must be a list of dicts with 'role' and 'content'")
+        # transformers drops None-valued keys (APIs send content=None) before rendering
+        chat = [_plain({k: v for k, v in m.items() if v is not None}, f"message {i}") for i, m in enumerate(messages)]
+        variables = {"tools": None, "documents": None, **(special_tokens or {}), **_plain(kwargs, "a template variable")}
+        try:
+            return self._compiled[name].render(messages=chat, add_generation_prompt=add_generation_prompt, **variables)
+        except jinja2.TemplateError as e:
+            raise ChatTemplateError(f"apply_chat_template: the chat template ({self.source}, {name!r}) refused "
+                                    f"the conversation: {e}") from None

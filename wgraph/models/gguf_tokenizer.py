@@ -1,0 +1,190 @@
+"""A `tokenizers.Tokenizer` from a GGUF file's vocabulary, built as transformers 5.25 builds it
+(transformers/integrations/gguf/gguf_tokenizer_mapping.py): "gpt2" files are byte-level BPE with the file's merges
+and a split regex picked by `tokenizer.ggml.pre`; "llama" files are SentencePiece-style BPE with byte fallback,
+merges rebuilt from the scores (Gemma's from the token order). Control tokens become special added tokens,
+user-defined ones plain added tokens. Any other tokenizer model is refused by name."""
+
+from __future__ import annotations
+
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
+from tokenizers import Tokenizer as Backend
+
+from wgraph.errors import CheckpointError
+from wgraph.models.gguf import GGUFFile
+
+MODELS = ("gpt2", "llama")
+CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
+               "pad_token": "padding_token_id"}
+STOP_IDS = ("eos_token_id", "eot_token_id", "eom_token_id")  # llama.cpp ends generation at any of these
+
+_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_TEKKEN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+           r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+           r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_GPT4O = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+          r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+          r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# tokenizer.ggml.pre -> the split regex its merges were learned with (transformers' table; others: GPT-2's)
+PRE_TOKENIZER_SPLITS = {
+    **dict.fromkeys(("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                     "jina-v5-nano", "dbrx", "smaug-bpe"), _LLAMA3),
+    "tekken": _TEKKEN,
+    **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez"), _QWEN2),
+    "qwen35": _QWEN35,
+    **dict.fromkeys(("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), _GPT4O),
+}
+GEMMA_ARCHS = ("gemma", "gemma2", "gemma3")
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table of byte-level BPE."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def _strings(f: GGUFFile, key: str) -> list[str]:
+    if f.value_types.get(key) != (9, 8):
+        raise CheckpointError(f"GGUF file {f.path.name}: {key} must be an array of strings")
+    return f.metadata[key]
+
+
+def _numbers(f: GGUFFile, key: str, n: int) -> list:
+    t = f.value_types.get(key, (0,))
+    if t[0] != 9 or t[1] == 8 or len(f.metadata[key]) != n:
+        raise CheckpointError(f"GGUF file {f.path.name}: {key} must be an array of {n} numbers")
+    return f.metadata[key].tolist()
+
+
+def _pairs(merges: list[str], name: str) -> list[tuple[str, str]]:
+    """Merges "a b" as (a, b); anything else is refused."""
+    out = []
+    for m in merges:
+        parts = m.split(" ")
+        if len(parts) != 2:
+            raise CheckpointError(f"GGUF file {name}: merge {m!r} is not two tokens separated by a space")
+        out.append((parts[0], parts[1]))
+    return out
+
+
+def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tuple[str, str]]:
+    """Merges implied by a vocabulary: every split of a token into two tokens, best score first
+    (transformers' generate_merges with vocab_scores)."""
+    merges = []
+    for merge, score in scores.items():
+        local = [(merge[:i], merge[i:], score) for i in range(1, len(merge))
+                 if merge[:i] in vocab and merge[i:] in vocab]
+        merges.extend(sorted(local, key=lambda x: (vocab[x[0]], vocab[x[1]])))
+    merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
+    return [(a, b) for a, b, _ in merges]
+
+
+def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name: str) -> Backend:
+    spelling = bytes_to_unicode()
+    alphabet = set(spelling.values())
+    vocab = {t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")): i
+             for i, t in enumerate(tokens)}
+    merges = _pairs(merges_text, name)
+    try:
+        backend = Backend(models.BPE(vocab=vocab, merges=merges, dropout=None, continuing_subword_prefix="",
+                                     end_of_word_suffix="", fuse_unk=False))
+    except Exception as e:  # tokenizers raises its own exception type for merges of unknown tokens
+        raise CheckpointError(f"GGUF file {name}: the vocabulary and merges do not form a BPE model: {e}") from None
+    split = PRE_TOKENIZER_SPLITS.get(pre) if isinstance(pre, str) else None
+    if split is None:
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                                                         pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                  use_regex=False)])
+    backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: list[str] | None, gemma: bool,
+                   name: str) -> Backend:
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merges = _pairs(merges_text, name) if merges_text is not None else generate_merges(vocab, scores)
+    if gemma:
+        backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, unk_token="<unk>", dropout=None,
+                                     byte_fallback=True))
+        backend.normalizer = normalizers.Replace(" ", "▁")
+        backend.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+        backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+        return backend
+    backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, dropout=None))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(content=" ", left=1)])
+    return backend
+
+
+def gguf_tokenizer_parts(f: GGUFFile) -> dict:
+    """From a GGUF file's metadata: the backend tokenizer, the special token strings, add_bos/add_eos, the ids
+    generation stops at and the chat template (None when the file has none)."""
+    name = f.path.name
+    model = f.metadata.get("tokenizer.ggml.model")
+    if model not in MODELS:
+        raise CheckpointError(f"GGUF file {name}: tokenizer.ggml.model {model!r} is not supported "
+                              f"(supported: {list(MODELS)})")
+    tokens = _strings(f, "tokenizer.ggml.tokens")
+    n = len(tokens)
+    types = _numbers(f, "tokenizer.ggml.token_type", n) if "tokenizer.ggml.token_type" in f.metadata else [1] * n
+    merges = _strings(f, "tokenizer.ggml.merges") if "tokenizer.ggml.merges" in f.metadata else None
+    arch = f.metadata.get("general.architecture")
+    pre = f.metadata.get("tokenizer.ggml.pre")
+    if model == "gpt2":
+        if merges is None:
+            raise CheckpointError(f"GGUF file {name}: a gpt2 (byte-level BPE) tokenizer needs tokenizer.ggml.merges")
+        backend = _byte_level(tokens, merges, pre, name)
+        alphabet = set(bytes_to_unicode().values())
+    else:
+        gemma = arch in GEMMA_ARCHS
+        if gemma:  # Gemma stores runs of spaces as spaces; its pieces spell them "▁"; merges follow the order
+            tokens = ["▁" * len(t) if " " in t and not t.strip() else t for t in tokens]
+            scores = {t: -float(i) for i, t in enumerate(tokens)}
+        else:
+            scores = dict(zip(tokens, _numbers(f, "tokenizer.ggml.scores", n)))
+        backend = _sentencepiece(tokens, scores, merges, gemma, name)
+        alphabet = None
+    # control tokens are special; in a byte-level vocabulary one spelled outside the byte alphabet is a llama.cpp
+    # mislabel that would grow the vocabulary, so it is skipped (as transformers does)
+    control = [AddedToken(t, normalized=False, special=True) for t, k in zip(tokens, types)
+               if k == CONTROL and (alphabet is None or set(t) <= alphabet)]
+    backend.add_special_tokens(control)
+    vocab = backend.get_vocab()
+    backend.add_tokens([AddedToken(t, normalized=False, special=False) for t, k in zip(tokens, types)
+                        if k == USER_DEFINED and t in vocab])
+
+    def token_id(key):
+        full = f"tokenizer.ggml.{key}"
+        if full not in f.metadata:
+            return None
+        v = f.metadata[full]
+        if f.value_types[full][0] not in (4, 5, 10, 11) or not 0 <= v < n:
+            raise CheckpointError(f"GGUF file {name}: {full}={v!r} is not a token id in [0, {n})")
+        return v
+
+    special = {ours: tokens[i] for ours, key in SPECIAL_IDS.items() if (i := token_id(key)) is not None}
+    add_bos = f.metadata.get("tokenizer.ggml.add_bos_token", model == "llama")  # llama.cpp: SPM adds BOS
+    add_eos = f.metadata.get("tokenizer.ggml.add_eos_token", False)
+    for key, v in (("add_bos_token", add_bos), ("add_eos_token", add_eos)):
+        if not isinstance(v, bool):
+            raise CheckpointError(f"GGUF file {name}: tokenizer.ggml.{key}={v!r} must be a BOOL")
+    template = f.metadata.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise CheckpointError(f"GGUF file {name}: tokenizer.chat_template must be a STRING")
+    return {"backend": backend, "special": special, "add_bos": add_bos, "add_eos": add_eos,
+            "stop_ids": sorted({i for key in STOP_IDS if (i := token_id(key)) is not None}),
+            "chat_template": template}

@@ -1,0 +1,57 @@
+"""`from_pretrained(path)`: a model from a Hugging Face checkpoint directory or a GGUF file, with the tokenizer the
+files hold (tokenizer.json, or the GGUF vocabulary) attached as `model.tokenizer` for the text API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import os
+
+from wgraph import args
+from wgraph.errors import CheckpointError
+from wgraph.models.gguf_checkpoint import GGUFCheckpoint
+from wgraph.models.tokenizer import Tokenizer
+
+
+def build_model(config: dict, device, get_weight, *, dtype: str, max_seq: int | None):
+    """The model a config.json-style dict describes, its weights read through `get_weight(hf_name, shape)`."""
+    from wgraph.models.config import LlamaConfig
+    from wgraph.models.llama import Llama
+
+    return Llama(LlamaConfig.from_dict(config), device, get_weight, dtype=dtype, max_seq=max_seq)
+
+
+def from_pretrained(path, device=None, *, dtype: str | None = None, max_seq: int | None = None):
+    """Load a Hugging Face directory (config.json + *.safetensors) or a .gguf file (dequantized to `dtype`).
+    dtype: the weights' storage, default f16 where the device has shader-f16, else f32."""
+    from wgraph.device import Device, default_device
+    from wgraph.models.config import MAX_SEQ
+    from wgraph.models.llama import DTYPES, Llama
+
+    fn = "from_pretrained"
+    if not isinstance(path, (str, os.PathLike)):
+        raise args.fail(fn, "path", path, "a directory or .gguf file path (str or os.PathLike)")
+    if device is not None and not isinstance(device, Device):
+        raise args.fail(fn, "device", device, "None (the default device) or a wgraph Device")
+    args.choice(fn, "dtype", dtype, (None,) + DTYPES)
+    args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)   # before any file is read
+    root = Path(path)
+    dev = device or default_device()
+    if dtype is None:
+        dtype = "f16" if dev.caps.has_f16 else "f32"
+    if root.is_dir():
+        model = Llama.from_pretrained(root, dev, dtype=dtype, max_seq=max_seq)
+        model.tokenizer = Tokenizer.from_directory(root) if (root / "tokenizer.json").is_file() else None
+        return model
+    if not root.is_file():
+        raise CheckpointError(f"from_pretrained: {root} is neither a checkpoint directory (config.json, "
+                              f"*.safetensors) nor a .gguf file")
+    ckpt = GGUFCheckpoint(root)
+    model = build_model(ckpt.config, dev, ckpt.get, dtype=dtype, max_seq=max_seq)
+    unused = ckpt.unused()
+    if unused:  # a tensor the config did not ask for is math the model would silently leave out
+        raise CheckpointError(f"GGUF file {root.name}: tensors {unused[:5]} ({len(unused)} in all) are not used by "
+                              f"the {ckpt.arch} model its metadata describes")
+    has_vocab = "tokenizer.ggml.model" in ckpt.file.metadata
+    model.tokenizer = Tokenizer.from_gguf(ckpt.file) if has_vocab else None
+    return model

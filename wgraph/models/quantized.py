@@ -1,0 +1,188 @@
+"""A Llama whose matrices are QuantizedWeights: the raw GGML blocks (wgraph/ggml_blocks.py) are the program's
+state buffers, and `ops.linear` / `ops.embedding` read them directly (wgraph/ops/quantized.py). The decode
+step is one Program per token, as `Llama`'s; matrices given as float arrays stay f32, norms are f32.
+
+Until the decoder builder takes a weight's kind from the checkpoint, this module declares the program's
+states itself: `_weight_states` is the one place that says which state holds blocks and which floats.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+import numpy as np
+
+import wgraph.ops as ops
+from wgraph import args
+from wgraph.errors import CheckpointError, UnsupportedError
+from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, stack_rows
+from wgraph.graph import Graph
+from wgraph.models.config import LlamaConfig
+from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
+                                 weight_shapes)
+from wgraph.ops.sampling import SampleSettings
+
+
+@attrs.frozen
+class WeightState:
+    """One weight state of the program: its shape and dtype, the HF tensors stacked into it, and the block
+    format when it holds a QuantizedWeight's blocks (then `matrix` is the logical [out, in] shape)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    sources: tuple[str, ...]
+    ggml_type: str | None = None
+    matrix: tuple[int, int] | None = None
+    float_state: ProgramWeight | None = None  # how a float state is converted on load (Llama's ProgramWeight)
+
+
+def quantize_checkpoint(weights: dict[str, np.ndarray], ggml_type: str) -> dict[str, np.ndarray | QuantizedWeight]:
+    """HF-named float weights with every matrix (projections, embed_tokens, lm_head) quantized to `ggml_type`
+    (wgraph.ggml_blocks.quantize); vectors (the norms) stay as they are."""
+    return {name: quantize(np.asarray(a, np.float32), ggml_type) if np.ndim(a) == 2 else a
+            for name, a in weights.items()}
+
+
+def dequantize_checkpoint(weights: dict) -> dict[str, np.ndarray]:
+    """The same weights with every QuantizedWeight dequantized to float32 (the float path's input)."""
+    return {name: w.dequantize() if isinstance(w, QuantizedWeight) else w for name, w in weights.items()}
+
+
+class QuantizedLlama(Llama):
+    """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (Q8_0, Q4_0, Q4_1, Q4_K);
+    activations, KV caches and the other weights are f32. Greedy decoding (sampling switches programs by
+    copying f32 states, which block states are not)."""
+
+    def __init__(self, config: LlamaConfig, device, weights: dict, *, max_seq: int | None = None):
+        if not isinstance(config, LlamaConfig):
+            raise args.fail("QuantizedLlama", "config", config, "a DecoderConfig (DecoderConfig.from_dict, from_file)")
+        if not isinstance(weights, dict):
+            raise args.fail("QuantizedLlama", "weights", weights, "a dict of arrays and QuantizedWeights by Hugging "
+                            "Face tensor name")
+        check_device("QuantizedLlama", device, required=True)
+        check_options("QuantizedLlama", "f32", max_seq)
+        self._host = weights
+        self._states = _weight_states(config, weights)
+        super().__init__(config, device, self._get, dtype="f32", max_seq=max_seq)
+
+    @classmethod
+    def from_weights(cls, config: LlamaConfig, weights: dict, device=None, *, dtype: str = "f32",
+                     max_seq: int | None = None) -> QuantizedLlama:
+        """A model from HF-named weights: float arrays and host QuantizedWeights (their shapes checked)."""
+        from wgraph.device import default_device
+
+        fn = "QuantizedLlama.from_weights"
+        dtype, _ = check_options(fn, dtype, max_seq)
+        check_device(fn, device)
+        if dtype != "f32":
+            raise UnsupportedError(f"QuantizedLlama: non-quantized weights and activations are f32, got dtype={dtype!r}")
+        return cls(config, device or default_device(), weights, max_seq=max_seq)
+
+    @classmethod
+    def from_pretrained(cls, path, device=None, *, dtype: str = "f16", max_seq: int | None = None):
+        """Not supported: a GGUF file loads through wgraph.models.from_pretrained (UnsupportedError, after the
+        arguments are checked as Llama.from_pretrained checks them)."""
+        fn = "QuantizedLlama.from_pretrained"
+        if not isinstance(path, (str, os.PathLike)):
+            raise args.fail(fn, "path", path, "a path (str or os.PathLike)")
+        check_options(fn, dtype, max_seq)
+        check_device(fn, device)
+        raise UnsupportedError("QuantizedLlama.from_pretrained: GGUF files load through wgraph.models' GGUF reader; "
+                               "build from weights with QuantizedLlama.from_weights")
+
+    def _get(self, name: str, shape: tuple) -> Any:  # a float array or a QuantizedWeight
+        if name not in self._host:
+            raise CheckpointError(f"tensor {name!r} is missing")
+        w = self._host[name]
+        have = w.shape if isinstance(w, QuantizedWeight) else np.shape(w)
+        if tuple(have) != tuple(shape):
+            raise CheckpointError(f"tensor {name!r} has shape {list(have)}, the config needs {list(shape)}")
+        return w
+
+    def _build_decode(self, sampling: bool) -> tuple[Graph, str]:
+        c = self.config
+        g = Graph("llama_decode_quantized")
+        for name, spec in self._states.items():
+            g.state(name, spec.shape, spec.dtype)  # zeros at compile; _load writes the weights into it
+        half = c.rope_dim // 2
+        g.state("rope_cos", (self.max_seq, half), "f32")
+        g.state("rope_sin", (self.max_seq, half), "f32")
+        for i in range(c.num_hidden_layers):
+            for kv in ("k", "v"):
+                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim), "f32")
+        token = g.state("token", (1,), "u32")
+        history = g.state("history", (self.max_seq,), "u32")
+        pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")
+        glob, layers, caches = self._weights(lambda name: g.values[name])
+        h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
+        logits = self._logits(h, glob)
+        g.output("logits", logits)
+        nxt = self._choose(logits, pos, None)
+        ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
+        return g, g.producer[nxt.name]
+
+    def _weights(self, get) -> tuple[dict, list, list]:
+        """Llama's weight dicts with each block state seen as the QuantizedWeight it holds."""
+
+        def wrap(name):
+            spec = self._states[name]
+            value = get(name)
+            return value if spec.ggml_type is None else QuantizedWeight(spec.ggml_type, spec.matrix, value)
+
+        glob, layers, caches = super()._weights(get)
+        glob["embed"] = wrap("embed")
+        glob["lm_head"] = glob["embed"] if self.config.tie_word_embeddings else wrap("lm_head")
+        for i, layer in enumerate(layers):
+            for key in layer:
+                layer[key] = wrap(f"l{i}.{key}")
+        return glob, layers, caches
+
+    def _load(self, get_weight):
+        """Each state from its HF tensors: blocks stacked by rows and written as they are, floats as f32.
+        weight_bytes_per_token counts the bytes a step reads: every matrix's blocks (or floats) once, the
+        norms, and one row of an untied embedding table."""
+        shapes = weight_shapes(self.config)
+        for name, spec in self._states.items():
+            parts = [get_weight(src, shapes[src]) for src in spec.sources]
+            if spec.ggml_type is not None:
+                w = parts[0] if len(parts) == 1 else stack_rows(parts)
+                data, nbytes, row = w.blocks, w.nbytes, w.row_bytes
+            else:
+                parts = [_convert(np.asarray(p), spec.float_state, src) for p, src in zip(parts, spec.sources)]
+                data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+                nbytes, row = data.nbytes, data.nbytes // data.shape[0]
+            self.device.write(self.program.state(name), data)
+            self.weight_bytes += nbytes
+            read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
+            self.weight_bytes_per_token += nbytes if read_whole else row
+        cos, sin = self.rope_tables()
+        self.device.write(self.program.state("rope_cos"), cos)
+        self.device.write(self.program.state("rope_sin"), sin)
+
+    def _set_sampling(self, sample: SampleSettings | None) -> None:
+        if sample is not None:
+            raise UnsupportedError("QuantizedLlama decodes greedily (temperature 0): the sampling program is made by "
+                                   "copying the weight states with `scale`, which has no kernel for block states")
+
+
+def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
+    """Llama's weight states (`_program_weights`), each holding blocks when its HF tensors are QuantizedWeights
+    of one format (gate and up stacked by rows), else f32."""
+    out = {}
+    for name, pw in _program_weights(cfg, "f32").items():
+        shape, sources = pw.shape, pw.sources
+        given = [weights.get(src) for src in sources]
+        kinds = {w.ggml_type if isinstance(w, QuantizedWeight) else None for w in given}
+        if len(kinds) > 1:
+            raise CheckpointError(f"tensors {list(sources)} are stacked into one matrix and must share a format; "
+                                  f"got {[k or 'float' for k in kinds]}")
+        kind = kinds.pop()
+        if kind is None:
+            out[name] = WeightState(tuple(shape), "f32", tuple(sources), float_state=pw)
+        else:
+            n, k = shape
+            fmt = FORMATS[kind]
+            out[name] = WeightState((fmt.words(n, k),), "u32", tuple(sources), kind, (n, k))
+    return out

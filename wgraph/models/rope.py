@@ -1,0 +1,137 @@
+"""RoPE settings of a config.json, in either format, and the frequencies they define.
+
+transformers 4 writes top-level `rope_theta` and `rope_scaling` ({rope_type | type, <fields>} or null);
+transformers 5 writes only `rope_parameters` ({rope_theta, rope_type, <fields>}). transformers 5 reads the new
+one, lets an old `rope_scaling` replace it and an old `rope_theta` fill a missing theta; a config whose two
+formats disagree has no one meaning and is refused. Supported types: default, linear (positions divided by
+`factor`) and llama3 (frequency bands); `partial_rotary_factor` rotates the first int(head_dim * factor) dims."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from wgraph.errors import CheckpointError
+from wgraph.models.config_values import integer, real, shown
+
+DEFAULT_THETA = 10000.0  # transformers' default_theta, when no format names one
+FIELDS = {  # the keys each rope_type may hold (besides rope_type / type, rope_theta, partial_rotary_factor)
+    "default": (),
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+
+
+@attrs.frozen
+class RopeScaling:
+    """Llama 3's frequency-dependent scaling (`rope_type: "llama3"`): long wavelengths divided by `factor`, short
+    ones kept, a smooth blend between."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+
+
+@attrs.frozen
+class LinearRopeScaling:
+    """Linear position interpolation (`rope_type: "linear"`): every frequency divided by `factor`."""
+
+    factor: float
+
+
+@attrs.frozen
+class RopeSettings:
+    theta: float
+    scaling: RopeScaling | LinearRopeScaling | None
+    partial_rotary_factor: float  # 1.0: every dim of the head rotates
+
+
+def _kind(where: str, v: dict) -> str:
+    kind = v.get("rope_type", v.get("type", "default"))
+    if "rope_type" in v and "type" in v and v["rope_type"] != v["type"]:
+        raise CheckpointError(f"config.json: {where} has rope_type {shown(v['rope_type'])} and type {shown(v['type'])}")
+    if kind not in FIELDS:
+        raise CheckpointError(f"config.json: {where} rope_type {shown(kind)} is not supported (supported: "
+                              f"{sorted(FIELDS)}; dynamic, yarn and longrope change the math in ways wgraph "
+                              f"does not implement)")
+    return kind
+
+
+def _scaling(where: str, v: dict) -> tuple[str, dict]:
+    """(rope_type, its fields) of one RoPE object, every key checked."""
+    kind = _kind(where, v)
+    for key in v:
+        if key not in ("rope_type", "type", "rope_theta", "partial_rotary_factor") + FIELDS[kind]:
+            raise CheckpointError(f"config.json: {where}.{key} is not a field of rope_type {shown(kind)} "
+                                  f"(known: {sorted(FIELDS[kind])}): refused rather than ignored")
+    missing = [k for k in FIELDS[kind] if k not in v]
+    if missing:
+        raise CheckpointError(f"config.json: {where} (rope_type {shown(kind)}) lacks {missing}")
+    fields: dict[str, float | int] = {}
+    for key in FIELDS[kind]:
+        if key == "original_max_position_embeddings":
+            fields[key] = integer(f"{where}.{key}", v[key], 1, 1 << 24)
+        else:
+            fields[key] = real(f"{where}.{key}", v[key])
+    return kind, fields
+
+
+def read_rope(d: dict) -> RopeSettings:
+    """The RoPE settings of config dict `d`, from either format; CheckpointError names a bad or conflicting
+    key."""
+    objs = {}
+    for name in ("rope_parameters", "rope_scaling"):
+        v = d.get(name)
+        if v is not None and not isinstance(v, dict):
+            raise CheckpointError(f"config.json: {name}={shown(v)} must be an object or null")
+        if v is not None:
+            objs[name] = v
+
+    def stated(key: str) -> dict:
+        found = {key: d[key]} if d.get(key) is not None else {}
+        found.update({f"{name}.{key}": v[key] for name, v in objs.items() if v.get(key) is not None})
+        return found
+
+    thetas = {where: real(where, v, lo=1.0) for where, v in stated("rope_theta").items()}
+    if len(set(thetas.values())) > 1:
+        raise CheckpointError(f"config.json: the RoPE base is given twice with different values ({thetas}); "
+                              f"transformers 4 and 5 would read different models from it")
+    partials = {where: real(where, v, hi=1.0) for where, v in stated("partial_rotary_factor").items()}
+    if len(set(partials.values())) > 1:
+        raise CheckpointError(f"config.json: partial_rotary_factor is given twice with different values ({partials})")
+    kinds = {name: _scaling(name, v) for name, v in objs.items()}
+    if len(set(map(repr, kinds.values()))) > 1:
+        raise CheckpointError(f"config.json: rope_parameters {objs['rope_parameters']} and rope_scaling "
+                              f"{objs['rope_scaling']} disagree; transformers 4 and 5 would read different models "
+                              f"from them")
+    kind, fields = next(iter(kinds.values()), ("default", {}))
+    scaling: RopeScaling | LinearRopeScaling | None = None
+    if kind == "linear":
+        scaling = LinearRopeScaling(fields["factor"])
+    elif kind == "llama3":
+        scaling = RopeScaling(fields["factor"], fields["low_freq_factor"], fields["high_freq_factor"],
+                              int(fields["original_max_position_embeddings"]))
+        if not (scaling.factor >= 1 and scaling.low_freq_factor < scaling.high_freq_factor):
+            raise CheckpointError(f"config.json: llama3 RoPE scaling {fields} needs factor >= 1 and "
+                                  f"low_freq_factor < high_freq_factor")
+    return RopeSettings(next(iter(thetas.values()), DEFAULT_THETA), scaling, next(iter(partials.values()), 1.0))
+
+
+def inv_freq(theta: float, scaling: RopeScaling | LinearRopeScaling | None, rotary_dim: int) -> np.ndarray:
+    """RoPE inverse frequencies [rotary_dim / 2] in float64: theta ** (-2i / rotary_dim), divided by `factor`
+    (linear) or rescaled per Llama 3 (long wavelengths divided by `factor`, short kept, a smooth blend between),
+    as transformers' rope init functions compute them."""
+    inv = theta ** (-np.arange(0, rotary_dim // 2, dtype=np.float64) * 2.0 / rotary_dim)
+    s = scaling
+    if s is None:
+        return inv
+    if isinstance(s, LinearRopeScaling):
+        return inv / s.factor
+    low_wavelen = s.original_max_position_embeddings / s.low_freq_factor
+    high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
+    wavelen = 2 * np.pi / inv
+    smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (
+        s.high_freq_factor - s.low_freq_factor)
+    blended = (1 - smooth) * inv / s.factor + smooth * inv
+    return np.where(wavelen > low_wavelen, inv / s.factor, np.where(wavelen < high_wavelen, inv, blended))

@@ -1,0 +1,155 @@
+"""Text in, text out on a decoder model with a tokenizer: the prompt (plain, or a chat through the chat template)
+becomes ids, the model prefills them in one submit and decodes on the GPU as `generate` does, the host reads the
+new ids from the model's `history` state every `read_every` tokens, stops at a stop id and yields the text they
+complete (`StreamDecoder`: never half a character)."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import attrs
+
+from wgraph import args
+from wgraph.errors import ArgumentError, LimitError, NoTokenizerError, ShapeError
+from wgraph.models.config import MAX_SEQ
+from wgraph.models.tokenizer import Tokenizer
+from wgraph.ops.sampling import SampleSettings
+
+
+@attrs.frozen
+class TextRequest:
+    """A checked text-generation request: the prompt ids and how to decode after them."""
+
+    ids: tuple[int, ...]
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    stop_ids: frozenset[int]
+    read_every: int
+    in_flight: int
+    skip_special_tokens: bool
+
+
+def tokenizer_of(model, where: str) -> Tokenizer:
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        raise NoTokenizerError(f"{where}: the model has no tokenizer (load it with wgraph.models.from_pretrained "
+                               f"from a directory with tokenizer.json or a GGUF file, or set model.tokenizer)")
+    return tok
+
+
+def prompt_ids(tok: Tokenizer, prompt, *, chat: bool, system: str | None, where: str) -> list[int]:
+    """The ids of a plain prompt (BOS as the tokenizer's files say) or of a chat: `prompt` is the user's message
+    or a list of {"role", "content"} messages, `system` a system message put first; the template's generation
+    prompt ends it."""
+    chat = args.flag(where, "chat", chat)
+    if system is not None:
+        args.text(where, "system", system)
+    if not chat:
+        if system is not None:
+            raise ArgumentError(f"{where}: system={args.show(system)} needs chat=True")
+        return tok.encode(args.text(where, "prompt", prompt))
+    if isinstance(prompt, str):
+        messages = [{"role": "user", "content": prompt}]
+    elif isinstance(prompt, (list, tuple)):
+        messages = list(prompt)
+    else:
+        raise args.fail(where, "prompt", prompt, "a str or, with chat=True, a list of messages")
+    if system is not None:
+        messages = [{"role": "system", "content": system}] + messages
+    return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+
+
+def make_request(model, prompt, max_new_tokens, *, chat=False, system=None, temperature=0.0, top_k=0, top_p=1.0,
+                 seed=0, stop_ids=None, read_every=4, in_flight=8, skip_special_tokens=True,
+                 where="generate_text") -> TextRequest:
+    """Check every argument by the rules Llama.generate uses (args.py; ArgumentError, LimitError and the
+    tokenizer's errors name it) before any GPU work."""
+    tok = tokenizer_of(model, where)
+    n = args.integer(where, "max_new_tokens", max_new_tokens, 0, MAX_SEQ)
+    temperature = args.real(where, "temperature", temperature, 0.0)
+    top_k = args.integer(where, "top_k", top_k)
+    top_p = args.real(where, "top_p", top_p, 0.0, 1.0, open_lo=True)
+    seed = args.integer(where, "seed", seed, 0, 2**64 - 1)
+    read_every = args.integer(where, "read_every", read_every, 1, MAX_SEQ)
+    in_flight = args.integer(where, "in_flight", in_flight, 1, MAX_SEQ)
+    skip_special_tokens = args.flag(where, "skip_special_tokens", skip_special_tokens)
+    ids = prompt_ids(tok, prompt, chat=chat, system=system, where=where)
+    if not ids:
+        raise ShapeError(f"{where}: the prompt encodes to no tokens")
+    if max(ids) >= model.config.vocab_size:
+        raise LimitError(f"{where}: the tokenizer gave id {max(ids)}, beyond the model's vocabulary "
+                         f"({model.config.vocab_size})")
+    if len(ids) + n > model.max_seq:
+        raise LimitError(f"{where}: {len(ids)} prompt + {n} new tokens exceed the KV cache of {model.max_seq} "
+                         f"positions (max_seq)")
+    stops = tok.stop_ids if stop_ids is None else tok.check_ids(stop_ids, f"{where}: stop_ids")
+    return TextRequest(tuple(ids), n, temperature, top_k, top_p, seed, frozenset(stops), read_every, in_flight,
+                       skip_special_tokens)
+
+
+def stream(model, req: TextRequest) -> Iterator[str]:
+    """Text pieces of the new tokens of `req` as they are read back; model.last_stats says what it took (the
+    prefill, which chose the first new token, and the decode steps after it)."""
+    tok = model.tokenizer
+    sample = None if req.temperature == 0 else SampleSettings(req.temperature, req.top_k, req.top_p, req.seed)
+    n, s = req.max_new_tokens, len(req.ids)
+    if n == 0:
+        model.last_stats = {"tokens": 0, "seconds": 0.0, "prompt_tokens": s, "prefill_seconds": 0.0,
+                            "decode_seconds": 0.0, "ids": [], "stopped": False, "submits": 0, "readbacks": 0}
+        return
+    model._set_sampling(sample)  # the decode program ends in argmax or in sample (Llama.generate does the same)
+    dec = tok.stream_decoder(skip_special_tokens=req.skip_special_tokens)
+    t0 = time.perf_counter()
+    before = model.device.stats.snapshot()
+    model.prefill(req.ids, sample=sample)
+    model.device.wait(model.device.fence())  # a wait, no readback: splits the time into prefill and decode
+    prefill = time.perf_counter() - t0
+    made, out = 1, list[int]()  # prefill chose the first new id
+    while True:
+        if made == n or made % req.read_every == 0:
+            new = model.program.state("history").numpy()[s + len(out):s + made].tolist()
+            hit = next((j for j, t in enumerate(new) if t in req.stop_ids), None)
+            out += new if hit is None else new[:hit + 1]
+            piece = dec.push(new if hit is None else new[:hit])  # a stop id ends the text; it is not part of it
+            if piece:
+                yield piece
+            if hit is not None or made == n:
+                tail = dec.flush()
+                d = model.device.stats.since(before)
+                seconds = time.perf_counter() - t0
+                model.last_stats = {"tokens": len(out), "seconds": seconds, "prompt_tokens": s,
+                                    "prefill_seconds": prefill, "decode_seconds": seconds - prefill, "ids": out,
+                                    "stopped": hit is not None, "submits": d.submits, "readbacks": d.readbacks}
+                if tail:
+                    yield tail
+                return
+        k = min(req.read_every - made % req.read_every, n - made)
+        model.run_steps(k, in_flight=req.in_flight)
+        made += k
+
+
+# the options of generate_text / stream_text: make_request's keyword arguments but `where`
+OPTIONS = ("chat", "system", "temperature", "top_k", "top_p", "seed", "stop_ids", "read_every", "in_flight",
+           "skip_special_tokens")
+
+
+def _request(model, prompt, max_new_tokens, options: dict, where: str) -> TextRequest:
+    for name, value in options.items():
+        if name not in OPTIONS:  # else a raw TypeError from make_request's signature
+            raise ArgumentError(f"{where}: {name}={args.show(value)} is not an option; the options are "
+                                f"{', '.join(OPTIONS)}")
+    return make_request(model, prompt, max_new_tokens, where=where, **options)
+
+
+def stream_text(model, prompt, max_new_tokens: int, **options) -> Iterator[str]:
+    """Check the request now (errors before any GPU work), then an iterator of text pieces (see make_request)."""
+    return stream(model, _request(model, prompt, max_new_tokens, options, "stream_text"))
+
+
+def generate_text(model, prompt, max_new_tokens: int, **options) -> str:
+    """The whole text of up to `max_new_tokens` new tokens (see make_request for the options)."""
+    return "".join(stream(model, _request(model, prompt, max_new_tokens, options, "generate_text")))

@@ -1,0 +1,249 @@
+"""`Tokenizer`: text <-> token ids through Hugging Face's `tokenizers` (Rust, no torch), from a checkpoint
+directory's tokenizer.json (+ tokenizer_config.json, chat_template.jinja, generation_config.json) or from a GGUF
+file's vocabulary, with the special tokens, BOS/EOS handling and chat template transformers 5 would use; and
+`StreamDecoder`, which turns ids into text pieces as they come without ever emitting half a character."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import AddedToken, processors
+from tokenizers import Tokenizer as Backend
+
+import os
+
+from wgraph import args
+from wgraph.errors import CheckpointError
+from wgraph.host_arrays import host_ids
+from wgraph.models.chat_template import ChatTemplate
+from wgraph.models.gguf import GGUFFile
+from wgraph.models.gguf_tokenizer import gguf_tokenizer_parts
+
+MAX_TOKENIZER_BYTES = 128 << 20  # tokenizer.json of a 256k vocabulary is ~35 MB
+MAX_CONFIG_BYTES = 16 << 20
+SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+def _read_text(path: Path, limit: int) -> str:
+    """A UTF-8 file of at most `limit` bytes."""
+    if path.stat().st_size > limit:
+        raise CheckpointError(f"{path} is larger than {limit} bytes")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path} is not UTF-8 text: {e}") from None
+
+
+def _read_json(path: Path, limit: int):
+    """A JSON file of at most `limit` bytes, or None when it does not exist."""
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(_read_text(path, limit))
+    except ValueError as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
+
+
+def _token_string(value, where: str) -> str | None:
+    """A special token in tokenizer_config.json: a string, or an AddedToken dict with "content"."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    raise CheckpointError(f"{where} must be a string or an object with 'content', got {value!r}")
+
+
+def _path(fn: str, name: str, value, more: str = ""):
+    """A file or directory path argument: a str or an os.PathLike (ArgumentError otherwise)."""
+    if isinstance(value, (str, os.PathLike)):
+        return value
+    raise args.fail(fn, name, value, f"a path (str or os.PathLike){' ' + more if more else ''}")
+
+
+def _eos_ids(value, where: str) -> list[int]:
+    ids = value if isinstance(value, list) else [value]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise CheckpointError(f"{where}: eos_token_id={value!r} must be a token id or a list of them")
+    return ids
+
+
+class Tokenizer:
+    """Encode and decode text, render chat templates. Build with `from_directory` or `from_gguf`."""
+
+    def __init__(self, backend: Backend, *, special: dict[str, str | None], add_bos: bool | None = None,
+                 add_eos: bool | None = None, chat_template: ChatTemplate | None = None,
+                 stop_ids: list[int] | None = None, clean_up_spaces: bool = False):
+        self.backend = backend
+        self.special = {k: v for k, v in special.items() if v is not None}
+        # as transformers: special tokens the vocabulary lacks are added (special, matched whole in the text)
+        added = {t.content for t in backend.get_added_tokens_decoder().values()}
+        missing = [t for t in self.special.values() if t not in added]
+        if missing:
+            backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in dict.fromkeys(missing)])
+        if add_bos is not None or add_eos is not None or backend.post_processor is None:
+            self._set_post_processor(bool(add_bos), bool(add_eos))
+        self.chat_template = chat_template
+        eos = self.token_id(self.special["eos_token"]) if "eos_token" in self.special else None
+        self.stop_ids = sorted(set(stop_ids if stop_ids else [] if eos is None else [eos]))
+        # transformers skips the clean-up for BPE models: it would strip real spaces before punctuation
+        self.clean_up_spaces = clean_up_spaces and type(backend.model).__name__ != "BPE"
+
+    def _set_post_processor(self, add_bos: bool, add_eos: bool) -> None:
+        """BOS/EOS around every encoded text, as transformers' update_post_processor builds it."""
+        bos, eos = self.special.get("bos_token", ""), self.special.get("eos_token", "")
+        add_bos, add_eos = add_bos and bool(bos), add_eos and bool(eos)
+        single = f"{(bos + ':0 ') if add_bos else ''}$A:0{(' ' + eos + ':0') if add_eos else ''}"
+        pair = f"{single}{(' ' + bos + ':1') if add_bos else ''} $B:1{(' ' + eos + ':1') if add_eos else ''}"
+        specials = [(t, self.backend.token_to_id(t)) for t, on in ((bos, add_bos), (eos, add_eos)) if on]
+        self.backend.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=specials)
+
+    # ---- construction ----
+
+    @classmethod
+    def from_directory(cls, path) -> Tokenizer:
+        """tokenizer.json with tokenizer_config.json, chat_template.jinja (and additional_chat_templates/*.jinja)
+        and the eos ids of generation_config.json / config.json, from a Hugging Face checkpoint directory."""
+        root = Path(_path("Tokenizer.from_directory", "path", path))
+        tj = root / "tokenizer.json"
+        if not tj.is_file():
+            raise CheckpointError(f"{root}: no tokenizer.json (wgraph reads tokenizers in that format only)")
+        text = _read_text(tj, MAX_TOKENIZER_BYTES)
+        try:
+            backend = Backend.from_str(text)
+        except Exception as e:  # tokenizers raises a bare Exception for malformed files
+            raise CheckpointError(f"{tj}: not a tokenizer.json that `tokenizers` reads: {e}") from None
+        config = _read_json(root / "tokenizer_config.json", MAX_CONFIG_BYTES) or {}
+        if not isinstance(config, dict):
+            raise CheckpointError(f"{root / 'tokenizer_config.json'} must hold a JSON object")
+        special = {k: _token_string(config.get(k), f"tokenizer_config.json: {k}") for k in SPECIAL_NAMES}
+        template = _directory_template(root, config)
+        stop_ids = None
+        for name in ("generation_config.json", "config.json"):  # transformers' generate reads them in this order
+            data = _read_json(root / name, MAX_CONFIG_BYTES)
+            if isinstance(data, dict) and data.get("eos_token_id") is not None:
+                stop_ids = _eos_ids(data["eos_token_id"], name)
+                break
+        clean_up = config.get("clean_up_tokenization_spaces", False)
+        if not isinstance(clean_up, bool):
+            raise CheckpointError(f"tokenizer_config.json: clean_up_tokenization_spaces={clean_up!r} must be a bool")
+        # with a tokenizer.json, transformers 5 drops tokenizer_config's add_bos_token/add_eos_token: the file's
+        # post-processor decides (add_bos=None keeps it)
+        return cls(backend, special=special, chat_template=template, stop_ids=stop_ids, clean_up_spaces=clean_up)
+
+    @classmethod
+    def from_gguf(cls, gguf) -> Tokenizer:
+        """The tokenizer of a GGUF file (a path or a parsed GGUFFile)."""
+        f = gguf if isinstance(gguf, GGUFFile) else GGUFFile(_path("Tokenizer.from_gguf", "gguf", gguf, "or a GGUFFile"))
+        parts = gguf_tokenizer_parts(f)
+        template = parts["chat_template"]
+        return cls(parts["backend"], special=parts["special"], add_bos=parts["add_bos"], add_eos=parts["add_eos"],
+                   chat_template=None if template is None else ChatTemplate.from_value(
+                       template, f"GGUF file {f.path.name}: tokenizer.chat_template"),
+                   stop_ids=parts["stop_ids"])
+
+    # ---- use ----
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def token_id(self, token: str) -> int | None:
+        """The id of `token` (a token string of the vocabulary), or None."""
+        return self.backend.token_to_id(args.text("Tokenizer.token_id", "token", token))
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of `text`; add_special_tokens adds BOS/EOS as the tokenizer's files say."""
+        text = args.text("Tokenizer.encode", "text", text)
+        add_special_tokens = args.flag("Tokenizer.encode", "add_special_tokens", add_special_tokens)
+        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids, *, skip_special_tokens: bool = True) -> str:
+        """The text of `ids` (special tokens left out unless skip_special_tokens=False)."""
+        ids = self.check_ids(ids, "Tokenizer.decode")
+        skip_special_tokens = args.flag("Tokenizer.decode", "skip_special_tokens", skip_special_tokens)
+        text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        return _clean_up(text) if self.clean_up_spaces else text
+
+    def check_ids(self, ids, where: str) -> list[int]:
+        """`ids` (a list, tuple or numpy integer array) as a list of ints, each an id of the vocabulary: the one
+        rule for token ids (host_arrays.host_ids), naming `where`."""
+        return host_ids(ids, self.vocab_size, args.text("Tokenizer.check_ids", "where", where)).reshape(-1).tolist()
+
+    def apply_chat_template(self, messages, *, add_generation_prompt: bool = True, template: str | None = None,
+                            tokenize: bool = False, **kwargs):
+        """The prompt of a conversation as text, or as ids with tokenize=True (no BOS added: templates write it)."""
+        fn = "apply_chat_template"
+        add_generation_prompt = args.flag(fn, "add_generation_prompt", add_generation_prompt)
+        if template is not None:
+            args.text(fn, "template", template)
+        tokenize = args.flag(fn, "tokenize", tokenize)
+        if self.chat_template is None:
+            raise CheckpointError("apply_chat_template: this tokenizer has no chat template (no chat_template in "
+                                  "tokenizer_config.json, no chat_template.jinja, no tokenizer.chat_template)")
+        text = self.chat_template.render(messages, add_generation_prompt=add_generation_prompt, template=template,
+                                         special_tokens=self.special, **kwargs)
+        return self.encode(text, add_special_tokens=False) if tokenize else text
+
+    def stream_decoder(self, *, skip_special_tokens: bool = True) -> StreamDecoder:
+        """A StreamDecoder of this tokenizer: text pieces from ids pushed a few at a time."""
+        return StreamDecoder(self, args.flag("Tokenizer.stream_decoder", "skip_special_tokens", skip_special_tokens))
+
+
+class StreamDecoder:
+    """Text pieces from ids pushed a few at a time. A piece is emitted once the ids decode to more text that does
+    not end in U+FFFD (an unfinished UTF-8 sequence of byte tokens); the text of all pieces plus `flush()` equals
+    decoding all ids at once. Decodes a window that starts at the last emitted token, so a decoder that strips
+    the first token's space treats every window alike (the method of text-generation-inference)."""
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True):
+        self.tokenizer, self.skip = tokenizer, skip_special_tokens
+        self.ids: list[int] = []
+        self.prefix = self.read = 0  # ids[prefix:read] were decoded into the last piece; ids[read:] are pending
+
+    def _text(self, ids) -> str:
+        return self.tokenizer.backend.decode(ids, skip_special_tokens=self.skip)
+
+    def push(self, ids) -> str:
+        """Add ids; the new text they complete ('' while a character or word is unfinished)."""
+        self.ids += self.tokenizer.check_ids(ids, "StreamDecoder.push")
+        before = self._text(self.ids[self.prefix:self.read])
+        after = self._text(self.ids[self.prefix:])
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.prefix, self.read = self.read, len(self.ids)
+            return after[len(before):]
+        return ""
+
+    def flush(self) -> str:
+        """The text still pending at the end (an unfinished character comes out as U+FFFD, as decode gives it)."""
+        before = self._text(self.ids[self.prefix:self.read])
+        after = self._text(self.ids[self.prefix:])
+        self.prefix = self.read = len(self.ids)
+        return after[len(before):]
+
+
+def _directory_template(root: Path, config: dict) -> ChatTemplate | None:
+    """chat_template.jinja and additional_chat_templates/*.jinja take priority over tokenizer_config.json's
+    chat_template, as in transformers."""
+    templates = {}
+    if (root / "chat_template.jinja").is_file():
+        templates["default"] = _read_text(root / "chat_template.jinja", MAX_CONFIG_BYTES)
+    extra = root / "additional_chat_templates"
+    if extra.is_dir():
+        for p in sorted(extra.glob("*.jinja")):
+            templates[p.stem] = _read_text(p, MAX_CONFIG_BYTES)
+    if templates:
+        return ChatTemplate(templates, str(root))
+    if config.get("chat_template") is not None:
+        return ChatTemplate.from_value(config["chat_template"], f"{root / 'tokenizer_config.json'}")
+    return None
+
+
+def _clean_up(text: str) -> str:
+    """transformers' clean_up_tokenization (spaces before punctuation and contractions), for non-BPE models."""
+    for a, b in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+                 (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+        text = text.replace(a, b)
+    return text

@@ -1,0 +1,30 @@
+"""What a CPU adapter (Mesa's lavapipe) cannot run: it stops any one shader invocation's loops after
+CPU_LOOP_LIMIT iterations in total, silently (docs/lavapipe.md), so an op plans a CPU device so that no
+invocation loops past it. Measured: every pass through a loop body counts one and so does the test that
+leaves a loop, summed over all loops of the invocation (a loop of n trips costs n + 1); lavapipe unrolls small
+constant-trip loops, which then cost nothing, so counts made with `loop` are upper bounds whatever a driver
+unrolls. Each kernel family counts its own loop nest with these (attention_loops.py, rows.py, sdpa.py)."""
+
+from __future__ import annotations
+
+from wgraph.errors import LimitError
+
+CPU_LOOP_LIMIT = 65_535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS
+
+
+def loop(trips: int, body: int = 0) -> int:
+    """Iterations of a loop of `trips` passes whose body runs `body` iterations of inner loops each."""
+    return trips + 1 + trips * body
+
+
+def halvings(n: int) -> int:
+    """Trips of `for (s = n / 2; s > 0; s /= 2)` (a workgroup tree reduction over n threads)."""
+    return max(0, int(n).bit_length() - 1)
+
+
+def check_cpu_loops(caps, iterations: int, what: str) -> None:
+    """LimitError where a CPU adapter would silently cut one invocation's `iterations` loop iterations short.
+    `what` starts the message (the op and the size that made the count)."""
+    if caps.is_cpu and iterations > CPU_LOOP_LIMIT:
+        raise LimitError(f"{what} takes {iterations} loop iterations per invocation on {caps.adapter_name!r}, "
+                         f"which stops an invocation's loops at {CPU_LOOP_LIMIT}, silently")

@@ -1,0 +1,111 @@
+"""The GEMV form of `linear` (1..8 rows of x, the decode step's matmuls): which registry variant takes a call
+(the first of shaders/registry/gemv.toml that accepts it, with the reason) and its one dispatch, with the
+fused RMSNorm prologue and the bias / swiglu / residual epilogue (wgraph/shaders/gemv.wgsl)."""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph.kernels.registry import Kernel, kernels_for
+from wgraph.ops.core import ceil_div
+
+FORM = "gemv"
+
+
+@attrs.frozen
+class GemvShape:
+    """What the GEMV choice depends on: rows of x, W [n, k] and its dtype, and whether W holds [gate; up]."""
+
+    rows: int
+    n: int
+    k: int
+    weight_dtype: str
+    swiglu: bool = False
+
+
+def gemv_kernels(weight_dtype: str) -> tuple[Kernel, ...]:
+    """The GEMV variants for one weight dtype, in registry (planning) order."""
+    return tuple(kv for kv in kernels_for("linear")
+                 if kv.facts.get("form") == FORM and kv.facts.get("weight_dtype") == weight_dtype)
+
+
+def slots(kv: Kernel, s: GemvShape) -> int:
+    """Feature slots of a call: each owns features_per_lane rows of W (gates and their ups with swiglu)."""
+    ft = kv.limits["features_per_lane"]
+    return s.n // ft if s.swiglu else ceil_div(s.n, ft)
+
+
+def workgroups(kv: Kernel, s: GemvShape) -> int:
+    return ceil_div(slots(kv, s), kv.threads // kv.limits["lanes"])
+
+
+def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | None:
+    """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n);
+    caps None skips the device's (features, workgroup memory)."""
+    lim = kv.limits
+    if caps is not None:
+        missing = sorted(set(kv.features) - caps.features)
+        if missing:
+            return f"needs {', '.join(missing)}"
+        if kv.workgroup_memory > caps.max_workgroup_storage:
+            return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
+    if s.rows > lim["max_rows"]:
+        return f"takes at most {lim['max_rows']} rows"
+    if s.n < 1 or s.k < 1:
+        return f"needs a non-empty W, got [{s.n}, {s.k}]"
+    if s.k % lim["k_multiple"]:
+        return (f"needs in_features a multiple of {lim['k_multiple']} ({s.weight_dtype} weights per 16-byte "
+                f"load), got {s.k}")
+    if s.swiglu and (lim["features_per_lane"] % 2 or s.n % lim["features_per_lane"]):
+        return f"swiglu needs an even features_per_lane that divides {s.n}, it has {lim['features_per_lane']}"
+    if not forced:
+        if s.k < kv.facts.get("min_k", 0):
+            return f"is for in_features >= {kv.facts['min_k']}"
+        if s.n < kv.facts.get("min_n", 0):
+            return f"is for out_features >= {kv.facts['min_n']}"
+    return None
+
+
+def choose(s: GemvShape, caps) -> tuple[Kernel | None, str]:
+    """The first GEMV variant that takes the call and why; (None, why none does) otherwise."""
+    kernels = gemv_kernels(s.weight_dtype)
+    if not kernels:
+        return None, f"no GEMV kernel for {s.weight_dtype} weights"
+    most = max(kv.limits["max_rows"] for kv in kernels)
+    if s.rows > most:
+        return None, f"{s.rows} rows > {most} (a GEMV's most)"
+    why: dict[str, list[str]] = {}
+    for kv in kernels:
+        no = refusal(kv, s, caps)
+        if no is None:
+            return kv, describe(kv, s)
+        why.setdefault(no, []).append(kv.name)
+    return None, f"{s.rows} rows, but no GEMV takes them (" + "; ".join(
+        f"{', '.join(names)} {no}" for no, names in why.items()) + ")"
+
+
+def describe(kv: Kernel, s: GemvShape) -> str:
+    lim = kv.limits
+    ft, lanes = lim["features_per_lane"], lim["lanes"]
+    per_wg = kv.threads // lanes * ft
+    rules = [f"k >= {kv.facts['min_k']}"] if kv.facts.get("min_k") else []
+    rules += [f"n >= {kv.facts['min_n']}"] if kv.facts.get("min_n") else []
+    return (f"{s.rows} rows <= {lim['max_rows']}{' (' + ', '.join(rules) + ')' if rules else ''}: GEMV, "
+            f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {lanes} lanes per row, "
+            f"{lim['unroll'] * ft} 16-byte {s.weight_dtype} loads in flight per lane"
+            + (", each x load feeding " + str(ft) + " rows" if ft > 1 else "")
+            + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
+
+
+def dispatch(ctx, kv: Kernel, s: GemvShape, *, x, w, bias, norm, residual, y, eps: float):
+    """The GEMV's one dispatch (norm, bias, residual may be None)."""
+    n_slots = slots(kv, s)
+    uniforms = {"m": s.rows, "n": s.n, "k": s.k, "slots": n_slots, "out_n": s.n // 2 if s.swiglu else s.n,
+                "has_bias": int(bias is not None), "has_residual": int(residual is not None),
+                "has_norm": int(norm is not None), "swiglu": int(s.swiglu), "eps": eps}
+    bindings = {"x": x, "w": w,
+                "norm_w": norm if norm is not None else ctx.fallback("gemv.norm", 16),
+                "bias": bias if bias is not None else ctx.fallback("linear.bias"),
+                "residual": residual if residual is not None else ctx.fallback("gemv.residual"), "y": y}
+    return ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings, workgroups=ctx.grid(workgroups(kv, s)),
+                        label="linear")

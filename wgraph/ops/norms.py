@@ -1,0 +1,139 @@
+"""The normalisations over the last axis, one workgroup per row with f32 reductions: `rmsnorm`, `layernorm`
+(weight, optional bias), and `add_rmsnorm` (a decoder's residual add and the RMSNorm that follows it in one
+dispatch: two outputs, the new residual stream and its normalised copy; saves a dispatch and a pass over the
+row per norm)."""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph import args
+from wgraph.errors import DtypeError, ShapeError
+from wgraph.kernels.registry import kernel, select_variant
+from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
+from wgraph.tensor import TensorSpec
+
+
+# ---- rmsnorm ----
+
+@attrs.frozen
+class RmsNormParams:
+    eps: float = 1e-6
+
+
+def _check_affine(op: str, x: TensorSpec, eps: float, **tensors) -> None:
+    """ShapeError / DtypeError unless every given tensor (weight, bias) is x's last axis in x's dtype;
+    ArgumentError unless eps is a finite real > 0 (a Program.update's params come here unchecked)."""
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if len(x.shape) < 1 or t.shape != x.shape[-1:]:
+            raise ShapeError(f"{op}: {name} must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {t.shape}")
+        if t.dtype != x.dtype:
+            raise DtypeError(f"{op}: {name} dtype {t.dtype} differs from x's {x.dtype}")
+    args.real(op, "eps", eps, 0.0, open_lo=True)
+
+
+def _infer_rmsnorm(params: RmsNormParams, specs):
+    x, w = specs
+    _check_affine("rmsnorm", x, params.eps, weight=w)
+    if x.dtype == "bf16" and x.shape[-1] % 2:
+        raise ShapeError(f"rmsnorm: a bf16 row is written as u32 words of two elements, so its length must be even; "
+                         f"got x {x.shape}")
+    select_variant("rmsnorm", output_dtype=x.dtype)
+    return (TensorSpec(x.shape, x.dtype),)
+
+
+def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
+    (x, w), (y,) = inputs, outputs
+    variant = select_variant("rmsnorm", output_dtype=x.dtype)
+    dim = x.shape[-1]
+    rows = x.size // dim if dim else 0
+    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
+                         bindings={"x": x, "weight": w, "y": y}, workgroups=ctx.grid(rows), label="rmsnorm")]
+
+
+RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm, inputs=("x", "weight")))
+
+
+def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
+    """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32, f16 or bf16 with an even last dim; f32
+    reduction). x [..., D] with weight [D]: a per-head norm of [rows, heads, head_dim] takes weight [head_dim]."""
+    return apply(RMSNORM, RmsNormParams(args.real("rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, weight), out=out)
+
+
+# ---- layernorm ----
+
+@attrs.frozen
+class LayerNormParams:
+    eps: float = 1e-5
+
+
+def _infer_layernorm(params: LayerNormParams, specs):
+    x, w, b = specs
+    check_rows("layernorm", x)
+    if w is None:
+        raise ShapeError("layernorm: weight is required (a bias is optional)")
+    _check_affine("layernorm", x, params.eps, weight=w, bias=b)
+    select_variant("layernorm", output_dtype=x.dtype)
+    return (TensorSpec(x.shape, x.dtype),)
+
+
+def _encode_layernorm(ctx, params: LayerNormParams, inputs, outputs):
+    (x, w, b), (y,) = inputs, outputs
+    variant = select_variant("layernorm", output_dtype=x.dtype)
+    check_row_loops(ctx, "layernorm", x.shape[-1], row_loops(x.shape[-1], kernel(variant).threads, 3, 2))
+    rows = row_count(x.shape)
+    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": x.shape[-1], "eps": params.eps,
+                                            "has_bias": int(b is not None)},
+                         bindings={"x": x, "weight": w, "bias": b if b is not None else ctx.fallback("layernorm.bias"),
+                                   "y": y},
+                         workgroups=ctx.grid(rows), label="layernorm")]
+
+
+LAYERNORM = register(OpDef("layernorm", _infer_layernorm, _encode_layernorm, inputs=("x", "weight", "bias?")))
+
+
+def layernorm(x, weight, bias=None, *, eps: float = 1e-5, out=None):
+    """`(x - mean) / sqrt(var + eps) * weight + bias` over the last axis (biased variance, as torch); f32 or f16
+    with f32 reductions; bias optional."""
+    return apply(LAYERNORM, LayerNormParams(args.real("layernorm", "eps", eps, 0.0, open_lo=True)), (x, weight, bias), out=out)
+
+
+# ---- add_rmsnorm ----
+
+@attrs.frozen
+class AddRmsNormParams:
+    eps: float = 1e-6
+
+
+def _infer_add_rmsnorm(params: AddRmsNormParams, specs):
+    x, r, w = specs
+    if len(x.shape) < 1 or r.shape != x.shape or w.shape != x.shape[-1:]:
+        dim = x.shape[-1] if x.shape else "?"
+        raise ShapeError(f"add_rmsnorm: x and residual must have one shape and weight be ({dim},); "
+                         f"got x {x.shape}, residual {r.shape}, weight {w.shape}")
+    if not x.dtype == r.dtype == w.dtype:
+        raise DtypeError(f"add_rmsnorm: x, residual and weight must share a dtype, got {x.dtype}, {r.dtype}, {w.dtype}")
+    args.real("add_rmsnorm", "eps", params.eps, 0.0, open_lo=True)
+    select_variant("add_rmsnorm", output_dtype=x.dtype)
+    return (TensorSpec(x.shape, x.dtype), TensorSpec(x.shape, x.dtype))
+
+
+def _encode_add_rmsnorm(ctx, params: AddRmsNormParams, inputs, outputs):
+    (x, r, w), (s, y) = inputs, outputs
+    variant = select_variant("add_rmsnorm", output_dtype=x.dtype)
+    dim = x.shape[-1]
+    rows = x.size // dim if dim else 0
+    return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
+                         bindings={"x": x, "r": r, "weight": w, "sum": s, "y": y}, workgroups=ctx.grid(rows),
+                         label="add_rmsnorm")]
+
+
+ADD_RMSNORM = register(OpDef("add_rmsnorm", _infer_add_rmsnorm, _encode_add_rmsnorm, inputs=("x", "residual", "weight")))
+
+
+def add_rmsnorm(x, residual, weight, *, eps: float = 1e-6, out=None):
+    """(s, rmsnorm(s, weight)) with s = x + residual, over the last axis (f32 or f16; f32 reduction)."""
+    return apply(ADD_RMSNORM, AddRmsNormParams(args.real("add_rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, residual, weight), out=out)

@@ -1,0 +1,98 @@
+"""`rope_kv_append`: a decoder's RoPE of q and k and its KV-cache append of k and v in ONE dispatch, reading the
+stacked q/k/v output of one linear (`linear(x, [Wq; Wk; Wv])`, the GEMV with a fused norm): returns q rotated,
+writes k (rotated) and v into the caches in place, f32 or f16 caches (wgraph/shaders/rope_kv_append.wgsl)."""
+
+from __future__ import annotations
+
+import attrs
+
+from wgraph import args
+from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.kernels.registry import kernel, select_variant
+from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.kv_cache import (LAYOUTS, WriteParams, _cache_capacity, _check_pos_tensor, _check_positions,
+                                 _check_write_fields, _pair, _write_params)
+from wgraph.tensor import TensorSpec
+
+
+@attrs.frozen
+class RopeKVParams:
+    q_heads: int
+    pos: int = 0  # position of row 0 (plus pos_buf[0] on the GPU when a position tensor is given)
+    layout: str = "contiguous"
+    page_size: int = 0
+
+
+def _infer(params: RopeKVParams, specs):
+    qkv, cos_t, sin_t, k_cache, v_cache, table, pos_t = specs
+    op = "rope_kv_append"
+    if len(k_cache.shape) != 3 or v_cache.shape != k_cache.shape:
+        raise ShapeError(f"{op}: k and v caches must be one shape [rows, kv_heads, head_dim], got {k_cache.shape} "
+                         f"and {v_cache.shape}")
+    if k_cache.dtype != v_cache.dtype:
+        raise DtypeError(f"{op}: k cache {k_cache.dtype} and v cache {v_cache.dtype} differ")
+    _, hkv, d = k_cache.shape
+    hq = args.integer(op, "q_heads", params.q_heads, 1)
+    write = WriteParams(params.layout, params.pos, params.page_size)
+    _check_write_fields(op, write)
+    if d % 2:
+        raise ShapeError(f"{op}: head_dim must be even, got caches {k_cache.shape}")
+    if len(qkv.shape) != 2 or qkv.shape[1] != (hq + 2 * hkv) * d:
+        raise ShapeError(f"{op}: qkv must be [rows, (q_heads + 2 kv_heads) * head_dim] = [rows, {(hq + 2 * hkv) * d}] "
+                         f"for {hq} q heads and caches {k_cache.shape}, got {qkv.shape}")
+    if qkv.dtype != "f32":
+        raise DtypeError(f"{op}: qkv must be f32, got {qkv.dtype}")
+    for name, t in (("cos", cos_t), ("sin", sin_t)):
+        if len(t.shape) != 2 or t.shape[1] != d // 2 or t.dtype != "f32":
+            raise ShapeError(f"{op}: {name} table must be f32 [max_pos, {d // 2}] for head_dim {d}, got {t.dtype} "
+                             f"{t.shape}")
+    if cos_t.shape != sin_t.shape:
+        raise ShapeError(f"{op}: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
+    rows = qkv.shape[0]
+    if pos_t is None and rows and params.pos + rows > cos_t.shape[0]:
+        raise LimitError(f"{op}: positions {params.pos}..{params.pos + rows - 1} (pos + pos_offset + row) exceed "
+                         f"the tables' {cos_t.shape[0]} rows")
+    _check_pos_tensor(pos_t, op)
+    _check_positions(write, rows, _cache_capacity(write, k_cache.shape[0], table, op), pos_t is not None, op)
+    select_variant("rope_kv_append", cache_dtype=k_cache.dtype)
+    return (TensorSpec((rows, hq, d), "f32"),)
+
+
+def _encode(ctx, params: RopeKVParams, inputs, outputs):
+    (qkv, cos_t, sin_t, k_cache, v_cache, table, pos_t), (q,) = inputs, outputs
+    variant = select_variant("rope_kv_append", cache_dtype=k_cache.dtype)
+    rows = qkv.shape[0]
+    _, hkv, d = k_cache.shape
+    capacity = k_cache.shape[0] if params.layout != "paged" else table.shape[0] * params.page_size
+    uniforms = {"n_rows": rows, "q_heads": params.q_heads, "kv_heads": hkv, "half": d // 2,
+                "table_rows": cos_t.shape[0], "capacity": capacity, "dst_layout": LAYOUTS[params.layout],
+                "page_size": max(1, params.page_size), "pos": params.pos, "use_pos_buf": int(pos_t is not None),
+                "src_layout": 0, "src_ring": 1, "src_row0": 0}
+    bindings = {"qkv": qkv, "cos_t": cos_t, "sin_t": sin_t,
+                "page_table": table if table is not None else ctx.fallback("kv.page_table"),
+                "pos_buf": pos_t if pos_t is not None else ctx.fallback("kv.pos"),
+                "q": q, "k_cache": k_cache, "v_cache": v_cache}
+    threads = rows * (params.q_heads + 2 * hkv) * (d // 2)
+    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings,
+                         workgroups=ctx.grid(ceil_div(threads, kernel(variant).threads)), label="rope_kv_append")]
+
+
+# inputs 3 and 4 (the caches) are written in place besides the output q
+ROPE_KV_APPEND = register(OpDef("rope_kv_append", _infer, _encode, writes_inputs=(3, 4),
+                                inputs=("qkv", "cos", "sin", "cache[0]", "cache[1]", "page_table?", "pos?")))
+
+
+def rope_kv_append(qkv, cos, sin, cache, pos, *, q_heads: int, layout: str = "contiguous", page_table=None,
+                   page_size: int = 0, pos_offset: int = 0):
+    """q [rows, q_heads, D] f32: the q heads of qkv [rows, (q_heads + 2 kv_heads) * D] rotated (rotate-half RoPE,
+    tables [max_pos, D / 2] f32) at positions pos + r; the k heads, rotated, and the v heads are written into
+    cache = (k_cache, v_cache) [L, kv_heads, D] (f32 or f16) at those positions, in place (`layout`,
+    `page_table`, `page_size` as kv_append). One dispatch. `pos` is an int (checked against the tables and the
+    cache) or a u32 GPU tensor (plus `pos_offset`) read at dispatch time; positions a GPU value puts beyond the
+    tables or the cache are reported on the device error flag (q's row zeros, no cache row written)."""
+    op = "rope_kv_append"
+    k_cache, v_cache = _pair(op, "cache", cache)
+    q_heads = args.integer(op, "q_heads", q_heads, 1)
+    write, pos_t = _write_params(op, pos, layout, page_size, pos_offset, None, 0, 0, None)
+    params = RopeKVParams(q_heads, write.pos, write.layout, write.page_size)
+    return apply(ROPE_KV_APPEND, params, (qkv, cos, sin, k_cache, v_cache, page_table, pos_t))

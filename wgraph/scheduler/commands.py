@@ -1,0 +1,270 @@
+"""The one path from op calls to `queue.submit`: a `CommandList` of items (Dispatch, Copy, Write) and one
+uniform arena, prepared (pipelines, bind groups, the arena in a GPU buffer) and encoded into one command
+encoder, where consecutive dispatches share one compute pass.
+
+Op calls join a list through `CommandList.call` (their template filled with the call's tensors and the list's
+scratch): the scheduler's pending list of immediate ops, a `Recording`, or a `Program`'s list, which keeps it
+prepared and replays it, patching only input buffers and dirty uniform bytes. A list takes everything it needs
+from its scheduler (scheduler/queue.py): caches, uniform buffers, the queue."""
+
+from __future__ import annotations
+
+from wgraph.errors import DeviceError
+from wgraph.kernels.uniforms import UniformArena
+from wgraph.scheduler import native
+from wgraph.scheduler.dispatch import Copy, Dispatch, Write
+from wgraph.scheduler.scratch import ScratchSpace
+
+
+def align4(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+class Step(tuple):
+    """A dispatch resolved for encoding: (dispatch, pipeline, bind group, dynamic uniform offsets as a native
+    uint32 array, their count). A tuple: a recording makes one per dispatch, and the encode loop unpacks it.
+    It holds the wgpu-py pipeline and bind group, which keep their native handles alive."""
+
+    __slots__ = ()
+
+    def __new__(cls, dispatch: Dispatch, pipeline, bind_group, offsets, n_offsets: int):
+        return tuple.__new__(cls, (dispatch, pipeline, bind_group, offsets, n_offsets))
+
+    @property
+    def dispatch(self) -> Dispatch:
+        return self[0]
+
+
+class CommandList:
+    """Items in submission order. `submit()` sends them in one `queue.submit`; `prepare()` resolves them once
+    for a caller that replays them (a Program)."""
+
+    def __init__(self, scheduler, label: str = "wgraph"):
+        self.scheduler = scheduler
+        self.label = label
+        self.items: list = []
+        self._scratch: ScratchSpace | None = None
+
+    @property
+    def scratch(self) -> ScratchSpace:
+        """The scratch its op calls share (scheduler/scratch.py); freed with the list, so memory is bounded by
+        one list (a per-template cache would grow with the shapes a workload goes through)."""
+        if self._scratch is None:
+            self._scratch = ScratchSpace(self.scheduler.empty, self.label)
+        return self._scratch
+
+    def call(self, template, inputs, outputs) -> None:
+        """Append an op call: its template's dispatches filled with the call's tensors and this list's scratch
+        (the one form every op call and Program node takes: scheduler/templates.py)."""
+        scratch = self.scratch.place(template.scratch) if template.scratch else ()
+        self.items.extend(template.instantiate(inputs, outputs, scratch))
+
+    def append(self, item) -> None:
+        self.items.append(item)
+
+    def extend(self, items) -> None:
+        self.items.extend(items)
+
+    def writes(self, tensor) -> bool:
+        """Whether an item of this list writes `tensor`'s buffer."""
+        return any(t.buffer is tensor.buffer for item in self.items for t in item.writes())
+
+    def check_device(self, items=None) -> None:
+        """DeviceError unless every item (of this list, or `items`) was made on this device in its current
+        epoch (an item's first tensor stands for all: ctx.dispatch checked them together). Epochs are numbered
+        across devices, so the epoch names the device too."""
+        epoch = self.scheduler.epoch
+        for item in self.items if items is None else items:
+            t = item.tensors[0] if item.tensors else None
+            if t is not None and getattr(t.buffer, "_wgraph_epoch", None) != epoch:
+                raise DeviceError(
+                    f"{item.label}: a captured item of another device or of epoch "
+                    f"{getattr(t.buffer, '_wgraph_epoch', None)} (the device is now epoch {epoch}); "
+                    f"capture it again after dev.recreate()")
+
+    def prepare(self, persistent: bool = False) -> PreparedCommands:
+        """Resolve every item (call with the device lock held). `persistent`: the arena gets its own buffer
+        and no two dispatches share a uniform slice, so one dispatch's uniforms can be patched later."""
+        return PreparedCommands(self.scheduler, self.items, self.label, persistent)
+
+    def submit(self, timestamps=None) -> None:
+        """Encode every item into one encoder and submit it once (nothing at all for an empty list)."""
+        scheduler = self.scheduler
+        scheduler.check_open()
+        self.check_device()
+        if not self.items:
+            return
+        with scheduler.lock:
+            scheduler.check_open()
+            prepared = self.prepare()
+            try:
+                prepared.submit(timestamps=timestamps)
+            finally:
+                prepared.release()
+
+
+class PreparedCommands:
+    """A command list ready to encode: the uniform arena in a GPU buffer, a Step per dispatch, and the bytes
+    of every Write after the first dispatch staged in one upload tensor copied at its place in the order."""
+
+    def __init__(self, scheduler, items, label: str, persistent: bool):
+        self.scheduler = scheduler
+        self.label = label
+        arena = UniformArena(scheduler.uniform_alignment, share=not persistent)
+        self.offsets = [arena.add(i.uniforms) if isinstance(i, Dispatch) and i.kernel.uniform else None
+                        for i in items]
+        self.arena = bytearray(arena.data)
+        self._uploaded = bytes(self.arena)
+        self._uniforms = scheduler.uniform_buffer(self._uploaded, persistent, arena.slices) if self.arena else None
+        uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
+        self.head_writes: list[Write] = []  # writes before the first GPU item: plain queue writes
+        staged: list[tuple[Write, int]] = []
+        upload_bytes = 0
+        gpu_item_seen = False
+        for item in items:
+            if not isinstance(item, Write):
+                gpu_item_seen = True
+            elif not gpu_item_seen:
+                self.head_writes.append(item)
+            else:
+                staged.append((item, upload_bytes))
+                upload_bytes += len(item.data)
+        self._upload = scheduler.empty((upload_bytes // 4,), "u32", f"{label}.upload") if upload_bytes else None
+        self._upload_data = b"".join(w.data for w, _ in staged)
+        staged_at = {id(w): off for w, off in staged}
+        self.steps: list = []
+        # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once
+        pipelines, groups, offset_arrays = {}, {}, {None: native.NO_OFFSETS}
+        for item, off in zip(items, self.offsets):
+            if type(item) is Dispatch:
+                k = item.kernel
+                got = pipelines.get(id(k))  # by identity: kernels are the registry's own objects
+                if got is None:
+                    got = pipelines[id(k)] = scheduler.pipelines.get(k)
+                key = (id(k), item.tensors)
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = scheduler.bind_groups.get(k, got[1], uniform_buffer, item.tensors)
+                c_off = offset_arrays.get(off)
+                if c_off is None:
+                    c_off = offset_arrays[off] = native.offsets_array([off])
+                self.steps.append(Step(item, got[0], group, c_off, 0 if off is None else 1))
+            elif isinstance(item, Write):
+                if id(item) in staged_at:
+                    self.steps.append(Copy(self._upload, item.dst, len(item.data), src_offset=staged_at[id(item)],
+                                           label=item.label))
+            else:
+                self.steps.append(item)
+
+    @property
+    def uniform_bytes(self) -> int:
+        return len(self.arena)
+
+    def set_uniforms(self, index: int, data: bytes) -> None:
+        """Replace item `index`'s uniform bytes (same length); the next submit uploads the dirty range."""
+        off = self.offsets[index]
+        self.arena[off:off + len(data)] = data
+
+    def replace_step(self, index: int, dispatch: Dispatch) -> None:
+        """Item `index` dispatches as `dispatch` (the same kernel: its pipeline and uniform slice), bound to
+        `dispatch`'s tensors (a bind group from the cache: the same one while they are the same buffers)."""
+        _, pipeline, _group, offsets, n_offsets = self.steps[index]
+        k = dispatch.kernel
+        bgl = self.scheduler.pipelines.get(k)[1]
+        uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
+        group = self.scheduler.bind_groups.get(k, bgl, uniform_buffer, dispatch.tensors)
+        self.steps[index] = Step(dispatch, pipeline, group, offsets, n_offsets)
+
+    def _flush_uniforms(self) -> None:
+        """Write the one byte range of the arena that changed since the last upload (nothing when clean)."""
+        now = bytes(self.arena)
+        if now == self._uploaded:
+            return
+        old = self._uploaded
+        lo = next(i for i in range(len(now)) if now[i] != old[i]) // 4 * 4
+        hi = align4(max(i for i in range(len(now)) if now[i] != old[i]) + 1)
+        self.scheduler.write_buffer(self._uniforms.buffer, lo, now[lo:hi])
+        self.scheduler.stats.uniform_bytes_written += hi - lo
+        self._uploaded = now
+
+    def submit(self, head=(), timestamps=None) -> None:
+        """Queue the writes, encode `head` items (a Program's input copies) then every step, submit once.
+        The scheduler submits pending immediate ops first (their own submit), so the queue sees every call in
+        order."""
+        scheduler = self.scheduler
+        for w in self.head_writes:
+            scheduler.write_buffer(w.dst.buffer, 0, w.data)
+        if self._upload is not None:
+            scheduler.write_buffer(self._upload.buffer, 0, self._upload_data)
+        if self._uniforms is not None:
+            self._flush_uniforms()
+        steps = list(head) + self.steps if head else self.steps
+        if not steps:
+            return
+        # No wgpu labels on the encoder or its passes: each one is a string wgpu-py converts and the driver
+        # may attach as a debug label on every submit (an immediate op pays it per call); our own labels
+        # (item.label) still name dispatches in profiles and errors.
+        encoder = scheduler.gpu.create_command_encoder()
+        encode_steps(scheduler.stats, encoder, steps, timestamps)
+        if timestamps is not None:
+            timestamps.finish(encoder)
+        scheduler.submit(encoder.finish())
+
+    def release(self) -> None:
+        """Give the uniform buffer back (its reuse is queue-ordered after this list's work)."""
+        if self._uniforms is not None:
+            self._uniforms.release()
+            self._uniforms = None
+        self._upload = None
+
+
+def encode_steps(stats, encoder, steps, timestamps=None) -> None:
+    """Encode Steps and Copies into `encoder`; consecutive dispatches share a compute pass."""
+    # This loop is the host cost of a recorded op and of a replay: only native calls (scheduler/native.py) and
+    # a few lookups. set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across
+    # dispatches). Passes begin and end through wgpu-py, which raises any error the pass commands made.
+    set_pipeline, set_bind_group = native.set_pipeline, native.set_bind_group
+    dispatch_workgroups, dispatch_indirect = native.dispatch_workgroups, native.dispatch_workgroups_indirect
+    per_pass_stamps = timestamps is not None and not timestamps.inside_passes
+    inside_stamps = timestamps is not None and timestamps.inside_passes
+    compute_pass = None
+    current_pipeline = None
+    n_dispatch = 0
+    for step in steps:
+        if isinstance(step, Copy):
+            if compute_pass is not None:
+                compute_pass.end()
+                compute_pass = None
+            encoder.copy_buffer_to_buffer(step.src.buffer, step.src_offset, step.dst.buffer, step.dst_offset,
+                                          align4(step.nbytes))
+            stats.copies += 1
+            continue
+        item, pipeline, group, offsets, n_offsets = step
+        if compute_pass is None or per_pass_stamps:
+            if compute_pass is not None:
+                compute_pass.end()
+            writes = None
+            if per_pass_stamps:
+                writes = {"query_set": timestamps.query_set, "beginning_of_pass_write_index": 2 * n_dispatch,
+                          "end_of_pass_write_index": 2 * n_dispatch + 1}
+            compute_pass = encoder.begin_compute_pass(timestamp_writes=writes)
+            pass_handle = compute_pass._internal
+            current_pipeline = None
+            stats.compute_passes += 1
+        if pipeline is not current_pipeline:
+            set_pipeline(pass_handle, pipeline._internal)
+            current_pipeline = pipeline
+        set_bind_group(pass_handle, 0, group._internal, n_offsets, offsets)
+        if inside_stamps:
+            compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch)
+        if item.indirect is not None:
+            args, args_offset = item.indirect
+            dispatch_indirect(pass_handle, args.buffer._internal, args_offset)
+        else:
+            dispatch_workgroups(pass_handle, *item.workgroups)
+        if inside_stamps:
+            compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch + 1)
+        n_dispatch += 1
+    stats.dispatches += n_dispatch
+    if compute_pass is not None:
+        compute_pass.end()

@@ -1,0 +1,75 @@
+"""GPU timestamps around each dispatch of a command list (a recording, a Program replay), and the per-label
+table of a recording made from them (a Program's per-node table: graph/profile.py)."""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+
+import attrs
+import wgpu
+
+
+class Timestamps:
+    """Timestamp queries around each dispatch: inside the pass where the device can, else a pass each."""
+
+    def __init__(self, gpu, count: int, inside_passes: bool):
+        self.inside_passes = inside_passes
+        self.count = count
+        self.query_set = gpu.create_query_set(type=wgpu.QueryType.timestamp, count=2 * count)
+        self.resolve = gpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        self.readback = gpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+
+    def finish(self, encoder):
+        encoder.resolve_query_set(self.query_set, 0, 2 * self.count, self.resolve, 0)
+        encoder.copy_buffer_to_buffer(self.resolve, 0, self.readback, 0, 16 * self.count)
+
+    def ticks_ns(self) -> tuple[int, ...]:
+        """(begin, end) of every dispatch, flat; wgpu reports nanoseconds on Vulkan, Metal and D3D12."""
+        self.readback.map_sync(wgpu.MapMode.READ)
+        ticks = struct.unpack(f"<{2 * self.count}Q", self.readback.read_mapped())
+        self.readback.unmap()
+        return ticks
+
+
+def dispatch_times_us(ticks) -> tuple[list[float], float]:
+    """Each dispatch's GPU time (end - begin) and the span from the first begin to the last end, in µs."""
+    begins, ends = ticks[0::2], ticks[1::2]
+    times = [max(0, end - begin) / 1000.0 for begin, end in zip(begins, ends)]
+    return times, max(0, max(ends) - min(begins)) / 1000.0
+
+
+@attrs.frozen
+class ProfileRow:
+    label: str
+    count: int
+    total_us: float
+
+    @property
+    def mean_us(self) -> float:
+        return self.total_us / self.count
+
+
+@attrs.frozen
+class ProfileTable:
+    """GPU time per dispatch label, from timestamp queries."""
+
+    rows: tuple[ProfileRow, ...]
+    inside_passes: bool
+    span_us: float = 0.0  # first dispatch's start to last dispatch's end: GPU time of the whole recording
+
+    @classmethod
+    def from_ticks(cls, labels, ticks, inside_passes: bool) -> ProfileTable:
+        times, span = dispatch_times_us(ticks)
+        totals, counts = defaultdict(float), defaultdict(int)
+        for label, us in zip(labels, times):
+            totals[label] += us
+            counts[label] += 1
+        rows = tuple(ProfileRow(label, counts[label], totals[label]) for label in totals)
+        return cls(rows, inside_passes, span)
+
+    def __str__(self) -> str:
+        lines = [f"{'label':32} {'count':>6} {'total us':>10} {'mean us':>10}"]
+        lines += [f"{r.label:32} {r.count:6d} {r.total_us:10.1f} {r.mean_us:10.2f}" for r in self.rows]
+        lines.append(f"{'span (first start to last end)':32} {'':6} {self.span_us:10.1f}")
+        return "\n".join(lines)

@@ -1,0 +1,228 @@
+"""`Scheduler`: when work reaches one device epoch's GPU queue. It holds the pending list of immediate ops and
+its flush policy, the recording open on each thread, the one ordered path of queue writes and submits,
+submission indices (fences) and waits, and drives the pool's deferred destruction from them.
+
+Order is the whole rule: the queue applies a `write_buffer` before the next submit, so a write (or a submit)
+made while immediate ops wait in the pending list would overtake them. `write_buffer` and `submit` flush the
+pending list first; nothing else in wgraph writes to or submits on the queue (tests/test_layout.py; the host
+bench's raw-wgpu floor aside)."""
+
+from __future__ import annotations
+
+import threading
+
+import attrs
+
+from wgraph.errors import DeviceError, RecordingError
+from wgraph.kernels.uniforms import UniformCache
+from wgraph.scheduler.commands import CommandList
+from wgraph.scheduler.dispatch import Write
+from wgraph.scheduler.fence import submit_for_index, wait_for_index
+from wgraph.scheduler.pool import UNIFORM_USAGE
+
+# Immediate ops wait in the pending command list and go to the GPU in one submit when a result is read,
+# before any other submission or queue write, on dev.flush(), or when this many items wait (so a long loop of
+# immediate ops keeps the GPU busy while the host encodes the next ones).
+PENDING_ITEMS = 32
+CACHED_UNIFORM_BYTES = 512  # one-slice arenas up to this size get a buffer per distinct content (uniform_buffer)
+
+
+@attrs.frozen
+class UniformBuffer:
+    """A uniform buffer lent to a command list; `release()` gives it back (a no-op for a cached one)."""
+
+    buffer: object
+    _release: object = None
+
+    def release(self):
+        if self._release is not None:
+            self._release(self.buffer)
+
+
+class Scheduler:
+    """The submission side of one device epoch. Everything it needs is given here: the wgpu device (queue and
+    command encoders), the device lock, the counters, the buffer pool, the pipeline and bind group caches,
+    `empty(shape, dtype, label)` for scratch and staging tensors, and the uniform offset alignment."""
+
+    def __init__(self, *, gpu, epoch: int, name: str, lock, stats, pool, pipelines, bind_groups, empty,
+                 uniform_alignment: int):
+        self.gpu = gpu
+        self.epoch = epoch
+        self.name = name  # the adapter, for error messages
+        self.lock = lock
+        self.stats = stats
+        self.pool = pool
+        self.pipelines = pipelines
+        self.bind_groups = bind_groups
+        self.empty = empty
+        self.uniform_alignment = uniform_alignment
+        self.closed = False
+        self.last_index = 0  # wgpu-native's index of the latest submission: fences and deferred destruction
+        self._pending: CommandList | None = None
+        self._local = threading.local()
+        self.uniforms = UniformCache(self._new_uniform, self._release_uniform)
+
+    def close(self) -> None:
+        """The device is being destroyed: pending work dies with it, cached uniform buffers go back."""
+        self._pending = None
+        self.uniforms.clear()
+        self.closed = True
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise DeviceError(f"device {self.name!r} (epoch {self.epoch}) is lost or destroyed; call dev.recreate()")
+
+    # ---- recordings: the open one of each thread ----
+
+    @property
+    def recording(self):
+        """The recording open on this thread, if any."""
+        stack = getattr(self._local, "stack", None)
+        return stack[-1] if stack else None
+
+    def push_recording(self, rec) -> None:
+        stack = self._local.__dict__.setdefault("stack", [])
+        if stack:
+            raise RecordingError("a recording is already open on this thread; nested recordings are not supported")
+        stack.append(rec)
+
+    def pop_recording(self, rec) -> None:
+        stack = self._local.__dict__.get("stack", [])
+        if stack and stack[-1] is rec:
+            stack.pop()
+
+    # ---- op calls: the open recording, else the pending list ----
+
+    def launch(self, template, inputs, outputs, made=()) -> None:
+        """An op call, as its template filled with the call's tensors (CommandList.call): into the recording
+        open on this thread (which remembers `made`, the outputs it returns), else the pending list."""
+        rec = self.recording
+        if rec is not None:
+            rec.call(template, inputs, outputs, made)
+            return
+        with self.lock:
+            pending = self._pending or self._start_pending()
+            pending.call(template, inputs, outputs)
+            if len(pending.items) >= PENDING_ITEMS:
+                self.flush()
+
+    def run(self, items, outputs=()) -> None:
+        """Captured items (Dispatch, Copy, Write) into the open recording, else the pending list."""
+        rec = self.recording
+        if rec is not None:
+            rec.extend(items)
+            if outputs:
+                rec.made(outputs)
+            return
+        with self.lock:
+            pending = self._pending or self._start_pending()
+            pending.check_device(items)  # now, not at the flush: the error belongs to this call
+            pending.extend(items)
+            if len(pending.items) >= PENDING_ITEMS:
+                self.flush()
+
+    def _start_pending(self) -> CommandList:
+        self._pending = CommandList(self, label="wgraph.immediate")
+        return self._pending
+
+    @property
+    def pending(self) -> tuple:
+        """The items (Dispatch, Copy, Write) of immediate ops waiting for the next flush, in order."""
+        pending = self._pending
+        return () if pending is None else tuple(pending.items)
+
+    def take_pending(self) -> list:
+        """The pending items, removed (a recording submits them at its front, in its one submit). Lock held."""
+        pending, self._pending = self._pending, None
+        return [] if pending is None else pending.items
+
+    def flush(self) -> None:
+        """Submit the pending immediate ops now (one submit; nothing when none wait)."""
+        with self.lock:
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                pending.submit()
+
+    # ---- the queue: writes and submits in call order ----
+
+    def write(self, tensor, data: bytes) -> None:
+        """`dev.write`'s bytes (padded to 4), in its place among the op calls around it: an item of the open
+        recording, else of the pending list while immediate ops wait, else a queue write now."""
+        write = Write(tensor, data, label=f"write {tensor.label or 'tensor'}")
+        rec = self.recording
+        if rec is not None:
+            rec.append(write)
+            return
+        with self.lock:
+            self.check_open()
+            if self._pending is not None:
+                self._pending.append(write)
+            else:
+                self.gpu.queue.write_buffer(tensor.buffer, 0, data)
+
+    def write_buffer(self, buffer, offset: int, data) -> None:
+        """`queue.write_buffer`, after the pending immediate ops are submitted (else it would land before them)."""
+        if self._pending is not None:
+            self.flush()
+        self.gpu.queue.write_buffer(buffer, offset, data)
+
+    def submit(self, command_buffer) -> int:
+        """Submit one finished command buffer after the pending immediate ops; returns its index."""
+        if self._pending is not None:
+            self.flush()
+        index = submit_for_index(self.gpu.queue, command_buffer)
+        self.last_index = self.pool.submitted = index
+        self.stats.submits += 1
+        return index
+
+    def uniform_buffer(self, data: bytes, persistent: bool = False, slices: int = 1) -> UniformBuffer:
+        """A uniform buffer holding `data` (a command list's arena of `slices` uniform structs). A small
+        one-shot arena of one slice comes from a cache keyed by its full bytes: calls of one op repeat it, so
+        a repeated op writes nothing. Others (an arena of several ops rarely repeats, and caching each would
+        only fill the cache) come from the pool, written now, given back by `release()` (a persistent one
+        when its Program dies)."""
+        if not persistent and slices == 1 and len(data) <= CACHED_UNIFORM_BYTES:
+            buf, _created = self.uniforms.get(data)
+            return UniformBuffer(buf, None)
+        return UniformBuffer(self._new_uniform(data), self._release_uniform)
+
+    def _new_uniform(self, data: bytes):
+        buf = self.pool.acquire(len(data), UNIFORM_USAGE)
+        self.write_buffer(buf, 0, data)
+        self.stats.uniform_bytes_written += len(data)
+        return buf
+
+    def _release_uniform(self, buf) -> None:
+        self.pool.release(buf, UNIFORM_USAGE)
+
+    # ---- waiting ----
+
+    def fence(self) -> int:
+        """A token for all work submitted so far (the pending ops are submitted first)."""
+        self.flush()
+        return self.last_index
+
+    def wait(self, fence: int) -> None:
+        """Block until the submissions up to `fence` are done on the GPU (no readback); destroy what waited."""
+        if fence <= 0:
+            return  # nothing was submitted
+        if fence > self.last_index:  # wgpu-native panics on an index it has not issued
+            raise DeviceError(f"fence {fence} was never issued on this device (its last is {self.last_index})")
+        wait_for_index(self.gpu, fence)
+        self.stats.gpu_waits += 1
+        self.completed(fence)
+
+    def wait_idle(self) -> None:
+        """Wait for everything submitted (the pending ops first) and destroy the buffers that waited for it."""
+        with self.lock:
+            self.check_open()
+            self.flush()
+            if self.last_index:
+                wait_for_index(self.gpu, self.last_index)
+            self.stats.gpu_waits += 1
+            self.completed(self.last_index)
+
+    def completed(self, index: int) -> None:
+        """The submissions up to `index` are done on the GPU (a wait or a readback saw it)."""
+        with self.lock:
+            self.pool.collect(index)

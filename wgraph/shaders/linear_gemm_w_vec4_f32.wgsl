@@ -1,0 +1,9 @@
+// f32 weights for the GEMM, read 16 bytes at a time (k % 4 == 0)
+@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
+
+// w[row, k..k+3] (k a multiple of 4), zeros from k_end on
+fn load_w(row: u32, k: u32, k_end: u32) -> vec4<f32> {
+  let inside = k < k_end;
+  let v = w[(row * params.k + select(0u, k, inside)) / 4u];
+  return select(vec4<f32>(0.0), v, inside);
+}

@@ -1,0 +1,47 @@
+// Decoding GGML quants (wgraph/ggml_blocks.py) from u32 words: WGSL has no u8 or u16 loads, and f16 scales are
+// widened with unpack2x16float (no shader-f16 needed).
+//
+// A word's quants become exact f32 values without an int-to-float conversion (NVIDIA GPUs convert at a
+// quarter of the FMA rate, and a 4-bit GEMV would be bound by it): each field is ORed into the mantissa of
+// 1.0 at the bit position p where it sits (fields at bits 0-7 and 8-15 of the word and of its upper half),
+// giving 1 + q * 2^(p - 23); fma(v, 2^(23 - p), -(2^(23 - p) + offset)) = q - offset exactly.
+const MANTISSA_ONE: u32 = 0x3F800000u;
+
+// The low nibbles of bytes 0..3 of `v` (weights i..i+3 of a Q4 quant word), minus `offset`.
+fn nibbles_low(v: u32, offset: f32) -> vec4<f32> {
+  let fields = vec4<u32>(v, v, v >> 16u, v >> 16u) & vec4<u32>(0xFu, 0xF00u, 0xFu, 0xF00u);
+  let scale = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0);
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -(scale + offset));
+}
+
+// The high nibbles of bytes 0..3 of `v` (weights i+16..i+19 of a Q4_0 / Q4_1 quant word), minus `offset`.
+fn nibbles_high(v: u32, offset: f32) -> vec4<f32> {
+  let fields = vec4<u32>(v, v, v >> 16u, v >> 16u) & vec4<u32>(0xF0u, 0xF000u, 0xF0u, 0xF000u);
+  let scale = vec4<f32>(524288.0, 2048.0, 524288.0, 2048.0);
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -(scale + offset));
+}
+
+// Bytes 0..3 of `v` as signed int8 values (a Q8_0 quant word): flipping the sign bit makes them q + 128.
+fn bytes_signed(v: u32) -> vec4<f32> {
+  let u = v ^ 0x80808080u;
+  let fields = vec4<u32>(u, u, u >> 16u, u >> 16u) & vec4<u32>(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
+  let scale = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0);
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -(scale + 128.0));
+}
+
+// The quant word of a block whose quant bytes start mid-word (`aligned` false): the upper half of `a` and
+// the lower half of the next word `b`.
+fn quant_word(a: u32, b: u32, aligned: bool) -> u32 {
+  return select((a >> 16u) | (b << 16u), a, aligned);
+}
+
+// Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes s0 (bytes 0-3), s1 (4-7) and
+// s2 (8-11): j < 4 keeps them in the low 6 bits of bytes j and j + 4; j >= 4 in the nibbles of byte j + 4
+// with the top 2 bits in bytes j - 4 and j.
+fn scale_min_k4(s0: u32, s1: u32, s2: u32, j: u32) -> vec2<u32> {
+  let s = 8u * (j % 4u);
+  let low = vec2<u32>((s0 >> s) & 63u, (s1 >> s) & 63u);
+  let high = vec2<u32>(((s2 >> s) & 15u) | (((s0 >> (s + 6u)) & 3u) << 4u),
+                       ((s2 >> (s + 4u)) & 15u) | (((s1 >> (s + 6u)) & 3u) << 4u));
+  return select(high, low, j < 4u);
+}
