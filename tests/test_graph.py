@@ -65,6 +65,15 @@ def test_replay_equals_immediate_and_creates_nothing(dev, rng):
     np.testing.assert_allclose(got, r.reshape(s, d) + x64 / 2, rtol=1e-4, atol=1e-4)
 
 
+def _gemv_r8_workgroups(n: int) -> int:
+    """Workgroups of gemv_r8_f32 for n output features: ceil(n / (slots x weight rows per slot))."""
+    from wgraph.kernels.registry import kernel
+
+    k = kernel("gemv_r8_f32")
+    rows = k.threads // k.limits["lanes"] * k.limits["features_per_lane"]
+    return -(-n // rows)
+
+
 def test_compile_is_deterministic_and_explains(dev, rng):
     W, s, d = _weights(rng)
     g = _block_graph(W, s, d)
@@ -78,8 +87,9 @@ def test_compile_is_deterministic_and_explains(dev, rng):
     linear_row = prog.rows[1]  # no norm weight or residual: their bindings get fallbacks
     assert linear_row.reads == ("rmsnorm_1:0", "w", "fallback.gemv.norm", "b", "fallback.gemv.residual")
     assert linear_row.writes == ("linear_2:0",)
-    # 32 features at 16 rows of W per workgroup (registry/gemv.toml: 8 slots of 2 rows); 10 u32/f32 uniforms
-    assert linear_row.workgroups == "2x1x1" and linear_row.uniform_bytes == 48
+    # 32 features at (workgroup_size / lanes) slots x features_per_lane rows of W per workgroup (the registry's
+    # gemv_r8 numbers); 10 u32/f32 uniforms
+    assert linear_row.workgroups == f"{_gemv_r8_workgroups(32)}x1x1" and linear_row.uniform_bytes == 48
     # one arena: every slice at the device's uniform alignment
     align = max(dev.caps.min_uniform_offset_alignment, 32)
     assert prog.memory.uniform_bytes <= sum(-(-r.uniform_bytes // align) * align for r in prog.rows)
@@ -311,7 +321,7 @@ def test_json_round_trip_and_dot(dev, rng):
     dot = g.to_dot()
     assert dot.startswith('digraph "block"') and '"rmsnorm_1" -> "linear_2"' in dot and "f32[3,32]" in dot
     pdot = g.compile(dev).to_dot()
-    assert "gemv_r8_f32 2x1x1" in pdot and "slot" in pdot
+    assert f"gemv_r8_f32 {_gemv_r8_workgroups(32)}x1x1" in pdot and "slot" in pdot
 
 
 def _scale_graph_json(params_name="wgraph.ops.elementwise:ScaleParams"):

@@ -52,7 +52,7 @@ def plot_result(result: dict, path) -> Path:
     keys = sorted(panels, key=lambda k: (k[0] != "prefill", k[1]))
     cols = min(2, len(keys))
     rows = -(-len(keys) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.8 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(8.5 * cols, 4.8 * rows), squeeze=False)
     for ax in axes.flat[len(keys):]:
         ax.set_visible(False)
     has_torch = False
@@ -73,7 +73,8 @@ def plot_result(result: dict, path) -> Path:
         ax.set_ylabel("TFLOP/s" if phase == "prefill" else "GB/s")
         ax.set_title(f"{phase} {dtype}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        # beside the panel, never over it: the curves fill the panel (a prefill panel has many lines)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     meta = result.get("meta", {})
     commit = (meta.get("git_commit") or "")[:10]
     torch = result.get("attention", {}).get("torch", {})
