@@ -361,8 +361,11 @@ _PARAMS_MEMO_CAPACITY = 1024  # a decode loop with an int kv_len adds one entry 
 
 def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_table,
             page_size, variant, layer, window=(-1, -1), return_lse=False):
-    if type(q) is not Tensor and not isinstance(q, TensorSpec):
-        tensor_arg(op, "q", q)
+    try:   # free when q has a shape (a Tensor, a TensorSpec): the memo's hit path pays nothing for the check
+        rows = q.shape[0]
+    except (AttributeError, TypeError, IndexError):
+        tensor_arg(op, "q", q)   # not a Tensor: ShapeError naming q (a 0-d one is validate's to name)
+        rows = 0
     if layer is not None:
         args.integer(op, "layer", layer)
     if kv_len is None:
@@ -371,7 +374,7 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
         kv_len_t, n = kv_len, None
     else:
         kv_len_t, n = None, kv_len
-    variant = _resolve_variant(variant, q.shape[0], layer)  # reads the thread's KernelPath: not memoised
+    variant = _resolve_variant(variant, rows, layer)  # reads the thread's KernelPath: not memoised
     key = None
     if type(window) is tuple:
         values = (n, causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size, variant,
@@ -403,11 +406,12 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
 
 def _default_kv_len(k, kv_layout, page_table, page_size):
     """kv_len left out: every row of k, or of the pages the table maps (a bad page_size is named later)."""
-    if not hasattr(k, "shape"):
+    shape = getattr(k, "shape", None)   # one read of the property: every call without kv_len comes here
+    if shape is None:
         return None  # k is not a tensor: apply names it
     if kv_layout == "paged" and page_table is not None and args.is_int(page_size) and page_size > 0:
-        return min(k.shape[0], page_table.shape[0] * int(page_size))
-    return k.shape[0]
+        return min(shape[0], page_table.shape[0] * int(page_size))
+    return shape[0]
 
 
 def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
