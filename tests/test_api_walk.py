@@ -1,5 +1,6 @@
 """The API walk: every public function of wg.ops and the public methods of Device, Tensor, Graph, Program, Llama,
-QuantizedLlama, Tokenizer and QuantizedWeight (and of wg.ops' TieredKVCache and QuantizedKV), with
+QuantizedLlama, Tokenizer, DecoderConfig, Checkpoint and QuantizedWeight (and of wg.ops' TieredKVCache and
+QuantizedKV), with
 wgraph.models.from_pretrained and ggml_blocks' quantize and stack_rows, have every scalar parameter fed each value of BAD, and every
 tensor (or object) parameter each value of BAD_TENSORS. Each call must raise a WgraphError whose message names the
 parameter, queue no GPU work (no pending item, no submit, no dispatch) and leave every tensor's contents as they
@@ -28,10 +29,10 @@ import pytest
 import wgraph as wg
 from wgraph import ggml_blocks
 from wgraph.ggml_blocks import QuantizedWeight
-from wgraph.models import Llama, Tokenizer, from_pretrained, text
+from wgraph.models import Checkpoint, DecoderConfig, Llama, Tokenizer, from_pretrained, text
 from wgraph.models.config import LlamaConfig
 from wgraph.models.quantized import QuantizedLlama
-from wgraph.models.random_checkpoint import random_weights, tiny_config
+from wgraph.models.random_checkpoint import random_weights, tiny_config, write_checkpoint
 from wgraph.ops.bdpa import rope_table
 from wgraph.ops.elementwise import ScaleParams
 
@@ -84,7 +85,7 @@ TEXT_OPTIONS = {
 class Env:
     """Tiny tensors every case shares (their contents are read back around each case)."""
 
-    def __init__(self, dev):
+    def __init__(self, dev, tmp: Path):
         self.dev = dev
         self.tensors = []
         r = np.random.default_rng(7)
@@ -135,8 +136,11 @@ class Env:
         self.tensors += [self.prog.state("s"), self.prog.state("x")]
         cfg = tiny_config(num_hidden_layers=1, hidden_size=16, intermediate_size=32, num_attention_heads=2,
                           num_key_value_heads=1, head_dim=8, vocab_size=704)   # the tiny tokenizer's ids fit
-        self.config = LlamaConfig.from_dict(cfg)
-        self.model = Llama.from_weights(self.config, random_weights(cfg), dev, dtype="f32", max_seq=16)
+        self.config, self.ckpt_config = LlamaConfig.from_dict(cfg), cfg
+        weights = random_weights(cfg)
+        self.model = Llama.from_weights(self.config, weights, dev, dtype="f32", max_seq=16)
+        self.ckpt_dir = write_checkpoint(tmp / "ckpt", cfg, weights)
+        self.ckpt = Checkpoint(self.ckpt_dir)
         self.model.tokenizer = self.tok = Tokenizer.from_directory(TINY_TOKENIZER)
         self.tensors += [self.model.program.state(n) for n in ("token", "pos", "kv_len", "history", "l0.k_cache")]
         self.x32 = t((2, 32))   # [rows, (2 q heads + 2 kv heads) x 8] for rope_kv_append; x of a [8, 32] weight
@@ -404,6 +408,15 @@ TOKENS_AND_BLOCKS = {
     "QuantizedWeight.with_blocks": Case(lambda e: (e.qw_host.with_blocks, (e.qw.blocks,), {}), ("blocks",)),
     "ggml_blocks.quantize": Case(lambda e: (ggml_blocks.quantize, (np.ones((2, 32), np.float32), "Q8_0"), {}), (),
                                  data=("weights",)),
+    "DecoderConfig.from_dict": Case(lambda e: (DecoderConfig.from_dict, ({**e.ckpt_config},), {}), (), data=("d",)),
+    "DecoderConfig.from_file": Case(lambda e: (DecoderConfig.from_file, (e.ckpt_dir / "config.json",), {}), (),
+                                    {"path": (TEXT, "a path: a missing one is a CheckpointError")}),
+    "DecoderConfig.window": Case(lambda e: (e.config.window, (0,), {}), ()),
+    "DecoderConfig.inv_freq": Case(lambda e: (e.config.inv_freq, (), {})),
+    "Checkpoint": Case(lambda e: (Checkpoint, (e.ckpt_dir,), {}), (),
+                       {"root": (TEXT, "a path: a missing one is a CheckpointError")}),
+    "Checkpoint.get": Case(lambda e: (e.ckpt.get, ("model.norm.weight", (16,)), {}), (),
+                           {"name": (TEXT, "any str: a missing tensor is a CheckpointError naming it")}),
     "ggml_blocks.stack_rows": Case(lambda e: (ggml_blocks.stack_rows, ([e.qw_host, e.qw_host],), {}), ("weights",)),
 }
 
@@ -428,6 +441,7 @@ NOT_WALKED = {
 
 CLASSES = {"Device": wg.Device, "Tensor": wg.Tensor, "Graph": wg.Graph, "Program": wg.Program, "Llama": Llama,
            "QuantizedLlama": QuantizedLlama, "Tokenizer": Tokenizer, "QuantizedWeight": QuantizedWeight,
+           "DecoderConfig": DecoderConfig, "Checkpoint": Checkpoint,
            "ops.TieredKVCache": wg.ops.TieredKVCache}
 FUNCTIONS = {"models.from_pretrained": from_pretrained, "ggml_blocks.quantize": ggml_blocks.quantize,
              "ggml_blocks.stack_rows": ggml_blocks.stack_rows}
@@ -437,7 +451,7 @@ def _public() -> set[str]:
     """Qualified names of the public callables: wg.ops' exports, the functions above, the constructors users
     call, and the public methods of the classes above."""
     names = {f"ops.{n}" for n in wg.ops.__all__} | set(FUNCTIONS) | {"Device", "Graph", "Llama", "QuantizedLlama",
-                                                                      "QuantizedWeight"}
+                                                                      "QuantizedWeight", "Checkpoint"}
     for prefix, cls in CLASSES.items():
         names |= {f"{prefix}.{n}" for n, v in vars(cls).items() if not n.startswith("_") and callable(
             v.__func__ if isinstance(v, (classmethod, staticmethod)) else v)}
@@ -476,8 +490,8 @@ def test_every_public_callable_has_a_case():
 
 
 @pytest.fixture(scope="module")
-def env(dev):
-    return Env(dev)
+def env(dev, tmp_path_factory):
+    return Env(dev, tmp_path_factory.mktemp("walk"))
 
 
 def _snapshot(env):

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
+from wgraph import args
 from wgraph.dtypes import BF16_BITS
 from wgraph.errors import CheckpointError
 
@@ -55,6 +57,8 @@ class Checkpoint:
     """The tensors of a checkpoint directory, by name; `get(name, shape)` reads one as a numpy array."""
 
     def __init__(self, root):
+        if not isinstance(root, (str, os.PathLike)):
+            raise args.fail("Checkpoint", "root", root, "a directory path (str or os.PathLike)")
         self.root = Path(root)
         if not self.root.is_dir():
             raise CheckpointError(f"{self.root} is not a directory")
@@ -80,7 +84,8 @@ class Checkpoint:
     def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Tensor `name`, checked to have `shape`: float32 or float16 as stored, BF16 as its bit patterns
         (a dtypes.BF16_BITS array; dtypes.from_bf16 widens it exactly)."""
-        path = self.where.get(name)
+        shape = args.shape("Checkpoint.get", "shape", shape)
+        path = self.where.get(args.text("Checkpoint.get", "name", name))
         if path is None:
             raise CheckpointError(f"tensor {name!r} is missing from the checkpoint in {self.root}")
         sl = self._files[path].get_slice(name)

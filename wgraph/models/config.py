@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import attrs
 import numpy as np
 
+from wgraph import args
 from wgraph.errors import CheckpointError
 from wgraph.models.architectures import ACTIVATIONS, ARCHITECTURES, BY_CLASS, COMMON_KEYS, Architecture
 from wgraph.models import config_values as check
@@ -86,6 +88,7 @@ class DecoderConfig:
 
     def window(self, layer: int) -> int:
         """Layer `layer`'s sliding window in keys (0: full attention)."""
+        layer = args.integer("DecoderConfig.window", "layer", layer, 0, self.num_hidden_layers - 1)
         return self.layer_windows[layer] if self.layer_windows else 0
 
     def inv_freq(self) -> np.ndarray:
@@ -109,6 +112,9 @@ class DecoderConfig:
 
     @classmethod
     def from_file(cls, path) -> DecoderConfig:
+        """Read and check a config.json (see from_dict)."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise args.fail("DecoderConfig.from_file", "path", path, "a path (str or os.PathLike)")
         path = Path(path)
         try:
             size = path.stat().st_size
