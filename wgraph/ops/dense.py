@@ -17,7 +17,7 @@ from wgraph.ops import elementwise, gemv
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.kernels.registry import kernel, kernels_for, registry, select_variant
 from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
-from wgraph.ops.norms import RMSNORM, RmsNormParams, rmsnorm
+from wgraph.ops.norms import RMSNORM, RmsNormParams
 from wgraph.ops.quantized import linear_q
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -265,8 +265,8 @@ def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None
     holds [gate; up] stacked and the output is silu(gate) * up [..., out / 2]; `residual`: f32 of the output's
     shape, added last. More rows run the tiled GEMM. For tuning and tests: `variant` forces a registry kernel,
     `split_k` cuts the GEMM's K into at most that many slices summed by a second pass (1: none); the plan
-    (`Program.explain()`) says what ran. W may be a QuantizedWeight (GGML blocks, `linear_q`): the options then
-    run as ops of their own around its GEMV (rmsnorm, swiglu, add), and variant/split_k do not apply."""
+    (`Program.explain()`) says what ran. W may be a QuantizedWeight (GGML blocks, `linear_q`): every option fuses
+    into its GEMV too (any number of rows: chunks of 8), and variant/split_k do not apply."""
     if not isinstance(eps, numbers.Real) or isinstance(eps, bool):
         raise ShapeError(f"linear: eps must be a real number, got {type(eps).__name__}")
     if variant is not None and type(variant) is not str:
@@ -281,16 +281,8 @@ def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None
 
 
 def _linear_quantized(x, w: QuantizedWeight, b, *, norm, eps, activation, residual, out):
-    """`linear` over GGML blocks: its GEMV (`linear_q`) with the fused options as ops of their own."""
-    if activation not in ACTIVATIONS:
-        raise ShapeError(f"linear: activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if norm is not None:
-        x = rmsnorm(x, norm, eps=eps)
-    last = activation is None and residual is None
-    y = linear_q(x, w, b, out=out if last else None)
-    if activation == "swiglu":
-        y = elementwise.swiglu(y, out=out if residual is None else None)
-    return y if residual is None else elementwise.add(y, residual, out=out)
+    """`linear` over GGML blocks: its GEMV (`linear_q`) with every option fused, as the f16 GEMV's."""
+    return linear_q(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual, out=out)
 
 
 # ---- rope ----
