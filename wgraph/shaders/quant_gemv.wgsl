@@ -63,8 +63,14 @@ const_assert 0u == (LANES & (LANES - 1u));
 var<workgroup> part: array<f32, max(THREADS * MAX_ROWS, THREADS / SG_FLOOR * V)>;
 var<workgroup> tot: array<f32, SLOTS * V>;
 
-// One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk.
+// One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
+// become values once, for all rows of x.
 fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: ptr<function, array<f32, V>>) {
+  let values = array<Values, FT>(
+  //!repeat F FT
+    unit_values(u[$F]),
+  //!end
+  );
   let xrow = params.k / 4u;
   let xb = blk * XB + t;  // the lane's first x vector in a row of x
   let norm = params.has_norm != 0u;
@@ -94,7 +100,7 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
       //!end
     }
     //!repeat F FT
-    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(u[$F], xs, xsum);
+    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(values[$F], xs, xsum);
     //!end
   }
   //!end

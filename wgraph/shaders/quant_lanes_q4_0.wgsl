@@ -20,6 +20,15 @@ fn load_unit(b: u32, t: u32) -> Unit {
               unpack2x16float(select(head, head >> 16u, odd)).x);
 }
 
-fn unit_dot(u: Unit, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
-  return u.d * (dot(nibbles_low(u.q, 8.0), xs[0]) + dot(nibbles_high(u.q, 8.0), xs[1]));
+struct Values {
+  v: array<vec4<f32>, 2>,  // q - 8 of the low nibbles, of the high nibbles
+  d: f32,
+}
+
+fn unit_values(u: Unit) -> Values {
+  return Values(array<vec4<f32>, 2>(nibbles_low(u.q, 8.0), nibbles_high(u.q, 8.0)), u.d);
+}
+
+fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
+  return v.d * (dot(v.v[0], xs[0]) + dot(v.v[1], xs[1]));
 }

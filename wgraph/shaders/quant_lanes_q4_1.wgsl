@@ -14,7 +14,15 @@ fn load_unit(b: u32, t: u32) -> Unit {
   return Unit(blocks[w + 1u + t], unpack2x16float(blocks[w]));
 }
 
-fn unit_dot(u: Unit, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
-  let s = dot(nibbles_low(u.q, 0.0), xs[0]) + dot(nibbles_high(u.q, 0.0), xs[1]);
-  return u.dm.x * s + u.dm.y * (xsum[0] + xsum[1]);
+struct Values {
+  v: array<vec4<f32>, 2>,  // q of the low nibbles, of the high nibbles
+  dm: vec2<f32>,
+}
+
+fn unit_values(u: Unit) -> Values {
+  return Values(array<vec4<f32>, 2>(nibbles_low(u.q, 0.0), nibbles_high(u.q, 0.0)), u.dm);
+}
+
+fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
+  return v.dm.x * (dot(v.v[0], xs[0]) + dot(v.v[1], xs[1])) + v.dm.y * (xsum[0] + xsum[1]);
 }

@@ -17,6 +17,15 @@ fn load_unit(b: u32, t: u32) -> Unit {
               unpack2x16float(select(head, head >> 16u, odd)).x);
 }
 
-fn unit_dot(u: Unit, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
-  return u.d * dot(bytes_signed(u.q), xs[0]);
+struct Values {
+  v: vec4<f32>,
+  d: f32,
+}
+
+fn unit_values(u: Unit) -> Values {
+  return Values(bytes_signed(u.q), u.d);
+}
+
+fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
+  return v.d * dot(v.v, xs[0]);
 }
