@@ -1,15 +1,18 @@
 """linear on GGML-quantized weights (Q8_0, Q4_0, Q4_1, Q4_K): the GEMV reading the raw blocks against the
-float64 product of the weights as the `gguf` package dequantizes them; block layouts against gguf's table;
-QuantizedWeight's checks; the plan against the registry's data; a graph with block states."""
+float64 product of the weights as the `gguf` package dequantizes them, plain and with its fused options
+(RMSNorm prologue, bias, swiglu, residual: one dispatch); block layouts against gguf's table; QuantizedWeight's
+checks; the plan against the registry's data; a graph with block states."""
 
+import attrs
 import gguf
 import numpy as np
 import pytest
 from gguf.quants import dequantize as gguf_dequantize
 
 import wgraph as wg
+from wgraph.device import Caps
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, quantize_q4_k, stack_rows
-from wgraph.kernels.registry import kernels_for
+from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
 TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q4_K")
@@ -68,54 +71,180 @@ def test_gemv_keeps_leading_dims_writes_out_and_takes_no_rows(dev, rng):
     assert wg.ops.linear(dev.tensor(np.zeros((0, 64), np.float32)), qw.upload(dev)).numpy().shape == (0, 6)
 
 
+def _fused_reference(x, w, b, norm, residual, swiglu, eps, dtype):
+    """The op's math in `dtype` (np.float64 or np.float32) on dequantized weights w, step by step."""
+    x = x.astype(dtype)
+    if norm is not None:
+        x = x / np.sqrt(np.mean(x * x, -1, keepdims=True) + dtype(eps)) * norm.astype(dtype)
+    y = x @ w.astype(dtype).T
+    if b is not None:
+        y = y + b.astype(dtype)
+    if swiglu:
+        half = y.shape[-1] // 2
+        gate, up = y[..., :half], y[..., half:]
+        y = gate / (1 + np.exp(-gate)) * up
+    if residual is not None:
+        y = y + residual.astype(dtype)
+    return y
+
+
+def _fused_case(rng, ggml_type, m, n, blocks, *, norm, bias, swiglu, residual):
+    k = blocks * FORMATS[ggml_type].block_weights
+    qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), ggml_type)
+    out = n // 2 if swiglu else n
+    return dict(x=(rng.standard_normal((m, k)) * 2).astype(np.float32), qw=qw,
+                b=rng.standard_normal(n).astype(np.float32) if bias else None,
+                norm=(1 + 0.2 * rng.standard_normal(k)).astype(np.float32) if norm else None,
+                residual=rng.standard_normal((m, out)).astype(np.float32) if residual else None, swiglu=swiglu)
+
+
+def _fused_run(dev, c, variant=None, eps=1e-5):
+    t = {key: dev.tensor(c[key]) if c[key] is not None else None for key in ("x", "b", "norm", "residual")}
+    return wg.ops.linear_q(t["x"], c["qw"].upload(dev), t["b"], norm=t["norm"], eps=eps, residual=t["residual"],
+                           activation="swiglu" if c["swiglu"] else None, variant=variant).numpy()
+
+
+def _fused_check(got, c, eps=1e-5):
+    """At most 2x the error of the same math in f32 numpy (gguf's dequantized weights), plus an atol."""
+    args = (c["x"], gguf_dequantize(c["qw"].raw(), gguf.GGMLQuantizationType[c["qw"].ggml_type]), c["b"], c["norm"],
+            c["residual"], c["swiglu"], eps)
+    exact = _fused_reference(*args, np.float64)
+    same_f32 = _fused_reference(*args, np.float32)
+    assert got.shape == exact.shape and got.dtype == np.float32
+    err = np.abs(got.astype(np.float64) - exact)
+    bound = 2 * np.abs(same_f32.astype(np.float64) - exact) + 1e-5 * np.sqrt(c["x"].shape[-1]) * (1 + np.abs(exact))
+    assert np.all(err <= bound), float(np.max(err - bound))
+
+
+# rows 1..8 and 11 (two chunks of 8); odd blocks per row; out_features no multiple of a workgroup's rows, an odd
+# half with swiglu, and >= 8192 (the wide variant); each option alone and all together
+FUSED_CASES = [
+    (1, 37, 3, dict(norm=True, bias=False, swiglu=False, residual=False)),
+    (1, 38, 2, dict(norm=False, bias=True, swiglu=True, residual=False)),
+    (3, 21, 1, dict(norm=False, bias=False, swiglu=False, residual=True)),
+    (8, 26, 3, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (11, 18, 2, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (1, 8194, 1, dict(norm=True, bias=True, swiglu=True, residual=True)),
+]
+
+
+@pytest.mark.parametrize("ggml_type", TYPES)
+def test_fused_options_in_one_dispatch(dev, rng, ggml_type):
+    for m, n, blocks, opts in FUSED_CASES:
+        c = _fused_case(rng, ggml_type, m, n, blocks, **opts)
+        before = dev.stats.snapshot()
+        got = _fused_run(dev, c)
+        assert dev.stats.since(before).dispatches == 1, (m, n, opts)  # norm, bias, swiglu, residual fused
+        _fused_check(got, c)
+
+
 def test_every_gemv_variant_forced(dev, rng):
-    """Each shipped GEMV kernel (tuning candidates included) on one odd shape: 19 features, 2 blocks of Q4_K
-    (16 of the 32-weight formats), as many rows as it holds plus one (two chunks)."""
-    xs = {}
+    """Each shipped GEMV kernel (tuning candidates and the variants without subgroups included) on one odd shape
+    with every option, as many rows as it holds plus one (two chunks): 20 features (10 with swiglu), 2 blocks of
+    Q4_K (16 of the 32-weight formats). A variant with an odd features_per_lane refuses swiglu by name."""
     for kv in kernels_for("linear_q"):
         t = kv.facts["ggml_type"]
-        k = 512
-        if t not in xs:
-            xs[t] = quantize(rng.standard_normal((19, k)).astype(np.float32), t)
-        qw = xs[t]
-        m = kv.limits["max_rows"] + 1
-        x = rng.standard_normal((m, k)).astype(np.float32)
-        got = wg.ops.linear_q(dev.tensor(x), qw.upload(dev), variant=kv.name).numpy()
-        check(got, x, qw)
+        blocks = 2 if t == "Q4_K" else 16
+        pairs = kv.limits["features_per_lane"] % 2 == 0
+        c = _fused_case(rng, t, kv.limits["max_rows"] + 1, 20, blocks, norm=True, bias=True, swiglu=pairs,
+                        residual=True)
+        _fused_check(_fused_run(dev, c, variant=kv.name), c)
+        if not pairs:
+            c = _fused_case(rng, t, 1, 20, blocks, norm=False, bias=False, swiglu=True, residual=False)
+            with pytest.raises(wg.PlanError, match=f"forced variant {kv.name} swiglu needs an even features_per_lane"):
+                _fused_run(dev, c, variant=kv.name)
 
 
-def test_plan_follows_the_registry():
-    """rows -> the first non-candidate variant of the format whose max_rows holds them, else chunks of the one
-    with the most; candidates only when forced."""
+def _first_match(rows, n, ggml_type, caps, swiglu):
+    """The planning rule of registry/quant.toml, read off the registry facts: the first non-candidate GEMV of the
+    format whose limits take the call (more rows than any holds: the taker with the most max_rows)."""
+    takers = []
+    for kv in kernels_for("linear_q"):
+        lim, f = kv.limits, kv.facts
+        if f["ggml_type"] != ggml_type or f.get("candidate"):
+            continue
+        if caps is not None and (not set(kv.features) <= caps.features
+                                 or kv.workgroup_memory > caps.max_workgroup_storage):
+            continue
+        if swiglu and (lim["features_per_lane"] % 2 or n % lim["features_per_lane"]):
+            continue
+        if n >= f.get("min_n", 0):
+            takers.append(kv)
+    fits = [kv for kv in takers if rows <= kv.limits["max_rows"]]
+    return fits[0] if fits else max(takers, key=lambda kv: kv.limits["max_rows"])
+
+
+SUBGROUPS = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
+PLAIN = Caps.synthetic()
+
+
+@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, None], ids=["subgroups", "plain", "any-device"])
+def test_plan_is_the_first_registry_match(caps):
+    seen = set()
     for t in TYPES:
-        planned = [kv for kv in kernels_for("linear_q") if kv.facts["ggml_type"] == t and not kv.facts.get("candidate")]
-        most = max(planned, key=lambda kv: kv.limits["max_rows"])
         for rows in (1, 2, 8, 9, 40):
-            p = plan_linear_q(rows, 100, 2048, t)
-            fits = [kv for kv in planned if rows <= kv.limits["max_rows"]]
-            want = fits[0] if fits else most
-            assert p.variant == want.name
-            assert p.row_chunks == -(-rows // want.limits["max_rows"])
-            assert ("chunks of" in p.reason) == (not fits)
+            for n in (100, 3072, 8192, 16384, 128256):
+                for swiglu in (False, True):
+                    p = plan_linear_q(rows, n, 2048, t, swiglu=swiglu, caps=caps)
+                    want = _first_match(rows, n, t, caps, swiglu)
+                    assert p.variant == want.name, (t, rows, n, swiglu)
+                    assert p.row_chunks == -(-rows // want.limits["max_rows"])
+                    assert ("chunks of" in p.reason) == (rows > want.limits["max_rows"])
+                    seen.add(p.variant.rsplit("_", 2)[0])
+    if caps is PLAIN:
+        assert seen == {"quant_gemv_r1_wg", "quant_gemv_r8_wg"}
+    else:
+        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r8"}
+
+
+def test_plan_reasons_and_forcing():
+    p = plan_linear_q(1, 3072, 2048, "Q4_0", fused=("rmsnorm",), caps=SUBGROUPS)
+    assert p.reason == ("1 rows <= 1: Q4_0 GEMV (blocks dequantized in registers), 8 rows of W per workgroup (384 "
+                        "workgroups), 64 lanes per row (4 per 32-weight block), 2 steps of 2 row(s) in flight per "
+                        "lane, each x load feeding 2 rows, subgroup sums; rmsnorm fused")
+    assert plan_linear_q(1, 16384, 2048, "Q4_K", swiglu=True, caps=SUBGROUPS).reason.startswith(
+        "1 rows <= 1 (n >= 8192): Q4_K GEMV")
+    for t in TYPES:  # a candidate only when forced
         candidate = next(kv for kv in kernels_for("linear_q") if kv.facts["ggml_type"] == t and kv.facts.get("candidate"))
         assert plan_linear_q(1, 100, 2048, t, candidate.name).variant == candidate.name
-    assert plan_linear_q(1, 8, 256, "Q4_0").reason.startswith("1 rows <= 1: Q4_0 GEMV")
     with pytest.raises(wg.PlanError, match="variant 'quant_gemv_r1_q4_0' is not a Q8_0 GEMV"):
         plan_linear_q(1, 8, 256, "Q8_0", "quant_gemv_r1_q4_0")
+    with pytest.raises(wg.PlanError, match="forced variant quant_gemv_r1_q4_0 needs subgroup"):
+        plan_linear_q(1, 8, 256, "Q4_0", "quant_gemv_r1_q4_0", caps=PLAIN)
+    assert "subgroup" not in kernel(plan_linear_q(1, 8, 256, "Q4_0", caps=PLAIN).variant).features
+    small = attrs.evolve(SUBGROUPS, max_workgroup_storage=2048)  # the 8-row kernels do not fit: 1-row chunks
+    p = plan_linear_q(5, 64, 256, "Q4_0", caps=small)
+    assert p.variant == "quant_gemv_r1_q4_0" and p.row_chunks == 5 and "5 chunks of 1 rows" in p.reason
 
 
 def test_bad_arguments_raise_before_gpu_work(dev, rng):
     qw = quantize(rng.standard_normal((4, 64)).astype(np.float32), "Q8_0")
     w = qw.upload(dev)
+    x = dev.tensor(np.zeros((1, 64), np.float32))
     before = dev.stats.snapshot()
     with pytest.raises(wg.ShapeError, match=r"x must be \[\.\.\., 64\] for a Q8_0 \[4, 64\] weight"):
         wg.ops.linear(dev.tensor(np.zeros((1, 32), np.float32)), w)
     with pytest.raises(wg.DtypeError, match="blocks are host data"):
-        wg.ops.linear(dev.tensor(np.zeros((1, 64), np.float32)), qw)
+        wg.ops.linear(x, qw)
     with pytest.raises(wg.ShapeError, match=r"bias must be \(4,\)"):
-        wg.ops.linear(dev.tensor(np.zeros((1, 64), np.float32)), w, dev.tensor(np.zeros(3, np.float32)))
+        wg.ops.linear(x, w, dev.tensor(np.zeros(3, np.float32)))
     with pytest.raises(wg.DtypeError, match="linear: w must be a QuantizedWeight, got Tensor"):
-        wg.ops.linear_q(dev.tensor(np.zeros((1, 64), np.float32)), dev.tensor(np.zeros((4, 64), np.float32)))
+        wg.ops.linear_q(x, dev.tensor(np.zeros((4, 64), np.float32)))
+    with pytest.raises(wg.ShapeError, match=r"norm weight must be f32 \(64,\) for a \[4, 64\] weight, got f32 \(32,\)"):
+        wg.ops.linear(x, w, norm=dev.tensor(np.ones(32, np.float32)))
+    with pytest.raises(wg.ArgumentError, match=r"linear: eps=-1.0 must be a finite real in \(0, "):
+        wg.ops.linear_q(x, w, norm=dev.tensor(np.ones(64, np.float32)), eps=-1.0)
+    with pytest.raises(wg.ArgumentError, match="linear: eps='1e-5' must be a finite real"):
+        wg.ops.linear_q(x, w, eps="1e-5")
+    with pytest.raises(wg.ShapeError, match=r"residual must be f32 \(1, 2\) \(the output's shape\), got f32 \(1, 4\)"):
+        wg.ops.linear(x, w, activation="swiglu", residual=dev.tensor(np.zeros((1, 4), np.float32)))
+    with pytest.raises(wg.ArgumentError, match="linear: activation='gelu' must be one of None, 'swiglu'"):
+        wg.ops.linear(x, w, activation="gelu")
+    odd = quantize(rng.standard_normal((5, 64)).astype(np.float32), "Q8_0").upload(dev)
+    with pytest.raises(wg.ShapeError, match=r"activation='swiglu' needs W \[2 \* n, in\]"):
+        wg.ops.linear(x, odd, activation="swiglu")
+    with pytest.raises(wg.PlanError, match="forced variant quant_gemv_r1_l128_q8_0 swiglu needs an even"):
+        wg.ops.linear_q(x, w, activation="swiglu", variant="quant_gemv_r1_l128_q8_0")
     delta = dev.stats.since(before)
     assert delta.submits == 0 and delta.dispatches == 0
 

@@ -1,6 +1,8 @@
 """A Llama decode step over QuantizedWeights: a tiny random model quantized to Q8_0 (and to Q4_K with tied
 embeddings, whose table is the lm_head too) gives the same greedy ids as the same weights dequantized to f32
-through the f32 Llama; weight_bytes_per_token counts the blocks a step reads."""
+through the f32 Llama, in as many dispatches (the norms, swiglu and residual adds fused into the quantized
+GEMVs, RoPE and the KV append into one dispatch fed by the [q; k; v] GEMV); weight_bytes_per_token counts the
+blocks a step reads."""
 
 import numpy as np
 import pytest
@@ -45,7 +47,10 @@ def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     assert len(ids) == 16 and ids == reference.generate(prompt, 16)
     assert model.weight_bytes_per_token == bytes_per_token(cfg, weights, ggml_type)
     rows = model.program.rows
-    assert any(r.variant.startswith("quant_gemv_r1_") for r in rows)
+    quantized_ops = {"linear_q": "linear", "embedding_q": "embedding"}
+    assert [quantized_ops.get(r.op, r.op) for r in rows] == [r.op for r in reference.program.rows]
+    assert all(r.variant.startswith("quant_gemv_r1_") for r in rows if r.op == "linear_q")
+    assert [r.op for r in rows].count("rope_kv_append") == config.num_hidden_layers
     assert rows[0].variant == f"quant_embedding_{ggml_type.lower()}"
     np.testing.assert_allclose(model.prefill(prompt).numpy(), reference.prefill(prompt).numpy(), rtol=1e-4, atol=1e-4)
 

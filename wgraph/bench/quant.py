@@ -1,10 +1,12 @@
 """`python -m wgraph bench --only quant`: the GEMV that reads GGML blocks (wgraph/ops/quantized.py) on every
-matrix shape of Llama-3.2-1B, as GB/s on the bytes it reads (blocks + x + y) and as a fraction of the copy
-kernel's bandwidth in the same run; for Q4_0 and Q4_K every GEMV variant of the format (the tuning candidates
-too) beside the planned one; torch's f16 GEMV on the same shape beside it. Then the 1B-shape greedy decode with
-Q4_0, Q4_K and Q8_0 weights (quantized from the f16 model's weights by the `gguf` package's quantizer; Q4_K by
-wgraph.ggml_blocks.quantize_q4_k) beside the same model in f16, in wgraph and in torch (eager, CUDA graphs).
-On a CPU adapter or with --quick: small shapes and a tiny model."""
+call the Llama-3.2-1B decode step makes (with its fused options: norm + [q; k; v], o_proj + residual, norm +
+[gate; up] + swiglu, down_proj + residual, norm + lm_head), as GB/s on the bytes it reads (blocks + x + y + norm
+weight + residual) and as a fraction of the copy kernel's bandwidth in the same run; for Q4_0 and Q4_K every
+GEMV variant of the format the device runs (the tuning candidates too) beside the planned one; torch's f16 GEMV
+on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K and Q8_0 weights (quantized from
+the f16 model's weights by the `gguf` package's quantizer; Q4_K by wgraph.ggml_blocks.quantize_q4_k) beside
+the same model in f16, in wgraph (tokens/s, host and GPU time per step, GPU time by op) and in torch (eager,
+CUDA graphs). On a CPU adapter or with --quick: small shapes and a tiny model."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import attrs
 import numpy as np
 
 import wgraph as wg
+from wgraph.bench import timing
 from wgraph.bench.gemv import CACHE_BYTES
 from wgraph.bench.timing import time_calls
 from wgraph.errors import WgraphError
@@ -29,10 +32,13 @@ ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured 
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q8_0")
 MAX_COPIES = 512
 
-# Llama-3.2-1B: hidden 2048, intermediate 8192, 32 q / 8 kv heads of 64, vocab 128256 (tied embedding)
-LLAMA_1B_MATRICES = {"q_proj, o_proj": (2048, 2048), "k_proj, v_proj": (512, 2048), "gate_proj, up_proj": (8192, 2048),
-                     "gate+up stacked": (16384, 2048), "down_proj": (2048, 8192), "lm_head (tied)": (128256, 2048)}
-SMALL_MATRICES = {"small": (64, 256), "wide": (96, 512)}
+# The GEMVs of a Llama-3.2-1B decode step (hidden 2048, intermediate 8192, 32 q / 8 kv heads of 64, vocab 128256,
+# tied embedding), as the step calls them: label -> (out_features, in_features, norm, swiglu, residual)
+LLAMA_1B_CALLS = {"norm+qkv": (3072, 2048, True, False, False), "o_proj+residual": (2048, 2048, False, False, True),
+                  "norm+gate_up+swiglu": (16384, 2048, True, True, False),
+                  "down_proj+residual": (2048, 8192, False, False, True), "norm+lm_head": (128256, 2048, True, False, False)}
+LLAMA_1B_MULTI_ROW = {"gate_proj": (8192, 2048, False, False, False), "down_proj": (2048, 8192, False, False, False)}
+SMALL_CALLS = {"norm+small": (64, 256, True, False, False), "wide+swiglu+residual": (96, 512, False, True, True)}
 
 
 @attrs.frozen
@@ -42,15 +48,28 @@ class QuantGemvShape:
     out_features: int
     in_features: int
     matrix: str
+    norm: bool = False
+    swiglu: bool = False
+    residual: bool = False
 
     @property
     def weight_bytes(self) -> int:
         return FORMATS[self.ggml_type].nbytes(self.out_features, self.in_features)
 
     @property
+    def outputs(self) -> int:
+        return self.out_features // 2 if self.swiglu else self.out_features
+
+    @property
     def bytes(self) -> int:
-        """The blocks once, x and y (f32)."""
-        return self.weight_bytes + 4 * self.rows * (self.in_features + self.out_features)
+        """The blocks once, x and y (f32), the norm weight and the residual (f32) when fused."""
+        return (self.weight_bytes + 4 * self.rows * (self.in_features + self.outputs * (1 + self.residual))
+                + 4 * self.in_features * self.norm)
+
+    @property
+    def fused(self) -> tuple[str, ...]:
+        return tuple(name for name, on in (("rmsnorm", self.norm), ("swiglu", self.swiglu),
+                                            ("residual", self.residual)) if on)
 
 
 def random_blocks(ggml_type: str, n: int, k: int, rng) -> QuantizedWeight:
@@ -66,12 +85,22 @@ def random_blocks(ggml_type: str, n: int, k: int, rng) -> QuantizedWeight:
     return QuantizedWeight.from_bytes(ggml_type, (n, k), raw)
 
 
-def _check_rows(got: np.ndarray, x: np.ndarray, qw: QuantizedWeight, limit: int = 512) -> float:
+def _check_rows(got: np.ndarray, x: np.ndarray, qw: QuantizedWeight, s: QuantGemvShape, norm, residual,
+                limit: int = 512) -> float:
     """Relative max error of the first `limit` outputs against float64 with gguf's dequantized weights."""
-    rows = min(qw.out_features, limit)
-    part = QuantizedWeight.from_bytes(qw.ggml_type, (rows, qw.in_features), qw.raw()[:rows])
-    exact = x.astype(np.float64) @ part.dequantize().astype(np.float64).T
-    return float(np.max(np.abs(got[:, :rows] - exact)) / max(np.max(np.abs(exact)), 1e-30))
+    outs = min(s.outputs, limit)
+    rows = np.r_[0:outs, s.outputs:s.outputs + outs] if s.swiglu else np.r_[0:outs]
+    part = QuantizedWeight.from_bytes(qw.ggml_type, (rows.size, qw.in_features), qw.raw()[rows])
+    xs = x.astype(np.float64)
+    if norm is not None:
+        xs = xs / np.sqrt(np.mean(xs * xs, -1, keepdims=True) + 1e-5) * norm
+    exact = xs @ part.dequantize().astype(np.float64).T
+    if s.swiglu:
+        gate, up = exact[:, :outs], exact[:, outs:]
+        exact = gate / (1 + np.exp(-gate)) * up
+    if residual is not None:
+        exact = exact + residual[:, :outs]
+    return float(np.max(np.abs(got[:, :outs] - exact)) / max(np.max(np.abs(exact)), 1e-30))
 
 
 def _torch_gemv_us(rows: int, n: int, k: int, copies: int, reps: int) -> float:
@@ -99,19 +128,27 @@ def _torch_gemv_us(rows: int, n: int, k: int, copies: int, reps: int) -> float:
 
 
 def gemv_shapes(big: bool) -> list[QuantGemvShape]:
-    mats = LLAMA_1B_MATRICES if big else SMALL_MATRICES
-    out = [QuantGemvShape(t, 1, n, k, name) for t in TYPES for name, (n, k) in mats.items()]
-    eight = ("gate_proj, up_proj", "down_proj") if big else ("small",)
-    out += [QuantGemvShape(t, 8, *mats[name], name) for t in ("Q4_0", "Q4_K") for name in eight]
+    calls = LLAMA_1B_CALLS if big else SMALL_CALLS
+    out = [QuantGemvShape(t, 1, n, k, name, *opts) for t in TYPES for name, (n, k, *opts) in calls.items()]
+    multi = LLAMA_1B_MULTI_ROW if big else {"small": (64, 256, False, False, False)}
+    out += [QuantGemvShape(t, 8, n, k, name, *opts) for t in ("Q4_0", "Q4_K") for name, (n, k, *opts) in multi.items()]
     return out
 
 
-def _variants(s: QuantGemvShape, all_variants: bool) -> list[str]:
-    planned = plan_linear_q(s.rows, s.out_features, s.in_features, s.ggml_type).variant
+def _plan(dev, s: QuantGemvShape, variant: str | None = None):
+    return plan_linear_q(s.rows, s.out_features, s.in_features, s.ggml_type, variant, swiglu=s.swiglu, fused=s.fused,
+                         caps=dev.caps)
+
+
+def _variants(dev, s: QuantGemvShape, all_variants: bool) -> list[str]:
+    """The planned GEMV, then (for Q4_0 and Q4_K, one row) every other one-row variant of the format the device
+    runs, tuning candidates included; on a device with subgroups not the variants for devices without them."""
+    planned = _plan(dev, s).variant
     if not (all_variants and s.ggml_type in ALL_VARIANTS and s.rows == 1):
         return [planned]
     others = [kv.name for kv in kernels_for("linear_q") if kv.facts["ggml_type"] == s.ggml_type
-              and kv.limits["max_rows"] == 1 and kv.name != planned]
+              and kv.limits["max_rows"] == 1 and kv.name != planned and set(kv.features) <= dev.caps.features
+              and ("subgroup" in kv.features or not dev.caps.has_subgroups)]
     return [planned, *others]
 
 
@@ -130,8 +167,11 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
             copies = 1 if dev.caps.is_cpu else max(1, min(MAX_COPIES, -(-CACHE_BYTES // s.weight_bytes)))
             tws = [qw.upload(dev) for _ in range(copies)]
             x = rng.standard_normal((s.rows, s.in_features), dtype=np.float32)
-            tx = dev.tensor(x)
-            ys = [dev.empty((s.rows, s.out_features), "f32") for _ in range(min(copies, 64))]
+            norm = (1 + 0.1 * rng.standard_normal(s.in_features)).astype(np.float32) if s.norm else None
+            residual = rng.standard_normal((s.rows, s.outputs), dtype=np.float32) if s.residual else None
+            tx, tnorm = dev.tensor(x), None if norm is None else dev.tensor(norm)
+            tres = None if residual is None else dev.tensor(residual)
+            ys = [dev.empty((s.rows, s.outputs), "f32") for _ in range(min(copies, 64))]
         except (WgraphError, MemoryError) as e:
             rows.append({**base, "status": "unsupported", "note": f"{type(e).__name__}: {e}"})
             continue
@@ -139,23 +179,26 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
             rows.append({**base, "status": "error", "note": f"{type(e).__name__}: {e}"})
             continue
         torch_us = None
-        for v in _variants(s, all_variants):
-            planned = v == plan_linear_q(s.rows, s.out_features, s.in_features, s.ggml_type).variant
+        planned_name = _plan(dev, s).variant
+        for v in _variants(dev, s, all_variants):
+            planned = v == planned_name
             row = {**base, "variant": v, "planned": planned, "weight_copies": copies, "status": "ok", "note": ""}
             try:
+                row["reason"] = _plan(dev, s, v).reason  # PlanError: the variant does not take this call
                 state = {"i": 0}
 
                 def call(distinct=False):
                     j = state["i"]
-                    wg.ops.linear_q(tx, tws[j % copies], out=ys[j % len(ys)] if distinct else ys[0], variant=v)
+                    wg.ops.linear_q(tx, tws[j % copies], norm=tnorm, eps=1e-5, residual=tres,
+                                    activation="swiglu" if s.swiglu else None,
+                                    out=ys[j % len(ys)] if distinct else ys[0], variant=v)
                     state["i"] = j + 1
 
                 call()
-                row["max_rel_err_vs_float64"] = _check_rows(ys[0].numpy(), x, qw)
+                row["max_rel_err_vs_float64"] = _check_rows(ys[0].numpy(), x, qw, s, norm, residual)
                 # the shape's first variant warms the GPU's clocks up; the next ones find them up
                 us, reps, source = time_calls(dev, call, target_s, 400, warm_s=0.3 if planned else 0.05)
-                row.update(gpu_us=us, reps=reps, time_source=source, gbps=s.bytes / (us * 1e-6) / 1e9,
-                           reason=plan_linear_q(s.rows, s.out_features, s.in_features, s.ggml_type, v).reason)
+                row.update(gpu_us=us, reps=reps, time_source=source, gbps=s.bytes / (us * 1e-6) / 1e9)
                 if copy_gbps:
                     row["fraction_of_copy"] = row["gbps"] / copy_gbps
                 if planned:
@@ -174,8 +217,8 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
             except Exception as e:  # noqa: BLE001 - one failing shape must not end the run
                 row.update(status="error", note=f"{type(e).__name__}: {e}")
             rows.append(row)
-            progress(f"[{i + 1:3d}/{len(shapes)}] {s.ggml_type} M={s.rows} [{s.out_features}, {s.in_features}] "
-                     f"{v:28} " + (f"{row['gbps']:.4g} GB/s" + (f" ({row['fraction_of_copy']:.2f} of copy)"
+            progress(f"[{i + 1:3d}/{len(shapes)}] {s.ggml_type} M={s.rows} {s.matrix} [{s.out_features}, "
+                     f"{s.in_features}] {v:28} " + (f"{row['gbps']:.4g} GB/s" + (f" ({row['fraction_of_copy']:.2f} of copy)"
                                                                  if "fraction_of_copy" in row else "")
                                    if row["status"] == "ok" else f"{row['status']}: {row['note'][:80]}"))
         del tws, ys
@@ -184,10 +227,18 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
 
 
 def dispatch_floor(dev, target_s: float) -> dict:
-    """GPU time per call of a quantized GEMV too small to matter (M=1, [8, 256] Q4_0): what every call pays."""
+    """GPU time per call of a quantized GEMV too small to matter (M=1, [8, 256] Q4_0) in a chain of 200 calls
+    (each waits for the last, as in a decode step): what every call pays."""
     qw = random_blocks("Q4_0", 8, 256, np.random.default_rng(1)).upload(dev)
     x, y = dev.tensor(np.ones((1, 256), np.float32)), dev.empty((1, 8), "f32")
-    us, reps, source = time_calls(dev, lambda: wg.ops.linear_q(x, qw, out=y), target_s, 2000)
+    call = lambda: wg.ops.linear_q(x, qw, out=y)  # noqa: E731
+    call()
+    timing.warm(dev, call, 0.3)
+    us = timing.calls_us(dev, call, 200)
+    if us:
+        return {"shape": [8, 256], "ggml_type": "Q4_0", "gpu_us": statistics.median(us), "reps": 200,
+                "time_source": "pass-span"}
+    us, reps, source = time_calls(dev, call, target_s, 200)
     return {"shape": [8, 256], "ggml_type": "Q4_0", "gpu_us": us, "reps": reps, "time_source": source}
 
 
@@ -224,7 +275,9 @@ def quantize_weights(weights: dict, ggml_type: str, workers: int, chunk_rows: in
 
 
 def _decode_row(dev, model, *, label: str, steps: int, prompt: list, copy_gbps: float | None) -> dict:
-    """Greedy decode rate of a loaded model: `steps` tokens submitted back to back after a warm-up."""
+    """Greedy decode rate of a loaded model: `steps` tokens submitted back to back after a warm-up; the host's
+    encoding time per token; the GPU time of one step (a replay in one stamped pass) and per op (a replay with
+    every dispatch stamped: each stamp pair adds ~7 us on the H200, so the split, not the sum, is the news)."""
     model.generate(prompt, steps + 1, in_flight=8)  # warm-up: pipelines, clocks
     model.prefill(prompt)
     dev.sync()
@@ -233,10 +286,18 @@ def _decode_row(dev, model, *, label: str, steps: int, prompt: list, copy_gbps: 
     dev.sync()
     dt = (time.perf_counter() - t0) / steps
     per_token = model.weight_bytes_per_token
-    return {"model": label, "status": "ok", "note": "", "weight_bytes_per_token": per_token,
-            "dispatches_per_token": len(model.program.rows), "ms_per_token": dt * 1e3, "tokens_per_s": 1.0 / dt,
-            "host_ms_per_token": host / steps * 1e3, "weight_gbps": per_token / dt / 1e9,
-            "fraction_of_copy_bandwidth": per_token / dt / 1e9 / copy_gbps if copy_gbps else None}
+    row = {"model": label, "status": "ok", "note": "", "weight_bytes_per_token": per_token,
+           "dispatches_per_token": len(model.program.rows), "ms_per_token": dt * 1e3, "tokens_per_s": 1.0 / dt,
+           "host_ms_per_token": host / steps * 1e3, "weight_gbps": per_token / dt / 1e9,
+           "fraction_of_copy_bandwidth": per_token / dt / 1e9 / copy_gbps if copy_gbps else None}
+    try:
+        gpu = [timing.program_us(model.program) for _ in range(8)]
+        row["gpu_ms_per_step"] = statistics.median(gpu) / 1e3 if None not in gpu else None
+        prof = model.program.profile()
+        row["by_op_stamped"] = {g.name: {"dispatches": g.dispatches, "gpu_us": g.gpu_us} for g in prof.by_op()}
+    except Exception as e:  # noqa: BLE001 - the rate stands without the GPU split
+        row["note"] = f"GPU time per step not measured: {type(e).__name__}: {e}"
+    return row
 
 
 def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bool, progress) -> list[dict]:
@@ -299,12 +360,12 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
 
 def gemv_table(copy: dict, floor: dict, rows: list[dict]) -> str:
     lines = [f"copy kernel: {copy['gbps']:.4g} GB/s; dispatch floor: {floor['gpu_us']:.2f} us per call of a "
-             f"[8, 256] Q4_0 GEMV"]
-    head = (f"{'type':4} {'M':>2} {'out':>7} {'in':>5} {'variant':28} {'gpu us':>8} {'GB/s':>7} {'of copy':>7} "
-            f"{'indep us':>8} {'torch f16 us':>12}")
+             f"[8, 256] Q4_0 GEMV in a chain"]
+    head = (f"{'type':4} {'M':>2} {'call':20} {'out':>7} {'in':>5} {'variant':28} {'gpu us':>8} {'GB/s':>7} "
+            f"{'of copy':>7} {'indep us':>8} {'torch f16 us':>12}")
     lines += [head, "-" * len(head)]
     for r in rows:
-        shape = f"{r['ggml_type']:4} {r['rows']:2d} {r['out_features']:7d} {r['in_features']:5d}"
+        shape = f"{r['ggml_type']:4} {r['rows']:2d} {r['matrix']:20} {r['out_features']:7d} {r['in_features']:5d}"
         if r["status"] != "ok":
             lines.append(f"{shape} {r.get('variant', ''):28} {r['status']}: {r['note'][:80]}")
             continue
@@ -313,8 +374,9 @@ def gemv_table(copy: dict, floor: dict, rows: list[dict]) -> str:
         indep = f"{r['distinct_outputs_gpu_us']:8.2f}" if "distinct_outputs_gpu_us" in r else f"{'':8}"
         torch_us = f"{r['torch_f16_us']:12.2f}" if "torch_f16_us" in r else f"{'':12}"
         lines.append(f"{shape} {r['variant'] + mark:28} {r['gpu_us']:8.2f} {r['gbps']:7.4g} {frac} {indep} {torch_us}")
-    lines.append("GB/s: (blocks + x + y bytes) / GPU time per call, calls writing one output (each waits for the "
-                 "last); * planned; indep us: the planned kernel with distinct outputs (calls may overlap)")
+    lines.append("GB/s: (blocks + x + y (+ norm weight, residual) bytes) / GPU time per call, calls writing one output "
+                 "(each waits for the last); * planned; indep us: the planned kernel with distinct outputs (calls may "
+                 "overlap); torch: F.linear alone with f16 weights")
     return "\n".join(lines)
 
 
@@ -331,4 +393,11 @@ def model_table(rows: list[dict]) -> str:
         if "speedup_vs_wgraph_f16" in r:
             extra += f"  {r['speedup_vs_wgraph_f16']:.2f}x wgraph f16"
         lines.append(f"  {r['model']:22} {r['tokens_per_s']:9.1f} tokens/s {r['ms_per_token']:8.3f} ms/token{extra}")
+        if "host_ms_per_token" in r:
+            gpu = r.get("gpu_ms_per_step")
+            lines.append(f"  {'':22} host encoding {r['host_ms_per_token']:.3f} ms/token, GPU "
+                         + (f"{gpu:.3f} ms per step (one replay, stamped pass)" if gpu else "time not measured"))
+        if r.get("by_op_stamped"):
+            lines.append(f"  {'':22} stamped by op: " + ", ".join(
+                f"{op} {v['gpu_us']:.0f} us/{v['dispatches']}" for op, v in r["by_op_stamped"].items()))
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from wgraph.ops import elementwise, gemv
 from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.kernels.registry import kernel, kernels_for, registry, select_variant
 from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT  # lavapipe's cap on an invocation's loop iterations
-from wgraph.ops.norms import RMSNORM, RmsNormParams, rmsnorm
+from wgraph.ops.norms import RMSNORM, RmsNormParams
 from wgraph.ops.quantized import linear_q
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -261,8 +261,8 @@ def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None
     holds [gate; up] stacked and the output is silu(gate) * up [..., out / 2]; `residual`: f32 of the output's
     shape, added last. More rows run the tiled GEMM. For tuning and tests: `variant` forces a registry kernel,
     `split_k` cuts the GEMM's K into at most that many slices summed by a second pass (1: none); the plan
-    (`Program.explain()`) says what ran. W may be a QuantizedWeight (GGML blocks, `linear_q`): the options then
-    run as ops of their own around its GEMV (rmsnorm, swiglu, add), and variant/split_k do not apply."""
+    (`Program.explain()`) says what ran. W may be a QuantizedWeight (GGML blocks, `linear_q`): every option fuses
+    into its GEMV too (any number of rows: chunks of 8), and variant/split_k do not apply."""
     eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
@@ -274,14 +274,8 @@ def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None
 
 
 def _linear_quantized(x, w: QuantizedWeight, b, *, norm, eps, activation, residual, out):
-    """`linear` over GGML blocks: its GEMV (`linear_q`) with the fused options as ops of their own."""
-    if norm is not None:
-        x = rmsnorm(x, norm, eps=eps)
-    last = activation is None and residual is None
-    y = linear_q(x, w, b, out=out if last else None)
-    if activation == "swiglu":
-        y = elementwise.swiglu(y, out=out if residual is None else None)
-    return y if residual is None else elementwise.add(y, residual, out=out)
+    """`linear` over GGML blocks: its GEMV (`linear_q`) with every option fused, as the f16 GEMV's."""
+    return linear_q(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual, out=out)
 
 
 # ---- rope ----

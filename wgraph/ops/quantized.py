@@ -1,10 +1,12 @@
-"""Ops on weights held as GGML blocks (wgraph/ggml_blocks.py `QuantizedWeight`): `linear_q`, x @ W.T + b by a
-GEMV that reads W's raw blocks and dequantizes them in registers, and `embedding_q`, the rows of a quantized
-table that ids pick, as f32. `ops.linear` and `ops.embedding` call them when given a QuantizedWeight."""
+"""Ops on weights held as GGML blocks (wgraph/ggml_blocks.py `QuantizedWeight`): `linear_q`,
+act(rmsnorm(x) @ W.T + b) + residual by a GEMV that reads W's raw blocks and dequantizes them in registers, every
+option fused into its one dispatch as in the f16 GEMV, and `embedding_q`, the rows of a quantized table that ids
+pick, as f32. `ops.linear` and `ops.embedding` call them when given a QuantizedWeight."""
 
 from __future__ import annotations
 
 import functools
+import math
 
 import attrs
 
@@ -12,9 +14,12 @@ from wgraph import args
 from wgraph.errors import DtypeError, PlanError, ShapeError
 from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
-from wgraph.kernels.registry import kernel, kernels_for
+from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.tensor import Tensor, TensorSpec
+
+ACTIVATIONS = (None, "swiglu")
+FUSIONS = ("rmsnorm", "bias", "swiglu", "residual")  # what a plan's reason names as fused into the GEMV
 
 
 def _check_blocks(spec, fmt: BlockFormat, n: int, k: int, where: str) -> None:
@@ -37,78 +42,152 @@ def _weight(w, where: str, name: str) -> QuantizedWeight:
 
 @attrs.frozen
 class QuantLinearParams:
-    """The weight's format and logical shape (its blocks are the op's second input); `variant` forces a
-    registry kernel instead of the planner's choice."""
+    """The weight's format and logical shape (its blocks are the op's second input), the fused options (the
+    RMSNorm eps, used with a norm weight; the activation: None or "swiglu", W holding [gate; up]), and a forced
+    registry `variant` instead of the planner's choice."""
 
     ggml_type: str
     out_features: int = attrs.field(converter=lambda d: args.integer("linear", "out_features", d, 1))
     in_features: int = attrs.field(converter=lambda d: args.integer("linear", "in_features", d, 1))
+    eps: float = 1e-6
+    activation: str | None = None
     variant: str | None = None
 
 
 @attrs.frozen
 class QuantLinearPlan:
-    """The GEMV kernel for one shape, the row chunks it runs in (grid z), and why."""
+    """The GEMV kernel for one call, the chunks of its max_rows rows of x it runs in, and why."""
 
     variant: str
     row_chunks: int
     reason: str
 
 
-def _gemvs(ggml_type: str, candidates: bool = False) -> list:
+def _gemvs(ggml_type: str, candidates: bool = False) -> list[Kernel]:
     """The format's GEMV variants in registry order; tuning candidates only when asked (forcing, the bench)."""
     return [kv for kv in kernels_for("linear_q")
             if kv.facts.get("ggml_type") == ggml_type and (candidates or not kv.facts.get("candidate"))]
 
 
-def _describe(kv, rows: int) -> str:
-    fmt = block_format(kv.facts["ggml_type"])
-    weights = fmt.block_weights // kv.const("SLICES_PER_BLOCK")
-    return (f"{kv.threads} threads split each weight row into slices of {weights} weights, "
-            f"{kv.limits['features_per_workgroup']} features per workgroup share each x load")
+def gemv_slots(kv: Kernel, n: int, swiglu: bool) -> int:
+    """Feature slots of a call: each owns features_per_lane rows of W (gates and their ups with swiglu)."""
+    ft = kv.limits["features_per_lane"]
+    return n // ft if swiglu else ceil_div(n, ft)
 
 
-def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None = None) -> QuantLinearPlan:
-    """Among the format's GEMV variants, the first whose `max_rows` holds `rows`; more rows run in chunks of the
-    variant with the most `max_rows` (each chunk reads W). A forced `variant` must be one of the format's."""
+def gemv_workgroups(kv: Kernel, n: int, swiglu: bool) -> int:
+    """Workgroups per chunk of max_rows rows of x."""
+    return ceil_div(gemv_slots(kv, n, swiglu), kv.threads // kv.limits["lanes"])
+
+
+def _refusal(kv: Kernel, n: int, swiglu: bool, caps, forced: bool) -> str | None:
+    """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rule (min_n); caps
+    None skips the device's (features, workgroup memory)."""
+    if caps is not None:
+        missing = sorted(set(kv.features) - caps.features)
+        if missing:
+            return f"needs {', '.join(missing)}"
+        if kv.workgroup_memory > caps.max_workgroup_storage:
+            return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
+    ft = kv.limits["features_per_lane"]
+    if swiglu and (ft % 2 or n % ft):
+        return f"swiglu needs an even features_per_lane that divides {n}, it has {ft}"
+    if not forced and n < kv.facts.get("min_n", 0):
+        return f"is for out_features >= {kv.facts['min_n']}"
+    return None
+
+
+def _describe(kv: Kernel, n: int, swiglu: bool) -> str:
+    lim = kv.limits
+    ft, lanes, lpb = lim["features_per_lane"], lim["lanes"], lim["lanes_per_block"]
+    return (f"{kv.threads // lanes * ft} rows of W per workgroup ({gemv_workgroups(kv, n, swiglu)} workgroups), "
+            f"{lanes} lanes per row ({lpb} per {lim['block_weights']}-weight block), {lim['unroll']} steps of "
+            f"{ft} row(s) in flight per lane" + (f", each x load feeding {ft} rows" if ft > 1 else "")
+            + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
+
+
+def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None = None, *, swiglu: bool = False,
+                  fused: tuple[str, ...] = (), caps=None) -> QuantLinearPlan:
+    """Among the format's GEMV variants (registry order), the first that takes the call (rows <= max_rows,
+    n >= min_n, the device's features, swiglu's row pairs); more rows run in chunks of the taker with the most
+    max_rows (each chunk reads W). A forced `variant` must be one of the format's and take the call. `fused`
+    names the options the reason lists; caps None plans for any device."""
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)
     n, k = args.integer(fn, "n", n, 1), args.integer(fn, "k", k, 1)
     ggml_type = block_format(ggml_type, fn).name
     if variant is not None:
         args.text(fn, "variant", variant)
-    return _plan_linear_q(rows, n, k, ggml_type, variant)
+    swiglu = args.flag(fn, "swiglu", swiglu)
+    if not (isinstance(fused, tuple) and all(type(name) is str and name in FUSIONS for name in fused)):
+        raise args.fail(fn, "fused", fused, f"a tuple of names from {FUSIONS}")
+    from wgraph.device import Caps  # the device module imports the ops
+
+    if caps is not None and not isinstance(caps, Caps):
+        raise args.fail(fn, "caps", caps, "None or a Caps (dev.caps, Caps.synthetic(...))")
+    return _plan_linear_q(rows, n, k, ggml_type, variant, swiglu, fused, caps)
 
 
-@functools.lru_cache(maxsize=1024)  # a pure function of the shape and the registry: planned on every call
-def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None) -> QuantLinearPlan:
-    gemvs = _gemvs(ggml_type)
-    if not gemvs:
-        raise PlanError(f"linear: no GEMV kernel reads {ggml_type} blocks; the registry's linear_q kernels are "
-                        f"{[kv.name for kv in kernels_for('linear_q')]}")
+@functools.lru_cache(maxsize=1024)  # a pure function of the shape, the options, the caps and the registry
+def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None, swiglu: bool,
+                   fused: tuple[str, ...], caps) -> QuantLinearPlan:
+    where = f"linear: {rows} rows of a {ggml_type} [{n}, {k}] weight"
+    fusing = f"; {', '.join(fused)} fused" if fused else ""
     if variant is not None:
         chosen = next((kv for kv in _gemvs(ggml_type, candidates=True) if kv.name == variant), None)
         if chosen is None:
             raise PlanError(f"linear: variant {variant!r} is not a {ggml_type} GEMV; those are "
                             f"{[kv.name for kv in _gemvs(ggml_type, candidates=True)]}")
+        no = _refusal(chosen, n, swiglu, caps, forced=True)
+        if no:
+            raise PlanError(f"{where}: forced variant {variant} {no}")
         chunks = ceil_div(rows, chosen.limits["max_rows"])
         return QuantLinearPlan(chosen.name, chunks, f"forced; {rows} rows in {chunks} chunk(s) of "
-                                                    f"{chosen.limits['max_rows']}: {_describe(chosen, rows)}")
-    fits = [kv for kv in gemvs if rows <= kv.limits["max_rows"]]
+                                                    f"{chosen.limits['max_rows']}: {_describe(chosen, n, swiglu)}"
+                                                    f"{fusing}")
+    gemvs = _gemvs(ggml_type)
+    if not gemvs:
+        raise PlanError(f"linear: no GEMV kernel reads {ggml_type} blocks; the registry's linear_q kernels are "
+                        f"{[kv.name for kv in kernels_for('linear_q')]}")
+    why: dict[str, list[str]] = {}
+    takers = []
+    for kv in gemvs:
+        no = _refusal(kv, n, swiglu, caps, forced=False)
+        if no is None:
+            takers.append(kv)
+        else:
+            why.setdefault(no, []).append(kv.name)
+    if not takers:
+        raise PlanError(f"{where}: no GEMV takes it (" + "; ".join(f"{', '.join(names)} {no}"
+                                                                   for no, names in why.items()) + ")")
+    fits = [kv for kv in takers if rows <= kv.limits["max_rows"]]
     if fits:
         g = fits[0]
+        rules = f" (n >= {g.facts['min_n']})" if g.facts.get("min_n") else ""
         return QuantLinearPlan(g.name, 1 if rows else 0,
-                               f"{rows} rows <= {g.limits['max_rows']}: {ggml_type} GEMV (blocks dequantized in "
-                               f"registers), {_describe(g, rows)}")
-    g = max(gemvs, key=lambda kv: kv.limits["max_rows"])
+                               f"{rows} rows <= {g.limits['max_rows']}{rules}: {ggml_type} GEMV (blocks dequantized "
+                               f"in registers), {_describe(g, n, swiglu)}{fusing}")
+    g = max(takers, key=lambda kv: kv.limits["max_rows"])
     most = g.limits["max_rows"]
     chunks = ceil_div(rows, most)
     return QuantLinearPlan(g.name, chunks, f"{rows} rows > {most} (the GEMV's most): {chunks} chunks of {most} rows "
-                                           f"in one dispatch, each reading W; {_describe(g, rows)}")
+                                           f"in one dispatch, each reading W; {_describe(g, n, swiglu)}{fusing}")
+
+
+def _fused(params: QuantLinearParams, specs) -> tuple[str, ...]:
+    _x, _blocks, b, norm, residual = specs
+    on = (norm is not None, b is not None, params.activation == "swiglu", residual is not None)
+    return tuple(name for name, used in zip(FUSIONS, on) if used)
+
+
+def _plan(params: QuantLinearParams, specs, caps) -> QuantLinearPlan:
+    x = specs[0]
+    return _plan_linear_q(x.size // params.in_features, params.out_features, params.in_features, params.ggml_type,
+                          params.variant, params.activation == "swiglu", _fused(params, specs), caps)
 
 
 def _infer_linear_q(params: QuantLinearParams, specs):
-    x, blocks, b = specs
+    x, blocks, b, norm, residual = specs
     fmt = block_format(params.ggml_type, "linear")
     n, k = check_matrix(fmt, (params.out_features, params.in_features), "linear")
     _check_blocks(blocks, fmt, n, k, "linear")
@@ -121,40 +200,66 @@ def _infer_linear_q(params: QuantLinearParams, specs):
             raise ShapeError(f"linear: bias must be ({n},) for a [{n}, {k}] weight, got {b.shape}")
         if b.dtype != "f32":
             raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    if params.variant is not None:
-        args.text("linear", "variant", params.variant)
-    _plan_linear_q(x.size // k, n, k, fmt.name, params.variant)
-    return (TensorSpec(x.shape[:-1] + (n,), "f32"),)
+    if params.activation not in ACTIVATIONS:
+        raise ShapeError(f"linear: activation must be one of {ACTIVATIONS}, got {params.activation!r}")
+    swiglu = params.activation == "swiglu"
+    if swiglu and n % 2:
+        raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got a {fmt.name} "
+                         f"[{n}, {k}] weight")
+    if norm is not None:
+        if norm.shape != (k,) or norm.dtype != "f32":
+            raise ShapeError(f"linear: norm weight must be f32 ({k},) for a [{n}, {k}] weight, got {norm.dtype} "
+                             f"{norm.shape}")
+        if not (math.isfinite(params.eps) and params.eps > 0):
+            raise ShapeError(f"linear: eps must be a finite number > 0, got {params.eps}")
+    out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
+    if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
+        raise ShapeError(f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} "
+                         f"{residual.shape}")
+    _plan(params, specs, None)  # a kernel takes it (a forced variant that cannot fails here, before GPU work)
+    return (out,)
 
 
 def _encode_linear_q(ctx, params: QuantLinearParams, inputs, outputs):
-    (x, blocks, b), (y,) = inputs, outputs
+    (x, blocks, b, norm, residual), (y,) = inputs, outputs
+    plan = _plan(params, tuple(None if t is None else t.spec for t in inputs), ctx.caps)
+    ctx.chose(plan)
     n, k = params.out_features, params.in_features
     m = x.size // k
-    plan = _plan_linear_q(m, n, k, params.ggml_type, params.variant)
-    ctx.chose(plan)
     if m == 0:  # nothing to compute (and x's buffer is too small to bind as vec4s)
         return []
     kv = kernel(plan.variant)
-    uniforms = {"m": m, "n": n, "k": k, "has_bias": int(b is not None),
-                "row_blocks": k // kv.limits["block_weights"]}
-    bindings = {"x": x, "blocks": blocks, "bias": b if b is not None else ctx.fallback("linear_q.bias"), "y": y}
-    gx, gy, _ = ctx.grid(ceil_div(n, kv.limits["features_per_workgroup"]))
-    return [ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings, workgroups=(gx, gy, plan.row_chunks),
-                         label="linear_q")]
+    swiglu = params.activation == "swiglu"
+    groups = gemv_workgroups(kv, n, swiglu)
+    uniforms = {"m": m, "n": n, "k": k, "row_blocks": k // kv.limits["block_weights"],
+                "slots": gemv_slots(kv, n, swiglu), "out_n": n // 2 if swiglu else n, "groups_per_chunk": groups,
+                "has_bias": int(b is not None), "has_residual": int(residual is not None),
+                "has_norm": int(norm is not None), "swiglu": int(swiglu), "eps": params.eps}
+    bindings = {"x": x, "blocks": blocks, "heads": blocks,
+                "norm_w": norm if norm is not None else ctx.fallback("linear_q.norm", 16),
+                "bias": b if b is not None else ctx.fallback("linear_q.bias"),
+                "residual": residual if residual is not None else ctx.fallback("linear_q.residual"), "y": y}
+    return [ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings,
+                         workgroups=ctx.grid(groups * plan.row_chunks), label="linear_q")]
 
 
-LINEAR_Q = register(OpDef("linear_q", _infer_linear_q, _encode_linear_q, inputs=("x", "w.blocks", "b?")))
+LINEAR_Q = register(OpDef("linear_q", _infer_linear_q, _encode_linear_q,
+                          inputs=("x", "w.blocks", "b?", "norm?", "residual?")))
 
 
-def linear_q(x, w: QuantizedWeight, b=None, *, out=None, variant: str | None = None):
-    """`x @ W.T + b` for a QuantizedWeight W [out, in] (its blocks a u32 Tensor or graph value): x f32 [..., in],
-    b f32 [out] or None; f32 accumulation and output. `variant` forces one of the format's GEMV kernels."""
+def linear_q(x, w: QuantizedWeight, b=None, *, norm=None, eps: float = 1e-6, activation: str | None = None,
+             residual=None, out=None, variant: str | None = None):
+    """`act(rmsnorm(x) @ W.T + b) + residual` for a QuantizedWeight W [out, in] (its blocks a u32 Tensor or graph
+    value), every option fused into one GEMV dispatch as `linear`'s: x f32 [..., in], b f32 [out] or None, `norm`
+    an RMSNorm weight [in] (with `eps`), `activation="swiglu"` (W holds [gate; up]: output [..., out / 2]),
+    `residual` f32 of the output's shape; f32 accumulation and output. `variant` forces one of the format's GEMVs."""
     w = _weight(w, "linear", "w")
+    eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
+    activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
         args.text("linear", "variant", variant)  # a registry name: the plan names the choices
-    return apply(LINEAR_Q, QuantLinearParams(w.ggml_type, w.out_features, w.in_features, variant),
-                 (x, w.blocks, b), out=out)
+    return apply(LINEAR_Q, QuantLinearParams(w.ggml_type, w.out_features, w.in_features, eps, activation, variant),
+                 (x, w.blocks, b, norm, residual), out=out)
 
 
 # ---- embedding_q ----

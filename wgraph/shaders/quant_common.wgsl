@@ -29,10 +29,18 @@ fn bytes_signed(v: u32) -> vec4<f32> {
   return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -(scale + 128.0));
 }
 
-// The quant word of a block whose quant bytes start mid-word (`aligned` false): the upper half of `a` and
-// the lower half of the next word `b`.
-fn quant_word(a: u32, b: u32, aligned: bool) -> u32 {
-  return select((a >> 16u) | (b << 16u), a, aligned);
+// Bytes 0..3 of `v` as unsigned values (Q4_K's scale and min bytes).
+fn bytes_unsigned(v: u32) -> vec4<f32> {
+  let fields = vec4<u32>(v, v, v >> 16u, v >> 16u) & vec4<u32>(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
+  let scale = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0);
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -scale);
+}
+
+// Quant word i of an 18- or 34-byte block (Q4_0, Q8_0) from words a = w + i and b = w + i + 1, w the word
+// holding its d: an odd block's d is the upper half of word w and its quants start on the next word (b); an
+// even block's quants start mid-word (the upper half of a and the lower half of b).
+fn quant_word(a: u32, b: u32, odd: bool) -> u32 {
+  return select((a >> 16u) | (b << 16u), b, odd);
 }
 
 // Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes s0 (bytes 0-3), s1 (4-7) and

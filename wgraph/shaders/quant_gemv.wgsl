@@ -1,125 +1,224 @@
-// y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) with W held as GGML blocks (wgraph/ggml_blocks.py), dequantized
-// in registers: a GEMV for a few rows of x (decode), bound by reading W's blocks once.
-// A workgroup owns FEATURES output features; its THREADS threads split a weight row into slices (SLICE_WORDS
-// quant words of one block with the block's scales: 8 to 32 weights), so a warp reads neighbouring bytes and
-// neighbouring x. A thread loads its slice of each of the FEATURES rows first (the loads in flight together),
-// then every x vector it loads feeds all FEATURES of them. Quants become exact f32 values (quant_common.wgsl),
-// summed against x per half-slice; the block's scale (and min, times the sum of x) multiply the sums, not each
-// weight. Then a two-pass workgroup-memory sum per (row, feature). Rows of x past MAX_ROWS are chunks on grid z.
-struct QuantLinearParams {
-  m: u32,
-  n: u32,
-  k: u32,
+// y[r, o] = epilogue(sum_k W[row, k] * x'[r, k]) for 1..MAX_ROWS rows of x (a chunk of rows per group of
+// `groups_per_chunk` workgroups) with W held as GGML blocks (wgraph/ggml_blocks.py), dequantized in registers:
+// the decode step's GEMV, bound by reading W's blocks once. The layout of gemv.wgsl (the f16 GEMV): a workgroup
+// holds SLOTS feature slots of LANES lanes; a slot owns FT weight rows (slot + f * slots), so each x load feeds
+// FT rows and MAX_ROWS rows of x share each weight load; lanes of a slot sum by subgroup shuffles.
+//
+// How lanes walk a row (the format's reader, {{QTYPE_LANES}}, says what a lane reads): LPB lanes share a block,
+// lane t of them taking quant words t, t + LPB, ... and the x vectors t + LPB * i of the block's x. So the
+// lanes of a step read neighbouring words of W and neighbouring 16-byte vectors of x (a warp's x load is whole
+// 128-byte lines; with a block or half a block per lane it touched 16 to 32 lines), and a lane's place in its
+// block, hence every shift and scale index it uses, is fixed for the whole row. A step covers BPS = LANES / LPB
+// blocks; UNROLL steps of FT rows load before any of them is used (the loads in flight together).
+// Prologue (has_norm): RMSNorm of x folded in: x' = x * norm_w, and the slot's lanes, which see every x once,
+// also sum x^2, so the row's 1 / rms scales the sums. Epilogue: 1 / rms, + bias[row], swiglu (W holds
+// [gate; up]: FT even, slot rows f < FT / 2 are gates and f + FT / 2 their ups), + residual[r, o].
+//!include elementwise_math.wgsl
+struct QuantGemvParams {
+  m: u32,                 // rows of x (all chunks)
+  n: u32,                 // rows of W
+  k: u32,                 // in_features: row_blocks whole blocks
+  row_blocks: u32,        // blocks per weight row
+  slots: u32,             // feature slots: ceil(n / FT), n / FT with swiglu
+  out_n: u32,             // output features: n, or n / 2 with swiglu
+  groups_per_chunk: u32,  // workgroups per chunk of MAX_ROWS rows of x
   has_bias: u32,
-  row_blocks: u32,  // blocks per weight row: k / BLOCK_WEIGHTS
+  has_residual: u32,
+  has_norm: u32,
+  swiglu: u32,
+  eps: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: QuantLinearParams;
+@group(0) @binding(0) var<uniform> params: QuantGemvParams;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> blocks: array<{{W_WORD}}>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<storage, read> blocks: array<u32>;
+@group(0) @binding(3) var<storage, read> heads: array<vec4<u32>>;  // the same buffer in 16-byte words
+@group(0) @binding(4) var<storage, read> norm_w: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
+@group(0) @binding(6) var<storage, read> residual: array<f32>;
+@group(0) @binding(7) var<storage, read_write> y: array<f32>;
 
 const THREADS: u32 = {{WORKGROUP_SIZE_X}}u;
-const FEATURES: u32 = {{FEATURES_PER_WORKGROUP}}u;
+const LANES: u32 = {{LANES}}u;
+const FT: u32 = {{FEATURES_PER_LANE}}u;
 const MAX_ROWS: u32 = {{MAX_ROWS}}u;
-const SLICE_WORDS: u32 = {{SLICE_WORDS}}u;
-const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;  // the matrix row's layout (wgraph/ggml_blocks.py FORMATS)
-const OUTPUTS: u32 = MAX_ROWS * FEATURES;
-const GROUP: u32 = THREADS / OUTPUTS;  // threads that add one output's partials in the reduction's first pass
-const SPAN: u32 = THREADS / GROUP;
-const_assert THREADS % OUTPUTS == 0u;
-
-// One weight row's slice: its quant words, and per half-slice the scale of the quant sum and the offset that
-// multiplies the sum of x (Q4_1's and Q4_K's mins; 0 for Q4_0 and Q8_0, whose quants carry their offset).
-struct Slice {
-  words: array<u32, SLICE_WORDS>,
-  scale: vec2<f32>,
-  offset: vec2<f32>,
-}
+const UNROLL: u32 = {{UNROLL}}u;
+const BLOCK_WEIGHTS: u32 = {{BLOCK_WEIGHTS}}u;  // the matrix row's layout (wgraph/ggml_blocks.py FORMATS)
+const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;
+const LPB: u32 = {{LANES_PER_BLOCK}}u;
+const SLOTS: u32 = THREADS / LANES;
+const BPS: u32 = LANES / LPB;           // blocks a slot takes per step
+const XB: u32 = BLOCK_WEIGHTS / 4u;     // x vectors per block
+const XV: u32 = XB / LPB;               // x vectors a lane takes per block
+const V: u32 = (FT + 1u) * MAX_ROWS;    // a lane's sums: vals[f * MAX_ROWS + r] dot products, then MAX_ROWS of x^2
+const SG_FLOOR: u32 = 8u;               // narrowest subgroup summed by shuffles
+const_assert THREADS % LANES == 0u;
+const_assert LANES % SG_FLOOR == 0u && LANES % LPB == 0u;
+const_assert 0u == (LANES & (LANES - 1u));
 
 //!include quant_common.wgsl
-//!include {{QTYPE_SLICE}}
+//!include {{QTYPE_LANES}}
+//!include {{GEMV_ENTRY}}
 
-const X_HALF: u32 = X_VECS / 2u;
+var<workgroup> part: array<f32, max(THREADS * MAX_ROWS, THREADS / SG_FLOOR * V)>;
+var<workgroup> tot: array<f32, SLOTS * V>;
 
-var<workgroup> partial: array<f32, OUTPUTS * THREADS>;
-var<workgroup> sums: array<f32, THREADS>;
-
-@compute @workgroup_size({{WORKGROUP_SIZE}})
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>) {
-  let first = (wid.x + wid.y * groups.x) * FEATURES;
-  let row0 = wid.z * MAX_ROWS;
-  let rows = min(params.m - row0, MAX_ROWS);
+// One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
+// become values once, for all rows of x.
+fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: ptr<function, array<f32, V>>) {
+  let values = array<Values, FT>(
+  //!repeat F FT
+    unit_values(u[$F]),
+  //!end
+  );
   let xrow = params.k / 4u;
-  let slices = params.row_blocks * SLICES_PER_BLOCK;
-  var acc: array<f32, OUTPUTS>;
-  for (var s = lid.x; s < slices; s = s + THREADS) {
-    let blk = s / SLICES_PER_BLOCK;
-    let part = s % SLICES_PER_BLOCK;
-    //!repeat F FEATURES
-    let sl$F = load_slice(min(first + ${F}u, params.n - 1u) * params.row_blocks + blk, part);  // past n: dropped
+  let xb = blk * XB + t;  // the lane's first x vector in a row of x
+  let norm = params.has_norm != 0u;
+  //!repeat I XV
+  var g$I = vec4<f32>(1.0);
+  if (norm) {
+    g$I = norm_w[xb + LPB * ${I}u];
+  }
+  //!end
+  //!repeat R MAX_ROWS
+  if (${R}u < rows) {
+    var xs: array<vec4<f32>, XV>;
+    //!repeat I XV
+    xs[$I] = x[(row0 + ${R}u) * xrow + xb + LPB * ${I}u];
     //!end
-    //!repeat F FEATURES
-    let v$F = slice_values(sl$F);
+    if (norm) {
+      //!repeat I XV
+      (*vals)[FT * MAX_ROWS + ${R}u] += dot(xs[$I], xs[$I]);
+      xs[$I] = xs[$I] * g$I;
+      //!end
+    }
+    // the sums of x the formats with a min (an offset per block or sub-block) multiply it with
+    var xsum: array<f32, XV>;
+    if (HAS_MIN) {
+      //!repeat I XV
+      xsum[$I] = dot(xs[$I], vec4<f32>(1.0));
+      //!end
+    }
+    //!repeat F FT
+    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(values[$F], xs, xsum);
     //!end
-    //!repeat R MAX_ROWS
-    if (${R}u < rows) {
-      let xb = (row0 + ${R}u) * xrow;
-      var xs: array<vec4<f32>, X_VECS>;
-      //!repeat I X_VECS
-      xs[$I] = x[xb + slice_x(blk, part, ${I}u)];
+  }
+  //!end
+}
+
+// Thread t (numbered so a slot's lanes share a subgroup where there are subgroups) of workgroup `group`;
+// `width`: lanes of an aligned group that one subgroup sums by shuffles (1: none).
+fn gemv(t: u32, group: u32, width: u32) {
+  let slot_local = t / LANES;
+  let lane = t % LANES;
+  let chunk = group / params.groups_per_chunk;
+  let slot = (group % params.groups_per_chunk) * SLOTS + slot_local;
+  let row0 = chunk * MAX_ROWS;
+  let rows = select(0u, min(params.m - row0, MAX_ROWS), row0 < params.m);  // 0 in a grid's padding
+  let tb = lane % LPB;  // the lane's place in a block
+  let rb = params.row_blocks;
+  // the slot's rows (as their first block); a slot past the end reads a real row and drops its sums
+  //!repeat F FT
+  let base$F = min(slot + ${F}u * params.slots, params.n - 1u) * rb;
+  //!end
+  var vals: array<f32, V>;
+  var blk = select(rb, lane / LPB, rows > 0u);
+  for (; blk < rb; blk = blk + UNROLL * BPS) {
+    // steps past the row's end (its last iteration) load nothing and add nothing
+    //!repeat U UNROLL
+    let on$U = blk + ${U}u * BPS < rb;
+    var u$U: array<Unit, FT>;
+    if (on$U) {
+      u$U = array<Unit, FT>(
+      //!repeat F FT
+        load_unit(base$F + blk + ${U}u * BPS, tb),
       //!end
-      var xsum = vec2<f32>(0.0);
-      if (HAS_MIN) {
-        //!repeat I X_HALF
-        xsum = xsum + vec2<f32>(dot(xs[$I], vec4<f32>(1.0)), dot(xs[X_HALF + ${I}u], vec4<f32>(1.0)));
-        //!end
-      }
-      //!repeat F FEATURES
-      {
-        var sums = vec2<f32>(0.0);
-        //!repeat I X_HALF
-        sums = sums + vec2<f32>(dot(v$F[$I], xs[$I]), dot(v$F[X_HALF + ${I}u], xs[X_HALF + ${I}u]));
-        //!end
-        var t = dot(sl$F.scale, sums);
-        if (HAS_MIN) {
-          t = t + dot(sl$F.offset, xsum);
-        }
-        acc[${R}u * FEATURES + ${F}u] += t;
-      }
-      //!end
+      );
+    }
+    //!end
+    //!repeat U UNROLL
+    if (on$U) {
+      accumulate(blk + ${U}u * BPS, tb, u$U, row0, rows, &vals);
     }
     //!end
   }
-  //!repeat O OUTPUTS
-  partial[${O}u * THREADS + lid.x] = acc[$O];
-  //!end
-  workgroupBarrier();
-  // Two passes, two barriers: GROUP threads per output each add SPAN of its partials (neighbouring threads
-  // read neighbouring words; the start rotated by output, so outputs sharing a warp read distinct banks), then
-  // one thread per output adds those GROUP sums.
-  let o = lid.x / GROUP;
-  let g = lid.x % GROUP;
-  var s = 0.0;
-  //!repeat J SPAN
-  s = s + partial[o * THREADS + ((${J}u + o) % SPAN) * GROUP + g];
-  //!end
-  sums[lid.x] = s;
-  workgroupBarrier();
-  if (lid.x < rows * FEATURES) {
-    var v = 0.0;
-    //!repeat J GROUP
-    v = v + sums[lid.x * GROUP + (${J}u + lid.x) % GROUP];
-    //!end
-    let r = lid.x / FEATURES;
-    let f = first + lid.x % FEATURES;
-    if (f < params.n) {
-      if (params.has_bias != 0u) {
-        v = v + bias[f];
+
+  // the slot's totals -> tot[slot_local * V + v]
+  if (width > 1u) {
+    for (var mask = width / 2u; mask > 0u; mask = mask / 2u) {
+      //!repeat I FT * MAX_ROWS
+      vals[${I}u] += shuffle_xor(vals[${I}u], mask);
+      //!end
+      if (params.has_norm != 0u) {
+        //!repeat R MAX_ROWS
+        vals[FT * MAX_ROWS + ${R}u] += shuffle_xor(vals[FT * MAX_ROWS + ${R}u], mask);
+        //!end
       }
-      y[(row0 + r) * params.n + f] = v;
+    }
+    let subgroups = LANES / width;  // partials per slot
+    if (lane % width == 0u) {
+      let at = (slot_local * (LANES / SG_FLOOR) + lane / width) * V;
+      //!repeat I V
+      part[at + ${I}u] = vals[${I}u];
+      //!end
+    }
+    workgroupBarrier();
+    for (var v = lane; v < V; v = v + LANES) {
+      var s = 0.0;
+      for (var p = 0u; p < subgroups; p = p + 1u) {
+        s += part[(slot_local * (LANES / SG_FLOOR) + p) * V + v];
+      }
+      tot[slot_local * V + v] = s;
+    }
+  } else {
+    // MAX_ROWS values per thread a round; lane r of a slot sums value r of its LANES lanes (the start lane
+    // rotated so neighbouring threads read distinct banks)
+    //!repeat F FT + 1
+    workgroupBarrier();
+    //!repeat R MAX_ROWS
+    part[t * MAX_ROWS + ${R}u] = vals[${F}u * MAX_ROWS + ${R}u];
+    //!end
+    workgroupBarrier();
+    if (lane < MAX_ROWS) {
+      var s = 0.0;
+      for (var l = 0u; l < LANES; l = l + 1u) {
+        s += part[(slot_local * LANES + (l + lane) % LANES) * MAX_ROWS + lane];
+      }
+      tot[slot_local * V + ${F}u * MAX_ROWS + lane] = s;
+    }
+    //!end
+  }
+  workgroupBarrier();
+
+  if (slot >= params.slots || rows == 0u) {
+    return;
+  }
+  let at = slot_local * V;
+  let outs = select(FT, FT / 2u, params.swiglu != 0u) * MAX_ROWS;  // (row, x row) pairs a slot writes
+  for (var o = lane; o < outs; o = o + LANES) {
+    let r = o % MAX_ROWS;
+    let row = slot + (o / MAX_ROWS) * params.slots;
+    if (r < rows && row < params.out_n) {
+      var scale = 1.0;
+      if (params.has_norm != 0u) {
+        scale = inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);
+      }
+      var v = tot[at + o] * scale;
+      if (params.has_bias != 0u) {
+        v = v + bias[row];
+      }
+      if (params.swiglu != 0u) {
+        var up = tot[at + o + FT / 2u * MAX_ROWS] * scale;
+        if (params.has_bias != 0u) {
+          up = up + bias[row + params.out_n];
+        }
+        v = silu(v) * up;
+      }
+      let at_y = (row0 + r) * params.out_n + row;
+      if (params.has_residual != 0u) {
+        v = v + residual[at_y];
+      }
+      y[at_y] = v;
     }
   }
 }

@@ -1,0 +1,24 @@
+"""The quantized GEMV bench's accounting (bytes a fused call reads, counted by hand) and one of its rows on
+this device: the planned kernel, its output checked against float64 with gguf's dequantizer."""
+
+import wgraph as wg
+from wgraph.bench import quant
+
+
+def test_bytes_of_a_fused_call():
+    s = quant.QuantGemvShape("Q4_0", 1, 16384, 2048, "norm+gate_up+swiglu", norm=True, swiglu=True)
+    # blocks: 16384 rows of 64 blocks of 18 bytes; x 2048 f32; y 8192 f32 (swiglu halves); norm weight 2048 f32
+    assert s.bytes == 16384 * 64 * 18 + 4 * 2048 + 4 * 8192 + 4 * 2048
+    r = quant.QuantGemvShape("Q4_K", 2, 2048, 8192, "down_proj+residual", residual=True)
+    # 2048 rows of 32 super-blocks of 144 bytes; x 2 x 8192 f32; y and residual 2 x 2048 f32 each
+    assert r.bytes == 2048 * 32 * 144 + 4 * 2 * 8192 + 2 * 4 * 2 * 2048
+    assert r.fused == ("residual",) and s.fused == ("rmsnorm", "swiglu")
+
+
+def test_a_bench_row_checks_the_planned_kernel(dev):
+    s = quant.QuantGemvShape("Q4_K", 1, 96, 512, "wide+swiglu+residual", swiglu=True, residual=True)
+    (row,) = quant.bench_quant_gemv(dev, [s], copy_gbps=None, all_variants=False, use_torch=False, target_s=0.001,
+                                    progress=lambda _: None)
+    assert row["status"] == "ok" and row["planned"] and row["gpu_us"] > 0
+    assert row["variant"] == wg.ops.plan_linear_q(1, 96, 512, "Q4_K", swiglu=True, caps=dev.caps).variant
+    assert row["max_rel_err_vs_float64"] < 1e-5
