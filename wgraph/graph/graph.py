@@ -226,11 +226,12 @@ class Graph:
         """Node names in a deterministic topological order (ties broken by insertion order)."""
         return list(nx.lexicographical_topological_sort(self.nx, key=self._order.__getitem__))
 
-    def compile(self, device=None) -> Program:
-        """Plan every node once: a Program that runs the whole graph in one submit."""
+    def compile(self, device=None, *, shared_states: dict | None = None) -> Program:
+        """Plan every node once: a Program that runs the whole graph in one submit. `shared_states` {state name:
+        Tensor} gives states buffers the program does not own (another program's weights): used as they are."""
         device = device or default_device()
         with device.lock:  # compile creates pipelines, bind groups and buffers: one thread at a time
-            return Program(self, device)
+            return Program(self, device, shared_states)
 
     def to_dot(self) -> str:
         return export.graph_to_dot(self)
