@@ -29,7 +29,7 @@ import pytest
 import wgraph as wg
 from wgraph import ggml_blocks
 from wgraph.ggml_blocks import QuantizedWeight
-from wgraph.models import Checkpoint, DecoderConfig, Llama, Tokenizer, from_pretrained, text
+from wgraph.models import BatchedDecoder, Checkpoint, DecoderConfig, Llama, Tokenizer, from_pretrained, text
 from wgraph.models.config import LlamaConfig
 from wgraph.models.quantized import QuantizedLlama
 from wgraph.models.random_checkpoint import random_weights, tiny_config, write_checkpoint
@@ -147,6 +147,10 @@ class Env:
         self.qw_host = ggml_blocks.quantize(r.standard_normal((8, 32)).astype(np.float32), "Q8_0")
         self.qw = self.qw_host.upload(dev)
         self.tensors.append(self.qw.blocks)
+        self.batched = BatchedDecoder(self.model, 2, max_seq=8)
+        self.bcache = (t((2, 4, 1, 8)), t((2, 4, 1, 8)))   # [B, capacity, kv heads, D] for rope_kv_append_batched
+        self.bpos, self.bhistory = t((2,), np.uint32, [0, 1]), t((2, 8), np.uint32, np.zeros((2, 8)))
+        self.bu32 = [t((2,), np.uint32, [v, v + 1]) for v in (3, 0, 0, 1)]
 
     def need_f16(self):
         if not self.f16:
@@ -273,6 +277,12 @@ OPS = {
     "decode_advance": Case(lambda e: (wg.ops.decode_advance, (e.u32[0],),
                                       dict(token=e.u32[1], history=e.u32[4], pos=e.u32[2], kv_len=e.u32[3])),
                            ("next_id", "token", "history", "pos", "kv_len")),
+    "decode_advance_batched": Case(lambda e: (wg.ops.decode_advance_batched, (e.bu32[0],),
+                                              dict(token=e.bu32[1], history=e.bhistory, pos=e.bu32[2],
+                                                   kv_len=e.bu32[3])),
+                                   ("next_ids", "token", "history", "pos", "kv_len")),
+    "rope_kv_append_batched": Case(lambda e: (wg.ops.rope_kv_append_batched, (e.x32, e.cos, e.sin, e.bcache, e.bpos),
+                                              dict(q_heads=2)), ("qkv", "cos", "sin", "cache", "pos")),
     "kernel_path": Case(lambda e: (wg.ops.kernel_path, ({"decode": "decode_streaming_f32"},), {}), ()),
     "TieredKVCache": Case(lambda e: (e.need_f16(), (wg.ops.TieredKVCache, (e.dev,),
                                                     dict(kv_heads=1, head_dim=8, hot_window=4, cold_capacity=8)))[1],
@@ -319,7 +329,8 @@ GRAPHS = {
                         {"name": (TEXT, "any str"), "dtype": (OPT, "the array's own")}, data=("array",)),
     "Graph.output": Case(_graph_call("output", "o", "<x>"), ("value",), {"name": (TEXT, "any str")}),
     "Graph.scope": Case(_graph_call("scope", "layer0"), (), {"prefix": (TEXT, "any str")}),
-    "Graph.compile": Case(lambda e: (e.graph.compile, (e.dev,), {}), (), {"device": (OPT, "the default device")}),
+    "Graph.compile": Case(lambda e: (e.graph.compile, (e.dev,), {}), (), {"device": (OPT, "the default device"),
+                                                                      "shared_states": (OPT, "none shared")}),
     "Graph.node": Case(_graph_call("node", "x"), ()),
     "Graph.consumers": Case(_graph_call("consumers", "x"), ()),
     "Graph.from_json": Case(lambda e: (wg.Graph.from_json, (e.graph.to_json(),), {}), ()),
@@ -360,6 +371,13 @@ MODEL = {
     "Llama.generate_text": Case(lambda e: (e.model.generate_text, ("hi", 1), {}), (), TEXT_OPTIONS,
                                 options=text.OPTIONS),
     "Llama.stream_text": Case(lambda e: (e.model.stream_text, ("hi", 1), {}), (), TEXT_OPTIONS, options=text.OPTIONS),
+    "BatchedDecoder": Case(lambda e: (BatchedDecoder, (e.model, 2), dict(max_seq=8)), ("model",),
+                           {"max_seq": (OPT, "the model's")}),
+    "BatchedDecoder.generate": Case(lambda e: (e.batched.generate, ([[1, 2], [3]], 1), {}), (),
+                                    {"read_every": (OPT, "at the end"), "progress": (OPT, "no callback")}),
+    "BatchedDecoder.prefill": Case(lambda e: (e.batched.prefill, ([[1, 2], [3]],), {}), ()),
+    "BatchedDecoder.run_steps": Case(lambda e: (e.batched.run_steps, (1,), {}), ()),
+    "BatchedDecoder.step": Case(lambda e: (e.batched.step, (), {})),
     "models.from_pretrained": Case(lambda e: (from_pretrained, ("/nonexistent",), dict(dtype="f32")), (),
                                    {"device": (OPT, "the default device"), "max_seq": (OPT, "the config's"),
                                     "dtype": (OPT, "f16 where the device has shader-f16"),
@@ -443,7 +461,7 @@ NOT_WALKED = {
 
 CLASSES = {"Device": wg.Device, "Tensor": wg.Tensor, "Graph": wg.Graph, "Program": wg.Program, "Llama": Llama,
            "QuantizedLlama": QuantizedLlama, "Tokenizer": Tokenizer, "QuantizedWeight": QuantizedWeight,
-           "DecoderConfig": DecoderConfig, "Checkpoint": Checkpoint,
+           "DecoderConfig": DecoderConfig, "Checkpoint": Checkpoint, "BatchedDecoder": BatchedDecoder,
            "ops.TieredKVCache": wg.ops.TieredKVCache}
 FUNCTIONS = {"models.from_pretrained": from_pretrained, "ggml_blocks.quantize": ggml_blocks.quantize,
              "ggml_blocks.stack_rows": ggml_blocks.stack_rows}
@@ -453,7 +471,7 @@ def _public() -> set[str]:
     """Qualified names of the public callables: wg.ops' exports, the functions above, the constructors users
     call, and the public methods of the classes above."""
     names = {f"ops.{n}" for n in wg.ops.__all__} | set(FUNCTIONS) | {"Device", "Graph", "Llama", "QuantizedLlama",
-                                                                      "QuantizedWeight", "Checkpoint"}
+                                                                      "QuantizedWeight", "Checkpoint", "BatchedDecoder"}
     for prefix, cls in CLASSES.items():
         names |= {f"{prefix}.{n}" for n, v in vars(cls).items() if not n.startswith("_") and callable(
             v.__func__ if isinstance(v, (classmethod, staticmethod)) else v)}

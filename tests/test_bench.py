@@ -101,6 +101,8 @@ def test_bench_json_has_every_field(tmp_path, dev):
     else:
         assert prof["status"] == "unsupported"
 
+    assert [r["status"] for r in data["batched_model"]["rows"]] == ["ok", "ok"], data["batched_model"]
+
     assert {r["type"] for r in data["fma"]["rows"]} == {"f32", "f16", "vec2f16", "vec4f16"}
     for r in data["fma"]["rows"]:
         assert r["status"] == "ok" or (r["status"] == "unsupported" and "f16" in r["type"]), r
@@ -233,3 +235,19 @@ def test_bench_batched_rows(dev):
         assert r[{"decode": "gbps", "varlen": "tflops"}[r["kind"]]] > 0
         assert r["replay_us"] > 0
     assert "decode B=3" in table(rows)
+
+
+def test_bench_batched_model_rows(dev):
+    """The batched model section: B = 1 and 8 of the tiny config; each row's step is as many dispatches whatever
+    B, B tokens per step, and sequence 0 (the same prompt in both) gets the same ids."""
+    from wgraph.bench.batched_model import bench_batched_models, table
+
+    out = bench_batched_models(dev, quick=True, use_torch=False, progress=lambda _msg: None)
+    rows = out["rows"]
+    assert [(r["batch"], r["status"]) for r in rows] == [(1, "ok"), (8, "ok")], rows
+    assert rows[0]["dispatches_per_step"] == rows[1]["dispatches_per_step"]
+    for r in rows:
+        assert r["tokens_per_s"] == pytest.approx(r["batch"] * 1e3 / r["ms_per_step"])
+        assert r["submits_per_step"] == 1.0 and len(r["ids"]) == r["batch"] and len(r["ids"][0]) == out["steps"]
+    assert rows[0]["ids"][0] == rows[1]["ids"][0]
+    assert "tiny-llama" in table(out) and "torch graph" in table(out)

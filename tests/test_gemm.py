@@ -89,6 +89,22 @@ output_dtype = "f32"
 defines = { W_DT = "f32" }
 vars = { wdt = "f32" }
 
+[variants."skinny_{row}w"]
+matrix = "linear_weight"
+op = "linear"
+file = "linear_gemm.wgsl"
+entry = "main"
+workgroup_size = [128]
+defines = { ALIGN = "vec4", TILE_M = "32", TILE_N = "128", TILE_K = "16", THREAD_M = "4", THREAD_N = "8", K_UNROLL = "16" }
+limits = { k_multiple = 4 }
+weight_dtype = "{wdt}"
+form = "gemm"
+max_rows = 32
+min_tiles = 1
+fill_workgroups = 64
+min_split_k = 256
+max_splits = 16
+
 [variants."big_{row}w"]
 matrix = "linear_weight"
 op = "linear"
@@ -136,8 +152,8 @@ min_split_k = 256
 max_splits = 4
 """
 
-# (rows, n, k) -> (variant, slices), worked out by hand from the numbers above: big when its 128x128 tiles
-# number >= 100; else small when its 64x64 tiles number >= 50, its K split while its tiles are < 200, into at
+# (rows, n, k) -> (variant, slices), worked out by hand from the numbers above: skinny for at most 32 rows, its K
+# split while its 32x128 tiles are < 64, into at most k // 256 slices; else big when its 128x128 tiles number >= 100; else small when its 64x64 tiles number >= 50, its K split while its tiles are < 200, into at
 # most 4 slices and at most k // 256, each a whole number of 16-deep steps; else big again (the fallback),
 # split while < 100 workgroups into at most 16 slices; k % 4 != 0: any (fill 0: never split)
 RULE_TABLE = {
@@ -152,6 +168,11 @@ RULE_TABLE = {
     (256, 1600, 2048): ("small_f32w", 2),     # 2 x 13 = 26 big tiles; 4 x 25 = 100 small >= 50: min(4, 2, 8) = 2
     (256, 3072, 576): ("small_f32w", 2),      # 4 x 48 = 192 < 200: min(4, 2, 2) = 2 slices of 288
     (37, 3072, 576): ("big_f32w", 2),         # 48 small tiles < 50: the fallback, 24 big tiles: min(16, 5, 2) = 2
+    (33, 8192, 2048): ("small_f32w", 2),      # 33 rows > skinny's 32; 64 big tiles; 128 small: min(4, 2, 8) = 2
+    (32, 3072, 576): ("skinny_f32w", 2),      # 24 skinny tiles < 64: min(16, 3, 2) = 2 slices of 288
+    (32, 8192, 2048): ("skinny_f32w", 1),     # 64 skinny tiles: fill met
+    (9, 2048, 8192): ("skinny_f32w", 4),      # 16 tiles: min(16, 4, 32) = 4
+    (32, 3072, 577): ("any_f32w", 1),         # k % 4 != 0: skinny loads 16 bytes, so element loads
     (37, 3072, 577): ("any_f32w", 1),         # k % 4 != 0: element loads; fill 0: never split
     (9, 7, 1): ("any_f32w", 1),
 }

@@ -21,7 +21,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "gemv", "fma", "gemm", "attention", "batched", "model", "quant"), help="run one section")
+    p.add_argument("--only", choices=("host", "gemv", "fma", "gemm", "attention", "batched", "model", "batched_model",
+                                       "quant"), help="run one section")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it "
@@ -117,6 +118,8 @@ def main(argv: list[str]) -> dict:
         print(batched.table(rows))
     if args.only in (None, "model"):
         _model_section(dev, args, grid, result)
+    if args.only in (None, "batched_model"):
+        _batched_model_section(dev, args, grid, result)
     if args.only in (None, "quant"):
         _quant_section(dev, args, grid, result)
     report.add_fma_fractions(result)
@@ -179,6 +182,20 @@ def _model_section(dev, args, grid: str, result: dict):
     print("\n== model: Llama greedy decode ==")
     for row in rows:
         print(model.table(row))
+
+
+def _batched_model_section(dev, args, grid: str, result: dict):
+    """B sequences decoded at once (wgraph/bench/batched_model.py): B = 1, 8, 32 of the 1B shape beside torch."""
+    from wgraph.bench import batched_model
+
+    try:
+        out = batched_model.bench_batched_models(dev, quick=args.quick or grid == "tiny", use_torch=not args.no_torch,
+                                                 progress=_progress, profile=args.profile)
+    except Exception as e:  # noqa: BLE001 - report it and carry on
+        out = {"status": "error", "note": f"{type(e).__name__}: {e}", "rows": []}
+    result["batched_model"] = out
+    print("\n== batched model: B sequences decoded at once, greedy ==")
+    print(batched_model.table(out) if "model" in out else f"error: {out['note']}")
 
 
 def _quant_section(dev, args, grid: str, result: dict):

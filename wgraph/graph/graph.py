@@ -250,13 +250,14 @@ class Graph:
             raise GraphError(f"graph {self.name!r}: consumers(value={show(value)}): no such value")
         return [n for n in self.nx.successors(self.producer[value]) if value in self.node(n).inputs]
 
-    def compile(self, device=None) -> Program:
-        """Plan every node once: a Program that runs the whole graph in one submit."""
+    def compile(self, device=None, *, shared_states: dict | None = None) -> Program:
+        """Plan every node once: a Program that runs the whole graph in one submit. `shared_states` {state name:
+        Tensor} gives states buffers the program does not own (another program's weights): used as they are."""
         if device is not None and not isinstance(device, Device):
             raise args.fail("Graph.compile", "device", device, "None (the default device) or a wgraph Device")
         device = device or default_device()
         with device.lock:  # compile creates pipelines, bind groups and buffers: one thread at a time
-            return Program(self, device)
+            return Program(self, device, shared_states)
 
     def to_dot(self) -> str:
         return export.graph_to_dot(self)

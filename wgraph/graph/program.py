@@ -114,12 +114,31 @@ def _plan_buffers(g, order: list[str], persistent: set[str]):
     return slot_of, sizes, naive
 
 
+def _check_shared(g, device, shared: dict) -> dict:
+    """{state name: Tensor} of states whose buffers another owner holds: each a state of `g`, a live Tensor of
+    `device` of the state's shape and dtype."""
+    if not isinstance(shared, dict):
+        raise args.fail("Graph.compile", "shared_states", shared, "None or a dict {state name: Tensor}")
+    for name, t in shared.items():
+        where = f"graph {g.name!r}: shared state {name!r}"
+        if name not in g.states:
+            raise GraphError(f"{where} is not a state of the graph; states: {sorted(g.states)}")
+        if not isinstance(t, Tensor) or t.device is not device:
+            raise DeviceError(f"{where} must be a Tensor of the device the graph compiles for, got {t!r}")
+        device.check_tensor(t)
+        if t.spec != g.states[name].spec:
+            raise ShapeError(f"{where} is {g.states[name].spec.dtype} {g.states[name].spec.shape}; the tensor given is "
+                             f"{t.dtype} {t.shape}")
+    return dict(shared)
+
+
 class Program:
     """A compiled graph. `run(**inputs)` -> {output name: Tensor}; the tensors are the program's own buffers,
     overwritten by the next run (call .numpy() before running again, or copy)."""
 
-    def __init__(self, graph, device):
+    def __init__(self, graph, device, shared_states: dict | None = None):
         device.check_alive()
+        self.shared = _check_shared(graph, device, {} if shared_states is None else shared_states)
         self.graph = graph
         self.device = device
         self.epoch = device.epoch
@@ -143,11 +162,14 @@ class Program:
                 elif v in slot_of:
                     slot = self._slots[slot_of[v]]
                     self.tensors[v] = Tensor(device, slot.buffer, spec, v, base=slot)
+                elif v in self.shared:
+                    self.tensors[v] = self.shared[v]
                 else:
                     self.tensors[v] = device.empty(spec.shape, spec.dtype, label=v)
                     persistent_bytes += spec.nbytes
         for name, st in g.states.items():
-            self._write_state(name, st.init)
+            if name not in self.shared:
+                self._write_state(name, st.init)
         self.memory_plan_slots = dict(slot_of)
 
         # ---- every node captured, as a recording captures an op call; then filled into one command list
@@ -205,12 +227,12 @@ class Program:
         return self.tensors[name]
 
     def reset_state(self, name: str | None = None):
-        """Refill one state (or all) with its init data or zeros."""
+        """Refill one state (or all) with its init data or zeros; shared states are left as they are."""
         if name is not None and (type(name) is not str or name not in self.graph.states):
             raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; states: "
                              f"{sorted(self.graph.states)}")
         for n, st in self.graph.states.items():
-            if name is None or n == name:
+            if (name is None or n == name) and n not in self.shared:
                 self._write_state(n, st.init)
 
     # ---- running ----

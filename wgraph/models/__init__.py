@@ -4,8 +4,9 @@ from wgraph.errors import CheckpointError
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import DecoderConfig, LlamaConfig, RopeScaling
 from wgraph.models.llama import Llama
+from wgraph.models.batched import BatchedDecoder
 from wgraph.models.pretrained import from_pretrained
 from wgraph.models.tokenizer import Tokenizer
 
-__all__ = ["Checkpoint", "CheckpointError", "DecoderConfig", "Llama", "LlamaConfig", "RopeScaling", "Tokenizer",
+__all__ = ["BatchedDecoder", "Checkpoint", "CheckpointError", "DecoderConfig", "Llama", "LlamaConfig", "RopeScaling", "Tokenizer",
            "from_pretrained"]

@@ -258,7 +258,7 @@ class Llama:
         if fused_qkv(c):
             # norm + [q; k; v] (+ biases) in one GEMV, then RoPE of q and k and the K/V append in one dispatch
             qkv = ops.linear(x, w["w_qkv"], w.get("b_qkv"), norm=w["attn_norm"], eps=eps)
-            q = ops.rope_kv_append(qkv, glob["cos"], glob["sin"], cache, pos, q_heads=hq)
+            q = self._rope_append(qkv, glob, cache, pos)
         else:
             h = ops.rmsnorm(x, w["attn_norm"], eps=eps)
             q = ops.reshape(ops.linear(h, w["wq"], w.get("bq")), rows, hq, d)
@@ -270,9 +270,7 @@ class Llama:
             q = ops.rope(q, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
             k = ops.rope(k, glob["cos"], glob["sin"], pos=pos, rotary_dim=rd, interleaved=inter)
             ops.kv_append(cache, k, v, pos)
-        # attention over the cache's first kv_len rows
-        o = ops.reshape(ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, scale=c.attention_scale,
-                                      sliding_window=c.window(i), softcap=c.attn_softcap), rows, hq * d)
+        o = ops.reshape(self._attend(i, q, cache, kv_len), rows, hq * d)
         if c.sandwich_norms:
             x = ops.add(x, ops.rmsnorm(ops.linear(o, w["wo"], w.get("bo")), w["post_attn_norm"], eps=eps))
         else:
@@ -285,6 +283,18 @@ class Llama:
         if c.sandwich_norms:
             return ops.add(x, ops.rmsnorm(ops.linear(act, w["w_down"], w.get("b_down")), w["post_mlp_norm"], eps=eps))
         return ops.linear(act, w["w_down"], w.get("b_down"), residual=x)
+
+    # ---- where a layer meets its KV cache: the two hooks BatchedDecoder (models/batched.py) has its own of ----
+
+    def _rope_append(self, qkv, glob: dict, cache, pos):
+        """q [rows, Hq, D] rotated from the stacked q/k/v rows; k (rotated) and v written into `cache` at `pos`."""
+        return ops.rope_kv_append(qkv, glob["cos"], glob["sin"], cache, pos, q_heads=self.config.num_attention_heads)
+
+    def _attend(self, i: int, q, cache, kv_len):
+        """Layer i's attention of q [rows, Hq, D] over the cache's first kv_len rows."""
+        c = self.config
+        return ops.attention(q, cache[0], cache[1], causal=True, kv_len=kv_len, scale=c.attention_scale,
+                             sliding_window=c.window(i), softcap=c.attn_softcap)
 
     def _gate(self, gate_up):
         """act(gate) * up over the stacked halves: SwiGLU or GeGLU."""

@@ -14,16 +14,18 @@ from wgraph.ops.kv_cache import QuantizedKV, kv_append, kv_append_quantized, kv_
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.decode import decode_advance
+from wgraph.ops.decode_batched import decode_advance_batched
 from wgraph.ops.rope_kv import rope_kv_append
+from wgraph.ops.rope_kv_batched import rope_kv_append_batched
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 from wgraph.ops.sdpa import sdpa, transpose01
 
 __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "add_rmsnorm",
     "argmax", "attention", "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention",
-    "bdpa_decompose", "decode_advance", "embedding", "embedding_q", "geglu", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
+    "bdpa_decompose", "decode_advance", "decode_advance_batched", "embedding", "embedding_q", "geglu", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
     "kv_dequantize", "kv_quantize", "layernorm", "linear", "linear_q", "mul",
-    "plan_linear_q", "reshape", "rmsnorm", "rope", "rope_kv_append",
+    "plan_linear_q", "reshape", "rmsnorm", "rope", "rope_kv_append", "rope_kv_append_batched",
     "rope_tables",
     "sample", "scale", "sdpa", "seqlens_advance", "silu", "softcap", "softmax", "swiglu", "tiered_attention",
     "tiered_quant_attention", "transpose01",

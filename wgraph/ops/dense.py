@@ -150,12 +150,13 @@ def gemm_k_split(kv, k: int, splits: int) -> int:
 
 def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM", variant: str | None = None,
               split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), separate: str = "") -> LinearPlan:
-    """The first GEMM configuration (registry order) whose `k_multiple` divides k and whose output has at least
-    `min_tiles` tiles, else the one marked `fallback`; K cut into slices while the tiles make fewer than its
-    `fill_workgroups` workgroups."""
+    """The first GEMM configuration (registry order) whose `k_multiple` divides k, whose `max_rows` (where it has
+    one) is at least rows and whose output has at least `min_tiles` tiles, else the one marked `fallback`; K cut
+    into slices while the tiles make fewer than its `fill_workgroups` workgroups."""
     if variant is None:
         takers = [kv for kv in _gemm_kernels(weight_dtype) if _takes_k(kv, k)]
-        fits = [kv for kv in takers if "min_tiles" in kv.facts and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]]
+        fits = [kv for kv in takers if "min_tiles" in kv.facts and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]
+                and rows <= kv.facts.get("max_rows", rows)]
         fits = fits or [kv for kv in takers if kv.facts.get("fallback")]  # a small output: split K instead
         if not fits:
             raise PlanError(f"linear: no GEMM kernel for {weight_dtype} weights takes {rows} rows, in_features {k} "

@@ -1,0 +1,253 @@
+"""Batched greedy decoding (wgraph/models/batched.py): each sequence's ids equal that sequence decoded alone
+(Llama.generate) and the float64 reference (tests/llama_reference.py) or transformers' goldens, for ragged
+prompts and B = 1, 3, 8; the step's logits against float64; dispatches per step independent of B; per-sequence
+stop ids; the weights shared with the model, not copied; bad arguments refused before any GPU work. The step's
+own ops: tests/test_batched_decode_ops.py."""
+
+import numpy as np
+import pytest
+
+from wgraph.errors import ArgumentError, LimitError, ShapeError, UnsupportedError
+from wgraph.models import Llama, LlamaConfig
+from wgraph.models.batched import BatchedDecoder
+from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
+from wgraph.models.random_checkpoint import random_weights, tiny_config
+
+import llama_reference as ref
+from test_transformers_goldens import checkpoint, golden
+
+PROMPTS = [[3], [3, 14, 15, 92, 65], list(range(5, 17)), [7, 7], [40, 2, 99, 1, 5, 6, 8], [60, 61, 62],
+           [9, 8, 7, 6, 5, 4, 3, 2, 1], [11]]  # lengths 1, 5, 12, 2, 7, 3, 9, 1
+STEPS = 8
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    cfg = tiny_config()
+    return cfg, random_weights(cfg, seed=0)
+
+
+@pytest.fixture(scope="module")
+def model(tiny, dev):
+    cfg, w = tiny
+    return Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f32", max_seq=64)
+
+
+@pytest.fixture(scope="module")
+def alone(model):
+    """Each prompt decoded by itself with Llama.generate."""
+    return [model.generate(p, STEPS) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("batch, count", [(1, 1), (3, 3), (8, 8), (8, 3)])
+def test_each_sequence_decodes_as_it_does_alone(tiny, model, alone, batch, count):
+    """B sequences of ragged prompts at once (count < batch: the rest of the batch decodes pads); the prompt of
+    length 12 goes first when B = 1."""
+    cfg, w = tiny
+    order = [2, 0, 1, 3, 4, 5, 6, 7][:count]
+    prompts = [PROMPTS[i] for i in order]
+    got = BatchedDecoder(model, batch).generate(prompts, STEPS)
+    assert got == [alone[i] for i in order]
+    assert got[0] == ref.greedy(cfg, w, prompts[0], STEPS)[0]  # the float64 reference too
+
+
+def test_step_logits_match_float64_and_states_advance(tiny, model):
+    """A step consumes each sequence's last prompt id at its own position: its logits row is the float64
+    forward's last row of that prompt; then token, pos, kv_len and the history row advance per sequence."""
+    cfg, w = tiny
+    prompts = [PROMPTS[1], PROMPTS[0], PROMPTS[2]]
+    dec = BatchedDecoder(model, 3)
+    dec.prefill(prompts)
+    st = dec.program.state
+    lens = [len(p) for p in prompts]
+    assert st("pos").numpy().tolist() == [n - 1 for n in lens] and st("kv_len").numpy().tolist() == lens
+    logits = dec.step().numpy()
+    assert logits.shape == (3, cfg["vocab_size"])
+    for b, p in enumerate(prompts):
+        want = ref.forward(cfg, w, p)[-1]
+        assert rel_err(logits[b], want) < 1e-4, f"sequence {b}"
+        assert st("token").numpy()[b] == int(np.argmax(want))
+        assert st("history").numpy()[b, :lens[b] + 1].tolist() == p + [int(np.argmax(want))]
+    assert st("pos").numpy().tolist() == lens and st("kv_len").numpy().tolist() == [n + 1 for n in lens]
+    second = dec.step().numpy()  # the next position of each sequence, after its first new id
+    for b, p in enumerate(prompts):
+        ids = p + [int(np.argmax(ref.forward(cfg, w, p)[-1]))]
+        assert rel_err(second[b], ref.forward(cfg, w, ids)[-1]) < 1e-4, f"sequence {b}"
+
+
+def test_dispatches_per_step_do_not_depend_on_batch(model, dev):
+    """Every op of the step is one plan for the whole batch: the dispatch count is the same for B = 1, 3, 8 (the
+    GEMV's rows), and the same for B = 9, 16 (the GEMM's, where a linear's norm, swiglu and residual are
+    dispatches of their own); a replayed step is one submit, no readback, nothing created."""
+    rows = {b: BatchedDecoder(model, b).program.rows for b in (1, 3, 8, 9, 16)}
+    assert len(rows[1]) == len(rows[3]) == len(rows[8])
+    assert len(rows[9]) == len(rows[16])
+    gemm_steps = sum(r.op == "linear" and not r.variant.startswith(("gemv", "linear_gemm")) for r in rows[9])
+    assert len(rows[9]) - gemm_steps == len(rows[8])  # the same ops; only the linear's own steps are added
+    dec = BatchedDecoder(model, 8)
+    dec.prefill(PROMPTS)
+    before = dev.stats.snapshot()
+    dec.run_steps(5, in_flight=2)
+    d = dev.stats.since(before)
+    assert (d.submits, d.readbacks, d.dispatches) == (5, 0, 5 * len(dec.program.rows))
+    assert (d.pipelines_created, d.bind_groups_created, d.buffers_created) == (0, 0, 0)
+
+
+def test_submits_and_readbacks_of_generate(model, alone, dev):
+    dec = BatchedDecoder(model, 3)
+    calls = []
+    before = dev.stats.snapshot()
+    got = dec.generate(PROMPTS[:3], STEPS, read_every=3, in_flight=2, progress=lambda n, s: calls.append(n))
+    d = dev.stats.since(before)
+    assert got == alone[:3]
+    assert calls == [3, 6, 8]  # the steps made at each read
+    reads = -(-STEPS // 3)
+    assert d.readbacks == reads == dec.last_stats["readbacks"]
+    # the prefill, one submit per step, one per read (the copy to the staging buffer)
+    assert d.submits == 1 + STEPS + reads
+    for in_flight, every in ((1, 1), (8, None), (3, 5)):
+        assert dec.generate(PROMPTS[:3], STEPS, in_flight=in_flight, read_every=every) == alone[:3]
+
+
+def test_stop_ids_per_sequence(model, alone):
+    """A sequence ends at its first stop id (kept); the others go on; ids shared by all or one list each."""
+    prompts = PROMPTS[:3]
+    want = alone[:3]
+    stops = [[want[0][4]], [], [want[2][2], want[2][6]]]
+    cut = [want[0][:want[0].index(stops[0][0]) + 1], want[1],
+           want[2][:min(want[2].index(t) for t in stops[2]) + 1]]
+    dec = BatchedDecoder(model, 3)
+    for every in (1, 3, None):
+        assert dec.generate(prompts, STEPS, stop_ids=stops, read_every=every) == cut, every
+    shared = want[1][3]
+    got = dec.generate(prompts, STEPS, stop_ids=(shared,), read_every=2)
+    assert got == [w[:w.index(shared) + 1] if shared in w else w for w in want]
+    everywhere = [[w[0]] for w in want]  # every sequence stops at its first id: one read, then the end
+    assert dec.generate(prompts, STEPS, stop_ids=everywhere, read_every=1) == everywhere
+    assert dec.last_stats["steps"] == 1
+
+
+def test_a_decoder_runs_new_prompts_each_call(model, alone):
+    """A decoder is reused: each generate starts its prompts afresh (caches, positions, history rows); the model
+    moving its weights into another program (sampling, then greedy again) leaves the decoder on the buffers it
+    holds, with the same values."""
+    dec = BatchedDecoder(model, 3)
+    assert dec.generate(PROMPTS[:3], STEPS) == alone[:3]
+    assert dec.generate(PROMPTS[3:6], STEPS) == alone[3:6]
+    held = dec.program.state("l0.w_qkv")
+    model.generate([3], 2, temperature=0.8, seed=1)
+    assert model.generate(PROMPTS[6], STEPS) == alone[6]
+    assert model.program.state("l0.w_qkv").buffer is not held.buffer
+    assert dec.generate([PROMPTS[6], PROMPTS[0]], STEPS) == [alone[6], alone[0]]
+
+
+def test_weights_are_the_models_buffers(model):
+    """The batch program binds the model's weight tensors (no copy): its persistent bytes are its caches and
+    per-sequence states only."""
+    dec = BatchedDecoder(model, 4, max_seq=16)
+    for name in ("embed", "l0.w_qkv", "l1.w_down", "rope_cos"):
+        assert dec.program.state(name).buffer is model.program.state(name).buffer
+    c = model.config
+    caches = 2 * c.num_hidden_layers * 4 * 16 * c.num_key_value_heads * c.head_dim * 4
+    sequences = 4 * 4 * 3 + 4 * 16 * 4  # token, pos, kv_len; history
+    logits = 4 * c.vocab_size * 4  # the output
+    assert dec.program.memory.persistent_bytes == caches + sequences + logits
+
+
+@pytest.mark.parametrize("case", ["llama_bias", "qwen2", "mistral", "gemma2"])
+def test_architectures_match_transformers_goldens(case, tmp_path, dev):
+    """Biases, sliding windows of 4 keys on some layers (Qwen2, Mistral, Gemma 2), Gemma 2's softcaps, sandwich
+    norms and scaled embeddings: the golden prompt's ids in a batch with two other prompts are transformers'
+    greedy ids; the others decode as they do alone."""
+    g = golden(case)
+    prompt, greedy = g["prompt"].tolist(), g["greedy"].tolist()
+    model = Llama.from_pretrained(checkpoint(tmp_path, case, "v5"), dev, dtype="f32", max_seq=32)
+    others = [prompt[3:4], prompt[::-1][:6]]
+    got = BatchedDecoder(model, 3).generate([others[0], prompt, others[1]], len(greedy))
+    assert got[1] == greedy
+    assert [got[0], got[2]] == [model.generate(p, len(greedy)) for p in others]
+
+
+def test_f16_model_decodes_as_alone(tiny, dev):
+    """f16 weights and caches (rope_kv_append_batched's f16 kernel, f16 K/V attention): the same ids as the f16
+    model alone (the same rounding, other reduction orders)."""
+    if not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    cfg, w = tiny
+    m16 = Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f16", max_seq=32)
+    prompts = PROMPTS[:3]
+    assert BatchedDecoder(m16, 3).generate(prompts, STEPS) == [m16.generate(p, STEPS) for p in prompts]
+
+
+def test_quantized_model_decodes_as_alone(tiny, dev):
+    """A QuantizedLlama's Q8_0 block states are shared as they are; its batch decodes as it does alone."""
+    cfg, w = tiny
+    model = QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), quantize_checkpoint(w, "Q8_0"), dev, max_seq=32)
+    prompts = PROMPTS[:3]
+    dec = BatchedDecoder(model, 3)
+    assert dec.program.state("l0.w_qkv").buffer is model.program.state("l0.w_qkv").buffer
+    assert dec.generate(prompts, STEPS) == [model.generate(p, STEPS) for p in prompts]
+
+
+def test_architectures_without_fused_rope_are_refused(tmp_path, dev):
+    model = Llama.from_pretrained(checkpoint(tmp_path, "qwen3", "v5"), dev, dtype="f32", max_seq=16)
+    with pytest.raises(UnsupportedError, match=r"BatchedDecoder: qwen3 .*\(qk_norm True"):
+        BatchedDecoder(model, 2)
+
+
+def test_bad_arguments_are_refused_before_gpu_work(model, dev):
+    dec = BatchedDecoder(model, 3, max_seq=24)
+    v = model.config.vocab_size
+    A = ArgumentError
+    lists = r"must be a list of 1 to 3 prompts \(the batch\), each a list of token ids"
+    ids = rf"must be a list of integers in \[0, {v - 1}\]"
+    generate = [
+        (A, rf"prompts='abc' {lists}", ("abc", 4), {}),
+        (A, rf"prompts=array\((?s:.)*{lists}", (np.ones((2, 2), np.int64), 4), {}),
+        (A, rf"prompts=\[\] {lists}", ([], 4), {}),
+        (A, rf"prompts=\[\[1\], \[1\], \[1\], \[1\]\] {lists}", ([[1]] * 4, 4), {}),
+        (A, r"prompts\[1\]=\[\] must be a non-empty list of token ids", ([[1], []], 4), {}),
+        (A, rf"prompts\[0\]=\[1, True\] {ids}", ([[1, True]], 4), {}),
+        (A, rf"prompts\[0\]=\[1, 2.0\] {ids}", ([[1, 2.0]], 4), {}),
+        (A, rf"prompts\[0\]=array\(\[1., 1.\], dtype=float32\) {ids}", ([np.ones(2, np.float32)], 4), {}),
+        (A, rf"prompts\[0\]=5 {ids}", ([5], 4), {}),
+        (A, rf"prompts\[1\]=\[2, {v}\] {ids}", ([[1], [2, v]], 4), {}),
+        (A, rf"prompts\[0\]=\[-1\] {ids}", ([[-1]], 4), {}),
+        (A, r"max_new_tokens=True must be an integer", ([[1]], True), {}),
+        (A, r"max_new_tokens=4.0 must be an integer", ([[1]], 4.0), {}),
+        (A, r"max_new_tokens=-1 must be an integer in \[0, ", ([[1]], -1), {}),
+        (A, r"in_flight=0 must be an integer in \[1, ", ([[1]], 4), {"in_flight": 0}),
+        (A, r"read_every=0 must be an integer in \[1, ", ([[1]], 4), {"read_every": 0}),
+        (LimitError, r"prompt 1 \(20 ids\) \+ 5 new tokens exceed the KV cache of 24 positions",
+         ([[1], [1] * 20], 5), {}),
+        (A, r"stop_ids=\[2, \[3\]\] must be a list of ids .* not a mix", ([[1]], 4), {"stop_ids": [2, [3]]}),
+        (A, r"stop_ids=\[\[2\]\] must be .* one such list per prompt \(2\)", ([[1], [2]], 4), {"stop_ids": [[2]]}),
+        (A, rf"stop_ids=\[{v}\] {ids}", ([[1]], 4), {"stop_ids": [v]}),
+        (A, r"stop_ids=2 must be a list of ids", ([[1]], 4), {"stop_ids": 2}),
+    ]
+    before = dev.stats.snapshot()
+    state = dec.program.state("history").numpy()
+    for err, pattern, args, kw in generate:
+        with pytest.raises(err, match="BatchedDecoder.generate: " + pattern):
+            dec.generate(*args, **kw)
+    construct = [
+        (A, r"batch=0 must be an integer in \[1, 65535\]", (model, 0), {}),
+        (A, r"batch=True must be an integer", (model, True), {}),
+        (A, r"batch=2.0 must be an integer", (model, 2.0), {}),
+        (A, r"max_seq=65 must be an integer in \[2, 64\] or None", (model, 2), {"max_seq": 65}),
+        (A, r"max_seq=1 must be an integer in \[2, 64\]", (model, 2), {"max_seq": 1}),
+        (LimitError, r"a layer.s K cache for batch 60000 x max_seq 64 would take 491520000 bytes, above the device's 134217728",
+         (model, 60000), {}),
+        (A, r"model='llama' must be a Llama", ("llama", 2), {}),
+    ]
+    for err, pattern, args, kw in construct:
+        with pytest.raises(err, match="BatchedDecoder: " + pattern):
+            BatchedDecoder(*args, **kw)
+    d = dev.stats.since(before)
+    assert (d.submits, d.dispatches) == (1, 0)  # the one submit is the history read above
+    assert (dec.program.state("history").numpy() == state).all()
+    assert dec.generate([[1]], 0) == [[]]

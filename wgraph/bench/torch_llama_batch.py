@@ -1,0 +1,101 @@
+"""TorchLlama (wgraph/bench/torch_llama.py) decoding B sequences at once, for the batched model row of the bench:
+the same weights and math, a static [B, Hkv, max_seq, D] KV cache, one position per sequence, so one step has
+fixed shapes and is captured in a CUDA graph. torch is imported only where it runs."""
+
+from __future__ import annotations
+
+import statistics
+
+from wgraph.bench.torch_llama import TorchLlama
+
+
+class TorchLlamaBatch(TorchLlama):
+    """Greedy decode of `batch` sequences: matmuls over B rows (cuBLAS, f16), RoPE at each sequence's position,
+    GQA attention as two batched matmuls over each sequence's whole cache masked past its position (f32
+    softmax), argmax per row."""
+
+    def __init__(self, cfg, weights: dict, max_seq: int, batch: int, device: str = "cuda"):
+        super().__init__(cfg, weights, max_seq, device)
+        torch = self.torch
+        hkv, d, b = cfg.num_key_value_heads, cfg.head_dim, batch
+        self.batch = b
+        self.k = [torch.zeros(b, hkv, max_seq, d, device=device, dtype=torch.float16) for _ in self.layers]
+        self.v = [torch.zeros(b, hkv, max_seq, d, device=device, dtype=torch.float16) for _ in self.layers]
+        self.token = torch.zeros(b, dtype=torch.long, device=device)
+        self.pos = torch.zeros(b, dtype=torch.long, device=device)
+        self.history = torch.zeros(b, max_seq, dtype=torch.long, device=device)
+        self.rows = torch.arange(b, device=device)
+
+    def step(self):
+        """One token per sequence: embed self.token at self.pos, all layers, greedy next ids; pos += 1."""
+        torch, c, b = self.torch, self.cfg, self.batch
+        hq, hkv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        x = self.embed[self.token]  # [B, H]
+        mask = self.positions[None, :] > self.pos[:, None]  # [B, max_seq]: keys after each position
+        for i, w in enumerate(self.layers):
+            qkv = self._rms(x, w["attn_norm"]) @ w["wqkv"].T
+            q, k, v = qkv.split([hq * d, hkv * d, hkv * d], -1)
+            q, k = self._rope(q.view(b, hq, d)), self._rope(k.view(b, hkv, d))  # cos/sin rows of self.pos
+            self.k[i][self.rows, :, self.pos] = k
+            self.v[i][self.rows, :, self.pos] = v.view(b, hkv, d)
+            qg = q.view(b, hkv, hq // hkv, d)  # q head h reads kv head h // (Hq / Hkv)
+            s = torch.matmul(qg, self.k[i].transpose(-1, -2)).float() / d ** 0.5  # [B, Hkv, G, max_seq]
+            p = torch.softmax(s.masked_fill(mask[:, None, None, :], float("-inf")), -1).half()
+            o = torch.matmul(p, self.v[i]).reshape(b, hq * d)
+            x = x + o @ w["wo"].T
+            gu = self._rms(x, w["mlp_norm"]) @ w["w_gate_up"].T
+            g, u = gu.chunk(2, -1)
+            x = x + (torch.nn.functional.silu(g) * u) @ w["w_down"].T
+        logits = self._rms(x, self.norm) @ self.lm_head.T
+        nxt = logits.float().argmax(-1)
+        self.token.copy_(nxt)
+        self.pos.add_(1)
+        self.history[self.rows, self.pos] = nxt
+
+    def reset(self, tokens, pos: int):
+        self.token.copy_(self.torch.as_tensor(tokens, dtype=self.torch.long))
+        self.pos.fill_(pos)
+
+
+def bench_torch_batch_decode(cfg, weights, *, max_seq: int, tokens: list[int], steps: int,
+                             modes=("eager", "cuda_graph")) -> dict:
+    """ms per batched step (B = len(tokens) sequences from 1-token prompts at position 0), eager and as a CUDA
+    graph (median of 3 timed loops, CUDA events), and each sequence's greedy ids (a smoke check)."""
+    import torch
+
+    m = TorchLlamaBatch(cfg, weights, max_seq, len(tokens))
+    out = {}
+    with torch.no_grad():
+        for mode in modes:
+            run = m.step
+            if mode == "cuda_graph":
+                m.reset(tokens, 0)
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    for _ in range(2):
+                        m.step()
+                torch.cuda.current_stream().wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                m.reset(tokens, 0)
+                with torch.cuda.graph(graph):
+                    m.step()
+                run = graph.replay
+            m.reset(tokens, 0)
+            for _ in range(min(steps, 4)):
+                run()
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(3):
+                m.reset(tokens, 0)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(steps):
+                    run()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end) / steps)
+            out[mode] = {"ms_per_step": statistics.median(times), "ids": m.history[:, 1:1 + steps].tolist()}
+    del m
+    torch.cuda.empty_cache()
+    return out

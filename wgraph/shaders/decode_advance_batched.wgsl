@@ -1,0 +1,30 @@
+// decode_advance for a batch, after the step chose one id per sequence: for each sequence b, the id becomes its
+// next input token, is kept at its next position in its row of the history [B, history_len], and its position
+// and kv_len move on by one. One invocation per sequence.
+struct AdvanceBatchedParams {
+  batch: u32,
+  history_len: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: AdvanceBatchedParams;
+@group(0) @binding(1) var<storage, read> next_id: array<u32>;
+@group(0) @binding(2) var<storage, read_write> token: array<u32>;
+@group(0) @binding(3) var<storage, read_write> history: array<u32>;
+@group(0) @binding(4) var<storage, read_write> pos: array<u32>;
+@group(0) @binding(5) var<storage, read_write> kv_len: array<u32>;
+
+@compute @workgroup_size({{WORKGROUP_SIZE}})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let b = gid.x;
+  if (b >= params.batch) {
+    return;
+  }
+  let t = next_id[b];
+  let p = pos[b] + 1u;
+  token[b] = t;
+  if (p < params.history_len) {
+    history[b * params.history_len + p] = t;
+  }
+  pos[b] = p;
+  kv_len[b] = p + 1u;
+}
