@@ -70,14 +70,9 @@ def exp_entry(src: str, name: str, config: dict) -> str:
             e["limits"]["dims_per_lane"] = e["head_dim_multiple"] = value
         else:
             e["defines"][key] = str(value)
-    if "prepare" in e:   # a split-K prepare with the same chunk consts (checked by the planner)
-        d = e["defines"]
-        e["prepare"] = f"x_prepare_g{d['G_TILE']}_t{d['SPLIT_TARGET']}_c{d['CHUNK_MAX']}"
-        PREPARES.add((d["G_TILE"], d["SPLIT_TARGET"], d["CHUNK_MAX"]))
     return f"[variants.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in e.items())
 
 
-PREPARES: set = set()
 # Fused decode configurations per G_TILE (the registry's own is measured as the planned kernel). Each changes
 # what the profile says bounds the kernel: bytes in flight per SM (more workgroups: SPLIT_TARGET; more keys a
 # step: KEYS_PER_THREAD) against registers (DIMS_PER_LANE 8 halves q and acc per lane).
@@ -107,11 +102,6 @@ extra.append(exp_entry("prefill_flash_d128_f32", "x_flash_d128_f32_prefetch", {}
     'file = "attention_prefill_flash.wgsl"', 'file = "attention_prefill_flash_prefetch.wgsl"'))
 for tag, conf in VARLEN.items():
     extra.append(exp_entry("batched_flash_d128_f16", f"x_bflash_d128_f16_{tag}", conf))
-for g, t, c in sorted(PREPARES):
-    extra.append(f'[variants.x_prepare_g{g}_t{t}_c{c}]\nfile = "attention_decode_splitk_prepare.wgsl"\n'
-                 f'entry = "main"\nworkgroup_size = [1, 1, 1]\nfeatures = []\noutput_dtype = "u32"\n'
-                 f'op = "attention_combine"\ndefines = {{ G_TILE = "{g}", CHUNK_STEP = "64", CHUNK_MAX = "{c}", '
-                 f'SPLIT_TARGET = "{t}" }}\n')
 (EXP / "registry" / "zz_experiments.toml").write_text("\n\n".join(extra) + "\n")
 
 import wgraph.kernels.registry as R  # noqa: E402

@@ -4,7 +4,7 @@
 - fused decode, per G_TILE (1; 4, which g8 follows for SPLIT_TARGET and DIMS_PER_LANE): the configuration with the
   least replay time over the shapes it ran on (geometric mean of its time / the registry configuration's time,
   so every shape counts alike), among those whose output matched torch (max abs diff < 1e-3). Written into the
-  single-sequence entry, its batched twin and its prepare (both registry files; a test keeps twins equal).
+  single-sequence entry and its batched twin (both registry files; a test keeps twins equal).
 - min_kv_span of the GQA fused entries (g4, g8): the shortest decode length of the run from which the chosen
   fused configuration is no slower than split-K on every GQA shape at that length and above (none: the line
   goes; fused slower everywhere: 1 << 30).
@@ -94,12 +94,10 @@ for g in (1, 4):
     conf = chosen[g][1]
     for twin in (f"decode_fused_g{g}", f"batched_fused_g{g}"):
         edit(twin, conf)
-    edit(f"decode_fused_prepare_g{g}", {k: v for k, v in conf.items() if k == "SPLIT_TARGET"})
     if g == 4:
         g8 = {k: v for k, v in conf.items() if k in ("SPLIT_TARGET", "DIMS_PER_LANE", "WG")}
         for twin in ("decode_fused_g8", "batched_fused_g8"):
             edit(twin, g8)
-        edit("decode_fused_prepare_g8", {k: v for k, v in g8.items() if k == "SPLIT_TARGET"})
 
 # min_kv_span for GQA: fused (chosen) against split-K per length
 label4 = chosen[4][0]

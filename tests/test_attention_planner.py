@@ -144,7 +144,7 @@ def test_splitk_chunks_never_exceed_chunk_max():
 
 
 def test_splitk_companions_must_agree(tmp_path):
-    # a prepare that splits with another SPLIT_TARGET than its main kernel would index the wrong chunks
+    # a combine that derives the chunk count with another CHUNK_STEP than its main kernel merges the wrong chunks
     import shutil
     from wgraph.errors import RegistryError
     from wgraph.ops.attention_planner import check_splitk_companions
@@ -153,12 +153,13 @@ def test_splitk_companions_must_agree(tmp_path):
     shutil.copytree(SHADER_DIR, tmp_path / "s")
     toml = tmp_path / "s" / "registry" / "attention.toml"
     text = toml.read_text()
-    head, tail = text.split("[variants.decode_splitk_prepare_g4]", 1)
-    toml.write_text(head + "[variants.decode_splitk_prepare_g4]" + tail.replace('SPLIT_TARGET = "256"', 'SPLIT_TARGET = "128"', 1))
+    head, tail = text.split("[variants.decode_splitk_combine]", 1)
+    toml.write_text(head + "[variants.decode_splitk_combine]" + tail.replace('CHUNK_STEP = "64"', 'CHUNK_STEP = "32"', 1))
     reg = load_registry(toml.parent, tmp_path / "s")
-    check_splitk_companions(reg["decode_splitk_g1_f16"], reg)
-    with pytest.raises(RegistryError, match="decode_splitk_g4_f16 has SPLIT_TARGET 256 but its prepare "
-                                            "decode_splitk_prepare_g4 has 128"):
+    good = load_registry(SHADER_DIR / "registry", SHADER_DIR)
+    check_splitk_companions(good["decode_splitk_g4_f16"], good)
+    with pytest.raises(RegistryError, match="decode_splitk_g4_f16 has CHUNK_STEP 64 but its combine "
+                                            "decode_splitk_combine_f16 has 32"):
         check_splitk_companions(reg["decode_splitk_g4_f16"], reg)
 
 

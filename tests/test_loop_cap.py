@@ -19,7 +19,7 @@ CPU = Caps.synthetic(is_cpu=True, has_f16=True, has_subgroups=True, subgroup_min
 
 def test_every_attention_kernel_file_has_a_loop_bound():
     files = {k.file for k in attention_kernels()}
-    files |= {registry()[k.facts[r]].file for k in attention_kernels() for r in ("combine", "prepare") if r in k.facts}
+    files |= {registry()[k.facts[r]].file for k in attention_kernels() for r in ("combine",) if r in k.facts}
     files.discard("attention_decode_combine.wgsl")          # counted with its main kernel (chunks)
     files.discard("attention_decode_splitk_combine.wgsl")
     assert files <= set(BOUNDS), files - set(BOUNDS)

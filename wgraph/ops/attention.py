@@ -247,7 +247,7 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     partials = {"part_ml": part_ml, "part_acc": part_acc}
     (main, wg), (combine, cwg) = kplan.dispatches
     if registry()[kplan.variant].facts.get("grid") == "splitk":
-        return _encode_splitk(ctx, kplan, u, reads, partials, out, lse, kv_len_t)
+        return _encode_splitk(ctx, kplan, u, reads, partials, out, lse)
     return [
         ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks"),
         ctx.dispatch(combine, uniforms=u, bindings={**partials, "out": out, "lse": lse}, workgroups=cwg,
@@ -255,23 +255,15 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     ]
 
 
-def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, lse, kv_len_t):
-    """Split-K decode: [prepare (GPU kv_len: indirect counts),] chunks, combine; one pass when recorded."""
+def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, lse):
+    """Split-K decode: chunks, combine. The grid is the plan's: with a GPU kv_len, planned at the capacity, and
+    the chunks past the length return at once (a pass that wrote indirect counts cost a dependent dispatch,
+    ~2-3 us on an H200, more than the idle workgroups)."""
     (main, wg), (combine, cwg) = kplan.dispatches
     lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
-    dispatches = []
-    if kv_len_t is not None:
-        args = ctx.scratch((3,), "u32", "attention.splitk_args")
-        dispatches.append(ctx.dispatch(registry()[main].facts["prepare"], uniforms=u,
-                                       bindings={**lengths, "args": args}, workgroups=(1, 1, 1),
-                                       label="attention.splitk_prepare"))
-        grid = {"indirect": (args, 0)}
-    else:
-        grid = {"workgroups": wg}
-    dispatches.append(ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, label="attention.splitk", **grid))
-    dispatches.append(ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out, "lse": lse},
-                                   workgroups=cwg, label="attention.splitk_combine"))
-    return dispatches
+    return [ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.splitk"),
+            ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out, "lse": lse},
+                         workgroups=cwg, label="attention.splitk_combine")]
 
 
 ATTENTION = register(OpDef("attention", _infer, _encode, inputs=("q", "k", "v", "kv_len?", "page_table?")))

@@ -120,10 +120,6 @@ def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
             + _loop(groups))
 
 
-def _no_loops(k: Kernel, f: PlanFacts, caps) -> int:
-    return 0
-
-
 # kernel file -> iterations of one invocation (main kernels; companions are counted through their main kernel)
 BOUNDS = {
     "attention_prefill_tiled.wgsl": _tiled,
@@ -132,7 +128,6 @@ BOUNDS = {
     "attention_decode_chunked.wgsl": _chunked,
     "attention_decode_subgroup.wgsl": _subgroup,
     "attention_decode_splitk.wgsl": _splitk,
-    "attention_decode_splitk_prepare.wgsl": _no_loops,
     "attention_decode_fused.wgsl": _fused,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
     # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks
@@ -163,7 +158,7 @@ def check_decode_loop(k: Kernel, head_dim: int, keys: int, caps, op: str) -> Non
 
 
 def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:
-    """The most loop iterations one invocation of `k`'s plan runs (its combine and prepare passes included),
+    """The most loop iterations one invocation of `k`'s plan runs (its combine pass included),
     or None when a kernel file of the plan has no bound here."""
     fn = BOUNDS.get(k.file)
     if fn is None:
@@ -176,8 +171,6 @@ def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:
             worst = max(worst, _splitk_combine(combine, f, caps, splitk_chunks(k, f)[1]))
         else:
             worst = max(worst, _chunked_combine(combine, f, caps, int(k.facts["chunk_size"])))
-    if "prepare" in k.facts:
-        worst = max(worst, BOUNDS[reg[k.facts["prepare"]].file](reg[k.facts["prepare"]], f, caps))
     return worst
 
 

@@ -176,17 +176,14 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
     return None
 
 
-# The split-K consts a main kernel shares with its prepare (all) and its combine (the chunk count only).
-_SPLITK_SHARED = {"prepare": ("CHUNK_STEP", "G_TILE", "SPLIT_TARGET"), "combine": ("CHUNK_STEP",)}
+# The split-K consts a main kernel shares with its combine: the chunk count derives from them.
+_SPLITK_SHARED = {"combine": ("CHUNK_STEP",)}
 
 
 def check_splitk_companions(k: Kernel, reg) -> None:
-    """A split-K kernel's prepare and combine derive the chunk count from kv_len as it does: the consts they
-    share must agree, or the combine merges the wrong chunks. RegistryError naming both otherwise. (A batched
-    kernel has no prepare: its surplus chunks return at once.)"""
+    """A split-K kernel's combine derives the chunk count from kv_len as it does: the consts they share must
+    agree, or the combine merges the wrong chunks. RegistryError naming both otherwise."""
     for role, consts in _SPLITK_SHARED.items():
-        if role == "prepare" and k.facts.get("grid") == "seq_splitk":
-            continue
         other = reg.get(k.facts.get(role, ""))
         if other is None:
             raise RegistryError(f"split-K kernel {k.name}: its {role} {k.facts.get(role)!r} is not in the registry")
