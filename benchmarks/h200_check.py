@@ -69,6 +69,8 @@ for name, k in registry().items():
         # the fused kernels split a key row over a power-of-two number of lanes: head_dim 80 is not theirs
         case(name, dt, 1, 4096, 4 * g, 4, 64 if k.facts["tier"] == "fused" else 80, kv_len=4000, page_size=32)
         case(name, dt, 1, 1024, 2 * g, 2, 128, kv_len=777, gpu_len=True)
+        # a GPU kv_len far below the capacity: the grid is the capacity's, the chunks past the length return
+        case(name, dt, 1, 32768, 4 * g, 4, 64, kv_len=130, gpu_len=True)
 if only in ("", "decode", "fused"):
     for group in range(1, 9):  # every GQA group through the planner, f16 and f32, long caches
         for dt in ("f16", "f32"):
