@@ -5,7 +5,7 @@ epilogue), per-head q/k norm, RoPE, KV append, attention (GQA, per-layer sliding
 scale), output projection (and norm), residual add, norm, gated MLP (SwiGLU or GeGLU; and norm), residual add.
 Where the architecture allows, neighbours are fused (each fusion an option of a public op): the norm into the
 GEMV after it, q, k and v into one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`), the
-residual add into o_proj's and down_proj's epilogue, SwiGLU into the gate/up GEMV: 8 dispatches a Llama layer.
+residual add into o_proj's and down_proj's epilogue, SwiGLU into the gate/up GEMV: 7 dispatches a Llama layer.
 
 The decode step is ONE compiled Program: it embeds the token held in a GPU state buffer, runs every layer
 (KV caches are program states, appended at a GPU position; attention reads a GPU kv_len), the final norm and
