@@ -71,6 +71,9 @@ CASES = [
     (8, 22, 1040, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
     (1, 7, 4104, "f16", dict(norm=True, bias=False, swiglu=False, residual=True)),
     (1, 8194, 64, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (3, 9, 4112, "f32", dict(norm=True, bias=True, swiglu=False, residual=True)),      # 2..8 rows, long
+    (8, 14, 4104, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (5, 8196, 64, "f16", dict(norm=True, bias=False, swiglu=True, residual=True)),     # 2..8 rows, wide f16
 ]
 
 
