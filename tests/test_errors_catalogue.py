@@ -300,8 +300,12 @@ CATALOGUE = [
     ("bad-power-preference", DeviceError, r"power_preference 'fast' is not one of \('high-performance', 'low-power'\)",
      lambda e: wg.Device(power_preference="fast"), True),
     ("update-wrong-params", GraphError, r"update\(\): params must be the node's class ScaleParams, got BinaryParams", _update_wrong_params, True),
-    ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'bf16', 'f16', 'f32', 'i32', 'u32'",
+    ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'bf16', 'f16', 'f32', 'i32', 'u32' "
+     r"\(numpy's and torch's spellings of them too: .*\); float64: wgraph computes in f32",
      lambda e: e.dev.empty((4,), "f64"), True),
+    ("list-without-dtype", DtypeError, r"dev.tensor: a Python list has no dtype of its own \(numpy would make it "
+     r"float64, which wgraph lacks\); say which with dtype=, as in dev.tensor\(x, dtype='f32'\)",
+     lambda e: e.dev.tensor([1.0, 2.0]), True),
     ("negative-shape", ArgumentError, r"dev.empty: shape=\(4, -1\) must be a shape: a tuple of integers in "
      r"\[0, 4294967295\]", lambda e: e.dev.empty((4, -1)), True),
     ("shape-argument", ArgumentError, r"dev.empty: shape=\(4.0, 2.9\) must be a shape",

@@ -228,7 +228,7 @@ class Device:
     def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
         """Upload host data (f32, f16, bf16, u32, i32; host_arrays.py: array-likes, dtype= converts, 0-d stays
         0-d; dtype="bf16" rounds to nearest even, dtypes.py; int8/uint8 data packed with dtypes.pack_bytes_u32)."""
-        args.optional_dtype_name("dev.tensor", "dtype", dtype)
+        dtype = args.optional_dtype_name("dev.tensor", "dtype", dtype)
         args.text("dev.tensor", "label", label)
         data = host_array(array, dtype, convert=True, where="dev.tensor")
         dtype = dtype_of_numpy(data.dtype)

@@ -57,7 +57,7 @@ class Graph:
         spec = self._source_spec("state", name, shape, dtype)
         data = None
         if init is not None:
-            arr = host_array(init, dtype, where=f"graph {self.name!r}: state {name!r} init")
+            arr = host_array(init, spec.dtype, where=f"graph {self.name!r}: state {name!r} init")
             if arr.size != spec.size:
                 raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape}")
             data = arr.tobytes()
@@ -68,7 +68,7 @@ class Graph:
     def const(self, name: str, array, dtype: str | None = None) -> Value:
         """A weight: a state initialised from `array` (uploaded once, at compile)."""
         args.text("Graph.const", "name", name)
-        args.optional_dtype_name("Graph.const", "dtype", dtype)
+        dtype = args.optional_dtype_name("Graph.const", "dtype", dtype)
         arr = host_array(array, dtype, convert=dtype is not None, where=f"graph {self.name!r}: const {name!r}")
         return self.state(name, arr.shape, dtype_of_numpy(arr.dtype), init=arr)
 

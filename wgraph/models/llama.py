@@ -498,7 +498,7 @@ class Llama:
 
 def check_options(fn: str, dtype, max_seq) -> tuple[str, int | None]:
     """(dtype, max_seq) of a model, by their rules (args.py); max_seq None: the config's, up to DEFAULT_MAX_SEQ."""
-    return args.choice(fn, "dtype", dtype, DTYPES), args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)
+    return args.dtype_name(fn, "dtype", dtype, DTYPES), args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)
 
 
 def check_device(fn: str, device, required: bool = False) -> None:

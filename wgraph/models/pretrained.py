@@ -33,7 +33,7 @@ def from_pretrained(path, device=None, *, dtype: str | None = None, max_seq: int
         raise args.fail(fn, "path", path, "a directory or .gguf file path (str or os.PathLike)")
     if device is not None and not isinstance(device, Device):
         raise args.fail(fn, "device", device, "None (the default device) or a wgraph Device")
-    args.choice(fn, "dtype", dtype, (None,) + DTYPES)
+    dtype = args.optional_dtype_name(fn, "dtype", dtype, DTYPES)
     args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)   # before any file is read
     root = Path(path)
     dev = device or default_device()
