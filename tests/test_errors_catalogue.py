@@ -187,7 +187,7 @@ def _lost(e, what):
 CATALOGUE = [
     ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)", lambda e: attn(e, q=(4, 8)), True),
     ("causal-missing", wg.WgraphError, r"attention: pass causal=True or causal=False \(there is no default\)",
-     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8), causal=None), True),
     ("sdpa-mask-and-causal", wg.WgraphError, r"sdpa: pass either attn_mask or is_causal=True, not both",
      lambda e: wg.ops.sdpa(e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), attn_mask=np.ones((4, 4), bool),
                            is_causal=True), True),

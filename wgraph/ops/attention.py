@@ -43,7 +43,8 @@ class AttentionParams:
 
 
 def require_causal(op: str, causal) -> bool:
-    """`causal` as a bool; a WgraphError when the caller left it out (None): no default, either way."""
+    """`causal` as a bool; a WgraphError for None (the signatures make it required: leaving it out is Python's
+    TypeError; None is refused with the alignment explained)."""
     if causal is None:
         raise ArgumentError(
             f"{op}: pass causal=True or causal=False (there is no default); causal=True is aligned bottom-right "
@@ -414,7 +415,7 @@ def _default_kv_len(k, kv_layout, page_table, page_size):
     return shape[0]
 
 
-def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
+def attention(q, k, v, *, causal, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
               softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0, variant=None, layer=None, out=None,
               window=(-1, -1), return_lse=False):
     """softmax(q k^T * scale [+ masks]) v. q [S, Hq, D], k/v [L, Hkv, D] -> [S, Hq, D] in q's dtype, or
@@ -426,7 +427,7 @@ def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, k
     return apply(ATTENTION, params, (q, k, v, kv_len_t, page_table), out=out)
 
 
-def attention_plan(q, k, v, *, caps=None, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None,
+def attention_plan(q, k, v, *, causal, caps=None, scale=None, start_pos=None, kv_start=0, kv_len=None,
                    sliding_window=0, softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0,
                    variant=None, layer=None, window=(-1, -1)) -> KernelPlan:
     """The KernelPlan `attention` would use, without running. Tensors or TensorSpecs; caps default to the

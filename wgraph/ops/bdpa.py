@@ -183,7 +183,7 @@ BDPA = register(OpDef("bdpa_attention", _infer, _encode,
                               "kv_len?")))
 
 
-def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal=None, sliding_window=0,
+def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, causal, kv_len=None, sliding_window=0,
                    softcap=0.0, scale=None, window=(-1, -1), return_lse=False, out=None):
     """Decode attention of q [1, Hq, D] f32 (already rotated at q_pos) over a BDPA cache; rope from rope_table.
 

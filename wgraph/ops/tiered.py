@@ -164,8 +164,8 @@ def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, slidin
     return params, len_t
 
 
-def tiered_attention(q, hot_k, hot_v, cold_k, cold_v, *, kv_len, hot_window=None, page_table=None, page_size=0,
-                     causal=None, sliding_window=0, softcap=0.0, scale=None, window=(-1, -1), return_lse=False,
+def tiered_attention(q, hot_k, hot_v, cold_k, cold_v, *, kv_len, causal, hot_window=None, page_table=None,
+                     page_size=0, sliding_window=0, softcap=0.0, scale=None, window=(-1, -1), return_lse=False,
                      out=None):
     """Attention of q [S, Hq, D] (f16 -> f16 out, f32 -> f32 out) over f16 hot ring + f16 cold part; causal
     required. window and return_lse as in wg.ops.attention (docs/attention.md)."""
@@ -174,8 +174,8 @@ def tiered_attention(q, hot_k, hot_v, cold_k, cold_v, *, kv_len, hot_window=None
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, None, None, page_table, len_t), out=out)
 
 
-def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, *, mode, kv_len,
-                           hot_window=None, page_table=None, page_size=0, causal=None, sliding_window=0, softcap=0.0,
+def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, *, mode, kv_len, causal,
+                           hot_window=None, page_table=None, page_size=0, sliding_window=0, softcap=0.0,
                            scale=None, window=(-1, -1), return_lse=False, out=None):
     """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales)."""
     mode = args.choice("tiered_quant_attention", "mode", mode, ("int8", "int4"))

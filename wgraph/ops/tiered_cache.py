@@ -119,13 +119,13 @@ class TieredKVCache:
             kv_write(new, hot, p + direct, layout="ring", n_rows=n - direct, src_row0=direct)
         self.length = p + n
 
-    def attention(self, q, *, kv_len=None, **options):
+    def attention(self, q, *, causal, kv_len=None, **options):
         """Tiered attention of q over every row; kv_len defaults to the host-tracked length."""
         if kv_len is None:
             if self.length is None:
                 raise ShapeError("this cache's length lives on the GPU; pass kv_len=")
             kv_len = self.length
-        common = dict(kv_len=kv_len, hot_window=self.hot_window, page_table=self.page_table,
+        common = dict(kv_len=kv_len, causal=causal, hot_window=self.hot_window, page_table=self.page_table,
                       page_size=self.page_size, **options)
         if self.quant is None:
             return tiered_attention(q, self.hot_k, self.hot_v, self.cold_k, self.cold_v, **common)
