@@ -60,7 +60,7 @@ class Tensor:
         self.dtype = spec.dtype
         self.nbytes = spec.nbytes
         self.label = label
-        self._poison = None
+        self._poison: str | None = None
 
     def __del__(self):
         # The buffer goes back to the pool when the tensor dies (a view's, with the tensor it views). __del__,

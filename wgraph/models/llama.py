@@ -40,6 +40,7 @@ from wgraph.tensor import Tensor
 
 if TYPE_CHECKING:
     from wgraph.api_types import DTypeLike, Ids
+    from wgraph.models.tokenizer import Tokenizer
 
 DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
@@ -401,9 +402,9 @@ class Llama:
                     ops.scale(old.state(n), 1.0, out=new.state(n))
             self.program, self._choose_node, self.sampling = new, node, sample is not None
         if sample is not None:
-            node = self.program.graph.node(self._choose_node)
+            choose = self.program.graph.node(self._choose_node)
             self.program.update(self._choose_node, attrs.evolve(
-                node.params, temperature=sample.temperature, top_k=sample.top_k, top_p=sample.top_p, seed=sample.seed))
+                choose.params, temperature=sample.temperature, top_k=sample.top_k, top_p=sample.top_p, seed=sample.seed))
 
     # ---- running ----
 
@@ -499,7 +500,7 @@ class Llama:
         t0 = time.perf_counter()
         before = self.device.stats.snapshot()
         self.prefill(ids, sample=sample)
-        made, out = 1, []  # prefill chose the first new id
+        made, out = 1, list[int]()  # prefill chose the first new id
         while True:
             if made == n or made % every == 0:
                 new = prog.state("history").numpy()[s + len(out):s + made].tolist()
@@ -530,7 +531,7 @@ class Llama:
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 
-    tokenizer = None  # a wgraph.models.tokenizer.Tokenizer, or None
+    tokenizer: Tokenizer | None = None  # from_pretrained attaches the checkpoint's
 
     def generate_text(self, prompt: str | list[dict[str, str]], max_new_tokens: int, **options: Any) -> str:
         """The text of up to `max_new_tokens` new tokens after `prompt` (a str; with chat=True a user message or a

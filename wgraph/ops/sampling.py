@@ -167,11 +167,10 @@ def sample(logits: TensorT, *, temperature: float = 1.0, top_k: int = 0, top_p: 
     out: a u32 tensor [...] to write the ids into.
     """
     temperature, top_k, top_p, seed = _check_options(temperature, top_k, top_p, seed)
-    if not _is_gpu(step):
-        step = args.integer("sample", "step", step)
+    host_step = None if _is_gpu(step) else args.integer("sample", "step", step)
     if temperature == 0:
         return argmax(logits, out=out)
     params = SampleParams(temperature, top_k, top_p, seed)
-    if _is_gpu(step):
+    if host_step is None:
         return apply(SAMPLE, params, (logits, step), out=out)
-    return apply(SAMPLE, attrs.evolve(params, step=step), (logits, None), out=out)
+    return apply(SAMPLE, attrs.evolve(params, step=host_step), (logits, None), out=out)
