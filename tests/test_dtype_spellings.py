@@ -137,3 +137,15 @@ def test_float64_arrays_are_still_refused_without_dtype(dev):
         dev.tensor(np.ones(2))
     x = np.array([0.1, 1 / 3])
     np.testing.assert_array_equal(dev.tensor(x, dtype=np.float32).numpy(), x.astype(np.float32))
+
+
+def test_rope_tables_take_numpy_and_torch_float_dtypes():
+    """rope_tables makes host tables, so numpy's float64 is a dtype it takes; torch's dtypes by name too."""
+    want = np.cos(np.arange(4)[:, None] * 10000.0 ** (-np.arange(0, 4, 2) / 4.0))
+    for spelling, numpy_dtype in ((_TorchDtype("float64"), np.float64), ("float16", np.float16), (np.float32, np.float32)):
+        cos, _ = wg.ops.rope_tables(4, 4, dtype=spelling)
+        assert cos.dtype == numpy_dtype
+        np.testing.assert_array_equal(cos, want.astype(numpy_dtype))
+    for bad in (_TorchDtype("bfloat16"), "int32", None):
+        with pytest.raises(wg.ArgumentError, match=r"rope_tables: dtype=.* must be a numpy float dtype"):
+            wg.ops.rope_tables(4, 4, dtype=bad)

@@ -102,6 +102,13 @@ _GUESSED = {"f64": "float64", "i64": "int64", "u64": "uint64", "i16": "int16", "
             "u8": "uint8"}
 
 
+def numpy_dtype_of(value) -> np.dtype | None:
+    """The numpy dtype `value` spells, torch's dtypes read by name (torch.float64 is float64), or None: for host
+    arrays whose dtype need not be a wgraph one (rope_tables' float64 tables)."""
+    name = _torch_name(value)
+    return _numpy_dtype(name if name is not None else value)
+
+
 def dtype_instead(value) -> str:
     """For a spelling of a dtype wgraph lacks (float64, int8, ...): what to do instead, or ""."""
     name = _GUESSED.get(value) if type(value) is str else _torch_name(value)
