@@ -36,8 +36,9 @@ print(f"recorded 128 ops: {delta.submits} submit, {delta.compute_passes} compute
 # A graph: build once, compile (plans, buffers, one uniform arena), replay with new inputs — one submit each.
 g = wg.Graph("mlp_block")
 gx = g.input("x", (16, 64), "f32")
-w_up = g.const("w_up", rng.standard_normal((2 * 128, 64)).astype(np.float32) * 0.1)  # [gate; up] stacked
-w_down = g.const("w_down", rng.standard_normal((64, 128)).astype(np.float32) * 0.1)
+w_up_host = rng.standard_normal((2 * 128, 64)).astype(np.float32) * 0.1    # [gate; up] stacked
+w_down_host = rng.standard_normal((64, 128)).astype(np.float32) * 0.1
+w_up, w_down = g.const("w_up", w_up_host), g.const("w_down", w_down_host)
 norm = g.const("norm", np.ones(64, np.float32))
 g.output("y", wg.ops.add(wg.ops.linear(wg.ops.swiglu(wg.ops.linear(wg.ops.rmsnorm(gx, norm), w_up)), w_down), gx))
 prog = g.compile(dev)
@@ -49,8 +50,7 @@ for step in range(3):
     delta = dev.stats.since(before)
     h64 = xs.astype(np.float64)
     h64 = h64 / np.sqrt(np.mean(h64 ** 2, -1, keepdims=True) + 1e-6)
-    wu = np.frombuffer(g.states["w_up"].init, np.float32).reshape(256, 64).astype(np.float64)
-    wd = np.frombuffer(g.states["w_down"].init, np.float32).reshape(64, 128).astype(np.float64)
+    wu, wd = w_up_host.astype(np.float64), w_down_host.astype(np.float64)
     gu = h64 @ wu.T
     act = gu[:, :128] / (1 + np.exp(-gu[:, :128])) * gu[:, 128:]
     ref = act @ wd.T + xs

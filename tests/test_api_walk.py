@@ -290,7 +290,7 @@ OPS = {
     "TieredKVCache.append": Case(lambda e: (e.need_f16(), (e.tiered.append, (e.kn16, e.kn16), {}))[1],
                                  ("k_new", "v_new"), {"kv_len": (OPT, "the host-tracked length")}),
     "TieredKVCache.attention": Case(lambda e: (e.need_f16(), (e.tiered.attention, (e.q1,), dict(causal=True)))[1],
-                                    ("q",), {"kv_len": (OPT, "the host-tracked length")},
+                                    ("q",), {"kv_len": (OPT, "the host-tracked length"), "causal": (BOOL, "a bool")},
                                     data=("options",)),   # tiered_attention's own options, walked there
     "QuantizedKV": Case(lambda e: (e.need_f16(), (wg.ops.QuantizedKV, (e.qkv.packed, e.qkv.scales, "int8", 8),
                                                   {}))[1], ("packed", "scales")),

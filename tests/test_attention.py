@@ -1,6 +1,7 @@
 """Attention kernels on the device against the float64 numpy reference (FlashAttention's tolerance rule):
 a covering design over every variant x dtype x option, recorded vs immediate bytes, lavapipe sizes."""
 
+import inspect
 import zlib
 
 import numpy as np
@@ -258,15 +259,23 @@ def test_splitk_long_cache_is_split_within_chunk_max(dev, rng):
 
 
 def test_causal_is_required_by_every_attention_entry_point(dev):
-    """No default either way: leaving causal out raises, and the message explains the bottom-right alignment."""
+    """No default either way: the signatures have causal keyword-only with no default (help() and type checkers
+    show it required; leaving it out is Python's TypeError naming it), and causal=None raises a message that
+    explains the bottom-right alignment."""
     q, k = dev.tensor(np.ones((2, 2, 8), np.float32)), dev.tensor(np.ones((4, 2, 8), np.float32))
     cache = wg.ops.TieredKVCache(dev, kv_heads=2, head_dim=8, hot_window=4, cold_capacity=4)
     cache.append(dev.tensor(np.ones((3, 2, 8), np.float16)), dev.tensor(np.ones((3, 2, 8), np.float16)))
+    for fn in (wg.ops.attention, wg.ops.attention_plan, wg.ops.attention_varlen, wg.ops.attention_kvcache,
+               wg.ops.tiered_attention, wg.ops.tiered_quant_attention, wg.ops.bdpa_attention, cache.attention):
+        p = inspect.signature(fn).parameters["causal"]
+        assert (p.kind, p.default) == (p.KEYWORD_ONLY, p.empty), fn
+    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'causal'"):
+        wg.ops.attention(q, k, k)
     calls = {
-        "attention": lambda: wg.ops.attention(q, k, k),
-        "attention_plan": lambda: wg.ops.attention_plan(q, k, k),
-        "tiered_attention": lambda: cache.attention(q),
-        "bdpa_attention": lambda: wg.ops.bdpa_attention(q, None, None, q_pos=0),
+        "attention": lambda: wg.ops.attention(q, k, k, causal=None),
+        "attention_plan": lambda: wg.ops.attention_plan(q, k, k, causal=None),
+        "tiered_attention": lambda: cache.attention(q, causal=None),
+        "bdpa_attention": lambda: wg.ops.bdpa_attention(q, None, None, q_pos=0, causal=None),
     }
     before = dev.stats.snapshot()
     for name, call in calls.items():

@@ -187,7 +187,7 @@ def _lost(e, what):
 CATALOGUE = [
     ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)", lambda e: attn(e, q=(4, 8)), True),
     ("causal-missing", wg.WgraphError, r"attention: pass causal=True or causal=False \(there is no default\)",
-     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8)), True),
+     lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8), causal=None), True),
     ("sdpa-mask-and-causal", wg.WgraphError, r"sdpa: pass either attn_mask or is_causal=True, not both",
      lambda e: wg.ops.sdpa(e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), e.f32(1, 2, 4, 8), attn_mask=np.ones((4, 4), bool),
                            is_causal=True), True),
@@ -300,8 +300,12 @@ CATALOGUE = [
     ("bad-power-preference", DeviceError, r"power_preference 'fast' is not one of \('high-performance', 'low-power'\)",
      lambda e: wg.Device(power_preference="fast"), True),
     ("update-wrong-params", GraphError, r"update\(\): params must be the node's class ScaleParams, got BinaryParams", _update_wrong_params, True),
-    ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'bf16', 'f16', 'f32', 'i32', 'u32'",
+    ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'bf16', 'f16', 'f32', 'i32', 'u32' "
+     r"\(numpy's and torch's spellings of them too: .*\); float64: wgraph computes in f32",
      lambda e: e.dev.empty((4,), "f64"), True),
+    ("list-without-dtype", DtypeError, r"dev.tensor: a Python list has no dtype of its own \(numpy would make it "
+     r"float64, which wgraph lacks\); say which with dtype=, as in dev.tensor\(x, dtype='f32'\)",
+     lambda e: e.dev.tensor([1.0, 2.0]), True),
     ("negative-shape", ArgumentError, r"dev.empty: shape=\(4, -1\) must be a shape: a tuple of integers in "
      r"\[0, 4294967295\]", lambda e: e.dev.empty((4, -1)), True),
     ("shape-argument", ArgumentError, r"dev.empty: shape=\(4.0, 2.9\) must be a shape",

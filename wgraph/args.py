@@ -5,7 +5,8 @@ raises ArgumentError naming the function, the argument, the value and the rule.
 
 The rules: an exact integer (numbers.Integral: Python and numpy integers, never a bool) within bounds; a finite
 real (numbers.Real, never a bool; NaN and +-inf refused) within bounds; an exact bool (True, False or a numpy
-bool; never 0, 1, None or a string); a name from a fixed set; a window pair; a list of ids; a shape. Nothing is
+bool; never 0, 1, None or a string); a name from a fixed set; a dtype (wgraph's name or numpy's or torch's spelling of
+one, mapped by dtypes.dtype_name_of); a window pair; a list of ids; a shape. Nothing is
 converted before it is checked, so 1.7 never becomes 1, "3" never 3 and None never False."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from wgraph.dtypes import DTYPES, F32_MAX
+from wgraph.dtypes import DTYPES, F32_MAX, dtype_instead, dtype_name_of
 from wgraph.errors import ArgumentError, DtypeError, WgraphError
 
 U32_MAX = 0xFFFFFFFF
@@ -107,25 +108,36 @@ def choice(fn: str, name: str, value, choices):
     raise fail(fn, name, value, f"one of {', '.join(map(repr, choices))}")
 
 
+def _dtype_rule(value, choices, optional: bool) -> str:
+    """What a dtype argument must be, and what to do instead where `value` spells a dtype wgraph lacks."""
+    rule = (f"one of {', '.join(map(repr, choices))}{' or None' if optional else ''} (numpy's and torch's "
+            f"spellings of them too: np.float32, 'float32', torch.float16, 'bfloat16')")
+    instead = dtype_instead(value)
+    return f"{rule}; {instead}" if instead else rule
+
+
 def dtype_name(fn: str, name: str, value, choices=None) -> str:
-    """`value`, a wgraph dtype name (of `choices` when given); a DtypeError names the choices."""
-    if choices is None:
-        if type(value) is str and value in DTYPES:   # every dev.empty asks: no tuple built on the way
-            return value
-        choices = DTYPE_NAMES
-    if type(value) is str and value in choices:
+    """wgraph's name of the dtype `value` spells (dtypes.dtype_name_of: "f32", np.float32, "float32",
+    torch.float32), one of `choices` when given; a DtypeError names the spelling, the choices and, for a dtype
+    wgraph lacks (float64), what to do instead."""
+    if type(value) is str and value in (DTYPES if choices is None else choices):   # every dev.empty asks
         return value
-    raise fail(fn, name, value, f"one of {', '.join(map(repr, choices))}", DtypeError)
+    got = dtype_name_of(value)
+    if got is not None and (choices is None or got in choices):
+        return got
+    raise fail(fn, name, value, _dtype_rule(value, DTYPE_NAMES if choices is None else choices, False), DtypeError)
 
 
 def optional_dtype_name(fn: str, name: str, value, choices=None) -> str | None:
-    """None, or `value` as dtype_name checks it (a DtypeError names the choices and None)."""
+    """None, or wgraph's name of the dtype `value` spells (see dtype_name)."""
     if value is None:
         return None
     if type(value) is str and value in (DTYPES if choices is None else choices):
         return value
-    shown = ", ".join(map(repr, DTYPE_NAMES if choices is None else choices))
-    raise fail(fn, name, value, f"one of {shown} or None", DtypeError)
+    got = dtype_name_of(value)
+    if got is not None and (choices is None or got in choices):
+        return got
+    raise fail(fn, name, value, _dtype_rule(value, DTYPE_NAMES if choices is None else choices, True), DtypeError)
 
 
 def text(fn: str, name: str, value) -> str:

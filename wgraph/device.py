@@ -7,12 +7,14 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from typing import Any
 
 import attrs
 import numpy as np
 import wgpu
 
 from wgraph import args, device_errors
+from wgraph.api_types import DTypeLike, HostData, Shape
 from wgraph.dtypes import dtype_info, dtype_of_numpy, from_bf16
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.host_arrays import host_array
@@ -117,10 +119,13 @@ class Device:
     """A WebGPU device with every feature wgraph can use that the adapter has, at the adapter's limits.
 
     `epoch` changes whenever the underlying device is replaced; every cache is keyed on it. Epochs are
-    numbered across devices, so an epoch names one device too.
+    numbered across devices, so an epoch names one device too. Most programs use `wg.default_device()`.
+
+    power_preference: "high-performance" or "low-power", WebGPU's adapter preference (ignored with adapter).
+    adapter: a wgpu.GPUAdapter to open; None: the preferred adapter for power_preference.
     """
 
-    def __init__(self, power_preference: str = "high-performance", adapter=None):
+    def __init__(self, power_preference: str = "high-performance", adapter: wgpu.GPUAdapter | None = None) -> None:
         if type(power_preference) is not str or power_preference not in POWER_PREFERENCES:
             raise DeviceError(f"power_preference {power_preference!r} is not one of {POWER_PREFERENCES}")
         if adapter is not None and not isinstance(adapter, wgpu.GPUAdapter):
@@ -173,7 +178,7 @@ class Device:
         self._fallbacks: dict = {}
         self._error_flag: Tensor | None = None  # made on first use by a kernel that reports (device_errors.py)
 
-    def destroy(self):
+    def destroy(self) -> None:
         """Destroy the underlying device (as a device loss does). Every later call raises DeviceError."""
         with self.lock:
             if self.lost:
@@ -190,7 +195,7 @@ class Device:
             self._staging = None
             self._error_flag = None
 
-    def recreate(self):
+    def recreate(self) -> None:
         """Replace a lost device with a new one: a new epoch, and every cache, buffer and tensor of the old
         one invalid (using an old tensor raises DeviceError)."""
         with self.lock:
@@ -198,15 +203,18 @@ class Device:
                 self.destroy()
             self._open()
 
-    def check_alive(self):
+    def check_alive(self) -> None:
+        """DeviceError if the device is lost or destroyed (dev.recreate() replaces it)."""
         if self.lost:
             raise DeviceError(
                 f"device {self.caps.adapter_name!r} (epoch {self.epoch}) is lost or destroyed; call dev.recreate()"
             )
 
-    def check_tensor(self, tensor: Tensor, where: str = "device"):
+    def check_tensor(self, tensor: Tensor, where: str = "device") -> None:
         """DeviceError unless `tensor` lives on this device in its current epoch (ShapeError naming `where` when
-        it is not a Tensor at all)."""
+        it is not a Tensor at all; RecordingError when it is poisoned).
+
+        tensor: the tensor to check. where: the caller's name, for the message."""
         if not isinstance(tensor, Tensor):
             raise ShapeError(f"{where}: tensor must be a wgraph Tensor, got {type(tensor).__name__}")
         self.check_alive()
@@ -220,15 +228,29 @@ class Device:
 
     # ---- allocation, upload, readback ----
 
-    def empty(self, shape, dtype: str = "f32", label: str = "") -> Tensor:
-        """A tensor with uninitialised contents (pooled storage)."""
+    def empty(self, shape: Shape, dtype: DTypeLike = "f32", label: str = "") -> Tensor:
+        """A tensor with uninitialised contents (pooled storage).
+
+        shape: a tuple of integers.
+        dtype: wgraph's name ("f32", "f16", "bf16", "i32", "u32") or numpy's or torch's spelling of one (np.float16,
+            "float32", torch.bfloat16).
+        label: a name for the buffer (in wgpu's messages and in repr).
+        """
         spec = TensorSpec(args.shape("dev.empty", "shape", shape), args.dtype_name("dev.empty", "dtype", dtype))
         return alloc(self, spec, args.text("dev.empty", "label", label))
 
-    def tensor(self, array, dtype: str | None = None, label: str = "") -> Tensor:
+    def tensor(self, array: HostData, dtype: DTypeLike | None = None, label: str = "") -> Tensor:
         """Upload host data (f32, f16, bf16, u32, i32; host_arrays.py: array-likes, dtype= converts, 0-d stays
-        0-d; dtype="bf16" rounds to nearest even, dtypes.py; int8/uint8 data packed with dtypes.pack_bytes_u32)."""
-        args.optional_dtype_name("dev.tensor", "dtype", dtype)
+        0-d; dtype="bf16" rounds to nearest even, dtypes.py; int8/uint8 data packed with dtypes.pack_bytes_u32).
+
+        array: host data: a numpy array of a wgraph dtype (float32, float16, int32, uint32), anything numpy can view
+            (a memoryview, a CPU torch tensor), or Python numbers / lists with dtype= (numpy would make them float64 /
+            int64, which wgraph lacks).
+        dtype: None (the array's own), or the dtype to convert to, checked: wgraph's name or numpy's or torch's
+            spelling of one (np.float32, "float32", torch.float16, "bfloat16").
+        label: a name for the buffer.
+        """
+        dtype = args.optional_dtype_name("dev.tensor", "dtype", dtype)
         args.text("dev.tensor", "label", label)
         data = host_array(array, dtype, convert=True, where="dev.tensor")
         dtype = dtype_of_numpy(data.dtype)
@@ -238,10 +260,14 @@ class Device:
         self.write(t, data)
         return t
 
-    def write(self, tensor: Tensor, array):
+    def write(self, tensor: Tensor, array: HostData) -> None:
         """Overwrite a tensor's contents from host data of its dtype and size (host_arrays.py). The write
         keeps its place among the op calls around it, as on a stream: inside a recording it is an item of the
-        recording; while immediate ops are pending it joins them; else it is queued now."""
+        recording; while immediate ops are pending it joins them; else it is queued now.
+
+        tensor: the tensor to overwrite (of this device).
+        array: host data of the tensor's dtype and size (Python numbers and lists take the tensor's dtype).
+        """
         self.check_tensor(tensor, "dev.write")
         data = host_array(array, tensor.dtype, where=f"dev.write into {tensor!r}")
         if data.size != tensor.size:
@@ -254,7 +280,10 @@ class Device:
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """Download a tensor through the device's reused MAP_READ staging buffer. The device error flag is
-        read in the same submit: a kernel's report since the last check raises here (and is cleared)."""
+        read in the same submit: a kernel's report since the last check raises here (and is cleared).
+
+        tensor: the tensor to read (of this device; not one the open recording writes).
+        """
         self.check_tensor(tensor, "dev.read")
         scheduler = self.scheduler
         rec = scheduler.recording
@@ -296,7 +325,11 @@ class Device:
         return from_bf16(stored) if tensor.dtype == "bf16" else stored.copy()  # bf16 reads back as float32
 
     def fallback(self, name: str, nbytes: int = 4) -> Tensor:
-        """A small zero-filled tensor bound where a kernel's optional input is absent, one per epoch."""
+        """A small zero-filled tensor bound where a kernel's optional input is absent, one per epoch.
+
+        name: which binding it stands in for (one tensor per name and size).
+        nbytes: its size in bytes.
+        """
         key = (name, nbytes, self.epoch)
         t = self._fallbacks.get(key)
         if t is None:
@@ -318,13 +351,13 @@ class Device:
                                                label="device_errors")
             return self._error_flag
 
-    def check_errors(self):
+    def check_errors(self) -> None:
         """Wait for the GPU, then raise GpuValueError (and clear the flag) if a kernel reported a GPU value out
         of range since the last check or readback. Every readback checks too."""
         if self._error_flag is not None:
             self.read(self._error_flag)
 
-    def sync(self):
+    def sync(self) -> None:
         """Wait until the GPU has finished everything submitted so far (a readback of a small tensor)."""
         self.read(self.fallback("sync"))
 
@@ -332,16 +365,24 @@ class Device:
 
     def record(self, profile: bool = False, label: str | None = None) -> Recording:
         """A recording: `with dev.record() as rec:` makes op calls and writes on this thread append instead
-        of submit. `label` names it in errors (default "recording #n")."""
+        of submit. `label` names it in errors (default "recording #n").
+
+        profile: time each pass with timestamp queries (read with rec.profile()).
+        label: the recording's name in errors; None: "recording #n".
+        """
         args.flag("dev.record", "profile", profile)
         if label is not None:
             args.text("dev.record", "label", label)
         self.check_alive()
         return Recording(self.scheduler, self.caps, profile=profile, label=label)
 
-    def run(self, items, outputs=()):
+    def run(self, items: Any, outputs: tuple = ()) -> None:
         """Captured items (Dispatch, Copy, Write): appended to the open recording (which remembers `outputs`),
-        else to the pending list of immediate ops, submitted when PENDING_ITEMS wait or at the next flush."""
+        else to the pending list of immediate ops, submitted when PENDING_ITEMS wait or at the next flush.
+
+        items: the captured Dispatch / Copy / Write items.
+        outputs: the tensors the items write (a recording keeps them).
+        """
         self.check_alive()
         self.scheduler.run(items, outputs)
 
@@ -357,7 +398,10 @@ class Device:
         return self.scheduler.fence()
 
     def wait(self, fence: int) -> None:
-        """Block until the submissions up to `fence` (from `dev.fence()`) have finished on the GPU."""
+        """Block until the submissions up to `fence` (from `dev.fence()`) have finished on the GPU.
+
+        fence: a token from dev.fence().
+        """
         fence = args.integer("dev.wait", "fence", fence, 0, 2**64 - 1)
         self.check_alive()
         self.scheduler.wait(fence)

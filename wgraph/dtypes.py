@@ -4,7 +4,15 @@ bf16 (bfloat16: the top half of an f32) is stored as 16-bit words, two per u32, 
 word i / 2 when i is even; shaders widen it with `bitcast<f32>(u32(bits) << 16u)` (no extension). numpy has
 no bfloat16, so on the host a bf16 array is an array of BF16_BITS (its bit patterns, a one-field structured
 dtype that no other data has): `to_bf16` rounds float data to it (nearest even, NaN kept), `from_bf16` widens
-it to float32 exactly, and `Tensor.numpy()` of a bf16 tensor returns float32."""
+it to float32 exactly, and `Tensor.numpy()` of a bf16 tensor returns float32.
+
+A dtype argument may be spelled as wgraph names it ("f32"), as numpy does (np.float32, np.dtype("float32"),
+"float32", "<f4") or as torch does (torch.float32, read by its name: torch is not imported); `dtype_name_of`
+is the one mapping from a spelling to wgraph's name."""
+
+from __future__ import annotations
+
+import warnings
 
 import attrs
 import numpy as np
@@ -35,6 +43,79 @@ DTYPES = {
 }
 
 _FROM_NUMPY = {d.numpy: d.name for d in DTYPES.values()}
+
+
+# Names numpy and torch give wgraph's dtypes (torch's without "torch."); numpy's other spellings ("<f4", "single",
+# np.float32) go through np.dtype.
+ALIASES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "uint32": "u32"}
+
+# What to do instead, for the dtypes wgraph does not have (by numpy's / torch's name).
+_INSTEAD = {
+    "float64": "wgraph computes in f32: pass dtype='f32' (float64 data is converted, checked for overflow) or "
+               "convert with x.astype(np.float32)",
+    "int64": "wgraph's integers are i32 and u32: pass dtype='i32' (values are checked) or x.astype(np.int32)",
+    "int16": "wgraph's integers are i32 and u32: x.astype(np.int32)",
+    "uint16": "wgraph's integers are i32 and u32: x.astype(np.uint32)",
+    "uint64": "wgraph's integers are i32 and u32: pass dtype='u32' (values are checked) or x.astype(np.uint32)",
+    "int8": "8-bit data is stored four to a u32: wgraph.dtypes.pack_bytes_u32(x)",
+    "uint8": "8-bit data is stored four to a u32: wgraph.dtypes.pack_bytes_u32(x)",
+    "bool": "store flags as u32 (0 or 1): dtype='u32'",
+}
+
+
+def _numpy_dtype(value) -> np.dtype | None:
+    """The numpy dtype `value` spells (np.float32, np.dtype("float32"), "<f4", float), or None."""
+    if not isinstance(value, (str, np.dtype, type)):
+        return None   # np.dtype() would read other objects' .dtype, or take None as float64
+    try:
+        with warnings.catch_warnings():   # numpy 2 warns on deprecated codes ("a") while it parses them
+            warnings.simplefilter("ignore")
+            return np.dtype(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _torch_name(value) -> str | None:
+    """torch's name of a torch dtype ("float16" for torch.float16), read without importing torch."""
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return str(value).removeprefix("torch.")
+    return None
+
+
+def dtype_name_of(value) -> str | None:
+    """wgraph's name of the dtype `value` spells: a wgraph name ("f32"), numpy's (np.float32, np.dtype("float32"),
+    "float32", "<f4"), torch's (torch.float32, by name) or "bfloat16"; None when it spells no wgraph dtype."""
+    if type(value) is str:
+        if value in DTYPES:
+            return value
+        if value in ALIASES:
+            return ALIASES[value]
+    torch_name = _torch_name(value)
+    if torch_name is not None:
+        return ALIASES.get(torch_name)
+    dt = _numpy_dtype(value)
+    return None if dt is None else _FROM_NUMPY.get(dt)   # by equality: ">f4" (big-endian) is not f32
+
+
+# wgraph-style names of dtypes wgraph lacks, as a user may guess them
+_GUESSED = {"f64": "float64", "i64": "int64", "u64": "uint64", "i16": "int16", "u16": "uint16", "i8": "int8",
+            "u8": "uint8"}
+
+
+def numpy_dtype_of(value) -> np.dtype | None:
+    """The numpy dtype `value` spells, torch's dtypes read by name (torch.float64 is float64), or None: for host
+    arrays whose dtype need not be a wgraph one (rope_tables' float64 tables)."""
+    name = _torch_name(value)
+    return _numpy_dtype(name if name is not None else value)
+
+
+def dtype_instead(value) -> str:
+    """For a spelling of a dtype wgraph lacks (float64, int8, ...): what to do instead, or ""."""
+    name = _GUESSED.get(value) if type(value) is str else _torch_name(value)
+    if name is None:
+        dt = _numpy_dtype(value)
+        name = None if dt is None else dt.name
+    return f"{name}: {_INSTEAD[name]}" if name in _INSTEAD else ""
 
 
 def dtype_info(name: str) -> DType:

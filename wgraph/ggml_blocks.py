@@ -10,13 +10,16 @@ GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's ke
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import attrs
 import numpy as np
 
 from wgraph import args
 from wgraph.errors import DtypeError, LimitError, ShapeError, UnsupportedError
+
+if TYPE_CHECKING:
+    from wgraph.device import Device
 
 MAX_BYTES = (1 << 32) - 64  # kernels address a weight's bytes with u32 offsets
 
@@ -90,7 +93,10 @@ def _blocks_spec(blocks) -> tuple[tuple, str] | None:
 @attrs.frozen(eq=False)
 class QuantizedWeight:
     """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
-    `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value."""
+    `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value.
+
+    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K").
+    shape: (out_features, in_features); in_features a multiple of the format's block size."""
 
     ggml_type: str
     shape: tuple[int, int]
@@ -130,9 +136,14 @@ class QuantizedWeight:
         return self.format.row_bytes(self.in_features)
 
     @classmethod
-    def from_bytes(cls, ggml_type: str, shape: tuple[int, int], raw) -> QuantizedWeight:
+    def from_bytes(cls, ggml_type: str, shape: tuple[int, int], raw: bytes | memoryview | np.ndarray) -> QuantizedWeight:
         """A host weight from the raw blocks (bytes, a memoryview or a uint8 array of exactly the matrix's bytes,
-        as a GGUF file stores them)."""
+        as a GGUF file stores them).
+
+        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K").
+        shape: (out_features, in_features).
+        raw: the blocks' bytes.
+        """
         fmt = block_format(ggml_type, "QuantizedWeight.from_bytes")
         n, k = check_matrix(fmt, shape, "QuantizedWeight.from_bytes")
         if isinstance(raw, np.ndarray):
@@ -166,8 +177,12 @@ class QuantizedWeight:
 
         return dequantize(self.raw(), GGMLQuantizationType[self.ggml_type]).astype(np.float32)
 
-    def upload(self, device, label: str = "") -> QuantizedWeight:
-        """The same weight with its blocks in a new u32 GPU tensor."""
+    def upload(self, device: Device, label: str = "") -> QuantizedWeight:
+        """The same weight with its blocks in a new u32 GPU tensor.
+
+        device: the Device.
+        label: the tensor's name.
+        """
         from wgraph.device import Device
 
         if not isinstance(device, Device):
@@ -176,14 +191,20 @@ class QuantizedWeight:
         self.raw()  # host data only
         return attrs.evolve(self, blocks=device.tensor(self.blocks, "u32", label=label or f"{self.ggml_type} blocks"))
 
-    def with_blocks(self, blocks) -> QuantizedWeight:
-        """The same format and shape over other blocks (a program's state tensor, a graph value)."""
+    def with_blocks(self, blocks: Any) -> QuantizedWeight:
+        """The same format and shape over other blocks (a program's state tensor, a graph value).
+
+        blocks: u32 blocks of the same words (numpy, a Tensor or a graph Value).
+        """
         return attrs.evolve(self, blocks=blocks)
 
 
 def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
     """Host weights of one format and in_features stacked along out_features (rows are whole blocks, so the
-    raw bytes concatenate)."""
+    raw bytes concatenate).
+
+    weights: host QuantizedWeights of one format and in_features.
+    """
     if not isinstance(weights, (list, tuple)) or not weights:
         raise args.fail("stack_rows", "weights", weights, "a non-empty list of QuantizedWeights")
     first = weights[0]
@@ -199,7 +220,11 @@ def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
 
 def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0 and Q4_1 by the `gguf`
-    package's quantizer (llama.cpp's reference rounding); Q4_K by `quantize_q4_k` (gguf has no Q4_K quantizer)."""
+    package's quantizer (llama.cpp's reference rounding); Q4_K by `quantize_q4_k` (gguf has no Q4_K quantizer).
+
+    weights: float32 [out_features, in_features] (in_features a multiple of the block size).
+    ggml_type: "Q8_0", "Q4_0", "Q4_1" or "Q4_K".
+    """
     fmt = block_format(ggml_type, "quantize")
     a = np.asarray(weights)
     if a.dtype != np.float32:

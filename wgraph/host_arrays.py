@@ -64,9 +64,16 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
 
     dtype: the wgraph dtype the call needs (None: the value's own). convert: the caller asked for dtype
     (`dtype=`), so an array of another dtype is converted; otherwise it must already be that dtype.
-    Python numbers and lists take `dtype` (their values checked for integer dtypes).
+    Python numbers and lists take `dtype` (their values checked for integer dtypes); without one they are
+    refused with the call that says which (numpy would make them float64 or int64).
     """
     arr = host_view(value, where)
+    if dtype is None and _python_data(value) and arr.dtype.kind in "biuf":
+        # numpy would pick float64 / int64, which wgraph lacks: the caller says which dtype it means
+        guess = "f32" if arr.dtype.kind == "f" else "i32"
+        raise DtypeError(f"{where}: a Python {type(value).__name__} has no dtype of its own (numpy would make it "
+                         f"{arr.dtype}, which wgraph lacks); say which with dtype=, as in dev.tensor(x, dtype={guess!r}), "
+                         f"or pass np.asarray(x, np.{dtype_info(guess).numpy})")
     if dtype is not None and (convert or _python_data(value)):
         if arr.dtype != dtype_info(dtype).numpy:
             arr = _convert(arr, dtype, value, where)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -10,6 +11,9 @@ import numpy as np
 from wgraph import args
 from wgraph.dtypes import dtype_info
 from wgraph.errors import ShapeError
+
+if TYPE_CHECKING:
+    from wgraph.device import Device
 
 
 def _shape(value) -> tuple[int, ...]:
@@ -38,11 +42,16 @@ class TensorSpec:
 
 
 class Tensor:
-    """A GPU tensor. Its buffer goes back to the device's pool when the last reference (views included) dies."""
+    """A GPU tensor. Its buffer goes back to the device's pool when the last reference (views included) dies.
+    Made by dev.tensor, dev.empty and the ops, never directly; shape, dtype (a wgraph dtype name), label, spec
+    (shape and dtype) and nbytes are read-only facts.
+
+    device: the Device that owns the buffer. buffer: the wgpu buffer. spec: its shape and dtype. label: its name.
+    base: the tensor whose buffer a view shares (None for an owner)."""
 
     __slots__ = ("device", "buffer", "shape", "dtype", "label", "spec", "nbytes", "_base", "_poison", "__weakref__")
 
-    def __init__(self, device, buffer, spec: TensorSpec, label: str = "", base: Tensor | None = None):
+    def __init__(self, device: Device, buffer: Any, spec: TensorSpec, label: str = "", base: Tensor | None = None):
         self.device = device
         self.buffer = buffer
         self._base = base  # a view keeps the tensor that owns the buffer alive
@@ -51,7 +60,7 @@ class Tensor:
         self.dtype = spec.dtype
         self.nbytes = spec.nbytes
         self.label = label
-        self._poison = None
+        self._poison: str | None = None
 
     def __del__(self):
         # The buffer goes back to the pool when the tensor dies (a view's, with the tensor it views). __del__,
@@ -65,7 +74,9 @@ class Tensor:
         return self._poison if self._base is None else self._base._poison
 
     def poison(self, reason: str) -> None:
-        """Mark the tensor unusable (its recording was discarded): every later use raises with `reason`."""
+        """Mark the tensor unusable (its recording was discarded): every later use raises with `reason`.
+
+        reason: why, as the later error says it."""
         (self._base or self)._poison = args.text("Tensor.poison", "reason", reason)
 
     @property
@@ -81,8 +92,10 @@ class Tensor:
         (numpy has no bfloat16; the widening is exact)."""
         return self.device.read(self)
 
-    def reshape(self, *shape) -> Tensor:
-        """A view with another shape over the same buffer (no copy). One dimension may be -1."""
+    def reshape(self, *shape: int | tuple[int, ...] | list[int]) -> Tensor:
+        """A view with another shape over the same buffer (no copy).
+
+        shape: the new shape, as integers or one tuple; one dimension may be -1 (inferred)."""
         shape = args.view_shape("Tensor.reshape", "shape",
                                 shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
         if -1 in shape:

@@ -4,11 +4,13 @@ Every node is validated by its op's `infer` when it is added; errors name the gr
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import attrs
 import networkx as nx
 
 from wgraph import args
+from wgraph.api_types import DTypeLike, HostData, Shape
 from wgraph.args import show
 from wgraph.device import Device, default_device
 from wgraph.dtypes import dtype_of_numpy
@@ -18,7 +20,7 @@ from wgraph.graph.nodes import SOURCE_OPS, GraphError, Node, StateSpec, Value
 from wgraph.graph.program import Program
 from wgraph.host_arrays import host_array
 from wgraph.ops.core import OPS
-from wgraph.tensor import TensorSpec
+from wgraph.tensor import Tensor, TensorSpec
 
 def _node_error(exc: WgraphError, where: str) -> WgraphError:
     """The same error class, its message prefixed with the graph and node."""
@@ -26,9 +28,12 @@ def _node_error(exc: WgraphError, where: str) -> WgraphError:
 
 
 class Graph:
-    """Build with `g.input`, `g.state`, `g.const`, op calls on the values they return, and `g.output`."""
+    """Build with `g.input`, `g.state`, `g.const`, op calls on the values they return, and `g.output`; then
+    `g.compile(dev)` gives a Program that replays the whole graph in one submit.
 
-    def __init__(self, name: str = "graph"):
+    name: the graph's name (in errors, explain() and exports)."""
+
+    def __init__(self, name: str = "graph") -> None:
         self.name = args.text("Graph", "name", name)
         self.nx = nx.DiGraph()
         self.values: dict[str, Value] = {}
@@ -45,19 +50,31 @@ class Graph:
 
     # ---- building ----
 
-    def input(self, name: str, shape, dtype: str = "f32") -> Value:
-        """A value given to every `run` (a numpy array, a Python number for a one-element input, or a Tensor)."""
+    def input(self, name: str, shape: Shape, dtype: DTypeLike = "f32") -> Value:
+        """A value given to every `run` (a numpy array, a Python number for a one-element input, or a Tensor).
+
+        name: the keyword `run` takes it by.
+        shape: a tuple of integers.
+        dtype: wgraph's name ("f32", "f16", "bf16", "i32", "u32") or numpy's or torch's spelling of one.
+        """
         spec = self._source_spec("input", name, shape, dtype)
         self.add(Node(name, "input", None, (), (name,)), specs=(spec,))
         self.inputs[name] = spec
         return self.values[name]
 
-    def state(self, name: str, shape, dtype: str = "f32", init=None) -> Value:
-        """A persistent buffer the program owns (a KV cache, a position): zeros or `init` at compile, then kept."""
+    def state(self, name: str, shape: Shape, dtype: DTypeLike = "f32", init: HostData | None = None) -> Value:
+        """A persistent buffer the program owns (a KV cache, a position): zeros or `init` at compile, then kept.
+
+        name: the state's name (prog.state(name) is its tensor).
+        shape: a tuple of integers.
+        dtype: wgraph's name ("f32", "f16", "bf16", "i32", "u32") or numpy's or torch's spelling of one.
+        init: host data of that shape and dtype to fill it with at compile (Python numbers and lists take the dtype);
+            None: zeros.
+        """
         spec = self._source_spec("state", name, shape, dtype)
         data = None
         if init is not None:
-            arr = host_array(init, dtype, where=f"graph {self.name!r}: state {name!r} init")
+            arr = host_array(init, spec.dtype, where=f"graph {self.name!r}: state {name!r} init")
             if arr.size != spec.size:
                 raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape}")
             data = arr.tobytes()
@@ -65,15 +82,24 @@ class Graph:
         self.states[name] = StateSpec(name, spec, data)
         return self.values[name]
 
-    def const(self, name: str, array, dtype: str | None = None) -> Value:
-        """A weight: a state initialised from `array` (uploaded once, at compile)."""
+    def const(self, name: str, array: HostData, dtype: DTypeLike | None = None) -> Value:
+        """A weight: a state initialised from `array` (uploaded once, at compile).
+
+        name: the weight's name (a state of the program).
+        array: host data (its shape and, without dtype, its dtype are the value's).
+        dtype: None (the array's own) or the dtype to convert to (wgraph's name or numpy's or torch's spelling).
+        """
         args.text("Graph.const", "name", name)
-        args.optional_dtype_name("Graph.const", "dtype", dtype)
+        dtype = args.optional_dtype_name("Graph.const", "dtype", dtype)
         arr = host_array(array, dtype, convert=dtype is not None, where=f"graph {self.name!r}: const {name!r}")
         return self.state(name, arr.shape, dtype_of_numpy(arr.dtype), init=arr)
 
     def output(self, name: str, value: Value) -> None:
-        """Name `value` as a result of `run`."""
+        """Name `value` as a result of `run`.
+
+        name: the key of `run`'s result dict.
+        value: a value of this graph.
+        """
         args.text("Graph.output", "name", name)
         if not isinstance(value, Value) or value.graph is not self:
             raise GraphError(f"graph {self.name!r}: output {name!r} must be a value of this graph, got {value!r}")
@@ -81,8 +107,11 @@ class Graph:
             raise GraphError(f"graph {self.name!r}: output {name!r} is defined twice")
         self.outputs[name] = value.name
 
-    def scope(self, prefix: str):
-        """Name the nodes added inside `with g.scope("layer0"):` as layer0/<op>_<n>."""
+    def scope(self, prefix: str) -> contextlib.AbstractContextManager[None]:
+        """Name the nodes added inside `with g.scope("layer0"):` as layer0/<op>_<n>.
+
+        prefix: the scope's name.
+        """
         return self._scoped(args.text("Graph.scope", "prefix", prefix))  # checked now, not at `with`
 
     @contextlib.contextmanager
@@ -93,8 +122,12 @@ class Graph:
         finally:
             self._scope.pop()
 
-    def add_op(self, op, params, inputs: tuple, out=None):
-        """What `wgraph.ops.core.apply` calls for symbolic inputs: a node; returns its output value(s)."""
+    def add_op(self, op: Any, params: Any, inputs: tuple, out: Any = None) -> Any:
+        """What `wgraph.ops.core.apply` calls for symbolic inputs: a node; returns its output value(s).
+
+        op: the OpDef. params: its checked params. inputs: the op's inputs (Values or None).
+        out: `out=` state values the op writes in place, or None.
+        """
         where = f"graph {self.name!r}, op {op.name}"
         writes = self._out_values(out, where) if out is not None else ()
         names = []
@@ -138,7 +171,10 @@ class Graph:
 
     def add(self, node: Node, specs: tuple | None = None) -> Node:
         """Add a node (the builder's and from_json's one path). Its outputs are named `node:i` when not given.
-        Raises naming the node: duplicate names, unknown ops or inputs, cycles, and the op's own infer errors."""
+        Raises naming the node: duplicate names, unknown ops or inputs, cycles, and the op's own infer errors.
+
+        node: the Node. specs: the output specs of a source node (input, state); None: inferred by the op.
+        """
         where = f"graph {self.name!r}, node {node.name!r} ({node.op})"
         if node.name in self.nx:
             raise GraphError(f"{where}: a node with this name exists")
@@ -234,7 +270,10 @@ class Graph:
     # ---- reading ----
 
     def node(self, name: str) -> Node:
-        """The node called `name`; GraphError naming the graph's nodes otherwise."""
+        """The node called `name`; GraphError naming the graph's nodes otherwise.
+
+        name: the node's name.
+        """
         if type(name) is not str or name not in self.nx:
             raise GraphError(f"graph {self.name!r}: node(name={show(name)}): no such node; nodes: "
                              f"{self.topological_order()}")
@@ -245,14 +284,21 @@ class Graph:
         return list(nx.lexicographical_topological_sort(self.nx, key=self._order.__getitem__))
 
     def consumers(self, value: str) -> list[str]:
-        """The nodes that take value `value` as an input."""
+        """The nodes that take value `value` as an input.
+
+        value: a value's name.
+        """
         if type(value) is not str or value not in self.producer:
             raise GraphError(f"graph {self.name!r}: consumers(value={show(value)}): no such value")
         return [n for n in self.nx.successors(self.producer[value]) if value in self.node(n).inputs]
 
-    def compile(self, device=None, *, shared_states: dict | None = None) -> Program:
+    def compile(self, device: Device | None = None, *, shared_states: dict[str, Tensor] | None = None) -> Program:
         """Plan every node once: a Program that runs the whole graph in one submit. `shared_states` {state name:
-        Tensor} gives states buffers the program does not own (another program's weights): used as they are."""
+        Tensor} gives states buffers the program does not own (another program's weights): used as they are.
+
+        device: the Device to run on; None: the default device.
+        shared_states: {state name: Tensor} buffers the program uses instead of its own (another program's weights).
+        """
         if device is not None and not isinstance(device, Device):
             raise args.fail("Graph.compile", "device", device, "None (the default device) or a wgraph Device")
         device = device or default_device()
@@ -260,13 +306,18 @@ class Graph:
             return Program(self, device, shared_states)
 
     def to_dot(self) -> str:
+        """The graph in Graphviz DOT: nodes with their op, edges with the values they carry."""
         return export.graph_to_dot(self)
 
     def to_json(self) -> str:
+        """The graph as JSON (nodes, params, inputs, states with their init data): Graph.from_json reads it."""
         return export.graph_to_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> Graph:
+        """A graph from Graph.to_json's text; every field is checked (a file never runs code).
+
+        text: the JSON text."""
         return export.graph_from_json(cls, text)
 
     def __len__(self) -> int:

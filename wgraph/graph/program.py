@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -25,6 +26,11 @@ from wgraph.scheduler.dispatch import Copy
 from wgraph.scheduler.profiling import Timestamps
 from wgraph.scheduler.window import InFlightWindow
 from wgraph.tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from wgraph.api_types import HostData
+    from wgraph.device import Device
+    from wgraph.graph.graph import Graph
 
 
 @attrs.frozen
@@ -134,9 +140,12 @@ def _check_shared(g, device, shared: dict) -> dict:
 
 class Program:
     """A compiled graph. `run(**inputs)` -> {output name: Tensor}; the tensors are the program's own buffers,
-    overwritten by the next run (call .numpy() before running again, or copy)."""
+    overwritten by the next run (call .numpy() before running again, or copy). Made by Graph.compile.
 
-    def __init__(self, graph, device, shared_states: dict | None = None):
+    graph: the Graph it was compiled from. device: the Device it runs on. shared_states: {state name: Tensor}
+    buffers it uses instead of its own (Graph.compile's)."""
+
+    def __init__(self, graph: Graph, device: Device, shared_states: dict[str, Tensor] | None = None) -> None:
         device.check_alive()
         self.shared = _check_shared(graph, device, {} if shared_states is None else shared_states)
         self.graph = graph
@@ -220,14 +229,20 @@ class Program:
             self.device.scheduler.write_buffer(t.buffer, 0, raw)
 
     def state(self, name: str) -> Tensor:
-        """The program's persistent buffer `name` (a state, a const or an input)."""
+        """The program's persistent buffer `name` (a state, a const or an input).
+
+        name: the state's (or const's, or input's) name in the graph.
+        """
         if type(name) is not str or (name not in self.graph.states and name not in self.graph.inputs):
             raise GraphError(f"program {self.graph.name!r}: state(name={show(name)}): no such state or input; "
                              f"states: {sorted(self.graph.states)}")
         return self.tensors[name]
 
-    def reset_state(self, name: str | None = None):
-        """Refill one state (or all) with its init data or zeros; shared states are left as they are."""
+    def reset_state(self, name: str | None = None) -> None:
+        """Refill one state (or all) with its init data or zeros; shared states are left as they are.
+
+        name: the state to refill; None: every state.
+        """
         if name is not None and (type(name) is not str or name not in self.graph.states):
             raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; states: "
                              f"{sorted(self.graph.states)}")
@@ -277,8 +292,12 @@ class Program:
                              f"it takes {sorted(want)}")
         return [(name, *self._feed(name, inputs[name], spec)) for name, spec in want.items()]
 
-    def run(self, **inputs) -> dict[str, Tensor]:
-        """Write `inputs` into the program's input buffers and run every node in one submit."""
+    def run(self, **inputs: HostData | Tensor) -> dict[str, Tensor]:
+        """Write `inputs` into the program's input buffers and run every node in one submit.
+
+        inputs: one keyword per graph input: host data of its shape and dtype (Python numbers and lists take the
+            dtype; a scalar fills a one-element input) or a Tensor of this device.
+        """
         feeds = self._feeds(inputs)
         # validated: from here on, GPU work (under the device lock: programs may run on several threads)
         with self.device.lock:
@@ -302,10 +321,15 @@ class Program:
 
     __call__ = run
 
-    def run_many(self, n: int, *, in_flight: int = 8, **inputs) -> float:
+    def run_many(self, n: int, *, in_flight: int = 8, **inputs: HostData | Tensor) -> float:
         """Replay `n` times with the same `inputs` (a decode loop whose state lives on the GPU), submitting back
         to back while at most `in_flight` replays are unfinished on the GPU (scheduler/window.py: a fence
-        wait, not a readback). Returns the host seconds spent in the replays themselves (encode and submit)."""
+        wait, not a readback). Returns the host seconds spent in the replays themselves (encode and submit).
+
+        n: how many replays.
+        in_flight: the most replays unfinished on the GPU at once.
+        inputs: as `run`'s, the same for every replay.
+        """
         n = args.integer("Program.run_many", "n", n, 0, args.I64_MAX)
         in_flight = args.integer("Program.run_many", "in_flight", in_flight, 1, args.U32_MAX)
         feeds = self._feeds(inputs)
@@ -324,10 +348,13 @@ class Program:
             window.submit(replay)
         return host
 
-    def profile(self, **inputs) -> ProgramProfile:
+    def profile(self, **inputs: HostData | Tensor) -> ProgramProfile:
         """Run one replay with GPU timestamps around every dispatch and wait for it: GPU time per node, by op
         and by layer (graph scopes), as a ProgramProfile (`.table()` prints it). UnsupportedError where the
-        device has no timestamp queries."""
+        device has no timestamp queries.
+
+        inputs: as `run`'s.
+        """
         feeds = self._feeds(inputs)   # the inputs are checked first, whatever the device
         caps = self.device.caps
         if not caps.has_timestamps:
@@ -344,12 +371,16 @@ class Program:
         return ProgramProfile.from_ticks(self.graph.name, caps.adapter_name, self._owners, ops, stamps.ticks_ns(),
                                          stamps.inside_passes)
 
-    def update(self, node_name: str, params) -> None:
+    def update(self, node_name: str, params: Any) -> None:
         """Give node `node_name` new params that keep its kernels (a new factor, an int kv_len within the
         compiled capacity): captures that node again and rebinds its dispatches; its uniform bytes become dirty
         and the next run rewrites just them. The program changes, not the graph it was compiled from
         (`prog.params` holds the params each node runs with). Raises GraphError naming the params that need a
-        new compile otherwise."""
+        new compile otherwise.
+
+        node_name: the node's name (prog.order lists them).
+        params: the node's new params, of its class (prog.params[node_name] is the current one; attrs.evolve it).
+        """
         g = self.graph
         if type(node_name) is not str or node_name not in g.nx:
             raise GraphError(f"program {g.name!r}: update(node_name={show(node_name)}): no such node; nodes: "
@@ -427,6 +458,7 @@ class Program:
         return "\n".join(lines)
 
     def to_dot(self) -> str:
+        """The program in Graphviz DOT: the graph's nodes with the kernels they run."""
         return export.program_to_dot(self)
 
     def __repr__(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import attrs
 import numpy as np
@@ -23,6 +23,10 @@ from wgraph.errors import LimitError, UnsupportedError
 from wgraph.graph import Graph
 from wgraph.models.config import MAX_SEQ
 from wgraph.models.llama import Llama, fused_qkv
+from wgraph.tensor import Tensor
+
+if TYPE_CHECKING:
+    from wgraph.api_types import Ids
 
 # the states of a model's decode program that belong to its one sequence: a batch has its own of each (the
 # caches l{i}.k_cache / l{i}.v_cache too); every other state is a weight, shared
@@ -71,7 +75,11 @@ class SlotKV:
 
 class BatchedDecoder:
     """Greedy decoding of up to `batch` sequences at once with `model`'s weights (shared, not copied), each
-    sequence with a KV cache of `max_seq` positions (default: the model's)."""
+    sequence with a KV cache of `max_seq` positions (default: the model's).
+
+    model: the Llama whose weights and layer math the batch uses.
+    batch: the most sequences at once (the batched attention grid's dimension).
+    max_seq: each sequence's KV cache positions, at most the model's; None: the model's."""
 
     # Llama's layer math as it is (one function per layer for every architecture); a batch differs only where a
     # layer meets its KV cache, the two hooks below
@@ -81,7 +89,7 @@ class BatchedDecoder:
     _embed = Llama._embed
     _logits = Llama._logits
 
-    def __init__(self, model: Llama, batch: int, *, max_seq: int | None = None):
+    def __init__(self, model: Llama, batch: int, *, max_seq: int | None = None) -> None:
         if not isinstance(model, Llama):
             raise args.fail("BatchedDecoder", "model", model, "a Llama (wgraph.models.Llama, from_pretrained)")
         c, dev = model.config, model.device
@@ -143,11 +151,14 @@ class BatchedDecoder:
 
     # ---- running ----
 
-    def prefill(self, prompts) -> list[np.ndarray]:
+    def prefill(self, prompts: Sequence[Ids]) -> list[np.ndarray]:
         """Make `prompts` (1..batch lists of ids) the batch's sequences; sequences past them decode a 1-token
         pad. Every prompt but its last id goes through the layers into its sequence's caches (one recorded
         submit for all); the last id is each sequence's first input of the step, at its own position. Returns
-        the prompts as checked u32 arrays."""
+        the prompts as checked u32 arrays.
+
+        prompts: 1..batch lists (or numpy arrays) of token ids.
+        """
         seqs = _check_prompts("BatchedDecoder.prefill", prompts, self.config.vocab_size, self.batch)
         self._start(seqs)
         return seqs
@@ -176,27 +187,38 @@ class BatchedDecoder:
                 x = self._embed(dev.tensor(p[:-1], "u32", label=f"sequence{b}.prompt"), glob["embed"])
                 self._forward(x, glob, layers, slots, 0, rows, rows, lambda _name: contextlib.nullcontext())
 
-    def step(self):
+    def step(self) -> Tensor:
         """One batched decode step (one submit, no host input): the logits output [B, V] of the tokens it
         consumed (overwritten by the next step)."""
         return self.program.run()["logits"]
 
     def run_steps(self, n: int, *, in_flight: int = 8) -> float:
         """Submit `n` steps back to back, at most `in_flight` unfinished on the GPU (Program.run_many); returns
-        the host seconds spent encoding and submitting them."""
+        the host seconds spent encoding and submitting them.
+
+        n: how many steps.
+        in_flight: the most steps unfinished on the GPU at once.
+        """
         n = args.integer("BatchedDecoder.run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         return self.program.run_many(n, in_flight=in_flight)
 
-    def generate(self, prompts, max_new_tokens: int, *, stop_ids=(), in_flight: int = 8,
-                 read_every: int | None = None, progress: Callable[[int, float], None] | None = None
-                 ) -> list[list[int]]:
+    def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
+                 read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[list[int]]:
         """Up to `max_new_tokens` greedy ids after each of `prompts` (1..batch lists of ids, any lengths), one
         list per prompt. One recorded submit prefills them all, then one submit per step for the whole batch,
         at most `in_flight` unfinished; the ids are read every `read_every` steps (default: once, at the end).
         `stop_ids`: ids that end every sequence, or one list per prompt. A sequence ends at its first stop id
         (kept) found at a read; the ids it makes after it are dropped (the GPU runs the whole batch until every
-        sequence has stopped or max_new_tokens steps ran). `progress(steps, seconds)` is called after each read."""
+        sequence has stopped or max_new_tokens steps ran). `progress(steps, seconds)` is called after each read.
+
+        prompts: 1..batch lists of token ids.
+        max_new_tokens: the most new ids per sequence.
+        stop_ids: ids that end a sequence (found at a read).
+        in_flight: the most steps unfinished on the GPU at once.
+        read_every: read the ids back every this many steps; None: once, at the end.
+        progress: None, or a function (steps, seconds) called after each read.
+        """
         where = "BatchedDecoder.generate"
         seqs = _check_prompts(where, prompts, self.config.vocab_size, self.batch)
         n = args.integer(where, "max_new_tokens", max_new_tokens, 0, MAX_SEQ)

@@ -54,9 +54,11 @@ def _shard_names(root: Path) -> list[str]:
 
 
 class Checkpoint:
-    """The tensors of a checkpoint directory, by name; `get(name, shape)` reads one as a numpy array."""
+    """The tensors of a checkpoint directory, by name; `get(name, shape)` reads one as a numpy array.
 
-    def __init__(self, root):
+    root: the checkpoint directory (*.safetensors, sharded with model.safetensors.index.json or not)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         if not isinstance(root, (str, os.PathLike)):
             raise args.fail("Checkpoint", "root", root, "a directory path (str or os.PathLike)")
         self.root = Path(root)
@@ -83,7 +85,11 @@ class Checkpoint:
 
     def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Tensor `name`, checked to have `shape`: float32 or float16 as stored, BF16 as its bit patterns
-        (a dtypes.BF16_BITS array; dtypes.from_bf16 widens it exactly)."""
+        (a dtypes.BF16_BITS array; dtypes.from_bf16 widens it exactly).
+
+        name: the tensor's name in the checkpoint.
+        shape: the shape the model needs (a CheckpointError names a mismatch).
+        """
         shape = args.shape("Checkpoint.get", "shape", shape)
         path = self.where.get(args.text("Checkpoint.get", "name", name))
         if path is None:

@@ -11,6 +11,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -87,7 +88,10 @@ class DecoderConfig:
         return (self.head_dim if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar) ** -0.5
 
     def window(self, layer: int) -> int:
-        """Layer `layer`'s sliding window in keys (0: full attention)."""
+        """Layer `layer`'s sliding window in keys (0: full attention).
+
+        layer: the layer index, in [0, num_hidden_layers).
+        """
         layer = args.integer("DecoderConfig.window", "layer", layer, 0, self.num_hidden_layers - 1)
         return self.layer_windows[layer] if self.layer_windows else 0
 
@@ -96,8 +100,11 @@ class DecoderConfig:
         return inv_freq(self.rope_theta, self.rope_scaling, self.rope_dim)
 
     @classmethod
-    def from_dict(cls, d: dict) -> DecoderConfig:
-        """Check a parsed config.json; CheckpointError names the bad or unknown key."""
+    def from_dict(cls, d: dict[str, Any]) -> DecoderConfig:
+        """Check a parsed config.json; CheckpointError names the bad or unknown key.
+
+        d: the parsed config.json (a dict).
+        """
         if not isinstance(d, dict):
             raise CheckpointError(f"config.json must hold a JSON object, got {type(d).__name__}")
         arch = _architecture(d)
@@ -111,8 +118,11 @@ class DecoderConfig:
         return cls(**_read(fields, arch))
 
     @classmethod
-    def from_file(cls, path) -> DecoderConfig:
-        """Read and check a config.json (see from_dict)."""
+    def from_file(cls, path: str | os.PathLike[str]) -> DecoderConfig:
+        """Read and check a config.json (see from_dict).
+
+        path: the config.json file.
+        """
         if not isinstance(path, (str, os.PathLike)):
             raise args.fail("DecoderConfig.from_file", "path", path, "a path (str or os.PathLike)")
         path = Path(path)

@@ -21,7 +21,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import attrs
 import numpy as np
@@ -36,6 +36,11 @@ from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.ops.sampling import SampleSettings
+from wgraph.tensor import Tensor
+
+if TYPE_CHECKING:
+    from wgraph.api_types import DTypeLike, Ids
+    from wgraph.models.tokenizer import Tokenizer
 
 DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
@@ -156,10 +161,18 @@ def _program_weights(cfg: DecoderConfig, dtype: str) -> dict[str, ProgramWeight]
 
 class Llama:
     """A decoder of the Llama family (any architecture DecoderConfig reads) on one device. Build with
-    `from_pretrained` (a Hugging Face directory) or `from_weights`."""
+    `from_pretrained` (a Hugging Face directory) or `from_weights`.
 
-    def __init__(self, config: DecoderConfig, device, get_weight: Callable[[str, tuple], np.ndarray], *,
-                 dtype: str = "f16", max_seq: int | None = None):
+    config: the DecoderConfig.
+    device: the Device to run on.
+    get_weight: a function (Hugging Face tensor name, shape) -> array that returns each weight once.
+    dtype: the weights' and activations' storage: "f16" (needs shader-f16), "f32" or "bf16" (numpy's and torch's
+        spellings too: np.float16, "float32", torch.bfloat16).
+    max_seq: the KV cache's positions (prompt + new tokens), in [2, MAX_SEQ]; None: the config's
+        max_position_embeddings, up to DEFAULT_MAX_SEQ."""
+
+    def __init__(self, config: DecoderConfig, device: Device, get_weight: Callable[[str, tuple], Any], *,
+                 dtype: DTypeLike = "f16", max_seq: int | None = None) -> None:
         if not isinstance(config, DecoderConfig):
             raise args.fail("Llama", "config", config, "a DecoderConfig (DecoderConfig.from_file, from_dict)")
         check_device("Llama", device, required=True)
@@ -185,8 +198,17 @@ class Llama:
     # ---- construction ----
 
     @classmethod
-    def from_pretrained(cls, path, device=None, *, dtype: str = "f16", max_seq: int | None = None) -> Llama:
-        """Load config.json and *.safetensors (sharded or not; F32/F16/BF16) from a Hugging Face directory."""
+    def from_pretrained(cls, path: str | os.PathLike[str], device: Device | None = None, *, dtype: DTypeLike = "f16",
+                        max_seq: int | None = None) -> Llama:
+        """Load config.json and *.safetensors (sharded or not; F32/F16/BF16) from a Hugging Face directory.
+
+        path: the directory.
+        device: the Device to run on; None: the default device.
+        dtype: the weights' and activations' storage: "f16" (needs shader-f16), "f32" or "bf16" (numpy's and torch's
+            spellings too: np.float16, "float32", torch.bfloat16).
+        max_seq: the KV cache's positions (prompt + new tokens), in [2, MAX_SEQ]; None: the config's
+            max_position_embeddings, up to DEFAULT_MAX_SEQ.
+        """
         from wgraph.device import default_device
 
         check_options("Llama.from_pretrained", dtype, max_seq)   # before any file is read
@@ -199,9 +221,18 @@ class Llama:
         return cls(config, device or default_device(), ckpt.get, dtype=dtype, max_seq=max_seq)
 
     @classmethod
-    def from_weights(cls, config: DecoderConfig, weights: dict[str, np.ndarray], device=None, *, dtype: str = "f16",
-                     max_seq: int | None = None) -> Llama:
-        """A model from in-memory arrays named as in a Hugging Face checkpoint (shapes checked)."""
+    def from_weights(cls, config: DecoderConfig, weights: dict[str, np.ndarray], device: Device | None = None, *,
+                     dtype: DTypeLike = "f16", max_seq: int | None = None) -> Llama:
+        """A model from in-memory arrays named as in a Hugging Face checkpoint (shapes checked).
+
+        config: the DecoderConfig.
+        weights: {Hugging Face tensor name: array}.
+        device: the Device to run on; None: the default device.
+        dtype: the weights' and activations' storage: "f16" (needs shader-f16), "f32" or "bf16" (numpy's and torch's
+            spellings too: np.float16, "float32", torch.bfloat16).
+        max_seq: the KV cache's positions (prompt + new tokens), in [2, MAX_SEQ]; None: the config's
+            max_position_embeddings, up to DEFAULT_MAX_SEQ.
+        """
         from wgraph.device import default_device
 
         check_options("Llama.from_weights", dtype, max_seq)
@@ -371,9 +402,9 @@ class Llama:
                     ops.scale(old.state(n), 1.0, out=new.state(n))
             self.program, self._choose_node, self.sampling = new, node, sample is not None
         if sample is not None:
-            node = self.program.graph.node(self._choose_node)
+            choose = self.program.graph.node(self._choose_node)
             self.program.update(self._choose_node, attrs.evolve(
-                node.params, temperature=sample.temperature, top_k=sample.top_k, top_p=sample.top_p, seed=sample.seed))
+                choose.params, temperature=sample.temperature, top_k=sample.top_k, top_p=sample.top_p, seed=sample.seed))
 
     # ---- running ----
 
@@ -386,10 +417,15 @@ class Llama:
             raise LimitError(f"{what}: token id {int(bad[0])} is outside the vocabulary [0, {self.config.vocab_size})")
         return arr.astype(np.uint32)
 
-    def prefill(self, prompt_ids, *, all_logits: bool = False, sample: SampleSettings | None = None):
+    def prefill(self, prompt_ids: Ids, *, all_logits: bool = False, sample: SampleSettings | None = None) -> Tensor:
         """Run the prompt through every layer in ONE recorded submit: fills the KV caches at positions
         0..S-1, picks the first new token on the GPU (argmax, or a draw with `sample`) and leaves the decode
-        state ready for `step()`. Returns the logits of the last position [1, V], or of all [S, V] with all_logits."""
+        state ready for `step()`. Returns the logits of the last position [1, V], or of all [S, V] with all_logits.
+
+        prompt_ids: the prompt's token ids (a list or numpy integer array, at least one, below the vocabulary size).
+        all_logits: return the logits of every position instead of the last.
+        sample: draw the first token with these settings (temperature, top_k, top_p, seed); None: argmax.
+        """
         ids = self._check_ids(prompt_ids, "prompt_ids", "prefill")
         args.flag("prefill", "all_logits", all_logits)
         if sample is not None and not isinstance(sample, SampleSettings):
@@ -412,12 +448,12 @@ class Llama:
                 logits = self._logits(h, glob)
         return logits
 
-    def step(self):
+    def step(self) -> Tensor:
         """One decode step (one submit, no host input): returns the program's logits output [1, V] for the
         token it consumed (overwritten by the next step)."""
         return self.program.run()["logits"]
 
-    def generate(self, prompt_ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
+    def generate(self, prompt_ids: Ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int = 0, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[int]:
         """Up to `max_new_tokens` new ids after `prompt_ids`. One recorded submit for the prompt, then one
@@ -426,7 +462,19 @@ class Llama:
         at a read; the stop id is returned, ids generated after it are dropped.
         temperature 0 is greedy (argmax; top_k, top_p and seed unused); otherwise each id is drawn on the GPU from
         softmax(logits / temperature) kept to top_k and top_p, keyed by (seed, position): the same seed and
-        prompt give the same ids."""
+        prompt give the same ids.
+
+        prompt_ids: the prompt's token ids.
+        max_new_tokens: the most new ids.
+        temperature: a finite real >= 0; 0 is greedy.
+        top_k: keep the k most likely ids (0: all).
+        top_p: keep the fewest most likely ids whose probability reaches it, in (0, 1].
+        seed: the draws' seed (a u64).
+        stop_ids: ids that end generation (found at a read).
+        in_flight: the most decode steps unfinished on the GPU at once.
+        read_every: read the ids back every this many tokens; None: once, at the end.
+        progress: None, or a function (tokens so far, seconds) called at every read.
+        """
         fn = "generate"
         ids = self._check_ids(prompt_ids, "prompt_ids", fn)
         n = args.integer(fn, "max_new_tokens", max_new_tokens, 0, MAX_SEQ)
@@ -452,7 +500,7 @@ class Llama:
         t0 = time.perf_counter()
         before = self.device.stats.snapshot()
         self.prefill(ids, sample=sample)
-        made, out = 1, []  # prefill chose the first new id
+        made, out = 1, list[int]()  # prefill chose the first new id
         while True:
             if made == n or made % every == 0:
                 new = prog.state("history").numpy()[s + len(out):s + made].tolist()
@@ -472,25 +520,39 @@ class Llama:
     def run_steps(self, n: int, *, in_flight: int = 8) -> float:
         """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
         steps are not yet finished on the GPU (Program.run_many). Returns the host seconds spent encoding and
-        submitting them."""
+        submitting them.
+
+        n: how many steps.
+        in_flight: the most steps unfinished on the GPU at once.
+        """
         n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         return self.program.run_many(n, in_flight=in_flight)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 
-    tokenizer = None  # a wgraph.models.tokenizer.Tokenizer, or None
+    tokenizer: Tokenizer | None = None  # from_pretrained attaches the checkpoint's
 
-    def generate_text(self, prompt, max_new_tokens: int, **options) -> str:
+    def generate_text(self, prompt: str | list[dict[str, str]], max_new_tokens: int, **options: Any) -> str:
         """The text of up to `max_new_tokens` new tokens after `prompt` (a str; with chat=True a user message or a
         list of messages, rendered by the chat template). Options: chat, system, temperature, top_k, top_p, seed,
-        stop_ids (default: the tokenizer's eos ids), read_every, in_flight, skip_special_tokens."""
+        stop_ids (default: the tokenizer's eos ids), read_every, in_flight, skip_special_tokens.
+
+        prompt: the text (with chat=True a user message, or a list of {"role", "content"} messages).
+        max_new_tokens: the most new tokens.
+        options: the keywords above (wgraph/models/text.py checks each; an unknown one is an ArgumentError).
+        """
         from wgraph.models.text import generate_text
 
         return generate_text(self, prompt, max_new_tokens, **options)
 
-    def stream_text(self, prompt, max_new_tokens: int, **options):
-        """An iterator of text pieces as the ids are read back (every `read_every` tokens); options as generate_text."""
+    def stream_text(self, prompt: str | list[dict[str, str]], max_new_tokens: int, **options: Any) -> Iterator[str]:
+        """An iterator of text pieces as the ids are read back (every `read_every` tokens); options as generate_text.
+
+        prompt: as generate_text's.
+        max_new_tokens: the most new tokens.
+        options: generate_text's keywords.
+        """
         from wgraph.models.text import stream_text
 
         return stream_text(self, prompt, max_new_tokens, **options)
@@ -498,7 +560,7 @@ class Llama:
 
 def check_options(fn: str, dtype, max_seq) -> tuple[str, int | None]:
     """(dtype, max_seq) of a model, by their rules (args.py); max_seq None: the config's, up to DEFAULT_MAX_SEQ."""
-    return args.choice(fn, "dtype", dtype, DTYPES), args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)
+    return args.dtype_name(fn, "dtype", dtype, DTYPES), args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)
 
 
 def check_device(fn: str, device, required: bool = False) -> None:

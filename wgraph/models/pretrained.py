@@ -4,6 +4,7 @@ files hold (tokenizer.json, or the GGUF vocabulary) attached as `model.tokenizer
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import os
 
@@ -11,6 +12,11 @@ from wgraph import args
 from wgraph.errors import CheckpointError
 from wgraph.models.gguf_checkpoint import GGUFCheckpoint
 from wgraph.models.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from wgraph.api_types import DTypeLike
+    from wgraph.device import Device
+    from wgraph.models.llama import Llama
 
 
 def build_model(config: dict, device, get_weight, *, dtype: str, max_seq: int | None):
@@ -21,9 +27,17 @@ def build_model(config: dict, device, get_weight, *, dtype: str, max_seq: int | 
     return Llama(LlamaConfig.from_dict(config), device, get_weight, dtype=dtype, max_seq=max_seq)
 
 
-def from_pretrained(path, device=None, *, dtype: str | None = None, max_seq: int | None = None):
+def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, *, dtype: DTypeLike | None = None,
+                    max_seq: int | None = None) -> Llama:
     """Load a Hugging Face directory (config.json + *.safetensors) or a .gguf file (dequantized to `dtype`).
-    dtype: the weights' storage, default f16 where the device has shader-f16, else f32."""
+    dtype: the weights' storage, default f16 where the device has shader-f16, else f32.
+
+    path: the directory or the .gguf file.
+    device: the Device to run on; None: the default device.
+    dtype: the weights' storage: "f16", "f32" or "bf16" (numpy's and torch's spellings too); None: f16 where the
+        device has shader-f16, else f32.
+    max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
+    """
     from wgraph.device import Device, default_device
     from wgraph.models.config import MAX_SEQ
     from wgraph.models.llama import DTYPES, Llama
@@ -33,7 +47,7 @@ def from_pretrained(path, device=None, *, dtype: str | None = None, max_seq: int
         raise args.fail(fn, "path", path, "a directory or .gguf file path (str or os.PathLike)")
     if device is not None and not isinstance(device, Device):
         raise args.fail(fn, "device", device, "None (the default device) or a wgraph Device")
-    args.choice(fn, "dtype", dtype, (None,) + DTYPES)
+    dtype = args.optional_dtype_name(fn, "dtype", dtype, DTYPES)
     args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)   # before any file is read
     root = Path(path)
     dev = device or default_device()

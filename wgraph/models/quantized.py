@@ -9,7 +9,7 @@ states itself: `_weight_states` is the one place that says which state holds blo
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -23,6 +23,10 @@ from wgraph.models.config import LlamaConfig
 from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
                                  weight_shapes)
 from wgraph.ops.sampling import SampleSettings
+
+if TYPE_CHECKING:
+    from wgraph.api_types import DTypeLike
+    from wgraph.device import Device
 
 
 @attrs.frozen
@@ -53,9 +57,15 @@ def dequantize_checkpoint(weights: dict) -> dict[str, np.ndarray]:
 class QuantizedLlama(Llama):
     """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (Q8_0, Q4_0, Q4_1, Q4_K);
     activations, KV caches and the other weights are f32. Greedy decoding (sampling switches programs by
-    copying f32 states, which block states are not)."""
+    copying f32 states, which block states are not).
 
-    def __init__(self, config: LlamaConfig, device, weights: dict, *, max_seq: int | None = None):
+    config: the DecoderConfig.
+    device: the Device to run on.
+    weights: {Hugging Face tensor name: float array or host QuantizedWeight}.
+    max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ."""
+
+    def __init__(self, config: LlamaConfig, device: Device, weights: dict[str, Any], *,
+                 max_seq: int | None = None) -> None:
         if not isinstance(config, LlamaConfig):
             raise args.fail("QuantizedLlama", "config", config, "a DecoderConfig (DecoderConfig.from_dict, from_file)")
         if not isinstance(weights, dict):
@@ -68,9 +78,16 @@ class QuantizedLlama(Llama):
         super().__init__(config, device, self._get, dtype="f32", max_seq=max_seq)
 
     @classmethod
-    def from_weights(cls, config: LlamaConfig, weights: dict, device=None, *, dtype: str = "f32",
-                     max_seq: int | None = None) -> QuantizedLlama:
-        """A model from HF-named weights: float arrays and host QuantizedWeights (their shapes checked)."""
+    def from_weights(cls, config: LlamaConfig, weights: dict[str, Any], device: Device | None = None, *,
+                     dtype: DTypeLike = "f32", max_seq: int | None = None) -> QuantizedLlama:
+        """A model from HF-named weights: float arrays and host QuantizedWeights (their shapes checked).
+
+        config: the DecoderConfig.
+        weights: {Hugging Face tensor name: float array or host QuantizedWeight}.
+        device: the Device to run on; None: the default device.
+        dtype: "f32" (the only one: non-quantized weights and activations are f32).
+        max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
+        """
         from wgraph.device import default_device
 
         fn = "QuantizedLlama.from_weights"
@@ -81,9 +98,13 @@ class QuantizedLlama(Llama):
         return cls(config, device or default_device(), weights, max_seq=max_seq)
 
     @classmethod
-    def from_pretrained(cls, path, device=None, *, dtype: str = "f16", max_seq: int | None = None):
+    def from_pretrained(cls, path: str | os.PathLike[str], device: Device | None = None, *, dtype: DTypeLike = "f16",
+                        max_seq: int | None = None) -> QuantizedLlama:
         """Not supported: a GGUF file loads through wgraph.models.from_pretrained (UnsupportedError, after the
-        arguments are checked as Llama.from_pretrained checks them)."""
+        arguments are checked as Llama.from_pretrained checks them).
+
+        path, device, dtype, max_seq: as Llama.from_pretrained's (checked, then refused).
+        """
         fn = "QuantizedLlama.from_pretrained"
         if not isinstance(path, (str, os.PathLike)):
             raise args.fail(fn, "path", path, "a path (str or os.PathLike)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import AddedToken, processors
 from tokenizers import Tokenizer as Backend
@@ -19,6 +20,9 @@ from wgraph.host_arrays import host_ids
 from wgraph.models.chat_template import ChatTemplate
 from wgraph.models.gguf import GGUFFile
 from wgraph.models.gguf_tokenizer import gguf_tokenizer_parts
+
+if TYPE_CHECKING:
+    from wgraph.api_types import Ids
 
 MAX_TOKENIZER_BYTES = 128 << 20  # tokenizer.json of a 256k vocabulary is ~35 MB
 MAX_CONFIG_BYTES = 16 << 20
@@ -103,9 +107,12 @@ class Tokenizer:
     # ---- construction ----
 
     @classmethod
-    def from_directory(cls, path) -> Tokenizer:
+    def from_directory(cls, path: str | os.PathLike[str]) -> Tokenizer:
         """tokenizer.json with tokenizer_config.json, chat_template.jinja (and additional_chat_templates/*.jinja)
-        and the eos ids of generation_config.json / config.json, from a Hugging Face checkpoint directory."""
+        and the eos ids of generation_config.json / config.json, from a Hugging Face checkpoint directory.
+
+        path: the checkpoint directory.
+        """
         root = Path(_path("Tokenizer.from_directory", "path", path))
         tj = root / "tokenizer.json"
         if not tj.is_file():
@@ -134,8 +141,11 @@ class Tokenizer:
         return cls(backend, special=special, chat_template=template, stop_ids=stop_ids, clean_up_spaces=clean_up)
 
     @classmethod
-    def from_gguf(cls, gguf) -> Tokenizer:
-        """The tokenizer of a GGUF file (a path or a parsed GGUFFile)."""
+    def from_gguf(cls, gguf: str | os.PathLike[str] | GGUFFile) -> Tokenizer:
+        """The tokenizer of a GGUF file (a path or a parsed GGUFFile).
+
+        gguf: the .gguf file's path, or a parsed GGUFFile.
+        """
         f = gguf if isinstance(gguf, GGUFFile) else GGUFFile(_path("Tokenizer.from_gguf", "gguf", gguf, "or a GGUFFile"))
         parts = gguf_tokenizer_parts(f)
         template = parts["chat_template"]
@@ -151,30 +161,52 @@ class Tokenizer:
         return self.backend.get_vocab_size(with_added_tokens=True)
 
     def token_id(self, token: str) -> int | None:
-        """The id of `token` (a token string of the vocabulary), or None."""
+        """The id of `token` (a token string of the vocabulary), or None.
+
+        token: a token string of the vocabulary.
+        """
         return self.backend.token_to_id(args.text("Tokenizer.token_id", "token", token))
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
-        """Token ids of `text`; add_special_tokens adds BOS/EOS as the tokenizer's files say."""
+        """Token ids of `text`; add_special_tokens adds BOS/EOS as the tokenizer's files say.
+
+        text: the text.
+        add_special_tokens: add BOS/EOS as the tokenizer's files say.
+        """
         text = args.text("Tokenizer.encode", "text", text)
         add_special_tokens = args.flag("Tokenizer.encode", "add_special_tokens", add_special_tokens)
         return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
 
-    def decode(self, ids, *, skip_special_tokens: bool = True) -> str:
-        """The text of `ids` (special tokens left out unless skip_special_tokens=False)."""
+    def decode(self, ids: Ids, *, skip_special_tokens: bool = True) -> str:
+        """The text of `ids` (special tokens left out unless skip_special_tokens=False).
+
+        ids: token ids (a list, tuple or numpy integer array).
+        skip_special_tokens: leave special tokens out of the text.
+        """
         ids = self.check_ids(ids, "Tokenizer.decode")
         skip_special_tokens = args.flag("Tokenizer.decode", "skip_special_tokens", skip_special_tokens)
         text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
         return _clean_up(text) if self.clean_up_spaces else text
 
-    def check_ids(self, ids, where: str) -> list[int]:
+    def check_ids(self, ids: Ids, where: str) -> list[int]:
         """`ids` (a list, tuple or numpy integer array) as a list of ints, each an id of the vocabulary: the one
-        rule for token ids (host_arrays.host_ids), naming `where`."""
+        rule for token ids (host_arrays.host_ids), naming `where`.
+
+        ids: token ids (a list, tuple or numpy integer array).
+        where: the caller's name, for the message.
+        """
         return host_ids(ids, self.vocab_size, args.text("Tokenizer.check_ids", "where", where)).reshape(-1).tolist()
 
-    def apply_chat_template(self, messages, *, add_generation_prompt: bool = True, template: str | None = None,
-                            tokenize: bool = False, **kwargs):
-        """The prompt of a conversation as text, or as ids with tokenize=True (no BOS added: templates write it)."""
+    def apply_chat_template(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True,
+                            template: str | None = None, tokenize: bool = False, **kwargs: Any) -> str | list[int]:
+        """The prompt of a conversation as text, or as ids with tokenize=True (no BOS added: templates write it).
+
+        messages: the conversation: a list of {"role": ..., "content": ...} dicts.
+        add_generation_prompt: end with the template's opening of an assistant turn.
+        template: the name of one of the checkpoint's additional chat templates; None: the default template.
+        tokenize: return token ids instead of text.
+        kwargs: more template variables (JSON-like values).
+        """
         fn = "apply_chat_template"
         add_generation_prompt = args.flag(fn, "add_generation_prompt", add_generation_prompt)
         if template is not None:
@@ -188,7 +220,10 @@ class Tokenizer:
         return self.encode(text, add_special_tokens=False) if tokenize else text
 
     def stream_decoder(self, *, skip_special_tokens: bool = True) -> StreamDecoder:
-        """A StreamDecoder of this tokenizer: text pieces from ids pushed a few at a time."""
+        """A StreamDecoder of this tokenizer: text pieces from ids pushed a few at a time.
+
+        skip_special_tokens: leave special tokens out of the pieces.
+        """
         return StreamDecoder(self, args.flag("Tokenizer.stream_decoder", "skip_special_tokens", skip_special_tokens))
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -18,15 +20,22 @@ from wgraph.errors import ArgumentError, DtypeError, LimitError, PlanError, Shap
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
 from wgraph.kernels.registry import registry
+from wgraph.api_types import TensorT
 from wgraph.tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from wgraph.device import Caps
 
 U32_MAX = 0xFFFFFFFF
 
 
 @attrs.frozen(cache_hash=True)  # a repeated call's params come from a memo: its hash (the template key) once
 class AttentionParams:
-    """Validated options of one attention call. kv_len None: read from the kv_len tensor on the GPU.
-    start_pos None: query 0 sits at kv_start + kv_len - S (bottom-right, as FlashAttention)."""
+    """Validated options of one attention call (what `attention` builds from its arguments; a graph node holds
+    it). Each field is the `attention` argument of that name: causal, scale, start_pos (None: query 0 sits at
+    kv_start + kv_len - S, bottom-right, as FlashAttention), kv_start, kv_len (None: read from the kv_len tensor
+    on the GPU), sliding_window, softcap, kv_layout, page_size, variant; window_right is the right side of
+    `window` (-1 unbounded) and return_lse whether the log-sum-exp is a second output."""
 
     causal: bool
     scale: float | None = None
@@ -43,7 +52,8 @@ class AttentionParams:
 
 
 def require_causal(op: str, causal) -> bool:
-    """`causal` as a bool; a WgraphError when the caller left it out (None): no default, either way."""
+    """`causal` as a bool; a WgraphError for None (the signatures make it required: leaving it out is Python's
+    TypeError; None is refused with the alignment explained)."""
     if causal is None:
         raise ArgumentError(
             f"{op}: pass causal=True or causal=False (there is no default); causal=True is aligned bottom-right "
@@ -285,7 +295,10 @@ _active_paths = _ActivePaths()
 @attrs.frozen
 class KernelPath:
     """Variants by phase and layer: {"prefill": {"default": name, "3": name}, "decode": name}. Use as
-    `variant=path` (with `layer=`) or `with path:` to apply it to every attention call on this thread."""
+    `variant=path` (with `layer=`) or `with path:` to apply it to every attention call on this thread.
+
+    table: that mapping, phase -> a variant name or {layer (a str) or "default": variant name}; build it with
+    `kernel_path`, which checks every name against the registry."""
 
     table: dict = attrs.field(eq=False)
 
@@ -303,8 +316,11 @@ class KernelPath:
         _active_paths.stack.pop()
 
 
-def kernel_path(spec) -> KernelPath:
-    """A KernelPath from a dict or a .toml / .json file; every name is checked against the registry."""
+def kernel_path(spec: dict[str, Any] | str | os.PathLike[str]) -> KernelPath:
+    """A KernelPath from a dict or a .toml / .json file; every name is checked against the registry.
+
+    spec: {"prefill": name or {layer: name, "default": name}, "decode": ...}, or the path of a .toml or .json
+    file holding that mapping."""
     if isinstance(spec, (str, Path)):
         path = Path(spec)
         try:
@@ -406,23 +422,60 @@ def _default_kv_len(k, kv_layout, page_table, page_size):
     return shape[0]
 
 
-def attention(q, k, v, *, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None, sliding_window=0,
-              softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0, variant=None, layer=None, out=None,
-              window=(-1, -1), return_lse=False):
-    """softmax(q k^T * scale [+ masks]) v. q [S, Hq, D], k/v [L, Hkv, D] -> [S, Hq, D] in q's dtype, or
-    (out, lse [Hq, S] f32) with return_lse. causal (required): mask keys after the query, bottom-right aligned.
-    window: FlashAttention's (left, right), -1 unbounded (sliding_window w is (w - 1, -1)). kv_len: int
-    (default: all rows) or a u32 tensor read by the kernel. variant: a name or a KernelPath."""
+def attention(q: TensorT, k: TensorT, v: TensorT, *, causal: bool, scale: float | None = None,
+              start_pos: int | None = None, kv_start: int = 0, kv_len: int | TensorT | None = None,
+              sliding_window: int = 0, softcap: float = 0.0, kv_layout: str = "contiguous",
+              page_table: TensorT | None = None, page_size: int = 0, variant: str | KernelPath | None = None,
+              layer: int | None = None, out: TensorT | None = None, window: tuple[int, int] = (-1, -1),
+              return_lse: bool = False) -> Any:
+    """softmax(q k^T * scale [+ masks]) v for one sequence (FlashAttention's rules: docs/attention.md).
+    Returns out [S, Hq, D] in q's dtype (a Tensor, or a Value in a graph), or (out, lse) with return_lse.
+
+    q: queries [S, Hq, D] (f32 or f16). k, v: keys and values [L, Hkv, D] (f32 or f16, one dtype; f32 q with f16
+        k/v is the f16kv family); Hq a multiple of Hkv (q head h reads kv head h // (Hq // Hkv)).
+    causal: required, True or False. True masks key j of query i when the key's position is after the query's;
+        positions are bottom-right aligned (with S < kv_len the queries are the last S positions).
+    scale: the scores' factor; None: 1 / sqrt(D).
+    start_pos: the absolute position of query 0 (query i sits at start_pos + i); None: kv_start + kv_len - S.
+    kv_start: the absolute position of key 0 (key j sits at kv_start + j), for caches that do not start at 0.
+    kv_len: how many keys to attend to: an int (default: every row of k, or of the pages the table maps) or a
+        u32 tensor with one value, read by the kernel at dispatch time (a recorded decode step replays as the
+        cache grows).
+    sliding_window: w > 0 masks keys at or before query_pos - w (the left-only shorthand of window=(w - 1, -1));
+        0 is off.
+    softcap: c > 0 caps the scaled scores as c * tanh(s / c) (Gemma 2); 0 is off.
+    kv_layout: how k/v rows hold key positions: "contiguous" (key j at row j), "ring" (a ring of L rows: key
+        position p at row p % L; only the last L keys are stored, so kv_len may exceed L when the window keeps
+        every query within them) or "paged" (rows in pages of page_size, mapped by page_table).
+    page_table: "paged" only: a 1-D u32 tensor; key j is at row page_table[j // page_size] * page_size +
+        j % page_size.
+    page_size: "paged" only: rows per page (k/v rows must be whole pages); ignored otherwise.
+    variant: force a registry kernel by name, or a KernelPath that names one per phase and layer; None: planned.
+    layer: the layer index a KernelPath's per-layer entry is looked up with (ignored without one).
+    out: a tensor (in a graph: a state value) of the output's shape and dtype to write into instead of a new one.
+    window: FlashAttention's window_size (left, right): keys before query_pos - left or after query_pos + right
+        are masked; -1 leaves a side unbounded (with causal=True the right side is 0 whatever it says).
+    return_lse: also return the log-sum-exp of the visible scores, lse [Hq, S] f32 (-inf for a query that sees
+        no key), to merge partial attentions exactly."""
     params, kv_len_t = _params("attention", q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window,
                                softcap, kv_layout, page_table, page_size, variant, layer, window, return_lse)
     return apply(ATTENTION, params, (q, k, v, kv_len_t, page_table), out=out)
 
 
-def attention_plan(q, k, v, *, caps=None, causal=None, scale=None, start_pos=None, kv_start=0, kv_len=None,
-                   sliding_window=0, softcap=0.0, kv_layout="contiguous", page_table=None, page_size=0,
-                   variant=None, layer=None, window=(-1, -1)) -> KernelPlan:
-    """The KernelPlan `attention` would use, without running. Tensors or TensorSpecs; caps default to the
-    tensors' device (or the default device)."""
+def attention_plan(q: Tensor | TensorSpec, k: Tensor | TensorSpec, v: Tensor | TensorSpec, *, causal: bool,
+                   caps: Caps | None = None, scale: float | None = None, start_pos: int | None = None,
+                   kv_start: int = 0, kv_len: int | Tensor | TensorSpec | None = None, sliding_window: int = 0,
+                   softcap: float = 0.0, kv_layout: str = "contiguous", page_table: Tensor | TensorSpec | None = None,
+                   page_size: int = 0, variant: str | KernelPath | None = None, layer: int | None = None,
+                   window: tuple[int, int] = (-1, -1)) -> KernelPlan:
+    """The KernelPlan (variant, tier, reason, workgroups) `attention` would use for these arguments, without
+    running anything.
+
+    q, k, v, kv_len, page_table: as `attention`'s, each a Tensor or a TensorSpec (shape and dtype only).
+    causal, scale, start_pos, kv_start, sliding_window, softcap, kv_layout, page_size, variant, layer, window:
+        as `attention`'s.
+    caps: the device capabilities to plan for (dev.caps, Caps.synthetic(...)); None: q's device's, or the
+        default device's."""
     params, kv_len_t = _params("attention_plan", q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window,
                                softcap, kv_layout, page_table, page_size, variant, layer, window)
     given = []

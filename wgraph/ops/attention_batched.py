@@ -10,11 +10,13 @@ depends on B when the lengths live on the GPU."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 import numpy as np
 
 from wgraph import args
+from wgraph.api_types import Ids, TensorT
 from wgraph.errors import LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention import call_dtype, require_causal, window_of
 from wgraph.ops.attention_planner import KernelPlan, PlanFacts, max_head_dim, plan
@@ -264,9 +266,12 @@ def _encode_advance(ctx, p: AdvanceParams, inputs, outputs):
 ADVANCE = register(OpDef("seqlens_advance", _infer_advance, _encode_advance, inputs=("cache_seqlens",)))
 
 
-def seqlens_advance(cache_seqlens, n: int = 1) -> None:
+def seqlens_advance(cache_seqlens: TensorT, n: int = 1) -> None:
     """cache_seqlens[b] += n for every sequence, in place on the GPU (saturating): the last op of a recorded
-    batched decode step, so each replay attends one more key per sequence."""
+    batched decode step, so each replay attends one more key per sequence.
+
+    cache_seqlens: the u32 [B] tensor (or graph state value) `attention_kvcache` reads.
+    n: what to add to each length (a u32)."""
     apply(ADVANCE, AdvanceParams(args.integer("seqlens_advance", "n", n)), (cache_seqlens,))
 
 
@@ -329,11 +334,26 @@ def _plan_now(p: BatchedParams, specs, q) -> None:
                              f"sequences of up to {p.max_q} queries; the device allows {limit} per dimension")
 
 
-def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, scale=None,
-                     window=(-1, -1), softcap=0.0, return_lse=False, variant=None, out=None):
-    """FlashAttention 2's varlen attention: q [total_q, Hq, D], k/v [total_k, Hkv, D] hold B sequences packed
-    by cu_seqlens (u32 [B + 1], numpy or GPU tensors). Causal is bottom-right per sequence. -> out [total_q,
-    Hq, D], or (out, lse [Hq, total_q] f32) with return_lse."""
+def attention_varlen(q: TensorT, k: TensorT, v: TensorT, cu_seqlens_q: Ids, cu_seqlens_k: Ids, *, max_seqlen_q: int,
+                     max_seqlen_k: int, causal: bool, scale: float | None = None, window: tuple[int, int] = (-1, -1),
+                     softcap: float = 0.0, return_lse: bool = False, variant: str | None = None,
+                     out: TensorT | None = None) -> Any:
+    """FlashAttention 2's varlen attention: B sequences packed along the rows, each attending to its own keys.
+    Returns out [total_q, Hq, D] in q's dtype, or (out, lse [Hq, total_q] f32) with return_lse.
+
+    q: queries [total_q, Hq, D]. k, v: keys and values [total_k, Hkv, D] (Hq a multiple of Hkv).
+    cu_seqlens_q, cu_seqlens_k: u32 [B + 1] offsets: sequence b's queries are rows cu_seqlens_q[b] ..
+        cu_seqlens_q[b + 1] - 1 of q, its keys those of cu_seqlens_k in k and v; host lists / numpy arrays
+        (checked) or u32 GPU tensors.
+    max_seqlen_q, max_seqlen_k: the longest sequence's query and key counts (they size the grid).
+    causal: required, True or False: key j of a sequence's query i is masked when it lies after the query,
+        bottom-right aligned per sequence (the queries are the last positions of their sequence).
+    scale: the scores' factor; None: 1 / sqrt(D).
+    window: FlashAttention's window_size (left, right); -1 leaves a side unbounded.
+    softcap: c > 0 caps the scaled scores as c * tanh(s / c); 0 is off.
+    return_lse: also return lse [Hq, total query rows] f32, the log-sum-exp of each query's visible scores.
+    variant: force a batched attention kernel of the registry by name; None: planned.
+    out: a tensor (in a graph: a state value) of the output's shape and dtype to write into."""
     op = "attention_varlen"
     for name, x in (("q", q), ("k", k), ("v", v)):
         tensor_arg(op, name, x)
@@ -357,15 +377,33 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_s
     return apply(BATCHED, p, (q, k, v, cus[0], cus[1], None), out=out)
 
 
-def attention_kvcache(q, k_cache, v_cache, *, cache_seqlens, k_new=None, v_new=None, block_table=None,
-                      page_size=None, causal, scale=None, window=(-1, -1), softcap=0.0, return_lse=False, variant=None,
-                      out=None):
-    """FlashAttention 2's kvcache attention: q [B, Sq, Hq, D] against caches [B, capacity, Hkv, D] (or paged
-    [pages * page_size, Hkv, D] with block_table u32 [B, max_pages]) holding cache_seqlens[b] keys (u32 [B]:
-    ints or a GPU tensor). k_new/v_new [B, S_new, Hkv, D] are written at cache_seqlens[b] first and attended
-    too; cache_seqlens itself is not changed (seqlens_advance does that). The whole call is validated and
-    planned before the new rows are written: an error leaves the caches as they were. -> out [B, Sq, Hq, D]
-    (, lse)."""
+def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_seqlens: Ids,
+                      k_new: TensorT | None = None, v_new: TensorT | None = None, block_table: Ids | None = None,
+                      page_size: int | None = None, causal: bool, scale: float | None = None,
+                      window: tuple[int, int] = (-1, -1), softcap: float = 0.0, return_lse: bool = False,
+                      variant: str | None = None, out: TensorT | None = None) -> Any:
+    """FlashAttention 2's kvcache attention: B sequences' queries against their caches. The whole call is
+    validated and planned before the new rows are written: an error leaves the caches as they were. Returns out
+    [B, Sq, Hq, D] in q's dtype, or (out, lse [Hq, B * Sq] f32) with return_lse.
+
+    q: queries [B, Sq, Hq, D].
+    k_cache, v_cache: [B, capacity, Hkv, D] (one cache per sequence), or a paged pool [pages * page_size, Hkv,
+        D] with block_table.
+    cache_seqlens: u32 [B]: how many keys each sequence's cache holds (ints, a numpy array or a u32 GPU tensor).
+        Not changed by the call (seqlens_advance does that).
+    k_new, v_new: [B, S_new, Hkv, D] rows written into the caches at cache_seqlens[b] first and attended too;
+        both or neither.
+    block_table: u32 [B, max_pages] for a paged pool: sequence b's key j is at row block_table[b, j //
+        page_size] * page_size + j % page_size; None: one contiguous cache per sequence.
+    page_size: rows per page of the paged pool (with block_table only).
+    causal: required, True or False: key j of a sequence's query i is masked when it lies after the query,
+        bottom-right aligned per sequence (the queries are the last positions of their sequence).
+    scale: the scores' factor; None: 1 / sqrt(D).
+    window: FlashAttention's window_size (left, right); -1 leaves a side unbounded.
+    softcap: c > 0 caps the scaled scores as c * tanh(s / c); 0 is off.
+    return_lse: also return lse [Hq, total query rows] f32, the log-sum-exp of each query's visible scores.
+    variant: force a batched attention kernel of the registry by name; None: planned.
+    out: a tensor (in a graph: a state value) of the output's shape and dtype to write into."""
     op = "attention_kvcache"
     for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         tensor_arg(op, name, x)

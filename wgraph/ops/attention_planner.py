@@ -84,11 +84,15 @@ RULES: tuple[Rule, ...] = (
 
 @attrs.frozen
 class KernelPlan:
-    """The chosen kernel and how it is dispatched. `dispatches`: (variant, workgroups) in order (the
-    chunked decode adds its combine pass). `rejected`: (variant, why) for rules tried before this one.
-    `max_chunks`: for kernels that split the keys into chunks, the most chunks one query's keys may take —
-    the uniform num_chunks and the stride of the partial buffers (the dispatched count is workgroups[0],
-    which with a split-K kernel can be fewer); 0 for kernels that do not split."""
+    """The chosen kernel and how it is dispatched.
+
+    variant: the registry kernel's name. tier: its tier (what kind of kernel it is). reason: why the rule
+    table chose it. workgroups: the main dispatch's grid. `dispatches`: (variant, workgroups) in order (the
+    chunked decode adds its combine pass). `max_chunks`: for kernels that split the keys into chunks, the most
+    chunks one query's keys may take — the uniform num_chunks and the stride of the partial buffers (the
+    dispatched count is workgroups[0], which with a split-K kernel can be fewer); 0 for kernels that do not
+    split. chunk_size: keys per chunk (0 without chunks). `rejected`: (variant, why) for rules tried before
+    this one."""
 
     variant: str
     tier: str
@@ -100,6 +104,7 @@ class KernelPlan:
     rejected: tuple[tuple[str, str], ...] = ()
 
     def explain(self) -> str:
+        """The plan in words: the variant, its tier, why, its workgroups and the variants skipped."""
         lines = [f"{self.variant} ({self.tier}): {self.reason}; workgroups {self.workgroups}"]
         lines += [f"  skipped {v}: {why}" for v, why in self.rejected]
         return "\n".join(lines)

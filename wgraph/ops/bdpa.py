@@ -18,9 +18,11 @@ moves by at most d = scale * ||q|| * sqrt(D) * max s_k / 2, and the output by at
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
+from numpy.typing import ArrayLike
 
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal, window_of
@@ -30,6 +32,9 @@ from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
 from wgraph.ops.kv_cache import select_variant
 from wgraph.kernels.registry import kernel
 from wgraph.tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from wgraph.device import Device
 
 
 def _f16_ceil(s: np.ndarray) -> np.ndarray:
@@ -48,7 +53,8 @@ class BDPAHost:
     residual_scale: np.ndarray  # f16 [num_residuals, 2, Hkv]
     index: np.ndarray  # u32 [L, 3]: basis id, residual id, original position
 
-    def upload(self, device) -> BDPACache:
+    def upload(self, device: Device) -> BDPACache:
+        """The decomposition's arrays as tensors on `device`: the BDPACache bdpa_attention reads."""
         max_pos = int(self.index[:, 2].max()) if len(self.index) else -1
         return BDPACache(*(device.tensor(a, label=f"bdpa.{n}") for n, a in (
             ("basis", self.basis), ("residual", self.residual), ("residual_scale", self.residual_scale),
@@ -57,6 +63,14 @@ class BDPAHost:
 
 @attrs.frozen(eq=False)
 class BDPACache:
+    """A BDPA cache on the GPU (BDPAHost.upload makes it; bdpa_decompose's module docstring has the format).
+
+    basis: f16 [num_basis, 2, Hkv, D], the mean pre-RoPE K and V of each token id.
+    residual: u32 [num_residuals, 2, Hkv, D / 4], int8 residuals four to a word.
+    residual_scale: f16 [num_residuals, 2, Hkv], their scales.
+    index: u32 [L, 3]: each row's basis id, residual id and original position.
+    max_position: the largest original position in the index (checked against the RoPE table)."""
+
     basis: Tensor
     residual: Tensor
     residual_scale: Tensor
@@ -64,8 +78,13 @@ class BDPACache:
     max_position: int  # largest original position in the index (checked against the RoPE table)
 
 
-def bdpa_decompose(k, v, token_ids, positions=None) -> BDPAHost:
-    """Decompose pre-RoPE k, v [L, Hkv, D] of tokens `token_ids` [L] at `positions` [L] (default 0..L-1)."""
+def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: ArrayLike | None = None) -> BDPAHost:
+    """Decompose a prefix's keys and values on the host into basis + int8 residual rows (the module docstring
+    gives the format and the error bound); `.upload(dev)` makes the BDPACache bdpa_attention reads.
+
+    k, v: pre-RoPE keys and values [L, Hkv, D] (real arrays; D a multiple of 4).
+    token_ids: [L], the token of each row (rows of one token share a basis row).
+    positions: [L], each row's original position in 0 .. 2^32 - 1; None: 0 .. L - 1."""
     try:
         k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
     except (TypeError, ValueError) as e:  # strings, objects, ragged lists
@@ -183,13 +202,26 @@ BDPA = register(OpDef("bdpa_attention", _infer, _encode,
                               "kv_len?")))
 
 
-def bdpa_attention(q, cache: BDPACache, rope, *, q_pos: int, kv_len=None, causal=None, sliding_window=0,
-                   softcap=0.0, scale=None, window=(-1, -1), return_lse=False, out=None):
-    """Decode attention of q [1, Hq, D] f32 (already rotated at q_pos) over a BDPA cache; rope from rope_table.
+def bdpa_attention(q: Tensor, cache: BDPACache, rope: Tensor, *, q_pos: int, causal: bool,
+                   kv_len: int | Tensor | None = None, sliding_window: int = 0, softcap: float = 0.0,
+                   scale: float | None = None, window: tuple[int, int] = (-1, -1), return_lse: bool = False,
+                   out: Tensor | None = None) -> Any:
+    """Decode attention of one query over a BDPA cache, masked by the keys' original positions. Returns out
+    [1, Hq, D] f32, or (out, lse [Hq, 1] f32) with return_lse.
 
-    kv_len: rows of the index to attend to (int, default all, or a u32 GPU tensor). Every position in the index
-    must be below rope's row count (checked here from the host-known max_position). window and return_lse as in
-    wg.ops.attention, on the keys' original positions (docs/attention.md).
+    q: the query [1, Hq, D] f32, already rotated at q_pos.
+    cache: the BDPACache (bdpa_decompose(...).upload(dev)).
+    rope: the RoPE table f32 [positions, 2, D / 2] (rope_table(cos, sin)); every position in the index must be
+        below its row count (checked here from the host-known max_position).
+    q_pos: the query's position (causal masking and the window compare the keys' original positions with it).
+    causal: required, True or False: masks keys whose position is after q_pos.
+    kv_len: rows of the index to attend to: an int (default: all) or a u32 GPU tensor.
+    sliding_window: w > 0 masks keys at or before q_pos - w; 0 is off.
+    softcap: c > 0 caps the scaled scores as c * tanh(s / c); 0 is off.
+    scale: the scores' factor; None: 1 / sqrt(D).
+    window: FlashAttention's window_size (left, right), -1 unbounded, as in wg.ops.attention.
+    return_lse: also return the log-sum-exp of the visible scores.
+    out: a tensor of the output's shape and dtype to write into.
     """
     op = "bdpa_attention"
     causal = require_causal(op, causal)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import attrs
 
+from wgraph.api_types import TensorT
+
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.kernels.registry import select_variant
@@ -41,7 +43,14 @@ DECODE_ADVANCE = register(OpDef("decode_advance", _infer_advance, _encode_advanc
                                 inputs=("next_id", "token", "history", "pos", "kv_len")))
 
 
-def decode_advance(next_id, *, token, history, pos, kv_len):
+def decode_advance(next_id: TensorT, *, token: TensorT, history: TensorT, pos: TensorT, kv_len: TensorT) -> None:
     """In place, on the GPU (u32 one-value tensors but `history`): p = pos + 1; token = next_id;
-    history[p] = next_id when p < len(history); pos = p; kv_len = p + 1."""
+    history[p] = next_id when p < len(history); pos = p; kv_len = p + 1.
+
+    next_id: u32 [1], the id sampling or argmax wrote.
+    token: u32 [1], the next step's input id (set to next_id).
+    history: u32 [L], every id so far (next_id written at the new position while it fits).
+    pos: u32 [1], the position (incremented).
+    kv_len: u32 [1], the cache length attention reads (set to the new position + 1).
+    """
     apply(DECODE_ADVANCE, AdvanceParams(), (next_id, token, history, pos, kv_len))

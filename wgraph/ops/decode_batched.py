@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import attrs
 
+from wgraph.api_types import TensorT
+
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.core import OpDef, apply, ceil_div, register
@@ -49,8 +51,16 @@ def _encode(ctx, params, inputs, outputs):
 DECODE_ADVANCE_BATCHED = register(OpDef(OP, _infer, _encode, inputs=("next_ids", "token", "history", "pos", "kv_len")))
 
 
-def decode_advance_batched(next_ids, *, token, history, pos, kv_len):
+def decode_advance_batched(next_ids: TensorT, *, token: TensorT, history: TensorT, pos: TensorT,
+                           kv_len: TensorT) -> None:
     """In place, on the GPU, for each sequence b (u32 tensors: next_ids, token, pos, kv_len [B], history
     [B, L]): p = pos[b] + 1; token[b] = next_ids[b]; history[b, p] = next_ids[b] when p < L; pos[b] = p;
-    kv_len[b] = p + 1."""
+    kv_len[b] = p + 1.
+
+    next_ids: u32 [B], each sequence's new id.
+    token: u32 [B], the next step's input ids (set to next_ids).
+    history: u32 [B, L], every sequence's ids so far.
+    pos: u32 [B], the positions (incremented).
+    kv_len: u32 [B], the cache lengths attention reads (set to the new positions + 1).
+    """
     apply(DECODE_ADVANCE_BATCHED, AdvanceBatchedParams(), (next_ids, token, history, pos, kv_len))

@@ -10,6 +10,8 @@ import attrs
 import numpy as np
 
 from wgraph import args
+from wgraph.api_types import DTypeLike, Shape, TensorT
+from wgraph.dtypes import numpy_dtype_of
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.ops import elementwise, gemv
@@ -254,8 +256,9 @@ def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims):
 LINEAR = register(OpDef("linear", _infer_linear, _encode_linear, inputs=("x", "w", "b?", "norm?", "residual?")))
 
 
-def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None = None, residual=None,
-           variant: str | None = None, split_k: int | None = None, out=None):
+def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *, norm: TensorT | None = None,
+           eps: float = 1e-6, activation: str | None = None, residual: TensorT | None = None,
+           variant: str | None = None, split_k: int | None = None, out: TensorT | None = None) -> TensorT:
     """`act(rmsnorm(x) @ W.T + b) + residual`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out]; f32
     accumulation and output. Each option is fused into the GEMV (1..8 rows of x: one dispatch):
     `norm`: an RMSNorm weight [in] (x / rms(x) * norm, with `eps`) applied to x first; `activation="swiglu"`: W
@@ -263,7 +266,19 @@ def linear(x, w, b=None, *, norm=None, eps: float = 1e-6, activation: str | None
     shape, added last. More rows run the tiled GEMM. For tuning and tests: `variant` forces a registry kernel,
     `split_k` cuts the GEMM's K into at most that many slices summed by a second pass (1: none); the plan
     (`Program.explain()`) says what ran. W may be a QuantizedWeight (GGML blocks, `linear_q`): every option fuses
-    into its GEMV too (any number of rows: chunks of 8), and variant/split_k do not apply."""
+    into its GEMV too (any number of rows: chunks of 8), and variant/split_k do not apply.
+
+    x: [..., in] f32.
+    w: the weight W [out, in], f32 or f16 (or a QuantizedWeight).
+    b: a bias [out] f32, or None.
+    norm: an RMSNorm weight [in] applied to x first, or None.
+    eps: the fused RMSNorm's, a finite real > 0.
+    activation: None or "swiglu".
+    residual: f32 of the output's shape, added last, or None.
+    variant: force a registry kernel by name; None: planned.
+    split_k: the most slices the GEMM's K is cut into (1: none); None: planned.
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
@@ -332,14 +347,23 @@ def _encode_rope(ctx, params: RopeParams, inputs, outputs):
 ROPE = register(OpDef("rope", _infer_rope, _encode_rope, inputs=("x", "cos", "sin", "pos?")))
 
 
-def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, rotary_dim: int | None = None, interleaved: bool = False,
-         out=None):
+def rope(x: TensorT, cos: TensorT, sin: TensorT, *, pos: int | TensorT = 0, pos_offset: int = 0,
+         rotary_dim: int | None = None, interleaved: bool = False, out: TensorT | None = None) -> TensorT:
     """RoPE of x [rows, heads, head_dim] (f32, f16 or bf16) with tables [max_pos, rotary_dim / 2] (x's dtype; f32
     for bf16 x); row r sits at position `pos + r`. The first `rotary_dim` dims of each head (default: all) turn
     in pairs (i, i + rotary_dim / 2) (rotate-half, as Llama), or (2i, 2i + 1) with `interleaved` (GPT-J); the
     other dims pass through. `pos` is an int (checked against the table) or a u32 GPU tensor (plus
     `pos_offset`), read at dispatch time; rows a GPU position puts beyond the table come out as zeros and are
-    reported on the device error flag (GpuValueError from dev.check_errors() or the next readback)."""
+    reported on the device error flag (GpuValueError from dev.check_errors() or the next readback).
+
+    x: [rows, heads, head_dim], f32, f16 or bf16.
+    cos, sin: the tables [max_pos, rotary_dim / 2] (rope_tables), x's dtype (f32 for bf16 x).
+    pos: the first row's position: an int or a u32 tensor with one value read at dispatch time.
+    pos_offset: added to pos.
+    rotary_dim: how many leading dims of each head turn (even, <= head_dim); None: all.
+    interleaved: pairs (2i, 2i + 1) (GPT-J) instead of (i, i + rotary_dim / 2) (Llama).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     pos_offset = args.integer("rope", "pos_offset", pos_offset)
     rd = args.optional_integer("rope", "rotary_dim", rotary_dim)  # even and <= head_dim: a shape rule (infer)
     interleaved = args.flag("rope", "interleaved", interleaved)
@@ -351,20 +375,27 @@ def rope(x, cos, sin, *, pos=0, pos_offset: int = 0, rotary_dim: int | None = No
     return apply(ROPE, RopeParams(start, rd, interleaved), (x, cos, sin, None), out=out)
 
 
-def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0,
+                dtype: DTypeLike = np.float32) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin tables [max_pos, head_dim / 2] with frequencies base ** (-2i / head_dim); for partial rotary
-    pass rotary_dim as head_dim (the exponents run over the rotary dims, as transformers computes them)."""
+    pass rotary_dim as head_dim (the exponents run over the rotary dims, as transformers computes them).
+
+    max_pos: the tables' rows (positions 0 .. max_pos - 1).
+    head_dim: the rotated dims (even); the tables have head_dim / 2 columns.
+    base: the frequency base (RoPE's theta), a finite real > 0.
+    dtype: the numpy float dtype of the tables (np.float32, np.float16, np.float64; "float32" and torch.float32
+        spell them too).
+    """
     max_pos = args.integer("rope_tables", "max_pos", max_pos)
     head_dim = args.integer("rope_tables", "head_dim", head_dim, 2)
     if head_dim % 2:
         raise args.fail("rope_tables", "head_dim", head_dim, "even (the tables hold head_dim / 2 frequencies)")
     base = args.real("rope_tables", "base", base, 0.0, open_lo=True)
-    try:
-        kind = None if dtype is None else np.dtype(dtype).kind
-    except TypeError:
-        kind = None
-    if kind != "f":
-        raise args.fail("rope_tables", "dtype", dtype, "a numpy float dtype (np.float32, np.float16, np.float64)")
+    dt = numpy_dtype_of(dtype)
+    if dt is None or dt.kind != "f":
+        raise args.fail("rope_tables", "dtype", dtype, "a numpy float dtype (np.float32, np.float16, np.float64; "
+                        "'float32' and torch.float32 spell them too)")
+    dtype = dt
     inv = base ** (-np.arange(0, head_dim // 2, dtype=np.float64) * 2.0 / head_dim)
     angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv[None, :]
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
@@ -401,8 +432,12 @@ def _encode_reshape(ctx, params, inputs, outputs):
 RESHAPE = register(OpDef("reshape", _infer_reshape, _encode_reshape, is_view=True, inputs=("x",)))
 
 
-def reshape(x, *shape):
-    """A view of x with another shape (one dimension may be -1): no copy, no dispatch."""
+def reshape(x: TensorT, *shape: int | Shape) -> TensorT:
+    """A view of x with another shape (one dimension may be -1): no copy, no dispatch.
+
+    x: a Tensor or graph Value.
+    shape: the new shape, as integers or one tuple; one of them may be -1 (inferred).
+    """
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     shape = args.view_shape("reshape", "shape", shape)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import attrs
 
 from wgraph import args
+from wgraph.api_types import TensorT
 from wgraph.dtypes import F32_MAX
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
@@ -145,49 +146,92 @@ OPDEFS = {name: register(OpDef(name, *_FORMS[form](name), inputs=_INPUTS[form]))
           for name, form in FORMS.items()}
 
 
-def scale(x, factor: float, *, indirect=None, out=None):
-    """`x * factor`. `indirect=` a u32 tensor [x, y, z] of workgroup counts read by the GPU at dispatch time."""
+def scale(x: TensorT, factor: float, *, indirect: TensorT | None = None, out: TensorT | None = None) -> TensorT:
+    """`x * factor`. `indirect=` a u32 tensor [x, y, z] of workgroup counts read by the GPU at dispatch time.
+
+    x: the input (f32, f16 or bf16).
+    factor: a finite real in f32's range.
+    indirect: None, or a u32 tensor [x, y, z] of workgroup counts the GPU reads at dispatch time (a recorded
+        dispatch sized by an earlier kernel).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(OPDEFS["scale"], ScaleParams(args.real("scale", "factor", factor)), (x, indirect), out=out)
 
 
-def silu(x, *, out=None):
-    """`x * sigmoid(x)` (SiLU, swish)."""
+def silu(x: TensorT, *, out: TensorT | None = None) -> TensorT:
+    """`x * sigmoid(x)` (SiLU, swish).
+
+    x: the input (f32 or f16).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(OPDEFS["silu"], UnaryParams(), (x, None), out=out)
 
 
-def gelu(x, *, approximate: str = "none", out=None):
-    """GELU: `x * Phi(x)` with an erf approximation (approximate="none", as torch) or the tanh form ("tanh")."""
+def gelu(x: TensorT, *, approximate: str = "none", out: TensorT | None = None) -> TensorT:
+    """GELU: `x * Phi(x)` with an erf approximation (approximate="none", as torch) or the tanh form ("tanh").
+
+    x: the input (f32 or f16).
+    approximate: "none" (erf) or "tanh".
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     ops = {"none": "gelu", "tanh": "gelu_tanh"}
     return apply(OPDEFS[ops[args.choice("gelu", "approximate", approximate, tuple(ops))]], UnaryParams(), (x, None),
                  out=out)
 
 
-def softcap(x, cap: float, *, out=None):
+def softcap(x: TensorT, cap: float, *, out: TensorT | None = None) -> TensorT:
     """`cap * tanh(x / cap)`: squashes x into (-cap, cap), near the identity for |x| << cap (Gemma 2's final
-    logits). cap: a finite number > 0."""
+    logits). cap: a finite number > 0.
+
+    x: the input (f32 or f16).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(OPDEFS["softcap"], SoftcapParams(args.real("softcap", "cap", cap, 0.0, open_lo=True)), (x, None),
                  out=out)
 
 
-def add(a, b, *, indirect=None, out=None):
-    """`a + b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
+def add(a: TensorT, b: TensorT, *, indirect: TensorT | None = None, out: TensorT | None = None) -> TensorT:
+    """`a + b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype.
+
+    a: the first operand.
+    b: the second, of a's shape or of its trailing dims, a's dtype.
+    indirect: None, or a u32 tensor [x, y, z] of workgroup counts the GPU reads at dispatch time (a recorded
+        dispatch sized by an earlier kernel).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(OPDEFS["add"], BinaryParams(), (a, b, indirect), out=out)
 
 
-def mul(a, b, *, indirect=None, out=None):
-    """`a * b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype."""
+def mul(a: TensorT, b: TensorT, *, indirect: TensorT | None = None, out: TensorT | None = None) -> TensorT:
+    """`a * b`; b of a's shape or of its trailing dims (broadcast over the leading ones); one dtype.
+
+    a: the first operand.
+    b: the second, of a's shape or of its trailing dims, a's dtype.
+    indirect: None, or a u32 tensor [x, y, z] of workgroup counts the GPU reads at dispatch time (a recorded
+        dispatch sized by an earlier kernel).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(OPDEFS["mul"], BinaryParams(), (a, b, indirect), out=out)
 
 
-def geglu(x, *, approximate: str = "none", out=None):
+def geglu(x: TensorT, *, approximate: str = "none", out: TensorT | None = None) -> TensorT:
     """`gelu(gate) * up` for x = [..., 2 * n] holding [gate | up] in its last dim -> [..., n]; gelu in the erf
-    form (approximate="none") or the tanh form ("tanh", Gemma's gelu_pytorch_tanh)."""
+    form (approximate="none") or the tanh form ("tanh", Gemma's gelu_pytorch_tanh).
+
+    x: [..., 2 * n] (f32 or f16).
+    approximate: "none" (erf) or "tanh".
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     ops = {"none": "geglu", "tanh": "geglu_tanh"}
     return apply(OPDEFS[ops[args.choice("geglu", "approximate", approximate, tuple(ops))]], BinaryParams(), (x,),
                  out=out)
 
 
-def swiglu(x, *, out=None):
+def swiglu(x: TensorT, *, out: TensorT | None = None) -> TensorT:
     """`silu(gate) * up` for x = [..., 2 * n] holding [gate | up] in its last dim (the output of one linear over
-    stacked gate and up weights) -> [..., n]."""
+    stacked gate and up weights) -> [..., n].
+
+    x: [..., 2 * n] (f32 or f16).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(OPDEFS["swiglu"], BinaryParams(), (x,), out=out)

@@ -5,9 +5,12 @@ out-of-range id's row as zeros and reports it on the device error flag (GpuValue
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from wgraph import args
+from wgraph.api_types import DTypeLike, Ids, TensorT
 from wgraph.host_arrays import host_ids
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ggml_blocks import QuantizedWeight
@@ -55,11 +58,19 @@ def _encode(ctx, params, inputs, outputs):
 EMBEDDING = register(OpDef("embedding", _infer, _encode, inputs=("ids", "table")))
 
 
-def embedding(ids, table, *, dtype: str | None = None, out=None):
+def embedding(ids: Ids, table: TensorT | QuantizedWeight, *, dtype: DTypeLike | None = None,
+              out: TensorT | None = None) -> Any:
     """table[ids]: ids u32 [...] (ints, a numpy array, or a u32 GPU tensor), table [V, H] f32, f16 or bf16 (H
     even) -> [..., H] of the table's dtype, or `dtype="f32"` rows from an f16 or bf16 table. Host ids >= V raise
     LimitError; a GPU id >= V gives a row of zeros and sets the device error flag. A QuantizedWeight table (GGML
-    blocks, `embedding_q`) gives f32 rows."""
+    blocks, `embedding_q`) gives f32 rows.
+
+    ids: token ids: ints, a numpy integer array or a u32 GPU tensor [...].
+    table: [V, H] f32, f16 or bf16 (H even for bf16), or a QuantizedWeight.
+    dtype: the rows' dtype: None (the table's) or "f32" from an f16 or bf16 table (numpy's and torch's spellings
+        too).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     dtype = args.optional_dtype_name("embedding", "dtype", dtype, ROW_DTYPES)
     if isinstance(table, QuantizedWeight):
         if dtype not in (None, "f32"):

@@ -8,9 +8,12 @@ f16 [n, Hkv]. Rounding the scale up keeps |x| / scale <= QMAX, so no value clamp
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from wgraph import args
+from wgraph.api_types import DTypeLike, TensorT
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.args import U32_MAX
 from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
@@ -206,14 +209,23 @@ def _write_params(op, pos, layout, page_size, pos_offset, n_rows, src_ring, src_
     return params, pos_t
 
 
-def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None, page_size=0, pos_offset=0):
-    """Write k_new, v_new [n, Hkv, D] into `cache` = (k_cache, v_cache) at positions pos .. pos + n - 1, in place.
+def kv_append(cache: tuple[TensorT, TensorT], k_new: TensorT, v_new: TensorT, pos: int | TensorT, *,
+              layout: str = "contiguous", page_table: TensorT | None = None, page_size: int = 0,
+              pos_offset: int = 0) -> None:
+    """Write k_new, v_new into the cache at positions pos .. pos + n - 1, in place (two dispatches, validated
+    together: an error writes neither).
 
-    layout: "contiguous" (row = position), "ring" (row = position % rows) or "paged" (page_table[position //
-    page_size] * page_size + position % page_size). `pos` is an int (checked: cache full / beyond capacity are
-    LimitErrors) or a u32 GPU tensor read at dispatch time (plus `pos_offset`), so one recording replays for any
-    position; rows that a GPU position puts outside the cache are not written and are reported on the
-    device error flag (dev.check_errors() and the next readback raise GpuValueError).
+    cache: (k_cache, v_cache) [rows, Hkv, D] tensors (in a graph: state values), f32 or f16.
+    k_new, v_new: the new rows [n, Hkv, D].
+    pos: the position of the first new row: an int (checked: a full cache or a position beyond its capacity is a
+        LimitError) or a u32 GPU tensor with one value read at dispatch time (plus pos_offset), so one recording
+        replays for any position; rows a GPU position puts outside the cache are not written and are reported
+        on the device error flag (dev.check_errors() and the next readback raise GpuValueError).
+    layout: "contiguous" (row = position), "ring" (row = position % rows) or "paged" (row =
+        page_table[position // page_size] * page_size + position % page_size).
+    page_table: "paged" only: a 1-D u32 tensor of page ids.
+    page_size: "paged" only: rows per page; ignored otherwise.
+    pos_offset: added to pos (an int or the GPU value): the position written is pos + pos_offset.
     """
     k_cache, v_cache = _pair("kv_append", "cache", cache)
     params, pos_t = _write_params("kv_append", pos, layout, page_size, pos_offset, None, 0, 0, None)
@@ -221,9 +233,25 @@ def kv_append(cache, k_new, v_new, pos, *, layout="contiguous", page_table=None,
                 for new, dst in ((k_new, k_cache), (v_new, v_cache))])
 
 
-def kv_append_quantized(cache, k_new, v_new, pos, *, mode, layout="contiguous", page_table=None, page_size=0,
-                        pos_offset=0):
-    """kv_append into a quantized cache ((k_packed, k_scales), (v_packed, v_scales)), quantizing on the way."""
+def kv_append_quantized(cache: tuple[tuple[TensorT, TensorT], tuple[TensorT, TensorT]], k_new: TensorT,
+                        v_new: TensorT, pos: int | TensorT, *, mode: str, layout: str = "contiguous",
+                        page_table: TensorT | None = None, page_size: int = 0, pos_offset: int = 0) -> None:
+    """kv_append into a quantized cache, quantizing the new rows on the way (as kv_quantize does).
+
+    cache: ((k_packed, k_scales), (v_packed, v_scales)): packed u32 [rows, Hkv, D / values per word] and f16
+        scales [rows, Hkv] for keys and values.
+    k_new, v_new: the new rows [n, Hkv, D] (f32 or f16).
+    mode: "int8" or "int4", the cache's packing (checked against the packed shapes).
+    pos: the position of the first new row: an int (checked: a full cache or a position beyond its capacity is a
+        LimitError) or a u32 GPU tensor with one value read at dispatch time (plus pos_offset), so one recording
+        replays for any position; rows a GPU position puts outside the cache are not written and are reported
+        on the device error flag (dev.check_errors() and the next readback raise GpuValueError).
+    layout: "contiguous" (row = position), "ring" (row = position % rows) or "paged" (row =
+        page_table[position // page_size] * page_size + position % page_size).
+    page_table: "paged" only: a 1-D u32 tensor of page ids.
+    page_size: "paged" only: rows per page; ignored otherwise.
+    pos_offset: added to pos (an int or the GPU value): the position written is pos + pos_offset.
+    """
     op = "kv_append_quantized"
     (kp, ks), (vp, vs) = (_pair(op, name, c) for name, c in zip(("cache[0]", "cache[1]"), _pair(op, "cache", cache)))
     params, pos_t = _write_params(op, pos, layout, page_size, pos_offset, None, 0, 0,
@@ -239,15 +267,23 @@ def _pair(op: str, name: str, value) -> tuple:
     raise args.fail(op, name, value, "a pair (k, v)")
 
 
+def _head_dim(d: int) -> int:
+    return args.integer("QuantizedKV", "head_dim", d, 1)
+
+
 @attrs.frozen
 class QuantizedKV:
-    """Quantized rows as one value: packed u32 [n, Hkv, head_dim / vpw], scales f16 [n, Hkv], and the mode and
-    head_dim they were made with, so kv_dequantize cannot read int4 data as int8. Checked when built."""
+    """Quantized rows as one value, so kv_dequantize cannot read int4 data as int8. Checked when built.
 
-    packed: object  # a Tensor (or a graph Value)
-    scales: object
+    packed: u32 [n, Hkv, head_dim / vpw] (a Tensor or a graph Value; vpw values per word: 4 for int8, 8 for int4).
+    scales: f16 [n, Hkv], one per row and head.
+    mode: "int8" or "int4", the packing.
+    head_dim: the rows' head dim D."""
+
+    packed: Any  # a Tensor (or a graph Value)
+    scales: Any
     mode: str
-    head_dim: int = attrs.field(converter=lambda d: args.integer("QuantizedKV", "head_dim", d, 1))
+    head_dim: int = attrs.field(converter=_head_dim)
 
     def __attrs_post_init__(self):
         for name in ("packed", "scales"):
@@ -285,9 +321,13 @@ def _encode_quantize(ctx, params: QuantizeParams, inputs, outputs):
 KV_QUANTIZE = register(OpDef("kv_quantize", _infer_quantize, _encode_quantize, inputs=("x",)))
 
 
-def kv_quantize(x, mode: str = "int8", *, out=None) -> QuantizedKV:
-    """Quantize x [n, Hkv, D] (f32 or f16) -> QuantizedKV (packed u32 [n, Hkv, D / vpw], scales f16 [n, Hkv],
-    mode, D). `out=` (packed, scales) to write into existing tensors."""
+def kv_quantize(x: TensorT, mode: str = "int8", *, out: tuple[TensorT, TensorT] | None = None) -> QuantizedKV:
+    """Quantize rows per (row, head) with a symmetric f16 scale -> QuantizedKV (packed u32 [n, Hkv, D / vpw],
+    scales f16 [n, Hkv], mode, D).
+
+    x: rows [n, Hkv, D], f32 or f16.
+    mode: "int8" (4 values per u32) or "int4" (8 per u32).
+    out: (packed, scales) tensors to write into instead of new ones."""
     packed, scales = apply(KV_QUANTIZE, QuantizeParams(args.choice("kv_quantize", "mode", mode, tuple(QUANT_MODES))),
                            (x,), out=out)
     return QuantizedKV(packed, scales, mode, x.shape[2])
@@ -324,9 +364,14 @@ KV_DEQUANTIZE = register(OpDef("kv_dequantize", _infer_dequantize, _encode_dequa
                                inputs=("qkv.packed", "qkv.scales")))
 
 
-def kv_dequantize(qkv: QuantizedKV, *old_args, dtype: str = "f32", out=None):
-    """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D]. Takes the QuantizedKV that kv_quantize returns
-    (for packed data from elsewhere, build one: QuantizedKV(packed, scales, mode, head_dim) checks the shapes)."""
+def kv_dequantize(qkv: QuantizedKV, *old_args: Any, dtype: DTypeLike = "f32", out: TensorT | None = None) -> Any:
+    """Inverse of kv_quantize: q * scale as `dtype` [n, Hkv, D] (a Tensor, or a Value in a graph).
+
+    qkv: the QuantizedKV kv_quantize returns (for packed data from elsewhere, build one: QuantizedKV(packed,
+        scales, mode, head_dim) checks the shapes).
+    old_args: refused: the old (packed, scales, mode) call; the mode is part of the QuantizedKV.
+    dtype: the output's, "f32" or "f16" (or numpy's / torch's spelling of one).
+    out: a tensor of the output's shape and dtype to write into."""
     if old_args or not isinstance(qkv, QuantizedKV):  # the old (packed, scales, mode) call, or anything else
         raise ShapeError(f"kv_dequantize: qkv must be a QuantizedKV (packed, scales, mode, head_dim), got "
                          f"{type(qkv).__name__}; the mode is part of the data, so it cannot be guessed")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import attrs
 
 from wgraph import args
+from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.core import OpDef, apply, register
@@ -57,9 +58,15 @@ def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
 RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm, inputs=("x", "weight")))
 
 
-def rmsnorm(x, weight, *, eps: float = 1e-6, out=None):
+def rmsnorm(x: TensorT, weight: TensorT, *, eps: float = 1e-6, out: TensorT | None = None) -> TensorT:
     """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32, f16 or bf16 with an even last dim; f32
-    reduction). x [..., D] with weight [D]: a per-head norm of [rows, heads, head_dim] takes weight [head_dim]."""
+    reduction). x [..., D] with weight [D]: a per-head norm of [rows, heads, head_dim] takes weight [head_dim].
+
+    x: [..., D].
+    weight: [D], x's dtype.
+    eps: added to the mean square, a finite real > 0.
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(RMSNORM, RmsNormParams(args.real("rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, weight), out=out)
 
 
@@ -95,9 +102,17 @@ def _encode_layernorm(ctx, params: LayerNormParams, inputs, outputs):
 LAYERNORM = register(OpDef("layernorm", _infer_layernorm, _encode_layernorm, inputs=("x", "weight", "bias?")))
 
 
-def layernorm(x, weight, bias=None, *, eps: float = 1e-5, out=None):
+def layernorm(x: TensorT, weight: TensorT, bias: TensorT | None = None, *, eps: float = 1e-5,
+              out: TensorT | None = None) -> TensorT:
     """`(x - mean) / sqrt(var + eps) * weight + bias` over the last axis (biased variance, as torch); f32 or f16
-    with f32 reductions; bias optional."""
+    with f32 reductions; bias optional.
+
+    x: [..., D].
+    weight: [D], x's dtype.
+    bias: [D], x's dtype, or None (no bias).
+    eps: added to the variance, a finite real > 0.
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(LAYERNORM, LayerNormParams(args.real("layernorm", "eps", eps, 0.0, open_lo=True)), (x, weight, bias), out=out)
 
 
@@ -134,6 +149,14 @@ def _encode_add_rmsnorm(ctx, params: AddRmsNormParams, inputs, outputs):
 ADD_RMSNORM = register(OpDef("add_rmsnorm", _infer_add_rmsnorm, _encode_add_rmsnorm, inputs=("x", "residual", "weight")))
 
 
-def add_rmsnorm(x, residual, weight, *, eps: float = 1e-6, out=None):
-    """(s, rmsnorm(s, weight)) with s = x + residual, over the last axis (f32 or f16; f32 reduction)."""
+def add_rmsnorm(x: TensorT, residual: TensorT, weight: TensorT, *, eps: float = 1e-6,
+                out: tuple[TensorT, TensorT] | None = None) -> tuple[TensorT, TensorT]:
+    """(s, rmsnorm(s, weight)) with s = x + residual, over the last axis (f32 or f16; f32 reduction).
+
+    x: [..., D].
+    residual: x's shape and dtype.
+    weight: [D], x's dtype.
+    eps: added to the mean square, a finite real > 0.
+    out: (sum, normed) tensors to write into instead of new ones.
+    """
     return apply(ADD_RMSNORM, AddRmsNormParams(args.real("add_rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, residual, weight), out=out)

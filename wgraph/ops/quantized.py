@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from wgraph import args
+from wgraph.api_types import Ids, TensorT
 from wgraph.errors import DtypeError, PlanError, ShapeError
 from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from wgraph.device import Caps
 
 ACTIVATIONS = (None, "swiglu")
 FUSIONS = ("rmsnorm", "bias", "swiglu", "residual")  # what a plan's reason names as fused into the GEMV
@@ -107,11 +112,21 @@ def _describe(kv: Kernel, n: int, swiglu: bool) -> str:
 
 
 def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None = None, *, swiglu: bool = False,
-                  fused: tuple[str, ...] = (), caps=None) -> QuantLinearPlan:
+                  fused: tuple[str, ...] = (), caps: Caps | None = None) -> QuantLinearPlan:
     """Among the format's GEMV variants (registry order), the first that takes the call (rows <= max_rows,
     n >= min_n, the device's features, swiglu's row pairs); more rows run in chunks of the taker with the most
     max_rows (each chunk reads W). A forced `variant` must be one of the format's and take the call. `fused`
-    names the options the reason lists; caps None plans for any device."""
+    names the options the reason lists; caps None plans for any device.
+
+    rows: rows of x.
+    n: output features (W's rows).
+    k: input features (W's columns).
+    ggml_type: the weight's GGML block format ("Q8_0", "Q4_0", ...).
+    variant: force one of the format's GEMVs by name; None: the first that takes the call.
+    swiglu: whether the call fuses swiglu (W holds [gate; up] row pairs).
+    fused: the names of the fused options, for the plan's reason.
+    caps: the device capabilities to plan for (dev.caps); None: any device.
+    """
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)
     n, k = args.integer(fn, "n", n, 1), args.integer(fn, "k", k, 1)
@@ -247,12 +262,24 @@ LINEAR_Q = register(OpDef("linear_q", _infer_linear_q, _encode_linear_q,
                           inputs=("x", "w.blocks", "b?", "norm?", "residual?")))
 
 
-def linear_q(x, w: QuantizedWeight, b=None, *, norm=None, eps: float = 1e-6, activation: str | None = None,
-             residual=None, out=None, variant: str | None = None):
+def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: TensorT | None = None, eps: float = 1e-6,
+             activation: str | None = None, residual: TensorT | None = None, out: TensorT | None = None,
+             variant: str | None = None) -> TensorT:
     """`act(rmsnorm(x) @ W.T + b) + residual` for a QuantizedWeight W [out, in] (its blocks a u32 Tensor or graph
     value), every option fused into one GEMV dispatch as `linear`'s: x f32 [..., in], b f32 [out] or None, `norm`
     an RMSNorm weight [in] (with `eps`), `activation="swiglu"` (W holds [gate; up]: output [..., out / 2]),
-    `residual` f32 of the output's shape; f32 accumulation and output. `variant` forces one of the format's GEMVs."""
+    `residual` f32 of the output's shape; f32 accumulation and output. `variant` forces one of the format's GEMVs.
+
+    x: [..., in] f32.
+    w: the QuantizedWeight [out, in] (GGML blocks; QuantizedWeight.upload puts its blocks on the device).
+    b: a bias [out] f32, or None.
+    norm: an RMSNorm weight [in] applied to x first, or None.
+    eps: the fused RMSNorm's, a finite real > 0.
+    activation: None or "swiglu".
+    residual: f32 of the output's shape, added last, or None.
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    variant: force one of the format's GEMV kernels by name; None: planned.
+    """
     w = _weight(w, "linear", "w")
     eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
@@ -305,9 +332,14 @@ def _encode_embedding_q(ctx, params: QuantEmbeddingParams, inputs, outputs):
 EMBEDDING_Q = register(OpDef("embedding_q", _infer_embedding_q, _encode_embedding_q, inputs=("ids", "table.blocks")))
 
 
-def embedding_q(ids, table: QuantizedWeight, *, out=None):
+def embedding_q(ids: Ids, table: QuantizedWeight, *, out: TensorT | None = None) -> Any:
     """table[ids] as f32 [..., hidden] for a QuantizedWeight table [vocab, hidden]: ids as in `ops.embedding`
-    (host ids >= vocab raise LimitError; a GPU id >= vocab gives a row of zeros and sets the device error flag)."""
+    (host ids >= vocab raise LimitError; a GPU id >= vocab gives a row of zeros and sets the device error flag).
+
+    ids: token ids: ints, a numpy integer array or a u32 GPU tensor.
+    table: the QuantizedWeight [vocab, hidden] (its blocks on the device).
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
 
     table = _weight(table, "embedding", "table")
     params = QuantEmbeddingParams(table.ggml_type, table.out_features, table.in_features)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import attrs
 
 from wgraph import args
+from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.core import OpDef, apply, ceil_div, register
@@ -82,14 +83,26 @@ ROPE_KV_APPEND = register(OpDef("rope_kv_append", _infer, _encode, writes_inputs
                                 inputs=("qkv", "cos", "sin", "cache[0]", "cache[1]", "page_table?", "pos?")))
 
 
-def rope_kv_append(qkv, cos, sin, cache, pos, *, q_heads: int, layout: str = "contiguous", page_table=None,
-                   page_size: int = 0, pos_offset: int = 0):
+def rope_kv_append(qkv: TensorT, cos: TensorT, sin: TensorT, cache: tuple[TensorT, TensorT], pos: int | TensorT, *,
+                   q_heads: int, layout: str = "contiguous", page_table: TensorT | None = None, page_size: int = 0,
+                   pos_offset: int = 0) -> TensorT:
     """q [rows, q_heads, D] f32: the q heads of qkv [rows, (q_heads + 2 kv_heads) * D] rotated (rotate-half RoPE,
     tables [max_pos, D / 2] f32) at positions pos + r; the k heads, rotated, and the v heads are written into
     cache = (k_cache, v_cache) [L, kv_heads, D] (f32 or f16) at those positions, in place (`layout`,
     `page_table`, `page_size` as kv_append). One dispatch. `pos` is an int (checked against the tables and the
     cache) or a u32 GPU tensor (plus `pos_offset`) read at dispatch time; positions a GPU value puts beyond the
-    tables or the cache are reported on the device error flag (q's row zeros, no cache row written)."""
+    tables or the cache are reported on the device error flag (q's row zeros, no cache row written).
+
+    qkv: [rows, (q_heads + 2 kv_heads) * D] f32, the output of one linear over stacked q, k and v weights.
+    cos, sin: the RoPE tables [max_pos, D / 2] f32 (rope_tables).
+    cache: (k_cache, v_cache) [L, kv_heads, D], f32 or f16, written in place.
+    pos: the first row's position: an int or a u32 tensor with one value read at dispatch time.
+    q_heads: how many of qkv's heads are q heads (the rest split evenly into k and v).
+    layout: the cache's, as kv_append's: "contiguous", "ring" or "paged".
+    page_table: "paged" only: a 1-D u32 tensor of page ids.
+    page_size: "paged" only: rows per page.
+    pos_offset: added to pos: the rows sit at pos + pos_offset + r.
+    """
     op = "rope_kv_append"
     k_cache, v_cache = _pair(op, "cache", cache)
     q_heads = args.integer(op, "q_heads", q_heads, 1)

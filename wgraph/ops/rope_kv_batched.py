@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 
 from wgraph import args
+from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.core import OpDef, apply, ceil_div, register
@@ -70,12 +71,20 @@ ROPE_KV_APPEND_BATCHED = register(OpDef(OP, _infer, _encode, writes_inputs=(3, 4
                                         inputs=("qkv", "cos", "sin", "cache[0]", "cache[1]", "pos")))
 
 
-def rope_kv_append_batched(qkv, cos, sin, cache, pos, *, q_heads: int):
+def rope_kv_append_batched(qkv: TensorT, cos: TensorT, sin: TensorT, cache: tuple[TensorT, TensorT], pos: TensorT, *,
+                           q_heads: int) -> TensorT:
     """q [B, q_heads, D] f32: the q heads of qkv [B, (q_heads + 2 kv_heads) * D] rotated (rotate-half RoPE,
     tables [max_pos, D / 2] f32), row b at position pos[b] (pos: u32 [B] on the GPU, read at dispatch time); the k
     heads, rotated, and the v heads are written into row pos[b] of sequence b of cache = (k_cache, v_cache)
     [B, capacity, kv_heads, D] (f32 or f16), in place. One dispatch. A position beyond the tables (q's row zeros,
-    no cache row written) or beyond the capacity (no cache row written) is reported on the device error flag."""
+    no cache row written) or beyond the capacity (no cache row written) is reported on the device error flag.
+
+    qkv: [B, (q_heads + 2 kv_heads) * D] f32, one row per sequence.
+    cos, sin: the RoPE tables [max_pos, D / 2] f32 (rope_tables).
+    cache: (k_cache, v_cache) [B, capacity, kv_heads, D], f32 or f16, written in place.
+    pos: u32 [B] on the GPU, each sequence's position.
+    q_heads: how many of qkv's heads are q heads (the rest split evenly into k and v).
+    """
     q_heads = args.integer(OP, "q_heads", q_heads, 1)
     if not isinstance(cache, tuple) or len(cache) != 2:
         raise args.fail(OP, "cache", cache, "a (k_cache, v_cache) pair of tensors")

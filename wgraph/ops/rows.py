@@ -8,6 +8,7 @@ import math
 
 import attrs
 
+from wgraph.api_types import TensorT
 from wgraph.errors import ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.ops.cpu_limits import check_cpu_loops, halvings, loop
@@ -62,6 +63,10 @@ def _encode_softmax(ctx, params, inputs, outputs):
 SOFTMAX = register(OpDef("softmax", _infer_softmax, _encode_softmax, inputs=("x",)))
 
 
-def softmax(x, *, out=None):
-    """`exp(x - max) / sum(exp(x - max))` over the last axis (f32 or f16; f32 math). A row of -inf gives zeros."""
+def softmax(x: TensorT, *, out: TensorT | None = None) -> TensorT:
+    """`exp(x - max) / sum(exp(x - max))` over the last axis (f32 or f16; f32 math). A row of -inf gives zeros.
+
+    x: [..., V].
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(SOFTMAX, SoftmaxParams(), (x,), out=out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import attrs
 
 from wgraph import args
+from wgraph.api_types import TensorT
 from wgraph.errors import LimitError, ShapeError
 from wgraph.ops.core import ceil_div, OpDef, apply, register
 from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
@@ -73,9 +74,13 @@ def _encode_argmax(ctx, params, inputs, outputs):
 ARGMAX = register(OpDef("argmax", _infer_argmax, _encode_argmax, inputs=("x",)))
 
 
-def argmax(x, *, out=None):
+def argmax(x: TensorT, *, out: TensorT | None = None) -> TensorT:
     """u32 index of the largest value along the last axis: x [..., V] f32 or f16 -> [...]. Ties give the
-    lowest index and a NaN beats every number (the first NaN's index), as numpy.argmax."""
+    lowest index and a NaN beats every number (the first NaN's index), as numpy.argmax.
+
+    x: [..., V] f32 or f16.
+    out: a u32 tensor [...] to write the ids into.
+    """
     return apply(ARGMAX, ArgmaxParams(), (x,), out=out)
 
 
@@ -144,20 +149,28 @@ def _check_options(temperature, top_k, top_p, seed) -> tuple:
             args.integer("sample", "seed", seed, 0, 2**64 - 1))
 
 
-def sample(logits, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0, step=0,
-           out=None):
+def sample(logits: TensorT, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+           step: int | TensorT = 0, out: TensorT | None = None) -> TensorT:
     """Draw one u32 id per row of logits [..., V] (f32 or f16) from softmax(logits / temperature), kept to the
     top_k largest (0: all; ties at the k-th value kept) and then to the fewest largest whose probability
     reaches top_p (the crossing one included), as Hugging Face's warpers. The draw is a hash of (seed, step,
     row): reproducible. `step` is an int or a u32 GPU tensor read at dispatch time (a replayed graph draws anew
     as it advances). temperature 0 is argmax. A row holding a NaN or +inf (where torch's softmax gives NaN and
-    its multinomial raises) or with every logit -inf draws nothing: id 4294967295 and the device error flag."""
+    its multinomial raises) or with every logit -inf draws nothing: id 4294967295 and the device error flag.
+
+    logits: [..., V] f32 or f16.
+    temperature: a finite real >= 0; 0 is argmax.
+    top_k: keep the k largest logits (0: all).
+    top_p: keep the fewest largest whose probability reaches it, in (0, 1] (1: all).
+    seed: the draw's seed (a u64).
+    step: the draw's step: an int or a u32 tensor with one value read at dispatch time.
+    out: a u32 tensor [...] to write the ids into.
+    """
     temperature, top_k, top_p, seed = _check_options(temperature, top_k, top_p, seed)
-    if not _is_gpu(step):
-        step = args.integer("sample", "step", step)
+    host_step = None if _is_gpu(step) else args.integer("sample", "step", step)
     if temperature == 0:
         return argmax(logits, out=out)
     params = SampleParams(temperature, top_k, top_p, seed)
-    if _is_gpu(step):
+    if host_step is None:
         return apply(SAMPLE, params, (logits, step), out=out)
-    return apply(SAMPLE, attrs.evolve(params, step=step), (logits, None), out=out)
+    return apply(SAMPLE, attrs.evolve(params, step=host_step), (logits, None), out=out)

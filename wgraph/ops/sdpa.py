@@ -18,8 +18,10 @@ import math
 
 import attrs
 import numpy as np
+from numpy.typing import ArrayLike
 
 from wgraph import args
+from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, LimitError, ShapeError, WgraphError
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
@@ -64,8 +66,12 @@ def _encode_transpose01(ctx, params, inputs, outputs):
 TRANSPOSE01 = register(OpDef("transpose01", _infer_transpose01, _encode_transpose01, inputs=("x",)))
 
 
-def transpose01(x, *, out=None):
-    """x [A, B, D] (f32 or f16) -> [B, A, D], a copy: the first two axes swapped."""
+def transpose01(x: TensorT, *, out: TensorT | None = None) -> TensorT:
+    """x [A, B, D] (f32 or f16) -> [B, A, D], a copy: the first two axes swapped.
+
+    x: [A, B, D] f32 or f16.
+    out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
+    """
     return apply(TRANSPOSE01, Transpose01Params(), (x,), out=out)
 
 
@@ -199,11 +205,20 @@ def _mask_input(attn_mask, query, batch: tuple, target: tuple):
     return data, boolean, strides
 
 
-def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | ArrayLike | None = None,
+         is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> TensorT:
     """torch.nn.functional.scaled_dot_product_attention on wgraph tensors (or graph values), f32 or f16:
     query [..., Hq, L, D], key/value [..., Hkv, S, D] -> [..., Hq, L, D]. is_causal: top-left (query i sees
     keys 0..i), as torch. attn_mask: bool (True takes part) or float (added to the scores), broadcastable to
-    [..., Hq, L, S]; host data or a GPU tensor (f32 added, u32 boolean). enable_gqa: Hq a multiple of Hkv."""
+    [..., Hq, L, S]; host data or a GPU tensor (f32 added, u32 boolean). enable_gqa: Hq a multiple of Hkv.
+
+    query: [..., Hq, L, D].
+    key, value: [..., Hkv, S, D].
+    attn_mask: None, or a mask broadcastable to [..., Hq, L, S] (host data or a GPU tensor).
+    is_causal: top-left causal masking (not with attn_mask).
+    scale: the scores' factor; None: 1 / sqrt(D).
+    enable_gqa: allow Hq a multiple of Hkv (grouped-query attention).
+    """
     is_causal = args.flag("sdpa", "is_causal", is_causal)
     enable_gqa = args.flag("sdpa", "enable_gqa", enable_gqa)
     scale = args.optional_real("sdpa", "scale", scale)

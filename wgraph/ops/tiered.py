@@ -6,10 +6,12 @@ Queries are the last S positions (query i at kv_len - S + i). kv_len is an int o
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 
 from wgraph import args
+from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
@@ -164,20 +166,63 @@ def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, slidin
     return params, len_t
 
 
-def tiered_attention(q, hot_k, hot_v, cold_k, cold_v, *, kv_len, hot_window=None, page_table=None, page_size=0,
-                     causal=None, sliding_window=0, softcap=0.0, scale=None, window=(-1, -1), return_lse=False,
-                     out=None):
-    """Attention of q [S, Hq, D] (f16 -> f16 out, f32 -> f32 out) over f16 hot ring + f16 cold part; causal
-    required. window and return_lse as in wg.ops.attention (docs/attention.md)."""
+def tiered_attention(q: TensorT, hot_k: TensorT, hot_v: TensorT, cold_k: TensorT, cold_v: TensorT, *,
+                     kv_len: int | TensorT, causal: bool, hot_window: int | None = None,
+                     page_table: TensorT | None = None, page_size: int = 0, sliding_window: int = 0,
+                     softcap: float = 0.0, scale: float | None = None, window: tuple[int, int] = (-1, -1),
+                     return_lse: bool = False, out: TensorT | None = None) -> Any:
+    """Attention of q over an f16 hot ring of the newest keys and an f16 cold part of the older ones, one softmax
+    over both (docs/kv_cache.md). Returns out [S, Hq, D] in q's dtype, or (out, lse) with return_lse.
+
+    q: queries [S, Hq, D], f16 (f16 out) or f32 (f32 out).
+    hot_k, hot_v: the ring [hot_window, Hkv, D] f16: key j (of the newest) at slot j % hot_window.
+    cold_k, cold_v: the cold part [rows, Hkv, D] f16: key j at row j (or its page); it must hold
+        kv_len - hot_window rows.
+    kv_len: how many keys there are in all (hot and cold): an int or a u32 tensor with one value read at
+        dispatch time; the queries are the last S positions (query i at kv_len - S + i).
+    causal: required, True or False: masks keys after the query's position.
+    hot_window: the ring's slot count (the newest min(kv_len, hot_window) keys are hot); None: hot_k's rows.
+    page_table: a 1-D u32 tensor mapping the cold part's pages (cold key j at row page_table[j // page_size] *
+        page_size + j % page_size); None: the cold part is contiguous (key j at row j).
+    page_size: rows per cold page, with page_table only.
+    sliding_window: w > 0 masks keys at or before query_pos - w; 0 is off.
+    softcap: c > 0 caps the scaled scores as c * tanh(s / c); 0 is off.
+    scale: the scores' factor; None: 1 / sqrt(D).
+    window: FlashAttention's window_size (left, right), -1 unbounded, as in wg.ops.attention.
+    return_lse: also return lse [Hq, S] f32, the log-sum-exp of each query's visible scores.
+    out: a tensor (in a graph: a state value) of the output's shape and dtype to write into."""
     params, len_t = _params("tiered_attention", kv_len, hot_window, hot_k, page_table, page_size, causal,
                             sliding_window, softcap, scale, None, window, return_lse)
     return apply(TIERED, params, (q, hot_k, hot_v, cold_k, cold_v, None, None, page_table, len_t), out=out)
 
 
-def tiered_quant_attention(q, hot_k, hot_v, cold_k, cold_v, cold_k_scale, cold_v_scale, *, mode, kv_len,
-                           hot_window=None, page_table=None, page_size=0, causal=None, sliding_window=0, softcap=0.0,
-                           scale=None, window=(-1, -1), return_lse=False, out=None):
-    """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales)."""
+def tiered_quant_attention(q: TensorT, hot_k: TensorT, hot_v: TensorT, cold_k: TensorT, cold_v: TensorT,
+                           cold_k_scale: TensorT, cold_v_scale: TensorT, *, mode: str, kv_len: int | TensorT,
+                           causal: bool, hot_window: int | None = None, page_table: TensorT | None = None,
+                           page_size: int = 0, sliding_window: int = 0, softcap: float = 0.0,
+                           scale: float | None = None, window: tuple[int, int] = (-1, -1), return_lse: bool = False,
+                           out: TensorT | None = None) -> Any:
+    """Attention of f32 q over an f16 hot ring and an int8/int4 cold part (kv_quantize's packed + scales), one
+    softmax over both. Returns out [S, Hq, D] f32, or (out, lse) with return_lse.
+
+    q: queries [S, Hq, D] f32.
+    hot_k, hot_v: the ring [hot_window, Hkv, D] f16.
+    cold_k, cold_v: the cold part's packed u32 data [rows, Hkv, D / values per word] (kv_quantize's `packed`).
+    cold_k_scale, cold_v_scale: their f16 scales [rows, Hkv] (kv_quantize's `scales`).
+    mode: "int8" or "int4", the packing of cold_k / cold_v (checked against their shapes).
+    kv_len: how many keys there are in all (hot and cold): an int or a u32 tensor with one value read at
+        dispatch time; the queries are the last S positions (query i at kv_len - S + i).
+    causal: required, True or False: masks keys after the query's position.
+    hot_window: the ring's slot count (the newest min(kv_len, hot_window) keys are hot); None: hot_k's rows.
+    page_table: a 1-D u32 tensor mapping the cold part's pages (cold key j at row page_table[j // page_size] *
+        page_size + j % page_size); None: the cold part is contiguous (key j at row j).
+    page_size: rows per cold page, with page_table only.
+    sliding_window: w > 0 masks keys at or before query_pos - w; 0 is off.
+    softcap: c > 0 caps the scaled scores as c * tanh(s / c); 0 is off.
+    scale: the scores' factor; None: 1 / sqrt(D).
+    window: FlashAttention's window_size (left, right), -1 unbounded, as in wg.ops.attention.
+    return_lse: also return lse [Hq, S] f32, the log-sum-exp of each query's visible scores.
+    out: a tensor (in a graph: a state value) of the output's shape and dtype to write into."""
     mode = args.choice("tiered_quant_attention", "mode", mode, ("int8", "int4"))
     tensor_arg("tiered_quant_attention", "cold_k_scale", cold_k_scale)
     tensor_arg("tiered_quant_attention", "cold_v_scale", cold_v_scale)

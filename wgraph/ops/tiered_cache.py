@@ -3,6 +3,8 @@ or int4) of the older ones; appending moves rows that leave the ring into the co
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from wgraph import args
@@ -12,6 +14,10 @@ from wgraph.ops.kv_cache import kv_write, quant_format
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 from wgraph.tensor import Tensor
 
+if TYPE_CHECKING:
+    from wgraph.api_types import Ids
+    from wgraph.device import Device
+
 
 class TieredKVCache:
     """Hot ring [hot_window, Hkv, D] f16 and cold part of `cold_capacity` positions.
@@ -19,10 +25,19 @@ class TieredKVCache:
     `append(k, v)` with an int position (the host tracks `length`) checks capacity and handles any number of
     rows; `append(k, v, kv_len=t)` with a u32 GPU tensor t holding the length *after* the append takes one row
     and records once for every position (decode). `attention(q, kv_len=...)` attends over all rows.
+
+    device: the Device the tensors live on.
+    kv_heads, head_dim: each row's shape [kv_heads, head_dim].
+    hot_window: the ring's rows (the newest keys, f16).
+    cold_capacity: how many older positions the cold part holds.
+    quant: None (an f16 cold part), "int8" or "int4" (quantized as kv_quantize does; head_dim a multiple of the
+        values per u32 word).
+    page_size: rows per page of a paged cold part (cold_capacity a multiple of it); 0: contiguous.
+    page_table: with page_size, the pages' order (ids in 0 .. pages - 1); None: pages in order.
     """
 
-    def __init__(self, device, *, kv_heads: int, head_dim: int, hot_window: int, cold_capacity: int,
-                 quant: str | None = None, page_size: int = 0, page_table=None):
+    def __init__(self, device: Device, *, kv_heads: int, head_dim: int, hot_window: int, cold_capacity: int,
+                 quant: str | None = None, page_size: int = 0, page_table: Ids | None = None) -> None:
         fn = "TieredKVCache"
         from wgraph.device import Device  # the device module imports the ops
 
@@ -80,8 +95,13 @@ class TieredKVCache:
     def _to_cold(self, src, dst, scales, pos, **kw):
         kv_write(src, dst, pos, scales=scales, **self._cold, **kw)
 
-    def append(self, k_new, v_new, *, kv_len: Tensor | None = None):
-        """Append rows [n, Hkv, D] f16 at position `length` (or, with kv_len, at kv_len[0] - 1 on the GPU)."""
+    def append(self, k_new: Tensor, v_new: Tensor, *, kv_len: Tensor | None = None) -> None:
+        """Append rows at position `length` (or, with kv_len, at kv_len[0] - 1 on the GPU); rows leaving the ring
+        move to the cold part.
+
+        k_new, v_new: the new keys and values [n, Hkv, D] f16.
+        kv_len: None (the host tracks the length: any n, capacity checked) or a u32 tensor holding the length
+            after the append (one row; the GPU reads it, so a recording replays for every position)."""
         for name, x in (("k_new", k_new), ("v_new", v_new)):
             tensor_arg("TieredKVCache.append", name, x)
         if kv_len is not None:
@@ -119,13 +139,20 @@ class TieredKVCache:
             kv_write(new, hot, p + direct, layout="ring", n_rows=n - direct, src_row0=direct)
         self.length = p + n
 
-    def attention(self, q, *, kv_len=None, **options):
-        """Tiered attention of q over every row; kv_len defaults to the host-tracked length."""
+    def attention(self, q: Tensor, *, causal: bool, kv_len: int | Tensor | None = None, **options: Any) -> Any:
+        """Tiered attention of q over every row of the cache (tiered_attention, or tiered_quant_attention for a
+        quantized cold part).
+
+        q: queries [S, Hq, D].
+        causal: required, True or False (as tiered_attention's).
+        kv_len: None: the host-tracked length; else an int or a u32 tensor (required once appends used a GPU
+            kv_len).
+        options: tiered_attention's other keywords (sliding_window, softcap, scale, window, return_lse, out)."""
         if kv_len is None:
             if self.length is None:
                 raise ShapeError("this cache's length lives on the GPU; pass kv_len=")
             kv_len = self.length
-        common = dict(kv_len=kv_len, hot_window=self.hot_window, page_table=self.page_table,
+        common = dict(kv_len=kv_len, causal=causal, hot_window=self.hot_window, page_table=self.page_table,
                       page_size=self.page_size, **options)
         if self.quant is None:
             return tiered_attention(q, self.hot_k, self.hot_v, self.cold_k, self.cold_v, **common)
