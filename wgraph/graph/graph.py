@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 
 import attrs
-import networkx as nx
 
 from wgraph import args
 from wgraph.args import show
@@ -29,6 +28,8 @@ class Graph:
     """Build with `g.input`, `g.state`, `g.const`, op calls on the values they return, and `g.output`."""
 
     def __init__(self, name: str = "graph"):
+        import networkx as nx  # here, not at the top: `import wgraph` for immediate ops stays ~0.3 s faster
+
         self.name = args.text("Graph", "name", name)
         self.nx = nx.DiGraph()
         self.values: dict[str, Value] = {}
@@ -242,6 +243,8 @@ class Graph:
 
     def topological_order(self) -> list[str]:
         """Node names in a deterministic topological order (ties broken by insertion order)."""
+        import networkx as nx
+
         return list(nx.lexicographical_topological_sort(self.nx, key=self._order.__getitem__))
 
     def consumers(self, value: str) -> list[str]:
