@@ -4,14 +4,11 @@ kv_append into a paged cache -> attention (GQA) -> output projection -> residual
 Runs it op by op (immediate: ops queued, a submit per 32) and as one compiled program (one submit), prints the two
 results' difference, the submit counts, the times and the plan, and checks both against float64 numpy."""
 
-import os
 import time
 
-os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import wgraph as wg  # noqa: E402
+import wgraph as wg
 
 S, DM, HQ, HKV, D = 8, 64, 4, 2, 16          # tokens, model width, query heads, kv heads (GQA 2:1), head dim
 PAGE, PAGES = 8, 4                            # paged cache: 4 pages of 8 rows, in a scrambled order

@@ -119,7 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.warmup < min(args.steps, args.calls) or args.every < 1:
         ap.error(f"--warmup {args.warmup} must be below --steps {args.steps} and --calls {args.calls}, "
                  f"and --every {args.every} at least 1")
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
 
     dev = wg.default_device()

@@ -4,7 +4,6 @@ peak and the prefill GEMM, attention throughput; torch beside each where it is i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -76,7 +75,6 @@ def main(argv: list[str]) -> dict:
             check_plot_path(args.plot)
         except (ImportError, ValueError) as e:
             ap.exit(2, f"python -m wgraph bench: {e}\n")
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
     from wgraph.bench import attention, host, report
 

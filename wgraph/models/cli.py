@@ -5,7 +5,6 @@ token ids in, ids out, with a progress line on stderr."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 
@@ -41,7 +40,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
     from wgraph.models import from_pretrained
 

@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 import wgraph.ops as ops
-from wgraph import args
+from wgraph import args, progress
 from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, stack_rows
 from wgraph.graph import Graph
@@ -144,19 +144,21 @@ class QuantizedLlama(Llama):
         weight_bytes_per_token counts the bytes a step reads: every matrix's blocks (or floats) once, the
         norms, and one row of an untied embedding table."""
         shapes = weight_shapes(self.config)
-        for name, spec in self._states.items():
-            parts = [get_weight(src, shapes[src]) for src in spec.sources]
-            if spec.ggml_type is not None:
-                w = parts[0] if len(parts) == 1 else stack_rows(parts)
-                data, nbytes, row = w.blocks, w.nbytes, w.row_bytes
-            else:
-                parts = [_convert(np.asarray(p), spec.float_state, src) for p, src in zip(parts, spec.sources)]
-                data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-                nbytes, row = data.nbytes, data.nbytes // data.shape[0]
-            self.device.write(self.program.state(name), data)
-            self.weight_bytes += nbytes
-            read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
-            self.weight_bytes_per_token += nbytes if read_whole else row
+        with progress.bar(len(self._states), "loading weights", "tensors") as shown:
+            for name, spec in self._states.items():
+                parts = [get_weight(src, shapes[src]) for src in spec.sources]
+                if spec.ggml_type is not None:
+                    w = parts[0] if len(parts) == 1 else stack_rows(parts)
+                    data, nbytes, row = w.blocks, w.nbytes, w.row_bytes
+                else:
+                    parts = [_convert(np.asarray(p), spec.float_state, src) for p, src in zip(parts, spec.sources)]
+                    data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+                    nbytes, row = data.nbytes, data.nbytes // data.shape[0]
+                self.device.write(self.program.state(name), data)
+                self.weight_bytes += nbytes
+                read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
+                self.weight_bytes_per_token += nbytes if read_whole else row
+                shown.update()
         cos, sin = self.rope_tables()
         self.device.write(self.program.state("rope_cos"), cos)
         self.device.write(self.program.state("rope_sin"), sin)
