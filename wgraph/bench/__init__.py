@@ -8,6 +8,7 @@ import sys
 import time
 
 from wgraph.bench.grids import GRIDS
+from wgraph.cli_format import DefaultsFormatter
 
 import attrs
 
@@ -39,7 +40,7 @@ QUICK = QUICK_PLAN.describe()
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m wgraph bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m wgraph bench", description=__doc__, formatter_class=DefaultsFormatter)
     p.add_argument("--quick", action="store_true", help=QUICK)
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
@@ -53,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
                    "with --quick)")
     p.add_argument("--runs", type=int, help=f"host-cost runs per mode (median; default 9, {QUICK_PLAN.runs} with --quick)")
     p.add_argument("--budget-s", type=float, help="seconds for the attention section and for the gemm section; "
-                   "shapes left are listed skipped")
+                   "shapes left are listed skipped (default by grid: "
+                   f"{', '.join(f'{g} {b:g}' for g, b in DEFAULT_BUDGET_S.items())})")
     p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
     p.add_argument("--profile", action="store_true", help="model section: GPU time of one decode step per node "
                    "(timestamp queries), printed by op and by layer: where a token's time goes")

@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 
 import wgraph.ops as ops
-from wgraph import args, progress
+from wgraph import args
 from wgraph.device import Device
 from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
 from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
@@ -37,6 +37,7 @@ from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.ops.sampling import SampleSettings
+from wgraph.progress import bar as progress_bar
 
 DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
@@ -231,7 +232,7 @@ class Llama:
         """Read each HF tensor once (checked by name and shape), convert and write it into the program's state."""
         shapes = weight_shapes(self.config)
         weights = _program_weights(self.config, self.dtype)
-        with progress.bar(len(weights), "loading weights", "tensors") as shown:
+        with progress_bar(len(weights), "loading weights", "tensors") as shown:
             for name, pw in weights.items():
                 parts = [_convert(get_weight(src, shapes[src]), pw, src) for src in pw.sources]
                 data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)

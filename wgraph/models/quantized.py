@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 import wgraph.ops as ops
-from wgraph import args, progress
+from wgraph import args
 from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, stack_rows
 from wgraph.graph import Graph
@@ -23,6 +23,7 @@ from wgraph.models.config import LlamaConfig
 from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
                                  weight_shapes)
 from wgraph.ops.sampling import SampleSettings
+from wgraph.progress import bar as progress_bar
 
 
 @attrs.frozen
@@ -144,7 +145,7 @@ class QuantizedLlama(Llama):
         weight_bytes_per_token counts the bytes a step reads: every matrix's blocks (or floats) once, the
         norms, and one row of an untied embedding table."""
         shapes = weight_shapes(self.config)
-        with progress.bar(len(self._states), "loading weights", "tensors") as shown:
+        with progress_bar(len(self._states), "loading weights", "tensors") as shown:
             for name, spec in self._states.items():
                 parts = [get_weight(src, shapes[src]) for src in spec.sources]
                 if spec.ggml_type is not None:
