@@ -345,7 +345,7 @@ GRAPHS = {
                               "in_flight": (U32, "any u32 window (not run here)")}),
     "Program.profile": Case(lambda e: (e.prog.profile, (), dict(x=np.ones(4, np.float32))), ()),
     "Program.update": Case(lambda e: (e.prog.update, (e.graph.producer[e.graph.outputs["z"]], ScaleParams(3.0)), {}), ("params",)),
-    "Program.explain": Case(lambda e: (e.prog.explain, (), {})),
+    "Program.explain": Case(lambda e: (e.prog.explain, (), {}), (), {"full": (BOOL, "a bool")}),
     "Program.to_dot": Case(lambda e: (e.prog.to_dot, (), {})),
 }
 
