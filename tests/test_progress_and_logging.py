@@ -120,3 +120,57 @@ def test_model_loading_shows_a_bar_on_a_terminal_and_logs(loud, caplog, monkeypa
     (rec,) = [r for r in caplog.records if r.name == "wgraph.models.llama"]
     assert rec.levelno == logging.INFO and "2 layers" in rec.getMessage()
     assert f"{model.weight_bytes / 2**20:.1f} MiB" in rec.getMessage()
+
+
+def test_a_large_attention_on_a_cpu_adapter_is_said_before_it_runs(caplog, dev):
+    """Compiling plans (and encodes) every node without running it: a 2048 x 2048 x 8 x 64 attention on a CPU
+    adapter logs its GFLOP at INFO; a small one says nothing."""
+    from wgraph.ops.cpu_limits import CPU_SLOW_FLOPS
+
+    def compile_attention(s: int):
+        g = wg.Graph("attn")
+        q, k, v = (g.input(n, (s, 8, 64), "f32") for n in "qkv")
+        g.output("o", wg.ops.attention(q, k, v, causal=True))
+        with caplog.at_level(logging.INFO, logger="wgraph"):
+            g.compile(dev)
+        return [r for r in caplog.records if r.name == "wgraph.ops.cpu_limits"]
+
+    flops = 4.0 * 2048 * 2048 * 8 * 64   # q.k and p.v, a multiply-add each, every (query, key) pair
+    assert flops >= CPU_SLOW_FLOPS
+    records = compile_attention(2048)
+    if not dev.caps.is_cpu:
+        assert records == []
+        return
+    (rec,) = records
+    assert rec.levelno == logging.INFO and f"{flops / 1e9:.1f} GFLOP" in rec.getMessage()
+    assert "2048 queries over 2048 keys" in rec.getMessage()
+    caplog.clear()
+    assert compile_attention(16) == []   # 4 * 16 * 16 * 8 * 64 flops: nothing to say
+
+
+def test_a_kernel_taken_for_a_cpu_adapter_is_said_once(caplog, monkeypatch, dev):
+    """On a CPU adapter the planner passes over GPU-tuned kernels and those past lavapipe's loop cap: the first
+    plan that does so names the kernel taken and those passed over (from the plan's own rejected list)."""
+    from wgraph.ops import core
+
+    monkeypatch.setattr(core, "_CPU_CHOICES_SAID", set())
+    specs = [wg.TensorSpec((64, 8, 64), "f32"), wg.TensorSpec((4096, 2, 64), "f32"), wg.TensorSpec((4096, 2, 64), "f32")]
+    plan = wg.ops.attention_plan(*specs, causal=True, caps=dev.caps)
+    passed = [v for v, why in plan.rejected if "a CPU device" in why]
+
+    def compile_it():
+        g = wg.Graph("attn")
+        q, k, v = (g.input(n, s.shape, s.dtype) for n, s in zip("qkv", specs))
+        g.output("o", wg.ops.attention(q, k, v, causal=True))
+        with caplog.at_level(logging.INFO, logger="wgraph"):
+            g.compile(dev)
+        return [r.getMessage() for r in caplog.records if r.name == "wgraph.ops.core"]
+
+    said = compile_it()
+    if not dev.caps.is_cpu:
+        assert said == [] and passed == []
+        return
+    assert passed and len(said) == 1
+    assert plan.variant in said[0] and all(v in said[0] for v in passed)
+    caplog.clear()
+    assert compile_it() == []   # said once
