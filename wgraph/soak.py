@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write_doc(path: str, adapter: str, table: str, args) -> None:
     section = (f"## Soak\n\n`python -m wgraph soak --steps {args.steps} --calls {args.calls}` "
-               f"(the defaults; progress on stderr while it runs; `wgraph/soak.py`; the CI version, 300 replays and 600 calls, is `tests/test_soak.py`) on {adapter}. "
+               f"(progress on stderr while it runs; `wgraph/soak.py`; the CI version, 300 replays and 600 calls, is `tests/test_soak.py`) on {adapter}. "
                f"The decode step is a compiled graph (kv_append into a {CAPACITY}-row ring cache held as program "
                f"state, then attention with kv_len read from the GPU), replayed with new q/k/v and position each "
                f"step; the immediate run calls `attention` with a fresh output and kv_len cycling over 300 values "
