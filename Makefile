@@ -1,6 +1,9 @@
 # make demo: run the quickstart and Llama examples.  make test: run the test suite.  Both install what they need.
 PYTHON ?= python3
-STAMP := .setup.stamp
+# One stamp per interpreter (a hash of its sys.executable): `make demo` in one virtual environment does not let
+# `make test` in another skip the install.
+STAMP := .setup-$(shell $(PYTHON) -c 'import hashlib, sys; print(hashlib.sha256(sys.executable.encode()).hexdigest()[:12])').stamp
+PIP_INSTALL ?= $(PYTHON) -m pip install -q -e '.[test]'
 
 .PHONY: setup demo test bench clean
 
@@ -12,7 +15,7 @@ $(STAMP): pyproject.toml
 	  echo "no Vulkan driver found: installing Mesa's lavapipe"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null; \
 	fi
-	$(PYTHON) -m pip install -q -e '.[test]'
+	$(PIP_INSTALL)
 	@touch $(STAMP)
 
 demo: setup
@@ -26,4 +29,4 @@ bench: setup
 	$(PYTHON) -m wgraph bench
 
 clean:
-	rm -f $(STAMP)
+	rm -f .setup-*.stamp

@@ -4,15 +4,12 @@ back as the next step's input. The position and kv_len live on the GPU, so ONE c
 N times with no planning, no allocation and one submit per token. Also: the same N steps recorded into a
 single submit, and all of it checked against op-by-op immediate runs and float64 numpy."""
 
-import os
 import sys
 import time
 
-os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import wgraph as wg  # noqa: E402
+import wgraph as wg
 
 LAYERS, DM, HQ, HKV, D, CAP = 2, 32, 4, 2, 8, 64
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 32

@@ -8,15 +8,12 @@ of ONE compiled decode program (all layers, lm_head and argmax on the GPU, the i
 """
 
 import argparse
-import os
 import tempfile
 import time
 
-os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
-
-import wgraph as wg  # noqa: E402
-from wgraph.models import Llama  # noqa: E402
-from wgraph.models.random_checkpoint import write_random_checkpoint  # noqa: E402
+import wgraph as wg
+from wgraph.models import Llama
+from wgraph.models.random_checkpoint import write_random_checkpoint
 
 
 def main():

@@ -1,7 +1,7 @@
 """The API walk: every public function of wg.ops and the public methods of Device, Tensor, Graph, Program, Llama,
 QuantizedLlama, Tokenizer, DecoderConfig, Checkpoint and QuantizedWeight (and of wg.ops' TieredKVCache and
 QuantizedKV), with
-wgraph.models.from_pretrained and ggml_blocks' quantize and stack_rows, have every scalar parameter fed each value of BAD, and every
+wgraph.models.from_pretrained, wgraph.set_quiet and ggml_blocks' quantize and stack_rows, have every scalar parameter fed each value of BAD, and every
 tensor (or object) parameter each value of BAD_TENSORS. Each call must raise a WgraphError whose message names the
 parameter, queue no GPU work (no pending item, no submit, no dispatch) and leave every tensor's contents as they
 were (read back before and after).
@@ -345,7 +345,7 @@ GRAPHS = {
                               "in_flight": (U32, "any u32 window (not run here)")}),
     "Program.profile": Case(lambda e: (e.prog.profile, (), dict(x=np.ones(4, np.float32))), ()),
     "Program.update": Case(lambda e: (e.prog.update, (e.graph.producer[e.graph.outputs["z"]], ScaleParams(3.0)), {}), ("params",)),
-    "Program.explain": Case(lambda e: (e.prog.explain, (), {})),
+    "Program.explain": Case(lambda e: (e.prog.explain, (), {}), (), {"full": (BOOL, "a bool")}),
     "Program.to_dot": Case(lambda e: (e.prog.to_dot, (), {})),
 }
 
@@ -438,6 +438,8 @@ TOKENS_AND_BLOCKS = {
     "Checkpoint.get": Case(lambda e: (e.ckpt.get, ("model.norm.weight", (16,)), {}), (),
                            {"name": (TEXT, "any str: a missing tensor is a CheckpointError naming it")}),
     "ggml_blocks.stack_rows": Case(lambda e: (ggml_blocks.stack_rows, ([e.qw_host, e.qw_host],), {}), ("weights",)),
+    "set_quiet": Case(lambda e: (wg.set_quiet, (False,), {}), (), {"quiet": (BOOL, "a bool")},
+                      skip_good="a process-wide switch: tests/test_progress_and_logging.py sets and restores it"),
 }
 
 CASES = {f"ops.{k}": v for k, v in OPS.items()} | DEVICE | GRAPHS | MODEL | TOKENS_AND_BLOCKS
@@ -464,7 +466,7 @@ CLASSES = {"Device": wg.Device, "Tensor": wg.Tensor, "Graph": wg.Graph, "Program
            "DecoderConfig": DecoderConfig, "Checkpoint": Checkpoint, "BatchedDecoder": BatchedDecoder,
            "ops.TieredKVCache": wg.ops.TieredKVCache}
 FUNCTIONS = {"models.from_pretrained": from_pretrained, "ggml_blocks.quantize": ggml_blocks.quantize,
-             "ggml_blocks.stack_rows": ggml_blocks.stack_rows}
+             "ggml_blocks.stack_rows": ggml_blocks.stack_rows, "set_quiet": wg.set_quiet}
 
 
 def _public() -> set[str]:

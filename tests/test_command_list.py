@@ -111,8 +111,10 @@ def test_split_k_scratch_is_in_the_memory_plan(dev):
                                  wg.TensorSpec((600, 2, 32), "f32"), causal=True, caps=dev.caps)
     want = 8 * plan.max_chunks * 2 * 4 + 8 * plan.max_chunks * 32 * 4
     assert (m.scratch_requests, m.scratch_buffers, m.scratch_bytes) == (2, 2, want)
-    text = prog.explain()
+    text = prog.explain(full=True)
     assert "scratch: 2 requests in 2 shared buffers" in text
+    short = prog.explain()   # the default view says it in words, within 100 columns
+    assert "2 temporary buffers of split passes share 2" in " ".join(short.split())
     assert "attention.part_acc" in {w for r in prog.rows for w in r.writes}
 
 
@@ -159,7 +161,7 @@ def test_explain_uses_the_plan_of_the_encode(dev, monkeypatch):
     want = wg.ops.attention_plan(wg.TensorSpec((4, 4, 16), "f32"), wg.TensorSpec((20, 2, 16), "f32"),
                                  wg.TensorSpec((20, 2, 16), "f32"), causal=True,
                                  kv_len=wg.TensorSpec((1,), "u32"), caps=dev.caps)
-    assert prog.rows[0].reason == want.reason and want.reason in prog.explain()
+    assert prog.rows[0].reason == want.reason and want.reason in prog.explain(full=True)
 
 
 def test_a_new_view_op_needs_no_graph_code(dev):

@@ -76,7 +76,7 @@ def test_split_k_in_a_graph(dev, rng):
     g.output("y", wg.ops.linear(gx, g.const("w", w), split_k=4))
     prog = g.compile(dev)
     assert [r.variant for r in prog.rows] == [dense.plan_linear(20, 24, 64, "f32", None, split_k=4).variant, "linear_gemm_sum"]
-    assert "K in 4 slices of 16" in prog.explain()
+    assert "K in 4 slices of 16" in prog.explain(full=True)
     x = rng.standard_normal((20, 64)).astype(np.float32)
     _within(prog.run(x=x)["y"].numpy(), x.astype(np.float64) @ w.astype(np.float64).T, x @ w.T, atol=1e-4)
 

@@ -208,7 +208,7 @@ def test_gemv_recorded_and_in_a_graph(dev, rng):
     g.output("y", y)
     prog = g.compile(dev)
     assert [r.variant for r in prog.rows] == [plan_linear(4, 24, 72, "f16", dev.caps, swiglu=True).variant]
-    assert "4 rows <= 8: GEMV" in prog.explain()
+    assert "4 rows <= 8: GEMV" in prog.explain(full=True)
     before = dev.stats.snapshot()
     with dev.record():
         y1 = wg.ops.linear(dev.tensor(c["x"]), dev.tensor(c["w"]), dev.tensor(c["b"]), norm=dev.tensor(c["norm"]),

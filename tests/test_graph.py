@@ -79,9 +79,9 @@ def test_compile_is_deterministic_and_explains(dev, rng):
     g = _block_graph(W, s, d)
     assert g.topological_order() == _block_graph(W, s, d).topological_order()
     prog = g.compile(dev)
-    text = prog.explain()
+    text = prog.explain(full=True)
     for word in ("rmsnorm_f32", "gemv_r8_f32", "3 rows <= 8: GEMV", "rope_f32", "add_f32", "scale_f32",
-                 "peak", "naive", "uniform arena"):
+                 "peak", "naive", "uniform arena", "fallback.gemv.norm"):
         assert word in text
     assert [r.variant for r in prog.rows] == ["rmsnorm_f32", "gemv_r8_f32", "rope_f32", "scale_f32", "add_f32"]
     linear_row = prog.rows[1]  # no norm weight or residual: their bindings get fallbacks

@@ -21,6 +21,8 @@ def test_generate_command(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out.strip() == ",".join(map(str, want))
     assert "4/8 tokens" in err and "8/8 tokens" in err and "2 readbacks" in err  # reads at 4 and 8
+    # stderr is not a terminal here: plain lines (a log gets no carriage returns), and what it was doing
+    assert "\r" not in err and f"loading {path} on " in err and "loaded in " in err
     assert cli_main(["generate", str(tmp_path / "nope"), "--prompt-ids", "1"]) == 1
     assert "config.json" in capsys.readouterr().err
 

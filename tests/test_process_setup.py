@@ -31,3 +31,25 @@ def test_a_plain_script_prints_nothing_to_stderr():
     run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stderr.strip() == "The WGPU device was lost (unknown):\nreal loss", run.stderr
+
+
+IMMEDIATE_ONLY = r"""
+import sys
+import numpy as np
+import wgraph as wg
+
+assert "networkx" not in sys.modules, "import wgraph imported networkx"
+dev = wg.Device()
+assert wg.ops.scale(dev.tensor(np.ones(4, np.float32)), 2.0).numpy().tolist() == [2.0] * 4
+assert "networkx" not in sys.modules, "an immediate op imported networkx"
+wg.Graph("g")
+assert "networkx" in sys.modules   # a Graph is a networkx DiGraph: built, it imports networkx
+"""
+
+
+def test_networkx_is_imported_only_when_a_graph_is_built():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                    os.environ.get("PYTHONPATH")) if p)
+    run = subprocess.run([sys.executable, "-c", IMMEDIATE_ONLY], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr

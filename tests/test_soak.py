@@ -37,6 +37,10 @@ def test_verdict_fails_on_growth():
 
 def test_soak_cli_ends_with_its_verdict(dev, capsys):
     rc = main(["--steps", "40", "--calls", "40", "--every", "10", "--warmup", "20"])
-    last = capsys.readouterr().out.strip().splitlines()[-1]
+    out, err = capsys.readouterr()
+    last = out.strip().splitlines()[-1]
+    # progress while it runs: plain lines on a stderr that is not a terminal, up to each run's count
+    assert "\r" not in err and "soak: compiled decode step: 40/40 steps" in err
+    assert "soak: immediate attention: 40/40 calls" in err
     assert re.match(r"(PASS|FAIL): ", last), last
     assert rc == (0 if last.startswith("PASS") else 1)

@@ -1,4 +1,5 @@
-"""`python -m wgraph <command>`: the benchmark, the soak test and plots of saved results (`--help` lists them)."""
+"""`python -m wgraph <command>` (or `wgraph <command>`, the console script): the benchmark, the soak test, text
+generation and plots of saved results (`--help` lists them; `--version`)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ COMMANDS = {
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
-    lines = ["usage: python -m wgraph <command> [options]", "",
+    lines = ["usage: python -m wgraph <command> [options]   (or: wgraph <command> [options])", "",
              "wgraph: GPU compute ops (attention first) on WebGPU. Commands:", ""]
     lines += [f"  {name:{width}}  {line}" for name, (_, line) in COMMANDS.items()]
-    lines += ["", "python -m wgraph <command> --help shows a command's options."]
+    lines += ["", "python -m wgraph <command> --help shows a command's options; --version prints wgraph's version.",
+              "Progress goes to stderr (a bar on a terminal, plain lines otherwise; WGRAPH_QUIET=1: none)."]
     return "\n".join(lines)
 
 
@@ -28,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from wgraph.version import __version__
+
+        print(f"wgraph {__version__}")
+        return 0
     if argv[0] not in COMMANDS:
         print(f"unknown command {argv[0]!r}\n\n{usage()}", file=sys.stderr)
         return 2

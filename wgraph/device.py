@@ -5,6 +5,7 @@ device hands it op calls, writes, flushes and fences."""
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import threading
 from typing import Any
@@ -13,7 +14,7 @@ import attrs
 import numpy as np
 import wgpu
 
-from wgraph import args, device_errors
+from wgraph import args, device_errors, process_setup
 from wgraph.api_types import DTypeLike, HostData, Shape
 from wgraph.dtypes import dtype_info, dtype_of_numpy, from_bf16
 from wgraph.errors import DeviceError, LimitError, RecordingError, ShapeError, UnsupportedError
@@ -29,6 +30,7 @@ from wgraph.tensor import Tensor, TensorSpec
 
 __all__ = ["Caps", "Device", "Stats", "TENSOR_USAGE", "UNIFORM_USAGE", "alloc", "default_device"]
 
+log = logging.getLogger(__name__)
 _epochs = itertools.count(1)
 POWER_PREFERENCES = ("high-performance", "low-power")
 
@@ -102,6 +104,7 @@ def _info_int(info, suffix: str) -> int:
 
 
 def _choose_adapter(power_preference: str):
+    process_setup.private_runtime_dir()  # before wgpu's first adapter request starts the Vulkan loader
     wanted = os.environ.get("WGRAPH_ADAPTER")
     if wanted:
         adapters = wgpu.gpu.enumerate_adapters_sync()
@@ -113,6 +116,17 @@ def _choose_adapter(power_preference: str):
     if adapter is None:
         raise DeviceError("no WebGPU adapter found (on a machine without a GPU, install mesa-vulkan-drivers)")
     return adapter
+
+
+def _log_adapter(caps: Caps, chosen: bool) -> None:
+    """INFO: the adapter in use. A CPU adapter the caller did not ask for is a WARNING: results are right but
+    100-1000x slower than a GPU, and the usual cause (no Vulkan driver for the GPU, a container without the GPU)
+    can be fixed; WGRAPH_ADAPTER=<name> (or Device(adapter=)) says it is meant and makes it INFO."""
+    if caps.is_cpu and not chosen:
+        log.warning("no GPU adapter found: using %s, a CPU driver (correct, much slower); WGRAPH_ADAPTER=<name> "
+                    "picks an adapter", caps.adapter_name)
+    else:
+        log.info("using adapter %s (%s backend)", caps.adapter_name, caps.backend)
 
 
 class Device:
@@ -131,12 +145,14 @@ class Device:
         if adapter is not None and not isinstance(adapter, wgpu.GPUAdapter):
             raise args.fail("Device", "adapter", adapter, "None (the preferred adapter) or a wgpu.GPUAdapter")
         self.adapter = adapter or _choose_adapter(power_preference)
+        chosen = adapter is not None or bool(os.environ.get("WGRAPH_ADAPTER"))
         self.stats = Stats()
         # One lock serialises everything that touches the wgpu device, the pool, the caches and the counters,
         # so op calls, recordings and programs on several threads are safe (docs/concurrency.md). Re-entrant:
         # a tensor finalizer may run inside a locked call on the same thread.
         self.lock = threading.RLock()
         self._open()
+        _log_adapter(self.caps, chosen)
 
     # ---- lifetime ----
 

@@ -1,6 +1,7 @@
-"""What wgraph sets up for the process before the Vulkan loader starts: a private XDG_RUNTIME_DIR when none is
-set (Mesa's lavapipe prints "XDG_RUNTIME_DIR is invalid" twice otherwise), and a filter on wgpu's logger that
-drops the lines an intended `destroy()` or release makes ("DEVICE LOST!", "device was lost (destroyed)")."""
+"""What wgraph sets up for the process: before it first asks wgpu for an adapter (which starts the Vulkan loader), a
+private XDG_RUNTIME_DIR when none is set (Mesa's lavapipe prints "XDG_RUNTIME_DIR is invalid" twice otherwise;
+logged at INFO); at import, a filter on wgpu's logger that drops the lines an intended `destroy()` or release makes
+("DEVICE LOST!", "device was lost (destroyed)")."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import stat
 import sys
 import tempfile
 
+log = logging.getLogger(__name__)
 
 def private_runtime_dir() -> None:
     """Set XDG_RUNTIME_DIR to a 0700 directory of this user under the temp dir, on Linux, when it is unset."""
@@ -26,6 +28,7 @@ def private_runtime_dir() -> None:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         path = tempfile.mkdtemp(prefix="wgraph-runtime-")  # someone else's or a loose one: a fresh 0700 dir
     os.environ["XDG_RUNTIME_DIR"] = path
+    log.info("XDG_RUNTIME_DIR was not set: set it to %s (a 0700 directory of this user) for the Vulkan loader", path)
 
 
 # wgpu's device-lost callback reasons that are not a loss: destroy() was called, or the device was released

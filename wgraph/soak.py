@@ -1,7 +1,8 @@
 """Soak: many replays of a compiled decode step and many immediate attention calls, sampling the live GPU
 buffers (dev.stats.live_buffers) and the process RSS. PASS when both stay flat after warm-up: no live buffer
-more, RSS within RSS_MARGIN_BYTES (exit code 0; FAIL: 1).
-`python -m wgraph soak [--steps N] [--calls N] [--write-doc docs/benchmarks.md]`."""
+more, RSS within 4 MiB (exit code 0; FAIL: 1). With the defaults, about 2 minutes on lavapipe
+(2 CPU cores); progress on stderr while it runs.
+`python -m wgraph soak [--steps N] [--calls N] [--every N] [--warmup N]`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 import time
 
 import numpy as np
+
+from wgraph.cli_format import DefaultsFormatter
 
 HQ, HKV, D, CAPACITY = 4, 2, 32, 256
 RSS_MARGIN_BYTES = 4 << 20  # allocator noise; a leak of a buffer's worth per call would be far above it
@@ -45,8 +48,14 @@ def _sample(samples, i, dev):
     samples.append((i, dev.stats.live_buffers, rss_bytes()))
 
 
-def soak_replay(dev, steps: int, every: int = 100, seed: int = 0) -> list[tuple[int, int, int]]:
-    """`steps` replays of the compiled decode step (new q/k/v and position each step); samples every `every`."""
+def _tell(shown, samples):
+    if shown is not None:
+        shown.update(samples[-1][0] - (samples[-2][0] if len(samples) > 1 else 0))
+
+
+def soak_replay(dev, steps: int, every: int = 100, seed: int = 0, shown=None) -> list[tuple[int, int, int]]:
+    """`steps` replays of the compiled decode step (new q/k/v and position each step); samples every `every`.
+    `shown`: a progress counter (wgraph.progress.bar) told of each sample's steps."""
     rng = np.random.default_rng(seed)
     prog = decode_step_graph().compile(dev)
     q = rng.standard_normal((16, 1, HQ, D)).astype(np.float32)
@@ -57,10 +66,11 @@ def soak_replay(dev, steps: int, every: int = 100, seed: int = 0) -> list[tuple[
         if t % every == every - 1 or t == 0:
             assert np.isfinite(out.numpy()).all()   # the readback also waits for the GPU and lets the pool collect
             _sample(samples, t + 1, dev)
+            _tell(shown, samples)
     return samples
 
 
-def soak_immediate(dev, calls: int, every: int = 100, seed: int = 0) -> list[tuple[int, int, int]]:
+def soak_immediate(dev, calls: int, every: int = 100, seed: int = 0, shown=None) -> list[tuple[int, int, int]]:
     """`calls` immediate attention calls with fresh outputs and kv_len cycling over 300 values (300 op
     templates and uniform contents; the calls share pending lists, whose arenas come from the pool)."""
     import wgraph as wg
@@ -75,6 +85,7 @@ def soak_immediate(dev, calls: int, every: int = 100, seed: int = 0) -> list[tup
         if i % every == every - 1 or i == 0:
             assert np.isfinite(out.numpy()).all()
             _sample(samples, i + 1, dev)
+            _tell(shown, samples)
     return samples
 
 
@@ -108,25 +119,35 @@ def _row(name, n, samples, warmup, seconds):
             f"{mib(last[2])} | {seconds:.1f} |")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m wgraph soak", description=__doc__)
-    ap.add_argument("--steps", type=int, default=10_000, help="compiled decode-step replays")
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m wgraph soak", description=__doc__,
+                                 formatter_class=DefaultsFormatter)
+    ap.add_argument("--steps", type=int, default=10_000, help="replays of the compiled decode step")
     ap.add_argument("--calls", type=int, default=10_000, help="immediate attention calls")
-    ap.add_argument("--every", type=int, default=500, help="sample period")
-    ap.add_argument("--warmup", type=int, default=1000, help="samples before this count are warm-up")
-    ap.add_argument("--write-doc", metavar="PATH", help="replace the '## Soak' section of this markdown file")
+    ap.add_argument("--every", type=int, default=500, help="take a sample (live buffers, RSS) every N steps or calls")
+    ap.add_argument("--warmup", type=int, default=1000, help="steps (and calls) before this count are warm-up: "
+                    "growth is measured from the first sample at or after it")
+    ap.add_argument("--write-doc", metavar="PATH", help=argparse.SUPPRESS)  # maintainers: rewrite "## Soak" in PATH
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
     if not 0 <= args.warmup < min(args.steps, args.calls) or args.every < 1:
         ap.error(f"--warmup {args.warmup} must be below --steps {args.steps} and --calls {args.calls}, "
                  f"and --every {args.every} at least 1")
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
+    from wgraph import progress
 
     dev = wg.default_device()
+    print(f"soak on {dev.caps.adapter_name}: {args.steps} replays, then {args.calls} immediate calls", file=sys.stderr)
     t0 = time.perf_counter()
-    replay = soak_replay(dev, args.steps, args.every)
+    with progress.bar(args.steps, "soak: compiled decode step", "steps", lines=True) as shown:
+        replay = soak_replay(dev, args.steps, args.every, shown=shown)
     t1 = time.perf_counter()
-    immediate = soak_immediate(dev, args.calls, args.every)
+    with progress.bar(args.calls, "soak: immediate attention", "calls", lines=True) as shown:
+        immediate = soak_immediate(dev, args.calls, args.every, shown=shown)
     t2 = time.perf_counter()
     lines = ["| run | count | live buffers: start | after warm-up | end | RSS MiB: start | after warm-up | end | seconds |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -143,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write_doc(path: str, adapter: str, table: str, args) -> None:
     section = (f"## Soak\n\n`python -m wgraph soak --steps {args.steps} --calls {args.calls}` "
-               f"(`wgraph/soak.py`; the CI version, 300 replays and 600 calls, is `tests/test_soak.py`) on {adapter}. "
+               f"(progress on stderr while it runs; `wgraph/soak.py`; the CI version, 300 replays and 600 calls, is `tests/test_soak.py`) on {adapter}. "
                f"The decode step is a compiled graph (kv_append into a {CAPACITY}-row ring cache held as program "
                f"state, then attention with kv_len read from the GPU), replayed with new q/k/v and position each "
                f"step; the immediate run calls `attention` with a fresh output and kv_len cycling over 300 values "

@@ -4,33 +4,58 @@ peak and the prefill GEMM, attention throughput; torch beside each where it is i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from wgraph.bench.grids import GRIDS
+from wgraph.cli_format import DefaultsFormatter
+
+import attrs
+
+from wgraph.bench.grids import GRIDS
 
 DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0, "decode": 180.0}
-QUICK = ("the quick grid (32 lavapipe-sized attention shapes) and 5 host-cost runs: about 20 s on lavapipe "
-         "with 2 CPU cores")
+SECTIONS = ("host", "gemv", "fma", "gemm", "attention", "batched", "model", "batched_model", "quant")
+
+
+@attrs.frozen
+class QuickPlan:
+    """What `--quick` runs: the two numbers a user picks wgraph for (host cost per dispatch, attention
+    throughput) at sizes lavapipe finishes in seconds. Every other section runs with `--only NAME --quick`."""
+
+    sections: tuple[str, ...] = ("host", "attention")
+    host_ops: int = 200      # dispatches per host-cost run and mode (1000 without --quick)
+    runs: int = 3            # host-cost runs per mode (9 without --quick)
+    grid: str = "quick"      # attention shapes
+    seconds: int = 20        # what it takes on lavapipe with 2 CPU cores (measured: docs/benchmarks.md)
+
+    def describe(self) -> str:
+        return (f"only the {' and '.join(self.sections)} sections: {self.host_ops} dispatches x {self.runs} runs per "
+                f"host-cost mode, the {self.grid} grid ({len(GRIDS[self.grid])} lavapipe-sized attention shapes); "
+                f"about {self.seconds} s on lavapipe with 2 CPU cores")
+
+
+QUICK_PLAN = QuickPlan()
+QUICK = QUICK_PLAN.describe()
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m wgraph bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m wgraph bench", description=__doc__, formatter_class=DefaultsFormatter)
     p.add_argument("--quick", action="store_true", help=QUICK)
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=("host", "gemv", "fma", "gemm", "attention", "batched", "model", "batched_model",
-                                       "quant"), help="run one section")
+    p.add_argument("--only", choices=SECTIONS, help="run one section (with --quick: at its quick sizes)")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it "
                    "(attention, gemm)")
-    p.add_argument("--host-ops", type=int, default=1000, help="dispatches per host-cost run (default 1000)")
-    p.add_argument("--runs", type=int, help="host-cost runs per mode (median; default 9, 5 with --quick)")
+    p.add_argument("--host-ops", type=int, help=f"dispatches per host-cost run (default 1000, {QUICK_PLAN.host_ops} "
+                   "with --quick)")
+    p.add_argument("--runs", type=int, help=f"host-cost runs per mode (median; default 9, {QUICK_PLAN.runs} with --quick)")
     p.add_argument("--budget-s", type=float, help="seconds for the attention section and for the gemm section; "
-                   "shapes left are listed skipped")
+                   "shapes left are listed skipped (default by grid: "
+                   f"{', '.join(f'{g} {b:g}' for g, b in DEFAULT_BUDGET_S.items())})")
     p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
     p.add_argument("--profile", action="store_true", help="model section: GPU time of one decode step per node "
                    "(timestamp queries), printed by op and by layer: where a token's time goes")
@@ -52,28 +77,29 @@ def main(argv: list[str]) -> dict:
             check_plot_path(args.plot)
         except (ImportError, ValueError) as e:
             ap.exit(2, f"python -m wgraph bench: {e}\n")
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
     from wgraph.bench import attention, host, report
 
-    grid = args.grid or ("quick" if args.quick else "full")
-    runs = args.runs or (5 if args.quick else 9)
+    grid = args.grid or (QUICK_PLAN.grid if args.quick else "full")
+    runs = args.runs or (QUICK_PLAN.runs if args.quick else 9)
+    host_ops = args.host_ops or (QUICK_PLAN.host_ops if args.quick else 1000)
+    sections = (args.only,) if args.only else QUICK_PLAN.sections if args.quick else SECTIONS
     budget = args.budget_s if args.budget_s is not None else DEFAULT_BUDGET_S[grid]
     dev = wg.default_device()
     result = {"meta": report.machine_meta(dev, ["bench", *argv]),
-              "settings": {"grid": grid, "variants": args.variants, "host_ops": args.host_ops, "runs": runs,
-                           "budget_s": budget, "quick": args.quick}}
+              "settings": {"grid": grid, "variants": args.variants, "host_ops": host_ops, "runs": runs,
+                           "budget_s": budget, "quick": args.quick, "sections": list(sections)}}
     t0 = time.perf_counter()
     print(f"wgraph bench on {dev.caps.adapter_name} ({dev.caps.backend}), wgpu {result['meta']['wgpu_version']}")
-    if args.only in (None, "host"):
-        rows = host.bench_host(dev, n_ops=args.host_ops, runs=runs, progress=_progress)
-        result["host"] = {"rows": rows, "workload": f"{args.host_ops} scale dispatches on {host.ELEMENTS} f32 "
+    if "host" in sections:
+        rows = host.bench_host(dev, n_ops=host_ops, runs=runs, progress=_progress)
+        result["host"] = {"rows": rows, "workload": f"{host_ops} scale dispatches on {host.ELEMENTS} f32 "
                           "elements (ping-pong between two tensors)",
                           "clocks": {"host": "perf_counter until queue.submit returned",
                                      "wall": "host + waiting for the GPU (map of a small buffer)"}}
         print("\n== host cost per dispatch ==")
         print(report.host_table(rows))
-    if args.only in (None, "gemv"):
+    if "gemv" in sections:
         from wgraph.bench import gemv, torch_ref
 
         torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
@@ -88,9 +114,9 @@ def main(argv: list[str]) -> dict:
                           "timing": "calls chained (one output) in one compute pass stamped at its start and end"}
         print(f"\n== memory bandwidth and GEMV ({grid} grid) ==")
         print(report.gemv_table(copy, rows, floor))
-    if args.only in (None, "fma", "gemm"):
+    if "fma" in sections or "gemm" in sections:
         _gemm_section(dev, args, grid, budget, result)
-    if args.only in (None, "attention"):
+    if "attention" in sections:
         ok, note = attention.available()
         shapes = GRIDS[grid]
         rows, torch_info = attention.bench_attention(
@@ -105,7 +131,7 @@ def main(argv: list[str]) -> dict:
             if not torch_info.get("available"):
                 print(f"torch reference: {torch_info.get('note')}")
             print(report.attention_table(rows))
-    if args.only in (None, "batched"):
+    if "batched" in sections:
         from wgraph.bench import batched
 
         rows, torch_info = batched.bench_batched(dev, grid, use_torch=not args.no_torch,
@@ -116,11 +142,11 @@ def main(argv: list[str]) -> dict:
         if not torch_info.get("available"):
             print(f"torch reference: {torch_info.get('note')}")
         print(batched.table(rows))
-    if args.only in (None, "model"):
+    if "model" in sections:
         _model_section(dev, args, grid, result)
-    if args.only in (None, "batched_model"):
+    if "batched_model" in sections:
         _batched_model_section(dev, args, grid, result)
-    if args.only in (None, "quant"):
+    if "quant" in sections:
         _quant_section(dev, args, grid, result)
     report.add_fma_fractions(result)
     fractions = report.fma_fraction_lines(result)

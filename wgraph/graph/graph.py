@@ -7,7 +7,6 @@ import contextlib
 from typing import Any
 
 import attrs
-import networkx as nx
 
 from wgraph import args
 from wgraph.api_types import DTypeLike, HostData, Shape
@@ -34,6 +33,8 @@ class Graph:
     name: the graph's name (in errors, explain() and exports)."""
 
     def __init__(self, name: str = "graph") -> None:
+        import networkx as nx  # here, not at the top: `import wgraph` for immediate ops stays ~0.3 s faster
+
         self.name = args.text("Graph", "name", name)
         self.nx = nx.DiGraph()
         self.values: dict[str, Value] = {}
@@ -281,6 +282,8 @@ class Graph:
 
     def topological_order(self) -> list[str]:
         """Node names in a deterministic topological order (ties broken by insertion order)."""
+        import networkx as nx
+
         return list(nx.lexicographical_topological_sort(self.nx, key=self._order.__getitem__))
 
     def consumers(self, value: str) -> list[str]:

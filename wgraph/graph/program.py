@@ -16,7 +16,7 @@ import attrs
 from wgraph import args
 from wgraph.args import show
 from wgraph.errors import DeviceError, DtypeError, LimitError, RecordingError, ShapeError, UnsupportedError, WgraphError
-from wgraph.graph import export
+from wgraph.graph import explain, export
 from wgraph.graph.nodes import SOURCE_OPS, GraphError
 from wgraph.graph.profile import ProgramProfile
 from wgraph.host_arrays import host_array
@@ -439,23 +439,12 @@ class Program:
         writes = tuple(t.label for b, t in d.bindings if b.writes)
         return PlanRow(node_name, node.op, d.kernel.name, reason, wg, len(d.uniforms), reads, writes)
 
-    def explain(self) -> str:
-        """The plan table: one row per dispatch, then the memory plan."""
-        head = ("node", "op", "variant", "workgroups", "uniform B", "reads", "writes", "reason")
-        body = [(r.node, r.op, r.variant, r.workgroups, str(r.uniform_bytes), ", ".join(r.reads), ", ".join(r.writes),
-                 r.reason) for r in self.rows]
-        widths = [max(len(row[i]) for row in [head] + body) for i in range(len(head) - 1)]
-        fmt = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1]  # noqa: E731
-        m = self.memory
-        lines = [f"program {self.graph.name!r} on {self.device.caps.adapter_name!r}: {len(self.rows)} dispatches, "
-                 f"{len(self.order)} nodes", fmt(head), fmt(tuple("-" * len(h) for h in head))]
-        lines += [fmt(r) for r in body]
-        lines.append(f"intermediates: {m.intermediate_values} values in {m.intermediate_buffers} buffers, peak "
-                     f"{m.intermediate_bytes} B vs naive {m.naive_bytes} B; persistent {m.persistent_bytes} B; "
-                     f"uniform arena {m.uniform_bytes} B")
-        lines.append(f"scratch: {m.scratch_requests} requests in {m.scratch_buffers} shared buffers, "
-                     f"{m.scratch_bytes} B vs naive {m.scratch_naive_bytes} B")
-        return "\n".join(lines)
+    def explain(self, full: bool = False) -> str:
+        """The plan table: a row per dispatch (its kernel, workgroups, what it reads and writes, why the planner
+        chose it), then the memory plan; at most 100 columns, or with full=True every binding and count."""
+        if args.flag("Program.explain", "full", full):
+            return explain.full_text(self)
+        return explain.short_text(self)
 
     def to_dot(self) -> str:
         """The program in Graphviz DOT: the graph's nodes with the kernels they run."""

@@ -1,12 +1,16 @@
 """`python -m wgraph generate PATH --prompt "..." [--chat] [--system ...]`: load a Hugging Face directory or a GGUF
 file and stream the generated text to stdout as it decodes, then the speed on stderr. With --prompt-ids instead:
-token ids in, ids out, with a progress line on stderr."""
+token ids in, ids out. What it is doing (loading, compiling, the speed) goes to stderr: a progress bar on a
+terminal, plain lines otherwise."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+import time
+
+from wgraph import progress
+from wgraph.cli_format import DefaultsFormatter
 
 
 def _ids(text: str) -> list[int]:
@@ -18,7 +22,7 @@ def _ids(text: str) -> list[int]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m wgraph generate", description=__doc__,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=DefaultsFormatter)
     p.add_argument("path", help="a Hugging Face directory (config.json, *.safetensors, tokenizer.json) or a .gguf file")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--prompt", help="the prompt text (needs a tokenizer: tokenizer.json or the GGUF's vocabulary)")
@@ -26,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
     p.add_argument("--system", help="a system message before the prompt (with --chat)")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most")
-    p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: f16 where the device has it)")
+    p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: f16 where the device has "
+                   "shader-f16, else f32)")
     p.add_argument("--max-seq", type=int, help="KV cache positions (default: min(max_position_embeddings, 2048))")
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy; > 0 samples on the GPU")
     p.add_argument("--top-k", type=int, default=0, help="keep the k most likely ids when sampling (0: all)")
@@ -41,14 +46,19 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import wgraph as wg
     from wgraph.models import from_pretrained
 
     dev = wg.default_device()
     dtype = args.dtype or ("f16" if dev.caps.has_f16 else "f32")
     try:
+        print(f"loading {args.path} on {dev.caps.adapter_name} ({dtype} weights): compiling the decode program, "
+              f"then reading the weights", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
         model = from_pretrained(args.path, dev, dtype=dtype, max_seq=args.max_seq)
+        print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
+              f"{model.weight_bytes / 2**20:.1f} MiB of weights); the first tokens also compile shaders",
+              file=sys.stderr, flush=True)
         if args.prompt is None:
             return _generate_ids(model, args, dev, dtype)
         pieces = model.stream_text(args.prompt, args.max_new_tokens, chat=args.chat, system=args.system,
@@ -72,15 +82,18 @@ def main(argv: list[str]) -> int:
 
 def _generate_ids(model, args, dev, dtype) -> int:
     n = args.max_new_tokens
+    with progress.bar(n, "generating", "tokens", lines=True) as shown:   # a bar on a terminal, else lines
 
-    def progress(done: int, seconds: float):
-        print(f"\r{done}/{n} tokens, {done / seconds:.1f} tokens/s", end="", file=sys.stderr, flush=True)
+        def tell(done: int, seconds: float):
+            shown.update(done - told[0])
+            told[0] = done
 
-    ids = model.generate(args.prompt_ids, n, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                         seed=args.seed, stop_ids=args.stop_ids or (), in_flight=args.in_flight,
-                         read_every=args.read_every, progress=progress)
+        told = [0]
+        ids = model.generate(args.prompt_ids, n, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                             seed=args.seed, stop_ids=args.stop_ids or (), in_flight=args.in_flight,
+                             read_every=args.read_every, progress=tell)
     st = model.last_stats
-    print(f"\n{len(ids)} tokens in {st['seconds']:.3f} s on {dev.caps.adapter_name} ({dtype} weights), "
+    print(f"{len(ids)} tokens in {st['seconds']:.3f} s on {dev.caps.adapter_name} ({dtype} weights), "
           f"{st['submits']} submits, {st['readbacks']} readbacks", file=sys.stderr)
     print(",".join(map(str, ids)))
     return 0

@@ -18,6 +18,7 @@ writing into the program's own KV caches, with the program's weights (docs/model
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ from wgraph.graph import Graph
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.ops.sampling import SampleSettings
+from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 DTYPES = ("f32", "f16", "bf16")
 DEFAULT_MAX_SEQ = 2048
+
+log = logging.getLogger(__name__)
 
 
 def fused_qkv(cfg: DecoderConfig) -> bool:
@@ -190,9 +194,14 @@ class Llama:
         self.weight_bytes = 0  # bytes of every weight the program holds
         self.weight_bytes_per_token = 0  # bytes a decode step reads: all but the embedding rows it skips
         self.sampling = False  # whether the decode program draws with `sample` (else argmax)
+        t0 = time.perf_counter()
         graph, self._choose_node = self._build_decode(sampling=False)
         self.program = graph.compile(device)
+        t1 = time.perf_counter()
         self._load(get_weight)
+        log.info("%s: %d layers; decode program compiled in %.1f s (%d nodes), %.1f MiB of weights loaded in %.1f s",
+                 type(self).__name__, config.num_hidden_layers, t1 - t0, len(graph), self.weight_bytes / 2**20,
+                 time.perf_counter() - t1)
         self.last_stats: dict = {}
 
     # ---- construction ----
@@ -253,13 +262,16 @@ class Llama:
     def _load(self, get_weight):
         """Read each HF tensor once (checked by name and shape), convert and write it into the program's state."""
         shapes = weight_shapes(self.config)
-        for name, pw in _program_weights(self.config, self.dtype).items():
-            parts = [_convert(get_weight(src, shapes[src]), pw, src) for src in pw.sources]
-            data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-            self.device.write(self.program.state(name), data)
-            self.weight_bytes += data.nbytes
-            read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
-            self.weight_bytes_per_token += data.nbytes if read_whole else data.nbytes // data.shape[0]
+        weights = _program_weights(self.config, self.dtype)
+        with progress_bar(len(weights), "loading weights", "tensors") as shown:
+            for name, pw in weights.items():
+                parts = [_convert(get_weight(src, shapes[src]), pw, src) for src in pw.sources]
+                data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+                self.device.write(self.program.state(name), data)
+                self.weight_bytes += data.nbytes
+                read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
+                self.weight_bytes_per_token += data.nbytes if read_whole else data.nbytes // data.shape[0]
+                shown.update()
         cos, sin = self.rope_tables()
         self.device.write(self.program.state("rope_cos"), cos)
         self.device.write(self.program.state("rope_sin"), sin)

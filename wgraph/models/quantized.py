@@ -23,6 +23,7 @@ from wgraph.models.config import LlamaConfig
 from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
                                  weight_shapes)
 from wgraph.ops.sampling import SampleSettings
+from wgraph.progress import bar as progress_bar
 
 if TYPE_CHECKING:
     from wgraph.api_types import DTypeLike
@@ -165,19 +166,21 @@ class QuantizedLlama(Llama):
         weight_bytes_per_token counts the bytes a step reads: every matrix's blocks (or floats) once, the
         norms, and one row of an untied embedding table."""
         shapes = weight_shapes(self.config)
-        for name, spec in self._states.items():
-            parts = [get_weight(src, shapes[src]) for src in spec.sources]
-            if spec.ggml_type is not None:
-                w = parts[0] if len(parts) == 1 else stack_rows(parts)
-                data, nbytes, row = w.blocks, w.nbytes, w.row_bytes
-            else:
-                parts = [_convert(np.asarray(p), spec.float_state, src) for p, src in zip(parts, spec.sources)]
-                data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-                nbytes, row = data.nbytes, data.nbytes // data.shape[0]
-            self.device.write(self.program.state(name), data)
-            self.weight_bytes += nbytes
-            read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
-            self.weight_bytes_per_token += nbytes if read_whole else row
+        with progress_bar(len(self._states), "loading weights", "tensors") as shown:
+            for name, spec in self._states.items():
+                parts = [get_weight(src, shapes[src]) for src in spec.sources]
+                if spec.ggml_type is not None:
+                    w = parts[0] if len(parts) == 1 else stack_rows(parts)
+                    data, nbytes, row = w.blocks, w.nbytes, w.row_bytes
+                else:
+                    parts = [_convert(np.asarray(p), spec.float_state, src) for p, src in zip(parts, spec.sources)]
+                    data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+                    nbytes, row = data.nbytes, data.nbytes // data.shape[0]
+                self.device.write(self.program.state(name), data)
+                self.weight_bytes += nbytes
+                read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
+                self.weight_bytes_per_token += nbytes if read_whole else row
+                shown.update()
         cos, sin = self.rope_tables()
         self.device.write(self.program.state("rope_cos"), cos)
         self.device.write(self.program.state("rope_sin"), sin)

@@ -19,6 +19,7 @@ from wgraph import args
 from wgraph.errors import ArgumentError, DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention_planner import LAYOUTS, KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
+from wgraph.ops.cpu_limits import note_cpu_work
 from wgraph.kernels.registry import registry
 from wgraph.api_types import TensorT
 from wgraph.tensor import Tensor, TensorSpec
@@ -237,8 +238,12 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     if q.shape[0] == 0:
         return []  # no queries: the output is empty and nothing runs
     specs = tuple(None if t is None else t.spec for t in inputs)
-    kplan = plan(plan_facts(params, specs), ctx.caps, params.variant)
+    facts = plan_facts(params, specs)
+    kplan = plan(facts, ctx.caps, params.variant)
     ctx.chose(kplan)
+    if ctx.caps.is_cpu:   # once per template: a repeated call reuses it and says nothing again
+        note_cpu_work(ctx.caps, f"attention of {facts.seq_len} queries over {facts.kv_span} keys, {facts.num_heads} "
+                      f"heads of {facts.head_dim}", 4.0 * facts.seq_len * facts.kv_span * facts.num_heads * facts.head_dim)
     u = uniforms(params, specs, kplan)
     kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
     pages = page_table if page_table is not None else ctx.fallback("attention.page_table")

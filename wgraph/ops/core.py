@@ -5,6 +5,7 @@ to their graph instead. A compiled Program captures its nodes with the same `cap
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import attrs
@@ -18,6 +19,9 @@ from wgraph.kernels.registry import kernel as lookup_kernel
 from wgraph.kernels.uniforms import pack_uniforms
 from wgraph.scheduler.templates import OpTemplate, template_of
 from wgraph.tensor import Tensor, TensorSpec
+
+log = logging.getLogger(__name__)
+_CPU_CHOICES_SAID: set[tuple[str, str]] = set()   # (adapter, variant) whose CPU fallback was logged
 
 
 @attrs.frozen
@@ -126,8 +130,17 @@ class EncodeContext:
         self.fallbacks_used: list[Tensor] = []
 
     def chose(self, plan) -> None:
-        """Record the plan an op's encode used, so explain() reports it without planning again."""
+        """Record the plan an op's encode used, so explain() reports it without planning again. On a CPU adapter,
+        say (INFO) when the planner passed over kernels for being GPU-tuned or past lavapipe's loop cap."""
         self.plan = plan
+        if self.caps.is_cpu:
+            # the planners' reasons for a CPU adapter say "a CPU device" (attention_planner.misfit, cpu_misfit)
+            passed = [variant for variant, why in getattr(plan, "rejected", ()) if "a CPU device" in why]
+            if passed and (self.caps.adapter_name, plan.variant) not in _CPU_CHOICES_SAID:   # once per kernel
+                _CPU_CHOICES_SAID.add((self.caps.adapter_name, plan.variant))
+                log.info("on the CPU adapter %s: %s instead of %s (GPU-tuned, or past lavapipe's loop cap)",
+                         self.caps.adapter_name, plan.variant, ", ".join(passed))
+        log.debug("planned %s: %s", plan.variant, plan.reason)
 
     def scratch(self, shape, dtype: str, label: str = "scratch") -> Tensor:
         """A temporary tensor that lives as long as the dispatches that bind it."""

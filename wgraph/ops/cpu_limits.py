@@ -7,9 +7,17 @@ unrolls. Each kernel family counts its own loop nest with these (attention_loops
 
 from __future__ import annotations
 
+import logging
+
 from wgraph.errors import LimitError
 
+log = logging.getLogger(__name__)
+
 CPU_LOOP_LIMIT = 65_535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS
+# Attention on lavapipe ran at 0.15-0.3 GFLOP/s on 2 cores (bench --quick, docs/benchmarks.md): past this much
+# work a call takes seconds, and a caller deserves a word before it goes quiet for that long.
+CPU_SLOW_FLOPS = 1e9
+CPU_ATTENTION_FLOPS_PER_S = 0.3e9
 
 
 def loop(trips: int, body: int = 0) -> int:
@@ -28,3 +36,11 @@ def check_cpu_loops(caps, iterations: int, what: str) -> None:
     if caps.is_cpu and iterations > CPU_LOOP_LIMIT:
         raise LimitError(f"{what} takes {iterations} loop iterations per invocation on {caps.adapter_name!r}, "
                          f"which stops an invocation's loops at {CPU_LOOP_LIMIT}, silently")
+
+
+def note_cpu_work(caps, what: str, flops: float) -> None:
+    """INFO on a CPU adapter when one call plans CPU_SLOW_FLOPS or more: about how long it will be silent."""
+    if caps.is_cpu and flops >= CPU_SLOW_FLOPS:
+        log.info("%s: %.1f GFLOP on the CPU adapter %s, roughly %.0f s at lavapipe's measured %.2f GFLOP/s",
+                 what, flops / 1e9, caps.adapter_name, flops / CPU_ATTENTION_FLOPS_PER_S,
+                 CPU_ATTENTION_FLOPS_PER_S / 1e9)
