@@ -14,7 +14,7 @@ _quiet: bool | None = None   # None: WGRAPH_QUIET decides
 
 
 def set_quiet(quiet: bool = True) -> None:
-    """Turn wgraph's progress bars off (True) or back on where stderr is a terminal (False), whatever
+    """quiet: True turns wgraph's progress bars off, False back on where stderr is a terminal, whatever
     WGRAPH_QUIET says."""
     global _quiet
     _quiet = args.flag("set_quiet", "quiet", quiet)
