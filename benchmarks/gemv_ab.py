@@ -7,7 +7,7 @@ Candidates are experimental registry entries (a copy of wgraph/shaders/ with one
 gemv.wgsl), forced through `linear(variant=)`. Writes $OUT/gemv_ab.json (every row) and prints each shape's
 configurations by GPU time, then, for each planning class of registry/gemv.toml, the configuration with the
 least total time over the class's shapes beside the entry's own: the numbers to write into that entry.
-SMALL=1: a smoke run (lavapipe-sized shapes, two candidates); R8 and ROWS (below) pick candidates and shapes. BUDGET_S (default 300): past it, the shapes left
+SMALL=1: a smoke run (lavapipe-sized shapes, two candidates); R1, R8 and ROWS (below) pick candidates and shapes. BUDGET_S (default 300): past it, the shapes left
 run the planned variant only (marked in the JSON), so the run stays within a device session's limits."""
 import json
 import os
@@ -28,7 +28,9 @@ R1 = [(32, 1, 4, 256), (64, 1, 4, 256), (128, 1, 4, 256), (256, 1, 2, 256), (32,
 R8 = [(32, 1, 2, 256), (32, 2, 2, 256), (64, 2, 2, 256), (32, 4, 1, 256), (32, 4, 2, 256)]
 if SMALL:
     R1, R8 = R1[:1] + R1[4:5], R8[:2]
-# R8="lanes,ft,unroll,threads;...": other 8-row candidates; ROWS=1 or 8: only the shapes with that many rows
+# R1 / R8="lanes,ft,unroll,threads;...": other 1-row / 8-row candidates; ROWS=1 or 8: only those shapes
+if os.environ.get("R1"):
+    R1 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R1"].split(";")]
 if os.environ.get("R8"):
     R8 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R8"].split(";")]
 ROWS = int(os.environ["ROWS"]) if os.environ.get("ROWS") else None
