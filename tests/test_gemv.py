@@ -170,8 +170,8 @@ def test_forced_variant_errors(dev):
     with pytest.raises(wg.DtypeError, match="takes f32 weights"):
         wg.ops.linear(x, w, variant="gemv_r8_f32")
     with pytest.raises(wg.PlanError, match="swiglu needs an even features_per_lane"):
-        wg.ops.linear(dev.tensor(np.ones((1, 64), np.float32)), dev.tensor(np.ones((8, 64), np.float32)),
-                      activation="swiglu", variant="gemv_r1_f32")  # f32: one weight row per slot
+        wg.ops.linear(dev.tensor(np.ones((1, 64), np.float32)), dev.tensor(np.ones((6, 64), np.float16)),
+                      activation="swiglu", variant="gemv_r1_wide_f16")  # 4 weight rows per slot: 6 is no multiple
     with pytest.raises(wg.PlanError, match="'rmsnorm_f32' is not a linear kernel"):
         wg.ops.linear(x, w, variant="rmsnorm_f32")
 
