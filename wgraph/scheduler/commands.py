@@ -133,6 +133,10 @@ class PreparedCommands:
         self._upload_data = b"".join(w.data for w, _ in staged)
         staged_at = {id(w): off for w, off in staged}
         self.steps: list = []
+        # a persistent list (a Program's) is encoded on every replay: its steps as encode_passes takes them,
+        # built on the first submit; a one-shot list is encoded once, straight from its steps
+        self.persistent = persistent
+        self._passes: list | None = None
         # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once
         pipelines, groups, offset_arrays = {}, {}, {None: native.NO_OFFSETS}
         for item, off in zip(items, self.offsets):
@@ -174,6 +178,7 @@ class PreparedCommands:
         uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
         group = self.scheduler.bind_groups.get(k, bgl, uniform_buffer, dispatch.tensors)
         self.steps[index] = Step(dispatch, pipeline, group, offsets, n_offsets)
+        self._passes = None
 
     def _flush_uniforms(self) -> None:
         """Write the one byte range of the arena that changed since the last upload (nothing when clean)."""
@@ -198,16 +203,20 @@ class PreparedCommands:
             scheduler.write_buffer(self._upload.buffer, 0, self._upload_data)
         if self._uniforms is not None:
             self._flush_uniforms()
-        steps = list(head) + self.steps if head else self.steps
-        if not steps:
+        if not self.steps and not head:
             return
         # No wgpu labels on the encoder or its passes: each one is a string wgpu-py converts and the driver
         # may attach as a debug label on every submit (an immediate op pays it per call); our own labels
         # (item.label) still name dispatches in profiles and errors.
         encoder = scheduler.gpu.create_command_encoder()
-        encode_steps(scheduler.stats, encoder, steps, timestamps)
-        if timestamps is not None:
-            timestamps.finish(encoder)
+        if timestamps is None and self.persistent:
+            if self._passes is None:
+                self._passes = native_passes(self.steps)
+            encode_passes(scheduler.stats, encoder, list(head) + self._passes if head else self._passes)
+        else:
+            encode_steps(scheduler.stats, encoder, list(head) + self.steps if head else self.steps, timestamps)
+            if timestamps is not None:
+                timestamps.finish(encoder)
         scheduler.submit(encoder.finish())
 
     def release(self) -> None:
@@ -216,6 +225,62 @@ class PreparedCommands:
             self._uniforms.release()
             self._uniforms = None
         self._upload = None
+
+
+def native_passes(steps) -> list:
+    """`steps` as encode_passes takes them: each Copy as it is, each run of dispatches between copies as one list
+    of native arguments (pipeline handle, or None where the pass already has that pipeline; bind group handle;
+    dynamic offsets; workgroup counts or None; indirect (buffer handle, offset) or None). A prepared list is
+    encoded many times (a replay, a recorded loop): what can be looked up once is looked up here."""
+    out: list = []
+    run: list | None = None
+    current = None
+    for step in steps:
+        if isinstance(step, Copy):
+            out.append(step)
+            run = None
+            continue
+        item, pipeline, group, offsets, n_offsets = step
+        if run is None:
+            run, current = [], None
+            out.append(run)
+        indirect = None
+        if item.indirect is not None:
+            args, args_offset = item.indirect
+            indirect = (args.buffer._internal, args_offset)
+        run.append((None if pipeline is current else pipeline._internal, group._internal, n_offsets, offsets,
+                    item.workgroups, indirect))
+        current = pipeline
+    return out
+
+
+def encode_passes(stats, encoder, passes) -> None:
+    """Encode native_passes' output (and Copies): one compute pass per run of dispatches. The host cost of a
+    replay and of a recorded op is this loop: three native calls per dispatch and nothing else to look up."""
+    set_pipeline, set_bind_group = native.set_pipeline, native.set_bind_group
+    dispatch_workgroups, dispatch_indirect = native.dispatch_workgroups, native.dispatch_workgroups_indirect
+    n_dispatch = n_pass = 0
+    for run in passes:
+        if type(run) is not list:
+            encoder.copy_buffer_to_buffer(run.src.buffer, run.src_offset, run.dst.buffer, run.dst_offset,
+                                          align4(run.nbytes))
+            stats.copies += 1
+            continue
+        compute_pass = encoder.begin_compute_pass()
+        handle = compute_pass._internal
+        for pipeline, group, n_offsets, offsets, workgroups, indirect in run:
+            if pipeline is not None:
+                set_pipeline(handle, pipeline)
+            set_bind_group(handle, 0, group, n_offsets, offsets)
+            if indirect is None:
+                dispatch_workgroups(handle, *workgroups)
+            else:
+                dispatch_indirect(handle, *indirect)
+        compute_pass.end()
+        n_dispatch += len(run)
+        n_pass += 1
+    stats.dispatches += n_dispatch
+    stats.compute_passes += n_pass
 
 
 def encode_steps(stats, encoder, steps, timestamps=None) -> None:
