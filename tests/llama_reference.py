@@ -93,3 +93,8 @@ def greedy(cfg: dict, w: dict, prompt, n: int):
         all_logits.append(logits)
         ids.append(int(np.argmax(logits)))
     return ids[len(prompt):], np.stack(all_logits)
+
+
+def rel_err(got, want) -> float:
+    """max |got - want| / max |want|, in float64."""
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))

@@ -15,14 +15,11 @@ from wgraph.models.random_checkpoint import random_weights, tiny_config
 
 import llama_reference as ref
 from test_transformers_goldens import checkpoint, golden
+from llama_reference import rel_err
 
 PROMPTS = [[3], [3, 14, 15, 92, 65], list(range(5, 17)), [7, 7], [40, 2, 99, 1, 5, 6, 8], [60, 61, 62],
            [9, 8, 7, 6, 5, 4, 3, 2, 1], [11]]  # lengths 1, 5, 12, 2, 7, 3, 9, 1
 STEPS = 8
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
 
 
 @pytest.fixture(scope="module")

@@ -12,30 +12,14 @@ import wgraph as wg
 from wgraph.device import Caps
 from wgraph.kernels.registry import kernel, kernels_for, registry
 from wgraph.ops.dense import plan_linear
+from linear_reference import fused_linear_reference
 
 NP = {"f32": np.float32, "f16": np.float16}
 
 
-def _reference(x, w, b, norm, residual, swiglu, eps, dtype):
-    """The op's math in `dtype` (np.float64 or np.float32), step by step."""
-    x = x.astype(dtype)
-    if norm is not None:
-        x = x / np.sqrt(np.mean(x * x, -1, keepdims=True) + dtype(eps)) * norm.astype(dtype)
-    y = x @ w.astype(dtype).T
-    if b is not None:
-        y = y + b.astype(dtype)
-    if swiglu:
-        half = y.shape[-1] // 2
-        gate, up = y[..., :half], y[..., half:]
-        y = gate / (1 + np.exp(-gate)) * up
-    if residual is not None:
-        y = y + residual.astype(dtype)
-    return y
-
-
 def _check(got, x, w, b, norm, residual, swiglu, eps=1e-5):
-    exact = _reference(x, w, b, norm, residual, swiglu, eps, np.float64)
-    same_f32 = _reference(x, w, b, norm, residual, swiglu, eps, np.float32)
+    exact = fused_linear_reference(x, w, b, norm, residual, swiglu, eps, np.float64)
+    same_f32 = fused_linear_reference(x, w, b, norm, residual, swiglu, eps, np.float32)
     assert got.shape == exact.shape and got.dtype == np.float32
     err = np.abs(got.astype(np.float64) - exact)
     bound = 2 * np.abs(same_f32.astype(np.float64) - exact) + 1e-5 * np.sqrt(x.shape[-1]) * (1 + np.abs(exact))

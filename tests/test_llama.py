@@ -12,13 +12,10 @@ from wgraph.models import Llama, LlamaConfig
 from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_config, write_checkpoint
 
 import llama_reference as ref
+from llama_reference import rel_err
 
 PROMPT = [3]          # its greedy continuation under seed 0 varies (no fixed point within 16 tokens)
 STEPS = 16
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
 
 
 @pytest.fixture(scope="module")

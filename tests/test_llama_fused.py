@@ -13,12 +13,9 @@ from wgraph.models.config import LlamaConfig
 from wgraph.models.random_checkpoint import random_weights, tiny_config
 
 import llama_reference as ref
+from llama_reference import rel_err
 
 PROMPT = [3, 14, 15]
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
 
 
 @pytest.fixture(scope="module")

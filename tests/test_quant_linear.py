@@ -14,6 +14,7 @@ from wgraph.device import Caps
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, quantize_q4_k, stack_rows
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
+from linear_reference import fused_linear_reference
 
 TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q4_K")
 
@@ -71,23 +72,6 @@ def test_gemv_keeps_leading_dims_writes_out_and_takes_no_rows(dev, rng):
     assert wg.ops.linear(dev.tensor(np.zeros((0, 64), np.float32)), qw.upload(dev)).numpy().shape == (0, 6)
 
 
-def _fused_reference(x, w, b, norm, residual, swiglu, eps, dtype):
-    """The op's math in `dtype` (np.float64 or np.float32) on dequantized weights w, step by step."""
-    x = x.astype(dtype)
-    if norm is not None:
-        x = x / np.sqrt(np.mean(x * x, -1, keepdims=True) + dtype(eps)) * norm.astype(dtype)
-    y = x @ w.astype(dtype).T
-    if b is not None:
-        y = y + b.astype(dtype)
-    if swiglu:
-        half = y.shape[-1] // 2
-        gate, up = y[..., :half], y[..., half:]
-        y = gate / (1 + np.exp(-gate)) * up
-    if residual is not None:
-        y = y + residual.astype(dtype)
-    return y
-
-
 def _fused_case(rng, ggml_type, m, n, blocks, *, norm, bias, swiglu, residual):
     k = blocks * FORMATS[ggml_type].block_weights
     qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), ggml_type)
@@ -108,8 +92,8 @@ def _fused_check(got, c, eps=1e-5):
     """At most 2x the error of the same math in f32 numpy (gguf's dequantized weights), plus an atol."""
     args = (c["x"], gguf_dequantize(c["qw"].raw(), gguf.GGMLQuantizationType[c["qw"].ggml_type]), c["b"], c["norm"],
             c["residual"], c["swiglu"], eps)
-    exact = _fused_reference(*args, np.float64)
-    same_f32 = _fused_reference(*args, np.float32)
+    exact = fused_linear_reference(*args, np.float64)
+    same_f32 = fused_linear_reference(*args, np.float32)
     assert got.shape == exact.shape and got.dtype == np.float32
     err = np.abs(got.astype(np.float64) - exact)
     bound = 2 * np.abs(same_f32.astype(np.float64) - exact) + 1e-5 * np.sqrt(c["x"].shape[-1]) * (1 + np.abs(exact))
