@@ -37,15 +37,7 @@ const FT: u32 = {{FEATURES_PER_LANE}}u;
 const MAX_ROWS: u32 = {{MAX_ROWS}}u;
 const UNROLL: u32 = {{UNROLL}}u;
 const SLOTS: u32 = THREADS / LANES;
-const V: u32 = (FT + 1u) * MAX_ROWS;  // a lane's sums: vals[f * MAX_ROWS + r] dot products, then MAX_ROWS of x^2
-const SG_FLOOR: u32 = 8u;             // narrowest subgroup summed by shuffles (partials per slot <= LANES / 8)
-const_assert THREADS % LANES == 0u;
-const_assert LANES % SG_FLOOR == 0u;
-const_assert 0u == (LANES & (LANES - 1u));
-
-// partials of the slots' lanes: per subgroup (shuffles), or MAX_ROWS values per thread a round (none)
-var<workgroup> part: array<f32, max(THREADS * MAX_ROWS, THREADS / SG_FLOOR * V)>;
-var<workgroup> tot: array<f32, SLOTS * V>;
+//!include gemv_slot_totals.wgsl
 
 // One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of every row of x.
 fn accumulate(c: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function, array<f32, V>>) {
@@ -110,52 +102,7 @@ fn gemv(t: u32, group: u32, width: u32) {
     ), &vals);
   }
 
-  // the slot's totals -> tot[slot_local * V + v]
-  if (width > 1u) {
-    for (var mask = width / 2u; mask > 0u; mask = mask / 2u) {
-      //!repeat I FT * MAX_ROWS
-      vals[${I}u] += shuffle_xor(vals[${I}u], mask);
-      //!end
-      if (params.has_norm != 0u) {
-        //!repeat R MAX_ROWS
-        vals[FT * MAX_ROWS + ${R}u] += shuffle_xor(vals[FT * MAX_ROWS + ${R}u], mask);
-        //!end
-      }
-    }
-    let subgroups = LANES / width;  // partials per slot
-    if (lane % width == 0u) {
-      let at = (slot_local * (LANES / SG_FLOOR) + lane / width) * V;
-      //!repeat I V
-      part[at + ${I}u] = vals[${I}u];
-      //!end
-    }
-    workgroupBarrier();
-    for (var v = lane; v < V; v = v + LANES) {
-      var s = 0.0;
-      for (var p = 0u; p < subgroups; p = p + 1u) {
-        s += part[(slot_local * (LANES / SG_FLOOR) + p) * V + v];
-      }
-      tot[slot_local * V + v] = s;
-    }
-  } else {
-    // MAX_ROWS values per thread a round; lane r of a slot sums value r of its LANES lanes (the start lane
-    // rotated so neighbouring threads read distinct banks)
-    //!repeat F FT + 1
-    workgroupBarrier();
-    //!repeat R MAX_ROWS
-    part[t * MAX_ROWS + ${R}u] = vals[${F}u * MAX_ROWS + ${R}u];
-    //!end
-    workgroupBarrier();
-    if (lane < MAX_ROWS) {
-      var s = 0.0;
-      for (var l = 0u; l < LANES; l = l + 1u) {
-        s += part[(slot_local * LANES + (l + lane) % LANES) * MAX_ROWS + lane];
-      }
-      tot[slot_local * V + ${F}u * MAX_ROWS + lane] = s;
-    }
-    //!end
-  }
-  workgroupBarrier();
+  slot_totals(t, slot_local, lane, width, &vals);
 
   if (slot >= params.slots) {
     return;
