@@ -39,16 +39,26 @@ def workgroups(kv: Kernel, s: GemvShape) -> int:
     return ceil_div(slots(kv, s), kv.threads // kv.limits["lanes"])
 
 
+def device_refusal(kv: Kernel, caps) -> str | None:
+    """Why the device cannot run GEMV variant `kv` (its features, its workgroup memory), or None; caps None:
+    any device can."""
+    if caps is None:
+        return None
+    missing = sorted(set(kv.features) - caps.features)
+    if missing:
+        return f"needs {', '.join(missing)}"
+    if kv.workgroup_memory > caps.max_workgroup_storage:
+        return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
+    return None
+
+
 def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | None:
     """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n);
     caps None skips the device's (features, workgroup memory)."""
     lim = kv.limits
-    if caps is not None:
-        missing = sorted(set(kv.features) - caps.features)
-        if missing:
-            return f"needs {', '.join(missing)}"
-        if kv.workgroup_memory > caps.max_workgroup_storage:
-            return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
+    no = device_refusal(kv, caps)
+    if no:
+        return no
     if s.rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"
     if s.n < 1 or s.k < 1:

@@ -18,6 +18,7 @@ from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.gemv import device_refusal
 from wgraph.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
@@ -88,12 +89,9 @@ def gemv_workgroups(kv: Kernel, n: int, swiglu: bool) -> int:
 def _refusal(kv: Kernel, n: int, swiglu: bool, caps, forced: bool) -> str | None:
     """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rule (min_n); caps
     None skips the device's (features, workgroup memory)."""
-    if caps is not None:
-        missing = sorted(set(kv.features) - caps.features)
-        if missing:
-            return f"needs {', '.join(missing)}"
-        if kv.workgroup_memory > caps.max_workgroup_storage:
-            return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
+    no = device_refusal(kv, caps)
+    if no:
+        return no
     ft = kv.limits["features_per_lane"]
     if swiglu and (ft % 2 or n % ft):
         return f"swiglu needs an even features_per_lane that divides {n}, it has {ft}"
