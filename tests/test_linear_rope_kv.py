@@ -161,3 +161,27 @@ def test_bad_arguments_leave_the_caches(dev, rng):
     with pytest.raises(wg.ArgumentError, match="linear_rope_kv_append.*eps"):
         _run(dev, wg.ops.linear_rope_kv_append, x, w, b, g, cos, sin, (kc, vc), 0, hq, eps=0.0)
     assert np.all(kc.numpy() == 1) and np.all(vc.numpy() == 1)
+
+
+@pytest.mark.parametrize("name,rows,wdt,kdt", [("gemv_rope_kv_r1_wg_f16w_f16kv", 1, "f16", "f16"),
+                                               ("gemv_rope_kv_r8_wg_f32w_f32kv", 6, "f32", "f32"),
+                                               ("gemv_rope_kv_r8_long_f16w_f32kv", 2, "f16", "f32")])
+def test_variants_the_planner_does_not_pick_here(dev, rng, monkeypatch, name, rows, wdt, kdt):
+    # the workgroup-memory entries (devices without subgroups) and a long-row class, run by replacing the plan
+    import wgraph.ops.linear_rope_kv as lrk
+
+    monkeypatch.setattr(lrk, "plan_linear_rope_kv", lambda *a, **kw: lrk.LinearRopeKVPlan(name, "forced", True))
+    hq, hkv, d, k, cap, pos = 4, 2, 8, 56, 12, 3
+    cos, sin = wg.ops.rope_tables(16, d)
+    x, w, b, g, want = _case(rng, rows, hq, hkv, d, k, wdt, True, True)
+    kc, vc = dev.tensor(np.zeros((cap, hkv, d), NP[kdt])), dev.tensor(np.zeros((cap, hkv, d), NP[kdt]))
+    before = dev.stats.snapshot()
+    q = _run(dev, wg.ops.linear_rope_kv_append, x, w, b, g, cos, sin, (kc, vc), pos, hq)
+    got_q, got_k, got_v = q.numpy(), kc.numpy(), vc.numpy()
+    assert dev.stats.since(before).dispatches == 1
+    where = np.arange(pos, pos + rows)
+    tol = 1e-4 if kdt == "f32" else 4e-3
+    np.testing.assert_allclose(got_q, _rope64(want[:, :hq], cos, sin, where), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_k[where], _rope64(want[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got_v[where], want[:, hq + hkv:], rtol=tol, atol=tol)
+    assert not got_k[np.setdiff1d(np.arange(cap), where)].any()

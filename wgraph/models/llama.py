@@ -52,14 +52,14 @@ log = logging.getLogger(__name__)
 
 
 def fused_qkv(cfg: DecoderConfig) -> bool:
-    """Whether q, k and v are one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`): not where q
-    and k are normalised per head between the projection and RoPE (Qwen3), nor for rotary on part of the head or
-    GPT-J pairs, which `rope_kv_append` does not do."""
+    """Whether q, k and v are one GEMV with RoPE and the KV append in its epilogue (`linear_rope_kv_append`): not
+    where q and k are normalised per head between the projection and RoPE (Qwen3), nor for rotary on part of the
+    head or GPT-J pairs, which its RoPE (`rope_kv_append`'s) does not do."""
     return not cfg.qk_norm and cfg.rope_dim == cfg.head_dim and not cfg.rope_interleaved
 
 
 def kv_cache_dtype(cfg: DecoderConfig, dtype: str) -> str:
-    """The KV caches' dtype: f16 for an f16 model whose K/V rows `rope_kv_append` writes (it rounds the f32
+    """The KV caches' dtype: f16 for an f16 model whose K/V rows `linear_rope_kv_append` writes (it rounds the f32
     projections into an f16 cache: half the bytes attention reads), else f32 (`kv_append` copies rows of the
     cache's own dtype, and the projections are f32)."""
     return "f16" if dtype == "f16" and fused_qkv(cfg) else "f32"
