@@ -195,7 +195,11 @@ def rcase(hidden, hq, hkv, D, wdt, kdt, rows=1, pos=1000, L=2048, gpu_pos=False,
     want = (h @ w.astype(np.float64).T + (0 if b is None else b)).reshape(rows, hq + 2 * hkv, D)
     where = np.arange(pos, pos + rows)
     c, s_ = cos[where][:, None, :].astype(np.float64), sin[where][:, None, :].astype(np.float64)
-    rot = lambda t: np.concatenate([t[..., :D // 2] * c - t[..., D // 2:] * s_, t[..., D // 2:] * c + t[..., :D // 2] * s_], -1)
+
+    def rot(t):
+        a, b_ = t[..., :D // 2], t[..., D // 2:]
+        return np.concatenate([a * c - b_ * s_, b_ * c + a * s_], -1)
+
     tol = 2e-3 if kdt == np.float16 else 1e-4   # f16 caches round once; q is f32 (f32 sums of a k-long row)
     errs = (np.abs(got_q - rot(want[:, :hq])).max(), np.abs(got_k[where] - rot(want[:, hq:hq + hkv])).max(),
             np.abs(got_v[where] - want[:, hq + hkv:]).max())
