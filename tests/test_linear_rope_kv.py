@@ -185,3 +185,24 @@ def test_variants_the_planner_does_not_pick_here(dev, rng, monkeypatch, name, ro
     np.testing.assert_allclose(got_k[where], _rope64(want[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
     np.testing.assert_allclose(got_v[where], want[:, hq + hkv:], rtol=tol, atol=tol)
     assert not got_k[np.setdiff1d(np.arange(cap), where)].any()
+
+
+def test_quantized_weight_runs_linear_q_then_rope_kv_append(dev, rng):
+    from wgraph import ggml_blocks
+
+    hq, hkv, d, k = 2, 1, 8, 32
+    cos, sin = wg.ops.rope_tables(16, d)
+    x, w, b, g, _ = _case(rng, 2, hq, hkv, d, k, "f32", True, True)
+    qw = ggml_blocks.quantize(w, "Q8_0").upload(dev)
+    got = []
+    for op in (wg.ops.linear_rope_kv_append, _two_ops):
+        kc, vc = dev.tensor(np.zeros((8, hkv, d), np.float32)), dev.tensor(np.zeros((8, hkv, d), np.float32))
+        out = dev.tensor(np.zeros((2, hq, d), np.float32))
+        kw = dict(out=out) if op is wg.ops.linear_rope_kv_append else {}
+        q = op(dev.tensor(x), qw, dev.tensor(cos), dev.tensor(sin), (kc, vc), 4, q_heads=hq, b=dev.tensor(b),
+               norm=dev.tensor(g), **kw)
+        got.append((q.numpy(), kc.numpy(), vc.numpy()))
+        if kw:
+            assert out.numpy().tobytes() == got[-1][0].tobytes() and out.numpy().any()
+    for fused, apart in zip(*got):
+        assert fused.tobytes() == apart.tobytes()

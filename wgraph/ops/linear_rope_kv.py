@@ -19,7 +19,7 @@ from wgraph.ops import gemv, rope_kv
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.dense import LINEAR, LinearParams, _infer_linear, linear, plan_linear
 from wgraph.ops.kv_cache import _pair, _write_params
-from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv, rope_kv_append
+from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append"
 
@@ -139,10 +139,9 @@ def linear_rope_kv_append(x: TensorT, w: TensorT | QuantizedWeight, cos: TensorT
     q_heads = args.integer(OP, "q_heads", q_heads, 1)
     eps = args.real(OP, "eps", eps, 0.0, open_lo=True)
     write, pos_t = _write_params(OP, pos, layout, page_size, pos_offset, None, 0, 0, None)
+    params = LinearRopeKVParams(q_heads, eps, write.pos, write.layout, write.page_size)
     if isinstance(w, QuantizedWeight):  # its GEMV is linear_q's: two ops
         qkv = linear(x, w, b, norm=norm, eps=eps)
-        return rope_kv_append(qkv, cos, sin, cache, pos, q_heads=q_heads, layout=layout, page_table=page_table,
-                              page_size=page_size, pos_offset=pos_offset)
-    params = LinearRopeKVParams(q_heads, eps, write.pos, write.layout, write.page_size)
+        return apply(ROPE_KV_APPEND, params.rope, (qkv, cos, sin, k_cache, v_cache, page_table, pos_t), out=out)
     return apply(LINEAR_ROPE_KV_APPEND, params, (x, w, b, norm, cos, sin, k_cache, v_cache, page_table, pos_t),
                  out=out)
