@@ -173,4 +173,57 @@ if only in ("", "batched", "fused", "splitk", "flash"):
     vcase(None, "f32", varlen, 16, 16, 64, window=(300, -1))
     vcase(None, "f16kv", (1, 0, 2000, 37), 8, 2, 256, causal=False, window=(100, 50))
     vcase("batched_tiled_d256_f32", "f32", (300, 0, 77), 4, 2, 160)
+def rcase(hidden, hq, hkv, D, wdt, kdt, rows=1, pos=1000, L=2048, gpu_pos=False, bias=False):
+    """linear_rope_kv_append (the QKV GEMV with RoPE and the K/V append in its epilogue) at a real size against
+    float64: RMSNorm, GEMV (+ bias), rotate-half RoPE at pos + r; the cache rows written, the others unchanged."""
+    global bad, n
+    from wgraph.ops.linear_rope_kv import plan_linear_rope_kv
+    nf = (hq + 2 * hkv) * D
+    x = rng.standard_normal((rows, hidden)).astype(np.float32)
+    w = (rng.standard_normal((nf, hidden)) / np.sqrt(hidden)).astype(wdt)
+    g = (1 + 0.2 * rng.standard_normal(hidden)).astype(np.float32)
+    b = rng.standard_normal(nf).astype(np.float32) if bias else None
+    cos, sin = wg.ops.rope_tables(L, D)
+    old = rng.standard_normal((L, hkv, D)).astype(kdt)
+    kc, vc = dev.tensor(old), dev.tensor(old)
+    p = dev.tensor(np.array([pos], np.uint32)) if gpu_pos else pos
+    q = wg.ops.linear_rope_kv_append(dev.tensor(x), dev.tensor(w), dev.tensor(cos), dev.tensor(sin), (kc, vc), p,
+                                     q_heads=hq, b=None if b is None else dev.tensor(b), norm=dev.tensor(g))
+    got_q, got_k, got_v = q.numpy(), kc.numpy(), vc.numpy()
+    h = x.astype(np.float64)
+    h = h / np.sqrt(np.mean(h * h, -1, keepdims=True) + 1e-6) * g
+    want = (h @ w.astype(np.float64).T + (0 if b is None else b)).reshape(rows, hq + 2 * hkv, D)
+    where = np.arange(pos, pos + rows)
+    c, s_ = cos[where][:, None, :].astype(np.float64), sin[where][:, None, :].astype(np.float64)
+
+    def rot(t):
+        a, b_ = t[..., :D // 2], t[..., D // 2:]
+        return np.concatenate([a * c - b_ * s_, b_ * c + a * s_], -1)
+
+    tol = 2e-3 if kdt == np.float16 else 1e-4   # f16 caches round once; q is f32 (f32 sums of a k-long row)
+    errs = (np.abs(got_q - rot(want[:, :hq])).max(), np.abs(got_k[where] - rot(want[:, hq:hq + hkv])).max(),
+            np.abs(got_v[where] - want[:, hq + hkv:]).max())
+    scale = max(1.0, np.abs(want).max())
+    keep = np.setdiff1d(np.arange(L), where)
+    ok = errs[0] <= 1e-4 * scale and max(errs[1:]) <= tol * scale and got_k[keep].tobytes() == old[keep].tobytes() \
+        and got_v[keep].tobytes() == old[keep].tobytes()
+    plan = plan_linear_rope_kv(rows, nf, hidden, np.dtype(wdt).name.replace("float", "f"),
+                               np.dtype(kdt).name.replace("float", "f"), dev.caps, norm=True)
+    n += 1
+    bad += not ok
+    print(f"{'ok ' if ok else 'BAD'} linear_rope_kv_append {plan.variant} rows={rows} hidden={hidden} {hq}/{hkv} "
+          f"D={D} pos={pos}{' (GPU)' if gpu_pos else ''} bias={bias} err q/k/v {errs[0]:.3g}/{errs[1]:.3g}/"
+          f"{errs[2]:.3g} (scale {scale:.3g})", flush=True)
+
+
+if only in ("", "rope"):
+    rcase(2048, 32, 8, 64, np.float16, np.float16)                      # 1B: f16 weights, f16 cache
+    rcase(2048, 32, 8, 64, np.float16, np.float16, gpu_pos=True, bias=True)
+    rcase(2048, 32, 8, 64, np.float16, np.float16, rows=8, pos=2040)
+    rcase(2048, 32, 8, 64, np.float32, np.float32)
+    rcase(4096, 32, 8, 128, np.float16, np.float16, L=8192, pos=5000)  # 8B
+    rcase(4096, 32, 8, 128, np.float16, np.float16, rows=4, L=8192, pos=5000, gpu_pos=True)
+    rcase(4096, 32, 8, 128, np.float32, np.float16, L=8192, pos=5000)
+
+
 print(f"h200_check: {n} cases, {bad} failed, {time.time() - t0:.0f} s", flush=True)

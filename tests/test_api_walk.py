@@ -105,6 +105,7 @@ class Env:
         self.new4 = t((1, 1, 1, 8))
         self.lens = t((2,), np.uint32, [3, 4])
         self.x24, self.x8 = t((2, 4)), t((2, 8))
+        self.w_qkv = t((32, 8))   # [(2 q heads + 2 kv heads) x 8, 8] for linear_rope_kv_append
         self.w48, self.w8 = t((4, 8)), t((8,))
         self.x3 = t((2, 3, 4))
         self.rows = t((2, 2, 8))
@@ -225,6 +226,12 @@ OPS = {
                            "k": (U32, "any u32 (a plan: the weight's own checks are QuantizedWeight's)"),
                            "variant": (OPT, "planned"), "swiglu": (BOOL, "a bool"),
                            "fused": (set(), "a tuple of names"), "caps": (OPT, "any device")}),
+    "linear_rope_kv_append": Case(lambda e: (wg.ops.linear_rope_kv_append, (e.x8, e.w_qkv, e.cos, e.sin, (e.kc, e.vc),
+                                                                         1), dict(q_heads=2)),
+                                  ("x", "w", "cos", "sin", "cache", "b", "norm", "page_table", "out"),
+                                  {"eps": (NONNEG, "any finite real > 0 (the fused norm's)"),
+                                   "page_size": (U32, "ignored unless layout='paged'"),
+                                   "pos_offset": ({"-1"}, "an offset: pos + pos_offset is what must be a position")}),
     "rope_kv_append": Case(lambda e: (wg.ops.rope_kv_append, (e.x32, e.cos, e.sin, (e.kc, e.vc), 1), dict(q_heads=2)),
                            ("qkv", "cos", "sin", "cache", "page_table"),
                            {"page_size": (U32, "ignored unless layout='paged'"),

@@ -4,8 +4,9 @@ function, `_layer`, is a layer of every architecture: RMSNorm, q/k/v projections
 epilogue), per-head q/k norm, RoPE, KV append, attention (GQA, per-layer sliding window, score softcap,
 scale), output projection (and norm), residual add, norm, gated MLP (SwiGLU or GeGLU; and norm), residual add.
 Where the architecture allows, neighbours are fused (each fusion an option of a public op): the norm into the
-GEMV after it, q, k and v into one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`), the
-residual add into o_proj's and down_proj's epilogue, SwiGLU into the gate/up GEMV: 7 dispatches a Llama layer.
+GEMV after it, q, k and v into one GEMV with RoPE and the KV append in its epilogue (`linear_rope_kv_append`),
+the residual add into o_proj's and down_proj's epilogue, SwiGLU into the gate/up GEMV: 6 dispatches a Llama
+layer.
 
 The decode step is ONE compiled Program: it embeds the token held in a GPU state buffer, runs every layer
 (KV caches are program states, appended at a GPU position; attention reads a GPU kv_len), the final norm and
@@ -51,14 +52,14 @@ log = logging.getLogger(__name__)
 
 
 def fused_qkv(cfg: DecoderConfig) -> bool:
-    """Whether q, k and v are one GEMV whose RoPE and KV append are one dispatch (`rope_kv_append`): not where q
-    and k are normalised per head between the projection and RoPE (Qwen3), nor for rotary on part of the head or
-    GPT-J pairs, which `rope_kv_append` does not do."""
+    """Whether q, k and v are one GEMV with RoPE and the KV append in its epilogue (`linear_rope_kv_append`): not
+    where q and k are normalised per head between the projection and RoPE (Qwen3), nor for rotary on part of the
+    head or GPT-J pairs, which its RoPE (`rope_kv_append`'s) does not do."""
     return not cfg.qk_norm and cfg.rope_dim == cfg.head_dim and not cfg.rope_interleaved
 
 
 def kv_cache_dtype(cfg: DecoderConfig, dtype: str) -> str:
-    """The KV caches' dtype: f16 for an f16 model whose K/V rows `rope_kv_append` writes (it rounds the f32
+    """The KV caches' dtype: f16 for an f16 model whose K/V rows `linear_rope_kv_append` writes (it rounds the f32
     projections into an f16 cache: half the bytes attention reads), else f32 (`kv_append` copies rows of the
     cache's own dtype, and the projections are f32)."""
     return "f16" if dtype == "f16" and fused_qkv(cfg) else "f32"
@@ -299,9 +300,8 @@ class Llama:
         c = self.config
         hq, hkv, d, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
         if fused_qkv(c):
-            # norm + [q; k; v] (+ biases) in one GEMV, then RoPE of q and k and the K/V append in one dispatch
-            qkv = ops.linear(x, w["w_qkv"], w.get("b_qkv"), norm=w["attn_norm"], eps=eps)
-            q = self._rope_append(qkv, glob, cache, pos)
+            # norm + [q; k; v] (+ biases) in one GEMV with RoPE of q and k and the K/V append in its epilogue
+            q = self._qkv_rope_append(x, w, glob, cache, pos)
         else:
             h = ops.rmsnorm(x, w["attn_norm"], eps=eps)
             q = ops.reshape(ops.linear(h, w["wq"], w.get("bq")), rows, hq, d)
@@ -329,9 +329,13 @@ class Llama:
 
     # ---- where a layer meets its KV cache: the two hooks BatchedDecoder (models/batched.py) has its own of ----
 
-    def _rope_append(self, qkv, glob: dict, cache, pos):
-        """q [rows, Hq, D] rotated from the stacked q/k/v rows; k (rotated) and v written into `cache` at `pos`."""
-        return ops.rope_kv_append(qkv, glob["cos"], glob["sin"], cache, pos, q_heads=self.config.num_attention_heads)
+    def _qkv_rope_append(self, x, w: dict, glob: dict, cache, pos):
+        """q [rows, Hq, D] rotated, projected from the normed x by the stacked [Wq; Wk; Wv]; k (rotated) and v
+        written into `cache` at `pos`: one dispatch for the decode step's rows (prefill: linear, rope_kv_append)."""
+        c = self.config
+        return ops.linear_rope_kv_append(x, w["w_qkv"], glob["cos"], glob["sin"], cache, pos,
+                                         q_heads=c.num_attention_heads, b=w.get("b_qkv"), norm=w["attn_norm"],
+                                         eps=c.rms_norm_eps)
 
     def _attend(self, i: int, q, cache, kv_len):
         """Layer i's attention of q [rows, Hq, D] over the cache's first kv_len rows."""

@@ -16,6 +16,7 @@ from wgraph.ops.tiered_cache import TieredKVCache
 from wgraph.ops.decode import decode_advance
 from wgraph.ops.decode_batched import decode_advance_batched
 from wgraph.ops.rope_kv import rope_kv_append
+from wgraph.ops.linear_rope_kv import linear_rope_kv_append
 from wgraph.ops.rope_kv_batched import rope_kv_append_batched
 from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose
 from wgraph.ops.sdpa import sdpa, transpose01
@@ -24,7 +25,7 @@ __all__ = [
     "AttentionParams", "BDPACache", "KernelPath", "KernelPlan", "QuantizedKV", "TieredKVCache", "add", "add_rmsnorm",
     "argmax", "attention", "attention_kvcache", "attention_plan", "attention_varlen", "bdpa_attention",
     "bdpa_decompose", "decode_advance", "decode_advance_batched", "embedding", "embedding_q", "geglu", "gelu", "kernel_path", "kv_append", "kv_append_quantized",
-    "kv_dequantize", "kv_quantize", "layernorm", "linear", "linear_q", "mul",
+    "kv_dequantize", "kv_quantize", "layernorm", "linear", "linear_q", "linear_rope_kv_append", "mul",
     "plan_linear_q", "reshape", "rmsnorm", "rope", "rope_kv_append", "rope_kv_append_batched",
     "rope_tables",
     "sample", "scale", "sdpa", "seqlens_advance", "silu", "softcap", "softmax", "swiglu", "tiered_attention",

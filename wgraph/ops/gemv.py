@@ -14,7 +14,8 @@ FORM = "gemv"
 
 @attrs.frozen
 class GemvShape:
-    """What the GEMV choice depends on: rows of x, W [n, k] and its dtype, and whether W holds [gate; up]."""
+    """What the GEMV choice depends on: rows of x, W [n, k] and its dtype, and whether a lane pairs row r with
+    row r + n / 2 (swiglu: W holds [gate; up]; linear_rope_kv_append's rotation pairs)."""
 
     rows: int
     n: int
@@ -23,10 +24,12 @@ class GemvShape:
     swiglu: bool = False
 
 
-def gemv_kernels(weight_dtype: str) -> tuple[Kernel, ...]:
-    """The GEMV variants for one weight dtype, in registry (planning) order."""
-    return tuple(kv for kv in kernels_for("linear")
-                 if kv.facts.get("form") == FORM and kv.facts.get("weight_dtype") == weight_dtype)
+def gemv_kernels(weight_dtype: str, op: str = "linear", **facts) -> tuple[Kernel, ...]:
+    """The GEMV variants of `op` for one weight dtype (and the other `facts`: linear_rope_kv_append's
+    cache_dtype), in registry (planning) order."""
+    return tuple(kv for kv in kernels_for(op)
+                 if kv.facts.get("form") == FORM and kv.facts.get("weight_dtype") == weight_dtype
+                 and all(kv.facts.get(name) == value for name, value in facts.items()))
 
 
 def slots(kv: Kernel, s: GemvShape) -> int:
@@ -67,7 +70,8 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
         return (f"needs in_features a multiple of {lim['k_multiple']} ({s.weight_dtype} weights per 16-byte "
                 f"load), got {s.k}")
     if s.swiglu and (lim["features_per_lane"] % 2 or s.n % lim["features_per_lane"]):
-        return f"swiglu needs an even features_per_lane that divides {s.n}, it has {lim['features_per_lane']}"
+        return (f"swiglu needs an even features_per_lane that divides {s.n} (as do RoPE's pairs), it has "
+                f"{lim['features_per_lane']}")
     if not forced:
         if s.k < kv.facts.get("min_k", 0):
             return f"is for in_features >= {kv.facts['min_k']}"
@@ -76,9 +80,10 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     return None
 
 
-def choose(s: GemvShape, caps) -> tuple[Kernel | None, str]:
-    """The first GEMV variant that takes the call and why; (None, why none does) otherwise."""
-    kernels = gemv_kernels(s.weight_dtype)
+def choose(s: GemvShape, caps, kernels: tuple[Kernel, ...] | None = None) -> tuple[Kernel | None, str]:
+    """The first GEMV variant (of `kernels`; None: linear's for the weight dtype) that takes the call and why;
+    (None, why none does) otherwise."""
+    kernels = gemv_kernels(s.weight_dtype) if kernels is None else kernels
     if not kernels:
         return None, f"no GEMV kernel for {s.weight_dtype} weights"
     most = max(kv.limits["max_rows"] for kv in kernels)
@@ -107,15 +112,23 @@ def describe(kv: Kernel, s: GemvShape) -> str:
             + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
 
 
+def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float) -> dict:
+    """The GEMV core's uniform fields (shaders/gemv_fields.wgsl) for a call."""
+    return {"m": s.rows, "n": s.n, "k": s.k, "slots": slots(kv, s), "out_n": s.n // 2 if s.swiglu else s.n,
+            "has_bias": int(bias is not None), "has_residual": int(residual is not None),
+            "has_norm": int(norm is not None), "swiglu": int(s.swiglu), "eps": eps}
+
+
+def core_bindings(ctx, *, x, w, bias, norm) -> dict:
+    """The GEMV core's inputs (bias and norm may be None: the fallbacks bind)."""
+    return {"x": x, "w": w, "norm_w": norm if norm is not None else ctx.fallback("gemv.norm", 16),
+            "bias": bias if bias is not None else ctx.fallback("linear.bias")}
+
+
 def dispatch(ctx, kv: Kernel, s: GemvShape, *, x, w, bias, norm, residual, y, eps: float):
     """The GEMV's one dispatch (norm, bias, residual may be None)."""
-    n_slots = slots(kv, s)
-    uniforms = {"m": s.rows, "n": s.n, "k": s.k, "slots": n_slots, "out_n": s.n // 2 if s.swiglu else s.n,
-                "has_bias": int(bias is not None), "has_residual": int(residual is not None),
-                "has_norm": int(norm is not None), "swiglu": int(s.swiglu), "eps": eps}
-    bindings = {"x": x, "w": w,
-                "norm_w": norm if norm is not None else ctx.fallback("gemv.norm", 16),
-                "bias": bias if bias is not None else ctx.fallback("linear.bias"),
+    uniforms = core_uniforms(kv, s, bias=bias, norm=norm, residual=residual, eps=eps)
+    bindings = {**core_bindings(ctx, x=x, w=w, bias=bias, norm=norm),
                 "residual": residual if residual is not None else ctx.fallback("gemv.residual"), "y": y}
     return ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings, workgroups=ctx.grid(workgroups(kv, s)),
                         label="linear")

@@ -25,8 +25,13 @@ class RopeKVParams:
 
 
 def _infer(params: RopeKVParams, specs):
+    return (check_rope_kv("rope_kv_append", params, specs),)
+
+
+def check_rope_kv(op: str, params: RopeKVParams, specs) -> TensorSpec:
+    """q's spec [rows, q_heads, D] f32 after checking rope_kv_append's inputs (qkv, cos, sin, k cache, v cache,
+    page table, position tensor); errors name `op` (linear_rope_kv_append checks its own this way)."""
     qkv, cos_t, sin_t, k_cache, v_cache, table, pos_t = specs
-    op = "rope_kv_append"
     if len(k_cache.shape) != 3 or v_cache.shape != k_cache.shape:
         raise ShapeError(f"{op}: k and v caches must be one shape [rows, kv_heads, head_dim], got {k_cache.shape} "
                          f"and {v_cache.shape}")
@@ -56,25 +61,38 @@ def _infer(params: RopeKVParams, specs):
     _check_pos_tensor(pos_t, op)
     _check_positions(write, rows, _cache_capacity(write, k_cache.shape[0], table, op), pos_t is not None, op)
     select_variant("rope_kv_append", cache_dtype=k_cache.dtype)
-    return (TensorSpec((rows, hq, d), "f32"),)
+    return TensorSpec((rows, hq, d), "f32")
+
+
+def kernel_uniforms(params: RopeKVParams, rows: int, specs) -> dict:
+    """rope_kv_pair.wgsl's uniform fields (shaders/rope_kv_fields.wgsl) for `rows` rows and the (cos, sin, k
+    cache, v cache, page table, position tensor) inputs."""
+    cos_t, _sin, k_cache, _v, table, pos_t = specs
+    _, hkv, d = k_cache.shape
+    capacity = k_cache.shape[0] if params.layout != "paged" else table.shape[0] * params.page_size
+    return {"n_rows": rows, "q_heads": params.q_heads, "kv_heads": hkv, "half": d // 2,
+            "table_rows": cos_t.shape[0], "capacity": capacity, "dst_layout": LAYOUTS[params.layout],
+            "page_size": max(1, params.page_size), "pos": params.pos, "use_pos_buf": int(pos_t is not None),
+            "src_layout": 0, "src_ring": 1, "src_row0": 0}
+
+
+def kernel_bindings(ctx, tensors, q) -> dict:
+    """rope_kv_pair.wgsl's bindings: the (cos, sin, k cache, v cache, page table, position tensor) inputs and q."""
+    cos_t, sin_t, k_cache, v_cache, table, pos_t = tensors
+    return {"cos_t": cos_t, "sin_t": sin_t,
+            "page_table": table if table is not None else ctx.fallback("kv.page_table"),
+            "pos_buf": pos_t if pos_t is not None else ctx.fallback("kv.pos"),
+            "q": q, "k_cache": k_cache, "v_cache": v_cache}
 
 
 def _encode(ctx, params: RopeKVParams, inputs, outputs):
-    (qkv, cos_t, sin_t, k_cache, v_cache, table, pos_t), (q,) = inputs, outputs
-    variant = select_variant("rope_kv_append", cache_dtype=k_cache.dtype)
+    (qkv, *rest), (q,) = inputs, outputs
+    variant = select_variant("rope_kv_append", cache_dtype=rest[2].dtype)
     rows = qkv.shape[0]
-    _, hkv, d = k_cache.shape
-    capacity = k_cache.shape[0] if params.layout != "paged" else table.shape[0] * params.page_size
-    uniforms = {"n_rows": rows, "q_heads": params.q_heads, "kv_heads": hkv, "half": d // 2,
-                "table_rows": cos_t.shape[0], "capacity": capacity, "dst_layout": LAYOUTS[params.layout],
-                "page_size": max(1, params.page_size), "pos": params.pos, "use_pos_buf": int(pos_t is not None),
-                "src_layout": 0, "src_ring": 1, "src_row0": 0}
-    bindings = {"qkv": qkv, "cos_t": cos_t, "sin_t": sin_t,
-                "page_table": table if table is not None else ctx.fallback("kv.page_table"),
-                "pos_buf": pos_t if pos_t is not None else ctx.fallback("kv.pos"),
-                "q": q, "k_cache": k_cache, "v_cache": v_cache}
+    _, hkv, d = rest[2].shape
     threads = rows * (params.q_heads + 2 * hkv) * (d // 2)
-    return [ctx.dispatch(variant, uniforms=uniforms, bindings=bindings,
+    return [ctx.dispatch(variant, uniforms=kernel_uniforms(params, rows, rest),
+                         bindings={"qkv": qkv, **kernel_bindings(ctx, rest, q)},
                          workgroups=ctx.grid(ceil_div(threads, kernel(variant).threads)), label="rope_kv_append")]
 
 

@@ -7,19 +7,7 @@
 {{ENABLE}}
 
 struct RopeKVParams {
-  n_rows: u32,
-  q_heads: u32,
-  kv_heads: u32,
-  half: u32,
-  table_rows: u32,
-  capacity: u32,
-  dst_layout: u32,
-  page_size: u32,
-  pos: i32,
-  use_pos_buf: u32,
-  src_layout: u32,  // read by kv_common's kv_rows: 0, the rows of qkv in order
-  src_ring: u32,
-  src_row0: u32,
+//!include rope_kv_fields.wgsl
 }
 
 @group(0) @binding(0) var<uniform> params: RopeKVParams;
@@ -32,8 +20,7 @@ struct RopeKVParams {
 @group(0) @binding(7) var<storage, read_write> k_cache: array<{{T}}>;
 @group(0) @binding(8) var<storage, read_write> v_cache: array<{{T}}>;
 
-//!include kv_common.wgsl
-const KV_ERROR_SITE: u32 = ERR_KV_APPEND_POS;
+//!include rope_kv_pair.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -49,40 +36,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let r = rh / heads;
   let a = qkv[rh * 2u * half + i];
   let b = qkv[rh * 2u * half + i + half];
-  if (h >= params.q_heads + params.kv_heads) {
-    let rows = kv_rows(r);
-    if (rows.x != 0xFFFFFFFFu) {
-      let at = (rows.x * params.kv_heads + h - params.q_heads - params.kv_heads) * 2u * half;
-      v_cache[at + i] = {{T}}(a);
-      v_cache[at + i + half] = {{T}}(b);
-    }
-    return;
-  }
-  let p = kv_pos(r);
-  let in_table = p.y != 0 && p.x >= 0 && u32(p.x) < params.table_rows;
-  var c = 0.0;
-  var s = 0.0;
-  if (in_table) {
-    c = cos_t[u32(p.x) * half + i];
-    s = sin_t[u32(p.x) * half + i];
-  } else if (p.y != 0) {
-    report_error(ERR_ROPE_POS, u32(max(p.x, 0)), params.table_rows);
-  }
-  let ya = a * c - b * s;
-  let yb = b * c + a * s;
-  if (h < params.q_heads) {
-    let at = (r * params.q_heads + h) * 2u * half;
-    q[at + i] = ya;
-    q[at + i + half] = yb;
-    return;
-  }
-  if (!in_table) {
-    return;
-  }
-  let rows = kv_rows(r);
-  if (rows.x != 0xFFFFFFFFu) {
-    let at = (rows.x * params.kv_heads + h - params.q_heads) * 2u * half;
-    k_cache[at + i] = {{T}}(ya);
-    k_cache[at + i + half] = {{T}}(yb);
-  }
+  rope_kv_write(r, h, i, a, b);
 }

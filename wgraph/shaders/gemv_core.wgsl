@@ -1,0 +1,94 @@
+// The GEMV core (included by gemv.wgsl and gemv_rope_kv.wgsl, which declare the params struct with
+// gemv_fields.wgsl, the bindings x, w, norm_w, and two functions): a workgroup of SLOTS slots of LANES lanes, a
+// slot owning FT weight rows w_row(slot + f * slots) (w_row: the kernel's map from a slot's feature to a row of
+// W; the identity for the plain GEMV), sums them against 1..MAX_ROWS rows of x (with the fused RMSNorm's
+// x^2), and hands the totals tot[at + f * MAX_ROWS + r] (then x^2 per row: row_scale) to the kernel's
+// epilogue(slot, at, lane), called by the slot's LANES lanes of a slot < params.slots.
+//!include {{W_LOAD}}
+//!include {{GEMV_ENTRY}}
+
+const THREADS: u32 = {{WORKGROUP_SIZE_X}}u;
+const LANES: u32 = {{LANES}}u;
+const FT: u32 = {{FEATURES_PER_LANE}}u;
+const MAX_ROWS: u32 = {{MAX_ROWS}}u;
+const UNROLL: u32 = {{UNROLL}}u;
+const SLOTS: u32 = THREADS / LANES;
+//!include gemv_slot_totals.wgsl
+
+// One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of every row of x.
+fn accumulate(c: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function, array<f32, V>>) {
+  let xrow = params.k / 4u;  // vec4s per row of x
+  let norm = params.has_norm != 0u;
+  //!repeat P PARTS
+  var g$P = vec4<f32>(1.0);
+  if (norm) {
+    g$P = norm_w[c * PARTS + ${P}u];
+  }
+  //!end
+  //!repeat R MAX_ROWS
+  if (${R}u < params.m) {
+    //!repeat P PARTS
+    var x${R}_$P = x[${R}u * xrow + c * PARTS + ${P}u];
+    if (norm) {
+      (*vals)[FT * MAX_ROWS + ${R}u] += dot(x${R}_$P, x${R}_$P);
+      x${R}_$P = x${R}_$P * g$P;
+    }
+    //!end
+    //!repeat F FT
+    //!repeat P PARTS
+    (*vals)[${F}u * MAX_ROWS + ${R}u] += dot(ws[${F}u][${P}u], x${R}_$P);
+    //!end
+    //!end
+  }
+  //!end
+}
+
+// Thread t (numbered so a slot's lanes share a subgroup where there are subgroups) of workgroup `group`;
+// `width`: lanes of an aligned group that one subgroup sums by shuffles (1: none).
+fn gemv(t: u32, group: u32, width: u32) {
+  let slot_local = t / LANES;
+  let lane = t % LANES;
+  let slot = group * SLOTS + slot_local;
+  let loads = params.k / W_PER_LOAD;  // 16-byte loads per weight row
+  // the slot's rows (through the including kernel's w_row); a slot past the end reads a real row and drops
+  // its sums
+  //!repeat F FT
+  let wbase$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * loads;
+  //!end
+  var vals: array<f32, V>;
+  var i = lane;
+  for (; i + (UNROLL - 1u) * LANES < loads; i = i + UNROLL * LANES) {
+    //!repeat U UNROLL
+    //!repeat F FT
+    let w${U}_$F = w[wbase$F + i + ${U}u * LANES];
+    //!end
+    //!end
+    //!repeat U UNROLL
+    accumulate(i + ${U}u * LANES, array<array<vec4<f32>, PARTS>, FT>(
+    //!repeat F FT
+      widen(w${U}_$F),
+    //!end
+    ), &vals);
+    //!end
+  }
+  for (; i < loads; i = i + LANES) {
+    accumulate(i, array<array<vec4<f32>, PARTS>, FT>(
+    //!repeat F FT
+      widen(w[wbase$F + i]),
+    //!end
+    ), &vals);
+  }
+
+  slot_totals(t, slot_local, lane, width, &vals);
+  if (slot < params.slots) {
+    epilogue(slot, slot_local * V, lane);
+  }
+}
+
+// 1 / rms of row r of x (1 without a norm) from a slot's totals at tot[at ..]
+fn row_scale(at: u32, r: u32) -> f32 {
+  if (params.has_norm == 0u) {
+    return 1.0;
+  }
+  return inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);
+}
