@@ -105,3 +105,13 @@ def softmax_output_bound(delta_scores, v_abs_max, v_err):
     |o' - o| <= (e^(2d) - 1) * max|v| + v_err.
     """
     return np.expm1(2 * delta_scores) * v_abs_max + v_err
+
+
+def rope_rows(x, cos, sin, positions):
+    """Rotate-half RoPE of x [rows, heads, D] at `positions` (row i at positions[i]) with tables [max_pos, D / 2],
+    in float64."""
+    half = x.shape[-1] // 2
+    c = cos[positions][:, None, :].astype(np.float64)
+    s = sin[positions][:, None, :].astype(np.float64)
+    a, b = x[..., :half], x[..., half:]
+    return np.concatenate([a * c - b * s, b * c + a * s], -1)

@@ -8,18 +8,11 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from kv_reference import rope_rows
 from wgraph.kernels.registry import kernels_for
 from wgraph.ops.linear_rope_kv import plan_linear_rope_kv
 
 NP = {"f32": np.float32, "f16": np.float16}
-
-
-def _rope64(x, cos, sin, positions):
-    half = x.shape[-1] // 2
-    c = cos[positions][:, None, :].astype(np.float64)
-    s = sin[positions][:, None, :].astype(np.float64)
-    a, b = x[..., :half], x[..., half:]
-    return np.concatenate([a * c - b * s, b * c + a * s], -1)
 
 
 def _case(rng, rows, hq, hkv, d, k, wdt, bias, norm):
@@ -65,9 +58,9 @@ def test_against_float64(dev, rng, rows, hq, hkv, d, k, wdt, kdt, gpu_pos, bias,
     assert dev.stats.since(before).dispatches == 1
     where = np.arange(pos, pos + rows)
     assert got_q.shape == (rows, hq, d) and got_q.dtype == np.float32
-    np.testing.assert_allclose(got_q, _rope64(want[:, :hq], cos, sin, where), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_q, rope_rows(want[:, :hq], cos, sin, where), rtol=1e-4, atol=1e-4)
     tol = 1e-4 if kdt == "f32" else 4e-3
-    np.testing.assert_allclose(got_k[where], _rope64(want[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got_k[where], rope_rows(want[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
     np.testing.assert_allclose(got_v[where], want[:, hq + hkv:], rtol=tol, atol=tol)
     keep = np.setdiff1d(np.arange(cap), where)
     assert got_k[keep].tobytes() == old[keep].tobytes() and got_v[keep].tobytes() == old[::-1][keep].tobytes()
@@ -85,14 +78,14 @@ def test_same_as_linear_then_rope_kv_append(dev, rng, rows, k):
         got.append((q.numpy(), kc.numpy(), vc.numpy()))
     for fused, apart in zip(*got):
         np.testing.assert_allclose(fused, apart, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got[0][0], _rope64(want[:, :hq], cos, sin, np.arange(3, 3 + rows)), atol=1e-4)
+    np.testing.assert_allclose(got[0][0], rope_rows(want[:, :hq], cos, sin, np.arange(3, 3 + rows)), atol=1e-4)
 
 
 def test_ring_and_paged_layouts(dev, rng):
     hq, hkv, d, rows = 2, 1, 8, 3
     cos, sin = wg.ops.rope_tables(64, d)
     x, w, b, g, want = _case(rng, rows, hq, hkv, d, 16, "f16", False, True)
-    k_want = _rope64(want[:, hq:hq + hkv], cos, sin, np.arange(10, 13))
+    k_want = rope_rows(want[:, hq:hq + hkv], cos, sin, np.arange(10, 13))
     zeros = lambda n: dev.tensor(np.zeros((n, hkv, d), np.float32))  # noqa: E731
     # a ring of 8 rows: positions 10..12 land on rows 2..4
     kc, vc = zeros(8), zeros(8)
@@ -181,8 +174,8 @@ def test_variants_the_planner_does_not_pick_here(dev, rng, monkeypatch, name, ro
     assert dev.stats.since(before).dispatches == 1
     where = np.arange(pos, pos + rows)
     tol = 1e-4 if kdt == "f32" else 4e-3
-    np.testing.assert_allclose(got_q, _rope64(want[:, :hq], cos, sin, where), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got_k[where], _rope64(want[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got_q, rope_rows(want[:, :hq], cos, sin, where), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_k[where], rope_rows(want[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
     np.testing.assert_allclose(got_v[where], want[:, hq + hkv:], rtol=tol, atol=tol)
     assert not got_k[np.setdiff1d(np.arange(cap), where)].any()
 

@@ -7,16 +7,9 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from kv_reference import rope_rows
 
 NP = {"f32": np.float32, "f16": np.float16}
-
-
-def _rope64(x, cos, sin, positions):
-    half = x.shape[-1] // 2
-    c = cos[positions][:, None, :].astype(np.float64)
-    s = sin[positions][:, None, :].astype(np.float64)
-    a, b = x[..., :half], x[..., half:]
-    return np.concatenate([a * c - b * s, b * c + a * s], -1)
 
 
 @pytest.mark.parametrize("cache_dtype", ["f32", "f16"])
@@ -36,10 +29,10 @@ def test_rope_kv_append(dev, rng, cache_dtype, rows, hq, hkv, d, pos, gpu_pos):
     x = qkv.astype(np.float64).reshape(rows, hq + 2 * hkv, d)
     where = np.arange(pos, pos + rows)
     assert got_q.shape == (rows, hq, d) and got_q.dtype == np.float32
-    np.testing.assert_allclose(got_q, _rope64(x[:, :hq], cos, sin, where), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got_q, rope_rows(x[:, :hq], cos, sin, where), rtol=0, atol=1e-6)
     # the caches hold the rows rounded once to their dtype
     tol = 1e-6 if cache_dtype == "f32" else 2e-3
-    np.testing.assert_allclose(got_k[where], _rope64(x[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got_k[where], rope_rows(x[:, hq:hq + hkv], cos, sin, where), rtol=tol, atol=tol)
     assert got_v[where].tobytes() == x[:, hq + hkv:].astype(NP[cache_dtype]).tobytes()
     keep = np.setdiff1d(np.arange(cap), where)
     assert got_k[keep].tobytes() == old[keep].tobytes() and got_v[keep].tobytes() == old[::-1][keep].tobytes()
@@ -50,7 +43,7 @@ def test_ring_and_paged_layouts(dev, rng):
     cos, sin = wg.ops.rope_tables(64, d)
     qkv = rng.standard_normal((rows, (hq + 2 * hkv) * d)).astype(np.float32)
     x = qkv.astype(np.float64).reshape(rows, hq + 2 * hkv, d)
-    k_want = _rope64(x[:, hq:hq + hkv], cos, sin, np.arange(10, 13))
+    k_want = rope_rows(x[:, hq:hq + hkv], cos, sin, np.arange(10, 13))
     # a ring of 8 rows: positions 10..12 land on rows 2..4
     kc, vc = dev.tensor(np.zeros((8, hkv, d), np.float32)), dev.tensor(np.zeros((8, hkv, d), np.float32))
     wg.ops.rope_kv_append(dev.tensor(qkv), dev.tensor(cos), dev.tensor(sin), (kc, vc), 10, q_heads=hq, layout="ring")
@@ -120,7 +113,7 @@ def test_in_a_graph_orders_cache_readers(dev, rng):
     prog = g.compile(dev)
     x = rng.standard_normal((1, (hq + 2 * hkv) * d)).astype(np.float32)
     out = prog.run(qkv=x, pos=3)
-    want = _rope64(x.astype(np.float64).reshape(1, hq + 2 * hkv, d)[:, hq:hq + hkv], cos, sin, np.array([3]))
+    want = rope_rows(x.astype(np.float64).reshape(1, hq + 2 * hkv, d)[:, hq:hq + hkv], cos, sin, np.array([3]))
     assert np.all(out["before"].numpy() == 0)
     np.testing.assert_allclose(out["after"].numpy()[3], want[0], atol=1e-6)
     np.testing.assert_allclose(prog.state("k").numpy()[3], want[0], atol=1e-6)

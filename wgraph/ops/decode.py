@@ -18,12 +18,20 @@ class AdvanceParams:
     pass
 
 
-def _infer_advance(params, specs):
-    names = ("next_id", "token", "history", "pos", "kv_len")
+ADVANCE_INPUTS = ("next_id", "token", "history", "pos", "kv_len")
+
+
+def check_u32_inputs(op: str, names, specs) -> None:
+    """Each of `specs` a u32 tensor of at least one value (decode_advance's and its batched twin's inputs)."""
     for name, s in zip(names, specs):
         if s is None or s.dtype != "u32" or s.size < 1:
             got = None if s is None else f"{s.dtype} {s.shape}"
-            raise DtypeError(f"decode_advance: {name} must be a u32 tensor of at least one value, got {got}")
+            raise DtypeError(f"{op}: {name} must be a u32 tensor of at least one value, got {got}")
+
+
+def _infer_advance(params, specs):
+    names = ADVANCE_INPUTS
+    check_u32_inputs("decode_advance", names, specs)
     for name, s in zip(names, specs):
         if name != "history" and s.size != 1:
             raise ShapeError(f"decode_advance: {name} must hold exactly one value, got shape {s.shape}")
@@ -40,7 +48,7 @@ def _encode_advance(ctx, params, inputs, outputs):
 
 
 DECODE_ADVANCE = register(OpDef("decode_advance", _infer_advance, _encode_advance,
-                                inputs=("next_id", "token", "history", "pos", "kv_len")))
+                                inputs=ADVANCE_INPUTS))
 
 
 def decode_advance(next_id: TensorT, *, token: TensorT, history: TensorT, pos: TensorT, kv_len: TensorT) -> None:

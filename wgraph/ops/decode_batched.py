@@ -8,9 +8,10 @@ import attrs
 
 from wgraph.api_types import TensorT
 
-from wgraph.errors import DtypeError, ShapeError
+from wgraph.errors import ShapeError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.decode import check_u32_inputs
 
 OP = "decode_advance_batched"
 
@@ -21,11 +22,7 @@ class AdvanceBatchedParams:
 
 
 def _infer(params, specs):
-    names = ("next_ids", "token", "history", "pos", "kv_len")
-    for name, s in zip(names, specs):
-        if s is None or s.dtype != "u32":
-            got = None if s is None else f"{s.dtype} {s.shape}"
-            raise DtypeError(f"{OP}: {name} must be a u32 tensor, got {got}")
+    check_u32_inputs(OP, ("next_ids", "token", "history", "pos", "kv_len"), specs)
     next_ids, token, history, pos, kv_len = specs
     if len(next_ids.shape) != 1 or next_ids.shape[0] < 1:
         raise ShapeError(f"{OP}: next_ids must be [batch] with batch >= 1, got shape {next_ids.shape}")

@@ -46,14 +46,7 @@ def check_rope_kv(op: str, params: RopeKVParams, specs) -> TensorSpec:
     if len(qkv.shape) != 2 or qkv.shape[1] != (hq + 2 * hkv) * d:
         raise ShapeError(f"{op}: qkv must be [rows, (q_heads + 2 kv_heads) * head_dim] = [rows, {(hq + 2 * hkv) * d}] "
                          f"for {hq} q heads and caches {k_cache.shape}, got {qkv.shape}")
-    if qkv.dtype != "f32":
-        raise DtypeError(f"{op}: qkv must be f32, got {qkv.dtype}")
-    for name, t in (("cos", cos_t), ("sin", sin_t)):
-        if len(t.shape) != 2 or t.shape[1] != d // 2 or t.dtype != "f32":
-            raise ShapeError(f"{op}: {name} table must be f32 [max_pos, {d // 2}] for head_dim {d}, got {t.dtype} "
-                             f"{t.shape}")
-    if cos_t.shape != sin_t.shape:
-        raise ShapeError(f"{op}: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
+    check_qkv_tables(op, qkv, cos_t, sin_t, d)
     rows = qkv.shape[0]
     if pos_t is None and rows and params.pos + rows > cos_t.shape[0]:
         raise LimitError(f"{op}: positions {params.pos}..{params.pos + rows - 1} (pos + pos_offset + row) exceed "
@@ -62,6 +55,18 @@ def check_rope_kv(op: str, params: RopeKVParams, specs) -> TensorSpec:
     _check_positions(write, rows, _cache_capacity(write, k_cache.shape[0], table, op), pos_t is not None, op)
     select_variant("rope_kv_append", cache_dtype=k_cache.dtype)
     return TensorSpec((rows, hq, d), "f32")
+
+
+def check_qkv_tables(op: str, qkv, cos_t, sin_t, d: int) -> None:
+    """qkv f32 and the RoPE tables f32 [max_pos, d / 2], one shape (the rope_kv_append family's common checks)."""
+    if qkv.dtype != "f32":
+        raise DtypeError(f"{op}: qkv must be f32, got {qkv.dtype}")
+    for name, t in (("cos", cos_t), ("sin", sin_t)):
+        if len(t.shape) != 2 or t.shape[1] != d // 2 or t.dtype != "f32":
+            raise ShapeError(f"{op}: {name} table must be f32 [max_pos, {d // 2}] for head_dim {d}, got {t.dtype} "
+                             f"{t.shape}")
+    if cos_t.shape != sin_t.shape:
+        raise ShapeError(f"{op}: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
 
 
 def kernel_uniforms(params: RopeKVParams, rows: int, specs) -> dict:

@@ -12,6 +12,7 @@ from wgraph import args
 from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
+from wgraph.ops.rope_kv import check_qkv_tables
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.tensor import TensorSpec
 
@@ -38,14 +39,7 @@ def _infer(params: RopeKVBatchedParams, specs):
     if qkv.shape != (batch, width):
         raise ShapeError(f"{OP}: qkv must be [batch, (q_heads + 2 kv_heads) * head_dim] = [{batch}, {width}] for "
                          f"{hq} q heads and caches {k_cache.shape}, got {qkv.shape}")
-    if qkv.dtype != "f32":
-        raise DtypeError(f"{OP}: qkv must be f32, got {qkv.dtype}")
-    for name, t in (("cos", cos_t), ("sin", sin_t)):
-        if len(t.shape) != 2 or t.shape[1] != d // 2 or t.dtype != "f32":
-            raise ShapeError(f"{OP}: {name} table must be f32 [max_pos, {d // 2}] for head_dim {d}, got {t.dtype} "
-                             f"{t.shape}")
-    if cos_t.shape != sin_t.shape:
-        raise ShapeError(f"{OP}: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
+    check_qkv_tables(OP, qkv, cos_t, sin_t, d)
     if pos is None or pos.dtype != "u32" or pos.shape != (batch,):
         got = None if pos is None else f"{pos.dtype} {pos.shape}"
         raise ShapeError(f"{OP}: pos must be u32 [batch={batch}] (one position per sequence), got {got}")
