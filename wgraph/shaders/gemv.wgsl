@@ -25,6 +25,8 @@ fn w_row(p: u32) -> u32 {
   return p;
 }
 
+//!include gemv_slot_output.wgsl
+
 fn epilogue(slot: u32, at: u32, lane: u32) {
   let outs = select(FT, FT / 2u, params.swiglu != 0u) * MAX_ROWS;  // (row, x row) pairs a slot writes
   for (var o = lane; o < outs; o = o + LANES) {
@@ -32,17 +34,7 @@ fn epilogue(slot: u32, at: u32, lane: u32) {
     let row = slot + (o / MAX_ROWS) * params.slots;
     if (r < params.m && row < params.out_n) {
       let scale = row_scale(at, r);
-      var v = tot[at + o] * scale;
-      if (params.has_bias != 0u) {
-        v = v + bias[row];
-      }
-      if (params.swiglu != 0u) {
-        var up = tot[at + o + FT / 2u * MAX_ROWS] * scale;
-        if (params.has_bias != 0u) {
-          up = up + bias[row + params.out_n];
-        }
-        v = silu(v) * up;
-      }
+      var v = slot_output(at, o, row, scale);
       if (params.has_residual != 0u) {
         v = v + residual[r * params.out_n + row];
       }

@@ -57,6 +57,7 @@ const_assert LANES % LPB == 0u;
 //!include {{GEMV_ENTRY}}
 
 //!include gemv_slot_totals.wgsl
+//!include gemv_slot_output.wgsl
 
 // One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
 // become values once, for all rows of x.
@@ -153,17 +154,7 @@ fn gemv(t: u32, group: u32, width: u32) {
       if (params.has_norm != 0u) {
         scale = inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);
       }
-      var v = tot[at + o] * scale;
-      if (params.has_bias != 0u) {
-        v = v + bias[row];
-      }
-      if (params.swiglu != 0u) {
-        var up = tot[at + o + FT / 2u * MAX_ROWS] * scale;
-        if (params.has_bias != 0u) {
-          up = up + bias[row + params.out_n];
-        }
-        v = silu(v) * up;
-      }
+      var v = slot_output(at, o, row, scale);
       let at_y = (row0 + r) * params.out_n + row;
       if (params.has_residual != 0u) {
         v = v + residual[at_y];
