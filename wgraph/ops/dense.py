@@ -178,7 +178,7 @@ def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM"
     k_split = gemm_k_split(kv, k, wanted)
     splits = max(1, ceil_div(k, k_split)) if k_split else 1
     tile = f"{kv.const('TILE_M')}x{kv.const('TILE_N')}"
-    reason = (f"{why}, {tile} tiles ({tiles} workgroups), {kv.const('THREAD_M')}x{kv.const('THREAD_N')} outputs "
+    reason = (f"{why}, {tile} tiles ({tiles} workgroup{'s' if tiles != 1 else ''}), {kv.const('THREAD_M')}x{kv.const('THREAD_N')} outputs "
               f"per thread, " + ("loads of 4 along K" if kv.limits["k_multiple"] == 4 else "element loads"))
     if splits > 1:
         reason += f"; K in {splits} slices of {k_split} ({tiles * splits} workgroups) and a summing pass"
