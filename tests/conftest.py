@@ -9,6 +9,15 @@ def dev():
     return wg.default_device()
 
 
+@pytest.fixture(scope="module")
+def tiny_llama():
+    """A tiny random Llama checkpoint (config dict, weights by HF name), the same for each module that asks."""
+    from wgraph.models.random_checkpoint import random_weights, tiny_config
+
+    cfg = tiny_config()
+    return cfg, random_weights(cfg, seed=0)
+
+
 @pytest.fixture
 def rng():
     import numpy as np

@@ -11,7 +11,6 @@ from wgraph.errors import ArgumentError, LimitError, ShapeError, UnsupportedErro
 from wgraph.models import Llama, LlamaConfig
 from wgraph.models.batched import BatchedDecoder
 from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
-from wgraph.models.random_checkpoint import random_weights, tiny_config
 
 import llama_reference as ref
 from test_transformers_goldens import checkpoint, golden
@@ -23,14 +22,8 @@ STEPS = 8
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    cfg = tiny_config()
-    return cfg, random_weights(cfg, seed=0)
-
-
-@pytest.fixture(scope="module")
-def model(tiny, dev):
-    cfg, w = tiny
+def model(tiny_llama, dev):
+    cfg, w = tiny_llama
     return Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f32", max_seq=64)
 
 
@@ -41,10 +34,10 @@ def alone(model):
 
 
 @pytest.mark.parametrize("batch, count", [(1, 1), (3, 3), (8, 8), (8, 3)])
-def test_each_sequence_decodes_as_it_does_alone(tiny, model, alone, batch, count):
+def test_each_sequence_decodes_as_it_does_alone(tiny_llama, model, alone, batch, count):
     """B sequences of ragged prompts at once (count < batch: the rest of the batch decodes pads); the prompt of
     length 12 goes first when B = 1."""
-    cfg, w = tiny
+    cfg, w = tiny_llama
     order = [2, 0, 1, 3, 4, 5, 6, 7][:count]
     prompts = [PROMPTS[i] for i in order]
     got = BatchedDecoder(model, batch).generate(prompts, STEPS)
@@ -52,10 +45,10 @@ def test_each_sequence_decodes_as_it_does_alone(tiny, model, alone, batch, count
     assert got[0] == ref.greedy(cfg, w, prompts[0], STEPS)[0]  # the float64 reference too
 
 
-def test_step_logits_match_float64_and_states_advance(tiny, model):
+def test_step_logits_match_float64_and_states_advance(tiny_llama, model):
     """A step consumes each sequence's last prompt id at its own position: its logits row is the float64
     forward's last row of that prompt; then token, pos, kv_len and the history row advance per sequence."""
-    cfg, w = tiny
+    cfg, w = tiny_llama
     prompts = [PROMPTS[1], PROMPTS[0], PROMPTS[2]]
     dec = BatchedDecoder(model, 3)
     dec.prefill(prompts)
@@ -169,20 +162,20 @@ def test_architectures_match_transformers_goldens(case, tmp_path, dev):
     assert [got[0], got[2]] == [model.generate(p, len(greedy)) for p in others]
 
 
-def test_f16_model_decodes_as_alone(tiny, dev):
+def test_f16_model_decodes_as_alone(tiny_llama, dev):
     """f16 weights and caches (rope_kv_append_batched's f16 kernel, f16 K/V attention): the same ids as the f16
     model alone (the same rounding, other reduction orders)."""
     if not dev.caps.has_f16:
         pytest.skip("no shader-f16")
-    cfg, w = tiny
+    cfg, w = tiny_llama
     m16 = Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f16", max_seq=32)
     prompts = PROMPTS[:3]
     assert BatchedDecoder(m16, 3).generate(prompts, STEPS) == [m16.generate(p, STEPS) for p in prompts]
 
 
-def test_quantized_model_decodes_as_alone(tiny, dev):
+def test_quantized_model_decodes_as_alone(tiny_llama, dev):
     """A QuantizedLlama's Q8_0 block states are shared as they are; its batch decodes as it does alone."""
-    cfg, w = tiny
+    cfg, w = tiny_llama
     model = QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), quantize_checkpoint(w, "Q8_0"), dev, max_seq=32)
     prompts = PROMPTS[:3]
     dec = BatchedDecoder(model, 3)

@@ -10,7 +10,6 @@ import wgraph as wg
 import wgraph.ops as ops
 from wgraph.models import Llama
 from wgraph.models.config import LlamaConfig
-from wgraph.models.random_checkpoint import random_weights, tiny_config
 
 import llama_reference as ref
 from llama_reference import rel_err
@@ -19,14 +18,8 @@ PROMPT = [3, 14, 15]
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    cfg = tiny_config()
-    return cfg, random_weights(cfg, seed=0)
-
-
-@pytest.fixture(scope="module")
-def model(tiny, dev):
-    return Llama.from_weights(LlamaConfig.from_dict(tiny[0]), tiny[1], dev, dtype="f32", max_seq=96)
+def model(tiny_llama, dev):
+    return Llama.from_weights(LlamaConfig.from_dict(tiny_llama[0]), tiny_llama[1], dev, dtype="f32", max_seq=96)
 
 
 def _unfused_logits(dev, model, ids):
@@ -55,8 +48,8 @@ def _unfused_logits(dev, model, ids):
     return ops.linear(dev.tensor(last), lm).numpy()[0]
 
 
-def test_fused_step_matches_unfused_ops_and_reference(tiny, model, dev):
-    cfg, w = tiny
+def test_fused_step_matches_unfused_ops_and_reference(tiny_llama, model, dev):
+    cfg, w = tiny_llama
     want_ids, want_logits = ref.greedy(cfg, w, PROMPT, 5)
     model.prefill(PROMPT)
     ids = PROMPT + want_ids[:1]
@@ -68,16 +61,16 @@ def test_fused_step_matches_unfused_ops_and_reference(tiny, model, dev):
         ids.append(want_ids[i + 1])
 
 
-def test_greedy_ids_for_64_tokens(tiny, model):
-    cfg, w = tiny
+def test_greedy_ids_for_64_tokens(tiny_llama, model):
+    cfg, w = tiny_llama
     want, _ = ref.greedy(cfg, w, [3], 64)
     assert len(set(want)) > 3
     assert model.generate([3], 64) == want
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_six_dispatches_per_layer_plus_four(tiny, model, dev, dtype):
-    m = model if dtype == "f32" else Llama.from_weights(LlamaConfig.from_dict(tiny[0]), tiny[1], dev, dtype="f16",
+def test_six_dispatches_per_layer_plus_four(tiny_llama, model, dev, dtype):
+    m = model if dtype == "f32" else Llama.from_weights(LlamaConfig.from_dict(tiny_llama[0]), tiny_llama[1], dev, dtype="f16",
                                                         max_seq=96)
     layers = m.config.num_hidden_layers
     m.prefill([3])
