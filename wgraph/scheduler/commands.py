@@ -230,8 +230,9 @@ class PreparedCommands:
 def native_passes(steps) -> list:
     """`steps` as encode_passes takes them: each Copy as it is, each run of dispatches between copies as one list
     of native arguments (pipeline handle, or None where the pass already has that pipeline; bind group handle;
-    dynamic offsets; workgroup counts or None; indirect (buffer handle, offset) or None). A prepared list is
-    encoded many times (a replay, a recorded loop): what can be looked up once is looked up here."""
+    dynamic offsets; workgroup counts (None when indirect); indirect (buffer handle, offset) or None). A
+    persistent list (a Program's) is encoded on every replay: what can be looked up once is looked up here
+    (replace_step rebuilds it)."""
     out: list = []
     run: list | None = None
     current = None
@@ -256,7 +257,7 @@ def native_passes(steps) -> list:
 
 def encode_passes(stats, encoder, passes) -> None:
     """Encode native_passes' output (and Copies): one compute pass per run of dispatches. The host cost of a
-    replay and of a recorded op is this loop: three native calls per dispatch and nothing else to look up."""
+    replay is this loop: three native calls per dispatch and nothing else to look up."""
     set_pipeline, set_bind_group = native.set_pipeline, native.set_bind_group
     dispatch_workgroups, dispatch_indirect = native.dispatch_workgroups, native.dispatch_workgroups_indirect
     n_dispatch = n_pass = 0
@@ -285,8 +286,8 @@ def encode_passes(stats, encoder, passes) -> None:
 
 def encode_steps(stats, encoder, steps, timestamps=None) -> None:
     """Encode Steps and Copies into `encoder`; consecutive dispatches share a compute pass."""
-    # This loop is the host cost of a recorded op and of a replay: only native calls (scheduler/native.py) and
-    # a few lookups. set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across
+    # This loop is the host cost of a recorded op (a one-shot list: building native_passes first would cost it
+    # a second loop) and of a profiled replay: only native calls (scheduler/native.py) and a few lookups. set_pipeline is skipped while the pass already has that pipeline (WebGPU keeps it across
     # dispatches). Passes begin and end through wgpu-py, which raises any error the pass commands made.
     set_pipeline, set_bind_group = native.set_pipeline, native.set_bind_group
     dispatch_workgroups, dispatch_indirect = native.dispatch_workgroups, native.dispatch_workgroups_indirect
