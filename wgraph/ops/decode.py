@@ -41,7 +41,7 @@ def _infer_advance(params, specs):
 
 def _encode_advance(ctx, params, inputs, outputs):
     next_id, token, history, pos, kv_len = inputs
-    return [ctx.dispatch("decode_advance", uniforms={"history_len": history.size},
+    return [ctx.dispatch("decode_advance", uniforms={"batch": 1, "history_len": history.size},
                          bindings={"next_id": next_id, "token": token, "history": history, "pos": pos,
                                    "kv_len": kv_len},
                          workgroups=(1, 1, 1), label="decode_advance")]

@@ -1,6 +1,9 @@
-// One decode step's bookkeeping, on the GPU: the id just chosen becomes the next step's input token, is kept
-// in the position-indexed history, and the position and kv_len move on by one. One invocation.
+// One decode step's bookkeeping on the GPU, for B sequences (decode_advance: B = 1; decode_advance_batched):
+// for each sequence b, the id just chosen becomes its next input token, is kept at its next position in its row
+// of the position-indexed history [B, history_len], and its position and kv_len move on by one. One invocation
+// per sequence.
 struct AdvanceParams {
+  batch: u32,
   history_len: u32,
 }
 
@@ -12,13 +15,17 @@ struct AdvanceParams {
 @group(0) @binding(5) var<storage, read_write> kv_len: array<u32>;
 
 @compute @workgroup_size({{WORKGROUP_SIZE}})
-fn main() {
-  let t = next_id[0];
-  let p = pos[0] + 1u;
-  token[0] = t;
-  if (p < params.history_len) {
-    history[p] = t;
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let b = gid.x;
+  if (b >= params.batch) {
+    return;
   }
-  pos[0] = p;
-  kv_len[0] = p + 1u;
+  let t = next_id[b];
+  let p = pos[b] + 1u;
+  token[b] = t;
+  if (p < params.history_len) {
+    history[b * params.history_len + p] = t;
+  }
+  pos[b] = p;
+  kv_len[b] = p + 1u;
 }
