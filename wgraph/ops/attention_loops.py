@@ -13,7 +13,7 @@ from wgraph.errors import LimitError
 from wgraph.kernels.registry import Kernel, registry
 from wgraph.ops.attention_chunks import splitk_chunks
 from wgraph.ops.core import ceil_div
-from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT
+from wgraph.ops.cpu_limits import CPU_DEVICE, CPU_LOOP_LIMIT
 from wgraph.ops.cpu_limits import halvings as _halvings
 from wgraph.ops.cpu_limits import loop as _loop
 
@@ -178,9 +178,9 @@ def cpu_misfit(k: Kernel, f: PlanFacts, caps) -> str | None:
     """Why `k` must not run this call on a CPU device (lavapipe's loop cap), or None."""
     n = loop_iterations(k, f, caps)
     if n is None:
-        return (f"has no loop bound in wgraph/ops/attention_loops.py, so it is not planned on a CPU device "
+        return (f"has no loop bound in wgraph/ops/attention_loops.py, so it is not planned on {CPU_DEVICE} "
                 f"(lavapipe stops an invocation's loops after {CPU_LOOP_LIMIT} iterations)")
     if n > CPU_LOOP_LIMIT:
         return (f"would run up to {n} loop iterations in one invocation at kv span {f.kv_span} (head_dim "
-                f"{f.head_dim}); a CPU device (lavapipe) stops at {CPU_LOOP_LIMIT}, silently")
+                f"{f.head_dim}); {CPU_DEVICE} (lavapipe) stops at {CPU_LOOP_LIMIT}, silently")
     return None

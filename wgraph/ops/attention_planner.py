@@ -13,6 +13,7 @@ from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
 from wgraph.ops.core import ceil_div
 from wgraph.kernels.registry import Kernel, kernels_for, registry
 from wgraph.ops.attention_chunks import splitk_chunks
+from wgraph.ops.cpu_limits import CPU_DEVICE
 
 PHASES = ("prefill", "decode")
 DTYPES = ("f32", "f16", "f16kv")
@@ -171,7 +172,7 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
         return UnsupportedError, f"does not read the {facts.layout} kv layout"
     if k.facts.get("gpu_only") and caps.is_cpu and not forced:
         # Not an error when forced: the kernel runs on a CPU device, it only compiles for a minute there.
-        return UnsupportedError, "is GPU-tuned (fully unrolled): a CPU device compiles it for tens of seconds"
+        return UnsupportedError, f"is GPU-tuned (fully unrolled): {CPU_DEVICE} compiles it for tens of seconds"
     if caps.is_cpu:
         from wgraph.ops.attention_loops import cpu_misfit  # it reads kernel consts through shader_const above
 

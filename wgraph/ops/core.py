@@ -17,6 +17,7 @@ from wgraph.scheduler.dispatch import Dispatch
 from wgraph.kernels.pipelines import storage_binding_size
 from wgraph.kernels.registry import kernel as lookup_kernel
 from wgraph.kernels.uniforms import pack_uniforms
+from wgraph.ops.cpu_limits import CPU_DEVICE
 from wgraph.scheduler.templates import OpTemplate, template_of
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -134,8 +135,8 @@ class EncodeContext:
         say (INFO) when the planner passed over kernels for being GPU-tuned or past lavapipe's loop cap."""
         self.plan = plan
         if self.caps.is_cpu:
-            # the planners' reasons for a CPU adapter say "a CPU device" (attention_planner.misfit, cpu_misfit)
-            passed = [variant for variant, why in getattr(plan, "rejected", ()) if "a CPU device" in why]
+            # the planners' reasons for a kernel passed over on a CPU adapter name CPU_DEVICE (cpu_limits.py)
+            passed = [variant for variant, why in getattr(plan, "rejected", ()) if CPU_DEVICE in why]
             if passed and (self.caps.adapter_name, plan.variant) not in _CPU_CHOICES_SAID:   # once per kernel
                 _CPU_CHOICES_SAID.add((self.caps.adapter_name, plan.variant))
                 log.info("on the CPU adapter %s: %s instead of %s (GPU-tuned, or past lavapipe's loop cap)",

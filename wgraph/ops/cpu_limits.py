@@ -14,6 +14,9 @@ from wgraph.errors import LimitError
 log = logging.getLogger(__name__)
 
 CPU_LOOP_LIMIT = 65_535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS
+# The words every planner's reason uses for a kernel passed over on a CPU adapter (GPU-tuned, or past the loop
+# cap): EncodeContext.chose finds those rejections by them to log the CPU fallback.
+CPU_DEVICE = "a CPU device"
 # Attention on lavapipe ran at 0.15-0.3 GFLOP/s on 2 cores (bench --quick, docs/benchmarks.md): past this much
 # work a call takes seconds, and a caller deserves a word before it goes quiet for that long.
 CPU_SLOW_FLOPS = 1e9
