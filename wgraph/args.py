@@ -122,10 +122,7 @@ def dtype_name(fn: str, name: str, value, choices=None) -> str:
     wgraph lacks (float64), what to do instead."""
     if type(value) is str and value in (DTYPES if choices is None else choices):   # every dev.empty asks
         return value
-    got = dtype_name_of(value)
-    if got is not None and (choices is None or got in choices):
-        return got
-    raise fail(fn, name, value, _dtype_rule(value, DTYPE_NAMES if choices is None else choices, False), DtypeError)
+    return _mapped_dtype(fn, name, value, choices, False)
 
 
 def optional_dtype_name(fn: str, name: str, value, choices=None) -> str | None:
@@ -134,10 +131,15 @@ def optional_dtype_name(fn: str, name: str, value, choices=None) -> str | None:
         return None
     if type(value) is str and value in (DTYPES if choices is None else choices):
         return value
+    return _mapped_dtype(fn, name, value, choices, True)
+
+
+def _mapped_dtype(fn: str, name: str, value, choices, optional: bool) -> str:
+    """The spelled dtype's wgraph name (of `choices`), or the DtypeError of dtype_name / optional_dtype_name."""
     got = dtype_name_of(value)
     if got is not None and (choices is None or got in choices):
         return got
-    raise fail(fn, name, value, _dtype_rule(value, DTYPE_NAMES if choices is None else choices, True), DtypeError)
+    raise fail(fn, name, value, _dtype_rule(value, DTYPE_NAMES if choices is None else choices, optional), DtypeError)
 
 
 def text(fn: str, name: str, value) -> str:
