@@ -89,6 +89,9 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert GEMV <= set(r), GEMV - set(r)
         assert "gemv" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5
         assert ("ratio_to_torch" in r) == bool(gemv["torch"].get("available"))
+        # the same bytes through the copy kernel: the row's ceiling, set beside it
+        assert r["copy_same_bytes_us"] > 0 and r["of_size_ceiling"] == pytest.approx(
+            r["fraction_of_copy"] / r["copy_same_bytes_fraction"])
 
     model = data["model"]["rows"][0]
     assert model["status"] == "ok", model
@@ -235,6 +238,14 @@ def test_quick_does_the_work_its_documented_time_was_measured_on(monkeypatch, de
     ran.clear()   # --only runs one section, at its quick size
     bench_main(["--quick", "--no-torch", "--only", "attention"])
     assert ran == [("attention", shapes)]
+    ran.clear()   # several sections run in the bench's order, whatever order they are named in
+    result = bench_main(["--quick", "--no-torch", "--only", "attention,host"])
+    assert ran == [("host", ops, runs), ("attention", shapes)]
+    assert result["settings"]["sections"] == ["host", "attention"]
+    for bad in ("attention,attention", "host,gpu", ""):
+        with pytest.raises(SystemExit) as info:
+            bench_main(["--only", bad])
+        assert info.value.code == 2
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
@@ -286,3 +297,11 @@ def test_bench_batched_model_rows(dev):
         assert r["submits_per_step"] == 1.0 and len(r["ids"]) == r["batch"] and len(r["ids"][0]) == out["steps"]
     assert rows[0]["ids"][0] == rows[1]["ids"][0]
     assert "tiny-llama" in table(out) and "torch graph" in table(out)
+
+
+def test_copy_ceiling_moves_the_bytes_it_reports(dev):
+    from wgraph.bench import gemv
+
+    c = gemv.copy_ceiling(dev, 4096 + 40, target_us=50.0, max_reps=4)
+    # 4136 bytes moved = 2068 read + written; 16-byte words: 2064 read, 4128 moved
+    assert c["copy_correct"] and c["bytes_moved"] == 4128 and c["gpu_us"] > 0

@@ -7,12 +7,10 @@ import argparse
 import sys
 import time
 
-from wgraph.bench.grids import GRIDS
-from wgraph.cli_format import DefaultsFormatter
-
 import attrs
 
 from wgraph.bench.grids import GRIDS
+from wgraph.cli_format import DefaultsFormatter
 
 DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0, "decode": 180.0}
 SECTIONS = ("host", "gemv", "fma", "gemm", "attention", "batched", "model", "batched_model", "quant")
@@ -45,7 +43,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every row and the machine facts to PATH")
     p.add_argument("--plot", metavar="PATH", help="also plot attention throughput vs size, wgraph beside torch, to "
                    "PATH (.png or .svg; needs pip install wgraph[plot]); from a saved JSON: python -m wgraph plot")
-    p.add_argument("--only", choices=SECTIONS, help="run one section (with --quick: at its quick sizes)")
+    p.add_argument("--only", type=_sections, metavar="SECTION[,SECTION...]",
+                   help=f"run these sections, in the bench's order ({', '.join(SECTIONS)}; with --quick: at their "
+                   "quick sizes); e.g. fma,attention puts the f16 prefill rows beside the FMA peak of the same run")
     p.add_argument("--grid", choices=sorted(GRIDS), help="attention shapes (default: full; quick with --quick)")
     p.add_argument("--variants", choices=("planned", "all"), default="planned",
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it "
@@ -60,6 +60,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true", help="model section: GPU time of one decode step per node "
                    "(timestamp queries), printed by op and by layer: where a token's time goes")
     return p
+
+
+def _sections(text: str) -> tuple[str, ...]:
+    """--only's value: section names, comma-separated, each once and known (argparse reports the error)."""
+    names = tuple(t.strip() for t in text.split(","))
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown or len(set(names)) != len(names) or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: sections are {', '.join(SECTIONS)}, each at most once"
+                                         + (f" ({', '.join(map(repr, unknown))} is not one)" if unknown else ""))
+    return names
 
 
 def _progress(msg: str):
@@ -83,7 +93,8 @@ def main(argv: list[str]) -> dict:
     grid = args.grid or (QUICK_PLAN.grid if args.quick else "full")
     runs = args.runs or (QUICK_PLAN.runs if args.quick else 9)
     host_ops = args.host_ops or (QUICK_PLAN.host_ops if args.quick else 1000)
-    sections = (args.only,) if args.only else QUICK_PLAN.sections if args.quick else SECTIONS
+    chosen = args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)
+    sections = tuple(s for s in SECTIONS if s in chosen)  # the bench's order
     budget = args.budget_s if args.budget_s is not None else DEFAULT_BUDGET_S[grid]
     dev = wg.default_device()
     result = {"meta": report.machine_meta(dev, ["bench", *argv]),
@@ -115,7 +126,7 @@ def main(argv: list[str]) -> dict:
         print(f"\n== memory bandwidth and GEMV ({grid} grid) ==")
         print(report.gemv_table(copy, rows, floor))
     if "fma" in sections or "gemm" in sections:
-        _gemm_section(dev, args, grid, budget, result)
+        _gemm_section(dev, args, grid, budget, result, sections)
     if "attention" in sections:
         ok, note = attention.available()
         shapes = GRIDS[grid]
@@ -164,20 +175,20 @@ def main(argv: list[str]) -> dict:
     return result
 
 
-def _gemm_section(dev, args, grid: str, budget: float, result: dict):
-    """The FMA peak (the ALU ceiling) and, unless --only fma, the prefill GEMM rows (wgraph/bench/gemm.py)."""
+def _gemm_section(dev, args, grid: str, budget: float, result: dict, sections: tuple[str, ...]):
+    """The FMA peak (the ALU ceiling) and, when the gemm section runs, the prefill GEMM rows (wgraph/bench/gemm.py)."""
     from wgraph.bench import fma, gemm, torch_ref
 
     quick = args.quick or grid == "tiny"
     fma.section(dev, result, quick=quick, progress=_progress)
     print("\n== FMA peak (ALU ceiling: FMA chains in registers) ==")
     print(fma.table(result["fma"]))
-    if args.only == "fma":
+    if "gemm" not in sections:
         return
     # the full grid is minutes of 4096-row GEMMs: a CPU adapter takes the quick one unless a grid is asked for,
     # and a run of every section the small one at most (--only gemm for the rest)
     name = args.grid or ("quick" if args.quick or dev.caps.is_cpu else "full")
-    if name not in gemm.GEMM_GRIDS or (args.only is None and name == "full"):
+    if name not in gemm.GEMM_GRIDS or (len(sections) > 1 and name == "full"):
         name = "small"
     torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
     peak = fma.peak_tflops(result, "f32")

@@ -151,6 +151,34 @@ def copy_bandwidth(dev, nbytes: int) -> dict:
             "time_source": source, "gbps": 2 * nbytes / (med * 1e-6) / 1e9, "copy_correct": ok}
 
 
+def copy_ceiling(dev, moved_bytes: int, *, target_us: float = 3000.0, max_reps: int = 400) -> dict:
+    """The copy kernel moving `moved_bytes` a call (half read, half written), calls chained in one pass and
+    cycling over copies that do not fit the last-level cache, timed as the GEMV rows are: what one pass over
+    that many bytes reaches on this stack, its dispatch floor and ramp included. A GEMV reading those bytes
+    cannot do better, so `fraction_of_copy` (of the big copy's rate) is the ceiling of a row of that size."""
+    half = max(16, moved_bytes // 2 // 16 * 16)
+    copies = 1 if dev.caps.is_cpu else max(1, min(MAX_COPIES, -(-CACHE_BYTES // half)))
+    xs = []
+    for i in range(copies):
+        x = dev.empty((half // 4,), "f32")
+        weights.fill(x, 3 + i, 1.0)
+        xs.append(x)
+    y = dev.empty(xs[0].shape, "f32")
+    state = {"i": 0}
+
+    def call():
+        apply(BENCH_COPY, CopyParams(), (xs[state["i"] % copies],), out=y)
+        state["i"] += 1
+
+    call()
+    ok = bool(np.array_equal(y.numpy(), xs[0].numpy()))
+    timing.warm(dev, call, 0.05)
+    us, source = _gpu_us(dev, call, _reps(dev, call, target_us, max_reps), 3)
+    med = statistics.median(us)
+    return {"bytes_moved": 2 * half, "gpu_us": med, "time_source": source, "copies": copies,
+            "gbps": 2 * half / (med * 1e-6) / 1e9, "copy_correct": ok}
+
+
 def dispatch_floor(dev) -> dict:
     """GPU time per call of a linear too small to matter (one row, [8, 256] f16) in a chain of calls, timed as
     the GEMV rows are (two stamps per pass) and with a stamp pair around every dispatch, which is what the
@@ -310,6 +338,11 @@ def bench_gemv(dev, shapes, *, copy_gbps: float | None, use_torch: bool, torch_a
                 if copy_gbps:
                     r["fraction_of_copy"] = r["gbps"] / copy_gbps
             planned = next((r for r, _c in made if r["config"] == "planned"), None)
+            if planned is not None and copy_gbps:
+                ceiling = copy_ceiling(dev, s.bytes, target_us=target_us, max_reps=max_reps)
+                planned.update(copy_same_bytes_us=ceiling["gpu_us"],
+                               copy_same_bytes_fraction=ceiling["gbps"] / copy_gbps,
+                               of_size_ceiling=planned["fraction_of_copy"] / (ceiling["gbps"] / copy_gbps))
             if planned is not None and use_torch and torch_available:
                 try:
                     t = _torch_linear(s, st, max(planned["reps"], 20))

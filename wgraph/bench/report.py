@@ -139,7 +139,7 @@ def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
                      f"of calls" + (f" ({floor['gpu_us_stamped_per_dispatch']:.2f} us with timestamps around each)"
                                     if floor.get("gpu_us_stamped_per_dispatch") else ""))
     head = (f"{'matrix':28} {'M':>2} {'out':>7} {'in':>6} {'W':4} {'fused':20} {'variant':26} {'gpu us':>8} "
-            f"{'GB/s':>6} {'of copy':>7} {'torch us':>8} {'ratio':>6}")
+            f"{'GB/s':>6} {'of copy':>7} {'ceiling':>7} {'torch us':>8} {'ratio':>6}")
     lines += [head, "-" * len(head)]
     for r in rows:
         shape = (f"{r.get('matrix', '')[:28]:28} {r['rows']:2d} {r['out_features']:7d} {r['in_features']:6d} "
@@ -149,10 +149,13 @@ def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
             lines.append(f"{shape} {name[:26]:26} {r['status']}: {r['note'][:80]}")
             continue
         lines.append(f"{shape} {name[:26]:26} {r['gpu_us']:8.2f} {r['gbps']:6.0f} "
-                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('torch_us'), '8.2f')} "
+                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('copy_same_bytes_fraction'), '7.3f')} "
+                     f"{_f(r.get('torch_us'), '8.2f')} "
                      f"{_f(r.get('ratio_to_torch'), '6.3g')}")
     lines.append("GB/s: (W + x + y (+ residual, norm weight) bytes) / GPU time per call, calls chained in one pass; "
-                 "of copy: fraction of the copy kernel's bandwidth in this run; ratio = torch time / wgraph time "
+                 "of copy: fraction of the copy kernel's bandwidth in this run; ceiling: the fraction the copy kernel "
+                 "itself reaches moving the row's bytes in a chain of calls (floor and ramp included: no one-pass kernel "
+                 "over that many bytes does better); ratio = torch time / wgraph time "
                  "(torch: F.linear alone on fused rows).")
     return "\n".join(lines)
 
