@@ -95,6 +95,8 @@ def test_bench_json_has_every_field(tmp_path, dev):
 
     model = data["model"]["rows"][0]
     assert model["status"] == "ok", model
+    k = model["per_submit"]   # the same steps, 4 a submit: the same ids in a quarter of the submits
+    assert k["same_ids"] and k["submits"] == model["steps"] // k["steps"]
     prof = model["profile"]
     if dev.caps.has_timestamps:   # --profile: one decode step's GPU time by op and by layer (2 layers, tiny)
         assert prof["status"] == "ok" and prof["total_us"] <= prof["span_us"] * 1.0001

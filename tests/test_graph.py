@@ -215,9 +215,36 @@ def test_run_many_keeps_a_window_of_replays_in_flight(dev):
     assert d.gpu_waits == 12 - 3                       # a wait for the oldest each time the window is full
     assert prog.state("n").numpy().tolist() == [12.0] * 4
     assert prog.run_many(0) == 0.0
-    for bad in ({"n": -1}, {"n": 2.0}, {"n": 2, "in_flight": 0}, {"n": 2, "in_flight": True}):
-        with pytest.raises(wg.ArgumentError, match=r"Program.run_many: (n|in_flight)=.* must be an integer"):
+    for bad in ({"n": -1}, {"n": 2.0}, {"n": 2, "in_flight": 0}, {"n": 2, "in_flight": True},
+                {"n": 2, "per_submit": 0}, {"n": 2, "per_submit": 1025}):
+        with pytest.raises(wg.ArgumentError, match=r"Program.run_many: (n|in_flight|per_submit)=.* must be an integer"):
             prog.run_many(**bad)
+
+
+def test_run_many_encodes_per_submit_replays_in_one_submit(dev):
+    """per_submit=4: 10 replays in 3 submits (4, 4, 2), every replay's dispatches encoded, the counter where 10
+    separate submits leave it; a program that writes its own input submits each replay alone."""
+    g = wg.Graph("count")
+    one = g.const("one", np.ones(4, np.float32))
+    n = g.state("n", (4,), "f32")
+    wg.ops.add(wg.ops.scale(n, 1.0), one, out=n)
+    prog = g.compile(dev)
+    dev.flush()
+    before = dev.stats.snapshot()
+    prog.run_many(10, in_flight=2, per_submit=4)
+    d = dev.stats.since(before)
+    assert (d.submits, d.dispatches, d.readbacks, d.gpu_waits) == (3, 20, 0, 1)
+    assert prog.state("n").numpy().tolist() == [10.0] * 4 and prog.runs == 10
+
+    g = wg.Graph("append")   # the caches are inputs the program writes: fed afresh before every replay
+    kc, vc = g.input("kc", (4, 1, 4), "f32"), g.input("vc", (4, 1, 4), "f32")
+    row = g.const("row", np.ones((1, 1, 4), np.float32))
+    wg.ops.kv_append((kc, vc), row, row, 1)
+    prog = g.compile(dev)
+    dev.flush()
+    before = dev.stats.snapshot()
+    prog.run_many(3, per_submit=3, kc=np.zeros((4, 1, 4), np.float32), vc=np.zeros((4, 1, 4), np.float32))
+    assert dev.stats.since(before).submits == 3
 
 
 # ---- errors ----

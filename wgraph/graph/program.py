@@ -27,6 +27,8 @@ from wgraph.scheduler.profiling import Timestamps
 from wgraph.scheduler.window import InFlightWindow
 from wgraph.tensor import Tensor, TensorSpec
 
+MAX_PER_SUBMIT = 1024  # replays one run_many submit may encode (a command buffer of 1024 decode steps is plenty)
+
 if TYPE_CHECKING:
     from wgraph.api_types import HostData
     from wgraph.device import Device
@@ -200,6 +202,8 @@ class Program:
         # ---- prepared once: the uniform arena uploaded, pipelines and bind groups held ----
         self._commands = commands.prepare(persistent=True)
         weakref.finalize(self, self._commands.release)
+        # an input a node writes must be fed again before each replay: run_many submits those one by one
+        self._writes_an_input = any(g.base[v] in g._last_writer for v in g.inputs)
         self.rows = tuple(self._row(item, n) for item, n in zip(commands.items, self._owners))
         sp = self._scratch
         self.memory = MemoryPlan(len(slot_sizes), sum(slot_sizes), naive, len(slot_of), persistent_bytes,
@@ -304,7 +308,7 @@ class Program:
             self._check_device()
             return self._run_locked(feeds)
 
-    def _run_locked(self, feeds, timestamps=None) -> dict[str, Tensor]:
+    def _run_locked(self, feeds, timestamps=None, repeats: int = 1) -> dict[str, Tensor]:
         # writes and the submit go through the scheduler, which submits pending immediate ops first
         scheduler = self.device.scheduler
         copies = []
@@ -315,37 +319,45 @@ class Program:
                     scheduler.write_buffer(dst.buffer, 0, data)
             elif data.buffer is not dst.buffer:
                 copies.append(Copy(data, dst, dst.nbytes, label=f"input {name}"))
-        self._commands.submit(head=copies, timestamps=timestamps)
-        self.runs += 1
+        self._commands.submit(head=copies, timestamps=timestamps, repeats=repeats)
+        self.runs += repeats
         return {name: self.tensors[v] for name, v in self.graph.outputs.items()}
 
     __call__ = run
 
-    def run_many(self, n: int, *, in_flight: int = 8, **inputs: HostData | Tensor) -> float:
+    def run_many(self, n: int, *, in_flight: int = 8, per_submit: int = 1, **inputs: HostData | Tensor) -> float:
         """Replay `n` times with the same `inputs` (a decode loop whose state lives on the GPU), submitting back
-        to back while at most `in_flight` replays are unfinished on the GPU (scheduler/window.py: a fence
+        to back while at most `in_flight` submits are unfinished on the GPU (scheduler/window.py: a fence
         wait, not a readback). Returns the host seconds spent in the replays themselves (encode and submit).
 
         n: how many replays.
-        in_flight: the most replays unfinished on the GPU at once.
+        in_flight: the most submits unfinished on the GPU at once.
+        per_submit: replays encoded into one command buffer and submitted together: a submit's fixed cost (the
+            host's finish, submit and fence; the GPU's gap between submits) is paid once for them. A program
+            that writes one of its inputs, or starts with queue writes, still submits each replay alone (a
+            second replay in the same submit would not see the input written again).
         inputs: as `run`'s, the same for every replay.
         """
         n = args.integer("Program.run_many", "n", n, 0, args.I64_MAX)
         in_flight = args.integer("Program.run_many", "in_flight", in_flight, 1, args.U32_MAX)
+        per_submit = args.integer("Program.run_many", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
         feeds = self._feeds(inputs)
+        if self._writes_an_input or self._commands.head_writes:
+            per_submit = 1
         window = InFlightWindow(self.device.scheduler, in_flight)
         host = 0.0
 
-        def replay():
+        def replay(k: int):
             nonlocal host
             t = time.perf_counter()
             with self.device.lock:
                 self._check_device()
-                self._run_locked(feeds)
+                self._run_locked(feeds, repeats=k)
             host += time.perf_counter() - t
 
-        for _ in range(n):
-            window.submit(replay)
+        for first in range(0, n, per_submit):
+            k = min(per_submit, n - first)
+            window.submit(lambda: replay(k))
         return host
 
     def profile(self, **inputs: HostData | Tensor) -> ProgramProfile:

@@ -21,6 +21,7 @@ import wgraph.ops as ops
 from wgraph import args
 from wgraph.errors import LimitError, UnsupportedError
 from wgraph.graph import Graph
+from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import MAX_SEQ
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.tensor import Tensor
@@ -194,16 +195,18 @@ class BatchedDecoder:
         consumed (overwritten by the next step)."""
         return self.program.run()["logits"]
 
-    def run_steps(self, n: int, *, in_flight: int = 8) -> float:
+    def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = 1) -> float:
         """Submit `n` steps back to back, at most `in_flight` unfinished on the GPU (Program.run_many); returns
         the host seconds spent encoding and submitting them.
 
         n: how many steps.
-        in_flight: the most steps unfinished on the GPU at once.
+        in_flight: the most submits unfinished on the GPU at once.
+        per_submit: steps encoded into one submit (Program.run_many): its fixed cost paid once for them.
         """
         n = args.integer("BatchedDecoder.run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
-        return self.program.run_many(n, in_flight=in_flight)
+        per_submit = args.integer("BatchedDecoder.run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
+        return self.program.run_many(n, in_flight=in_flight, per_submit=per_submit)
 
     def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[list[int]]:

@@ -35,6 +35,7 @@ from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
 from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
 from wgraph.kernels.registry import select_variant
 from wgraph.graph import Graph
+from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.ops.sampling import SampleSettings
@@ -533,17 +534,19 @@ class Llama:
             self.run_steps(k, in_flight=in_flight)
             made += k
 
-    def run_steps(self, n: int, *, in_flight: int = 8) -> float:
+    def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = 1) -> float:
         """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
         steps are not yet finished on the GPU (Program.run_many). Returns the host seconds spent encoding and
         submitting them.
 
         n: how many steps.
-        in_flight: the most steps unfinished on the GPU at once.
+        in_flight: the most submits unfinished on the GPU at once.
+        per_submit: steps encoded into one submit (Program.run_many): its fixed cost paid once for them.
         """
         n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
-        return self.program.run_many(n, in_flight=in_flight)
+        per_submit = args.integer("run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
+        return self.program.run_many(n, in_flight=in_flight, per_submit=per_submit)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 

@@ -192,10 +192,10 @@ class PreparedCommands:
         self.scheduler.stats.uniform_bytes_written += hi - lo
         self._uploaded = now
 
-    def submit(self, head=(), timestamps=None) -> None:
-        """Queue the writes, encode `head` items (a Program's input copies) then every step, submit once.
-        The scheduler submits pending immediate ops first (their own submit), so the queue sees every call in
-        order."""
+    def submit(self, head=(), timestamps=None, repeats: int = 1) -> None:
+        """Queue the writes, encode `head` items (a Program's input copies) then every step, `repeats` times
+        over (a persistent list without head writes or timestamps), submit once. The scheduler submits
+        pending immediate ops first (their own submit), so the queue sees every call in order."""
         scheduler = self.scheduler
         for w in self.head_writes:
             scheduler.write_buffer(w.dst.buffer, 0, w.data)
@@ -212,8 +212,12 @@ class PreparedCommands:
         if timestamps is None and self.persistent:
             if self._passes is None:
                 self._passes = native_passes(self.steps)
-            encode_passes(scheduler.stats, encoder, list(head) + self._passes if head else self._passes)
+            passes = list(head) + self._passes if head else self._passes
+            for _ in range(repeats):
+                encode_passes(scheduler.stats, encoder, passes)
         else:
+            if repeats != 1:
+                raise ValueError("only a persistent list without timestamps encodes repeats")
             encode_steps(scheduler.stats, encoder, list(head) + self.steps if head else self.steps, timestamps)
             if timestamps is not None:
                 timestamps.finish(encoder)
