@@ -52,13 +52,17 @@ def test_one_submit_and_no_readback_per_token(model32, dev):
     reads = n // every
     assert len(ids) == n
     assert d.readbacks == reads
-    # one submit for the prompt, one per further token, one per read (the copy to the staging buffer)
-    assert d.submits == 1 + (n - 1) + reads
-    # the decode steps alone: one submit each, nothing read, created or planned
+    # one submit for the prompt; the 11 further tokens run between reads as 3 + 4 + 4 steps, 4 steps a submit
+    # (STEPS_PER_SUBMIT): 1 + 1 + 1; one submit per read (the copy to the staging buffer)
+    assert d.submits == 1 + 3 + reads
+    # the decode steps alone: 4 a submit, nothing read, created or planned; per_submit=1: a submit each
     before = dev.stats.snapshot()
     model32.run_steps(6, in_flight=2)
     d = dev.stats.since(before)
-    assert (d.submits, d.readbacks, d.dispatches) == (6, 0, 6 * len(model32.program.rows))
+    assert (d.submits, d.readbacks, d.dispatches) == (2, 0, 6 * len(model32.program.rows))
+    before = dev.stats.snapshot()
+    model32.run_steps(6, in_flight=2, per_submit=1)
+    assert dev.stats.since(before).submits == 6
     assert (d.pipelines_created, d.bind_groups_created, d.buffers_created) == (0, 0, 0)
 
 

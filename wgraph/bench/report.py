@@ -79,11 +79,10 @@ def host_table(rows: list[dict]) -> str:
 
 
 def fma_peak_tflops(result: dict, dtype: str) -> float | None:
-    """The FMA microbenchmark's best TFLOP/s for `dtype` in this run (`bench --only fma` rows: a `dtype` naming
-    it, e.g. f16 or vec2<f16>, and `tflops`), or None when the run has none."""
+    """The FMA microbenchmark's best TFLOP/s for `dtype` in this run (wgraph/bench/fma.py's rows whose `type`
+    names it: f16 takes f16, vec2f16 and vec4f16), or None when the run has none."""
     rows = (result.get("fma") or {}).get("rows") or []
-    got = [r["tflops"] for r in rows if isinstance(r, dict) and dtype in str(r.get("dtype", ""))
-           and isinstance(r.get("tflops"), (int, float))]
+    got = [r["tflops"] for r in rows if r.get("status") == "ok" and dtype in r["type"]]
     return max(got) if got else None
 
 

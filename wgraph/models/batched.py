@@ -22,6 +22,7 @@ from wgraph import args
 from wgraph.errors import LimitError, UnsupportedError
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
+from wgraph.models.config import STEPS_PER_SUBMIT, submits_in_flight
 from wgraph.models.config import MAX_SEQ
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.tensor import Tensor
@@ -195,23 +196,23 @@ class BatchedDecoder:
         consumed (overwritten by the next step)."""
         return self.program.run()["logits"]
 
-    def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = 1) -> float:
+    def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = STEPS_PER_SUBMIT) -> float:
         """Submit `n` steps back to back, at most `in_flight` unfinished on the GPU (Program.run_many); returns
         the host seconds spent encoding and submitting them.
 
         n: how many steps.
-        in_flight: the most submits unfinished on the GPU at once.
-        per_submit: steps encoded into one submit (Program.run_many): its fixed cost paid once for them.
+        in_flight: the most steps unfinished on the GPU at once (whole submits: at least one).
+        per_submit: steps encoded into one submit: a submit's fixed cost is paid once for them.
         """
         n = args.integer("BatchedDecoder.run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("BatchedDecoder.run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        return self.program.run_many(n, in_flight=in_flight, per_submit=per_submit)
+        return self.program.run_many(n, in_flight=submits_in_flight(in_flight, per_submit), per_submit=per_submit)
 
     def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[list[int]]:
         """Up to `max_new_tokens` greedy ids after each of `prompts` (1..batch lists of ids, any lengths), one
-        list per prompt. One recorded submit prefills them all, then one submit per step for the whole batch,
+        list per prompt. One recorded submit prefills them all, then a submit per 4 steps (run_steps) for the whole batch,
         at most `in_flight` unfinished; the ids are read every `read_every` steps (default: once, at the end).
         `stop_ids`: ids that end every sequence, or one list per prompt. A sequence ends at its first stop id
         (kept) found at a read; the ids it makes after it are dropped (the GPU runs the whole batch until every

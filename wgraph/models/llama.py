@@ -36,6 +36,7 @@ from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, U
 from wgraph.kernels.registry import select_variant
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
+from wgraph.models.config import STEPS_PER_SUBMIT, submits_in_flight
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.ops.sampling import SampleSettings
@@ -473,8 +474,9 @@ class Llama:
     def generate(self, prompt_ids: Ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int = 0, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[int]:
-        """Up to `max_new_tokens` new ids after `prompt_ids`. One recorded submit for the prompt, then one
-        submit per token with at most `in_flight` steps unfinished on the GPU; the ids are read back every
+        """Up to `max_new_tokens` new ids after `prompt_ids`. One recorded submit for the prompt, then a submit
+        per STEPS_PER_SUBMIT tokens (run_steps) with at most `in_flight` steps unfinished on the GPU; the ids are
+        read back every
         `read_every` tokens (default: once, at the end). Generation stops at the first id in `stop_ids` found
         at a read; the stop id is returned, ids generated after it are dropped.
         temperature 0 is greedy (argmax; top_k, top_p and seed unused); otherwise each id is drawn on the GPU from
@@ -534,19 +536,19 @@ class Llama:
             self.run_steps(k, in_flight=in_flight)
             made += k
 
-    def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = 1) -> float:
-        """Submit `n` decode steps back to back, waiting (without a readback) only when `in_flight` submitted
-        steps are not yet finished on the GPU (Program.run_many). Returns the host seconds spent encoding and
-        submitting them.
+    def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = STEPS_PER_SUBMIT) -> float:
+        """Submit `n` decode steps back to back, `per_submit` to a submit, waiting (without a readback) only
+        when `in_flight` submitted steps are not yet finished on the GPU (Program.run_many). Returns the host
+        seconds spent encoding and submitting them.
 
         n: how many steps.
-        in_flight: the most submits unfinished on the GPU at once.
-        per_submit: steps encoded into one submit (Program.run_many): its fixed cost paid once for them.
+        in_flight: the most steps unfinished on the GPU at once (whole submits: at least one).
+        per_submit: steps encoded into one submit: a submit's fixed cost is paid once for them.
         """
         n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        return self.program.run_many(n, in_flight=in_flight, per_submit=per_submit)
+        return self.program.run_many(n, in_flight=submits_in_flight(in_flight, per_submit), per_submit=per_submit)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 
