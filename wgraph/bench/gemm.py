@@ -46,6 +46,8 @@ GEMM_GRIDS = {
     "quick": _grid((37,), ((3072, 576),)),  # a 135M model's MLP layer for a 37-token prompt: lavapipe-sized
     "small": _grid((128, 512), ((2048, 2048), (8192, 2048))),
     "full": _grid((128, 512, 2048, 4096), MATRICES_1B),
+    # the batched decode step's GEMMs (BatchedDecoder at 9..32 sequences: rows = sequences), f16 weights
+    "decode": _grid((16, 32), MATRICES_1B, ("f16",)),
 }
 SAMPLE_ROWS, SAMPLE_COLS = 16, 512  # the float64 check reads this many rows and columns of y
 WARM_S = 0.5  # busy seconds before the first measurement of new weights: the GPU idled while they were made
