@@ -5,10 +5,14 @@ taking turns in rounds on each shape; the copy kernel's bandwidth and the dispat
 
 Candidates are experimental registry entries (a copy of wgraph/shaders/ with one more TOML file, the same
 gemv.wgsl), forced through `linear(variant=)`. Writes $OUT/gemv_ab.json (every row) and prints each shape's
-configurations by GPU time, then, for each planning class of registry/gemv.toml, the configuration with the
-least total time over the class's shapes beside the entry's own: the numbers to write into that entry.
-SMALL=1: a smoke run (lavapipe-sized shapes, two candidates); R1, R8 and ROWS (below) pick candidates and shapes. BUDGET_S (default 300): past it, the shapes left
-run the planned variant only (marked in the JSON), so the run stays within a device session's limits."""
+configurations by GPU time (best first), then, for each planning class of registry/gemv.toml, the
+configuration with the least total time over the class's shapes beside the entry's own: the numbers to write
+into that entry.
+Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups];...":
+the 1-row / 2..8-row candidates (row_groups: threads sharing a weight load, each taking rows / row_groups rows of
+x; default 1). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
+(f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the shapes left run the planned variant only
+(marked in the JSON), so the run stays within a device session's limits."""
 import json
 import os
 import shutil
@@ -16,18 +20,24 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
+
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/gemv_ab"))
 OUT.mkdir(parents=True, exist_ok=True)
-BUDGET_S = float(os.environ.get("BUDGET_S", "300"))
+BUDGET_S = float(os.environ.get("BUDGET_S", "150"))
 EXP = Path("/tmp/gemv_ab_shaders")
 
 # (lanes, features_per_lane, unroll, threads) per row count
 R1 = [(32, 1, 4, 256), (64, 1, 4, 256), (128, 1, 4, 256), (256, 1, 2, 256), (32, 2, 4, 256), (64, 2, 4, 256),
       (32, 1, 8, 256)]
-R8 = [(32, 1, 2, 256), (32, 2, 2, 256), (64, 2, 2, 256), (32, 4, 1, 256), (32, 4, 2, 256)]
+# 2..8 rows: gemv_r8's and gemv_r8_long's configurations, then row groups of 2, 4 and 8 (lanes = K-lanes x groups)
+R8 = [(64, 2, 1, 128), (256, 2, 1, 256),
+      (64, 2, 1, 256, 2), (128, 2, 1, 256, 2), (64, 4, 1, 256, 2),
+      (64, 2, 1, 256, 4), (128, 2, 1, 256, 4), (256, 2, 1, 256, 4), (128, 4, 1, 256, 4), (128, 2, 2, 256, 4),
+      (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 2, 2, 256, 8)]
 if SMALL:
-    R1, R8 = R1[:1] + R1[4:5], R8[:2]
+    R1, R8 = R1[:1] + R1[4:5], [R8[0], R8[3], R8[6], R8[11]]
 # R1 / R8="lanes,ft,unroll,threads;...": other 1-row / 8-row candidates; ROWS=1 or 8: only those shapes
 if os.environ.get("R1"):
     R1 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R1"].split(";")]
@@ -37,8 +47,8 @@ ROWS = int(os.environ["ROWS"]) if os.environ.get("ROWS") else None
 
 
 def config_name(rows: int, c) -> str:
-    lanes, ft, unroll, threads = c
-    return f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}"
+    lanes, ft, unroll, threads, groups = (*c, 1)[:5]
+    return f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}" + (f"_g{groups}" if groups > 1 else "")
 
 
 def write_registry():
@@ -47,11 +57,12 @@ def write_registry():
     entries = []
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:
-            lanes, ft, unroll, threads = c
+            lanes, ft, unroll, threads, groups = (*c, 1)[:5]
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
                            f'file = "gemv.wgsl"\nentry = "main"\nworkgroup_size = [{threads}]\nfeatures = ["subgroup"]\n'
                            f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
-                           f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll} }}\n'
+                           f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
+                           f'row_groups = {groups} }}\n'
                            f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')
     # read after gemv.toml, whose last subgroup entries take any shape: the planner never reaches these
     (EXP / "registry" / "zz_gemv_ab.toml").write_text("\n".join(entries))
@@ -80,7 +91,12 @@ copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if SMALL else "full"])
 print(f"copy kernel: {copy['gbps']:.1f} GB/s", flush=True)
 floor = gemv.dispatch_floor(dev)
 print(f"dispatch floor: {floor}", flush=True)
-shapes = [s for s in gemv.GEMV_GRIDS["tiny" if SMALL else "full"] if ROWS is None or s.rows == ROWS]
+GRID = gemv.GEMV_GRIDS["tiny" if SMALL else "full"]
+if ROWS is not None and ROWS > 1:  # 2..8 rows: the 8-row shapes and the fused decode forms (f16) with ROWS rows
+    shapes = [attrs.evolve(s, rows=ROWS) for s in GRID if s.rows == (2 if SMALL else 8)]
+    shapes += [attrs.evolve(s, rows=ROWS) for s in GRID if s.fused and s.weight_dtype == "f16"]
+else:
+    shapes = [s for s in GRID if ROWS is None or s.rows == ROWS]
 RES = {"meta": report.machine_meta(dev, ["benchmarks/gemv_ab.py"]), "copy": copy, "dispatch_floor": floor,
        "torch": torch_info, "candidates": {"r1": R1, "r8": R8}, "rows": []}
 RES["budget_s"] = BUDGET_S
@@ -98,6 +114,21 @@ for s in shapes:
     RES["rows"] += rows
     (OUT / "gemv_ab.json").write_text(json.dumps(RES, indent=1, default=str))
 
+# ---- per shape: every configuration by GPU time, best first ----
+print("\n== per shape: GPU us (fraction of copy), best first; torch beside the planned variant ==")
+per_shape = {}
+for r in RES["rows"]:
+    if r["status"] == "ok":
+        per_shape.setdefault(gemv.GemvShape(**{k: r[k] for k in ("rows", "out_features", "in_features", "weight_dtype",
+                                                                    "matrix", "norm", "swiglu", "residual")}), []).append(r)
+for s, rs in per_shape.items():
+    rs.sort(key=lambda r: r["gpu_us"])
+    planned = next(r for r in rs if r["config"] == "planned")
+    torch_part = f" torch {planned['torch_us']:.1f}" if planned.get("torch_us") else ""
+    print(f"{s.label()}{torch_part} (planned: {planned['variant']})")
+    print("   " + "; ".join(f"{r['config'].replace('ab_', '').rsplit('_', 1)[0] if r['config'] != 'planned' else 'PLANNED'} "
+                           f"{r['gpu_us']:.1f} ({r.get('fraction_of_copy', 0):.2f})" for r in rs))
+
 # ---- per class: the candidate with the least total time over the shapes the class plans ----
 print("\n== per planning class (the registry/gemv.toml entry that plans them now): total GPU us over its shapes ==")
 by_class = {}
@@ -114,7 +145,7 @@ for (cls, dt, sw), per_config in sorted(by_class.items()):
     k = kernel(best) if best != "planned" else None
     print(f"{cls:16} {dt} {sw:6}: {len(shapes_of):2d} shapes; planned {totals['planned']:9.1f} us; best {best} "
           f"{totals[best]:9.1f} us" + (f" -> lanes = {k.limits['lanes']}, features_per_lane = "
-                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, "
+                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, "
                                        f"workgroup_size = [{k.threads}]" if k else ""))
     summary[f"{cls} {dt} {sw}".strip()] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best}
 RES["summary"] = summary
