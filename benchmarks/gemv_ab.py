@@ -8,9 +8,9 @@ gemv.wgsl), forced through `linear(variant=)`. Writes $OUT/gemv_ab.json (every r
 configurations by GPU time (best first), then, for each planning class of registry/gemv.toml, the
 configuration with the least total time over the class's shapes beside the entry's own: the numbers to write
 into that entry.
-Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups];...":
+Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...":
 the 1-row / 2..8-row candidates (row_groups: threads sharing a weight load, each taking rows / row_groups rows of
-x; default 1). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
+x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
 (f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the shapes left run the planned variant only
 (marked in the JSON), so the run stays within a device session's limits."""
 import json
@@ -28,17 +28,18 @@ OUT.mkdir(parents=True, exist_ok=True)
 BUDGET_S = float(os.environ.get("BUDGET_S", "150"))
 EXP = Path("/tmp/gemv_ab_shaders")
 
-# (lanes, features_per_lane, unroll, threads) per row count
+# (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch]]) per row count
 R1 = [(32, 1, 4, 256), (64, 1, 4, 256), (128, 1, 4, 256), (256, 1, 2, 256), (32, 2, 4, 256), (64, 2, 4, 256),
       (32, 1, 8, 256)]
-# 2..8 rows: gemv_r8's and gemv_r8_long's configurations, then row groups of 2, 4 and 8 (lanes = K-lanes x groups)
-R8 = [(64, 2, 1, 128), (256, 2, 1, 256),
-      (64, 2, 1, 256, 2), (128, 2, 1, 256, 2), (64, 4, 1, 256, 2),
+# 2..8 rows: gemv_r8's and gemv_r8_long's configurations, also prefetched ("_p"), then row groups of 2, 4 and 8
+# (lanes = K-lanes x groups), some prefetched
+R8 = [(64, 2, 1, 128), (256, 2, 1, 256), (64, 2, 1, 128, 1, 1), (256, 2, 1, 256, 1, 1),
+      (64, 2, 1, 256, 2), (128, 2, 1, 256, 2), (64, 4, 1, 256, 2), (128, 2, 1, 256, 2, 1),
       (64, 2, 1, 256, 4), (128, 2, 1, 256, 4), (256, 2, 1, 256, 4), (128, 4, 1, 256, 4), (128, 2, 2, 256, 4),
-      (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 2, 2, 256, 8)]
+      (128, 2, 1, 256, 4, 1), (64, 2, 1, 256, 4, 1),
+      (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 2, 2, 256, 8), (256, 2, 1, 256, 8, 1)]
 if SMALL:
-    R1, R8 = R1[:1] + R1[4:5], [R8[0], R8[3], R8[6], R8[11]]
-# R1 / R8="lanes,ft,unroll,threads;...": other 1-row / 8-row candidates; ROWS=1 or 8: only those shapes
+    R1, R8 = R1[:1] + R1[4:5], [R8[0], R8[2], R8[5], R8[13], R8[16]]
 if os.environ.get("R1"):
     R1 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R1"].split(";")]
 if os.environ.get("R8"):
@@ -46,9 +47,15 @@ if os.environ.get("R8"):
 ROWS = int(os.environ["ROWS"]) if os.environ.get("ROWS") else None
 
 
+def unpack(c) -> tuple[int, ...]:
+    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch)."""
+    return (*c, 1, 0)[:6] if len(c) == 4 else (*c, 0)[:6]
+
+
 def config_name(rows: int, c) -> str:
-    lanes, ft, unroll, threads, groups = (*c, 1)[:5]
-    return f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}" + (f"_g{groups}" if groups > 1 else "")
+    lanes, ft, unroll, threads, groups, prefetch = unpack(c)
+    return (f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}" + (f"_g{groups}" if groups > 1 else "")
+            + ("_p" if prefetch else ""))
 
 
 def write_registry():
@@ -57,12 +64,12 @@ def write_registry():
     entries = []
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:
-            lanes, ft, unroll, threads, groups = (*c, 1)[:5]
+            lanes, ft, unroll, threads, groups, prefetch = unpack(c)
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
                            f'file = "gemv.wgsl"\nentry = "main"\nworkgroup_size = [{threads}]\nfeatures = ["subgroup"]\n'
                            f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
                            f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
-                           f'row_groups = {groups} }}\n'
+                           f'row_groups = {groups}, prefetch = {prefetch} }}\n'
                            f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')
     # read after gemv.toml, whose last subgroup entries take any shape: the planner never reaches these
     (EXP / "registry" / "zz_gemv_ab.toml").write_text("\n".join(entries))
@@ -145,7 +152,7 @@ for (cls, dt, sw), per_config in sorted(by_class.items()):
     k = kernel(best) if best != "planned" else None
     print(f"{cls:16} {dt} {sw:6}: {len(shapes_of):2d} shapes; planned {totals['planned']:9.1f} us; best {best} "
           f"{totals[best]:9.1f} us" + (f" -> lanes = {k.limits['lanes']}, features_per_lane = "
-                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, "
+                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, prefetch = {k.limits['prefetch']}, "
                                        f"workgroup_size = [{k.threads}]" if k else ""))
     summary[f"{cls} {dt} {sw}".strip()] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best}
 RES["summary"] = summary

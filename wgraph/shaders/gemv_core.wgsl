@@ -7,6 +7,8 @@
 // A slot's threads are LANES / ROW_GROUPS K-lanes (they split a weight row) times ROW_GROUPS row groups
 // (neighbouring threads, so one load instruction serves them all: they read the same 16 bytes of W), group g
 // taking rows g * RPG .. of x: more rows of x cost more threads instead of a longer chain per thread.
+// Lanes walk a row in steps of UNROLL x FT 16-byte loads; with PREFETCH, a step's loads are issued while the
+// step before is summed.
 //!include {{W_LOAD}}
 //!include {{GEMV_ENTRY}}
 
@@ -16,6 +18,7 @@ const FT: u32 = {{FEATURES_PER_LANE}}u;
 const MAX_ROWS: u32 = {{MAX_ROWS}}u;
 const UNROLL: u32 = {{UNROLL}}u;
 const ROW_GROUPS: u32 = {{ROW_GROUPS}}u;
+const PREFETCH: bool = {{PREFETCH}}u != 0u;  // software-pipelined weight loads (gemv())
 const SLOTS: u32 = THREADS / LANES;
 const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
 //!include gemv_slot_totals.wgsl
@@ -65,6 +68,30 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!end
   var vals: array<f32, VT>;
   var i = lane / ROW_GROUPS;
+  if (PREFETCH) {
+    // the next step's words are loaded before this step's are summed, so they are in flight through its FMAs
+    // (the last step's "next" re-reads a real word)
+    //!repeat U UNROLL
+    //!repeat F FT
+    var n${U}_$F = w[wbase$F + min(i + ${U}u * KLANES, loads - 1u)];
+    //!end
+    //!end
+    for (; i + (UNROLL - 1u) * KLANES < loads; i = i + UNROLL * KLANES) {
+      //!repeat U UNROLL
+      //!repeat F FT
+      let w${U}_$F = n${U}_$F;
+      n${U}_$F = w[wbase$F + min(i + (UNROLL + ${U}u) * KLANES, loads - 1u)];
+      //!end
+      //!end
+      //!repeat U UNROLL
+      accumulate(i + ${U}u * KLANES, rg, array<array<vec4<f32>, PARTS>, FT>(
+      //!repeat F FT
+        widen(w${U}_$F),
+      //!end
+      ), &vals);
+      //!end
+    }
+  }
   for (; i + (UNROLL - 1u) * KLANES < loads; i = i + UNROLL * KLANES) {
     //!repeat U UNROLL
     //!repeat F FT
