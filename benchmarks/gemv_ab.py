@@ -31,15 +31,17 @@ EXP = Path("/tmp/gemv_ab_shaders")
 # (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch]]) per row count
 R1 = [(32, 1, 4, 256), (64, 1, 4, 256), (128, 1, 4, 256), (256, 1, 2, 256), (32, 2, 4, 256), (64, 2, 4, 256),
       (32, 1, 8, 256)]
-# 2..8 rows: gemv_r8's and gemv_r8_long's configurations, also prefetched ("_p"), then row groups of 2, 4 and 8
-# (lanes = K-lanes x groups), some prefetched
-R8 = [(64, 2, 1, 128), (256, 2, 1, 256), (64, 2, 1, 128, 1, 1), (256, 2, 1, 256, 1, 1),
-      (64, 2, 1, 256, 2), (128, 2, 1, 256, 2), (64, 4, 1, 256, 2), (128, 2, 1, 256, 2, 1),
+# 2..8 rows: gemv_r8's and gemv_r8_long's configurations, also prefetched ("_p"), 4 weight rows per slot; then
+# row groups of 2, 4 and 8 (lanes = K-lanes x groups) with 2 to 8 weight rows per slot (each x load feeds them
+# all: x is read n / features_per_lane times), some prefetched
+R8 = [(64, 2, 1, 128), (256, 2, 1, 256), (64, 2, 1, 128, 1, 1), (256, 2, 1, 256, 1, 1), (32, 4, 1, 256, 1, 1),
+      (64, 2, 1, 256, 2), (128, 2, 1, 256, 2, 1), (64, 4, 1, 256, 2), (128, 4, 1, 256, 2, 1),
       (64, 2, 1, 256, 4), (128, 2, 1, 256, 4), (256, 2, 1, 256, 4), (128, 4, 1, 256, 4), (128, 2, 2, 256, 4),
-      (128, 2, 1, 256, 4, 1), (64, 2, 1, 256, 4, 1),
-      (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 2, 2, 256, 8), (256, 2, 1, 256, 8, 1)]
-if SMALL:
-    R1, R8 = R1[:1] + R1[4:5], [R8[0], R8[2], R8[5], R8[13], R8[16]]
+      (128, 2, 1, 256, 4, 1), (128, 4, 1, 256, 4, 1), (256, 4, 1, 256, 4, 1),
+      (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 8, 1, 256, 8),
+      (256, 2, 1, 256, 8, 1), (256, 4, 1, 256, 8, 1), (256, 8, 1, 256, 8, 1)]
+if SMALL:  # every 2..8-row candidate (each compiled and checked against float64 on the tiny shapes)
+    R1 = R1[:1] + R1[4:5]
 if os.environ.get("R1"):
     R1 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R1"].split(";")]
 if os.environ.get("R8"):
