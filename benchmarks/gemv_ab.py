@@ -12,7 +12,8 @@ Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="
 the 1-row / 2..8-row candidates (row_groups: threads sharing a weight load, each taking rows / row_groups rows of
 x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
 (f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the shapes left run the planned variant only
-(marked in the JSON), so the run stays within a device session's limits."""
+(marked in the JSON), so the run stays within a device session's limits. Printed: a line a shape (VERBOSE=1:
+a line a configuration), then per shape the best TOP (default 5) and the planned, then per class the winner."""
 import json
 import os
 import shutil
@@ -47,6 +48,7 @@ if os.environ.get("R1"):
 if os.environ.get("R8"):
     R8 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R8"].split(";")]
 ROWS = int(os.environ["ROWS"]) if os.environ.get("ROWS") else None
+VERBOSE = os.environ.get("VERBOSE") == "1"  # a line per (shape, configuration) as it is timed
 
 
 def unpack(c) -> tuple[int, ...]:
@@ -117,14 +119,21 @@ for s in shapes:
         RES.setdefault("planned_only_past_budget", []).append(s.label())
     rows = gemv.bench_gemv(dev, [s], copy_gbps=copy["gbps"], use_torch=True,
                            torch_available=bool(torch_info.get("available")), variants=variants,
-                           target_us=300.0 if SMALL else 2000.0, progress=lambda m: print(m, flush=True))
+                           target_us=300.0 if SMALL else 2000.0,
+                           progress=(lambda m: print(m, flush=True)) if VERBOSE else None)
+    if not VERBOSE:  # one line a shape (the summary below has every configuration)
+        ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["gpu_us"])
+        print(f"[{shapes.index(s) + 1}/{len(shapes)} {time.perf_counter() - t0:.0f} s] {s.label()}: "
+              + (f"best {ok[0]['config']} {ok[0]['gpu_us']:.1f} us of {len(ok)} ok" if ok else "none ok")
+              + (f", {len(rows) - len(ok)} not ok" if len(ok) < len(rows) else ""), flush=True)
     for r in rows:
         r["planned_variant"] = planned_variant(s)
     RES["rows"] += rows
     (OUT / "gemv_ab.json").write_text(json.dumps(RES, indent=1, default=str))
 
 # ---- per shape: every configuration by GPU time, best first ----
-print("\n== per shape: GPU us (fraction of copy), best first; torch beside the planned variant ==")
+TOP = int(os.environ.get("TOP", "5"))
+print(f"\n== per shape: GPU us (fraction of copy), the best {TOP} and the planned; torch beside the planned variant ==")
 per_shape = {}
 for r in RES["rows"]:
     if r["status"] == "ok":
@@ -132,11 +141,12 @@ for r in RES["rows"]:
                                                                     "matrix", "norm", "swiglu", "residual")}), []).append(r)
 for s, rs in per_shape.items():
     rs.sort(key=lambda r: r["gpu_us"])
-    planned = next(r for r in rs if r["config"] == "planned")
+    planned = next((r for r in rs if r["config"] == "planned"), {})
     torch_part = f" torch {planned['torch_us']:.1f}" if planned.get("torch_us") else ""
-    print(f"{s.label()}{torch_part} (planned: {planned['variant']})")
+    print(f"{s.label()}{torch_part} (planned: {planned.get('variant')})")
+    shown = rs[:TOP] + [r for r in rs[TOP:] if r["config"] == "planned"]  # the best TOP, and the planned one
     print("   " + "; ".join(f"{r['config'].replace('ab_', '').rsplit('_', 1)[0] if r['config'] != 'planned' else 'PLANNED'} "
-                           f"{r['gpu_us']:.1f} ({r.get('fraction_of_copy', 0):.2f})" for r in rs))
+                           f"{r['gpu_us']:.1f} ({r.get('fraction_of_copy', 0):.2f})" for r in shown))
 
 # ---- per class: the candidate with the least total time over the shapes the class plans ----
 print("\n== per planning class (the registry/gemv.toml entry that plans them now): total GPU us over its shapes ==")
