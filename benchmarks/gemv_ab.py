@@ -106,6 +106,7 @@ GRID = gemv.GEMV_GRIDS["tiny" if SMALL else "full"]
 if ROWS is not None and ROWS > 1:  # 2..8 rows: the 8-row shapes and the fused decode forms (f16) with ROWS rows
     shapes = [attrs.evolve(s, rows=ROWS) for s in GRID if s.rows == (2 if SMALL else 8)]
     shapes += [attrs.evolve(s, rows=ROWS) for s in GRID if s.fused and s.weight_dtype == "f16"]
+    shapes.sort(key=lambda s: s.weight_dtype != "f16")  # f16 (plain, then fused) first: past BUDGET_S, f32 goes
 else:
     shapes = [s for s in GRID if ROWS is None or s.rows == ROWS]
 RES = {"meta": report.machine_meta(dev, ["benchmarks/gemv_ab.py"]), "copy": copy, "dispatch_floor": floor,
