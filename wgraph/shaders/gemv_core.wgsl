@@ -92,6 +92,7 @@ fn gemv(t: u32, group: u32, width: u32) {
       //!end
     }
   }
+  // the steps without PREFETCH (with it, none are left: i is past them)
   for (; i + (UNROLL - 1u) * KLANES < loads; i = i + UNROLL * KLANES) {
     //!repeat U UNROLL
     //!repeat F FT
