@@ -1,8 +1,8 @@
 """`linear` for 1..8 rows (the GEMV of registry/gemv.toml) and its fused options against float64 numpy: RMSNorm
 prologue, bias, swiglu and residual epilogue, each weight dtype, odd sizes; the variants without subgroups,
-the row-group candidates (forced) and the tiled GEMM's unfused path compute the same; one dispatch per fused call (dev.stats); the plan is
-the first registry variant whose facts take the call. Bound: the kernel's error is at most 2x that of the
-same math done in f32 numpy, plus an atol."""
+the row-group candidates (forced) and the tiled GEMM's unfused path compute the same; one dispatch per fused
+call (dev.stats); the plan is the first registry variant whose facts take the call. Bound: the kernel's error
+is at most 2x that of the same math done in f32 numpy, plus an atol."""
 
 import attrs
 import numpy as np
