@@ -1,8 +1,8 @@
 """`linear` for 1..8 rows (the GEMV of registry/gemv.toml) and its fused options against float64 numpy: RMSNorm
-prologue, bias, swiglu and residual epilogue, each weight dtype, odd sizes; the variants without subgroups
-and the tiled GEMM's unfused path compute the same; one dispatch per fused call (dev.stats); the plan is
-the first registry variant whose facts take the call. Bound: the kernel's error is at most 2x that of the
-same math done in f32 numpy, plus an atol."""
+prologue, bias, swiglu and residual epilogue, each weight dtype, odd sizes; the variants without subgroups,
+the row-group candidates (forced) and the tiled GEMM's unfused path compute the same; one dispatch per fused
+call (dev.stats); the plan is the first registry variant whose facts take the call. Bound: the kernel's error
+is at most 2x that of the same math done in f32 numpy, plus an atol."""
 
 import attrs
 import numpy as np
@@ -81,6 +81,23 @@ def test_gemv_without_subgroups(dev, rng, variant, m, n, k, wdtype):
     for swiglu in (False, True):
         c = _case(rng, m, n, k, wdtype, norm=True, bias=True, swiglu=swiglu, residual=True)
         _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], swiglu)
+
+
+# the row-group candidates (4 threads share each weight load, each taking 2 rows of x; prefetched loads, 1 and
+# 2 steps with a tail), forced: rows that fill 1, 2 and all 4 groups; the subgroup sums and the
+# workgroup-memory sums; each option alone and all together
+@pytest.mark.parametrize("variant,m,n,k,opts", [
+    ("gemv_r8_groups_f16", 8, 13, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_groups_f32", 3, 9, 268, dict(norm=True, bias=False, swiglu=False, residual=False)),
+    ("gemv_r8_groups_f16", 1, 10, 72, dict(norm=False, bias=True, swiglu=False, residual=False)),
+    ("gemv_r8_groups_f32", 6, 22, 36, dict(norm=False, bias=False, swiglu=True, residual=False)),
+    ("gemv_r8_groups_wg_f32", 7, 18, 100, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_groups_wg_f16", 2, 11, 392, dict(norm=False, bias=False, swiglu=False, residual=True)),
+])
+def test_gemv_row_groups(dev, rng, variant, m, n, k, opts):
+    assert kernel(variant).limits["row_groups"] == 4 and kernel(variant).limits["prefetch"] == 1
+    c = _case(rng, m, 2 * n if opts["swiglu"] else n, k, variant.rsplit("_", 1)[1], **opts)
+    _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
 
 
 @pytest.mark.parametrize("m,k", [(11, 40), (1, 36)])  # more rows than a GEMV takes; f16 rows not 16-byte aligned

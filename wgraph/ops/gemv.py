@@ -105,8 +105,11 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     per_wg = kv.threads // lanes * ft
     rules = [f"k >= {kv.facts['min_k']}"] if kv.facts.get("min_k") else []
     rules += [f"n >= {kv.facts['min_n']}"] if kv.facts.get("min_n") else []
+    groups = lim["row_groups"]
+    split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
+             if groups > 1 else f"{lanes} lanes per row")
     return (f"{s.rows} rows <= {lim['max_rows']}{' (' + ', '.join(rules) + ')' if rules else ''}: GEMV, "
-            f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {lanes} lanes per row, "
+            f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {split}, "
             f"{lim['unroll'] * ft} 16-byte {s.weight_dtype} loads in flight per lane"
             + (", each x load feeding " + str(ft) + " rows" if ft > 1 else "")
             + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))

@@ -1,9 +1,14 @@
 // The GEMV core (included by gemv.wgsl and gemv_rope_kv.wgsl, which declare the params struct with
-// gemv_fields.wgsl, the bindings x, w, norm_w, and two functions): a workgroup of SLOTS slots of LANES lanes, a
+// gemv_fields.wgsl, the bindings x, w, norm_w, and two functions): a workgroup of SLOTS slots of LANES threads, a
 // slot owning FT weight rows w_row(slot + f * slots) (w_row: the kernel's map from a slot's feature to a row of
 // W; the identity for the plain GEMV), sums them against 1..MAX_ROWS rows of x (with the fused RMSNorm's
 // x^2), and hands the totals tot[at + f * MAX_ROWS + r] (then x^2 per row: row_scale) to the kernel's
-// epilogue(slot, at, lane), called by the slot's LANES lanes of a slot < params.slots.
+// epilogue(slot, at, lane), called by the slot's LANES threads of a slot < params.slots.
+// A slot's threads are LANES / ROW_GROUPS K-lanes (they split a weight row) times ROW_GROUPS row groups
+// (neighbouring threads, so one load instruction serves them all: they read the same 16 bytes of W), group g
+// taking rows g * RPG .. of x: more rows of x cost more threads instead of a longer chain per thread.
+// Lanes walk a row in steps of UNROLL x FT 16-byte loads; with PREFETCH, a step's loads are issued while the
+// step before is summed.
 //!include {{W_LOAD}}
 //!include {{GEMV_ENTRY}}
 
@@ -12,11 +17,15 @@ const LANES: u32 = {{LANES}}u;
 const FT: u32 = {{FEATURES_PER_LANE}}u;
 const MAX_ROWS: u32 = {{MAX_ROWS}}u;
 const UNROLL: u32 = {{UNROLL}}u;
+const ROW_GROUPS: u32 = {{ROW_GROUPS}}u;
+const PREFETCH: bool = {{PREFETCH}}u != 0u;  // software-pipelined weight loads (gemv())
 const SLOTS: u32 = THREADS / LANES;
+const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
 //!include gemv_slot_totals.wgsl
 
-// One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of every row of x.
-fn accumulate(c: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function, array<f32, V>>) {
+// One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of the RPG rows of
+// x of row group rg.
+fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function, array<f32, VT>>) {
   let xrow = params.k / 4u;  // vec4s per row of x
   let norm = params.has_norm != 0u;
   //!repeat P PARTS
@@ -25,18 +34,19 @@ fn accumulate(c: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function
     g$P = norm_w[c * PARTS + ${P}u];
   }
   //!end
-  //!repeat R MAX_ROWS
-  if (${R}u < params.m) {
+  //!repeat R RPG
+  let r$R = rg * RPG + ${R}u;
+  if (r$R < params.m) {
     //!repeat P PARTS
-    var x${R}_$P = x[${R}u * xrow + c * PARTS + ${P}u];
+    var x${R}_$P = x[r$R * xrow + c * PARTS + ${P}u];
     if (norm) {
-      (*vals)[FT * MAX_ROWS + ${R}u] += dot(x${R}_$P, x${R}_$P);
+      (*vals)[FT * RPG + ${R}u] += dot(x${R}_$P, x${R}_$P);
       x${R}_$P = x${R}_$P * g$P;
     }
     //!end
     //!repeat F FT
     //!repeat P PARTS
-    (*vals)[${F}u * MAX_ROWS + ${R}u] += dot(ws[${F}u][${P}u], x${R}_$P);
+    (*vals)[${F}u * RPG + ${R}u] += dot(ws[${F}u][${P}u], x${R}_$P);
     //!end
     //!end
   }
@@ -48,6 +58,7 @@ fn accumulate(c: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function
 fn gemv(t: u32, group: u32, width: u32) {
   let slot_local = t / LANES;
   let lane = t % LANES;
+  let rg = lane % ROW_GROUPS;  // row group
   let slot = group * SLOTS + slot_local;
   let loads = params.k / W_PER_LOAD;  // 16-byte loads per weight row
   // the slot's rows (through the including kernel's w_row); a slot past the end reads a real row and drops
@@ -55,24 +66,49 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!repeat F FT
   let wbase$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * loads;
   //!end
-  var vals: array<f32, V>;
-  var i = lane;
-  for (; i + (UNROLL - 1u) * LANES < loads; i = i + UNROLL * LANES) {
+  var vals: array<f32, VT>;
+  var i = lane / ROW_GROUPS;
+  if (PREFETCH) {
+    // the next step's words are loaded before this step's are summed, so they are in flight through its FMAs
+    // (the last step's "next" re-reads a real word)
     //!repeat U UNROLL
     //!repeat F FT
-    let w${U}_$F = w[wbase$F + i + ${U}u * LANES];
+    var n${U}_$F = w[wbase$F + min(i + ${U}u * KLANES, loads - 1u)];
+    //!end
+    //!end
+    for (; i + (UNROLL - 1u) * KLANES < loads; i = i + UNROLL * KLANES) {
+      //!repeat U UNROLL
+      //!repeat F FT
+      let w${U}_$F = n${U}_$F;
+      n${U}_$F = w[wbase$F + min(i + (UNROLL + ${U}u) * KLANES, loads - 1u)];
+      //!end
+      //!end
+      //!repeat U UNROLL
+      accumulate(i + ${U}u * KLANES, rg, array<array<vec4<f32>, PARTS>, FT>(
+      //!repeat F FT
+        widen(w${U}_$F),
+      //!end
+      ), &vals);
+      //!end
+    }
+  }
+  // the steps without PREFETCH (with it, none are left: i is past them)
+  for (; i + (UNROLL - 1u) * KLANES < loads; i = i + UNROLL * KLANES) {
+    //!repeat U UNROLL
+    //!repeat F FT
+    let w${U}_$F = w[wbase$F + i + ${U}u * KLANES];
     //!end
     //!end
     //!repeat U UNROLL
-    accumulate(i + ${U}u * LANES, array<array<vec4<f32>, PARTS>, FT>(
+    accumulate(i + ${U}u * KLANES, rg, array<array<vec4<f32>, PARTS>, FT>(
     //!repeat F FT
       widen(w${U}_$F),
     //!end
     ), &vals);
     //!end
   }
-  for (; i < loads; i = i + LANES) {
-    accumulate(i, array<array<vec4<f32>, PARTS>, FT>(
+  for (; i < loads; i = i + KLANES) {
+    accumulate(i, rg, array<array<vec4<f32>, PARTS>, FT>(
     //!repeat F FT
       widen(w[wbase$F + i]),
     //!end

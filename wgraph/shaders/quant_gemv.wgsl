@@ -47,6 +47,7 @@ const BLOCK_WEIGHTS: u32 = {{BLOCK_WEIGHTS}}u;  // the matrix row's layout (wgra
 const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;
 const LPB: u32 = {{LANES_PER_BLOCK}}u;
 const SLOTS: u32 = THREADS / LANES;
+const ROW_GROUPS: u32 = 1u;  // every thread takes every row of x (gemv_slot_totals.wgsl)
 const BPS: u32 = LANES / LPB;           // blocks a slot takes per step
 const XB: u32 = BLOCK_WEIGHTS / 4u;     // x vectors per block
 const XV: u32 = XB / LPB;               // x vectors a lane takes per block
@@ -61,7 +62,7 @@ const_assert LANES % LPB == 0u;
 
 // One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
 // become values once, for all rows of x.
-fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: ptr<function, array<f32, V>>) {
+fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: ptr<function, array<f32, VT>>) {
   let values = array<Values, FT>(
   //!repeat F FT
     unit_values(u[$F]),
@@ -117,7 +118,7 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!repeat F FT
   let base$F = min(slot + ${F}u * params.slots, params.n - 1u) * rb;
   //!end
-  var vals: array<f32, V>;
+  var vals: array<f32, VT>;
   var blk = select(rb, lane / LPB, rows > 0u);
   for (; blk < rb; blk = blk + UNROLL * BPS) {
     // steps past the row's end (its last iteration) load nothing and add nothing
