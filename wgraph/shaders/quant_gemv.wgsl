@@ -53,6 +53,7 @@ const XV: u32 = XB / LPB;               // x vectors a lane takes per block
 const_assert LANES % LPB == 0u;
 
 //!include quant_common.wgsl
+//!include {{QUANT_WORDS}}
 //!include {{QTYPE_LANES}}
 //!include {{GEMV_ENTRY}}
 

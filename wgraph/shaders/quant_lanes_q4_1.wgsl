@@ -11,7 +11,7 @@ struct Unit {
 
 fn load_unit(b: u32, t: u32) -> Unit {
   let w = b * (BLOCK_BYTES / 4u);
-  return Unit(blocks[w + 1u + t], unpack2x16float(blocks[w]));
+  return Unit(word(w + 1u + t), unpack2x16float(word(w)));
 }
 
 struct Values {

@@ -15,7 +15,7 @@ struct Unit {
 
 fn load_unit(b: u32, t: u32) -> Unit {
   let w = b * (BLOCK_BYTES / 4u) + 4u + t;
-  return Unit(vec4<u32>(blocks[w], blocks[w + 8u], blocks[w + 16u], blocks[w + 24u]), heads[b * (BLOCK_BYTES / 16u)]);
+  return Unit(vec4<u32>(word(w), word(w + 8u), word(w + 16u), word(w + 24u)), word4(b * (BLOCK_BYTES / 16u)));
 }
 
 struct Values {
