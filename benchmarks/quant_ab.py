@@ -147,7 +147,7 @@ for key, rs in by_shape.items():
     for r in sorted((r for r in rs if not r["compute_only"]), key=lambda r: r["gpu_us"]):
         b = bound.get(r["variant"])
         tail = f"  bound {b:8.2f} us ({r['gpu_us'] / b:.2f}x)" if b else ""
-        print(f"  {r['variant'] + ('*' if r['planned'] else ''):30} {r['gpu_us']:8.2f} us {r['fraction_of_copy']:6.3f} "
+        print(f"  {r['variant'] + ('*' if r['planned'] else ''):34} {r['gpu_us']:8.2f} us {r['fraction_of_copy']:6.3f} "
               f"of copy  err {r['max_rel_err_vs_float64']:.1e}{tail}")
         r["compute_only_us"] = b
 
@@ -163,11 +163,15 @@ for cls, per_config in sorted(by_class.items()):
     shapes_of = set(per_config[cls])
     totals = {c: sum(v[k] for k in shapes_of) for c, v in per_config.items() if shapes_of <= set(v)}
     best = min(totals, key=totals.get)
-    k = kernel(best)
-    print(f"{cls:26}: {len(shapes_of)} shape(s); planned {totals[cls]:9.1f} us; best {best} {totals[best]:9.1f} us -> "
-          f"lanes = {k.limits['lanes']}, features_per_lane = {k.limits['features_per_lane']}, unroll = "
-          f"{k.limits['unroll']}, workgroup_size = [{k.threads}]")
-    summary[cls] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best}
+    # the best that keeps x in f32 (the integer-dot readers round it: a change of accuracy, not only of speed)
+    exact = min((c for c in totals if not kernel(c).facts.get("x_int8")), key=totals.get)
+    print(f"{cls:26}: {len(shapes_of)} shape(s); planned {totals[cls]:9.1f} us; best {best} {totals[best]:9.1f} us")
+    for c in dict.fromkeys([best, exact]):
+        k = kernel(c)
+        print(f"{'':28}{c}{' (x rounded to int8)' if k.facts.get('x_int8') else ''}: {totals[c]:9.1f} us -> lanes = "
+              f"{k.limits['lanes']}, features_per_lane = {k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, "
+              f"workgroup_size = [{k.threads}]")
+    summary[cls] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best, "best_f32_x": exact}
 RES["summary"] = summary
 RES["elapsed_s"] = time.perf_counter() - t0
 (OUT / "quant_ab.json").write_text(json.dumps(RES, indent=1, default=str))
