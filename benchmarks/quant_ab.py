@@ -160,6 +160,8 @@ for r in RES["rows"]:
         by_class.setdefault(r["planned_variant"], {}).setdefault(r["variant"], {})[shape] = r["gpu_us"]
 summary = {}
 for cls, per_config in sorted(by_class.items()):
+    if cls not in per_config:  # the planned variant failed on every shape of its class: the rows say why
+        continue
     shapes_of = set(per_config[cls])
     totals = {c: sum(v[k] for k in shapes_of) for c, v in per_config.items() if shapes_of <= set(v)}
     best = min(totals, key=totals.get)
