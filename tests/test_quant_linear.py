@@ -122,6 +122,14 @@ def test_fused_options_in_one_dispatch(dev, rng, ggml_type):
         _fused_check(got, c)
 
 
+def test_every_gemv_reads_w_from_the_blocks_buffer():
+    """The package's GEMVs load W's words (quant_words_buffer.wgsl); the words made in registers are only the
+    compute-only bound of benchmarks/quant_ab.py, which builds its twins in a copy of the registry."""
+    for kv in kernels_for("linear_q"):
+        assert "return blocks[i];" in kv.source and "return heads[i];" in kv.source, kv.name
+        assert "0x9E3779B9u" not in kv.source, kv.name
+
+
 def _lane_rounded(x: np.ndarray, kv) -> np.ndarray:
     """x as an x_int8 GEMV rounds it: per row of x and lane of a block (the lane's x vectors t, t + lanes_per_block,
     ... of the block), step = max |x| / 127 and x = step * round(x / step), in f32 as the kernel computes them."""
