@@ -122,17 +122,64 @@ def test_fused_options_in_one_dispatch(dev, rng, ggml_type):
         _fused_check(got, c)
 
 
+def test_every_gemv_reads_w_from_the_blocks_buffer():
+    """The package's GEMVs load W's words (quant_words_buffer.wgsl); the words made in registers are only the
+    compute-only bound of benchmarks/quant_ab.py, which builds its twins in a copy of the registry."""
+    for kv in kernels_for("linear_q"):
+        assert "return blocks[i];" in kv.source and "return heads[i];" in kv.source, kv.name
+        assert "0x9E3779B9u" not in kv.source, kv.name
+
+
+def _lane_rounded(x: np.ndarray, kv) -> np.ndarray:
+    """x as an x_int8 GEMV rounds it: per row of x and lane of a block (the lane's x vectors t, t + lanes_per_block,
+    ... of the block), step = max |x| / 127 and x = step * round(x / step), in f32 as the kernel computes them."""
+    lim = kv.limits
+    vectors = x.astype(np.float32).reshape(x.shape[0], -1, lim["block_weights"] // 4 // lim["lanes_per_block"],
+                                           lim["lanes_per_block"], 4)  # [row, block, vector i, lane t, 4]
+    m = np.abs(vectors).max(axis=(2, 4), keepdims=True)
+    inv = np.where(m > 0, np.float32(127) / np.where(m > 0, m, 1), 0).astype(np.float32)
+    q = np.round(vectors * inv)
+    return (q.astype(np.float64) * (m * np.float32(1 / 127))).reshape(x.shape)
+
+
+def _int8_check(got, c, kv, eps=1e-5):
+    """An x_int8 GEMV (no swiglu: its epilogue is the f32 readers') against float64 with x (after the norm
+    weight) rounded as the kernel rounds it and the 1 / rms of the unrounded x; a value on a rounding tie may
+    round the other way (one step of one x)."""
+    assert not c["swiglu"]
+    x, norm = c["x"].astype(np.float32), c["norm"]
+    xn = x * norm if norm is not None else x
+    w = gguf_dequantize(c["qw"].raw(), gguf.GGMLQuantizationType[c["qw"].ggml_type]).astype(np.float64)
+    y = _lane_rounded(xn, kv) @ w.T
+    scale = 1 / np.sqrt(np.mean(x.astype(np.float64) ** 2, -1, keepdims=True) + eps) if norm is not None else 1.0
+    exact = y * scale
+    if c["b"] is not None:
+        exact = exact + c["b"]
+    if c["residual"] is not None:
+        exact = exact + c["residual"]
+    one_step = np.abs(xn).max() / 127 * np.abs(w).max() * np.max(scale)
+    err = np.abs(got.astype(np.float64) - exact)
+    assert np.all(err <= 1e-5 * np.sqrt(x.shape[-1]) * (1 + np.abs(exact)) + one_step), float(np.max(err))
+    plain = fused_linear_reference(c["x"], w, c["b"], norm, c["residual"], c["swiglu"], eps, np.float64)
+    assert np.max(np.abs(got - plain)) > 1e-6 * np.max(np.abs(plain))  # x was rounded: not the float sum
+
+
 def test_every_gemv_variant_forced(dev, rng):
     """Each shipped GEMV kernel (tuning candidates and the variants without subgroups included) on one odd shape
     with every option, as many rows as it holds plus one (two chunks): 20 features (10 with swiglu), 2 blocks of
-    Q4_K (16 of the 32-weight formats). A variant with an odd features_per_lane refuses swiglu by name."""
+    Q4_K (16 of the 32-weight formats). A variant with an odd features_per_lane refuses swiglu by name. The
+    x_int8 variants against x rounded as they round it."""
     for kv in kernels_for("linear_q"):
         t = kv.facts["ggml_type"]
         blocks = 2 if t == "Q4_K" else 16
         pairs = kv.limits["features_per_lane"] % 2 == 0
-        c = _fused_case(rng, t, kv.limits["max_rows"] + 1, 20, blocks, norm=True, bias=True, swiglu=pairs,
+        int8 = kv.facts.get("x_int8", False)
+        c = _fused_case(rng, t, kv.limits["max_rows"] + 1, 20, blocks, norm=True, bias=True, swiglu=pairs and not int8,
                         residual=True)
-        _fused_check(_fused_run(dev, c, variant=kv.name), c)
+        if int8:
+            _int8_check(_fused_run(dev, c, variant=kv.name), c, kv)
+        else:
+            _fused_check(_fused_run(dev, c, variant=kv.name), c)
         if not pairs:
             c = _fused_case(rng, t, 1, 20, blocks, norm=False, bias=False, swiglu=True, residual=False)
             with pytest.raises(wg.PlanError, match=f"forced variant {kv.name} swiglu needs an even features_per_lane"):

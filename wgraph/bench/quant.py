@@ -24,7 +24,7 @@ from wgraph.bench.gemv import CACHE_BYTES
 from wgraph.bench.timing import time_calls
 from wgraph.errors import WgraphError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
-from wgraph.kernels.registry import kernels_for
+from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
 TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1")
@@ -153,11 +153,13 @@ def _variants(dev, s: QuantGemvShape, all_variants: bool) -> list[str]:
 
 
 def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool, use_torch: bool,
-                     target_s: float, progress) -> list[dict]:
+                     target_s: float, progress, variants: list[str] | None = None) -> list[dict]:
     """One row per (shape, variant): GPU µs per call, GB/s on the bytes read, fraction of the copy bandwidth;
     the planned variant's row also times calls that write distinct outputs (no dependency between them) and
     torch's f16 GEMV. On a GPU, calls cycle over copies of W that do not fit its last-level cache; on a CPU
-    adapter over one (its caches are the machine's, and hundreds of copies would only churn the buffer pool)."""
+    adapter over one (its caches are the machine's, and hundreds of copies would only churn the buffer pool).
+    `variants`: these GEMVs (registry names) on every shape instead of the planned one and the candidates; a
+    `compute_only` kernel (benchmarks/quant_ab.py's bound: no weight loads) is timed but not checked."""
     rng = np.random.default_rng(0)
     rows = []
     for i, s in enumerate(shapes):
@@ -180,11 +182,12 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
             continue
         torch_us = None
         planned_name = _plan(dev, s).variant
-        for v in _variants(dev, s, all_variants):
+        for v in _variants(dev, s, all_variants) if variants is None else variants:
             planned = v == planned_name
             row = {**base, "variant": v, "planned": planned, "weight_copies": copies, "status": "ok", "note": ""}
             try:
                 row["reason"] = _plan(dev, s, v).reason  # PlanError: the variant does not take this call
+                row["compute_only"] = bool(kernel(v).facts.get("compute_only"))
                 state = {"i": 0}
 
                 def call(distinct=False):
@@ -195,7 +198,8 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
                     state["i"] = j + 1
 
                 call()
-                row["max_rel_err_vs_float64"] = _check_rows(ys[0].numpy(), x, qw, s, norm, residual)
+                if not row["compute_only"]:
+                    row["max_rel_err_vs_float64"] = _check_rows(ys[0].numpy(), x, qw, s, norm, residual)
                 # the shape's first variant warms the GPU's clocks up; the next ones find them up
                 us, reps, source = time_calls(dev, call, target_s, 400, warm_s=0.3 if planned else 0.05)
                 row.update(gpu_us=us, reps=reps, time_source=source, gbps=s.bytes / (us * 1e-6) / 1e9)

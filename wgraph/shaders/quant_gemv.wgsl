@@ -54,6 +54,7 @@ const XV: u32 = XB / LPB;               // x vectors a lane takes per block
 const_assert LANES % LPB == 0u;
 
 //!include quant_common.wgsl
+//!include {{QUANT_WORDS}}
 //!include {{QTYPE_LANES}}
 //!include {{GEMV_ENTRY}}
 
@@ -89,15 +90,10 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
       xs[$I] = xs[$I] * g$I;
       //!end
     }
-    // the sums of x the formats with a min (an offset per block or sub-block) multiply it with
-    var xsum: array<f32, XV>;
-    if (HAS_MIN) {
-      //!repeat I XV
-      xsum[$I] = dot(xs[$I], vec4<f32>(1.0));
-      //!end
-    }
+    // what the format's dot needs of the lane's x once for all FT rows (the sums of x a min multiplies)
+    let xp = x_part(xs);
     //!repeat F FT
-    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(values[$F], xs, xsum);
+    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(values[$F], xs, xp);
     //!end
   }
   //!end

@@ -3,8 +3,14 @@
 // next). Lane t of a block's 4 takes quant word t: weights 4t..4t+3 in its low nibbles (x vector t) and
 // 16+4t..16+4t+3 in its high nibbles (x vector 4 + t), each d * (q - 8). Three word loads per row: the word
 // holding d and the two the quant word spans (a neighbour lane's words: the same cache lines).
-const HAS_MIN: bool = false;
 const_assert LPB == 4u;
+
+// No per-row part of x: the dot uses x as it is.
+alias XPart = f32;
+
+fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
+  return 0.0;
+}
 
 struct Unit {
   q: u32,
@@ -15,8 +21,8 @@ struct Unit {
 fn load_unit(b: u32, t: u32) -> Unit {
   let w = b * BLOCK_BYTES / 4u;
   let odd = (b & 1u) != 0u;
-  let head = blocks[w];
-  return Unit(quant_word(blocks[w + t], blocks[w + t + 1u], odd),
+  let head = word(w);
+  return Unit(quant_word(word(w + t), word(w + t + 1u), odd),
               unpack2x16float(select(head, head >> 16u, odd)).x);
 }
 
@@ -29,6 +35,6 @@ fn unit_values(u: Unit) -> Values {
   return Values(array<vec4<f32>, 2>(nibbles_low(u.q, 8.0), nibbles_high(u.q, 8.0)), u.d);
 }
 
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
+fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
   return v.d * (dot(v.v[0], xs[0]) + dot(v.v[1], xs[1]));
 }

@@ -1,8 +1,18 @@
 // Q4_1 lanes for quant_gemv.wgsl: 20-byte blocks (d f16, m f16, 16 quant bytes), always on a word. Lane t of a
 // block's 4 takes quant word t (weights as Q4_0's: x vectors t and 4 + t), each d * q + m: the min m multiplies
 // the sum of the lane's x.
-const HAS_MIN: bool = true;
 const_assert LPB == 4u;
+
+// The sums of the lane's x vectors, which the min (an offset per block or sub-block) multiplies.
+alias XPart = array<f32, XV>;
+
+fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
+  var xsum: XPart;
+  //!repeat I XV
+  xsum[$I] = dot(xs[$I], vec4<f32>(1.0));
+  //!end
+  return xsum;
+}
 
 struct Unit {
   q: u32,
@@ -11,7 +21,7 @@ struct Unit {
 
 fn load_unit(b: u32, t: u32) -> Unit {
   let w = b * (BLOCK_BYTES / 4u);
-  return Unit(blocks[w + 1u + t], unpack2x16float(blocks[w]));
+  return Unit(word(w + 1u + t), unpack2x16float(word(w)));
 }
 
 struct Values {
@@ -23,6 +33,6 @@ fn unit_values(u: Unit) -> Values {
   return Values(array<vec4<f32>, 2>(nibbles_low(u.q, 0.0), nibbles_high(u.q, 0.0)), u.dm);
 }
 
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
+fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: XPart) -> f32 {
   return v.dm.x * (dot(v.v[0], xs[0]) + dot(v.v[1], xs[1])) + v.dm.y * (xsum[0] + xsum[1]);
 }

@@ -5,8 +5,18 @@
 // vector i = 2c + h (sub-block i) multiplies x vector 8i + t (= 16c + 8h + t), so the lanes' x loads are
 // neighbours. A lane needs all 8 scales and mins: four SWAR masks give them as bytes, the header read once
 // as one 16-byte word; weight d * sc * q - dmin * mn.
-const HAS_MIN: bool = true;
 const_assert LPB == 8u && XV == 8u;
+
+// The sums of the lane's x vectors, which the min (an offset per block or sub-block) multiplies.
+alias XPart = array<f32, XV>;
+
+fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
+  var xsum: XPart;
+  //!repeat I XV
+  xsum[$I] = dot(xs[$I], vec4<f32>(1.0));
+  //!end
+  return xsum;
+}
 
 struct Unit {
   q: vec4<u32>,     // quant words t + 8c, c = 0..3
@@ -15,7 +25,7 @@ struct Unit {
 
 fn load_unit(b: u32, t: u32) -> Unit {
   let w = b * (BLOCK_BYTES / 4u) + 4u + t;
-  return Unit(vec4<u32>(blocks[w], blocks[w + 8u], blocks[w + 16u], blocks[w + 24u]), heads[b * (BLOCK_BYTES / 16u)]);
+  return Unit(vec4<u32>(word(w), word(w + 8u), word(w + 16u), word(w + 24u)), word4(b * (BLOCK_BYTES / 16u)));
 }
 
 struct Values {
@@ -42,7 +52,7 @@ fn unit_values(u: Unit) -> Values {
     unpack2x16float(u.head.x));
 }
 
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
+fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: XPart) -> f32 {
   let s_lo = vec4<f32>(dot(v.v[0], xs[0]), dot(v.v[1], xs[1]), dot(v.v[2], xs[2]), dot(v.v[3], xs[3]));
   let s_hi = vec4<f32>(dot(v.v[4], xs[4]), dot(v.v[5], xs[5]), dot(v.v[6], xs[6]), dot(v.v[7], xs[7]));
   let x_lo = vec4<f32>(xsum[0], xsum[1], xsum[2], xsum[3]);

@@ -1,8 +1,14 @@
 // Q8_0 lanes for quant_gemv.wgsl: 34-byte blocks (d f16, 32 int8 quants), on a word (even block: quants start
 // mid-word) or mid-word (odd: d is the upper half of a word). Lane t of a block's 8 takes quant word t: weights
 // 4t..4t+3 (x vector t), each d * q.
-const HAS_MIN: bool = false;
 const_assert LPB == 8u;
+
+// No per-row part of x: the dot uses x as it is.
+alias XPart = f32;
+
+fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
+  return 0.0;
+}
 
 struct Unit {
   q: u32,
@@ -12,8 +18,8 @@ struct Unit {
 fn load_unit(b: u32, t: u32) -> Unit {
   let w = b * BLOCK_BYTES / 4u;
   let odd = (b & 1u) != 0u;
-  let head = blocks[w];
-  return Unit(quant_word(blocks[w + t], blocks[w + t + 1u], odd),
+  let head = word(w);
+  return Unit(quant_word(word(w + t), word(w + t + 1u), odd),
               unpack2x16float(select(head, head >> 16u, odd)).x);
 }
 
@@ -26,6 +32,6 @@ fn unit_values(u: Unit) -> Values {
   return Values(bytes_signed(u.q), u.d);
 }
 
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: array<f32, XV>) -> f32 {
+fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
   return v.d * dot(v.v, xs[0]);
 }

@@ -1,0 +1,180 @@
+"""A/B of the quantized GEMV (`linear` on a QuantizedWeight, shaders/quant_gemv.wgsl) on one GPU in one run (run
+from the project root): each format (Q4_0, Q4_K, Q8_0, Q4_1) on the Llama-3.2-1B decode calls (norm + lm_head,
+norm + gate+up + swiglu, down + residual, norm + qkv, o_proj + residual), one row of x, under the planned
+variant, the registry's tuning candidates (the integer-dot readers among them), this file's candidates (other
+shapes) and the COMPUTE-ONLY BOUND: the same kernel with W's words made in registers from their index instead of
+loaded (quant_words_registers.wgsl), so its time is the kernel's arithmetic, x loads and sums without W's bytes:
+a real kernel within ~15% of its bound is bound by its instructions, not by memory. The copy kernel's bandwidth
+in the same run.
+
+Candidates are experimental registry entries (a copy of wgraph/shaders/ with one more TOML file), forced
+through `linear(variant=)`: never planned. Writes $OUT/quant_ab.json (every row) and prints, per shape, each
+configuration's GPU µs and fraction of copy (best first) with the bound beside it, then, per planning class
+(the quant.toml entry that plans those shapes now), the configuration with the least total time.
+Env: SMALL=1 a smoke run (lavapipe-sized shapes, two formats); TYPES=Q4_0,Q4_K,... the formats; BUDGET_S
+(default 120; the shape running then finishes): past it the shapes left (the smallest: the big ones go first)
+run the planned variant and its bound only; TARGET_S (default 0.1): seconds of calls per timing; SKIP: registry
+variants (names without the format) left out."""
+import json
+import os
+import shutil
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+SMALL = os.environ.get("SMALL") == "1"
+OUT = Path(os.environ.get("OUT", "/tmp/quant_ab"))
+OUT.mkdir(parents=True, exist_ok=True)
+BUDGET_S = float(os.environ.get("BUDGET_S", "120"))
+# registry candidates left out (the last H200 A/B: slower than the planned variant on every shape)
+SKIP = set(os.environ.get("SKIP", "quant_gemv_r1_l128,quant_gemv_r1_u8").split(","))
+TARGET_S = float(os.environ.get("TARGET_S", "0.03" if SMALL else "0.1"))
+TYPES = os.environ.get("TYPES", "Q4_0,Q4_K" if SMALL else "Q4_0,Q4_K,Q8_0,Q4_1").split(",")
+EXP = Path("/tmp/quant_ab_shaders")
+REGISTERS = "quant_words_registers.wgsl"
+
+# This file's candidates: (name, limits, per-format limits), on quant_gemv_r1_ft4's form
+CANDIDATES = [
+    ("ab_l32_f8_u1", {"lanes": 32, "features_per_lane": 8, "unroll": 1}, {}),
+    ("ab_l64_f4_u1", {"lanes": 64, "features_per_lane": 4, "unroll": 1}, {"q8_0": {"unroll": 2}}),
+]
+# registry variants whose compute-only twin is timed (besides the planned one's)
+TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_ft4", "quant_gemv_r1_i8dot", "quant_gemv_r1_i8dot_l64",
+         "ab_l32_f8_u1"]
+if SMALL:
+    CANDIDATES = CANDIDATES[:1]
+    TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8dot", "ab_l32_f8_u1"]
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def write_registry() -> None:
+    """A copy of the shaders with zz_quant_ab.toml: the candidates and every twin (compute_only = true)."""
+    shutil.rmtree(EXP, ignore_errors=True)
+    shutil.copytree("wgraph/shaders", EXP)
+    quant = tomllib.loads((EXP / "registry" / "quant.toml").read_text())["variants"]
+    one_row = {n: e for n, e in quant.items() if e["op"] == "linear_q" and e["limits"]["max_rows"] == 1
+               and "subgroup" in e.get("features", [])}
+    entries = {}
+    base = quant["quant_gemv_r1_ft4"]
+    for name, limits, per_row in CANDIDATES:
+        entries[name] = {**{k: v for k, v in base.items() if k != "per_row"}, "limits": {"max_rows": 1, **limits},
+                         "per_row": {r: {"limits": lim} for r, lim in per_row.items()}, "candidate": True}
+        if not per_row:
+            del entries[name]["per_row"]
+    for name, e in {**one_row, **entries}.items():
+        twin = {**e, "defines": {**e.get("defines", {}), "QUANT_WORDS": REGISTERS}, "candidate": True, "min_n": 0,
+                "compute_only": True}
+        entries[f"{name}_regs"] = twin
+    text = "\n".join(f"[variants.{n}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in e.items())
+                     for n, e in entries.items())
+    (EXP / "registry" / "zz_quant_ab.toml").write_text(text)
+
+
+write_registry()
+import wgraph.kernels.registry as R  # noqa: E402
+
+R.SHADER_DIR = EXP
+import wgraph as wg  # noqa: E402
+from wgraph.bench import gemv, quant, report  # noqa: E402
+from wgraph.kernels.registry import kernel, kernels_for  # noqa: E402
+
+dev = wg.default_device()
+if not dev.caps.has_subgroups:
+    sys.exit(f"{dev.caps.adapter_name} has no subgroups: the candidates need them")
+t0 = time.perf_counter()
+copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if SMALL else "full"])
+print(f"copy kernel: {copy['gbps']:.1f} GB/s", flush=True)
+calls = quant.SMALL_CALLS if SMALL else quant.LLAMA_1B_CALLS
+# the big shapes first: they are the target; the budget cuts the small ones short
+order = sorted(calls.items(), key=lambda kv: -kv[1][0] * kv[1][1])
+shapes = [quant.QuantGemvShape(t, 1, n, k, name, *opts) for name, (n, k, *opts) in order for t in TYPES]
+RES = {"meta": report.machine_meta(dev, ["benchmarks/quant_ab.py"]), "copy": copy, "budget_s": BUDGET_S,
+       "candidates": CANDIDATES, "twins": TWINS, "rows": []}
+
+
+def variants_for(s) -> list[str]:
+    """The planned GEMV and its bound; then the format's one-row subgroup candidates and the chosen twins."""
+    planned = quant._plan(dev, s).variant
+    t = s.ggml_type.lower()
+    twin = lambda name: f"{name.removesuffix('_' + t)}_regs_{t}"  # noqa: E731
+    out = [planned, twin(planned)]
+    if time.perf_counter() - t0 > BUDGET_S:
+        RES.setdefault("planned_only_past_budget", []).append(f"{s.ggml_type} {s.matrix}")
+        return out
+    for kv in kernels_for("linear_q"):
+        if (kv.facts["ggml_type"] == s.ggml_type and kv.limits["max_rows"] == 1 and "subgroup" in kv.features
+                and not kv.facts.get("compute_only") and kv.name != planned
+                and kv.name.removesuffix("_" + t) not in SKIP):
+            out.append(kv.name)
+    known = {kv.name for kv in kernels_for("linear_q")}
+    out += [twin(f"{n}_{t}") for n in TWINS if twin(f"{n}_{t}") in known and twin(f"{n}_{t}") not in out]
+    return out
+
+
+for s in shapes:
+    rows = quant.bench_quant_gemv(dev, [s], copy_gbps=copy["gbps"], all_variants=False, use_torch=False,
+                                  target_s=TARGET_S, progress=lambda m: print(m, flush=True),
+                                  variants=variants_for(s))
+    for r in rows:
+        r["planned_variant"] = quant._plan(dev, s).variant
+    RES["rows"] += rows
+    (OUT / "quant_ab.json").write_text(json.dumps(RES, indent=1, default=str))
+
+# ---- per shape: configurations best first, each beside its compute-only bound ----
+print(f"\n== per shape: GPU us, fraction of copy ({copy['gbps']:.0f} GB/s) on the bytes read; bound = the same kernel "
+      f"without W's loads (us; real / bound) ==")
+by_shape: dict = {}
+for r in RES["rows"]:
+    if r["status"] == "ok":
+        by_shape.setdefault((r["ggml_type"], r["matrix"], r["out_features"], r["in_features"]), []).append(r)
+for key, rs in by_shape.items():
+    bound = {r["variant"].replace("_regs", ""): r["gpu_us"] for r in rs if r["compute_only"]}
+    print(f"{key[0]} {key[1]} [{key[2]}, {key[3]}] ({rs[0]['bytes'] / 1e6:.1f} MB)")
+    for r in sorted((r for r in rs if not r["compute_only"]), key=lambda r: r["gpu_us"]):
+        b = bound.get(r["variant"])
+        tail = f"  bound {b:8.2f} us ({r['gpu_us'] / b:.2f}x)" if b else ""
+        print(f"  {r['variant'] + ('*' if r['planned'] else ''):34} {r['gpu_us']:8.2f} us {r['fraction_of_copy']:6.3f} "
+              f"of copy  err {r['max_rel_err_vs_float64']:.1e}{tail}")
+        r["compute_only_us"] = b
+
+# ---- per planning class: the configuration with the least total time over the class's shapes ----
+print("\n== per planning class (the quant.toml entry that plans them now): total GPU us over its shapes ==")
+by_class: dict = {}
+for r in RES["rows"]:
+    if r["status"] == "ok" and not r["compute_only"]:
+        shape = (r["matrix"], r["out_features"], r["in_features"])
+        by_class.setdefault(r["planned_variant"], {}).setdefault(r["variant"], {})[shape] = r["gpu_us"]
+summary = {}
+for cls, per_config in sorted(by_class.items()):
+    if cls not in per_config:  # the planned variant failed on every shape of its class: the rows say why
+        continue
+    shapes_of = set(per_config[cls])
+    totals = {c: sum(v[k] for k in shapes_of) for c, v in per_config.items() if shapes_of <= set(v)}
+    best = min(totals, key=totals.get)
+    # the best that keeps x in f32 (the integer-dot readers round it: a change of accuracy, not only of speed)
+    exact = min((c for c in totals if not kernel(c).facts.get("x_int8")), key=totals.get)
+    print(f"{cls:26}: {len(shapes_of)} shape(s); planned {totals[cls]:9.1f} us; best {best} {totals[best]:9.1f} us")
+    for c in dict.fromkeys([best, exact]):
+        k = kernel(c)
+        print(f"{'':28}{c}{' (x rounded to int8)' if k.facts.get('x_int8') else ''}: {totals[c]:9.1f} us -> lanes = "
+              f"{k.limits['lanes']}, features_per_lane = {k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, "
+              f"workgroup_size = [{k.threads}]")
+    summary[cls] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best, "best_f32_x": exact}
+RES["summary"] = summary
+RES["elapsed_s"] = time.perf_counter() - t0
+(OUT / "quant_ab.json").write_text(json.dumps(RES, indent=1, default=str))
+print(f"\nwrote {OUT / 'quant_ab.json'} in {RES['elapsed_s']:.0f} s")
