@@ -23,12 +23,6 @@ const SLOTS: u32 = THREADS / LANES;
 const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
 //!include gemv_slot_totals.wgsl
 
-// acc + a.b as four FMAs: dot() then += costs a multiply, three FMAs and an add (NVIDIA lowers a dot so, and
-// may not reassociate), so a sum that is all multiply-adds issues 20% fewer instructions.
-fn fma4(a: vec4<f32>, b: vec4<f32>, acc: f32) -> f32 {
-  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
-}
-
 // One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of the RPG rows of
 // x of row group rg.
 fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function, array<f32, VT>>) {
@@ -46,13 +40,13 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
     //!repeat P PARTS
     var x${R}_$P = x[r$R * xrow + c * PARTS + ${P}u];
     if (norm) {
-      (*vals)[FT * RPG + ${R}u] = fma4(x${R}_$P, x${R}_$P, (*vals)[FT * RPG + ${R}u]);
+      (*vals)[FT * RPG + ${R}u] += dot(x${R}_$P, x${R}_$P);
       x${R}_$P = x${R}_$P * g$P;
     }
     //!end
     //!repeat F FT
     //!repeat P PARTS
-    (*vals)[${F}u * RPG + ${R}u] = fma4(ws[${F}u][${P}u], x${R}_$P, (*vals)[${F}u * RPG + ${R}u]);
+    (*vals)[${F}u * RPG + ${R}u] += dot(ws[${F}u][${P}u], x${R}_$P);
     //!end
     //!end
   }
