@@ -11,6 +11,7 @@ from xml.etree import ElementTree
 import pytest
 
 import wgraph as wg
+from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.__main__ import main as cli_main
 from wgraph.bench import main as bench_main
 from wgraph.scheduler.queue import PENDING_ITEMS
@@ -301,7 +302,9 @@ def test_bench_batched_model_rows(dev):
     assert rows[0]["dispatches_per_step"] == rows[1]["dispatches_per_step"]
     for r in rows:
         assert r["tokens_per_s"] == pytest.approx(r["batch"] * 1e3 / r["ms_per_step"])
-        assert r["submits_per_step"] == 1.0 and len(r["ids"]) == r["batch"] and len(r["ids"][0]) == out["steps"]
+        # STEPS_PER_SUBMIT steps a submit (run_steps' default)
+        assert r["submits_per_step"] == 1 / STEPS_PER_SUBMIT and len(r["ids"]) == r["batch"]
+        assert len(r["ids"][0]) == out["steps"]
     assert rows[0]["ids"][0] == rows[1]["ids"][0]
     assert "tiny-llama" in table(out) and "torch graph" in table(out)
 
