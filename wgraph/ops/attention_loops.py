@@ -57,6 +57,16 @@ def _flash(k: Kernel, f: PlanFacts, caps) -> int:
     return _loop(ceil_div(f.kv_span + bm - 1, tn), tile)
 
 
+def _gemm(k: Kernel, f: PlanFacts, caps) -> int:
+    """attention_prefill_gemm.wgsl: tiles of BN keys over the block's union of ranges; per tile the head-dim
+    chunks (each staging BM and BN rows of DC4 vec4s), two butterflies over LPR lanes, the V chunks (each staging
+    VC rows); then the final butterfly (every other loop is unrolled by //!repeat)."""
+    wg, bm, bn, dc4, vc, row4, lpr = (kconst(k, n) for n in ("WG", "BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR"))
+    chunks = _loop(row4 // dc4, _loop(ceil_div(bm * dc4, wg)) + _loop(ceil_div(bn * dc4, wg)))
+    tile = chunks + 2 * _loop(_halvings(lpr)) + _loop(bn // vc, _loop(ceil_div(vc * row4, wg)))
+    return _loop(ceil_div(f.kv_span + bm - 1, bn), tile) + _loop(_halvings(lpr))
+
+
 def _stream(k: Kernel, f: PlanFacts, caps) -> int:
     """attention_stream.wgsl: one workgroup per (query, head) over all kv_span keys."""
     return _stream_core(k, f.head_dim, f.kv_span) + _loop(kconst(k, "DIMS_PER_THREAD"))
@@ -124,6 +134,7 @@ def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
 BOUNDS = {
     "attention_prefill_tiled.wgsl": _tiled,
     "attention_prefill_flash.wgsl": _flash,
+    "attention_prefill_gemm.wgsl": _gemm,
     "attention_stream.wgsl": _stream,
     "attention_decode_chunked.wgsl": _chunked,
     "attention_decode_subgroup.wgsl": _subgroup,
