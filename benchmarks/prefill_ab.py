@@ -3,7 +3,8 @@ the planned kernel, the GEMM-shaped flash kernel (attention_prefill_gemm.wgsl: i
 configurations in CONFIGS, experimental registry entries in a copy of wgraph/shaders/, never planned) and torch
 SDPA, on causal prefill at 16/16 and 32/8 heads, D 64 and 128, f32 and f16, S 512..4096 (the issue-25 target rows
 first); then varlen prefill (8 ragged sequences, 5120 rows, 32/8 D128 f16) beside the single-sequence kernels on
-one 5120-row sequence. The FMA peak (wgraph/bench/fma.py) is measured in the same run.
+one 5120-row sequence, the batched GEMM-shaped kernel (attention_batched_gemm.wgsl) and its configurations
+beside the planned one. The FMA peak (wgraph/bench/fma.py) is measured in the same run.
 
 Every GPU time is a timestamp span: one recording of N calls back to back, from the first dispatch's start to the
 last one's end, the median of 3 recordings. Each candidate's output is compared with the planned kernel's (and
@@ -31,14 +32,18 @@ N_CALLS = int(os.environ.get("N", "2" if SMALL else "4"))
 SECTIONS = os.environ.get("SECTIONS", "prefill,varlen").split(",")
 EXP = Path("/tmp/prefill_ab_shaders")
 
-# Candidates beside each class's registry entry (BLOCK_M 64, BLOCK_N 64, 4 x 4 per thread, 256 threads). Each
-# moves one thing the kernel's time depends on: barriers per tile (bigger D/V chunks), registers and workgroups
-# per SM (128 threads: 4 x 8 dims), rows per thread (8: each staged K/V vec4 feeds twice the FMAs).
+# Candidates beside each class's registry entry (BLOCK_M 64, BLOCK_N 64, 4 x 4 per thread, 256 threads: 16 row x
+# 16 column threads). Each moves one thing the kernel's time depends on: barriers per tile (bigger D/V chunks);
+# workgroup-memory wavefronts per FMA (8 column threads: a warp's K and V reads are 128 bytes, one wavefront;
+# 8 rows a thread: each K vec4 feeds 8 rows); registers and workgroups per SM (128 threads); filling 132 SMs at
+# S = 512 (32-row blocks).
 CONFIGS = {
     "dc8_vc16": dict(D_CHUNK=8, V_CHUNK=16),
+    "ct8": dict(BLOCK_M=128, BLOCK_N=32, V_CHUNK=8),
     "wg128": dict(WG=128, BLOCK_N=32, V_CHUNK=8),
     "tm8_bn32": dict(BLOCK_M=128, ROWS_PER_THREAD=8, BLOCK_N=32, KEYS_PER_THREAD=2, V_CHUNK=8),
     "wg128_tm8": dict(WG=128, BLOCK_M=128, ROWS_PER_THREAD=8, BLOCK_N=32, KEYS_PER_THREAD=4, V_CHUNK=8),
+    "bm32": dict(WG=128, BLOCK_M=32, V_CHUNK=8),
 }
 if os.environ.get("CONFIGS"):
     CONFIGS = {}
@@ -90,6 +95,7 @@ def cand(D: int, dt: str, tag: str) -> str:
 
 _extra = [exp_entry(f"prefill_gemm_d{D}_{dt}", cand(D, dt, tag), conf)
           for D in (64, 128) for dt in ("f32", "f16") for tag, conf in CONFIGS.items()]
+_extra += [exp_entry("batched_gemm_d128_f16", f"x_bgemm_d128_f16_{tag}", conf) for tag, conf in CONFIGS.items()]
 (EXP / "registry" / "zz_prefill_ab.toml").write_text("\n\n".join(_extra) + "\n")
 
 import wgraph.kernels.registry as R  # noqa: E402
@@ -225,10 +231,17 @@ def run_varlen(peaks: dict):
     Q, K, V, CU = dev.tensor(q), dev.tensor(k), dev.tensor(v), dev.tensor(cu)
     work = sum(4.0 * x * x * hq * D / 2 for x in lens)
     row = {"shape": f"varlen B={len(lens)} rows={n} {hq}/{hkv} D={D} f16", "flops": work, "res": []}
-    for label, var in (("varlen planned", None), ("varlen batched_tiled", "batched_tiled_d128_f16")):
+    planned_out = None
+    for label, var in (("varlen planned", None), ("varlen gemm", "batched_gemm_d128_f16"),
+                       *[(f"varlen gemm_{t}", f"x_bgemm_d128_f16_{t}") for t in CONFIGS]):
         r = {"label": label, "variant": var or "planned"}
         try:
             out = wg.ops.attention_varlen(Q, K, V, CU, CU, max_seqlen_q=m, max_seqlen_k=m, causal=True, variant=var)
+            got = out.numpy().astype(np.float32)
+            if planned_out is None:
+                planned_out = got
+            else:
+                r["diff_vs_planned"], r["tol"] = float(np.max(np.abs(got - planned_out))), 2e-2
             r["us"] = span_us(lambda: wg.ops.attention_varlen(Q, K, V, CU, CU, max_seqlen_q=m, max_seqlen_k=m,
                                                               causal=True, variant=var, out=out), N_CALLS)
             r["tflops"] = work / r["us"] / 1e6
@@ -243,6 +256,11 @@ def run_varlen(peaks: dict):
         r = {"label": label, "variant": var or "planned"}
         try:
             out = wg.ops.attention(Q, K, V, causal=True, variant=var)
+            got = out.numpy().astype(np.float32)
+            if var is None:
+                planned_out = got
+            else:
+                r["diff_vs_planned"], r["tol"] = float(np.max(np.abs(got - planned_out))), 2e-2
             r["us"] = span_us(lambda: wg.ops.attention(Q, K, V, causal=True, variant=var, out=out), N_CALLS)
             r["tflops"] = flops(s1) / r["us"] / 1e6
             r["of_fma"] = r["tflops"] / peaks["f16"] if peaks.get("f16") else float("nan")

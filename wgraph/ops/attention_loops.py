@@ -145,6 +145,7 @@ BOUNDS = {
     # are the batch's (splitk_chunks reads the batch size from the facts)
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,
+    "attention_batched_gemm.wgsl": _gemm,
     "attention_batched_decode.wgsl": _splitk,
     "attention_batched_fused.wgsl": _fused,
 }

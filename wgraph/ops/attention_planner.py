@@ -72,7 +72,7 @@ RULES: tuple[Rule, ...] = (
          families=BATCHED),
     Rule("prefill", "gemm", "prefill on a GPU with subgroups: GEMM-shaped flash kernel, S = Q K^T and P V as "
          "register-tiled GEMMs over Q/K/V tiles in workgroup memory, online softmax by a row's lanes, causal tiles "
-         "skipped"),
+         "skipped", families=BOTH),
     Rule("prefill", "flash", "prefill on a GPU with subgroups: flash kernel, q and output in registers, K/V "
          "tiles in workgroup memory, q.k summed across a query's lanes by subgroup shuffles, causal tiles skipped",
          families=BOTH),
