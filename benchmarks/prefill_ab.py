@@ -33,11 +33,13 @@ SECTIONS = os.environ.get("SECTIONS", "prefill,varlen").split(",")
 EXP = Path("/tmp/prefill_ab_shaders")
 
 # Candidates beside each class's registry entry (BLOCK_M 64, BLOCK_N 64, 4 x 4 per thread, 256 threads: 16 row x
-# 16 column threads). Each moves one thing the kernel's time depends on: barriers per tile (bigger D/V chunks);
+# 16 column threads, next chunk prefetched into registers). Each moves one thing the kernel's time depends on:
+# global-load latency (no prefetch); barriers per tile (bigger D/V chunks);
 # workgroup-memory wavefronts per FMA (8 column threads: a warp's K and V reads are 128 bytes, one wavefront;
 # 8 rows a thread: each K vec4 feeds 8 rows); registers and workgroups per SM (128 threads); filling 132 SMs at
 # S = 512 (32-row blocks).
 CONFIGS = {
+    "nopf": dict(PREFETCH="false"),
     "dc8_vc16": dict(D_CHUNK=8, V_CHUNK=16),
     "ct8": dict(BLOCK_M=128, BLOCK_N=32, V_CHUNK=8),
     "wg128": dict(WG=128, BLOCK_N=32, V_CHUNK=8),
@@ -49,7 +51,7 @@ if os.environ.get("CONFIGS"):
     CONFIGS = {}
     for item in os.environ["CONFIGS"].split(";"):
         tag, _, kv = item.partition(":")
-        CONFIGS[tag] = {k: int(v) for k, v in (p.split("=") for p in kv.split(","))}
+        CONFIGS[tag] = {k: int(v) if v.isdigit() else v for k, v in (p.split("=") for p in kv.split(","))}
 if SMALL:
     CONFIGS = dict(list(CONFIGS.items())[:2])
 

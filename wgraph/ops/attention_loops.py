@@ -58,12 +58,11 @@ def _flash(k: Kernel, f: PlanFacts, caps) -> int:
 
 
 def _gemm(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_prefill_gemm.wgsl: tiles of BN keys over the block's union of ranges; per tile the head-dim
-    chunks (each staging BM and BN rows of DC4 vec4s), two butterflies over LPR lanes, the V chunks (each staging
-    VC rows); then the final butterfly (every other loop is unrolled by //!repeat)."""
-    wg, bm, bn, dc4, vc, row4, lpr = (kconst(k, n) for n in ("WG", "BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR"))
-    chunks = _loop(row4 // dc4, _loop(ceil_div(bm * dc4, wg)) + _loop(ceil_div(bn * dc4, wg)))
-    tile = chunks + 2 * _loop(_halvings(lpr)) + _loop(bn // vc, _loop(ceil_div(vc * row4, wg)))
+    """attention_prefill_gemm.wgsl (its body in attention_gemm_body.wgsl): tiles of BLOCK_N keys over the block's
+    union of ranges; per tile the head-dim chunks, two butterflies over LPR lanes and the V chunks; then the final
+    butterfly (staging and every other loop are unrolled by //!repeat)."""
+    bm, bn, dc4, vc, row4, lpr = (kconst(k, n) for n in ("BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR"))
+    tile = _loop(row4 // dc4) + 2 * _loop(_halvings(lpr)) + _loop(bn // vc)
     return _loop(ceil_div(f.kv_span + bm - 1, bn), tile) + _loop(_halvings(lpr))
 
 

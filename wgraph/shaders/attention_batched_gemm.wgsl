@@ -3,7 +3,7 @@
 // block nblocks - 1 - z: the block index is the slowest of the grid, so the blocks with the most keys of every
 // sequence start first and the short ones fill the tail; a block past the sequence's queries returns at once.
 // Positions, masks and rows come from attention_batched_common.wgsl; the body is the single-sequence kernel's
-// (attention_gemm_consts.wgsl, attention_gemm_body.wgsl).
+// (attention_gemm_tiles.wgsl, attention_gemm_body.wgsl).
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
 @group(0) @binding(1) var<storage, read> q: array<vec4<{{Q_T}}>>;
@@ -11,7 +11,7 @@
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<{{OUT_T}}>>;
 @group(0) @binding(8) var<storage, read_write> lse: array<f32>;
 
-//!include attention_gemm_consts.wgsl
+//!include attention_gemm_tiles.wgsl
 
 var<private> seq_queries: u32;
 var<private> seq_keys: u32;

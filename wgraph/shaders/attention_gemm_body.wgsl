@@ -32,35 +32,50 @@
     let lo = first.x;
     let hi = max(lo, last.y);
 
+    var sl: Slots;
+//!repeat n NQ
+    {
+        let idx = t + ${n}u * WG;
+        sl.q_at[$n] = ((q0 + i0 + idx / DC4) * params.num_heads + h) * D4 + idx % DC4;
+        sl.q_ok[$n] = idx < BLOCK_M * DC4 && i0 + idx / DC4 < S;
+    }
+//!end
+
     for (var base: u32 = lo; base < hi; base += BLOCK_N) {
         let n_keys = min(BLOCK_N, hi - base);
         let tile_full = base >= last.x && base + n_keys <= first.y;
+//!repeat n NK
+        {
+            let idx = t + ${n}u * WG;
+            sl.k_ok[$n] = idx < BLOCK_N * DC4 && idx / DC4 < n_keys;
+            sl.k_at[$n] = 0u;
+            if (sl.k_ok[$n]) {
+                sl.k_at[$n] = (kv_row(base + idx / DC4) * params.num_kv_heads + g) * D4 + idx % DC4;
+            }
+        }
+//!end
 
-        // 1. S = Q K^T over head-dim chunks.
+        // 1. S = Q K^T over head-dim chunks; the next chunk's loads are in flight during a chunk's FMAs (PREFETCH).
         var sacc: array<f32, TM * TN>;      // [i * TN + j]: row ty + i * RT, key tx + j * CT
 //!repeat a TM * TN
         sacc[$a] = 0.0;
 //!end
+        var qk = stage_qk(sl, t, 0u, D4);
         for (var c0: u32 = 0u; c0 < ROW4; c0 += DC4) {
-            for (var idx: u32 = t; idx < BLOCK_M * DC4; idx += WG) {
-                let r = idx / DC4;
-                let d4 = c0 + idx % DC4;
-                var x = vec4<f32>(0.0);
-                if (i0 + r < S && d4 < D4) {
-                    x = vec4<f32>(q[((q0 + i0 + r) * params.num_heads + h) * D4 + d4]);
-                }
-                qs[r * QS + idx % DC4] = x;
+//!repeat n NQ
+            if (t + ${n}u * WG < BLOCK_M * DC4) {
+                qs[((t + ${n}u * WG) / DC4) * QS + (t + ${n}u * WG) % DC4] = qk.q[$n];
             }
-            for (var idx: u32 = t; idx < BLOCK_N * DC4; idx += WG) {
-                let kk = idx / DC4;
-                let d4 = c0 + idx % DC4;
-                var x = vec4<f32>(0.0);
-                if (kk < n_keys && d4 < D4) {
-                    x = vec4<f32>(kv_k4((kv_row(base + kk) * params.num_kv_heads + g) * D4 + d4));
-                }
-                ks[kk * QS + idx % DC4] = x;
+//!end
+//!repeat n NK
+            if (t + ${n}u * WG < BLOCK_N * DC4) {
+                ks[((t + ${n}u * WG) / DC4) * QS + (t + ${n}u * WG) % DC4] = qk.k[$n];
             }
+//!end
             workgroupBarrier();
+            if (PREFETCH && c0 + DC4 < ROW4) {
+                qk = stage_qk(sl, t, c0 + DC4, D4);
+            }
 //!repeat c DC4
             {
 //!repeat i TM
@@ -77,6 +92,9 @@
             }
 //!end
             workgroupBarrier();             // the chunk is overwritten by the next one
+            if (!PREFETCH && c0 + DC4 < ROW4) {
+                qk = stage_qk(sl, t, c0 + DC4, D4);
+            }
         }
 //!repeat j TN
 //!repeat a TM4
@@ -143,17 +161,17 @@
 //!end
         }
 //!end
-        for (var k0: u32 = 0u; k0 < BLOCK_N; k0 += VC) {
-            for (var idx: u32 = t; idx < VC * ROW4; idx += WG) {
-                let kk = k0 + idx / ROW4;
-                let d4 = idx % ROW4;
-                var x = vec4<f32>(0.0);
-                if (kk < n_keys && d4 < D4) {
-                    x = vec4<f32>(kv_v4((kv_row(base + kk) * params.num_kv_heads + g) * D4 + d4));
-                }
-                vs[idx] = x;
+        var vr = stage_v(t, base, 0u, n_keys, g, D4);
+        for (var k0: u32 = 0u; k0 < n_keys; k0 += VC) {   // chunks past the tile's keys hold only p == 0: skipped
+//!repeat n NV
+            if (t + ${n}u * WG < VC * ROW4) {
+                vs[t + ${n}u * WG] = vr[$n];
             }
+//!end
             workgroupBarrier();
+            if (PREFETCH && k0 + VC < n_keys) {
+                vr = stage_v(t, base, k0 + VC, n_keys, g, D4);
+            }
             if (tile_full) {
 //!repeat kk VC
                 {
@@ -195,6 +213,9 @@
 //!end
             }
             workgroupBarrier();             // vs and ps are rewritten next
+            if (!PREFETCH && k0 + VC < n_keys) {
+                vr = stage_v(t, base, k0 + VC, n_keys, g, D4);
+            }
         }
     }
 

@@ -25,7 +25,7 @@
 @group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 //!include attention_kv_layout.wgsl
 
-//!include attention_gemm_consts.wgsl
+//!include attention_gemm_tiles.wgsl
 
 var<private> kv_len: u32;
 
