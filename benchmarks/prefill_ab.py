@@ -42,6 +42,7 @@ CONFIGS = {
     "nopf": dict(PREFETCH="false"),
     "dc8_vc16": dict(D_CHUNK=8, V_CHUNK=16),
     "ct8": dict(BLOCK_M=128, BLOCK_N=32, V_CHUNK=8),
+    "ct8_dc8": dict(BLOCK_M=128, BLOCK_N=32, D_CHUNK=8, V_CHUNK=16),
     "wg128": dict(WG=128, BLOCK_N=32, V_CHUNK=8),
     "tm8_bn32": dict(BLOCK_M=128, ROWS_PER_THREAD=8, BLOCK_N=32, KEYS_PER_THREAD=2, V_CHUNK=8),
     "wg128_tm8": dict(WG=128, BLOCK_M=128, ROWS_PER_THREAD=8, BLOCK_N=32, KEYS_PER_THREAD=4, V_CHUNK=8),
