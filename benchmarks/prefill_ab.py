@@ -297,7 +297,33 @@ def summary():
         base = totals.get("planned")
         print(f"  d{cls} {dt} ({n} shapes): " + ", ".join(
             f"{label} {t / 1e3:.2f} ms" + (f" ({base / t:.2f}x planned)" if base else "") for label, t in ranked)
-            + f"  -> winner {ranked[0][0]}")
+            + f"  -> winner {ranked[0][0]} {CONFIGS.get(ranked[0][0].removeprefix('gemm_'), '')}")
+    targets()
+
+
+def targets():
+    """Issue 25's prefill targets against the best configuration of each row (wrong outputs left out)."""
+    print("\ntargets (best correct configuration; planned beside it):")
+    ok = lambda r: "us" in r and r.get("diff_vs_planned", 0.0) <= r.get("tol", float("inf"))  # noqa: E731
+    for row in RES["rows"]:
+        best = min((r for r in row["res"] if ok(r)), key=lambda r: r["us"], default=None)
+        planned = next((r for r in row["res"] if r["label"] == "planned" and "us" in r), None)
+        if best is None or planned is None:
+            continue
+        if (row["Hq"], row["D"], row["dtype"]) == (16, 128, "f32") and row["S"] >= 2048 and "torch_us" in row:
+            print(f"  f32 16/16 D128 S={row['S']}: {best['label']} {row['torch_us'] / best['us']:.3f}x torch "
+                  f"(planned {row['torch_us'] / planned['us']:.3f}x; target 0.6x)")
+        if row["dtype"] == "f16" and PEAKS.get("f16"):
+            print(f"  f16 {row['Hq']}/{row['Hkv']} D{row['D']} S={row['S']}: {best['label']} {best['of_fma']:.3f} of the "
+                  f"f16 FMA peak (planned {planned['of_fma']:.3f}; target 0.40)")
+    v = RES.get("varlen")
+    if v:
+        got = {r["label"]: r for r in v["res"] if ok(r)}
+        bv = min((r for k, r in got.items() if k.startswith("varlen")), key=lambda r: r["us"], default=None)
+        bs = got.get("single planned")
+        if bv and bs:
+            print(f"  varlen: {bv['label']} {bv['tflops']:.2f} TFLOP/s against the planned single-sequence kernel's "
+                  f"{bs['tflops']:.2f} on {v['shape']} (target >= 1x: {bv['tflops'] / bs['tflops']:.2f}x)")
 
 
 if TORCH:
