@@ -25,18 +25,20 @@ const_assert WG % RT == 0u && BLOCK_N == CT * TN && ROW4 % CT == 0u;
 const_assert WG % BLOCK_M == 0u && LPR <= 4u && BLOCK_N % LPR == 0u;
 const_assert ROW4 % DC4 == 0u && BLOCK_N % VC == 0u;
 
-var<workgroup> qs: array<vec4<f32>, BLOCK_M * QS>;
-var<workgroup> ks: array<vec4<f32>, BLOCK_N * QS>;
-var<workgroup> vs: array<vec4<f32>, VC * ROW4>;
-// Scores, then p, of the tile: key kk, row ty + i * RT at vec4 (kk * RT + ty) * TM4 + i / 4, component i % 4,
-// so step 3 reads a thread's TM rows of one key as TM4 vec4s.
-var<workgroup> ps: array<vec4<f32>, BLOCK_N * RT * TM4>;
+// Two-level arrays: in the FMA loops the outer index is the thread's (loop-invariant) and the inner one a
+// constant, so an index clamp (bounds checks) is computed once, not per load.
+var<workgroup> qs: array<array<vec4<f32>, QS>, BLOCK_M>;
+var<workgroup> ks: array<array<vec4<f32>, QS>, BLOCK_N>;
+var<workgroup> vs: array<array<vec4<f32>, ROW4>, VC>;
+// Scores, then p, of the tile: key kk, row ty + i * RT at ps[kk][ty * TM4 + i / 4], component i % 4, so step 3
+// reads a thread's TM rows of one key as TM4 vec4s.
+var<workgroup> ps: array<array<vec4<f32>, RT * TM4>, BLOCK_N>;
 var<workgroup> corr_s: array<f32, BLOCK_M>;      // per row: the tile's correction; after the last tile 1 / l
 
-// ps's vec4 and component of (key kk, block row r)
-fn p_slot(kk: u32, r: u32) -> vec2<u32> {
+// ps's (key, vec4, component) of (key kk, block row r)
+fn p_slot(kk: u32, r: u32) -> vec3<u32> {
     let i = r / RT;
-    return vec2<u32>((kk * RT + r % RT) * TM4 + i / 4u, i % 4u);
+    return vec3<u32>(kk, (r % RT) * TM4 + i / 4u, i % 4u);
 }
 
 // Staging: thread t stages vec4s t + n * WG of a chunk. A Q slot's row is the same in every chunk and tile, a K
