@@ -1,5 +1,5 @@
-"""Run on a GPU from the project root: the GPU-tuned attention variants of the registry (flash prefill, split-K
-and fused split-K decode, and their batched twins; `python benchmarks/h200_check.py TEXT` keeps the names
+"""Run on a GPU from the project root: the GPU-tuned attention variants of the registry (flash and GEMM-shaped
+flash prefill, split-K and fused split-K decode, and their batched twins; `python benchmarks/h200_check.py TEXT` keeps the names
 containing TEXT, `batched` the batched part only) at real sizes against the float64 numpy reference with
 FlashAttention's rule (tests/attention_reference.py, tests/window_reference.py): kv up to 32768, every GQA group
 1-8 through the planner, windows, softcap, GPU kv_len, paged caches; batches of 1-64 ragged sequences with GPU
@@ -50,11 +50,11 @@ only = sys.argv[1] if len(sys.argv) > 1 else ""
 for name, k in registry().items():
     if only not in name:
         continue
-    if k.op != "attention" or k.facts.get("tier") not in ("flash", "splitk", "fused"):
+    if k.op != "attention" or k.facts.get("tier") not in ("flash", "gemm", "splitk", "fused"):
         continue
     dt = k.facts["dtype"]
     D = k.limits["max_head_dim"]
-    if k.facts["tier"] == "flash":
+    if k.facts["tier"] in ("flash", "gemm"):
         case(name, dt, 1024, 1024, 8, 2, D)
         case(name, dt, 700, 700, 4, 4, D - 8 if D > 64 else D, mag=4.0)
         case(name, dt, 300, 2000, 4, 1, D, softcap=30.0, sliding_window=512)
@@ -173,6 +173,15 @@ if only in ("", "batched", "fused", "splitk", "flash"):
     vcase(None, "f32", varlen, 16, 16, 64, window=(300, -1))
     vcase(None, "f16kv", (1, 0, 2000, 37), 8, 2, 256, causal=False, window=(100, 50))
     vcase("batched_tiled_d256_f32", "f32", (300, 0, 77), 4, 2, 160)
+if only in ("", "batched", "gemm"):   # the batched GEMM-shaped kernels (experimental: forced)
+    for name, k in registry().items():
+        if k.op == "attention_batched" and k.facts.get("tier") == "gemm":
+            dt, D = k.facts["dtype"], k.limits["max_head_dim"]
+            vcase(name, dt, (512, 1024, 256, 768, 512, 1024, 128, 896), 32, 8, D)
+            vcase(name, dt, (1, 0, 700, 37), 8, 2, D - 8 if D > 64 else D, causal=False, window=(100, 50))
+            bcase(name, dt, [1000, 3, 2000], 16, 16, D, sq=70, n_new=70, page=64, softcap=30.0, mag=4.0)
+
+
 def rcase(hidden, hq, hkv, D, wdt, kdt, rows=1, pos=1000, L=2048, gpu_pos=False, bias=False):
     """linear_rope_kv_append (the QKV GEMV with RoPE and the K/V append in its epilogue) at a real size against
     float64: RMSNorm, GEMV (+ bias), rotate-half RoPE at pos + r; the cache rows written, the others unchanged."""

@@ -9,6 +9,7 @@ import pytest
 
 import wgraph as wg
 from attention_reference import tolerance_check
+from window_reference import check
 from kernel_support import lacks_subgroups
 from wgraph.ops.attention_planner import shader_const
 from wgraph.kernels.registry import registry
@@ -29,6 +30,8 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "prefill_flash_d64": ("prefill", 64),    # GPU-tuned: the planner skips them on lavapipe, so they are forced
     "prefill_flash_d128": ("prefill", 128),
     "prefill_flash_d256": ("prefill", 256),
+    "prefill_gemm_d64": ("prefill", 64),     # experimental (the planner passes over them): forced
+    "prefill_gemm_d128": ("prefill", 128),
 }
 DTYPES = ("f32", "f16", "f16kv")
 HEADS = ((1, 1), (2, 1), (4, 2), (8, 8), (8, 2), (4, 1), (2, 2), (8, 4))
@@ -163,6 +166,29 @@ def test_gpu_kv_len_grows_without_replanning(dev, rng):
         got = wg.ops.attention(Q, K, V, causal=True, kv_len=n).numpy()
         ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_len=length)
         assert ok, (length, err, bound)
+
+
+# The GEMM-shaped flash kernel (experimental: forced) where its tiles are partial: several query blocks and key
+# tiles with S and L not multiples of 64, diagonal tiles, S < L, windows cutting tiles, padded head dims, MQA.
+GEMM_TILES = [  # (variant, S, L, Hq, Hkv, D, causal, window, softcap)
+    ("prefill_gemm_d64_f32", 130, 130, 4, 2, 64, True, (-1, -1), 0.0),
+    ("prefill_gemm_d64_f16", 65, 200, 2, 1, 48, True, (30, -1), 0.0),
+    ("prefill_gemm_d128_f32", 100, 77, 2, 2, 128, False, (-1, -1), 0.0),
+    ("prefill_gemm_d128_f16kv", 70, 140, 4, 1, 96, False, (40, 10), 2.5),
+    ("prefill_gemm_d128_f16", 129, 129, 2, 1, 128, True, (-1, -1), 0.0),
+]
+
+
+@pytest.mark.parametrize("variant,S,L,hq,hkv,d,causal,window,softcap", GEMM_TILES)
+def test_gemm_prefill_partial_tiles(dev, rng, variant, S, L, hq, hkv, d, causal, window, softcap):
+    _skip_without_subgroups(dev, variant)
+    dtype = variant.rsplit("_", 1)[1]
+    q, k, v = _inputs(rng, dtype, S, L, hq, hkv, d)
+    out, lse = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=causal, window=window,
+                                softcap=softcap, return_lse=True, variant=variant)
+    out_dtype = np.float16 if dtype == "f16" else np.float32
+    msg = check(out.numpy(), lse.numpy(), q, k, v, out_dtype=out_dtype, causal=causal, window=window, softcap=softcap)
+    assert msg is None, f"{variant}: {msg}"
 
 
 @pytest.mark.parametrize("S,D", [(512, 64), (384, 32), (130, 64)])

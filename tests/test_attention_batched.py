@@ -32,7 +32,10 @@ VARLEN = [
 # The flash kernel (GPU-tuned, planned only on GPUs) forced once, in the variant lavapipe compiles fastest (its
 # f16 variants take 25-50 s each there; their packed-f16 math is the single-sequence kernel's, tested in
 # test_attention.py, and the sequence indexing all variants share is dtype-free).
-FLASH = [("batched_flash_d128_f32", ("f32", [3, 0, 1, 5], [7, 2, 1, 5], 4, 1, 32, True, (2, -1), 3.0))]
+FLASH = [("batched_flash_d128_f32", ("f32", [3, 0, 1, 5], [7, 2, 1, 5], 4, 1, 32, True, (2, -1), 3.0)),
+         # the GEMM-shaped kernel (experimental: forced): several query blocks and key tiles per sequence
+         ("batched_gemm_d64_f32", ("f32", [70, 0, 5, 130], [70, 3, 9, 200], 4, 2, 64, True, (-1, -1), 0.0)),
+         ("batched_gemm_d128_f16", ("f16", [33, 80, 1], [50, 80, 0], 4, 1, 96, True, (20, -1), 2.0))]
 
 
 def _varlen_cases():
@@ -139,7 +142,7 @@ def test_kvcache_matches_reference(dev, rng, variant, case):
 
 
 @pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",
-                                     "prefill_chunked_f32", "decode_streaming_f32", "decode_subgroup_f16kv",
+                                     "prefill_gemm_d64_f16kv", "prefill_chunked_f32", "decode_streaming_f32", "decode_subgroup_f16kv",
                                      "decode_chunked_f32", "decode_splitk_g4_f16", "decode_fused_g4_f32"])
 def test_attention_window_and_lse(dev, rng, variant):
     """window (left, right) without causal, and lse, on every kernel family of wg.ops.attention."""

@@ -257,3 +257,44 @@ def test_fused_decode_on_gpus_with_subgroups():
     cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
     p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), cpu)
     assert p.variant == "decode_splitk_g4_f16" and "GPU-tuned" in dict(p.rejected)["decode_fused_g4_f16"]
+
+
+def _confirmed(monkeypatch):
+    """The registry as it reads once an H200 A/B confirms the GEMM-shaped kernels: `experimental` removed."""
+    import attrs
+    from types import MappingProxyType
+    from wgraph.kernels.registry import kernels_for
+    from wgraph.ops import attention_planner
+
+    def kernels(family="attention"):
+        return tuple(attrs.evolve(k, facts=MappingProxyType({n: x for n, x in k.facts.items() if n != "experimental"}))
+                     for k in kernels_for(family))
+
+    monkeypatch.setattr(attention_planner, "attention_kernels", kernels)
+
+
+def test_gemm_prefill_is_planned_only_once_confirmed(monkeypatch):
+    gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
+    facts = PlanFacts("prefill", "f32", 4096, 16, 128, 4096)
+    p = plan(facts, gpu)
+    assert p.variant == "prefill_flash_d128_f32"
+    assert dict(p.rejected)["prefill_gemm_d128_f32"] == "experimental: not planned until an H200 A/B confirms it"
+    # forced, it runs: 64 queries a workgroup
+    assert plan(facts, gpu, "prefill_gemm_d128_f32").workgroups == (64, 16, 1)
+    _confirmed(monkeypatch)
+    p = plan(facts, gpu)
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (64, 16, 1))
+    assert plan(PlanFacts("prefill", "f16", 100, 8, 64, 100), gpu).variant == "prefill_gemm_d64_f16"
+    assert plan(PlanFacts("prefill", "f16", 100, 8, 256, 100), gpu).variant == "prefill_flash_d256_f16"
+    # a CPU device (GPU-tuned) and a GPU without subgroups keep the tiled kernels
+    cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
+    assert plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), cpu).variant == "prefill_tiled_large_f32"
+    plain = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
+    assert plan(PlanFacts("prefill", "f32", 100, 8, 128, 100), plain).variant == "prefill_tiled_small_f32"
+    # 30976 bytes of workgroup memory: a device with 16 KB keeps the flash kernel
+    small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=16384)
+    p = plan(facts, small)
+    assert p.variant == "prefill_flash_d128_f32" and "30976 bytes" in dict(p.rejected)["prefill_gemm_d128_f32"]
+    # batches: varlen prefill takes the batched twin
+    varlen = PlanFacts("prefill", "f16", 512, 32, 128, 1024, num_kv_heads=8, family="attention_batched", batch=8)
+    assert plan(varlen, gpu).variant == "batched_gemm_d128_f16"

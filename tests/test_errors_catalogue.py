@@ -432,7 +432,8 @@ BEHAVIOURS = ("no-queries", "zero-length-kv", "nan-propagates", "inf-propagates"
               "sdpa-nan-as-torch", "sample-nan-row", "batched-huge-window", "failing-call-leaves-buffers")
 # prefill_flash_d64 stands for the GPU prefill kernels (one file, one code path); its larger head-dim classes
 # compile for tens of seconds cold on lavapipe.
-PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16", "prefill_flash_d64_f32")
+PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16", "prefill_flash_d64_f32",
+           "prefill_gemm_d64_f16")
 DECODE = ("decode_streaming_f32", "decode_subgroup_f16kv", "decode_chunked_f32", "decode_chunked_f16", "decode_splitk_g4_f32",
           "decode_splitk_g8_f16", "decode_fused_g4_f16", "decode_fused_g8_f32")
 
@@ -504,7 +505,8 @@ def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where):
     np.testing.assert_allclose(got[~nan_elems], want[~nan_elems], atol=tol, rtol=0)
 
 
-@pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "decode_streaming_f32",
+@pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "prefill_gemm_d64_f32",
+                                     "decode_streaming_f32",
                                      "decode_chunked_f32", "decode_fused_g4_f32"))
 def test_inf_in_v_makes_the_rows_that_see_it_non_finite(dev, rng, variant):
     S, L = (1, 300) if variant.startswith("decode") else (6, 40)

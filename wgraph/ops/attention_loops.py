@@ -57,6 +57,15 @@ def _flash(k: Kernel, f: PlanFacts, caps) -> int:
     return _loop(ceil_div(f.kv_span + bm - 1, tn), tile)
 
 
+def _gemm(k: Kernel, f: PlanFacts, caps) -> int:
+    """attention_prefill_gemm.wgsl (its body in attention_gemm_body.wgsl): tiles of BLOCK_N keys over the block's
+    union of ranges; per tile the head-dim chunks, two butterflies over LPR lanes and the V chunks; then the final
+    butterfly (staging and every other loop are unrolled by //!repeat)."""
+    bm, bn, dc4, vc, row4, lpr = (kconst(k, n) for n in ("BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR"))
+    tile = _loop(row4 // dc4) + 2 * _loop(_halvings(lpr)) + _loop(bn // vc)
+    return _loop(ceil_div(f.kv_span + bm - 1, bn), tile) + _loop(_halvings(lpr))
+
+
 def _stream(k: Kernel, f: PlanFacts, caps) -> int:
     """attention_stream.wgsl: one workgroup per (query, head) over all kv_span keys."""
     return _stream_core(k, f.head_dim, f.kv_span) + _loop(kconst(k, "DIMS_PER_THREAD"))
@@ -124,6 +133,7 @@ def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
 BOUNDS = {
     "attention_prefill_tiled.wgsl": _tiled,
     "attention_prefill_flash.wgsl": _flash,
+    "attention_prefill_gemm.wgsl": _gemm,
     "attention_stream.wgsl": _stream,
     "attention_decode_chunked.wgsl": _chunked,
     "attention_decode_subgroup.wgsl": _subgroup,
@@ -134,6 +144,7 @@ BOUNDS = {
     # are the batch's (splitk_chunks reads the batch size from the facts)
     "attention_batched_tiled.wgsl": _tiled,
     "attention_batched_flash.wgsl": _flash,
+    "attention_batched_gemm.wgsl": _gemm,
     "attention_batched_decode.wgsl": _splitk,
     "attention_batched_fused.wgsl": _fused,
 }

@@ -70,6 +70,9 @@ RULES: tuple[Rule, ...] = (
          "per sequence", families=BATCHED),
     Rule("decode", "tiled", "batched decode fallback: the tiled kernel, one query row per sequence",
          families=BATCHED),
+    Rule("prefill", "gemm", "prefill on a GPU with subgroups: GEMM-shaped flash kernel, S = Q K^T and P V as "
+         "register-tiled GEMMs over Q/K/V tiles in workgroup memory, online softmax by a row's lanes, causal tiles "
+         "skipped", families=BOTH),
     Rule("prefill", "flash", "prefill on a GPU with subgroups: flash kernel, q and output in registers, K/V "
          "tiles in workgroup memory, q.k summed across a query's lanes by subgroup shuffles, causal tiles skipped",
          families=BOTH),
@@ -266,6 +269,9 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
         for k in candidates:  # registry order: a tier's head-dim classes from the smallest up
             if rule.min_chunks and facts.kv_span < rule.min_chunks * int(k.facts["chunk_size"]):
                 rejected.append((k.name, f"kv span {facts.kv_span} < {rule.min_chunks} chunks of {k.facts['chunk_size']}"))
+                continue
+            if k.facts.get("experimental"):  # a candidate the H200 has not confirmed yet (forcing still runs it)
+                rejected.append((k.name, "experimental: not planned until an H200 A/B confirms it"))
                 continue
             if facts.kv_span < int(k.facts.get("min_kv_span", 0)):  # a speed rule (forcing still runs it)
                 rejected.append((k.name, f"kv span {facts.kv_span} < {k.facts['min_kv_span']}, where it is slower"))
