@@ -38,6 +38,12 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
             return f"decode_subgroup_{dtype}"
         return f"decode_streaming_{dtype}" if d <= 512 else None
     if not cpu and subgroups and d % 4 == 0:
+        # the GEMM-shaped kernels (30976 bytes): f32 for D <= 64 and 65..128, f16 for
+        # D 65..128; the rest stay experimental (the H200 A/B did not confirm them)
+        if dtype == "f32" and d <= 128 and mem >= 30976:
+            return f"prefill_gemm_d{64 if d <= 64 else 128}_f32"
+        if dtype == "f16" and 64 < d <= 128 and mem >= 30976:
+            return "prefill_gemm_d128_f16"
         for cls, need in ((64, 8192), (128, 8192), (256, 16384)):
             need = need * 3 // 4 if dtype == "f16" else need
             if d <= cls and mem >= need:
@@ -84,10 +90,20 @@ def test_plan_table_rows():
     assert "GPU-tuned" in dict(p.rejected)["prefill_flash_d64_f32"]
     p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), cpu)
     assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (13, 8, 1))
-    # flash: 128 queries per workgroup for head dims up to 64, 64 above
+    # the GEMM-shaped kernel: 64 queries per workgroup, 30976 bytes of workgroup memory
     p = plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg)
-    assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d128_f32", "flash", (64, 32, 1))
-    assert dict(p.rejected)["prefill_flash_d64_f32"] == "takes head_dim <= 64; got 128"
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (64, 32, 1))
+    assert dict(p.rejected)["prefill_gemm_d64_f32"] == "takes head_dim <= 64; got 128"
+    assert plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), sg).variant == "prefill_gemm_d128_f16"
+    # f16 at D <= 64: the flash kernel (the GEMM-shaped d64 f16 entry is experimental; d128 is for D >= 65)
+    p = plan(PlanFacts("prefill", "f16", 4096, 32, 64, 4096), sg)
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d64_f16", "flash", (32, 32, 1))
+    assert dict(p.rejected)["prefill_gemm_d128_f16"] == "is for head_dim >= 65; got 64"
+    # flash: 128 queries per workgroup for head dims up to 64, 64 above (a device with 16 KB)
+    small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=16384)
+    p = plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), small)
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d128_f16", "flash", (64, 32, 1))
+    assert dict(p.rejected)["prefill_flash_d64_f16"] == "takes head_dim <= 64; got 128"
     p = plan(PlanFacts("prefill", "f16kv", 300, 8, 64, 300), sg)
     assert (p.variant, p.workgroups) == ("prefill_flash_d64_f16kv", (3, 8, 1))
     p = plan(PlanFacts("prefill", "f16", 33, 4, 256, 33), sg)
@@ -259,32 +275,20 @@ def test_fused_decode_on_gpus_with_subgroups():
     assert p.variant == "decode_splitk_g4_f16" and "GPU-tuned" in dict(p.rejected)["decode_fused_g4_f16"]
 
 
-def _confirmed(monkeypatch):
-    """The registry as it reads once an H200 A/B confirms the GEMM-shaped kernels: `experimental` removed."""
-    import attrs
-    from types import MappingProxyType
-    from wgraph.kernels.registry import kernels_for
-    from wgraph.ops import attention_planner
-
-    def kernels(family="attention"):
-        return tuple(attrs.evolve(k, facts=MappingProxyType({n: x for n, x in k.facts.items() if n != "experimental"}))
-                     for k in kernels_for(family))
-
-    monkeypatch.setattr(attention_planner, "attention_kernels", kernels)
-
-
-def test_gemm_prefill_is_planned_only_once_confirmed(monkeypatch):
+def test_gemm_prefill_planned_where_the_h200_confirmed_it():
+    """The GEMM-shaped prefill as the H200 A/B confirmed it (benchmarks/results/h200-prefill-ab.json): f32 at
+    D <= 128, f16 at D 65..128 (single sequence; the varlen twin f16 only); the f16 D <= 64 and f16kv entries stay
+    experimental: passed over, saying why, and still run when forced."""
     gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
     facts = PlanFacts("prefill", "f32", 4096, 16, 128, 4096)
     p = plan(facts, gpu)
-    assert p.variant == "prefill_flash_d128_f32"
-    assert dict(p.rejected)["prefill_gemm_d128_f32"] == "experimental: not planned until an H200 A/B confirms it"
-    # forced, it runs: 64 queries a workgroup
-    assert plan(facts, gpu, "prefill_gemm_d128_f32").workgroups == (64, 16, 1)
-    _confirmed(monkeypatch)
-    p = plan(facts, gpu)
     assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (64, 16, 1))
-    assert plan(PlanFacts("prefill", "f16", 100, 8, 64, 100), gpu).variant == "prefill_gemm_d64_f16"
+    p = plan(PlanFacts("prefill", "f16kv", 100, 8, 128, 100), gpu)
+    assert p.variant == "prefill_flash_d128_f16kv"
+    assert dict(p.rejected)["prefill_gemm_d128_f16kv"] == "experimental: not planned until an H200 A/B confirms it"
+    assert plan(PlanFacts("prefill", "f16kv", 100, 8, 128, 100), gpu, "prefill_gemm_d128_f16kv").workgroups == (2, 8, 1)
+    assert plan(PlanFacts("prefill", "f16", 100, 8, 64, 100), gpu).variant == "prefill_flash_d64_f16"
+    assert plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), gpu).variant == "prefill_gemm_d64_f32"
     assert plan(PlanFacts("prefill", "f16", 100, 8, 256, 100), gpu).variant == "prefill_flash_d256_f16"
     # a CPU device (GPU-tuned) and a GPU without subgroups keep the tiled kernels
     cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
@@ -295,6 +299,8 @@ def test_gemm_prefill_is_planned_only_once_confirmed(monkeypatch):
     small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=16384)
     p = plan(facts, small)
     assert p.variant == "prefill_flash_d128_f32" and "30976 bytes" in dict(p.rejected)["prefill_gemm_d128_f32"]
-    # batches: varlen prefill takes the batched twin
+    # batches: varlen prefill takes the batched twin in f16 (128 threads); f32 stays on the flash twin
     varlen = PlanFacts("prefill", "f16", 512, 32, 128, 1024, num_kv_heads=8, family="attention_batched", batch=8)
     assert plan(varlen, gpu).variant == "batched_gemm_d128_f16"
+    f32 = PlanFacts("prefill", "f32", 512, 32, 128, 1024, num_kv_heads=8, family="attention_batched", batch=8)
+    assert "experimental" in dict(plan(f32, gpu).rejected)["batched_gemm_d128_f32"]

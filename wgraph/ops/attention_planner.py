@@ -154,6 +154,9 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
         return UnsupportedError, f"needs features {missing}, which {caps.adapter_name!r} lacks"
     if facts.head_dim > k.limits["max_head_dim"]:
         return LimitError, f"takes head_dim <= {k.limits['max_head_dim']}; got {facts.head_dim}"
+    if facts.head_dim < k.limits.get("min_head_dim", 0) and not forced:
+        # a speed rule (the kernel computes any smaller head_dim right): a smaller head-dim class is faster there
+        return PlanError, f"is for head_dim >= {k.limits['min_head_dim']}; got {facts.head_dim}"
     group = facts.num_heads // (facts.num_kv_heads or facts.num_heads)
     if group > k.limits.get("max_q_per_kv", group):
         return LimitError, (f"serves at most {k.limits['max_q_per_kv']} q heads per kv head; the call has "
