@@ -173,9 +173,10 @@ if only in ("", "batched", "fused", "splitk", "flash"):
     vcase(None, "f32", varlen, 16, 16, 64, window=(300, -1))
     vcase(None, "f16kv", (1, 0, 2000, 37), 8, 2, 256, causal=False, window=(100, 50))
     vcase("batched_tiled_d256_f32", "f32", (300, 0, 77), 4, 2, 160)
-if only in ("", "batched", "gemm"):   # the batched GEMM-shaped kernels (experimental: forced)
+if only in ("", "batched", "gemm") or only.startswith("batched_gemm"):   # the batched GEMM-shaped kernels, forced
     for name, k in registry().items():
-        if k.op == "attention_batched" and k.facts.get("tier") == "gemm":
+        if k.op == "attention_batched" and k.facts.get("tier") == "gemm" and (not only.startswith("batched_gemm")
+                                                                             or only in name):
             dt, D = k.facts["dtype"], k.limits["max_head_dim"]
             vcase(name, dt, (512, 1024, 256, 768, 512, 1024, 128, 896), 32, 8, D)
             vcase(name, dt, (1, 0, 700, 37), 8, 2, D - 8 if D > 64 else D, causal=False, window=(100, 50))
