@@ -19,7 +19,6 @@ $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes
 import json
 import math
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -27,35 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+import ab_registry
+
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/attention_ab"))
 OUT.mkdir(parents=True, exist_ok=True)
 SECTIONS = [a for a in sys.argv[1:]] or ["warm", "decode", "batched", "prefill"]
 EXP = Path("/tmp/attention_ab_shaders")
-shutil.rmtree(EXP, ignore_errors=True)
-shutil.copytree("wgraph/shaders", EXP)
-for f in Path("benchmarks/experimental").glob("*.wgsl"):   # candidate kernels that are not package kernels (yet)
-    shutil.copy(f, EXP / f.name)
-import tomllib  # noqa: E402
-
-from wgraph.kernels.registry import expand_variant  # noqa: E402  (reads no registry yet)
-
-_files = [tomllib.loads(f.read_text()) for f in sorted((EXP / "registry").glob("*.toml"))]
-MATRICES = {k: v for f in _files for k, v in f.get("matrix", {}).items()}
-FLAT = {n: e for f in _files for name, entry in f.get("variants", {}).items()
-        for n, e in expand_variant(name, entry, MATRICES).items()}  # every kernel's entry, expanded
-
-
-def toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+# every kernel's entry, expanded; candidate kernels that are not package kernels (yet) copied beside the shaders
+FLAT = ab_registry.copy_shaders(EXP, Path("benchmarks/experimental"))
 
 
 def exp_entry(src: str, name: str, config: dict) -> str:
@@ -70,7 +49,7 @@ def exp_entry(src: str, name: str, config: dict) -> str:
             e["limits"]["dims_per_lane"] = e["head_dim_multiple"] = value
         else:
             e["defines"][key] = str(value)
-    return f"[variants.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in e.items())
+    return ab_registry.toml_entry(name, e)
 
 
 # Fused decode configurations per G_TILE (the registry's own is measured as the planned kernel). Each changes

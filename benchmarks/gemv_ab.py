@@ -16,10 +16,11 @@ x, default 1; prefetch 1: a step's weights loaded while the step before is summe
 a line a configuration), then per shape the best TOP (default 5) and the planned, then per class the winner."""
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
+
+import ab_registry
 
 import attrs
 
@@ -63,8 +64,7 @@ def config_name(rows: int, c) -> str:
 
 
 def write_registry():
-    shutil.rmtree(EXP, ignore_errors=True)
-    shutil.copytree("wgraph/shaders", EXP)
+    ab_registry.copy_shaders(EXP)
     entries = []
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:

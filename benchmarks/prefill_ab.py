@@ -17,12 +17,13 @@ kernel and torch only; N (4): calls per recording; SECTIONS ("prefill,varlen"); 
 head-dim classes."""
 import json
 import os
-import shutil
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+
+import ab_registry
 
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/prefill_ab"))
@@ -56,28 +57,7 @@ if os.environ.get("CONFIGS"):
 if SMALL:
     CONFIGS = dict(list(CONFIGS.items())[:2])
 
-import tomllib  # noqa: E402
-
-shutil.rmtree(EXP, ignore_errors=True)
-shutil.copytree("wgraph/shaders", EXP)
-from wgraph.kernels.registry import expand_variant  # noqa: E402  (reads no registry yet)
-
-_files = [tomllib.loads(f.read_text()) for f in sorted((EXP / "registry").glob("*.toml"))]
-_MATRICES = {k: v for f in _files for k, v in f.get("matrix", {}).items()}
-FLAT = {n: e for f in _files for name, entry in f.get("variants", {}).items()
-        for n, e in expand_variant(name, entry, _MATRICES).items()}
-
-
-def toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+FLAT = ab_registry.copy_shaders(EXP)  # every kernel's entry, expanded
 
 
 def exp_entry(src: str, name: str, config: dict) -> str:
@@ -89,7 +69,7 @@ def exp_entry(src: str, name: str, config: dict) -> str:
             e["workgroup_size"] = [value, 1, 1]
         else:
             e["defines"][key] = str(value)
-    return f"[variants.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in e.items())
+    return ab_registry.toml_entry(name, e)
 
 
 def cand(D: int, dt: str, tag: str) -> str:

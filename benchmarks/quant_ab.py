@@ -17,11 +17,12 @@ run the planned variant and its bound only; TARGET_S (default 0.1): seconds of c
 variants (names without the format) left out."""
 import json
 import os
-import shutil
 import sys
 import time
 import tomllib
 from pathlib import Path
+
+import ab_registry
 
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/quant_ab"))
@@ -47,24 +48,9 @@ if SMALL:
     TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8dot", "ab_l32_f8_u1"]
 
 
-def _toml(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
-    raise TypeError(value)
-
-
 def write_registry() -> None:
     """A copy of the shaders with zz_quant_ab.toml: the candidates and every twin (compute_only = true)."""
-    shutil.rmtree(EXP, ignore_errors=True)
-    shutil.copytree("wgraph/shaders", EXP)
+    ab_registry.copy_shaders(EXP)
     quant = tomllib.loads((EXP / "registry" / "quant.toml").read_text())["variants"]
     one_row = {n: e for n, e in quant.items() if e["op"] == "linear_q" and e["limits"]["max_rows"] == 1
                and "subgroup" in e.get("features", [])}
@@ -79,8 +65,7 @@ def write_registry() -> None:
         twin = {**e, "defines": {**e.get("defines", {}), "QUANT_WORDS": REGISTERS}, "candidate": True, "min_n": 0,
                 "compute_only": True}
         entries[f"{name}_regs"] = twin
-    text = "\n".join(f"[variants.{n}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in e.items())
-                     for n, e in entries.items())
+    text = "\n".join(ab_registry.toml_entry(n, e) for n, e in entries.items())
     (EXP / "registry" / "zz_quant_ab.toml").write_text(text)
 
 

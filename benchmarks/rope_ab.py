@@ -10,13 +10,14 @@ replacing the op's planner for the timed calls. Writes $OUT/rope_ab.json; prints
 GPU time. SMALL=1: a smoke run (lavapipe-sized shapes, f32); CANDIDATES="lanes,ft,unroll,threads;..." others."""
 import json
 import os
-import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+import ab_registry
 
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/rope_ab"))
@@ -40,8 +41,7 @@ def config_name(c) -> str:
 
 
 def write_registry():
-    shutil.rmtree(EXP, ignore_errors=True)
-    shutil.copytree("wgraph/shaders", EXP)
+    ab_registry.copy_shaders(EXP)
     entries = []
     for c in CANDIDATES:
         lanes, ft, unroll, threads = c

@@ -198,15 +198,21 @@ def ref_all_15(dev, a):
     return ref.numpy()
 
 
-def test_run_many_keeps_a_window_of_replays_in_flight(dev):
-    """A counter state incremented by every replay: n replays in n submits, in order, waiting on fences (no
-    readback) whenever `in_flight` are unfinished."""
+def _counter(dev):
+    """A compiled graph whose state n (4 f32) every replay increments by one (two dispatches), flushed."""
     g = wg.Graph("count")
     one = g.const("one", np.ones(4, np.float32))
     n = g.state("n", (4,), "f32")
     wg.ops.add(wg.ops.scale(n, 1.0), one, out=n)
     prog = g.compile(dev)
     dev.flush()
+    return prog
+
+
+def test_run_many_keeps_a_window_of_replays_in_flight(dev):
+    """A counter state incremented by every replay: n replays in n submits, in order, waiting on fences (no
+    readback) whenever `in_flight` are unfinished."""
+    prog = _counter(dev)
     before = dev.stats.snapshot()
     host = prog.run_many(12, in_flight=3)
     d = dev.stats.since(before)
@@ -224,12 +230,7 @@ def test_run_many_keeps_a_window_of_replays_in_flight(dev):
 def test_run_many_encodes_per_submit_replays_in_one_submit(dev):
     """per_submit=4: 10 replays in 3 submits (4, 4, 2), every replay's dispatches encoded, the counter where 10
     separate submits leave it; a program that writes its own input submits each replay alone."""
-    g = wg.Graph("count")
-    one = g.const("one", np.ones(4, np.float32))
-    n = g.state("n", (4,), "f32")
-    wg.ops.add(wg.ops.scale(n, 1.0), one, out=n)
-    prog = g.compile(dev)
-    dev.flush()
+    prog = _counter(dev)
     before = dev.stats.snapshot()
     prog.run_many(10, in_flight=2, per_submit=4)
     d = dev.stats.since(before)

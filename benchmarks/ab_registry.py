@@ -1,0 +1,42 @@
+"""What the A/B scripts of this folder share (run from the project root, which puts this folder on sys.path): a
+copy of wgraph/shaders/ that experimental registry entries are added to, every kernel's entry expanded from it
+(matrix rows applied), and an entry written back as TOML. Import it before wgraph reads a registry."""
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+
+def copy_shaders(dst: Path, extra: Path | None = None) -> dict:
+    """wgraph/shaders/ copied to `dst` (and `extra`'s .wgsl files beside them); returns {kernel name: its expanded
+    registry entry} read from the copy."""
+    from wgraph.kernels.registry import expand_variant  # reads no registry
+
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree("wgraph/shaders", dst)
+    for f in (extra.glob("*.wgsl") if extra else ()):
+        shutil.copy(f, dst / f.name)
+    files = [tomllib.loads(f.read_text()) for f in sorted((dst / "registry").glob("*.toml"))]
+    matrices = {k: v for f in files for k, v in f.get("matrix", {}).items()}
+    return {n: e for f in files for name, entry in f.get("variants", {}).items()
+            for n, e in expand_variant(name, entry, matrices).items()}
+
+
+def toml_value(v) -> str:
+    """A TOML value (bool, number, string, list, inline table)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"no TOML value for {v!r}")
+
+
+def toml_entry(name: str, entry: dict) -> str:
+    """Registry entry `name` as a [variants.name] table."""
+    return f"[variants.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in entry.items())
