@@ -13,6 +13,7 @@ import time
 
 import wgraph as wg
 from wgraph.models import Llama
+from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.random_checkpoint import write_random_checkpoint
 
 
@@ -42,8 +43,10 @@ def main():
     d = dev.stats.since(before)
     print(f"prompt {prompt} -> {ids}")
     print(f"{len(ids)} tokens in {dt * 1e3:.1f} ms: {len(ids) / dt:.1f} tokens/s; "
-          f"{d.submits} submits ({d.submits / len(ids):.2f} per token: one for the prompt, one per step, "
-          f"one to read the ids), {d.readbacks} readback")
+          f"{d.submits} submits ({d.submits / len(ids):.2f} per token: one for the prompt, one per "
+          f"{STEPS_PER_SUBMIT} steps, one to read the ids), {d.readbacks} readback")
+    # the prompt's submit chose the first id; the other ids are steps, STEPS_PER_SUBMIT to a submit
+    assert d.submits == 1 + -(-(len(ids) - 1) // STEPS_PER_SUBMIT) + d.readbacks
 
 
 if __name__ == "__main__":
