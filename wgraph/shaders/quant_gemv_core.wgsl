@@ -1,0 +1,118 @@
+// The quantized GEMV core (included by quant_gemv.wgsl and quant_gemv_rope_kv.wgsl, which declare the params
+// struct with quant_gemv_fields.wgsl, the bindings x, blocks, heads, norm_w, and two functions): a slot owning
+// FT weight rows w_row(slot + f * slots) (w_row: the kernel's map from a slot's feature to a row of W; the
+// identity for the plain GEMV) sums their blocks, dequantized in registers, against a chunk of 1..MAX_ROWS
+// rows of x (rows row0 ..; with the fused RMSNorm's x^2) and hands the totals tot[at + f * MAX_ROWS + r]
+// (then x^2 per row: row_scale) to the kernel's epilogue(slot, at, lane, row0, rows), called by the slot's
+// LANES threads of a slot < params.slots in a chunk with rows > 0. The walk is quant_gemv.wgsl's (its header).
+const THREADS: u32 = {{WORKGROUP_SIZE_X}}u;
+const LANES: u32 = {{LANES}}u;
+const FT: u32 = {{FEATURES_PER_LANE}}u;
+const MAX_ROWS: u32 = {{MAX_ROWS}}u;
+const UNROLL: u32 = {{UNROLL}}u;
+const BLOCK_WEIGHTS: u32 = {{BLOCK_WEIGHTS}}u;  // the matrix row's layout (wgraph/ggml_blocks.py FORMATS)
+const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;
+const LPB: u32 = {{LANES_PER_BLOCK}}u;
+const SLOTS: u32 = THREADS / LANES;
+const ROW_GROUPS: u32 = 1u;  // every thread takes every row of x (gemv_slot_totals.wgsl)
+const BPS: u32 = LANES / LPB;           // blocks a slot takes per step
+const XB: u32 = BLOCK_WEIGHTS / 4u;     // x vectors per block
+const XV: u32 = XB / LPB;               // x vectors a lane takes per block
+const_assert LANES % LPB == 0u;
+
+//!include quant_common.wgsl
+//!include {{QUANT_WORDS}}
+//!include {{QTYPE_LANES}}
+//!include {{GEMV_ENTRY}}
+
+//!include gemv_slot_totals.wgsl
+
+// One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
+// become values once, for all rows of x.
+fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: ptr<function, array<f32, VT>>) {
+  let values = array<Values, FT>(
+  //!repeat F FT
+    unit_values(u[$F]),
+  //!end
+  );
+  let xrow = params.k / 4u;
+  let xb = blk * XB + t;  // the lane's first x vector in a row of x
+  let norm = params.has_norm != 0u;
+  //!repeat I XV
+  var g$I = vec4<f32>(1.0);
+  if (norm) {
+    g$I = norm_w[xb + LPB * ${I}u];
+  }
+  //!end
+  //!repeat R MAX_ROWS
+  if (${R}u < rows) {
+    var xs: array<vec4<f32>, XV>;
+    //!repeat I XV
+    xs[$I] = x[(row0 + ${R}u) * xrow + xb + LPB * ${I}u];
+    //!end
+    if (norm) {
+      //!repeat I XV
+      (*vals)[FT * MAX_ROWS + ${R}u] += dot(xs[$I], xs[$I]);
+      xs[$I] = xs[$I] * g$I;
+      //!end
+    }
+    // what the format's dot needs of the lane's x once for all FT rows (the sums of x a min multiplies)
+    let xp = x_part(xs);
+    //!repeat F FT
+    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(values[$F], xs, xp);
+    //!end
+  }
+  //!end
+}
+
+// Thread t (numbered so a slot's lanes share a subgroup where there are subgroups) of workgroup `group`;
+// `width`: lanes of an aligned group that one subgroup sums by shuffles (1: none).
+fn gemv(t: u32, group: u32, width: u32) {
+  let slot_local = t / LANES;
+  let lane = t % LANES;
+  let chunk = group / params.groups_per_chunk;
+  let slot = (group % params.groups_per_chunk) * SLOTS + slot_local;
+  let row0 = chunk * MAX_ROWS;
+  let rows = select(0u, min(params.m - row0, MAX_ROWS), row0 < params.m);  // 0 in a grid's padding
+  let tb = lane % LPB;  // the lane's place in a block
+  let rb = params.row_blocks;
+  // the slot's rows (through the including kernel's w_row; as their first block); a slot past the end reads a
+  // real row and drops its sums
+  //!repeat F FT
+  let base$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * rb;
+  //!end
+  var vals: array<f32, VT>;
+  var blk = select(rb, lane / LPB, rows > 0u);
+  for (; blk < rb; blk = blk + UNROLL * BPS) {
+    // steps past the row's end (its last iteration) load nothing and add nothing
+    //!repeat U UNROLL
+    let on$U = blk + ${U}u * BPS < rb;
+    var u$U: array<Unit, FT>;
+    if (on$U) {
+      u$U = array<Unit, FT>(
+      //!repeat F FT
+        load_unit(base$F + blk + ${U}u * BPS, tb),
+      //!end
+      );
+    }
+    //!end
+    //!repeat U UNROLL
+    if (on$U) {
+      accumulate(blk + ${U}u * BPS, tb, u$U, row0, rows, &vals);
+    }
+    //!end
+  }
+
+  slot_totals(t, slot_local, lane, width, &vals);
+  if (slot < params.slots && rows > 0u) {
+    epilogue(slot, slot_local * V, lane, row0, rows);
+  }
+}
+
+// 1 / rms of row r of the chunk (1 without a norm) from a slot's totals at tot[at ..]
+fn row_scale(at: u32, r: u32) -> f32 {
+  if (params.has_norm == 0u) {
+    return 1.0;
+  }
+  return inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);
+}
