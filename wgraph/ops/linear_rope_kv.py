@@ -2,7 +2,8 @@
 fused) with RoPE of q and k and the KV-cache append of k and v in its epilogue: ONE dispatch for 1..8 rows
 (wgraph/shaders/gemv_rope_kv.wgsl, planned from registry/gemv_rope_kv.toml as linear's GEMV from gemv.toml).
 A call no fused variant takes (more rows: prefill; in_features no 16-byte load divides; no kernel for the
-dtypes) runs `linear` then `rope_kv_append`, the same math, and its plan says so."""
+dtypes) runs `linear` then `rope_kv_append`, the same math, and its plan says so. A QuantizedWeight's call is
+linear_rope_kv_q.py's op (the quantized GEMV with the same epilogue)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.kernels.registry import kernel
 from wgraph.ops import gemv, rope_kv
 from wgraph.ops.core import OpDef, apply, register
-from wgraph.ops.dense import LINEAR, LinearParams, _infer_linear, linear, plan_linear
+from wgraph.ops.dense import LINEAR, LinearParams, _infer_linear, plan_linear
 from wgraph.ops.kv_cache import _pair, _write_params
+from wgraph.ops.quantized import _weight as quant_weight
 from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append"
@@ -116,9 +118,10 @@ def linear_rope_kv_append(x: TensorT, w: TensorT | QuantizedWeight, cos: TensorT
                           layout: str = "contiguous", page_table: TensorT | None = None, page_size: int = 0,
                           pos_offset: int = 0, out: TensorT | None = None) -> TensorT:
     """`rope_kv_append(linear(x, w, b, norm=norm, eps=eps), cos, sin, cache, pos, q_heads=...)` as one op:
-    returns q [rows, q_heads, D] f32 rotated; k (rotated) and v written into the caches in place. 1..8 rows run
-    ONE dispatch (the GEMV with RoPE and the append in its epilogue); other calls (more rows, a QuantizedWeight,
-    in_features the GEMV's loads do not divide) run linear then rope_kv_append. Positions as rope_kv_append's.
+    returns q [rows, q_heads, D] f32 rotated; k (rotated) and v written into the caches in place. 1..8 rows of
+    f32/f16 weights, 1 row of a QuantizedWeight, run ONE dispatch (the GEMV with RoPE and the append in its
+    epilogue); other calls (more rows, in_features the GEMV's loads do not divide) run linear then
+    rope_kv_append. Positions as rope_kv_append's.
 
     x: [rows, in] f32.
     w: the stacked [Wq; Wk; Wv] [(q_heads + 2 kv_heads) * D, in], f32 or f16 (or a QuantizedWeight).
@@ -140,8 +143,12 @@ def linear_rope_kv_append(x: TensorT, w: TensorT | QuantizedWeight, cos: TensorT
     eps = args.real(OP, "eps", eps, 0.0, open_lo=True)
     write, pos_t = _write_params(OP, pos, layout, page_size, pos_offset, None, 0, 0, None)
     params = LinearRopeKVParams(q_heads, eps, write.pos, write.layout, write.page_size)
-    if isinstance(w, QuantizedWeight):  # its GEMV is linear_q's: two ops
-        qkv = linear(x, w, b, norm=norm, eps=eps)
-        return apply(ROPE_KV_APPEND, params.rope, (qkv, cos, sin, k_cache, v_cache, page_table, pos_t), out=out)
+    if isinstance(w, QuantizedWeight):  # the quantized GEMV's op (it imports this module's params)
+        from wgraph.ops.linear_rope_kv_q import LINEAR_ROPE_KV_APPEND_Q, QuantLinearRopeKVParams
+
+        w = quant_weight(w, OP, "w")
+        return apply(LINEAR_ROPE_KV_APPEND_Q, QuantLinearRopeKVParams(params, w.ggml_type, w.out_features,
+                                                                      w.in_features),
+                     (x, w.blocks, b, norm, cos, sin, k_cache, v_cache, page_table, pos_t), out=out)
     return apply(LINEAR_ROPE_KV_APPEND, params, (x, w, b, norm, cos, sin, k_cache, v_cache, page_table, pos_t),
                  out=out)

@@ -1,5 +1,6 @@
 // rope_kv_pair.wgsl's uniform fields (and kv_common.wgsl's), included in the params struct of each kernel that
-// writes RoPE'd q and the K/V append by rope_kv_write: rope_kv_append.wgsl, gemv_rope_kv.wgsl.
+// writes RoPE'd q and the K/V append by rope_kv_write: rope_kv_append.wgsl, gemv_rope_kv.wgsl,
+// quant_gemv_rope_kv.wgsl.
   n_rows: u32,
   q_heads: u32,
   kv_heads: u32,

@@ -1,5 +1,6 @@
-// The per-pair step of RoPE + K/V append (included by rope_kv_append.wgsl and gemv_rope_kv.wgsl, whose params
-// hold rope_kv_fields.wgsl and bind cos_t, sin_t, page_table, pos_buf, q, k_cache, v_cache of {{T}}):
+// The per-pair step of RoPE + K/V append (included by rope_kv_append.wgsl, gemv_rope_kv.wgsl and
+// quant_gemv_rope_kv.wgsl, whose params hold rope_kv_fields.wgsl and bind cos_t, sin_t, page_table, pos_buf,
+// q, k_cache, v_cache of {{T}}):
 // rope_kv_write(r, h, i, a, b) takes elements i and i + half (a, b) of head h of row r of the stacked
 // [q heads; k heads; v heads]: q heads are rotated (rotate-half) into q [rows, q_heads, D] f32, k heads rotated
 // into k_cache and v heads as they are into v_cache at row r's cache row (kv_common.wgsl's kv_rows). A position

@@ -1,0 +1,58 @@
+// linear_rope_kv_append on a QuantizedWeight: the quantized GEMV (quant_gemv_core.wgsl, W as GGML blocks
+// dequantized in registers) of the stacked [Wq; Wk; Wv] with RoPE and the K/V append in its epilogue, one
+// dispatch: gemv_rope_kv.wgsl's design on the quantized core. The slot's rows are read in "pair order" (feature
+// p < n / 2 is element i = p % half of head h = p / half, W row h * D + i, and p + n / 2 its partner i + half),
+// so with an even FT one lane holds a rotation pair (a, b) and hands it to rope_kv_write (rope_kv_pair.wgsl).
+// No permutation of the blocks on the host: w_row maps a feature to its row. Bias rows are mapped the same way.
+{{ENABLE}}
+
+struct QuantGemvRopeKVParams {
+//!include quant_gemv_fields.wgsl
+//!include rope_kv_fields.wgsl
+}
+
+@group(0) @binding(0) var<uniform> params: QuantGemvRopeKVParams;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> blocks: array<u32>;
+@group(0) @binding(3) var<storage, read> heads: array<vec4<u32>>;  // the same buffer in 16-byte words
+@group(0) @binding(4) var<storage, read> norm_w: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
+@group(0) @binding(6) var<storage, read> cos_t: array<f32>;
+@group(0) @binding(7) var<storage, read> sin_t: array<f32>;
+@group(0) @binding(8) var<storage, read> page_table: array<u32>;
+@group(0) @binding(9) var<storage, read> pos_buf: array<u32>;
+@group(0) @binding(10) var<storage, read_write> q: array<f32>;
+@group(0) @binding(11) var<storage, read_write> k_cache: array<{{T}}>;
+@group(0) @binding(12) var<storage, read_write> v_cache: array<{{T}}>;
+
+//!include quant_gemv_core.wgsl
+//!include rope_kv_pair.wgsl
+
+// pair order -> row of W (D = 2 half per head)
+fn w_row(p: u32) -> u32 {
+  let half = params.half;
+  let pairs = params.n / 2u;
+  if (p < pairs) {
+    return p / half * 2u * half + p % half;
+  }
+  let e = p - pairs;
+  return e / half * 2u * half + half + e % half;
+}
+
+fn epilogue(slot: u32, at: u32, lane: u32, row0: u32, rows: u32) {
+  let outs = FT / 2u * MAX_ROWS;  // (pair, x row) a slot writes
+  for (var o = lane; o < outs; o = o + LANES) {
+    let r = o % MAX_ROWS;
+    if (r < rows) {
+      let p = slot + (o / MAX_ROWS) * params.slots;  // < n / 2: slot < slots = n / FT
+      let scale = row_scale(at, r);
+      var a = tot[at + o] * scale;
+      var b = tot[at + o + FT / 2u * MAX_ROWS] * scale;
+      if (params.has_bias != 0u) {
+        a = a + bias[w_row(p)];
+        b = b + bias[w_row(p + params.n / 2u)];
+      }
+      rope_kv_write(row0 + r, p / params.half, p % params.half, a, b);
+    }
+  }
+}
