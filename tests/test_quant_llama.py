@@ -1,8 +1,8 @@
 """A Llama decode step over QuantizedWeights: a tiny random model quantized to Q8_0 (and to Q4_K with tied
 embeddings, whose table is the lm_head too) gives the same greedy ids as the same weights dequantized to f32
 through the f32 Llama, in as many dispatches (the norms, swiglu and residual adds fused into the quantized
-GEMVs, RoPE and the KV append into one dispatch fed by the [q; k; v] GEMV); weight_bytes_per_token counts the
-blocks a step reads."""
+GEMVs, RoPE and the KV append in the [q; k; v] GEMV's epilogue: 6 a layer and 4 a token, dev.stats);
+weight_bytes_per_token counts the blocks a step reads."""
 
 import numpy as np
 import pytest
@@ -47,13 +47,18 @@ def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     assert len(ids) == 16 and ids == reference.generate(prompt, 16)
     assert model.weight_bytes_per_token == bytes_per_token(cfg, weights, ggml_type)
     rows = model.program.rows
-    quantized_ops = {"linear_q": "linear", "embedding_q": "embedding"}
-    # the f16/f32 model's fused QKV GEMV + RoPE/append is the quantized model's linear_q, then rope_kv_append
-    fused = {"linear_rope_kv_append": ["linear", "rope_kv_append"]}
-    assert [quantized_ops.get(r.op, r.op) for r in rows] == [
-        op for r in reference.program.rows for op in fused.get(r.op, [r.op])]
+    quantized_ops = {"linear_q": "linear", "embedding_q": "embedding",
+                     "linear_rope_kv_append_q": "linear_rope_kv_append"}
+    assert [quantized_ops.get(r.op, r.op) for r in rows] == [r.op for r in reference.program.rows]
     assert all(r.variant.startswith("quant_gemv_r1_") for r in rows if r.op == "linear_q")
-    assert [r.op for r in rows].count("rope_kv_append") == config.num_hidden_layers
+    qkv = [r.variant for r in rows if r.op == "linear_rope_kv_append_q"]
+    assert qkv == [f"quant_gemv_rope_kv_r1_{ggml_type.lower()}_f32kv"] * config.num_hidden_layers
+    # a layer: norm+qkv GEMV with RoPE and the K/V append in its epilogue, attention's chunks and combine,
+    # o_proj+residual, norm+gate_up+swiglu, down+residual; then embedding, norm+lm_head, argmax, decode_advance
+    model.prefill(prompt)
+    before = dev.stats.snapshot()
+    model.run_steps(3, in_flight=1)
+    assert dev.stats.since(before).dispatches == 3 * (6 * config.num_hidden_layers + 4)
     assert rows[0].variant == f"quant_embedding_{ggml_type.lower()}"
     np.testing.assert_allclose(model.prefill(prompt).numpy(), reference.prefill(prompt).numpy(), rtol=1e-4, atol=1e-4)
 
