@@ -115,3 +115,54 @@ def test_plan_is_the_first_registry_match(caps):
                 else:
                     assert not plan.fused and plan.variant == wg.ops.plan_linear_q(rows, 3072, 2048, t,
                                                                                     caps=caps).variant
+
+
+@pytest.mark.parametrize("name,ggml_type", [("quant_gemv_rope_kv_r1_wg_q4_k_f32kv", "Q4_K"),
+                                            ("quant_gemv_rope_kv_r1_wg_q4_0_f16kv", "Q4_0")])
+def test_workgroup_memory_variants(dev, rng, monkeypatch, name, ggml_type):
+    """The entries for devices without subgroups (the planner picks the subgroup ones on lavapipe), run by
+    replacing the plan."""
+    import wgraph.ops.linear_rope_kv_q as lrkq
+
+    monkeypatch.setattr(lrkq, "plan_linear_rope_kv_q", lambda *a, **kw: lrkq.LinearRopeKVPlan(name, "forced", True))
+    hq, hkv, d, pos = 2, 1, 8, 5
+    k, n = 2 * FORMATS[ggml_type].block_weights, (hq + 2 * hkv) * d
+    kdt = name[-5:-2]  # the entry's cache dtype
+    cos, sin = wg.ops.rope_tables(8, d)
+    qw = quantize(rng.standard_normal((n, k)).astype(np.float32), ggml_type)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    g = (1 + 0.5 * rng.standard_normal(k)).astype(np.float32)
+    want, scale = _want(x, qw, b, g, hq + 2 * hkv, d)
+    kc, vc = dev.tensor(np.zeros((8, hkv, d), NP[kdt])), dev.tensor(np.zeros((8, hkv, d), NP[kdt]))
+    before = dev.stats.snapshot()
+    q = wg.ops.linear_rope_kv_append(dev.tensor(x), qw.upload(dev), dev.tensor(cos), dev.tensor(sin), (kc, vc), pos,
+                                     q_heads=hq, b=dev.tensor(b), norm=dev.tensor(g))
+    got_q, got_k, got_v = q.numpy(), kc.numpy(), vc.numpy()
+    assert dev.stats.since(before).dispatches == 1
+    tol = 4e-6 * scale.max() + 1e-5
+    ctol = tol if kdt == "f32" else 2e-3 * np.abs(want).max() + tol
+    np.testing.assert_allclose(got_q, rope_rows(want[:, :hq], cos, sin, np.array([pos])), rtol=0, atol=tol)
+    np.testing.assert_allclose(got_k[[pos]], rope_rows(want[:, hq:hq + hkv], cos, sin, np.array([pos])), rtol=0,
+                               atol=ctol)
+    np.testing.assert_allclose(got_v[[pos]], want[:, hq + hkv:], rtol=0, atol=ctol)
+    assert not got_k[np.arange(8) != pos].any() and not got_v[np.arange(8) != pos].any()
+
+
+def test_bad_arguments_leave_the_caches(dev, rng):
+    hq, hkv, d, k = 2, 1, 8, 32
+    n = (hq + 2 * hkv) * d
+    cos, sin = wg.ops.rope_tables(8, d)
+    w = quantize(rng.standard_normal((n, k)).astype(np.float32), "Q8_0").upload(dev)
+    x = dev.tensor(rng.standard_normal((1, k)).astype(np.float32))
+    kc, vc = dev.tensor(np.ones((8, hkv, d), np.float32)), dev.tensor(np.ones((8, hkv, d), np.float32))
+    c, s = dev.tensor(cos), dev.tensor(sin)
+    with pytest.raises(wg.ShapeError, match=r"linear_rope_kv_append: w must be \[\(q_heads.*Q8_0 \[32, 32\]"):
+        wg.ops.linear_rope_kv_append(x, w, c, s, (kc, vc), 0, q_heads=hq + 1)
+    with pytest.raises(wg.ShapeError, match="linear_rope_kv_append: linear: bias"):
+        wg.ops.linear_rope_kv_append(x, w, c, s, (kc, vc), 0, q_heads=hq, b=dev.tensor(np.zeros(n - 1, np.float32)))
+    with pytest.raises(wg.ShapeError, match=r"linear_rope_kv_append: linear: x must be \[\.\.\., 32\]"):
+        wg.ops.linear_rope_kv_append(dev.tensor(np.zeros((1, 16), np.float32)), w, c, s, (kc, vc), 0, q_heads=hq)
+    with pytest.raises(wg.LimitError, match="linear_rope_kv_append: positions 8..8"):
+        wg.ops.linear_rope_kv_append(x, w, c, s, (kc, vc), 8, q_heads=hq)
+    assert np.all(kc.numpy() == 1) and np.all(vc.numpy() == 1)

@@ -10,6 +10,7 @@ import functools
 
 import attrs
 
+from wgraph import args
 from wgraph.errors import ShapeError, WgraphError
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops import rope_kv
@@ -84,6 +85,10 @@ def plan_linear_rope_kv_q(rows: int, n: int, k: int, ggml_type: str, cache_dtype
 
 def _infer(params: QuantLinearRopeKVParams, specs):
     x, blocks, b, norm, cos_t, sin_t, k_cache, v_cache, table, pos_t = specs
+    if not isinstance(params.rope, LinearRopeKVParams):  # a graph file's params are checked too
+        raise ShapeError(f"linear_rope_kv_append: params.rope must be a LinearRopeKVParams, got "
+                         f"{type(params.rope).__name__}")
+    q_heads = args.integer("linear_rope_kv_append", "q_heads", params.rope.q_heads, 1)
     if len(x.shape) != 2:
         raise ShapeError(f"linear_rope_kv_append: x must be [rows, in], got {x.shape}")
     try:
@@ -92,10 +97,10 @@ def _infer(params: QuantLinearRopeKVParams, specs):
         raise type(e)(f"linear_rope_kv_append: {e}") from None
     if len(k_cache.shape) == 3:
         hkv, d = k_cache.shape[1:]
-        want = (params.rope.q_heads + 2 * hkv) * d
+        want = (q_heads + 2 * hkv) * d
         if params.out_features != want:
             raise ShapeError(f"linear_rope_kv_append: w must be [(q_heads + 2 kv_heads) * head_dim, in] = "
-                             f"[{want}, in] for {params.rope.q_heads} q heads and caches {k_cache.shape}, got a "
+                             f"[{want}, in] for {q_heads} q heads and caches {k_cache.shape}, got a "
                              f"{params.ggml_type} [{params.out_features}, {params.in_features}] weight")
     return (check_rope_kv("linear_rope_kv_append", params.rope.rope,
                           (qkv, cos_t, sin_t, k_cache, v_cache, table, pos_t)),)
