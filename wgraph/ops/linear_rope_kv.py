@@ -20,6 +20,7 @@ from wgraph.ops import gemv, rope_kv
 from wgraph.ops.core import OpDef, apply, register
 from wgraph.ops.dense import LINEAR, LinearParams, _infer_linear, plan_linear
 from wgraph.ops.kv_cache import _pair, _write_params
+from wgraph.ops.linear_rope_kv_q import LINEAR_ROPE_KV_APPEND_Q, LinearRopeKVPlan, QuantLinearRopeKVParams
 from wgraph.ops.quantized import _weight as quant_weight
 from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
@@ -37,16 +38,6 @@ class LinearRopeKVParams:
     @property
     def rope(self) -> RopeKVParams:
         return RopeKVParams(self.q_heads, self.pos, self.layout, self.page_size)
-
-
-@attrs.frozen
-class LinearRopeKVPlan:
-    """How a call runs: `fused`, the GEMV kernel `variant` with RoPE and the append in its epilogue (one
-    dispatch); else linear's plan (`variant` its kernel) and then rope_kv_append."""
-
-    variant: str
-    reason: str
-    fused: bool
 
 
 @functools.lru_cache(maxsize=256)  # a pure function of the shape, the dtypes, the caps and the registry
@@ -143,12 +134,11 @@ def linear_rope_kv_append(x: TensorT, w: TensorT | QuantizedWeight, cos: TensorT
     eps = args.real(OP, "eps", eps, 0.0, open_lo=True)
     write, pos_t = _write_params(OP, pos, layout, page_size, pos_offset, None, 0, 0, None)
     params = LinearRopeKVParams(q_heads, eps, write.pos, write.layout, write.page_size)
-    if isinstance(w, QuantizedWeight):  # the quantized GEMV's op (it imports this module's params)
-        from wgraph.ops.linear_rope_kv_q import LINEAR_ROPE_KV_APPEND_Q, QuantLinearRopeKVParams
-
+    if isinstance(w, QuantizedWeight):  # the quantized GEMV's op
         w = quant_weight(w, OP, "w")
-        return apply(LINEAR_ROPE_KV_APPEND_Q, QuantLinearRopeKVParams(params, w.ggml_type, w.out_features,
-                                                                      w.in_features),
+        qparams = QuantLinearRopeKVParams(w.ggml_type, w.out_features, w.in_features, q_heads, eps, write.pos,
+                                          write.layout, write.page_size)
+        return apply(LINEAR_ROPE_KV_APPEND_Q, qparams,
                      (x, w.blocks, b, norm, cos, sin, k_cache, v_cache, page_table, pos_t), out=out)
     return apply(LINEAR_ROPE_KV_APPEND, params, (x, w, b, norm, cos, sin, k_cache, v_cache, page_table, pos_t),
                  out=out)

@@ -16,26 +16,44 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops import rope_kv
 from wgraph.ops.core import OpDef, ceil_div, register
 from wgraph.ops.gemv import device_refusal
-from wgraph.ops.linear_rope_kv import LinearRopeKVParams, LinearRopeKVPlan
 from wgraph.ops.quantized import LINEAR_Q, QuantLinearParams, _infer_linear_q, plan_linear_q
-from wgraph.ops.rope_kv import ROPE_KV_APPEND, check_rope_kv
+from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append_q"
 
 
 @attrs.frozen
-class QuantLinearRopeKVParams:
-    """linear_rope_kv_append's options (`rope`) and the weight's format and logical shape [out, in] (its blocks
-    are the op's second input)."""
+class LinearRopeKVPlan:
+    """How a linear_rope_kv_append call runs (this op's and linear_rope_kv.py's): `fused`, the GEMV kernel
+    `variant` with RoPE and the append in its epilogue (one dispatch); else the linear plan's kernel (`variant`)
+    and then rope_kv_append."""
 
-    rope: LinearRopeKVParams
+    variant: str
+    reason: str
+    fused: bool
+
+
+@attrs.frozen
+class QuantLinearRopeKVParams:
+    """linear_rope_kv_append's options (as LinearRopeKVParams) and the weight's format and logical shape [out, in]
+    (its blocks are the op's second input)."""
+
     ggml_type: str
     out_features: int
     in_features: int
+    q_heads: int
+    eps: float = 1e-6
+    pos: int = 0  # position of row 0 (plus pos_buf[0] on the GPU when a position tensor is given)
+    layout: str = "contiguous"
+    page_size: int = 0
+
+    @property
+    def rope(self) -> RopeKVParams:
+        return RopeKVParams(self.q_heads, self.pos, self.layout, self.page_size)
 
     @property
     def linear(self) -> QuantLinearParams:
-        return QuantLinearParams(self.ggml_type, self.out_features, self.in_features, self.rope.eps)
+        return QuantLinearParams(self.ggml_type, self.out_features, self.in_features, self.eps)
 
 
 def _refusal(kv, rows: int, n: int, caps) -> str | None:
@@ -85,10 +103,7 @@ def plan_linear_rope_kv_q(rows: int, n: int, k: int, ggml_type: str, cache_dtype
 
 def _infer(params: QuantLinearRopeKVParams, specs):
     x, blocks, b, norm, cos_t, sin_t, k_cache, v_cache, table, pos_t = specs
-    if not isinstance(params.rope, LinearRopeKVParams):  # a graph file's params are checked too
-        raise ShapeError(f"linear_rope_kv_append: params.rope must be a LinearRopeKVParams, got "
-                         f"{type(params.rope).__name__}")
-    q_heads = args.integer("linear_rope_kv_append", "q_heads", params.rope.q_heads, 1)
+    q_heads = args.integer("linear_rope_kv_append", "q_heads", params.q_heads, 1)  # a graph file's too
     if len(x.shape) != 2:
         raise ShapeError(f"linear_rope_kv_append: x must be [rows, in], got {x.shape}")
     try:
@@ -102,7 +117,7 @@ def _infer(params: QuantLinearRopeKVParams, specs):
             raise ShapeError(f"linear_rope_kv_append: w must be [(q_heads + 2 kv_heads) * head_dim, in] = "
                              f"[{want}, in] for {q_heads} q heads and caches {k_cache.shape}, got a "
                              f"{params.ggml_type} [{params.out_features}, {params.in_features}] weight")
-    return (check_rope_kv("linear_rope_kv_append", params.rope.rope,
+    return (check_rope_kv("linear_rope_kv_append", params.rope,
                           (qkv, cos_t, sin_t, k_cache, v_cache, table, pos_t)),)
 
 
@@ -115,7 +130,7 @@ def _encode(ctx, params: QuantLinearRopeKVParams, inputs, outputs):
     if not plan.fused:
         qkv = ctx.scratch((rows, n), "f32", "linear_rope_kv.qkv")
         made = LINEAR_Q.encode(ctx, params.linear, (x, blocks, b, norm, None), (qkv,))
-        made += ROPE_KV_APPEND.encode(ctx, params.rope.rope, (qkv, *rest), (q,))
+        made += ROPE_KV_APPEND.encode(ctx, params.rope, (qkv, *rest), (q,))
         ctx.chose(plan)
         return made
     ctx.chose(plan)
@@ -124,8 +139,8 @@ def _encode(ctx, params: QuantLinearRopeKVParams, inputs, outputs):
     groups = ceil_div(slots, kv.threads // kv.limits["lanes"])
     uniforms = {"m": rows, "n": n, "k": k, "row_blocks": k // kv.limits["block_weights"], "slots": slots,
                 "out_n": n, "groups_per_chunk": groups, "has_bias": int(b is not None), "has_residual": 0,
-                "has_norm": int(norm is not None), "swiglu": 0, "eps": params.rope.eps,
-                **rope_kv.kernel_uniforms(params.rope.rope, rows, rest)}
+                "has_norm": int(norm is not None), "swiglu": 0, "eps": params.eps,
+                **rope_kv.kernel_uniforms(params.rope, rows, rest)}
     bindings = {"x": x, "blocks": blocks, "heads": blocks,
                 "norm_w": norm if norm is not None else ctx.fallback("linear_q.norm", 16),
                 "bias": b if b is not None else ctx.fallback("linear_q.bias"), **rope_kv.kernel_bindings(ctx, rest, q)}
