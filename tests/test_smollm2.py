@@ -40,3 +40,32 @@ def test_greedy_chat_matches_transformers(path, dev):
     assert model.last_stats["prompt_tokens"] == len(GOLD["prompt_ids"])
     assert model.last_stats["ids"] == GOLD["greedy_ids"]  # ends with <|im_end|>, before max_new_tokens
     assert text == GOLD["text"]
+
+
+def test_gguf_without_a_dtype_keeps_its_blocks(path, dev):
+    """from_pretrained without a dtype keeps the file's Q4_1 matrices and its Q8_0 tied embedding as their raw
+    blocks on the GPU (a QuantizedLlama): a step reads the file's tensor bytes, and the greedy chat ids are
+    transformers' (which dequantizes the file to f32)."""
+    from wgraph.models.gguf import GGUFFile
+    from wgraph.models.quantized import QuantizedLlama
+
+    model = from_pretrained(path, dev, max_seq=48)
+    assert isinstance(model, QuantizedLlama)
+    file = GGUFFile(path)
+    assert {t.type_name for t in file.tensors.values()} == {"Q4_1", "Q8_0", "F32"}
+    # every tensor read once a step (the tied embedding is the lm_head too), as the file stores it
+    assert model.weight_bytes_per_token == sum(t.raw.nbytes for t in file.tensors.values())
+    system, user = (m["content"] for m in GOLD["messages"])
+    model.generate_text(user, GOLD["max_new_tokens"], chat=True, system=system)
+    assert model.last_stats["ids"] == GOLD["greedy_ids"]
+
+
+def test_generate_command_runs_the_blocks(path, capsys):
+    """`python -m wgraph generate file.gguf` loads the blocks (no --dtype) and prints transformers' ids."""
+    from wgraph.__main__ import main as cli_main
+
+    ids = ",".join(map(str, GOLD["prompt_ids"]))
+    assert cli_main(["generate", str(path), "--prompt-ids", ids, "--max-new-tokens", "4", "--max-seq", "48"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == ",".join(map(str, GOLD["greedy_ids"][:4]))
+    assert "(Q4_1/Q8_0 blocks, the rest f32 weights)" in err

@@ -30,8 +30,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
     p.add_argument("--system", help="a system message before the prompt (with --chat)")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most")
-    p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: f16 where the device has "
-                   "shader-f16, else f32)")
+    p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: a llama GGUF file's Q8_0 / Q4_0 / "
+                   "Q4_1 / Q4_K matrices stay blocks, the rest f32; otherwise f16 where the device has shader-f16, "
+                   "else f32); a dtype dequantizes a GGUF file to it")
     p.add_argument("--max-seq", type=int, help="KV cache positions (default: min(max_position_embeddings, 2048))")
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy; > 0 samples on the GPU")
     p.add_argument("--top-k", type=int, default=0, help="keep the k most likely ids when sampling (0: all)")
@@ -50,12 +51,12 @@ def main(argv: list[str]) -> int:
     from wgraph.models import from_pretrained
 
     dev = wg.default_device()
-    dtype = args.dtype or ("f16" if dev.caps.has_f16 else "f32")
     try:
-        print(f"loading {args.path} on {dev.caps.adapter_name} ({dtype} weights): compiling the decode program, "
-              f"then reading the weights", file=sys.stderr, flush=True)
+        print(f"loading {args.path} on {dev.caps.adapter_name}: compiling the decode program, then reading the "
+              f"weights", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        model = from_pretrained(args.path, dev, dtype=dtype, max_seq=args.max_seq)
+        model = from_pretrained(args.path, dev, dtype=args.dtype, max_seq=args.max_seq)
+        dtype = weights_label(model)
         print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
               f"{model.weight_bytes / 2**20:.1f} MiB of weights); the first tokens also compile shaders",
               file=sys.stderr, flush=True)
@@ -78,6 +79,12 @@ def main(argv: list[str]) -> int:
           f"{rate} ({st['seconds']:.3f} s in all) on {dev.caps.adapter_name} ({dtype} weights), "
           f"{st['submits']} submits, {st['readbacks']} readbacks", file=sys.stderr)
     return 0
+
+
+def weights_label(model) -> str:
+    """What a model's weights are, for the messages: its dtype, or its GGML block formats and the rest's dtype."""
+    blocks = model.block_formats
+    return f"{'/'.join(blocks)} blocks, the rest {model.dtype}" if blocks else model.dtype
 
 
 def _generate_ids(model, args, dev, dtype) -> int:

@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from wgraph.errors import CheckpointError
+from wgraph.ggml_blocks import FORMATS, QuantizedWeight
 from wgraph.models.config import MAX_DIM, MAX_LAYERS, MAX_VOCAB
 from wgraph.models.gguf import FLOAT_TYPES, INTEGER_TYPES, GGUFFile, type_name
 
@@ -79,6 +80,36 @@ class GGUFCheckpoint:
             values = values - np.float32(1)  # llama.cpp stores Gemma's (1 + w) norm weights as 1 + w
         self.read.add(name)
         return values
+
+    def get_blocks(self, hf_name: str, shape: tuple[int, ...]) -> np.ndarray | QuantizedWeight:
+        """Tensor `hf_name` as `get` returns it, except a matrix in a block format wgraph computes on (Q8_0, Q4_0,
+        Q4_1, Q4_K: ggml_blocks.FORMATS), which stays its raw blocks, as a host QuantizedWeight (Q/K rows of a
+        `llama` file un-permuted on the raw rows: no block spans two rows)."""
+        name = self.gguf_name(hf_name)
+        tensor = self.file.tensors.get(name) if name else None
+        if tensor is None or tensor.type_name not in FORMATS or len(shape) != 2:
+            return self.get(hf_name, shape)
+        if tensor.shape != tuple(shape):
+            raise CheckpointError(f"tensor {hf_name!r} ({name}) in {self.file.path.name} has shape "
+                                  f"{list(tensor.shape)}, the config needs {list(shape)}")
+        rows = tensor.rows()
+        if self.arch == "llama" and (".attn_q." in name or ".attn_k." in name):
+            heads = self.config["num_attention_heads"] if ".attn_q." in name else self.config["num_key_value_heads"]
+            rows = unpermute_rows(rows, heads)
+        self.read.add(name)
+        return QuantizedWeight.from_bytes(tensor.type_name, tuple(shape), np.ascontiguousarray(rows).reshape(-1))
+
+    def hf_names(self) -> list[str]:
+        """The Hugging Face names of the file's tensors (rope_freqs, which the config carries, left out)."""
+        layers = int(self.config["num_hidden_layers"])
+        names = GEMMA2_LAYER_NAMES if self.arch == "gemma2" else LAYER_NAMES
+        candidates = list(GLOBAL_NAMES) + [f"model.layers.{i}.{hf}.{kind}" for i in range(layers) for hf in names
+                                           for kind in ("weight", "bias")]
+        return [hf for hf in candidates if self.gguf_name(hf) in self.file.tensors]
+
+    def has_blocks(self) -> bool:
+        """Whether any matrix of the file is in a block format wgraph computes on."""
+        return any(t.type_name in FORMATS for t in self.file.tensors.values() if len(t.shape) == 2)
 
     def unused(self) -> list[str]:
         """GGUF tensors no `get` has read: after a model is built, any left means the config left them out."""

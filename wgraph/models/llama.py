@@ -407,17 +407,14 @@ class Llama:
 
     def _set_sampling(self, sample: SampleSettings | None) -> None:
         """Make the decode program pick ids as `sample` says. Greedy and sampling are two programs (argmax or
-        sample as their last op); switching compiles the other one and moves the weights into it on the GPU
-        (`scale` by 1.0 with out=, exact; both are held for that moment). New sampling values only rewrite the
-        sample node's uniforms."""
+        sample as their last op); switching compiles the other one on the weight states of the one before
+        (`Graph.compile(shared_states=)`: the same buffers, nothing copied, whatever they hold: floats or GGML
+        blocks). New sampling values only rewrite the sample node's uniforms."""
         if (sample is not None) != self.sampling:
-            dev, old = self.device, self.program
+            old = self.program
             graph, node = self._build_decode(sampling=sample is not None)
-            new = graph.compile(dev)
-            keep = set(_program_weights(self.config, self.dtype)) | {"rope_cos", "rope_sin"}
-            with dev.record():
-                for n in sorted(keep):
-                    ops.scale(old.state(n), 1.0, out=new.state(n))
+            keep = sorted(set(_program_weights(self.config, self.dtype)) | {"rope_cos", "rope_sin"})
+            new = graph.compile(self.device, shared_states={n: old.state(n) for n in keep})
             self.program, self._choose_node, self.sampling = new, node, sample is not None
         if sample is not None:
             choose = self.program.graph.node(self._choose_node)
@@ -553,6 +550,11 @@ class Llama:
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 
     tokenizer: Tokenizer | None = None  # from_pretrained attaches the checkpoint's
+
+    @property
+    def block_formats(self) -> tuple[str, ...]:
+        """The GGML block formats its weights are held in: none (QuantizedLlama's hold some)."""
+        return ()
 
     def generate_text(self, prompt: str | list[dict[str, str]], max_new_tokens: int, **options: Any) -> str:
         """The text of up to `max_new_tokens` new tokens after `prompt` (a str; with chat=True a user message or a

@@ -27,15 +27,23 @@ def build_model(config: dict, device, get_weight, *, dtype: str, max_seq: int | 
     return Llama(LlamaConfig.from_dict(config), device, get_weight, dtype=dtype, max_seq=max_seq)
 
 
+def keeps_blocks(ckpt, dtype: str | None) -> bool:
+    """Whether from_pretrained keeps a GGUF file's quantized matrices as blocks on the GPU (a QuantizedLlama):
+    with no dtype asked for, for a `llama` file with a matrix in a block format wgraph computes on."""
+    return dtype is None and ckpt.arch == "llama" and ckpt.has_blocks()
+
+
 def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, *, dtype: DTypeLike | None = None,
                     max_seq: int | None = None) -> Llama:
-    """Load a Hugging Face directory (config.json + *.safetensors) or a .gguf file (dequantized to `dtype`).
-    dtype: the weights' storage, default f16 where the device has shader-f16, else f32.
+    """Load a Hugging Face directory (config.json + *.safetensors) or a .gguf file. A `llama` GGUF file loaded
+    without a dtype keeps its Q8_0 / Q4_0 / Q4_1 / Q4_K matrices as their raw blocks on the GPU, read by the
+    quantized GEMV (a QuantizedLlama; every other tensor dequantized to f32); with a dtype, or another
+    architecture, every tensor is dequantized to the weights' dtype.
 
     path: the directory or the .gguf file.
     device: the Device to run on; None: the default device.
     dtype: the weights' storage: "f16", "f32" or "bf16" (numpy's and torch's spellings too); None: f16 where the
-        device has shader-f16, else f32.
+        device has shader-f16, else f32 (a llama GGUF file: its blocks as they are, the rest f32).
     max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
     """
     from wgraph.device import Device, default_device
@@ -51,17 +59,24 @@ def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, 
     args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)   # before any file is read
     root = Path(path)
     dev = device or default_device()
-    if dtype is None:
-        dtype = "f16" if dev.caps.has_f16 else "f32"
     if root.is_dir():
-        model = Llama.from_pretrained(root, dev, dtype=dtype, max_seq=max_seq)
+        model = Llama.from_pretrained(root, dev, dtype=dtype or ("f16" if dev.caps.has_f16 else "f32"),
+                                      max_seq=max_seq)
         model.tokenizer = Tokenizer.from_directory(root) if (root / "tokenizer.json").is_file() else None
         return model
     if not root.is_file():
         raise CheckpointError(f"from_pretrained: {root} is neither a checkpoint directory (config.json, "
                               f"*.safetensors) nor a .gguf file")
     ckpt = GGUFCheckpoint(root)
-    model = build_model(ckpt.config, dev, ckpt.get, dtype=dtype, max_seq=max_seq)
+    if keeps_blocks(ckpt, dtype):
+        from wgraph.models.config import LlamaConfig
+        from wgraph.models.quantized import QuantizedLlama
+
+        weights = {hf: ckpt.get_blocks(hf, ckpt.file.tensors[ckpt.gguf_name(hf)].shape) for hf in ckpt.hf_names()}
+        model = QuantizedLlama(LlamaConfig.from_dict(ckpt.config), dev, weights, max_seq=max_seq)
+    else:
+        model = build_model(ckpt.config, dev, ckpt.get, dtype=dtype or ("f16" if dev.caps.has_f16 else "f32"),
+                            max_seq=max_seq)
     unused = ckpt.unused()
     if unused:  # a tensor the config did not ask for is math the model would silently leave out
         raise CheckpointError(f"GGUF file {root.name}: tensors {unused[:5]} ({len(unused)} in all) are not used by "

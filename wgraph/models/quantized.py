@@ -57,8 +57,8 @@ def dequantize_checkpoint(weights: dict) -> dict[str, np.ndarray]:
 
 class QuantizedLlama(Llama):
     """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (Q8_0, Q4_0, Q4_1, Q4_K);
-    activations, KV caches and the other weights are f32. Greedy decoding (sampling switches programs by
-    copying f32 states, which block states are not).
+    activations, KV caches and the other weights are f32. Greedy and sampled decoding, as Llama's (the sampling
+    program shares the greedy one's weight states, blocks included).
 
     config: the DecoderConfig.
     device: the Device to run on.
@@ -114,6 +114,11 @@ class QuantizedLlama(Llama):
         raise UnsupportedError("QuantizedLlama.from_pretrained: GGUF files load through wgraph.models' GGUF reader; "
                                "build from weights with QuantizedLlama.from_weights")
 
+    @property
+    def block_formats(self) -> tuple[str, ...]:
+        """The GGML block formats its weight states hold, sorted (the other states are f32)."""
+        return tuple(sorted({s.ggml_type for s in self._states.values() if s.ggml_type is not None}))
+
     def _get(self, name: str, shape: tuple) -> Any:  # a float array or a QuantizedWeight
         if name not in self._host:
             raise CheckpointError(f"tensor {name!r} is missing")
@@ -125,7 +130,7 @@ class QuantizedLlama(Llama):
 
     def _build_decode(self, sampling: bool) -> tuple[Graph, str]:
         c = self.config
-        g = Graph("llama_decode_quantized")
+        g = Graph("llama_decode_quantized_sample" if sampling else "llama_decode_quantized")
         for name, spec in self._states.items():
             g.state(name, spec.shape, spec.dtype)  # zeros at compile; _load writes the weights into it
         half = c.rope_dim // 2
@@ -141,7 +146,8 @@ class QuantizedLlama(Llama):
         h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
         logits = self._logits(h, glob)
         g.output("logits", logits)
-        nxt = self._choose(logits, pos, None)
+        sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
+        nxt = self._choose(logits, pos, sample)
         ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
         return g, g.producer[nxt.name]
 
@@ -184,11 +190,6 @@ class QuantizedLlama(Llama):
         cos, sin = self.rope_tables()
         self.device.write(self.program.state("rope_cos"), cos)
         self.device.write(self.program.state("rope_sin"), sin)
-
-    def _set_sampling(self, sample: SampleSettings | None) -> None:
-        if sample is not None:
-            raise UnsupportedError("QuantizedLlama decodes greedily (temperature 0): the sampling program is made by "
-                                   "copying the weight states with `scale`, which has no kernel for block states")
 
 
 def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
