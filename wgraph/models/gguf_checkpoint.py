@@ -62,8 +62,8 @@ class GGUFCheckpoint:
             return None
         return f"blk.{int(m.group(1))}.{names[m.group(2)]}.{m.group(3)}"
 
-    def get(self, hf_name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """Tensor `hf_name` as float32 of `shape`, converted back to Hugging Face's layout."""
+    def _tensor(self, hf_name: str, shape: tuple[int, ...]):
+        """(GGUF name, GGUFTensor) of `hf_name`, checked to exist with `shape`."""
         name = self.gguf_name(hf_name)
         tensor = self.file.tensors.get(name) if name else None
         if tensor is None:
@@ -72,6 +72,11 @@ class GGUFCheckpoint:
         if tensor.shape != tuple(shape):
             raise CheckpointError(f"tensor {hf_name!r} ({name}) in {self.file.path.name} has shape "
                                   f"{list(tensor.shape)}, the config needs {list(shape)}")
+        return name, tensor
+
+    def get(self, hf_name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Tensor `hf_name` as float32 of `shape`, converted back to Hugging Face's layout."""
+        name, tensor = self._tensor(hf_name, shape)
         values = tensor.dequantized()
         if self.arch == "llama" and (".attn_q." in name or ".attn_k." in name):
             heads = self.config["num_attention_heads"] if ".attn_q." in name else self.config["num_key_value_heads"]
@@ -85,13 +90,9 @@ class GGUFCheckpoint:
         """Tensor `hf_name` as `get` returns it, except a matrix in a block format wgraph computes on (Q8_0, Q4_0,
         Q4_1, Q4_K: ggml_blocks.FORMATS), which stays its raw blocks, as a host QuantizedWeight (Q/K rows of a
         `llama` file un-permuted on the raw rows: no block spans two rows)."""
-        name = self.gguf_name(hf_name)
-        tensor = self.file.tensors.get(name) if name else None
-        if tensor is None or tensor.type_name not in FORMATS or len(shape) != 2:
+        name, tensor = self._tensor(hf_name, shape)
+        if tensor.type_name not in FORMATS or len(shape) != 2:
             return self.get(hf_name, shape)
-        if tensor.shape != tuple(shape):
-            raise CheckpointError(f"tensor {hf_name!r} ({name}) in {self.file.path.name} has shape "
-                                  f"{list(tensor.shape)}, the config needs {list(shape)}")
         rows = tensor.rows()
         if self.arch == "llama" and (".attn_q." in name or ".attn_k." in name):
             heads = self.config["num_attention_heads"] if ".attn_q." in name else self.config["num_key_value_heads"]

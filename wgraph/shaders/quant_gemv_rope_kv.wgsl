@@ -28,31 +28,8 @@ struct QuantGemvRopeKVParams {
 //!include quant_gemv_core.wgsl
 //!include rope_kv_pair.wgsl
 
-// pair order -> row of W (D = 2 half per head)
-fn w_row(p: u32) -> u32 {
-  let half = params.half;
-  let pairs = params.n / 2u;
-  if (p < pairs) {
-    return p / half * 2u * half + p % half;
-  }
-  let e = p - pairs;
-  return e / half * 2u * half + half + e % half;
-}
+//!include gemv_rope_kv_epilogue.wgsl
 
 fn epilogue(slot: u32, at: u32, lane: u32, row0: u32, rows: u32) {
-  let outs = FT / 2u * MAX_ROWS;  // (pair, x row) a slot writes
-  for (var o = lane; o < outs; o = o + LANES) {
-    let r = o % MAX_ROWS;
-    if (r < rows) {
-      let p = slot + (o / MAX_ROWS) * params.slots;  // < n / 2: slot < slots = n / FT
-      let scale = row_scale(at, r);
-      var a = tot[at + o] * scale;
-      var b = tot[at + o + FT / 2u * MAX_ROWS] * scale;
-      if (params.has_bias != 0u) {
-        a = a + bias[w_row(p)];
-        b = b + bias[w_row(p + params.n / 2u)];
-      }
-      rope_kv_write(row0 + r, p / params.half, p % params.half, a, b);
-    }
-  }
+  rope_kv_epilogue(slot, at, lane, row0, rows);
 }
