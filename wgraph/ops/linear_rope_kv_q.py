@@ -14,9 +14,10 @@ from wgraph import args
 from wgraph.errors import ShapeError, WgraphError
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops import rope_kv
-from wgraph.ops.core import OpDef, ceil_div, register
+from wgraph.ops.core import OpDef, register
 from wgraph.ops.gemv import device_refusal
-from wgraph.ops.quantized import LINEAR_Q, QuantLinearParams, _infer_linear_q, plan_linear_q
+from wgraph.ops.quantized import (LINEAR_Q, QuantLinearParams, _infer_linear_q, core_bindings, core_uniforms,
+                                  describe_gemv, plan_linear_q)
 from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append_q"
@@ -87,12 +88,9 @@ def plan_linear_rope_kv_q(rows: int, n: int, k: int, ggml_type: str, cache_dtype
     for kv in kernels:
         no = _refusal(kv, rows, n, caps)
         if no is None:
-            lim = kv.limits
             return LinearRopeKVPlan(
-                kv.name, f"{rows} rows <= {lim['max_rows']}: {ggml_type} GEMV (blocks dequantized in registers), "
-                         f"{kv.threads // lim['lanes'] * lim['features_per_lane']} rows of W per workgroup "
-                         f"({ceil_div(n // lim['features_per_lane'], kv.threads // lim['lanes'])} workgroups), "
-                         f"{lim['lanes']} lanes per row, W's rows in RoPE pair order"
+                kv.name, f"{rows} rows <= {kv.limits['max_rows']}: {ggml_type} GEMV (blocks dequantized in "
+                         f"registers), {describe_gemv(kv, n, True)}, W's rows in RoPE pair order"
                          + "".join(f", {name} fused" for name in fused)
                          + "; RoPE and the K/V append in its epilogue", True)
         why.setdefault(no, []).append(kv.name)
@@ -135,17 +133,12 @@ def _encode(ctx, params: QuantLinearRopeKVParams, inputs, outputs):
         return made
     ctx.chose(plan)
     kv = kernel(plan.variant)
-    slots = n // kv.limits["features_per_lane"]
-    groups = ceil_div(slots, kv.threads // kv.limits["lanes"])
-    uniforms = {"m": rows, "n": n, "k": k, "row_blocks": k // kv.limits["block_weights"], "slots": slots,
-                "out_n": n, "groups_per_chunk": groups, "has_bias": int(b is not None), "has_residual": 0,
-                "has_norm": int(norm is not None), "swiglu": 0, "eps": params.eps,
-                **rope_kv.kernel_uniforms(params.rope, rows, rest)}
-    bindings = {"x": x, "blocks": blocks, "heads": blocks,
-                "norm_w": norm if norm is not None else ctx.fallback("linear_q.norm", 16),
-                "bias": b if b is not None else ctx.fallback("linear_q.bias"), **rope_kv.kernel_bindings(ctx, rest, q)}
-    return [ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings, workgroups=ctx.grid(groups),
-                         label="linear_rope_kv_append")]
+    # the core's fields as swiglu's (a slot's rows are pairs: n / FT slots), the epilogue told apart by the kernel
+    uniforms = {**core_uniforms(kv, rows, n, k, True, bias=b, norm=norm, residual=None, eps=params.eps),
+                "out_n": n, "swiglu": 0, **rope_kv.kernel_uniforms(params.rope, rows, rest)}
+    bindings = {**core_bindings(ctx, x=x, blocks=blocks, bias=b, norm=norm), **rope_kv.kernel_bindings(ctx, rest, q)}
+    return [ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings,
+                         workgroups=ctx.grid(uniforms["groups_per_chunk"]), label="linear_rope_kv_append")]
 
 
 # inputs 6 and 7 (the caches) are written in place besides the output q

@@ -100,7 +100,8 @@ def _refusal(kv: Kernel, n: int, swiglu: bool, caps, forced: bool) -> str | None
     return None
 
 
-def _describe(kv: Kernel, n: int, swiglu: bool) -> str:
+def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
+    """A GEMV variant's layout for a call's plan reason (rows of W a workgroup, lanes, loads in flight)."""
     lim = kv.limits
     ft, lanes, lpb = lim["features_per_lane"], lim["lanes"], lim["lanes_per_block"]
     return (f"{kv.threads // lanes * ft} rows of W per workgroup ({gemv_workgroups(kv, n, swiglu)} workgroups), "
@@ -156,7 +157,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
             raise PlanError(f"{where}: forced variant {variant} {no}")
         chunks = ceil_div(rows, chosen.limits["max_rows"])
         return QuantLinearPlan(chosen.name, chunks, f"forced; {rows} rows in {chunks} chunk(s) of "
-                                                    f"{chosen.limits['max_rows']}: {_describe(chosen, n, swiglu)}"
+                                                    f"{chosen.limits['max_rows']}: {describe_gemv(chosen, n, swiglu)}"
                                                     f"{fusing}")
     gemvs = _gemvs(ggml_type)
     if not gemvs:
@@ -179,12 +180,12 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         rules = f" (n >= {g.facts['min_n']})" if g.facts.get("min_n") else ""
         return QuantLinearPlan(g.name, 1 if rows else 0,
                                f"{rows} rows <= {g.limits['max_rows']}{rules}: {ggml_type} GEMV (blocks dequantized "
-                               f"in registers), {_describe(g, n, swiglu)}{fusing}")
+                               f"in registers), {describe_gemv(g, n, swiglu)}{fusing}")
     g = max(takers, key=lambda kv: kv.limits["max_rows"])
     most = g.limits["max_rows"]
     chunks = ceil_div(rows, most)
     return QuantLinearPlan(g.name, chunks, f"{rows} rows > {most} (the GEMV's most): {chunks} chunks of {most} rows "
-                                           f"in one dispatch, each reading W; {_describe(g, n, swiglu)}{fusing}")
+                                           f"in one dispatch, each reading W; {describe_gemv(g, n, swiglu)}{fusing}")
 
 
 def _fused(params: QuantLinearParams, specs) -> tuple[str, ...]:
@@ -233,6 +234,22 @@ def _infer_linear_q(params: QuantLinearParams, specs):
     return (out,)
 
 
+def core_uniforms(kv: Kernel, m: int, n: int, k: int, swiglu: bool, *, bias, norm, residual, eps: float) -> dict:
+    """The quantized GEMV core's uniform fields (shaders/quant_gemv_fields.wgsl) for a call of m rows."""
+    return {"m": m, "n": n, "k": k, "row_blocks": k // kv.limits["block_weights"],
+            "slots": gemv_slots(kv, n, swiglu), "out_n": n // 2 if swiglu else n,
+            "groups_per_chunk": gemv_workgroups(kv, n, swiglu), "has_bias": int(bias is not None),
+            "has_residual": int(residual is not None), "has_norm": int(norm is not None), "swiglu": int(swiglu),
+            "eps": eps}
+
+
+def core_bindings(ctx, *, x, blocks, bias, norm) -> dict:
+    """The quantized GEMV core's inputs (bias and norm may be None: the fallbacks bind)."""
+    return {"x": x, "blocks": blocks, "heads": blocks,
+            "norm_w": norm if norm is not None else ctx.fallback("linear_q.norm", 16),
+            "bias": bias if bias is not None else ctx.fallback("linear_q.bias")}
+
+
 def _encode_linear_q(ctx, params: QuantLinearParams, inputs, outputs):
     (x, blocks, b, norm, residual), (y,) = inputs, outputs
     plan = _plan(params, tuple(None if t is None else t.spec for t in inputs), ctx.caps)
@@ -243,17 +260,11 @@ def _encode_linear_q(ctx, params: QuantLinearParams, inputs, outputs):
         return []
     kv = kernel(plan.variant)
     swiglu = params.activation == "swiglu"
-    groups = gemv_workgroups(kv, n, swiglu)
-    uniforms = {"m": m, "n": n, "k": k, "row_blocks": k // kv.limits["block_weights"],
-                "slots": gemv_slots(kv, n, swiglu), "out_n": n // 2 if swiglu else n, "groups_per_chunk": groups,
-                "has_bias": int(b is not None), "has_residual": int(residual is not None),
-                "has_norm": int(norm is not None), "swiglu": int(swiglu), "eps": params.eps}
-    bindings = {"x": x, "blocks": blocks, "heads": blocks,
-                "norm_w": norm if norm is not None else ctx.fallback("linear_q.norm", 16),
-                "bias": b if b is not None else ctx.fallback("linear_q.bias"),
+    uniforms = core_uniforms(kv, m, n, k, swiglu, bias=b, norm=norm, residual=residual, eps=params.eps)
+    bindings = {**core_bindings(ctx, x=x, blocks=blocks, bias=b, norm=norm),
                 "residual": residual if residual is not None else ctx.fallback("linear_q.residual"), "y": y}
     return [ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings,
-                         workgroups=ctx.grid(groups * plan.row_chunks), label="linear_q")]
+                         workgroups=ctx.grid(uniforms["groups_per_chunk"] * plan.row_chunks), label="linear_q")]
 
 
 LINEAR_Q = register(OpDef("linear_q", _infer_linear_q, _encode_linear_q,
