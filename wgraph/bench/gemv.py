@@ -135,33 +135,13 @@ def _reps(dev, call, target_us: float, max_reps: int) -> int:
     return int(max(4, min(max_reps, target_us / max(est, 1e-3))))
 
 
-def copy_bandwidth(dev, nbytes: int) -> dict:
-    """GB/s of the plain copy kernel over `nbytes` (bounded by the device's binding size): (read + write) / time."""
-    nbytes = min(nbytes, dev.caps.max_storage_binding_size) // 16 * 16
-    x = dev.empty((nbytes // 4,), "f32")
-    weights.fill(x, 1, 1.0)
-    y = dev.empty(x.shape, "f32")
-    call = lambda: apply(BENCH_COPY, CopyParams(), (x,), out=y)  # noqa: E731
-    call()
-    ok = bool(np.array_equal(y.numpy(), x.numpy()))
-    timing.warm(dev, call, 1.0)
-    us, source = _gpu_us(dev, call, _reps(dev, call, 20000.0, 50))
-    med = statistics.median(us)
-    return {"bytes_copied": nbytes, "bytes_moved": 2 * nbytes, "gpu_us": med, "gpu_us_all": us,
-            "time_source": source, "gbps": 2 * nbytes / (med * 1e-6) / 1e9, "copy_correct": ok}
-
-
-def copy_ceiling(dev, moved_bytes: int, *, target_us: float = 3000.0, max_reps: int = 400) -> dict:
-    """The copy kernel moving `moved_bytes` a call (half read, half written), calls chained in one pass and
-    cycling over copies that do not fit the last-level cache, timed as the GEMV rows are: what one pass over
-    that many bytes reaches on this stack, its dispatch floor and ramp included. A GEMV reading those bytes
-    cannot do better, so `fraction_of_copy` (of the big copy's rate) is the ceiling of a row of that size."""
-    half = max(16, moved_bytes // 2 // 16 * 16)
-    copies = 1 if dev.caps.is_cpu else max(1, min(MAX_COPIES, -(-CACHE_BYTES // half)))
+def _timed_copy(dev, nbytes: int, copies: int, *, warm_s: float, target_us: float, max_reps: int) -> dict:
+    """The copy kernel over `nbytes` (a multiple of 16) a call, calls chained in one pass cycling over `copies`
+    sources: its median GPU µs, GB/s of (read + write) and whether the first call copied exactly."""
     xs = []
     for i in range(copies):
-        x = dev.empty((half // 4,), "f32")
-        weights.fill(x, 3 + i, 1.0)
+        x = dev.empty((nbytes // 4,), "f32")
+        weights.fill(x, 1 + i, 1.0)
         xs.append(x)
     y = dev.empty(xs[0].shape, "f32")
     state = {"i": 0}
@@ -172,11 +152,29 @@ def copy_ceiling(dev, moved_bytes: int, *, target_us: float = 3000.0, max_reps: 
 
     call()
     ok = bool(np.array_equal(y.numpy(), xs[0].numpy()))
-    timing.warm(dev, call, 0.05)
-    us, source = _gpu_us(dev, call, _reps(dev, call, target_us, max_reps), 3)
+    timing.warm(dev, call, warm_s)
+    us, source = _gpu_us(dev, call, _reps(dev, call, target_us, max_reps))
     med = statistics.median(us)
-    return {"bytes_moved": 2 * half, "gpu_us": med, "time_source": source, "copies": copies,
-            "gbps": 2 * half / (med * 1e-6) / 1e9, "copy_correct": ok}
+    return {"bytes_moved": 2 * nbytes, "gpu_us": med, "gpu_us_all": us, "time_source": source, "copies": copies,
+            "gbps": 2 * nbytes / (med * 1e-6) / 1e9, "copy_correct": ok}
+
+
+def copy_bandwidth(dev, nbytes: int) -> dict:
+    """GB/s of the plain copy kernel over `nbytes` (bounded by the device's binding size): (read + write) / time,
+    after a second of copies that raises the clocks."""
+    nbytes = min(nbytes, dev.caps.max_storage_binding_size) // 16 * 16
+    return {"bytes_copied": nbytes,
+            **_timed_copy(dev, nbytes, 1, warm_s=1.0, target_us=20000.0, max_reps=50)}
+
+
+def copy_ceiling(dev, moved_bytes: int, *, target_us: float = 3000.0, max_reps: int = 400) -> dict:
+    """The copy kernel moving `moved_bytes` a call (half read, half written), calls chained in one pass and
+    cycling over copies that do not fit the last-level cache, timed as the GEMV rows are: what one pass over
+    that many bytes reaches on this stack, its dispatch floor and ramp included. A GEMV reading those bytes
+    cannot do better, so `fraction_of_copy` (of the big copy's rate) is the ceiling of a row of that size."""
+    half = max(16, moved_bytes // 2 // 16 * 16)
+    copies = 1 if dev.caps.is_cpu else max(1, min(MAX_COPIES, -(-CACHE_BYTES // half)))
+    return _timed_copy(dev, half, copies, warm_s=0.05, target_us=target_us, max_reps=max_reps)
 
 
 def dispatch_floor(dev) -> dict:
