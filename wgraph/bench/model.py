@@ -136,25 +136,9 @@ def bench_model(dev, name: str, config: dict, *, copy_gbps: float | None, use_to
 
     progress(f"model: decoding {steps} tokens")
     model.generate(prompt, steps + 1, in_flight=8)  # warm-up: pipelines, clocks
-    model.prefill(prompt)
-    dev.sync()
-    before = dev.stats.snapshot()
-    t0 = time.perf_counter()
-    host = model.run_steps(steps, in_flight=8)
-    dev.sync()
-    dt = (time.perf_counter() - t0) / steps
-    d = dev.stats.since(before)
-    ids = model.program.state("history").numpy()[len(prompt):len(prompt) + steps + 1].tolist()
+    dt, host, submits, ids = _timed_steps(dev, model, prompt, steps)
     # the same steps one a submit: what a submit's fixed cost (host and GPU) takes of a token
-    model.prefill(prompt)
-    dev.sync()
-    before = dev.stats.snapshot()
-    t0 = time.perf_counter()
-    host_1 = model.run_steps(steps, in_flight=8, per_submit=1)
-    submits_1 = dev.stats.since(before).submits
-    dev.sync()
-    dt_1 = (time.perf_counter() - t0) / steps
-    ids_1 = model.program.state("history").numpy()[len(prompt):len(prompt) + steps + 1].tolist()
+    dt_1, host_1, submits_1, ids_1 = _timed_steps(dev, model, prompt, steps, per_submit=1)
     row["one_step_a_submit"] = {"ms_per_token": dt_1 * 1e3, "tokens_per_s": 1.0 / dt_1,
                                 "host_ms_per_token": host_1 / steps * 1e3, "submits": submits_1,
                                 "same_ids": ids_1 == ids}
@@ -167,7 +151,7 @@ def bench_model(dev, name: str, config: dict, *, copy_gbps: float | None, use_to
         row["profile"] = _profile(model.program, progress)
     # host_ms_per_token near ms_per_token: the host's encoding bounds the rate, not the GPU
     row.update(ms_per_token=dt * 1e3, tokens_per_s=1.0 / dt, host_ms_per_token=host / steps * 1e3,
-               gpu_ms_per_token=gpu_ms, submits_per_token=(d.submits - 1) / steps,
+               gpu_ms_per_token=gpu_ms, submits_per_token=submits / steps,
                weight_gbps=row["weight_bytes_per_token"] / dt / 1e9, copy_gbps=copy_gbps,
                fraction_of_copy_bandwidth=(row["weight_bytes_per_token"] / dt / 1e9 / copy_gbps) if copy_gbps else None)
     del model
@@ -192,6 +176,22 @@ def bench_model(dev, name: str, config: dict, *, copy_gbps: float | None, use_to
             except Exception as e:  # noqa: BLE001 - the reference must not take the bench down
                 row["torch"] = {**info, "available": False, "note": f"torch decode failed: {type(e).__name__}: {e}"}
     return row
+
+
+def _timed_steps(dev, model, prompt: list, steps: int, **run) -> tuple[float, float, int, list]:
+    """`steps` decode steps after a fresh prefill of `prompt`, submitted 8 in flight (`run`: run_steps' other
+    options): wall seconds per token up to a GPU wait after the last, host seconds in all, the steps' own
+    submits, and the ids they made."""
+    model.prefill(prompt)
+    dev.sync()
+    before = dev.stats.snapshot()
+    t0 = time.perf_counter()
+    host = model.run_steps(steps, in_flight=8, **run)
+    submits = dev.stats.since(before).submits
+    dev.sync()
+    dt = (time.perf_counter() - t0) / steps
+    ids = model.program.state("history").numpy()[len(prompt):len(prompt) + steps + 1].tolist()
+    return dt, host, submits, ids
 
 
 def _profile(program, progress) -> dict:
