@@ -7,18 +7,7 @@ const_assert LPB == 4u;
 
 //!include quant_i8_x.wgsl
 
-struct Unit {
-  q: u32,
-  d: f32,
-}
-
-// Block b (counted over the whole matrix) for lane t.
-fn load_unit(b: u32, t: u32) -> Unit {
-  let w = b * BLOCK_BYTES / 4u;
-  let odd = (b & 1u) != 0u;
-  let head = word(w);
-  return Unit(quant_word(word(w + t), word(w + t + 1u), odd), unpack2x16float(select(head, head >> 16u, odd)).x);
-}
+//!include quant_units_d_words.wgsl
 
 struct Values {
   q: vec2<u32>,  // the low nibbles, the high nibbles, as 4 bytes each (0..15)

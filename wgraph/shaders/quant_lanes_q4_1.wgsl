@@ -14,15 +14,7 @@ fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
   return xsum;
 }
 
-struct Unit {
-  q: u32,
-  dm: vec2<f32>,
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let w = b * (BLOCK_BYTES / 4u);
-  return Unit(word(w + 1u + t), unpack2x16float(word(w)));
-}
+//!include quant_units_q4_1.wgsl
 
 struct Values {
   v: array<vec4<f32>, 2>,  // q of the low nibbles, of the high nibbles

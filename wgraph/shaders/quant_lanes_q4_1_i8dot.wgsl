@@ -5,15 +5,7 @@ const_assert LPB == 4u;
 
 //!include quant_i8_x.wgsl
 
-struct Unit {
-  q: u32,
-  dm: vec2<f32>,
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let w = b * (BLOCK_BYTES / 4u);
-  return Unit(word(w + 1u + t), unpack2x16float(word(w)));
-}
+//!include quant_units_q4_1.wgsl
 
 alias Values = Unit;
 

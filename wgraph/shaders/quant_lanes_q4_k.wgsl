@@ -18,15 +18,7 @@ fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
   return xsum;
 }
 
-struct Unit {
-  q: vec4<u32>,     // quant words t + 8c, c = 0..3
-  head: vec4<u32>,  // d | dmin, then the scale bytes 0-3, 4-7, 8-11
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let w = b * (BLOCK_BYTES / 4u) + 4u + t;
-  return Unit(vec4<u32>(word(w), word(w + 8u), word(w + 16u), word(w + 24u)), word4(b * (BLOCK_BYTES / 16u)));
-}
+//!include quant_units_q4_k.wgsl
 
 struct Values {
   v: array<vec4<f32>, 8>,  // q of sub-block i (the lane's 4 of its 32 weights)

@@ -5,17 +5,7 @@ const_assert LPB == 8u;
 
 //!include quant_i8_x.wgsl
 
-struct Unit {
-  q: u32,
-  d: f32,
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let w = b * BLOCK_BYTES / 4u;
-  let odd = (b & 1u) != 0u;
-  let head = word(w);
-  return Unit(quant_word(word(w + t), word(w + t + 1u), odd), unpack2x16float(select(head, head >> 16u, odd)).x);
-}
+//!include quant_units_d_words.wgsl
 
 alias Values = Unit;
 

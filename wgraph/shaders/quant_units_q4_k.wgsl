@@ -1,0 +1,12 @@
+// A lane's share of one Q4_K super-block (144 bytes, on 16): quant words t + 8c, c = 0..3, and the 16-byte
+// header (quant_lanes_q4_k.wgsl and its _i8dot twin).
+
+struct Unit {
+  q: vec4<u32>,     // quant words t + 8c, c = 0..3
+  head: vec4<u32>,  // d | dmin, then the scale bytes 0-3, 4-7, 8-11
+}
+
+fn load_unit(b: u32, t: u32) -> Unit {
+  let w = b * (BLOCK_BYTES / 4u) + 4u + t;
+  return Unit(vec4<u32>(word(w), word(w + 8u), word(w + 16u), word(w + 24u)), word4(b * (BLOCK_BYTES / 16u)));
+}
