@@ -315,3 +315,30 @@ def test_copy_ceiling_moves_the_bytes_it_reports(dev):
     c = gemv.copy_ceiling(dev, 4096 + 40, target_us=50.0, max_reps=4)
     # 4136 bytes moved = 2068 read + written; 16-byte words: 2064 read, 4128 moved
     assert c["copy_correct"] and c["bytes_moved"] == 4128 and c["gpu_us"] > 0
+
+
+def test_kernel_subsets_count_each_pass_of_a_split_k_decode(dev):
+    """kernel_subsets_us keeps the dispatches each subset accepts: a split-K decode call is one chunk pass and one
+    combine (its plan's two dispatches), and their subsets time a positive span."""
+    import numpy as np
+
+    from wgraph.bench.timing import kernel_subsets_us
+
+    if not dev.caps.has_timestamps:
+        pytest.skip("no timestamp queries on this adapter")
+    rng = np.random.default_rng(0)
+    k = dev.tensor(rng.standard_normal((64, 2, 32)).astype(np.float32))
+    q = dev.tensor(rng.standard_normal((1, 4, 32)).astype(np.float32))
+    kl = dev.tensor(np.array([40], np.uint32))
+    plan = wg.ops.attention_plan(q, k, k, causal=True, kv_len=kl)
+    names = [name for name, _ in plan.dispatches]
+    assert len(names) == 2 and "combine" in names[1] and "combine" not in names[0]
+
+    def call():
+        wg.ops.attention(q, k, k, causal=True, kv_len=kl)
+    call()
+    dev.sync()
+    got = kernel_subsets_us(dev, call, 3, {"all": lambda n: True, "main": lambda n: n == names[0],
+                                           "combine": lambda n: n == names[1]}, batches=1)
+    assert {name: count for name, (_, count) in got.items()} == {"all": 2, "main": 1, "combine": 1}
+    assert all(us > 0 for us, _ in got.values())

@@ -7,6 +7,7 @@ so one run shows both."""
 
 from __future__ import annotations
 
+import statistics
 import struct
 import time
 
@@ -16,9 +17,10 @@ from wgraph.scheduler.commands import Copy
 from wgraph.scheduler.recording import Recording
 
 
-def _span_of_steps(dev, prepared) -> float:
-    """GPU µs from the start to the end of one pass holding every step of `prepared` (dispatches only)."""
-    if any(isinstance(s, Copy) for s in prepared.steps) or len(prepared.steps) != len(prepared.offsets):
+def _span_of_steps(dev, steps, offsets) -> float:
+    """GPU µs from the start to the end of one pass holding `steps` (a prepared list's dispatches, with their
+    uniform offsets)."""
+    if any(isinstance(s, Copy) for s in steps) or len(steps) != len(offsets):
         raise ValueError("a timed command list must hold dispatches only (a copy or write would end the pass)")
     query = dev.wgpu.create_query_set(type=wgpu.QueryType.timestamp, count=2)
     usage = wgpu.BufferUsage
@@ -27,7 +29,7 @@ def _span_of_steps(dev, prepared) -> float:
     encoder = dev.wgpu.create_command_encoder()
     cpass = encoder.begin_compute_pass(timestamp_writes={
         "query_set": query, "beginning_of_pass_write_index": 0, "end_of_pass_write_index": 1})
-    for step, offset in zip(prepared.steps, prepared.offsets):
+    for step, offset in zip(steps, offsets):
         d, pipeline, group = step[0], step[1], step[2]
         cpass.set_pipeline(pipeline)
         cpass.set_bind_group(0, group, [] if offset is None else [offset])
@@ -79,9 +81,35 @@ def calls_us(dev, call, reps: int, batches: int = 3, *, stamped: bool = False) -
         with dev.lock:
             prepared = rec.commands.prepare()
             try:
-                out.append(_span_of_steps(dev, prepared) / reps)
+                out.append(_span_of_steps(dev, prepared.steps, prepared.offsets) / reps)
             finally:
                 prepared.release()
+    return out
+
+
+def kernel_subsets_us(dev, call, reps: int, subsets: dict, batches: int = 5) -> dict | None:
+    """Where a call's GPU time goes: `reps` back-to-back calls recorded once, then for each name of `subsets`
+    only the dispatches whose kernel name `subsets[name]` accepts, timed in one pass (median of `batches`):
+    {name: (GPU µs per call, dispatches per call)}. Dispatches that write one buffer keep waiting for each other
+    in a subset (wgpu puts a barrier between them), so a subset of a chain is a chain. None without timestamp
+    queries. The call's uploads must have happened before (run it once and sync): a timed list holds dispatches
+    only."""
+    if not dev.caps.has_timestamps:
+        return None
+    dev.flush()
+    rec = _recorded(dev, call, reps)
+    out = {}
+    with dev.lock:
+        prepared = rec.commands.prepare()
+        try:
+            for name, accept in subsets.items():
+                keep = [i for i, step in enumerate(prepared.steps) if accept(step[0].kernel.name)]
+                steps = [prepared.steps[i] for i in keep]
+                offsets = [prepared.offsets[i] for i in keep]
+                spans = [_span_of_steps(dev, steps, offsets) / reps for _ in range(batches)]
+                out[name] = (statistics.median(spans), len(keep) // reps)
+        finally:
+            prepared.release()
     return out
 
 
@@ -94,7 +122,7 @@ def program_us(prog) -> float | None:
     with dev.lock:
         dev.flush()
         prog._commands._flush_uniforms()  # dirty uniform bytes, as a run writes them
-        return _span_of_steps(dev, prog._commands)
+        return _span_of_steps(dev, prog._commands.steps, prog._commands.offsets)
 
 
 def warm(dev, call, seconds: float) -> None:
@@ -114,8 +142,6 @@ def time_calls(dev, call, target_s: float, max_reps: int, warm_s: float = 0.3) -
     """GPU µs per call (median of batches of back-to-back calls, after `warm_s` seconds of them: an idle GPU's
     clocks take a while to rise), reps per batch, and the clock used. Batches are sized from one call's time,
     so a slow configuration warms in a few calls, not in a fixed count of them."""
-    import statistics
-
     dev.sync()
     t0 = time.perf_counter()
     call()
