@@ -1,5 +1,5 @@
 """Run on a GPU from the project root: the GPU-tuned attention variants of the registry (flash and GEMM-shaped
-flash prefill, split-K and fused split-K decode, and their batched twins; `python benchmarks/h200_check.py TEXT` keeps the names
+flash prefill, split-K, fused split-K and one-pass decode, and their batched twins; `python benchmarks/h200_check.py TEXT` keeps the names
 containing TEXT, `batched` the batched part only) at real sizes against the float64 numpy reference with
 FlashAttention's rule (tests/attention_reference.py, tests/window_reference.py): kv up to 32768, every GQA group
 1-8 through the planner, windows, softcap, GPU kv_len, paged caches; batches of 1-64 ragged sequences with GPU
@@ -50,7 +50,7 @@ only = sys.argv[1] if len(sys.argv) > 1 else ""
 for name, k in registry().items():
     if only not in name:
         continue
-    if k.op != "attention" or k.facts.get("tier") not in ("flash", "gemm", "splitk", "fused"):
+    if k.op != "attention" or k.facts.get("tier") not in ("flash", "gemm", "splitk", "fused", "single"):
         continue
     dt = k.facts["dtype"]
     D = k.limits["max_head_dim"]
@@ -67,7 +67,7 @@ for name, k in registry().items():
         case(name, dt, 1, 9000, 2 * g, 2, 64, mag=4.0, softcap=30.0)
         case(name, dt, 1, 20000, g, 1, 256, kv_len=17001, gpu_len=True, sliding_window=4096)
         # the fused kernels split a key row over a power-of-two number of lanes: head_dim 80 is not theirs
-        case(name, dt, 1, 4096, 4 * g, 4, 64 if k.facts["tier"] == "fused" else 80, kv_len=4000, page_size=32)
+        case(name, dt, 1, 4096, 4 * g, 4, 64 if k.facts["tier"] in ("fused", "single") else 80, kv_len=4000, page_size=32)
         case(name, dt, 1, 1024, 2 * g, 2, 128, kv_len=777, gpu_len=True)
         # a GPU kv_len far below the capacity: the grid is the capacity's, the chunks past the length return
         case(name, dt, 1, 32768, 4 * g, 4, 64, kv_len=130, gpu_len=True)
@@ -76,6 +76,12 @@ if only in ("", "decode", "fused"):
         for dt in ("f16", "f32"):
             case(None, dt, 1, 16384 + 8 * group, 2 * group, 2, 128, sliding_window=8000 + group)
             case(None, dt, 1, 32768, group, 1, 64, kv_len=30000 + group, gpu_len=True, page_size=64)
+if only in ("", "decode", "single"):
+    for group in range(1, 9):  # every GQA group through the planner at short spans (the one-pass kernel)
+        for dt in ("f16", "f32", "f16kv"):
+            case(None, dt, 1, 512, 4 * group, 4, 128, kv_len=130 + group, gpu_len=True)
+            case(None, dt, 1, 480, 2 * group, 2, 64, mag=4.0, softcap=30.0, sliding_window=200)
+            case(None, dt, 1, 512, group, 1, 256, kv_len=1 + group, page_size=16)
 
 
 NP = {"f32": (np.float32, np.float32, np.float32), "f16": (np.float16, np.float16, np.float16),
@@ -152,11 +158,11 @@ def vcase(variant, dt, lens, hq, hkv, D, causal=True, window=(-1, -1)):
           f"causal={causal} window={window} {'; '.join(msgs)[:300]}", flush=True)
 
 
-if only in ("", "batched", "fused", "splitk", "flash"):
+if only in ("", "batched", "fused", "splitk", "flash", "single"):
     ragged = [32768, 1, 0, 4097, 16384, 777, 30000, 64]
     for name, k in registry().items():
-        if k.op != "attention_batched" or k.facts.get("tier") not in ("fused", "splitk") or (only not in ("", "batched")
-                                                                                           and only not in name):
+        if k.op != "attention_batched" or k.facts.get("tier") not in ("fused", "splitk", "single") or (
+                only not in ("", "batched") and only not in name):
             continue
         dt = k.facts["dtype"]
         g = k.limits.get("max_q_per_kv", 8)
@@ -165,6 +171,7 @@ if only in ("", "batched", "fused", "splitk", "flash"):
         bcase(name, dt, [20000], 4 * g, 4, 256 if dt != "f32" or "fused" not in name else 128)
     for B in (1, 8, 64):   # planned, the bench's shape
         bcase(None, "f16", [4096] * B, 32, 8, 128)
+        bcase(None, "f16", [300 - 4 * b for b in range(B)], 32, 8, 64, n_new=1)   # capacity <= 512: one pass
     for B in (1, 8):
         bcase(None, "f16", [16384 - 9 * b for b in range(B)], 32, 8, 128, n_new=1)
     bcase(None, "f16", [1000, 3, 2000], 16, 16, 128, sq=4, n_new=4)          # several queries: the flash kernel

@@ -97,8 +97,14 @@ def _kvcache_cases():
     # GQA, a window, softcap; MHA; a group of 8 (lavapipe's 8-lane subgroups: D 32 and 64 merge slots by shuffles)
     fused = [("batched_fused_g4_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
              ("batched_fused_g1_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True)),
-             ("batched_fused_g8_f16kv", ("f16kv", [33, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False))]
-    return cases + [pytest.param(v, c, id=f"{v}-B{len(c[1])}") for v, c in fused]
+             ("batched_fused_g8_f16kv", ("f16kv", [33, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
+             # the one-pass decode forced the same ways: paged GQA with a window, softcap and new rows; MHA; empty
+             # sequences (zeros, lse -inf)
+             ("batched_single_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
+             ("batched_single_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True)),
+             ("batched_single_f16kv", ("f16kv", [33, 0, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
+             ("batched_single_f16kv", ("f16kv", [0, 5], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True))]
+    return cases + [pytest.param(v, c, id=f"{v}-B{len(c[1])}-new{c[2]}") for v, c in fused]
 
 
 @pytest.mark.parametrize("variant,case", _kvcache_cases())
@@ -143,7 +149,8 @@ def test_kvcache_matches_reference(dev, rng, variant, case):
 
 @pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",
                                      "prefill_gemm_d64_f16kv", "prefill_chunked_f32", "decode_streaming_f32", "decode_subgroup_f16kv",
-                                     "decode_chunked_f32", "decode_splitk_g4_f16", "decode_fused_g4_f32"])
+                                     "decode_chunked_f32", "decode_splitk_g4_f16", "decode_fused_g4_f32",
+                                     "decode_single_f16kv"])
 def test_attention_window_and_lse(dev, rng, variant):
     """window (left, right) without causal, and lse, on every kernel family of wg.ops.attention."""
     if lacks_subgroups(dev, variant):
@@ -415,7 +422,7 @@ def test_batched_kernel_choice_and_the_cpu_loop_cap():
 
 # the split-K and fused entries keep the tuned numbers of their single-sequence twins (attention_batched.toml)
 TWINS = [(f"batched_{kind}_g{g}_{dt}", f"decode_{kind}_g{g}_{dt}") for kind in ("splitk", "fused") for g in (1, 4, 8)
-         for dt in ("f32", "f16", "f16kv")]
+         for dt in ("f32", "f16", "f16kv")] + [(f"batched_single_{dt}", f"decode_single_{dt}") for dt in ("f32", "f16", "f16kv")]
 
 
 @pytest.mark.parametrize("batched,single", TWINS)
@@ -424,15 +431,16 @@ def test_batched_split_kernels_keep_their_twins_numbers(batched, single):
 
     b, s = registry()[batched], registry()[single]
     assert b.workgroup_size == s.workgroup_size and dict(b.limits) == dict(s.limits)
-    for name in ("KEYS_PER_THREAD", "SPLIT_TARGET", "G_TILE", "CHUNK_STEP", "CHUNK_MAX"):
+    chunked = b.facts["tier"] != "single"   # the one-pass kernels have no chunks
+    for name in ("KEYS_PER_THREAD", "G_TILE") + (("SPLIT_TARGET", "CHUNK_STEP", "CHUNK_MAX") if chunked else ()):
         assert b.const(name if name != "KEYS_PER_THREAD" else "U") == s.const(name if name != "KEYS_PER_THREAD" else "U"), name
-    for fact in ("tier", "min_kv_span", "head_dim_multiple", "subgroup_lanes", "gpu_only"):
+    for fact in ("tier", "min_kv_span", "max_kv_span", "head_dim_multiple", "subgroup_lanes", "gpu_only"):
         assert b.facts.get(fact) == s.facts.get(fact), fact
     assert b.features == s.features
 
 
 @pytest.mark.parametrize("hq,hkv,d", [(32, 8, 128), (32, 8, 64), (16, 16, 128), (64, 8, 128), (28, 4, 64)])
-@pytest.mark.parametrize("kv", [1024, 4096, 16384, 32768])
+@pytest.mark.parametrize("kv", [256, 512, 1024, 4096, 16384, 32768])
 def test_a_batch_of_one_plans_as_one_sequence(hq, hkv, d, kv):
     """B = 1 takes the single-sequence kernel's tier, head block and chunk count (its twin, same numbers)."""
     from wgraph.ops.attention_batched import batched_plan
@@ -443,7 +451,10 @@ def test_a_batch_of_one_plans_as_one_sequence(hq, hkv, d, kv):
         p = batched_plan(_bparams("kvcache", 1, kv), dict(dtype="f16", Hq=hq, Hkv=hkv, D=d, B=1, layout=1), caps)
         assert p.variant == single.variant.replace("decode_", "batched_"), (p.explain(), single.explain())
         assert (p.tier, p.max_chunks) == (single.tier, single.max_chunks)
-        assert p.workgroups == (single.max_chunks, hkv * single.workgroups[2], 1)
+        if single.tier == "single":   # one dispatch: (1, kv heads x head blocks, B)
+            assert p.workgroups == (1, hkv * single.workgroups[2], 1) and len(p.dispatches) == 1
+        else:
+            assert p.workgroups == (single.max_chunks, hkv * single.workgroups[2], 1)
 
 
 @pytest.mark.parametrize("B", [1, 8, 32, 64])

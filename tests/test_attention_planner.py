@@ -16,6 +16,10 @@ from wgraph.ops.attention_planner import PlanFacts, plan
 SPLITK_G1_BYTES = {"f32": 8456, "f16": 8328, "f16kv": 8328}
 # Fused split-K g1 (GPUs with subgroups): head dims per lane and workgroup memory by dtype.
 FUSED_G1 = {"f32": (8, 4096), "f16": (8, 4096), "f16kv": (8, 4096)}
+# One-pass decode (GPUs with subgroups): head dims per lane and workgroup memory (256 threads x those dims of f32) by
+# dtype, and the most keys it is planned for.
+SINGLE = {"f32": (8, 8192), "f16": (16, 16384), "f16kv": (16, 16384)}
+SINGLE_MAX_KV_SPAN = 512
 
 
 def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
@@ -23,10 +27,14 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
     20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: head_dim % 8 == 0 and <= 256, SPLITK_G1_BYTES,
     no subgroups needed; fused split-K on GPUs with subgroups: FUSED_G1, head_dim / dims per lane a power of
     two; flash prefill on GPUs with subgroups only: head-dim classes 64 / 128 / 256 needing
-    8192 / 8192 / 16384 bytes (f16: 6144 / 6144 / 12288))."""
+    8192 / 8192 / 16384 bytes (f16: 6144 / 6144 / 12288)); one-pass decode before them all: SINGLE."""
     if dtype != "f32" and not f16:
         return None
     if phase == "decode":
+        per, need = SINGLE[dtype]
+        if (subgroups and not cpu and span <= SINGLE_MAX_KV_SPAN and d % per == 0 and (d // per) & (d // per - 1) == 0
+                and d <= 256 and mem >= need):
+            return f"decode_single_{dtype}"
         per, need = FUSED_G1[dtype]
         if subgroups and not cpu and d % per == 0 and (d // per) & (d // per - 1) == 0 and d <= 256 and mem >= need:
             return f"decode_fused_g1_{dtype}"
@@ -273,6 +281,30 @@ def test_fused_decode_on_gpus_with_subgroups():
     cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
     p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), cpu)
     assert p.variant == "decode_splitk_g4_f16" and "GPU-tuned" in dict(p.rejected)["decode_fused_g4_f16"]
+
+
+def test_one_pass_decode_where_the_keys_are_few():
+    """decode_single (one dispatch, one workgroup per q head) is planned on a GPU with subgroups up to its
+    registry max_kv_span keys (the capacity, with a GPU kv_len), for every GQA group; past it the fused split-K
+    pair, saying why; never on a CPU device (GPU-tuned) unless forced."""
+    gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
+    most = registry()["decode_single_f16"].facts["max_kv_span"]
+    for hq, hkv, d in ((32, 8, 64), (32, 8, 128), (16, 16, 64), (64, 8, 128)):
+        p = plan(PlanFacts("decode", "f16", 1, hq, d, most, num_kv_heads=hkv), gpu)
+        assert (p.variant, p.tier, p.max_chunks) == ("decode_single_f16", "single", 0)
+        assert p.workgroups == (1, hkv, hq // hkv) and p.dispatches == (("decode_single_f16", (1, hkv, hq // hkv)),)
+        p = plan(PlanFacts("decode", "f16", 1, hq, d, most + 1, num_kv_heads=hkv), gpu)
+        assert p.tier == "fused" and len(p.dispatches) == 2
+        assert f"kv span {most + 1} > {most}" in dict(p.rejected)["decode_single_f16"]
+    p = plan(PlanFacts("decode", "f32", 1, 16, 80, 100), gpu)   # 80 / 8 = 10 lanes: not a power of two
+    assert p.variant == "decode_splitk_g1_f32" and "= 10 lanes" in dict(p.rejected)["decode_single_f32"]
+    small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=8192)   # f16: 16384 bytes
+    p = plan(PlanFacts("decode", "f16", 1, 32, 64, 100, num_kv_heads=8), small)
+    assert p.tier == "fused" and "16384 bytes of workgroup memory" in dict(p.rejected)["decode_single_f16"]
+    cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
+    p = plan(PlanFacts("decode", "f16", 1, 32, 64, 100, num_kv_heads=8), cpu)
+    assert p.tier != "single" and "GPU-tuned" in dict(p.rejected)["decode_single_f16"]
+    assert plan(PlanFacts("decode", "f16", 1, 32, 64, 100, num_kv_heads=8), cpu, "decode_single_f16").tier == "single"
 
 
 def test_gemm_prefill_planned_where_the_h200_confirmed_it():

@@ -435,7 +435,8 @@ BEHAVIOURS = ("no-queries", "zero-length-kv", "nan-propagates", "inf-propagates"
 PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16", "prefill_flash_d64_f32",
            "prefill_gemm_d64_f16")
 DECODE = ("decode_streaming_f32", "decode_subgroup_f16kv", "decode_chunked_f32", "decode_chunked_f16", "decode_splitk_g4_f32",
-          "decode_splitk_g8_f16", "decode_fused_g4_f16", "decode_fused_g8_f32")
+          "decode_splitk_g8_f16", "decode_fused_g4_f16", "decode_fused_g8_f32", "decode_single_f32",
+          "decode_single_f16")
 
 
 def _qkv(rng, dtype, S, L, hq=4, hkv=2, d=16):
@@ -507,7 +508,7 @@ def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where):
 
 @pytest.mark.parametrize("variant", ("prefill_tiled_small_f32", "prefill_streaming_f32", "prefill_gemm_d64_f32",
                                      "decode_streaming_f32",
-                                     "decode_chunked_f32", "decode_fused_g4_f32"))
+                                     "decode_chunked_f32", "decode_fused_g4_f32", "decode_single_f32"))
 def test_inf_in_v_makes_the_rows_that_see_it_non_finite(dev, rng, variant):
     S, L = (1, 300) if variant.startswith("decode") else (6, 40)
     q, k, v = _qkv(rng, "f32", S, L)

@@ -119,6 +119,17 @@ def _fused(k: Kernel, f: PlanFacts, caps) -> int:
     return _loop(ceil_div(chunk, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(f.head_dim, wg), _loop(ks))
 
 
+def _single(k: Kernel, f: PlanFacts, caps) -> int:
+    """attention_decode_single.wgsl: the fused kernel's loops (_fused) over one chunk of all kv_span keys, after
+    the no-key path's head-dim loop and its head loop."""
+    wg, u = kconst(k, "WG"), kconst(k, "U")
+    lpr = max(1, f.head_dim // int(k.limits["dims_per_lane"]))
+    ks = max(1, wg // lpr)
+    per_step = u * (_loop(_halvings(lpr)) + _loop(lpr))
+    return (_loop(ceil_div(f.kv_span, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(f.head_dim, wg), _loop(ks))
+            + _loop(ceil_div(kconst(k, "G_TILE") * f.head_dim, wg)) + _loop(kconst(k, "G_TILE")))
+
+
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
     """attention_decode_splitk_combine.wgsl (its loops included from attention_combine_consts.wgsl and
     attention_combine_merge.wgsl): a strided pass and a grouped pass over the chunks, one reduction, and the
@@ -139,6 +150,7 @@ BOUNDS = {
     "attention_decode_subgroup.wgsl": _subgroup,
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_fused.wgsl": _fused,
+    "attention_decode_single.wgsl": _single,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
     # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks
     # are the batch's (splitk_chunks reads the batch size from the facts)
@@ -147,6 +159,7 @@ BOUNDS = {
     "attention_batched_gemm.wgsl": _gemm,
     "attention_batched_decode.wgsl": _splitk,
     "attention_batched_fused.wgsl": _fused,
+    "attention_batched_single.wgsl": _single,
 }
 
 

@@ -58,6 +58,9 @@ class Rule:
 # decode rule of each family has a kernel needing no feature beyond the dtype's, so every device that can hold
 # the dtype gets a decode kernel.
 RULES: tuple[Rule, ...] = (
+    Rule("decode", "single", "decode over few keys on a GPU with subgroups: one dispatch, one workgroup per (kv "
+         "head, head block) walks every visible key as the fused kernel walks a chunk and writes the output, no "
+         "combine pass", families=BOTH),
     Rule("decode", "fused", "decode on a GPU with subgroups: split-K over kv chunks, one workgroup per (chunk, kv "
          "head) serving its q heads, K and V loaded together, q.k summed by subgroup shuffles, online softmax in "
          "registers, then a combine pass", families=BOTH),
@@ -226,6 +229,14 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         n = max(1, ceil_div(facts.kv_span, chunk))
         wg = (n, H, S)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, S))), n, chunk
+    if grid == "single":
+        hkv = facts.num_kv_heads or H
+        wg = (1, hkv, ceil_div(H // hkv, shader_const(k, "G_TILE")))
+        return wg, ((k.name, wg),), 0, 0
+    if grid == "seq_single":
+        hkv = facts.num_kv_heads or H
+        wg = (1, hkv * ceil_div(H // hkv, shader_const(k, "G_TILE")), B)
+        return wg, ((k.name, wg),), 0, 0
     if grid == "splitk":
         _checked_splitk(k.name)
         n, most, blocks = splitk_chunks(k, facts)
@@ -278,6 +289,9 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
                 continue
             if facts.kv_span < int(k.facts.get("min_kv_span", 0)):  # a speed rule (forcing still runs it)
                 rejected.append((k.name, f"kv span {facts.kv_span} < {k.facts['min_kv_span']}, where it is slower"))
+                continue
+            if facts.kv_span > int(k.facts.get("max_kv_span", facts.kv_span)):  # a speed rule, as min_kv_span
+                rejected.append((k.name, f"kv span {facts.kv_span} > {k.facts['max_kv_span']}, where it is slower"))
                 continue
             why = misfit(k, facts, caps)
             if why is not None:

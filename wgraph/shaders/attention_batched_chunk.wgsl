@@ -1,21 +1,7 @@
     // Workgroup (c, g * blocks + blk, b): chunk c of sequence b's visible keys, q heads blk * G_TILE .. + ng of
     // kv head g. Shared by the batched split-K decode kernels (attention_batched_decode.wgsl, _fused.wgsl).
     let c = wid.x;
-    let b = wid.z;
-    let D = params.head_dim;
-    let group = params.num_heads / params.num_kv_heads;
-    let blocks = (group + G_TILE - 1u) / G_TILE;
-    let g = wid.y / blocks;
-    let blk = wid.y % blocks;
-    let h0 = g * group + blk * G_TILE;
-    let ng = min(G_TILE, group - blk * G_TILE);
-    let sq = seq_q(b);
-    let sk = seq_k(b);
-    enter_seq(b, sk.x);
-    if (sq.y == 0u) {
-        return;
-    }
-    let range = visible(sq.y - 1u, sq.y, sk.y);  // the one query of the step: the sequence's last
+//!include attention_batched_head.wgsl
     let span = range.y - range.x;
     if (c >= splitk_count(span)) {
         return;                                  // the whole workgroup: a surplus chunk

@@ -5,7 +5,7 @@
 // attention_splitk_split.wgsl's, so surplus chunks of a short sequence return at once, and
 // attention_batched_combine.wgsl merges the partials. Positions and rows come from
 // attention_batched_common.wgsl; the rest is the single-sequence kernel's, described there and included from
-// the same files (attention_fused_consts.wgsl, _lanes, _steps, _partials).
+// the same files (attention_fused_consts.wgsl, _lanes, _steps, _merge).
 {{ENABLE_F16}}
 //!include attention_batched_common.wgsl
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
@@ -17,6 +17,7 @@
 //!include attention_batched_chunks.wgsl
 
 //!include attention_fused_consts.wgsl
+//!include attention_fused_store_partials.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
@@ -24,22 +25,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
 //!include attention_batched_chunk.wgsl
 
 //!include attention_fused_lanes.wgsl
-//!repeat hh G_TILE
-//!repeat p PPL
-//!repeat e PV4
-    {
-        var x = vec4<f32>(0.0);
-        if (${hh}u < ng) {
-            let qb = (qrow * params.num_heads + h0 + ${hh}u) * D + (${p}u * LPR + lane) * ELEMS + ${e}u * 4u;
-            x = vec4<f32>(f32(q[qb]), f32(q[qb + 1u]), f32(q[qb + 2u]), f32(q[qb + 3u]));
-        }
-        qr[(${hh}u * PPL + ${p}u) * PV4 + ${e}u] = x;
-    }
-//!end
-//!end
-//!end
+    let q0 = (qrow * params.num_heads + h0) * D;
+//!include attention_fused_q.wgsl
 
 //!include attention_fused_steps.wgsl
-    let sl0 = (b * params.num_heads + h0) * params.num_chunks + c;
-//!include attention_fused_partials.wgsl
+    part_slot = (b * params.num_heads + h0) * params.num_chunks + c;
+//!include attention_fused_merge.wgsl
 }

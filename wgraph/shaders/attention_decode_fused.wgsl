@@ -11,7 +11,7 @@
 // max m, sum l and the P.V accumulator, all in registers) with the V pieces loaded in the same step. The next
 // step's K/V loads are issued before a step's math (software pipelining). At the end of the chunk the KS slots
 // merge their (m, l, acc): the slots of a subgroup by shuffles, the subgroups' states in workgroup memory
-// (attention_fused_partials.wgsl); the chunk's partial (m, l, acc) per head goes to part_ml / part_acc, and
+// (attention_fused_merge.wgsl); the chunk's partial (m, l, acc) per head goes to part_ml / part_acc, and
 // attention_decode_splitk_combine.wgsl merges the chunks.
 // Dispatch: (chunks, num_kv_heads, head blocks), direct or indirect (attention_decode_splitk_prepare.wgsl).
 {{ENABLE_F16}}
@@ -24,6 +24,7 @@
 @group(0) @binding(8) var<storage, read_write> part_acc: array<f32>;
 
 //!include attention_fused_consts.wgsl
+//!include attention_fused_store_partials.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
@@ -37,22 +38,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
     let n = min(chunk, range.y - lo);
 
 //!include attention_fused_lanes.wgsl
-//!repeat hh G_TILE
-//!repeat p PPL
-//!repeat e PV4
-    {
-        var x = vec4<f32>(0.0);
-        if (${hh}u < ng) {
-            let qb = (h0 + ${hh}u) * D + (${p}u * LPR + lane) * ELEMS + ${e}u * 4u;
-            x = vec4<f32>(f32(q[qb]), f32(q[qb + 1u]), f32(q[qb + 2u]), f32(q[qb + 3u]));
-        }
-        qr[(${hh}u * PPL + ${p}u) * PV4 + ${e}u] = x;
-    }
-//!end
-//!end
-//!end
+    let q0 = h0 * D;
+//!include attention_fused_q.wgsl
 
 //!include attention_fused_steps.wgsl
-    let sl0 = h0 * params.num_chunks + c;
-//!include attention_fused_partials.wgsl
+    part_slot = h0 * params.num_chunks + c;
+//!include attention_fused_merge.wgsl
 }
