@@ -291,6 +291,24 @@ def test_bench_batched_rows(dev):
     assert "decode B=3" in table(rows)
 
 
+def test_bench_batched_b1_beside_the_single_sequence_kernel(dev):
+    """B = 1 rows time the single-sequence kernel twice: with an int kv_len and with kv_len on the GPU (as the batched
+    call reads cache_seqlens); the table prints both."""
+    import numpy as np
+
+    from wgraph.bench.batched import BatchedShape, _arrays, measure, table
+
+    s = BatchedShape("decode", (40,), 4, 2, 32, "f32")
+    row = measure(dev, s, _arrays(s, np.random.default_rng(0)), 0.01, 3)
+    if row["time_source"] != "timestamp-span":
+        pytest.skip("the device has no timestamp queries: the B = 1 comparison needs GPU times")
+    assert row["single_gpu_us"] > 0 and row["single_gpu_len_gpu_us"] > 0
+    assert row["single_variant"].startswith("decode_") and row["single_gpu_len_variant"].startswith("decode_")
+    row.update(status="ok", kind="decode", label="decode B=1", gbps=1.0)
+    text = table([row])
+    assert "single-sequence " + row["single_variant"] in text and "kv_len on the GPU: " in text
+
+
 def test_bench_batched_model_rows(dev):
     """The batched model section: B = 1 and 8 of the tiny config; each row's step is as many dispatches whatever
     B, B tokens per step, and sequence 0 (the same prompt in both) gets the same ids."""

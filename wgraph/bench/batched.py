@@ -141,11 +141,16 @@ def _builder(s: BatchedShape, arrays):
 
 
 def _single_sequence(dev, s: BatchedShape, arrays, reps: int) -> dict:
-    """B = 1: the single-sequence kernel (wg.ops.attention, planned) on the same sequence, timed the same ways."""
+    """B = 1: the single-sequence kernel (wg.ops.attention, planned) on the same sequence, timed the same ways:
+    with an int kv_len (planned for the exact length) and with kv_len read from a GPU tensor, as the batched
+    call reads its cache_seqlens (planned for the capacity; like for like)."""
     q, k, v = (a[0] for a in arrays)
     tq, tk, tv = (dev.tensor(a) for a in (q, k, v))
+    kv_len = dev.tensor(np.array([s.lengths[0]], np.uint32))
     out = wg.ops.attention(tq, tk, tv, causal=True)
     gpu = _gpu_times_us(dev, lambda: wg.ops.attention(tq, tk, tv, causal=True, out=out), reps)
+    out_g = wg.ops.attention(tq, tk, tv, causal=True, kv_len=kv_len)
+    gpu_len = _gpu_times_us(dev, lambda: wg.ops.attention(tq, tk, tv, causal=True, kv_len=kv_len, out=out_g), reps)
     dt = "f16" if s.dtype == "f16" else "f32"
     kvdt = "f32" if s.dtype == "f32" else "f16"
 
@@ -155,7 +160,9 @@ def _single_sequence(dev, s: BatchedShape, arrays, reps: int) -> dict:
         return wg.ops.attention(*build.st, causal=True)
 
     return {"single_variant": wg.ops.attention_plan(tq, tk, tv, causal=True).variant,
-            "single_gpu_us": statistics.median(gpu), "single_replay_us": replay_us(dev, build)}
+            "single_gpu_us": statistics.median(gpu), "single_replay_us": replay_us(dev, build),
+            "single_gpu_len_variant": wg.ops.attention_plan(tq, tk, tv, causal=True, kv_len=kv_len).variant,
+            "single_gpu_len_gpu_us": statistics.median(gpu_len)}
 
 
 def torch_sdpa(s: BatchedShape, arrays, reps: int) -> dict:
@@ -297,6 +304,9 @@ def table(rows: list[dict]) -> str:
         if r.get("single_gpu_us"):
             lines.append(f"{'  the same sequence, single-sequence ' + r['single_variant']:55} {r['single_gpu_us']:10.1f} "
                          f"{'':48} {r['single_replay_us']:9.1f}")
+        if r.get("single_gpu_len_gpu_us"):
+            lines.append(f"{'  the same, kv_len on the GPU: ' + r['single_gpu_len_variant']:55} "
+                         f"{r['single_gpu_len_gpu_us']:10.1f}")
     lines.append("decode: one attention_kvcache call for the whole batch (cache_seqlens on the GPU); varlen: one "
                  "attention_varlen call. torch: SDPA as a padded batch or a per-sequence loop, the faster. "
                  "ratio = torch time / wgraph time (> 1: wgraph faster). replay us: a compiled Program of 20 calls "
