@@ -285,8 +285,8 @@ def test_fused_decode_on_gpus_with_subgroups():
 
 def test_one_pass_decode_where_the_keys_are_few():
     """decode_single (one dispatch, one workgroup per q head) is planned on a GPU with subgroups up to its
-    registry max_kv_span keys (the capacity, with a GPU kv_len), for every GQA group; past it the fused split-K
-    pair, saying why; never on a CPU device (GPU-tuned) unless forced."""
+    registry max_kv_span keys of storage (the capacity, whatever an int kv_len), for every GQA group; past it the
+    fused split-K pair, saying why; never on a CPU device (GPU-tuned) unless forced."""
     gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
     most = registry()["decode_single_f16"].facts["max_kv_span"]
     for hq, hkv, d in ((32, 8, 64), (32, 8, 128), (16, 16, 64), (64, 8, 128)):
@@ -295,7 +295,12 @@ def test_one_pass_decode_where_the_keys_are_few():
         assert p.workgroups == (1, hkv, hq // hkv) and p.dispatches == (("decode_single_f16", (1, hkv, hq // hkv)),)
         p = plan(PlanFacts("decode", "f16", 1, hq, d, most + 1, num_kv_heads=hkv), gpu)
         assert p.tier == "fused" and len(p.dispatches) == 2
-        assert f"kv span {most + 1} > {most}" in dict(p.rejected)["decode_single_f16"]
+        assert f"kv capacity {most + 1} > {most}" in dict(p.rejected)["decode_single_f16"]
+        # the rule reads the storage's keys, not an int kv_len's span: a Program moving kv_len keeps its kernels
+        p = plan(PlanFacts("decode", "f16", 1, hq, d, 100, num_kv_heads=hkv, kv_capacity=most + 1), gpu)
+        assert p.tier == "fused" and f"kv capacity {most + 1} > {most}" in dict(p.rejected)["decode_single_f16"]
+        p = plan(PlanFacts("decode", "f16", 1, hq, d, 100, num_kv_heads=hkv, kv_capacity=most), gpu)
+        assert p.tier == "single"
     p = plan(PlanFacts("decode", "f32", 1, 16, 80, 100), gpu)   # 80 / 8 = 10 lanes: not a power of two
     assert p.variant == "decode_splitk_g1_f32" and "= 10 lanes" in dict(p.rejected)["decode_single_f32"]
     small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=8192)   # f16: 16384 bytes
@@ -305,6 +310,26 @@ def test_one_pass_decode_where_the_keys_are_few():
     p = plan(PlanFacts("decode", "f16", 1, 32, 64, 100, num_kv_heads=8), cpu)
     assert p.tier != "single" and "GPU-tuned" in dict(p.rejected)["decode_single_f16"]
     assert plan(PlanFacts("decode", "f16", 1, 32, 64, 100, num_kv_heads=8), cpu, "decode_single_f16").tier == "single"
+
+
+def test_attention_facts_carry_the_storage_capacity():
+    """wg.ops.attention's plan facts: an int kv_len sets the span (the keys the query sees) and leaves the capacity
+    at the storage's keys, which the one-pass rule reads; a GPU kv_len makes both the capacity."""
+    from wgraph.ops.attention import AttentionParams, plan_facts
+    from wgraph.tensor import TensorSpec
+
+    specs = (TensorSpec((1, 32, 64), "f16"), TensorSpec((4096, 8, 64), "f16"), TensorSpec((4096, 8, 64), "f16"),
+             None, None)
+    f = plan_facts(AttentionParams(causal=True, kv_len=100), specs)
+    assert (f.kv_span, f.kv_capacity) == (100, 4096)
+    gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
+    assert plan(f, gpu).tier == "fused"
+    small = tuple(TensorSpec((300, 8, 64), "f16") if i in (1, 2) else x for i, x in enumerate(specs))
+    f = plan_facts(AttentionParams(causal=True, kv_len=100), small)
+    assert (f.kv_span, f.kv_capacity) == (100, 300) and plan(f, gpu).tier == "single"
+    gpu_len = tuple(TensorSpec((1,), "u32") if i == 3 else x for i, x in enumerate(small))
+    f = plan_facts(AttentionParams(causal=True), gpu_len)
+    assert (f.kv_span, f.kv_capacity) == (300, 300)
 
 
 def test_gemm_prefill_planned_where_the_h200_confirmed_it():

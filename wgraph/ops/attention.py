@@ -188,10 +188,12 @@ def plan_facts(params: AttentionParams, specs) -> PlanFacts:
     S, Hq, D = q.shape
     pages = page_table.shape[0] if page_table is not None else 0
     span = _kv_span(params, k.shape[0], pages)
+    capacity = _kv_span(attrs.evolve(params, kv_len=None), k.shape[0], pages)
     if S == 1 and params.kv_len is not None:
         span = _decode_visible(params, k.shape[0], span)
     return PlanFacts(phase="decode" if S == 1 else "prefill", dtype=call_dtype(q.dtype, k.dtype), seq_len=S,
-                     num_heads=Hq, head_dim=D, kv_span=span, layout=params.kv_layout, num_kv_heads=k.shape[1])
+                     num_heads=Hq, head_dim=D, kv_span=span, layout=params.kv_layout, num_kv_heads=k.shape[1],
+                     kv_capacity=capacity)
 
 
 def _infer(params: AttentionParams, specs):

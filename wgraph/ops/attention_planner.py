@@ -25,9 +25,11 @@ SINGLE, BATCHED, BOTH = FAMILIES[:1], FAMILIES[1:], FAMILIES
 @attrs.frozen
 class PlanFacts:
     """What the planner decides on. kv_span: the most keys one query can see (kv capacity when kv_len is
-    read from the GPU; a batch: the longest sequence's). family: the registry op whose kernels serve the call;
-    batch: its sequences (the split-K grid aims its workgroups at all of them; a batch of one plans as one
-    sequence). seq_len: a batch's queries per sequence (its most)."""
+    read from the GPU; a batch: the longest sequence's). kv_capacity: the keys the k/v storage holds for one
+    query (0: kv_span); the speed rule `max_kv_span` reads it, so moving an int kv_len within the storage (a
+    Program's update) never changes a kernel between one pass and split-K. family: the registry op whose kernels
+    serve the call; batch: its sequences (the split-K grid aims its workgroups at all of them; a batch of one
+    plans as one sequence). seq_len: a batch's queries per sequence (its most)."""
 
     phase: str
     dtype: str
@@ -39,6 +41,7 @@ class PlanFacts:
     num_kv_heads: int = 0  # 0: as many as num_heads (no GQA)
     family: str = "attention"
     batch: int = 1
+    kv_capacity: int = 0
 
 
 @attrs.frozen
@@ -290,8 +293,9 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
             if facts.kv_span < int(k.facts.get("min_kv_span", 0)):  # a speed rule (forcing still runs it)
                 rejected.append((k.name, f"kv span {facts.kv_span} < {k.facts['min_kv_span']}, where it is slower"))
                 continue
-            if facts.kv_span > int(k.facts.get("max_kv_span", facts.kv_span)):  # a speed rule, as min_kv_span
-                rejected.append((k.name, f"kv span {facts.kv_span} > {k.facts['max_kv_span']}, where it is slower"))
+            held = facts.kv_capacity or facts.kv_span
+            if held > int(k.facts.get("max_kv_span", held)):  # a speed rule, as min_kv_span, on the storage's keys
+                rejected.append((k.name, f"kv capacity {held} > {k.facts['max_kv_span']}, where it is slower"))
                 continue
             why = misfit(k, facts, caps)
             if why is not None:

@@ -4,7 +4,7 @@
 // (attention_fused_steps.wgsl), the slots merged (attention_fused_merge.wgsl), then out = acc / l and lse written
 // as the combine writes them (l == 0: zeros and lse -inf; NaN in, NaN out). One dispatch instead of two; the
 // registry serves one q head a workgroup (G_TILE 1: Hq workgroups, a GQA group's K/V rows read once per q head,
-// from L2), and the planner takes it where the keys are few (max_kv_span); a GPU kv_len past that only walks more
+// from L2), and the planner takes it where the storage holds few keys (max_kv_span); forced over more it only walks more
 // steps. Dispatch: (1, num_kv_heads, head blocks).
 {{ENABLE_F16}}
 //!include attention_params.wgsl
