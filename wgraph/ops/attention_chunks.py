@@ -7,15 +7,21 @@ from wgraph.kernels.registry import Kernel
 from wgraph.ops.core import ceil_div
 
 
+def head_blocks(k: Kernel, facts) -> int:
+    """Blocks of the kernel's G_TILE q heads per kv head: a decode kernel's workgroups along its head axis."""
+    hkv = facts.num_kv_heads or facts.num_heads
+    return ceil_div(facts.num_heads // hkv, k.const("G_TILE"))
+
+
 def splitk_chunks(k: Kernel, facts) -> tuple[int, int, int]:
     """(chunks, most chunks, head blocks) of a split-K decode over kv_span visible keys (`facts`: the planner's
     PlanFacts); mirrors attention_splitk_split.wgsl, which derives the same count on the GPU from kv_len. `most`
     (the uniform num_chunks, KernelPlan.max_chunks, which sizes the partial buffers) aims at SPLIT_TARGET
     workgroups over the whole batch (B sequences x kv heads x head blocks x chunks: fewer, longer chunks as the
     batch fills the GPU) and is raised where needed so that no chunk holds more than CHUNK_MAX keys."""
-    step, cap, g_tile, target = (k.const(n) for n in ("CHUNK_STEP", "CHUNK_MAX", "G_TILE", "SPLIT_TARGET"))
+    step, cap, target = (k.const(n) for n in ("CHUNK_STEP", "CHUNK_MAX", "SPLIT_TARGET"))
     hkv = facts.num_kv_heads or facts.num_heads
-    blocks = ceil_div(facts.num_heads // hkv, g_tile)
+    blocks = head_blocks(k, facts)
     per_seq = max(1, target // (hkv * blocks * max(1, facts.batch)))
     most = max(1, min(per_seq, ceil_div(facts.kv_span, step)), ceil_div(facts.kv_span, cap))
     chunk = max(step, ceil_div(ceil_div(facts.kv_span, most), step) * step)

@@ -106,28 +106,29 @@ def _splitk(k: Kernel, f: PlanFacts, caps) -> int:
     return scores + softmax + _loop(steps) + sums
 
 
-def _fused(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_decode_fused.wgsl (its loops included from attention_fused_steps.wgsl and
-    attention_fused_partials.wgsl): one chunk (at most kv_span keys rounded up to CHUNK_STEP, at most CHUNK_MAX)
-    in steps of KS * U keys; per key of a step a shuffle butterfly over the LPR lanes of a row and an LPR loop;
-    then two KS passes and per head dim of a thread a KS sum."""
-    wg, u, step = (kconst(k, n) for n in ("WG", "U", "CHUNK_STEP"))
-    lpr = max(1, f.head_dim // int(k.limits["dims_per_lane"]))
+def _fused_walk(k: Kernel, head_dim: int, keys: int) -> int:
+    """The fused kernels' walk of one chunk of `keys` keys (attention_fused_steps.wgsl, attention_fused_merge.wgsl):
+    steps of KS * U keys, per key of a step a shuffle butterfly over the LPR lanes of a row and an LPR loop; then
+    two KS passes and per head dim of a thread a KS sum."""
+    wg, u = kconst(k, "WG"), kconst(k, "U")
+    lpr = max(1, head_dim // int(k.limits["dims_per_lane"]))
     ks = max(1, wg // lpr)
-    chunk = min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(f.kv_span, step) * step))
     per_step = u * (_loop(_halvings(lpr)) + _loop(lpr))
-    return _loop(ceil_div(chunk, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(f.head_dim, wg), _loop(ks))
+    return _loop(ceil_div(keys, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(head_dim, wg), _loop(ks))
+
+
+def _fused(k: Kernel, f: PlanFacts, caps) -> int:
+    """attention_decode_fused.wgsl: the fused walk of one chunk (at most kv_span keys rounded up to CHUNK_STEP, at
+    most CHUNK_MAX)."""
+    step = kconst(k, "CHUNK_STEP")
+    return _fused_walk(k, f.head_dim, min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(f.kv_span, step) * step)))
 
 
 def _single(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_decode_single.wgsl: the fused kernel's loops (_fused) over one chunk of all kv_span keys, after
-    the no-key path's head-dim loop and its head loop."""
-    wg, u = kconst(k, "WG"), kconst(k, "U")
-    lpr = max(1, f.head_dim // int(k.limits["dims_per_lane"]))
-    ks = max(1, wg // lpr)
-    per_step = u * (_loop(_halvings(lpr)) + _loop(lpr))
-    return (_loop(ceil_div(f.kv_span, ks * u), per_step) + 2 * _loop(ks) + _loop(ceil_div(f.head_dim, wg), _loop(ks))
-            + _loop(ceil_div(kconst(k, "G_TILE") * f.head_dim, wg)) + _loop(kconst(k, "G_TILE")))
+    """attention_decode_single.wgsl: the fused walk over all kv_span keys as one chunk, or the no-key path's
+    head-dim loop and head loop (counted too)."""
+    g = kconst(k, "G_TILE")
+    return _fused_walk(k, f.head_dim, f.kv_span) + _loop(ceil_div(g * f.head_dim, kconst(k, "WG"))) + _loop(g)
 
 
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:

@@ -12,7 +12,7 @@ import attrs
 from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
 from wgraph.ops.core import ceil_div
 from wgraph.kernels.registry import Kernel, kernels_for, registry
-from wgraph.ops.attention_chunks import splitk_chunks
+from wgraph.ops.attention_chunks import head_blocks, splitk_chunks
 from wgraph.ops.cpu_limits import CPU_DEVICE
 
 PHASES = ("prefill", "decode")
@@ -232,13 +232,9 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         n = max(1, ceil_div(facts.kv_span, chunk))
         wg = (n, H, S)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, S))), n, chunk
-    if grid == "single":
-        hkv = facts.num_kv_heads or H
-        wg = (1, hkv, ceil_div(H // hkv, shader_const(k, "G_TILE")))
-        return wg, ((k.name, wg),), 0, 0
-    if grid == "seq_single":
-        hkv = facts.num_kv_heads or H
-        wg = (1, hkv * ceil_div(H // hkv, shader_const(k, "G_TILE")), B)
+    if grid in ("single", "seq_single"):   # one workgroup per (kv head, head block), per sequence in a batch
+        hkv, blocks = facts.num_kv_heads or H, head_blocks(k, facts)
+        wg = (1, hkv, blocks) if grid == "single" else (1, hkv * blocks, B)
         return wg, ((k.name, wg),), 0, 0
     if grid == "splitk":
         _checked_splitk(k.name)

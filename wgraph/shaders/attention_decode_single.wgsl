@@ -11,11 +11,9 @@
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;   // 16-byte pieces: ELEMS dims each
 @group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
-@group(0) @binding(5) var<storage, read> page_table: array<u32>;
 @group(0) @binding(6) var<storage, read_write> out: array<{{Q_T}}>;   // [1, Hq, D]
 @group(0) @binding(10) var<storage, read_write> lse: array<f32>;      // [Hq, 1]; a 4-byte fallback unless write_lse
-//!include attention_kv_layout.wgsl
+//!include attention_decode_keys.wgsl
 
 const G_TILE: u32 = {{G_TILE}}u;   // q heads of one kv head a workgroup serves at once
 //!include attention_fused_consts.wgsl
@@ -33,16 +31,10 @@ fn lse_at(h: u32) -> u32 {
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {
-    let g = wid.y;
-    let D = params.head_dim;
-    let group = params.num_heads / params.num_kv_heads;
-    let h0 = g * group + wid.z * G_TILE;
-    let ng = min(G_TILE, group - wid.z * G_TILE);
+//!include attention_splitk_head.wgsl
     out_head = h0;
-    let kv_len = kv_len_now();
-    let range = key_range(query_pos(0u, kv_len), kv_len);
     let lo = range.x;
-    let n = range.y - range.x;
+    let n = span;                                // every visible key: one chunk (c is 0)
     if (n == 0u) {
         store_no_keys(sg * sg_size + sg_lane, ng);   // the whole workgroup (n is uniform)
         return;

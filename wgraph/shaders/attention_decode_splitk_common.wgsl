@@ -5,9 +5,7 @@
 // int kv_len and makes num_chunks large enough that no chunk exceeds CHUNK_MAX keys (the main kernel keeps
 // a chunk's scores in workgroup memory). Needs attention_params.wgsl first and the defines CHUNK_STEP,
 // CHUNK_MAX, G_TILE, SPLIT_TARGET.
-@group(0) @binding(4) var<storage, read> kv_len_buf: array<u32>;
-@group(0) @binding(5) var<storage, read> page_table: array<u32>;
-//!include attention_kv_layout.wgsl
+//!include attention_decode_keys.wgsl
 
 const CHUNK_STEP: u32 = {{CHUNK_STEP}}u;   // chunks are whole multiples of this many keys
 const CHUNK_MAX: u32 = {{CHUNK_MAX}}u;     // the most keys in one chunk
@@ -19,11 +17,6 @@ const_assert CHUNK_MAX % CHUNK_STEP == 0u;
 fn head_blocks() -> u32 {
     let group = params.num_heads / params.num_kv_heads;
     return (group + G_TILE - 1u) / G_TILE;
-}
-
-// The visible keys [lo, hi) of the decode query (seq_len 1).
-fn splitk_range(kv_len: u32) -> vec2<u32> {
-    return key_range(query_pos(0u, kv_len), kv_len);
 }
 
 //!include attention_splitk_split.wgsl
