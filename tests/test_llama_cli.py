@@ -24,6 +24,7 @@ def test_generate_command(tmp_path, capsys):
     assert "4/8 tokens" in err and "8/8 tokens" in err and "2 readbacks" in err  # reads at 4 and 8
     # stderr is not a terminal here: plain lines (a log gets no carriage returns), and what it was doing
     assert "\r" not in err and f"loading {path} on " in err and "loaded in " in err
+    assert "a KV cache of 10 positions" in err   # no --max-seq: the 2 prompt ids and the 8 new ones
     assert cli_main(["generate", str(tmp_path / "nope"), "--prompt-ids", "1"]) == 1
     assert "config.json" in capsys.readouterr().err
 
@@ -34,3 +35,22 @@ def test_bench_model_row(dev):
     assert row["submits_per_token"] == pytest.approx(1 / STEPS_PER_SUBMIT)
     assert row["model"] == "tiny-llama" and row["dispatches_per_token"] > 0
     assert row["weight_bytes_per_token"] > 0 and row["ms_per_token"] > 0 and 0 < row["host_ms_per_token"]
+
+
+def test_cache_positions_follow_the_request(tmp_path):
+    """generate's KV cache: --max-seq as given; else prompt + new tokens within the default cache (the tiny config's
+    max_position_embeddings, 256); beyond it the default (None), which the model then holds the request to."""
+    from wgraph.models.cli import cache_positions, parser
+
+    path = write_checkpoint(tmp_path, tiny_config(), random_weights(tiny_config(), seed=0), storage="f16")
+
+    def positions(*argv):
+        return cache_positions(parser().parse_args([str(path), *argv]))
+
+    assert positions("--prompt-ids", "3,4,5", "--max-new-tokens", "40") == 43
+    assert positions("--prompt-ids", "3,4", "--max-new-tokens", "254") == 256
+    assert positions("--prompt-ids", "3,4", "--max-new-tokens", "255") is None
+    assert positions("--prompt-ids", "3", "--max-new-tokens", "0") == 2    # a cache has 2 positions at least
+    assert positions("--prompt-ids", "3,4", "--max-new-tokens", "8", "--max-seq", "100") == 100
+    assert positions("--prompt", "x") is None     # no tokenizer in the directory: the text API says so
+    assert cache_positions(parser().parse_args([str(tmp_path / "nope"), "--prompt-ids", "1"])) is None

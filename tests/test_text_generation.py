@@ -121,10 +121,12 @@ def test_cli_streams_text(tmp_path):
     ids = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=True)
     want, _ = ref.greedy(cfg, w, ids, 6)
     hit = next((i for i, t in enumerate(want) if t in tok.stop_ids), len(want))
-    r = _cli(path, "--prompt", "Hi", "--chat", "--max-new-tokens", 6, "--dtype", "f32", "--max-seq", 48)
+    r = _cli(path, "--prompt", "Hi", "--chat", "--max-new-tokens", 6, "--dtype", "f32")
     assert r.returncode == 0, r.stderr
     assert r.stdout == tok.decode(want[:hit]) + "\n"
     assert "tokens/s" in r.stderr and "f32 weights" in r.stderr
+    # no --max-seq: the cache holds the chat prompt's tokens and the new ones, no more
+    assert f"a KV cache of {len(ids) + 6} positions" in r.stderr
     r = _cli(tmp_path / "nope", "--prompt", "Hi")
     assert r.returncode == 1 and "config.json" in r.stderr
     r = _cli("--help")
@@ -138,6 +140,7 @@ def test_ids_cli_keeps_working(tmp_path, capsys):
     want, _ = ref.greedy(cfg, w, [3, 4], 5)
     assert cli_main(["generate", str(path), "--prompt-ids", "3,4", "--max-new-tokens", "5", "--dtype", "f32",
                      "--max-seq", "16"]) == 0
-    assert capsys.readouterr().out.strip() == ",".join(map(str, want))
+    out, err = capsys.readouterr()
+    assert out.strip() == ",".join(map(str, want)) and "a KV cache of 16 positions" in err   # as asked
     assert cli_main(["generate", str(path), "--prompt", "x", "--dtype", "f32", "--max-seq", "16"]) == 1
     assert "no tokenizer" in capsys.readouterr().err

@@ -33,7 +33,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: a llama GGUF file's Q8_0 / Q4_0 / "
                    "Q4_1 / Q4_K matrices stay blocks, the rest f32; otherwise f16 where the device has shader-f16, "
                    "else f32); a dtype dequantizes a GGUF file to it")
-    p.add_argument("--max-seq", type=int, help="KV cache positions (default: min(max_position_embeddings, 2048))")
+    p.add_argument("--max-seq", type=int, help="KV cache positions (default: the prompt's tokens plus "
+                   "--max-new-tokens where that is within min(max_position_embeddings, 2048), else that)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy; > 0 samples on the GPU")
     p.add_argument("--top-k", type=int, default=0, help="keep the k most likely ids when sampling (0: all)")
     p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set of ids with this mass when sampling")
@@ -55,11 +56,11 @@ def main(argv: list[str]) -> int:
         print(f"loading {args.path} on {dev.caps.adapter_name}: compiling the decode program, then reading the "
               f"weights", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        model = from_pretrained(args.path, dev, dtype=args.dtype, max_seq=args.max_seq)
+        model = from_pretrained(args.path, dev, dtype=args.dtype, max_seq=cache_positions(args))
         dtype = weights_label(model)
         print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
-              f"{model.weight_bytes / 2**20:.1f} MiB of weights); the first tokens also compile shaders",
-              file=sys.stderr, flush=True)
+              f"{model.weight_bytes / 2**20:.1f} MiB of weights, a KV cache of {model.max_seq} positions); the first "
+              f"tokens also compile shaders", file=sys.stderr, flush=True)
         if args.prompt is None:
             return _generate_ids(model, args, dev, dtype)
         pieces = model.stream_text(args.prompt, args.max_new_tokens, chat=args.chat, system=args.system,
@@ -79,6 +80,33 @@ def main(argv: list[str]) -> int:
           f"{rate} ({st['seconds']:.3f} s in all) on {dev.caps.adapter_name} ({dtype} weights), "
           f"{st['submits']} submits, {st['readbacks']} readbacks", file=sys.stderr)
     return 0
+
+
+def cache_positions(args) -> int | None:
+    """The KV cache's positions for this one generation: --max-seq where given; else the prompt's tokens plus
+    --max-new-tokens where that is within the default cache (the config's max_position_embeddings, up to
+    DEFAULT_MAX_SEQ); else None, the default (a request beyond it is refused by the model, naming both).
+    A cache no larger than the request plans each attention call for what it holds: up to 512 positions of
+    storage decode takes the one-pass kernel (one dispatch a layer, docs/attention.md), a 2048-position cache
+    the split-K pair; and the history read back at the end is max_seq * 4 bytes."""
+    from wgraph.models.llama import DEFAULT_MAX_SEQ
+    from wgraph.models.pretrained import read_config_and_tokenizer
+    from wgraph.models.text import prompt_ids
+
+    if args.max_seq is not None:
+        return args.max_seq
+    found = read_config_and_tokenizer(args.path)
+    if found is None:
+        return None   # from_pretrained says what the path is not
+    config, tok = found
+    if args.prompt_ids is not None:
+        prompt = len(args.prompt_ids)
+    elif tok is not None:
+        prompt = len(prompt_ids(tok, args.prompt, chat=args.chat, system=args.system, where="generate"))
+    else:
+        return None   # the text API says there is no tokenizer
+    wanted = max(2, prompt + max(args.max_new_tokens, 0))
+    return wanted if wanted <= min(config.max_position_embeddings, DEFAULT_MAX_SEQ) else None
 
 
 def weights_label(model) -> str:

@@ -27,6 +27,22 @@ def build_model(config: dict, device, get_weight, *, dtype: str, max_seq: int | 
     return Llama(LlamaConfig.from_dict(config), device, get_weight, dtype=dtype, max_seq=max_seq)
 
 
+def read_config_and_tokenizer(path: str | os.PathLike[str]):
+    """(config, tokenizer or None) of a checkpoint directory or GGUF file, its weights left unread: what a caller
+    needs to size a model before loading it (the generate CLI's KV cache). None where the path is neither."""
+    from wgraph.models.config import DecoderConfig
+
+    root = Path(path)
+    if root.is_dir():
+        tok = Tokenizer.from_directory(root) if (root / "tokenizer.json").is_file() else None
+        return DecoderConfig.from_file(root / "config.json"), tok
+    if not root.is_file():
+        return None
+    ckpt = GGUFCheckpoint(root)
+    tok = Tokenizer.from_gguf(ckpt.file) if "tokenizer.ggml.model" in ckpt.file.metadata else None
+    return DecoderConfig.from_dict(ckpt.config), tok
+
+
 def keeps_blocks(ckpt, dtype: str | None) -> bool:
     """Whether from_pretrained keeps a GGUF file's quantized matrices as blocks on the GPU (a QuantizedLlama):
     with no dtype asked for, for a `llama` file with a matrix in a block format wgraph computes on."""
