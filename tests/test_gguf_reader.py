@@ -113,9 +113,12 @@ def _refused(tmp_path, raw: bytes, match: str):
 
 def test_hand_built_file_reads(tmp_path):
     p = tmp_path / "ok.gguf"
-    p.write_bytes(build())
+    words = [b"", b"a", "\u00e9t\u00e9".encode(), b"x" * 300, "\U0001F600".encode()]
+    p.write_bytes(build(kv=[(b"general.architecture", 8, _str(b"llama")),
+                            (b"words", 9, struct.pack("<IQ", 8, len(words)) + b"".join(map(_str, words)))]))
     f = GGUFFile(p)
     assert f.tensors["w"].shape == (2, 32) and f.tensors["w"].raw.nbytes == 256
+    assert f.metadata["words"] == [w.decode() for w in words]   # a string array, element by element
 
 
 BIG = 1 << 62
@@ -131,6 +134,12 @@ BIG = 1 << 62
     ({"kv": [(b"k", 8, struct.pack("<Q", BIG))]}, r"metadata 'k' length=4611686018427387904 exceeds"),
     ({"kv": [(b"k", 9, struct.pack("<IQ", 4, BIG))]}, r"metadata 'k' item count=4611686018427387904 exceeds"),
     ({"kv": [(b"k", 9, struct.pack("<IQ", 8, BIG))]}, r"metadata 'k' item count"),
+    ({"kv": [(b"k", 9, struct.pack("<IQ", 8, 2) + _str(b"ok") + struct.pack("<Q", BIG))]},
+     r"metadata 'k'\[1\] length=4611686018427387904 exceeds"),                    # a string array's element
+    ({"kv": [(b"k", 9, struct.pack("<IQ", 8, 3) + _str(b"ok") + _str(b"\xff") + _str(b""))]},
+     r"metadata 'k'\[1\] is not valid UTF-8"),
+    ({"kv": [(b"k", 9, struct.pack("<IQ", 8, 2) + _str(b"ok") + struct.pack("<Q", 10**6))]},
+     r"metadata 'k'\[1\] length=1000000 exceeds .*what the rest of the file can hold"),
     ({"kv": [(b"k", 9, struct.pack("<IQ", 9, 1))]}, "array of arrays"),
     ({"kv": [(b"k", 9, struct.pack("<IQ", 77, 1))]}, "unknown array item type 77"),
     ({"kv": [(b"k", 13, b"\0" * 8)]}, "'k' has unknown value type 13"),

@@ -54,3 +54,7 @@ def test_cache_positions_follow_the_request(tmp_path):
     assert positions("--prompt-ids", "3,4", "--max-new-tokens", "8", "--max-seq", "100") == 100
     assert positions("--prompt", "x") is None     # no tokenizer in the directory: the text API says so
     assert cache_positions(parser().parse_args([str(tmp_path / "nope"), "--prompt-ids", "1"])) is None
+    from wgraph.models.pretrained import read_config_and_tokenizer
+
+    config, tok = read_config_and_tokenizer(path, tokenizer=False)
+    assert config.max_position_embeddings == 256 and tok is None

@@ -95,7 +95,7 @@ def cache_positions(args) -> int | None:
 
     if args.max_seq is not None:
         return args.max_seq
-    found = read_config_and_tokenizer(args.path)
+    found = read_config_and_tokenizer(args.path, tokenizer=args.prompt is not None)
     if found is None:
         return None   # from_pretrained says what the path is not
     config, tok = found

@@ -27,20 +27,27 @@ def build_model(config: dict, device, get_weight, *, dtype: str, max_seq: int | 
     return Llama(LlamaConfig.from_dict(config), device, get_weight, dtype=dtype, max_seq=max_seq)
 
 
-def read_config_and_tokenizer(path: str | os.PathLike[str]):
+def _directory_tokenizer(root: Path) -> Tokenizer | None:
+    return Tokenizer.from_directory(root) if (root / "tokenizer.json").is_file() else None
+
+
+def _gguf_tokenizer(ckpt: GGUFCheckpoint) -> Tokenizer | None:
+    return Tokenizer.from_gguf(ckpt.file) if "tokenizer.ggml.model" in ckpt.file.metadata else None
+
+
+def read_config_and_tokenizer(path: str | os.PathLike[str], *, tokenizer: bool = True):
     """(config, tokenizer or None) of a checkpoint directory or GGUF file, its weights left unread: what a caller
-    needs to size a model before loading it (the generate CLI's KV cache). None where the path is neither."""
+    needs to size a model before loading it (the generate CLI's KV cache). tokenizer=False: None in its place,
+    not built. None where the path is neither a directory nor a file."""
     from wgraph.models.config import DecoderConfig
 
     root = Path(path)
     if root.is_dir():
-        tok = Tokenizer.from_directory(root) if (root / "tokenizer.json").is_file() else None
-        return DecoderConfig.from_file(root / "config.json"), tok
+        return DecoderConfig.from_file(root / "config.json"), _directory_tokenizer(root) if tokenizer else None
     if not root.is_file():
         return None
     ckpt = GGUFCheckpoint(root)
-    tok = Tokenizer.from_gguf(ckpt.file) if "tokenizer.ggml.model" in ckpt.file.metadata else None
-    return DecoderConfig.from_dict(ckpt.config), tok
+    return DecoderConfig.from_dict(ckpt.config), _gguf_tokenizer(ckpt) if tokenizer else None
 
 
 def keeps_blocks(ckpt, dtype: str | None) -> bool:
@@ -78,7 +85,7 @@ def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, 
     if root.is_dir():
         model = Llama.from_pretrained(root, dev, dtype=dtype or ("f16" if dev.caps.has_f16 else "f32"),
                                       max_seq=max_seq)
-        model.tokenizer = Tokenizer.from_directory(root) if (root / "tokenizer.json").is_file() else None
+        model.tokenizer = _directory_tokenizer(root)
         return model
     if not root.is_file():
         raise CheckpointError(f"from_pretrained: {root} is neither a checkpoint directory (config.json, "
@@ -97,6 +104,5 @@ def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, 
     if unused:  # a tensor the config did not ask for is math the model would silently leave out
         raise CheckpointError(f"GGUF file {root.name}: tensors {unused[:5]} ({len(unused)} in all) are not used by "
                               f"the {ckpt.arch} model its metadata describes")
-    has_vocab = "tokenizer.ggml.model" in ckpt.file.metadata
-    model.tokenizer = Tokenizer.from_gguf(ckpt.file) if has_vocab else None
+    model.tokenizer = _gguf_tokenizer(ckpt)
     return model
