@@ -1,0 +1,192 @@
+"""A/B of source revisions on one GPU in one run: a `python -m wgraph bench` section under each revision's wgraph
+(its own shaders, registry and planner), the revisions taking turns round after round (a GPU's clocks drift over
+minutes: compare numbers of one run only), then each row's numbers per revision beside the first revision's.
+
+Here, in the git checkout:
+    python benchmarks/revisions_ab.py prepare main my-branch [more revisions]
+        `git archive` of each revision's wgraph/ into .ab/revisions/<i>-<name>/ (.ab is git-ignored: name it in
+        the device run's `carry`) and .ab/revisions/manifest.json (name, revision, commit, folder).
+On the GPU machine, from the project root:
+    python benchmarks/revisions_ab.py run [--rounds 2] [--warm-s 3] -- --only model --profile --no-torch
+        for each round, each revision in order: the bench from its folder, `$OUT/<i>-<name>_r<k>.json` and its
+        output beside it (.log); then the table. --warm-s: seconds of torch matmuls first (when torch is there),
+        so the first revision does not run on a cold GPU.
+    python benchmarks/revisions_ab.py table DIR: the table again from the JSONs in DIR.
+
+The table takes every section of the bench JSON that has `rows` (model, gemv, quant, batched_model, ...): a row
+is named by its text fields, and its numbers are the ones in METRICS it has (and, with --profile, each op's
+stamped GPU us); each is the median over the rounds, then the ratio to the first revision's."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / ".ab" / "revisions"
+# the numbers compared, where a row has them (bench JSON field names)
+METRICS = ("tokens_per_s", "ms_per_token", "gpu_ms_per_token", "host_ms_per_token", "fraction_of_copy_bandwidth",
+           "dispatches_per_token", "gpu_us", "gbps", "tflops", "fraction_of_copy", "fraction_of_fma_peak")
+NAME_FIELDS = ("model", "shape", "call", "name", "kind", "format", "dtype", "weight_dtype", "variant", "B", "batch",
+               "rows", "out_features", "in_features")
+
+
+def prepare(revisions: list[str], folder: Path = FOLDER) -> list[dict]:
+    """Each revision's wgraph/ (git archive) in folder/<i>-<name>; returns and writes the manifest."""
+    if not revisions:
+        raise SystemExit("prepare: name at least one revision (e.g. main my-branch)")
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = []
+    for i, rev in enumerate(revisions):
+        commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,
+                                capture_output=True, text=True).stdout.strip()
+        tree = folder / f"{i}-{re.sub(r'[^A-Za-z0-9._-]+', '_', rev)}"
+        if tree.exists():
+            subprocess.run(["rm", "-rf", str(tree)], check=True)
+        raw = subprocess.run(["git", "archive", "--format=tar", commit, "wgraph"], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:  # our own repository's files: the data filter where
+            tar.extractall(tree, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))  # it exists
+        manifest.append({"name": tree.name, "revision": rev, "commit": commit, "folder": tree.name})
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def _warm(seconds: float) -> None:
+    if seconds <= 0:
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    if not torch.cuda.is_available():
+        return
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    end = time.time() + seconds
+    while time.time() < end:
+        (a @ a).sum().item()
+
+
+def run(bench_args: list[str], rounds: int, warm_s: float, out: Path, folder: Path = FOLDER) -> list[dict]:
+    """The bench under each prepared revision, `rounds` times in turn; returns [{name, round, json, rc, seconds}]."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    _warm(warm_s)
+    done = []
+    for k in range(rounds):
+        for rev in manifest:
+            tree = folder / rev["folder"]
+            stem = out / f"{rev['name']}_r{k}"
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]))
+            t0 = time.perf_counter()
+            with open(f"{stem}.log", "w") as log:
+                rc = subprocess.run([sys.executable, "-m", "wgraph", "bench", *bench_args, "--json", f"{stem}.json"],
+                                    cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+            seconds = time.perf_counter() - t0
+            print(f"round {k} {rev['name']} ({rev['commit'][:10]}): rc {rc}, {seconds:.1f} s", flush=True)
+            done.append({"name": rev["name"], "round": k, "json": f"{stem}.json", "rc": rc, "seconds": seconds})
+    return done
+
+
+def _row_name(row: dict) -> str:
+    return " ".join(f"{row[f]}" for f in NAME_FIELDS if isinstance(row.get(f), (str, int)) and
+                    not isinstance(row.get(f), bool))
+
+
+def row_numbers(result: dict) -> dict[tuple[str, str, str], float]:
+    """(section, row name, metric) -> value for one bench JSON: the METRICS of every row of every section with
+    rows, and each op's stamped GPU us of a profiled row."""
+    got = {}
+    for section, body in result.items():
+        if not isinstance(body, dict) or not isinstance(body.get("rows"), list):
+            continue
+        for i, row in enumerate(body["rows"]):
+            if not isinstance(row, dict):
+                continue
+            name = _row_name(row) or f"row {i}"
+            for m in METRICS:
+                v = row.get(m)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    got[(section, name, m)] = float(v)
+            for op in (row.get("profile") or {}).get("by_op", ()):
+                got[(section, name, f"{op['name']} us")] = float(op["gpu_us"])
+    return got
+
+
+def table(runs: dict[str, list[dict]]) -> str:
+    """runs: revision name (in order, the first the reference) -> its rounds' bench JSONs. One line per
+    (section, row, metric): the median over rounds of each revision, and each later one's ratio to the first."""
+    names = list(runs)
+    medians = {}
+    for name, results in runs.items():
+        values: dict[tuple, list[float]] = {}
+        for result in results:
+            for key, v in row_numbers(result).items():
+                values.setdefault(key, []).append(v)
+        medians[name] = {key: statistics.median(vs) for key, vs in values.items()}
+    keys = [k for k in medians[names[0]] if all(k in medians[n] for n in names[1:])]
+    lines = [f"{'section':14} {'row':44} {'metric':28} " + " ".join(f"{n[:22]:>22}" for n in names)]
+    for key in keys:
+        section, row, metric = key
+        first = medians[names[0]][key]
+        cells = [f"{first:22.4g}"]
+        for n in names[1:]:
+            v = medians[n][key]
+            ratio = f"({v / first:.3f}x)" if first else "(-)"
+            cells.append(f"{v:12.4g} {ratio:>9}")
+        lines.append(f"{section[:14]:14} {row[:44]:44} {metric[:28]:28} " + " ".join(cells))
+    missing = sorted({k for n in names for k in medians[n]} - set(keys))
+    if missing:
+        lines.append(f"({len(missing)} numbers not in every revision's results are left out)")
+    return "\n".join(lines)
+
+
+def _load(out: Path, manifest: list[dict]) -> dict[str, list[dict]]:
+    runs = {}
+    for rev in manifest:
+        files = sorted(out.glob(f"{rev['name']}_r*.json"))
+        runs[rev["name"]] = [json.loads(f.read_text()) for f in files]
+        if not files:
+            raise SystemExit(f"no results for {rev['name']} in {out} (did its bench fail? see its .log)")
+    return runs
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    pp = sub.add_parser("prepare", help="git archive each revision's wgraph/ into .ab/revisions/")
+    pp.add_argument("revisions", nargs="+")
+    pr = sub.add_parser("run", help="the bench under each prepared revision, in turns; then the table")
+    pr.add_argument("--rounds", type=int, default=2, help="turns of every revision (default: 2)")
+    pr.add_argument("--warm-s", type=float, default=3.0, help="seconds of torch matmuls first (default: 3)")
+    pr.add_argument("bench_args", nargs=argparse.REMAINDER, help="-- then the bench's arguments")
+    pt = sub.add_parser("table", help="the table from a run's folder of JSONs")
+    pt.add_argument("folder", type=Path)
+    a = p.parse_args(argv)
+    if a.what == "prepare":
+        for rev in prepare(a.revisions):
+            print(f"{rev['folder']}: {rev['revision']} = {rev['commit']}")
+        return 0
+    out = Path(os.environ.get("OUT", "/tmp/revisions_ab")) if a.what == "run" else a.folder
+    manifest = json.loads((FOLDER / "manifest.json").read_text())
+    if a.what == "run":
+        bench_args = a.bench_args[1:] if a.bench_args[:1] == ["--"] else a.bench_args
+        if a.rounds < 1:
+            raise SystemExit(f"--rounds {a.rounds}: at least 1")
+        run(bench_args, a.rounds, a.warm_s, out)
+    print(table(_load(out, manifest)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,72 @@
+"""benchmarks/revisions_ab.py: the trees it prepares are the revisions' own files (git's), its table takes the
+medians and ratios of what the bench wrote, and a run under a prepared tree runs that tree's wgraph."""
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("revisions_ab", ROOT / "benchmarks" / "revisions_ab.py")
+rab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rab)
+
+
+def _git(*argv) -> str:
+    return subprocess.run(["git", *argv], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+
+
+def _model(tokens_per_s, linear_us, extra=None):
+    row = {"model": "m", "dtype": "f16", "status": "ok", "tokens_per_s": tokens_per_s, "steps": 8,
+           "profile": {"status": "ok", "by_op": [{"name": "linear", "gpu_us": linear_us, "nodes": 3}]}}
+    return {"meta": {"adapter": "x"}, "settings": {"quick": True}, "model": {"rows": [dict(row, **(extra or {}))]},
+            "elapsed_s": 1.0}
+
+
+def test_row_numbers_take_the_metrics_and_the_profile():
+    got = rab.row_numbers(_model(100.0, 50.0, {"ok_flag": True, "gpu_us": 7}))
+    assert got == {("model", "m f16", "tokens_per_s"): 100.0, ("model", "m f16", "gpu_us"): 7.0,
+                   ("model", "m f16", "linear us"): 50.0}   # steps is no metric, meta / settings no section
+
+
+def test_table_medians_and_ratios():
+    runs = {"0-main": [_model(100.0, 50.0), _model(90.0, 60.0), _model(110.0, 40.0)],
+            "1-new": [_model(120.0, 30.0), _model(130.0, 35.0), _model(125.0, 20.0, {"gbps": 3.0})]}
+    lines = rab.table(runs).splitlines()
+    tok = next(line for line in lines if "tokens_per_s" in line).split()
+    assert tok[-3:] == ["100", "125", "(1.250x)"]          # medians 100 and 125
+    lin = next(line for line in lines if "linear us" in line).split()
+    assert lin[-3:] == ["50", "30", "(0.600x)"]
+    assert lines[-1] == "(1 numbers not in every revision's results are left out)"   # gbps of one round
+
+
+def test_prepare_archives_the_revision(tmp_path):
+    head = _git("rev-parse", "HEAD").strip()
+    manifest = rab.prepare(["HEAD"], tmp_path)
+    assert manifest == [{"name": "0-HEAD", "revision": "HEAD", "commit": head, "folder": "0-HEAD"}]
+    assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
+    tree = tmp_path / "0-HEAD" / "wgraph"
+    assert (tree / "__init__.py").read_text() == _git("show", "HEAD:wgraph/__init__.py")
+    assert sorted(p.relative_to(tree.parent).as_posix() for p in tree.rglob("*") if p.is_file()) == \
+        sorted(_git("ls-tree", "-r", "--name-only", "HEAD", "wgraph").split())
+    with pytest.raises(subprocess.CalledProcessError):
+        rab.prepare(["no-such-revision-here"], tmp_path)
+
+
+def test_run_uses_each_tree(tmp_path):
+    """A prepared tree whose bench says it is the tree's: the run executes the tree's wgraph, not the checkout's."""
+    rab.prepare(["HEAD"], tmp_path / "trees")
+    main = tmp_path / "trees" / "0-HEAD" / "wgraph" / "bench" / "__init__.py"
+    marker = "WGRAPH_TREE_MARKER = True\n"
+    main.write_text(main.read_text() + marker)
+    probe = tmp_path / "trees" / "0-HEAD" / "wgraph" / "__main__.py"
+    probe.write_text("import json, sys\nimport wgraph.bench as b\n"
+                     "out = sys.argv[sys.argv.index('--json') + 1]\n"
+                     "json.dump({'model': {'rows': [{'model': 'probe', 'tokens_per_s': "
+                     "float(getattr(b, 'WGRAPH_TREE_MARKER', False))}]}}, open(out, 'w'))\n")
+    done = rab.run(["--only", "model"], 2, 0.0, tmp_path / "out", folder=tmp_path / "trees")
+    assert [(d["name"], d["round"], d["rc"]) for d in done] == [("0-HEAD", 0, 0), ("0-HEAD", 1, 0)]
+    results = json.loads((tmp_path / "out" / "0-HEAD_r1.json").read_text())
+    assert results["model"]["rows"][0]["tokens_per_s"] == 1.0
