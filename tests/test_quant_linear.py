@@ -291,6 +291,11 @@ def test_bad_arguments_raise_before_gpu_work(dev, rng):
         wg.ops.linear(x, odd, activation="swiglu")
     with pytest.raises(wg.PlanError, match="forced variant quant_gemv_r1_l128_q8_0 swiglu needs an even"):
         wg.ops.linear_q(x, w, activation="swiglu", variant="quant_gemv_r1_l128_q8_0")
+    # linear on blocks: a forced variant is one of the format's GEMVs, never silently dropped; split_k refused
+    with pytest.raises(wg.PlanError, match="variant 'gemv_r1_f32' is not a Q8_0 GEMV"):
+        wg.ops.linear(x, w, variant="gemv_r1_f32")
+    with pytest.raises(wg.PlanError, match=r"linear: split_k=2 cuts a GEMM's K; a QuantizedWeight \(Q8_0\)"):
+        wg.ops.linear(x, w, split_k=2)
     delta = dev.stats.since(before)
     assert delta.submits == 0 and delta.dispatches == 0
 

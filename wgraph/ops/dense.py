@@ -266,7 +266,8 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     shape, added last. More rows run the tiled GEMM. For tuning and tests: `variant` forces a registry kernel,
     `split_k` cuts the GEMM's K into at most that many slices summed by a second pass (1: none); the plan
     (`Program.explain()`) says what ran. W may be a QuantizedWeight (GGML blocks, `linear_q`): every option fuses
-    into its GEMV too (any number of rows: chunks of 8), and variant/split_k do not apply.
+    into its GEMV too (any number of rows: chunks of 8); `variant` then names one of its format's GEMVs, and
+    `split_k` is refused (PlanError: the GEMV has no K slices).
 
     x: [..., in] f32.
     w: the weight W [out, in], f32 or f16 (or a QuantizedWeight).
@@ -275,7 +276,7 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     eps: the fused RMSNorm's, a finite real > 0.
     activation: None or "swiglu".
     residual: f32 of the output's shape, added last, or None.
-    variant: force a registry kernel by name; None: planned.
+    variant: force a registry kernel by name (a QuantizedWeight: one of its format's GEMVs); None: planned.
     split_k: the most slices the GEMM's K is cut into (1: none); None: planned.
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
@@ -285,13 +286,19 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
         args.text("linear", "variant", variant)  # a registry name: the plan names the choices
     split_k = args.optional_integer("linear", "split_k", split_k, 1)
     if isinstance(w, QuantizedWeight):
-        return _linear_quantized(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual, out=out)
+        return _linear_quantized(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual,
+                                 variant=variant, split_k=split_k, out=out)
     return apply(LINEAR, LinearParams(eps, activation, variant, split_k), (x, w, b, norm, residual), out=out)
 
 
-def _linear_quantized(x, w: QuantizedWeight, b, *, norm, eps, activation, residual, out):
-    """`linear` over GGML blocks: its GEMV (`linear_q`) with every option fused, as the f16 GEMV's."""
-    return linear_q(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual, out=out)
+def _linear_quantized(x, w: QuantizedWeight, b, *, norm, eps, activation, residual, variant, split_k, out):
+    """`linear` over GGML blocks: its GEMV (`linear_q`) with every option fused, as the f16 GEMV's; `variant`
+    forces one of the format's GEMVs, and split_k, which only a GEMM has, is refused rather than ignored."""
+    if split_k is not None:
+        raise PlanError(f"linear: split_k={split_k} cuts a GEMM's K; a QuantizedWeight ({w.ggml_type}) runs the "
+                        f"quantized GEMV at any number of rows, which has no K slices")
+    return linear_q(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual, out=out,
+                    variant=variant)
 
 
 # ---- rope ----
