@@ -24,6 +24,7 @@ import io
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,8 +51,7 @@ def prepare(revisions: list[str], folder: Path = FOLDER) -> list[dict]:
         commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,
                                 capture_output=True, text=True).stdout.strip()
         tree = folder / f"{i}-{re.sub(r'[^A-Za-z0-9._-]+', '_', rev)}"
-        if tree.exists():
-            subprocess.run(["rm", "-rf", str(tree)], check=True)
+        shutil.rmtree(tree, ignore_errors=True)
         raw = subprocess.run(["git", "archive", "--format=tar", commit, "wgraph"], cwd=ROOT, check=True,
                              capture_output=True).stdout
         with tarfile.open(fileobj=io.BytesIO(raw)) as tar:  # our own repository's files: the data filter where
