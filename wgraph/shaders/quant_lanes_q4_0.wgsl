@@ -5,12 +5,7 @@
 // holding d and the two the quant word spans (a neighbour lane's words: the same cache lines).
 const_assert LPB == 4u;
 
-// No per-row part of x: the dot uses x as it is.
-alias XPart = f32;
-
-fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
-  return 0.0;
-}
+//!include quant_x_plain.wgsl
 
 //!include quant_units_d_words.wgsl
 

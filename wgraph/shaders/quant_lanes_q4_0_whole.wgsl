@@ -6,29 +6,12 @@
 // apart from lane to lane.
 const_assert XV == 8u;
 
-// No per-row part of x: the dot uses x as it is.
-alias XPart = f32;
-
-fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
-  return 0.0;
-}
+//!include quant_x_plain.wgsl
 
 //!include quant_units_whole_d_words.wgsl
-
-struct Values {
-  v: array<vec4<f32>, 8>,  // q - 8 for x vectors 0..7
-  d: f32,
-}
 
 fn unit_values(u: Unit) -> Values {
   return Values(array<vec4<f32>, 8>(nibbles_low(u.q[0], 8.0), nibbles_low(u.q[1], 8.0), nibbles_low(u.q[2], 8.0),
                                     nibbles_low(u.q[3], 8.0), nibbles_high(u.q[0], 8.0), nibbles_high(u.q[1], 8.0),
                                     nibbles_high(u.q[2], 8.0), nibbles_high(u.q[3], 8.0)), u.d);
-}
-
-// two partial sums: half the dependent chain
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
-  let even = dot(v.v[0], xs[0]) + dot(v.v[2], xs[2]) + dot(v.v[4], xs[4]) + dot(v.v[6], xs[6]);
-  let odd = dot(v.v[1], xs[1]) + dot(v.v[3], xs[3]) + dot(v.v[5], xs[5]) + dot(v.v[7], xs[7]);
-  return v.d * (even + odd);
 }

@@ -5,16 +5,7 @@
 // once per 32 weights instead of once per 8, 5 word loads per 32 weights instead of 8.
 const_assert LPB == 1u && XV == 8u;
 
-// The sums of the lane's x vectors, which the min multiplies.
-alias XPart = array<f32, XV>;
-
-fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
-  var xsum: XPart;
-  //!repeat I XV
-  xsum[$I] = dot(xs[$I], vec4<f32>(1.0));
-  //!end
-  return xsum;
-}
+//!include quant_x_sums.wgsl
 
 struct Unit {
   q: vec4<u32>,

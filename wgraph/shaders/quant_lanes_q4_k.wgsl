@@ -7,16 +7,7 @@
 // as one 16-byte word; weight d * sc * q - dmin * mn.
 const_assert LPB == 8u && XV == 8u;
 
-// The sums of the lane's x vectors, which the min (an offset per block or sub-block) multiplies.
-alias XPart = array<f32, XV>;
-
-fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
-  var xsum: XPart;
-  //!repeat I XV
-  xsum[$I] = dot(xs[$I], vec4<f32>(1.0));
-  //!end
-  return xsum;
-}
+//!include quant_x_sums.wgsl
 
 //!include quant_units_q4_k.wgsl
 

@@ -3,12 +3,7 @@
 // 4t..4t+3 (x vector t), each d * q.
 const_assert LPB == 8u;
 
-// No per-row part of x: the dot uses x as it is.
-alias XPart = f32;
-
-fn x_part(xs: array<vec4<f32>, XV>) -> XPart {
-  return 0.0;
-}
+//!include quant_x_plain.wgsl
 
 //!include quant_units_d_words.wgsl
 
