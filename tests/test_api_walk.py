@@ -323,6 +323,7 @@ DEVICE = {
     "Device.recreate": Case(None, skip_good="no parameters; test_device_loss.py"),
     "Tensor.numpy": Case(lambda e: (e.x8.numpy, (), {})),
     "Tensor.reshape": Case(lambda e: (e.x24.reshape, (8,), {}), (), {"shape": ({"-1"}, "-1 is inferred")}),
+    "Tensor.prefix": Case(lambda e: (e.x24.prefix, (1,), {})),
     "Tensor.poison": Case(lambda e: (e.dev.empty((1,)).poison, ("discarded",), {}), (),
                           {"reason": (TEXT, "any str")}),
 }

@@ -109,6 +109,17 @@ class Tensor:
                              f"shape={spec.shape} ({spec.size})")
         return Tensor(self.device, self.buffer, spec, self.label, base=self._base or self)
 
+    def prefix(self, rows: int) -> Tensor:
+        """A view of the first `rows` entries along the first dimension, over the same buffer (no copy): an op
+        given it binds those bytes only (a KV cache's first rows, for a program planned for fewer keys).
+
+        rows: in [1, shape[0]]."""
+        if self.ndim == 0:
+            raise ShapeError("Tensor.prefix: a 0-dimensional tensor has no rows")
+        rows = args.integer("Tensor.prefix", "rows", rows, 1, self.shape[0])
+        spec = TensorSpec((rows, *self.shape[1:]), self.dtype)
+        return Tensor(self.device, self.buffer, spec, self.label, base=self._base or self)
+
     def __repr__(self) -> str:
         label = f" {self.label!r}" if self.label else ""
         return f"Tensor{label}(shape={self.shape}, dtype={self.dtype}, nbytes={self.nbytes})"

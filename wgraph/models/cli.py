@@ -86,9 +86,9 @@ def cache_positions(args) -> int | None:
     """The KV cache's positions for this one generation: --max-seq where given; else the prompt's tokens plus
     --max-new-tokens where that is within the default cache (the config's max_position_embeddings, up to
     DEFAULT_MAX_SEQ); else None, the default (a request beyond it is refused by the model, naming both).
-    A cache no larger than the request plans each attention call for what it holds: up to 512 positions of
-    storage decode takes the one-pass kernel (one dispatch a layer, docs/attention.md), a 2048-position cache
-    the split-K pair; and the history read back at the end is max_seq * 4 bytes."""
+    A cache no larger than the request holds fewer bytes, and the history read back at the end is max_seq * 4
+    bytes (decode takes the one-pass attention kernel for the first 512 positions whatever the cache: Llama's
+    short decode program, docs/models.md)."""
     from wgraph.models.llama import DEFAULT_MAX_SEQ
     from wgraph.models.pretrained import read_config_and_tokenizer
     from wgraph.models.text import prompt_ids

@@ -12,7 +12,8 @@ The decode step is ONE compiled Program: it embeds the token held in a GPU state
 (KV caches are program states, appended at a GPU position; attention reads a GPU kv_len), the final norm and
 lm_head, picks the next id on the GPU and `decode_advance` feeds it back (token, history, position, kv_len).
 So a step needs no host input: `generate` submits steps back to back, a bounded number in flight, and reads
-the history only every `read_every` tokens. Prefill runs the same layers on Tensors in one recorded submit,
+the history only every `read_every` tokens (a long cache's first positions run a second program, planned for
+fewer keys, on views of the same caches: models/decode_span.py). Prefill runs the same layers on Tensors in one recorded submit,
 writing into the program's own KV caches, with the program's weights (docs/models.md).
 """
 
@@ -39,6 +40,7 @@ from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT, submits_in_flight
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
+from wgraph.models.decode_span import short_cache_rows, split_steps
 from wgraph.ops.sampling import SampleSettings
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
@@ -196,10 +198,16 @@ class Llama:
                              f"[2, {MAX_SEQ}]")
         self.weight_bytes = 0  # bytes of every weight the program holds
         self.weight_bytes_per_token = 0  # bytes a decode step reads: all but the embedding rows it skips
-        self.sampling = False  # whether the decode program draws with `sample` (else argmax)
+        self.sampling = False  # whether the decode programs draw with `sample` (else argmax)
+        self._sample: SampleSettings | None = None
         t0 = time.perf_counter()
-        graph, self._choose_node = self._build_decode(sampling=False)
-        self.program = graph.compile(device)
+        graph, self._choose_node = self._build_decode(False, self.max_seq)
+        self.program = graph.compile(device)  # the decode step over the whole KV cache: any position
+        # a second program for the first positions, where its attention plans another kernel (decode_span.py)
+        self.short_rows = short_cache_rows(graph, device.caps, self.max_seq)
+        self._short = None  # compiled on first use (_short_program)
+        self._short_choose = ""
+        self._position: int | None = None  # the position the next decode step consumes (None: unknown)
         t1 = time.perf_counter()
         self._load(get_weight)
         log.info("%s: %d layers; decode program compiled in %.1f s (%d nodes), %.1f MiB of weights loaded in %.1f s",
@@ -372,23 +380,33 @@ class Llama:
         caches = [(get(f"l{i}.k_cache"), get(f"l{i}.v_cache")) for i in range(c.num_hidden_layers)]
         return glob, layers, caches
 
-    def _build_decode(self, sampling: bool) -> tuple[Graph, str]:
-        """The decode step's graph, and the name of its node that picks the next id."""
+    _graph_name = "llama_decode"  # the decode programs' names (profiles, explain): + "_sample", + "_first<rows>"
+
+    def _weight_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """The decode program's weight states: name -> (shape, dtype)."""
+        return {name: (pw.shape, pw.dtype) for name, pw in _program_weights(self.config, self.dtype).items()}
+
+    def _cache_dtype(self) -> str:
+        return kv_cache_dtype(self.config, self.dtype)
+
+    def _build_decode(self, sampling: bool, cache_rows: int) -> tuple[Graph, str]:
+        """The decode step's graph over KV caches of `cache_rows` positions (its attention planned for that many
+        keys), and the name of its node that picks the next id."""
         c = self.config
-        g = Graph("llama_decode_sample" if sampling else "llama_decode")
-        for name, pw in _program_weights(c, self.dtype).items():
-            g.state(name, pw.shape, pw.dtype)  # zeros at compile; _load writes the checkpoint into it
+        name = self._graph_name + ("_sample" if sampling else "")
+        g = Graph(name if cache_rows == self.max_seq else f"{name}_first{cache_rows}")
+        for wname, (shape, dtype) in self._weight_specs().items():
+            g.state(wname, shape, dtype)  # zeros at compile; _load writes the checkpoint into it
         half = c.rope_dim // 2
         g.state("rope_cos", (self.max_seq, half), "f32")
         g.state("rope_sin", (self.max_seq, half), "f32")
         for i in range(c.num_hidden_layers):
             for kv in ("k", "v"):
-                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim),
-                        kv_cache_dtype(c, self.dtype))
+                g.state(f"l{i}.{kv}_cache", (cache_rows, c.num_key_value_heads, c.head_dim), self._cache_dtype())
         token = g.state("token", (1,), "u32")
         history = g.state("history", (self.max_seq,), "u32")
         pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")
-        glob, layers, caches = self._weights(lambda name: g.values[name])
+        glob, layers, caches = self._weights(lambda n: g.values[n])
 
         h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
         logits = self._logits(h, glob)
@@ -398,6 +416,30 @@ class Llama:
         ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
         return g, g.producer[nxt.name]
 
+    def _short_program(self):
+        """The decode program for positions below `short_rows` (compiled on first use): its caches are the first
+        short_rows rows of the whole-cache program's, every other state that program's own."""
+        if self._short is None:
+            graph, node = self._build_decode(self.sampling, self.short_rows)
+            shared = {name: self.program.state(name) for name in graph.states}
+            for i in range(self.config.num_hidden_layers):
+                for kv in ("k", "v"):
+                    name = f"l{i}.{kv}_cache"
+                    shared[name] = self.program.state(name).prefix(self.short_rows)
+            self._short = graph.compile(self.device, shared_states=shared)
+            self._short_choose = node
+            if self._sample is not None:
+                self._apply_sample(self._short, node, self._sample)
+        return self._short
+
+    def _decode_programs(self, steps: int) -> list[tuple[Any, int]]:
+        """(program, steps) for the next `steps` decode steps, in order, and the position count moved past them:
+        the short program while the position stays below short_rows, the whole cache's after it (and for every
+        step when the position is unknown)."""
+        short, rest = split_steps(self._position, steps, self.short_rows)
+        self._position = None if self._position is None else self._position + steps
+        return [(p, n) for p, n in ((self._short_program() if short else None, short), (self.program, rest)) if n]
+
     def _choose(self, logits, pos, sample: SampleSettings | None):
         """The next id [1] u32 from logits [1, V]: argmax, or a draw keyed by (seed, position)."""
         if sample is None:
@@ -406,20 +448,29 @@ class Llama:
                           seed=sample.seed, step=pos)
 
     def _set_sampling(self, sample: SampleSettings | None) -> None:
-        """Make the decode program pick ids as `sample` says. Greedy and sampling are two programs (argmax or
+        """Make the decode programs pick ids as `sample` says. Greedy and sampling are two programs (argmax or
         sample as their last op); switching compiles the other one on the weight states of the one before
         (`Graph.compile(shared_states=)`: the same buffers, nothing copied, whatever they hold: floats or GGML
-        blocks). New sampling values only rewrite the sample node's uniforms."""
+        blocks), and drops the short program (compiled again on first use). New sampling values only rewrite the
+        sample node's uniforms."""
         if (sample is not None) != self.sampling:
             old = self.program
-            graph, node = self._build_decode(sampling=sample is not None)
-            keep = sorted(set(_program_weights(self.config, self.dtype)) | {"rope_cos", "rope_sin"})
+            graph, node = self._build_decode(sample is not None, self.max_seq)
+            keep = sorted(set(self._weight_specs()) | {"rope_cos", "rope_sin"})
             new = graph.compile(self.device, shared_states={n: old.state(n) for n in keep})
             self.program, self._choose_node, self.sampling = new, node, sample is not None
+            self._short, self._position = None, None  # the new program's caches and position are its own
+        self._sample = sample
         if sample is not None:
-            choose = self.program.graph.node(self._choose_node)
-            self.program.update(self._choose_node, attrs.evolve(
-                choose.params, temperature=sample.temperature, top_k=sample.top_k, top_p=sample.top_p, seed=sample.seed))
+            self._apply_sample(self.program, self._choose_node, sample)
+            if self._short is not None:
+                self._apply_sample(self._short, self._short_choose, sample)
+
+    @staticmethod
+    def _apply_sample(program, node: str, sample: SampleSettings) -> None:
+        params = program.graph.node(node).params
+        program.update(node, attrs.evolve(params, temperature=sample.temperature, top_k=sample.top_k,
+                                          top_p=sample.top_p, seed=sample.seed))
 
     # ---- running ----
 
@@ -461,12 +512,14 @@ class Llama:
                                history=prog.state("history"), pos=prog.state("pos"), kv_len=prog.state("kv_len"))
             if all_logits:
                 logits = self._logits(h, glob)
+        self._position = s
         return logits
 
     def step(self) -> Tensor:
         """One decode step (one submit, no host input): returns the program's logits output [1, V] for the
         token it consumed (overwritten by the next step)."""
-        return self.program.run()["logits"]
+        (program, _), = self._decode_programs(1)
+        return program.run()["logits"]
 
     def generate(self, prompt_ids: Ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int = 0, stop_ids: Iterable[int] = (), in_flight: int = 8,
@@ -535,7 +588,8 @@ class Llama:
 
     def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = STEPS_PER_SUBMIT) -> float:
         """Submit `n` decode steps back to back, `per_submit` to a submit, waiting (without a readback) only
-        when `in_flight` submitted steps are not yet finished on the GPU (Program.run_many). Returns the host
+        when `in_flight` submitted steps are not yet finished on the GPU (Program.run_many). Steps at positions
+        below `short_rows` run the program planned for that many keys, the rest `program`. Returns the host
         seconds spent encoding and submitting them.
 
         n: how many steps.
@@ -545,7 +599,9 @@ class Llama:
         n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        return self.program.run_many(n, in_flight=submits_in_flight(in_flight, per_submit), per_submit=per_submit)
+        window = submits_in_flight(in_flight, per_submit)
+        return sum((program.run_many(steps, in_flight=window, per_submit=per_submit)
+                    for program, steps in self._decode_programs(n)), 0.0)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 

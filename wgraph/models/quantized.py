@@ -14,15 +14,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-import wgraph.ops as ops
 from wgraph import args
 from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, stack_rows
-from wgraph.graph import Graph
 from wgraph.models.config import LlamaConfig
 from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
                                  weight_shapes)
-from wgraph.ops.sampling import SampleSettings
 from wgraph.progress import bar as progress_bar
 
 if TYPE_CHECKING:
@@ -128,28 +125,13 @@ class QuantizedLlama(Llama):
             raise CheckpointError(f"tensor {name!r} has shape {list(have)}, the config needs {list(shape)}")
         return w
 
-    def _build_decode(self, sampling: bool) -> tuple[Graph, str]:
-        c = self.config
-        g = Graph("llama_decode_quantized_sample" if sampling else "llama_decode_quantized")
-        for name, spec in self._states.items():
-            g.state(name, spec.shape, spec.dtype)  # zeros at compile; _load writes the weights into it
-        half = c.rope_dim // 2
-        g.state("rope_cos", (self.max_seq, half), "f32")
-        g.state("rope_sin", (self.max_seq, half), "f32")
-        for i in range(c.num_hidden_layers):
-            for kv in ("k", "v"):
-                g.state(f"l{i}.{kv}_cache", (self.max_seq, c.num_key_value_heads, c.head_dim), "f32")
-        token = g.state("token", (1,), "u32")
-        history = g.state("history", (self.max_seq,), "u32")
-        pos, kv_len = g.state("pos", (1,), "u32"), g.state("kv_len", (1,), "u32")
-        glob, layers, caches = self._weights(lambda name: g.values[name])
-        h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, 1, g.scope)
-        logits = self._logits(h, glob)
-        g.output("logits", logits)
-        sample = SampleSettings(1.0, 0, 1.0, 0) if sampling else None  # the real values: Program.update
-        nxt = self._choose(logits, pos, sample)
-        ops.decode_advance(nxt, token=token, history=history, pos=pos, kv_len=kv_len)
-        return g, g.producer[nxt.name]
+    _graph_name = "llama_decode_quantized"
+
+    def _weight_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        return {name: (spec.shape, spec.dtype) for name, spec in self._states.items()}
+
+    def _cache_dtype(self) -> str:
+        return "f32"  # the activations are f32 (docs/quantized.md)
 
     def _weights(self, get) -> tuple[dict, list, list]:
         """Llama's weight dicts with each block state seen as the QuantizedWeight it holds."""
