@@ -14,7 +14,7 @@ configuration's GPU µs and fraction of copy (best first) with the bound beside 
 Env: SMALL=1 a smoke run (lavapipe-sized shapes, two formats); TYPES=Q4_0,Q4_K,... the formats; BUDGET_S
 (default 120; the shape running then finishes): past it the shapes left (the smallest: the big ones go first)
 run the planned variant and its bound only; TARGET_S (default 0.1): seconds of calls per timing; SKIP: registry
-variants (names without the format) left out."""
+variants and candidates (names without the format) left out, with their twins."""
 import json
 import os
 import sys
@@ -42,10 +42,10 @@ CANDIDATES = [
 ]
 # registry variants whose compute-only twin is timed (besides the planned one's)
 TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_ft4", "quant_gemv_r1_i8dot", "quant_gemv_r1_i8dot_l64",
-         "quant_gemv_r1_whole", "ab_l32_f8_u1"]
+         "ab_l32_f8_u1"]
 if SMALL:
     CANDIDATES = CANDIDATES[:1]
-    TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8dot", "quant_gemv_r1_whole", "ab_l32_f8_u1"]
+    TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8dot", "ab_l32_f8_u1"]
 
 
 def write_registry() -> None:
@@ -106,7 +106,8 @@ def variants_for(s) -> list[str]:
                 and kv.name.removesuffix("_" + t) not in SKIP):
             out.append(kv.name)
     known = {kv.name for kv in kernels_for("linear_q")}
-    out += [twin(f"{n}_{t}") for n in TWINS if twin(f"{n}_{t}") in known and twin(f"{n}_{t}") not in out]
+    out += [twin(f"{n}_{t}") for n in TWINS
+            if n not in SKIP and twin(f"{n}_{t}") in known and twin(f"{n}_{t}") not in out]
     return out
 
 

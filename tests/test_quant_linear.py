@@ -63,20 +63,6 @@ def test_gemv_odd_sizes_and_rows(dev, rng, ggml_type):
         check(got, x, qw, bias)
 
 
-@pytest.mark.parametrize("ggml_type", ("Q8_0", "Q4_0", "Q4_1"))
-def test_whole_block_reader_every_parity(dev, rng, ggml_type):
-    """The one-lane-a-block candidate (quant_gemv_r1_whole_*): rows of 37 blocks (odd: a row's first block is
-    even, the next row's odd, so 18- and 34-byte blocks start both on and mid-word at every lane) and of 70 (a
-    lane takes 2-3 blocks of a row), out_features 1, 6 and 13 (no multiple of a slot's 4), 1-3 rows."""
-    for blocks, n, m in ((37, 13, 1), (70, 6, 2), (37, 1, 3), (1, 5, 1)):
-        k = blocks * 32
-        w = rng.standard_normal((n, k)).astype(np.float32)
-        qw = quantize(w, ggml_type)
-        x = rng.standard_normal((m, k)).astype(np.float32)
-        got = wg.ops.linear(dev.tensor(x), qw.upload(dev), variant=f"quant_gemv_r1_whole_{ggml_type.lower()}").numpy()
-        check(got, x, qw)
-
-
 def test_gemv_keeps_leading_dims_writes_out_and_takes_no_rows(dev, rng):
     qw = quantize(rng.standard_normal((6, 64)).astype(np.float32), "Q4_0")
     x = rng.standard_normal((2, 3, 64)).astype(np.float32)
