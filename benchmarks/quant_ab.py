@@ -42,10 +42,10 @@ CANDIDATES = [
 ]
 # registry variants whose compute-only twin is timed (besides the planned one's)
 TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_ft4", "quant_gemv_r1_i8dot", "quant_gemv_r1_i8dot_l64",
-         "ab_l32_f8_u1", "quant_gemv_r1_wide_xs", "quant_gemv_r1_xs"]
+         "ab_l32_f8_u1"]
 if SMALL:
     CANDIDATES = CANDIDATES[:1]
-    TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8dot", "ab_l32_f8_u1", "quant_gemv_r1_wide_xs"]
+    TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8dot", "ab_l32_f8_u1"]
 
 
 def write_registry() -> None:

@@ -241,11 +241,6 @@ def test_plan_reasons_and_forcing():
         assert plan_linear_q(1, 100, 2048, t, candidate.name).variant == candidate.name
     with pytest.raises(wg.PlanError, match="variant 'quant_gemv_r1_q4_0' is not a Q8_0 GEMV"):
         plan_linear_q(1, 8, 256, "Q8_0", "quant_gemv_r1_q4_0")
-    staged = kernel("quant_gemv_r1_wide_xs_q4_0").limits["stage_k"]   # x in workgroup memory: k up to it
-    assert plan_linear_q(1, 64, staged, "Q4_0", "quant_gemv_r1_wide_xs_q4_0").variant == "quant_gemv_r1_wide_xs_q4_0"
-    with pytest.raises(wg.PlanError, match=f"forced variant quant_gemv_r1_wide_xs_q4_0 stages x in workgroup memory "
-                                           f"for in_features <= {staged}, the call has {staged + 32}"):
-        plan_linear_q(1, 64, staged + 32, "Q4_0", "quant_gemv_r1_wide_xs_q4_0")
     with pytest.raises(wg.PlanError, match="forced variant quant_gemv_r1_q4_0 needs subgroup"):
         plan_linear_q(1, 8, 256, "Q4_0", "quant_gemv_r1_q4_0", caps=PLAIN)
     assert "subgroup" not in kernel(plan_linear_q(1, 8, 256, "Q4_0", caps=PLAIN).variant).features

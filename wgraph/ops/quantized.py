@@ -86,15 +86,12 @@ def gemv_workgroups(kv: Kernel, n: int, swiglu: bool) -> int:
     return ceil_div(gemv_slots(kv, n, swiglu), kv.threads // kv.limits["lanes"])
 
 
-def _refusal(kv: Kernel, n: int, k: int, swiglu: bool, caps, forced: bool) -> str | None:
+def _refusal(kv: Kernel, n: int, swiglu: bool, caps, forced: bool) -> str | None:
     """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rule (min_n); caps
     None skips the device's (features, workgroup memory)."""
     no = device_refusal(kv, caps)
     if no:
         return no
-    stage = kv.limits.get("stage_k", 0)
-    if stage and k > stage:
-        return f"stages x in workgroup memory for in_features <= {stage}, the call has {k}"
     ft = kv.limits["features_per_lane"]
     if swiglu and (ft % 2 or n % ft):
         return f"swiglu needs an even features_per_lane that divides {n}, it has {ft}"
@@ -110,7 +107,6 @@ def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
     return (f"{kv.threads // lanes * ft} rows of W per workgroup ({gemv_workgroups(kv, n, swiglu)} workgroups), "
             f"{lanes} lanes per row ({lpb} per {lim['block_weights']}-weight block), {lim['unroll']} steps of "
             f"{ft} row(s) in flight per lane" + (f", each x load feeding {ft} rows" if ft > 1 else "")
-            + (", x staged in workgroup memory" if lim.get("stage_k") else "")
             + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
 
 
@@ -156,7 +152,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         if chosen is None:
             raise PlanError(f"linear: variant {variant!r} is not a {ggml_type} GEMV; those are "
                             f"{[kv.name for kv in _gemvs(ggml_type, candidates=True)]}")
-        no = _refusal(chosen, n, k, swiglu, caps, forced=True)
+        no = _refusal(chosen, n, swiglu, caps, forced=True)
         if no:
             raise PlanError(f"{where}: forced variant {variant} {no}")
         chunks = ceil_div(rows, chosen.limits["max_rows"])
@@ -170,7 +166,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
     why: dict[str, list[str]] = {}
     takers = []
     for kv in gemvs:
-        no = _refusal(kv, n, k, swiglu, caps, forced=False)
+        no = _refusal(kv, n, swiglu, caps, forced=False)
         if no is None:
             takers.append(kv)
         else:

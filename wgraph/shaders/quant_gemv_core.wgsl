@@ -13,10 +13,6 @@ const UNROLL: u32 = {{UNROLL}}u;
 const BLOCK_WEIGHTS: u32 = {{BLOCK_WEIGHTS}}u;  // the matrix row's layout (wgraph/ggml_blocks.py FORMATS)
 const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;
 const LPB: u32 = {{LANES_PER_BLOCK}}u;
-// 0: each lane loads its x vectors (and the norm's weight) per block; else the chunk's rows of x, times the norm's
-// weight, are staged once per workgroup in workgroup memory (in_features <= STAGE_K) and the lanes read them there
-const STAGE_K: u32 = {{STAGE_K}}u;
-const STAGED: bool = STAGE_K > 0u;
 const SLOTS: u32 = THREADS / LANES;
 const ROW_GROUPS: u32 = 1u;  // every thread takes every row of x (gemv_slot_totals.wgsl)
 const BPS: u32 = LANES / LPB;           // blocks a slot takes per step
@@ -31,52 +27,6 @@ const_assert LANES % LPB == 0u;
 
 //!include gemv_slot_totals.wgsl
 
-var<workgroup> xstage: array<vec4<f32>, max(1u, STAGE_K / 4u * MAX_ROWS)>;  // x' = x * norm_w, row r at r * k / 4
-var<workgroup> xsq_part: array<f32, max(1u, THREADS * MAX_ROWS * min(STAGE_K, 1u))>;  // x^2 per group of `width` lanes, row
-var<workgroup> xsq: array<f32, MAX_ROWS>;  // x^2 summed over each row of the chunk
-
-// STAGED: the workgroup's threads load the chunk's rows of x once (coalesced), write x * norm_w into xstage and
-// sum x^2 per row into xsq (by subgroup shuffles of `width` lanes, then over the subgroups' partials). Every
-// thread calls it (a barrier); xstage is ready when it returns, xsq once slot_totals' barriers have passed.
-fn stage_x(t: u32, width: u32, row0: u32, rows: u32) {
-  let xrow = params.k / 4u;
-  let norm = params.has_norm != 0u;
-  var sq: array<f32, MAX_ROWS>;
-  for (var i = t; i < xrow; i = i + THREADS) {
-    var g = vec4<f32>(1.0);
-    if (norm) {
-      g = norm_w[i];
-    }
-    //!repeat R MAX_ROWS
-    if (${R}u < rows) {
-      let v = x[(row0 + ${R}u) * xrow + i];
-      sq[${R}u] += dot(v, v);
-      xstage[${R}u * xrow + i] = v * g;
-    }
-    //!end
-  }
-  if (norm) {
-    for (var mask = width / 2u; mask >= 1u; mask = mask / 2u) {
-      //!repeat R MAX_ROWS
-      sq[${R}u] += shuffle_xor(sq[${R}u], mask);
-      //!end
-    }
-    if (t % width == 0u) {
-      //!repeat R MAX_ROWS
-      xsq_part[(t / width) * MAX_ROWS + ${R}u] = sq[${R}u];
-      //!end
-    }
-  }
-  workgroupBarrier();
-  if (norm && t < MAX_ROWS) {
-    var s = 0.0;
-    for (var p = 0u; p < THREADS / width; p = p + 1u) {
-      s += xsq_part[p * MAX_ROWS + t];
-    }
-    xsq[t] = s;
-  }
-}
-
 // One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
 // become values once, for all rows of x.
 fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: ptr<function, array<f32, VT>>) {
@@ -90,7 +40,7 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
   let norm = params.has_norm != 0u;
   //!repeat I XV
   var g$I = vec4<f32>(1.0);
-  if (norm && !STAGED) {
+  if (norm) {
     g$I = norm_w[xb + LPB * ${I}u];
   }
   //!end
@@ -98,13 +48,9 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
   if (${R}u < rows) {
     var xs: array<vec4<f32>, XV>;
     //!repeat I XV
-    if (STAGED) {
-      xs[$I] = xstage[${R}u * xrow + xb + LPB * ${I}u];
-    } else {
-      xs[$I] = x[(row0 + ${R}u) * xrow + xb + LPB * ${I}u];
-    }
+    xs[$I] = x[(row0 + ${R}u) * xrow + xb + LPB * ${I}u];
     //!end
-    if (norm && !STAGED) {
+    if (norm) {
       //!repeat I XV
       (*vals)[FT * MAX_ROWS + ${R}u] += dot(xs[$I], xs[$I]);
       xs[$I] = xs[$I] * g$I;
@@ -135,9 +81,6 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!repeat F FT
   let base$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * rb;
   //!end
-  if (STAGED) {
-    stage_x(t, width, row0, rows);
-  }
   var vals: array<f32, VT>;
   var blk = select(rb, lane / LPB, rows > 0u);
   for (; blk < rb; blk = blk + UNROLL * BPS) {
@@ -170,9 +113,6 @@ fn gemv(t: u32, group: u32, width: u32) {
 fn row_scale(at: u32, r: u32) -> f32 {
   if (params.has_norm == 0u) {
     return 1.0;
-  }
-  if (STAGED) {
-    return inverseSqrt(xsq[r] / f32(params.k) + params.eps);
   }
   return inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);
 }
