@@ -88,6 +88,12 @@ KVCACHE = [
     ("f16kv", [150], 0, 1, 8, 1, 16, 0, (-1, -1), 3.0, True),      # 8 q heads per kv head: two head blocks
     ("f32", [4, 0, 20], 3, 3, 4, 2, 32, 8, (-1, -1), 0.0, False),
     ("f16", [30, 6, 0], 2, 2, 2, 2, 16, 0, (3, -1), 0.0, True),
+    # a batch of one without new rows runs the single-sequence attention: a host length (an int kv_len), an
+    # empty sequence (zeros, lse -inf), a paged pool with a host table, several queries, a window and softcap
+    ("f32", [37], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, False),
+    ("f16", [0], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True),
+    ("f16kv", [50], 0, 3, 4, 1, 64, 16, (6, -1), 2.0, False),
+    ("f32", [41], 0, 2, 2, 2, 16, 8, (-1, -1), 0.0, True),
 ]
 
 
@@ -226,6 +232,52 @@ def test_compiled_decode_step_replays_like_immediate_steps(dev, rng):
         assert replay.tobytes() == now.numpy().tobytes()
     assert np.array_equal(prog.state("seqlens").numpy(), lens0 + steps)
     assert np.array_equal(lens.numpy(), lens0 + steps)
+
+
+def test_a_batch_of_one_is_the_single_sequence_attention(dev, rng):
+    """attention_kvcache with B = 1 and no new rows records the single-sequence `attention` (no batched node) over
+    the sequence's cache, paged through a GPU block table, with the GPU length; replayed as the cache grows, its
+    output and lse equal the float64 reference; with new rows or a forced batched variant it stays batched."""
+    cap, hq, hkv, d, page = 64, 4, 2, 16, 16
+    g = wg.Graph("one")
+    gq = g.input("q", (1, 1, hq, d))
+    pool = g.state("pool", (2 * cap, hkv, d))
+    table = g.state("table", (1, cap // page), "u32", init=np.array([[7, 2, 5, 0]], np.uint32))
+    glen = g.state("len", (1,), "u32")
+    out, lse = wg.ops.attention_kvcache(gq, pool, pool, cache_seqlens=glen, block_table=table, page_size=page,
+                                        causal=True, window=(20, -1), return_lse=True)
+    g.output("out", out)
+    g.output("lse", lse)
+    assert {n.op for n in map(g.node, g.topological_order())} >= {"attention"}
+    assert "attention_batched" not in {g.node(n).op for n in g.topological_order()}
+    prog = g.compile(dev)
+    kv = rng.standard_normal((2 * cap, hkv, d)).astype(np.float32)
+    dev.write(prog.state("pool"), kv)
+    rows = np.concatenate([np.arange(p * page, (p + 1) * page) for p in (7, 2, 5, 0)])
+    for n in (0, 1, 30, cap):
+        dev.write(prog.state("len"), np.array([n], np.uint32))
+        q = rng.standard_normal((1, 1, hq, d)).astype(np.float32)
+        res = prog.run(q=q)
+        msg = check(res["out"].numpy()[0], res["lse"].numpy(), q[0], kv[rows[:n]], kv[rows[:n]],
+                    out_dtype=np.float32, causal=True, window=(20, -1), softcap=0.0)
+        assert msg is None, f"{n} keys: {msg}"
+    # immediate, into out=: the bytes of the single-sequence call on the same cache and GPU length
+    kc = rng.standard_normal((1, cap, hkv, d)).astype(np.float32)
+    q = rng.standard_normal((1, 2, hq, d)).astype(np.float32)
+    K, Q, n = dev.tensor(kc), dev.tensor(q), dev.tensor(np.array([45], np.uint32))
+    into = dev.empty((1, 2, hq, d), "f32")
+    got = wg.ops.attention_kvcache(Q, K, K, cache_seqlens=n, causal=True, softcap=5.0, out=into)
+    assert got is into
+    one = wg.ops.attention(Q.reshape(2, hq, d), K.reshape(cap, hkv, d), K.reshape(cap, hkv, d), causal=True,
+                           softcap=5.0, kv_len=n)
+    assert into.numpy().tobytes() == one.numpy().reshape(1, 2, hq, d).tobytes()
+    g2 = wg.Graph("stays")
+    kc = g2.state("kc", (1, cap, hkv, d))
+    q2, kn = g2.input("q", (1, 1, hq, d)), g2.input("kn", (1, 1, hkv, d))
+    wg.ops.attention_kvcache(q2, kc, kc, cache_seqlens=g2.state("l", (1,), "u32"), k_new=kn, v_new=kn, causal=True)
+    wg.ops.attention_kvcache(q2, kc, kc, cache_seqlens=[3], causal=True, variant="batched_tiled_d128_f32")
+    ops = [g2.node(n).op for n in g2.topological_order()]
+    assert ops.count("attention_batched") == 2 and "attention" not in ops
 
 
 @pytest.mark.parametrize("mode", ["decode", "varlen"])

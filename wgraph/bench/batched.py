@@ -116,7 +116,7 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     if gpu:
         row["replay_us"] = replay_us(dev, _builder(s, arrays))
     if gpu and s.kind == "decode" and s.B == 1:
-        row.update(_single_sequence(dev, s, arrays, reps))
+        row.update(_single_sequence(dev, s, arrays, reps, call))
     return row
 
 
@@ -140,17 +140,23 @@ def _builder(s: BatchedShape, arrays):
     return build
 
 
-def _single_sequence(dev, s: BatchedShape, arrays, reps: int) -> dict:
+def _single_sequence(dev, s: BatchedShape, arrays, reps: int, batched_call) -> dict:
     """B = 1: the single-sequence kernel (wg.ops.attention, planned) on the same sequence, timed the same ways:
     with an int kv_len (planned for the exact length) and with kv_len read from a GPU tensor, as the batched
-    call reads its cache_seqlens (planned for the capacity; like for like)."""
+    call reads its cache_seqlens (planned for the capacity; like for like); then that one and the batched call
+    in turns (3 rounds each), so neither takes the clocks' ramp or drift alone."""
     q, k, v = (a[0] for a in arrays)
     tq, tk, tv = (dev.tensor(a) for a in (q, k, v))
     kv_len = dev.tensor(np.array([s.lengths[0]], np.uint32))
     out = wg.ops.attention(tq, tk, tv, causal=True)
     gpu = _gpu_times_us(dev, lambda: wg.ops.attention(tq, tk, tv, causal=True, out=out), reps)
     out_g = wg.ops.attention(tq, tk, tv, causal=True, kv_len=kv_len)
-    gpu_len = _gpu_times_us(dev, lambda: wg.ops.attention(tq, tk, tv, causal=True, kv_len=kv_len, out=out_g), reps)
+    single_len = lambda: wg.ops.attention(tq, tk, tv, causal=True, kv_len=kv_len, out=out_g)  # noqa: E731
+    gpu_len = _gpu_times_us(dev, single_len, reps)
+    turns: dict[str, list] = {"single": [], "batched": []}
+    for _ in range(3):
+        turns["single"] += _gpu_times_us(dev, single_len, reps)
+        turns["batched"] += _gpu_times_us(dev, batched_call, reps)
     dt = "f16" if s.dtype == "f16" else "f32"
     kvdt = "f32" if s.dtype == "f32" else "f16"
 
@@ -162,7 +168,9 @@ def _single_sequence(dev, s: BatchedShape, arrays, reps: int) -> dict:
     return {"single_variant": wg.ops.attention_plan(tq, tk, tv, causal=True).variant,
             "single_gpu_us": statistics.median(gpu), "single_replay_us": replay_us(dev, build),
             "single_gpu_len_variant": wg.ops.attention_plan(tq, tk, tv, causal=True, kv_len=kv_len).variant,
-            "single_gpu_len_gpu_us": statistics.median(gpu_len)}
+            "single_gpu_len_gpu_us": statistics.median(gpu_len),
+            "turns_single_gpu_len_gpu_us": statistics.median(turns["single"]),
+            "turns_batched_gpu_us": statistics.median(turns["batched"])}
 
 
 def torch_sdpa(s: BatchedShape, arrays, reps: int) -> dict:
@@ -307,6 +315,9 @@ def table(rows: list[dict]) -> str:
         if r.get("single_gpu_len_gpu_us"):
             lines.append(f"{'  the same, kv_len on the GPU: ' + r['single_gpu_len_variant']:55} "
                          f"{r['single_gpu_len_gpu_us']:10.1f}")
+        if r.get("turns_batched_gpu_us"):
+            lines.append(f"{'  in turns: the batch of one / kv_len on the GPU':55} {r['turns_batched_gpu_us']:10.1f} "
+                         f"/ {r['turns_single_gpu_len_gpu_us']:.1f}")
     lines.append("decode: one attention_kvcache call for the whole batch (cache_seqlens on the GPU); varlen: one "
                  "attention_varlen call. torch: SDPA as a padded batch or a per-sequence loop, the faster. "
                  "ratio = torch time / wgraph time (> 1: wgraph faster). replay us: a compiled Program of 20 calls "

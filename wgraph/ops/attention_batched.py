@@ -377,6 +377,46 @@ def attention_varlen(q: TensorT, k: TensorT, v: TensorT, cu_seqlens_q: Ids, cu_s
     return apply(BATCHED, p, (q, k, v, cus[0], cus[1], None), out=out)
 
 
+def _fits(out, q, return_lse: bool) -> bool:
+    """Whether `out` is a Tensor of q's device holding exactly a batch of one's output (else the batched path
+    takes the call, and its checks name what is wrong)."""
+    return (type(out) is Tensor and not return_lse and isinstance(q, Tensor) and out.device is q.device
+            and out.shape == q.shape and out.dtype == q.dtype)
+
+
+def _one_sequence(p: BatchedParams, q, k_cache, v_cache, cache_seqlens, block_table, out) -> Any:
+    """A checked kvcache call of one sequence without new rows, run as the single-sequence `attention` over its
+    cache (the same kernels the batched planner's twins copy, without the batch's indexing: a batch of one is
+    never slower than one sequence): the output [1, Sq, Hq, D] (into `out`, a Tensor, when given) and lse
+    [Hq, Sq] as the batched call's."""
+    from wgraph.ops.attention import attention
+    from wgraph.ops.dense import reshape
+
+    _, sq, hq, d = q.shape
+    if _is_device_value(cache_seqlens):
+        kv_len = cache_seqlens   # u32 [1], read at dispatch time
+    else:
+        kv_len = int(cache_seqlens[0])
+    paged = {}
+    if block_table is not None:
+        table = block_table if _is_device_value(block_table) else np.ascontiguousarray(block_table[0], np.uint32)
+        if _is_device_value(table):
+            table = reshape(table, _spec_of(table).shape[1])
+        else:
+            table = _upload(q, table, "attention_kvcache.block_table")
+        paged = dict(kv_layout="paged", page_table=table, page_size=p.page_size)
+        k, v = k_cache, v_cache
+    else:
+        k, v = (reshape(c, *c.shape[1:]) for c in (k_cache, v_cache))
+    if out is not None:
+        paged["out"] = out.reshape(sq, hq, d)
+    result = attention(reshape(q, sq, hq, d), k, v, causal=p.causal, scale=p.scale, kv_len=kv_len, window=p.window,
+                       softcap=p.softcap, return_lse=p.return_lse, **paged)
+    if p.return_lse:
+        return reshape(result[0], 1, sq, hq, d), result[1]
+    return out if out is not None else reshape(result, 1, sq, hq, d)
+
+
 def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_seqlens: Ids,
                       k_new: TensorT | None = None, v_new: TensorT | None = None, block_table: Ids | None = None,
                       page_size: int | None = None, causal: bool, scale: float | None = None,
@@ -403,7 +443,8 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
     softcap: c > 0 caps the scaled scores as c * tanh(s / c); 0 is off.
     return_lse: also return lse [Hq, total query rows] f32, the log-sum-exp of each query's visible scores.
     variant: force a batched attention kernel of the registry by name; None: planned.
-    out: a tensor (in a graph: a state value) of the output's shape and dtype to write into."""
+    out: a tensor (in a graph: a state value) of the output's shape and dtype to write into.
+    A batch of one without new rows, out or variant runs the single-sequence `attention` over its cache."""
     op = "attention_kvcache"
     for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         tensor_arg(op, name, x)
@@ -456,6 +497,8 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
     specs = (q.spec, k_cache.spec, v_cache.spec, None, _spec_of(cache_seqlens),
              None if block_table is None else _spec_of(block_table))
     _plan_now(p, specs, q)   # every check of both ops before anything is uploaded or written
+    if B == 1 and k_new is None and variant is None and (out is None or _fits(out, q, return_lse)):
+        return _one_sequence(p, q, k_cache, v_cache, cache_seqlens, block_table, out)
     if k_new is not None:
         _infer_append(append_p, (k_new.spec, v_new.spec, k_cache.spec, v_cache.spec, specs[4], specs[5]))
     if not _is_device_value(cache_seqlens):
