@@ -114,3 +114,25 @@ def test_step_and_run_steps_cross_the_switch(forced_pair):
     plain.run_steps(4, in_flight=1)
     hist = [m.program.state("history").numpy()[:13] for m in (forced, plain)]
     np.testing.assert_array_equal(hist[0], hist[1])
+
+
+def test_quantized_llama_through_the_switch(dev):
+    """QuantizedLlama builds its short program through the same hooks (its weight states, f32 caches): with the
+    switch forced at 6 rows, the greedy ids of the same Q8_0 weights with and without it."""
+    from wgraph.models import LlamaConfig
+    from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
+
+    cfg = tiny_config()
+    quantized = quantize_checkpoint(random_weights(cfg, seed=5), "Q8_0")
+    config = LlamaConfig.from_dict(cfg)
+    real = llama_module.short_cache_rows
+    llama_module.short_cache_rows = lambda graph, caps, rows: 6
+    try:
+        forced = QuantizedLlama.from_weights(config, quantized, dev, max_seq=24)
+    finally:
+        llama_module.short_cache_rows = real
+    plain = QuantizedLlama.from_weights(config, quantized, dev, max_seq=24)
+    assert forced.short_rows == 6 and plain.short_rows is None
+    prompt = [1, 17, 42]
+    assert forced.generate(prompt, 14) == plain.generate(prompt, 14)
+    assert forced._short.graph.name == "llama_decode_quantized_first6"
