@@ -1,9 +1,11 @@
 // The GEMV core (included by gemv.wgsl and gemv_rope_kv.wgsl, which declare the params struct with
-// gemv_fields.wgsl, the bindings x, w, norm_w, and two functions): a workgroup of SLOTS slots of LANES threads, a
+// gemv_fields.wgsl, the bindings x, w, norm_w, and three functions): a workgroup of SLOTS slots of LANES threads, a
 // slot owning FT weight rows w_row(slot + f * slots) (w_row: the kernel's map from a slot's feature to a row of
 // W; the identity for the plain GEMV), sums them against 1..MAX_ROWS rows of x (with the fused RMSNorm's
 // x^2), and hands the totals tot[at + f * MAX_ROWS + r] (then x^2 per row: row_scale) to the kernel's
-// epilogue(slot, at, lane), called by the slot's LANES threads of a slot < params.slots.
+// epilogue(slot, at, lane), called by the slot's LANES threads of a slot < params.slots; every thread first calls
+// prepare_epilogue(slot, lane, 0, m), where an epilogue that loads (RoPE's position, cos / sin, cache row) issues
+// those loads before the sums instead of as a dependent chain after them.
 // A slot's threads are LANES / ROW_GROUPS K-lanes (they split a weight row) times ROW_GROUPS row groups
 // (neighbouring threads, so one load instruction serves them all: they read the same 16 bytes of W), group g
 // taking rows g * RPG .. of x: more rows of x cost more threads instead of a longer chain per thread.
@@ -66,6 +68,7 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!repeat F FT
   let wbase$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * loads;
   //!end
+  prepare_epilogue(slot, lane, 0u, params.m);  // the epilogue's own loads, issued before the sums
   var vals: array<f32, VT>;
   var i = lane / ROW_GROUPS;
   if (PREFETCH) {

@@ -34,6 +34,8 @@ fn w_row(p: u32) -> u32 {
   return p;
 }
 
+fn prepare_epilogue(slot: u32, lane: u32, row0: u32, rows: u32) {}  // nothing to load ahead
+
 fn epilogue(slot: u32, at: u32, lane: u32, row0: u32, rows: u32) {
   let outs = select(FT, FT / 2u, params.swiglu != 0u) * MAX_ROWS;  // (row, x row) pairs a slot writes
   for (var o = lane; o < outs; o = o + LANES) {

@@ -1,10 +1,11 @@
 // The quantized GEMV core (included by quant_gemv.wgsl and quant_gemv_rope_kv.wgsl, which declare the params
-// struct with quant_gemv_fields.wgsl, the bindings x, blocks, heads, norm_w, and two functions): a slot owning
+// struct with quant_gemv_fields.wgsl, the bindings x, blocks, heads, norm_w, and three functions): a slot owning
 // FT weight rows w_row(slot + f * slots) (w_row: the kernel's map from a slot's feature to a row of W; the
 // identity for the plain GEMV) sums their blocks, dequantized in registers, against a chunk of 1..MAX_ROWS
 // rows of x (rows row0 ..; with the fused RMSNorm's x^2) and hands the totals tot[at + f * MAX_ROWS + r]
 // (then x^2 per row: row_scale) to the kernel's epilogue(slot, at, lane, row0, rows), called by the slot's
-// LANES threads of a slot < params.slots in a chunk with rows > 0. The walk is quant_gemv.wgsl's (its header).
+// LANES threads of a slot < params.slots in a chunk with rows > 0, after every thread's prepare_epilogue(slot,
+// lane, row0, rows) before the sums (gemv_core.wgsl's). The walk is quant_gemv.wgsl's (its header).
 const THREADS: u32 = {{WORKGROUP_SIZE_X}}u;
 const LANES: u32 = {{LANES}}u;
 const FT: u32 = {{FEATURES_PER_LANE}}u;
@@ -81,6 +82,7 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!repeat F FT
   let base$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * rb;
   //!end
+  prepare_epilogue(slot, lane, row0, rows);  // the epilogue's own loads, issued before the sums
   var vals: array<f32, VT>;
   var blk = select(rb, lane / LPB, rows > 0u);
   for (; blk < rb; blk = blk + UNROLL * BPS) {

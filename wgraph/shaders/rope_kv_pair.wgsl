@@ -9,16 +9,26 @@
 //!include kv_common.wgsl
 const KV_ERROR_SITE: u32 = ERR_KV_APPEND_POS;
 
-fn rope_kv_write(r: u32, h: u32, i: u32, a: f32, b: f32) {
+// Where a pair goes and with what rotation: kind 0 q (at: q's element), 1 k (at: k_cache's), 2 v (v_cache's), 3
+// nowhere; c, s: cos and sin of the row's position (k and q).
+struct RopeKvTarget {
+  kind: u32,
+  at: u32,
+  c: f32,
+  s: f32,
+}
+
+// Everything rope_kv_write loads for element i of head h of row r (the position, cos and sin, the cache row),
+// and the error reports: the GEMV kernels take it before their sums, so its loads are not a chain at the end.
+fn rope_kv_target(r: u32, h: u32, i: u32) -> RopeKvTarget {
   let half = params.half;
   if (h >= params.q_heads + params.kv_heads) {
     let rows = kv_rows(r);
-    if (rows.x != 0xFFFFFFFFu) {
-      let at = (rows.x * params.kv_heads + h - params.q_heads - params.kv_heads) * 2u * half;
-      v_cache[at + i] = {{T}}(a);
-      v_cache[at + i + half] = {{T}}(b);
+    if (rows.x == 0xFFFFFFFFu) {
+      return RopeKvTarget(3u, 0u, 0.0, 0.0);
     }
-    return;
+    return RopeKvTarget(2u, (rows.x * params.kv_heads + h - params.q_heads - params.kv_heads) * 2u * half + i,
+                        0.0, 0.0);
   }
   let p = kv_pos(r);
   let in_table = p.y != 0 && p.x >= 0 && u32(p.x) < params.table_rows;
@@ -30,21 +40,36 @@ fn rope_kv_write(r: u32, h: u32, i: u32, a: f32, b: f32) {
   } else if (p.y != 0) {
     report_error(ERR_ROPE_POS, u32(max(p.x, 0)), params.table_rows);
   }
-  let ya = a * c - b * s;
-  let yb = b * c + a * s;
   if (h < params.q_heads) {
-    let at = (r * params.q_heads + h) * 2u * half;
-    q[at + i] = ya;
-    q[at + i + half] = yb;
-    return;
+    return RopeKvTarget(0u, (r * params.q_heads + h) * 2u * half + i, c, s);
   }
   if (!in_table) {
-    return;
+    return RopeKvTarget(3u, 0u, 0.0, 0.0);
   }
   let rows = kv_rows(r);
-  if (rows.x != 0xFFFFFFFFu) {
-    let at = (rows.x * params.kv_heads + h - params.q_heads) * 2u * half;
-    k_cache[at + i] = {{T}}(ya);
-    k_cache[at + i + half] = {{T}}(yb);
+  if (rows.x == 0xFFFFFFFFu) {
+    return RopeKvTarget(3u, 0u, 0.0, 0.0);
   }
+  return RopeKvTarget(1u, (rows.x * params.kv_heads + h - params.q_heads) * 2u * half + i, c, s);
+}
+
+// The pair (a, b) stored where `t` says: q rotated (zeros beyond the tables: c = s = 0), k rotated, v as it is.
+fn rope_kv_store(t: RopeKvTarget, a: f32, b: f32) {
+  let half = params.half;
+  let ya = a * t.c - b * t.s;
+  let yb = b * t.c + a * t.s;
+  if (t.kind == 0u) {
+    q[t.at] = ya;
+    q[t.at + half] = yb;
+  } else if (t.kind == 1u) {
+    k_cache[t.at] = {{T}}(ya);
+    k_cache[t.at + half] = {{T}}(yb);
+  } else if (t.kind == 2u) {
+    v_cache[t.at] = {{T}}(a);
+    v_cache[t.at + half] = {{T}}(b);
+  }
+}
+
+fn rope_kv_write(r: u32, h: u32, i: u32, a: f32, b: f32) {
+  rope_kv_store(rope_kv_target(r, h, i), a, b);
 }
