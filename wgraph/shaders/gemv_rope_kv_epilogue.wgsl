@@ -1,7 +1,7 @@
 // What gemv_rope_kv.wgsl (f16/f32 W) and quant_gemv_rope_kv.wgsl (GGML blocks) share, included after their GEMV
 // core (tot, FT, MAX_ROWS, LANES, row_scale; params.n, half, slots, has_bias; bias) and rope_kv_pair.wgsl
-// (rope_kv_write): W's rows read in pair order (w_row), and the epilogue that hands each slot's pairs (a, b) to
-// rope_kv_write for x rows row0 .. row0 + rows - 1 (the GPU position read before the sums: prepare_epilogue).
+// (rope_kv_target, rope_kv_store): W's rows read in pair order (w_row), and the epilogue that stores each slot's
+// pairs (a, b) for x rows row0 .. row0 + rows - 1 where prepare_epilogue (called before the sums) found them.
 
 // pair order -> row of W (D = 2 half per head)
 fn w_row(p: u32) -> u32 {
@@ -14,16 +14,17 @@ fn w_row(p: u32) -> u32 {
   return e / half * 2u * half + half + e % half;
 }
 
-// A slot's (pair, x row) outputs are lanes' o = lane < FT / 2 * MAX_ROWS: one each. The GPU position is read
-// before the GEMV's sums (prepare_epilogue: a load nothing waits on until the epilogue, so the sums' loads issue
-// behind it); the rest of rope_kv_target's loads depend on it and stay in the epilogue: taken before the sums
-// they held every lane's first weight loads back (in-order issue), ~1.6 us on the 1B call.
+// A slot's (pair, x row) outputs are lanes' o = lane < FT / 2 * MAX_ROWS: one each, so each lane's target (the
+// position, cos / sin and cache row loads of rope_kv_target) is taken before the GEMV's sums and held here, and
+// the epilogue only rotates and stores: no chain of dependent loads after the reduction.
 const_assert FT / 2u * MAX_ROWS <= LANES;
+var<private> rope_target: RopeKvTarget;
 
 fn prepare_epilogue(slot: u32, lane: u32, row0: u32, rows: u32) {
-  if (params.use_pos_buf != 0u) {
-    pos_early = pos_buf[0];
-    pos_early_set = true;
+  let r = lane % MAX_ROWS;
+  if (slot < params.slots && lane < FT / 2u * MAX_ROWS && r < rows) {
+    let p = slot + (lane / MAX_ROWS) * params.slots;  // < n / 2: slot < slots = n / FT
+    rope_target = rope_kv_target(row0 + r, p / params.half, p % params.half);
   }
 }
 
@@ -39,6 +40,6 @@ fn rope_kv_epilogue(slot: u32, at: u32, lane: u32, row0: u32, rows: u32) {
       a = a + bias[w_row(p)];
       b = b + bias[w_row(p + params.n / 2u)];
     }
-    rope_kv_write(row0 + r, p / params.half, p % params.half, a, b);
+    rope_kv_store(rope_target, a, b);
   }
 }

@@ -25,21 +25,12 @@ fn kv_row(t: u32, dst_layout: u32, capacity: u32, page_size: u32) -> u32 {
 // i32 (positions of any layout, rings included, stay below 2^31) is reported on the device error flag (site
 // KV_ERROR_SITE, which the including kernel declares) and the row is skipped: returns vec2(position, 1) for a
 // row to write, vec2(0, 0) for one to skip.
-// A kernel may read pos_buf[0] early (before work that hides the load) into pos_early; kv_pos then uses it.
-var<private> pos_early: u32;
-var<private> pos_early_set: bool;
-
 fn kv_pos(r: u32) -> vec2<i32> {
     let base = params.pos + i32(r);  // the host keeps pos + n_rows within i32
     if (params.use_pos_buf == 0u) {
         return vec2<i32>(base, 1);
     }
-    var g: u32;
-    if (pos_early_set) {
-        g = pos_early;
-    } else {
-        g = pos_buf[0];
-    }
+    let g = pos_buf[0];
     let room = u32(0x7fffffff - max(base, 0));  // the largest g with base + g still an i32
     if (g > room) {
         report_error(KV_ERROR_SITE, g, room + 1u);
