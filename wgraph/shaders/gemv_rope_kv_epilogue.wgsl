@@ -14,17 +14,29 @@ fn w_row(p: u32) -> u32 {
   return e / half * 2u * half + half + e % half;
 }
 
-// A slot's (pair, x row) outputs are lanes' o = lane < FT / 2 * MAX_ROWS: one each, so each lane's target (the
-// position, cos / sin and cache row loads of rope_kv_target) is taken before the GEMV's sums and held here, and
-// the epilogue only rotates and stores: no chain of dependent loads after the reduction.
+// A slot's (pair, x row) outputs are lanes' o = lane < FT / 2 * MAX_ROWS: one each. With EPILOGUE_AHEAD (the
+// registry's epilogue_ahead) each lane's target (rope_kv_target: the position, cos / sin and cache row, a chain
+// of dependent loads) is taken before the GEMV's sums and held in rope_target, so the epilogue only rotates and
+// stores; without it the epilogue takes it after the reduction. Ahead, the chain delays the lanes' first weight
+// loads (in-order issue): on the H200 it took the 8B call (K 4096) from 22.3 to 20.3 us and the 1B one (K 2048)
+// from 7.6 to 9.2 (h200-rope-ahead.log), hence a per-variant choice.
+const EPILOGUE_AHEAD: bool = {{EPILOGUE_AHEAD}}u != 0u;
 const_assert FT / 2u * MAX_ROWS <= LANES;
 var<private> rope_target: RopeKvTarget;
 
-fn prepare_epilogue(slot: u32, lane: u32, row0: u32, rows: u32) {
+// the lane's target (its pair p of the slot, x row r), kind 3 (nothing to store) outside the call
+fn lane_target(slot: u32, lane: u32, row0: u32, rows: u32) -> RopeKvTarget {
   let r = lane % MAX_ROWS;
   if (slot < params.slots && lane < FT / 2u * MAX_ROWS && r < rows) {
     let p = slot + (lane / MAX_ROWS) * params.slots;  // < n / 2: slot < slots = n / FT
-    rope_target = rope_kv_target(row0 + r, p / params.half, p % params.half);
+    return rope_kv_target(row0 + r, p / params.half, p % params.half);
+  }
+  return RopeKvTarget(3u, 0u, 0.0, 0.0);
+}
+
+fn prepare_epilogue(slot: u32, lane: u32, row0: u32, rows: u32) {
+  if (EPILOGUE_AHEAD) {
+    rope_target = lane_target(slot, lane, row0, rows);
   }
 }
 
@@ -39,6 +51,9 @@ fn rope_kv_epilogue(slot: u32, at: u32, lane: u32, row0: u32, rows: u32) {
     if (params.has_bias != 0u) {
       a = a + bias[w_row(p)];
       b = b + bias[w_row(p + params.n / 2u)];
+    }
+    if (!EPILOGUE_AHEAD) {
+      rope_target = lane_target(slot, lane, row0, rows);
     }
     rope_kv_store(rope_target, a, b);
   }
