@@ -27,20 +27,7 @@ fn w_row(p: u32) -> u32 {
 
 //!include gemv_slot_output.wgsl
 
-// EPILOGUE_AHEAD (the registry's epilogue_ahead): the residual of a lane's first output is loaded before the sums
-// (prepare_epilogue), so the epilogue does not wait for it after the reduction.
-const EPILOGUE_AHEAD: bool = {{EPILOGUE_AHEAD}}u != 0u;
-var<private> residual_ahead: f32;
-
-fn prepare_epilogue(slot: u32, lane: u32, row0: u32, rows: u32) {
-  let outs = select(FT, FT / 2u, params.swiglu != 0u) * MAX_ROWS;
-  let r = lane % MAX_ROWS;
-  let row = slot + (lane / MAX_ROWS) * params.slots;
-  if (EPILOGUE_AHEAD && params.has_residual != 0u && slot < params.slots && lane < outs && r < params.m
-      && row < params.out_n) {
-    residual_ahead = residual[r * params.out_n + row];
-  }
-}
+fn prepare_epilogue(slot: u32, lane: u32, row0: u32, rows: u32) {}  // nothing to load ahead
 
 fn epilogue(slot: u32, at: u32, lane: u32) {
   let outs = select(FT, FT / 2u, params.swiglu != 0u) * MAX_ROWS;  // (row, x row) pairs a slot writes
@@ -51,11 +38,7 @@ fn epilogue(slot: u32, at: u32, lane: u32) {
       let scale = row_scale(at, r);
       var v = slot_output(at, o, row, scale);
       if (params.has_residual != 0u) {
-        if (EPILOGUE_AHEAD && o == lane) {
-          v = v + residual_ahead;
-        } else {
-          v = v + residual[r * params.out_n + row];
-        }
+        v = v + residual[r * params.out_n + row];
       }
       y[r * params.out_n + row] = v;
     }
