@@ -83,6 +83,15 @@ def test_gemv_without_subgroups(dev, rng, variant, m, n, k, wdtype):
         _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], swiglu)
 
 
+@pytest.mark.parametrize("variant", ["gemv_r1_long_f16", "gemv_r1_long_f32"])
+def test_long_row_class_forced(dev, rng, variant):
+    """The long-row class (the 8B shape's o_proj and down_proj; planned only on GPUs for k, n >= 4096), forced
+    on small odd shapes with every option, swiglu and not."""
+    for n, swiglu in ((37, False), (38, True)):
+        c = _case(rng, 1, n, 4104, variant.rsplit("_", 1)[1], norm=True, bias=True, swiglu=swiglu, residual=True)
+        _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], swiglu)
+
+
 # the row-group core (threads of a slot share each weight load, each taking max_rows / row_groups rows of x;
 # prefetched loads, 1 and 2 steps with a tail), forced: the planned 8-row classes (2 groups; f32 long rows 4)
 # and the workgroup-memory candidate (4 groups); rows that fill one group or all; each option alone and together
