@@ -156,15 +156,6 @@ def test_bad_arguments_leave_the_caches(dev, rng):
     assert np.all(kc.numpy() == 1) and np.all(vc.numpy() == 1)
 
 
-@pytest.fixture
-def fresh_templates(dev):
-    """No op template from another test's call: a template of a call with the same params would skip the replaced
-    plan (the template key holds the params, not the plan), and this test's must not serve later calls."""
-    dev.templates.clear()
-    yield
-    dev.templates.clear()
-
-
 @pytest.mark.parametrize("name,rows,wdt,kdt", [("gemv_rope_kv_r1_wg_f16w_f16kv", 1, "f16", "f16"),
                                                ("gemv_rope_kv_r8_wg_f32w_f32kv", 6, "f32", "f32"),
                                                ("gemv_rope_kv_r8_long_f16w_f32kv", 2, "f16", "f32"),

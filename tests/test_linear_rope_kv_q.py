@@ -117,15 +117,6 @@ def test_plan_is_the_first_registry_match(caps):
                                                                                     caps=caps).variant
 
 
-@pytest.fixture
-def fresh_templates(dev):
-    """No op template from another test's call: a template of a call with the same params would skip the replaced
-    plan (the template key holds the params, not the plan), and this test's must not serve later calls."""
-    dev.templates.clear()
-    yield
-    dev.templates.clear()
-
-
 @pytest.mark.parametrize("name,ggml_type", [("quant_gemv_rope_kv_r1_wg_q4_k_f32kv", "Q4_K"),
                                             ("quant_gemv_rope_kv_r1_wg_q4_0_f16kv", "Q4_0")])
 def test_workgroup_memory_variants(dev, rng, fresh_templates, monkeypatch, name, ggml_type):
