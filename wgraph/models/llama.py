@@ -178,7 +178,11 @@ class Llama:
     dtype: the weights' and activations' storage: "f16" (needs shader-f16), "f32" or "bf16" (numpy's and torch's
         spellings too: np.float16, "float32", torch.bfloat16).
     max_seq: the KV cache's positions (prompt + new tokens), in [2, MAX_SEQ]; None: the config's
-        max_position_embeddings, up to DEFAULT_MAX_SEQ."""
+        max_position_embeddings, up to DEFAULT_MAX_SEQ.
+
+    After construction: `program` is the decode step over the whole cache; `short_rows` the cache rows of the
+    second program the steps at positions below it run (planned for that many keys; docs/models.md), None where
+    attention would plan the same kernel (setting it to None turns that program off)."""
 
     def __init__(self, config: DecoderConfig, device: Device, get_weight: Callable[[str, tuple], Any], *,
                  dtype: DTypeLike = "f16", max_seq: int | None = None) -> None:
