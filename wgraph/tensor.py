@@ -107,7 +107,7 @@ class Tensor:
         if spec.size != self.size:
             raise ShapeError(f"Tensor.reshape: cannot view {self.shape} ({self.size} elements) as "
                              f"shape={spec.shape} ({spec.size})")
-        return Tensor(self.device, self.buffer, spec, self.label, base=self._base or self)
+        return self._view(spec)
 
     def prefix(self, rows: int) -> Tensor:
         """A view of the first `rows` entries along the first dimension, over the same buffer (no copy): an op
@@ -117,7 +117,10 @@ class Tensor:
         if self.ndim == 0:
             raise ShapeError("Tensor.prefix: a 0-dimensional tensor has no rows")
         rows = args.integer("Tensor.prefix", "rows", rows, 1, self.shape[0])
-        spec = TensorSpec((rows, *self.shape[1:]), self.dtype)
+        return self._view(TensorSpec((rows, *self.shape[1:]), self.dtype))
+
+    def _view(self, spec: TensorSpec) -> Tensor:
+        """A tensor of `spec` over this one's buffer from its start, keeping the buffer's owner alive."""
         return Tensor(self.device, self.buffer, spec, self.label, base=self._base or self)
 
     def __repr__(self) -> str:

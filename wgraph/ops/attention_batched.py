@@ -398,12 +398,11 @@ def _one_sequence(p: BatchedParams, q, k_cache, v_cache, cache_seqlens, block_ta
     else:
         kv_len = int(cache_seqlens[0])
     paged = {}
-    if block_table is not None:
-        table = block_table if _is_device_value(block_table) else np.ascontiguousarray(block_table[0], np.uint32)
-        if _is_device_value(table):
-            table = reshape(table, _spec_of(table).shape[1])
+    if block_table is not None:   # the sequence's row of the table
+        if _is_device_value(block_table):
+            table = reshape(block_table, _spec_of(block_table).shape[1])
         else:
-            table = _upload(q, table, "attention_kvcache.block_table")
+            table = _upload(q, block_table[0], "attention_kvcache.block_table")
         paged = dict(kv_layout="paged", page_table=table, page_size=p.page_size)
         k, v = k_cache, v_cache
     else:

@@ -24,19 +24,11 @@ const EPILOGUE_AHEAD: bool = {{EPILOGUE_AHEAD}}u != 0u;
 const_assert FT / 2u * MAX_ROWS <= LANES;
 var<private> rope_target: RopeKvTarget;
 
-// the lane's target (its pair p of the slot, x row r), kind 3 (nothing to store) outside the call
-fn lane_target(slot: u32, lane: u32, row0: u32, rows: u32) -> RopeKvTarget {
-  let r = lane % MAX_ROWS;
-  if (slot < params.slots && lane < FT / 2u * MAX_ROWS && r < rows) {
-    let p = slot + (lane / MAX_ROWS) * params.slots;  // < n / 2: slot < slots = n / FT
-    return rope_kv_target(row0 + r, p / params.half, p % params.half);
-  }
-  return RopeKvTarget(3u, 0u, 0.0, 0.0);
-}
-
 fn prepare_epilogue(slot: u32, lane: u32, row0: u32, rows: u32) {
-  if (EPILOGUE_AHEAD) {
-    rope_target = lane_target(slot, lane, row0, rows);
+  let r = lane % MAX_ROWS;
+  if (EPILOGUE_AHEAD && slot < params.slots && lane < FT / 2u * MAX_ROWS && r < rows) {
+    let p = slot + (lane / MAX_ROWS) * params.slots;  // < n / 2: slot < slots = n / FT
+    rope_target = rope_kv_target(row0 + r, p / params.half, p % params.half);
   }
 }
 
@@ -53,7 +45,7 @@ fn rope_kv_epilogue(slot: u32, at: u32, lane: u32, row0: u32, rows: u32) {
       b = b + bias[w_row(p + params.n / 2u)];
     }
     if (!EPILOGUE_AHEAD) {
-      rope_target = lane_target(slot, lane, row0, rows);
+      rope_target = rope_kv_target(row0 + r, p / params.half, p % params.half);
     }
     rope_kv_store(rope_target, a, b);
   }
