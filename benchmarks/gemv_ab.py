@@ -8,10 +8,9 @@ gemv.wgsl), forced through `linear(variant=)`. Writes $OUT/gemv_ab.json (every r
 configurations by GPU time (best first), then, for each planning class of registry/gemv.toml, the
 configuration with the least total time over the class's shapes beside the entry's own: the numbers to write
 into that entry.
-Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch[,transposed]]];...":
+Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...":
 the 1-row / 2..8-row candidates (row_groups: threads sharing a weight load, each taking rows / row_groups rows of
-x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0; transposed 1:
-neighbouring threads are neighbouring slots, a slot's lanes sum through workgroup memory, gemv_core.wgsl). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
+x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
 (f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the shapes left run the planned variant only
 (marked in the JSON), so the run stays within a device session's limits. Printed: a line a shape (VERBOSE=1:
 a line a configuration), then per shape the best TOP (default 5) and the planned, then per class the winner."""
@@ -54,14 +53,14 @@ VERBOSE = os.environ.get("VERBOSE") == "1"  # a line per (shape, configuration) 
 
 
 def unpack(c) -> tuple[int, ...]:
-    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch, transposed)."""
-    return (*c, 1, 0, 0, 0)[:7] if len(c) == 4 else (*c, 0, 0)[:7]
+    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch)."""
+    return (*c, 1, 0)[:6] if len(c) == 4 else (*c, 0)[:6]
 
 
 def config_name(rows: int, c) -> str:
-    lanes, ft, unroll, threads, groups, prefetch, transposed = unpack(c)
+    lanes, ft, unroll, threads, groups, prefetch = unpack(c)
     return (f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}" + (f"_g{groups}" if groups > 1 else "")
-            + ("_p" if prefetch else "") + ("_tr" if transposed else ""))
+            + ("_p" if prefetch else ""))
 
 
 def write_registry():
@@ -69,15 +68,12 @@ def write_registry():
     entries = []
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:
-            lanes, ft, unroll, threads, groups, prefetch, transposed = unpack(c)
-            # transposed: a slot's lanes are in different subgroups (sums through workgroup memory)
-            entry, features = (("gemv_entry_workgroup.wgsl", "") if transposed
-                               else ("gemv_entry_subgroup.wgsl", 'features = ["subgroup"]\n'))
+            lanes, ft, unroll, threads, groups, prefetch = unpack(c)
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
-                           f'file = "gemv.wgsl"\nentry = "main"\nworkgroup_size = [{threads}]\n{features}'
-                           f'defines = {{ GEMV_ENTRY = "{entry}" }}\n'
+                           f'file = "gemv.wgsl"\nentry = "main"\nworkgroup_size = [{threads}]\nfeatures = ["subgroup"]\n'
+                           f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
                            f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
-                           f'row_groups = {groups}, prefetch = {prefetch}, transposed = {transposed} }}\n'
+                           f'row_groups = {groups}, prefetch = {prefetch} }}\n'
                            f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')
     # read after gemv.toml, whose last subgroup entries take any shape: the planner never reaches these
     (EXP / "registry" / "zz_gemv_ab.toml").write_text("\n".join(entries))
@@ -169,7 +165,7 @@ for (cls, dt, sw), per_config in sorted(by_class.items()):
     k = kernel(best) if best != "planned" else None
     print(f"{cls:16} {dt} {sw:6}: {len(shapes_of):2d} shapes; planned {totals['planned']:9.1f} us; best {best} "
           f"{totals[best]:9.1f} us" + (f" -> lanes = {k.limits['lanes']}, features_per_lane = "
-                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, prefetch = {k.limits['prefetch']}, transposed = {k.limits['transposed']}, "
+                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, prefetch = {k.limits['prefetch']}, "
                                        f"workgroup_size = [{k.threads}]" if k else ""))
     summary[f"{cls} {dt} {sw}".strip()] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best}
 RES["summary"] = summary

@@ -11,11 +11,6 @@
 // taking rows g * RPG .. of x: more rows of x cost more threads instead of a longer chain per thread.
 // Lanes walk a row in steps of UNROLL x FT 16-byte loads; with PREFETCH, a step's loads are issued while the
 // step before is summed.
-// TRANSPOSED (for several rows of x): neighbouring threads are neighbouring SLOTS (a slot's lanes are one per
-// subgroup), so the threads of a subgroup read the same x at once (one broadcast load serves them all, where
-// the K-lane layout makes every thread load its own x: 8 rows of x are 16x the bytes of the f16 weights they
-// meet) and each reads its own rows of W, UNROLL neighbouring 16-byte loads a step (a whole 32-byte sector for
-// 2); the slot's sums go through workgroup memory.
 //!include {{W_LOAD}}
 //!include {{GEMV_ENTRY}}
 
@@ -28,12 +23,6 @@ const ROW_GROUPS: u32 = {{ROW_GROUPS}}u;
 const PREFETCH: bool = {{PREFETCH}}u != 0u;  // software-pipelined weight loads (gemv())
 const SLOTS: u32 = THREADS / LANES;
 const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
-const TRANSPOSED: bool = {{TRANSPOSED}}u != 0u;
-// a lane's loads of one step are SPAN apart (K-lane layout: interleaved with the other lanes'; transposed: its
-// own UNROLL neighbouring words); a step moves it ROUND loads on
-const SPAN: u32 = select(KLANES, 1u, TRANSPOSED);
-const ROUND: u32 = UNROLL * KLANES;
-const_assert !TRANSPOSED || ROW_GROUPS == 1u;
 //!include gemv_slot_totals.wgsl
 
 // One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of the RPG rows of
@@ -68,10 +57,9 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
 
 // Thread t (numbered so a slot's lanes share a subgroup where there are subgroups) of workgroup `group`;
 // `width`: lanes of an aligned group that one subgroup sums by shuffles (1: none).
-fn gemv(t: u32, group: u32, width_in: u32) {
-  let slot_local = select(t / LANES, t % SLOTS, TRANSPOSED);
-  let lane = select(t % LANES, t / SLOTS, TRANSPOSED);
-  let width = select(width_in, 1u, TRANSPOSED);  // a slot's lanes are in different subgroups
+fn gemv(t: u32, group: u32, width: u32) {
+  let slot_local = t / LANES;
+  let lane = t % LANES;
   let rg = lane % ROW_GROUPS;  // row group
   let slot = group * SLOTS + slot_local;
   let loads = params.k / W_PER_LOAD;  // 16-byte loads per weight row
@@ -82,24 +70,24 @@ fn gemv(t: u32, group: u32, width_in: u32) {
   //!end
   prepare_epilogue(slot, lane, 0u, params.m);  // the epilogue's own loads, issued before the sums
   var vals: array<f32, VT>;
-  var i = select(lane / ROW_GROUPS, lane * UNROLL, TRANSPOSED);
+  var i = lane / ROW_GROUPS;
   if (PREFETCH) {
     // the next step's words are loaded before this step's are summed, so they are in flight through its FMAs
     // (the last step's "next" re-reads a real word)
     //!repeat U UNROLL
     //!repeat F FT
-    var n${U}_$F = w[wbase$F + min(i + ${U}u * SPAN, loads - 1u)];
+    var n${U}_$F = w[wbase$F + min(i + ${U}u * KLANES, loads - 1u)];
     //!end
     //!end
-    for (; i + (UNROLL - 1u) * SPAN < loads; i = i + ROUND) {
+    for (; i + (UNROLL - 1u) * KLANES < loads; i = i + UNROLL * KLANES) {
       //!repeat U UNROLL
       //!repeat F FT
       let w${U}_$F = n${U}_$F;
-      n${U}_$F = w[wbase$F + min(i + ROUND + ${U}u * SPAN, loads - 1u)];
+      n${U}_$F = w[wbase$F + min(i + (UNROLL + ${U}u) * KLANES, loads - 1u)];
       //!end
       //!end
       //!repeat U UNROLL
-      accumulate(i + ${U}u * SPAN, rg, array<array<vec4<f32>, PARTS>, FT>(
+      accumulate(i + ${U}u * KLANES, rg, array<array<vec4<f32>, PARTS>, FT>(
       //!repeat F FT
         widen(w${U}_$F),
       //!end
@@ -108,30 +96,29 @@ fn gemv(t: u32, group: u32, width_in: u32) {
     }
   }
   // the steps without PREFETCH (with it, none are left: i is past them)
-  for (; i + (UNROLL - 1u) * SPAN < loads; i = i + ROUND) {
+  for (; i + (UNROLL - 1u) * KLANES < loads; i = i + UNROLL * KLANES) {
     //!repeat U UNROLL
     //!repeat F FT
-    let w${U}_$F = w[wbase$F + i + ${U}u * SPAN];
+    let w${U}_$F = w[wbase$F + i + ${U}u * KLANES];
     //!end
     //!end
     //!repeat U UNROLL
-    accumulate(i + ${U}u * SPAN, rg, array<array<vec4<f32>, PARTS>, FT>(
+    accumulate(i + ${U}u * KLANES, rg, array<array<vec4<f32>, PARTS>, FT>(
     //!repeat F FT
       widen(w${U}_$F),
     //!end
     ), &vals);
     //!end
   }
-  // the lane's last step, cut by the row's end (fewer than UNROLL loads)
-  for (var j = i; j < loads; j = j + SPAN) {
-    accumulate(j, rg, array<array<vec4<f32>, PARTS>, FT>(
+  for (; i < loads; i = i + KLANES) {
+    accumulate(i, rg, array<array<vec4<f32>, PARTS>, FT>(
     //!repeat F FT
-      widen(w[wbase$F + j]),
+      widen(w[wbase$F + i]),
     //!end
     ), &vals);
   }
 
-  slot_totals(slot_local, lane, width, &vals);
+  slot_totals(t, slot_local, lane, width, &vals);
   if (slot < params.slots) {
     epilogue(slot, slot_local * V, lane);
   }

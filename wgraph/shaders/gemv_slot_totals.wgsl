@@ -1,5 +1,5 @@
 // The slot reduction shared by the GEMVs (gemv.wgsl, quant_gemv.wgsl; included after their consts THREADS,
-// LANES, SLOTS, FT, MAX_ROWS, ROW_GROUPS, TRANSPOSED and a `params.has_norm`): each thread's sums vals[f * RPG + i] (dot
+// LANES, SLOTS, FT, MAX_ROWS, ROW_GROUPS and a `params.has_norm`): each thread's sums vals[f * RPG + i] (dot
 // products of rows g * RPG + i of x, g = its row group lane % ROW_GROUPS; then RPG sums of x^2 with a norm)
 // added over the slot's LANES / ROW_GROUPS threads of its group into tot[slot_local * V + f * MAX_ROWS + r].
 // With subgroups (width > 1: lanes of an aligned group of `width` sum by shuffles) one partial per subgroup and
@@ -19,19 +19,9 @@ const_assert ROW_GROUPS <= SG_FLOOR;     // a subgroup holds every row group
 var<workgroup> part: array<f32, max(THREADS * MAX_ROWS, THREADS / SG_FLOOR * V)>;
 var<workgroup> tot: array<f32, SLOTS * V>;
 
-// Where thread `lane` of slot `slot_local` puts its sum of row r of x in `part` (no subgroups): by thread, so the
-// K-lane layout's neighbours write neighbouring words; TRANSPOSED (neighbouring threads are neighbouring slots)
-// by slot, for the same reason.
-fn part_index(slot_local: u32, lane: u32, r: u32) -> u32 {
-  if (TRANSPOSED) {
-    return (r * LANES + lane) * SLOTS + slot_local;
-  }
-  return (slot_local * LANES + lane) * MAX_ROWS + r;
-}
-
-// Lane `lane` of slot `slot_local`: its sums `vals` into tot (every thread of the workgroup calls it: it holds
-// barriers); tot is complete for every slot when it returns.
-fn slot_totals(slot_local: u32, lane: u32, width: u32, vals: ptr<function, array<f32, VT>>) {
+// Thread t, lane `lane` of slot `slot_local`: its sums `vals` into tot (every thread of the workgroup calls it:
+// it holds barriers); tot is complete for every slot when it returns.
+fn slot_totals(t: u32, slot_local: u32, lane: u32, width: u32, vals: ptr<function, array<f32, VT>>) {
   let rg = lane % ROW_GROUPS;
   if (width > 1u) {
     // shuffles across lanes of one row group (masks >= ROW_GROUPS keep lane % ROW_GROUPS)
@@ -68,14 +58,14 @@ fn slot_totals(slot_local: u32, lane: u32, width: u32, vals: ptr<function, array
     //!repeat F FT + 1
     workgroupBarrier();
     //!repeat R RPG
-    part[part_index(slot_local, lane, rg * RPG + ${R}u)] = (*vals)[${F}u * RPG + ${R}u];
+    part[t * MAX_ROWS + rg * RPG + ${R}u] = (*vals)[${F}u * RPG + ${R}u];
     //!end
     workgroupBarrier();
     if (lane < MAX_ROWS) {
       var s = 0.0;
       for (var l = 0u; l < LANES / ROW_GROUPS; l = l + 1u) {
         let src = ((l + lane) % (LANES / ROW_GROUPS)) * ROW_GROUPS + lane / RPG;
-        s += part[part_index(slot_local, src, lane)];
+        s += part[(slot_local * LANES + src) * MAX_ROWS + lane];
       }
       tot[slot_local * V + ${F}u * MAX_ROWS + lane] = s;
     }

@@ -16,7 +16,6 @@ const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;
 const LPB: u32 = {{LANES_PER_BLOCK}}u;
 const SLOTS: u32 = THREADS / LANES;
 const ROW_GROUPS: u32 = 1u;  // every thread takes every row of x (gemv_slot_totals.wgsl)
-const TRANSPOSED: bool = false;  // a slot's lanes are neighbours (gemv_slot_totals.wgsl)
 const BPS: u32 = LANES / LPB;           // blocks a slot takes per step
 const XB: u32 = BLOCK_WEIGHTS / 4u;     // x vectors per block
 const XV: u32 = XB / LPB;               // x vectors a lane takes per block
@@ -106,7 +105,7 @@ fn gemv(t: u32, group: u32, width: u32) {
     //!end
   }
 
-  slot_totals(slot_local, lane, width, &vals);
+  slot_totals(t, slot_local, lane, width, &vals);
   if (slot < params.slots && rows > 0u) {
     epilogue(slot, slot_local * V, lane, row0, rows);
   }
