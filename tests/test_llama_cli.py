@@ -40,12 +40,15 @@ def test_bench_model_row(dev):
 def test_cache_positions_follow_the_request(tmp_path):
     """generate's KV cache: --max-seq as given; else prompt + new tokens within the default cache (the tiny config's
     max_position_embeddings, 256); beyond it the default (None), which the model then holds the request to."""
+    from wgraph.models import open_pretrained
     from wgraph.models.cli import cache_positions, parser
 
     path = write_checkpoint(tmp_path, tiny_config(), random_weights(tiny_config(), seed=0), storage="f16")
+    files = open_pretrained(path)
+    assert files.config.max_position_embeddings == 256 and files.tokenizer is None
 
     def positions(*argv):
-        return cache_positions(parser().parse_args([str(path), *argv]))
+        return cache_positions(parser().parse_args([str(path), *argv]), files)
 
     assert positions("--prompt-ids", "3,4,5", "--max-new-tokens", "40") == 43
     assert positions("--prompt-ids", "3,4", "--max-new-tokens", "254") == 256
@@ -53,8 +56,3 @@ def test_cache_positions_follow_the_request(tmp_path):
     assert positions("--prompt-ids", "3", "--max-new-tokens", "0") == 2    # a cache has 2 positions at least
     assert positions("--prompt-ids", "3,4", "--max-new-tokens", "8", "--max-seq", "100") == 100
     assert positions("--prompt", "x") is None     # no tokenizer in the directory: the text API says so
-    assert cache_positions(parser().parse_args([str(tmp_path / "nope"), "--prompt-ids", "1"])) is None
-    from wgraph.models.pretrained import read_config_and_tokenizer
-
-    config, tok = read_config_and_tokenizer(path, tokenizer=False)
-    assert config.max_position_embeddings == 256 and tok is None

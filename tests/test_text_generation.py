@@ -144,3 +144,23 @@ def test_ids_cli_keeps_working(tmp_path, capsys):
     assert out.strip() == ",".join(map(str, want)) and "a KV cache of 16 positions" in err   # as asked
     assert cli_main(["generate", str(path), "--prompt", "x", "--dtype", "f32", "--max-seq", "16"]) == 1
     assert "no tokenizer" in capsys.readouterr().err
+
+
+def test_cli_reads_the_tokenizer_once(tmp_path, capsys, monkeypatch, dev):
+    """`generate --prompt` sizes the KV cache from the prompt's tokens and then loads the model from the same
+    opened files (open_pretrained): the tokenizer is built once, and the model gets that one."""
+    from wgraph.__main__ import main as cli_main
+    from wgraph.models import open_pretrained
+    from wgraph.models.tokenizer import Tokenizer
+
+    path, cfg, w = _write(tmp_path / "once")
+    built = []
+    real = Tokenizer.from_directory.__func__
+    monkeypatch.setattr(Tokenizer, "from_directory", classmethod(lambda cls, p: built.append(p) or real(cls, p)))
+    assert cli_main(["generate", str(path), "--prompt", "Hello world", "--max-new-tokens", "3", "--dtype", "f32"]) == 0
+    ids = real(Tokenizer, path).encode("Hello world")
+    assert len(built) == 1 and f"a KV cache of {len(ids) + 3} positions" in capsys.readouterr().err
+    files = open_pretrained(path)
+    model = files.load(dev, dtype="f32", max_seq=16)
+    assert model.tokenizer is files.tokenizer and len(built) == 2   # built once more: these files were opened anew
+    assert model.generate(ids, 3) == ref.greedy(cfg, w, ids, 3)[0]

@@ -49,14 +49,15 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     import wgraph as wg
-    from wgraph.models import from_pretrained
+    from wgraph.models import open_pretrained
 
     dev = wg.default_device()
     try:
         print(f"loading {args.path} on {dev.caps.adapter_name}: compiling the decode program, then reading the "
               f"weights", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        model = from_pretrained(args.path, dev, dtype=args.dtype, max_seq=cache_positions(args))
+        files = open_pretrained(args.path)   # the config and tokenizer, read once for the cache's size and the model
+        model = files.load(dev, dtype=args.dtype, max_seq=cache_positions(args, files))
         dtype = weights_label(model)
         print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
               f"{model.weight_bytes / 2**20:.1f} MiB of weights, a KV cache of {model.max_seq} positions); the first "
@@ -82,31 +83,27 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def cache_positions(args) -> int | None:
+def cache_positions(args, files) -> int | None:
     """The KV cache's positions for this one generation: --max-seq where given; else the prompt's tokens plus
     --max-new-tokens where that is within the default cache (the config's max_position_embeddings, up to
     DEFAULT_MAX_SEQ); else None, the default (a request beyond it is refused by the model, naming both).
+    files: the opened checkpoint (open_pretrained): its config and, with --prompt, its tokenizer.
     A cache no larger than the request holds fewer bytes, and the history read back at the end is max_seq * 4
     bytes (decode takes the one-pass attention kernel for the first 512 positions whatever the cache: Llama's
     short decode program, docs/models.md)."""
     from wgraph.models.llama import DEFAULT_MAX_SEQ
-    from wgraph.models.pretrained import read_config_and_tokenizer
     from wgraph.models.text import prompt_ids
 
     if args.max_seq is not None:
         return args.max_seq
-    found = read_config_and_tokenizer(args.path, tokenizer=args.prompt is not None)
-    if found is None:
-        return None   # from_pretrained says what the path is not
-    config, tok = found
     if args.prompt_ids is not None:
         prompt = len(args.prompt_ids)
-    elif tok is not None:
-        prompt = len(prompt_ids(tok, args.prompt, chat=args.chat, system=args.system, where="generate"))
+    elif files.tokenizer is not None:
+        prompt = len(prompt_ids(files.tokenizer, args.prompt, chat=args.chat, system=args.system, where="generate"))
     else:
         return None   # the text API says there is no tokenizer
     wanted = max(2, prompt + max(args.max_new_tokens, 0))
-    return wanted if wanted <= min(config.max_position_embeddings, DEFAULT_MAX_SEQ) else None
+    return wanted if wanted <= min(files.config.max_position_embeddings, DEFAULT_MAX_SEQ) else None
 
 
 def weights_label(model) -> str:
