@@ -24,7 +24,6 @@ const PREFETCH: bool = {{PREFETCH}}u != 0u;  // software-pipelined weight loads 
 const SLOTS: u32 = THREADS / LANES;
 const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
 //!include gemv_slot_totals.wgsl
-//!include dot_acc.wgsl
 
 // One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of the RPG rows of
 // x of row group rg.
@@ -43,13 +42,13 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
     //!repeat P PARTS
     var x${R}_$P = x[r$R * xrow + c * PARTS + ${P}u];
     if (norm) {
-      (*vals)[FT * RPG + ${R}u] = dot_acc((*vals)[FT * RPG + ${R}u], x${R}_$P, x${R}_$P);
+      (*vals)[FT * RPG + ${R}u] += dot(x${R}_$P, x${R}_$P);
       x${R}_$P = x${R}_$P * g$P;
     }
     //!end
     //!repeat F FT
     //!repeat P PARTS
-    (*vals)[${F}u * RPG + ${R}u] = dot_acc((*vals)[${F}u * RPG + ${R}u], ws[${F}u][${P}u], x${R}_$P);
+    (*vals)[${F}u * RPG + ${R}u] += dot(ws[${F}u][${P}u], x${R}_$P);
     //!end
     //!end
   }

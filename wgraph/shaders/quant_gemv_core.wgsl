@@ -22,7 +22,6 @@ const XV: u32 = XB / LPB;               // x vectors a lane takes per block
 const_assert LANES % LPB == 0u;
 
 //!include quant_common.wgsl
-//!include dot_acc.wgsl
 //!include {{QUANT_WORDS}}
 //!include {{QTYPE_LANES}}
 //!include {{GEMV_ENTRY}}
@@ -54,7 +53,7 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
     //!end
     if (norm) {
       //!repeat I XV
-      (*vals)[FT * MAX_ROWS + ${R}u] = dot_acc((*vals)[FT * MAX_ROWS + ${R}u], xs[$I], xs[$I]);
+      (*vals)[FT * MAX_ROWS + ${R}u] += dot(xs[$I], xs[$I]);
       xs[$I] = xs[$I] * g$I;
       //!end
     }

@@ -17,5 +17,5 @@ fn unit_values(u: Unit) -> Values {
 }
 
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: XPart) -> f32 {
-  return v.dm.x * dot_acc(dot_acc(0.0, v.v[0], xs[0]), v.v[1], xs[1]) + v.dm.y * (xsum[0] + xsum[1]);
+  return v.dm.x * (dot(v.v[0], xs[0]) + dot(v.v[1], xs[1])) + v.dm.y * (xsum[0] + xsum[1]);
 }
