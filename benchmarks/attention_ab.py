@@ -15,7 +15,10 @@ start to the last one's end (timestamps around every dispatch, which also give t
 `replay` = a compiled Program of 20 calls replayed back to back and timed by the wall clock (no timestamps;
 GPU-bound, as torch's CUDA-event loop is). `python benchmarks/attention_ab.py decode batched` runs some sections;
 `benchmarks/attention_apply.py $OUT/attention_ab.json` writes the winners into the registry. Writes
-$OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes)."""
+$OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes). HEADS="64/8,..." (decode and
+batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
+DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
+the varlen prefill out of the batched section."""
 import json
 import math
 import os
@@ -32,6 +35,16 @@ SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/attention_ab"))
 OUT.mkdir(parents=True, exist_ok=True)
 SECTIONS = [a for a in sys.argv[1:]] or ["warm", "decode", "batched", "prefill"]
+
+
+def _env_list(name: str, parse):
+    return tuple(parse(v) for v in os.environ[name].split(",")) if os.environ.get(name) else None
+
+
+HEADS = _env_list("HEADS", lambda v: tuple(int(x) for x in v.split("/")))
+LENGTHS = _env_list("LENGTHS", int)
+DIMS = _env_list("DIMS", int)
+VARLEN_ROWS = os.environ.get("VARLEN", "1") != "0"
 EXP = Path("/tmp/attention_ab_shaders")
 # every kernel's entry, expanded; candidate kernels that are not package kernels (yet) copied beside the shaders
 FLAT = ab_registry.copy_shaders(EXP, Path("benchmarks/experimental"))
@@ -62,6 +75,10 @@ FUSED = {
     4: {"dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4), "t512": dict(SPLIT_TARGET=512),
         "dpl8_u4_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4, SPLIT_TARGET=512),
         "dpl8_u2_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=2, SPLIT_TARGET=512)},
+    # groups of 8: the f16 kernels spill (528 / 800 bytes a thread of local memory at 16 dims a lane,
+    # h200-pipeline-stats.log); 8 dims a lane halves q and acc per lane
+    8: {"dpl8": dict(DIMS_PER_LANE=8), "dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4),
+        "dpl8_t512": dict(DIMS_PER_LANE=8, SPLIT_TARGET=512)},
 }
 # f32 prefill flash configurations at D=128 (the registry's: BLOCK_M 64, 2 threads a query, 8-key tiles)
 PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dict(TILE_N=4),
@@ -231,9 +248,9 @@ def section_warm():
 # ---- decode ----
 
 def section_decode():
-    lengths = (256, 1024) if SMALL else (1024, 4096, 16384, 32768)
-    heads = ((8, 2), (4, 4)) if SMALL else ((32, 8), (16, 16))
-    dims = (64,) if SMALL else (64, 128)
+    lengths = LENGTHS or ((256, 1024) if SMALL else (1024, 4096, 16384, 32768))
+    heads = HEADS or (((8, 2), (4, 4)) if SMALL else ((32, 8), (16, 16)))
+    dims = DIMS or ((64,) if SMALL else (64, 128))
     rows = RES.setdefault("decode", [])
     for L in lengths:
         for hq, hkv in heads:
@@ -287,6 +304,8 @@ def section_decode():
 
 def section_batched():
     hq, hkv, D, L = (8, 2, 32, 128) if SMALL else (32, 8, 128, 4096)
+    if HEADS:
+        hq, hkv = HEADS[0]
     rows = RES.setdefault("batched", [])
     for B in ((1, 8) if SMALL else (1, 8, 32, 64)):
         rng = np.random.default_rng(0)
@@ -334,6 +353,8 @@ def section_batched():
                 q1, k1, v1, causal=True, out=out1), build1, work, "GB/s", row.get("torch_us"))
         rows.append(row)
         save()
+    if not VARLEN_ROWS:
+        return
     # varlen prefill vs the single-sequence flash kernel on the same total rows
     lens = (16, 32, 8, 24) if SMALL else (512, 1024, 256, 768, 512, 1024, 128, 896)
     n = sum(lens)

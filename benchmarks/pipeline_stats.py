@@ -10,7 +10,8 @@ device wgpu creates and writes the statistics of every compute pipeline to a fil
 Vulkan loader's VK_LAYER_PATH / VK_INSTANCE_LAYERS, set before wgpu starts), compiles every registry kernel of the
 ops named (default: every op in the registry) one at a time, and prints each kernel's statistics, writing them to
 $OUT/pipeline_stats.json. A driver without the extension (lavapipe) says so and reports nothing. A measurement
-tool: it changes no kernel.
+tool: it changes no kernel. SHADERS=<dir>: a copy of wgraph/shaders/ with experimental registry entries (an A/B
+script's, e.g. /tmp/attention_ab_shaders after benchmarks/attention_ab.py) compiled instead of the package's.
 
 NVIDIA's driver (the H200's) names five statistics: Register Count (per thread; 255 is the most, and a warp's
 registers bound how many warps an SM holds: 65536 per SM), Binary Size (bytes of machine code, 16 per
@@ -34,6 +35,10 @@ os.environ["VK_LAYER_PATH"] = LAYER_DIR
 os.environ["VK_INSTANCE_LAYERS"] = "VK_LAYER_WGRAPH_pipeline_stats"
 os.environ["WGRAPH_PIPELINE_STATS"] = str(STATS)
 
+import wgraph.kernels.registry as R  # noqa: E402
+
+if os.environ.get("SHADERS"):
+    R.SHADER_DIR = Path(os.environ["SHADERS"])
 import wgraph as wg  # noqa: E402
 from wgraph.kernels.registry import kernels_for, registry  # noqa: E402
 
