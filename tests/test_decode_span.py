@@ -136,3 +136,79 @@ def test_quantized_llama_through_the_switch(dev):
     prompt = [1, 17, 42]
     assert forced.generate(prompt, 14) == plain.generate(prompt, 14)
     assert forced._short.graph.name == "llama_decode_quantized_first6"
+
+
+# ---- a batch's short program (BatchedDecoder): the caches read as pages of every sequence's first rows ----
+
+def _batched_variant(rows: int, caps: Caps, batch: int, paged: bool) -> tuple[str, str]:
+    """(variant, tier) the batched decode attention of the tiny model (4/2 heads, D 16, f32) plans over `rows`
+    keys per sequence of a contiguous [B, rows] cache or a paged pool of that capacity."""
+    from wgraph.ops.attention_planner import PlanFacts, plan
+
+    p = plan(PlanFacts("decode", "f32", 1, 4, 16, rows, layout="paged" if paged else "contiguous", num_kv_heads=2,
+                       family="attention_batched", batch=batch), caps)
+    return p.variant, p.tier
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_batched_short_rows_follow_the_plan_table(tiny, dev, batch):
+    from wgraph.models.batched import BatchedDecoder, short_pages
+    from wgraph.models.decode_span import short_batch_rows
+
+    model = Llama.from_pretrained(tiny, dev, dtype="f32", max_seq=2048)
+    decoder = BatchedDecoder(model, batch)
+    graph = decoder.program.graph
+    short = short_batch_rows(graph, GPU, 2048)
+    if batch == 1:   # a batch of one runs the single-sequence kernels (attention_kvcache's own rule)
+        variant, tier = _decode_variant(short, GPU)
+        assert _decode_variant(2048, GPU)[1] != "single"
+    else:
+        variant, tier = _batched_variant(short, GPU, batch, paged=True)
+        assert _batched_variant(2048, GPU, batch, paged=False)[1] != "single"
+    assert tier == "single" and short == wg.kernels.registry.registry()[variant].facts["max_kv_span"]
+    assert short_batch_rows(graph, GPU, short) is None
+    assert decoder.short_rows is None and decoder.short_page is None   # lavapipe: one kernel at every storage
+    # pages: the largest divisor of the capacity and the short rows, none under MIN_SHORT_PAGE rows
+    assert short_pages(2048, 512) == 512 and short_pages(1536, 512) == 512 and short_pages(1600, 512) == 64
+    assert short_pages(1000, 512) is None and short_pages(2048, None) is None
+
+
+@pytest.fixture(scope="module")
+def forced_batch(tiny, dev):
+    """(decoder of 3 sequences with the short program forced at 8 rows in pages of 8, decoder without), the same
+    model, max_seq 40."""
+    import wgraph.models.batched as batched
+
+    model = Llama.from_pretrained(tiny, dev, dtype="f32", max_seq=40)
+    real, floor = batched.short_batch_rows, batched.MIN_SHORT_PAGE
+    batched.short_batch_rows, batched.MIN_SHORT_PAGE = (lambda graph, caps, rows: 8), 8
+    try:
+        forced = batched.BatchedDecoder(model, 3)
+    finally:
+        batched.short_batch_rows, batched.MIN_SHORT_PAGE = real, floor
+    return forced, batched.BatchedDecoder(model, 3)
+
+
+def test_batched_ids_through_the_switch_equal_one_program(forced_batch):
+    forced, plain = forced_batch
+    assert (forced.short_rows, forced.short_page, plain.short_rows) == (8, 8, None)
+    # ragged prompts: the longest's next position is 4, so steps at 4..7 run the short program, the rest after it
+    prompts = [[3, 14, 15], [7], [1, 2, 3, 4, 5]]
+    want = plain.generate(prompts, 20)
+    assert forced.generate(prompts, 20) == want
+    assert forced._short is not None and forced._position == 4 + 20
+    assert forced._short.graph.states["short_table"].spec.shape == (3, 1)
+    # a prompt past the short rows never runs it
+    long_prompts = [list(range(10, 22)), [5, 6]]
+    assert forced.generate(long_prompts, 5) == plain.generate(long_prompts, 5)
+
+
+def test_batched_step_and_run_steps_cross_the_switch(forced_batch):
+    forced, plain = forced_batch
+    for d in (forced, plain):
+        d.prefill([[7, 8, 9, 10, 11, 12], [4, 5]])   # the next step consumes position 5 (the longest): 3 short steps
+    for _ in range(4):
+        np.testing.assert_allclose(forced.step().numpy(), plain.step().numpy(), rtol=1e-5, atol=1e-5)
+    forced.run_steps(5, in_flight=1)
+    plain.run_steps(5, in_flight=1)
+    np.testing.assert_array_equal(*(d.program.state("history").numpy()[:, :16] for d in (forced, plain)))

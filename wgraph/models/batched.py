@@ -5,11 +5,14 @@ append put each sequence's new row at its own GPU position (`rope_kv_append_batc
 sequence's cache for its own GPU length (`attention_kvcache`), `argmax` picks one id per sequence and
 `decode_advance_batched` feeds them back. The prompts, of any lengths, are prefilled one by one into their
 sequences' caches in one recorded submit; then the host submits steps ahead and reads the ids every few steps.
-docs/models.md, "Batched generation"."""
+As a Llama's, the step plans its attention for the caches it holds; while every sequence is within the first
+positions where a cheaper kernel plans (decode_span.py), a second program reads the same caches as pages of those
+first rows. docs/models.md, "Batched generation"."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -24,6 +27,7 @@ from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT, submits_in_flight
 from wgraph.models.config import MAX_SEQ
+from wgraph.models.decode_span import short_batch_rows, split_steps
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.tensor import Tensor
 
@@ -34,6 +38,8 @@ if TYPE_CHECKING:
 # caches l{i}.k_cache / l{i}.v_cache too); every other state is a weight, shared
 SEQUENCE_STATES = ("token", "history", "pos", "kv_len")
 PAD_PROMPT = np.zeros(1, np.uint32)  # what a sequence the call leaves unused decodes (its ids are dropped)
+# the short program's pages: at least this many rows a page (a table entry per page), else no short program
+MIN_SHORT_PAGE = 64
 
 
 def _is_cache(name: str) -> bool:
@@ -54,6 +60,37 @@ class BatchKV:
         b, hq, d = q.shape
         return ops.attention_kvcache(ops.reshape(q, b, 1, hq, d), self.k, self.v, cache_seqlens=kv_len, causal=True,
                                      scale=scale, window=(window - 1, -1) if window else (-1, -1), softcap=softcap)
+
+
+@attrs.frozen
+class ShortBatchKV:
+    """A layer's caches in the short program: appended to as BatchKV's, attended as a paged pool [B * capacity,
+    Hkv, D] of `page_size`-row pages whose table gives each sequence its first rows (table[b] = its pages), so the
+    attention plans for those rows, not for the capacity."""
+
+    batch: BatchKV
+    table: object
+    page_size: int
+
+    def rope_append(self, qkv, glob: dict, pos, q_heads: int):
+        return self.batch.rope_append(qkv, glob, pos, q_heads)
+
+    def attend(self, q, kv_len, scale, window: int, softcap: float):
+        b, hq, d = q.shape
+        _, capacity, hkv, _ = self.batch.k.shape
+        k, v = (ops.reshape(c, b * capacity, hkv, d) for c in (self.batch.k, self.batch.v))
+        return ops.attention_kvcache(ops.reshape(q, b, 1, hq, d), k, v, cache_seqlens=kv_len, causal=True,
+                                     block_table=self.table, page_size=self.page_size, scale=scale,
+                                     window=(window - 1, -1) if window else (-1, -1), softcap=softcap)
+
+
+def short_pages(capacity: int, short_rows: int | None) -> int | None:
+    """Rows a page of the short program's pool: a divisor of both a sequence's capacity (so pages never straddle
+    two sequences) and the short rows; None (no short program) where the largest is under MIN_SHORT_PAGE."""
+    if short_rows is None:
+        return None
+    page = math.gcd(capacity, short_rows)
+    return page if page >= MIN_SHORT_PAGE else None
 
 
 @attrs.frozen
@@ -81,7 +118,11 @@ class BatchedDecoder:
 
     model: the Llama whose weights and layer math the batch uses.
     batch: the most sequences at once (the batched attention grid's dimension).
-    max_seq: each sequence's KV cache positions, at most the model's; None: the model's."""
+    max_seq: each sequence's KV cache positions, at most the model's; None: the model's.
+
+    After construction: `program` is the step over the whole caches; `short_rows` the positions below which (for
+    every sequence) steps run a second program planned for that many keys (None: none plans differently), compiled
+    on first use, reading the same caches as pages of `short_page` rows."""
 
     # Llama's layer math as it is (one function per layer for every architecture); a batch differs only where a
     # layer meets its KV cache, the two hooks below
@@ -115,7 +156,13 @@ class BatchedDecoder:
                              f"per storage buffer: use a smaller batch or max_seq")
         shared = {name: model.program.state(name) for name in states
                   if name not in SEQUENCE_STATES and not _is_cache(name)}
-        self.program = self._build(states, cache.dtype, shared).compile(dev, shared_states=shared)
+        graph = self._build(states, cache.dtype, shared)
+        self.program = graph.compile(dev, shared_states=shared)
+        rows = short_batch_rows(graph, dev.caps, self.max_seq)
+        self.short_page = short_pages(self.max_seq, rows)
+        self.short_rows = rows if self.short_page else None
+        self._short = None  # compiled on first use (_short_program)
+        self._position: int | None = None  # the most advanced sequence's next position (None: unknown)
         self.last_stats: dict = {}
 
     # ---- the step ----
@@ -132,11 +179,12 @@ class BatchedDecoder:
         c = self.config
         return cache.attend(q, kv_len, c.attention_scale, c.window(i), c.attn_softcap)
 
-    def _build(self, states: dict, cache_dtype: str, shared: dict) -> Graph:
+    def _build(self, states: dict, cache_dtype: str, shared: dict, short: bool = False) -> Graph:
         """The step's graph: the model's weight states (given at compile), per layer caches [B, max_seq, Hkv, D],
-        and per sequence its token, position, kv_len and history row."""
+        and per sequence its token, position, kv_len and history row. short: the short program's (attention over
+        the first short_rows positions, through a `short_table` state of each sequence's pages)."""
         c, B, L = self.config, self.batch, self.max_seq
-        g = Graph(f"llama_decode_batch{B}")
+        g = Graph(f"llama_decode_batch{B}" + ("_short" if short else ""))
         for name in shared:
             g.state(name, states[name].spec.shape, states[name].spec.dtype)
         for i in range(c.num_hidden_layers):
@@ -147,11 +195,35 @@ class BatchedDecoder:
         pos, kv_len = g.state("pos", (B,), "u32"), g.state("kv_len", (B,), "u32")
         glob, layers, caches = self._weights(lambda name: g.values[name])
         caches = [BatchKV(k, v) for k, v in caches]
+        if short:
+            per_seq = self.short_rows // self.short_page
+            table = (np.arange(B)[:, None] * (L // self.short_page) + np.arange(per_seq)[None, :]).astype(np.uint32)
+            table = g.state("short_table", table.shape, "u32", init=table)
+            caches = [ShortBatchKV(kv, table, self.short_page) for kv in caches]
         h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, B, g.scope)
         logits = self._logits(h, glob)
         g.output("logits", logits)
         ops.decode_advance_batched(ops.argmax(logits), token=token, history=history, pos=pos, kv_len=kv_len)
         return g
+
+    def _short_program(self):
+        """The step for positions below `short_rows` (compiled on first use): every state the whole-cache
+        program's own, the caches read through its page table."""
+        if self._short is None:
+            states = self.model.program.graph.states
+            weights = {name: None for name in states if name not in SEQUENCE_STATES and not _is_cache(name)}
+            graph = self._build(states, states["l0.k_cache"].spec.dtype, weights, short=True)
+            shared = {name: self.program.state(name) for name in self.program.graph.states}
+            self._short = graph.compile(self.device, shared_states=shared)
+        return self._short
+
+    def _programs(self, steps: int) -> list[tuple[object, int]]:
+        """(program, steps) for the next `steps` steps, in order: the short program while every sequence's
+        position stays below short_rows, the whole caches' after it (and for every step when the position is
+        unknown); the position moves past them."""
+        short, rest = split_steps(self._position, steps, self.short_rows)
+        self._position = None if self._position is None else self._position + steps
+        return [(p, n) for p, n in ((self._short_program() if short else None, short), (self.program, rest)) if n]
 
     # ---- running ----
 
@@ -176,6 +248,7 @@ class BatchedDecoder:
             history[b, :p.size] = p
         dev.write(prog.state("token"), np.array([p[-1] for p in padded], np.uint32))
         dev.write(prog.state("pos"), lens - 1)
+        self._position = int(lens.max()) - 1
         dev.write(prog.state("kv_len"), lens)
         dev.write(prog.state("history"), history)
         glob, layers, caches = self._weights(prog.state)
@@ -193,12 +266,14 @@ class BatchedDecoder:
 
     def step(self) -> Tensor:
         """One batched decode step (one submit, no host input): the logits output [B, V] of the tokens it
-        consumed (overwritten by the next step)."""
-        return self.program.run()["logits"]
+        consumed (overwritten by the next step of the same program)."""
+        (program, _), = self._programs(1)
+        return program.run()["logits"]
 
     def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = STEPS_PER_SUBMIT) -> float:
-        """Submit `n` steps back to back, at most `in_flight` unfinished on the GPU (Program.run_many); returns
-        the host seconds spent encoding and submitting them.
+        """Submit `n` steps back to back, at most `in_flight` unfinished on the GPU (Program.run_many); steps
+        with every sequence below `short_rows` run the short program. Returns the host seconds spent encoding and
+        submitting them.
 
         n: how many steps.
         in_flight: the most steps unfinished on the GPU at once (whole submits: at least one).
@@ -207,7 +282,9 @@ class BatchedDecoder:
         n = args.integer("BatchedDecoder.run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("BatchedDecoder.run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        return self.program.run_many(n, in_flight=submits_in_flight(in_flight, per_submit), per_submit=per_submit)
+        window = submits_in_flight(in_flight, per_submit)
+        return sum((program.run_many(steps, in_flight=window, per_submit=per_submit)
+                    for program, steps in self._programs(n)), 0.0)
 
     def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[list[int]]:
