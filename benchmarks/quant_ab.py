@@ -14,7 +14,10 @@ configuration's GPU µs and fraction of copy (best first) with the bound beside 
 Env: SMALL=1 a smoke run (lavapipe-sized shapes, two formats); TYPES=Q4_0,Q4_K,... the formats; BUDGET_S
 (default 120; the shape running then finishes): past it the shapes left (the smallest: the big ones go first)
 run the planned variant and its bound only; TARGET_S (default 0.1): seconds of calls per timing; SKIP: registry
-variants and candidates (names without the format) left out, with their twins."""
+variants and candidates (names without the format) left out, with their twins. ROWS=2..8: the 1B matrices' rows
+of x in prefill chunks and batched decode (gate_proj, down_proj) with that many rows instead, the candidates
+then on quant_gemv_r8's form (fewer weight rows a slot, more steps in flight: the 8-row Q4_K GEMV holds 217
+registers a thread, h200-pipeline-stats.log)."""
 import json
 import os
 import sys
@@ -32,6 +35,8 @@ BUDGET_S = float(os.environ.get("BUDGET_S", "120"))
 SKIP = set(os.environ.get("SKIP", "quant_gemv_r1_l128,quant_gemv_r1_u8").split(","))
 TARGET_S = float(os.environ.get("TARGET_S", "0.03" if SMALL else "0.1"))
 TYPES = os.environ.get("TYPES", "Q4_0,Q4_K" if SMALL else "Q4_0,Q4_K,Q8_0,Q4_1").split(",")
+ROWS = int(os.environ.get("ROWS", "1"))
+ROWS_CLASS = 1 if ROWS == 1 else 8   # the max_rows of the registry entries the A/B compares
 EXP = Path("/tmp/quant_ab_shaders")
 REGISTERS = "quant_words_registers.wgsl"
 
@@ -46,18 +51,27 @@ TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_ft4", "quant_gemv
 if SMALL:
     CANDIDATES = CANDIDATES[:1]
     TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8dot", "ab_l32_f8_u1"]
+BASE = "quant_gemv_r1_ft4"
+if ROWS > 1:   # candidates on the multi-row entry's form
+    BASE = "quant_gemv_r8"
+    CANDIDATES = [("ab_r8_f1", {"lanes": 32, "features_per_lane": 1, "unroll": 1}, {}),
+                  ("ab_r8_f1_u2", {"lanes": 32, "features_per_lane": 1, "unroll": 2}, {}),
+                  ("ab_r8_l64_f1", {"lanes": 64, "features_per_lane": 1, "unroll": 1}, {}),
+                  ("ab_r8_f2_u2", {"lanes": 32, "features_per_lane": 2, "unroll": 2}, {})]
+    TWINS = ["quant_gemv_r8", "ab_r8_f1"]
 
 
 def write_registry() -> None:
     """A copy of the shaders with zz_quant_ab.toml: the candidates and every twin (compute_only = true)."""
     ab_registry.copy_shaders(EXP)
     quant = tomllib.loads((EXP / "registry" / "quant.toml").read_text())["variants"]
-    one_row = {n: e for n, e in quant.items() if e["op"] == "linear_q" and e["limits"]["max_rows"] == 1
+    one_row = {n: e for n, e in quant.items() if e["op"] == "linear_q" and e["limits"]["max_rows"] == ROWS_CLASS
                and "subgroup" in e.get("features", [])}
     entries = {}
-    base = quant["quant_gemv_r1_ft4"]
+    base = quant[BASE]
     for name, limits, per_row in CANDIDATES:
-        entries[name] = {**{k: v for k, v in base.items() if k != "per_row"}, "limits": {"max_rows": 1, **limits},
+        entries[name] = {**{k: v for k, v in base.items() if k != "per_row"},
+                         "limits": {"max_rows": ROWS_CLASS, **limits},
                          "per_row": {r: {"limits": lim} for r, lim in per_row.items()}, "candidate": True}
         if not per_row:
             del entries[name]["per_row"]
@@ -83,10 +97,10 @@ if not dev.caps.has_subgroups:
 t0 = time.perf_counter()
 copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if SMALL else "full"])
 print(f"copy kernel: {copy['gbps']:.1f} GB/s", flush=True)
-calls = quant.SMALL_CALLS if SMALL else quant.LLAMA_1B_CALLS
+calls = quant.SMALL_CALLS if SMALL else (quant.LLAMA_1B_CALLS if ROWS == 1 else quant.LLAMA_1B_MULTI_ROW)
 # the big shapes first: they are the target; the budget cuts the small ones short
 order = sorted(calls.items(), key=lambda kv: -kv[1][0] * kv[1][1])
-shapes = [quant.QuantGemvShape(t, 1, n, k, name, *opts) for name, (n, k, *opts) in order for t in TYPES]
+shapes = [quant.QuantGemvShape(t, ROWS, n, k, name, *opts) for name, (n, k, *opts) in order for t in TYPES]
 RES = {"meta": report.machine_meta(dev, ["benchmarks/quant_ab.py"]), "copy": copy, "budget_s": BUDGET_S,
        "candidates": CANDIDATES, "twins": TWINS, "rows": []}
 
@@ -101,7 +115,7 @@ def variants_for(s) -> list[str]:
         RES.setdefault("planned_only_past_budget", []).append(f"{s.ggml_type} {s.matrix}")
         return out
     for kv in kernels_for("linear_q"):
-        if (kv.facts["ggml_type"] == s.ggml_type and kv.limits["max_rows"] == 1 and "subgroup" in kv.features
+        if (kv.facts["ggml_type"] == s.ggml_type and kv.limits["max_rows"] == ROWS_CLASS and "subgroup" in kv.features
                 and not kv.facts.get("compute_only") and kv.name != planned
                 and kv.name.removesuffix("_" + t) not in SKIP):
             out.append(kv.name)

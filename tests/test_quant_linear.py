@@ -187,7 +187,7 @@ def test_every_gemv_variant_forced(dev, rng):
                 _fused_run(dev, c, variant=kv.name)
 
 
-def _first_match(rows, n, ggml_type, caps, swiglu):
+def _first_match(rows, n, k, ggml_type, caps, swiglu):
     """The planning rule of registry/quant.toml, read off the registry facts: the first non-candidate GEMV of the
     format whose limits take the call (more rows than any holds: the taker with the most max_rows)."""
     takers = []
@@ -200,7 +200,7 @@ def _first_match(rows, n, ggml_type, caps, swiglu):
             continue
         if swiglu and (lim["features_per_lane"] % 2 or n % lim["features_per_lane"]):
             continue
-        if n >= f.get("min_n", 0):
+        if n >= f.get("min_n", 0) and k >= f.get("min_k", 0):
             takers.append(kv)
     fits = [kv for kv in takers if rows <= kv.limits["max_rows"]]
     return fits[0] if fits else max(takers, key=lambda kv: kv.limits["max_rows"])
@@ -215,18 +215,19 @@ def test_plan_is_the_first_registry_match(caps):
     seen = set()
     for t in TYPES:
         for rows in (1, 2, 8, 9, 40):
-            for n in (100, 3072, 8192, 16384, 128256):
+            for n, k in ((100, 2048), (3072, 2048), (8192, 2048), (16384, 2048), (128256, 2048), (2048, 8192),
+                         (4096, 14336), (4096, 4096)):
                 for swiglu in (False, True):
-                    p = plan_linear_q(rows, n, 2048, t, swiglu=swiglu, caps=caps)
-                    want = _first_match(rows, n, t, caps, swiglu)
-                    assert p.variant == want.name, (t, rows, n, swiglu)
+                    p = plan_linear_q(rows, n, k, t, swiglu=swiglu, caps=caps)
+                    want = _first_match(rows, n, k, t, caps, swiglu)
+                    assert p.variant == want.name, (t, rows, n, k, swiglu)
                     assert p.row_chunks == -(-rows // want.limits["max_rows"])
                     assert ("chunks of" in p.reason) == (rows > want.limits["max_rows"])
                     seen.add(p.variant.rsplit("_", 2)[0])
     if caps is PLAIN:
         assert seen == {"quant_gemv_r1_wg", "quant_gemv_r8_wg"}
     else:
-        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r8"}
+        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r8", "quant_gemv_r8_long"}
 
 
 def test_plan_reasons_and_forcing():
@@ -236,6 +237,13 @@ def test_plan_reasons_and_forcing():
                         "lane, each x load feeding 2 rows, subgroup sums; rmsnorm fused")
     assert plan_linear_q(1, 16384, 2048, "Q4_K", swiglu=True, caps=SUBGROUPS).reason.startswith(
         "1 rows <= 1 (n >= 8192): Q4_K GEMV")
+    # long rows of W with several rows of x: their own class (a speed rule, so forcing it on short rows works)
+    p = plan_linear_q(8, 2048, 8192, "Q4_0", caps=SUBGROUPS)
+    assert p.variant == "quant_gemv_r8_long_q4_0" and p.reason.startswith("8 rows <= 8 (k >= 8192): Q4_0 GEMV")
+    assert "64 lanes per row" in p.reason and "1 row(s) in flight" in p.reason
+    assert plan_linear_q(8, 2048, 4096, "Q4_0", caps=SUBGROUPS).variant == "quant_gemv_r8_q4_0"
+    assert plan_linear_q(8, 4096, 8192, "Q4_0", swiglu=True, caps=SUBGROUPS).variant == "quant_gemv_r8_q4_0"
+    assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     for t in TYPES:  # a candidate only when forced
         candidate = next(kv for kv in kernels_for("linear_q") if kv.facts["ggml_type"] == t and kv.facts.get("candidate"))
         assert plan_linear_q(1, 100, 2048, t, candidate.name).variant == candidate.name

@@ -86,9 +86,9 @@ def gemv_workgroups(kv: Kernel, n: int, swiglu: bool) -> int:
     return ceil_div(gemv_slots(kv, n, swiglu), kv.threads // kv.limits["lanes"])
 
 
-def _refusal(kv: Kernel, n: int, swiglu: bool, caps, forced: bool) -> str | None:
-    """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rule (min_n); caps
-    None skips the device's (features, workgroup memory)."""
+def _refusal(kv: Kernel, n: int, k: int, swiglu: bool, caps, forced: bool) -> str | None:
+    """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_n, min_k);
+    caps None skips the device's (features, workgroup memory)."""
     no = device_refusal(kv, caps)
     if no:
         return no
@@ -97,6 +97,8 @@ def _refusal(kv: Kernel, n: int, swiglu: bool, caps, forced: bool) -> str | None
         return f"swiglu needs an even features_per_lane that divides {n}, it has {ft}"
     if not forced and n < kv.facts.get("min_n", 0):
         return f"is for out_features >= {kv.facts['min_n']}"
+    if not forced and k < kv.facts.get("min_k", 0):
+        return f"is for in_features >= {kv.facts['min_k']}"
     return None
 
 
@@ -113,7 +115,7 @@ def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
 def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None = None, *, swiglu: bool = False,
                   fused: tuple[str, ...] = (), caps: Caps | None = None) -> QuantLinearPlan:
     """Among the format's GEMV variants (registry order), the first that takes the call (rows <= max_rows,
-    n >= min_n, the device's features, swiglu's row pairs); more rows run in chunks of the taker with the most
+    n >= min_n, k >= min_k, the device's features, swiglu's row pairs); more rows run in chunks of the taker with the most
     max_rows (each chunk reads W). A forced `variant` must be one of the format's and take the call. `fused`
     names the options the reason lists; caps None plans for any device.
 
@@ -152,7 +154,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         if chosen is None:
             raise PlanError(f"linear: variant {variant!r} is not a {ggml_type} GEMV; those are "
                             f"{[kv.name for kv in _gemvs(ggml_type, candidates=True)]}")
-        no = _refusal(chosen, n, swiglu, caps, forced=True)
+        no = _refusal(chosen, n, k, swiglu, caps, forced=True)
         if no:
             raise PlanError(f"{where}: forced variant {variant} {no}")
         chunks = ceil_div(rows, chosen.limits["max_rows"])
@@ -166,7 +168,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
     why: dict[str, list[str]] = {}
     takers = []
     for kv in gemvs:
-        no = _refusal(kv, n, swiglu, caps, forced=False)
+        no = _refusal(kv, n, k, swiglu, caps, forced=False)
         if no is None:
             takers.append(kv)
         else:
@@ -177,7 +179,8 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
     fits = [kv for kv in takers if rows <= kv.limits["max_rows"]]
     if fits:
         g = fits[0]
-        rules = f" (n >= {g.facts['min_n']})" if g.facts.get("min_n") else ""
+        rules = [f"{side} >= {g.facts[fact]}" for side, fact in (("n", "min_n"), ("k", "min_k")) if g.facts.get(fact)]
+        rules = f" ({', '.join(rules)})" if rules else ""
         return QuantLinearPlan(g.name, 1 if rows else 0,
                                f"{rows} rows <= {g.limits['max_rows']}{rules}: {ggml_type} GEMV (blocks dequantized "
                                f"in registers), {describe_gemv(g, n, swiglu)}{fusing}")
