@@ -153,12 +153,11 @@ def _batched_variant(rows: int, caps: Caps, batch: int, paged: bool) -> tuple[st
 @pytest.mark.parametrize("batch", [1, 3])
 def test_batched_short_rows_follow_the_plan_table(tiny, dev, batch):
     from wgraph.models.batched import BatchedDecoder, short_pages
-    from wgraph.models.decode_span import short_batch_rows
 
     model = Llama.from_pretrained(tiny, dev, dtype="f32", max_seq=2048)
     decoder = BatchedDecoder(model, batch)
     graph = decoder.program.graph
-    short = short_batch_rows(graph, GPU, 2048)
+    short = short_cache_rows(graph, GPU, 2048)
     if batch == 1:   # a batch of one runs the single-sequence kernels (attention_kvcache's own rule)
         variant, tier = _decode_variant(short, GPU)
         assert _decode_variant(2048, GPU)[1] != "single"
@@ -166,7 +165,7 @@ def test_batched_short_rows_follow_the_plan_table(tiny, dev, batch):
         variant, tier = _batched_variant(short, GPU, batch, paged=True)
         assert _batched_variant(2048, GPU, batch, paged=False)[1] != "single"
     assert tier == "single" and short == wg.kernels.registry.registry()[variant].facts["max_kv_span"]
-    assert short_batch_rows(graph, GPU, short) is None
+    assert short_cache_rows(graph, GPU, short) is None
     assert decoder.short_rows is None and decoder.short_page is None   # lavapipe: one kernel at every storage
     # pages: the largest divisor of the capacity and the short rows, none under MIN_SHORT_PAGE rows
     assert short_pages(2048, 512) == 512 and short_pages(1536, 512) == 512 and short_pages(1600, 512) == 64
@@ -180,12 +179,12 @@ def forced_batch(tiny, dev):
     import wgraph.models.batched as batched
 
     model = Llama.from_pretrained(tiny, dev, dtype="f32", max_seq=40)
-    real, floor = batched.short_batch_rows, batched.MIN_SHORT_PAGE
-    batched.short_batch_rows, batched.MIN_SHORT_PAGE = (lambda graph, caps, rows: 8), 8
+    real, floor = batched.short_cache_rows, batched.MIN_SHORT_PAGE
+    batched.short_cache_rows, batched.MIN_SHORT_PAGE = (lambda graph, caps, rows: 8), 8
     try:
         forced = batched.BatchedDecoder(model, 3)
     finally:
-        batched.short_batch_rows, batched.MIN_SHORT_PAGE = real, floor
+        batched.short_cache_rows, batched.MIN_SHORT_PAGE = real, floor
     return forced, batched.BatchedDecoder(model, 3)
 
 

@@ -25,9 +25,9 @@ from wgraph import args
 from wgraph.errors import LimitError, UnsupportedError
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
-from wgraph.models.config import STEPS_PER_SUBMIT, submits_in_flight
+from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.config import MAX_SEQ
-from wgraph.models.decode_span import short_batch_rows, split_steps
+from wgraph.models.decode_span import run_scheduled, schedule, short_cache_rows
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.tensor import Tensor
 
@@ -48,40 +48,28 @@ def _is_cache(name: str) -> bool:
 
 @attrs.frozen
 class BatchKV:
-    """A layer's caches in the batched step: [B, capacity, Hkv, D], each sequence at its own GPU position."""
+    """A layer's caches in the batched step: [B, capacity, Hkv, D], each sequence at its own GPU position. In the
+    short program (`table` given) attention reads them as a paged pool [B * capacity, Hkv, D] of `page_size`-row
+    pages whose table gives each sequence its first rows, so it plans for those rows, not for the capacity."""
 
     k: object
     v: object
+    table: object = None
+    page_size: int = 0
 
     def rope_append(self, qkv, glob: dict, pos, q_heads: int):
         return ops.rope_kv_append_batched(qkv, glob["cos"], glob["sin"], (self.k, self.v), pos, q_heads=q_heads)
 
     def attend(self, q, kv_len, scale, window: int, softcap: float):
         b, hq, d = q.shape
-        return ops.attention_kvcache(ops.reshape(q, b, 1, hq, d), self.k, self.v, cache_seqlens=kv_len, causal=True,
-                                     scale=scale, window=(window - 1, -1) if window else (-1, -1), softcap=softcap)
-
-
-@attrs.frozen
-class ShortBatchKV:
-    """A layer's caches in the short program: appended to as BatchKV's, attended as a paged pool [B * capacity,
-    Hkv, D] of `page_size`-row pages whose table gives each sequence its first rows (table[b] = its pages), so the
-    attention plans for those rows, not for the capacity."""
-
-    batch: BatchKV
-    table: object
-    page_size: int
-
-    def rope_append(self, qkv, glob: dict, pos, q_heads: int):
-        return self.batch.rope_append(qkv, glob, pos, q_heads)
-
-    def attend(self, q, kv_len, scale, window: int, softcap: float):
-        b, hq, d = q.shape
-        _, capacity, hkv, _ = self.batch.k.shape
-        k, v = (ops.reshape(c, b * capacity, hkv, d) for c in (self.batch.k, self.batch.v))
+        k, v, paged = self.k, self.v, {}
+        if self.table is not None:
+            _, capacity, hkv, _ = self.k.shape
+            k, v = (ops.reshape(c, b * capacity, hkv, d) for c in (self.k, self.v))
+            paged = dict(block_table=self.table, page_size=self.page_size)
         return ops.attention_kvcache(ops.reshape(q, b, 1, hq, d), k, v, cache_seqlens=kv_len, causal=True,
-                                     block_table=self.table, page_size=self.page_size, scale=scale,
-                                     window=(window - 1, -1) if window else (-1, -1), softcap=softcap)
+                                     scale=scale, window=(window - 1, -1) if window else (-1, -1), softcap=softcap,
+                                     **paged)
 
 
 def short_pages(capacity: int, short_rows: int | None) -> int | None:
@@ -158,7 +146,7 @@ class BatchedDecoder:
                   if name not in SEQUENCE_STATES and not _is_cache(name)}
         graph = self._build(states, cache.dtype, shared)
         self.program = graph.compile(dev, shared_states=shared)
-        rows = short_batch_rows(graph, dev.caps, self.max_seq)
+        rows = short_cache_rows(graph, dev.caps, self.max_seq)
         self.short_page = short_pages(self.max_seq, rows)
         self.short_rows = rows if self.short_page else None
         self._short = None  # compiled on first use (_short_program)
@@ -194,12 +182,12 @@ class BatchedDecoder:
         history = g.state("history", (B, L), "u32")
         pos, kv_len = g.state("pos", (B,), "u32"), g.state("kv_len", (B,), "u32")
         glob, layers, caches = self._weights(lambda name: g.values[name])
-        caches = [BatchKV(k, v) for k, v in caches]
+        table = None
         if short:
             per_seq = self.short_rows // self.short_page
-            table = (np.arange(B)[:, None] * (L // self.short_page) + np.arange(per_seq)[None, :]).astype(np.uint32)
-            table = g.state("short_table", table.shape, "u32", init=table)
-            caches = [ShortBatchKV(kv, table, self.short_page) for kv in caches]
+            pages = (np.arange(B)[:, None] * (L // self.short_page) + np.arange(per_seq)[None, :]).astype(np.uint32)
+            table = g.state("short_table", pages.shape, "u32", init=pages)
+        caches = [BatchKV(k, v, table, self.short_page if short else 0) for k, v in caches]
         h = self._forward(self._embed(token, glob["embed"]), glob, layers, caches, pos, kv_len, B, g.scope)
         logits = self._logits(h, glob)
         g.output("logits", logits)
@@ -221,9 +209,9 @@ class BatchedDecoder:
         """(program, steps) for the next `steps` steps, in order: the short program while every sequence's
         position stays below short_rows, the whole caches' after it (and for every step when the position is
         unknown); the position moves past them."""
-        short, rest = split_steps(self._position, steps, self.short_rows)
-        self._position = None if self._position is None else self._position + steps
-        return [(p, n) for p, n in ((self._short_program() if short else None, short), (self.program, rest)) if n]
+        programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
+                                            self.program)
+        return programs
 
     # ---- running ----
 
@@ -282,9 +270,7 @@ class BatchedDecoder:
         n = args.integer("BatchedDecoder.run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("BatchedDecoder.run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        window = submits_in_flight(in_flight, per_submit)
-        return sum((program.run_many(steps, in_flight=window, per_submit=per_submit)
-                    for program, steps in self._programs(n)), 0.0)
+        return run_scheduled(self._programs(n), in_flight, per_submit)
 
     def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[list[int]]:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import attrs
 
 from wgraph.graph import Graph
+from wgraph.models.config import submits_in_flight
 from wgraph.ops import attention_batched
 from wgraph.ops.attention import plan_facts
 from wgraph.ops.attention_planner import attention_kernels, plan
@@ -21,59 +22,36 @@ from wgraph.tensor import TensorSpec
 
 
 def _attention_variants(graph: Graph, caps: Any, rows: int | None) -> list[str]:
-    """The kernel each attention node of `graph` plans with its K/V storage cut to `rows` positions (None: as
-    the graph holds them)."""
+    """The kernel each attention node of `graph` plans with its keys cut to `rows` positions (None: as the graph
+    holds them): a single-sequence node's K/V storage to its first rows, a batched node's caches to a paged pool of
+    each sequence's first rows."""
     out = []
     for name in graph.topological_order():
         node = graph.node(name)
-        if node.op != "attention":
-            continue
-        q, k, v, kv_len, table = (None if n is None else graph.values[n] for n in node.inputs)
-        if rows is not None:
-            k, v = (TensorSpec((rows, *t.shape[1:]), t.dtype) for t in (k, v))
-        out.append(plan(plan_facts(node.params, (q, k, v, kv_len, table)), caps).variant)
+        specs = tuple(None if n is None else graph.values[n] for n in node.inputs)
+        if node.op == "attention":
+            q, k, v, kv_len, table = specs
+            if rows is not None:
+                k, v = (TensorSpec((rows, *t.shape[1:]), t.dtype) for t in (k, v))
+            out.append(plan(plan_facts(node.params, (q, k, v, kv_len, table)), caps).variant)
+        elif node.op == "attention_batched":
+            p, geo = node.params, attention_batched._geometry(node.params, specs)
+            if rows is not None:
+                p, geo = attrs.evolve(p, max_k=rows), dict(geo, layout=2)
+            out.append(attention_batched.batched_plan(p, geo, caps).variant)
     return out
-
-
-def _batched_attention_variants(graph: Graph, caps: Any, rows: int | None) -> list[str]:
-    """The kernel each batched attention node of `graph` plans with every sequence's keys cut to `rows` positions
-    of a paged pool (None: as the graph holds them)."""
-    out = []
-    for name in graph.topological_order():
-        node = graph.node(name)
-        if node.op != "attention_batched":
-            continue
-        p = node.params
-        geo = attention_batched._geometry(p, tuple(None if n is None else graph.values[n] for n in node.inputs))
-        if rows is not None:
-            p, geo = attrs.evolve(p, max_k=rows), dict(geo, layout=2)
-        out.append(attention_batched.batched_plan(p, geo, caps).variant)
-    return out
-
-
-def _short_rows(variants: Callable[[int | None], list[str]], cache_rows: int) -> int | None:
-    """The largest `max_kv_span` of the registry's attention kernels below `cache_rows` at which `variants(rows)`
-    (the kernels a decode step's attention plans over `rows` keys; None: over the whole cache) differ from the
-    whole cache's; None where none does."""
-    whole = variants(None)
-    spans = sorted({int(k.facts["max_kv_span"]) for k in attention_kernels() if "max_kv_span" in k.facts},
-                   reverse=True)
-    return next((rows for rows in spans if rows < cache_rows and variants(rows) != whole), None)
 
 
 def short_cache_rows(graph: Graph, caps: Any, cache_rows: int) -> int | None:
     """The cache rows of a decode program for the first positions, or None where none would plan differently:
     the largest `max_kv_span` of the registry's attention kernels below `cache_rows` at which some attention node
-    of `graph` (the decode step over caches of `cache_rows` positions) plans another kernel than it does now."""
-    return _short_rows(lambda rows: _attention_variants(graph, caps, rows), cache_rows)
-
-
-def short_batch_rows(graph: Graph, caps: Any, cache_rows: int) -> int | None:
-    """short_cache_rows for a batched decode step (`attention_batched` nodes over [B, cache_rows, Hkv, D]
-    caches, read by the short program as pages of the first rows; a batch of one plans single-sequence
-    `attention` nodes over its cache's view)."""
-    return _short_rows(lambda rows: _batched_attention_variants(graph, caps, rows)
-                       + _attention_variants(graph, caps, rows), cache_rows)
+    of `graph` (the decode step over caches of `cache_rows` positions; a batched step's too) plans another kernel
+    than it does now."""
+    whole = _attention_variants(graph, caps, None)
+    spans = sorted({int(k.facts["max_kv_span"]) for k in attention_kernels() if "max_kv_span" in k.facts},
+                   reverse=True)
+    return next((rows for rows in spans if rows < cache_rows and _attention_variants(graph, caps, rows) != whole),
+                None)
 
 
 def split_steps(position: int | None, steps: int, short_rows: int | None) -> tuple[int, int]:
@@ -84,3 +62,20 @@ def split_steps(position: int | None, steps: int, short_rows: int | None) -> tup
         return 0, steps
     short = min(steps, max(0, short_rows - position))
     return short, steps - short
+
+
+def schedule(position: int | None, steps: int, short_rows: int | None, short_program: Callable[[], Any],
+             whole_program: Any) -> tuple[list[tuple[Any, int]], int | None]:
+    """(program, steps) for the next `steps` decode steps, in order: the short program (`short_program()`,
+    compiled on first use) while the position stays below short_rows, the whole cache's after it (and for every
+    step when the position is unknown); and the position after them."""
+    short, rest = split_steps(position, steps, short_rows)
+    programs = [(p, n) for p, n in ((short_program() if short else None, short), (whole_program, rest)) if n]
+    return programs, None if position is None else position + steps
+
+
+def run_scheduled(programs: list[tuple[Any, int]], in_flight: int, per_submit: int) -> float:
+    """Each (program, steps) of `schedule` submitted in order with Program.run_many, at most `in_flight` steps
+    unfinished on the GPU; the host seconds spent encoding and submitting them."""
+    window = submits_in_flight(in_flight, per_submit)
+    return sum((p.run_many(n, in_flight=window, per_submit=per_submit) for p, n in programs), 0.0)

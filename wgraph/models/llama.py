@@ -37,10 +37,10 @@ from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, U
 from wgraph.kernels.registry import select_variant
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
-from wgraph.models.config import STEPS_PER_SUBMIT, submits_in_flight
+from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
-from wgraph.models.decode_span import short_cache_rows, split_steps
+from wgraph.models.decode_span import run_scheduled, schedule, short_cache_rows
 from wgraph.ops.sampling import SampleSettings
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
@@ -440,9 +440,9 @@ class Llama:
         """(program, steps) for the next `steps` decode steps, in order, and the position count moved past them:
         the short program while the position stays below short_rows, the whole cache's after it (and for every
         step when the position is unknown)."""
-        short, rest = split_steps(self._position, steps, self.short_rows)
-        self._position = None if self._position is None else self._position + steps
-        return [(p, n) for p, n in ((self._short_program() if short else None, short), (self.program, rest)) if n]
+        programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
+                                            self.program)
+        return programs
 
     def _choose(self, logits, pos, sample: SampleSettings | None):
         """The next id [1] u32 from logits [1, V]: argmax, or a draw keyed by (seed, position)."""
@@ -603,9 +603,7 @@ class Llama:
         n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        window = submits_in_flight(in_flight, per_submit)
-        return sum((program.run_many(steps, in_flight=window, per_submit=per_submit)
-                    for program, steps in self._decode_programs(n)), 0.0)
+        return run_scheduled(self._decode_programs(n), in_flight, per_submit)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 
