@@ -20,7 +20,7 @@ from wgraph.ops.cpu_limits import loop as _loop
 if TYPE_CHECKING:
     from wgraph.ops.attention_planner import PlanFacts
 
-__all__ = ["BOUNDS", "CPU_LOOP_LIMIT", "batched_combine", "check_decode_loop", "cpu_misfit", "decode_loop_iterations",
+__all__ = ["BOUNDS", "CPU_LOOP_LIMIT", "check_decode_loop", "cpu_misfit", "decode_loop_iterations",
            "loop_iterations"]
 
 
