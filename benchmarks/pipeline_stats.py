@@ -17,7 +17,10 @@ NVIDIA's driver (the H200's) names five statistics: Register Count (per thread; 
 registers bound how many warps an SM holds: 65536 per SM), Binary Size (bytes of machine code, 16 per
 instruction), Stack Size, Shared Memory Size (bytes per workgroup) and Local Memory Size, whose low 32 bits are the
 bytes of per-thread local memory (register spills and arrays the compiler could not keep in registers; the
-value carries a flag at bit 36): printed as local_bytes."""
+value carries a flag at bit 36): printed as local_bytes. DUMP=<dir>: the layer also writes each pipeline's SPIR-V
+and pipeline-cache data there (the machine code; benchmarks/pipeline_sass.py disassembles it); the JSON's
+`pipeline` numbers the files."""
+import itertools
 import json
 import os
 import sys
@@ -34,6 +37,9 @@ STATS.unlink(missing_ok=True)
 os.environ["VK_LAYER_PATH"] = LAYER_DIR
 os.environ["VK_INSTANCE_LAYERS"] = "VK_LAYER_WGRAPH_pipeline_stats"
 os.environ["WGRAPH_PIPELINE_STATS"] = str(STATS)
+if os.environ.get("DUMP"):  # the layer writes each pipeline's SPIR-V and cache data there (pipeline_sass.py)
+    Path(os.environ["DUMP"]).mkdir(parents=True, exist_ok=True)
+    os.environ["WGRAPH_PIPELINE_DUMP"] = os.environ["DUMP"]
 
 import wgraph.kernels.registry as R  # noqa: E402
 
@@ -53,7 +59,7 @@ def new_lines(seen: int) -> list[str]:
 def parse(line: str) -> dict:
     """'pipeline 3 spirv_words=900 | NAME (subgroup 32): a=1; b=2; | ...' -> {executable: {stat: value}}"""
     parts = line.split(" | ")
-    out = {"spirv_words": int(parts[0].split("spirv_words=")[1])}
+    out = {"pipeline": int(parts[0].split()[1]), "spirv_words": int(parts[0].split("spirv_words=")[1])}
     for p in parts[1:]:
         if ":" not in p:
             out["note"] = p
@@ -78,19 +84,23 @@ for op in OPS:
         missing = sorted(set(kv.features) - dev.caps.features)
         if missing:
             continue
-        t0 = time.perf_counter()
-        try:
-            dev.pipelines.get(kv)
-        except Exception as e:  # noqa: BLE001 - one kernel the device refuses must not end the run
-            print(f"{kv.name}: {type(e).__name__}: {e}"[:200])
-            continue
-        lines = new_lines(seen)
-        seen += len(lines)
-        for line in lines:
-            stats = parse(line)
-            rows.append({"op": op, "kernel": kv.name, "compile_s": time.perf_counter() - t0, **stats})
-            shown = "; ".join(f"{e}: " + ", ".join(f"{k}={v}" for k, v in s.items())
-                              for e, s in stats.items() if isinstance(s, dict))
-            print(f"{kv.name:44} {shown or stats.get('note', '')}", flush=True)
+        # a kernel with overridable constants (all flags so far): one pipeline per combination of values
+        for values in itertools.product((False, True), repeat=len(kv.overrides)):
+            k = kv.specialized(dict(zip(sorted(kv.overrides), values)))
+            name = kv.name + "".join(f"[{c}={int(v)}]" for c, v in k.constants.items())
+            t0 = time.perf_counter()
+            try:
+                dev.pipelines.get(k)
+            except Exception as e:  # noqa: BLE001 - one kernel the device refuses must not end the run
+                print(f"{name}: {type(e).__name__}: {e}"[:200])
+                continue
+            lines = new_lines(seen)
+            seen += len(lines)
+            for line in lines:
+                stats = parse(line)
+                rows.append({"op": op, "kernel": name, "compile_s": time.perf_counter() - t0, **stats})
+                shown = "; ".join(f"{e}: " + ", ".join(f"{k}={v}" for k, v in s.items())
+                                  for e, s in stats.items() if isinstance(s, dict))
+                print(f"{name:44} {shown or stats.get('note', '')}", flush=True)
 (OUT / "pipeline_stats.json").write_text(json.dumps({"adapter": dev.caps.adapter_name, "rows": rows}, indent=1))
 print(f"wrote {OUT / 'pipeline_stats.json'} ({len(rows)} pipelines)")

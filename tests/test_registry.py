@@ -1,10 +1,11 @@
 """The shader registry: loading, derived facts, and every error it promises."""
 
+import itertools
 import textwrap
 
 import pytest
 
-from wgraph.errors import RegistryError
+from wgraph.errors import PlanError, RegistryError
 from wgraph.kernels.registry import load_registry, registry
 
 SHADER = """
@@ -92,9 +93,42 @@ def test_package_registry_compiles_on_device(dev):
     compiled = 0
     for k in registry().values():
         if set(k.features) <= dev.caps.features and k.workgroup_memory <= dev.caps.max_workgroup_storage:
-            dev.pipelines.get(k)
-            compiled += 1
+            # every combination of its overridable flags (bools, the only kind the shaders declare)
+            assert set(k.overrides.values()) <= {"bool"}, k.overrides
+            for values in itertools.product((False, True), repeat=len(k.overrides)):
+                dev.pipelines.get(k.specialized(dict(zip(sorted(k.overrides), values))))
+                compiled += 1
     assert compiled >= 4
+
+
+def test_overridable_constants_specialize_a_kernel(dev):
+    """A shader's `override` constants are the kernel's: each set of values is one Kernel record (one pipeline,
+    compiled once), the registry's own needs them all, and a wrong name or type is refused by name."""
+    k = registry()["gemv_r1_f32"]
+    assert dict(k.overrides) == {"HAS_NORM": "bool"}
+    on, off = k.specialized({"HAS_NORM": True}), k.specialized({"HAS_NORM": 0})
+    assert on is k.specialized({"HAS_NORM": 1}) and off is not on and off.name == on.name == k.name
+    assert dict(on.constants) == {"HAS_NORM": True} and dict(off.constants) == {"HAS_NORM": False}
+    before = dev.stats.pipelines_created
+    assert dev.pipelines.get(on)[0] is not dev.pipelines.get(off)[0]
+    assert dev.pipelines.get(on)[0] is dev.pipelines.get(k.specialized({"HAS_NORM": True}))[0]
+    assert dev.stats.pipelines_created - before <= 2
+    assert dev.pipelines.get(on)[1] is dev.pipelines.get(off)[1]  # one bind group layout: bind groups are shared
+    with pytest.raises(PlanError, match=r"needs its overridable constants \['HAS_NORM'\]"):
+        dev.pipelines.get(k)
+    with pytest.raises(PlanError, match=r"declares overridable constants \['HAS_NORM'\]; got \['HAS_NROM'\]"):
+        k.specialized({"HAS_NROM": True})
+    with pytest.raises(PlanError, match="HAS_NORM is a bool, got 2"):
+        k.specialized({"HAS_NORM": 2})
+    with pytest.raises(PlanError, match="declares overridable constants \\[\\]"):
+        registry()["scale_f32"].specialized({"HAS_NORM": True})
+
+
+def test_parse_overrides_reads_declarations_without_comments():
+    from wgraph.kernels.wgsl import parse_overrides
+
+    text = "override A: bool;\n// override B: u32;\noverride  C : f32 ;\nconst D: u32 = 1u;"
+    assert parse_overrides(text) == {"A": "bool", "C": "f32"}
 
 
 def test_repeat_directive_unrolls_nested_blocks():

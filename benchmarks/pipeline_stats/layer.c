@@ -3,6 +3,11 @@
 // benchmarks/pipeline_stats.py. It enables the extension on the device wgpu creates, asks for statistics on every
 // vkCreateComputePipelines, and appends one line per pipeline to $WGRAPH_PIPELINE_STATS:
 //   pipeline <n> spirv_words=<w> | <executable name>: <stat name>=<value>; ...
+// With $WGRAPH_PIPELINE_DUMP naming a folder it also writes, per pipeline n, what the driver will show of the
+// compiled code: module_<m>.spv (each shader module's SPIR-V, as naga made it), pipeline_<n>.cache (the data of
+// a pipeline cache holding only that pipeline: NVIDIA's carries the machine code, which
+// benchmarks/pipeline_sass.py disassembles) and pipeline_<n>_<e>_<k>.txt|.bin (the driver's internal
+// representations, where it offers any).
 // A development tool: one instance and one device at a time (what wgpu makes); never loaded by wgraph itself.
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +24,11 @@ static PFN_vkCreateComputePipelines next_create_compute;
 static PFN_vkCreateShaderModule next_create_module;
 static PFN_vkGetPipelineExecutablePropertiesKHR get_props;
 static PFN_vkGetPipelineExecutableStatisticsKHR get_stats;
+static PFN_vkGetPipelineExecutableInternalRepresentationsKHR get_reprs;
+static PFN_vkCreatePipelineCache create_cache;
+static PFN_vkGetPipelineCacheData get_cache_data;
+static PFN_vkDestroyPipelineCache destroy_cache;
+static int modules;
 static VkInstance the_instance;
 static int pipelines;
 static size_t last_spirv_words;  // the SPIR-V size of the latest shader module, to tell pipelines apart
@@ -33,6 +43,22 @@ static void report(const char *fmt, ...) {
   vfprintf(f, fmt, ap);
   va_end(ap);
   if (f != stderr) fclose(f);
+}
+
+// `dir`/`name` opened for writing, or NULL when no dump folder is set.
+static FILE *dump_file(const char *name) {
+  const char *dir = getenv("WGRAPH_PIPELINE_DUMP");
+  if (!dir) return NULL;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return fopen(path, "wb");
+}
+
+static void dump(const char *name, const void *data, size_t size) {
+  FILE *f = dump_file(name);
+  if (!f) return;
+  fwrite(data, 1, size, f);
+  fclose(f);
 }
 
 static VkLayerInstanceCreateInfo *instance_link(const VkInstanceCreateInfo *info) {
@@ -89,11 +115,16 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys, 
   } else {
     get_props = (PFN_vkGetPipelineExecutablePropertiesKHR)next_gdpa(*out, "vkGetPipelineExecutablePropertiesKHR");
     get_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)next_gdpa(*out, "vkGetPipelineExecutableStatisticsKHR");
+    get_reprs = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)next_gdpa(
+        *out, "vkGetPipelineExecutableInternalRepresentationsKHR");
   }
   free(names);
   if (r == VK_SUCCESS) {
     next_create_compute = (PFN_vkCreateComputePipelines)next_gdpa(*out, "vkCreateComputePipelines");
     next_create_module = (PFN_vkCreateShaderModule)next_gdpa(*out, "vkCreateShaderModule");
+    create_cache = (PFN_vkCreatePipelineCache)next_gdpa(*out, "vkCreatePipelineCache");
+    get_cache_data = (PFN_vkGetPipelineCacheData)next_gdpa(*out, "vkGetPipelineCacheData");
+    destroy_cache = (PFN_vkDestroyPipelineCache)next_gdpa(*out, "vkDestroyPipelineCache");
   }
   return r;
 }
@@ -102,6 +133,9 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateShaderModule(VkDevice dev, con
                                                                const VkAllocationCallbacks *alloc,
                                                                VkShaderModule *out) {
   last_spirv_words = info->codeSize / 4;
+  char name[64];
+  snprintf(name, sizeof name, "module_%d.spv", modules++);
+  dump(name, info->pCode, info->codeSize);
   return next_create_module(dev, info, alloc, out);
 }
 
@@ -137,6 +171,23 @@ static void report_pipeline(VkDevice dev, VkPipeline pipe) {
       }
     }
     free(st);
+    if (get_reprs && getenv("WGRAPH_PIPELINE_DUMP")) {
+      uint32_t nr = 0;
+      get_reprs(dev, &einfo, &nr, NULL);
+      VkPipelineExecutableInternalRepresentationKHR *ir = calloc(nr, sizeof(*ir));
+      for (uint32_t i = 0; i < nr; i++) ir[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+      get_reprs(dev, &einfo, &nr, ir);  // the sizes
+      for (uint32_t i = 0; i < nr; i++) ir[i].pData = malloc(ir[i].dataSize);
+      get_reprs(dev, &einfo, &nr, ir);
+      for (uint32_t i = 0; i < nr; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "pipeline_%d_%u_%u.%s", n, e, i, ir[i].isText ? "txt" : "bin");
+        dump(name, ir[i].pData, ir[i].isText && ir[i].dataSize ? ir[i].dataSize - 1 : ir[i].dataSize);
+        report(" ir %u: %s (%zu bytes);", i, ir[i].name, ir[i].dataSize);
+        free(ir[i].pData);
+      }
+      free(ir);
+    }
   }
   free(props);
   report("\n");
@@ -146,15 +197,37 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(VkDevice dev,
                                                                    const VkComputePipelineCreateInfo *infos,
                                                                    const VkAllocationCallbacks *alloc,
                                                                    VkPipeline *out) {
+  int dumping = getenv("WGRAPH_PIPELINE_DUMP") != NULL;
   VkComputePipelineCreateInfo *mine = calloc(n, sizeof(*mine));
   for (uint32_t i = 0; i < n; i++) {
     mine[i] = infos[i];
     if (get_stats) mine[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    if (get_reprs && dumping) mine[i].flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
   }
-  VkResult r = next_create_compute(dev, cache, n, mine, alloc, out);
+  // dumping: each pipeline goes through a cache of its own (empty before), whose data is then written out
+  VkResult r = VK_SUCCESS;
+  for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++) {
+    VkPipelineCache own = VK_NULL_HANDLE;
+    if (dumping && create_cache) {
+      VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+      if (create_cache(dev, &ci, NULL, &own) != VK_SUCCESS) own = VK_NULL_HANDLE;
+    }
+    r = next_create_compute(dev, own ? own : cache, 1, &mine[i], alloc, &out[i]);
+    if (own) {
+      size_t size = 0;
+      get_cache_data(dev, own, &size, NULL);
+      void *data = malloc(size);
+      if (get_cache_data(dev, own, &size, data) == VK_SUCCESS) {
+        char name[64];
+        snprintf(name, sizeof name, "pipeline_%d.cache", pipelines);
+        dump(name, data, size);
+      }
+      free(data);
+      destroy_cache(dev, own, NULL);
+    }
+    if (r == VK_SUCCESS) report_pipeline(dev, out[i]);
+  }
   free(mine);
-  if (r == VK_SUCCESS)
-    for (uint32_t i = 0; i < n; i++) report_pipeline(dev, out[i]);
   return r;
 }
 

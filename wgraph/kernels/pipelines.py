@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 import wgpu
 
+from wgraph.errors import PlanError
 from wgraph.kernels.registry import Kernel
 
 
@@ -15,15 +16,37 @@ def storage_binding_size(nbytes: int) -> int:
 
 
 class PipelineCache:
-    """Compiled pipelines with explicit bind group layouts (shareable, unlike layout="auto")."""
+    """Compiled pipelines with explicit bind group layouts (shareable, unlike layout="auto"): one pipeline per
+    (variant, overridable constants), one bind group layout per variant, which its specializations share (so
+    do its bind groups: BindGroupCache keys them by the variant's name)."""
 
     def __init__(self, device):
         self._device = device
-        self._pipelines: dict[tuple[str, int], tuple] = {}
+        self._pipelines: dict[tuple, tuple] = {}
+        self._layouts: dict[tuple[str, int], tuple] = {}
 
     def get(self, kernel: Kernel):
-        key = (kernel.name, self._device.epoch)
+        key = (kernel.name, tuple(kernel.constants.items()), self._device.epoch)
         hit = self._pipelines.get(key)
+        if hit is not None:
+            return hit
+        if kernel.overrides and not kernel.constants:
+            raise PlanError(f"kernel {kernel.name} needs its overridable constants {sorted(kernel.overrides)} "
+                            f"(Kernel.specialized)")
+        gpu = self._device.wgpu
+        bgl, layout, module = self._module(kernel)
+        pipeline = gpu.create_compute_pipeline(
+            label=kernel.name, layout=layout,
+            compute={"module": module, "entry_point": kernel.entry, "constants": dict(kernel.constants)},
+        )
+        self._device.stats.pipelines_created += 1
+        self._pipelines[key] = (pipeline, bgl)
+        return pipeline, bgl
+
+    def _module(self, kernel: Kernel):
+        """The variant's bind group layout, pipeline layout and shader module (its specializations' too)."""
+        key = (kernel.name, self._device.epoch)
+        hit = self._layouts.get(key)
         if hit is not None:
             return hit
         gpu = self._device.wgpu
@@ -37,18 +60,13 @@ class PipelineCache:
                 layout = {"type": wgpu.BufferBindingType.read_only_storage}
             entries.append({"binding": b.binding, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": layout})
         bgl = gpu.create_bind_group_layout(label=kernel.name, entries=entries)
-        module = gpu.create_shader_module(label=kernel.name, code=kernel.source)
-        pipeline = gpu.create_compute_pipeline(
-            label=kernel.name,
-            layout=gpu.create_pipeline_layout(label=kernel.name, bind_group_layouts=[bgl]),
-            compute={"module": module, "entry_point": kernel.entry},
-        )
-        self._device.stats.pipelines_created += 1
-        self._pipelines[key] = (pipeline, bgl)
-        return pipeline, bgl
+        self._layouts[key] = (bgl, gpu.create_pipeline_layout(label=kernel.name, bind_group_layouts=[bgl]),
+                              gpu.create_shader_module(label=kernel.name, code=kernel.source))
+        return self._layouts[key]
 
     def clear(self):
         self._pipelines.clear()
+        self._layouts.clear()
 
 
 class BindGroupCache:

@@ -45,6 +45,12 @@ class Kernel:
     uniform: wgsl.StructLayout | None = attrs.field(repr=False)
     workgroup_memory: int
     consts: MappingProxyType = attrs.field(repr=False, factory=lambda: MappingProxyType({}))  # the shader's integer consts, read once at load
+    # The shader's pipeline-overridable constants (name -> WGSL type) and the values this kernel's pipelines
+    # give them: a flag that picks a code path inside a hot loop (RMSNorm folded into a GEMV) is compiled in
+    # instead of tested per step (the driver drops the other path; a uniform flag costs issue slots on both).
+    # The registry's kernel has none set; `specialized` makes the one a dispatch runs.
+    overrides: MappingProxyType = attrs.field(repr=False, factory=lambda: MappingProxyType({}))
+    constants: MappingProxyType = attrs.field(factory=lambda: MappingProxyType({}))
 
     @property
     def threads(self) -> int:
@@ -58,9 +64,43 @@ class Kernel:
             raise PlanError(f"kernel {self.name} declares no integer const {name}")
         return value
 
+    def specialized(self, constants: dict) -> Kernel:
+        """This kernel with its overridable constants set (one record per set of values, so pipelines and
+        bind groups cache by identity); PlanError naming the constants missing or unknown."""
+        if set(constants) != set(self.overrides):
+            raise PlanError(f"kernel {self.name} declares overridable constants {sorted(self.overrides)}; got "
+                            f"{sorted(constants)}")
+        values = tuple(sorted((name, _constant(self, name, v)) for name, v in constants.items()))
+        return _specialized(self, values) if values else self
+
     @property
     def storage_bindings(self) -> tuple[wgsl.BindingDecl, ...]:
         return tuple(b for b in self.bindings if b.space == "storage")
+
+
+def _constant(k: Kernel, name: str, value) -> bool | int | float:
+    kind = k.overrides[name]
+    if kind == "bool" and isinstance(value, (bool, int)) and value in (0, 1):
+        return bool(value)
+    if kind in ("u32", "i32") and isinstance(value, int) and not isinstance(value, bool):
+        if kind == "u32" and not 0 <= value < 2**32 or kind == "i32" and not -2**31 <= value < 2**31:
+            raise PlanError(f"kernel {k.name}: constant {name} = {value} is out of range for {kind}")
+        return value
+    if kind == "f32" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise PlanError(f"kernel {k.name}: constant {name} is a {kind}, got {value!r}")
+
+
+# (id of the registry's kernel, values) -> (that kernel, its specialization): holding the kernel keeps its id
+# from being reused while the entry lives (Kernel records hold mappings, so they do not hash)
+_SPECIALIZED: dict[tuple, tuple[Kernel, Kernel]] = {}
+
+
+def _specialized(k: Kernel, values: tuple) -> Kernel:
+    got = _SPECIALIZED.get((id(k), values))
+    if got is None:
+        got = _SPECIALIZED[(id(k), values)] = (k, attrs.evolve(k, constants=MappingProxyType(dict(values))))
+    return got[1]
 
 
 def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
@@ -123,6 +163,7 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
         uniform=uniform,
         workgroup_memory=wgsl.workgroup_bytes(source, structs, consts),
         consts=MappingProxyType(consts),
+        overrides=MappingProxyType(wgsl.parse_overrides(source)),
     )
 
 

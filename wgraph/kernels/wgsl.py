@@ -20,6 +20,7 @@ _STRUCT = re.compile(r"struct\s+(\w+)\s*\{([^}]*)\}")
 _FIELD = re.compile(r"(?:@\w+\([^)]*\)\s*)*(\w+)\s*:\s*([\w<>,\s]+?)\s*(?:,|$)")
 _ENTRY = re.compile(r"@compute\s+@workgroup_size\(([^)]*)\)\s*fn\s+(\w+)")
 _CONST = re.compile(r"\bconst\s+(\w+)\s*(?::\s*\w+\s*)?=\s*([^;]+);")
+_OVERRIDE = re.compile(r"\boverride\s+(\w+)\s*:\s*(\w+)\s*;")
 _WORKGROUP_VAR = re.compile(r"var\s*<\s*workgroup\s*>\s*(\w+)\s*:\s*([^;]+);")
 
 
@@ -130,6 +131,12 @@ def parse_bindings(text: str, origin: str) -> tuple[BindingDecl, ...]:
 def parse_entry_points(text: str) -> dict[str, str]:
     """Entry point name -> its @workgroup_size argument text."""
     return {name: size.strip() for size, name in _ENTRY.findall(strip_comments(text))}
+
+
+def parse_overrides(text: str) -> dict[str, str]:
+    """Pipeline-overridable constants without a default (`override NAME: type;`) -> their types: every
+    pipeline of the kernel must give them a value (Kernel.specialized)."""
+    return dict(_OVERRIDE.findall(strip_comments(text)))
 
 
 def parse_consts(text: str) -> dict[str, int]:

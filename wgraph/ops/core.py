@@ -170,9 +170,12 @@ class EncodeContext:
         return (ceil_div(groups, y), y, 1)
 
     def dispatch(self, variant: str, *, uniforms: dict | None = None, bindings: dict, workgroups=None,
-                 indirect=None, label: str = "") -> Dispatch:
-        """A checked Dispatch of registry `variant`; errors name the variant, binding and limit."""
+                 indirect=None, label: str = "", constants: dict | None = None) -> Dispatch:
+        """A checked Dispatch of registry `variant`; errors name the variant, binding and limit. `constants`:
+        the values of the shader's overridable constants (Kernel.specialized), every one of them."""
         k = lookup_kernel(variant)
+        if k.overrides or constants:
+            k = k.specialized(constants or {})
         _check_kernel_fits(k, self.caps)
         if k.uniform is not None:
             packed = _pack_cached(k.uniform, uniforms or {})

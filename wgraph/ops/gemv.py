@@ -119,7 +119,12 @@ def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float)
     """The GEMV core's uniform fields (shaders/gemv_fields.wgsl) for a call."""
     return {"m": s.rows, "n": s.n, "k": s.k, "slots": slots(kv, s), "out_n": s.n // 2 if s.swiglu else s.n,
             "has_bias": int(bias is not None), "has_residual": int(residual is not None),
-            "has_norm": int(norm is not None), "swiglu": int(s.swiglu), "eps": eps}
+            "swiglu": int(s.swiglu), "eps": eps}
+
+
+def core_constants(*, norm) -> dict:
+    """The GEMV core's overridable constants (shaders/gemv_core.wgsl) for a call: RMSNorm folded in or not."""
+    return {"HAS_NORM": norm is not None}
 
 
 def core_bindings(ctx, *, x, w, bias, norm) -> dict:
@@ -134,4 +139,4 @@ def dispatch(ctx, kv: Kernel, s: GemvShape, *, x, w, bias, norm, residual, y, ep
     bindings = {**core_bindings(ctx, x=x, w=w, bias=bias, norm=norm),
                 "residual": residual if residual is not None else ctx.fallback("gemv.residual"), "y": y}
     return ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings, workgroups=ctx.grid(workgroups(kv, s)),
-                        label="linear")
+                        label="linear", constants=core_constants(norm=norm))

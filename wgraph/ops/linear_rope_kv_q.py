@@ -16,8 +16,8 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops import rope_kv
 from wgraph.ops.core import OpDef, register
 from wgraph.ops.gemv import device_refusal
-from wgraph.ops.quantized import (LINEAR_Q, QuantLinearParams, _infer_linear_q, core_bindings, core_uniforms,
-                                  describe_gemv, plan_linear_q)
+from wgraph.ops.quantized import (LINEAR_Q, QuantLinearParams, _infer_linear_q, core_bindings, core_constants,
+                                  core_uniforms, describe_gemv, plan_linear_q)
 from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append_q"
@@ -138,7 +138,8 @@ def _encode(ctx, params: QuantLinearRopeKVParams, inputs, outputs):
                 "out_n": n, "swiglu": 0, **rope_kv.kernel_uniforms(params.rope, rows, rest)}
     bindings = {**core_bindings(ctx, x=x, blocks=blocks, bias=b, norm=norm), **rope_kv.kernel_bindings(ctx, rest, q)}
     return [ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings,
-                         workgroups=ctx.grid(uniforms["groups_per_chunk"]), label="linear_rope_kv_append")]
+                         workgroups=ctx.grid(uniforms["groups_per_chunk"]), label="linear_rope_kv_append",
+                         constants=core_constants(norm=norm))]
 
 
 # inputs 6 and 7 (the caches) are written in place besides the output q

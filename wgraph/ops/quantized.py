@@ -242,8 +242,12 @@ def core_uniforms(kv: Kernel, m: int, n: int, k: int, swiglu: bool, *, bias, nor
     return {"m": m, "n": n, "k": k, "row_blocks": k // kv.limits["block_weights"],
             "slots": gemv_slots(kv, n, swiglu), "out_n": n // 2 if swiglu else n,
             "groups_per_chunk": gemv_workgroups(kv, n, swiglu), "has_bias": int(bias is not None),
-            "has_residual": int(residual is not None), "has_norm": int(norm is not None), "swiglu": int(swiglu),
-            "eps": eps}
+            "has_residual": int(residual is not None), "swiglu": int(swiglu), "eps": eps}
+
+
+def core_constants(*, norm) -> dict:
+    """The quantized GEMV core's overridable constants (shaders/quant_gemv_core.wgsl): RMSNorm folded in or not."""
+    return {"HAS_NORM": norm is not None}
 
 
 def core_bindings(ctx, *, x, blocks, bias, norm) -> dict:
@@ -267,7 +271,8 @@ def _encode_linear_q(ctx, params: QuantLinearParams, inputs, outputs):
     bindings = {**core_bindings(ctx, x=x, blocks=blocks, bias=b, norm=norm),
                 "residual": residual if residual is not None else ctx.fallback("linear_q.residual"), "y": y}
     return [ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings,
-                         workgroups=ctx.grid(uniforms["groups_per_chunk"] * plan.row_chunks), label="linear_q")]
+                         workgroups=ctx.grid(uniforms["groups_per_chunk"] * plan.row_chunks), label="linear_q",
+                         constants=core_constants(norm=norm))]
 
 
 LINEAR_Q = register(OpDef("linear_q", _infer_linear_q, _encode_linear_q,

@@ -2,7 +2,7 @@
 // W once. A workgroup holds SLOTS feature slots of LANES lanes; a slot owns FT weight rows (slot + f * slots),
 // so each x load feeds FT rows and MAX_ROWS rows of x share each weight load. Lanes walk a row in 16-byte
 // loads (the weight reader W_LOAD widens them to f32), UNROLL steps of FT loads in flight.
-// Prologue (has_norm): RMSNorm of x folded in: x' = x * norm_w, and the slot's lanes, which see every x once,
+// Prologue (HAS_NORM, an overridable constant: gemv_core.wgsl): RMSNorm of x folded in: x' = x * norm_w, and the slot's lanes, which see every x once,
 // also sum x^2, so the row's 1 / rms scales the dot products (no separate norm pass, no extra read of x).
 // Epilogue: 1 / rms, + bias[row], swiglu (W holds [gate; up]: out = silu(gate) * up, FT even, slot rows
 // f < FT / 2 are gates and f + FT / 2 their ups), + residual[r, o]; written to y[r, o] (out_n per row).

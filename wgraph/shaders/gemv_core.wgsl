@@ -14,6 +14,10 @@
 //!include {{W_LOAD}}
 //!include {{GEMV_ENTRY}}
 
+// RMSNorm folded in (the prologue: x' = x * norm_w, x^2 summed): set when the pipeline is made
+// (Kernel.specialized), so a GEMV without a norm carries none of the prologue's instructions in its loop
+// (as a uniform flag, the driver predicated both paths of every step: issue slots in both).
+override HAS_NORM: bool;
 const THREADS: u32 = {{WORKGROUP_SIZE_X}}u;
 const LANES: u32 = {{LANES}}u;
 const FT: u32 = {{FEATURES_PER_LANE}}u;
@@ -29,10 +33,9 @@ const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
 // x of row group rg.
 fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr<function, array<f32, VT>>) {
   let xrow = params.k / 4u;  // vec4s per row of x
-  let norm = params.has_norm != 0u;
   //!repeat P PARTS
   var g$P = vec4<f32>(1.0);
-  if (norm) {
+  if (HAS_NORM) {
     g$P = norm_w[c * PARTS + ${P}u];
   }
   //!end
@@ -41,7 +44,7 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
   if (r$R < params.m) {
     //!repeat P PARTS
     var x${R}_$P = x[r$R * xrow + c * PARTS + ${P}u];
-    if (norm) {
+    if (HAS_NORM) {
       (*vals)[FT * RPG + ${R}u] += dot(x${R}_$P, x${R}_$P);
       x${R}_$P = x${R}_$P * g$P;
     }
@@ -126,7 +129,7 @@ fn gemv(t: u32, group: u32, width: u32) {
 
 // 1 / rms of row r of x (1 without a norm) from a slot's totals at tot[at ..]
 fn row_scale(at: u32, r: u32) -> f32 {
-  if (params.has_norm == 0u) {
+  if (!HAS_NORM) {
     return 1.0;
   }
   return inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);

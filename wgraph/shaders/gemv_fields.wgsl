@@ -7,6 +7,5 @@
   out_n: u32,         // output features: n, or n / 2 with swiglu
   has_bias: u32,
   has_residual: u32,
-  has_norm: u32,
   swiglu: u32,
   eps: f32,

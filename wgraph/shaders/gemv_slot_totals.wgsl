@@ -1,5 +1,5 @@
 // The slot reduction shared by the GEMVs (gemv.wgsl, quant_gemv.wgsl; included after their consts THREADS,
-// LANES, SLOTS, FT, MAX_ROWS, ROW_GROUPS and a `params.has_norm`): each thread's sums vals[f * RPG + i] (dot
+// LANES, SLOTS, FT, MAX_ROWS, ROW_GROUPS and HAS_NORM): each thread's sums vals[f * RPG + i] (dot
 // products of rows g * RPG + i of x, g = its row group lane % ROW_GROUPS; then RPG sums of x^2 with a norm)
 // added over the slot's LANES / ROW_GROUPS threads of its group into tot[slot_local * V + f * MAX_ROWS + r].
 // With subgroups (width > 1: lanes of an aligned group of `width` sum by shuffles) one partial per subgroup and
@@ -29,7 +29,7 @@ fn slot_totals(t: u32, slot_local: u32, lane: u32, width: u32, vals: ptr<functio
       //!repeat I FT * RPG
       (*vals)[${I}u] += shuffle_xor((*vals)[${I}u], mask);
       //!end
-      if (params.has_norm != 0u) {
+      if (HAS_NORM) {
         //!repeat R RPG
         (*vals)[FT * RPG + ${R}u] += shuffle_xor((*vals)[FT * RPG + ${R}u], mask);
         //!end

@@ -10,7 +10,7 @@
 // 128-byte lines; with a block or half a block per lane it touched 16 to 32 lines), and a lane's place in its
 // block, hence every shift and scale index it uses, is fixed for the whole row. A step covers BPS = LANES / LPB
 // blocks; UNROLL steps of FT rows load before any of them is used (the loads in flight together).
-// Prologue (has_norm): RMSNorm of x folded in: x' = x * norm_w, and the slot's lanes, which see every x once,
+// Prologue (HAS_NORM, an overridable constant: quant_gemv_core.wgsl): RMSNorm of x folded in: x' = x * norm_w, and the slot's lanes, which see every x once,
 // also sum x^2, so the row's 1 / rms scales the sums. Epilogue: 1 / rms, + bias[row], swiglu (W holds
 // [gate; up]: FT even, slot rows f < FT / 2 are gates and f + FT / 2 their ups), + residual[r, o].
 //!include elementwise_math.wgsl

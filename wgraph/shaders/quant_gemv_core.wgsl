@@ -6,6 +6,10 @@
 // (then x^2 per row: row_scale) to the kernel's epilogue(slot, at, lane, row0, rows), called by the slot's
 // LANES threads of a slot < params.slots in a chunk with rows > 0, after every thread's prepare_epilogue(slot,
 // lane, row0, rows) before the sums (gemv_core.wgsl's). The walk is quant_gemv.wgsl's (its header).
+// RMSNorm folded in (the prologue: x' = x * norm_w, x^2 summed): set when the pipeline is made
+// (Kernel.specialized), so a GEMV without a norm carries none of the prologue's instructions in its loop
+// (as a uniform flag, the driver predicated both paths of every step: issue slots in both).
+override HAS_NORM: bool;
 const THREADS: u32 = {{WORKGROUP_SIZE_X}}u;
 const LANES: u32 = {{LANES}}u;
 const FT: u32 = {{FEATURES_PER_LANE}}u;
@@ -38,10 +42,9 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
   );
   let xrow = params.k / 4u;
   let xb = blk * XB + t;  // the lane's first x vector in a row of x
-  let norm = params.has_norm != 0u;
   //!repeat I XV
   var g$I = vec4<f32>(1.0);
-  if (norm) {
+  if (HAS_NORM) {
     g$I = norm_w[xb + LPB * ${I}u];
   }
   //!end
@@ -51,7 +54,7 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
     //!repeat I XV
     xs[$I] = x[(row0 + ${R}u) * xrow + xb + LPB * ${I}u];
     //!end
-    if (norm) {
+    if (HAS_NORM) {
       //!repeat I XV
       (*vals)[FT * MAX_ROWS + ${R}u] += dot(xs[$I], xs[$I]);
       xs[$I] = xs[$I] * g$I;
@@ -113,7 +116,7 @@ fn gemv(t: u32, group: u32, width: u32) {
 
 // 1 / rms of row r of the chunk (1 without a norm) from a slot's totals at tot[at ..]
 fn row_scale(at: u32, r: u32) -> f32 {
-  if (params.has_norm == 0u) {
+  if (!HAS_NORM) {
     return 1.0;
   }
   return inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);

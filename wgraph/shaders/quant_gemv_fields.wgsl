@@ -9,6 +9,5 @@
   groups_per_chunk: u32,  // workgroups per chunk of MAX_ROWS rows of x
   has_bias: u32,
   has_residual: u32,
-  has_norm: u32,
   swiglu: u32,
   eps: f32,
