@@ -6,19 +6,23 @@
 // 1.0 at the bit position p where it sits (fields at bits 0-7 and 8-15 of the word and of its upper half),
 // giving 1 + q * 2^(p - 23); fma(v, 2^(23 - p), -(2^(23 - p) + offset)) = q - offset exactly.
 const MANTISSA_ONE: u32 = 0x3F800000u;
+// 1.0's bits as the ORs below use them, set by the kernel (quant_gemv_core.wgsl's gemv) from a uniform, so the
+// compiler cannot fold it: with the mask and 1.0 both immediates, NVIDIA's compiler emits an AND and an OR per
+// weight; with 1.0 in a register it fuses them into one LOP3 (benchmarks/pipeline_sass.py shows the loop).
+var<private> one_bits: u32 = MANTISSA_ONE;
 
 // The low nibbles of bytes 0..3 of `v` (weights i..i+3 of a Q4 quant word), minus `offset`.
 fn nibbles_low(v: u32, offset: f32) -> vec4<f32> {
   let fields = vec4<u32>(v, v, v >> 16u, v >> 16u) & vec4<u32>(0xFu, 0xF00u, 0xFu, 0xF00u);
   let scale = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0);
-  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -(scale + offset));
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -(scale + offset));
 }
 
 // The high nibbles of bytes 0..3 of `v` (weights i+16..i+19 of a Q4_0 / Q4_1 quant word), minus `offset`.
 fn nibbles_high(v: u32, offset: f32) -> vec4<f32> {
   let fields = vec4<u32>(v, v, v >> 16u, v >> 16u) & vec4<u32>(0xF0u, 0xF000u, 0xF0u, 0xF000u);
   let scale = vec4<f32>(524288.0, 2048.0, 524288.0, 2048.0);
-  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -(scale + offset));
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -(scale + offset));
 }
 
 // Bytes 0..3 of `v` as signed int8 values (a Q8_0 quant word): flipping the sign bit makes them q + 128.
@@ -26,14 +30,14 @@ fn bytes_signed(v: u32) -> vec4<f32> {
   let u = v ^ 0x80808080u;
   let fields = vec4<u32>(u, u, u >> 16u, u >> 16u) & vec4<u32>(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
   let scale = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0);
-  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -(scale + 128.0));
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -(scale + 128.0));
 }
 
 // Bytes 0..3 of `v` as unsigned values (Q4_K's scale and min bytes).
 fn bytes_unsigned(v: u32) -> vec4<f32> {
   let fields = vec4<u32>(v, v, v >> 16u, v >> 16u) & vec4<u32>(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
   let scale = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0);
-  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(MANTISSA_ONE)), scale, -scale);
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -scale);
 }
 
 // Quant word i of an 18- or 34-byte block (Q4_0, Q8_0) from words a = w + i and b = w + i + 1, w the word

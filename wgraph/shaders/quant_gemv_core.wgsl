@@ -72,6 +72,7 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
 // Thread t (numbered so a slot's lanes share a subgroup where there are subgroups) of workgroup `group`;
 // `width`: lanes of an aligned group that one subgroup sums by shuffles (1: none).
 fn gemv(t: u32, group: u32, width: u32) {
+  one_bits = select(0u, MANTISSA_ONE, params.k != 0u);  // quant_common.wgsl: opaque to the compiler
   let slot_local = t / LANES;
   let lane = t % LANES;
   let chunk = group / params.groups_per_chunk;
