@@ -23,11 +23,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-DUMP = Path(os.environ.get("DUMP", "/tmp/dump"))
-STATS = Path(os.environ.get("STATS", "/tmp/pipeline_stats/pipeline_stats.json"))
-OUT = Path(os.environ.get("OUT", "/tmp/pipeline_sass"))
-OUT.mkdir(parents=True, exist_ok=True)
-ARCH = os.environ.get("ARCH", "SM90")  # the H200's
 
 
 def nvdisasm() -> str | None:
@@ -51,13 +46,9 @@ ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
 NVIDIA_CODE = b"NVDANVVMNVuc"
 
 
-def machine_code(blob: bytes, size: int) -> bytes | None:
-    """The `size` bytes of machine code in NVIDIA's pipeline-cache data, or None where it is not found.
-
-    The data (driver 580 on the H200) is Vulkan's 32-byte cache header, a "CPKV" entry header, then one zstd
-    frame; inside it an "NVDANVVMNVuc" container whose section table holds (kind 1, size, offset) for the code,
-    which starts 8 bytes after that offset (its first instruction is the usual `IMAD.MOV.U32 R1, RZ, RZ,
-    c[0x0][0x28]`). `size` is the driver's Binary Size statistic, which names the entry."""
+def cache_payload(blob: bytes) -> bytes | None:
+    """The zstd frame of NVIDIA's pipeline-cache data, decompressed (driver 580 on the H200: Vulkan's 32-byte cache
+    header, a "CPKV" entry header, then one frame); None where the data holds no frame (lavapipe)."""
     at = blob.find(ZSTD_FRAME)
     if at < 0:
         return None
@@ -65,14 +56,22 @@ def machine_code(blob: bytes, size: int) -> bytes | None:
         import zstandard
     except ImportError:
         sys.exit("pipeline_sass.py needs the zstandard package (pip install zstandard) to read NVIDIA's cache data")
-    raw = zstandard.ZstdDecompressor().decompressobj().decompress(blob[at:])
-    if not raw.startswith(NVIDIA_CODE):
+    return zstandard.ZstdDecompressor().decompressobj().decompress(blob[at:])
+
+
+def machine_code(payload: bytes, size: int) -> bytes | None:
+    """The `size` bytes of machine code in a decompressed cache payload, or None where it is not found.
+
+    The payload is an "NVDANVVMNVuc" container whose section table holds (kind 1, size, offset) for the code,
+    which starts 8 bytes after that offset (its first instruction is the usual `IMAD.MOV.U32 R1, RZ, RZ,
+    c[0x0][0x28]`). `size` is the driver's Binary Size statistic, which names the entry."""
+    if not payload.startswith(NVIDIA_CODE):
         return None
-    entry = raw.find(struct.pack("<II", 1, size))
+    entry = payload.find(struct.pack("<II", 1, size))
     if entry < 0:
         return None
-    offset, = struct.unpack_from("<I", raw, entry + 8)
-    code = raw[offset + 8:offset + 8 + size]
+    offset, = struct.unpack_from("<I", payload, entry + 8)
+    code = payload[offset + 8:offset + 8 + size]
     return code if len(code) == size else None
 
 
@@ -101,8 +100,13 @@ def kinds(insns) -> str:
 
 
 def main() -> None:
+    dump = Path(os.environ.get("DUMP", "/tmp/dump"))
+    stats = Path(os.environ.get("STATS", "/tmp/pipeline_stats/pipeline_stats.json"))
+    out = Path(os.environ.get("OUT", "/tmp/pipeline_sass"))
+    out.mkdir(parents=True, exist_ok=True)
+    arch = os.environ.get("ARCH", "SM90")  # the H200's
     tool = nvdisasm()
-    rows = json.loads(STATS.read_text())["rows"]
+    rows = json.loads(stats.read_text())["rows"]
     patterns = [re.compile(p) for p in sys.argv[1:]]
     print(f"nvdisasm: {tool or 'not found'}")
     summary = {}
@@ -110,21 +114,22 @@ def main() -> None:
         name = row["kernel"]
         if patterns and not any(p.search(name) for p in patterns):
             continue
-        cache = DUMP / f"pipeline_{row['pipeline']}.cache"
+        cache = dump / f"pipeline_{row['pipeline']}.cache"
         if not cache.exists():
             print(f"{name}: no cache data ({cache})")
             continue
         blob = cache.read_bytes()
         executable = next(v for v in row.values() if isinstance(v, dict) and "Binary Size" in v)
-        code = machine_code(blob, int(executable["Binary Size"]))
+        payload = cache_payload(blob)
+        code = machine_code(payload, int(executable["Binary Size"])) if payload else None
         if code is None or not tool:
             print(f"{name}: {len(blob)} bytes of cache data, no machine code found: {blob[:64].hex()}")
             continue
-        path = OUT / f"{name}.bin"
+        path = out / f"{name}.bin"
         path.write_bytes(code)
-        got = subprocess.run([tool, "-b", ARCH, str(path)], capture_output=True, text=True)
+        got = subprocess.run([tool, "-b", arch, str(path)], capture_output=True, text=True)
         sass = got.stdout or got.stderr
-        (OUT / f"{name}.sass").write_text(sass)
+        (out / f"{name}.sass").write_text(sass)
         insns = instructions(sass)
         print(f"{name}: {len(insns)} instructions: {kinds(insns)}")
         summary[name] = {"instructions": len(insns), "loops": []}
@@ -133,7 +138,7 @@ def main() -> None:
             print(f"  loop {start:#x}-{end:#x}: {len(body)} instructions: {kinds(body)}")
             summary[name]["loops"].append({"start": start, "end": end, "instructions": len(body),
                                            "kinds": dict(collections.Counter(op.split('.')[0] for _, op, _ in body))})
-    (OUT / "pipeline_sass.json").write_text(json.dumps(summary, indent=1))
+    (out / "pipeline_sass.json").write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ On the GPU machine, from the project root:
         so the first revision does not run on a cold GPU.
     python benchmarks/revisions_ab.py table DIR: the table again from the JSONs in DIR.
 
-The table takes every section of the bench JSON that has `rows` (model, gemv, quant, batched_model, ...): a row
+The table takes every section of the bench JSON that has `rows` (model, gemv, batched_model, ...), and the lists of
+rows a section holds under other keys (quant's `gemv` and `models`, named quant.gemv, quant.models): a row
 is named by its text fields, and its numbers are the ones in METRICS it has (and, with --profile, each op's
 stamped GPU us); each is the median over the rounds, then the ratio to the first revision's."""
 
@@ -37,8 +38,8 @@ FOLDER = ROOT / ".ab" / "revisions"
 # the numbers compared, where a row has them (bench JSON field names)
 METRICS = ("tokens_per_s", "ms_per_token", "gpu_ms_per_token", "host_ms_per_token", "fraction_of_copy_bandwidth",
            "dispatches_per_token", "gpu_us", "gbps", "tflops", "fraction_of_copy", "fraction_of_fma_peak")
-NAME_FIELDS = ("model", "shape", "call", "name", "kind", "format", "dtype", "weight_dtype", "variant", "B", "batch",
-               "rows", "out_features", "in_features")
+NAME_FIELDS = ("model", "shape", "call", "name", "kind", "format", "dtype", "weight_dtype", "ggml_type", "matrix",
+               "variant", "B", "batch", "rows", "out_features", "in_features")
 
 
 def prepare(revisions: list[str], folder: Path = FOLDER) -> list[dict]:
@@ -107,18 +108,28 @@ def row_numbers(result: dict) -> dict[tuple[str, str, str], float]:
     rows, and each op's stamped GPU us of a profiled row."""
     got = {}
     for section, body in result.items():
-        if not isinstance(body, dict) or not isinstance(body.get("rows"), list):
+        if not isinstance(body, dict):
             continue
-        for i, row in enumerate(body["rows"]):
-            if not isinstance(row, dict):
-                continue
-            name = _row_name(row) or f"row {i}"
-            for m in METRICS:
-                v = row.get(m)
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    got[(section, name, m)] = float(v)
-            for op in (row.get("profile") or {}).get("by_op", ()):
-                got[(section, name, f"{op['name']} us")] = float(op["gpu_us"])
+        # a section's `rows`, or (the quant section) each list of row dicts it holds under another key
+        lists = {section: body["rows"]} if isinstance(body.get("rows"), list) else {
+            f"{section}.{key}": v for key, v in body.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+        for part, rows in lists.items():
+            got.update(_part_numbers(part, rows))
+    return got
+
+
+def _part_numbers(section: str, rows: list) -> dict[tuple[str, str, str], float]:
+    got = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            continue
+        name = _row_name(row) or f"row {i}"
+        for m in METRICS:
+            v = row.get(m)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                got[(section, name, m)] = float(v)
+        for op in (row.get("profile") or {}).get("by_op", ()):
+            got[(section, name, f"{op['name']} us")] = float(op["gpu_us"])
     return got
 
 
@@ -179,6 +190,9 @@ def main(argv: list[str]) -> int:
         return 0
     out = Path(os.environ.get("OUT", "/tmp/revisions_ab")) if a.what == "run" else a.folder
     manifest = json.loads((FOLDER / "manifest.json").read_text())
+    if a.what == "table":  # the revisions whose JSONs the folder holds (<i>-<name>_r<k>.json), in their order
+        names = sorted({f.name.rsplit("_r", 1)[0] for f in out.glob("*_r*.json")})
+        manifest = [{"name": n} for n in names]
     if a.what == "run":
         bench_args = a.bench_args[1:] if a.bench_args[:1] == ["--"] else a.bench_args
         if a.rounds < 1:

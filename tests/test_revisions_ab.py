@@ -35,6 +35,17 @@ def test_row_numbers_take_the_metrics_and_the_profile():
                    ("model", "m f16", "linear us"): 50.0}   # steps is no metric, meta / settings no section
 
 
+def test_row_numbers_take_the_lists_of_rows_a_section_holds():
+    """The quant section keeps its rows under `gemv` and `models`: each list is a part named section.key."""
+    result = {"quant": {"copy": {"gbps": 4000.0},
+                        "gemv": [{"ggml_type": "Q4_0", "matrix": "lm_head", "variant": "v", "rows": 1, "gpu_us": 9.5}],
+                        "models": [{"model": "wgraph Q4_0", "tokens_per_s": 990.0, "dispatches_per_token": 85}],
+                        "bytes": "GEMV: blocks once"}}
+    assert rab.row_numbers(result) == {("quant.gemv", "Q4_0 lm_head v 1", "gpu_us"): 9.5,
+                                       ("quant.models", "wgraph Q4_0", "tokens_per_s"): 990.0,
+                                       ("quant.models", "wgraph Q4_0", "dispatches_per_token"): 85.0}
+
+
 def test_table_medians_and_ratios():
     runs = {"0-main": [_model(100.0, 50.0), _model(90.0, 60.0), _model(110.0, 40.0)],
             "1-new": [_model(120.0, 30.0), _model(130.0, 35.0), _model(125.0, 20.0, {"gbps": 3.0})]}
