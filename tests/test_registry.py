@@ -1,6 +1,5 @@
 """The shader registry: loading, derived facts, and every error it promises."""
 
-import itertools
 import textwrap
 
 import pytest
@@ -93,10 +92,11 @@ def test_package_registry_compiles_on_device(dev):
     compiled = 0
     for k in registry().values():
         if set(k.features) <= dev.caps.features and k.workgroup_memory <= dev.caps.max_workgroup_storage:
-            # every combination of its overridable flags (bools, the only kind the shaders declare)
+            # its overridable flags (bools, the only kind the shaders declare) all off and all on (every
+            # combination would be 8 pipelines an attention kernel; the numeric tests run the ones ops make)
             assert set(k.overrides.values()) <= {"bool"}, k.overrides
-            for values in itertools.product((False, True), repeat=len(k.overrides)):
-                dev.pipelines.get(k.specialized(dict(zip(sorted(k.overrides), values))))
+            for value in (False, True) if k.overrides else (None,):
+                dev.pipelines.get(k.specialized({n: value for n in k.overrides}))
                 compiled += 1
     assert compiled >= 4
 

@@ -215,10 +215,17 @@ def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
         "start_pos": params.start_pos or 0, "start_pos_from_end": int(params.start_pos is None),
         "kv_start": params.kv_start, "scale": params.scale if params.scale is not None else 1.0 / math.sqrt(D),
         "softcap": params.softcap, "causal": int(params.causal), "sliding_window": params.sliding_window,
-        "kv_layout": LAYOUTS.index(params.kv_layout), "page_size": params.page_size, "kv_rows": L,
+        "page_size": params.page_size, "kv_rows": L,
         "num_chunks": kplan.max_chunks, "chunk_size": kplan.chunk_size,
         "window_right": params.window_right, "write_lse": int(params.return_lse),
     }
+
+
+def constants(params: AttentionParams) -> dict:
+    """The attention kernels' overridable constants for a call (attention_params.wgsl, attention_score.wgsl):
+    the k/v layout and soft-capping, compiled in because every key step of their loops reads them."""
+    return {"KV_RING": params.kv_layout == "ring", "KV_PAGED": params.kv_layout == "paged",
+            "SOFTCAP": params.softcap > 0}
 
 
 def _capacity_chunks(params: AttentionParams, specs, kplan: KernelPlan, caps) -> int:
@@ -247,6 +254,7 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
         note_cpu_work(ctx.caps, f"attention of {facts.seq_len} queries over {facts.kv_span} keys, {facts.num_heads} "
                       f"heads of {facts.head_dim}", 4.0 * facts.seq_len * facts.kv_span * facts.num_heads * facts.head_dim)
     u = uniforms(params, specs, kplan)
+    c = constants(params)
     kv_len_buf = kv_len_t if kv_len_t is not None else ctx.fallback("attention.kv_len")
     pages = page_table if page_table is not None else ctx.fallback("attention.page_table")
     if k.shape[0] == 0:
@@ -256,7 +264,7 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     if kplan.max_chunks == 0:
         ((variant, wg),) = kplan.dispatches
         return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out, "lse": lse}, workgroups=wg,
-                             label="attention")]
+                             label="attention", constants=c)]
     S, Hq, D = q.shape
     slots = S * Hq * _capacity_chunks(params, specs, kplan, ctx.caps)
     part_ml = ctx.scratch((slots * 2,), "f32", "attention.part_ml")
@@ -264,23 +272,25 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     partials = {"part_ml": part_ml, "part_acc": part_acc}
     (main, wg), (combine, cwg) = kplan.dispatches
     if registry()[kplan.variant].facts.get("grid") == "splitk":
-        return _encode_splitk(ctx, kplan, u, reads, partials, out, lse)
+        return _encode_splitk(ctx, kplan, u, c, reads, partials, out, lse)
     return [
-        ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks"),
+        ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks",
+                     constants=c),
         ctx.dispatch(combine, uniforms=u, bindings={**partials, "out": out, "lse": lse}, workgroups=cwg,
-                     label="attention.combine"),
+                     label="attention.combine", constants=c),
     ]
 
 
-def _encode_splitk(ctx, kplan: KernelPlan, u: dict, reads: dict, partials: dict, out, lse):
+def _encode_splitk(ctx, kplan: KernelPlan, u: dict, c: dict, reads: dict, partials: dict, out, lse):
     """Split-K decode: chunks, combine. The grid is the plan's: with a GPU kv_len, planned at the capacity, and
     the chunks past the length return at once (a pass that wrote indirect counts cost a dependent dispatch,
     ~2-3 us on an H200, more than the idle workgroups)."""
     (main, wg), (combine, cwg) = kplan.dispatches
     lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
-    return [ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.splitk"),
+    return [ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.splitk",
+                         constants=c),
             ctx.dispatch(combine, uniforms=u, bindings={**lengths, **partials, "out": out, "lse": lse},
-                         workgroups=cwg, label="attention.splitk_combine")]
+                         workgroups=cwg, label="attention.splitk_combine", constants=c)]
 
 
 ATTENTION = register(OpDef("attention", _infer, _encode, inputs=("q", "k", "v", "kv_len?", "page_table?")))

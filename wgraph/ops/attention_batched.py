@@ -156,13 +156,15 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
         return []
     u = {
         "batch": B, "num_heads": Hq, "num_kv_heads": Hkv, "head_dim": D, "q_rows": geo["q_rows"],
-        "q_packed": int(p.mode == "varlen"), "max_q": p.max_q, "kv_layout": geo["layout"],
+        "q_packed": int(p.mode == "varlen"), "max_q": p.max_q,
         "kv_rows": max(1, geo["kv_rows"]), "max_k": p.max_k, "seqlen_add": p.seqlen_add,
         "page_size": max(1, p.page_size), "max_pages": geo["max_pages"], "num_pages": max(1, geo["pages"]),
         "scale": p.scale if p.scale is not None else 1.0 / math.sqrt(D), "softcap": p.softcap,
         "causal": int(p.causal), "window_left": p.window[0], "window_right": p.window[1],
         "write_lse": int(p.return_lse), "num_chunks": 1,
     }
+    # the k/v layout and soft-capping, compiled in (attention_batched_common.wgsl, attention_score.wgsl)
+    c = {"KV_PACKED": geo["layout"] == 0, "KV_PAGED": geo["layout"] == 2, "SOFTCAP": p.softcap > 0}
     if geo["kv_rows"] == 0:
         k = v = ctx.fallback("attention_batched.no_kv", 64)   # no key is ever read
     reads = {"q": q, "k": k, "v": v, "cu_q": cu_q if cu_q is not None else ctx.fallback("attention_batched.cu_q"),
@@ -178,15 +180,15 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
         parts = {"part_ml": part_ml, "part_acc": part_acc}
         return [
             ctx.dispatch(main, uniforms=u, bindings={**reads, **parts}, workgroups=wg,
-                         label="attention_batched.decode"),
+                         label="attention_batched.decode", constants=c),
             ctx.dispatch(combine, uniforms=u, bindings={"cu_q": reads["cu_q"], "kv_lens": kv_lens,
                                                         "block_table": reads["block_table"], **parts,
                                                         "out": out, "lse": lse},
-                         workgroups=cwg, label="attention_batched.combine"),
+                         workgroups=cwg, label="attention_batched.combine", constants=c),
         ]
     ((variant, wg),) = kplan.dispatches
     return [ctx.dispatch(variant, uniforms=u, bindings={**reads, "out": out, "lse": lse}, workgroups=wg,
-                         label=f"attention_{p.mode}")]
+                         label=f"attention_{p.mode}", constants=c)]
 
 
 BATCHED = register(OpDef("attention_batched", _infer, _encode,

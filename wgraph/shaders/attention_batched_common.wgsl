@@ -13,7 +13,6 @@ struct BatchParams {
     q_rows: u32,             // rows of q (total_q); lse is [Hq, q_rows]
     q_packed: u32,           // 1: sequence b's queries are rows cu_q[b] .. cu_q[b+1]; 0: rows b * max_q .. + max_q
     max_q: u32,              // packed: max_seqlen_q; else the queries per sequence
-    kv_layout: u32,          // 0: packed, rows cu_k[b] .. cu_k[b+1]; 1: cache [B, max_k]; 2: paged (block_table)
     kv_rows: u32,            // rows of the k/v buffers
     max_k: u32,              // packed: max_seqlen_k; cache: capacity of one sequence (paged: max_pages * page_size)
     seqlen_add: u32,         // cache: sequence b has kv_lens[b] + seqlen_add keys (rows written by this call)
@@ -21,7 +20,7 @@ struct BatchParams {
     max_pages: u32,          // block_table row length
     num_pages: u32,          // pages in the pool (kv_rows / page_size)
     scale: f32,
-    softcap: f32,            // 0: off; else s = softcap * tanh(s / softcap)
+    softcap: f32,            // s = softcap * tanh(s / softcap) where SOFTCAP (attention_score.wgsl)
     causal: u32,
     window_left: i32,        // -1: unbounded; else key masked when key_pos < query_pos - window_left
     window_right: i32,       // -1: unbounded; else key masked when key_pos > query_pos + window_right
@@ -57,6 +56,11 @@ fn packed_seq(s0: u32, e0: u32, rows: u32, max_len: u32) -> vec2<u32> {
 }
 
 // (first q row, queries) of sequence b.
+// Where sequence b's keys are, compiled in (docs/kernels.md: each key step of a loop finds its row): KV_PACKED,
+// rows cu_k[b] .. cu_k[b+1] (varlen); KV_PAGED, pages through block_table; neither, a cache [B, max_k].
+override KV_PACKED: bool;
+override KV_PAGED: bool;
+
 fn seq_q(b: u32) -> vec2<u32> {
     if (params.q_packed == 0u) {
         return vec2<u32>(b * params.max_q, params.max_q);
@@ -66,7 +70,7 @@ fn seq_q(b: u32) -> vec2<u32> {
 
 // (first k/v row when packed, keys) of sequence b.
 fn seq_k(b: u32) -> vec2<u32> {
-    if (params.kv_layout == 0u) {
+    if (KV_PACKED) {
         return packed_seq(kv_lens[b], kv_lens[b + 1u], params.kv_rows, params.max_k);
     }
     let have = kv_lens[b];
@@ -92,10 +96,10 @@ fn enter_seq(b: u32, k0: u32) {
 // Row of the k/v buffers holding key j (< seq_k(seq_b).y) of the sequence enter_seq named.
 fn kv_row(j: u32) -> u32 {
     let b = seq_b;
-    if (params.kv_layout == 0u) {
+    if (KV_PACKED) {
         return seq_k0 + j;
     }
-    if (params.kv_layout == 1u) {
+    if (!KV_PAGED) {
         return b * params.max_k + j;
     }
     var page = block_table[b * params.max_pages + j / params.page_size];

@@ -18,11 +18,11 @@ fn kv_len_now() -> u32 {
 
 // Row of the k/v buffers that holds key j (absolute position kv_start + j).
 fn kv_row(j: u32) -> u32 {
-    if (params.kv_layout == 1u) {
+    if (KV_RING) {
         // (kv_start + j) % kv_rows without the u32 wrap of kv_start + j (key positions may pass 2^32).
         return (params.kv_start % params.kv_rows + j % params.kv_rows) % params.kv_rows;
     }
-    if (params.kv_layout == 2u) {
+    if (KV_PAGED) {
         return page_table[j / params.page_size] * params.page_size + j % params.page_size;
     }
     return j;

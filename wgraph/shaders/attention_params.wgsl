@@ -12,10 +12,9 @@ struct AttnParams {
     start_pos_from_end: u32,  // 1: query 0 sits at kv_start + kv_len - S (bottom-right aligned)
     kv_start: u32,            // absolute position of key 0
     scale: f32,
-    softcap: f32,             // 0: off; else s = softcap * tanh(s / softcap)
+    softcap: f32,             // s = softcap * tanh(s / softcap) where SOFTCAP (attention_score.wgsl)
     causal: u32,
     sliding_window: u32,      // 0: off; else key masked when key_pos <= query_pos - sliding_window
-    kv_layout: u32,           // 0 contiguous, 1 ring, 2 paged
     page_size: u32,
     kv_rows: u32,             // rows the k/v buffers hold
     num_chunks: u32,          // chunked decode only: kv chunks per head
@@ -25,6 +24,11 @@ struct AttnParams {
 }
 
 @group(0) @binding(0) var<uniform> params: AttnParams;
+
+// How the k/v rows hold key positions, compiled in (docs/kernels.md: each key step of a loop finds its row):
+// neither, contiguous (key j at row j); KV_RING, a ring of kv_rows rows; KV_PAGED, pages through page_table.
+override KV_RING: bool;
+override KV_PAGED: bool;
 
 //!include attention_nan.wgsl
 
@@ -72,7 +76,7 @@ fn key_range(rel: vec2<u32>, kv_len: u32) -> vec2<u32> {
             hi = min(hi, rel.y + r + 1u);
         }
     }
-    if (params.kv_layout == 1u && kv_len > params.kv_rows) {
+    if (KV_RING && kv_len > params.kv_rows) {
         // Ring: only the last kv_rows keys are still stored; older ones count as masked.
         lo = max(lo, kv_len - params.kv_rows);
     }

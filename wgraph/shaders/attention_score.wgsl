@@ -3,9 +3,13 @@ fn tanh_safe(x: f32) -> f32 {
     return tanh(clamp(x, -15.0, 15.0));
 }
 
+// Soft-capped scores or not, compiled in (docs/kernels.md): every score of a loop goes through here, and as a
+// uniform test NVIDIA's compiler predicated the tanh on for every score, capped or not.
+override SOFTCAP: bool;
+
 fn transform_score(dot_qk: f32) -> f32 {
     var s = dot_qk * params.scale;
-    if (params.softcap > 0.0) {
+    if (SOFTCAP) {
         s = params.softcap * tanh_safe(s / params.softcap);
     }
     return s;
