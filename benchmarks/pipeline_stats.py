@@ -19,10 +19,11 @@ instruction), Stack Size, Shared Memory Size (bytes per workgroup) and Local Mem
 bytes of per-thread local memory (register spills and arrays the compiler could not keep in registers; the
 value carries a flag at bit 36): printed as local_bytes. DUMP=<dir>: the layer also writes each pipeline's SPIR-V
 and pipeline-cache data there (the machine code; benchmarks/pipeline_sass.py disassembles it); the JSON's
-`pipeline` numbers the files."""
+`pipeline` numbers the files. KERNELS=<regex>: only the kernels whose names it finds."""
 import itertools
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,7 @@ import wgraph as wg  # noqa: E402
 from wgraph.kernels.registry import kernels_for, registry  # noqa: E402
 
 OPS = sys.argv[1:] or list(dict.fromkeys(k.op for k in registry().values()))
+KERNELS = re.compile(os.environ.get("KERNELS", ""))  # only the kernels whose names this regex finds
 
 
 def new_lines(seen: int) -> list[str]:
@@ -82,7 +84,7 @@ rows = []
 for op in OPS:
     for kv in kernels_for(op):
         missing = sorted(set(kv.features) - dev.caps.features)
-        if missing:
+        if missing or not KERNELS.search(kv.name):
             continue
         # a kernel with overridable constants (all flags so far): one pipeline per combination of values
         for values in itertools.product((False, True), repeat=len(kv.overrides)):

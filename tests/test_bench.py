@@ -186,6 +186,18 @@ def test_candidate_variants_match_phase_and_dtype():
         assert all(kernel(n).facts["phase"] == s.phase and kernel(n).facts["dtype"] == s.dtype for n in names)
 
 
+def test_every_grid_name_sizes_every_section():
+    """--grid decode is attention's grid; the gemv and batched sections run their full sizes under it (they
+    raised KeyError before), and under any grid they have they run that one."""
+    from wgraph.bench import batched, gemv, grids, section_grid
+
+    for table in (gemv.GEMV_GRIDS, gemv.COPY_BYTES, batched.GRIDS):
+        assert section_grid("decode", table) == "full" and "decode" not in table
+        for name in grids.GRIDS:
+            assert section_grid(name, table) in table
+            assert section_grid(name, table) == (name if name in table else "full")
+
+
 def test_cli_usage(capsys):
     assert cli_main([]) == 2
     assert cli_main(["nonsense"]) == 2

@@ -114,10 +114,10 @@ def main(argv: list[str]) -> dict:
         from wgraph.bench import gemv, torch_ref
 
         torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
-        copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES[grid])
+        copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES[section_grid(grid, gemv.COPY_BYTES)])
         _progress(f"copy kernel: {copy['gbps']:.4g} GB/s over {copy['bytes_copied'] >> 20} MiB")
         floor = gemv.dispatch_floor(dev)
-        rows = gemv.bench_gemv(dev, gemv.GEMV_GRIDS[grid], copy_gbps=copy["gbps"], use_torch=not args.no_torch,
+        rows = gemv.bench_gemv(dev, gemv.GEMV_GRIDS[section_grid(grid, gemv.GEMV_GRIDS)], copy_gbps=copy["gbps"], use_torch=not args.no_torch,
                                torch_available=bool(torch_info.get("available")),
                                target_us=300.0 if args.quick or grid == "tiny" else 3000.0, progress=_progress)
         result["gemv"] = {"copy": copy, "rows": rows, "torch": torch_info, "dispatch_floor": floor,
@@ -145,7 +145,8 @@ def main(argv: list[str]) -> dict:
     if "batched" in sections:
         from wgraph.bench import batched
 
-        rows, torch_info = batched.bench_batched(dev, grid, use_torch=not args.no_torch,
+        rows, torch_info = batched.bench_batched(dev, section_grid(grid, batched.GRIDS),
+                                                 use_torch=not args.no_torch,
                                                  target_s=0.05 if args.quick or grid == "tiny" else 0.3,
                                                  progress=_progress)
         result["batched"] = {"rows": rows, "torch": torch_info}
@@ -173,6 +174,12 @@ def main(argv: list[str]) -> dict:
 
         print(f"wrote {plot_result(result, args.plot)}")
     return result
+
+
+def section_grid(grid: str, grids) -> str:
+    """The grid a section runs under `grid`: its own of that name, else its full sizes (the decode grid is
+    attention's alone: --only attention,batched --grid decode runs the batched rows at their full sizes)."""
+    return grid if grid in grids else "full"
 
 
 def _gemm_section(dev, args, grid: str, budget: float, result: dict, sections: tuple[str, ...]):
