@@ -139,6 +139,14 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateShaderModule(VkDevice dev, con
   return next_create_module(dev, info, alloc, out);
 }
 
+// `n` zeroed output structs of `size` bytes for a Vulkan query, each with its sType (every such struct starts
+// with it), as the query's second call fills them.
+static void *vk_outputs(uint32_t n, size_t size, VkStructureType type) {
+  char *p = calloc(n, size);
+  for (uint32_t i = 0; i < n; i++) ((VkBaseOutStructure *)(p + i * size))->sType = type;
+  return p;
+}
+
 static void report_pipeline(VkDevice dev, VkPipeline pipe) {
   int n = pipelines++;
   report("pipeline %d spirv_words=%zu", n, last_spirv_words);
@@ -149,8 +157,8 @@ static void report_pipeline(VkDevice dev, VkPipeline pipe) {
   VkPipelineInfoKHR pinfo = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pipe};
   uint32_t count = 0;
   get_props(dev, &pinfo, &count, NULL);
-  VkPipelineExecutablePropertiesKHR *props = calloc(count, sizeof(*props));
-  for (uint32_t i = 0; i < count; i++) props[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR;
+  VkPipelineExecutablePropertiesKHR *props =
+      vk_outputs(count, sizeof(*props), VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR);
   get_props(dev, &pinfo, &count, props);
   for (uint32_t e = 0; e < count; e++) {
     report(" | %s (subgroup %u):", props[e].name, props[e].subgroupSize);
@@ -158,8 +166,8 @@ static void report_pipeline(VkDevice dev, VkPipeline pipe) {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = pipe, .executableIndex = e};
     uint32_t ns = 0;
     get_stats(dev, &einfo, &ns, NULL);
-    VkPipelineExecutableStatisticKHR *st = calloc(ns, sizeof(*st));
-    for (uint32_t i = 0; i < ns; i++) st[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+    VkPipelineExecutableStatisticKHR *st =
+        vk_outputs(ns, sizeof(*st), VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR);
     get_stats(dev, &einfo, &ns, st);
     for (uint32_t i = 0; i < ns; i++) {
       switch (st[i].format) {
@@ -174,8 +182,8 @@ static void report_pipeline(VkDevice dev, VkPipeline pipe) {
     if (get_reprs && getenv("WGRAPH_PIPELINE_DUMP")) {
       uint32_t nr = 0;
       get_reprs(dev, &einfo, &nr, NULL);
-      VkPipelineExecutableInternalRepresentationKHR *ir = calloc(nr, sizeof(*ir));
-      for (uint32_t i = 0; i < nr; i++) ir[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+      VkPipelineExecutableInternalRepresentationKHR *ir =
+          vk_outputs(nr, sizeof(*ir), VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR);
       get_reprs(dev, &einfo, &nr, ir);  // the sizes
       for (uint32_t i = 0; i < nr; i++) ir[i].pData = malloc(ir[i].dataSize);
       get_reprs(dev, &einfo, &nr, ir);
