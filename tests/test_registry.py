@@ -87,14 +87,21 @@ def test_include_and_missing_include(tmp_path):
         write(tmp_path, GOOD, "//!include missing.wgsl\n" + SHADER)
 
 
+def test_overridable_constants_are_bool_flags(tmp_path):
+    k = write(tmp_path, GOOD, "override FAST: bool;\n" + SHADER)["k_f32"]
+    assert dict(k.overrides) == {"FAST": "bool"}
+    with pytest.raises(RegistryError, match=r"registry variant k_f32: overridable constants must be bool flags; "
+                                            r"\{'N': 'u32'\} are not"):
+        write(tmp_path, GOOD, "override FAST: bool;\noverride N: u32;\n" + SHADER)
+
+
 def test_package_registry_compiles_on_device(dev):
     """Every variant the package ships compiles into a pipeline where the device has its features."""
     compiled = 0
     for k in registry().values():
         if set(k.features) <= dev.caps.features and k.workgroup_memory <= dev.caps.max_workgroup_storage:
-            # its overridable flags (bools, the only kind the shaders declare) all off and all on (every
+            # its overridable flags (bools: the registry refuses other types) all off and all on (every
             # combination would be 8 pipelines an attention kernel; the numeric tests run the ones ops make)
-            assert set(k.overrides.values()) <= {"bool"}, k.overrides
             for value in (False, True) if k.overrides else (None,):
                 dev.pipelines.get(k.specialized({n: value for n in k.overrides}))
                 compiled += 1

@@ -78,17 +78,11 @@ class Kernel:
         return tuple(b for b in self.bindings if b.space == "storage")
 
 
-def _constant(k: Kernel, name: str, value) -> bool | int | float:
-    kind = k.overrides[name]
-    if kind == "bool" and isinstance(value, (bool, int)) and value in (0, 1):
+def _constant(k: Kernel, name: str, value) -> bool:
+    """A flag's value (every overridable constant is a bool: the registry refuses other types at load)."""
+    if isinstance(value, (bool, int)) and value in (0, 1):
         return bool(value)
-    if kind in ("u32", "i32") and isinstance(value, int) and not isinstance(value, bool):
-        if kind == "u32" and not 0 <= value < 2**32 or kind == "i32" and not -2**31 <= value < 2**31:
-            raise PlanError(f"kernel {k.name}: constant {name} = {value} is out of range for {kind}")
-        return value
-    if kind == "f32" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise PlanError(f"kernel {k.name}: constant {name} is a {kind}, got {value!r}")
+    raise PlanError(f"kernel {k.name}: constant {name} is a bool, got {value!r}")
 
 
 # (id of the registry's kernel, values) -> (that kernel, its specialization): holding the kernel keeps its id
@@ -163,8 +157,18 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
         uniform=uniform,
         workgroup_memory=wgsl.workgroup_bytes(source, structs, consts),
         consts=MappingProxyType(consts),
-        overrides=MappingProxyType(wgsl.parse_overrides(source)),
+        overrides=MappingProxyType(_flags(where, source)),
     )
+
+
+def _flags(where: str, source: str) -> dict[str, str]:
+    """The shader's overridable constants, all bools: flags that pick a code path (docs/kernels.md); a value
+    that varies belongs in the uniforms, and every pipeline per value would be compiled on first use."""
+    overrides = wgsl.parse_overrides(source)
+    other = {name: kind for name, kind in overrides.items() if kind != "bool"}
+    if other:
+        raise RegistryError(f"{where}: overridable constants must be bool flags; {other} are not")
+    return overrides
 
 
 def _read_toml(path: Path) -> dict:

@@ -123,7 +123,8 @@ def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float)
 
 
 def core_constants(*, norm) -> dict:
-    """The GEMV core's overridable constants (shaders/gemv_core.wgsl) for a call: RMSNorm folded in or not."""
+    """The GEMV cores' overridable constants for a call (shaders/gemv_core.wgsl and quant_gemv_core.wgsl
+    declare the same): RMSNorm folded in or not."""
     return {"HAS_NORM": norm is not None}
 
 

@@ -18,7 +18,7 @@ from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.ops.gemv import device_refusal
+from wgraph.ops.gemv import core_constants, device_refusal
 from wgraph.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
@@ -243,11 +243,6 @@ def core_uniforms(kv: Kernel, m: int, n: int, k: int, swiglu: bool, *, bias, nor
             "slots": gemv_slots(kv, n, swiglu), "out_n": n // 2 if swiglu else n,
             "groups_per_chunk": gemv_workgroups(kv, n, swiglu), "has_bias": int(bias is not None),
             "has_residual": int(residual is not None), "swiglu": int(swiglu), "eps": eps}
-
-
-def core_constants(*, norm) -> dict:
-    """The quantized GEMV core's overridable constants (shaders/quant_gemv_core.wgsl): RMSNorm folded in or not."""
-    return {"HAS_NORM": norm is not None}
 
 
 def core_bindings(ctx, *, x, blocks, bias, norm) -> dict:
