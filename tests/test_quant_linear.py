@@ -187,6 +187,18 @@ def test_every_gemv_variant_forced(dev, rng):
                 _fused_run(dev, c, variant=kv.name)
 
 
+def test_whole_block_readers_stage_x_over_several_steps(dev, rng):
+    """The GEMVs where a lane reads whole blocks stage x (and norm_w) in workgroup memory a step at a time:
+    rows of 2 * lanes + 3 blocks (three steps, the last partial; odd and even blocks, whose quant words start
+    mid-word and on a word), with the norm and a residual, out_features no multiple of a workgroup's rows."""
+    whole = [kv for kv in kernels_for("linear_q") if kv.limits["lanes_per_block"] == 1]
+    assert {kv.facts["ggml_type"] for kv in whole} == {"Q4_0", "Q8_0", "Q4_1"}
+    for kv in whole:
+        c = _fused_case(rng, kv.facts["ggml_type"], 1, 37, 2 * kv.limits["lanes"] + 3, norm=True, bias=False,
+                        swiglu=False, residual=True)
+        _fused_check(_fused_run(dev, c, variant=kv.name), c)
+
+
 def _first_match(rows, n, k, ggml_type, caps, swiglu):
     """The planning rule of registry/quant.toml, read off the registry facts: the first non-candidate GEMV of the
     format whose limits take the call (more rows than any holds: the taker with the most max_rows)."""

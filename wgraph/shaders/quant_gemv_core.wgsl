@@ -32,6 +32,56 @@ const_assert LANES % LPB == 0u;
 
 //!include gemv_slot_totals.wgsl
 
+// x staged in workgroup memory where a lane takes whole blocks (LPB == 1, quant_lanes_*_whole.wgsl): a lane's x is
+// then XB neighbouring vectors of its own, so each load of a warp would touch a line per lane (4 where the
+// shared-block readers' lanes read neighbouring vectors). On the H200 the Q4_0 lm_head took 180 us with x read
+// so and 88 us staged (benchmarks/results/h200-quant-whole.log). Per step the workgroup copies the step's BPS
+// blocks of x (and of norm_w) with neighbouring threads on neighbouring vectors; lane u of the step reads vector
+// i of its block at u * XB + (i ^ (u % XB)), so the 8 lanes of a 16-byte read's quarter warp hit 8 bank groups.
+const X_STAGE: bool = LPB == 1u;
+const XS: u32 = max(1u, BPS * XB * (1u / LPB));  // vectors of x a step stages per row (1 / LPB: X_STAGE as 0 or 1)
+const_assert !X_STAGE || UNROLL == 1u;
+var<workgroup> x_stage: array<vec4<f32>, XS * MAX_ROWS>;
+var<workgroup> norm_stage: array<vec4<f32>, XS>;
+
+fn stage_at(v: u32) -> u32 {
+  return v ^ ((v / XB) % XB);
+}
+
+// Step s's x (rows row0 .. row0 + rows of the chunk; zeros past the row's end) and norm_w (HAS_NORM) into the stage
+fn stage_x(t: u32, s: u32, row0: u32, rows: u32) {
+  let xrow = params.k / 4u;
+  let first = s * XS;
+  for (var v = t; v < XS * MAX_ROWS; v = v + THREADS) {
+    let r = v / XS;
+    let i = v % XS;
+    let inside = first + i < xrow;
+    var val = vec4<f32>(0.0);
+    if (r < rows && inside) {
+      val = x[(row0 + r) * xrow + first + i];
+    }
+    x_stage[r * XS + stage_at(i)] = val;
+    if (HAS_NORM && r == 0u) {
+      norm_stage[stage_at(i)] = select(vec4<f32>(0.0), norm_w[min(first + i, xrow - 1u)], inside);
+    }
+  }
+}
+
+// Vector i of the lane's x for block blk (lane t of its LPB), row r of the chunk
+fn lane_x(row0: u32, r: u32, blk: u32, t: u32, i: u32) -> vec4<f32> {
+  if (X_STAGE) {
+    return x_stage[r * XS + stage_at((blk % BPS) * XB + i)];
+  }
+  return x[(row0 + r) * (params.k / 4u) + blk * XB + t + LPB * i];
+}
+
+fn lane_norm(blk: u32, t: u32, i: u32) -> vec4<f32> {
+  if (X_STAGE) {
+    return norm_stage[stage_at((blk % BPS) * XB + i)];
+  }
+  return norm_w[blk * XB + t + LPB * i];
+}
+
 // One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
 // become values once, for all rows of x.
 fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: ptr<function, array<f32, VT>>) {
@@ -40,19 +90,17 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
     unit_values(u[$F]),
   //!end
   );
-  let xrow = params.k / 4u;
-  let xb = blk * XB + t;  // the lane's first x vector in a row of x
   //!repeat I XV
   var g$I = vec4<f32>(1.0);
   if (HAS_NORM) {
-    g$I = norm_w[xb + LPB * ${I}u];
+    g$I = lane_norm(blk, t, ${I}u);
   }
   //!end
   //!repeat R MAX_ROWS
   if (${R}u < rows) {
     var xs: array<vec4<f32>, XV>;
     //!repeat I XV
-    xs[$I] = x[(row0 + ${R}u) * xrow + xb + LPB * ${I}u];
+    xs[$I] = lane_x(row0, ${R}u, blk, t, ${I}u);
     //!end
     if (HAS_NORM) {
       //!repeat I XV
@@ -88,25 +136,48 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!end
   prepare_epilogue(slot, lane, row0, rows);  // the epilogue's own loads, issued before the sums
   var vals: array<f32, VT>;
-  var blk = select(rb, lane / LPB, rows > 0u);
-  for (; blk < rb; blk = blk + UNROLL * BPS) {
-    // steps past the row's end (its last iteration) load nothing and add nothing
-    //!repeat U UNROLL
-    let on$U = blk + ${U}u * BPS < rb;
-    var u$U: array<Unit, FT>;
-    if (on$U) {
-      u$U = array<Unit, FT>(
-      //!repeat F FT
-        load_unit(base$F + blk + ${U}u * BPS, tb),
+  if (X_STAGE) {
+    // every thread of the workgroup runs every step (the barriers): a step's blocks are the same for all slots
+    let steps = (rb + BPS - 1u) / BPS;
+    for (var s = 0u; s < steps; s++) {
+      let b = s * BPS + lane;
+      let on = b < rb && rows > 0u;
+      var u: array<Unit, FT>;
+      if (on) {  // W's loads in flight while x is staged
+        u = array<Unit, FT>(
+        //!repeat F FT
+          load_unit(base$F + b, tb),
+        //!end
+        );
+      }
+      workgroupBarrier();  // the step before has read the stage
+      stage_x(t, s, row0, rows);
+      workgroupBarrier();
+      if (on) {
+        accumulate(b, tb, u, row0, rows, &vals);
+      }
+    }
+  } else {
+    var blk = select(rb, lane / LPB, rows > 0u);
+    for (; blk < rb; blk = blk + UNROLL * BPS) {
+      // steps past the row's end (its last iteration) load nothing and add nothing
+      //!repeat U UNROLL
+      let on$U = blk + ${U}u * BPS < rb;
+      var u$U: array<Unit, FT>;
+      if (on$U) {
+        u$U = array<Unit, FT>(
+        //!repeat F FT
+          load_unit(base$F + blk + ${U}u * BPS, tb),
+        //!end
+        );
+      }
       //!end
-      );
+      //!repeat U UNROLL
+      if (on$U) {
+        accumulate(blk + ${U}u * BPS, tb, u$U, row0, rows, &vals);
+      }
+      //!end
     }
-    //!end
-    //!repeat U UNROLL
-    if (on$U) {
-      accumulate(blk + ${U}u * BPS, tb, u$U, row0, rows, &vals);
-    }
-    //!end
   }
 
   slot_totals(t, slot_local, lane, width, &vals);
