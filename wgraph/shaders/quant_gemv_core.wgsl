@@ -34,10 +34,11 @@ const_assert LANES % LPB == 0u;
 
 // x staged in workgroup memory where a lane takes whole blocks (LPB == 1, quant_lanes_*_whole.wgsl): a lane's x is
 // then XB neighbouring vectors of its own, so each load of a warp would touch a line per lane (4 where the
-// shared-block readers' lanes read neighbouring vectors). On the H200 the Q4_0 lm_head took 180 us with x read
-// so and 88 us staged (benchmarks/results/h200-quant-whole.log). Per step the workgroup copies the step's BPS
-// blocks of x (and of norm_w) with neighbouring threads on neighbouring vectors; lane u of the step reads vector
-// i of its block at u * XB + (i ^ (u % XB)), so the 8 lanes of a 16-byte read's quarter warp hit 8 bank groups.
+// shared-block readers' lanes read neighbouring vectors). On the H200, Q4_0's lm_head read by block pairs took
+// 180 us with x read so and 111 us staged (benchmarks/results/h200-quant-whole-unstaged.log, both runs). Per
+// step the workgroup copies the step's BPS blocks of x (and of norm_w) with neighbouring threads on neighbouring
+// vectors; lane u of the step reads vector i of its block at u * XB + (i ^ (u % XB)), so the 8 lanes of a
+// 16-byte read's quarter warp hit 8 bank groups.
 const X_STAGE: bool = LPB == 1u;
 const XS: u32 = max(1u, BPS * XB * (1u / LPB));  // vectors of x a step stages per row (1 / LPB: X_STAGE as 0 or 1)
 const_assert !X_STAGE || UNROLL == 1u;
