@@ -239,7 +239,7 @@ def test_plan_is_the_first_registry_match(caps):
     if caps is PLAIN:
         assert seen == {"quant_gemv_r1_wg", "quant_gemv_r8_wg"}
     else:
-        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r8", "quant_gemv_r8_long"}
+        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_long", "quant_gemv_r8", "quant_gemv_r8_long"}
 
 
 def test_plan_reasons_and_forcing():
