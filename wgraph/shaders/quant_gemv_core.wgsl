@@ -36,46 +36,51 @@ const_assert LANES % LPB == 0u;
 // then XB neighbouring vectors of its own, so each load of a warp would touch a line per lane (4 where the
 // shared-block readers' lanes read neighbouring vectors). On the H200, Q4_0's lm_head read by block pairs took
 // 180 us with x read so and 111 us staged (benchmarks/results/h200-quant-whole-unstaged.log, both runs). Per
-// step the workgroup copies the step's BPS blocks of x with neighbouring threads on neighbouring vectors; lane u
-// of the step reads vector i of its block at u * XB + (i ^ (u % XB)), so the 8 lanes of a 16-byte read's
-// quarter warp hit 8 bank groups. The fused norm is applied as x is staged (x * norm_w, once a workgroup rather
-// than once a slot), and the staging threads sum x^2 of what they copy: each slot's totals then hold its
-// threads' share, and row_scale adds the slots' shares.
+// step the workgroup copies the step's BPS blocks of x (and of norm_w) with neighbouring threads on neighbouring
+// vectors; lane u of the step reads vector i of its block at u * XB + (i ^ (u % XB)), so the 8 lanes of a
+// 16-byte read's quarter warp hit 8 bank groups.
 const X_STAGE: bool = LPB == 1u;
 const XS: u32 = max(1u, BPS * XB * (1u / LPB));  // vectors of x a step stages per row (1 / LPB: X_STAGE as 0 or 1)
 const_assert !X_STAGE || UNROLL == 1u;
 var<workgroup> x_stage: array<vec4<f32>, XS * MAX_ROWS>;
+var<workgroup> norm_stage: array<vec4<f32>, XS>;
 
 fn stage_at(v: u32) -> u32 {
   return v ^ ((v / XB) % XB);
 }
 
-// Step s's x (rows row0 .. row0 + rows of the chunk; zeros past the row's end) into the stage, times norm_w
-// with the norm (its x^2 added to the thread's vals)
-fn stage_x(t: u32, s: u32, row0: u32, rows: u32, vals: ptr<function, array<f32, VT>>) {
+// Step s's x (rows row0 .. row0 + rows of the chunk; zeros past the row's end) and norm_w (HAS_NORM) into the stage
+fn stage_x(t: u32, s: u32, row0: u32, rows: u32) {
   let xrow = params.k / 4u;
   let first = s * XS;
   for (var v = t; v < XS * MAX_ROWS; v = v + THREADS) {
     let r = v / XS;
     let i = v % XS;
+    let inside = first + i < xrow;
     var val = vec4<f32>(0.0);
-    if (r < rows && first + i < xrow) {
+    if (r < rows && inside) {
       val = x[(row0 + r) * xrow + first + i];
-      if (HAS_NORM) {
-        (*vals)[FT * MAX_ROWS + r] += dot(val, val);
-        val = val * norm_w[first + i];
-      }
     }
     x_stage[r * XS + stage_at(i)] = val;
+    if (HAS_NORM && r == 0u) {
+      norm_stage[stage_at(i)] = select(vec4<f32>(0.0), norm_w[min(first + i, xrow - 1u)], inside);
+    }
   }
 }
 
-// Vector i of the lane's x for block blk (lane t of its LPB), row r of the chunk (staged: the norm applied)
+// Vector i of the lane's x for block blk (lane t of its LPB), row r of the chunk
 fn lane_x(row0: u32, r: u32, blk: u32, t: u32, i: u32) -> vec4<f32> {
   if (X_STAGE) {
     return x_stage[r * XS + stage_at((blk % BPS) * XB + i)];
   }
   return x[(row0 + r) * (params.k / 4u) + blk * XB + t + LPB * i];
+}
+
+fn lane_norm(blk: u32, t: u32, i: u32) -> vec4<f32> {
+  if (X_STAGE) {
+    return norm_stage[stage_at((blk % BPS) * XB + i)];
+  }
+  return norm_w[blk * XB + t + LPB * i];
 }
 
 // One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
@@ -88,8 +93,8 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
   );
   //!repeat I XV
   var g$I = vec4<f32>(1.0);
-  if (HAS_NORM && !X_STAGE) {
-    g$I = norm_w[blk * XB + t + LPB * ${I}u];
+  if (HAS_NORM) {
+    g$I = lane_norm(blk, t, ${I}u);
   }
   //!end
   //!repeat R MAX_ROWS
@@ -98,7 +103,7 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
     //!repeat I XV
     xs[$I] = lane_x(row0, ${R}u, blk, t, ${I}u);
     //!end
-    if (HAS_NORM && !X_STAGE) {
+    if (HAS_NORM) {
       //!repeat I XV
       (*vals)[FT * MAX_ROWS + ${R}u] += dot(xs[$I], xs[$I]);
       xs[$I] = xs[$I] * g$I;
@@ -147,7 +152,7 @@ fn gemv(t: u32, group: u32, width: u32) {
         );
       }
       workgroupBarrier();  // the step before has read the stage
-      stage_x(t, s, row0, rows, &vals);
+      stage_x(t, s, row0, rows);
       workgroupBarrier();
       if (on) {
         accumulate(b, tb, u, row0, rows, &vals);
@@ -187,12 +192,5 @@ fn row_scale(at: u32, r: u32) -> f32 {
   if (!HAS_NORM) {
     return 1.0;
   }
-  var x2 = tot[at + FT * MAX_ROWS + r];
-  if (X_STAGE) {  // each slot holds its threads' share of the staging
-    x2 = 0.0;
-    for (var sl = 0u; sl < SLOTS; sl++) {
-      x2 += tot[sl * V + FT * MAX_ROWS + r];
-    }
-  }
-  return inverseSqrt(x2 / f32(params.k) + params.eps);
+  return inverseSqrt(tot[at + FT * MAX_ROWS + r] / f32(params.k) + params.eps);
 }
