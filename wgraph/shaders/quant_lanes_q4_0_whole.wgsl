@@ -5,25 +5,11 @@
 // word holding d and the two its quant word spans) and realigns an even block's quant words with one funnel
 // shift each. Sums by chains of fma. One row of x: the weights are dequantized in unit_dot, per row.
 const_assert LPB == 1u;
+const WORDS: u32 = 5u;
 
 //!include quant_x_plain.wgsl
 //!include quant_fma_dot.wgsl
-
-struct Unit {
-  w: array<u32, 5>,
-  odd: bool,
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let a = b * BLOCK_BYTES / 4u;
-  return Unit(array<u32, 5>(word(a), word(a + 1u), word(a + 2u), word(a + 3u), word(a + 4u)), (b & 1u) != 0u);
-}
-
-alias Values = Unit;
-
-fn unit_values(u: Unit) -> Values {
-  return u;
-}
+//!include quant_units_whole.wgsl
 
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
   var lo = 0.0;

@@ -3,24 +3,11 @@
 // 4 lanes share a block) and its 32 x values are neighbours (8 vectors). Each weight is d * q + m: the min
 // multiplies the sum of the lane's x. Sums by chains of fma. One row of x: dequantized in unit_dot, per row.
 const_assert LPB == 1u;
+const WORDS: u32 = 5u;
 
 //!include quant_x_sums.wgsl
 //!include quant_fma_dot.wgsl
-
-struct Unit {
-  w: array<u32, 5>,
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let a = b * 5u;
-  return Unit(array<u32, 5>(word(a), word(a + 1u), word(a + 2u), word(a + 3u), word(a + 4u)));
-}
-
-alias Values = Unit;
-
-fn unit_values(u: Unit) -> Values {
-  return u;
-}
+//!include quant_units_whole.wgsl
 
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: XPart) -> f32 {
   var lo = 0.0;

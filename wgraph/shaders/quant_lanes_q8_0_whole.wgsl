@@ -4,29 +4,11 @@
 // 9 (against 3 loads per 4 weights in quant_lanes_q8_0.wgsl, where 8 lanes share a block) and realigns an even
 // block's quant words with one funnel shift each. Sums by chains of fma. One row of x: dequantized in unit_dot.
 const_assert LPB == 1u;
+const WORDS: u32 = 9u;
 
 //!include quant_x_plain.wgsl
 //!include quant_fma_dot.wgsl
-
-struct Unit {
-  w: array<u32, 9>,
-  odd: bool,
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let a = b * BLOCK_BYTES / 4u;
-  var w: array<u32, 9>;
-  //!repeat I 9
-  w[$I] = word(a + ${I}u);
-  //!end
-  return Unit(w, (b & 1u) != 0u);
-}
-
-alias Values = Unit;
-
-fn unit_values(u: Unit) -> Values {
-  return u;
-}
+//!include quant_units_whole.wgsl
 
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
   var a = 0.0;  // two chains: the even quant words', the odd ones'
