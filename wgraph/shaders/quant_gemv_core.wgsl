@@ -42,6 +42,7 @@ const_assert LANES % LPB == 0u;
 const X_STAGE: bool = LPB == 1u;
 const XS: u32 = max(1u, BPS * XB * (1u / LPB));  // vectors of x a step stages per row (1 / LPB: X_STAGE as 0 or 1)
 const_assert !X_STAGE || UNROLL == 1u;
+const_assert !X_STAGE || (XB & (XB - 1u)) == 0u;  // stage_at's XOR keeps a block's vectors in its own range
 var<workgroup> x_stage: array<vec4<f32>, XS * MAX_ROWS>;
 var<workgroup> norm_stage: array<vec4<f32>, XS>;
 
