@@ -47,6 +47,11 @@ fn quant_word(a: u32, b: u32, odd: bool) -> u32 {
   return select((a >> 16u) | (b << 16u), b, odd);
 }
 
+// The f16 d of such a block from word `head`, the one holding it: its lower half (an even block) or upper (odd).
+fn block_d(head: u32, odd: bool) -> f32 {
+  return unpack2x16float(select(head, head >> 16u, odd)).x;
+}
+
 // Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes s0 (bytes 0-3), s1 (4-7) and
 // s2 (8-11): j < 4 keeps them in the low 6 bits of bytes j and j + 4; j >= 4 in the nibbles of byte j + 4
 // with the top 2 bits in bytes j - 4 and j.

@@ -15,10 +15,9 @@ fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
   var lo = 0.0;
   var hi = 0.0;
   //!repeat I 4
-  let q$I = select((v.w[$I] >> 16u) | (v.w[$I + 1] << 16u), v.w[$I + 1], v.odd);
+  let q$I = quant_word(v.w[$I], v.w[$I + 1], v.odd);
   lo = fma_dot(nibbles_low(q$I, 8.0), xs[$I], lo);
   hi = fma_dot(nibbles_high(q$I, 8.0), xs[$I + 4], hi);
   //!end
-  let d = unpack2x16float(select(v.w[0], v.w[0] >> 16u, v.odd)).x;
-  return d * (lo + hi);
+  return block_d(v.w[0], v.odd) * (lo + hi);
 }

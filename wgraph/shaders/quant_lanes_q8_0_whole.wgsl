@@ -14,11 +14,8 @@ fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
   var a = 0.0;  // two chains: the even quant words', the odd ones'
   var b = 0.0;
   //!repeat I 4
-  a = fma_dot(bytes_signed(select((v.w[2 * $I] >> 16u) | (v.w[2 * $I + 1] << 16u), v.w[2 * $I + 1], v.odd)),
-              xs[2 * $I], a);
-  b = fma_dot(bytes_signed(select((v.w[2 * $I + 1] >> 16u) | (v.w[2 * $I + 2] << 16u), v.w[2 * $I + 2], v.odd)),
-              xs[2 * $I + 1], b);
+  a = fma_dot(bytes_signed(quant_word(v.w[2 * $I], v.w[2 * $I + 1], v.odd)), xs[2 * $I], a);
+  b = fma_dot(bytes_signed(quant_word(v.w[2 * $I + 1], v.w[2 * $I + 2], v.odd)), xs[2 * $I + 1], b);
   //!end
-  let d = unpack2x16float(select(v.w[0], v.w[0] >> 16u, v.odd)).x;
-  return d * (a + b);
+  return block_d(v.w[0], v.odd) * (a + b);
 }

@@ -12,6 +12,5 @@ fn load_unit(b: u32, t: u32) -> Unit {
   let w = b * BLOCK_BYTES / 4u;
   let odd = (b & 1u) != 0u;
   let head = word(w);
-  return Unit(quant_word(word(w + t), word(w + t + 1u), odd),
-              unpack2x16float(select(head, head >> 16u, odd)).x);
+  return Unit(quant_word(word(w + t), word(w + t + 1u), odd), block_d(head, odd));
 }
