@@ -106,8 +106,13 @@ def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
     """A GEMV variant's layout for a call's plan reason (rows of W a workgroup, lanes, loads in flight)."""
     lim = kv.limits
     ft, lanes, lpb = lim["features_per_lane"], lim["lanes"], lim["lanes_per_block"]
-    share = (f"{lpb} per {lim['block_weights']}-weight block" if lpb > 1
-             else f"each reading whole {lim['block_weights']}-weight blocks, x staged in workgroup memory")
+    bw = lim["block_weights"]
+    if kv.const("STAGE_X"):  # the reader's lane takes its part of a block whole (quant_gemv_core.wgsl)
+        share = (f"each reading whole {bw}-weight blocks" if lpb == 1
+                 else f"{lpb} per {bw}-weight block, each reading its {bw // lpb} weights whole")
+        share += ", x staged in workgroup memory"
+    else:
+        share = f"{lpb} per {bw}-weight block"
     return (f"{kv.threads // lanes * ft} rows of W per workgroup ({gemv_workgroups(kv, n, swiglu)} workgroups), "
             f"{lanes} lanes per row ({share}), {lim['unroll']} steps of "
             f"{ft} row(s) in flight per lane" + (f", each x load feeding {ft} rows" if ft > 1 else "")

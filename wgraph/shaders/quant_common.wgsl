@@ -33,11 +33,11 @@ fn bytes_signed(v: u32) -> vec4<f32> {
   return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -(scale + 128.0));
 }
 
-// Bytes 0..3 of `v` as unsigned values (Q4_K's scale and min bytes).
-fn bytes_unsigned(v: u32) -> vec4<f32> {
+// Bytes 0..3 of `v` as unsigned values minus `offset` (Q4_K's scale and min bytes; Q6_K's 6-bit quants).
+fn bytes_unsigned(v: u32, offset: f32) -> vec4<f32> {
   let fields = vec4<u32>(v, v, v >> 16u, v >> 16u) & vec4<u32>(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
   let scale = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0);
-  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -scale);
+  return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -(scale + offset));
 }
 
 // Quant word i of an 18- or 34-byte block (Q4_0, Q8_0) from words a = w + i and b = w + i + 1, w the word

@@ -32,23 +32,21 @@ const_assert LANES % LPB == 0u;
 
 //!include gemv_slot_totals.wgsl
 
-// x staged in workgroup memory where a lane takes whole blocks (LPB == 1, quant_lanes_*_whole.wgsl): a lane's x is
-// then XB neighbouring vectors of its own, so each load of a warp would touch a line per lane (4 where the
-// shared-block readers' lanes read neighbouring vectors). On the H200, Q4_0's lm_head read by block pairs took
-// 180 us with x read so and 111 us staged (benchmarks/results/h200-quant-whole-unstaged.log, both runs). Per
+// A lane's x: the reader says which vectors of a block lane t takes (its lane_vector(t, i)) and whether x is
+// staged in workgroup memory (its STAGE_X; quant_x_interleaved.wgsl, quant_x_contiguous.wgsl or its own). Where
+// a block's lanes take neighbouring vectors (t, t + LPB, ..) a warp's loads of x are lines shared by 4-8 lanes
+// and x is read from memory. Where a lane takes its own run of vectors (whole blocks, Q4_K chunks and pieces),
+// each load of a warp would touch a line per lane: on the H200, Q4_0's lm_head read by block pairs took 180 us
+// with x read so and 111 us staged (benchmarks/results/h200-quant-whole-unstaged.log, both runs). Staged, each
 // step the workgroup copies the step's BPS blocks of x (and of norm_w) with neighbouring threads on neighbouring
-// vectors; lane u of the step reads vector i of its block at u * XB + (i ^ (u % XB)), so the 8 lanes of a
-// 16-byte read's quarter warp hit 8 bank groups.
-const X_STAGE: bool = LPB == 1u;
-const XS: u32 = max(1u, BPS * XB * (1u / LPB));  // vectors of x a step stages per row (1 / LPB: X_STAGE as 0 or 1)
+// vectors, each to the reader's stage_at(v), a permutation that puts the vectors the 8 lanes of a 16-byte read's
+// quarter warp take at once in the 8 bank groups.
+const X_STAGE: bool = STAGE_X == 1u;
+const XS: u32 = max(1u, BPS * XB * STAGE_X);  // vectors of x a step stages per row
+const_assert STAGE_X <= 1u;
 const_assert !X_STAGE || UNROLL == 1u;
-const_assert !X_STAGE || (XB & (XB - 1u)) == 0u;  // stage_at's XOR keeps a block's vectors in its own range
 var<workgroup> x_stage: array<vec4<f32>, XS * MAX_ROWS>;
 var<workgroup> norm_stage: array<vec4<f32>, XS>;
-
-fn stage_at(v: u32) -> u32 {
-  return v ^ ((v / XB) % XB);
-}
 
 // Step s's x (rows row0 .. row0 + rows of the chunk; zeros past the row's end) and norm_w (HAS_NORM) into the stage
 fn stage_x(t: u32, s: u32, row0: u32, rows: u32) {
@@ -72,16 +70,16 @@ fn stage_x(t: u32, s: u32, row0: u32, rows: u32) {
 // Vector i of the lane's x for block blk (lane t of its LPB), row r of the chunk
 fn lane_x(row0: u32, r: u32, blk: u32, t: u32, i: u32) -> vec4<f32> {
   if (X_STAGE) {
-    return x_stage[r * XS + stage_at((blk % BPS) * XB + i)];
+    return x_stage[r * XS + stage_at((blk % BPS) * XB + lane_vector(t, i))];
   }
-  return x[(row0 + r) * (params.k / 4u) + blk * XB + t + LPB * i];
+  return x[(row0 + r) * (params.k / 4u) + blk * XB + lane_vector(t, i)];
 }
 
 fn lane_norm(blk: u32, t: u32, i: u32) -> vec4<f32> {
   if (X_STAGE) {
-    return norm_stage[stage_at((blk % BPS) * XB + i)];
+    return norm_stage[stage_at((blk % BPS) * XB + lane_vector(t, i))];
   }
-  return norm_w[blk * XB + t + LPB * i];
+  return norm_w[blk * XB + lane_vector(t, i)];
 }
 
 // One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
@@ -142,7 +140,7 @@ fn gemv(t: u32, group: u32, width: u32) {
     // every thread of the workgroup runs every step (the barriers): a step's blocks are the same for all slots
     let steps = (rb + BPS - 1u) / BPS;
     for (var s = 0u; s < steps; s++) {
-      let b = s * BPS + lane;
+      let b = s * BPS + lane / LPB;
       let on = b < rb && rows > 0u;
       var u: array<Unit, FT>;
       if (on) {  // W's loads in flight while x is staged

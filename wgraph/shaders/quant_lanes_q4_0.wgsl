@@ -4,6 +4,7 @@
 // 16+4t..16+4t+3 in its high nibbles (x vector 4 + t), each d * (q - 8). Three word loads per row: the word
 // holding d and the two the quant word spans (a neighbour lane's words: the same cache lines).
 const_assert LPB == 4u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_x_plain.wgsl
 

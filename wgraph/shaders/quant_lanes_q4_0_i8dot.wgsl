@@ -4,6 +4,7 @@
 // per instruction, where the device has one) instead of 8 dequantized f32 values and 8 FMAs:
 // sum d * (q - 8) * x = d * step * (dot(q, xq) - 8 * sum(xq)). The rounding makes it ~1e-3 off the float sum.
 const_assert LPB == 4u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_i8_x.wgsl
 

@@ -5,6 +5,7 @@
 // word holding d and the two its quant word spans) and realigns an even block's quant words with one funnel
 // shift each. Sums by chains of fma. One row of x: the weights are dequantized in unit_dot, per row.
 const_assert LPB == 1u;
+//!include quant_x_contiguous.wgsl
 const WORDS: u32 = 5u;
 
 //!include quant_x_plain.wgsl

@@ -2,6 +2,7 @@
 // block's 4 takes quant word t (weights as Q4_0's: x vectors t and 4 + t), each d * q + m: the min m multiplies
 // the sum of the lane's x.
 const_assert LPB == 4u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_x_sums.wgsl
 

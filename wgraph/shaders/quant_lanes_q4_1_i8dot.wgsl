@@ -2,6 +2,7 @@
 // but x rounded to int8 (quant_i8_x.wgsl) and each row's 8 weights two dot4I8Packed:
 // sum (d * q + m) * x = step * (d * dot(q, xq) + m * sum(xq)).
 const_assert LPB == 4u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_i8_x.wgsl
 

@@ -3,6 +3,7 @@
 // 4 lanes share a block) and its 32 x values are neighbours (8 vectors). Each weight is d * q + m: the min
 // multiplies the sum of the lane's x. Sums by chains of fma. One row of x: dequantized in unit_dot, per row.
 const_assert LPB == 1u;
+//!include quant_x_contiguous.wgsl
 const WORDS: u32 = 5u;
 
 //!include quant_x_sums.wgsl

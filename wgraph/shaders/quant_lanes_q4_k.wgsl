@@ -6,6 +6,7 @@
 // neighbours. A lane needs all 8 scales and mins: four SWAR masks give them as bytes, the header read once
 // as one 16-byte word; weight d * sc * q - dmin * mn.
 const_assert LPB == 8u && XV == 8u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_x_sums.wgsl
 
@@ -28,10 +29,10 @@ fn unit_values(u: Unit) -> Values {
     array<vec4<f32>, 8>(nibbles_low(u.q.x, 0.0), nibbles_high(u.q.x, 0.0), nibbles_low(u.q.y, 0.0),
                         nibbles_high(u.q.y, 0.0), nibbles_low(u.q.z, 0.0), nibbles_high(u.q.z, 0.0),
                         nibbles_low(u.q.w, 0.0), nibbles_high(u.q.w, 0.0)),
-    array<vec4<f32>, 2>(bytes_unsigned(s0 & 0x3F3F3F3Fu),
-                        bytes_unsigned((s2 & 0x0F0F0F0Fu) | ((s0 >> 2u) & 0x30303030u))),
-    array<vec4<f32>, 2>(bytes_unsigned(s1 & 0x3F3F3F3Fu),
-                        bytes_unsigned(((s2 >> 4u) & 0x0F0F0F0Fu) | ((s1 >> 2u) & 0x30303030u))),
+    array<vec4<f32>, 2>(bytes_unsigned(s0 & 0x3F3F3F3Fu, 0.0),
+                        bytes_unsigned((s2 & 0x0F0F0F0Fu) | ((s0 >> 2u) & 0x30303030u), 0.0)),
+    array<vec4<f32>, 2>(bytes_unsigned(s1 & 0x3F3F3F3Fu, 0.0),
+                        bytes_unsigned(((s2 >> 4u) & 0x0F0F0F0Fu) | ((s1 >> 2u) & 0x30303030u), 0.0)),
     unpack2x16float(u.head.x));
 }
 

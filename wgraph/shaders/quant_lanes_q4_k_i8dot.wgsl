@@ -4,6 +4,7 @@
 // the same with the sums of x), two conversions to float per row and block:
 // sum (d * sc_i * q - dmin * mn_i) * x = step * (d * sum_i sc_i * dot(q_i, xq_i) - dmin * sum_i mn_i * sum(xq_i)).
 const_assert LPB == 8u && XV == 8u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_i8_x.wgsl
 

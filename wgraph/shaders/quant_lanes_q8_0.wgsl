@@ -2,6 +2,7 @@
 // mid-word) or mid-word (odd: d is the upper half of a word). Lane t of a block's 8 takes quant word t: weights
 // 4t..4t+3 (x vector t), each d * q.
 const_assert LPB == 8u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_x_plain.wgsl
 

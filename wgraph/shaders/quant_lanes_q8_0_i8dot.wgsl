@@ -2,6 +2,7 @@
 // but x rounded to int8 (quant_i8_x.wgsl) and each row's 4 weights one dot4I8Packed of the quant word as it is
 // stored: sum d * q * x = d * step * dot(q, xq).
 const_assert LPB == 8u;
+//!include quant_x_interleaved.wgsl
 
 //!include quant_i8_x.wgsl
 

@@ -4,6 +4,7 @@
 // 9 (against 3 loads per 4 weights in quant_lanes_q8_0.wgsl, where 8 lanes share a block) and realigns an even
 // block's quant words with one funnel shift each. Sums by chains of fma. One row of x: dequantized in unit_dot.
 const_assert LPB == 1u;
+//!include quant_x_contiguous.wgsl
 const WORDS: u32 = 9u;
 
 //!include quant_x_plain.wgsl
