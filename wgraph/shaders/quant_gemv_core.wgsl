@@ -33,9 +33,9 @@ const_assert LANES % LPB == 0u;
 //!include gemv_slot_totals.wgsl
 
 // A lane's x: the reader says which vectors of a block lane t takes (its lane_vector(t, i)) and whether x is
-// staged in workgroup memory (its STAGE_X; quant_x_interleaved.wgsl, quant_x_contiguous.wgsl or its own). Where
+// staged in workgroup memory (its STAGE_X): quant_x_interleaved.wgsl or quant_x_contiguous.wgsl. Where
 // a block's lanes take neighbouring vectors (t, t + LPB, ..) a warp's loads of x are lines shared by 4-8 lanes
-// and x is read from memory. Where a lane takes its own run of vectors (whole blocks, Q4_K chunks and pieces),
+// and x is read from memory. Where a lane takes its own run of vectors (whole blocks),
 // each load of a warp would touch a line per lane: on the H200, Q4_0's lm_head read by block pairs took 180 us
 // with x read so and 111 us staged (benchmarks/results/h200-quant-whole-unstaged.log, both runs). Staged, each
 // step the workgroup copies the step's BPS blocks of x (and of norm_w) with neighbouring threads on neighbouring

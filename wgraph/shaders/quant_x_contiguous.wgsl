@@ -1,4 +1,4 @@
-// The x layout of the readers whose lane takes a run of XV vectors of its block (whole blocks, Q4_K chunks;
+// The x layout of the readers whose lane takes a run of XV vectors of its block (whole blocks;
 // quant_gemv_core.wgsl's lane_x): x staged. Lane u of a step reads its vector i at u * XV + (i ^ (u % 8)), so the
 // 8 lanes of a quarter warp's 16-byte reads hit the 8 bank groups.
 const STAGE_X: u32 = 1u;
