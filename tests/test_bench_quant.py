@@ -1,6 +1,8 @@
 """The quantized GEMV bench's accounting (bytes a fused call reads, counted by hand) and one of its rows on
 this device: the planned kernel, its output checked against float64 with gguf's dequantizer."""
 
+import numpy as np
+
 import wgraph as wg
 from wgraph.bench import quant
 
@@ -22,3 +24,14 @@ def test_a_bench_row_checks_the_planned_kernel(dev):
     assert row["status"] == "ok" and row["planned"] and row["gpu_us"] > 0
     assert row["variant"] == wg.ops.plan_linear_q(1, 96, 512, "Q4_K", swiglu=True, caps=dev.caps).variant
     assert row["max_rel_err_vs_float64"] < 1e-5
+
+
+def test_a_q6_k_bench_row_has_valid_random_blocks(dev):
+    """Q6_K's d trails its block: the bench's random blocks put a small scale there (random bytes could be inf),
+    small enough that d * int8 scale * 31 stays below 1."""
+    s = quant.QuantGemvShape("Q6_K", 1, 40, 512, "norm+small", norm=True)
+    (row,) = quant.bench_quant_gemv(dev, [s], copy_gbps=None, all_variants=False, use_torch=False, target_s=0.001,
+                                    progress=lambda _: None)
+    assert row["status"] == "ok" and row["max_rel_err_vs_float64"] < 1e-5
+    qw = quant.random_blocks("Q6_K", 3, 256, np.random.default_rng(0))
+    assert (abs(qw.dequantize()) < 1).all()

@@ -109,6 +109,34 @@ def test_quantized_tensors_are_dequantized_then_unpermuted(tmp_path):
     assert np.array_equal(ckpt.get("model.norm.weight", (64,)), weights["model.norm.weight"])  # 1-D stays F32
 
 
+def q4_k_m_type(name: str) -> gguf.GGMLQuantizationType:
+    """llama.cpp's Q4_K_M choice of type on a 2-layer model (layer 1 its one use_more_bits layer): the output
+    (here the tied token_embd) Q6_K, attn_v and ffn_down Q6_K in layer 1, every other matrix Q4_K."""
+    t = gguf.GGMLQuantizationType
+    if name == "token_embd.weight" or name in ("blk.1.attn_v.weight", "blk.1.ffn_down.weight"):
+        return t.Q6_K
+    return t.Q4_K
+
+
+def test_a_q4_k_m_file_keeps_its_k_quant_blocks(tmp_path, dev):
+    """A file laid out as llama.cpp's most common type, Q4_K_M: its Q4_K and Q6_K matrices stay blocks on the GPU,
+    the one stack of two formats ([q; k; v] of layer 1) is dequantized to f32, and the model decodes as the same
+    file dequantized to f32 does."""
+    cfg = dict(tiny_files.tiny_model_config("llama", vocab_size=300), hidden_size=256, intermediate_size=512,
+               head_dim=64, tie_word_embeddings=True)
+    weights = tiny_files.arch_weights("llama", cfg, seed=8)
+    weights["model.embed_tokens.weight"] *= 0.1  # else a tied random model repeats the prompt's last token
+    path = tiny_files.write_model(tmp_path / "q4_k_m.gguf", "llama", cfg, weights, qtype=q4_k_m_type)
+    assert GGUFCheckpoint(path).file.tensors["blk.1.attn_v.weight"].type_name == "Q6_K"
+    model = from_pretrained(path, dev, max_seq=32)
+    assert model.block_formats == ("Q4_K", "Q6_K")
+    assert model.mixed_stacks == {"l1.w_qkv": ("Q4_K", "Q6_K")}
+    twin = from_pretrained(path, dev, dtype="f32", max_seq=32)
+    ids = [7, 250, 31, 4]
+    assert model.generate(ids, 10) == twin.generate(ids, 10)
+    np.testing.assert_allclose(model.prefill(ids).numpy(), twin.prefill(ids).numpy(), rtol=1e-4, atol=1e-4)
+
+
 def _llama3_factors(theta, d, factor, low, high, orig):
     """llama.cpp's convert_hf_to_gguf.py rope_freqs for rope_type llama3 (float32 frequencies, as it computes)."""
     freqs = 1.0 / (theta ** (np.arange(0, d, 2, dtype=np.float32) / d))

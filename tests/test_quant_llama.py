@@ -10,7 +10,7 @@ import pytest
 import wgraph as wg
 from wgraph.ggml_blocks import FORMATS
 from wgraph.models import Llama, LlamaConfig
-from wgraph.models.quantized import QuantizedLlama, dequantize_checkpoint, quantize_checkpoint
+from wgraph.models.quantized import QuantizedLlama, checkpoint_formats, dequantize_checkpoint, quantize_checkpoint
 from wgraph.models.random_checkpoint import random_weights, tiny_config
 
 
@@ -63,13 +63,73 @@ def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     np.testing.assert_allclose(model.prefill(prompt).numpy(), reference.prefill(prompt).numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_refuses_mixed_stacks(dev):
-    cfg = tiny_config()
+# llama.cpp's Q4_K_M layout on a tiny model of 2 layers (its use_more_bits layers: i < 2 // 8, i >= 7 * 2 // 8,
+# (i - 2 // 8) % 3 == 2: layer 1): the tied table (the output) Q6_K, v_proj and down_proj Q6_K in layer 1, every
+# other matrix Q4_K
+Q4_K_M_CFG = dict(tie_word_embeddings=True, hidden_size=256, intermediate_size=512, head_dim=64)
+
+
+def q4_k_m_type(name: str) -> str:
+    if name == "model.embed_tokens.weight":
+        return "Q6_K"
+    return "Q6_K" if name.startswith("model.layers.1.") and (".v_proj." in name or ".down_proj." in name) else "Q4_K"
+
+
+def test_q4_k_m_formats_follow_llama_cpp():
+    """quantize_checkpoint's "Q4_K_M" picks llama.cpp's types: on 16 layers (Llama-3.2-1B) its use_more_bits
+    layers are 0, 1, 4, 7, 10, 13, 14, 15; an untied model's lm_head is the output, its table Q4_K."""
+    names = [f"model.layers.{i}.{m}.weight" for i in range(16) for m in
+             ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+              "mlp.up_proj", "mlp.down_proj")]
+    weights = {name: np.zeros((2, 2)) for name in names} | {"model.embed_tokens.weight": np.zeros((2, 2)),
+                                                            "model.norm.weight": np.zeros(2)}
+    formats = checkpoint_formats(weights, "Q4_K_M")
+    wide = {0, 1, 4, 7, 10, 13, 14, 15}
+    assert formats == {name: "Q6_K" if name == "model.embed_tokens.weight" or (
+        int(name.split(".")[2]) in wide and (".v_proj." in name or ".down_proj." in name)) else "Q4_K"
+        for name in names + ["model.embed_tokens.weight"]}
+    untied = checkpoint_formats(dict(weights, **{"lm_head.weight": np.zeros((2, 2))}), "Q4_K_M")
+    assert untied["lm_head.weight"] == "Q6_K" and untied["model.embed_tokens.weight"] == "Q4_K"
+    assert set(checkpoint_formats(weights, "Q8_0").values()) == {"Q8_0"}
+    with pytest.raises(wg.UnsupportedError, match="Q5_K"):
+        checkpoint_formats(weights, "Q5_K")
+
+
+def test_mixed_stacks_are_dequantized_and_decode_as_the_f32_model(dev):
+    """A stack of tensors of different formats (a Q4_K_M layer's [q; k; v] with a Q6_K v_proj; a quantized
+    gate_proj beside a float up_proj) is held in f32, dequantized on load; the rest keep their blocks (Q6_K's
+    GEMV, embedding and fused QKV included): greedy ids equal the dequantized f32 model's, and a step reads
+    the bytes counted here from the formats."""
+    cfg = tiny_config(**Q4_K_M_CFG)
     config = LlamaConfig.from_dict(cfg)
-    weights = quantize_checkpoint(random_weights(cfg), "Q8_0")
-    mixed = dict(weights, **{"model.layers.0.mlp.up_proj.weight": weights["model.layers.0.mlp.up_proj.weight"].dequantize()})
-    with pytest.raises(wg.CheckpointError, match="stacked into one matrix and must share a format"):
-        QuantizedLlama.from_weights(config, mixed, dev, max_seq=16)
+    weights = random_weights(cfg, seed=3)
+    weights["model.embed_tokens.weight"] *= 0.1
+    quantized = quantize_checkpoint(weights, "Q4_K_M")
+    assert {name: w.ggml_type for name, w in quantized.items() if np.ndim(weights[name]) == 2} == {
+        name: q4_k_m_type(name) for name, w in weights.items() if np.ndim(w) == 2}
+    model = QuantizedLlama.from_weights(config, quantized, dev, max_seq=40)
+    assert model.block_formats == ("Q4_K", "Q6_K")
+    assert model.mixed_stacks == {"l1.w_qkv": ("Q4_K", "Q6_K")}
+    reference = Llama.from_weights(config, dequantize_checkpoint(quantized), dev, dtype="f32", max_seq=40)
+    prompt = [3, 14, 15, 92]
+    ids = model.generate(prompt, 12)
+    assert len(ids) == 12 and ids == reference.generate(prompt, 12)
+    np.testing.assert_allclose(model.prefill(prompt).numpy(), reference.prefill(prompt).numpy(), rtol=1e-4, atol=1e-4)
+    qkv = [f"model.layers.1.self_attn.{p}_proj.weight" for p in "qkv"]
+    want = sum(4 * w.size if name in qkv or np.ndim(w) == 1 else
+               w.shape[0] * w.shape[1] // 256 * FORMATS[q4_k_m_type(name)].block_bytes
+               for name, w in weights.items())
+    assert model.weight_bytes_per_token == want
+    rows = model.program.rows
+    assert [r.variant for r in rows if r.op == "linear_rope_kv_append_q"] == ["quant_gemv_rope_kv_r1_q4_k_f32kv"]
+    assert rows[0].variant == "quant_embedding_q6_k"
+    assert {r.variant[-4:] for r in rows if r.op == "linear_q"} == {"q4_k", "q6_k"}
+
+    floats = quantize_checkpoint(random_weights(tiny_config()), "Q8_0")
+    up = "model.layers.0.mlp.up_proj.weight"
+    mixed = QuantizedLlama.from_weights(LlamaConfig.from_dict(tiny_config()), dict(floats, **{up: floats[up].dequantize()}),
+                                        dev, max_seq=16)
+    assert mixed.mixed_stacks == {"l0.w_gate_up": ("Q8_0", "float")}
 
 
 def test_samples_on_the_greedy_programs_block_states(dev):

@@ -12,6 +12,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from wgraph.ggml_blocks import quantize
+
 DATA = Path(__file__).resolve().parent / "data"
 TINY_TOKENIZER = DATA / "tiny_tokenizer"
 TINY_SPM = DATA / "tiny_spm_vocab.json"
@@ -47,7 +49,8 @@ def gguf_tensors(arch: str, cfg: dict, weights: dict[str, np.ndarray]) -> dict[s
 def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, qtype=None, extra=None,
                 tokenizer: dict | None = None, extra_tensors: dict | None = None) -> Path:
     """A GGUF model file: metadata from the HF config `cfg` (keys as llama.cpp writes them), the weights as
-    `qtype` (default F32; 1-D tensors stay F32 as llama.cpp keeps them), `extra` metadata {key: value},
+    `qtype` (default F32; a function of the GGUF tensor name for one type a tensor; 1-D tensors stay F32 as
+    llama.cpp keeps them; Q4_K and Q6_K by wgraph's quantizers, gguf has none), `extra` metadata {key: value},
     `extra_tensors` {GGUF name: float32 array} written as they are."""
     heads = cfg["num_attention_heads"]
     u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
@@ -78,10 +81,13 @@ def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, q
     if rope_freqs is not None:
         tensors["rope_freqs.weight"] = rope_freqs
     for name, a in tensors.items():
-        if qtype is None or a.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
+        q = qtype(name) if callable(qtype) else qtype
+        if q is None or a.ndim == 1 or q == gguf.GGMLQuantizationType.F32:
             w.add_tensor(name, a)
+        elif q.name in ("Q4_K", "Q6_K"):
+            w.add_tensor(name, quantize(np.ascontiguousarray(a, np.float32), q.name).raw(), raw_dtype=q)
         else:
-            w.add_tensor(name, gguf.quants.quantize(a, qtype), raw_dtype=qtype)
+            w.add_tensor(name, gguf.quants.quantize(a, q), raw_dtype=q)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

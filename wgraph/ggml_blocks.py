@@ -1,9 +1,9 @@
-"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q4_K): their layouts, the
+"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K): their layouts, the
 `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on the GPU,
 or as a graph value), and quantizers from float32 weights.
 
 A GGML row is `in_features / block_weights` blocks stored back to back, and rows follow each other; a block is
-byte-packed (Q4_0 is 18 bytes, Q8_0 34: not every block starts on a 4-byte boundary). On the GPU the raw bytes
+byte-packed (Q4_0 is 18 bytes, Q8_0 34, Q6_K 210: not every block starts on a 4-byte boundary). On the GPU the raw bytes
 are a u32 tensor, padded with zeros to a multiple of 16 bytes and at least one word past the last byte: the
 GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's kernels read 16-byte words.
 """
@@ -52,8 +52,14 @@ class BlockFormat:
 #   Q4_K: d f16, dmin f16, scales u8[12], qs u8[128]: 8 sub-blocks of 32 with 6-bit scales sc[j] and mins mn[j]
 #         packed in `scales`; qs byte 32c + l holds w[64c + l] (low nibble, sub-block 2c) and w[64c + 32 + l]
 #         (high nibble, sub-block 2c + 1); w = d * sc[j] * q - dmin * mn[j].
+#   Q6_K: ql u8[128], qh u8[64], scales int8[16], d f16: 16 sub-blocks of 16; half n (weights 128n ..): ql byte
+#         64n + l holds the low 4 bits of w[128n + l] (low nibble) and w[128n + 64 + l] (high), byte 64n + 32 + l
+#         those of w[128n + 32 + l] and w[128n + 96 + l]; qh byte 32n + l their top 2 bits (bits 0-1, 2-3, 4-5,
+#         6-7: + 0, 32, 64, 96); w = d * scales[i // 16] * (q - 32). llama.cpp's Q4_K_M files hold some matrices
+#         (the output, a share of attn_v and ffn_down) in it.
 FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0", 2, 32, 18),
-                               BlockFormat("Q4_1", 3, 32, 20), BlockFormat("Q4_K", 12, 256, 144))}
+                               BlockFormat("Q4_1", 3, 32, 20), BlockFormat("Q4_K", 12, 256, 144),
+                               BlockFormat("Q6_K", 14, 256, 210))}
 
 
 def block_format(name, where: str = "block_format") -> BlockFormat:
@@ -95,7 +101,7 @@ class QuantizedWeight:
     """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
     `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value.
 
-    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K").
+    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K").
     shape: (out_features, in_features); in_features a multiple of the format's block size."""
 
     ggml_type: str
@@ -140,7 +146,7 @@ class QuantizedWeight:
         """A host weight from the raw blocks (bytes, a memoryview or a uint8 array of exactly the matrix's bytes,
         as a GGUF file stores them).
 
-        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K").
+        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K").
         shape: (out_features, in_features).
         raw: the blocks' bytes.
         """
@@ -220,10 +226,11 @@ def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
 
 def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0 and Q4_1 by the `gguf`
-    package's quantizer (llama.cpp's reference rounding); Q4_K by `quantize_q4_k` (gguf has no Q4_K quantizer).
+    package's quantizer (llama.cpp's reference rounding); Q4_K and Q6_K by `quantize_q4_k` and `quantize_q6_k`
+    (gguf has no quantizer for them).
 
     weights: float32 [out_features, in_features] (in_features a multiple of the block size).
-    ggml_type: "Q8_0", "Q4_0", "Q4_1" or "Q4_K".
+    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q4_K" or "Q6_K".
     """
     fmt = block_format(ggml_type, "quantize")
     a = np.asarray(weights)
@@ -237,6 +244,8 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
         raise ShapeError("quantize: weights hold inf or NaN")
     if fmt.name == "Q4_K":
         raw = quantize_q4_k(a)
+    elif fmt.name == "Q6_K":
+        raw = quantize_q6_k(a)
     else:
         from gguf import GGMLQuantizationType
         from gguf.quants import quantize as gguf_quantize
@@ -277,3 +286,29 @@ def quantize_q4_k(a: np.ndarray) -> np.ndarray:
     out[:, 12:16] = (sc[:, 4:8] & 15) | ((mn[:, 4:8] & 15) << 4)
     out[:, 16:] = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
     return out.reshape(rows, k // 256 * 144)
+
+
+def quantize_q6_k(a: np.ndarray) -> np.ndarray:
+    """Q6_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 16
+    gets the scale max|w| / 31, rounded to an int8 multiple of the block's f16 d (its largest scale / 127), and
+    q = w / (d * scale) rounded into [-32, 31]. Plain rounding, not llama.cpp's search: valid blocks."""
+    rows, k = a.shape
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
+    step = np.abs(x).max(axis=2) / np.float32(31)                     # [blocks, 16] sub-block scales
+    d = (step.max(axis=1) / np.float32(127)).astype(np.float16)       # [blocks]
+    if not np.isfinite(d).all():
+        raise ShapeError("quantize: a Q6_K block's scale is beyond the f16 range (|w| > ~1e6)")
+    d32 = d.astype(np.float32)[:, None]
+    inv_d = np.divide(np.float32(1), d32, out=np.zeros(d32.shape, np.float32), where=d32 > 0)
+    sc = np.clip(np.rint(step * inv_d), 0, 127).astype(np.int8)
+    scale = d32 * sc
+    inv = np.divide(np.float32(1), scale, out=np.zeros(scale.shape, np.float32), where=scale > 0)
+    q = (np.clip(np.rint(x * inv[:, :, None]), -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)  # [b, n, m, l]
+    out = np.empty((x.shape[0], 210), np.uint8)
+    ql = (q[:, :, 0:2, :] & 15) | ((q[:, :, 2:4, :] & 15) << 4)      # [b, n, 2, 32]: ql bytes 64n + 32j + l
+    out[:, 0:128] = ql.reshape(-1, 128)
+    qh = (q[:, :, 0] >> 4) | ((q[:, :, 1] >> 4) << 2) | ((q[:, :, 2] >> 4) << 4) | ((q[:, :, 3] >> 4) << 6)
+    out[:, 128:192] = qh.reshape(-1, 64)
+    out[:, 192:208] = sc.view(np.uint8)
+    out[:, 208:210] = d.view(np.uint8).reshape(-1, 2)
+    return out.reshape(rows, k // 256 * 210)

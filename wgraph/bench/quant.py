@@ -3,8 +3,9 @@ call the Llama-3.2-1B decode step makes (with its fused options: norm + [q; k; v
 [gate; up] + swiglu, down_proj + residual, norm + lm_head), as GB/s on the bytes it reads (blocks + x + y + norm
 weight + residual) and as a fraction of the copy kernel's bandwidth in the same run; for Q4_0 and Q4_K every
 GEMV variant of the format the device runs (the tuning candidates too) beside the planned one; torch's f16 GEMV
-on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K and Q8_0 weights (quantized from
-the f16 model's weights by the `gguf` package's quantizer; Q4_K by wgraph.ggml_blocks.quantize_q4_k) beside
+on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q4_K_M (llama.cpp's mixture: Q6_K
+for the tied table and some v_proj / down_proj) and Q8_0 weights (quantized from the f16 model's weights by the
+`gguf` package's quantizer; Q4_K and Q6_K by wgraph.ggml_blocks' own) beside
 the same model in f16, in wgraph (tokens/s, host and GPU time per step, GPU time by op) and in torch (eager,
 CUDA graphs). On a CPU adapter or with --quick: small shapes and a tiny model."""
 
@@ -27,9 +28,9 @@ from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
-TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1")
+TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q6_K")
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
-MODEL_TYPES = ("Q4_0", "Q4_K", "Q8_0")
+MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q8_0")  # Q4_K_M: llama.cpp's mixture (Q6_K output, some v / down)
 MAX_COPIES = 512
 
 # The GEMVs of a Llama-3.2-1B decode step (hidden 2048, intermediate 8192, 32 q / 8 kv heads of 64, vocab 128256,
@@ -77,11 +78,14 @@ def random_blocks(ggml_type: str, n: int, k: int, rng) -> QuantizedWeight:
     quantizing a 128256 x 2048 matrix would take the bench longer than timing it)."""
     fmt = FORMATS[ggml_type]
     raw = rng.integers(0, 256, size=(n * (k // fmt.block_weights), fmt.block_bytes), dtype=np.uint8)
-    halves = 2 if ggml_type in ("Q4_1", "Q4_K") else 1  # d (and m or dmin) lead every block
+    halves = 2 if ggml_type in ("Q4_1", "Q4_K") else 1  # d (and m or dmin) lead every block; Q6_K's d trails it
     scales = rng.uniform(0.002, 0.02, size=(raw.shape[0], halves)).astype(np.float16)
     if ggml_type == "Q4_1":
         scales[:, 1] *= -8  # the min: centres the 0..15 quants
-    raw[:, :2 * halves] = scales.view(np.uint8)
+    if ggml_type == "Q6_K":
+        scales /= np.float16(128)  # d times int8 sub-block scales: weights up to ~0.6
+    at = fmt.block_bytes - 2 if ggml_type == "Q6_K" else 0
+    raw[:, at:at + 2 * halves] = scales.view(np.uint8)
     return QuantizedWeight.from_bytes(ggml_type, (n, k), raw)
 
 
@@ -254,27 +258,31 @@ def _quantize_rows(a: np.ndarray, ggml_type: str) -> np.ndarray:
 
 
 def quantize_weights(weights: dict, ggml_type: str, workers: int, chunk_rows: int = 4096) -> dict:
-    """Every matrix of an HF-named dict quantized (wgraph.ggml_blocks.quantize), row chunks spread over
-    `workers` spawned processes (numpy's quantizers are single-threaded; 1.24 B weights take a minute alone)."""
-    jobs = [(name, r) for name, a in weights.items() if np.ndim(a) == 2 for r in range(0, a.shape[0], chunk_rows)]
+    """Every matrix of an HF-named dict quantized to `ggml_type` or a mixture's formats (checkpoint_formats;
+    wgraph.ggml_blocks.quantize), row chunks spread over `workers` spawned processes (numpy's quantizers are
+    single-threaded; 1.24 B weights take a minute alone)."""
+    from wgraph.models.quantized import checkpoint_formats
+
+    formats = checkpoint_formats(weights, ggml_type)
+    jobs = [(name, r) for name in formats for r in range(0, weights[name].shape[0], chunk_rows)]
     parts: dict = {}
     if workers > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-            futures = {job: ex.submit(_quantize_rows, weights[job[0]][job[1]:job[1] + chunk_rows], ggml_type)
+            futures = {job: ex.submit(_quantize_rows, weights[job[0]][job[1]:job[1] + chunk_rows], formats[job[0]])
                        for job in jobs}
             parts = {job: f.result() for job, f in futures.items()}
     else:
-        parts = {job: _quantize_rows(weights[job[0]][job[1]:job[1] + chunk_rows], ggml_type) for job in jobs}
+        parts = {job: _quantize_rows(weights[job[0]][job[1]:job[1] + chunk_rows], formats[job[0]]) for job in jobs}
     out = {}
     for name, a in weights.items():
         if np.ndim(a) != 2:
             out[name] = a
             continue
         raw = np.concatenate([parts[(name, r)] for r in range(0, a.shape[0], chunk_rows)], axis=0)
-        out[name] = QuantizedWeight.from_bytes(ggml_type, tuple(a.shape), raw)
+        out[name] = QuantizedWeight.from_bytes(formats[name], tuple(a.shape), raw)
     return out
 
 

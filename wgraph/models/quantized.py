@@ -16,7 +16,7 @@ import numpy as np
 
 from wgraph import args
 from wgraph.errors import CheckpointError, UnsupportedError
-from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, stack_rows
+from wgraph.ggml_blocks import FORMATS, QuantizedWeight, block_format, quantize, stack_rows
 from wgraph.models.config import LlamaConfig
 from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
                                  weight_shapes)
@@ -38,12 +38,47 @@ class WeightState:
     ggml_type: str | None = None
     matrix: tuple[int, int] | None = None
     float_state: ProgramWeight | None = None  # how a float state is converted on load (Llama's ProgramWeight)
+    mixed: tuple[str, ...] = ()  # a float state stacked from blocks of these formats (and floats: "float")
+
+
+# Mixtures of block formats by tensor, as llama.cpp's quantizer chooses them (its llama_tensor_get_type)
+MIXTURES = ("Q4_K_M",)
+
+
+def _more_bits(layer: int, layers: int) -> bool:
+    """llama.cpp's use_more_bits: the first and last eighth of the layers and every third one between."""
+    return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
+
+
+def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
+    """{HF name: block format} for every matrix of HF-named Llama weights quantized as `ggml_type`: one format for
+    all, or a mixture (MIXTURES). Q4_K_M: the output matrix (lm_head; a tied model's embed_tokens) Q6_K, v_proj
+    and down_proj Q6_K in the layers of llama.cpp's use_more_bits, every other matrix Q4_K.
+
+    weights: {Hugging Face tensor name: array}; the 2-D ones are the matrices.
+    ggml_type: a block format of wgraph.ggml_blocks.FORMATS, or a mixture of MIXTURES.
+    """
+    matrices = [name for name, a in weights.items() if np.ndim(a) == 2]
+    if ggml_type not in MIXTURES:
+        block_format(ggml_type, "checkpoint_formats")
+        return dict.fromkeys(matrices, ggml_type)
+    layer_of = {name: int(name.split(".")[2]) for name in matrices if name.startswith("model.layers.")}
+    layers = max(layer_of.values(), default=-1) + 1
+    output = "lm_head.weight" if "lm_head.weight" in weights else "model.embed_tokens.weight"
+    formats = {}
+    for name in matrices:
+        wide = name == output or ((".v_proj." in name or ".down_proj." in name)
+                                  and _more_bits(layer_of.get(name, 0), layers))
+        formats[name] = "Q6_K" if wide else "Q4_K"
+    return formats
 
 
 def quantize_checkpoint(weights: dict[str, np.ndarray], ggml_type: str) -> dict[str, np.ndarray | QuantizedWeight]:
     """HF-named float weights with every matrix (projections, embed_tokens, lm_head) quantized to `ggml_type`
-    (wgraph.ggml_blocks.quantize); vectors (the norms) stay as they are."""
-    return {name: quantize(np.asarray(a, np.float32), ggml_type) if np.ndim(a) == 2 else a
+    (wgraph.ggml_blocks.quantize), or to the formats of a mixture such as "Q4_K_M" (`checkpoint_formats`);
+    vectors (the norms) stay as they are."""
+    formats = checkpoint_formats(weights, ggml_type)
+    return {name: quantize(np.asarray(a, np.float32), formats[name]) if name in formats else a
             for name, a in weights.items()}
 
 
@@ -53,7 +88,8 @@ def dequantize_checkpoint(weights: dict) -> dict[str, np.ndarray]:
 
 
 class QuantizedLlama(Llama):
-    """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (Q8_0, Q4_0, Q4_1, Q4_K);
+    """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (Q8_0, Q4_0, Q4_1, Q4_K,
+    Q6_K; tensors stacked into one matrix of different formats are dequantized to f32: `mixed_stacks`);
     activations, KV caches and the other weights are f32. Greedy and sampled decoding, as Llama's (the sampling
     program shares the greedy one's weight states, blocks included).
 
@@ -116,6 +152,13 @@ class QuantizedLlama(Llama):
         """The GGML block formats its weight states hold, sorted (the other states are f32)."""
         return tuple(sorted({s.ggml_type for s in self._states.values() if s.ggml_type is not None}))
 
+    @property
+    def mixed_stacks(self) -> dict[str, tuple[str, ...]]:
+        """{weight state: the formats of its tensors} for the states stacked from tensors of different formats,
+        which are dequantized to f32 on load (one GEMV reads one format): in llama.cpp's Q4_K_M files, the
+        layers whose v_proj is Q6_K and q_proj / k_proj Q4_K (their [q; k; v] state)."""
+        return {name: s.mixed for name, s in self._states.items() if s.mixed}
+
     def _get(self, name: str, shape: tuple) -> Any:  # a float array or a QuantizedWeight
         if name not in self._host:
             raise CheckpointError(f"tensor {name!r} is missing")
@@ -161,7 +204,8 @@ class QuantizedLlama(Llama):
                     w = parts[0] if len(parts) == 1 else stack_rows(parts)
                     data, nbytes, row = w.blocks, w.nbytes, w.row_bytes
                 else:
-                    parts = [_convert(np.asarray(p), spec.float_state, src) for p, src in zip(parts, spec.sources)]
+                    parts = [_convert(p.dequantize() if isinstance(p, QuantizedWeight) else np.asarray(p),
+                                      spec.float_state, src) for p, src in zip(parts, spec.sources)]
                     data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
                     nbytes, row = data.nbytes, data.nbytes // data.shape[0]
                 self.device.write(self.program.state(name), data)
@@ -176,18 +220,17 @@ class QuantizedLlama(Llama):
 
 def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
     """Llama's weight states (`_program_weights`), each holding blocks when its HF tensors are QuantizedWeights
-    of one format (gate and up stacked by rows), else f32."""
+    of one format (gate and up stacked by rows), else f32: floats, or tensors of different formats stacked
+    (dequantized on load; `mixed`)."""
     out = {}
     for name, pw in _program_weights(cfg, "f32").items():
         shape, sources = pw.shape, pw.sources
         given = [weights.get(src) for src in sources]
         kinds = {w.ggml_type if isinstance(w, QuantizedWeight) else None for w in given}
-        if len(kinds) > 1:
-            raise CheckpointError(f"tensors {list(sources)} are stacked into one matrix and must share a format; "
-                                  f"got {[k or 'float' for k in kinds]}")
-        kind = kinds.pop()
+        kind = next(iter(kinds)) if len(kinds) == 1 else None
         if kind is None:
-            out[name] = WeightState(tuple(shape), "f32", tuple(sources), float_state=pw)
+            mixed = tuple(sorted(k or "float" for k in kinds)) if len(kinds) > 1 else ()
+            out[name] = WeightState(tuple(shape), "f32", tuple(sources), float_state=pw, mixed=mixed)
         else:
             n, k = shape
             fmt = FORMATS[kind]
