@@ -190,15 +190,15 @@ def test_every_gemv_variant_forced(dev, rng):
 def test_staged_readers_stage_x_over_several_steps(dev, rng):
     """The GEMVs whose lanes read whole blocks stage x (and norm_w) in workgroup memory a step at
     a time: rows of 2 * (blocks a step) + 3 blocks (three steps, the last partial; odd and even blocks, whose
-    quant words start mid-word and on a word), with the norm and a residual, out_features no multiple of a
-    workgroup's rows."""
+    quant words start mid-word and on a word), as many rows of x as the kernel holds, with the norm and a
+    residual, out_features no multiple of a workgroup's rows."""
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
-        c = _fused_case(rng, kv.facts["ggml_type"], 1, 37, 2 * per_step + 3, norm=True, bias=False,
-                        swiglu=False, residual=True)
+        c = _fused_case(rng, kv.facts["ggml_type"], kv.limits["max_rows"], 37, 2 * per_step + 3, norm=True,
+                        bias=False, swiglu=False, residual=True)
         _fused_check(_fused_run(dev, c, variant=kv.name), c)
 
 

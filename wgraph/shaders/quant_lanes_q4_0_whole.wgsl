@@ -3,7 +3,8 @@
 // from mid-word (odd: its d is the upper half of the first word, its quants the next 4 words). A lane loads the
 // 5 (against 12 loads per 32 weights in quant_lanes_q4_0.wgsl, where 4 lanes share a block and each loads the
 // word holding d and the two its quant word spans) and realigns an even block's quant words with one funnel
-// shift each. Sums by chains of fma. One row of x: the weights are dequantized in unit_dot, per row.
+// shift each. Sums by chains of fma. The quants as values: per row in unit_dot (one row of x) or once a block
+// (several; quant_units_whole.wgsl).
 const_assert LPB == 1u;
 //!include quant_x_contiguous.wgsl
 const WORDS: u32 = 5u;
@@ -12,13 +13,27 @@ const WORDS: u32 = 5u;
 //!include quant_fma_dot.wgsl
 //!include quant_units_whole.wgsl
 
+// Weights 4i .. 4i + 3 of the block minus 8 (i < 4: low nibbles of quant word i; i >= 4: high nibbles of i - 4)
+fn quant_values(u: Unit) -> array<vec4<f32>, 8> {
+  var q: array<vec4<f32>, 8>;
+  //!repeat I 4
+  let w$I = quant_word(u.w[$I], u.w[$I + 1], u.odd);
+  q[$I] = nibbles_low(w$I, 8.0);
+  q[$I + 4] = nibbles_high(w$I, 8.0);
+  //!end
+  return q;
+}
+
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
+  var q = v.q;
+  if (MAX_ROWS == 1u) {
+    q = quant_values(v.u);
+  }
   var lo = 0.0;
   var hi = 0.0;
   //!repeat I 4
-  let q$I = quant_word(v.w[$I], v.w[$I + 1], v.odd);
-  lo = fma_dot(nibbles_low(q$I, 8.0), xs[$I], lo);
-  hi = fma_dot(nibbles_high(q$I, 8.0), xs[$I + 4], hi);
+  lo = fma_dot(q[$I], xs[$I], lo);
+  hi = fma_dot(q[$I + 4], xs[$I + 4], hi);
   //!end
-  return block_d(v.w[0], v.odd) * (lo + hi);
+  return block_d(v.u.w[0], v.u.odd) * (lo + hi);
 }

@@ -1,7 +1,8 @@
 // Q4_1 by whole blocks for quant_gemv.wgsl (one lane a block): a 20-byte block is 5 words on a word boundary,
 // d | m, then 16 quant bytes; a lane loads the 5 (against 2 loads per 8 weights in quant_lanes_q4_1.wgsl, where
 // 4 lanes share a block) and its 32 x values are neighbours (8 vectors). Each weight is d * q + m: the min
-// multiplies the sum of the lane's x. Sums by chains of fma. One row of x: dequantized in unit_dot, per row.
+// multiplies the sum of the lane's x. Sums by chains of fma. The quants as values: per row in unit_dot (one row of
+// x) or once a block (several; quant_units_whole.wgsl).
 const_assert LPB == 1u;
 //!include quant_x_contiguous.wgsl
 const WORDS: u32 = 5u;
@@ -10,17 +11,31 @@ const WORDS: u32 = 5u;
 //!include quant_fma_dot.wgsl
 //!include quant_units_whole.wgsl
 
+// Quants 4i .. 4i + 3 of the block (i < 4: low nibbles of quant word i, the block's word i + 1; i >= 4: high)
+fn quant_values(u: Unit) -> array<vec4<f32>, 8> {
+  var q: array<vec4<f32>, 8>;
+  //!repeat I 4
+  q[$I] = nibbles_low(u.w[$I + 1], 0.0);
+  q[$I + 4] = nibbles_high(u.w[$I + 1], 0.0);
+  //!end
+  return q;
+}
+
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: XPart) -> f32 {
+  var q = v.q;
+  if (MAX_ROWS == 1u) {
+    q = quant_values(v.u);
+  }
   var lo = 0.0;
   var hi = 0.0;
   var s = 0.0;
   //!repeat I 4
-  lo = fma_dot(nibbles_low(v.w[$I + 1], 0.0), xs[$I], lo);
-  hi = fma_dot(nibbles_high(v.w[$I + 1], 0.0), xs[$I + 4], hi);
+  lo = fma_dot(q[$I], xs[$I], lo);
+  hi = fma_dot(q[$I + 4], xs[$I + 4], hi);
   //!end
   //!repeat I 8
   s += xsum[$I];
   //!end
-  let dm = unpack2x16float(v.w[0]);
+  let dm = unpack2x16float(v.u.w[0]);
   return fma(dm.x, lo + hi, dm.y * s);
 }

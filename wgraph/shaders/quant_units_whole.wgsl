@@ -1,7 +1,9 @@
 // A lane's whole block for the whole-block readers (quant_lanes_<format>_whole.wgsl, which set WORDS): the WORDS
 // words from the one holding the block's first byte, loaded together. Q4_0's and Q8_0's blocks (18 and 34 bytes)
 // start on a word (an even block) or mid-word (`odd`), and their readers realign the quant words; Q4_1's always
-// start on a word. The values are the words themselves: a reader dequantizes them per row of x in unit_dot.
+// start on a word. The values: the words themselves and, with several rows of x (MAX_ROWS > 1), the block's 32
+// quants as f32 (the reader's quant_values), made once for all the rows; with one row a reader dequantizes the
+// words in unit_dot (the same instructions, and no array of 32 values held across the row).
 
 struct Unit {
   w: array<u32, WORDS>,
@@ -17,8 +19,15 @@ fn load_unit(b: u32, t: u32) -> Unit {
   return Unit(w, (b & 1u) != 0u);
 }
 
-alias Values = Unit;
+struct Values {
+  u: Unit,
+  q: array<vec4<f32>, 8>,  // MAX_ROWS > 1: quant_values(u)
+}
 
 fn unit_values(u: Unit) -> Values {
-  return u;
+  var q: array<vec4<f32>, 8>;
+  if (MAX_ROWS > 1u) {
+    q = quant_values(u);
+  }
+  return Values(u, q);
 }
