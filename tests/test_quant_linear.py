@@ -242,7 +242,8 @@ def test_plan_is_the_first_registry_match(caps):
     if caps is PLAIN:
         assert seen == {"quant_gemv_r1_wg", "quant_gemv_r8_wg"}
     else:
-        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_long", "quant_gemv_r8", "quant_gemv_r8_long"}
+        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_long", "quant_gemv_r8", "quant_gemv_r8_long",
+                        "quant_gemv_r8_whole"}
 
 
 def test_plan_reasons_and_forcing():
@@ -256,8 +257,10 @@ def test_plan_reasons_and_forcing():
     p = plan_linear_q(8, 2048, 8192, "Q4_0", caps=SUBGROUPS)
     assert p.variant == "quant_gemv_r8_long_q4_0" and p.reason.startswith("8 rows <= 8 (k >= 8192): Q4_0 GEMV")
     assert "64 lanes per row" in p.reason and "1 row(s) in flight" in p.reason
-    assert plan_linear_q(8, 2048, 4096, "Q4_0", caps=SUBGROUPS).variant == "quant_gemv_r8_q4_0"
-    assert plan_linear_q(8, 4096, 8192, "Q4_0", swiglu=True, caps=SUBGROUPS).variant == "quant_gemv_r8_q4_0"
+    # shorter rows: whole blocks for the 32-weight formats, the shared-block entry for the K-quants
+    assert plan_linear_q(8, 2048, 4096, "Q4_0", caps=SUBGROUPS).variant == "quant_gemv_r8_whole_q4_0"
+    assert plan_linear_q(8, 2048, 4096, "Q4_K", caps=SUBGROUPS).variant == "quant_gemv_r8_q4_k"
+    assert plan_linear_q(8, 4096, 8192, "Q4_0", swiglu=True, caps=SUBGROUPS).variant == "quant_gemv_r8_whole_q4_0"
     assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
     assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q6_K"}  # Q6_K has no tuning candidates
