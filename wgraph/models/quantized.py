@@ -9,6 +9,7 @@ states itself: `_weight_states` is the one place that says which state holds blo
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -62,7 +63,7 @@ def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
     if ggml_type not in MIXTURES:
         block_format(ggml_type, "checkpoint_formats")
         return dict.fromkeys(matrices, ggml_type)
-    layer_of = {name: int(name.split(".")[2]) for name in matrices if name.startswith("model.layers.")}
+    layer_of = {name: int(m.group(1)) for name in matrices if (m := re.match(r"model\.layers\.(\d+)\.", name))}
     layers = max(layer_of.values(), default=-1) + 1
     output = "lm_head.weight" if "lm_head.weight" in weights else "model.embed_tokens.weight"
     formats = {}
