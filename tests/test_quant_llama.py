@@ -69,10 +69,10 @@ def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
 Q4_K_M_CFG = dict(tie_word_embeddings=True, hidden_size=256, intermediate_size=512, head_dim=64)
 
 
-def q4_k_m_type(name: str) -> str:
+def k_m_type(name: str, base: str = "Q4_K") -> str:
     if name == "model.embed_tokens.weight":
         return "Q6_K"
-    return "Q6_K" if name.startswith("model.layers.1.") and (".v_proj." in name or ".down_proj." in name) else "Q4_K"
+    return "Q6_K" if name.startswith("model.layers.1.") and (".v_proj." in name or ".down_proj." in name) else base
 
 
 def test_q4_k_m_formats_follow_llama_cpp():
@@ -91,11 +91,13 @@ def test_q4_k_m_formats_follow_llama_cpp():
     untied = checkpoint_formats(dict(weights, **{"lm_head.weight": np.zeros((2, 2))}), "Q4_K_M")
     assert untied["lm_head.weight"] == "Q6_K" and untied["model.embed_tokens.weight"] == "Q4_K"
     assert set(checkpoint_formats(weights, "Q8_0").values()) == {"Q8_0"}
-    with pytest.raises(wg.UnsupportedError, match="Q5_K"):
-        checkpoint_formats(weights, "Q5_K")
+    assert checkpoint_formats(weights, "Q5_K_M") == {name: "Q5_K" if f == "Q4_K" else f for name, f in formats.items()}
+    with pytest.raises(wg.UnsupportedError, match="Q5_0"):
+        checkpoint_formats(weights, "Q5_0")
 
 
-def test_mixed_stacks_are_dequantized_and_decode_as_the_f32_model(dev):
+@pytest.mark.parametrize("mixture, base", [("Q4_K_M", "Q4_K"), ("Q5_K_M", "Q5_K")])
+def test_mixed_stacks_are_dequantized_and_decode_as_the_f32_model(dev, mixture, base):
     """A stack of tensors of different formats (a Q4_K_M layer's [q; k; v] with a Q6_K v_proj; a quantized
     gate_proj beside a float up_proj) is held in f32, dequantized on load; the rest keep their blocks (Q6_K's
     GEMV, embedding and fused QKV included): greedy ids equal the dequantized f32 model's, and a step reads
@@ -104,12 +106,12 @@ def test_mixed_stacks_are_dequantized_and_decode_as_the_f32_model(dev):
     config = LlamaConfig.from_dict(cfg)
     weights = random_weights(cfg, seed=3)
     weights["model.embed_tokens.weight"] *= 0.1
-    quantized = quantize_checkpoint(weights, "Q4_K_M")
+    quantized = quantize_checkpoint(weights, mixture)
     assert {name: w.ggml_type for name, w in quantized.items() if np.ndim(weights[name]) == 2} == {
-        name: q4_k_m_type(name) for name, w in weights.items() if np.ndim(w) == 2}
+        name: k_m_type(name, base) for name, w in weights.items() if np.ndim(w) == 2}
     model = QuantizedLlama.from_weights(config, quantized, dev, max_seq=40)
-    assert model.block_formats == ("Q4_K", "Q6_K")
-    assert model.mixed_stacks == {"l1.w_qkv": ("Q4_K", "Q6_K")}
+    assert model.block_formats == (base, "Q6_K")
+    assert model.mixed_stacks == {"l1.w_qkv": (base, "Q6_K")}
     reference = Llama.from_weights(config, dequantize_checkpoint(quantized), dev, dtype="f32", max_seq=40)
     prompt = [3, 14, 15, 92]
     ids = model.generate(prompt, 12)
@@ -117,13 +119,13 @@ def test_mixed_stacks_are_dequantized_and_decode_as_the_f32_model(dev):
     np.testing.assert_allclose(model.prefill(prompt).numpy(), reference.prefill(prompt).numpy(), rtol=1e-4, atol=1e-4)
     qkv = [f"model.layers.1.self_attn.{p}_proj.weight" for p in "qkv"]
     want = sum(4 * w.size if name in qkv or np.ndim(w) == 1 else
-               w.shape[0] * w.shape[1] // 256 * FORMATS[q4_k_m_type(name)].block_bytes
+               w.shape[0] * w.shape[1] // 256 * FORMATS[k_m_type(name, base)].block_bytes
                for name, w in weights.items())
     assert model.weight_bytes_per_token == want
     rows = model.program.rows
-    assert [r.variant for r in rows if r.op == "linear_rope_kv_append_q"] == ["quant_gemv_rope_kv_r1_q4_k_f32kv"]
+    assert [r.variant for r in rows if r.op == "linear_rope_kv_append_q"] == [f"quant_gemv_rope_kv_r1_{base.lower()}_f32kv"]
     assert rows[0].variant == "quant_embedding_q6_k"
-    assert {r.variant[-4:] for r in rows if r.op == "linear_q"} == {"q4_k", "q6_k"}
+    assert {r.variant[-4:] for r in rows if r.op == "linear_q"} == {base.lower(), "q6_k"}
 
     floats = quantize_checkpoint(random_weights(tiny_config()), "Q8_0")
     up = "model.layers.0.mlp.up_proj.weight"

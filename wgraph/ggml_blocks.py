@@ -1,4 +1,4 @@
-"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K): their layouts, the
+"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K): their layouts, the
 `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on the GPU,
 or as a graph value), and quantizers from float32 weights.
 
@@ -52,6 +52,8 @@ class BlockFormat:
 #   Q4_K: d f16, dmin f16, scales u8[12], qs u8[128]: 8 sub-blocks of 32 with 6-bit scales sc[j] and mins mn[j]
 #         packed in `scales`; qs byte 32c + l holds w[64c + l] (low nibble, sub-block 2c) and w[64c + 32 + l]
 #         (high nibble, sub-block 2c + 1); w = d * sc[j] * q - dmin * mn[j].
+#   Q5_K: d f16, dmin f16, scales u8[12], qh u8[32], qs u8[128]: Q4_K's with a fifth bit a weight, bit j of qh byte
+#         l for w[32j + l] (its 16); w = d * sc[j] * q - dmin * mn[j]. Q5_K_M files hold it.
 #   Q6_K: ql u8[128], qh u8[64], scales int8[16], d f16: 16 sub-blocks of 16; half n (weights 128n ..): ql byte
 #         64n + l holds the low 4 bits of w[128n + l] (low nibble) and w[128n + 64 + l] (high), byte 64n + 32 + l
 #         those of w[128n + 32 + l] and w[128n + 96 + l]; qh byte 32n + l their top 2 bits (bits 0-1, 2-3, 4-5,
@@ -59,7 +61,7 @@ class BlockFormat:
 #         (the output, a share of attn_v and ffn_down) in it.
 FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0", 2, 32, 18),
                                BlockFormat("Q4_1", 3, 32, 20), BlockFormat("Q4_K", 12, 256, 144),
-                               BlockFormat("Q6_K", 14, 256, 210))}
+                               BlockFormat("Q5_K", 13, 256, 176), BlockFormat("Q6_K", 14, 256, 210))}
 
 
 def block_format(name, where: str = "block_format") -> BlockFormat:
@@ -101,7 +103,7 @@ class QuantizedWeight:
     """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
     `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value.
 
-    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K").
+    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K").
     shape: (out_features, in_features); in_features a multiple of the format's block size."""
 
     ggml_type: str
@@ -146,7 +148,7 @@ class QuantizedWeight:
         """A host weight from the raw blocks (bytes, a memoryview or a uint8 array of exactly the matrix's bytes,
         as a GGUF file stores them).
 
-        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K").
+        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K").
         shape: (out_features, in_features).
         raw: the blocks' bytes.
         """
@@ -226,11 +228,11 @@ def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
 
 def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0 and Q4_1 by the `gguf`
-    package's quantizer (llama.cpp's reference rounding); Q4_K and Q6_K by `quantize_q4_k` and `quantize_q6_k`
-    (gguf has no quantizer for them).
+    package's quantizer (llama.cpp's reference rounding); Q4_K, Q5_K and Q6_K by `quantize_q4_k`, `quantize_q5_k`
+    and `quantize_q6_k` (gguf has no quantizer for them).
 
     weights: float32 [out_features, in_features] (in_features a multiple of the block size).
-    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q4_K" or "Q6_K".
+    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K" or "Q6_K".
     """
     fmt = block_format(ggml_type, "quantize")
     a = np.asarray(weights)
@@ -242,10 +244,9 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     check_matrix(fmt, shape, "quantize")
     if not np.isfinite(a).all():
         raise ShapeError("quantize: weights hold inf or NaN")
-    if fmt.name == "Q4_K":
-        raw = quantize_q4_k(a)
-    elif fmt.name == "Q6_K":
-        raw = quantize_q6_k(a)
+    own = {"Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k, "Q6_K": quantize_q6_k}
+    if fmt.name in own:
+        raw = own[fmt.name](a)
     else:
         from gguf import GGMLQuantizationType
         from gguf.quants import quantize as gguf_quantize
@@ -254,38 +255,60 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     return QuantizedWeight.from_bytes(fmt.name, shape, raw)
 
 
-def quantize_q4_k(a: np.ndarray) -> np.ndarray:
-    """Q4_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 32
-    spans [min(0, lo), hi] in 15 steps; its scale and min are rounded to 6 bits of the block's f16 d and dmin.
+def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_K's and Q5_K's rounding of float32 [rows, k] (k a multiple of 256): the 16-byte headers (d, dmin, the
+    packed 6-bit scales and mins) and the quants [blocks, 8 sub-blocks, 32] in [0, top]. Each sub-block of 32
+    spans [min(0, lo), hi] in `top` steps; its scale and min are rounded to 6 bits of the block's f16 d and dmin.
     Plain min/max rounding, not llama.cpp's iterative search: valid blocks, slightly larger error."""
-    rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 32)
     lo = np.minimum(x.min(axis=2), 0.0)
-    step = (x.max(axis=2) - lo) / np.float32(15)                      # [blocks, 8] sub-block scales
+    step = (x.max(axis=2) - lo) / np.float32(top)                     # [blocks, 8] sub-block scales
     mins = -lo                                                        # >= 0, subtracted
     d = (step.max(axis=1) / np.float32(63)).astype(np.float16)        # [blocks]
     dmin = (mins.max(axis=1) / np.float32(63)).astype(np.float16)
     if not (np.isfinite(d).all() and np.isfinite(dmin).all()):
-        raise ShapeError("quantize: a Q4_K block's scale is beyond the f16 range (|w| > ~1e6)")
+        raise ShapeError("quantize: a K-quant block's scale is beyond the f16 range (|w| > ~1e6)")
 
-    def rounded(v, unit, top):  # v / unit rounded to an integer in [0, top]; 0 where unit is 0
+    def rounded(v, unit, most):  # v / unit rounded to an integer in [0, most]; 0 where unit is 0
         inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit > 0)
-        return np.clip(np.rint(v * inv), 0, top)
+        return np.clip(np.rint(v * inv), 0, most)
 
     d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
     sc = rounded(step, d32, 63).astype(np.uint8)
     mn = rounded(mins, dmin32, 63).astype(np.uint8)
     scale, offset = d32 * sc, dmin32 * mn
-    q = rounded(x + offset[:, :, None], scale[:, :, None], 15).astype(np.uint8)
-    q = q.reshape(-1, 4, 2, 32)                                       # [blocks, chunk c, low/high, l]
-    out = np.empty((x.shape[0], 144), np.uint8)
-    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
-    out[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
-    out[:, 4:8] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
-    out[:, 8:12] = (mn[:, 0:4] & 63) | ((mn[:, 4:8] >> 4) << 6)
-    out[:, 12:16] = (sc[:, 4:8] & 15) | ((mn[:, 4:8] & 15) << 4)
-    out[:, 16:] = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
-    return out.reshape(rows, k // 256 * 144)
+    q = rounded(x + offset[:, :, None], scale[:, :, None], top).astype(np.uint8)
+    head = np.empty((x.shape[0], 16), np.uint8)
+    head[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    head[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
+    head[:, 4:8] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    head[:, 8:12] = (mn[:, 0:4] & 63) | ((mn[:, 4:8] >> 4) << 6)
+    head[:, 12:16] = (sc[:, 4:8] & 15) | ((mn[:, 4:8] & 15) << 4)
+    return head, q
+
+
+def _nibble_pairs(q: np.ndarray) -> np.ndarray:
+    """K-quant quant bytes [blocks, 128] from quants [blocks, 8, 32]: byte 32c + l holds sub-block 2c's l-th
+    quant (low nibble) and sub-block 2c + 1's (high)."""
+    q = (q & 15).reshape(-1, 4, 2, 32)                                # [blocks, chunk c, low/high, l]
+    return (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
+
+
+def quantize_q4_k(a: np.ndarray) -> np.ndarray:
+    """Q4_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 16 steps a sub-block of
+    32 (`_k_quants`)."""
+    rows, k = a.shape
+    head, q = _k_quants(a, 15)
+    return np.concatenate([head, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 144)
+
+
+def quantize_q5_k(a: np.ndarray) -> np.ndarray:
+    """Q5_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 32 steps a sub-block of
+    32 (`_k_quants`); the low 4 bits as Q4_K's quants, the fifth of sub-block j's l-th quant as bit j of qh byte l."""
+    rows, k = a.shape
+    head, q = _k_quants(a, 31)
+    qh = ((q >> 4) << np.arange(8, dtype=np.uint8)[None, :, None]).sum(axis=1, dtype=np.uint8)  # [blocks, 32]
+    return np.concatenate([head, qh, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 176)
 
 
 def quantize_q6_k(a: np.ndarray) -> np.ndarray:

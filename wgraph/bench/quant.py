@@ -3,9 +3,9 @@ call the Llama-3.2-1B decode step makes (with its fused options: norm + [q; k; v
 [gate; up] + swiglu, down_proj + residual, norm + lm_head), as GB/s on the bytes it reads (blocks + x + y + norm
 weight + residual) and as a fraction of the copy kernel's bandwidth in the same run; for Q4_0 and Q4_K every
 GEMV variant of the format the device runs (the tuning candidates too) beside the planned one; torch's f16 GEMV
-on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q4_K_M (llama.cpp's mixture: Q6_K
-for the tied table and some v_proj / down_proj) and Q8_0 weights (quantized from the f16 model's weights by the
-`gguf` package's quantizer; Q4_K and Q6_K by wgraph.ggml_blocks' own) beside
+on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q4_K_M and Q5_K_M (llama.cpp's
+mixtures: Q6_K for the tied table and some v_proj / down_proj) and Q8_0 weights (quantized from the f16 model's weights by the
+`gguf` package's quantizer; the K-quants by wgraph.ggml_blocks' own) beside
 the same model in f16, in wgraph (tokens/s, host and GPU time per step, GPU time by op) and in torch (eager,
 CUDA graphs). On a CPU adapter or with --quick: small shapes and a tiny model."""
 
@@ -28,9 +28,9 @@ from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
-TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q6_K")
+TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_K", "Q6_K")
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
-MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q8_0")  # Q4_K_M: llama.cpp's mixture (Q6_K output, some v / down)
+MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q8_0")  # *_K_M: llama.cpp's mixtures (Q6_K output, some v / down)
 MAX_COPIES = 512
 
 # The GEMVs of a Llama-3.2-1B decode step (hidden 2048, intermediate 8192, 32 q / 8 kv heads of 64, vocab 128256,
@@ -78,7 +78,7 @@ def random_blocks(ggml_type: str, n: int, k: int, rng) -> QuantizedWeight:
     quantizing a 128256 x 2048 matrix would take the bench longer than timing it)."""
     fmt = FORMATS[ggml_type]
     raw = rng.integers(0, 256, size=(n * (k // fmt.block_weights), fmt.block_bytes), dtype=np.uint8)
-    halves = 2 if ggml_type in ("Q4_1", "Q4_K") else 1  # d (and m or dmin) lead every block; Q6_K's d trails it
+    halves = 2 if ggml_type in ("Q4_1", "Q4_K", "Q5_K") else 1  # d (and m or dmin) lead every block; Q6_K's d trails it
     scales = rng.uniform(0.002, 0.02, size=(raw.shape[0], halves)).astype(np.float16)
     if ggml_type == "Q4_1":
         scales[:, 1] *= -8  # the min: centres the 0..15 quants

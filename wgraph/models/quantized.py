@@ -43,7 +43,7 @@ class WeightState:
 
 
 # Mixtures of block formats by tensor, as llama.cpp's quantizer chooses them (its llama_tensor_get_type)
-MIXTURES = ("Q4_K_M",)
+MIXTURES = {"Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K"}  # the mixture -> its base format (the rest Q6_K)
 
 
 def _more_bits(layer: int, layers: int) -> bool:
@@ -53,8 +53,8 @@ def _more_bits(layer: int, layers: int) -> bool:
 
 def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
     """{HF name: block format} for every matrix of HF-named Llama weights quantized as `ggml_type`: one format for
-    all, or a mixture (MIXTURES). Q4_K_M: the output matrix (lm_head; a tied model's embed_tokens) Q6_K, v_proj
-    and down_proj Q6_K in the layers of llama.cpp's use_more_bits, every other matrix Q4_K.
+    all, or a mixture (MIXTURES). Q4_K_M / Q5_K_M: the output matrix (lm_head; a tied model's embed_tokens) Q6_K,
+    v_proj and down_proj Q6_K in the layers of llama.cpp's use_more_bits, every other matrix Q4_K / Q5_K.
 
     weights: {Hugging Face tensor name: array}; the 2-D ones are the matrices.
     ggml_type: a block format of wgraph.ggml_blocks.FORMATS, or a mixture of MIXTURES.
@@ -70,13 +70,13 @@ def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
     for name in matrices:
         wide = name == output or ((".v_proj." in name or ".down_proj." in name)
                                   and _more_bits(layer_of.get(name, 0), layers))
-        formats[name] = "Q6_K" if wide else "Q4_K"
+        formats[name] = "Q6_K" if wide else MIXTURES[ggml_type]
     return formats
 
 
 def quantize_checkpoint(weights: dict[str, np.ndarray], ggml_type: str) -> dict[str, np.ndarray | QuantizedWeight]:
     """HF-named float weights with every matrix (projections, embed_tokens, lm_head) quantized to `ggml_type`
-    (wgraph.ggml_blocks.quantize), or to the formats of a mixture such as "Q4_K_M" (`checkpoint_formats`);
+    (wgraph.ggml_blocks.quantize), or to the formats of a mixture, "Q4_K_M" or "Q5_K_M" (`checkpoint_formats`);
     vectors (the norms) stay as they are."""
     formats = checkpoint_formats(weights, ggml_type)
     return {name: quantize(np.asarray(a, np.float32), formats[name]) if name in formats else a
@@ -90,7 +90,7 @@ def dequantize_checkpoint(weights: dict) -> dict[str, np.ndarray]:
 
 class QuantizedLlama(Llama):
     """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (Q8_0, Q4_0, Q4_1, Q4_K,
-    Q6_K; tensors stacked into one matrix of different formats are dequantized to f32: `mixed_stacks`);
+    Q5_K, Q6_K; tensors stacked into one matrix of different formats are dequantized to f32: `mixed_stacks`);
     activations, KV caches and the other weights are f32. Greedy and sampled decoding, as Llama's (the sampling
     program shares the greedy one's weight states, blocks included).
 
