@@ -35,6 +35,7 @@ def _want(x, qw, b, g, heads, d):
     ("Q4_1", 1, 4, 2, 8, "f32", True, True, False),
     ("Q4_K", 1, 2, 1, 64, "f16", False, True, True),   # Q4_K: k % 256; head_dim 64
     ("Q5_K", 1, 2, 1, 64, "f32", True, False, True),
+    ("Q5_0", 3, 2, 1, 16, "f16", False, True, True),  # Q5_0: odd and even blocks
     ("Q6_K", 3, 2, 1, 16, "f32", True, True, True)])   # Q6_K: 3 blocks, the second starting mid-word
 def test_one_row_against_float64_in_one_dispatch(dev, rng, ggml_type, blocks, hq, hkv, d, kdt, gpu_pos, bias,
                                                  norm):
@@ -122,6 +123,7 @@ def test_plan_is_the_first_registry_match(caps):
 @pytest.mark.parametrize("name,ggml_type", [("quant_gemv_rope_kv_r1_wg_q4_k_f32kv", "Q4_K"),
                                             ("quant_gemv_rope_kv_r1_wg_q4_0_f16kv", "Q4_0"),
                                             ("quant_gemv_rope_kv_r1_wg_q5_k_f16kv", "Q5_K"),
+                                            ("quant_gemv_rope_kv_r1_wg_q5_0_f32kv", "Q5_0"),
                                             ("quant_gemv_rope_kv_r1_wg_q6_k_f32kv", "Q6_K")])
 def test_workgroup_memory_variants(dev, rng, fresh_templates, monkeypatch, name, ggml_type):
     """The entries for devices without subgroups (the planner picks the subgroup ones on lavapipe), run by

@@ -28,7 +28,7 @@ from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
-TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_K", "Q6_K")
+TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_K", "Q6_K")
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q8_0")  # *_K_M: llama.cpp's mixtures (Q6_K output, some v / down)
 MAX_COPIES = 512
