@@ -24,16 +24,4 @@ fn quant_values(u: Unit) -> array<vec4<f32>, 8> {
   return q;
 }
 
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
-  var q = v.q;
-  if (MAX_ROWS == 1u) {
-    q = quant_values(v.u);
-  }
-  var lo = 0.0;
-  var hi = 0.0;
-  //!repeat I 4
-  lo = fma_dot(q[$I], xs[$I], lo);
-  hi = fma_dot(q[$I + 4], xs[$I + 4], hi);
-  //!end
-  return block_d(v.u.w[0], v.u.odd) * (lo + hi);
-}
+//!include quant_whole_d_dot.wgsl
