@@ -36,6 +36,7 @@ def _want(x, qw, b, g, heads, d):
     ("Q4_K", 1, 2, 1, 64, "f16", False, True, True),   # Q4_K: k % 256; head_dim 64
     ("Q5_K", 1, 2, 1, 64, "f32", True, False, True),
     ("Q5_0", 3, 2, 1, 16, "f16", False, True, True),  # Q5_0: odd and even blocks
+    ("Q5_1", 2, 2, 1, 16, "f32", True, False, True),
     ("Q6_K", 3, 2, 1, 16, "f32", True, True, True)])   # Q6_K: 3 blocks, the second starting mid-word
 def test_one_row_against_float64_in_one_dispatch(dev, rng, ggml_type, blocks, hq, hkv, d, kdt, gpu_pos, bias,
                                                  norm):

@@ -16,7 +16,7 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 from linear_reference import fused_linear_reference
 
-TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K")
+TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 
 
 def reference(x: np.ndarray, qw: QuantizedWeight, bias=None):
@@ -194,7 +194,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     residual, out_features no multiple of a workgroup's rows."""
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
-        ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1)}
+        ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
         c = _fused_case(rng, kv.facts["ggml_type"], kv.limits["max_rows"], 37, 2 * per_step + 3, norm=True,
@@ -263,7 +263,7 @@ def test_plan_reasons_and_forcing():
     assert plan_linear_q(8, 4096, 8192, "Q4_0", swiglu=True, caps=SUBGROUPS).variant == "quant_gemv_r8_whole_q4_0"
     assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
-    assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q5_0", "Q5_K", "Q6_K"}  # no tuning candidates
+    assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q5_0", "Q5_1", "Q5_K", "Q6_K"}  # no tuning candidates
     for kv in candidates:  # a candidate only when forced
         t = kv.facts["ggml_type"]
         assert plan_linear_q(1, 100, 2048, t).variant != kv.name

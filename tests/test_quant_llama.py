@@ -32,6 +32,7 @@ def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
 @pytest.mark.parametrize("ggml_type, overrides", [
     ("Q8_0", dict(tie_word_embeddings=False)),
     ("Q5_0", dict(tie_word_embeddings=True)),  # llama.cpp's K-quant fallback for rows that are no 256-weight blocks
+    ("Q5_1", dict(tie_word_embeddings=False)),
     ("Q4_K", dict(tie_word_embeddings=True, hidden_size=256, intermediate_size=512, head_dim=64)),
 ])
 def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):

@@ -1,11 +1,11 @@
-"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K): their layouts, the
-`QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on the GPU,
-or as a graph value), and quantizers from float32 weights.
+"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): their
+layouts, the `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on
+the GPU, or as a graph value), and quantizers from float32 weights.
 
 A GGML row is `in_features / block_weights` blocks stored back to back, and rows follow each other; a block is
-byte-packed (Q4_0 is 18 bytes, Q5_0 22, Q8_0 34, Q6_K 210: not every block starts on a 4-byte boundary). On the GPU the raw bytes
-are a u32 tensor, padded with zeros to a multiple of 16 bytes and at least one word past the last byte: the
-GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's kernels read 16-byte words.
+byte-packed (Q4_0 is 18 bytes, Q5_0 22, Q8_0 34, Q6_K 210: not every block starts on a 4-byte boundary). On the GPU the
+raw bytes are a u32 tensor, padded with zeros to a multiple of 16 bytes and at least one word past the last byte:
+the GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's kernels read 16-byte words.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ class BlockFormat:
 #   Q8_0: d f16, qs int8[32]                      w[i] = d * qs[i]
 #   Q4_0: d f16, qs u8[16]                        w[i] = d * (q[i] - 8); q[i] = qs[i] & 15, q[i + 16] = qs[i] >> 4
 #   Q4_1: d f16, m f16, qs u8[16]                 w[i] = d * q[i] + m (q as Q4_0's)
-#   Q5_0: d f16, qh u8[4], qs u8[16]               w[i] = d * (q[i] - 16); q[i] as Q4_0's with bit i of qh (as a u32) as its
-#                                                 fifth bit (llama.cpp's fallback where a K-quant's 256 does not divide a row)
+#   Q5_0: d f16, qh u8[4], qs u8[16]               w[i] = d * (q[i] - 16); q[i] as Q4_0's with bit i of qh (a u32)
+#                                                 on top (llama.cpp's fallback where 256 does not divide a K-quant row)
+#   Q5_1: d f16, m f16, qh u8[4], qs u8[16]       w[i] = d * q[i] + m (q as Q5_0's; the fallback inside Q5_K files)
 #   Q4_K: d f16, dmin f16, scales u8[12], qs u8[128]: 8 sub-blocks of 32 with 6-bit scales sc[j] and mins mn[j]
 #         packed in `scales`; qs byte 32c + l holds w[64c + l] (low nibble, sub-block 2c) and w[64c + 32 + l]
 #         (high nibble, sub-block 2c + 1); w = d * sc[j] * q - dmin * mn[j].
@@ -63,7 +64,8 @@ class BlockFormat:
 #         (the output, a share of attn_v and ffn_down) in it.
 FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0", 2, 32, 18),
                                BlockFormat("Q4_1", 3, 32, 20), BlockFormat("Q4_K", 12, 256, 144),
-                               BlockFormat("Q5_0", 6, 32, 22), BlockFormat("Q5_K", 13, 256, 176),
+                               BlockFormat("Q5_0", 6, 32, 22), BlockFormat("Q5_1", 7, 32, 24),
+                               BlockFormat("Q5_K", 13, 256, 176),
                                BlockFormat("Q6_K", 14, 256, 210))}
 
 
@@ -106,7 +108,7 @@ class QuantizedWeight:
     """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
     `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value.
 
-    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K").
+    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K").
     shape: (out_features, in_features); in_features a multiple of the format's block size."""
 
     ggml_type: str
@@ -151,7 +153,7 @@ class QuantizedWeight:
         """A host weight from the raw blocks (bytes, a memoryview or a uint8 array of exactly the matrix's bytes,
         as a GGUF file stores them).
 
-        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K").
+        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K").
         shape: (out_features, in_features).
         raw: the blocks' bytes.
         """
@@ -230,12 +232,12 @@ def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
 
 
 def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
-    """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0, Q4_1 and Q5_0 by the `gguf`
-    package's quantizer (llama.cpp's reference rounding); Q4_K, Q5_K and Q6_K by `quantize_q4_k`, `quantize_q5_k`
-    and `quantize_q6_k` (gguf has no quantizer for them).
+    """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 by
+    the `gguf` package's quantizer (llama.cpp's reference rounding); Q4_K, Q5_K and Q6_K by `quantize_q4_k`,
+    `quantize_q5_k` and `quantize_q6_k` (gguf has no quantizer for them).
 
     weights: float32 [out_features, in_features] (in_features a multiple of the block size).
-    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K" or "Q6_K".
+    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K" or "Q6_K".
     """
     fmt = block_format(ggml_type, "quantize")
     a = np.asarray(weights)

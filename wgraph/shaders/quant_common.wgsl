@@ -40,6 +40,12 @@ fn bytes_unsigned(v: u32, offset: f32) -> vec4<f32> {
   return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -(scale + offset));
 }
 
+// Bits 0-3 of `x` at bit 0 of bytes 0-3 (x * (1 + 2^7 + 2^14 + 2^21): the four copies do not overlap): the
+// fifth bits of 4 neighbouring Q5_0 / Q5_1 weights, to be shifted to bit 4 of their bytes.
+fn spread4(x: u32) -> u32 {
+  return ((x & 0xFu) * 0x00204081u) & 0x01010101u;
+}
+
 // Quant word i of an 18- or 34-byte block (Q4_0, Q8_0) from words a = w + i and b = w + i + 1, w the word
 // holding its d: an odd block's d is the upper half of word w and its quants start on the next word (b); an
 // even block's quants start mid-word (the upper half of a and the lower half of b).

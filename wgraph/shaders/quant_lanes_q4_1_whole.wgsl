@@ -21,21 +21,4 @@ fn quant_values(u: Unit) -> array<vec4<f32>, 8> {
   return q;
 }
 
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xsum: XPart) -> f32 {
-  var q = v.q;
-  if (MAX_ROWS == 1u) {
-    q = quant_values(v.u);
-  }
-  var lo = 0.0;
-  var hi = 0.0;
-  var s = 0.0;
-  //!repeat I 4
-  lo = fma_dot(q[$I], xs[$I], lo);
-  hi = fma_dot(q[$I + 4], xs[$I + 4], hi);
-  //!end
-  //!repeat I 8
-  s += xsum[$I];
-  //!end
-  let dm = unpack2x16float(v.u.w[0]);
-  return fma(dm.x, lo + hi, dm.y * s);
-}
+//!include quant_whole_dm_dot.wgsl

@@ -2,8 +2,9 @@
 // (d f16, qh: the fifth bit of weight j at bit j of 4 bytes, 16 quant bytes: weight i in the low nibble of byte
 // i, weight i + 16 in its high one; w = d * (q - 16)) spans 6 words from a word boundary (even block) or from
 // mid-word (odd), as Q4_0's do: its fields after d are quant_word's windows (qh is window 0, quant word i window
-// i + 1). The fifth bits of 4 neighbouring weights go to bit 4 of 4 bytes by one multiply (spread4). The quants
-// as values: per row in unit_dot (one row of x) or once a block (several; quant_units_whole.wgsl).
+// i + 1). The fifth bits of 4 neighbouring weights go to bit 4 of 4 bytes by one multiply (quant_common.wgsl's
+// spread4). The quants as values: per row in unit_dot (one row of x) or once a block (several;
+// quant_units_whole.wgsl).
 const_assert LPB == 1u;
 //!include quant_x_contiguous.wgsl
 const WORDS: u32 = 6u;
@@ -11,11 +12,6 @@ const WORDS: u32 = 6u;
 //!include quant_x_plain.wgsl
 //!include quant_fma_dot.wgsl
 //!include quant_units_whole.wgsl
-
-// Bits 0-3 of `x` at bit 0 of bytes 0-3 (x * (1 + 2^7 + 2^14 + 2^21): the four copies do not overlap)
-fn spread4(x: u32) -> u32 {
-  return ((x & 0xFu) * 0x00204081u) & 0x01010101u;
-}
 
 // Weights 4i .. 4i + 3 of the block minus 16 (i < 4: low nibbles of quant word i; i >= 4: high nibbles of i - 4)
 fn quant_values(u: Unit) -> array<vec4<f32>, 8> {
