@@ -31,3 +31,20 @@ fn unit_values(u: Unit) -> Values {
   }
   return Values(u, q);
 }
+
+// The block's quant values (made here with one row of x) against the lane's 8 x vectors, as two fma chains
+// (vectors 0-3 and 4-7): what Q4_0's, Q5_0's, Q4_1's and Q5_1's unit_dot scale (quant_whole_d_dot.wgsl,
+// quant_whole_dm_dot.wgsl).
+fn whole_dots(v: Values, xs: array<vec4<f32>, XV>) -> f32 {
+  var q = v.q;
+  if (MAX_ROWS == 1u) {
+    q = quant_values(v.u);
+  }
+  var lo = 0.0;
+  var hi = 0.0;
+  //!repeat I 4
+  lo = fma_dot(q[$I], xs[$I], lo);
+  hi = fma_dot(q[$I + 4], xs[$I + 4], hi);
+  //!end
+  return lo + hi;
+}
