@@ -46,11 +46,16 @@ fn spread4(x: u32) -> u32 {
   return ((x & 0xFu) * 0x00204081u) & 0x01010101u;
 }
 
+// The 4 bytes that start 2 bytes into word `lo` (its upper half, then the lower half of the next word, `hi`)
+fn funnel16(lo: u32, hi: u32) -> u32 {
+  return (lo >> 16u) | (hi << 16u);
+}
+
 // Quant word i of an 18- or 34-byte block (Q4_0, Q8_0) from words a = w + i and b = w + i + 1, w the word
 // holding its d: an odd block's d is the upper half of word w and its quants start on the next word (b); an
 // even block's quants start mid-word (the upper half of a and the lower half of b).
 fn quant_word(a: u32, b: u32, odd: bool) -> u32 {
-  return select((a >> 16u) | (b << 16u), b, odd);
+  return select(funnel16(a, b), b, odd);
 }
 
 // The f16 d of such a block from word `head`, the one holding it: its lower half (an even block) or upper (odd).

@@ -22,7 +22,7 @@ fn bytes4(at: u32) -> u32 {
   let w = at / 4u;
   let lo = word(w);
   let hi = word(w + 1u);
-  return select(lo, (lo >> 16u) | (hi << 16u), at % 4u != 0u);
+  return select(lo, funnel16(lo, hi), at % 4u != 0u);
 }
 
 fn load_unit(b: u32, t: u32) -> Unit {
@@ -42,7 +42,7 @@ fn load_unit(b: u32, t: u32) -> Unit {
   //!end
   var tail: array<u32, 5>;
   //!repeat I 5
-  tail[$I] = select(raw[$I], (raw[$I] >> 16u) | (raw[$I + 1] << 16u), odd);
+  tail[$I] = select(raw[$I], funnel16(raw[$I], raw[$I + 1]), odd);
   //!end
   return Unit(q, tail, t >= 4u);
 }
