@@ -260,6 +260,12 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     return QuantizedWeight.from_bytes(fmt.name, shape, raw)
 
 
+def _rounded(v: np.ndarray, unit: np.ndarray, low: int, high: int) -> np.ndarray:
+    """v / unit rounded to an integer in [low, high]; 0 where unit is 0 (an all-zero sub-block)."""
+    inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit > 0)
+    return np.clip(np.rint(v * inv), low, high)
+
+
 def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     """Q4_K's and Q5_K's rounding of float32 [rows, k] (k a multiple of 256): the 16-byte headers (d, dmin, the
     packed 6-bit scales and mins) and the quants [blocks, 8 sub-blocks, 32] in [0, top]. Each sub-block of 32
@@ -274,15 +280,11 @@ def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     if not (np.isfinite(d).all() and np.isfinite(dmin).all()):
         raise ShapeError("quantize: a K-quant block's scale is beyond the f16 range (|w| > ~1e6)")
 
-    def rounded(v, unit, most):  # v / unit rounded to an integer in [0, most]; 0 where unit is 0
-        inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit > 0)
-        return np.clip(np.rint(v * inv), 0, most)
-
     d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
-    sc = rounded(step, d32, 63).astype(np.uint8)
-    mn = rounded(mins, dmin32, 63).astype(np.uint8)
+    sc = _rounded(step, d32, 0, 63).astype(np.uint8)
+    mn = _rounded(mins, dmin32, 0, 63).astype(np.uint8)
     scale, offset = d32 * sc, dmin32 * mn
-    q = rounded(x + offset[:, :, None], scale[:, :, None], top).astype(np.uint8)
+    q = _rounded(x + offset[:, :, None], scale[:, :, None], 0, top).astype(np.uint8)
     head = np.empty((x.shape[0], 16), np.uint8)
     head[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
     head[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
@@ -327,11 +329,9 @@ def quantize_q6_k(a: np.ndarray) -> np.ndarray:
     if not np.isfinite(d).all():
         raise ShapeError("quantize: a Q6_K block's scale is beyond the f16 range (|w| > ~1e6)")
     d32 = d.astype(np.float32)[:, None]
-    inv_d = np.divide(np.float32(1), d32, out=np.zeros(d32.shape, np.float32), where=d32 > 0)
-    sc = np.clip(np.rint(step * inv_d), 0, 127).astype(np.int8)
+    sc = _rounded(step, d32, 0, 127).astype(np.int8)
     scale = d32 * sc
-    inv = np.divide(np.float32(1), scale, out=np.zeros(scale.shape, np.float32), where=scale > 0)
-    q = (np.clip(np.rint(x * inv[:, :, None]), -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)  # [b, n, m, l]
+    q = (_rounded(x, scale[:, :, None], -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)  # [b, n, m, l]
     out = np.empty((x.shape[0], 210), np.uint8)
     ql = (q[:, :, 0:2, :] & 15) | ((q[:, :, 2:4, :] & 15) << 4)      # [b, n, 2, 32]: ql bytes 64n + 32j + l
     out[:, 0:128] = ql.reshape(-1, 128)
