@@ -47,8 +47,8 @@ def test_cache_positions_follow_the_request(tmp_path):
     files = open_pretrained(path)
     assert files.config.max_position_embeddings == 256 and files.tokenizer is None
 
-    def positions(*argv):
-        return cache_positions(parser().parse_args([str(path), *argv]), files)
+    def positions(*argv, ids=None):
+        return cache_positions(parser().parse_args([str(path), *argv]), files, ids)
 
     assert positions("--prompt-ids", "3,4,5", "--max-new-tokens", "40") == 43
     assert positions("--prompt-ids", "3,4", "--max-new-tokens", "254") == 256
@@ -56,3 +56,4 @@ def test_cache_positions_follow_the_request(tmp_path):
     assert positions("--prompt-ids", "3", "--max-new-tokens", "0") == 2    # a cache has 2 positions at least
     assert positions("--prompt-ids", "3,4", "--max-new-tokens", "8", "--max-seq", "100") == 100
     assert positions("--prompt", "x") is None     # no tokenizer in the directory: the text API says so
+    assert positions("--prompt", "x y", "--max-new-tokens", "5", ids=[1, 7, 9]) == 8   # --prompt's ids, made once

@@ -148,7 +148,8 @@ def test_ids_cli_keeps_working(tmp_path, capsys):
 
 def test_cli_reads_the_tokenizer_once(tmp_path, capsys, monkeypatch, dev):
     """`generate --prompt` sizes the KV cache from the prompt's tokens and then loads the model from the same
-    opened files (open_pretrained): the tokenizer is built once, and the model gets that one."""
+    opened files (open_pretrained): the tokenizer is built once, and the model gets that one; the prompt is
+    tokenized once (the ids that size the cache start the generation)."""
     from wgraph.__main__ import main as cli_main
     from wgraph.models import open_pretrained
     from wgraph.models.tokenizer import Tokenizer
@@ -157,7 +158,11 @@ def test_cli_reads_the_tokenizer_once(tmp_path, capsys, monkeypatch, dev):
     built = []
     real = Tokenizer.from_directory.__func__
     monkeypatch.setattr(Tokenizer, "from_directory", classmethod(lambda cls, p: built.append(p) or real(cls, p)))
+    encoded = []
+    encode = Tokenizer.encode
+    monkeypatch.setattr(Tokenizer, "encode", lambda self, text, **kw: encoded.append(text) or encode(self, text, **kw))
     assert cli_main(["generate", str(path), "--prompt", "Hello world", "--max-new-tokens", "3", "--dtype", "f32"]) == 0
+    assert encoded == ["Hello world"]
     ids = real(Tokenizer, path).encode("Hello world")
     assert len(built) == 1 and f"a KV cache of {len(ids) + 3} positions" in capsys.readouterr().err
     files = open_pretrained(path)

@@ -50,6 +50,7 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     import wgraph as wg
     from wgraph.models import open_pretrained
+    from wgraph.models import text
 
     dev = wg.default_device()
     try:
@@ -57,17 +58,22 @@ def main(argv: list[str]) -> int:
               f"weights", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         files = open_pretrained(args.path)   # the config and tokenizer, read once for the cache's size and the model
-        model = files.load(dev, dtype=args.dtype, max_seq=cache_positions(args, files))
+        ids = None   # the prompt's ids, made once: they size the cache and start the generation
+        if args.prompt is not None and files.tokenizer is not None:
+            ids = text.prompt_ids(files.tokenizer, args.prompt, chat=args.chat, system=args.system, where="generate")
+        model = files.load(dev, dtype=args.dtype, max_seq=cache_positions(args, files, ids))
         dtype = weights_label(model)
         print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
               f"{model.weight_bytes / 2**20:.1f} MiB of weights, a KV cache of {model.max_seq} positions); the first "
               f"tokens also compile shaders", file=sys.stderr, flush=True)
         if args.prompt is None:
             return _generate_ids(model, args, dev, dtype)
-        pieces = model.stream_text(args.prompt, args.max_new_tokens, chat=args.chat, system=args.system,
-                                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                                   stop_ids=args.stop_ids, read_every=args.read_every, in_flight=args.in_flight)
-        for piece in pieces:
+        if ids is None:   # no tokenizer: the text API's error says so
+            text.tokenizer_of(model, "generate")
+        req = text.request_for_ids(model, ids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                                   top_p=args.top_p, seed=args.seed, stop_ids=args.stop_ids,
+                                   read_every=args.read_every, in_flight=args.in_flight, where="generate")
+        for piece in text.stream(model, req):
             sys.stdout.write(piece)
             sys.stdout.flush()
     except wg.WgraphError as e:
@@ -83,23 +89,22 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def cache_positions(args, files) -> int | None:
+def cache_positions(args, files, ids: list[int] | None) -> int | None:
     """The KV cache's positions for this one generation: --max-seq where given; else the prompt's tokens plus
     --max-new-tokens where that is within the default cache (the config's max_position_embeddings, up to
     DEFAULT_MAX_SEQ); else None, the default (a request beyond it is refused by the model, naming both).
-    files: the opened checkpoint (open_pretrained): its config and, with --prompt, its tokenizer.
+    files: the opened checkpoint (open_pretrained), for its config. ids: --prompt's ids (None: no tokenizer).
     A cache no larger than the request holds fewer bytes, and the history read back at the end is max_seq * 4
     bytes (decode takes the one-pass attention kernel for the first 512 positions whatever the cache: Llama's
     short decode program, docs/models.md)."""
     from wgraph.models.llama import DEFAULT_MAX_SEQ
-    from wgraph.models.text import prompt_ids
 
     if args.max_seq is not None:
         return args.max_seq
     if args.prompt_ids is not None:
         prompt = len(args.prompt_ids)
-    elif files.tokenizer is not None:
-        prompt = len(prompt_ids(files.tokenizer, args.prompt, chat=args.chat, system=args.system, where="generate"))
+    elif ids is not None:
+        prompt = len(ids)
     else:
         return None   # the text API says there is no tokenizer
     wanted = max(2, prompt + max(args.max_new_tokens, 0))

@@ -68,6 +68,17 @@ def make_request(model, prompt, max_new_tokens, *, chat=False, system=None, temp
                  where="generate_text") -> TextRequest:
     """Check every argument by the rules Llama.generate uses (args.py; ArgumentError, LimitError and the
     tokenizer's errors name it) before any GPU work."""
+    ids = prompt_ids(tokenizer_of(model, where), prompt, chat=chat, system=system, where=where)
+    return request_for_ids(model, ids, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                           stop_ids=stop_ids, read_every=read_every, in_flight=in_flight,
+                           skip_special_tokens=skip_special_tokens, where=where)
+
+
+def request_for_ids(model, ids: list[int], max_new_tokens, *, temperature=0.0, top_k=0, top_p=1.0, seed=0,
+                    stop_ids=None, read_every=4, in_flight=8, skip_special_tokens=True,
+                    where="generate_text") -> TextRequest:
+    """make_request for a prompt tokenized already (prompt_ids: the command line sizes the KV cache from it before
+    the model loads, and tokenizes it once)."""
     tok = tokenizer_of(model, where)
     n = args.integer(where, "max_new_tokens", max_new_tokens, 0, MAX_SEQ)
     temperature = args.real(where, "temperature", temperature, 0.0)
@@ -77,7 +88,6 @@ def make_request(model, prompt, max_new_tokens, *, chat=False, system=None, temp
     read_every = args.integer(where, "read_every", read_every, 1, MAX_SEQ)
     in_flight = args.integer(where, "in_flight", in_flight, 1, MAX_SEQ)
     skip_special_tokens = args.flag(where, "skip_special_tokens", skip_special_tokens)
-    ids = prompt_ids(tok, prompt, chat=chat, system=system, where=where)
     if not ids:
         raise ShapeError(f"{where}: the prompt encodes to no tokens")
     if max(ids) >= model.config.vocab_size:
