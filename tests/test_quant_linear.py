@@ -188,16 +188,19 @@ def test_every_gemv_variant_forced(dev, rng):
 
 
 def test_staged_readers_stage_x_over_several_steps(dev, rng):
-    """The GEMVs whose lanes read whole blocks stage x (and norm_w) in workgroup memory a step at
-    a time: rows of 2 * (blocks a step) + 3 blocks (three steps, the last partial; odd and even blocks, whose
-    quant words start mid-word and on a word), as many rows of x as the kernel holds, with the norm and a
-    residual, out_features no multiple of a workgroup's rows."""
+    """The GEMVs whose lanes read whole blocks stage x (and norm_w) in workgroup memory stage_steps steps at
+    a time: rows of 2 * stage_steps * (blocks a step) + 3 blocks (two whole stages and a partial step in a third;
+    odd and even blocks, whose quant words start mid-word and on a word), as many rows of x as the kernel holds,
+    with the norm and a residual, out_features no multiple of a workgroup's rows; the kernels that load a step
+    ahead (prefetch) among them."""
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1)}
+    assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
-        c = _fused_case(rng, kv.facts["ggml_type"], kv.limits["max_rows"], 37, 2 * per_step + 3, norm=True,
+        blocks = 2 * kv.limits["stage_steps"] * per_step + 3
+        c = _fused_case(rng, kv.facts["ggml_type"], kv.limits["max_rows"], 37, blocks, norm=True,
                         bias=False, swiglu=False, residual=True)
         _fused_check(_fused_run(dev, c, variant=kv.name), c)
 
@@ -263,7 +266,7 @@ def test_plan_reasons_and_forcing():
     assert plan_linear_q(8, 4096, 8192, "Q4_0", swiglu=True, caps=SUBGROUPS).variant == "quant_gemv_r8_whole_q4_0"
     assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
-    assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q5_0", "Q5_1", "Q5_K", "Q6_K"}  # no tuning candidates
+    assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q5_K", "Q6_K"}  # no tuning candidates
     for kv in candidates:  # a candidate only when forced
         t = kv.facts["ggml_type"]
         assert plan_linear_q(1, 100, 2048, t).variant != kv.name

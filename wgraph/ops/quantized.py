@@ -111,10 +111,13 @@ def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
         share = (f"each reading whole {bw}-weight blocks" if lpb == 1
                  else f"{lpb} per {bw}-weight block, each reading its {bw // lpb} weights whole")
         share += ", x staged in workgroup memory"
+        if lim["stage_steps"] > 1:
+            share += f" {lim['stage_steps']} steps at a time"
     else:
         share = f"{lpb} per {bw}-weight block"
+    # a prefetching lane loads its next step's blocks before it sums a step's: one step more in flight
     return (f"{kv.threads // lanes * ft} rows of W per workgroup ({gemv_workgroups(kv, n, swiglu)} workgroups), "
-            f"{lanes} lanes per row ({share}), {lim['unroll']} steps of "
+            f"{lanes} lanes per row ({share}), {lim['unroll'] + lim['prefetch']} steps of "
             f"{ft} row(s) in flight per lane" + (f", each x load feeding {ft} rows" if ft > 1 else "")
             + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
 

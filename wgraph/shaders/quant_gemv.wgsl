@@ -11,7 +11,8 @@
 // block, hence every shift and scale index it uses, is fixed for the whole row. A step covers BPS = LANES / LPB
 // blocks; UNROLL steps of FT rows load before any of them is used (the loads in flight together). A reader with
 // LPB = 1 (quant_lanes_*_whole.wgsl: a lane loads a whole block's words, fewer loads than the shared words) has
-// the workgroup stage each step's x in workgroup memory instead (quant_gemv_core.wgsl, X_STAGE).
+// the workgroup stage x in workgroup memory instead, STAGE_STEPS steps at a time, a lane loading its next step's
+// blocks ahead with PREFETCH (quant_gemv_core.wgsl, X_STAGE).
 // Prologue (HAS_NORM, an overridable constant: quant_gemv_core.wgsl): RMSNorm of x folded in: x' = x * norm_w, and the slot's lanes, which see every x once,
 // also sum x^2, so the row's 1 / rms scales the sums. Epilogue: 1 / rms, + bias[row], swiglu (W holds
 // [gate; up]: FT even, slot rows f < FT / 2 are gates and f + FT / 2 their ups), + residual[r, o].

@@ -41,17 +41,26 @@ const_assert LANES % LPB == 0u;
 // step the workgroup copies the step's BPS blocks of x (and of norm_w) with neighbouring threads on neighbouring
 // vectors, each to the reader's stage_at(v), a permutation that puts the vectors the 8 lanes of a 16-byte read's
 // quarter warp take at once in the 8 bank groups.
+// STAGE_STEPS steps of x are staged at once (one pair of barriers for them, the steps between run without any),
+// and with PREFETCH a lane loads the blocks of its next step before it sums the step's own (both: registry limits
+// stage_steps and prefetch, 1 and 0 in the ggml rows).
 const X_STAGE: bool = STAGE_X == 1u;
-const XS: u32 = max(1u, BPS * XB * STAGE_X);  // vectors of x a step stages per row
+const STAGE_STEPS: u32 = {{STAGE_STEPS}}u;
+const PREFETCH: bool = {{PREFETCH}}u == 1u;
+const STAGED_BLOCKS: u32 = BPS * STAGE_STEPS;  // blocks of x a stage holds
+const XS: u32 = max(1u, STAGED_BLOCKS * XB * STAGE_X);  // vectors of x a stage holds per row
 const_assert STAGE_X <= 1u;
 const_assert !X_STAGE || UNROLL == 1u;
+const_assert STAGE_STEPS >= 1u && (X_STAGE || STAGE_STEPS == 1u);
+const_assert {{PREFETCH}}u <= 1u && (X_STAGE || !PREFETCH);
 var<workgroup> x_stage: array<vec4<f32>, XS * MAX_ROWS>;
 var<workgroup> norm_stage: array<vec4<f32>, XS>;
 
-// Step s's x (rows row0 .. row0 + rows of the chunk; zeros past the row's end) and norm_w (HAS_NORM) into the stage
-fn stage_x(t: u32, s: u32, row0: u32, rows: u32) {
+// Stage `run`'s x (the STAGE_STEPS steps from step run * STAGE_STEPS; rows row0 .. row0 + rows of the chunk;
+// zeros past the row's end) and norm_w (HAS_NORM)
+fn stage_x(t: u32, run: u32, row0: u32, rows: u32) {
   let xrow = params.k / 4u;
-  let first = s * XS;
+  let first = run * XS;
   for (var v = t; v < XS * MAX_ROWS; v = v + THREADS) {
     let r = v / XS;
     let i = v % XS;
@@ -70,16 +79,25 @@ fn stage_x(t: u32, s: u32, row0: u32, rows: u32) {
 // Vector i of the lane's x for block blk (lane t of its LPB), row r of the chunk
 fn lane_x(row0: u32, r: u32, blk: u32, t: u32, i: u32) -> vec4<f32> {
   if (X_STAGE) {
-    return x_stage[r * XS + stage_at((blk % BPS) * XB + lane_vector(t, i))];
+    return x_stage[r * XS + stage_at((blk % STAGED_BLOCKS) * XB + lane_vector(t, i))];
   }
   return x[(row0 + r) * (params.k / 4u) + blk * XB + lane_vector(t, i)];
 }
 
 fn lane_norm(blk: u32, t: u32, i: u32) -> vec4<f32> {
   if (X_STAGE) {
-    return norm_stage[stage_at((blk % BPS) * XB + lane_vector(t, i))];
+    return norm_stage[stage_at((blk % STAGED_BLOCKS) * XB + lane_vector(t, i))];
   }
   return norm_w[blk * XB + lane_vector(t, i)];
+}
+
+// Block b of each of the slot's FT rows (their first blocks: bases), lane tb's part of them
+fn load_units(bases: array<u32, FT>, b: u32, tb: u32) -> array<Unit, FT> {
+  return array<Unit, FT>(
+  //!repeat F FT
+    load_unit(bases[$F] + b, tb),
+  //!end
+  );
 }
 
 // One step of a lane: block `blk` of its FT rows (loaded: u) against every row of x in the chunk; the quants
@@ -131,28 +149,38 @@ fn gemv(t: u32, group: u32, width: u32) {
   let rb = params.row_blocks;
   // the slot's rows (through the including kernel's w_row; as their first block); a slot past the end reads a
   // real row and drops its sums
+  let bases = array<u32, FT>(
   //!repeat F FT
-  let base$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * rb;
+    w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * rb,
   //!end
+  );
   prepare_epilogue(slot, lane, row0, rows);  // the epilogue's own loads, issued before the sums
   var vals: array<f32, VT>;
   if (X_STAGE) {
     // every thread of the workgroup runs every step (the barriers): a step's blocks are the same for all slots
     let steps = (rb + BPS - 1u) / BPS;
+    let live = rows > 0u;
+    var ahead: array<Unit, FT>;  // PREFETCH: the blocks of the lane's next step
+    if (PREFETCH && lane / LPB < rb && live) {
+      ahead = load_units(bases, lane / LPB, tb);
+    }
     for (var s = 0u; s < steps; s++) {
       let b = s * BPS + lane / LPB;
-      let on = b < rb && rows > 0u;
+      let on = b < rb && live;
       var u: array<Unit, FT>;
-      if (on) {  // W's loads in flight while x is staged
-        u = array<Unit, FT>(
-        //!repeat F FT
-          load_unit(base$F + b, tb),
-        //!end
-        );
+      if (PREFETCH) {
+        u = ahead;
+        if (b + BPS < rb && live) {  // in flight while this step is staged and summed
+          ahead = load_units(bases, b + BPS, tb);
+        }
+      } else if (on) {  // W's loads in flight while x is staged
+        u = load_units(bases, b, tb);
       }
-      workgroupBarrier();  // the step before has read the stage
-      stage_x(t, s, row0, rows);
-      workgroupBarrier();
+      if (s % STAGE_STEPS == 0u) {
+        workgroupBarrier();  // the steps before have read the stage
+        stage_x(t, s / STAGE_STEPS, row0, rows);
+        workgroupBarrier();
+      }
       if (on) {
         accumulate(b, tb, u, row0, rows, &vals);
       }
@@ -165,11 +193,7 @@ fn gemv(t: u32, group: u32, width: u32) {
       let on$U = blk + ${U}u * BPS < rb;
       var u$U: array<Unit, FT>;
       if (on$U) {
-        u$U = array<Unit, FT>(
-        //!repeat F FT
-          load_unit(base$F + blk + ${U}u * BPS, tb),
-        //!end
-        );
+        u$U = load_units(bases, blk + ${U}u * BPS, tb);
       }
       //!end
       //!repeat U UNROLL
