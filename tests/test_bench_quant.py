@@ -2,6 +2,7 @@
 this device: the planned kernel, its output checked against float64 with gguf's dequantizer."""
 
 import numpy as np
+import pytest
 
 import wgraph as wg
 from wgraph.bench import quant
@@ -26,12 +27,21 @@ def test_a_bench_row_checks_the_planned_kernel(dev):
     assert row["max_rel_err_vs_float64"] < 1e-5
 
 
-def test_a_q6_k_bench_row_has_valid_random_blocks(dev):
-    """Q6_K's d trails its block: the bench's random blocks put a small scale there (random bytes could be inf),
-    small enough that d * int8 scale * 31 stays below 1."""
-    s = quant.QuantGemvShape("Q6_K", 1, 40, 512, "norm+small", norm=True)
+@pytest.mark.parametrize("ggml_type", ["Q6_K", "Q3_K", "Q2_K"])
+def test_a_bench_row_of_trailing_scales_has_valid_random_blocks(dev, ggml_type):
+    """Q6_K's and Q3_K's d and Q2_K's d and dmin trail their blocks: the bench's random blocks put small scales
+    there (random bytes could be inf), small enough that every weight stays below 1."""
+    s = quant.QuantGemvShape(ggml_type, 1, 40, 512, "norm+small", norm=True)
     (row,) = quant.bench_quant_gemv(dev, [s], copy_gbps=None, all_variants=False, use_torch=False, target_s=0.001,
                                     progress=lambda _: None)
     assert row["status"] == "ok" and row["max_rel_err_vs_float64"] < 1e-5
-    qw = quant.random_blocks("Q6_K", 3, 256, np.random.default_rng(0))
-    assert (abs(qw.dequantize()) < 1).all()
+
+
+def test_random_blocks_are_valid_in_every_format():
+    """Every format's scales where FORMATS says they are (halves_at, halves): random quants under them give finite
+    weights below 20 (random bytes read as an f16 scale reach 65504, or inf), not all zero."""
+    from wgraph.ggml_blocks import FORMATS
+
+    for t in FORMATS:
+        w = quant.random_blocks(t, 3, 256, np.random.default_rng(0)).dequantize()
+        assert np.isfinite(w).all() and (abs(w) < 20).all() and (abs(w) > 0).any(), t

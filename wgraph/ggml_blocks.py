@@ -1,4 +1,5 @@
-"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): their
+"""GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
+Q6_K): their
 layouts, the `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on
 the GPU, or as a graph value), and quantizers from float32 weights.
 
@@ -26,12 +27,16 @@ MAX_BYTES = (1 << 32) - 64  # kernels address a weight's bytes with u32 offsets
 
 @attrs.frozen
 class BlockFormat:
-    """One GGML block format: its name and type number (as in GGUF files) and its block's weights and bytes."""
+    """One GGML block format: its name and type number (as in GGUF files), its block's weights and bytes, and
+    where its f16 scales sit (`halves` of them from byte `halves_at` of a block: d, and the min or dmin where
+    there is one; Q6_K's and Q3_K's d trails the block)."""
 
     name: str
     ggml_type: int
     block_weights: int
     block_bytes: int
+    halves_at: int = 0
+    halves: int = 1
 
     def row_bytes(self, in_features: int) -> int:
         return in_features // self.block_weights * self.block_bytes
@@ -57,16 +62,25 @@ class BlockFormat:
 #         (high nibble, sub-block 2c + 1); w = d * sc[j] * q - dmin * mn[j].
 #   Q5_K: d f16, dmin f16, scales u8[12], qh u8[32], qs u8[128]: Q4_K's with a fifth bit a weight, bit j of qh byte
 #         l for w[32j + l] (its 16); w = d * sc[j] * q - dmin * mn[j]. Q5_K_M files hold it.
+#   Q2_K: scales u8[16], qs u8[64], d f16, dmin f16: 16 sub-blocks of 16, sub-block s's scale sc in the low
+#         nibble of scales[s] and its min mn in the high; half n (weights 128n ..): qs byte 32n + l holds
+#         w[128n + 32j + l] in bits 2j, 2j + 1 (j = 0..3); w = d * sc * q - dmin * mn. Q2_K files hold it.
+#   Q3_K: hmask u8[32], qs u8[64], scales u8[12], d f16: 16 sub-blocks of 16 with 6-bit scales (the low 4 bits
+#         of scale s in byte s % 8 of scales, nibble s // 8; the top 2 in byte 8 + s % 4, bits 2 * (s // 4));
+#         q: Q2_K's 2 bits from qs, the third bit 4n + j of hmask byte l; w = d * (scale - 32) * (q - 4).
+#         Q3_K_S / Q3_K_M files hold it.
 #   Q6_K: ql u8[128], qh u8[64], scales int8[16], d f16: 16 sub-blocks of 16; half n (weights 128n ..): ql byte
 #         64n + l holds the low 4 bits of w[128n + l] (low nibble) and w[128n + 64 + l] (high), byte 64n + 32 + l
 #         those of w[128n + 32 + l] and w[128n + 96 + l]; qh byte 32n + l their top 2 bits (bits 0-1, 2-3, 4-5,
 #         6-7: + 0, 32, 64, 96); w = d * scales[i // 16] * (q - 32). llama.cpp's Q4_K_M files hold some matrices
 #         (the output, a share of attn_v and ffn_down) in it.
 FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0", 2, 32, 18),
-                               BlockFormat("Q4_1", 3, 32, 20), BlockFormat("Q4_K", 12, 256, 144),
-                               BlockFormat("Q5_0", 6, 32, 22), BlockFormat("Q5_1", 7, 32, 24),
-                               BlockFormat("Q5_K", 13, 256, 176),
-                               BlockFormat("Q6_K", 14, 256, 210))}
+                               BlockFormat("Q4_1", 3, 32, 20, halves=2), BlockFormat("Q4_K", 12, 256, 144, halves=2),
+                               BlockFormat("Q5_0", 6, 32, 22), BlockFormat("Q5_1", 7, 32, 24, halves=2),
+                               BlockFormat("Q5_K", 13, 256, 176, halves=2),
+                               BlockFormat("Q2_K", 10, 256, 84, halves_at=80, halves=2),
+                               BlockFormat("Q3_K", 11, 256, 110, halves_at=108),
+                               BlockFormat("Q6_K", 14, 256, 210, halves_at=208))}
 
 
 def block_format(name, where: str = "block_format") -> BlockFormat:
@@ -108,7 +122,8 @@ class QuantizedWeight:
     """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
     `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value.
 
-    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K").
+    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+        "Q6_K").
     shape: (out_features, in_features); in_features a multiple of the format's block size."""
 
     ggml_type: str
@@ -153,7 +168,8 @@ class QuantizedWeight:
         """A host weight from the raw blocks (bytes, a memoryview or a uint8 array of exactly the matrix's bytes,
         as a GGUF file stores them).
 
-        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K").
+        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+        "Q6_K").
         shape: (out_features, in_features).
         raw: the blocks' bytes.
         """
@@ -233,11 +249,11 @@ def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
 
 def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 by
-    the `gguf` package's quantizer (llama.cpp's reference rounding); Q4_K, Q5_K and Q6_K by `quantize_q4_k`,
-    `quantize_q5_k` and `quantize_q6_k` (gguf has no quantizer for them).
+    the `gguf` package's quantizer (llama.cpp's reference rounding); the K-quants by `quantize_q2_k`,
+    `quantize_q3_k`, `quantize_q4_k`, `quantize_q5_k` and `quantize_q6_k` (gguf has no quantizer for them).
 
     weights: float32 [out_features, in_features] (in_features a multiple of the block size).
-    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K" or "Q6_K".
+    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K" or "Q6_K".
     """
     fmt = block_format(ggml_type, "quantize")
     a = np.asarray(weights)
@@ -249,7 +265,8 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     check_matrix(fmt, shape, "quantize")
     if not np.isfinite(a).all():
         raise ShapeError("quantize: weights hold inf or NaN")
-    own = {"Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k, "Q6_K": quantize_q6_k}
+    own = {"Q2_K": quantize_q2_k, "Q3_K": quantize_q3_k, "Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k,
+           "Q6_K": quantize_q6_k}
     if fmt.name in own:
         raw = own[fmt.name](a)
     else:
@@ -340,3 +357,63 @@ def quantize_q6_k(a: np.ndarray) -> np.ndarray:
     out[:, 192:208] = sc.view(np.uint8)
     out[:, 208:210] = d.view(np.uint8).reshape(-1, 2)
     return out.reshape(rows, k // 256 * 210)
+
+
+def _block_d(step: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """A K-quant block's f16 d for sub-block scales `step` [blocks, sub-blocks] stored as integers up to `top`
+    (its largest / top), and d as float32 [blocks, 1]."""
+    d = (step.max(axis=1) / np.float32(top)).astype(np.float16)
+    if not np.isfinite(d).all():
+        raise ShapeError(f"quantize: a {what} block's scale is beyond the f16 range (|w| > ~1e6)")
+    return d, d.astype(np.float32)[:, None]
+
+
+def _two_bit_planes(q: np.ndarray) -> np.ndarray:
+    """Q2_K's and Q3_K's qs bytes [blocks, 64] from 2-bit quants [blocks, 256]: byte 32n + l holds weight
+    128n + 32j + l in bits 2j, 2j + 1."""
+    q = (q & 3).reshape(-1, 2, 4, 32)                                 # [blocks, half n, j, l]
+    return (q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)).reshape(-1, 64)
+
+
+def quantize_q2_k(a: np.ndarray) -> np.ndarray:
+    """Q2_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 16 spans
+    [min(0, lo), hi] in 3 steps; its step and min rounded to 4 bits of the block's f16 d and dmin. Plain rounding,
+    not llama.cpp's search: valid blocks."""
+    rows, k = a.shape
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
+    lo = np.minimum(x.min(axis=2), 0.0)
+    d, d32 = _block_d((x.max(axis=2) - lo) / np.float32(3), 15, "Q2_K")
+    dmin, dmin32 = _block_d(-lo, 15, "Q2_K")
+    sc = _rounded((x.max(axis=2) - lo) / np.float32(3), d32, 0, 15).astype(np.uint8)
+    mn = _rounded(-lo, dmin32, 0, 15).astype(np.uint8)
+    q = _rounded(x + (dmin32 * mn)[:, :, None], (d32 * sc)[:, :, None], 0, 3).astype(np.uint8)
+    out = np.empty((x.shape[0], 84), np.uint8)
+    out[:, 0:16] = sc | (mn << 4)
+    out[:, 16:80] = _two_bit_planes(q.reshape(-1, 256))
+    out[:, 80:82] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 82:84] = dmin.view(np.uint8).reshape(-1, 2)
+    return out.reshape(rows, k // 256 * 84)
+
+
+def quantize_q3_k(a: np.ndarray) -> np.ndarray:
+    """Q3_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 16 gets
+    the scale max|w| / 4, rounded to a 5-bit multiple of the block's f16 d (stored + 32 in 6 bits), and q = w /
+    (d * scale) rounded into [-4, 3]. Plain rounding, not llama.cpp's search: valid blocks."""
+    rows, k = a.shape
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
+    step = np.abs(x).max(axis=2) / np.float32(4)
+    d, d32 = _block_d(step, 31, "Q3_K")
+    sc = _rounded(step, d32, 0, 31)
+    q = (_rounded(x, (d32 * sc)[:, :, None], -4, 3) + 4).astype(np.uint8).reshape(-1, 256)   # 0..7
+    s6 = (sc + 32).astype(np.uint8)                                   # [blocks, 16]
+    out = np.empty((x.shape[0], 110), np.uint8)
+    high = (q >> 2).reshape(-1, 2, 4, 32)                             # the third bits: [blocks, n, j, l]
+    out[:, 0:32] = (high << (4 * np.arange(2, dtype=np.uint8)[:, None, None]
+                             + np.arange(4, dtype=np.uint8)[None, :, None])).sum(axis=(1, 2), dtype=np.uint8)
+    out[:, 32:96] = _two_bit_planes(q)
+    out[:, 96:100] = (s6[:, 0:4] & 15) | ((s6[:, 8:12] & 15) << 4)
+    out[:, 100:104] = (s6[:, 4:8] & 15) | ((s6[:, 12:16] & 15) << 4)
+    out[:, 104:108] = ((s6[:, 0:4] >> 4) | ((s6[:, 4:8] >> 4) << 2) | ((s6[:, 8:12] >> 4) << 4)
+                       | ((s6[:, 12:16] >> 4) << 6))
+    out[:, 108:110] = d.view(np.uint8).reshape(-1, 2)
+    return out.reshape(rows, k // 256 * 110)

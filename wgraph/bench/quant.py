@@ -28,7 +28,7 @@ from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
-TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K")
+TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K", "Q2_K")
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q8_0")  # *_K_M: llama.cpp's mixtures (Q6_K output, some v / down)
 MAX_COPIES = 512
@@ -78,14 +78,12 @@ def random_blocks(ggml_type: str, n: int, k: int, rng) -> QuantizedWeight:
     quantizing a 128256 x 2048 matrix would take the bench longer than timing it)."""
     fmt = FORMATS[ggml_type]
     raw = rng.integers(0, 256, size=(n * (k // fmt.block_weights), fmt.block_bytes), dtype=np.uint8)
-    halves = 2 if ggml_type in ("Q4_1", "Q5_1", "Q4_K", "Q5_K") else 1  # d (and m or dmin) lead every block; Q6_K's d trails it
-    scales = rng.uniform(0.002, 0.02, size=(raw.shape[0], halves)).astype(np.float16)
+    scales = rng.uniform(0.002, 0.02, size=(raw.shape[0], fmt.halves)).astype(np.float16)  # d (and m or dmin)
     if ggml_type in ("Q4_1", "Q5_1"):
         scales[:, 1] *= -8  # the min: centres the quants (0..15; Q5_1's 0..31 near enough)
-    if ggml_type == "Q6_K":
-        scales /= np.float16(128)  # d times int8 sub-block scales: weights up to ~0.6
-    at = fmt.block_bytes - 2 if ggml_type == "Q6_K" else 0
-    raw[:, at:at + 2 * halves] = scales.view(np.uint8)
+    if ggml_type in ("Q3_K", "Q6_K"):
+        scales /= np.float16(4 if ggml_type == "Q3_K" else 128)  # d times signed sub-block scales: weights < ~0.7
+    raw[:, fmt.halves_at:fmt.halves_at + 2 * fmt.halves] = scales.view(np.uint8)
     return QuantizedWeight.from_bytes(ggml_type, (n, k), raw)
 
 

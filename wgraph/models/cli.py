@@ -30,9 +30,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
     p.add_argument("--system", help="a system message before the prompt (with --chat)")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most")
-    p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: a llama GGUF file's Q8_0 / Q4_0 / "
-                   "Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K matrices stay blocks, the rest f32; otherwise f16 where the device has shader-f16, "
-                   "else f32); a dtype dequantizes a GGUF file to it")
+    p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: a llama GGUF file's matrices in "
+                   "the block formats wgraph computes on stay blocks, the rest f32; otherwise f16 where the device has "
+                   "shader-f16, else f32); a dtype dequantizes a GGUF file to it")
     p.add_argument("--max-seq", type=int, help="KV cache positions (default: the prompt's tokens plus "
                    "--max-new-tokens where that is within min(max_position_embeddings, 2048), else that)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy; > 0 samples on the GPU")

@@ -51,6 +51,13 @@ fn funnel16(lo: u32, hi: u32) -> u32 {
   return (lo >> 16u) | (hi << 16u);
 }
 
+// The scales of a lane's 4 sub-blocks of 16 in half of a K-quant block with 16 (Q2_K, Q3_K, Q6_K), from the
+// half's 8 scale bytes as values (s: bytes 0-3, r: 4-7): the even bytes (weights 0-15 of each 32, the lanes
+// t < 4 of a block's 8) or the odd (16-31: `upper`, t >= 4)
+fn lane_scales(s: vec4<f32>, r: vec4<f32>, upper: bool) -> vec4<f32> {
+  return select(vec4<f32>(s.x, s.z, r.x, r.z), vec4<f32>(s.y, s.w, r.y, r.w), upper);
+}
+
 // Quant word i of an 18- or 34-byte block (Q4_0, Q8_0) from words a = w + i and b = w + i + 1, w the word
 // holding its d: an odd block's d is the upper half of word w and its quants start on the next word (b); an
 // even block's quants start mid-word (the upper half of a and the lower half of b).

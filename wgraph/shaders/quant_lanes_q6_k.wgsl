@@ -10,19 +10,13 @@ const_assert LPB == 8u && XV == 8u;
 
 //!include quant_x_interleaved.wgsl
 //!include quant_x_plain.wgsl
+//!include quant_k_scale_dot.wgsl
+//!include quant_bytes4.wgsl
 
 struct Unit {
   q: array<u32, 6>,      // A, B, H of half 0, then of half 1
   tail: array<u32, 5>,   // bytes 192 .. 211: the scales, then d (and 2 bytes past the block)
   upper: bool,           // t >= 4: the lane's scales are the odd bytes of each pair
-}
-
-// The 4 bytes from byte `at` (even) of the blocks buffer: one word, or the funnel of the two it spans
-fn bytes4(at: u32) -> u32 {
-  let w = at / 4u;
-  let lo = word(w);
-  let hi = word(w + 1u);
-  return select(lo, funnel16(lo, hi), at % 4u != 0u);
 }
 
 fn load_unit(b: u32, t: u32) -> Unit {
@@ -47,12 +41,6 @@ fn load_unit(b: u32, t: u32) -> Unit {
   return Unit(q, tail, t >= 4u);
 }
 
-struct Values {
-  v: array<vec4<f32>, 8>,   // q - 32 of the lane's x vectors i = 4n + m
-  sc: array<vec4<f32>, 2>,  // their scales, m = 0..3, per half
-  d: f32,
-}
-
 // The 6-bit quants of 4 weights minus 32: bits 0-3 of each byte of `low`, bits 4-5 of each byte of `high`
 fn q6(low: u32, high: u32) -> vec4<f32> {
   return bytes_unsigned((low & 0x0F0F0F0Fu) | (high & 0x30303030u), 32.0);
@@ -71,13 +59,7 @@ fn unit_values(u: Unit) -> Values {
   v[4 * $N + 3] = q6(b$N >> 4u, h$N >> 2u);
   let s$N = bytes_signed(u.tail[2 * $N]);       // scale bytes 8n .. 8n + 3
   let r$N = bytes_signed(u.tail[2 * $N + 1]);   // 8n + 4 .. 8n + 7
-  sc[$N] = select(vec4<f32>(s$N.x, s$N.z, r$N.x, r$N.z), vec4<f32>(s$N.y, s$N.w, r$N.y, r$N.w), u.upper);
+  sc[$N] = lane_scales(s$N, r$N, u.upper);
   //!end
   return Values(v, sc, unpack2x16float(u.tail[4]).x);
-}
-
-fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
-  let p0 = vec4<f32>(dot(v.v[0], xs[0]), dot(v.v[1], xs[1]), dot(v.v[2], xs[2]), dot(v.v[3], xs[3]));
-  let p1 = vec4<f32>(dot(v.v[4], xs[4]), dot(v.v[5], xs[5]), dot(v.v[6], xs[6]), dot(v.v[7], xs[7]));
-  return v.d * (dot(v.sc[0], p0) + dot(v.sc[1], p1));
 }
