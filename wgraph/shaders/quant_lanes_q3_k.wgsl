@@ -23,16 +23,9 @@ fn load_unit(b: u32, t: u32) -> Unit {
   let at = b * BLOCK_BYTES;
   let q = array<u32, 2>(bytes4(at + 32u + 4u * t), bytes4(at + 64u + 4u * t));
   let h = bytes4(at + 4u * t);
-  // bytes 96 .. 111 (five words hold them, from whichever word byte 96 falls in)
-  let w = (at + 96u) / 4u;
-  let odd = (at % 4u) != 0u;
-  var raw: array<u32, 5>;
-  //!repeat I 5
-  raw[$I] = word(w + ${I}u);
-  //!end
-  var tail: array<u32, 4>;
+  var tail: array<u32, 4>;  // bytes 96 .. 111
   //!repeat I 4
-  tail[$I] = select(raw[$I], funnel16(raw[$I], raw[$I + 1]), odd);
+  tail[$I] = bytes4(at + 96u + 4u * ${I}u);
   //!end
   return Unit(q, h, tail, t >= 4u);
 }

@@ -2,10 +2,7 @@
 // byte 32n + l (bytes 16 ..); d * sc - dmin * mn of sub-block j / 16 (scale byte j / 16: sc low nibble, mn high).
 fn weight_at(b: u32, j: u32) -> f32 {
   let byte = b * BLOCK_BYTES;
-  let n = j / 128u;
-  let m = j % 128u / 32u;
-  let l = j % 32u;
-  let q = (byte_at(byte + 16u + 32u * n + l) >> (2u * m)) & 3u;
+  let q = (byte_at(byte + 16u + 32u * (j / 128u) + j % 32u) >> (2u * (j % 128u / 32u))) & 3u;
   let s = byte_at(byte + j / 16u);
   return half_at(byte + 80u) * f32(s & 15u) * f32(q) - half_at(byte + 82u) * f32(s >> 4u);
 }
