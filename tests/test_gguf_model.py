@@ -11,6 +11,7 @@ import pytest
 import tiny_files
 from llama_reference import inv_freq
 from wgraph.errors import CheckpointError
+from wgraph.ggml_blocks import FORMATS
 from wgraph.models import from_pretrained
 from wgraph.models.config import LlamaConfig
 from wgraph.models.gguf_checkpoint import GEMMA2_LAYER_NAMES, LAYER_NAMES, GGUFCheckpoint
@@ -137,29 +138,30 @@ def test_a_q4_k_m_file_keeps_its_k_quant_blocks(tmp_path, dev):
     np.testing.assert_allclose(model.prefill(ids).numpy(), twin.prefill(ids).numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_q2_k_and_q3_k_files_keep_their_blocks(tmp_path, dev):
-    """The small K-quants of llama.cpp's Q2_K and Q3_K_S / Q3_K_M files stay blocks on the GPU (they were
-    dequantized to f32 on load: 8-16x their bytes): layer 0 Q3_K, layer 1 Q2_K, the tied output Q6_K; the model
-    decodes as the same file dequantized to f32 does, and reads each matrix's own bytes a token."""
+@pytest.mark.parametrize("first, second", [("Q3_K", "Q2_K"), ("IQ4_XS", "IQ4_NL")])
+def test_small_and_non_uniform_formats_keep_their_blocks(tmp_path, dev, first, second):
+    """The formats of llama.cpp's Q2_K, Q3_K_S / Q3_K_M and IQ4_XS / IQ4_NL files stay blocks on the GPU (they were
+    dequantized to f32 on load: 8-16x their bytes): layer 0 `first`, layer 1 `second`, the tied output Q6_K; the
+    model decodes as the same file dequantized to f32 does, and reads each matrix's own bytes a token."""
     cfg = dict(tiny_files.tiny_model_config("llama", vocab_size=300), hidden_size=256, intermediate_size=512,
                head_dim=64, tie_word_embeddings=True)
     weights = tiny_files.arch_weights("llama", cfg, seed=9)
     weights["model.embed_tokens.weight"] *= 0.1
     t = gguf.GGMLQuantizationType
 
-    def small_k(name):
-        return t.Q6_K if name == "token_embd.weight" else t.Q3_K if name.startswith("blk.0.") else t.Q2_K
+    def layered(name):
+        return t.Q6_K if name == "token_embd.weight" else t[first] if name.startswith("blk.0.") else t[second]
 
-    path = tiny_files.write_model(tmp_path / "q3_k.gguf", "llama", cfg, weights, qtype=small_k)
+    path = tiny_files.write_model(tmp_path / "m.gguf", "llama", cfg, weights, qtype=layered)
     model = from_pretrained(path, dev, max_seq=32)
-    assert model.block_formats == ("Q2_K", "Q3_K", "Q6_K") and model.mixed_stacks == {}
+    assert model.block_formats == tuple(sorted((first, second, "Q6_K"))) and model.mixed_stacks == {}
     twin = from_pretrained(path, dev, dtype="f32", max_seq=32)
     ids = [7, 250, 31, 4]
     assert model.generate(ids, 10) == twin.generate(ids, 10)
     np.testing.assert_allclose(model.prefill(ids).numpy(), twin.prefill(ids).numpy(), rtol=1e-4, atol=1e-4)
-    block_bytes = {0: 110, 1: 84}   # Q3_K, Q2_K a 256-weight block; the norms f32; the tied table as the output
-    want = sum(w.size // 256 * block_bytes[int(name.split(".")[2])] if w.ndim == 2 else 4 * w.size
-               for name, w in weights.items() if name.startswith("model.layers."))
+    formats = {0: FORMATS[first], 1: FORMATS[second]}   # the norms f32; the tied table as the output
+    want = sum(w.size // formats[int(name.split(".")[2])].block_weights * formats[int(name.split(".")[2])].block_bytes
+               if w.ndim == 2 else 4 * w.size for name, w in weights.items() if name.startswith("model.layers."))
     want += weights["model.norm.weight"].size * 4 + weights["model.embed_tokens.weight"].size // 256 * 210
     assert model.weight_bytes_per_token == want
 

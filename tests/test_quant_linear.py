@@ -16,7 +16,7 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 from linear_reference import fused_linear_reference
 
-TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
 
 
 def reference(x: np.ndarray, qw: QuantizedWeight, bias=None):
@@ -195,7 +195,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     ahead (prefetch) among them."""
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
-        ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1)}
+        ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8)}
     assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
@@ -266,7 +266,7 @@ def test_plan_reasons_and_forcing():
     assert plan_linear_q(8, 4096, 8192, "Q4_0", swiglu=True, caps=SUBGROUPS).variant == "quant_gemv_r8_whole_q4_0"
     assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
-    assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q2_K", "Q3_K", "Q5_K", "Q6_K"}  # no tuning candidates
+    assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q2_K", "Q3_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"}  # no tuning candidates
     for kv in candidates:  # a candidate only when forced
         t = kv.facts["ggml_type"]
         assert plan_linear_q(1, 100, 2048, t).variant != kv.name
@@ -326,8 +326,8 @@ def test_quantized_weight_checks_sizes():
         QuantizedWeight.from_bytes("Q4_0", (3, 48), raw[:81])
     with pytest.raises(wg.ShapeError, match="in_features 300 is not a multiple of Q4_K's block of 256 weights"):
         QuantizedWeight.from_bytes("Q4_K", (1, 300), raw)
-    with pytest.raises(wg.UnsupportedError, match=r"'IQ4_NL' is not a block format wgraph computes on"):
-        QuantizedWeight.from_bytes("IQ4_NL", (1, 256), raw)
+    with pytest.raises(wg.UnsupportedError, match=r"'IQ2_XXS' is not a block format wgraph computes on"):
+        QuantizedWeight.from_bytes("IQ2_XXS", (1, 256), raw)
     with pytest.raises(wg.ArgumentError, match=r"QuantizedWeight.from_bytes: shape=\(1.0, 32\) must be a tuple "
                                                  r"\(out_features, in_features\) of two integers >= 1"):
         QuantizedWeight.from_bytes("Q8_0", (1.0, 32), raw[:34])

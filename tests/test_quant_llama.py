@@ -35,6 +35,8 @@ def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
     ("Q5_1", dict(tie_word_embeddings=False)),
     ("Q4_K", dict(tie_word_embeddings=True, hidden_size=256, intermediate_size=512, head_dim=64)),
     ("Q3_K", dict(tie_word_embeddings=False, hidden_size=256, intermediate_size=512, head_dim=64)),
+    ("IQ4_NL", dict(tie_word_embeddings=True)),
+    ("IQ4_XS", dict(tie_word_embeddings=False, hidden_size=256, intermediate_size=512, head_dim=64)),
 ])
 def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     cfg = tiny_config(**overrides)
@@ -96,8 +98,8 @@ def test_q4_k_m_formats_follow_llama_cpp():
     assert set(checkpoint_formats(weights, "Q8_0").values()) == {"Q8_0"}
     assert checkpoint_formats(weights, "Q5_K_M") == {name: "Q5_K" if f == "Q4_K" else f for name, f in formats.items()}
     assert set(checkpoint_formats(weights, "Q3_K").values()) == {"Q3_K"}
-    with pytest.raises(wg.UnsupportedError, match="IQ4_NL"):
-        checkpoint_formats(weights, "IQ4_NL")
+    with pytest.raises(wg.UnsupportedError, match="IQ2_XXS"):
+        checkpoint_formats(weights, "IQ2_XXS")
 
 
 @pytest.mark.parametrize("mixture, base", [("Q4_K_M", "Q4_K"), ("Q5_K_M", "Q5_K")])

@@ -1,5 +1,5 @@
 """GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
-Q6_K): their
+Q6_K, IQ4_NL, IQ4_XS): their
 layouts, the `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on
 the GPU, or as a graph value), and quantizers from float32 weights.
 
@@ -69,6 +69,10 @@ class BlockFormat:
 #         of scale s in byte s % 8 of scales, nibble s // 8; the top 2 in byte 8 + s % 4, bits 2 * (s // 4));
 #         q: Q2_K's 2 bits from qs, the third bit 4n + j of hmask byte l; w = d * (scale - 32) * (q - 4).
 #         Q3_K_S / Q3_K_M files hold it.
+#   IQ4_NL: d f16, qs u8[16] (Q4_0's nibbles)    w[i] = d * IQ4_VALUES[q[i]] (16 non-uniform int8 values)
+#   IQ4_XS: d f16, scales_h u16, scales_l u8[4], qs u8[128]: 8 sub-blocks of 32 with 6-bit scales (low 4 bits:
+#         nibble j % 2 of scales_l[j // 2]; top 2: bits 2j of scales_h); sub-block j's quants are bytes 16j ..
+#         16j + 15 as IQ4_NL's; w = d * (scale[j] - 32) * IQ4_VALUES[q]. llama.cpp's IQ4_XS files.
 #   Q6_K: ql u8[128], qh u8[64], scales int8[16], d f16: 16 sub-blocks of 16; half n (weights 128n ..): ql byte
 #         64n + l holds the low 4 bits of w[128n + l] (low nibble) and w[128n + 64 + l] (high), byte 64n + 32 + l
 #         those of w[128n + 32 + l] and w[128n + 96 + l]; qh byte 32n + l their top 2 bits (bits 0-1, 2-3, 4-5,
@@ -80,7 +84,9 @@ FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0
                                BlockFormat("Q5_K", 13, 256, 176, halves=2),
                                BlockFormat("Q2_K", 10, 256, 84, halves_at=80, halves=2),
                                BlockFormat("Q3_K", 11, 256, 110, halves_at=108),
-                               BlockFormat("Q6_K", 14, 256, 210, halves_at=208))}
+                               BlockFormat("Q6_K", 14, 256, 210, halves_at=208),
+                               BlockFormat("IQ4_NL", 20, 32, 18), BlockFormat("IQ4_XS", 23, 256, 136))}
+IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 
 
 def block_format(name, where: str = "block_format") -> BlockFormat:
@@ -122,8 +128,7 @@ class QuantizedWeight:
     """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
     `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value.
 
-    ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-        "Q6_K").
+    ggml_type: the block format (a name of FORMATS: "Q8_0", "Q4_K", "IQ4_XS", ...).
     shape: (out_features, in_features); in_features a multiple of the format's block size."""
 
     ggml_type: str
@@ -168,8 +173,7 @@ class QuantizedWeight:
         """A host weight from the raw blocks (bytes, a memoryview or a uint8 array of exactly the matrix's bytes,
         as a GGUF file stores them).
 
-        ggml_type: the block format ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-        "Q6_K").
+        ggml_type: the block format (a name of FORMATS: "Q8_0", "Q4_K", "IQ4_XS", ...).
         shape: (out_features, in_features).
         raw: the blocks' bytes.
         """
@@ -249,11 +253,13 @@ def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
 
 def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 by
-    the `gguf` package's quantizer (llama.cpp's reference rounding); the K-quants by `quantize_q2_k`,
-    `quantize_q3_k`, `quantize_q4_k`, `quantize_q5_k` and `quantize_q6_k` (gguf has no quantizer for them).
+    the `gguf` package's quantizer (llama.cpp's reference rounding); the K-quants and IQ4s by `quantize_q2_k`,
+    `quantize_q3_k`, `quantize_q4_k`, `quantize_q5_k`, `quantize_q6_k`, `quantize_iq4_nl` and `quantize_iq4_xs`
+    (gguf has no quantizer for them).
 
     weights: float32 [out_features, in_features] (in_features a multiple of the block size).
-    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K" or "Q6_K".
+    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL" or
+        "IQ4_XS".
     """
     fmt = block_format(ggml_type, "quantize")
     a = np.asarray(weights)
@@ -266,7 +272,7 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     if not np.isfinite(a).all():
         raise ShapeError("quantize: weights hold inf or NaN")
     own = {"Q2_K": quantize_q2_k, "Q3_K": quantize_q3_k, "Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k,
-           "Q6_K": quantize_q6_k}
+           "Q6_K": quantize_q6_k, "IQ4_NL": quantize_iq4_nl, "IQ4_XS": quantize_iq4_xs}
     if fmt.name in own:
         raw = own[fmt.name](a)
     else:
@@ -417,3 +423,49 @@ def quantize_q3_k(a: np.ndarray) -> np.ndarray:
                        | ((s6[:, 12:16] >> 4) << 6))
     out[:, 108:110] = d.view(np.uint8).reshape(-1, 2)
     return out.reshape(rows, k // 256 * 110)
+
+
+def _iq4_indices(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """The IQ4 table index nearest to each x / d (d broadcast over x's last axis; 0 where d is 0: value -127 * 0)."""
+    inv = np.divide(np.float32(1), d, out=np.zeros(d.shape, np.float32), where=d != 0)
+    return np.abs((x * inv)[..., None] - IQ4_VALUES.astype(np.float32)).argmin(axis=-1).astype(np.uint8)
+
+
+def _signed_peak(x: np.ndarray) -> np.ndarray:
+    """The value of largest magnitude along the last axis, with its sign (IQ4's table reaches -127 but only 113:
+    the peak maps to -127, so d takes the opposite sign)."""
+    return np.take_along_axis(x, np.abs(x).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+
+
+def quantize_iq4_nl(a: np.ndarray) -> np.ndarray:
+    """IQ4_NL blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 32: d = -(the block's peak) /
+    127 in f16 and each weight's nearest table value. Plain rounding, not llama.cpp's search: valid blocks."""
+    rows, k = a.shape
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 32)
+    d = (_signed_peak(x) / np.float32(-127)).astype(np.float16)
+    q = _iq4_indices(x, d.astype(np.float32)[:, None])
+    out = np.empty((x.shape[0], 18), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:18] = q[:, :16] | (q[:, 16:] << 4)
+    return out.reshape(rows, k // 32 * 18)
+
+
+def quantize_iq4_xs(a: np.ndarray) -> np.ndarray:
+    """IQ4_XS blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 32 gets
+    the scale -(its peak) / 127 rounded to a 6-bit signed multiple of the block's f16 d (its largest magnitude
+    / 32), and each weight its nearest table value under it. Plain rounding, not llama.cpp's search: valid blocks."""
+    rows, k = a.shape
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 32)
+    step = _signed_peak(x) / np.float32(-127)                         # [blocks, 8] signed sub-block scales
+    d, d32 = _block_d(np.abs(step), 32, "IQ4_XS")
+    sc = np.clip(np.rint(np.divide(step, d32, out=np.zeros_like(step), where=d32 > 0)), -32, 31)
+    q = _iq4_indices(x, (d32 * sc)[:, :, None])                       # [blocks, 8, 32]
+    ls = (sc + 32).astype(np.uint16)                                  # 0..63
+    out = np.empty((x.shape[0], 136), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    high = ((ls >> 4) << (2 * np.arange(8, dtype=np.uint16))).sum(axis=1, dtype=np.uint16)
+    out[:, 2:4] = high.view(np.uint8).reshape(-1, 2)
+    low = (ls & 15).astype(np.uint8)
+    out[:, 4:8] = low[:, 0::2] | (low[:, 1::2] << 4)
+    out[:, 8:136] = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(-1, 128)
+    return out.reshape(rows, k // 256 * 136)

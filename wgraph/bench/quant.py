@@ -28,7 +28,7 @@ from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
-TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K", "Q2_K")
+TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS")
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q8_0")  # *_K_M: llama.cpp's mixtures (Q6_K output, some v / down)
 MAX_COPIES = 512
@@ -81,8 +81,8 @@ def random_blocks(ggml_type: str, n: int, k: int, rng) -> QuantizedWeight:
     scales = rng.uniform(0.002, 0.02, size=(raw.shape[0], fmt.halves)).astype(np.float16)  # d (and m or dmin)
     if ggml_type in ("Q4_1", "Q5_1"):
         scales[:, 1] *= -8  # the min: centres the quants (0..15; Q5_1's 0..31 near enough)
-    if ggml_type in ("Q3_K", "Q6_K"):
-        scales /= np.float16(4 if ggml_type == "Q3_K" else 128)  # d times signed sub-block scales: weights < ~0.7
+    if ggml_type in ("Q3_K", "Q6_K", "IQ4_XS"):  # d times signed sub-block scales: weights < ~1.3
+        scales /= np.float16({"Q3_K": 4, "Q6_K": 128, "IQ4_XS": 64}[ggml_type])
     raw[:, fmt.halves_at:fmt.halves_at + 2 * fmt.halves] = scales.view(np.uint8)
     return QuantizedWeight.from_bytes(ggml_type, (n, k), raw)
 

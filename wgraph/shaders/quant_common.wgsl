@@ -40,6 +40,28 @@ fn bytes_unsigned(v: u32, offset: f32) -> vec4<f32> {
   return fma(bitcast<vec4<f32>>(fields | vec4<u32>(one_bits)), scale, -(scale + offset));
 }
 
+// IQ4_NL's and IQ4_XS's 16 non-uniform values (llama.cpp's kvalues_iq4nl: -127, -104, .. 89, 113) as int8, 4 a
+// word: value q is byte q % 4 of word q / 4.
+const IQ4_VALUES = array<u32, 4>(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
+
+// The table values of 4 nibbles (0..15): the word by two selects (no indexed array: a dynamically indexed one
+// may live in slow local memory), the byte to the top, arithmetic shift down.
+fn iq4_values(q: vec4<u32>) -> vec4<f32> {
+  let odd = (q & vec4<u32>(4u)) != vec4<u32>(0u);
+  let words = select(select(vec4<u32>(IQ4_VALUES[0]), vec4<u32>(IQ4_VALUES[1]), odd),
+                     select(vec4<u32>(IQ4_VALUES[2]), vec4<u32>(IQ4_VALUES[3]), odd), q >= vec4<u32>(8u));
+  return vec4<f32>(bitcast<vec4<i32>>(words << ((vec4<u32>(3u) - (q & vec4<u32>(3u))) * 8u)) >> vec4<u32>(24u));
+}
+
+// The table values of the low (IQ4 weights i .. i + 3 of a quant word) and high nibbles (i + 16 ..) of `v`'s bytes
+fn iq4_low(v: u32) -> vec4<f32> {
+  return iq4_values((vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
+}
+
+fn iq4_high(v: u32) -> vec4<f32> {
+  return iq4_values((vec4<u32>(v) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
+}
+
 // Bits 0-3 of `x` at bit 0 of bytes 0-3 (x * (1 + 2^7 + 2^14 + 2^21): the four copies do not overlap): the
 // fifth bits of 4 neighbouring Q5_0 / Q5_1 weights, to be shifted to bit 4 of their bytes.
 fn spread4(x: u32) -> u32 {
