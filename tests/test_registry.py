@@ -2,8 +2,10 @@
 
 import textwrap
 
+import numpy as np
 import pytest
 
+import wgraph as wg
 from wgraph.errors import PlanError, RegistryError
 from wgraph.kernels.registry import load_registry, registry
 
@@ -96,16 +98,36 @@ def test_overridable_constants_are_bool_flags(tmp_path):
 
 
 def test_package_registry_compiles_on_device(dev):
-    """Every variant the package ships compiles into a pipeline where the device has its features."""
-    compiled = 0
+    """Every variant the package ships compiles into a pipeline where the device has its features (side by side:
+    PipelineCache.warm); afterwards each is in the cache (a get creates nothing)."""
+    kernels = []
     for k in registry().values():
         if set(k.features) <= dev.caps.features and k.workgroup_memory <= dev.caps.max_workgroup_storage:
             # its overridable flags (bools: the registry refuses other types) all off and all on (every
             # combination would be 8 pipelines an attention kernel; the numeric tests run the ones ops make)
-            for value in (False, True) if k.overrides else (None,):
-                dev.pipelines.get(k.specialized({n: value for n in k.overrides}))
-                compiled += 1
-    assert compiled >= 4
+            kernels += [k.specialized({n: value for n in k.overrides}) for value in ((False, True) if k.overrides
+                                                                                      else (None,))]
+    before = dev.stats.pipelines_created
+    made = dev.pipelines.warm(kernels)
+    assert dev.stats.pipelines_created - before == made and len(kernels) >= 4
+    for k in kernels:
+        dev.pipelines.get(k)
+    assert dev.stats.pipelines_created - before == made and dev.pipelines.warm(kernels) == 0
+
+
+def test_warm_compiles_each_new_pipeline_once():
+    """warm() compiles what is not in the cache, each (variant, constants) once however often it is listed, on
+    threads or on one; ops then run on the pipelines it made (a command list of new kernels warms them first)."""
+    ks = [registry()[name] for name in ("softmax_f32", "gelu_f32", "silu_f32")]
+    fresh = wg.Device()
+    before = fresh.stats.pipelines_created
+    assert fresh.pipelines.warm(ks + ks, threads=2) == len(ks)
+    assert fresh.stats.pipelines_created - before == len(ks) and fresh.pipelines.warm(ks) == 0
+    x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    got = wg.ops.softmax(fresh.tensor(x)).numpy()
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5)
+    assert fresh.stats.pipelines_created - before == len(ks)   # softmax ran on warm()'s pipeline
 
 
 def test_overridable_constants_specialize_a_kernel(dev):

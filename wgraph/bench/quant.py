@@ -7,7 +7,7 @@ on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q4
 mixtures: Q6_K for the tied table and some v_proj / down_proj) and Q8_0 weights (quantized from the f16 model's weights by the
 `gguf` package's quantizer; the K-quants by wgraph.ggml_blocks' own) beside
 the same model in f16, in wgraph (tokens/s, host and GPU time per step, GPU time by op) and in torch (eager,
-CUDA graphs). On a CPU adapter or with --quick: small shapes and a tiny model."""
+CUDA graphs). On a CPU adapter or with --quick: small shapes (QUICK_TYPES) and a tiny model."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
 TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS")
+QUICK_TYPES = ("Q4_0", "Q4_K", "IQ4_XS")  # the small shapes (--quick, a CPU adapter): a smoke run of three readers
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q8_0")  # *_K_M: llama.cpp's mixtures (Q6_K output, some v / down)
 MAX_COPIES = 512
@@ -131,7 +132,8 @@ def _torch_gemv_us(rows: int, n: int, k: int, copies: int, reps: int) -> float:
 
 def gemv_shapes(big: bool) -> list[QuantGemvShape]:
     calls = LLAMA_1B_CALLS if big else SMALL_CALLS
-    out = [QuantGemvShape(t, 1, n, k, name, *opts) for t in TYPES for name, (n, k, *opts) in calls.items()]
+    out = [QuantGemvShape(t, 1, n, k, name, *opts) for t in (TYPES if big else QUICK_TYPES)
+           for name, (n, k, *opts) in calls.items()]
     multi = LLAMA_1B_MULTI_ROW if big else {"small": (64, 256, False, False, False)}
     out += [QuantGemvShape(t, 8, n, k, name, *opts) for t in ("Q4_0", "Q4_K") for name, (n, k, *opts) in multi.items()]
     return out

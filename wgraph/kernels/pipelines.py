@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 import wgpu
 
@@ -25,30 +27,66 @@ class PipelineCache:
         self._pipelines: dict[tuple, tuple] = {}
         self._layouts: dict[tuple[str, int], tuple] = {}
 
+    def _key(self, kernel: Kernel) -> tuple:
+        return kernel.name, tuple(kernel.constants.items()), self._device.epoch
+
     def get(self, kernel: Kernel):
-        key = (kernel.name, tuple(kernel.constants.items()), self._device.epoch)
-        hit = self._pipelines.get(key)
+        hit = self._pipelines.get(self._key(kernel))
         if hit is not None:
             return hit
+        layouts = self._layouts.get((kernel.name, self._device.epoch)) or self._create_layouts(kernel)
+        return self._store(kernel, layouts, self._create_pipeline(kernel, layouts))
+
+    def warm(self, kernels, threads: int | None = None) -> int:
+        """Compile the pipelines of `kernels` (specialized Kernels) that are not compiled yet, each variant's on
+        one of up to `threads` threads (default: the CPU count, at most 8); the number compiled. Creating a
+        pipeline is the driver's shader compiler (tens of ms a kernel on lavapipe), wgpu-native's objects may be
+        created from several threads, and its calls release the GIL: a command list of many new kernels (a
+        compiled model step) compiles them side by side. The caches are written by the calling thread."""
+        by_variant: dict[str, list[Kernel]] = {}
+        seen = set()
+        for k in kernels:
+            key = self._key(k)
+            if key not in self._pipelines and key not in seen:
+                seen.add(key)
+                by_variant.setdefault(k.name, []).append(k)
+        work = list(by_variant.values())
+        threads = min(8, os.cpu_count() or 1) if threads is None else threads
+        if sum(map(len, work)) < 2 or threads < 2:
+            for ks in work:
+                for k in ks:
+                    self.get(k)
+            return sum(map(len, work))
+
+        def compile_variant(ks):
+            layouts = self._layouts.get((ks[0].name, self._device.epoch)) or self._create_layouts(ks[0], store=False)
+            return layouts, [self._create_pipeline(k, layouts) for k in ks]
+
+        with ThreadPoolExecutor(min(threads, len(work))) as pool:
+            for ks, (layouts, made) in zip(work, pool.map(compile_variant, work)):
+                self._layouts.setdefault((ks[0].name, self._device.epoch), layouts)
+                for k, pipeline in zip(ks, made):
+                    self._store(k, layouts, pipeline)
+        return sum(map(len, work))
+
+    def _create_pipeline(self, kernel: Kernel, layouts: tuple):
         if kernel.overrides and not kernel.constants:
             raise PlanError(f"kernel {kernel.name} needs its overridable constants {sorted(kernel.overrides)} "
                             f"(Kernel.specialized)")
-        gpu = self._device.wgpu
-        bgl, layout, module = self._module(kernel)
-        pipeline = gpu.create_compute_pipeline(
+        _bgl, layout, module = layouts
+        return self._device.wgpu.create_compute_pipeline(
             label=kernel.name, layout=layout,
             compute={"module": module, "entry_point": kernel.entry, "constants": dict(kernel.constants)},
         )
-        self._device.stats.pipelines_created += 1
-        self._pipelines[key] = (pipeline, bgl)
-        return pipeline, bgl
 
-    def _module(self, kernel: Kernel):
-        """The variant's bind group layout, pipeline layout and shader module (its specializations' too)."""
-        key = (kernel.name, self._device.epoch)
-        hit = self._layouts.get(key)
-        if hit is not None:
-            return hit
+    def _store(self, kernel: Kernel, layouts: tuple, pipeline) -> tuple:
+        self._device.stats.pipelines_created += 1
+        self._pipelines[self._key(kernel)] = (pipeline, layouts[0])
+        return pipeline, layouts[0]
+
+    def _create_layouts(self, kernel: Kernel, store: bool = True):
+        """The variant's bind group layout, pipeline layout and shader module (its specializations' too);
+        cached unless `store` is False (a warm() thread: the calling thread stores them)."""
         gpu = self._device.wgpu
         entries = []
         for b in kernel.bindings:
@@ -60,9 +98,11 @@ class PipelineCache:
                 layout = {"type": wgpu.BufferBindingType.read_only_storage}
             entries.append({"binding": b.binding, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": layout})
         bgl = gpu.create_bind_group_layout(label=kernel.name, entries=entries)
-        self._layouts[key] = (bgl, gpu.create_pipeline_layout(label=kernel.name, bind_group_layouts=[bgl]),
-                              gpu.create_shader_module(label=kernel.name, code=kernel.source))
-        return self._layouts[key]
+        layouts = (bgl, gpu.create_pipeline_layout(label=kernel.name, bind_group_layouts=[bgl]),
+                   gpu.create_shader_module(label=kernel.name, code=kernel.source))
+        if store:
+            self._layouts[(kernel.name, self._device.epoch)] = layouts
+        return layouts
 
     def clear(self):
         self._pipelines.clear()

@@ -137,7 +137,9 @@ class PreparedCommands:
         # built on the first submit; a one-shot list is encoded once, straight from its steps
         self.persistent = persistent
         self._passes: list | None = None
-        # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once
+        # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once;
+        # the kernels not compiled yet are compiled side by side first (a new model step's dozens)
+        scheduler.pipelines.warm([item.kernel for item in items if type(item) is Dispatch])
         pipelines, groups, offset_arrays = {}, {}, {None: native.NO_OFFSETS}
         for item, off in zip(items, self.offsets):
             if type(item) is Dispatch:
