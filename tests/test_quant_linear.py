@@ -318,6 +318,24 @@ def test_bad_arguments_raise_before_gpu_work(dev, rng):
     assert delta.submits == 0 and delta.dispatches == 0
 
 
+def test_iq4_quantizers_pick_the_nearest_table_value(rng):
+    """quantize(.., "IQ4_NL") / "IQ4_XS": under the scale each block (sub-block) stores, every weight is the table
+    value nearest to it (brute force over the 16, float64), and a block's peak is exact up to its f16 scale."""
+    from wgraph.ggml_blocks import IQ4_VALUES
+
+    a = rng.standard_normal((4, 512)).astype(np.float32)
+    a[1, :256] = 0
+    table = IQ4_VALUES.astype(np.float64)
+    for t, size in (("IQ4_NL", 32), ("IQ4_XS", 32)):
+        qw = quantize(a, t)
+        got = gguf_dequantize(qw.raw(), gguf.GGMLQuantizationType[t]).astype(np.float64).reshape(-1, size)
+        x = a.astype(np.float64).reshape(-1, size)
+        scale = got[np.arange(len(got)), np.abs(got).argmax(1)] / -127   # each sub-block's d * (scale - 32)
+        best = np.abs(x[:, :, None] - scale[:, None, None] * table).min(axis=2)
+        assert np.allclose(np.abs(got - x), best, atol=1e-6), t
+        assert (got[16:24] == 0).all()   # a[1, :256]: all-zero blocks stay zero
+
+
 def test_quantized_weight_checks_sizes():
     raw = bytes(range(256)) * 3  # 768 bytes
     with pytest.raises(wg.ShapeError, match=r"a Q4_0 \[3, 64\] matrix is 108 bytes \(3 rows of 2 blocks of 18\), got 768"):
