@@ -14,10 +14,8 @@ import statistics
 import sys
 from pathlib import Path
 
-import time
-
 import wgraph as wg
-from wgraph.bench.model import LLAMA_1B, TINY, SeededLlama, _timed_steps
+from wgraph.bench.model import LLAMA_1B, TINY, SeededLlama, timed_steps
 from wgraph.bench.report import machine_meta
 from wgraph.models import BatchedDecoder, LlamaConfig
 
@@ -44,22 +42,11 @@ ids: dict = {}
 for r in range(ROUNDS):
     for label, (model, rows) in configs.items():
         model.short_rows = rows
-        dt, host, _, got = _timed_steps(dev, model, PROMPT, STEPS)
+        dt, host, _, got = timed_steps(dev, model, PROMPT, STEPS)
         times[label].append(dt * 1e3)
         ids[label] = got
         print(f"round {r}: {label:34} {dt * 1e3:.4f} ms/token (host {host / STEPS * 1e3:.3f})", flush=True)
 long.short_rows = short_rows
-
-
-def timed_batch(dec, prompts) -> tuple[float, list]:
-    """STEPS batched steps after a fresh prefill of `prompts`, 8 in flight: wall seconds per step, the ids."""
-    dec.prefill(prompts)
-    dev.sync()
-    t0 = time.perf_counter()
-    dec.run_steps(STEPS, in_flight=8)
-    dev.sync()
-    dt = (time.perf_counter() - t0) / STEPS
-    return dt, dec.program.state("history").numpy()[:, 1:STEPS + 2].tolist()
 
 
 batched = {}
@@ -75,7 +62,7 @@ for B in BATCHES:
     for r_i in range(ROUNDS):
         for label, r in labels.items():
             dec.short_rows = r
-            dt, got = timed_batch(dec, prompts)
+            dt, _, _, got = timed_steps(dev, dec, prompts, STEPS)
             times.setdefault(label, []).append(dt * 1e3)
             ids[label] = got
             print(f"round {r_i}: {label:40} {dt * 1e3:.4f} ms/step ({B / dt:.1f} tokens/s)", flush=True)
@@ -86,7 +73,7 @@ short = SeededLlama(cfg, dev, dtype=DTYPE, max_seq=512)
 short.generate(PROMPT, STEPS + 1, in_flight=8)
 times["512 positions"] = []
 for r in range(ROUNDS):
-    dt, host, _, ids["512 positions"] = _timed_steps(dev, short, PROMPT, STEPS)
+    dt, host, _, ids["512 positions"] = timed_steps(dev, short, PROMPT, STEPS)
     times["512 positions"].append(dt * 1e3)
     print(f"round {r}: {'512 positions':34} {dt * 1e3:.4f} ms/token", flush=True)
 

@@ -8,10 +8,9 @@ present. `--quick` and CPU adapters run the tiny config at B = 1 and 8."""
 from __future__ import annotations
 
 import statistics
-import time
 
 from wgraph.bench import timing
-from wgraph.bench.model import LLAMA_1B, TINY, SeededLlama, torch_weights
+from wgraph.bench.model import LLAMA_1B, TINY, SeededLlama, timed_steps, torch_weights
 from wgraph.models import LlamaConfig
 from wgraph.models.batched import BatchedDecoder
 
@@ -24,20 +23,12 @@ def _wgraph_row(dev, model, batch: int, steps: int, progress, profile: bool) -> 
     dec = BatchedDecoder(model, batch)
     prompts = [[1 + b] for b in range(batch)]
     dec.generate(prompts, min(steps, 16))  # warm-up: pipelines, clocks
-    dec.prefill(prompts)
-    dev.sync()
-    before = dev.stats.snapshot()
-    t0 = time.perf_counter()
-    host = dec.run_steps(steps, in_flight=8)
-    d = dev.stats.since(before)  # the steps' own submits (the wait below is one more)
-    dev.sync()
-    dt = (time.perf_counter() - t0) / steps
-    ids = dec.program.state("history").numpy()[:, 1:1 + steps].tolist()
+    dt, host, submits, ids = timed_steps(dev, dec, prompts, steps)
     gpu = [timing.program_us(dec.program) for _ in range(8)]  # each a step more: positions stay < max_seq
     row = {"batch": batch, "status": "ok", "steps": steps, "ms_per_step": dt * 1e3, "tokens_per_s": batch / dt,
            "host_ms_per_step": host / steps * 1e3,
            "gpu_ms_per_step": statistics.median(gpu) / 1e3 if None not in gpu else None,
-           "dispatches_per_step": len(dec.program.rows), "submits_per_step": d.submits / steps,
+           "dispatches_per_step": len(dec.program.rows), "submits_per_step": submits / steps,
            "weight_gbps": model.weight_bytes_per_token / dt / 1e9,
            "matmul_tflops": 2.0 * batch * model.weight_bytes_per_token / _itemsize(model.dtype) / dt / 1e12,
            "ids": ids}
@@ -52,12 +43,7 @@ def _single_ms(dev, model, steps: int) -> float:
     """ms per step of the model's own single-sequence program (Llama.generate's), timed as the rows are: what
     B = 1 is to be set beside."""
     model.generate([1], min(steps, 16))  # warm-up
-    model.prefill([1])
-    dev.sync()
-    t0 = time.perf_counter()
-    model.run_steps(steps, in_flight=8)
-    dev.sync()
-    return (time.perf_counter() - t0) / steps * 1e3
+    return timed_steps(dev, model, [1], steps)[0] * 1e3
 
 
 def _itemsize(dtype: str) -> int:

@@ -136,9 +136,9 @@ def bench_model(dev, name: str, config: dict, *, copy_gbps: float | None, use_to
 
     progress(f"model: decoding {steps} tokens")
     model.generate(prompt, steps + 1, in_flight=8)  # warm-up: pipelines, clocks
-    dt, host, submits, ids = _timed_steps(dev, model, prompt, steps)
+    dt, host, submits, ids = timed_steps(dev, model, prompt, steps)
     # the same steps one a submit: what a submit's fixed cost (host and GPU) takes of a token
-    dt_1, host_1, submits_1, ids_1 = _timed_steps(dev, model, prompt, steps, per_submit=1)
+    dt_1, host_1, submits_1, ids_1 = timed_steps(dev, model, prompt, steps, per_submit=1)
     row["one_step_a_submit"] = {"ms_per_token": dt_1 * 1e3, "tokens_per_s": 1.0 / dt_1,
                                 "host_ms_per_token": host_1 / steps * 1e3, "submits": submits_1,
                                 "same_ids": ids_1 == ids}
@@ -178,20 +178,23 @@ def bench_model(dev, name: str, config: dict, *, copy_gbps: float | None, use_to
     return row
 
 
-def _timed_steps(dev, model, prompt: list, steps: int, **run) -> tuple[float, float, int, list]:
-    """`steps` decode steps after a fresh prefill of `prompt`, submitted 8 in flight (`run`: run_steps' other
-    options): wall seconds per token up to a GPU wait after the last, host seconds in all, the steps' own
-    submits, and the ids they made."""
-    model.prefill(prompt)
+def timed_steps(dev, runner, prompt, steps: int, **run) -> tuple[float, float, int, list]:
+    """`steps` decode steps of `runner` (a Llama, or a BatchedDecoder and its list of prompts) after a fresh
+    prefill of `prompt`, submitted 8 in flight (`run`: run_steps' other options): wall seconds per step up to a
+    GPU wait after the last, host seconds in all, the steps' own submits, and the ids they made (a list; one a
+    sequence for a batch)."""
+    runner.prefill(prompt)
     dev.sync()
     before = dev.stats.snapshot()
     t0 = time.perf_counter()
-    host = model.run_steps(steps, in_flight=8, **run)
+    host = runner.run_steps(steps, in_flight=8, **run)
     submits = dev.stats.since(before).submits
     dev.sync()
     dt = (time.perf_counter() - t0) / steps
-    ids = model.program.state("history").numpy()[len(prompt):len(prompt) + steps + 1].tolist()
-    return dt, host, submits, ids
+    history = runner.program.state("history").numpy()
+    if history.ndim == 2:   # a batch: a row a sequence, its prompt first
+        return dt, host, submits, [row[len(p):len(p) + steps].tolist() for row, p in zip(history, prompt)]
+    return dt, host, submits, history[len(prompt):len(prompt) + steps + 1].tolist()
 
 
 def _profile(program, progress) -> dict:
