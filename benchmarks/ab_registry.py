@@ -7,15 +7,12 @@ import tomllib
 from pathlib import Path
 
 
-def copy_shaders(dst: Path, extra: Path | None = None) -> dict:
-    """wgraph/shaders/ copied to `dst` (and `extra`'s .wgsl files beside them); returns {kernel name: its expanded
-    registry entry} read from the copy."""
+def copy_shaders(dst: Path) -> dict:
+    """wgraph/shaders/ copied to `dst`; returns {kernel name: its expanded registry entry} read from the copy."""
     from wgraph.kernels.registry import expand_variant  # reads no registry
 
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree("wgraph/shaders", dst)
-    for f in (extra.glob("*.wgsl") if extra else ()):
-        shutil.copy(f, dst / f.name)
     files = [tomllib.loads(f.read_text()) for f in sorted((dst / "registry").glob("*.toml"))]
     matrices = {k: v for f in files for k, v in f.get("matrix", {}).items()}
     return {n: e for f in files for name, entry in f.get("variants", {}).items()

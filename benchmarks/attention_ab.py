@@ -7,8 +7,7 @@
            torch SDPA
   batched  attention_kvcache decode at B = 1, 8, 32, 64 (the planned kernel, and the single-sequence kernel on
            the same shape beside B = 1); varlen prefill beside the single-sequence flash kernel on the same rows
-  prefill  f32 prefill 16/16 D=128 at S 2048 and 4096: the planned kernel, flash configurations, and the flash
-           kernel with its next K/V tile prefetched into registers (benchmarks/experimental/)
+  prefill  f32 prefill 16/16 D=128 at S 2048 and 4096: the planned kernel and flash configurations
 
 Every GPU time is taken two ways: `span` = one recording of back-to-back calls timed from the first dispatch's
 start to the last one's end (timestamps around every dispatch, which also give the per-kernel split), and
@@ -20,7 +19,6 @@ batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,.
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
 the varlen prefill out of the batched section."""
 import json
-import math
 import os
 import statistics
 import sys
@@ -46,8 +44,7 @@ LENGTHS = _env_list("LENGTHS", int)
 DIMS = _env_list("DIMS", int)
 VARLEN_ROWS = os.environ.get("VARLEN", "1") != "0"
 EXP = Path("/tmp/attention_ab_shaders")
-# every kernel's entry, expanded; candidate kernels that are not package kernels (yet) copied beside the shaders
-FLAT = ab_registry.copy_shaders(EXP, Path("benchmarks/experimental"))
+FLAT = ab_registry.copy_shaders(EXP)  # every kernel's entry, expanded
 
 
 def exp_entry(src: str, name: str, config: dict) -> str:
@@ -93,9 +90,6 @@ for g, confs in FUSED.items():
         extra.append(exp_entry(f"batched_fused_g{g}_f16", f"x_bfused_g{g}_f16_{tag}", conf))
 for tag, conf in PREFILL.items():
     extra.append(exp_entry("prefill_flash_d128_f32", f"x_flash_d128_f32_{tag}", conf))
-# the flash kernel with the next K/V tile prefetched into registers (benchmarks/experimental/), registry numbers
-extra.append(exp_entry("prefill_flash_d128_f32", "x_flash_d128_f32_prefetch", {}).replace(
-    'file = "attention_prefill_flash.wgsl"', 'file = "attention_prefill_flash_prefetch.wgsl"'))
 for tag, conf in VARLEN.items():
     extra.append(exp_entry("batched_flash_d128_f16", f"x_bflash_d128_f16_{tag}", conf))
 (EXP / "registry" / "zz_experiments.toml").write_text("\n\n".join(extra) + "\n")
@@ -105,10 +99,7 @@ import wgraph.kernels.registry as R  # noqa: E402
 R.SHADER_DIR = EXP
 import wgraph as wg  # noqa: E402
 from wgraph.bench import torch_ref, warmup  # noqa: E402
-from wgraph.ops import attention_loops  # noqa: E402
 
-# the prefetching flash kernel runs the flash kernel's loops (its prefetch is unrolled): lavapipe's loop cap bound
-attention_loops.BOUNDS["attention_prefill_flash_prefetch.wgsl"] = attention_loops.BOUNDS["attention_prefill_flash.wgsl"]
 from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
 
 dev = wg.default_device()
@@ -410,7 +401,7 @@ def section_prefill():
             tr = torch_ref.run_sdpa(s, *arrays, reps=3)
             row["torch_us"], ref = tr["torch_ms"] * 1e3, tr["output"]
             print(f"  {'torch':44} {row['torch_us']:8.1f} us {flops(s) / row['torch_us'] / 1e6:.2f} TFLOP/s", flush=True)
-        for var in (None, *[f"x_flash_d128_f32_{tag}" for tag in PREFILL], "x_flash_d128_f32_prefetch"):
+        for var in (None, *[f"x_flash_d128_f32_{tag}" for tag in PREFILL]):
             out = wg.ops.attention(*tensors, causal=True, variant=var)
 
             def build(gr, i, var=var):

@@ -90,7 +90,7 @@ for g in (1, 4):
     labels = [base] + [f"x_fused_g{g}_f16_{t}" for t in fused_cfg.get(g, {})]
     (best, score), scores = pick(rows, base, labels)
     print(f"g{g}: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(scores.items(), key=lambda kv: kv[1])))
-    chosen[g] = (best, {} if best == base else fused_cfg[g][best.rsplit(f"_f16_", 1)[1]])
+    chosen[g] = (best, {} if best == base else fused_cfg[g][best.rsplit("_f16_", 1)[1]])
     conf = chosen[g][1]
     for twin in (f"decode_fused_g{g}", f"batched_fused_g{g}"):
         edit(twin, conf)
@@ -125,12 +125,10 @@ if by_len:
 # f32 prefill, D=128
 rows = res.get("prefill", [])
 if rows:
-    labels = ["planned", "x_flash_d128_f32_prefetch"] + [f"x_flash_d128_f32_{t}" for t in res["configs"]["prefill"]]
+    labels = ["planned"] + [f"x_flash_d128_f32_{t}" for t in res["configs"]["prefill"]]
     (best, score), scores = pick(rows, "planned", labels)
     print("prefill f32 d128: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(scores.items(), key=lambda kv: kv[1])))
-    if best == "x_flash_d128_f32_prefetch":
-        print("  the prefetching flash kernel won: it is benchmarks/experimental/, not numbers; promote it by hand")
-    elif best != "planned" and score < 0.97:
+    if best != "planned" and score < 0.97:
         edit("prefill_flash_d128", res["configs"]["prefill"][best.rsplit("_f32_", 1)[1]], per_row_f32=True)
 
 # varlen
