@@ -80,26 +80,70 @@ def k_m_type(name: str, base: str = "Q4_K") -> str:
     return "Q6_K" if name.startswith("model.layers.1.") and (".v_proj." in name or ".down_proj." in name) else base
 
 
-def test_q4_k_m_formats_follow_llama_cpp():
-    """quantize_checkpoint's "Q4_K_M" picks llama.cpp's types: on 16 layers (Llama-3.2-1B) its use_more_bits
-    layers are 0, 1, 4, 7, 10, 13, 14, 15; an untied model's lm_head is the output, its table Q4_K."""
-    names = [f"model.layers.{i}.{m}.weight" for i in range(16) for m in
-             ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-              "mlp.up_proj", "mlp.down_proj")]
-    weights = {name: np.zeros((2, 2)) for name in names} | {"model.embed_tokens.weight": np.zeros((2, 2)),
-                                                            "model.norm.weight": np.zeros(2)}
-    formats = checkpoint_formats(weights, "Q4_K_M")
+LAYER_MATRICES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                  "mlp.up_proj", "mlp.down_proj")
+
+
+def _llama_names(layers: int, hidden: int = 256) -> dict:
+    """Zero matrices under a Llama's HF names, a tied table and the final norm."""
+    return {f"model.layers.{i}.{m}.weight": np.zeros((2, hidden)) for i in range(layers) for m in LAYER_MATRICES} | {"model.embed_tokens.weight": np.zeros((4, hidden)),
+                                         "model.norm.weight": np.zeros(hidden)}
+
+
+def _expect(weights: dict, output: str, v: dict, down: dict, o: str, base: str) -> dict:
+    """{name: format}: the output's, v_proj's and down_proj's by layer (v, down), o_proj's, the base's elsewhere."""
+    out = {}
+    for name, a in weights.items():
+        if np.ndim(a) != 2:
+            continue
+        layer = int(name.split(".")[2]) if name.startswith("model.layers.") else None
+        out[name] = (output if name == "model.embed_tokens.weight" else v[layer] if ".v_proj." in name
+                     else down[layer] if ".down_proj." in name else o if ".o_proj." in name else base)
+    return out
+
+
+def test_file_types_follow_llama_cpp():
+    """quantize_checkpoint's file types pick llama.cpp's formats (its llama_tensor_get_type, written out here by
+    hand for 16 layers, Llama-3.2-1B's count): Q4_K_M's use_more_bits layers are 0, 1, 4, 7, 10, 13, 14, 15; an
+    untied model's lm_head is the output, its table the base format; a block format's name is that format for
+    every matrix."""
+    w = _llama_names(16)
     wide = {0, 1, 4, 7, 10, 13, 14, 15}
-    assert formats == {name: "Q6_K" if name == "model.embed_tokens.weight" or (
-        int(name.split(".")[2]) in wide and (".v_proj." in name or ".down_proj." in name)) else "Q4_K"
-        for name in names + ["model.embed_tokens.weight"]}
-    untied = checkpoint_formats(dict(weights, **{"lm_head.weight": np.zeros((2, 2))}), "Q4_K_M")
+    q4_k_m = _expect(w, "Q6_K", {i: "Q6_K" if i in wide else "Q4_K" for i in range(16)},
+                     {i: "Q6_K" if i in wide else "Q4_K" for i in range(16)}, "Q4_K", "Q4_K")
+    assert checkpoint_formats(w, "Q4_K_M") == q4_k_m
+    assert checkpoint_formats(w, "Q5_K_M") == {name: "Q5_K" if f == "Q4_K" else f for name, f in q4_k_m.items()}
+    every = dict.fromkeys(range(16))
+    assert checkpoint_formats(w, "Q3_K_S") == _expect(w, "Q6_K", dict.fromkeys(every, "Q3_K"),
+                                                      dict.fromkeys(every, "Q3_K"), "Q3_K", "Q3_K")
+    assert checkpoint_formats(w, "Q3_K_M") == _expect(w, "Q6_K", {i: "Q5_K" if i < 2 else "Q4_K" for i in range(16)},
+                                                      {i: "Q5_K" if i < 1 else "Q4_K" for i in range(16)}, "Q4_K",
+                                                      "Q3_K")
+    assert checkpoint_formats(w, "Q3_K_L") == _expect(w, "Q6_K", dict.fromkeys(every, "Q5_K"),
+                                                      dict.fromkeys(every, "Q5_K"), "Q5_K", "Q3_K")
+    assert checkpoint_formats(w, "Q4_K_S") == _expect(w, "Q6_K", {i: "Q5_K" if i < 4 else "Q4_K" for i in range(16)},
+                                                      {i: "Q5_K" if i < 2 else "Q4_K" for i in range(16)}, "Q4_K",
+                                                      "Q4_K")
+    assert set(checkpoint_formats(w, "Q5_K_S").values()) == {"Q6_K", "Q5_K"}
+    untied = checkpoint_formats(dict(w, **{"lm_head.weight": np.zeros((4, 256))}), "Q4_K_M")
     assert untied["lm_head.weight"] == "Q6_K" and untied["model.embed_tokens.weight"] == "Q4_K"
-    assert set(checkpoint_formats(weights, "Q8_0").values()) == {"Q8_0"}
-    assert checkpoint_formats(weights, "Q5_K_M") == {name: "Q5_K" if f == "Q4_K" else f for name, f in formats.items()}
-    assert set(checkpoint_formats(weights, "Q3_K").values()) == {"Q3_K"}
+    for fmt in ("Q8_0", "Q2_K", "IQ4_XS"):   # block formats: every matrix
+        assert set(checkpoint_formats(w, fmt).values()) == {fmt}
     with pytest.raises(wg.UnsupportedError, match="IQ2_XXS"):
-        checkpoint_formats(weights, "IQ2_XXS")
+        checkpoint_formats(w, "IQ2_XXS")
+
+
+def test_file_types_fall_back_on_rows_of_partial_blocks():
+    """Rows of 576 weights (SmolLM2-135M's hidden size, no whole 256-weight block) take llama.cpp's fallbacks:
+    Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q3_K -> Q4_0, the output Q8_0; rows of 48 weights (no whole
+    32-weight block either) stay float (left out)."""
+    w = _llama_names(2, hidden=576)
+    got = checkpoint_formats(w, "Q4_K_M")
+    assert got["model.embed_tokens.weight"] == "Q8_0" and got["model.layers.1.self_attn.v_proj.weight"] == "Q8_0"
+    assert got["model.layers.0.self_attn.q_proj.weight"] == "Q5_0"
+    assert set(checkpoint_formats(w, "Q5_K_S").values()) == {"Q8_0", "Q5_1"}
+    assert checkpoint_formats(w, "Q3_K_S")["model.layers.0.mlp.up_proj.weight"] == "Q4_0"
+    assert checkpoint_formats(_llama_names(2, hidden=48), "Q4_K_M") == {}
 
 
 @pytest.mark.parametrize("mixture, base", [("Q4_K_M", "Q4_K"), ("Q5_K_M", "Q5_K")])

@@ -3,9 +3,10 @@ call the Llama-3.2-1B decode step makes (with its fused options: norm + [q; k; v
 [gate; up] + swiglu, down_proj + residual, norm + lm_head), as GB/s on the bytes it reads (blocks + x + y + norm
 weight + residual) and as a fraction of the copy kernel's bandwidth in the same run; for Q4_0 and Q4_K every
 GEMV variant of the format the device runs (the tuning candidates too) beside the planned one; torch's f16 GEMV
-on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q4_K_M and Q5_K_M (llama.cpp's
-mixtures: Q6_K for the tied table and some v_proj / down_proj) and Q8_0 weights (quantized from the f16 model's weights by the
-`gguf` package's quantizer; the K-quants by wgraph.ggml_blocks' own) beside
+on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q8_0 weights and llama.cpp's file
+types Q4_K_M, Q5_K_M and Q3_K_M (wgraph/models/file_types.py: Q6_K for the tied table, some v_proj / down_proj
+/ o_proj raised) and IQ4_XS weights (quantized from the f16 model's weights by the `gguf` package's quantizer; the K-quants
+and IQ4s by wgraph.ggml_blocks' own) beside
 the same model in f16, in wgraph (tokens/s, host and GPU time per step, GPU time by op) and in torch (eager,
 CUDA graphs). On a CPU adapter or with --quick: small shapes (QUICK_TYPES) and a tiny model."""
 
@@ -31,7 +32,7 @@ from wgraph.ops.quantized import plan_linear_q
 TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS")
 QUICK_TYPES = ("Q4_0", "Q4_K", "IQ4_XS")  # the small shapes (--quick, a CPU adapter): a smoke run of three readers
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
-MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q8_0")  # *_K_M: llama.cpp's mixtures (Q6_K output, some v / down)
+MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q8_0")  # block formats, llama.cpp's file types
 MAX_COPIES = 512
 
 # The GEMVs of a Llama-3.2-1B decode step (hidden 2048, intermediate 8192, 32 q / 8 kv heads of 64, vocab 128256,
@@ -258,7 +259,7 @@ def _quantize_rows(a: np.ndarray, ggml_type: str) -> np.ndarray:
 
 
 def quantize_weights(weights: dict, ggml_type: str, workers: int, chunk_rows: int = 4096) -> dict:
-    """Every matrix of an HF-named dict quantized to `ggml_type` or a mixture's formats (checkpoint_formats;
+    """Every matrix of an HF-named dict quantized to `ggml_type` or a file type's formats (checkpoint_formats;
     wgraph.ggml_blocks.quantize), row chunks spread over `workers` spawned processes (numpy's quantizers are
     single-threaded; 1.24 B weights take a minute alone)."""
     from wgraph.models.quantized import checkpoint_formats

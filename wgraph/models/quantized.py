@@ -19,6 +19,7 @@ from wgraph import args
 from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, block_format, quantize, stack_rows
 from wgraph.models.config import LlamaConfig
+from wgraph.models.file_types import FILE_TYPES, tensor_format
 from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
                                  weight_shapes)
 from wgraph.progress import bar as progress_bar
@@ -42,25 +43,29 @@ class WeightState:
     mixed: tuple[str, ...] = ()  # a float state stacked from blocks of these formats (and floats: "float")
 
 
-# Mixtures of block formats by tensor, as llama.cpp's quantizer chooses them (its llama_tensor_get_type)
-MIXTURES = {"Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K"}  # the mixture -> its base format (the rest Q6_K)
-
-
-def _more_bits(layer: int, layers: int) -> bool:
-    """llama.cpp's use_more_bits: the first and last eighth of the layers and every third one between."""
-    return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
+def _role(name: str, output: str) -> str:
+    """A matrix's role in llama.cpp's file-type rules (wgraph.models.file_types.ROLES) from its HF name."""
+    if name == output:
+        return "output"
+    for part, role in ((".v_proj.", "attn_v"), (".down_proj.", "ffn_down"), (".o_proj.", "attn_output")):
+        if part in name:
+            return role
+    return "other"
 
 
 def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
     """{HF name: block format} for every matrix of HF-named Llama weights quantized as `ggml_type`: one format for
-    all, or a mixture (MIXTURES). Q4_K_M / Q5_K_M: the output matrix (lm_head; a tied model's embed_tokens) Q6_K,
-    v_proj and down_proj Q6_K in the layers of llama.cpp's use_more_bits, every other matrix Q4_K / Q5_K.
+    all (a block format), or the mixture of one of llama.cpp's K-quant file types (file_types.FILE_TYPES:
+    "Q4_K_M", "Q3_K_S", ...): e.g. Q4_K_M's output matrix (lm_head; a tied model's embed_tokens) Q6_K, v_proj and
+    down_proj Q6_K in the layers of llama.cpp's use_more_bits, every other matrix Q4_K; a matrix whose rows its
+    format's block does not divide takes llama.cpp's fallback (Q4_K -> Q5_0, ...) or, where that does not divide
+    them either, stays float (left out).
 
     weights: {Hugging Face tensor name: array}; the 2-D ones are the matrices.
-    ggml_type: a block format of wgraph.ggml_blocks.FORMATS, or a mixture of MIXTURES.
+    ggml_type: a block format of wgraph.ggml_blocks.FORMATS, or a file type of file_types.FILE_TYPES.
     """
     matrices = [name for name, a in weights.items() if np.ndim(a) == 2]
-    if ggml_type not in MIXTURES:
+    if ggml_type not in FILE_TYPES:
         block_format(ggml_type, "checkpoint_formats")
         return dict.fromkeys(matrices, ggml_type)
     layer_of = {name: int(m.group(1)) for name in matrices if (m := re.match(r"model\.layers\.(\d+)\.", name))}
@@ -68,16 +73,16 @@ def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
     output = "lm_head.weight" if "lm_head.weight" in weights else "model.embed_tokens.weight"
     formats = {}
     for name in matrices:
-        wide = name == output or ((".v_proj." in name or ".down_proj." in name)
-                                  and _more_bits(layer_of.get(name, 0), layers))
-        formats[name] = "Q6_K" if wide else MIXTURES[ggml_type]
+        fmt = tensor_format(ggml_type, _role(name, output), layer_of.get(name, 0), layers, np.shape(weights[name])[1])
+        if fmt is not None:
+            formats[name] = fmt
     return formats
 
 
 def quantize_checkpoint(weights: dict[str, np.ndarray], ggml_type: str) -> dict[str, np.ndarray | QuantizedWeight]:
     """HF-named float weights with every matrix (projections, embed_tokens, lm_head) quantized to `ggml_type`
-    (wgraph.ggml_blocks.quantize), or to the formats of a mixture, "Q4_K_M" or "Q5_K_M" (`checkpoint_formats`);
-    vectors (the norms) stay as they are."""
+    (wgraph.ggml_blocks.quantize), or to the formats of one of llama.cpp's K-quant file types ("Q4_K_M",
+    "Q3_K_M", ...: `checkpoint_formats`); vectors (the norms) stay as they are."""
     formats = checkpoint_formats(weights, ggml_type)
     return {name: quantize(np.asarray(a, np.float32), formats[name]) if name in formats else a
             for name, a in weights.items()}
