@@ -16,7 +16,8 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 from linear_reference import fused_linear_reference
 
-TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
+TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS",
+         "IQ2_XXS", "IQ3_XXS")
 
 
 def reference(x: np.ndarray, qw: QuantizedWeight, bias=None):
@@ -195,7 +196,8 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     ahead (prefetch) among them."""
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
-        ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8)}
+        ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8),
+        ("IQ2_XXS", 8), ("IQ3_XXS", 8)}
     assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
@@ -266,7 +268,8 @@ def test_plan_reasons_and_forcing():
     assert plan_linear_q(8, 4096, 8192, "Q4_0", swiglu=True, caps=SUBGROUPS).variant == "quant_gemv_r8_whole_q4_0"
     assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
-    assert {kv.facts["ggml_type"] for kv in candidates} == set(TYPES) - {"Q2_K", "Q3_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"}  # no tuning candidates
+    # the formats with tuning candidates: the shared-block and whole-block readers the H200 A/Bs compare
+    assert {kv.facts["ggml_type"] for kv in candidates} == {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K"}
     for kv in candidates:  # a candidate only when forced
         t = kv.facts["ggml_type"]
         assert plan_linear_q(1, 100, 2048, t).variant != kv.name
@@ -336,6 +339,21 @@ def test_iq4_quantizers_pick_the_nearest_table_value(rng):
         assert (got[16:24] == 0).all()   # a[1, :256]: all-zero blocks stay zero
 
 
+def test_grid_formats_carry_their_grid_after_the_blocks():
+    """IQ2_XXS's and IQ3_XXS's GPU words: the raw blocks padded to 16 bytes with 4 more, then the format's grid as
+    bytes (gguf's iq2xxs / iq3xxs grids: 256 entries of 8 or 4 magnitudes); the other formats have no table."""
+    for t, width in (("IQ2_XXS", 8), ("IQ3_XXS", 4)):
+        raw = np.zeros(3 * FORMATS[t].block_bytes, np.uint8)
+        w = QuantizedWeight.from_bytes(t, (3, 256), raw)
+        at = (3 * FORMATS[t].block_bytes + 4 + 15) // 16 * 4
+        cls = getattr(gguf.quants, t)
+        cls.init_grid()
+        grid = cls.grid.reshape(256, width).astype(np.uint8)
+        assert w.blocks.size == at + 256 * width // 4 and w.raw().size == raw.size
+        assert np.array_equal(w.blocks[at:].view(np.uint8).reshape(256, width), grid)
+    assert FORMATS["Q4_K"].words(3, 256) == (3 * 144 + 4 + 15) // 16 * 4
+
+
 def test_quantized_weight_checks_sizes():
     raw = bytes(range(256)) * 3  # 768 bytes
     with pytest.raises(wg.ShapeError, match=r"a Q4_0 \[3, 64\] matrix is 108 bytes \(3 rows of 2 blocks of 18\), got 768"):
@@ -344,8 +362,8 @@ def test_quantized_weight_checks_sizes():
         QuantizedWeight.from_bytes("Q4_0", (3, 48), raw[:81])
     with pytest.raises(wg.ShapeError, match="in_features 300 is not a multiple of Q4_K's block of 256 weights"):
         QuantizedWeight.from_bytes("Q4_K", (1, 300), raw)
-    with pytest.raises(wg.UnsupportedError, match=r"'IQ2_XXS' is not a block format wgraph computes on"):
-        QuantizedWeight.from_bytes("IQ2_XXS", (1, 256), raw)
+    with pytest.raises(wg.UnsupportedError, match=r"'IQ1_S' is not a block format wgraph computes on"):
+        QuantizedWeight.from_bytes("IQ1_S", (1, 256), raw)
     with pytest.raises(wg.ArgumentError, match=r"QuantizedWeight.from_bytes: shape=\(1.0, 32\) must be a tuple "
                                                  r"\(out_features, in_features\) of two integers >= 1"):
         QuantizedWeight.from_bytes("Q8_0", (1.0, 32), raw[:34])

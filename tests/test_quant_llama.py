@@ -37,6 +37,7 @@ def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
     ("Q3_K", dict(tie_word_embeddings=False, hidden_size=256, intermediate_size=512, head_dim=64)),
     ("IQ4_NL", dict(tie_word_embeddings=True)),
     ("IQ4_XS", dict(tie_word_embeddings=False, hidden_size=256, intermediate_size=512, head_dim=64)),
+    ("IQ3_XXS", dict(tie_word_embeddings=True, hidden_size=256, intermediate_size=512, head_dim=64)),
 ])
 def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     cfg = tiny_config(**overrides)
@@ -129,8 +130,8 @@ def test_file_types_follow_llama_cpp():
     assert untied["lm_head.weight"] == "Q6_K" and untied["model.embed_tokens.weight"] == "Q4_K"
     for fmt in ("Q8_0", "Q2_K", "IQ4_XS"):   # block formats: every matrix
         assert set(checkpoint_formats(w, fmt).values()) == {fmt}
-    with pytest.raises(wg.UnsupportedError, match="IQ2_XXS"):
-        checkpoint_formats(w, "IQ2_XXS")
+    with pytest.raises(wg.UnsupportedError, match="IQ1_S"):
+        checkpoint_formats(w, "IQ1_S")
 
 
 def test_file_types_fall_back_on_rows_of_partial_blocks():

@@ -50,7 +50,7 @@ def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, q
                 tokenizer: dict | None = None, extra_tensors: dict | None = None) -> Path:
     """A GGUF model file: metadata from the HF config `cfg` (keys as llama.cpp writes them), the weights as
     `qtype` (default F32; a function of the GGUF tensor name for one type a tensor; 1-D tensors stay F32 as
-    llama.cpp keeps them; the K-quants and IQ4s by wgraph's quantizers, gguf has none), `extra` metadata {key: value},
+    llama.cpp keeps them; the K-quants and IQs by wgraph's quantizers, gguf has none), `extra` metadata {key: value},
     `extra_tensors` {GGUF name: float32 array} written as they are."""
     heads = cfg["num_attention_heads"]
     u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
@@ -84,7 +84,7 @@ def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, q
         q = qtype(name) if callable(qtype) else qtype
         if q is None or a.ndim == 1 or q == gguf.GGMLQuantizationType.F32:
             w.add_tensor(name, a)
-        elif q.name in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"):
+        elif q.name in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ3_XXS"):
             w.add_tensor(name, quantize(np.ascontiguousarray(a, np.float32), q.name).raw(), raw_dtype=q)
         else:
             w.add_tensor(name, gguf.quants.quantize(a, q), raw_dtype=q)

@@ -1,5 +1,5 @@
 """GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
-Q6_K, IQ4_NL, IQ4_XS): their
+Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ3_XXS): their
 layouts, the `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on
 the GPU, or as a graph value), and quantizers from float32 weights.
 
@@ -7,6 +7,7 @@ A GGML row is `in_features / block_weights` blocks stored back to back, and rows
 byte-packed (Q4_0 is 18 bytes, Q5_0 22, Q8_0 34, Q6_K 210: not every block starts on a 4-byte boundary). On the GPU the
 raw bytes are a u32 tensor, padded with zeros to a multiple of 16 bytes and at least one word past the last byte:
 the GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's kernels read 16-byte words.
+IQ2_XXS's and IQ3_XXS's tensors hold their format's grid after that (`format_table`, `BlockFormat.table_at`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class BlockFormat:
     block_bytes: int
     halves_at: int = 0
     halves: int = 1
+    table_words: int = 0  # the format's lookup table (format_table) after the blocks on the GPU: IQ2_XXS, IQ3_XXS
 
     def row_bytes(self, in_features: int) -> int:
         return in_features // self.block_weights * self.block_bytes
@@ -45,9 +47,14 @@ class BlockFormat:
         """Bytes of the raw blocks of an [out_features, in_features] matrix: what a GEMV reads."""
         return out_features * self.row_bytes(in_features)
 
-    def words(self, out_features: int, in_features: int) -> int:
-        """u32 words of the GPU tensor: the raw bytes, padded to a multiple of 16 with at least 4 bytes more."""
+    def table_at(self, out_features: int, in_features: int) -> int:
+        """The word where the GPU tensor's table starts: the raw bytes padded to a multiple of 16 with at least 4
+        bytes more (the kernels compute it the same way from the matrix's rows and blocks)."""
         return (self.nbytes(out_features, in_features) + 4 + 15) // 16 * 4
+
+    def words(self, out_features: int, in_features: int) -> int:
+        """u32 words of the GPU tensor: the padded raw bytes, then the format's table (most formats have none)."""
+        return self.table_at(out_features, in_features) + self.table_words
 
 
 # Layouts (little-endian; "f16" is an IEEE half):
@@ -73,6 +80,11 @@ class BlockFormat:
 #   IQ4_XS: d f16, scales_h u16, scales_l u8[4], qs u8[128]: 8 sub-blocks of 32 with 6-bit scales (low 4 bits:
 #         nibble j % 2 of scales_l[j // 2]; top 2: bits 2j of scales_h); sub-block j's quants are bytes 16j ..
 #         16j + 15 as IQ4_NL's; w = d * (scale[j] - 32) * IQ4_VALUES[q]. llama.cpp's IQ4_XS files.
+#   IQ2_XXS: d f16, then per sub-block j of 32 two u32: 4 grid indices (bytes; each 8 weights' magnitudes from a
+#         256-entry grid of 8, 25 or 43) and 4 x 7 sign bits (the 8th of each 8: their parity) with a 4-bit scale s
+#         on top; w = d * (0.5 + s) / 4 * grid * sign. llama.cpp's IQ2_XXS files (2.06 bits a weight).
+#   IQ3_XXS: d f16, qs u8[64] (8 grid indices a sub-block; each 4 magnitudes from a 256-entry grid, 4..62), then
+#         a u32 a sub-block: IQ2_XXS's signs and scale; w = d * (0.5 + s) / 2 * grid * sign (3.06 bits a weight).
 #   Q6_K: ql u8[128], qh u8[64], scales int8[16], d f16: 16 sub-blocks of 16; half n (weights 128n ..): ql byte
 #         64n + l holds the low 4 bits of w[128n + l] (low nibble) and w[128n + 64 + l] (high), byte 64n + 32 + l
 #         those of w[128n + 32 + l] and w[128n + 96 + l]; qh byte 32n + l their top 2 bits (bits 0-1, 2-3, 4-5,
@@ -85,7 +97,9 @@ FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0
                                BlockFormat("Q2_K", 10, 256, 84, halves_at=80, halves=2),
                                BlockFormat("Q3_K", 11, 256, 110, halves_at=108),
                                BlockFormat("Q6_K", 14, 256, 210, halves_at=208),
-                               BlockFormat("IQ4_NL", 20, 32, 18), BlockFormat("IQ4_XS", 23, 256, 136))}
+                               BlockFormat("IQ4_NL", 20, 32, 18), BlockFormat("IQ4_XS", 23, 256, 136),
+                               BlockFormat("IQ2_XXS", 16, 256, 66, table_words=512),
+                               BlockFormat("IQ3_XXS", 18, 256, 98, table_words=256))}
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 
 
@@ -194,7 +208,9 @@ class QuantizedWeight:
                              f"({n} rows of {k // fmt.block_weights} blocks of {fmt.block_bytes}), got {data.size}")
         padded = np.zeros(fmt.words(n, k) * 4, np.uint8)
         padded[:want] = data
-        return cls(ggml_type, (n, k), padded.view(np.uint32))
+        words = padded.view(np.uint32)
+        words[fmt.table_at(n, k):] = format_table(fmt.name)
+        return cls(ggml_type, (n, k), words)
 
     def raw(self) -> np.ndarray:
         """The raw blocks as uint8 [out_features, row_bytes] (a host weight only)."""
@@ -258,8 +274,7 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     (gguf has no quantizer for them).
 
     weights: float32 [out_features, in_features] (in_features a multiple of the block size).
-    ggml_type: "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL" or
-        "IQ4_XS".
+    ggml_type: a name of FORMATS ("Q8_0", "Q4_K", "IQ4_XS", ...).
     """
     fmt = block_format(ggml_type, "quantize")
     a = np.asarray(weights)
@@ -272,7 +287,8 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     if not np.isfinite(a).all():
         raise ShapeError("quantize: weights hold inf or NaN")
     own = {"Q2_K": quantize_q2_k, "Q3_K": quantize_q3_k, "Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k,
-           "Q6_K": quantize_q6_k, "IQ4_NL": quantize_iq4_nl, "IQ4_XS": quantize_iq4_xs}
+           "Q6_K": quantize_q6_k, "IQ4_NL": quantize_iq4_nl, "IQ4_XS": quantize_iq4_xs,
+           "IQ2_XXS": quantize_iq2_xxs, "IQ3_XXS": quantize_iq3_xxs}
     if fmt.name in own:
         raw = own[fmt.name](a)
     else:
@@ -471,3 +487,90 @@ def quantize_iq4_xs(a: np.ndarray) -> np.ndarray:
     out[:, 4:8] = low[:, 0::2] | (low[:, 1::2] << 4)
     out[:, 8:136] = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(-1, 128)
     return out.reshape(rows, k // 256 * 136)
+
+
+def _grid(ggml_type: str) -> np.ndarray:
+    """IQ2_XXS's (256 x 8) or IQ3_XXS's (256 x 4) grid of magnitudes as uint8, from the gguf package (llama.cpp's
+    iq2xxs_grid / iq3xxs_grid)."""
+    from gguf import quants
+
+    cls = getattr(quants, ggml_type)
+    cls.init_grid()
+    return cls.grid.reshape(cls.grid_shape).astype(np.uint8)
+
+
+def format_table(ggml_type: str) -> np.ndarray:
+    """The u32 words of a format's lookup table, which its GPU tensor holds after the blocks (BlockFormat.table_at):
+    IQ2_XXS's and IQ3_XXS's grid, an entry's magnitudes as bytes (IQ2_XXS: 2 words an entry); empty for the rest."""
+    if FORMATS[ggml_type].table_words == 0:
+        return np.zeros(0, np.uint32)
+    return np.ascontiguousarray(_grid(ggml_type)).reshape(-1).view(np.uint32)
+
+
+def _even_signs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """IQ2/IQ3_XXS's signs of groups of 8 weights [..., 8]: the sign bits with even parity (an odd group's
+    smallest weight flips, its 8th bit is implied), as 7-bit codes, and the magnitudes."""
+    neg = x < 0
+    odd = neg.sum(axis=-1) % 2 == 1
+    smallest = np.abs(x).argmin(axis=-1)
+    flip = np.zeros_like(neg)
+    np.put_along_axis(flip, smallest[..., None], odd[..., None], axis=-1)
+    neg ^= flip
+    codes = (neg[..., :7] << np.arange(7)).sum(axis=-1).astype(np.uint32)
+    return codes, np.abs(x)
+
+
+def _nearest_entries(a: np.ndarray, grid: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """The grid entry (row of `grid`, [entries, width]) nearest each row of `a` ([n, width]), in chunks: the
+    least |g|^2 - 2 a.g (the squared distance less |a|^2), one matrix product a chunk."""
+    g = grid.astype(np.float32)
+    norms = (g * g).sum(axis=1)
+    out = np.empty(a.shape[0], np.uint32)
+    for i in range(0, a.shape[0], chunk):
+        out[i:i + chunk] = (norms - 2 * (a[i:i + chunk] @ g.T)).argmin(axis=-1)
+    return out
+
+
+def _iq_xxs(a: np.ndarray, ggml_type: str, step: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The common rounding of IQ2_XXS and IQ3_XXS ([rows, k] -> blocks [b]): each sub-block of 32 gets the scale
+    (its peak magnitude / the grid's) as d * (0.5 + s) * step, s 4 bits of the block's f16 d; signs by groups of 8
+    with even parity; each group of the grid's width its nearest entry. Returns d, s [b, 8], sign codes [b, 8, 4]
+    and entry indices [b, 8, 32 / width]."""
+    grid = _grid(ggml_type)
+    width = grid.shape[1]
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 4, 8)       # [blocks, sub-block, group of 8, 8]
+    codes, mag = _even_signs(x)
+    want = mag.reshape(-1, 8, 32).max(axis=-1) / np.float32(grid.max())  # [blocks, 8] wanted scales
+    d, d32 = _block_d(want, 15.5 * step, ggml_type)
+    s = np.clip(np.rint(np.divide(want, d32 * step, out=np.zeros_like(want), where=d32 > 0) - 0.5), 0, 15)
+    db = (d32 * (0.5 + s) * step)[:, :, None]                           # [blocks, 8, 1]
+    unit = np.divide(mag.reshape(-1, 8, 32), db, out=np.zeros((x.shape[0], 8, 32), np.float32), where=db > 0)
+    idx = _nearest_entries(unit.reshape(-1, width), grid).reshape(x.shape[0], 8, 32 // width)
+    return d, s.astype(np.uint32), codes, idx
+
+
+def quantize_iq2_xxs(a: np.ndarray) -> np.ndarray:
+    """IQ2_XXS blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256 (`_iq_xxs`: nearest
+    grid entries, not llama.cpp's search, which needs an importance matrix: valid blocks, larger error)."""
+    rows, k = a.shape
+    d, s, codes, idx = _iq_xxs(a, "IQ2_XXS", 0.25)
+    out = np.empty((d.size, 66), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    pairs = np.empty((d.size, 8, 2), np.uint32)
+    pairs[:, :, 0] = (idx << (8 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
+    pairs[:, :, 1] = (codes << (7 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32) | (s << 28)
+    out[:, 2:66] = pairs.view(np.uint8).reshape(-1, 64)
+    return out.reshape(rows, k // 256 * 66)
+
+
+def quantize_iq3_xxs(a: np.ndarray) -> np.ndarray:
+    """IQ3_XXS blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256 (`_iq_xxs`, as
+    quantize_iq2_xxs)."""
+    rows, k = a.shape
+    d, s, codes, idx = _iq_xxs(a, "IQ3_XXS", 0.5)
+    out = np.empty((d.size, 98), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:66] = idx.astype(np.uint8).reshape(-1, 64)
+    signs = (codes << (7 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32) | (s << 28)
+    out[:, 66:98] = signs.astype("<u4").view(np.uint8).reshape(-1, 32)
+    return out.reshape(rows, k // 256 * 98)

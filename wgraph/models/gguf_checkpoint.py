@@ -87,9 +87,9 @@ class GGUFCheckpoint:
         return values
 
     def get_blocks(self, hf_name: str, shape: tuple[int, ...]) -> np.ndarray | QuantizedWeight:
-        """Tensor `hf_name` as `get` returns it, except a matrix in a block format wgraph computes on (Q8_0, Q4_0,
-        Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS: ggml_blocks.FORMATS), which stays its raw blocks, as a host QuantizedWeight (Q/K rows of a
-        `llama` file un-permuted on the raw rows: no block spans two rows)."""
+        """Tensor `hf_name` as `get` returns it, except a matrix in a block format wgraph computes on
+        (ggml_blocks.FORMATS: Q8_0, Q4_K, IQ4_XS, ...), which stays its raw blocks, as a host QuantizedWeight (Q/K
+        rows of a `llama` file un-permuted on the raw rows: no block spans two rows)."""
         name, tensor = self._tensor(hf_name, shape)
         if tensor.type_name not in FORMATS or len(shape) != 2:
             return self.get(hf_name, shape)

@@ -28,6 +28,11 @@ fn half_at(i: u32) -> f32 {
   return unpack2x16float(blocks[i / 4u] >> (8u * (i % 4u))).x;
 }
 
+// Word i of the format's table, after the table's blocks (ggml_blocks.BlockFormat.table_at)
+fn table_word(i: u32) -> u32 {
+  return blocks[(params.vocab * params.row_blocks * BLOCK_BYTES + 19u) / 16u * 4u + i];
+}
+
 //!include {{QTYPE_WEIGHT}}
 
 @compute @workgroup_size({{WORKGROUP_SIZE}})

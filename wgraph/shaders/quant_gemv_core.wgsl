@@ -91,6 +91,12 @@ fn lane_norm(blk: u32, t: u32, i: u32) -> vec4<f32> {
   return norm_w[blk * XB + lane_vector(t, i)];
 }
 
+// Word i of the format's table (IQ2_XXS's, IQ3_XXS's grid), which follows the matrix's blocks in the buffer:
+// from the word ggml_blocks.BlockFormat.table_at gives (params.n rows of W, padded to 16 bytes, 4 more)
+fn table_word(i: u32) -> u32 {
+  return word((params.n * params.row_blocks * BLOCK_BYTES + 19u) / 16u * 4u + i);
+}
+
 // Block b of each of the slot's FT rows (their first blocks: bases), lane tb's part of them
 fn load_units(bases: array<u32, FT>, b: u32, tb: u32) -> array<Unit, FT> {
   return array<Unit, FT>(
