@@ -138,7 +138,8 @@ def test_a_q4_k_m_file_keeps_its_k_quant_blocks(tmp_path, dev):
     np.testing.assert_allclose(model.prefill(ids).numpy(), twin.prefill(ids).numpy(), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("first, second", [("Q3_K", "Q2_K"), ("IQ4_XS", "IQ4_NL"), ("IQ3_XXS", "IQ2_XXS")])
+@pytest.mark.parametrize("first, second", [("Q3_K", "Q2_K"), ("IQ4_XS", "IQ4_NL"), ("IQ3_XXS", "IQ2_XXS"),
+                                                ("IQ3_S", "IQ2_XS"), ("IQ2_S", "IQ3_XXS")])
 def test_small_and_non_uniform_formats_keep_their_blocks(tmp_path, dev, first, second):
     """The formats of llama.cpp's Q2_K, Q3_K_S / Q3_K_M and IQ4_XS / IQ4_NL files stay blocks on the GPU (they were
     dequantized to f32 on load: 8-16x their bytes): layer 0 `first`, layer 1 `second`, the tied output Q6_K; the

@@ -17,7 +17,7 @@ from wgraph.ops.quantized import plan_linear_q
 from linear_reference import fused_linear_reference
 
 TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS",
-         "IQ2_XXS", "IQ3_XXS")
+         "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S")
 
 
 def reference(x: np.ndarray, qw: QuantizedWeight, bias=None):
@@ -197,7 +197,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8),
-        ("IQ2_XXS", 8), ("IQ3_XXS", 8)}
+        ("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 8), ("IQ3_S", 8)}
     assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
@@ -340,17 +340,17 @@ def test_iq4_quantizers_pick_the_nearest_table_value(rng):
 
 
 def test_grid_formats_carry_their_grid_after_the_blocks():
-    """IQ2_XXS's and IQ3_XXS's GPU words: the raw blocks padded to 16 bytes with 4 more, then the format's grid as
-    bytes (gguf's iq2xxs / iq3xxs grids: 256 entries of 8 or 4 magnitudes); the other formats have no table."""
-    for t, width in (("IQ2_XXS", 8), ("IQ3_XXS", 4)):
+    """The grid formats' GPU words: the raw blocks padded to 16 bytes with 4 more, then the format's grid as bytes
+    (gguf's grids: 256-1024 entries of 8 or 4 magnitudes); the other formats have no table."""
+    for t, width in (("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 4), ("IQ3_S", 4)):
         raw = np.zeros(3 * FORMATS[t].block_bytes, np.uint8)
         w = QuantizedWeight.from_bytes(t, (3, 256), raw)
         at = (3 * FORMATS[t].block_bytes + 4 + 15) // 16 * 4
         cls = getattr(gguf.quants, t)
         cls.init_grid()
-        grid = cls.grid.reshape(256, width).astype(np.uint8)
-        assert w.blocks.size == at + 256 * width // 4 and w.raw().size == raw.size
-        assert np.array_equal(w.blocks[at:].view(np.uint8).reshape(256, width), grid)
+        grid = cls.grid.reshape(-1, width).astype(np.uint8)
+        assert w.blocks.size == at + grid.size // 4 and w.raw().size == raw.size
+        assert np.array_equal(w.blocks[at:].view(np.uint8).reshape(-1, width), grid)
     assert FORMATS["Q4_K"].words(3, 256) == (3 * 144 + 4 + 15) // 16 * 4
 
 

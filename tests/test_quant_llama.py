@@ -38,6 +38,7 @@ def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
     ("IQ4_NL", dict(tie_word_embeddings=True)),
     ("IQ4_XS", dict(tie_word_embeddings=False, hidden_size=256, intermediate_size=512, head_dim=64)),
     ("IQ3_XXS", dict(tie_word_embeddings=True, hidden_size=256, intermediate_size=512, head_dim=64)),
+    ("IQ3_S", dict(tie_word_embeddings=False, hidden_size=256, intermediate_size=512, head_dim=64)),
 ])
 def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     cfg = tiny_config(**overrides)

@@ -1,5 +1,5 @@
 """GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
-Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ3_XXS): their
+Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): their
 layouts, the `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on
 the GPU, or as a graph value), and quantizers from float32 weights.
 
@@ -7,7 +7,7 @@ A GGML row is `in_features / block_weights` blocks stored back to back, and rows
 byte-packed (Q4_0 is 18 bytes, Q5_0 22, Q8_0 34, Q6_K 210: not every block starts on a 4-byte boundary). On the GPU the
 raw bytes are a u32 tensor, padded with zeros to a multiple of 16 bytes and at least one word past the last byte:
 the GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's kernels read 16-byte words.
-IQ2_XXS's and IQ3_XXS's tensors hold their format's grid after that (`format_table`, `BlockFormat.table_at`).
+The IQ2 and IQ3 grid formats' tensors hold their grid after that (`format_table`, `BlockFormat.table_at`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class BlockFormat:
     block_bytes: int
     halves_at: int = 0
     halves: int = 1
-    table_words: int = 0  # the format's lookup table (format_table) after the blocks on the GPU: IQ2_XXS, IQ3_XXS
+    table_words: int = 0  # the format's lookup table (format_table) after the blocks on the GPU: the IQ2s, IQ3s
 
     def row_bytes(self, in_features: int) -> int:
         return in_features // self.block_weights * self.block_bytes
@@ -85,6 +85,13 @@ class BlockFormat:
 #         on top; w = d * (0.5 + s) / 4 * grid * sign. llama.cpp's IQ2_XXS files (2.06 bits a weight).
 #   IQ3_XXS: d f16, qs u8[64] (8 grid indices a sub-block; each 4 magnitudes from a 256-entry grid, 4..62), then
 #         a u32 a sub-block: IQ2_XXS's signs and scale; w = d * (0.5 + s) / 2 * grid * sign (3.06 bits a weight).
+#   IQ2_XS: d f16, qs u16[32] (a group of 8: a 9-bit index into a 512-entry grid of 8, a 7-bit sign code as
+#         IQ2_XXS's), scales u8[8] (a nibble each 16 weights); w = d * (0.5 + s) / 4 * grid * sign.
+#   IQ2_S: d f16, qs u8[32] (a group's index, low 8 bits), signs u8[32] (a group's 8 sign bits), qh u8[8] (2 more
+#         index bits a group: 1024 entries of 8), scales u8[8] as IQ2_XS's.
+#   IQ3_S: d f16, qs u8[64] (a group of 4: low 8 bits of its index into a 512-entry grid of 4 odd magnitudes),
+#         qh u8[8] (the 9th bits), signs u8[32] (a bit a weight), scales u8[4] (a nibble a sub-block of 32);
+#         w = d * (1 + 2s) * grid * sign. The IQ3_M / IQ3_S files hold it.
 #   Q6_K: ql u8[128], qh u8[64], scales int8[16], d f16: 16 sub-blocks of 16; half n (weights 128n ..): ql byte
 #         64n + l holds the low 4 bits of w[128n + l] (low nibble) and w[128n + 64 + l] (high), byte 64n + 32 + l
 #         those of w[128n + 32 + l] and w[128n + 96 + l]; qh byte 32n + l their top 2 bits (bits 0-1, 2-3, 4-5,
@@ -99,7 +106,10 @@ FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0
                                BlockFormat("Q6_K", 14, 256, 210, halves_at=208),
                                BlockFormat("IQ4_NL", 20, 32, 18), BlockFormat("IQ4_XS", 23, 256, 136),
                                BlockFormat("IQ2_XXS", 16, 256, 66, table_words=512),
-                               BlockFormat("IQ3_XXS", 18, 256, 98, table_words=256))}
+                               BlockFormat("IQ2_XS", 17, 256, 74, table_words=1024),
+                               BlockFormat("IQ2_S", 22, 256, 82, table_words=2048),
+                               BlockFormat("IQ3_XXS", 18, 256, 98, table_words=256),
+                               BlockFormat("IQ3_S", 21, 256, 110, table_words=512))}
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 
 
@@ -288,7 +298,8 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
         raise ShapeError("quantize: weights hold inf or NaN")
     own = {"Q2_K": quantize_q2_k, "Q3_K": quantize_q3_k, "Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k,
            "Q6_K": quantize_q6_k, "IQ4_NL": quantize_iq4_nl, "IQ4_XS": quantize_iq4_xs,
-           "IQ2_XXS": quantize_iq2_xxs, "IQ3_XXS": quantize_iq3_xxs}
+           "IQ2_XXS": quantize_iq2_xxs, "IQ2_XS": quantize_iq2_xs, "IQ2_S": quantize_iq2_s,
+           "IQ3_XXS": quantize_iq3_xxs, "IQ3_S": quantize_iq3_s}
     if fmt.name in own:
         raw = own[fmt.name](a)
     else:
@@ -490,8 +501,8 @@ def quantize_iq4_xs(a: np.ndarray) -> np.ndarray:
 
 
 def _grid(ggml_type: str) -> np.ndarray:
-    """IQ2_XXS's (256 x 8) or IQ3_XXS's (256 x 4) grid of magnitudes as uint8, from the gguf package (llama.cpp's
-    iq2xxs_grid / iq3xxs_grid)."""
+    """A grid format's grid of magnitudes as uint8 [entries, width] (IQ2_XXS 256 x 8, IQ2_XS 512 x 8, IQ2_S
+    1024 x 8, IQ3_XXS 256 x 4, IQ3_S 512 x 4), from the gguf package (llama.cpp's iq2xxs_grid, ...)."""
     from gguf import quants
 
     cls = getattr(quants, ggml_type)
@@ -501,7 +512,7 @@ def _grid(ggml_type: str) -> np.ndarray:
 
 def format_table(ggml_type: str) -> np.ndarray:
     """The u32 words of a format's lookup table, which its GPU tensor holds after the blocks (BlockFormat.table_at):
-    IQ2_XXS's and IQ3_XXS's grid, an entry's magnitudes as bytes (IQ2_XXS: 2 words an entry); empty for the rest."""
+    the IQ2 / IQ3 formats' grid, an entry's magnitudes as bytes (the IQ2s: 2 words an entry); empty for the rest."""
     if FORMATS[ggml_type].table_words == 0:
         return np.zeros(0, np.uint32)
     return np.ascontiguousarray(_grid(ggml_type)).reshape(-1).view(np.uint32)
@@ -531,46 +542,86 @@ def _nearest_entries(a: np.ndarray, grid: np.ndarray, chunk: int = 65536) -> np.
     return out
 
 
-def _iq_xxs(a: np.ndarray, ggml_type: str, step: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The common rounding of IQ2_XXS and IQ3_XXS ([rows, k] -> blocks [b]): each sub-block of 32 gets the scale
-    (its peak magnitude / the grid's) as d * (0.5 + s) * step, s 4 bits of the block's f16 d; signs by groups of 8
-    with even parity; each group of the grid's width its nearest entry. Returns d, s [b, 8], sign codes [b, 8, 4]
-    and entry indices [b, 8, 32 / width]."""
+def _iq_round(a: np.ndarray, ggml_type: str, scale_weights: int, step: float, even: bool):
+    """The common rounding of the grid formats ([rows, k] -> blocks [b]): each run of `scale_weights` weights gets
+    the scale (its peak magnitude / the grid's) as d * (0.5 + s) * step, s 4 bits of the block's f16 d; the signs
+    by groups of 8 (`even`: with even parity, as 7-bit codes [b, 32]; else the sign bits [b, 256]); each group of
+    the grid's width its nearest entry under its scale. Returns d, s [b, 256 / scale_weights], the signs and the
+    entry indices [b, 256 / width]."""
     grid = _grid(ggml_type)
     width = grid.shape[1]
-    x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 4, 8)       # [blocks, sub-block, group of 8, 8]
-    codes, mag = _even_signs(x)
-    want = mag.reshape(-1, 8, 32).max(axis=-1) / np.float32(grid.max())  # [blocks, 8] wanted scales
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 32, 8)         # [blocks, group of 8, 8]
+    if even:
+        signs, mag = _even_signs(x)
+    else:
+        signs, mag = (x < 0).reshape(-1, 256).astype(np.uint8), np.abs(x)
+    runs = mag.reshape(x.shape[0], -1, scale_weights)
+    want = runs.max(axis=-1) / np.float32(grid.max())                  # [blocks, runs] wanted scales
     d, d32 = _block_d(want, 15.5 * step, ggml_type)
     s = np.clip(np.rint(np.divide(want, d32 * step, out=np.zeros_like(want), where=d32 > 0) - 0.5), 0, 15)
-    db = (d32 * (0.5 + s) * step)[:, :, None]                           # [blocks, 8, 1]
-    unit = np.divide(mag.reshape(-1, 8, 32), db, out=np.zeros((x.shape[0], 8, 32), np.float32), where=db > 0)
-    idx = _nearest_entries(unit.reshape(-1, width), grid).reshape(x.shape[0], 8, 32 // width)
-    return d, s.astype(np.uint32), codes, idx
+    db = (d32 * (0.5 + s) * step)[:, :, None]
+    unit = np.divide(runs, db, out=np.zeros(runs.shape, np.float32), where=db > 0)
+    idx = _nearest_entries(unit.reshape(-1, width), grid).reshape(x.shape[0], 256 // width)
+    return d, s.astype(np.uint32), signs, idx
+
+
+def _with_d(d: np.ndarray, body: list[np.ndarray], rows: int, k: int, block_bytes: int) -> np.ndarray:
+    """Blocks of a grid format: d, then the fields of `body` ([blocks, bytes] each, uint8), as [rows, row_bytes]."""
+    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), *body], axis=1)
+    assert out.shape[1] == block_bytes
+    return out.reshape(rows, k // 256 * block_bytes)
+
+
+def _codes_word(codes: np.ndarray) -> np.ndarray:
+    """4 sign codes of 7 bits [..., 4] as one u32 each (code l at bit 7l)."""
+    return (codes << (7 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
+
+
+def _nibbles(s: np.ndarray) -> np.ndarray:
+    """4-bit values [blocks, 2n] as n bytes, value 2i in the low nibble of byte i."""
+    return (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
 
 
 def quantize_iq2_xxs(a: np.ndarray) -> np.ndarray:
-    """IQ2_XXS blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256 (`_iq_xxs`: nearest
+    """IQ2_XXS blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256 (`_iq_round`: nearest
     grid entries, not llama.cpp's search, which needs an importance matrix: valid blocks, larger error)."""
     rows, k = a.shape
-    d, s, codes, idx = _iq_xxs(a, "IQ2_XXS", 0.25)
-    out = np.empty((d.size, 66), np.uint8)
-    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    d, s, codes, idx = _iq_round(a, "IQ2_XXS", 32, 0.25, even=True)
     pairs = np.empty((d.size, 8, 2), np.uint32)
-    pairs[:, :, 0] = (idx << (8 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
-    pairs[:, :, 1] = (codes << (7 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32) | (s << 28)
-    out[:, 2:66] = pairs.view(np.uint8).reshape(-1, 64)
-    return out.reshape(rows, k // 256 * 66)
+    pairs[:, :, 0] = (idx.reshape(-1, 8, 4) << (8 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
+    pairs[:, :, 1] = _codes_word(codes.reshape(-1, 8, 4)) | (s << 28)
+    return _with_d(d, [pairs.astype("<u4").view(np.uint8).reshape(-1, 64)], rows, k, 66)
+
+
+def quantize_iq2_xs(a: np.ndarray) -> np.ndarray:
+    """IQ2_XS blocks of float32 [rows, k] (as quantize_iq2_xxs, a scale a 16 weights)."""
+    rows, k = a.shape
+    d, s, codes, idx = _iq_round(a, "IQ2_XS", 16, 0.25, even=True)
+    qs = (idx | (codes << 9)).astype("<u2")                            # [blocks, 32]
+    return _with_d(d, [qs.view(np.uint8).reshape(-1, 64), _nibbles(s)], rows, k, 74)
+
+
+def quantize_iq2_s(a: np.ndarray) -> np.ndarray:
+    """IQ2_S blocks of float32 [rows, k] (as quantize_iq2_xs, the signs as they are: no parity)."""
+    rows, k = a.shape
+    d, s, neg, idx = _iq_round(a, "IQ2_S", 16, 0.25, even=False)
+    signs = (neg.reshape(-1, 32, 8) << np.arange(8, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8)
+    qh = ((idx.reshape(-1, 8, 4) >> 8) << (2 * np.arange(4, dtype=np.uint32))).sum(axis=-1).astype(np.uint8)
+    return _with_d(d, [(idx & 255).astype(np.uint8), signs, qh, _nibbles(s)], rows, k, 82)
 
 
 def quantize_iq3_xxs(a: np.ndarray) -> np.ndarray:
-    """IQ3_XXS blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256 (`_iq_xxs`, as
-    quantize_iq2_xxs)."""
+    """IQ3_XXS blocks of float32 [rows, k] (as quantize_iq2_xxs)."""
     rows, k = a.shape
-    d, s, codes, idx = _iq_xxs(a, "IQ3_XXS", 0.5)
-    out = np.empty((d.size, 98), np.uint8)
-    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
-    out[:, 2:66] = idx.astype(np.uint8).reshape(-1, 64)
-    signs = (codes << (7 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32) | (s << 28)
-    out[:, 66:98] = signs.astype("<u4").view(np.uint8).reshape(-1, 32)
-    return out.reshape(rows, k // 256 * 98)
+    d, s, codes, idx = _iq_round(a, "IQ3_XXS", 32, 0.5, even=True)
+    words = (_codes_word(codes.reshape(-1, 8, 4)) | (s << 28)).astype("<u4")
+    return _with_d(d, [idx.astype(np.uint8), words.view(np.uint8).reshape(-1, 32)], rows, k, 98)
+
+
+def quantize_iq3_s(a: np.ndarray) -> np.ndarray:
+    """IQ3_S blocks of float32 [rows, k] (scales d * (1 + 2s) a sub-block of 32, the signs as they are)."""
+    rows, k = a.shape
+    d, s, neg, idx = _iq_round(a, "IQ3_S", 32, 2.0, even=False)
+    qh = ((idx.reshape(-1, 8, 8) >> 8) << np.arange(8, dtype=np.uint32)).sum(axis=-1).astype(np.uint8)
+    signs = (neg.reshape(-1, 32, 8) << np.arange(8, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8)
+    return _with_d(d, [(idx & 255).astype(np.uint8), qh, signs, _nibbles(s)], rows, k, 110)

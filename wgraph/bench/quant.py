@@ -30,7 +30,7 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
 TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "IQ2_XXS",
-         "IQ3_XXS")
+         "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S")
 QUICK_TYPES = ("Q4_0", "Q4_K", "IQ4_XS")  # the small shapes (--quick, a CPU adapter): a smoke run of three readers
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q8_0")  # block formats, llama.cpp's file types

@@ -62,12 +62,16 @@ fn iq4_high(v: u32) -> vec4<f32> {
   return iq4_values((vec4<u32>(v) >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
 }
 
-// The signs of 8 weights of IQ2_XXS / IQ3_XXS from their 7-bit code (the 8th sign makes the count of minus
-// signs even: llama.cpp's ksigns_iq2xs table, computed): 1 or -1 for weights 0-3 (half 0) or 4-7 (half 1)
-fn iq_signs(code: u32, half: u32) -> vec4<f32> {
-  let bits = code | ((countOneBits(code) & 1u) << 7u);
-  let minus = ((vec4<u32>(bits) >> (vec4<u32>(0u, 1u, 2u, 3u) + 4u * half)) & vec4<u32>(1u)) == vec4<u32>(1u);
+// 1 or -1 for 4 weights from their sign bits first .. first + 3 of `bits` (a set bit: minus)
+fn signs4(bits: u32, first: u32) -> vec4<f32> {
+  let minus = ((vec4<u32>(bits) >> (vec4<u32>(0u, 1u, 2u, 3u) + first)) & vec4<u32>(1u)) == vec4<u32>(1u);
   return select(vec4<f32>(1.0), vec4<f32>(-1.0), minus);
+}
+
+// The signs of weights 0-3 (half 0) or 4-7 (half 1) of a group of 8 from their 7-bit code (IQ2_XXS, IQ2_XS,
+// IQ3_XXS: the 8th sign makes the count of minus signs even, llama.cpp's ksigns_iq2xs table, computed)
+fn iq_signs(code: u32, half: u32) -> vec4<f32> {
+  return signs4(code | ((countOneBits(code) & 1u) << 7u), 4u * half);
 }
 
 // Bits 0-3 of `x` at bit 0 of bytes 0-3 (x * (1 + 2^7 + 2^14 + 2^21): the four copies do not overlap): the
