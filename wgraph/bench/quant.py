@@ -8,7 +8,7 @@ types Q4_K_M, Q5_K_M and Q3_K_M (wgraph/models/file_types.py: Q6_K for the tied 
 / o_proj raised) and IQ4_XS weights (quantized from the f16 model's weights by the `gguf` package's quantizer; the K-quants
 and IQ4s by wgraph.ggml_blocks' own) beside
 the same model in f16, in wgraph (tokens/s, host and GPU time per step, GPU time by op) and in torch (eager,
-CUDA graphs). On a CPU adapter or with --quick: small shapes (QUICK_TYPES) and a tiny model."""
+CUDA graphs). On a CPU adapter or with --quick: small shapes (QUICK_TYPES) and a tiny model (QUICK_MODEL_TYPES)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K",
 QUICK_TYPES = ("Q4_0", "Q4_K", "IQ4_XS")  # the small shapes (--quick, a CPU adapter): a smoke run of three readers
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q8_0")  # block formats, llama.cpp's file types
+QUICK_MODEL_TYPES = ("Q4_0", "Q4_K_M")  # the tiny model (--quick, a CPU adapter): a block format and a mixture
 MAX_COPIES = 512
 
 # The GEMVs of a Llama-3.2-1B decode step (hidden 2048, intermediate 8192, 32 q / 8 kv heads of 64, vocab 128256,
@@ -332,7 +333,7 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
     del model
     gc.collect()
     workers = min(16, os.cpu_count() or 1) if big else 1
-    for t in MODEL_TYPES:
+    for t in (MODEL_TYPES if big else QUICK_MODEL_TYPES):
         row: dict = {"model": f"wgraph {t}", "status": "ok", "note": ""}
         try:
             t0 = time.perf_counter()
