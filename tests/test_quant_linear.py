@@ -170,7 +170,9 @@ def test_every_gemv_variant_forced(dev, rng):
     with every option, as many rows as it holds plus one (two chunks): 24 features (12 with swiglu: divisible by
     every features_per_lane), 2 blocks of
     the K-quants (16 of the 32-weight formats). A variant with an odd features_per_lane refuses swiglu by name. The
-    x_int8 variants against x rounded as they round it."""
+    x_int8 variants against x rounded as they round it. (Their pipelines, norm compiled in, are compiled side by
+    side first: PipelineCache.warm.)"""
+    dev.pipelines.warm([kv.specialized({"HAS_NORM": True}) for kv in kernels_for("linear_q")])
     for kv in kernels_for("linear_q"):
         t = kv.facts["ggml_type"]
         blocks = 2 if FORMATS[t].block_weights == 256 else 16
