@@ -15,7 +15,8 @@ def fused_linear_reference(x, w, b, norm, residual, swiglu, eps, dtype):
     if swiglu:
         half = y.shape[-1] // 2
         gate, up = y[..., :half], y[..., half:]
-        y = gate / (1 + np.exp(-gate)) * up
+        with np.errstate(over="ignore"):   # exp(-gate) is inf for gate < -709: silu's limit, 0, as it should be
+            y = gate / (1 + np.exp(-gate)) * up
     if residual is not None:
         y = y + residual.astype(dtype)
     return y

@@ -239,8 +239,8 @@ CATALOGUE = [
     ("rope-kv-position", ArgumentError, r"rope_kv_append: pos=1.0 must be an integer or a u32 GPU tensor",
      lambda e: wg.ops.rope_kv_append(e.f32(2, 32), e.f32(8, 4), e.f32(8, 4), (e.f32(8, 1, 8), e.f32(8, 1, 8)), 1.0,
                                      q_heads=2), True),
-    ("block-format", UnsupportedError, r"quantize: ggml_type='IQ1_S' is not a block format wgraph computes on",
-     lambda e: ggml_blocks.quantize(np.ones((2, 32), np.float32), "IQ1_S"), True),
+    ("block-format", UnsupportedError, r"quantize: ggml_type='TQ1_0' is not a block format wgraph computes on",
+     lambda e: ggml_blocks.quantize(np.ones((2, 32), np.float32), "TQ1_0"), True),
     ("run-many-count", ArgumentError, r"Program.run_many: n=-1 must be an integer in \[0, 9223372036854775807\]",
      staged(lambda e: (lambda prog: lambda: prog.run_many(-1))(_graph().compile(e.dev))), True),
     ("query-position-past-u32", LimitError, r"start_pos 4294967294 \+ 4 queries reaches position 4294967297; "

@@ -138,31 +138,44 @@ def test_a_q4_k_m_file_keeps_its_k_quant_blocks(tmp_path, dev):
     np.testing.assert_allclose(model.prefill(ids).numpy(), twin.prefill(ids).numpy(), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("first, second", [("Q3_K", "Q2_K"), ("IQ4_XS", "IQ4_NL"), ("IQ3_XXS", "IQ2_XXS"),
-                                                ("IQ3_S", "IQ2_XS"), ("IQ2_S", "IQ3_XXS")])
-def test_small_and_non_uniform_formats_keep_their_blocks(tmp_path, dev, first, second):
-    """The formats of llama.cpp's Q2_K, Q3_K_S / Q3_K_M and IQ4_XS / IQ4_NL files stay blocks on the GPU (they were
-    dequantized to f32 on load: 8-16x their bytes): layer 0 `first`, layer 1 `second`, the tied output Q6_K; the
-    model decodes as the same file dequantized to f32 does, and reads each matrix's own bytes a token."""
+SLOTS = {"attn_q": 0, "attn_k": 0, "attn_v": 0, "attn_output": 1, "ffn_gate": 2, "ffn_up": 2, "ffn_down": 3}
+HF_SLOTS = {"q_proj": 0, "k_proj": 0, "v_proj": 0, "o_proj": 1, "gate_proj": 2, "up_proj": 2, "down_proj": 3}
+
+
+@pytest.mark.parametrize("formats", [("Q3_K", "Q2_K", "IQ4_XS", "IQ4_NL", "IQ3_XXS", "IQ2_XXS", "IQ3_S", "IQ2_XS"),
+                                     ("IQ2_S", "IQ1_M", "IQ1_S", "Q5_K")])
+def test_small_and_non_uniform_formats_keep_their_blocks(tmp_path, dev, formats):
+    """The formats of llama.cpp's Q2_K, Q3_K_S / Q3_K_M, IQ4 and IQ1-IQ3 files stay blocks on the GPU (they were
+    dequantized to f32 on load: 5-20x their bytes): 4 formats a layer (its [q; k; v], o_proj, [gate; up] and
+    down_proj, each a stack of one format), the tied output Q6_K; the model decodes as the same file dequantized
+    to f32 does, and reads each matrix's own bytes a token."""
     cfg = dict(tiny_files.tiny_model_config("llama", vocab_size=300), hidden_size=256, intermediate_size=512,
-               head_dim=64, tie_word_embeddings=True)
+               head_dim=64, tie_word_embeddings=True, num_hidden_layers=len(formats) // 4)
     weights = tiny_files.arch_weights("llama", cfg, seed=9)
     weights["model.embed_tokens.weight"] *= 0.1
     t = gguf.GGMLQuantizationType
 
-    def layered(name):
-        return t.Q6_K if name == "token_embd.weight" else t[first] if name.startswith("blk.0.") else t[second]
+    def layered(name):   # token_embd (the output) and the 1-D norms, which stay F32 whatever this says: Q6_K
+        if not name.startswith("blk."):
+            return t.Q6_K
+        _, layer, role, _ = name.split(".")
+        return t[formats[4 * int(layer) + SLOTS[role]]] if role in SLOTS else t.Q6_K
 
     path = tiny_files.write_model(tmp_path / "m.gguf", "llama", cfg, weights, qtype=layered)
     model = from_pretrained(path, dev, max_seq=32)
-    assert model.block_formats == tuple(sorted((first, second, "Q6_K"))) and model.mixed_stacks == {}
+    assert model.block_formats == tuple(sorted({*formats, "Q6_K"})) and model.mixed_stacks == {}
     twin = from_pretrained(path, dev, dtype="f32", max_seq=32)
     ids = [7, 250, 31, 4]
     assert model.generate(ids, 10) == twin.generate(ids, 10)
     np.testing.assert_allclose(model.prefill(ids).numpy(), twin.prefill(ids).numpy(), rtol=1e-4, atol=1e-4)
-    formats = {0: FORMATS[first], 1: FORMATS[second]}   # the norms f32; the tied table as the output
-    want = sum(w.size // formats[int(name.split(".")[2])].block_weights * formats[int(name.split(".")[2])].block_bytes
-               if w.ndim == 2 else 4 * w.size for name, w in weights.items() if name.startswith("model.layers."))
+
+    def nbytes(name, w):   # the norms f32; a matrix its format's blocks
+        if w.ndim == 1:
+            return 4 * w.size
+        fmt = FORMATS[formats[4 * int(name.split(".")[2]) + HF_SLOTS[name.split(".")[4]]]]
+        return w.size // fmt.block_weights * fmt.block_bytes
+
+    want = sum(nbytes(name, w) for name, w in weights.items() if name.startswith("model.layers."))
     want += weights["model.norm.weight"].size * 4 + weights["model.embed_tokens.weight"].size // 256 * 210
     assert model.weight_bytes_per_token == want
 

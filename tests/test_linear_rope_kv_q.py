@@ -46,7 +46,9 @@ def _want(x, qw, b, g, heads, d):
     ("IQ3_XXS", 3, 2, 1, 16, "f32", False, True, False),
     ("IQ2_XS", 3, 2, 1, 16, "f32", True, False, True),    # 74-byte blocks
     ("IQ2_S", 2, 2, 1, 16, "f16", False, True, True),
-    ("IQ3_S", 3, 2, 1, 16, "f16", True, True, False)])  # 110-byte blocks, the second starting mid-word
+    ("IQ3_S", 3, 2, 1, 16, "f16", True, True, False),  # 110-byte blocks, the second starting mid-word
+    ("IQ1_S", 3, 2, 1, 16, "f32", False, True, True),   # 50-byte blocks, the second starting mid-word
+    ("IQ1_M", 2, 2, 1, 16, "f16", True, False, True)])
 def test_one_row_against_float64_in_one_dispatch(dev, rng, ggml_type, blocks, hq, hkv, d, kdt, gpu_pos, bias,
                                                  norm):
     k = blocks * FORMATS[ggml_type].block_weights
@@ -139,7 +141,8 @@ def test_plan_is_the_first_registry_match(caps):
                                             ("quant_gemv_rope_kv_r1_wg_q2_k_f32kv", "Q2_K"),
                                             ("quant_gemv_rope_kv_r1_wg_iq4_xs_f16kv", "IQ4_XS"),
                                             ("quant_gemv_rope_kv_r1_wg_iq3_xxs_f32kv", "IQ3_XXS"),
-                                            ("quant_gemv_rope_kv_r1_wg_iq2_s_f16kv", "IQ2_S")])
+                                            ("quant_gemv_rope_kv_r1_wg_iq2_s_f16kv", "IQ2_S"),
+                                            ("quant_gemv_rope_kv_r1_wg_iq1_m_f32kv", "IQ1_M")])
 def test_workgroup_memory_variants(dev, rng, fresh_templates, monkeypatch, name, ggml_type):
     """The entries for devices without subgroups (the planner picks the subgroup ones on lavapipe), run by
     replacing the plan."""

@@ -10,6 +10,7 @@ import pytest
 from gguf.quants import dequantize as gguf_dequantize
 
 import wgraph as wg
+from wgraph.bench.quant import random_blocks
 from wgraph.device import Caps
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, quantize_q4_k, stack_rows
 from wgraph.kernels.registry import kernel, kernels_for
@@ -17,7 +18,7 @@ from wgraph.ops.quantized import plan_linear_q
 from linear_reference import fused_linear_reference
 
 TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS",
-         "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S")
+         "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
 
 
 def reference(x: np.ndarray, qw: QuantizedWeight, bias=None):
@@ -74,8 +75,13 @@ def test_gemv_keeps_leading_dims_writes_out_and_takes_no_rows(dev, rng):
 
 
 def _fused_case(rng, ggml_type, m, n, blocks, *, norm, bias, swiglu, residual):
+    """A call's inputs: W quantized from random weights, or, past 2^20 weights (the wide case), random valid blocks
+    (the bench's: the grid formats' quantizers search 256-2048 entries a group of weights, seconds at that size)."""
     k = blocks * FORMATS[ggml_type].block_weights
-    qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), ggml_type)
+    if n * k > 2**20:
+        qw = random_blocks(ggml_type, n, k, rng)
+    else:
+        qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), ggml_type)
     out = n // 2 if swiglu else n
     return dict(x=(rng.standard_normal((m, k)) * 2).astype(np.float32), qw=qw,
                 b=rng.standard_normal(n).astype(np.float32) if bias else None,
@@ -199,7 +205,8 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8),
-        ("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 8), ("IQ3_S", 8)}
+        ("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 8), ("IQ3_S", 8),
+        ("IQ1_S", 8), ("IQ1_M", 8)}
     assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
@@ -344,13 +351,13 @@ def test_iq4_quantizers_pick_the_nearest_table_value(rng):
 def test_grid_formats_carry_their_grid_after_the_blocks():
     """The grid formats' GPU words: the raw blocks padded to 16 bytes with 4 more, then the format's grid as bytes
     (gguf's grids: 256-1024 entries of 8 or 4 magnitudes); the other formats have no table."""
-    for t, width in (("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 4), ("IQ3_S", 4)):
+    for t, width in (("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 4), ("IQ3_S", 4), ("IQ1_S", 8), ("IQ1_M", 8)):
         raw = np.zeros(3 * FORMATS[t].block_bytes, np.uint8)
         w = QuantizedWeight.from_bytes(t, (3, 256), raw)
         at = (3 * FORMATS[t].block_bytes + 4 + 15) // 16 * 4
         cls = getattr(gguf.quants, t)
         cls.init_grid()
-        grid = cls.grid.reshape(-1, width).astype(np.uint8)
+        grid = cls.grid.reshape(-1, width).astype(np.int8).view(np.uint8)   # IQ1's -1 as the byte 255
         assert w.blocks.size == at + grid.size // 4 and w.raw().size == raw.size
         assert np.array_equal(w.blocks[at:].view(np.uint8).reshape(-1, width), grid)
     assert FORMATS["Q4_K"].words(3, 256) == (3 * 144 + 4 + 15) // 16 * 4
@@ -364,8 +371,8 @@ def test_quantized_weight_checks_sizes():
         QuantizedWeight.from_bytes("Q4_0", (3, 48), raw[:81])
     with pytest.raises(wg.ShapeError, match="in_features 300 is not a multiple of Q4_K's block of 256 weights"):
         QuantizedWeight.from_bytes("Q4_K", (1, 300), raw)
-    with pytest.raises(wg.UnsupportedError, match=r"'IQ1_S' is not a block format wgraph computes on"):
-        QuantizedWeight.from_bytes("IQ1_S", (1, 256), raw)
+    with pytest.raises(wg.UnsupportedError, match=r"'TQ1_0' is not a block format wgraph computes on"):
+        QuantizedWeight.from_bytes("TQ1_0", (1, 256), raw)
     with pytest.raises(wg.ArgumentError, match=r"QuantizedWeight.from_bytes: shape=\(1.0, 32\) must be a tuple "
                                                  r"\(out_features, in_features\) of two integers >= 1"):
         QuantizedWeight.from_bytes("Q8_0", (1.0, 32), raw[:34])

@@ -131,8 +131,8 @@ def test_file_types_follow_llama_cpp():
     assert untied["lm_head.weight"] == "Q6_K" and untied["model.embed_tokens.weight"] == "Q4_K"
     for fmt in ("Q8_0", "Q2_K", "IQ4_XS"):   # block formats: every matrix
         assert set(checkpoint_formats(w, fmt).values()) == {fmt}
-    with pytest.raises(wg.UnsupportedError, match="IQ1_S"):
-        checkpoint_formats(w, "IQ1_S")
+    with pytest.raises(wg.UnsupportedError, match="TQ1_0"):
+        checkpoint_formats(w, "TQ1_0")
 
 
 def test_file_types_fall_back_on_rows_of_partial_blocks():

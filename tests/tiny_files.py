@@ -85,7 +85,7 @@ def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, q
         if q is None or a.ndim == 1 or q == gguf.GGMLQuantizationType.F32:
             w.add_tensor(name, a)
         elif q.name in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S",
-                        "IQ3_XXS", "IQ3_S"):
+                        "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"):
             w.add_tensor(name, quantize(np.ascontiguousarray(a, np.float32), q.name).raw(), raw_dtype=q)
         else:
             w.add_tensor(name, gguf.quants.quantize(a, q), raw_dtype=q)

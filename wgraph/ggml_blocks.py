@@ -1,5 +1,5 @@
 """GGML's quantized block formats that wgraph computes on (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
-Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): their
+Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): their
 layouts, the `QuantizedWeight` that holds one [out_features, in_features] matrix as its raw blocks (on the host, on
 the GPU, or as a graph value), and quantizers from float32 weights.
 
@@ -7,7 +7,7 @@ A GGML row is `in_features / block_weights` blocks stored back to back, and rows
 byte-packed (Q4_0 is 18 bytes, Q5_0 22, Q8_0 34, Q6_K 210: not every block starts on a 4-byte boundary). On the GPU the
 raw bytes are a u32 tensor, padded with zeros to a multiple of 16 bytes and at least one word past the last byte:
 the GEMV reads a half-word-aligned block's quants as two-word windows, and Q4_K's kernels read 16-byte words.
-The IQ2 and IQ3 grid formats' tensors hold their grid after that (`format_table`, `BlockFormat.table_at`).
+The IQ1, IQ2 and IQ3 grid formats' tensors hold their grid after that (`format_table`, `BlockFormat.table_at`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class BlockFormat:
     block_bytes: int
     halves_at: int = 0
     halves: int = 1
-    table_words: int = 0  # the format's lookup table (format_table) after the blocks on the GPU: the IQ2s, IQ3s
+    table_words: int = 0  # the format's lookup table (format_table) after the blocks on the GPU: the IQ1-3 grids
 
     def row_bytes(self, in_features: int) -> int:
         return in_features // self.block_weights * self.block_bytes
@@ -92,6 +92,11 @@ class BlockFormat:
 #   IQ3_S: d f16, qs u8[64] (a group of 4: low 8 bits of its index into a 512-entry grid of 4 odd magnitudes),
 #         qh u8[8] (the 9th bits), signs u8[32] (a bit a weight), scales u8[4] (a nibble a sub-block of 32);
 #         w = d * (1 + 2s) * grid * sign. The IQ3_M / IQ3_S files hold it.
+#   IQ1_S: d f16, qs u8[32] (a group of 8: low 8 bits of an 11-bit index into a 2048-entry grid of -1, 0, 1), a u16
+#         a sub-block of 32 (3 more index bits a group, a 3-bit scale s, the sign of its delta 0.125 in bit 15);
+#         w = d * (2s + 1) * (grid + delta).
+#   IQ1_M: qs u8[32] as IQ1_S's, qh u8[16] (a nibble a group: 3 more index bits, the delta's sign), scales u16[4]
+#         (3-bit scales a 16 weights, and d as the 4 top nibbles); w = d * (2s + 1) * (grid + delta).
 #   Q6_K: ql u8[128], qh u8[64], scales int8[16], d f16: 16 sub-blocks of 16; half n (weights 128n ..): ql byte
 #         64n + l holds the low 4 bits of w[128n + l] (low nibble) and w[128n + 64 + l] (high), byte 64n + 32 + l
 #         those of w[128n + 32 + l] and w[128n + 96 + l]; qh byte 32n + l their top 2 bits (bits 0-1, 2-3, 4-5,
@@ -109,7 +114,9 @@ FORMATS = {f.name: f for f in (BlockFormat("Q8_0", 8, 32, 34), BlockFormat("Q4_0
                                BlockFormat("IQ2_XS", 17, 256, 74, table_words=1024),
                                BlockFormat("IQ2_S", 22, 256, 82, table_words=2048),
                                BlockFormat("IQ3_XXS", 18, 256, 98, table_words=256),
-                               BlockFormat("IQ3_S", 21, 256, 110, table_words=512))}
+                               BlockFormat("IQ3_S", 21, 256, 110, table_words=512),
+                               BlockFormat("IQ1_S", 19, 256, 50, table_words=4096),
+                               BlockFormat("IQ1_M", 29, 256, 56, table_words=4096))}
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 
 
@@ -299,7 +306,7 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     own = {"Q2_K": quantize_q2_k, "Q3_K": quantize_q3_k, "Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k,
            "Q6_K": quantize_q6_k, "IQ4_NL": quantize_iq4_nl, "IQ4_XS": quantize_iq4_xs,
            "IQ2_XXS": quantize_iq2_xxs, "IQ2_XS": quantize_iq2_xs, "IQ2_S": quantize_iq2_s,
-           "IQ3_XXS": quantize_iq3_xxs, "IQ3_S": quantize_iq3_s}
+           "IQ3_XXS": quantize_iq3_xxs, "IQ3_S": quantize_iq3_s, "IQ1_S": quantize_iq1_s, "IQ1_M": quantize_iq1_m}
     if fmt.name in own:
         raw = own[fmt.name](a)
     else:
@@ -501,13 +508,15 @@ def quantize_iq4_xs(a: np.ndarray) -> np.ndarray:
 
 
 def _grid(ggml_type: str) -> np.ndarray:
-    """A grid format's grid of magnitudes as uint8 [entries, width] (IQ2_XXS 256 x 8, IQ2_XS 512 x 8, IQ2_S
-    1024 x 8, IQ3_XXS 256 x 4, IQ3_S 512 x 4), from the gguf package (llama.cpp's iq2xxs_grid, ...)."""
+    """A grid format's grid [entries, width] (IQ2_XXS 256 x 8, IQ2_XS 512 x 8, IQ2_S 1024 x 8, IQ3_XXS 256 x 4,
+    IQ3_S 512 x 4: magnitudes as uint8; IQ1_S, IQ1_M 2048 x 8 of -1, 0, 1 as int8), from the gguf package
+    (llama.cpp's iq2xxs_grid, ...)."""
     from gguf import quants
 
     cls = getattr(quants, ggml_type)
     cls.init_grid()
-    return cls.grid.reshape(cls.grid_shape).astype(np.uint8)
+    grid = cls.grid.reshape(cls.grid_shape)
+    return grid.astype(np.int8 if grid.min() < 0 else np.uint8)
 
 
 def format_table(ggml_type: str) -> np.ndarray:
@@ -515,7 +524,7 @@ def format_table(ggml_type: str) -> np.ndarray:
     the IQ2 / IQ3 formats' grid, an entry's magnitudes as bytes (the IQ2s: 2 words an entry); empty for the rest."""
     if FORMATS[ggml_type].table_words == 0:
         return np.zeros(0, np.uint32)
-    return np.ascontiguousarray(_grid(ggml_type)).reshape(-1).view(np.uint32)
+    return np.ascontiguousarray(_grid(ggml_type)).reshape(-1).view(np.uint32)  # int8 grids as their bytes
 
 
 def _even_signs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -625,3 +634,46 @@ def quantize_iq3_s(a: np.ndarray) -> np.ndarray:
     qh = ((idx.reshape(-1, 8, 8) >> 8) << np.arange(8, dtype=np.uint32)).sum(axis=-1).astype(np.uint8)
     signs = (neg.reshape(-1, 32, 8) << np.arange(8, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8)
     return _with_d(d, [(idx & 255).astype(np.uint8), qh, signs, _nibbles(s)], rows, k, 110)
+
+
+def _iq1_round(a: np.ndarray, scale_weights: int, delta_weights: int):
+    """IQ1_S's and IQ1_M's rounding ([rows, k] -> blocks [b]): each run of `scale_weights` weights gets the scale
+    (its peak / 1.125) as d * (2s + 1), s 3 bits of the block's f16 d; each run of `delta_weights` the delta
+    -0.125 where its mean is negative, else +0.125; each group of 8 the grid entry (of -1, 0, 1) nearest
+    w / scale - delta. Returns d, s [b, 256 / scale_weights], the negative deltas [b, 256 / delta_weights] and the
+    indices [b, 32]."""
+    grid = _grid("IQ1_S")
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 32, 8)
+    runs = x.reshape(x.shape[0], -1, scale_weights)
+    want = np.abs(runs).max(axis=-1) / np.float32(1.125)
+    d, d32 = _block_d(want, 15, "IQ1")
+    s = np.clip(np.rint((np.divide(want, d32, out=np.zeros_like(want), where=d32 > 0) - 1) / 2), 0, 7)
+    dl = (d32 * (2 * s + 1))[:, :, None]
+    neg = x.reshape(x.shape[0], -1, delta_weights).mean(axis=-1) < 0
+    delta = np.repeat(np.where(neg, np.float32(-0.125), np.float32(0.125)), delta_weights // 8, axis=1)[:, :, None]
+    unit = np.divide(runs, dl, out=np.zeros(runs.shape, np.float32), where=dl > 0).reshape(-1, 32, 8) - delta
+    idx = _nearest_entries(unit.reshape(-1, 8), grid).reshape(x.shape[0], 32)
+    return d, s.astype(np.uint32), neg.astype(np.uint32), idx
+
+
+def quantize_iq1_s(a: np.ndarray) -> np.ndarray:
+    """IQ1_S blocks of float32 [rows, k], k a multiple of 256 (`_iq1_round`, a delta a sub-block: nearest grid
+    entries, not llama.cpp's search, which needs an importance matrix: valid blocks, larger error)."""
+    rows, k = a.shape
+    d, s, neg, idx = _iq1_round(a, 32, 32)
+    high = ((idx.reshape(-1, 8, 4) >> 8) << (3 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
+    qh = (high | (s << 12) | (neg << 15)).astype("<u2")
+    return _with_d(d, [(idx & 255).astype(np.uint8), qh.view(np.uint8).reshape(-1, 16)], rows, k, 50)
+
+
+def quantize_iq1_m(a: np.ndarray) -> np.ndarray:
+    """IQ1_M blocks of float32 [rows, k], k a multiple of 256 (as quantize_iq1_s, a scale a 16 weights, a delta a
+    group of 8; d stored as the top nibbles of the 4 scale words)."""
+    rows, k = a.shape
+    d, s, neg, idx = _iq1_round(a, 16, 8)
+    qh = _nibbles(((idx >> 8) | (neg << 3)).astype(np.uint32))       # a nibble a group: 3 index bits, delta sign
+    scales = (s.reshape(-1, 4, 4) << (3 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
+    bits = d.view(np.uint16).astype(np.uint32)[:, None]
+    scales |= ((bits >> (4 * np.arange(4, dtype=np.uint32))) & 15) << 12
+    out = np.concatenate([(idx & 255).astype(np.uint8), qh, scales.astype("<u2").view(np.uint8).reshape(-1, 8)], axis=1)
+    return out.reshape(rows, k // 256 * 56)

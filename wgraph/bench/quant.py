@@ -30,7 +30,7 @@ from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 
 TYPES = ("Q4_0", "Q4_K", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "IQ2_XXS",
-         "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S")
+         "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
 QUICK_TYPES = ("Q4_0", "Q4_K", "IQ4_XS")  # the small shapes (--quick, a CPU adapter): a smoke run of three readers
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q8_0")  # block formats, llama.cpp's file types
@@ -87,7 +87,12 @@ def random_blocks(ggml_type: str, n: int, k: int, rng) -> QuantizedWeight:
         scales[:, 1] *= -8  # the min: centres the quants (0..15; Q5_1's 0..31 near enough)
     if ggml_type in ("Q3_K", "Q6_K", "IQ4_XS"):  # d times signed sub-block scales: weights < ~1.3
         scales /= np.float16({"Q3_K": 4, "Q6_K": 128, "IQ4_XS": 64}[ggml_type])
-    raw[:, fmt.halves_at:fmt.halves_at + 2 * fmt.halves] = scales.view(np.uint8)
+    if ggml_type == "IQ1_M":   # d's 16 bits are the top nibbles of the 4 scale words (bytes 49, 51, 53, 55)
+        bits = scales[:, 0].view(np.uint16)
+        for i in range(4):
+            raw[:, 49 + 2 * i] = (raw[:, 49 + 2 * i] & 0x0F) | (((bits >> (4 * i)) & 15) << 4).astype(np.uint8)
+    else:
+        raw[:, fmt.halves_at:fmt.halves_at + 2 * fmt.halves] = scales.view(np.uint8)
     return QuantizedWeight.from_bytes(ggml_type, (n, k), raw)
 
 
