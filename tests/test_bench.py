@@ -169,7 +169,8 @@ def test_sections_skip_with_a_note_when_their_api_is_absent(monkeypatch, tmp_pat
     monkeypatch.delattr(wg.ops, "attention", raising=False)
     if hasattr(wg, "Graph"):
         monkeypatch.delattr(wg, "Graph")
-    result = bench_main(["--grid", "tiny", "--host-ops", "5", "--runs", "1", "--no-torch"])
+    # the two sections whose API is taken away (the others are test_bench_json_has_every_field's)
+    result = bench_main(["--grid", "tiny", "--host-ops", "5", "--runs", "1", "--no-torch", "--only", "host,attention"])
     assert not result["attention"]["available"] and "attention" in result["attention"]["note"]
     replay = [r for r in result["host"]["rows"] if r["mode"] == "wgraph_graph_replay"][0]
     assert replay["status"] == "skipped" and "Graph" in replay["note"]
