@@ -323,7 +323,21 @@ def _rounded(v: np.ndarray, unit: np.ndarray, low: int, high: int) -> np.ndarray
     return np.clip(np.rint(v * inv), low, high)
 
 
-def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+def _block_d(step: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """A K-quant block's f16 d for sub-block scales `step` [blocks, sub-blocks] stored as integers up to `top`
+    (its largest / top), and d as float32 [blocks, 1]."""
+    d = (step.max(axis=1) / np.float32(top)).astype(np.float16)
+    if not np.isfinite(d).all():
+        raise ShapeError(f"quantize: a {what} block's scale is beyond the f16 range (|w| > ~1e6)")
+    return d, d.astype(np.float32)[:, None]
+
+
+def _nibbles(s: np.ndarray) -> np.ndarray:
+    """4-bit values [blocks, 2n] as n bytes, value 2i in the low nibble of byte i."""
+    return (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
+
+
+def _k_quants(a: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Q4_K's and Q5_K's rounding of float32 [rows, k] (k a multiple of 256): the 16-byte headers (d, dmin, the
     packed 6-bit scales and mins) and the quants [blocks, 8 sub-blocks, 32] in [0, top]. Each sub-block of 32
     spans [min(0, lo), hi] in `top` steps; its scale and min are rounded to 6 bits of the block's f16 d and dmin.
@@ -332,12 +346,8 @@ def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     lo = np.minimum(x.min(axis=2), 0.0)
     step = (x.max(axis=2) - lo) / np.float32(top)                     # [blocks, 8] sub-block scales
     mins = -lo                                                        # >= 0, subtracted
-    d = (step.max(axis=1) / np.float32(63)).astype(np.float16)        # [blocks]
-    dmin = (mins.max(axis=1) / np.float32(63)).astype(np.float16)
-    if not (np.isfinite(d).all() and np.isfinite(dmin).all()):
-        raise ShapeError("quantize: a K-quant block's scale is beyond the f16 range (|w| > ~1e6)")
-
-    d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    d, d32 = _block_d(step, 63, what)                                 # [blocks], [blocks, 1]
+    dmin, dmin32 = _block_d(mins, 63, what)
     sc = _rounded(step, d32, 0, 63).astype(np.uint8)
     mn = _rounded(mins, dmin32, 0, 63).astype(np.uint8)
     scale, offset = d32 * sc, dmin32 * mn
@@ -362,7 +372,7 @@ def quantize_q4_k(a: np.ndarray) -> np.ndarray:
     """Q4_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 16 steps a sub-block of
     32 (`_k_quants`)."""
     rows, k = a.shape
-    head, q = _k_quants(a, 15)
+    head, q = _k_quants(a, 15, "Q4_K")
     return np.concatenate([head, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 144)
 
 
@@ -370,7 +380,7 @@ def quantize_q5_k(a: np.ndarray) -> np.ndarray:
     """Q5_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 32 steps a sub-block of
     32 (`_k_quants`); the low 4 bits as Q4_K's quants, the fifth of sub-block j's l-th quant as bit j of qh byte l."""
     rows, k = a.shape
-    head, q = _k_quants(a, 31)
+    head, q = _k_quants(a, 31, "Q5_K")
     qh = ((q >> 4) << np.arange(8, dtype=np.uint8)[None, :, None]).sum(axis=1, dtype=np.uint8)  # [blocks, 32]
     return np.concatenate([head, qh, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 176)
 
@@ -382,10 +392,7 @@ def quantize_q6_k(a: np.ndarray) -> np.ndarray:
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
     step = np.abs(x).max(axis=2) / np.float32(31)                     # [blocks, 16] sub-block scales
-    d = (step.max(axis=1) / np.float32(127)).astype(np.float16)       # [blocks]
-    if not np.isfinite(d).all():
-        raise ShapeError("quantize: a Q6_K block's scale is beyond the f16 range (|w| > ~1e6)")
-    d32 = d.astype(np.float32)[:, None]
+    d, d32 = _block_d(step, 127, "Q6_K")
     sc = _rounded(step, d32, 0, 127).astype(np.int8)
     scale = d32 * sc
     q = (_rounded(x, scale[:, :, None], -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)  # [b, n, m, l]
@@ -397,15 +404,6 @@ def quantize_q6_k(a: np.ndarray) -> np.ndarray:
     out[:, 192:208] = sc.view(np.uint8)
     out[:, 208:210] = d.view(np.uint8).reshape(-1, 2)
     return out.reshape(rows, k // 256 * 210)
-
-
-def _block_d(step: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """A K-quant block's f16 d for sub-block scales `step` [blocks, sub-blocks] stored as integers up to `top`
-    (its largest / top), and d as float32 [blocks, 1]."""
-    d = (step.max(axis=1) / np.float32(top)).astype(np.float16)
-    if not np.isfinite(d).all():
-        raise ShapeError(f"quantize: a {what} block's scale is beyond the f16 range (|w| > ~1e6)")
-    return d, d.astype(np.float32)[:, None]
 
 
 def _two_bit_planes(q: np.ndarray) -> np.ndarray:
@@ -422,9 +420,10 @@ def quantize_q2_k(a: np.ndarray) -> np.ndarray:
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
     lo = np.minimum(x.min(axis=2), 0.0)
-    d, d32 = _block_d((x.max(axis=2) - lo) / np.float32(3), 15, "Q2_K")
+    step = (x.max(axis=2) - lo) / np.float32(3)                       # [blocks, 16] sub-block scales
+    d, d32 = _block_d(step, 15, "Q2_K")
     dmin, dmin32 = _block_d(-lo, 15, "Q2_K")
-    sc = _rounded((x.max(axis=2) - lo) / np.float32(3), d32, 0, 15).astype(np.uint8)
+    sc = _rounded(step, d32, 0, 15).astype(np.uint8)
     mn = _rounded(-lo, dmin32, 0, 15).astype(np.uint8)
     q = _rounded(x + (dmin32 * mn)[:, :, None], (d32 * sc)[:, :, None], 0, 3).astype(np.uint8)
     out = np.empty((x.shape[0], 84), np.uint8)
@@ -501,8 +500,7 @@ def quantize_iq4_xs(a: np.ndarray) -> np.ndarray:
     out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
     high = ((ls >> 4) << (2 * np.arange(8, dtype=np.uint16))).sum(axis=1, dtype=np.uint16)
     out[:, 2:4] = high.view(np.uint8).reshape(-1, 2)
-    low = (ls & 15).astype(np.uint8)
-    out[:, 4:8] = low[:, 0::2] | (low[:, 1::2] << 4)
+    out[:, 4:8] = _nibbles(ls & 15)
     out[:, 8:136] = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(-1, 128)
     return out.reshape(rows, k // 256 * 136)
 
@@ -584,11 +582,6 @@ def _with_d(d: np.ndarray, body: list[np.ndarray], rows: int, k: int, block_byte
 def _codes_word(codes: np.ndarray) -> np.ndarray:
     """4 sign codes of 7 bits [..., 4] as one u32 each (code l at bit 7l)."""
     return (codes << (7 * np.arange(4, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
-
-
-def _nibbles(s: np.ndarray) -> np.ndarray:
-    """4-bit values [blocks, 2n] as n bytes, value 2i in the low nibble of byte i."""
-    return (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
 
 
 def quantize_iq2_xxs(a: np.ndarray) -> np.ndarray:
