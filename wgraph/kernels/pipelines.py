@@ -51,12 +51,13 @@ class PipelineCache:
                 seen.add(key)
                 by_variant.setdefault(k.name, []).append(k)
         work = list(by_variant.values())
+        count = len(seen)
         threads = min(8, os.cpu_count() or 1) if threads is None else threads
-        if sum(map(len, work)) < 2 or threads < 2:
+        if count < 2 or threads < 2:
             for ks in work:
                 for k in ks:
                     self.get(k)
-            return sum(map(len, work))
+            return count
 
         def compile_variant(ks):
             layouts = self._layouts.get((ks[0].name, self._device.epoch)) or self._create_layouts(ks[0], store=False)
@@ -67,7 +68,7 @@ class PipelineCache:
                 self._layouts.setdefault((ks[0].name, self._device.epoch), layouts)
                 for k, pipeline in zip(ks, made):
                     self._store(k, layouts, pipeline)
-        return sum(map(len, work))
+        return count
 
     def _create_pipeline(self, kernel: Kernel, layouts: tuple):
         if kernel.overrides and not kernel.constants:

@@ -139,7 +139,7 @@ class PreparedCommands:
         self._passes: list | None = None
         # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once;
         # the kernels not compiled yet are compiled side by side first (a new model step's dozens)
-        scheduler.pipelines.warm([item.kernel for item in items if type(item) is Dispatch])
+        scheduler.pipelines.warm({id(item.kernel): item.kernel for item in items if type(item) is Dispatch}.values())
         pipelines, groups, offset_arrays = {}, {}, {None: native.NO_OFFSETS}
         for item, off in zip(items, self.offsets):
             if type(item) is Dispatch:
