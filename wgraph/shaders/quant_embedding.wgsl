@@ -23,9 +23,18 @@ fn byte_at(i: u32) -> u32 {
   return (blocks[i / 4u] >> (8u * (i % 4u))) & 0xFFu;
 }
 
-// The f16 at byte i (even: every scale of these formats is 2-byte aligned).
+// The u16 at byte i (even: every field of 2 bytes or more in these formats is 2-byte aligned, so it lies in one word)
+fn u16_at(i: u32) -> u32 {
+  return (blocks[i / 4u] >> (8u * (i % 4u))) & 0xFFFFu;
+}
+
+// The u32 and the f16 at byte i (even)
+fn u32_at(i: u32) -> u32 {
+  return u16_at(i) | (u16_at(i + 2u) << 16u);
+}
+
 fn half_at(i: u32) -> f32 {
-  return unpack2x16float(blocks[i / 4u] >> (8u * (i % 4u))).x;
+  return unpack2x16float(u16_at(i)).x;
 }
 
 // Word i of the format's table, after the table's blocks (ggml_blocks.BlockFormat.table_at)

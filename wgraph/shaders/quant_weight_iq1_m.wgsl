@@ -9,7 +9,7 @@ fn weight_at(b: u32, j: u32) -> f32 {
   let index = byte_at(byte + g) | ((nib & 7u) << 8u);
   let value = f32((bitcast<i32>(table_word(index * 2u + j % 8u / 4u) << (24u - 8u * (j % 4u)))) >> 24u);
   let i = j / 16u;
-  let scales = byte_at(byte + 48u + 2u * (i / 4u)) | (byte_at(byte + 49u + 2u * (i / 4u)) << 8u);
+  let scales = u16_at(byte + 48u + 2u * (i / 4u));
   let d = (byte_at(byte + 49u) >> 4u) | (byte_at(byte + 51u) & 0xF0u) | ((byte_at(byte + 53u) >> 4u) << 8u)
           | ((byte_at(byte + 55u) & 0xF0u) << 8u);
   let delta = select(0.125, -0.125, (nib & 8u) != 0u);

@@ -5,7 +5,7 @@ fn weight_at(b: u32, j: u32) -> f32 {
   let byte = b * BLOCK_BYTES;
   let s = j / 32u;
   let l = j % 32u / 8u;
-  let qh = byte_at(byte + 34u + 2u * s) | (byte_at(byte + 35u + 2u * s) << 8u);
+  let qh = u16_at(byte + 34u + 2u * s);
   let index = byte_at(byte + 2u + 4u * s + l) | (((qh >> (3u * l)) & 7u) << 8u);
   let value = f32((bitcast<i32>(table_word(index * 2u + j % 8u / 4u) << (24u - 8u * (j % 4u)))) >> 24u);
   let delta = select(0.125, -0.125, (qh & 0x8000u) != 0u);

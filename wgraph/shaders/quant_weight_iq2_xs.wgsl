@@ -5,7 +5,7 @@ fn weight_at(b: u32, j: u32) -> f32 {
   let byte = b * BLOCK_BYTES;
   let s = j / 32u;
   let l = j % 32u / 8u;
-  let g = byte_at(byte + 2u + 8u * s + 2u * l) | (byte_at(byte + 3u + 8u * s + 2u * l) << 8u);
+  let g = u16_at(byte + 2u + 8u * s + 2u * l);
   let magnitude = (table_word((g & 511u) * 2u + j % 8u / 4u) >> (8u * (j % 4u))) & 255u;
   let scale = (byte_at(byte + 66u + s) >> (4u * (l / 2u))) & 15u;
   return half_at(byte) * (0.5 + f32(scale)) * 0.25 * f32(magnitude) * iq_signs(g >> 9u, j % 8u / 4u)[j % 4u];

@@ -4,7 +4,7 @@
 fn weight_at(b: u32, j: u32) -> f32 {
   let byte = b * BLOCK_BYTES;
   let at = byte + 66u + 4u * (j / 32u);
-  let signs = byte_at(at) | (byte_at(at + 1u) << 8u) | (byte_at(at + 2u) << 16u) | (byte_at(at + 3u) << 24u);
+  let signs = u32_at(at);
   let magnitude = (table_word(byte_at(byte + 2u + j / 4u)) >> (8u * (j % 4u))) & 255u;
   let sign = iq_signs((signs >> (7u * (j % 32u / 8u))) & 127u, j % 8u / 4u)[j % 4u];
   return half_at(byte) * (0.5 + f32(signs >> 28u)) * 0.5 * f32(magnitude) * sign;
