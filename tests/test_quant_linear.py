@@ -351,7 +351,8 @@ def test_iq4_quantizers_pick_the_nearest_table_value(rng):
 def test_grid_formats_carry_their_grid_after_the_blocks():
     """The grid formats' GPU words: the raw blocks padded to 16 bytes with 4 more, then the format's grid as bytes
     (gguf's grids: 256-1024 entries of 8 or 4 magnitudes); the other formats have no table."""
-    for t, width in (("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 4), ("IQ3_S", 4), ("IQ1_S", 8), ("IQ1_M", 8)):
+    for t, width in (("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 4), ("IQ3_S", 4), ("IQ1_S", 8),
+                     ("IQ1_M", 8)):
         raw = np.zeros(3 * FORMATS[t].block_bytes, np.uint8)
         w = QuantizedWeight.from_bytes(t, (3, 256), raw)
         at = (3 * FORMATS[t].block_bytes + 4 + 15) // 16 * 4

@@ -88,8 +88,8 @@ LAYER_MATRICES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "s
 
 def _llama_names(layers: int, hidden: int = 256) -> dict:
     """Zero matrices under a Llama's HF names, a tied table and the final norm."""
-    return {f"model.layers.{i}.{m}.weight": np.zeros((2, hidden)) for i in range(layers) for m in LAYER_MATRICES} | {"model.embed_tokens.weight": np.zeros((4, hidden)),
-                                         "model.norm.weight": np.zeros(hidden)}
+    matrices = {f"model.layers.{i}.{m}.weight": np.zeros((2, hidden)) for i in range(layers) for m in LAYER_MATRICES}
+    return matrices | {"model.embed_tokens.weight": np.zeros((4, hidden)), "model.norm.weight": np.zeros(hidden)}
 
 
 def _expect(weights: dict, output: str, v: dict, down: dict, o: str, base: str) -> dict:

@@ -3,10 +3,10 @@ call the Llama-3.2-1B decode step makes (with its fused options: norm + [q; k; v
 [gate; up] + swiglu, down_proj + residual, norm + lm_head), as GB/s on the bytes it reads (blocks + x + y + norm
 weight + residual) and as a fraction of the copy kernel's bandwidth in the same run; for Q4_0 and Q4_K every
 GEMV variant of the format the device runs (the tuning candidates too) beside the planned one; torch's f16 GEMV
-on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q8_0 weights and llama.cpp's file
-types Q4_K_M, Q5_K_M and Q3_K_M (wgraph/models/file_types.py: Q6_K for the tied table, some v_proj / down_proj
-/ o_proj raised) and IQ4_XS weights (quantized from the f16 model's weights by the `gguf` package's quantizer; the K-quants
-and IQ4s by wgraph.ggml_blocks' own) beside
+on the same shape beside it. Then the 1B-shape greedy decode with Q4_0, Q4_K, Q8_0 and IQ4_XS weights and
+llama.cpp's file types Q4_K_M, Q5_K_M and Q3_K_M (wgraph/models/file_types.py: Q6_K for the tied table, some
+v_proj / down_proj / o_proj raised), quantized from the f16 model's weights by the `gguf` package's quantizer
+(the K-quants and IQ4s by wgraph.ggml_blocks' own), beside
 the same model in f16, in wgraph (tokens/s, host and GPU time per step, GPU time by op) and in torch (eager,
 CUDA graphs). On a CPU adapter or with --quick: small shapes (QUICK_TYPES) and a tiny model (QUICK_MODEL_TYPES)."""
 

@@ -118,7 +118,8 @@ def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, 
                     max_seq: int | None = None) -> Llama:
     """Load a Hugging Face directory (config.json + *.safetensors) or a .gguf file. A `llama` GGUF file loaded
     without a dtype keeps its matrices in the block formats wgraph computes on (ggml_blocks.FORMATS: Q8_0, Q4_K,
-    Q6_K, IQ4_XS, ...) as their raw blocks on the GPU, read by the quantized GEMV (a QuantizedLlama; every other tensor dequantized to f32); with a dtype, or another
+    Q6_K, IQ4_XS, ...) as their raw blocks on the GPU, read by the quantized GEMV (a QuantizedLlama; every other
+    tensor dequantized to f32); with a dtype, or another
     architecture, every tensor is dequantized to the weights' dtype. The files' tokenizer is `model.tokenizer`.
     `open_pretrained(path).load(...)` is the same in two steps (the config and tokenizer first).
 

@@ -94,8 +94,9 @@ def dequantize_checkpoint(weights: dict) -> dict[str, np.ndarray]:
 
 
 class QuantizedLlama(Llama):
-    """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (Q8_0, Q4_0, Q4_1, Q5_0,
-    Q5_1, Q4_K, Q5_K, Q6_K; tensors stacked into one matrix of different formats are dequantized to f32: `mixed_stacks`);
+    """A Llama over HF-named weights where any matrix may be a host QuantizedWeight (any format of
+    wgraph.ggml_blocks.FORMATS; tensors stacked into one matrix of different formats are dequantized to f32:
+    `mixed_stacks`);
     activations, KV caches and the other weights are f32. Greedy and sampled decoding, as Llama's (the sampling
     program shares the greedy one's weight states, blocks included).
 
