@@ -201,7 +201,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     a time: rows of 2 * stage_steps * (blocks a step) + 3 blocks (two whole stages and a partial step in a third;
     odd and even blocks, whose quant words start mid-word and on a word), as many rows of x as the kernel holds,
     with the norm and a residual, out_features no multiple of a workgroup's rows; the kernels that load a step
-    ahead (prefetch) among them."""
+    ahead (prefetch) and those that round x to int8 as they stage it (x_int8: against x rounded so) among them."""
     staged = [kv for kv in kernels_for("linear_q") if kv.const("STAGE_X")]
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8),
@@ -213,7 +213,10 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
         blocks = 2 * kv.limits["stage_steps"] * per_step + 3
         c = _fused_case(rng, kv.facts["ggml_type"], kv.limits["max_rows"], 37, blocks, norm=True,
                         bias=False, swiglu=False, residual=True)
-        _fused_check(_fused_run(dev, c, variant=kv.name), c)
+        if kv.facts.get("x_int8", False):
+            _int8_check(_fused_run(dev, c, variant=kv.name), c, kv)
+        else:
+            _fused_check(_fused_run(dev, c, variant=kv.name), c)
 
 
 def _first_match(rows, n, k, ggml_type, caps, swiglu):

@@ -32,15 +32,11 @@ const_assert LANES % LPB == 0u;
 
 //!include gemv_slot_totals.wgsl
 
-// A lane's x: the reader says which vectors of a block lane t takes (its lane_vector(t, i)) and whether x is
-// staged in workgroup memory (its STAGE_X): quant_x_interleaved.wgsl or quant_x_contiguous.wgsl. Where
-// a block's lanes take neighbouring vectors (t, t + LPB, ..) a warp's loads of x are lines shared by 4-8 lanes
-// and x is read from memory. Where a lane takes its own run of vectors (whole blocks),
-// each load of a warp would touch a line per lane: on the H200, Q4_0's lm_head read by block pairs took 180 us
-// with x read so and 111 us staged (benchmarks/results/h200-quant-whole-unstaged.log, both runs). Staged, each
-// step the workgroup copies the step's BPS blocks of x (and of norm_w) with neighbouring threads on neighbouring
-// vectors, each to the reader's stage_at(v), a permutation that puts the vectors the 8 lanes of a 16-byte read's
-// quarter warp take at once in the 8 bank groups.
+// A lane's x comes from the x source its reader includes (which says whether x is staged in workgroup memory: its
+// STAGE_X): quant_x_f32.wgsl (f32 vectors, from memory or staged; through quant_x_interleaved.wgsl and
+// quant_x_contiguous.wgsl) or quant_x_i8_staged.wgsl (rounded to int8 as it is staged). Each defines
+// stage_x(t, run, row0, rows), lane_norms(blk, t) (the fused norm's weights for the lane's x, once for every row
+// of x) and row_x(row0, r, blk, t, norms) -> RowX.
 // STAGE_STEPS steps of x are staged at once (one pair of barriers for them, the steps between run without any),
 // and with PREFETCH a lane loads the blocks of its next step before it sums the step's own (both: registry limits
 // stage_steps and prefetch, 1 and 0 in the ggml rows).
@@ -53,42 +49,14 @@ const_assert STAGE_X <= 1u;
 const_assert !X_STAGE || UNROLL == 1u;
 const_assert STAGE_STEPS >= 1u && (X_STAGE || STAGE_STEPS == 1u);
 const_assert {{PREFETCH}}u <= 1u && (X_STAGE || !PREFETCH);
-var<workgroup> x_stage: array<vec4<f32>, XS * MAX_ROWS>;
-var<workgroup> norm_stage: array<vec4<f32>, XS>;
 
-// Stage `run`'s x (the STAGE_STEPS steps from step run * STAGE_STEPS; rows row0 .. row0 + rows of the chunk;
-// zeros past the row's end) and norm_w (HAS_NORM)
-fn stage_x(t: u32, run: u32, row0: u32, rows: u32) {
-  let xrow = params.k / 4u;
-  let first = run * XS;
-  for (var v = t; v < XS * MAX_ROWS; v = v + THREADS) {
-    let r = v / XS;
-    let i = v % XS;
-    let inside = first + i < xrow;
-    var val = vec4<f32>(0.0);
-    if (r < rows && inside) {
-      val = x[(row0 + r) * xrow + first + i];
-    }
-    x_stage[r * XS + stage_at(i)] = val;
-    if (HAS_NORM && r == 0u) {
-      norm_stage[stage_at(i)] = select(vec4<f32>(0.0), norm_w[min(first + i, xrow - 1u)], inside);
-    }
-  }
-}
-
-// Vector i of the lane's x for block blk (lane t of its LPB), row r of the chunk
-fn lane_x(row0: u32, r: u32, blk: u32, t: u32, i: u32) -> vec4<f32> {
-  if (X_STAGE) {
-    return x_stage[r * XS + stage_at((blk % STAGED_BLOCKS) * XB + lane_vector(t, i))];
-  }
-  return x[(row0 + r) * (params.k / 4u) + blk * XB + lane_vector(t, i)];
-}
-
-fn lane_norm(blk: u32, t: u32, i: u32) -> vec4<f32> {
-  if (X_STAGE) {
-    return norm_stage[stage_at((blk % STAGED_BLOCKS) * XB + lane_vector(t, i))];
-  }
-  return norm_w[blk * XB + lane_vector(t, i)];
+// A lane's x for one block and row of x: the XV vectors its reader's dot takes (x' = x * norm_w with the norm; none
+// for the x_int8 readers, whose x is in xp), what the dot needs of them once for all FT rows (the reader's XPart:
+// the sums of x a min multiplies, x as int8), and the sum of the row's x^2 over them (the norm's).
+struct RowX {
+  xs: array<vec4<f32>, XV>,
+  xp: XPart,
+  sq: f32,
 }
 
 // Word i of the format's table (IQ2_XXS's, IQ3_XXS's grid), which follows the matrix's blocks in the buffer:
@@ -114,28 +82,15 @@ fn accumulate(blk: u32, t: u32, u: array<Unit, FT>, row0: u32, rows: u32, vals: 
     unit_values(u[$F]),
   //!end
   );
-  //!repeat I XV
-  var g$I = vec4<f32>(1.0);
-  if (HAS_NORM) {
-    g$I = lane_norm(blk, t, ${I}u);
-  }
-  //!end
+  let g = lane_norms(blk, t);
   //!repeat R MAX_ROWS
   if (${R}u < rows) {
-    var xs: array<vec4<f32>, XV>;
-    //!repeat I XV
-    xs[$I] = lane_x(row0, ${R}u, blk, t, ${I}u);
-    //!end
+    let rx = row_x(row0, ${R}u, blk, t, g);
     if (HAS_NORM) {
-      //!repeat I XV
-      (*vals)[FT * MAX_ROWS + ${R}u] += dot(xs[$I], xs[$I]);
-      xs[$I] = xs[$I] * g$I;
-      //!end
+      (*vals)[FT * MAX_ROWS + ${R}u] += rx.sq;
     }
-    // what the format's dot needs of the lane's x once for all FT rows (the sums of x a min multiplies)
-    let xp = x_part(xs);
     //!repeat F FT
-    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(values[$F], xs, xp);
+    (*vals)[${F}u * MAX_ROWS + ${R}u] += unit_dot(values[$F], rx.xs, rx.xp);
     //!end
   }
   //!end

@@ -9,6 +9,7 @@ const WORDS: u32 = 5u;
 //!include quant_x_plain.wgsl
 //!include quant_fma_dot.wgsl
 //!include quant_units_whole.wgsl
+//!include quant_values_once.wgsl
 
 // The table values of weights 4i .. 4i + 3 (i < 4: low nibbles of quant word i; i >= 4: high nibbles of i - 4)
 fn quant_values(u: Unit) -> array<vec4<f32>, 8> {

@@ -10,6 +10,7 @@ const WORDS: u32 = 5u;
 //!include quant_x_sums.wgsl
 //!include quant_fma_dot.wgsl
 //!include quant_units_whole.wgsl
+//!include quant_values_once.wgsl
 
 // Quants 4i .. 4i + 3 of the block (i < 4: low nibbles of quant word i, the block's word i + 1; i >= 4: high)
 fn quant_values(u: Unit) -> array<vec4<f32>, 8> {

@@ -12,6 +12,7 @@ const WORDS: u32 = 6u;
 //!include quant_x_plain.wgsl
 //!include quant_fma_dot.wgsl
 //!include quant_units_whole.wgsl
+//!include quant_values_once.wgsl
 
 // Weights 4i .. 4i + 3 of the block minus 16 (i < 4: low nibbles of quant word i; i >= 4: high nibbles of i - 4)
 fn quant_values(u: Unit) -> array<vec4<f32>, 8> {

@@ -11,6 +11,7 @@ const WORDS: u32 = 9u;
 //!include quant_x_plain.wgsl
 //!include quant_fma_dot.wgsl
 //!include quant_units_whole.wgsl
+//!include quant_values_once.wgsl
 
 // Weights 4i .. 4i + 3 of the block (quant word i's bytes)
 fn quant_values(u: Unit) -> array<vec4<f32>, 8> {

@@ -1,4 +1,4 @@
-// The x layout of the readers whose lanes share a block by interleaving (quant_gemv_core.wgsl's lane_x): lane t
+// The x layout of the readers whose lanes share a block by interleaving (quant_x_f32.wgsl's lane_x): lane t
 // of a block's LPB takes its vectors t, t + LPB, ..: neighbours across the lanes, so x is read from memory.
 const STAGE_X: u32 = 0u;
 
@@ -9,3 +9,5 @@ fn lane_vector(t: u32, i: u32) -> u32 {
 fn stage_at(v: u32) -> u32 {
   return v;  // no stage
 }
+
+//!include quant_x_f32.wgsl
