@@ -322,8 +322,8 @@ def test_bad_arguments_raise_before_gpu_work(dev, rng):
     odd = quantize(rng.standard_normal((5, 64)).astype(np.float32), "Q8_0").upload(dev)
     with pytest.raises(wg.ShapeError, match=r"activation='swiglu' needs W \[2 \* n, in\]"):
         wg.ops.linear(x, odd, activation="swiglu")
-    with pytest.raises(wg.PlanError, match="forced variant quant_gemv_r1_l128_q8_0 swiglu needs an even"):
-        wg.ops.linear_q(x, w, activation="swiglu", variant="quant_gemv_r1_l128_q8_0")
+    with pytest.raises(wg.PlanError, match="forced variant quant_gemv_r8_long_q8_0 swiglu needs an even"):
+        wg.ops.linear_q(x, w, activation="swiglu", variant="quant_gemv_r8_long_q8_0")
     # linear on blocks: a forced variant is one of the format's GEMVs, never silently dropped; split_k refused
     with pytest.raises(wg.PlanError, match="variant 'gemv_r1_f32' is not a Q8_0 GEMV"):
         wg.ops.linear(x, w, variant="gemv_r1_f32")

@@ -1,5 +1,5 @@
 // A lane's share of one block for the formats of an f16 d then quant words, 18 (Q4_0) or 34 (Q8_0) bytes: the
-// quant word t the lane takes and the block's d (quant_lanes_q4_0/q8_0.wgsl and their _i8dot twins read it so).
+// quant word t the lane takes and the block's d (quant_lanes_q4_0/q8_0.wgsl read it so).
 // An even block starts on a word (its quants then start mid-word), an odd one mid-word.
 
 struct Unit {

@@ -1,5 +1,5 @@
 // A lane's share of one Q4_1 block (20 bytes, on a word: d and m f16, 16 quant bytes): quant word t and (d, m)
-// (quant_lanes_q4_1.wgsl and its _i8dot twin).
+// (quant_lanes_q4_1.wgsl).
 
 struct Unit {
   q: u32,

@@ -1,5 +1,5 @@
 // A lane's share of one Q4_K super-block (144 bytes, on 16): quant words t + 8c, c = 0..3, and the 16-byte
-// header (quant_lanes_q4_k.wgsl and its _i8dot twin).
+// header (quant_lanes_q4_k.wgsl).
 
 struct Unit {
   q: vec4<u32>,     // quant words t + 8c, c = 0..3

@@ -1,8 +1,9 @@
 // x rounded to int8 as the workgroup stages it, for the whole-block integer-dot readers
 // (quant_lanes_<format>_whole_i8.wgsl, tuning candidates; the registry fact x_int8). The integer-dot readers that
-// round x per lane (quant_i8_x.wgsl) spent their loop on that rounding, redone for every block and slot (on the
-// H200, 101 IMAD and 51 ISETP of the one-row Q4_0 loop's 437 instructions, h200-quant-whole-sass.log); here it is
-// done once a workgroup as x is staged, and a lane's block costs its loads, 8 integer dots and a few scalars.
+// rounded x per lane (quant_lanes_<format>_i8dot.wgsl, removed: docs/quantized.md) spent their loop on that
+// rounding, redone for every block and slot (on the H200, 101 IMAD and 51 ISETP of the one-row Q4_0 loop's 437
+// instructions, h200-quant-whole-sass.log); here it is done once a workgroup as x is staged, and a lane's block
+// costs its loads, 8 integer dots and a few scalars.
 // Staging (stage_x): one thread per block and row of x takes the block's 8 vectors (times norm_w with the norm,
 // whose x^2 it sums first), step = max |x'| / 127 (llama.cpp rounds x per 32 likewise), and stores the 8 words of
 // int8 values (two vectors, at neighbouring blocks' places: a slot's lanes read neighbouring 16-byte vectors) and
