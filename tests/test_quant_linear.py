@@ -137,19 +137,17 @@ def test_every_gemv_reads_w_from_the_blocks_buffer():
         assert "0x9E3779B9u" not in kv.source, kv.name
 
 
-def _lane_rounded(x: np.ndarray, kv) -> np.ndarray:
-    """x as an x_int8 GEMV rounds it: per row of x and lane of a block (the lane's x vectors t, t + lanes_per_block,
-    ... of the block), step = max |x| / 127 and x = step * round(x / step), in f32 as the kernel computes them."""
-    lim = kv.limits
-    vectors = x.astype(np.float32).reshape(x.shape[0], -1, lim["block_weights"] // 4 // lim["lanes_per_block"],
-                                           lim["lanes_per_block"], 4)  # [row, block, vector i, lane t, 4]
-    m = np.abs(vectors).max(axis=(2, 4), keepdims=True)
+def _x_rounded(x: np.ndarray) -> np.ndarray:
+    """x as an x_int8 GEMV rounds it (quant_i8_round.wgsl): per row of x and run of 32 weights, step = max |x| / 127
+    and x = step * round(x / step), in f32 as the kernel computes them."""
+    blocks = x.astype(np.float32).reshape(x.shape[0], -1, 32)
+    m = np.abs(blocks).max(axis=2, keepdims=True)
     inv = np.where(m > 0, np.float32(127) / np.where(m > 0, m, 1), 0).astype(np.float32)
-    q = np.round(vectors * inv)
+    q = np.round(blocks * inv)
     return (q.astype(np.float64) * (m * np.float32(1 / 127))).reshape(x.shape)
 
 
-def _int8_check(got, c, kv, eps=1e-5):
+def _int8_check(got, c, eps=1e-5):
     """An x_int8 GEMV (no swiglu: its epilogue is the f32 readers') against float64 with x (after the norm
     weight) rounded as the kernel rounds it and the 1 / rms of the unrounded x; a value on a rounding tie may
     round the other way (one step of one x)."""
@@ -157,7 +155,7 @@ def _int8_check(got, c, kv, eps=1e-5):
     x, norm = c["x"].astype(np.float32), c["norm"]
     xn = x * norm if norm is not None else x
     w = gguf_dequantize(c["qw"].raw(), gguf.GGMLQuantizationType[c["qw"].ggml_type]).astype(np.float64)
-    y = _lane_rounded(xn, kv) @ w.T
+    y = _x_rounded(xn) @ w.T
     scale = 1 / np.sqrt(np.mean(x.astype(np.float64) ** 2, -1, keepdims=True) + eps) if norm is not None else 1.0
     exact = y * scale
     if c["b"] is not None:
@@ -187,7 +185,7 @@ def test_every_gemv_variant_forced(dev, rng):
         c = _fused_case(rng, t, kv.limits["max_rows"] + 1, 24, blocks, norm=True, bias=True, swiglu=pairs and not int8,
                         residual=True)
         if int8:
-            _int8_check(_fused_run(dev, c, variant=kv.name), c, kv)
+            _int8_check(_fused_run(dev, c, variant=kv.name), c)
         else:
             _fused_check(_fused_run(dev, c, variant=kv.name), c)
         if not pairs:
@@ -206,7 +204,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8),
         ("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 8), ("IQ3_S", 8),
-        ("IQ1_S", 8), ("IQ1_M", 8)}
+        ("IQ1_S", 8), ("IQ1_M", 8), ("Q4_K", 8)}
     assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
@@ -214,7 +212,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
         c = _fused_case(rng, kv.facts["ggml_type"], kv.limits["max_rows"], 37, blocks, norm=True,
                         bias=False, swiglu=False, residual=True)
         if kv.facts.get("x_int8", False):
-            _int8_check(_fused_run(dev, c, variant=kv.name), c, kv)
+            _int8_check(_fused_run(dev, c, variant=kv.name), c)
         else:
             _fused_check(_fused_run(dev, c, variant=kv.name), c)
 

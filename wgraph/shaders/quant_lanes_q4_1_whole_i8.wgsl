@@ -20,5 +20,5 @@ fn unit_values(u: Unit) -> Values {
 }
 
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
-  return xp.step * fma(v.dm.x, f32(i8_block_dot(v.lo, v.hi, xp)), v.dm.y * f32(xp.sum));
+  return xp.step * fma(v.dm.x, f32(i8_block_dot(v.lo, v.hi, xp)), v.dm.y * xp.sum);
 }

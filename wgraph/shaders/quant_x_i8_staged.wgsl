@@ -4,16 +4,14 @@
 // rounding, redone for every block and slot (on the H200, 101 IMAD and 51 ISETP of the one-row Q4_0 loop's 437
 // instructions, h200-quant-whole-sass.log); here it is done once a workgroup as x is staged, and a lane's block
 // costs its loads, 8 integer dots and a few scalars.
-// Staging (stage_x): one thread per block and row of x takes the block's 8 vectors (times norm_w with the norm,
-// whose x^2 it sums first), step = max |x'| / 127 (llama.cpp rounds x per 32 likewise), and stores the 8 words of
+// Staging (stage_x): one thread per block and row of x rounds it (quant_i8_round.wgsl) and stores its 8 words of
 // int8 values (two vectors, at neighbouring blocks' places: a slot's lanes read neighbouring 16-byte vectors) and
-// (step, sum of the int8 values, x^2). The rounding puts a dot ~1e-3 (relative) off the float sum; a non-finite
-// x gives a meaningless one.
+// (step, sum of the values, x^2).
 const STAGE_X: u32 = 1u;
 const_assert LPB == 1u && XB == 8u;  // a lane takes a whole 32-weight block
 
 // Block b of the stage, row r of x: its int8 words 0-3 at xq_stage[2 r SB + b], 4-7 at [(2 r + 1) SB + b]
-// (SB = STAGED_BLOCKS), then (step, sum as i32 bits, x^2, 0) at xf_stage[r SB + b]
+// (SB = STAGED_BLOCKS), then (step, sum of the values, x^2, 0) at xf_stage[r SB + b]
 var<workgroup> xq_stage: array<vec4<u32>, 2u * STAGED_BLOCKS * MAX_ROWS>;
 var<workgroup> xf_stage: array<vec4<f32>, STAGED_BLOCKS * MAX_ROWS>;
 
@@ -21,47 +19,21 @@ struct XPart {
   lo: vec4<u32>,  // x values 0-15 of the block as int8, 4 a word
   hi: vec4<u32>,  // values 16-31
   step: f32,      // x' = step * value
-  sum: i32,       // the sum of the 32 values
+  sum: f32,       // the sum of the 32 values
 }
 
-//!include quant_pack_i8.wgsl
+//!include quant_i8_round.wgsl
 
 // Stage `run`'s blocks of x (the STAGE_STEPS steps from step run * STAGE_STEPS; rows row0 .. row0 + rows of the
 // chunk; zeros past the row's end)
 fn stage_x(t: u32, run: u32, row0: u32, rows: u32) {
-  let xrow = params.k / 4u;
   for (var v = t; v < STAGED_BLOCKS * MAX_ROWS; v = v + THREADS) {
     let r = v / STAGED_BLOCKS;
     let b = v % STAGED_BLOCKS;
-    let blk = run * STAGED_BLOCKS + b;
-    var xs: array<vec4<f32>, 8>;
-    var sq = 0.0;
-    if (r < rows && blk < params.row_blocks) {
-      //!repeat I 8
-      xs[$I] = x[(row0 + r) * xrow + blk * 8u + ${I}u];
-      //!end
-      if (HAS_NORM) {
-        //!repeat I 8
-        sq += dot(xs[$I], xs[$I]);
-        xs[$I] = xs[$I] * norm_w[blk * 8u + ${I}u];
-        //!end
-      }
-    }
-    var a = abs(xs[0]);
-    //!repeat I 7
-    a = max(a, abs(xs[$I + 1]));
-    //!end
-    let m = max(max(a.x, a.y), max(a.z, a.w));
-    let inv = select(127.0 / m, 0.0, m == 0.0);
-    var q: array<u32, 8>;
-    var sum = 0;
-    //!repeat I 8
-    q[$I] = pack_i8(xs[$I] * inv);
-    sum += dot4I8Packed(q[$I], 0x01010101u);
-    //!end
-    xq_stage[2u * r * STAGED_BLOCKS + b] = vec4<u32>(q[0], q[1], q[2], q[3]);
-    xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = vec4<u32>(q[4], q[5], q[6], q[7]);
-    xf_stage[r * STAGED_BLOCKS + b] = vec4<f32>(m * (1.0 / 127.0), bitcast<f32>(sum), sq, 0.0);
+    let x8 = round_block(row0, r, rows, run * STAGED_BLOCKS + b);
+    xq_stage[2u * r * STAGED_BLOCKS + b] = vec4<u32>(x8.q[0], x8.q[1], x8.q[2], x8.q[3]);
+    xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = vec4<u32>(x8.q[4], x8.q[5], x8.q[6], x8.q[7]);
+    xf_stage[r * STAGED_BLOCKS + b] = vec4<f32>(x8.step, x8.sum, x8.sq, 0.0);
   }
 }
 
@@ -75,8 +47,7 @@ fn row_x(row0: u32, r: u32, blk: u32, t: u32, g: array<vec4<f32>, XV>) -> RowX {
   let b = blk % STAGED_BLOCKS;
   let f = xf_stage[r * STAGED_BLOCKS + b];
   var rx: RowX;
-  rx.xp = XPart(xq_stage[2u * r * STAGED_BLOCKS + b], xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b], f.x,
-                bitcast<i32>(f.y));
+  rx.xp = XPart(xq_stage[2u * r * STAGED_BLOCKS + b], xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b], f.x, f.y);
   rx.sq = f.z;
   return rx;
 }

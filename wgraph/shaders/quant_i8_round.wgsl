@@ -1,0 +1,58 @@
+// Rounding x to int8 as it is staged (quant_x_i8_staged.wgsl: a lane a 32-weight block; quant_x_i8_staged_k.wgsl:
+// 8 lanes a 256-weight super-block): one thread takes a 32-weight block of a row of x, times norm_w with the fused
+// norm (x^2 summed first), step = max |x'| / 127 (llama.cpp rounds x per 32 likewise), the values round(x' / step)
+// as 8 words of 4 int8. The rounding puts a dot ~1e-3 (relative) off the float sum; a non-finite x gives a
+// meaningless one.
+
+struct I8Block {
+  q: array<u32, 8>,  // values 4i .. 4i + 3 in word i
+  step: f32,         // x' = step * value
+  sum: f32,          // the sum of the 32 values (exact: |sum| <= 4064)
+  sq: f32,           // the sum of x^2 (the norm's; 0 without it)
+}
+
+// Round to the nearest int8 by adding 1.5 * 2^23: the float's low byte is then the integer's (two's complement)
+// for |v| < 2^22; no float-to-int conversion (a quarter of the FMA rate).
+fn pack_i8(v: vec4<f32>) -> u32 {
+  let b = bitcast<vec4<u32>>(v + vec4<f32>(12582912.0)) & vec4<u32>(0xFFu);
+  return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
+}
+
+// The exact float of an integer |i| < 2^22 (an integer dot of int8 values) the same way back: an integer add,
+// which the device may fold into the dot's accumulator, and a float add, where a conversion takes a quarter of
+// the FMA rate
+fn exact_f32(i: vec4<i32>) -> vec4<f32> {
+  return bitcast<vec4<f32>>(bitcast<vec4<u32>>(i) + vec4<u32>(0x4B400000u)) - vec4<f32>(12582912.0);
+}
+
+// The 32-weight block `blk` of row r of the chunk (rows row0 ..; zeros from row `rows` on and past the row's end)
+fn round_block(row0: u32, r: u32, rows: u32, blk: u32) -> I8Block {
+  let xrow = params.k / 4u;
+  var xs: array<vec4<f32>, 8>;
+  var out: I8Block;
+  if (r < rows && blk * 8u < xrow) {
+    //!repeat I 8
+    xs[$I] = x[(row0 + r) * xrow + blk * 8u + ${I}u];
+    //!end
+    if (HAS_NORM) {
+      //!repeat I 8
+      out.sq += dot(xs[$I], xs[$I]);
+      xs[$I] = xs[$I] * norm_w[blk * 8u + ${I}u];
+      //!end
+    }
+  }
+  var a = abs(xs[0]);
+  //!repeat I 7
+  a = max(a, abs(xs[$I + 1]));
+  //!end
+  let m = max(max(a.x, a.y), max(a.z, a.w));
+  let inv = select(127.0 / m, 0.0, m == 0.0);
+  var sum = 0;
+  //!repeat I 8
+  out.q[$I] = pack_i8(xs[$I] * inv);
+  sum += dot4I8Packed(out.q[$I], 0x01010101u);
+  //!end
+  out.step = m * (1.0 / 127.0);
+  out.sum = f32(sum);
+  return out;
+}
