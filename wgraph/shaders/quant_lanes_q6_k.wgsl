@@ -11,55 +11,14 @@ const_assert LPB == 8u && XV == 8u;
 //!include quant_x_interleaved.wgsl
 //!include quant_x_plain.wgsl
 //!include quant_k_scale_dot.wgsl
-//!include quant_bytes4.wgsl
 
-struct Unit {
-  q: array<u32, 6>,      // A, B, H of half 0, then of half 1
-  tail: array<u32, 5>,   // bytes 192 .. 211: the scales, then d (and 2 bytes past the block)
-  upper: bool,           // t >= 4: the lane's scales are the odd bytes of each pair
-}
-
-fn load_unit(b: u32, t: u32) -> Unit {
-  let at = b * BLOCK_BYTES;
-  var q: array<u32, 6>;
-  //!repeat N 2
-  q[3 * $N] = bytes4(at + 64u * ${N}u + 4u * t);
-  q[3 * $N + 1] = bytes4(at + 64u * ${N}u + 32u + 4u * t);
-  q[3 * $N + 2] = bytes4(at + 128u + 32u * ${N}u + 4u * t);
-  //!end
-  // bytes 192 .. 211 (six words hold them, from whichever word byte 192 falls in)
-  let w = (at + 192u) / 4u;
-  let odd = (at % 4u) != 0u;
-  var raw: array<u32, 6>;
-  //!repeat I 6
-  raw[$I] = word(w + ${I}u);
-  //!end
-  var tail: array<u32, 5>;
-  //!repeat I 5
-  tail[$I] = select(raw[$I], funnel16(raw[$I], raw[$I + 1]), odd);
-  //!end
-  return Unit(q, tail, t >= 4u);
-}
-
-// The 6-bit quants of 4 weights minus 32: bits 0-3 of each byte of `low`, bits 4-5 of each byte of `high`
-fn q6(low: u32, high: u32) -> vec4<f32> {
-  return bytes_unsigned((low & 0x0F0F0F0Fu) | (high & 0x30303030u), 32.0);
-}
+//!include quant_units_q6_k.wgsl
 
 fn unit_values(u: Unit) -> Values {
+  let q = q6_words(u);
   var v: array<vec4<f32>, 8>;
-  var sc: array<vec4<f32>, 2>;
-  //!repeat N 2
-  let a$N = u.q[3 * $N];
-  let b$N = u.q[3 * $N + 1];
-  let h$N = u.q[3 * $N + 2];
-  v[4 * $N] = q6(a$N, h$N << 4u);
-  v[4 * $N + 1] = q6(b$N, h$N << 2u);
-  v[4 * $N + 2] = q6(a$N >> 4u, h$N);
-  v[4 * $N + 3] = q6(b$N >> 4u, h$N >> 2u);
-  let s$N = bytes_signed(u.tail[2 * $N]);       // scale bytes 8n .. 8n + 3
-  let r$N = bytes_signed(u.tail[2 * $N + 1]);   // 8n + 4 .. 8n + 7
-  sc[$N] = lane_scales(s$N, r$N, u.upper);
+  //!repeat I 8
+  v[$I] = bytes_unsigned(q[$I], 32.0);
   //!end
-  return Values(v, sc, unpack2x16float(u.tail[4]).x);
+  return Values(v, q6_scales(u), unpack2x16float(u.tail[4]).x);
 }
