@@ -1,0 +1,18 @@
+// Q3_K by integer dots (a tuning candidate): the super-blocks and the lanes as quant_lanes_q3_k.wgsl (Q6_K's
+// shape: lane t of a block's 8 takes weights 4t .. 4t + 3 of every sub-block of 32), x rounded to int8 per
+// sub-block of 32 as it is staged (quant_x_i8_staged_k.wgsl). A weight is d * (scale - 32) * (q - 4): the lane's
+// sum per row of W is sum_i d * (scale_i - 32) * step_i * dot(q_i - 4, xq_i), the 3-bit quants made signed bytes
+// (quant_k_scale_i8.wgsl).
+const_assert LPB == 8u && XV == 8u;
+//!include quant_x_i8_staged_k.wgsl
+
+//!include quant_units_q3_k.wgsl
+//!include quant_k_scale_i8.wgsl
+
+fn unit_values(u: Unit) -> Values {
+  var q = q3_words(u);
+  //!repeat I 8
+  q[$I] = centered_i8(q[$I], 4u);
+  //!end
+  return k_scale_values(q, q3_scales(u), unpack2x16float(u.tail[3]).x);
+}
