@@ -34,7 +34,8 @@ const_assert LANES % LPB == 0u;
 
 // A lane's x comes from the x source its reader includes (which says whether x is staged in workgroup memory: its
 // STAGE_X): quant_x_f32.wgsl (f32 vectors, from memory or staged; through quant_x_interleaved.wgsl and
-// quant_x_contiguous.wgsl) or quant_x_i8_staged.wgsl (rounded to int8 as it is staged). Each defines
+// quant_x_contiguous.wgsl), or x rounded to int8 as it is staged for the integer-dot readers: quant_x_i8_staged.wgsl
+// (a lane a 32-weight block) and quant_x_i8_staged_k.wgsl (8 lanes a K-quant super-block). Each defines
 // stage_x(t, run, row0, rows), lane_norms(blk, t) (the fused norm's weights for the lane's x, once for every row
 // of x) and row_x(row0, r, blk, t, norms) -> RowX.
 // STAGE_STEPS steps of x are staged at once (one pair of barriers for them, the steps between run without any),
