@@ -279,7 +279,8 @@ def test_plan_reasons_and_forcing():
     assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
     # the formats with tuning candidates: the shared-block and whole-block readers the H200 A/Bs compare
-    assert {kv.facts["ggml_type"] for kv in candidates} == {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q3_K"}
+    assert {kv.facts["ggml_type"] for kv in candidates} == {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K",
+                                                            "Q6_K", "Q3_K"}
     for kv in candidates:  # a candidate only when forced
         t = kv.facts["ggml_type"]
         assert plan_linear_q(1, 100, 2048, t).variant != kv.name
