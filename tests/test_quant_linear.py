@@ -204,7 +204,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
     assert {(kv.facts["ggml_type"], kv.limits["lanes_per_block"]) for kv in staged} == {
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8),
         ("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 8), ("IQ3_S", 8),
-        ("IQ1_S", 8), ("IQ1_M", 8), ("Q4_K", 8), ("Q5_K", 8), ("Q6_K", 8), ("Q3_K", 8)}
+        ("IQ1_S", 8), ("IQ1_M", 8), ("Q4_K", 8), ("Q5_K", 8), ("Q6_K", 8), ("Q3_K", 8), ("Q2_K", 8)}
     assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
@@ -280,7 +280,7 @@ def test_plan_reasons_and_forcing():
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
     # the formats with tuning candidates: the shared-block and whole-block readers the H200 A/Bs compare
     assert {kv.facts["ggml_type"] for kv in candidates} == {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K",
-                                                            "Q6_K", "Q3_K"}
+                                                            "Q6_K", "Q3_K", "Q2_K"}
     for kv in candidates:  # a candidate only when forced
         t = kv.facts["ggml_type"]
         assert plan_linear_q(1, 100, 2048, t).variant != kv.name

@@ -21,6 +21,8 @@ struct XPart {
   st_even: vec4<f32>,  // their steps (x' = step * value)
   st_odd: vec4<f32>,
   own: f32,            // the sum of x' over sub-block t (as rounded): its min's factor
+  sum_even: vec4<f32>,  // step * (the sum of the 4 values of x word t) of sub-blocks 0, 2, 4, 6 (Q2_K's mins,
+  sum_odd: vec4<f32>,   // a 16 weights); of 1, 3, 5, 7
 }
 
 //!include quant_i8_round.wgsl
@@ -52,9 +54,19 @@ fn row_x(row0: u32, r: u32, blk: u32, t: u32, g: array<vec4<f32>, XV>) -> RowX {
   let base = r * STAGED_BLOCKS + blk % STAGED_BLOCKS;
   let flip = (t / 4u) % 2u;
   let own = xs_own[8u * base + t];
+  let even = xq_stage[(8u * base + t) * 2u + flip];
+  let odd = xq_stage[(8u * base + t) * 2u + (1u ^ flip)];
+  let st_even = xs_step[2u * base];
+  let st_odd = xs_step[2u * base + 1u];
   var rx: RowX;
-  rx.xp = XPart(xq_stage[(8u * base + t) * 2u + flip], xq_stage[(8u * base + t) * 2u + (1u ^ flip)],
-                xs_step[2u * base], xs_step[2u * base + 1u], own.x);
+  rx.xp = XPart(even, odd, st_even, st_odd, own.x, st_even * exact_f32(word_sums(even)),
+                st_odd * exact_f32(word_sums(odd)));
   rx.sq = own.y;
   return rx;
+}
+
+// The sums of the 4 int8 values of each word
+fn word_sums(w: vec4<u32>) -> vec4<i32> {
+  let ones = 0x01010101u;
+  return vec4<i32>(dot4I8Packed(w.x, ones), dot4I8Packed(w.y, ones), dot4I8Packed(w.z, ones), dot4I8Packed(w.w, ones));
 }
