@@ -10,8 +10,9 @@ import pytest
 
 import tiny_files
 from llama_reference import inv_freq
-from wgraph.errors import CheckpointError
+from wgraph.errors import ArgumentError, CheckpointError
 from wgraph.ggml_blocks import FORMATS
+from wgraph.kernels.registry import kernel
 from wgraph.models import from_pretrained
 from wgraph.models.config import LlamaConfig
 from wgraph.models.gguf_checkpoint import GEMMA2_LAYER_NAMES, LAYER_NAMES, GGUFCheckpoint
@@ -136,6 +137,18 @@ def test_a_q4_k_m_file_keeps_its_k_quant_blocks(tmp_path, dev):
     ids = [7, 250, 31, 4]
     assert model.generate(ids, 10) == twin.generate(ids, 10)
     np.testing.assert_allclose(model.prefill(ids).numpy(), twin.prefill(ids).numpy(), rtol=1e-4, atol=1e-4)
+    # x rounded to int8 for the block matrices: every block GEMV of the step on an x_int8 kernel (the registry's
+    # fact), the logits near the f32-x model's but not equal to them; float weights refuse the option
+    rounded = from_pretrained(path, dev, max_seq=32, x_int8=True)
+    assert rounded.x_int8 and not model.x_int8
+    gemvs = [r.variant for r in rounded.program.rows if r.op == "linear_q"]
+    assert gemvs and all(kernel(v).facts.get("x_int8") for v in gemvs)
+    assert not any(kernel(r.variant).facts.get("x_int8") for r in model.program.rows if r.op == "linear_q")
+    a, b = model.prefill(ids, all_logits=True).numpy(), rounded.prefill(ids, all_logits=True).numpy()
+    assert 0 < np.abs(a - b).max() <= 0.05 * np.abs(a).max(), (np.abs(a - b).max(), np.abs(a).max())
+    with pytest.raises(ArgumentError, match="x_int8=True rounds x for the GEMVs of a GGUF file's block matrices; "
+                                            "q4_k_m.gguf loads as float weights"):
+        from_pretrained(path, dev, dtype="f32", x_int8=True)
 
 
 SLOTS = {"attn_q": 0, "attn_k": 0, "attn_v": 0, "attn_output": 1, "ffn_gate": 2, "ffn_up": 2, "ffn_down": 3}

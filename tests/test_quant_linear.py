@@ -89,10 +89,10 @@ def _fused_case(rng, ggml_type, m, n, blocks, *, norm, bias, swiglu, residual):
                 residual=rng.standard_normal((m, out)).astype(np.float32) if residual else None, swiglu=swiglu)
 
 
-def _fused_run(dev, c, variant=None, eps=1e-5):
+def _fused_run(dev, c, variant=None, eps=1e-5, x_int8=False):
     t = {key: dev.tensor(c[key]) if c[key] is not None else None for key in ("x", "b", "norm", "residual")}
-    return wg.ops.linear_q(t["x"], c["qw"].upload(dev), t["b"], norm=t["norm"], eps=eps, residual=t["residual"],
-                           activation="swiglu" if c["swiglu"] else None, variant=variant).numpy()
+    return wg.ops.linear(t["x"], c["qw"].upload(dev), t["b"], norm=t["norm"], eps=eps, residual=t["residual"],
+                         activation="swiglu" if c["swiglu"] else None, variant=variant, x_int8=x_int8).numpy()
 
 
 def _fused_check(got, c, eps=1e-5):
@@ -215,6 +215,30 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
             _int8_check(_fused_run(dev, c, variant=kv.name), c)
         else:
             _fused_check(_fused_run(dev, c, variant=kv.name), c)
+
+
+def test_x_int8_plans_the_formats_integer_dot_gemvs(dev, rng):
+    """linear(x_int8=True) plans the first of the format's x_int8 GEMVs (registry order) that holds the rows (more
+    rows: chunks of the one holding the most), and its output is the product with x rounded as those round it; a
+    format without one keeps x f32 and says so; a dense W refuses the option."""
+    for t, rows in (("Q4_0", 1), ("Q4_1", 3), ("Q4_K", 11)):
+        int8 = [kv for kv in kernels_for("linear_q") if kv.facts["ggml_type"] == t and kv.facts.get("x_int8")]
+        fits = [kv for kv in int8 if rows <= kv.limits["max_rows"]]
+        want = fits[0] if fits else max(int8, key=lambda kv: kv.limits["max_rows"])
+        plan = plan_linear_q(rows, 64, 512, t, x_int8=True)
+        assert plan.variant == want.name and plan.row_chunks == -(-rows // want.limits["max_rows"])
+        assert plan.reason.startswith("x_int8: x rounded to int8 per 32 weights")
+        c = _fused_case(rng, t, rows, 64, 512 // FORMATS[t].block_weights, norm=True, bias=True, swiglu=False,
+                        residual=True)
+        _int8_check(_fused_run(dev, c, x_int8=True), c)
+    plain = plan_linear_q(1, 64, 512, "IQ4_XS")
+    plan = plan_linear_q(1, 64, 512, "IQ4_XS", x_int8=True)
+    assert plan.variant == plain.variant and plan.reason.startswith("x_int8: no IQ4_XS GEMV rounds x to int8")
+    x = dev.tensor(np.ones((1, 64), np.float32))
+    with pytest.raises(wg.ArgumentError, match="linear: x_int8=True rounds x for a QuantizedWeight's integer-dot"):
+        wg.ops.linear(x, dev.tensor(np.ones((8, 64), np.float32)), x_int8=True)
+    with pytest.raises(wg.ArgumentError, match="linear: x_int8=1 must be True or False"):
+        wg.ops.linear(x, quantize(np.ones((8, 64), np.float32), "Q8_0").upload(dev), x_int8=1)
 
 
 def _first_match(rows, n, k, ggml_type, caps, swiglu):

@@ -155,12 +155,15 @@ class BatchedDecoder:
 
     # ---- the step ----
 
+    def _linear(self, x, w, b=None, **options):
+        return self.model._linear(x, w, b, **options)  # the model's options (QuantizedLlama's x_int8)
+
     def _weights(self, get) -> tuple[dict, list, list]:
         return self.model._weights(get)  # the model's own view of its weight states (QuantizedLlama's blocks)
 
     def _qkv_rope_append(self, x, w: dict, glob: dict, cache, pos):
         # the projection, then the batch cache's own RoPE + append (each sequence at its own GPU position)
-        qkv = ops.linear(x, w["w_qkv"], w.get("b_qkv"), norm=w["attn_norm"], eps=self.config.rms_norm_eps)
+        qkv = self._linear(x, w["w_qkv"], w.get("b_qkv"), norm=w["attn_norm"], eps=self.config.rms_norm_eps)
         return cache.rope_append(qkv, glob, pos, self.config.num_attention_heads)
 
     def _attend(self, i: int, q, cache, kv_len):

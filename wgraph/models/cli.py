@@ -33,6 +33,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: a llama GGUF file's matrices in "
                    "the block formats wgraph computes on stay blocks, the rest f32; otherwise f16 where the device has "
                    "shader-f16, else f32); a dtype dequantizes a GGUF file to it")
+    p.add_argument("--x-int8", action="store_true", help="a GGUF file's block matrices: round x to int8 per 32 "
+                   "weights for their integer-dot GEMVs, as llama.cpp does (outputs move a little; docs/quantized.md)")
     p.add_argument("--max-seq", type=int, help="KV cache positions (default: the prompt's tokens plus "
                    "--max-new-tokens where that is within min(max_position_embeddings, 2048), else that)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy; > 0 samples on the GPU")
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> int:
         ids = None   # the prompt's ids, made once: they size the cache and start the generation
         if args.prompt is not None and files.tokenizer is not None:
             ids = text.prompt_ids(files.tokenizer, args.prompt, chat=args.chat, system=args.system, where="generate")
-        model = files.load(dev, dtype=args.dtype, max_seq=cache_positions(args, files, ids))
+        model = files.load(dev, dtype=args.dtype, max_seq=cache_positions(args, files, ids), x_int8=args.x_int8)
         dtype = weights_label(model)
         print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
               f"{model.weight_bytes / 2**20:.1f} MiB of weights, a KV cache of {model.max_seq} positions); the first "
@@ -114,7 +116,8 @@ def cache_positions(args, files, ids: list[int] | None) -> int | None:
 def weights_label(model) -> str:
     """What a model's weights are, for the messages: its dtype, or its GGML block formats and the rest's dtype."""
     blocks = model.block_formats
-    return f"{'/'.join(blocks)} blocks, the rest {model.dtype}" if blocks else model.dtype
+    x = ", x rounded to int8" if model.x_int8 else ""
+    return f"{'/'.join(blocks)} blocks{x}, the rest {model.dtype}" if blocks else model.dtype
 
 
 def _generate_ids(model, args, dev, dtype) -> int:

@@ -318,9 +318,9 @@ class Llama:
             q = self._qkv_rope_append(x, w, glob, cache, pos)
         else:
             h = ops.rmsnorm(x, w["attn_norm"], eps=eps)
-            q = ops.reshape(ops.linear(h, w["wq"], w.get("bq")), rows, hq, d)
-            k = ops.reshape(ops.linear(h, w["wk"], w.get("bk")), rows, hkv, d)
-            v = ops.reshape(ops.linear(h, w["wv"], w.get("bv")), rows, hkv, d)
+            q = ops.reshape(self._linear(h, w["wq"], w.get("bq")), rows, hq, d)
+            k = ops.reshape(self._linear(h, w["wk"], w.get("bk")), rows, hkv, d)
+            v = ops.reshape(self._linear(h, w["wv"], w.get("bv")), rows, hkv, d)
             if c.qk_norm:
                 q, k = ops.rmsnorm(q, w["q_norm"], eps=eps), ops.rmsnorm(k, w["k_norm"], eps=eps)
             rd, inter = c.rotary_dim, c.rope_interleaved
@@ -329,17 +329,17 @@ class Llama:
             ops.kv_append(cache, k, v, pos)
         o = ops.reshape(self._attend(i, q, cache, kv_len), rows, hq * d)
         if c.sandwich_norms:
-            x = ops.add(x, ops.rmsnorm(ops.linear(o, w["wo"], w.get("bo")), w["post_attn_norm"], eps=eps))
+            x = ops.add(x, ops.rmsnorm(self._linear(o, w["wo"], w.get("bo")), w["post_attn_norm"], eps=eps))
         else:
-            x = ops.linear(o, w["wo"], w.get("bo"), residual=x)
+            x = self._linear(o, w["wo"], w.get("bo"), residual=x)
         # norm + gated MLP over stacked gate/up weights (SwiGLU in the GEMV's epilogue)
         if c.activation == "silu":
-            act = ops.linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps, activation="swiglu")
+            act = self._linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps, activation="swiglu")
         else:
-            act = self._gate(ops.linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps))
+            act = self._gate(self._linear(x, w["w_gate_up"], w.get("b_gate_up"), norm=w["mlp_norm"], eps=eps))
         if c.sandwich_norms:
-            return ops.add(x, ops.rmsnorm(ops.linear(act, w["w_down"], w.get("b_down")), w["post_mlp_norm"], eps=eps))
-        return ops.linear(act, w["w_down"], w.get("b_down"), residual=x)
+            return ops.add(x, ops.rmsnorm(self._linear(act, w["w_down"], w.get("b_down")), w["post_mlp_norm"], eps=eps))
+        return self._linear(act, w["w_down"], w.get("b_down"), residual=x)
 
     # ---- where a layer meets its KV cache: the two hooks BatchedDecoder (models/batched.py) has its own of ----
 
@@ -369,9 +369,13 @@ class Llama:
         x = ops.embedding(ids, table, dtype="f32")
         return x if self.config.embed_scale == 1.0 else ops.scale(x, self.config.embed_scale)
 
+    def _linear(self, x, w, b=None, **options):
+        """ops.linear for the model's matrices (QuantizedLlama adds its x_int8 option for its block matrices)."""
+        return ops.linear(x, w, b, **options)
+
     def _logits(self, x, glob: dict):
         """The final RMSNorm and the lm_head (one fused GEMV), softcapped where the config says."""
-        logits = ops.linear(x, glob["lm_head"], norm=glob["norm"], eps=self.config.rms_norm_eps)
+        logits = self._linear(x, glob["lm_head"], norm=glob["norm"], eps=self.config.rms_norm_eps)
         return ops.softcap(logits, self.config.final_softcap) if self.config.final_softcap else logits
 
     def _weights(self, get) -> tuple[dict, list, list]:
@@ -608,6 +612,7 @@ class Llama:
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 
     tokenizer: Tokenizer | None = None  # from_pretrained attaches the checkpoint's
+    x_int8 = False  # whether block matrices' GEMVs round x to int8 (a QuantizedLlama's option)
 
     @property
     def block_formats(self) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ import functools
 import os
 
 from wgraph import args
-from wgraph.errors import CheckpointError
+from wgraph.errors import ArgumentError, CheckpointError
 from wgraph.models.gguf_checkpoint import GGUFCheckpoint
 from wgraph.models.tokenizer import Tokenizer
 
@@ -57,9 +57,10 @@ class PretrainedFiles:
         return _gguf_tokenizer(self._gguf) if self._gguf is not None else _directory_tokenizer(self.path)
 
     def load(self, device: Device | None = None, *, dtype: DTypeLike | None = None,
-             max_seq: int | None = None) -> Llama:
-        """The model, as `from_pretrained(path, device, dtype=, max_seq=)` builds it (the same arguments)."""
+             max_seq: int | None = None, x_int8: bool = False) -> Llama:
+        """The model, as `from_pretrained(path, device, dtype=, max_seq=, x_int8=)` builds it (the same arguments)."""
         dtype = _check_load_options("PretrainedFiles.load", device, dtype, max_seq)
+        x_int8 = args.flag("PretrainedFiles.load", "x_int8", x_int8)
         from wgraph.device import default_device
         from wgraph.models.checkpoint import Checkpoint
         from wgraph.models.llama import Llama
@@ -67,13 +68,16 @@ class PretrainedFiles:
         dev = device or default_device()
         float_dtype = dtype or ("f16" if dev.caps.has_f16 else "f32")
         ckpt = self._gguf
+        if x_int8 and (ckpt is None or not keeps_blocks(ckpt, dtype)):
+            raise ArgumentError(f"x_int8=True rounds x for the GEMVs of a GGUF file's block matrices; {self.path.name} "
+                                f"loads as float weights (a directory, another architecture or a dtype given)")
         if ckpt is None:
             model = Llama(self.config, dev, Checkpoint(self.path).get, dtype=float_dtype, max_seq=max_seq)
         elif keeps_blocks(ckpt, dtype):
             from wgraph.models.quantized import QuantizedLlama
 
             weights = {hf: ckpt.get_blocks(hf, ckpt.file.tensors[ckpt.gguf_name(hf)].shape) for hf in ckpt.hf_names()}
-            model = QuantizedLlama(self.config, dev, weights, max_seq=max_seq)
+            model = QuantizedLlama(self.config, dev, weights, max_seq=max_seq, x_int8=x_int8)
         else:
             model = Llama(self.config, dev, ckpt.get, dtype=float_dtype, max_seq=max_seq)
         if ckpt is not None:
@@ -115,7 +119,7 @@ def _open(fn: str, path) -> PretrainedFiles:
 
 
 def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, *, dtype: DTypeLike | None = None,
-                    max_seq: int | None = None) -> Llama:
+                    max_seq: int | None = None, x_int8: bool = False) -> Llama:
     """Load a Hugging Face directory (config.json + *.safetensors) or a .gguf file. A `llama` GGUF file loaded
     without a dtype keeps its matrices in the block formats wgraph computes on (ggml_blocks.FORMATS: Q8_0, Q4_K,
     Q6_K, IQ4_XS, ...) as their raw blocks on the GPU, read by the quantized GEMV (a QuantizedLlama; every other
@@ -128,6 +132,9 @@ def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, 
     dtype: the weights' storage: "f16", "f32" or "bf16" (numpy's and torch's spellings too); None: f16 where the
         device has shader-f16, else f32 (a llama GGUF file: its blocks as they are, the rest f32).
     max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
+    x_int8: a GGUF file's block matrices only (no dtype): their GEMVs round x to int8 per 32 weights and sum by
+        integer dots where the format has such a GEMV (QuantizedLlama's x_int8); float weights refuse it.
     """
     _check_load_options("from_pretrained", device, dtype, max_seq)   # before any file is read
-    return _open("from_pretrained", path).load(device, dtype=dtype, max_seq=max_seq)
+    args.flag("from_pretrained", "x_int8", x_int8)
+    return _open("from_pretrained", path).load(device, dtype=dtype, max_seq=max_seq, x_int8=x_int8)

@@ -103,10 +103,13 @@ class QuantizedLlama(Llama):
     config: the DecoderConfig.
     device: the Device to run on.
     weights: {Hugging Face tensor name: float array or host QuantizedWeight}.
-    max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ."""
+    max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
+    x_int8: the block matrices' GEMVs round x to int8 per 32 weights and sum by integer dots where their format has
+        such a GEMV (`ops.linear`'s x_int8; llama.cpp's GEMV rounds x likewise): every output moves a little
+        (docs/quantized.md: on SmolLM2 Q4_1 the argmax of 64 teacher-forced positions stayed). Off: x stays f32."""
 
     def __init__(self, config: LlamaConfig, device: Device, weights: dict[str, Any], *,
-                 max_seq: int | None = None) -> None:
+                 max_seq: int | None = None, x_int8: bool = False) -> None:
         if not isinstance(config, LlamaConfig):
             raise args.fail("QuantizedLlama", "config", config, "a DecoderConfig (DecoderConfig.from_dict, from_file)")
         if not isinstance(weights, dict):
@@ -114,13 +117,14 @@ class QuantizedLlama(Llama):
                             "Face tensor name")
         check_device("QuantizedLlama", device, required=True)
         check_options("QuantizedLlama", "f32", max_seq)
+        self.x_int8 = args.flag("QuantizedLlama", "x_int8", x_int8)
         self._host = weights
         self._states = _weight_states(config, weights)
         super().__init__(config, device, self._get, dtype="f32", max_seq=max_seq)
 
     @classmethod
     def from_weights(cls, config: LlamaConfig, weights: dict[str, Any], device: Device | None = None, *,
-                     dtype: DTypeLike = "f32", max_seq: int | None = None) -> QuantizedLlama:
+                     dtype: DTypeLike = "f32", max_seq: int | None = None, x_int8: bool = False) -> QuantizedLlama:
         """A model from HF-named weights: float arrays and host QuantizedWeights (their shapes checked).
 
         config: the DecoderConfig.
@@ -128,6 +132,7 @@ class QuantizedLlama(Llama):
         device: the Device to run on; None: the default device.
         dtype: "f32" (the only one: non-quantized weights and activations are f32).
         max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
+        x_int8: round x to int8 for the block matrices' integer-dot GEMVs (as the constructor's).
         """
         from wgraph.device import default_device
 
@@ -136,7 +141,7 @@ class QuantizedLlama(Llama):
         check_device(fn, device)
         if dtype != "f32":
             raise UnsupportedError(f"QuantizedLlama: non-quantized weights and activations are f32, got dtype={dtype!r}")
-        return cls(config, device or default_device(), weights, max_seq=max_seq)
+        return cls(config, device or default_device(), weights, max_seq=max_seq, x_int8=x_int8)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike[str], device: Device | None = None, *, dtype: DTypeLike = "f16",
@@ -176,6 +181,11 @@ class QuantizedLlama(Llama):
         return w
 
     _graph_name = "llama_decode_quantized"
+
+    def _linear(self, x, w, b=None, **options):
+        if isinstance(w, QuantizedWeight):
+            options["x_int8"] = self.x_int8
+        return super()._linear(x, w, b, **options)
 
     def _weight_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
         return {name: (spec.shape, spec.dtype) for name, spec in self._states.items()}

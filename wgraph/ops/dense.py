@@ -12,7 +12,7 @@ import numpy as np
 from wgraph import args
 from wgraph.api_types import DTypeLike, Shape, TensorT
 from wgraph.dtypes import numpy_dtype_of
-from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.errors import ArgumentError, DtypeError, LimitError, PlanError, ShapeError
 from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.ops import elementwise, gemv
 from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
@@ -258,7 +258,8 @@ LINEAR = register(OpDef("linear", _infer_linear, _encode_linear, inputs=("x", "w
 
 def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *, norm: TensorT | None = None,
            eps: float = 1e-6, activation: str | None = None, residual: TensorT | None = None,
-           variant: str | None = None, split_k: int | None = None, out: TensorT | None = None) -> TensorT:
+           variant: str | None = None, split_k: int | None = None, x_int8: bool = False,
+           out: TensorT | None = None) -> TensorT:
     """`act(rmsnorm(x) @ W.T + b) + residual`: x f32 [..., in], W [out, in] f32 or f16, b f32 [out]; f32
     accumulation and output. Each option is fused into the GEMV (1..8 rows of x: one dispatch):
     `norm`: an RMSNorm weight [in] (x / rms(x) * norm, with `eps`) applied to x first; `activation="swiglu"`: W
@@ -278,6 +279,8 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     residual: f32 of the output's shape, added last, or None.
     variant: force a registry kernel by name (a QuantizedWeight: one of its format's GEMVs); None: planned.
     split_k: the most slices the GEMM's K is cut into (1: none); None: planned.
+    x_int8: a QuantizedWeight only: round x to int8 for its format's integer-dot GEMVs (`linear_q`'s x_int8);
+        an f32 or f16 W refuses it (ArgumentError).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
     eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
@@ -285,20 +288,24 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     if variant is not None:
         args.text("linear", "variant", variant)  # a registry name: the plan names the choices
     split_k = args.optional_integer("linear", "split_k", split_k, 1)
+    x_int8 = args.flag("linear", "x_int8", x_int8)
     if isinstance(w, QuantizedWeight):
         return _linear_quantized(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual,
-                                 variant=variant, split_k=split_k, out=out)
+                                 variant=variant, split_k=split_k, x_int8=x_int8, out=out)
+    if x_int8:
+        raise ArgumentError("linear: x_int8=True rounds x for a QuantizedWeight's integer-dot GEMVs; this W is a "
+                            "dense tensor, whose GEMV and GEMM keep x f32")
     return apply(LINEAR, LinearParams(eps, activation, variant, split_k), (x, w, b, norm, residual), out=out)
 
 
-def _linear_quantized(x, w: QuantizedWeight, b, *, norm, eps, activation, residual, variant, split_k, out):
+def _linear_quantized(x, w: QuantizedWeight, b, *, norm, eps, activation, residual, variant, split_k, x_int8, out):
     """`linear` over GGML blocks: its GEMV (`linear_q`) with every option fused, as the f16 GEMV's; `variant`
     forces one of the format's GEMVs, and split_k, which only a GEMM has, is refused rather than ignored."""
     if split_k is not None:
         raise PlanError(f"linear: split_k={split_k} cuts a GEMM's K; a QuantizedWeight ({w.ggml_type}) runs the "
                         f"quantized GEMV at any number of rows, which has no K slices")
     return linear_q(x, w, b, norm=norm, eps=eps, activation=activation, residual=residual, out=out,
-                    variant=variant)
+                    variant=variant, x_int8=x_int8)
 
 
 # ---- rope ----

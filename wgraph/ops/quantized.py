@@ -49,8 +49,8 @@ def _weight(w, where: str, name: str) -> QuantizedWeight:
 @attrs.frozen
 class QuantLinearParams:
     """The weight's format and logical shape (its blocks are the op's second input), the fused options (the
-    RMSNorm eps, used with a norm weight; the activation: None or "swiglu", W holding [gate; up]), and a forced
-    registry `variant` instead of the planner's choice."""
+    RMSNorm eps, used with a norm weight; the activation: None or "swiglu", W holding [gate; up]), a forced
+    registry `variant` instead of the planner's choice, and whether x may be rounded to int8 (`x_int8`)."""
 
     ggml_type: str
     out_features: int = attrs.field(converter=lambda d: args.integer("linear", "out_features", d, 1))
@@ -58,6 +58,7 @@ class QuantLinearParams:
     eps: float = 1e-6
     activation: str | None = None
     variant: str | None = None
+    x_int8: bool = False
 
 
 @attrs.frozen
@@ -73,6 +74,12 @@ def _gemvs(ggml_type: str, candidates: bool = False) -> list[Kernel]:
     """The format's GEMV variants in registry order; tuning candidates only when asked (forcing, the bench)."""
     return [kv for kv in kernels_for("linear_q")
             if kv.facts.get("ggml_type") == ggml_type and (candidates or not kv.facts.get("candidate"))]
+
+
+def _x_int8_gemvs(ggml_type: str) -> list[Kernel]:
+    """The format's GEMVs that round x to int8 (registry fact x_int8), in registry order: what `x_int8=True` plans
+    (all tuning candidates so far: an opt-in, since the rounding moves every output; docs/quantized.md)."""
+    return [kv for kv in _gemvs(ggml_type, candidates=True) if kv.facts.get("x_int8")]
 
 
 def gemv_slots(kv: Kernel, n: int, swiglu: bool) -> int:
@@ -123,7 +130,7 @@ def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
 
 
 def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None = None, *, swiglu: bool = False,
-                  fused: tuple[str, ...] = (), caps: Caps | None = None) -> QuantLinearPlan:
+                  fused: tuple[str, ...] = (), caps: Caps | None = None, x_int8: bool = False) -> QuantLinearPlan:
     """Among the format's GEMV variants (registry order), the first that takes the call (rows <= max_rows,
     n >= min_n, k >= min_k, the device's features, swiglu's row pairs); more rows run in chunks of the taker with the most
     max_rows (each chunk reads W). A forced `variant` must be one of the format's and take the call. `fused`
@@ -137,6 +144,8 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     swiglu: whether the call fuses swiglu (W holds [gate; up] row pairs).
     fused: the names of the fused options, for the plan's reason.
     caps: the device capabilities to plan for (dev.caps); None: any device.
+    x_int8: plan among the format's GEMVs that round x to int8 per 32 weights and sum by integer dots (the first
+        that takes the call, as above), where it has one that does; the others where not (the reason says so).
     """
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)
@@ -151,14 +160,27 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
 
     if caps is not None and not isinstance(caps, Caps):
         raise args.fail(fn, "caps", caps, "None or a Caps (dev.caps, Caps.synthetic(...))")
-    return _plan_linear_q(rows, n, k, ggml_type, variant, swiglu, fused, caps)
+    x_int8 = args.flag(fn, "x_int8", x_int8)
+    return _plan_linear_q(rows, n, k, ggml_type, variant, swiglu, fused, caps, x_int8)
 
 
 @functools.lru_cache(maxsize=1024)  # a pure function of the shape, the options, the caps and the registry
 def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None, swiglu: bool,
-                   fused: tuple[str, ...], caps) -> QuantLinearPlan:
+                   fused: tuple[str, ...], caps, x_int8: bool = False) -> QuantLinearPlan:
     where = f"linear: {rows} rows of a {ggml_type} [{n}, {k}] weight"
     fusing = f"; {', '.join(fused)} fused" if fused else ""
+    if x_int8 and variant is None:
+        int8 = [kv for kv in _x_int8_gemvs(ggml_type) if _refusal(kv, n, k, swiglu, caps, forced=False) is None]
+        fits = [kv for kv in int8 if rows <= kv.limits["max_rows"]]
+        g = fits[0] if fits else max(int8, key=lambda kv: kv.limits["max_rows"], default=None)
+        if g is None:
+            plan = _plan_linear_q(rows, n, k, ggml_type, None, swiglu, fused, caps)
+            return attrs.evolve(plan, reason=f"x_int8: no {ggml_type} GEMV rounds x to int8 here, so x stays f32; "
+                                             + plan.reason)
+        chunks = ceil_div(rows, g.limits["max_rows"])
+        return QuantLinearPlan(g.name, chunks if rows else 0,
+                               f"x_int8: x rounded to int8 per 32 weights, integer dots; {rows} rows in {chunks} "
+                               f"chunk(s) of {g.limits['max_rows']}: {describe_gemv(g, n, swiglu)}{fusing}")
     if variant is not None:
         chosen = next((kv for kv in _gemvs(ggml_type, candidates=True) if kv.name == variant), None)
         if chosen is None:
@@ -210,7 +232,7 @@ def _fused(params: QuantLinearParams, specs) -> tuple[str, ...]:
 def _plan(params: QuantLinearParams, specs, caps) -> QuantLinearPlan:
     x = specs[0]
     return _plan_linear_q(x.size // params.in_features, params.out_features, params.in_features, params.ggml_type,
-                          params.variant, params.activation == "swiglu", _fused(params, specs), caps)
+                          params.variant, params.activation == "swiglu", _fused(params, specs), caps, params.x_int8)
 
 
 def _infer_linear_q(params: QuantLinearParams, specs):
@@ -286,7 +308,7 @@ LINEAR_Q = register(OpDef("linear_q", _infer_linear_q, _encode_linear_q,
 
 def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: TensorT | None = None, eps: float = 1e-6,
              activation: str | None = None, residual: TensorT | None = None, out: TensorT | None = None,
-             variant: str | None = None) -> TensorT:
+             variant: str | None = None, x_int8: bool = False) -> TensorT:
     """`act(rmsnorm(x) @ W.T + b) + residual` for a QuantizedWeight W [out, in] (its blocks a u32 Tensor or graph
     value), every option fused into one GEMV dispatch as `linear`'s: x f32 [..., in], b f32 [out] or None, `norm`
     an RMSNorm weight [in] (with `eps`), `activation="swiglu"` (W holds [gate; up]: output [..., out / 2]),
@@ -301,14 +323,18 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
     residual: f32 of the output's shape, added last, or None.
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     variant: force one of the format's GEMV kernels by name; None: planned.
+    x_int8: round x (after the norm) to int8 per 32 weights and sum by integer dots (llama.cpp's GEMV does the
+        same), where the format has such a GEMV (Q4_0, Q8_0, Q4_1, the K-quants); the output moves by ~1e-3 to
+        ~1e-2 of its largest value (docs/quantized.md). Off: x stays f32.
     """
     w = _weight(w, "linear", "w")
     eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
         args.text("linear", "variant", variant)  # a registry name: the plan names the choices
-    return apply(LINEAR_Q, QuantLinearParams(w.ggml_type, w.out_features, w.in_features, eps, activation, variant),
-                 (x, w.blocks, b, norm, residual), out=out)
+    x_int8 = args.flag("linear", "x_int8", x_int8)
+    return apply(LINEAR_Q, QuantLinearParams(w.ggml_type, w.out_features, w.in_features, eps, activation, variant,
+                                             x_int8), (x, w.blocks, b, norm, residual), out=out)
 
 
 # ---- embedding_q ----
