@@ -109,6 +109,12 @@ def test_bench_json_has_every_field(tmp_path, dev):
 
     assert [r["status"] for r in data["batched_model"]["rows"]] == ["ok", "ok"], data["batched_model"]
 
+    # the quantized decode: f16, each quick type, and the x_int8 twins (QuantizedLlama's option) beside theirs
+    quant_models = data["quant"]["models"]
+    assert [r["model"] for r in quant_models] == [f"wgraph {'f16' if dev.caps.has_f16 else 'f32'}", "wgraph Q4_0",
+                                                  "wgraph Q4_0 x_int8", "wgraph Q4_K_M"]
+    assert all(r["status"] == "ok" and r["tokens_per_s"] > 0 for r in quant_models), quant_models
+
     assert {r["type"] for r in data["fma"]["rows"]} == {"f32", "f16", "vec2f16", "vec4f16"}
     for r in data["fma"]["rows"]:
         assert r["status"] == "ok" or (r["status"] == "unsupported" and "f16" in r["type"]), r

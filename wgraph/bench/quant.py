@@ -35,6 +35,9 @@ QUICK_TYPES = ("Q4_0", "Q4_K", "IQ4_XS")  # the small shapes (--quick, a CPU ada
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q8_0")  # block formats, llama.cpp's file types
 QUICK_MODEL_TYPES = ("Q4_0", "Q4_K_M")  # the tiny model (--quick, a CPU adapter): a block format and a mixture
+# also decoded with x rounded to int8 for the block matrices' GEMVs (QuantizedLlama's x_int8, docs/quantized.md)
+MODEL_X_INT8 = ("Q4_0", "Q4_K_M")
+QUICK_MODEL_X_INT8 = ("Q4_0",)
 MAX_COPIES = 512
 
 # The GEMVs of a Llama-3.2-1B decode step (hidden 2048, intermediate 8192, 32 q / 8 kv heads of 64, vocab 128256,
@@ -339,23 +342,28 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
     gc.collect()
     workers = min(16, os.cpu_count() or 1) if big else 1
     for t in (MODEL_TYPES if big else QUICK_MODEL_TYPES):
-        row: dict = {"model": f"wgraph {t}", "status": "ok", "note": ""}
-        try:
-            t0 = time.perf_counter()
-            progress(f"quant models: quantizing to {t} ({workers} processes)")
-            q = quantize_weights(weights, t, workers)
-            quantize_s = time.perf_counter() - t0
-            model = QuantizedLlama.from_weights(cfg, q, dev, max_seq=max_seq)
-            progress(f"quant models: decoding {steps} tokens with {t} weights")
-            row = _decode_row(dev, model, label=f"wgraph {t}", steps=steps, prompt=prompt, copy_gbps=copy_gbps)
-            row.update(quantize_s=quantize_s, speedup_vs_wgraph_f16=row["tokens_per_s"] / f16["tokens_per_s"])
-            del model, q
-        except (WgraphError, MemoryError) as e:
-            row.update(status="unsupported", note=f"{type(e).__name__}: {e}")
-        except Exception as e:  # noqa: BLE001 - one failing row must not end the run
-            row.update(status="error", note=f"{type(e).__name__}: {e}")
-        rows.append(row)
-        gc.collect()
+        q = None
+        for x_int8 in (False, True) if t in (MODEL_X_INT8 if big else QUICK_MODEL_X_INT8) else (False,):
+            label = f"wgraph {t}" + (" x_int8" if x_int8 else "")
+            row: dict = {"model": label, "status": "ok", "note": ""}
+            try:
+                t0 = time.perf_counter()
+                if q is None:
+                    progress(f"quant models: quantizing to {t} ({workers} processes)")
+                    q = quantize_weights(weights, t, workers)
+                quantize_s = time.perf_counter() - t0
+                model = QuantizedLlama.from_weights(cfg, q, dev, max_seq=max_seq, x_int8=x_int8)
+                progress(f"quant models: decoding {steps} tokens with {label[7:]} weights")
+                row = _decode_row(dev, model, label=label, steps=steps, prompt=prompt, copy_gbps=copy_gbps)
+                row.update(quantize_s=quantize_s, speedup_vs_wgraph_f16=row["tokens_per_s"] / f16["tokens_per_s"])
+                del model
+            except (WgraphError, MemoryError) as e:
+                row.update(status="unsupported", note=f"{type(e).__name__}: {e}")
+            except Exception as e:  # noqa: BLE001 - one failing row must not end the run
+                row.update(status="error", note=f"{type(e).__name__}: {e}")
+            rows.append(row)
+            gc.collect()
+        del q
     if use_torch:
         from wgraph.bench.torch_ref import probe
 
