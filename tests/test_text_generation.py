@@ -144,6 +144,9 @@ def test_ids_cli_keeps_working(tmp_path, capsys):
     assert out.strip() == ",".join(map(str, want)) and "a KV cache of 16 positions" in err   # as asked
     assert cli_main(["generate", str(path), "--prompt", "x", "--dtype", "f32", "--max-seq", "16"]) == 1
     assert "no tokenizer" in capsys.readouterr().err
+    # --x-int8 is for a GGUF file's block matrices: a directory of float weights refuses it, naming it
+    assert cli_main(["generate", str(path), "--prompt-ids", "3,4", "--x-int8"]) == 1
+    assert "x_int8=True rounds x for the GEMVs of a GGUF file's block matrices" in capsys.readouterr().err
 
 
 def test_cli_reads_the_tokenizer_once(tmp_path, capsys, monkeypatch, dev):
