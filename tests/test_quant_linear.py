@@ -231,6 +231,11 @@ def test_x_int8_plans_the_formats_integer_dot_gemvs(dev, rng):
         c = _fused_case(rng, t, rows, 64, 512 // FORMATS[t].block_weights, norm=True, bias=True, swiglu=False,
                         residual=True)
         _int8_check(_fused_run(dev, c, x_int8=True), c)
+    with pytest.raises(wg.PlanError, match="x_int8=True asks for a GEMV that rounds x to int8, and the forced "
+                                           "variant quant_gemv_r1_q4_0 keeps x f32; those that round it: "
+                                           r"\['quant_gemv_r1_i8stage_q4_0'"):
+        plan_linear_q(1, 64, 512, "Q4_0", "quant_gemv_r1_q4_0", x_int8=True)
+    assert plan_linear_q(1, 64, 512, "Q4_0", "quant_gemv_r1_l32_i8stage_q4_0", x_int8=True).reason.startswith("forced")
     plain = plan_linear_q(1, 64, 512, "IQ4_XS")
     plan = plan_linear_q(1, 64, 512, "IQ4_XS", x_int8=True)
     assert plan.variant == plain.variant and plan.reason.startswith("x_int8: no IQ4_XS GEMV rounds x to int8")

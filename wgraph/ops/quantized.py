@@ -145,7 +145,8 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     fused: the names of the fused options, for the plan's reason.
     caps: the device capabilities to plan for (dev.caps); None: any device.
     x_int8: plan among the format's GEMVs that round x to int8 per 32 weights and sum by integer dots (the first
-        that takes the call, as above), where it has one that does; the others where not (the reason says so).
+        that takes the call, as above), where it has one that does; the others where not (the reason says so). A
+        forced `variant` must then be one of them.
     """
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)
@@ -189,6 +190,9 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         no = _refusal(chosen, n, k, swiglu, caps, forced=True)
         if no:
             raise PlanError(f"{where}: forced variant {variant} {no}")
+        if x_int8 and not chosen.facts.get("x_int8"):
+            raise PlanError(f"{where}: x_int8=True asks for a GEMV that rounds x to int8, and the forced variant "
+                            f"{variant} keeps x f32; those that round it: {[kv.name for kv in _x_int8_gemvs(ggml_type)]}")
         chunks = ceil_div(rows, chosen.limits["max_rows"])
         return QuantLinearPlan(chosen.name, chunks, f"forced; {rows} rows in {chunks} chunk(s) of "
                                                     f"{chosen.limits['max_rows']}: {describe_gemv(chosen, n, swiglu)}"
@@ -325,7 +329,7 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
     variant: force one of the format's GEMV kernels by name; None: planned.
     x_int8: round x (after the norm) to int8 per 32 weights and sum by integer dots (llama.cpp's GEMV does the
         same), where the format has such a GEMV (Q4_0, Q8_0, Q4_1, the K-quants); the output moves by ~1e-3 to
-        ~1e-2 of its largest value (docs/quantized.md). Off: x stays f32.
+        ~1e-2 of its largest value (docs/quantized.md); a forced `variant` must then be such a GEMV. Off: x stays f32.
     """
     w = _weight(w, "linear", "w")
     eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
