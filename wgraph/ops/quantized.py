@@ -191,8 +191,9 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         if no:
             raise PlanError(f"{where}: forced variant {variant} {no}")
         if x_int8 and not chosen.facts.get("x_int8"):
+            rounding = [kv.name for kv in _x_int8_gemvs(ggml_type)]
             raise PlanError(f"{where}: x_int8=True asks for a GEMV that rounds x to int8, and the forced variant "
-                            f"{variant} keeps x f32; those that round it: {[kv.name for kv in _x_int8_gemvs(ggml_type)]}")
+                            f"{variant} keeps x f32; those that round it: {rounding}")
         chunks = ceil_div(rows, chosen.limits["max_rows"])
         return QuantLinearPlan(chosen.name, chunks, f"forced; {rows} rows in {chunks} chunk(s) of "
                                                     f"{chosen.limits['max_rows']}: {describe_gemv(chosen, n, swiglu)}"
