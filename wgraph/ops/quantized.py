@@ -58,7 +58,7 @@ class QuantLinearParams:
     eps: float = 1e-6
     activation: str | None = None
     variant: str | None = None
-    x_int8: bool = False
+    x_int8: bool = attrs.field(default=False, converter=lambda v: args.flag("linear", "x_int8", v))
 
 
 @attrs.frozen
