@@ -18,8 +18,13 @@ fn centered_i8(q: u32, half: u32) -> u32 {
   return w | ((w & (half * 0x01010101u)) * (256u / half - 2u));
 }
 
-// Value vector i's int8 words `q` under sc[i / 4][i % 4] (the lane's scales) and d
-fn k_scale_values(q: array<u32, 8>, sc: array<vec4<f32>, 2>, d: f32) -> Values {
+// Value vector i's quants, stored as q + offset in the bytes of word q[i] (made int8 here), under sc[i / 4][i % 4]
+// (the lane's scales) and d (Q3_K: offset 4, Q6_K: 32)
+fn k_scale_values(stored: array<u32, 8>, offset: u32, sc: array<vec4<f32>, 2>, d: f32) -> Values {
+  var q: array<u32, 8>;
+  //!repeat I 8
+  q[$I] = centered_i8(stored[$I], offset);
+  //!end
   return Values(vec4<u32>(q[0], q[2], q[4], q[6]), vec4<u32>(q[1], q[3], q[5], q[7]),
                 d * vec4<f32>(sc[0].x, sc[0].z, sc[1].x, sc[1].z), d * vec4<f32>(sc[0].y, sc[0].w, sc[1].y, sc[1].w));
 }

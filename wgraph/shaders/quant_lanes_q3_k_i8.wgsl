@@ -8,11 +8,3 @@ const_assert LPB == 8u && XV == 8u;
 
 //!include quant_units_q3_k.wgsl
 //!include quant_k_scale_i8.wgsl
-
-fn unit_values(u: Unit) -> Values {
-  var q = q3_words(u);
-  //!repeat I 8
-  q[$I] = centered_i8(q[$I], 4u);
-  //!end
-  return k_scale_values(q, q3_scales(u), unpack2x16float(u.tail[3]).x);
-}

@@ -13,12 +13,3 @@ const_assert LPB == 8u && XV == 8u;
 //!include quant_k_scale_dot.wgsl
 
 //!include quant_units_q6_k.wgsl
-
-fn unit_values(u: Unit) -> Values {
-  let q = q6_words(u);
-  var v: array<vec4<f32>, 8>;
-  //!repeat I 8
-  v[$I] = bytes_unsigned(q[$I], 32.0);
-  //!end
-  return Values(v, q6_scales(u), unpack2x16float(u.tail[4]).x);
-}

@@ -46,3 +46,9 @@ fn q3_scales(u: Unit) -> array<vec4<f32>, 2> {
   let s3 = bytes_unsigned(((a1 >> 4u) & 0x0F0F0F0Fu) | (((a2 >> 6u) & 0x03030303u) << 4u), 32.0);
   return array<vec4<f32>, 2>(lane_scales(s0, s1, u.upper), lane_scales(s2, s3, u.upper));
 }
+
+// The lane's values: its quants (offset 4) under its scales and d, as the reader's values include makes them
+// (quant_k_scale_dot.wgsl: f32; quant_k_scale_i8.wgsl: int8)
+fn unit_values(u: Unit) -> Values {
+  return k_scale_values(q3_words(u), 4u, q3_scales(u), unpack2x16float(u.tail[3]).x);
+}

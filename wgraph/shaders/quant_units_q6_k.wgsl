@@ -52,3 +52,9 @@ fn q6_scales(u: Unit) -> array<vec4<f32>, 2> {
   return array<vec4<f32>, 2>(lane_scales(bytes_signed(u.tail[0]), bytes_signed(u.tail[1]), u.upper),
                              lane_scales(bytes_signed(u.tail[2]), bytes_signed(u.tail[3]), u.upper));
 }
+
+// The lane's values: its quants (offset 32) under its scales and d, as the reader's values include makes them
+// (quant_k_scale_dot.wgsl: f32; quant_k_scale_i8.wgsl: int8)
+fn unit_values(u: Unit) -> Values {
+  return k_scale_values(q6_words(u), 32u, q6_scales(u), unpack2x16float(u.tail[4]).x);
+}
