@@ -44,11 +44,6 @@ fn stage_x(t: u32, run: u32, row0: u32, rows: u32) {
   }
 }
 
-// The norm is applied as x is staged: nothing for the lanes
-fn lane_norms(blk: u32, t: u32) -> array<vec4<f32>, XV> {
-  return array<vec4<f32>, XV>();
-}
-
 // Lane t's part of super-block blk of row r of the chunk, from the stage (its f32 vectors unused: xs stays zero)
 fn row_x(row0: u32, r: u32, blk: u32, t: u32, g: array<vec4<f32>, XV>) -> RowX {
   let base = r * STAGED_BLOCKS + blk % STAGED_BLOCKS;
