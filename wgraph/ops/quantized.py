@@ -165,21 +165,27 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     return _plan_linear_q(rows, n, k, ggml_type, variant, swiglu, fused, caps, x_int8)
 
 
+def _taker(takers: list[Kernel], rows: int) -> Kernel | None:
+    """The planning rule among the variants that take a call: the first (registry order) that holds its rows, else
+    the one holding the most (it runs the rows in chunks); None if there are none."""
+    fits = [kv for kv in takers if rows <= kv.limits["max_rows"]]
+    return fits[0] if fits else max(takers, key=lambda kv: kv.limits["max_rows"], default=None)
+
+
 @functools.lru_cache(maxsize=1024)  # a pure function of the shape, the options, the caps and the registry
 def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None, swiglu: bool,
                    fused: tuple[str, ...], caps, x_int8: bool = False) -> QuantLinearPlan:
     where = f"linear: {rows} rows of a {ggml_type} [{n}, {k}] weight"
     fusing = f"; {', '.join(fused)} fused" if fused else ""
     if x_int8 and variant is None:
-        int8 = [kv for kv in _x_int8_gemvs(ggml_type) if _refusal(kv, n, k, swiglu, caps, forced=False) is None]
-        fits = [kv for kv in int8 if rows <= kv.limits["max_rows"]]
-        g = fits[0] if fits else max(int8, key=lambda kv: kv.limits["max_rows"], default=None)
+        g = _taker([kv for kv in _x_int8_gemvs(ggml_type) if _refusal(kv, n, k, swiglu, caps, forced=False) is None],
+                   rows)
         if g is None:
             plan = _plan_linear_q(rows, n, k, ggml_type, None, swiglu, fused, caps)
             return attrs.evolve(plan, reason=f"x_int8: no {ggml_type} GEMV rounds x to int8 here, so x stays f32; "
                                              + plan.reason)
         chunks = ceil_div(rows, g.limits["max_rows"])
-        return QuantLinearPlan(g.name, chunks if rows else 0,
+        return QuantLinearPlan(g.name, chunks,
                                f"x_int8: x rounded to int8 per 32 weights, integer dots; {rows} rows in {chunks} "
                                f"chunk(s) of {g.limits['max_rows']}: {describe_gemv(g, n, swiglu)}{fusing}")
     if variant is not None:
@@ -213,15 +219,13 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
     if not takers:
         raise PlanError(f"{where}: no GEMV takes it (" + "; ".join(f"{', '.join(names)} {no}"
                                                                    for no, names in why.items()) + ")")
-    fits = [kv for kv in takers if rows <= kv.limits["max_rows"]]
-    if fits:
-        g = fits[0]
+    g = _taker(takers, rows)
+    if rows <= g.limits["max_rows"]:
         rules = [f"{side} >= {g.facts[fact]}" for side, fact in (("n", "min_n"), ("k", "min_k")) if g.facts.get(fact)]
         rules = f" ({', '.join(rules)})" if rules else ""
         return QuantLinearPlan(g.name, 1 if rows else 0,
                                f"{rows} rows <= {g.limits['max_rows']}{rules}: {ggml_type} GEMV (blocks dequantized "
                                f"in registers), {describe_gemv(g, n, swiglu)}{fusing}")
-    g = max(takers, key=lambda kv: kv.limits["max_rows"])
     most = g.limits["max_rows"]
     chunks = ceil_div(rows, most)
     return QuantLinearPlan(g.name, chunks, f"{rows} rows > {most} (the GEMV's most): {chunks} chunks of {most} rows "
