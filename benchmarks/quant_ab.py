@@ -48,11 +48,11 @@ CANDIDATES = [
     ("ab_l32_f4_u1", {"lanes": 32, "features_per_lane": 4, "unroll": 1}, {"q8_0": {"unroll": 2}}),
 ]
 # registry variants whose compute-only twin is timed (besides the planned one's)
-TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_stage4_pf", "quant_gemv_r1_i8stage",
-         "quant_gemv_r1_k_i8stage", "quant_gemv_r1_ft4", "ab_l32_f8_u1"]
+TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8", "quant_gemv_r1_ft4",
+         "ab_l32_f8_u1"]
 if SMALL:
     CANDIDATES = CANDIDATES[:1]
-    TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_i8stage", "ab_l32_f8_u1"]
+    TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_wide_i8", "ab_l32_f8_u1"]
 BASE = "quant_gemv_r1_ft4"
 if ROWS > 1:   # candidates on the multi-row entry's form
     BASE = "quant_gemv_r8"

@@ -114,6 +114,8 @@ def test_bench_json_has_every_field(tmp_path, dev):
     assert [r["model"] for r in quant_models] == [f"wgraph {'f16' if dev.caps.has_f16 else 'f32'}", "wgraph Q4_0",
                                                   "wgraph Q4_0 x_int8", "wgraph Q4_K_M"]
     assert all(r["status"] == "ok" and r["tokens_per_s"] > 0 for r in quant_models), quant_models
+    # x_int8 plans the integer-dot GEMV for the one matrix of >= 8192 rows (the vocabulary's lm_head), no other
+    assert [r["x_int8_gemvs"] for r in quant_models[1:]] == [0, 1, 0]
 
     assert {r["type"] for r in data["fma"]["rows"]} == {"f32", "f16", "vec2f16", "vec4f16"}
     for r in data["fma"]["rows"]:

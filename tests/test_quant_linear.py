@@ -205,7 +205,7 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
         ("Q4_0", 1), ("Q8_0", 1), ("Q4_1", 1), ("Q5_0", 1), ("Q5_1", 1), ("IQ4_NL", 1), ("IQ4_XS", 8),
         ("IQ2_XXS", 8), ("IQ2_XS", 8), ("IQ2_S", 8), ("IQ3_XXS", 8), ("IQ3_S", 8),
         ("IQ1_S", 8), ("IQ1_M", 8), ("Q4_K", 8), ("Q5_K", 8), ("Q6_K", 8), ("Q3_K", 8), ("Q2_K", 8)}
-    assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 0), (4, 1), (1, 1)}
+    assert {(kv.limits["stage_steps"], kv.limits["prefetch"]) for kv in staged} >= {(1, 0), (4, 1)}
     for kv in staged:
         per_step = kv.limits["lanes"] // kv.limits["lanes_per_block"]
         blocks = 2 * kv.limits["stage_steps"] * per_step + 3
@@ -217,28 +217,30 @@ def test_staged_readers_stage_x_over_several_steps(dev, rng):
             _fused_check(_fused_run(dev, c, variant=kv.name), c)
 
 
-def test_x_int8_plans_the_formats_integer_dot_gemvs(dev, rng):
-    """linear(x_int8=True) plans the first of the format's x_int8 GEMVs (registry order) that holds the rows (more
-    rows: chunks of the one holding the most), and its output is the product with x rounded as those round it; a
-    format without one keeps x f32 and says so; a dense W refuses the option."""
-    for t, rows in (("Q4_0", 1), ("Q4_1", 3), ("Q4_K", 11)):
-        int8 = [kv for kv in kernels_for("linear_q") if kv.facts["ggml_type"] == t and kv.facts.get("x_int8")]
-        fits = [kv for kv in int8 if rows <= kv.limits["max_rows"]]
-        want = fits[0] if fits else max(int8, key=lambda kv: kv.limits["max_rows"])
-        plan = plan_linear_q(rows, 64, 512, t, x_int8=True)
-        assert plan.variant == want.name and plan.row_chunks == -(-rows // want.limits["max_rows"])
+def test_x_int8_plans_the_integer_dot_gemvs_where_they_were_faster(dev, rng):
+    """linear(x_int8=True) plans the registry's first taker with the x_int8 entries included (the Q4_0, Q4_1 and
+    Q5_K wide outputs, n >= 8192) and its output is the product with x rounded as they round it; a call no x_int8
+    entry takes (short rows, several rows of x, a format without one) keeps the plain plan, x f32, and says so; a
+    forced variant must round x; a dense W refuses the option."""
+    for t, rows, n in (("Q4_0", 1, 8192), ("Q4_1", 1, 8200), ("Q5_K", 1, 8192)):
+        plan = plan_linear_q(rows, n, 512, t, x_int8=True)
+        want = _first_match(rows, n, 512, t, None, False, x_int8=True)
+        assert plan.variant == want.name and kernel(plan.variant).facts["x_int8"] and plan.row_chunks == 1
         assert plan.reason.startswith("x_int8: x rounded to int8 per 32 weights")
-        c = _fused_case(rng, t, rows, 64, 512 // FORMATS[t].block_weights, norm=True, bias=True, swiglu=False,
+        assert plan_linear_q(rows, n, 512, t).variant != plan.variant  # a plain call keeps x f32
+        c = _fused_case(rng, t, rows, n, 512 // FORMATS[t].block_weights, norm=True, bias=True, swiglu=False,
                         residual=True)
         _int8_check(_fused_run(dev, c, x_int8=True), c)
+    for t, rows, n in (("Q4_0", 1, 64), ("Q4_1", 3, 8192), ("Q4_K", 1, 16384), ("Q8_0", 1, 128256), ("IQ4_XS", 1, 64)):
+        plain, plan = plan_linear_q(rows, n, 512, t), plan_linear_q(rows, n, 512, t, x_int8=True)
+        assert plan.variant == plain.variant == _first_match(rows, n, 512, t, None, False).name
+        assert plan.reason == (f"x_int8: no {t} GEMV that rounds x to int8 is planned for this call (none was faster "
+                               f"here), so x stays f32; " + plain.reason)
     with pytest.raises(wg.PlanError, match="x_int8=True asks for a GEMV that rounds x to int8, and the forced "
                                            "variant quant_gemv_r1_q4_0 keeps x f32; those that round it: "
-                                           r"\['quant_gemv_r1_i8stage_q4_0'"):
+                                           r"\['quant_gemv_r1_wide_i8_q4_0', 'quant_gemv_r8_i8stage_q4_0'\]"):
         plan_linear_q(1, 64, 512, "Q4_0", "quant_gemv_r1_q4_0", x_int8=True)
-    assert plan_linear_q(1, 64, 512, "Q4_0", "quant_gemv_r1_l32_i8stage_q4_0", x_int8=True).reason.startswith("forced")
-    plain = plan_linear_q(1, 64, 512, "IQ4_XS")
-    plan = plan_linear_q(1, 64, 512, "IQ4_XS", x_int8=True)
-    assert plan.variant == plain.variant and plan.reason.startswith("x_int8: no IQ4_XS GEMV rounds x to int8")
+    assert plan_linear_q(2, 64, 512, "Q4_0", "quant_gemv_r8_i8stage_q4_0", x_int8=True).reason.startswith("forced")
     x = dev.tensor(np.ones((1, 64), np.float32))
     with pytest.raises(wg.ArgumentError, match="linear: x_int8=True rounds x for a QuantizedWeight's integer-dot"):
         wg.ops.linear(x, dev.tensor(np.ones((8, 64), np.float32)), x_int8=True)
@@ -246,13 +248,14 @@ def test_x_int8_plans_the_formats_integer_dot_gemvs(dev, rng):
         wg.ops.linear(x, quantize(np.ones((8, 64), np.float32), "Q8_0").upload(dev), x_int8=1)
 
 
-def _first_match(rows, n, k, ggml_type, caps, swiglu):
+def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):
     """The planning rule of registry/quant.toml, read off the registry facts: the first non-candidate GEMV of the
-    format whose limits take the call (more rows than any holds: the taker with the most max_rows)."""
+    format whose limits take the call (more rows than any holds: the taker with the most max_rows); those that
+    round x to int8 only for an x_int8 call."""
     takers = []
     for kv in kernels_for("linear_q"):
         lim, f = kv.limits, kv.facts
-        if f["ggml_type"] != ggml_type or f.get("candidate"):
+        if f["ggml_type"] != ggml_type or f.get("candidate") or (f.get("x_int8") and not x_int8):
             continue
         if caps is not None and (not set(kv.features) <= caps.features
                                  or kv.workgroup_memory > caps.max_workgroup_storage):
@@ -269,16 +272,17 @@ SUBGROUPS = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
 PLAIN = Caps.synthetic()
 
 
+@pytest.mark.parametrize("x_int8", [False, True], ids=["x-f32", "x-int8"])
 @pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, None], ids=["subgroups", "plain", "any-device"])
-def test_plan_is_the_first_registry_match(caps):
+def test_plan_is_the_first_registry_match(caps, x_int8):
     seen = set()
     for t in TYPES:
         for rows in (1, 2, 8, 9, 40):
             for n, k in ((100, 2048), (3072, 2048), (8192, 2048), (16384, 2048), (128256, 2048), (2048, 8192),
                          (4096, 14336), (4096, 4096)):
                 for swiglu in (False, True):
-                    p = plan_linear_q(rows, n, k, t, swiglu=swiglu, caps=caps)
-                    want = _first_match(rows, n, k, t, caps, swiglu)
+                    p = plan_linear_q(rows, n, k, t, swiglu=swiglu, caps=caps, x_int8=x_int8)
+                    want = _first_match(rows, n, k, t, caps, swiglu, x_int8)
                     assert p.variant == want.name, (t, rows, n, k, swiglu)
                     assert p.row_chunks == -(-rows // want.limits["max_rows"])
                     assert ("chunks of" in p.reason) == (rows > want.limits["max_rows"])
@@ -286,8 +290,9 @@ def test_plan_is_the_first_registry_match(caps):
     if caps is PLAIN:
         assert seen == {"quant_gemv_r1_wg", "quant_gemv_r8_wg"}
     else:
+        rounding = {"quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8"} if x_int8 else set()
         assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_long", "quant_gemv_r8", "quant_gemv_r8_long",
-                        "quant_gemv_r8_whole"}
+                        "quant_gemv_r8_whole"} | rounding
 
 
 def test_plan_reasons_and_forcing():
@@ -308,8 +313,8 @@ def test_plan_reasons_and_forcing():
     assert plan_linear_q(3, 64, 256, "Q4_0", "quant_gemv_r8_long_q4_0").variant == "quant_gemv_r8_long_q4_0"
     candidates = [kv for kv in kernels_for("linear_q") if kv.facts.get("candidate")]
     # the formats with tuning candidates: the shared-block and whole-block readers the H200 A/Bs compare
-    assert {kv.facts["ggml_type"] for kv in candidates} == {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K",
-                                                            "Q6_K", "Q3_K", "Q2_K"}
+    assert {kv.facts["ggml_type"] for kv in candidates} == {"Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q3_K",
+                                                            "Q2_K"}
     for kv in candidates:  # a candidate only when forced
         t = kv.facts["ggml_type"]
         assert plan_linear_q(1, 100, 2048, t).variant != kv.name

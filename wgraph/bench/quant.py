@@ -35,8 +35,9 @@ QUICK_TYPES = ("Q4_0", "Q4_K", "IQ4_XS")  # the small shapes (--quick, a CPU ada
 ALL_VARIANTS = ("Q4_0", "Q4_K")  # formats whose tuning candidates are measured too
 MODEL_TYPES = ("Q4_0", "Q4_K", "Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q8_0")  # block formats, llama.cpp's file types
 QUICK_MODEL_TYPES = ("Q4_0", "Q4_K_M")  # the tiny model (--quick, a CPU adapter): a block format and a mixture
-# also decoded with x rounded to int8 for the block matrices' GEMVs (QuantizedLlama's x_int8, docs/quantized.md)
-MODEL_X_INT8 = ("Q4_0", "Q4_K_M")
+# also decoded with x_int8 (QuantizedLlama's option, docs/quantized.md): x rounded to int8 for the GEMVs where the
+# integer dots are faster (Q4_0's, Q4_1's and Q5_K's wide outputs: the lm_head and gate+up)
+MODEL_X_INT8 = ("Q4_0", "Q5_K_M")
 QUICK_MODEL_X_INT8 = ("Q4_0",)
 MAX_COPIES = 512
 
@@ -111,7 +112,8 @@ def _check_rows(got: np.ndarray, x: np.ndarray, qw: QuantizedWeight, s: QuantGem
     exact = xs @ part.dequantize().astype(np.float64).T
     if s.swiglu:
         gate, up = exact[:, :outs], exact[:, outs:]
-        exact = gate / (1 + np.exp(-gate)) * up
+        with np.errstate(over="ignore"):  # exp(-gate) = inf for a very negative gate: silu(gate) is then -0
+            exact = gate / (1 + np.exp(-gate)) * up
     if residual is not None:
         exact = exact + residual[:, :outs]
     return float(np.max(np.abs(got[:, :outs] - exact)) / max(np.max(np.abs(exact)), 1e-30))
@@ -311,6 +313,9 @@ def _decode_row(dev, model, *, label: str, steps: int, prompt: list, copy_gbps: 
     per_token = model.weight_bytes_per_token
     row = {"model": label, "status": "ok", "note": "", "weight_bytes_per_token": per_token,
            "dispatches_per_token": len(model.program.rows), "ms_per_token": dt * 1e3, "tokens_per_s": 1.0 / dt,
+           # the step's GEMVs that round x to int8 (x_int8 plans them only where they were measured faster)
+           "x_int8_gemvs": sum(1 for r in model.program.rows if r.op == "linear_q"
+                               and kernel(r.variant).facts.get("x_int8", False)),
            "host_ms_per_token": host / steps * 1e3, "weight_gbps": per_token / dt / 1e9,
            "fraction_of_copy_bandwidth": per_token / dt / 1e9 / copy_gbps if copy_gbps else None}
     try:
@@ -329,7 +334,9 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
     from wgraph.models import LlamaConfig
     from wgraph.models.quantized import QuantizedLlama
 
-    cfg = LlamaConfig.from_dict(LLAMA_1B if big else dict(TINY, hidden_size=256, intermediate_size=512, head_dim=64))
+    # the tiny model's vocabulary is as wide as the x_int8 GEMVs' least (quant.toml's min_n), so its lm_head plans one
+    tiny = dict(TINY, hidden_size=256, intermediate_size=512, head_dim=64, vocab_size=8192)
+    cfg = LlamaConfig.from_dict(LLAMA_1B if big else tiny)
     steps, max_seq, prompt = (128, 512, [1]) if big else (16, 64, [1])
     progress(f"quant models: seeded weights ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size})")
     weights = seeded_host_weights(cfg)  # the values SeededLlama and torch_weights make on the GPU
@@ -417,7 +424,8 @@ def model_table(rows: list[dict]) -> str:
         extra = ""
         if r.get("fraction_of_copy_bandwidth"):
             extra += (f"  {r['weight_bytes_per_token'] / 1e6:8.1f} MB/token  {r['weight_gbps']:7.1f} GB/s = "
-                      f"{r['fraction_of_copy_bandwidth']:.1%} of copy  [{r['dispatches_per_token']} dispatches]")
+                      f"{r['fraction_of_copy_bandwidth']:.1%} of copy  [{r['dispatches_per_token']} dispatches"
+                      + (f", {r['x_int8_gemvs']} with x in int8]" if r.get("x_int8_gemvs") else "]"))
         if "speedup_vs_wgraph_f16" in r:
             extra += f"  {r['speedup_vs_wgraph_f16']:.2f}x wgraph f16"
         lines.append(f"  {r['model']:22} {r['tokens_per_s']:9.1f} tokens/s {r['ms_per_token']:8.3f} ms/token{extra}")

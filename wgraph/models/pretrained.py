@@ -132,8 +132,8 @@ def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, 
     dtype: the weights' storage: "f16", "f32" or "bf16" (numpy's and torch's spellings too); None: f16 where the
         device has shader-f16, else f32 (a llama GGUF file: its blocks as they are, the rest f32).
     max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
-    x_int8: a GGUF file's block matrices only (no dtype): their GEMVs round x to int8 per 32 weights and sum by
-        integer dots where the format has such a GEMV (QuantizedLlama's x_int8); float weights refuse it.
+    x_int8: a GGUF file's block matrices only (no dtype): their GEMVs may round x to int8 per 32 weights and sum
+        by integer dots where that is the faster GEMV (QuantizedLlama's x_int8); float weights refuse it.
     """
     _check_load_options("from_pretrained", device, dtype, max_seq)   # before any file is read
     args.flag("from_pretrained", "x_int8", x_int8)

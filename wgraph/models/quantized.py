@@ -104,9 +104,9 @@ class QuantizedLlama(Llama):
     device: the Device to run on.
     weights: {Hugging Face tensor name: float array or host QuantizedWeight}.
     max_seq: the KV cache's positions, in [2, MAX_SEQ]; None: the config's, up to DEFAULT_MAX_SEQ.
-    x_int8: the block matrices' GEMVs round x to int8 per 32 weights and sum by integer dots where their format has
-        such a GEMV (`ops.linear`'s x_int8; llama.cpp's GEMV rounds x likewise): every output moves a little
-        (docs/quantized.md: on SmolLM2 Q4_1 the argmax of 64 teacher-forced positions stayed). Off: x stays f32."""
+    x_int8: the block matrices' GEMVs may round x to int8 per 32 weights and sum by integer dots where that is the
+        faster GEMV (`ops.linear`'s x_int8: Q4_0, Q4_1, Q5_K matrices of >= 8192 rows, the lm_head and gate+up;
+        llama.cpp's GEMV rounds x likewise): those outputs move a little (docs/quantized.md). Off: x stays f32."""
 
     def __init__(self, config: LlamaConfig, device: Device, weights: dict[str, Any], *,
                  max_seq: int | None = None, x_int8: bool = False) -> None:

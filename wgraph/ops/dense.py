@@ -279,7 +279,7 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     residual: f32 of the output's shape, added last, or None.
     variant: force a registry kernel by name (a QuantizedWeight: one of its format's GEMVs); None: planned.
     split_k: the most slices the GEMM's K is cut into (1: none); None: planned.
-    x_int8: a QuantizedWeight only: round x to int8 for its format's integer-dot GEMVs (`linear_q`'s x_int8);
+    x_int8: a QuantizedWeight only: allow x rounded to int8 where an integer-dot GEMV is faster (`linear_q`'s);
         an f32 or f16 W refuses it (ArgumentError).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """

@@ -70,15 +70,16 @@ class QuantLinearPlan:
     reason: str
 
 
-def _gemvs(ggml_type: str, candidates: bool = False) -> list[Kernel]:
-    """The format's GEMV variants in registry order; tuning candidates only when asked (forcing, the bench)."""
-    return [kv for kv in kernels_for("linear_q")
-            if kv.facts.get("ggml_type") == ggml_type and (candidates or not kv.facts.get("candidate"))]
+def _gemvs(ggml_type: str, candidates: bool = False, x_int8: bool = False) -> list[Kernel]:
+    """The format's GEMV variants in registry order: those planned for a plain call; with x_int8, also the planned
+    ones that round x to int8 (registry fact x_int8: they come first where the H200 measured them faster); with
+    candidates, every one (forcing, the bench)."""
+    return [kv for kv in kernels_for("linear_q") if kv.facts.get("ggml_type") == ggml_type
+            and (candidates or (not kv.facts.get("candidate") and (x_int8 or not kv.facts.get("x_int8"))))]
 
 
 def _x_int8_gemvs(ggml_type: str) -> list[Kernel]:
-    """The format's GEMVs that round x to int8 (registry fact x_int8), in registry order: what `x_int8=True` plans
-    (all tuning candidates so far: an opt-in, since the rounding moves every output; docs/quantized.md)."""
+    """Every GEMV of the format that rounds x to int8, candidates among them (registry order)."""
     return [kv for kv in _gemvs(ggml_type, candidates=True) if kv.facts.get("x_int8")]
 
 
@@ -144,9 +145,10 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     swiglu: whether the call fuses swiglu (W holds [gate; up] row pairs).
     fused: the names of the fused options, for the plan's reason.
     caps: the device capabilities to plan for (dev.caps); None: any device.
-    x_int8: plan among the format's GEMVs that round x to int8 per 32 weights and sum by integer dots (the first
-        that takes the call, as above), where it has one that does; the others where not (the reason says so). A
-        forced `variant` must then be one of them.
+    x_int8: also plan the GEMVs that round x to int8 per 32 weights and sum by integer dots, which the registry
+        lists ahead of the f32 ones where the H200 measured them faster (Q4_0, Q4_1 and Q5_K on wide outputs,
+        n >= 8192); where none takes the call, x stays f32 (the reason says so). A forced `variant` must then be
+        one that rounds x.
     """
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)
@@ -178,12 +180,12 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
     where = f"linear: {rows} rows of a {ggml_type} [{n}, {k}] weight"
     fusing = f"; {', '.join(fused)} fused" if fused else ""
     if x_int8 and variant is None:
-        g = _taker([kv for kv in _x_int8_gemvs(ggml_type) if _refusal(kv, n, k, swiglu, caps, forced=False) is None],
-                   rows)
-        if g is None:
+        g = _taker([kv for kv in _gemvs(ggml_type, x_int8=True)
+                    if _refusal(kv, n, k, swiglu, caps, forced=False) is None], rows)
+        if g is None or not g.facts.get("x_int8"):
             plan = _plan_linear_q(rows, n, k, ggml_type, None, swiglu, fused, caps)
-            return attrs.evolve(plan, reason=f"x_int8: no {ggml_type} GEMV rounds x to int8 here, so x stays f32; "
-                                             + plan.reason)
+            return attrs.evolve(plan, reason=f"x_int8: no {ggml_type} GEMV that rounds x to int8 is planned for "
+                                             f"this call (none was faster here), so x stays f32; " + plan.reason)
         chunks = ceil_div(rows, g.limits["max_rows"])
         return QuantLinearPlan(g.name, chunks,
                                f"x_int8: x rounded to int8 per 32 weights, integer dots; {rows} rows in {chunks} "
@@ -332,9 +334,10 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
     residual: f32 of the output's shape, added last, or None.
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     variant: force one of the format's GEMV kernels by name; None: planned.
-    x_int8: round x (after the norm) to int8 per 32 weights and sum by integer dots (llama.cpp's GEMV does the
-        same), where the format has such a GEMV (Q4_0, Q8_0, Q4_1, the K-quants); the output moves by ~1e-3 to
-        ~1e-2 of its largest value (docs/quantized.md); a forced `variant` must then be such a GEMV. Off: x stays f32.
+    x_int8: allow x (after the norm) to be rounded to int8 per 32 weights and summed by integer dots (llama.cpp's
+        GEMV does the same) where that GEMV is the faster one (`plan_linear_q`: Q4_0, Q4_1, Q5_K with out_features
+        >= 8192); the output moves by ~1e-3 to ~1e-2 of its largest value (docs/quantized.md); a forced `variant`
+        must then be such a GEMV. Off: x stays f32.
     """
     w = _weight(w, "linear", "w")
     eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
