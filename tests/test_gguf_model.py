@@ -141,13 +141,18 @@ def test_a_q4_k_m_file_keeps_its_k_quant_blocks(tmp_path, dev):
     rounded = from_pretrained(path, dev, max_seq=32, x_int8=True)
     assert rounded.x_int8 and not model.x_int8
     assert [r.variant for r in rounded.program.rows] == [r.variant for r in model.program.rows]
+    assert rounded.x_int8_gemvs == 0
+    from wgraph.models.cli import weights_label  # what the generate command says of it
+
+    assert weights_label(rounded) == ("Q4_K/Q6_K blocks, x_int8 asked: no GEMV of this model rounds x (none is "
+                                      "faster for its formats and shapes), the rest f32")
     assert np.array_equal(model.prefill(ids, all_logits=True).numpy(), rounded.prefill(ids, all_logits=True).numpy())
     with pytest.raises(ArgumentError, match="x_int8=True rounds x for the GEMVs of a GGUF file's block matrices; "
                                             "q4_k_m.gguf loads as float weights"):
         from_pretrained(path, dev, dtype="f32", x_int8=True)
 
 
-def test_x_int8_rounds_x_for_the_wide_q4_0_gemv(tmp_path, dev):
+def test_x_int8_rounds_x_for_the_wide_q4_0_gemv(tmp_path, dev, capsys):
     """A Q4_0 file loaded with x_int8: its one matrix of >= 8192 rows (the lm_head over a vocabulary of 8192) runs on
     the GEMV that rounds x to int8 (quant.toml's x_int8 entry for wide outputs), every other on the plain model's
     kernel; the logits near the plain model's (x rounded per 32 weights) and not equal to them."""
@@ -160,10 +165,16 @@ def test_x_int8_rounds_x_for_the_wide_q4_0_gemv(tmp_path, dev):
                if a.variant != b.variant]
     assert len(model.program.rows) == len(rounded.program.rows)
     assert changed == [("quant_gemv_r1_wide_q4_0", "quant_gemv_r1_wide_i8_q4_0")]
+    assert (model.x_int8_gemvs, rounded.x_int8_gemvs) == (0, 1)
     # the logits of one row of x (the prompt's last position, then decode steps: the one-row GEMVs)
     a, b = ([m.prefill([7, 250, 31, 4]).numpy()] + [m.step().numpy() for _ in range(3)] for m in (model, rounded))
     a, b = np.concatenate(a), np.concatenate(b)
     assert 0 < np.abs(a - b).max() <= 0.05 * np.abs(a).max(), (np.abs(a - b).max(), np.abs(a).max())
+    # the generate command says how many GEMVs round x (a Q4_0 file: the lm_head)
+    from wgraph.__main__ import main as cli_main
+
+    assert cli_main(["generate", str(path), "--prompt-ids", "3,4", "--max-new-tokens", "2", "--x-int8"]) == 0
+    assert "(Q4_0 blocks, x rounded to int8 in 1 GEMV(s) of a step, the rest f32 weights)" in capsys.readouterr().err
 
 
 SLOTS = {"attn_q": 0, "attn_k": 0, "attn_v": 0, "attn_output": 1, "ffn_gate": 2, "ffn_up": 2, "ffn_down": 3}

@@ -313,9 +313,7 @@ def _decode_row(dev, model, *, label: str, steps: int, prompt: list, copy_gbps: 
     per_token = model.weight_bytes_per_token
     row = {"model": label, "status": "ok", "note": "", "weight_bytes_per_token": per_token,
            "dispatches_per_token": len(model.program.rows), "ms_per_token": dt * 1e3, "tokens_per_s": 1.0 / dt,
-           # the step's GEMVs that round x to int8 (x_int8 plans them only where they were measured faster)
-           "x_int8_gemvs": sum(1 for r in model.program.rows if r.op == "linear_q"
-                               and kernel(r.variant).facts.get("x_int8", False)),
+           "x_int8_gemvs": model.x_int8_gemvs,
            "host_ms_per_token": host / steps * 1e3, "weight_gbps": per_token / dt / 1e9,
            "fraction_of_copy_bandwidth": per_token / dt / 1e9 / copy_gbps if copy_gbps else None}
     try:

@@ -619,6 +619,14 @@ class Llama:
         """The GGML block formats its weights are held in: none (QuantizedLlama's hold some)."""
         return ()
 
+    @property
+    def x_int8_gemvs(self) -> int:
+        """The decode step's GEMVs that round x to int8 (a QuantizedLlama with x_int8: those the registry plans
+        where the integer dots were measured faster; else none)."""
+        from wgraph.kernels.registry import kernel
+
+        return sum(1 for r in self.program.rows if r.op == "linear_q" and kernel(r.variant).facts.get("x_int8", False))
+
     def generate_text(self, prompt: str | list[dict[str, str]], max_new_tokens: int, **options: Any) -> str:
         """The text of up to `max_new_tokens` new tokens after `prompt` (a str; with chat=True a user message or a
         list of messages, rendered by the chat template). Options: chat, system, temperature, top_k, top_p, seed,
