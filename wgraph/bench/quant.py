@@ -158,13 +158,15 @@ def _plan(dev, s: QuantGemvShape, variant: str | None = None):
 
 
 def _variants(dev, s: QuantGemvShape, all_variants: bool) -> list[str]:
-    """The planned GEMV, then (for Q4_0 and Q4_K, one row) every other one-row variant of the format the device
-    runs, tuning candidates included; on a device with subgroups not the variants for devices without them."""
+    """The planned GEMV, then (for Q4_0 and Q4_K) every other variant of the format and of the planned one's class
+    (one row of x, or 2-8) the device runs, tuning candidates and x_int8 ones included; on a device with subgroups
+    not the variants for devices without them."""
     planned = _plan(dev, s).variant
-    if not (all_variants and s.ggml_type in ALL_VARIANTS and s.rows == 1):
+    if not (all_variants and s.ggml_type in ALL_VARIANTS):
         return [planned]
+    rows_class = kernel(planned).limits["max_rows"]
     others = [kv.name for kv in kernels_for("linear_q") if kv.facts["ggml_type"] == s.ggml_type
-              and kv.limits["max_rows"] == 1 and kv.name != planned and set(kv.features) <= dev.caps.features
+              and kv.limits["max_rows"] == rows_class and kv.name != planned and set(kv.features) <= dev.caps.features
               and ("subgroup" in kv.features or not dev.caps.has_subgroups)]
     return [planned, *others]
 
