@@ -179,17 +179,6 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
                    fused: tuple[str, ...], caps, x_int8: bool = False) -> QuantLinearPlan:
     where = f"linear: {rows} rows of a {ggml_type} [{n}, {k}] weight"
     fusing = f"; {', '.join(fused)} fused" if fused else ""
-    if x_int8 and variant is None:
-        g = _taker([kv for kv in _gemvs(ggml_type, x_int8=True)
-                    if _refusal(kv, n, k, swiglu, caps, forced=False) is None], rows)
-        if g is None or not g.facts.get("x_int8"):
-            plan = _plan_linear_q(rows, n, k, ggml_type, None, swiglu, fused, caps)
-            return attrs.evolve(plan, reason=f"x_int8: no {ggml_type} GEMV that rounds x to int8 is planned for "
-                                             f"this call (none was faster here), so x stays f32; " + plan.reason)
-        chunks = ceil_div(rows, g.limits["max_rows"])
-        return QuantLinearPlan(g.name, chunks,
-                               f"x_int8: x rounded to int8 per 32 weights, integer dots; {rows} rows in {chunks} "
-                               f"chunk(s) of {g.limits['max_rows']}: {describe_gemv(g, n, swiglu)}{fusing}")
     if variant is not None:
         chosen = next((kv for kv in _gemvs(ggml_type, candidates=True) if kv.name == variant), None)
         if chosen is None:
@@ -206,7 +195,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         return QuantLinearPlan(chosen.name, chunks, f"forced; {rows} rows in {chunks} chunk(s) of "
                                                     f"{chosen.limits['max_rows']}: {describe_gemv(chosen, n, swiglu)}"
                                                     f"{fusing}")
-    gemvs = _gemvs(ggml_type)
+    gemvs = _gemvs(ggml_type, x_int8=x_int8)  # with x_int8 the rounding entries too, ahead of those they beat
     if not gemvs:
         raise PlanError(f"linear: no GEMV kernel reads {ggml_type} blocks; the registry's linear_q kernels are "
                         f"{[kv.name for kv in kernels_for('linear_q')]}")
@@ -222,16 +211,24 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         raise PlanError(f"{where}: no GEMV takes it (" + "; ".join(f"{', '.join(names)} {no}"
                                                                    for no, names in why.items()) + ")")
     g = _taker(takers, rows)
+    rounds = g.facts.get("x_int8", False)
+    x = ""  # what x_int8 did, ahead of the reason
+    if rounds:
+        x = "x_int8: x rounded to int8 per 32 weights; "
+    elif x_int8:
+        x = (f"x_int8: no {ggml_type} GEMV that rounds x to int8 is planned for this call (none was faster here), "
+             f"so x stays f32; ")
     if rows <= g.limits["max_rows"]:
         rules = [f"{side} >= {g.facts[fact]}" for side, fact in (("n", "min_n"), ("k", "min_k")) if g.facts.get(fact)]
         rules = f" ({', '.join(rules)})" if rules else ""
+        sums = "quants against x in int8 by integer dots" if rounds else "blocks dequantized in registers"
         return QuantLinearPlan(g.name, 1 if rows else 0,
-                               f"{rows} rows <= {g.limits['max_rows']}{rules}: {ggml_type} GEMV (blocks dequantized "
-                               f"in registers), {describe_gemv(g, n, swiglu)}{fusing}")
+                               f"{x}{rows} rows <= {g.limits['max_rows']}{rules}: {ggml_type} GEMV ({sums}), "
+                               f"{describe_gemv(g, n, swiglu)}{fusing}")
     most = g.limits["max_rows"]
     chunks = ceil_div(rows, most)
-    return QuantLinearPlan(g.name, chunks, f"{rows} rows > {most} (the GEMV's most): {chunks} chunks of {most} rows "
-                                           f"in one dispatch, each reading W; {describe_gemv(g, n, swiglu)}{fusing}")
+    return QuantLinearPlan(g.name, chunks, f"{x}{rows} rows > {most} (the GEMV's most): {chunks} chunks of {most} "
+                                           f"rows in one dispatch, each reading W; {describe_gemv(g, n, swiglu)}{fusing}")
 
 
 def _fused(params: QuantLinearParams, specs) -> tuple[str, ...]:
