@@ -116,10 +116,11 @@ def cache_positions(args, files, ids: list[int] | None) -> int | None:
 def weights_label(model) -> str:
     """What a model's weights are, for the messages: its dtype, or its GGML block formats and the rest's dtype."""
     blocks = model.block_formats
-    rounding = model.x_int8_gemvs if model.x_int8 else 0
-    x = (f", x rounded to int8 in {rounding} GEMV(s) of a step" if rounding
-         else ", x_int8 asked: no GEMV of this model rounds x (none is faster for its formats and shapes)"
-         if model.x_int8 else "")
+    x = ""
+    if model.x_int8:
+        rounding = model.x_int8_gemvs
+        x = (f", x rounded to int8 in {rounding} GEMV(s) of a step" if rounding
+             else ", x_int8 asked: no GEMV of this model rounds x (none is faster for its formats and shapes)")
     return f"{'/'.join(blocks)} blocks{x}, the rest {model.dtype}" if blocks else model.dtype
 
 

@@ -34,7 +34,7 @@ from wgraph import args
 from wgraph.device import Device
 from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
 from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
-from wgraph.kernels.registry import select_variant
+from wgraph.kernels.registry import kernel, select_variant
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
@@ -623,8 +623,6 @@ class Llama:
     def x_int8_gemvs(self) -> int:
         """The decode step's GEMVs that round x to int8 (a QuantizedLlama with x_int8: those the registry plans
         where the integer dots were measured faster; else none)."""
-        from wgraph.kernels.registry import kernel
-
         return sum(1 for r in self.program.rows if r.op == "linear_q" and kernel(r.variant).facts.get("x_int8", False))
 
     def generate_text(self, prompt: str | list[dict[str, str]], max_new_tokens: int, **options: Any) -> str:
