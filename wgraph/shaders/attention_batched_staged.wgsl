@@ -1,0 +1,26 @@
+// Batched staged split-K decode: attention_decode_staged.wgsl's chunk kernel (K/V tiles staged in workgroup
+// memory, the next tile's loads in flight while a tile is summed) over a ragged batch with one query per
+// sequence. Workgroup (c, g * blocks + blk, b) attends chunk c of sequence b's visible keys for q heads
+// blk * G_TILE .. + G_TILE of kv head g; the chunk split is attention_splitk_split.wgsl's, so surplus chunks of a
+// short sequence return at once, and attention_batched_combine.wgsl merges the partials. Positions and rows come
+// from attention_batched_common.wgsl; the walk is the single-sequence kernel's (attention_staged_walk.wgsl).
+{{ENABLE_F16}}
+//!include attention_batched_common.wgsl
+@group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;   // 16-byte pieces: ELEMS dims each
+@group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
+@group(0) @binding(9) var<storage, read_write> part_ml: array<f32>;
+@group(0) @binding(10) var<storage, read_write> part_acc: array<f32>;
+
+//!include attention_batched_chunks.wgsl
+
+//!include attention_staged_consts.wgsl
+//!include attention_fused_store_partials.wgsl
+
+@compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+//!include attention_batched_chunk.wgsl
+    let q0 = (qrow * params.num_heads + h0) * D;
+    part_slot = (b * params.num_heads + h0) * params.num_chunks + c;
+//!include attention_staged_walk.wgsl
+}
