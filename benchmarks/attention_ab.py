@@ -81,10 +81,9 @@ FUSED = {
         "dpl8_t512": dict(DIMS_PER_LANE=8, SPLIT_TARGET=512)},
 }
 # Staged decode configurations (the registry's: tiles of 32 keys, 128 threads, a split target of 256
-# workgroups): longer tiles (more bytes in flight a workgroup), more threads, more chunks (more workgroups an SM).
+# workgroups): longer tiles (more bytes in flight a workgroup), more threads, more or fewer chunks.
 STAGED = {"t64": dict(BLOCK_N=64), "t64_w256": dict(BLOCK_N=64, WG=256), "w256": dict(WG=256),
-          "s512": dict(SPLIT_TARGET=512), "s1024": dict(SPLIT_TARGET=1024),
-          "t64_s512": dict(BLOCK_N=64, SPLIT_TARGET=512), "t64_s1024": dict(BLOCK_N=64, SPLIT_TARGET=1024)}
+          "s512": dict(SPLIT_TARGET=512), "s128": dict(SPLIT_TARGET=128), "t64_s512": dict(BLOCK_N=64, SPLIT_TARGET=512)}
 # f32 prefill flash configurations at D=128 (the registry's: BLOCK_M 64, 2 threads a query, 8-key tiles)
 PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dict(TILE_N=4),
            "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}
