@@ -17,9 +17,7 @@ GPU-bound, as torch's CUDA-event loop is). `python benchmarks/attention_ab.py de
 $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes). HEADS="64/8,..." (decode and
 batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
-the varlen prefill out of the batched section. The decode and batched sections time the staged split-K kernel
-(`decode_staged_g4/g8`, `batched_staged_g4/g8`: K/V tiles in workgroup memory) and its configurations (STAGED
-below); FUSED=1 adds the fused kernel's configurations (FUSED below, measured in h200-attention-ab*.log)."""
+the varlen prefill out of the batched section."""
 import json
 import os
 import statistics
@@ -45,7 +43,6 @@ HEADS = _env_list("HEADS", lambda v: tuple(int(x) for x in v.split("/")))
 LENGTHS = _env_list("LENGTHS", int)
 DIMS = _env_list("DIMS", int)
 VARLEN_ROWS = os.environ.get("VARLEN", "1") != "0"
-FUSED_CONFIGS = os.environ.get("FUSED") == "1"
 EXP = Path("/tmp/attention_ab_shaders")
 FLAT = ab_registry.copy_shaders(EXP)  # every kernel's entry, expanded
 
@@ -80,10 +77,6 @@ FUSED = {
     8: {"dpl8": dict(DIMS_PER_LANE=8), "dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4),
         "dpl8_t512": dict(DIMS_PER_LANE=8, SPLIT_TARGET=512)},
 }
-# Staged decode configurations (the registry's: tiles of 32 keys, 128 threads, a split target of 256
-# workgroups): longer tiles (more bytes in flight a workgroup), more threads, more or fewer chunks.
-STAGED = {"t64": dict(BLOCK_N=64), "t64_w256": dict(BLOCK_N=64, WG=256), "w256": dict(WG=256),
-          "s512": dict(SPLIT_TARGET=512), "s128": dict(SPLIT_TARGET=128), "t64_s512": dict(BLOCK_N=64, SPLIT_TARGET=512)}
 # f32 prefill flash configurations at D=128 (the registry's: BLOCK_M 64, 2 threads a query, 8-key tiles)
 PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dict(TILE_N=4),
            "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}
@@ -95,10 +88,6 @@ for g, confs in FUSED.items():
     for tag, conf in confs.items():
         extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
         extra.append(exp_entry(f"batched_fused_g{g}_f16", f"x_bfused_g{g}_f16_{tag}", conf))
-for g in (4, 8):
-    for tag, conf in STAGED.items():
-        extra.append(exp_entry(f"decode_staged_g{g}_f16", f"x_staged_g{g}_f16_{tag}", conf))
-        extra.append(exp_entry(f"batched_staged_g{g}_f16", f"x_bstaged_g{g}_f16_{tag}", conf))
 for tag, conf in PREFILL.items():
     extra.append(exp_entry("prefill_flash_d128_f32", f"x_flash_d128_f32_{tag}", conf))
 for tag, conf in VARLEN.items():
@@ -116,7 +105,7 @@ from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
 dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
-RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()}, "staged": STAGED,
+RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
                                                                  "prefill": PREFILL, "varlen": VARLEN}}
 N_CALLS = 5 if SMALL else 20
 
@@ -271,10 +260,8 @@ def section_decode():
                     row["torch_us"], ref = tr["torch_ms"] * 1e3, tr["output"]
                     print(f"  {'torch':44} {row['torch_us']:8.1f} us", flush=True)
                 plan_name = None
-                gs = 8 if g == 8 else 4   # the staged kernel's head block
-                variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16", f"decode_staged_g{gs}_f16"]
-                variants += [f"x_staged_g{gs}_f16_{tag}" for tag in STAGED]
-                variants += [f"x_fused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]
+                variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16"]
+                variants += [f"x_fused_g{g}_f16_{tag}" for tag in FUSED.get(g, {})]
                 for var in variants:
                     try:
                         plan = wg.ops.attention_plan(*tensors, causal=True, variant=var)
@@ -327,10 +314,8 @@ def section_batched():
             row.update(torch_us=t["torch_ms"] * 1e3, torch_how=t["torch_how"])
             print(f"  {'torch (' + t['torch_how'] + ')':44} {row['torch_us']:8.1f} us", flush=True)
         g = hq // hkv
-        gs = 8 if g == 8 else 4
-        for var in (None, f"batched_fused_g{g}_f16", f"batched_splitk_g{g}_f16", f"batched_staged_g{gs}_f16",
-                    *[f"x_bstaged_g{gs}_f16_{tag}" for tag in STAGED],
-                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]):
+        for var in (None, f"batched_fused_g{g}_f16", f"batched_splitk_g{g}_f16",
+                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {})]):
             try:
                 out = wg.ops.attention_kvcache(Q, K, V, cache_seqlens=LENS, causal=True, variant=var)
             except wg.WgraphError as e:

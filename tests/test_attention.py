@@ -28,7 +28,6 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "decode_fused_g4": ("decode", 256),
     "decode_fused_g8": ("decode", 256),
     "decode_single": ("decode", 256),         # GPU-tuned: forced
-    "decode_staged_g4": ("decode", 128),      # experimental (the planner passes over it): forced
     "prefill_flash_d64": ("prefill", 64),    # GPU-tuned: the planner skips them on lavapipe, so they are forced
     "prefill_flash_d128": ("prefill", 128),
     "prefill_flash_d256": ("prefill", 256),

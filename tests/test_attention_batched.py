@@ -109,12 +109,7 @@ def _kvcache_cases():
              ("batched_single_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
              ("batched_single_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True)),
              ("batched_single_f16kv", ("f16kv", [33, 0, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
-             ("batched_single_f16kv", ("f16kv", [0, 5], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True)),
-             # the staged split-K decode (experimental: forced): paged GQA with a window, softcap and new rows,
-             # chunks of several tiles; a group of 8 in one head block, MHA in a block of 4 with an empty sequence
-             ("batched_staged_g4_f16", ("f16", [9, 140, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 64, 16, (100, -1), 2.0, True)),
-             ("batched_staged_g8_f32", ("f32", [33, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
-             ("batched_staged_g4_f16kv", ("f16kv", [70, 0, 3], 0, 1, 2, 2, 80, 0, (-1, -1), 0.0, True))]
+             ("batched_single_f16kv", ("f16kv", [0, 5], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True))]
     return cases + [pytest.param(v, c, id=f"{v}-B{len(c[1])}-new{c[2]}") for v, c in fused]
 
 
@@ -161,7 +156,7 @@ def test_kvcache_matches_reference(dev, rng, variant, case):
 @pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",
                                      "prefill_gemm_d64_f16kv", "prefill_chunked_f32", "decode_streaming_f32", "decode_subgroup_f16kv",
                                      "decode_chunked_f32", "decode_splitk_g4_f16", "decode_fused_g4_f32",
-                                     "decode_single_f16kv", "decode_staged_g8_f16kv"])
+                                     "decode_single_f16kv"])
 def test_attention_window_and_lse(dev, rng, variant):
     """window (left, right) without causal, and lse, on every kernel family of wg.ops.attention."""
     if lacks_subgroups(dev, variant):

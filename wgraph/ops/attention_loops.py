@@ -131,21 +131,6 @@ def _single(k: Kernel, f: PlanFacts, caps) -> int:
     return _fused_walk(k, f.head_dim, f.kv_span) + _loop(ceil_div(g * f.head_dim, kconst(k, "WG"))) + _loop(g)
 
 
-def _staged(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_decode_staged.wgsl (its walk in attention_staged_walk.wgsl): the q loop, then per tile of T keys of
-    one chunk (at most kv_span keys rounded up to CHUNK_STEP, at most CHUNK_MAX) the score pass's dims loop, the
-    softmax pairs' part and max loops and the P.V keys loop; then the merge's part loops, one for the l's and two a
-    head (staging and the register loops are unrolled by //!repeat)."""
-    wg, t, g, nsm, ndp = (kconst(k, n) for n in ("WG", "T", "G_TILE", "NSM", "NDP"))
-    step = kconst(k, "CHUNK_STEP")
-    keys = min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(f.kv_span, step) * step))
-    d4 = max(1, f.head_dim // 4)
-    nparts = max(1, wg // d4)
-    tile = _loop(ceil_div(d4, ndp)) + nsm * (_loop(ndp) + _loop(t // 4)) + _loop(ceil_div(t, nparts))
-    merge = g * _loop(nparts) + g * _loop(ceil_div(f.head_dim, wg), _loop(nparts))
-    return _loop(ceil_div(g * kconst(k, "MAX_D4"), wg)) + _loop(ceil_div(keys, t), tile) + merge
-
-
 def _splitk_combine(k: Kernel, f: PlanFacts, caps, chunks: int) -> int:
     """attention_decode_splitk_combine.wgsl (its loops included from attention_combine_consts.wgsl and
     attention_combine_merge.wgsl): a strided pass and a grouped pass over the chunks, one reduction, and the
@@ -167,7 +152,6 @@ BOUNDS = {
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_fused.wgsl": _fused,
     "attention_decode_single.wgsl": _single,
-    "attention_decode_staged.wgsl": _staged,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
     # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks
     # are the batch's (splitk_chunks reads the batch size from the facts)
@@ -177,7 +161,6 @@ BOUNDS = {
     "attention_batched_decode.wgsl": _splitk,
     "attention_batched_fused.wgsl": _fused,
     "attention_batched_single.wgsl": _single,
-    "attention_batched_staged.wgsl": _staged,
 }
 
 

@@ -5,14 +5,3 @@ const PV4: u32 = 2u;  // vec4<f32>s in one 16-byte piece
 fn piece(w: vec4<u32>, e: u32) -> vec4<f32> {
     return select(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)), vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), e == 0u);
 }
-
-// Four dims of a piece (unit e of two) kept as halves, as the staged decode holds K/V in workgroup memory.
-alias KvUnit = vec2<u32>;
-
-fn unit_of(w: vec4<u32>, e: u32) -> KvUnit {
-    return select(w.zw, w.xy, e == 0u);
-}
-
-fn unit_f32(u: KvUnit) -> vec4<f32> {
-    return vec4<f32>(unpack2x16float(u.x), unpack2x16float(u.y));
-}
