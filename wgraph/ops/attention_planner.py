@@ -241,6 +241,11 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         n, most, blocks = splitk_chunks(k, facts)
         wg = (n, facts.num_kv_heads or H, blocks)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
+    if grid == "splitk_x":   # the head blocks of a chunk neighbours along x: they read its K/V at about the same time
+        _checked_splitk(k.name)
+        n, most, blocks = splitk_chunks(k, facts)
+        wg = (n * blocks, facts.num_kv_heads or H, 1)
+        return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
     if grid == "seq_splitk":
         # every sequence splits its own keys on the GPU (attention_splitk_split.wgsl): the grid holds the most
         # chunks a sequence can take, and a shorter sequence's surplus chunks return at once

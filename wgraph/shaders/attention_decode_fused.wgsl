@@ -13,7 +13,9 @@
 // merge their (m, l, acc): the slots of a subgroup by shuffles, the subgroups' states in workgroup memory
 // (attention_fused_merge.wgsl); the chunk's partial (m, l, acc) per head goes to part_ml / part_acc, and
 // attention_decode_splitk_combine.wgsl merges the chunks.
-// Dispatch: (chunks, num_kv_heads, head blocks), direct or indirect (attention_decode_splitk_prepare.wgsl).
+// Dispatch: (chunks, num_kv_heads, head blocks) with SPLITK_HEAD = attention_splitk_head.wgsl (grid "splitk"), or
+// (chunks x head blocks, num_kv_heads, 1) with attention_splitk_head_x.wgsl (grid "splitk_x": the head blocks of a
+// chunk are neighbours in the dispatch, so they read the chunk's K/V at about the same time, once from memory).
 {{ENABLE_F16}}
 //!include attention_params.wgsl
 //!include attention_decode_splitk_common.wgsl
@@ -29,7 +31,7 @@
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {
-//!include attention_splitk_head.wgsl
+//!include {{SPLITK_HEAD}}
     if (c >= splitk_count(span)) {
         return;                                   // the whole workgroup: a surplus chunk
     }

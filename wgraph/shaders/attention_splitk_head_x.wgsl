@@ -1,0 +1,10 @@
+    let D = params.head_dim;
+    let group = params.num_heads / params.num_kv_heads;
+    let blocks = head_blocks();
+    let c = wid.x / blocks;
+    let g = wid.y;
+    let h0 = g * group + (wid.x % blocks) * G_TILE;
+    let ng = min(G_TILE, group - (wid.x % blocks) * G_TILE);
+    let kv_len = kv_len_now();
+    let range = splitk_range(kv_len);
+    let span = range.y - range.x;
