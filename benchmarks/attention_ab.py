@@ -115,8 +115,9 @@ from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
 dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
-RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()}, "heads_x": HEADS_X,
-                                                                 "prefill": PREFILL, "varlen": VARLEN}}
+RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
+                                                                 "heads_x": HEADS_X, "prefill": PREFILL,
+                                                                 "varlen": VARLEN}}
 N_CALLS = 5 if SMALL else 20
 
 

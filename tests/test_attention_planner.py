@@ -283,7 +283,6 @@ def test_fused_decode_on_gpus_with_subgroups():
     assert p.variant == "decode_splitk_g4_f16" and "GPU-tuned" in dict(p.rejected)["decode_fused_g4_f16"]
 
 
-
 def test_head_blocks_along_x_grid():
     """grid "splitk_x" (decode_fused_hx_*, experimental): the head blocks of a chunk are neighbours along x, so the
     grid is (chunks x blocks, kv heads, 1) where "splitk" is (chunks, kv heads, blocks); the same chunks (the registry's
@@ -297,6 +296,7 @@ def test_head_blocks_along_x_grid():
         assert p.workgroups == (chunks * blocks, 8, 1), (variant, p.workgroups)
         assert p.dispatches[1] == ("decode_splitk_combine_f16", (1, 32, 1))
         assert "experimental" in dict(plan(facts, gpu).rejected)[variant]
+
 
 def test_one_pass_decode_where_the_keys_are_few():
     """decode_single (one dispatch, one workgroup per q head) is planned on a GPU with subgroups up to its

@@ -236,15 +236,12 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         hkv, blocks = facts.num_kv_heads or H, head_blocks(k, facts)
         wg = (1, hkv, blocks) if grid == "single" else (1, hkv * blocks, B)
         return wg, ((k.name, wg),), 0, 0
-    if grid == "splitk":
+    if grid in ("splitk", "splitk_x"):
         _checked_splitk(k.name)
         n, most, blocks = splitk_chunks(k, facts)
-        wg = (n, facts.num_kv_heads or H, blocks)
-        return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
-    if grid == "splitk_x":   # the head blocks of a chunk neighbours along x: they read its K/V at about the same time
-        _checked_splitk(k.name)
-        n, most, blocks = splitk_chunks(k, facts)
-        wg = (n * blocks, facts.num_kv_heads or H, 1)
+        hkv = facts.num_kv_heads or H
+        # splitk_x: the head blocks of a chunk neighbours along x, so they read its K/V at about the same time
+        wg = (n, hkv, blocks) if grid == "splitk" else (n * blocks, hkv, 1)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
     if grid == "seq_splitk":
         # every sequence splits its own keys on the GPU (attention_splitk_split.wgsl): the grid holds the most
