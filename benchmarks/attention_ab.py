@@ -19,7 +19,8 @@ batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,.
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
 the varlen prefill out of the batched section. FUSED=1 adds the fused kernel's configurations (FUSED below,
 measured in h200-attention-ab*.log); GQA decode shapes time HEADS_X (the head blocks of a chunk neighbours in the
-dispatch: decode_fused_hx_g1/g2 and their HEADS_X configurations) beside the planned kernel."""
+dispatch: decode_fused_hx_g1/g2 and their HEADS_X configurations) beside the planned kernel, GQA batches their
+batched twins (batched_fused_hx_g1/g2)."""
 import json
 import os
 import statistics
@@ -329,7 +330,8 @@ def section_batched():
             print(f"  {'torch (' + t['torch_how'] + ')':44} {row['torch_us']:8.1f} us", flush=True)
         g = hq // hkv
         for var in (None, f"batched_fused_g{g}_f16", f"batched_splitk_g{g}_f16",
-                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]):
+                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS],
+                    *(("batched_fused_hx_g1_f16", "batched_fused_hx_g2_f16") if g > 1 else ())):
             try:
                 out = wg.ops.attention_kvcache(Q, K, V, cache_seqlens=LENS, causal=True, variant=var)
             except wg.WgraphError as e:

@@ -158,17 +158,17 @@ def vcase(variant, dt, lens, hq, hkv, D, causal=True, window=(-1, -1)):
           f"causal={causal} window={window} {'; '.join(msgs)[:300]}", flush=True)
 
 
+ragged = [32768, 1, 0, 4097, 16384, 777, 30000, 64]
+for name, k in registry().items():   # the batched decode kernels forced (`batched`, or a part of their names)
+    if k.op != "attention_batched" or k.facts.get("tier") not in ("fused", "splitk", "single") or (
+            only not in ("", "batched") and only not in name):
+        continue
+    dt = k.facts["dtype"]
+    g = k.limits.get("max_q_per_kv", 8)
+    bcase(name, dt, ragged if dt == "f16" else [l // 4 for l in ragged], 2 * g, 2, 128)
+    bcase(name, dt, [9000, 5, 4000], g, 1, 64, n_new=1, page=64, window=(2000, -1), softcap=30.0, mag=4.0)
+    bcase(name, dt, [20000], 4 * g, 4, 256 if dt != "f32" or "fused" not in name else 128)
 if only in ("", "batched", "fused", "splitk", "flash", "single"):
-    ragged = [32768, 1, 0, 4097, 16384, 777, 30000, 64]
-    for name, k in registry().items():
-        if k.op != "attention_batched" or k.facts.get("tier") not in ("fused", "splitk", "single") or (
-                only not in ("", "batched") and only not in name):
-            continue
-        dt = k.facts["dtype"]
-        g = k.limits.get("max_q_per_kv", 8)
-        bcase(name, dt, ragged if dt == "f16" else [l // 4 for l in ragged], 2 * g, 2, 128)
-        bcase(name, dt, [9000, 5, 4000], g, 1, 64, n_new=1, page=64, window=(2000, -1), softcap=30.0, mag=4.0)
-        bcase(name, dt, [20000], 4 * g, 4, 256 if dt != "f32" or "fused" not in name else 128)
     for B in (1, 8, 64):   # planned, the bench's shape
         bcase(None, "f16", [4096] * B, 32, 8, 128)
         bcase(None, "f16", [300 - 4 * b for b in range(B)], 32, 8, 64, n_new=1)   # capacity <= 512: one pass

@@ -243,12 +243,13 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         # splitk_x: the head blocks of a chunk neighbours along x, so they read its K/V at about the same time
         wg = (n, hkv, blocks) if grid == "splitk" else (n * blocks, hkv, 1)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
-    if grid == "seq_splitk":
+    if grid in ("seq_splitk", "seq_splitk_x"):
         # every sequence splits its own keys on the GPU (attention_splitk_split.wgsl): the grid holds the most
         # chunks a sequence can take, and a shorter sequence's surplus chunks return at once
         _checked_splitk(k.name)
         _, most, blocks = splitk_chunks(k, facts)
-        wg = (most, (facts.num_kv_heads or H) * blocks, B)
+        hkv = facts.num_kv_heads or H
+        wg = (most, hkv * blocks, B) if grid == "seq_splitk" else (most * blocks, hkv, B)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, B))), most, shader_const(k, "CHUNK_STEP")
     raise PlanError(f"kernel {k.name} has unknown grid {grid!r}")
 

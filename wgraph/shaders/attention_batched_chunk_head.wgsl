@@ -1,0 +1,2 @@
+    let c = wid.x;
+//!include attention_batched_head.wgsl
