@@ -1,4 +1,4 @@
-# make demo: run the quickstart and Llama examples.  make test: run the test suite.  Both install what they need.
+# make demo: run the quickstart, Llama and chat examples.  make test: run the test suite.  Both install what they need.
 PYTHON ?= python3
 # One stamp per interpreter (a hash of its sys.executable): `make demo` in one virtual environment does not let
 # `make test` in another skip the install.
@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PYTHON) examples/quickstart.py
 	$(PYTHON) examples/llama_generate.py
+	$(PYTHON) examples/chat.py
 
 test: setup
 	$(PYTHON) -m pytest tests

