@@ -26,6 +26,8 @@ VARLEN = [
     ("f32", [5, 2, 7], [5, 9, 3], 8, 2, 160, True, (-1, -1), 4.0),
     ("f16", [4, 1, 6], [9, 1, 6], 2, 1, 64, False, (-1, 0), 0.0),
     ("f32", [1, 0, 1, 1], [5, 3, 0, 9], 8, 2, 32, True, (3, -1), 0.0),    # one query each: the split-K decode
+    # a cap far above the scores: cap * tanh(s / cap) ~ s, where the builtin tanh's error near 0 was 1.12
+    ("f32", [5, 2, 7], [5, 9, 3], 4, 2, 32, True, (-1, -1), 1e8),
 ]
 
 
@@ -94,6 +96,7 @@ KVCACHE = [
     ("f16", [0], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True),
     ("f16kv", [50], 0, 3, 4, 1, 64, 16, (6, -1), 2.0, False),
     ("f32", [41], 0, 2, 2, 2, 16, 8, (-1, -1), 0.0, True),
+    ("f32", [30, 70], 0, 1, 4, 2, 32, 0, (-1, -1), 1e6, True),    # a cap far above the scores (tanh near 0)
 ]
 
 
@@ -156,6 +159,27 @@ def test_kvcache_matches_reference(dev, rng, variant, case):
                 pos = lens[b] + r
                 row = (table[b, pos // page_size] * page_size + pos % page_size) if page_size else b * cap + pos
                 assert np.array_equal(cache.reshape(-1, hkv, d)[row], kn[b, r]), (b, r)
+
+
+@pytest.mark.parametrize("cap", [1e4, 1e8])
+@pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f32", "prefill_flash_d64_f32",
+                                     "prefill_gemm_d64_f32", "prefill_chunked_f32", "decode_streaming_f32",
+                                     "decode_subgroup_f32", "decode_chunked_f32", "decode_splitk_g4_f32",
+                                     "decode_fused_g4_f32", "decode_single_f32"])
+def test_a_large_softcap_is_accurate(dev, rng, variant, cap):
+    """cap * tanh(s / cap) with a cap far above the scores is ~s: the score's tanh must be accurate near 0 (WGSL's
+    builtin inherits sinh / cosh, whose error there is absolute: lavapipe's put outputs 0.79 off at 1e8)."""
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
+    S = 1 if variant.startswith("decode") else 9
+    L = 300 if "chunked" in variant else 40
+    q = (rng.standard_normal((S, 4, 32)) * 2).astype(np.float32)
+    k = (rng.standard_normal((L, 2, 32)) * 2).astype(np.float32)
+    v = rng.standard_normal((L, 2, 32)).astype(np.float32)
+    out, lse = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, softcap=cap,
+                                return_lse=True, variant=variant)
+    msg = check(out.numpy(), lse.numpy(), q, k, v, out_dtype=np.float32, causal=True, softcap=cap)
+    assert msg is None, f"{variant} softcap {cap}: {msg}"
 
 
 @pytest.mark.parametrize("variant", ["prefill_streaming_f32", "prefill_tiled_small_f16kv", "prefill_flash_d64_f32",

@@ -48,16 +48,14 @@ fn gelu_tanh(x: f32) -> f32 {
   return x * sigmoid(1.5957691216057307 * (x + 0.044715 * x * x * x));
 }
 
-// tanh to a few ulp: Cephes' tanhf polynomial below |x| = 0.625 (where 1 - 2 / (e^2x + 1) cancels), else
-// 1 - 2 / (e^2|x| + 1) with the sign of x (e^2|x| may overflow to inf: the result is then exactly +-1).
-// WGSL's builtin tanh inherits sinh / cosh, whose error near 0 is not relative and which overflow past |x| ~ 44.
+//!include tanh_small.wgsl
+
+// tanh to a few ulp: tanh_small below |x| = 0.625, else 1 - 2 / (e^2|x| + 1) with the sign of x (e^2|x| may
+// overflow to inf: the result is then exactly +-1). WGSL's builtin tanh overflows past |x| ~ 44.
 fn tanh_accurate(x: f32) -> f32 {
   let a = abs(x);
   if (a < 0.625) {
-    let z = x * x;
-    let p = (((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z
-            - 3.33332819422e-1;
-    return x + x * z * p;
+    return tanh_small(x);
   }
   return sign(x) * (1.0 - 2.0 / (exp_reduced(2.0 * min(a, 44.0)) + 1.0));
 }
