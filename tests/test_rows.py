@@ -40,6 +40,21 @@ def test_softmax_rows_of_minus_inf_are_zeros_and_f16(dev, rng):
         assert np.all(np.abs(got16 - exact) <= exact * 2.0**-10 + 2.0**-24)  # f32 math, one f16 rounding
 
 
+def test_softmax_rows_with_nan_or_inf_are_nan(dev):
+    """A row holding NaN or +inf is NaN throughout, as numpy's softmax (docs/ops.md); -inf entries stay 0 and
+    the other rows are untouched."""
+    x = np.array([[np.nan, 1, 2, 0], [np.inf, 1, 2, 0], [np.nan] * 4, [-np.inf, 1, np.nan, 0], [0.5, -np.inf, 2, 0],
+                  [np.inf, np.inf, -np.inf, 3]], np.float32)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    dtypes = (np.float32, np.float16) if dev.caps.has_f16 else (np.float32,)
+    for dt in dtypes:
+        got = wg.ops.softmax(dev.tensor(x.astype(dt))).numpy().astype(np.float64)
+        assert np.isnan(got[[0, 1, 2, 3, 5]]).all(), (dt, got)
+        np.testing.assert_allclose(got[4], want[4], rtol=1e-3 if dt == np.float16 else 1e-6)
+
+
 def _layernorm64(x, w, b, eps):
     x = x.astype(np.float64)
     mu = x.mean(-1, keepdims=True)

@@ -1,5 +1,6 @@
 // y = softmax(x) over the last axis: one workgroup per row; max, then sum of exp(x - max), both reduced in
-// f32. A row whose every value is -inf (a fully masked row) comes out as zeros, never NaN.
+// f32. A row whose every value is -inf (a fully masked row) comes out as zeros, never NaN; a row holding NaN
+// or +inf comes out as NaN, as numpy's (the max pass counts NaN as +inf: WGSL's max may drop a NaN).
 {{ENABLE}}
 //!include elementwise_math.wgsl
 //!include row_reduce.wgsl
@@ -27,9 +28,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     return;
   }
   let base = row * params.dim;
+  // +inf and NaN from the uniform, out of constant evaluation (WGSL has no literal for them)
+  let inf = bitcast<f32>(0x7f800000u | (params.dim & 0u));
+  let nan = bitcast<f32>(0x7fc00000u | (params.dim & 0u));
   var m = -3.40282347e38;
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
-    m = max(m, f32(x[base + i]));
+    let v = f32(x[base + i]);
+    m = max(m, select(v, inf, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u));
   }
   m = workgroup_max(lid.x, m);
   var s = 0.0;
@@ -39,6 +44,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   s = workgroup_sum(lid.x, s);
   let inv = select(1.0 / s, 0.0, s == 0.0);
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
-    y[base + i] = {{T}}(shifted_exp(f32(x[base + i]), m) * inv);
+    y[base + i] = {{T}}(select(shifted_exp(f32(x[base + i]), m) * inv, nan, m == inf));
   }
 }
