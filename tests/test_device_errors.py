@@ -100,3 +100,89 @@ def test_the_flag_is_made_again_with_the_device():
             kc.numpy()
     finally:
         dev.destroy()
+
+
+# A page table on the GPU is read by the kernels (the host cannot check its ids): an id past the pages of the
+# storage is reported by name, never a read or write elsewhere. Pool of 4 pages of 4 rows; the table's 2nd id is 7.
+BAD_TABLE = np.array([2, 7], np.uint32)
+
+
+@pytest.mark.parametrize("variant", [None, "decode_streaming_f32", "decode_splitk_g4_f32", "decode_fused_g4_f32",
+                                     "decode_single_f32", "decode_chunked_f32", "decode_subgroup_f32"])
+def test_attention_page_id_past_the_pool_is_clamped_and_reported(dev, rng, variant):
+    from kernel_support import lacks_subgroups
+
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
+    q = rng.standard_normal((1, 4, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((16, 2, 16)).astype(np.float32) for _ in range(2))
+    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, kv_layout="paged", page_size=4,
+                           page_table=dev.tensor(BAD_TABLE), kv_len=6, variant=variant)
+    with pytest.raises(wg.GpuValueError, match=r"attention: a GPU page_table page id was 7; it must be < 4, the "
+                                               r"pages the k/v rows hold \(clamped to the last page"):
+        dev.check_errors()
+    # clamped: keys 4, 5 read rows 12, 13 (page 3)
+    rows = np.array([8, 9, 10, 11, 12, 13])
+    ok, err, _, bound = tolerance_check(out.numpy(), q, k[rows], v[rows], out_dtype=np.float32, causal=True)
+    assert ok, (err, bound)
+
+
+def test_kvcache_of_one_sequence_reports_a_page_id_past_the_pool(dev, rng):
+    q = rng.standard_normal((1, 1, 4, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((16, 2, 16)).astype(np.float32) for _ in range(2))
+    wg.ops.attention_kvcache(dev.tensor(q), dev.tensor(k), dev.tensor(v), cache_seqlens=[6], causal=True,
+                             block_table=dev.tensor(BAD_TABLE[None]), page_size=4)
+    with pytest.raises(wg.GpuValueError, match=r"page_table page id was 7; it must be < 4"):
+        dev.check_errors()
+
+
+def test_kv_append_page_id_past_the_pool_writes_nothing_and_reports(dev, rng):
+    kc, vc = (dev.tensor(np.zeros((16, 1, 8), np.float16)) for _ in range(2))
+    k = rng.standard_normal((4, 1, 8)).astype(np.float16)
+    kv_append((kc, vc), dev.tensor(k), dev.tensor(k), 2, layout="paged", page_size=4,
+              page_table=dev.tensor(BAD_TABLE))
+    with pytest.raises(wg.GpuValueError, match=r"kv_append: a GPU page_table page id was 7; it must be < 4, the pages "
+                                               r"the cache holds \(the row not written"):
+        dev.check_errors()
+    want = np.zeros((16, 1, 8), np.float16)
+    want[10:12] = k[:2]   # positions 2, 3 on page 2; positions 4, 5 (page id 7) not written anywhere
+    np.testing.assert_array_equal(kc.numpy(), want)
+
+
+def test_kv_append_quantized_page_id_past_the_pool_reports(dev, rng):
+    packed = [dev.tensor(np.zeros((16, 1, 2), np.uint32)) for _ in range(2)]
+    scales = [dev.tensor(np.zeros((16, 1), np.float16)) for _ in range(2)]
+    k = dev.tensor(rng.standard_normal((4, 1, 8)).astype(np.float32))
+    kv_append_quantized(((packed[0], scales[0]), (packed[1], scales[1])), k, k, 2, mode="int8", layout="paged",
+                        page_size=4, page_table=dev.tensor(BAD_TABLE))
+    with pytest.raises(wg.GpuValueError, match=r"kv_append_quantized: a GPU page_table page id was 7; it must be < 4"):
+        dev.check_errors()
+    written = packed[0].numpy().reshape(16, -1).any(axis=1)
+    np.testing.assert_array_equal(np.flatnonzero(written), [10, 11])
+
+
+def test_rope_kv_append_page_id_past_the_pool_reports(dev, rng):
+    from wgraph.ops.rope_kv import rope_kv_append
+
+    cos, sin = (dev.tensor(t) for t in rope_tables(16, 8))
+    kc, vc = (dev.tensor(np.zeros((16, 1, 8), np.float32)) for _ in range(2))
+    qkv = rng.standard_normal((4, 3 * 8)).astype(np.float32)
+    rope_kv_append(dev.tensor(qkv), cos, sin, (kc, vc), 2, q_heads=1, layout="paged", page_size=4,
+                   page_table=dev.tensor(BAD_TABLE))
+    with pytest.raises(wg.GpuValueError, match=r"kv_append: a GPU page_table page id was 7; it must be < 4"):
+        dev.check_errors()
+    written = vc.numpy().reshape(16, -1).any(axis=1)
+    np.testing.assert_array_equal(np.flatnonzero(written), [10, 11])
+    np.testing.assert_array_equal(vc.numpy()[10:12, 0], qkv[:2, 16:])   # v heads as they are
+
+
+def test_tiered_page_id_past_the_cold_pool_is_clamped_and_reported(dev, rng):
+    from wgraph.ops.tiered import tiered_attention
+
+    q = rng.standard_normal((1, 2, 16)).astype(np.float32)
+    hot = [dev.tensor(rng.standard_normal((4, 1, 16)).astype(np.float16)) for _ in range(2)]
+    cold = [dev.tensor(rng.standard_normal((16, 1, 16)).astype(np.float16)) for _ in range(2)]
+    tiered_attention(dev.tensor(q), *hot, *cold, kv_len=10, causal=True, hot_window=4,
+                     page_table=dev.tensor(BAD_TABLE), page_size=4)
+    with pytest.raises(wg.GpuValueError, match=r"tiered_attention: a GPU page_table page id was 7; it must be < 4"):
+        dev.check_errors()

@@ -60,6 +60,14 @@ SITES = {
                             "keys clamped to the capacity, new rows past it not written"),
     "ERR_KVCACHE_PAGE": Site("attention_kvcache", "a GPU block_table page id", "<", "the pages of the cache",
                              "clamped to the last page"),
+    "ERR_ATTENTION_PAGE": Site("attention", "a GPU page_table page id", "<", "the pages the k/v rows hold",
+                               "clamped to the last page"),
+    "ERR_KV_APPEND_PAGE": Site("kv_append", "a GPU page_table page id", "<", "the pages the cache holds",
+                               "the row not written"),
+    "ERR_KV_QUANTIZE_PAGE": Site("kv_append_quantized", "a GPU page_table page id", "<", "the pages the cache holds",
+                                 "the row not written"),
+    "ERR_TIERED_PAGE": Site("tiered_attention", "a GPU page_table page id", "<", "the pages of the cold part",
+                            "clamped to the last page"),
 }
 
 

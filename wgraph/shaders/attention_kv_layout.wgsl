@@ -16,14 +16,21 @@ fn kv_len_now() -> u32 {
     return params.kv_len;
 }
 
-// Row of the k/v buffers that holds key j (absolute position kv_start + j).
+// Row of the k/v buffers that holds key j (absolute position kv_start + j). A page id past the pages the rows
+// hold (a GPU table the host cannot check) is clamped to the last page and reported.
 fn kv_row(j: u32) -> u32 {
     if (KV_RING) {
         // (kv_start + j) % kv_rows without the u32 wrap of kv_start + j (key positions may pass 2^32).
         return (params.kv_start % params.kv_rows + j % params.kv_rows) % params.kv_rows;
     }
     if (KV_PAGED) {
-        return page_table[j / params.page_size] * params.page_size + j % params.page_size;
+        var page = page_table[j / params.page_size];
+        let pages = params.kv_rows / params.page_size;
+        if (page >= pages) {
+            report_error(ERR_ATTENTION_PAGE, page, pages);
+            page = pages - 1u;
+        }
+        return page * params.page_size + j % params.page_size;
     }
     return j;
 }

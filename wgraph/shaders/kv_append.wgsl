@@ -23,6 +23,11 @@ struct KVAppendParams {
 
 //!include kv_common.wgsl
 const KV_ERROR_SITE: u32 = ERR_KV_APPEND_POS;
+const KV_PAGE_ERROR_SITE: u32 = ERR_KV_APPEND_PAGE;
+
+fn cache_rows() -> u32 {
+    return arrayLength(&dst) / params.row_elems;
+}
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

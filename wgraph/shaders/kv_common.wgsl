@@ -1,21 +1,33 @@
-// Shared by the kv_* kernels (included, not a variant). Maps a logical position to a cache row.
+// Shared by the kv_* kernels (included, not a variant). Maps a logical position to a cache row. The including
+// kernel declares KV_ERROR_SITE (a position outside the cache), KV_PAGE_ERROR_SITE (a page id past the pool) and
+// fn cache_rows() -> u32, the rows its cache buffer holds.
 //!include device_errors.wgsl
 
+const KV_NO_ROW: u32 = 0xFFFFFFFFu;     // outside the cache: reported by kv_rows
+const KV_BAD_PAGE: u32 = 0xFFFFFFFEu;   // a page id past the pool: reported by kv_row
+
 // layout: 0 contiguous (row = t), 1 ring of `ring` rows (row = t % ring), 2 paged (page_table[t / page_size]).
-// Returns 0xFFFFFFFF when t is outside the cache (the op checks this on the host when the position is an int).
+// Returns KV_NO_ROW when t is outside the cache (the op checks this on the host when the position is an int),
+// KV_BAD_PAGE (reported here) when the table's page id is past the pages of the cache buffer.
 fn kv_row(t: u32, dst_layout: u32, capacity: u32, page_size: u32) -> u32 {
     if (dst_layout == 1u) {
         return t % capacity;
     }
     if (t >= capacity) {
-        return 0xFFFFFFFFu;
+        return KV_NO_ROW;
     }
     if (dst_layout == 2u) {
         let page = t / page_size;
         if (page >= arrayLength(&page_table)) {
-            return 0xFFFFFFFFu;
+            return KV_NO_ROW;
         }
-        return page_table[page] * page_size + t % page_size;
+        let id = page_table[page];
+        let pages = cache_rows() / page_size;
+        if (id >= pages) {
+            report_error(KV_PAGE_ERROR_SITE, id, pages);
+            return KV_BAD_PAGE;
+        }
+        return id * page_size + t % page_size;
     }
     return t;
 }
@@ -50,9 +62,11 @@ fn kv_rows(r: u32) -> vec2<u32> {
         return vec2<u32>(0xFFFFFFFFu, 0u);
     }
     let row = kv_row(u32(t), params.dst_layout, params.capacity, params.page_size);
-    if (row == 0xFFFFFFFFu) {
-        report_error(KV_ERROR_SITE, u32(t), params.capacity);
-        return vec2<u32>(row, 0u);
+    if (row == KV_NO_ROW || row == KV_BAD_PAGE) {
+        if (row == KV_NO_ROW) {
+            report_error(KV_ERROR_SITE, u32(t), params.capacity);
+        }
+        return vec2<u32>(0xFFFFFFFFu, 0u);
     }
     var src_row = params.src_row0 + r;
     if (params.src_layout == 1u) {

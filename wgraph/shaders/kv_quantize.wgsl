@@ -26,6 +26,11 @@ struct KVQuantizeParams {
 
 //!include kv_common.wgsl
 const KV_ERROR_SITE: u32 = ERR_KV_QUANTIZE_POS;
+const KV_PAGE_ERROR_SITE: u32 = ERR_KV_QUANTIZE_PAGE;
+
+fn cache_rows() -> u32 {   // u32 words: head_dim / VALS_PER_WORD a (row, head)
+    return arrayLength(&packed) / (params.kv_heads * (params.head_dim / {{VALS_PER_WORD}}u));
+}
 
 const BITS: u32 = {{BITS}}u;
 const VALS_PER_WORD: u32 = {{VALS_PER_WORD}}u;

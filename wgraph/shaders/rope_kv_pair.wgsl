@@ -8,6 +8,11 @@
 // reported on the device error flag.
 //!include kv_common.wgsl
 const KV_ERROR_SITE: u32 = ERR_KV_APPEND_POS;
+const KV_PAGE_ERROR_SITE: u32 = ERR_KV_APPEND_PAGE;
+
+fn cache_rows() -> u32 {
+    return arrayLength(&k_cache) / (params.kv_heads * 2u * params.half);
+}
 
 // Where a pair goes and with what rotation: kind 0 q (at: q's element), 1 k (at: k_cache's), 2 v (v_cache's), 3
 // nowhere; c, s: cos and sin of the row's position (k and q).

@@ -61,10 +61,18 @@ fn key_masked(j: u32, qpos: i32) -> bool {
     return false;
 }
 
+// Row of the cold part that holds key j; a page id past the cold pool (the including kernel's cold_rows()) is
+// clamped to the last page and reported.
 fn cold_row(j: u32) -> u32 {
     if (params.cold_layout == 1u) {
         let ps = params.cold_page_size;
-        return page_table[j / ps] * ps + j % ps;
+        var page = page_table[j / ps];
+        let pages = cold_rows() / ps;
+        if (page >= pages) {
+            report_error(ERR_TIERED_PAGE, page, pages);
+            page = pages - 1u;
+        }
+        return page * ps + j % ps;
     }
     return j;
 }
