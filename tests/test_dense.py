@@ -171,6 +171,10 @@ def test_rope_errors(dev):
         wg.ops.rope(x, dev.tensor(cos), dev.tensor(sin), pos=6)
     with pytest.raises(wg.ShapeError, match=r"cos table must be \[max_pos, 8\]"):
         wg.ops.rope(x, dev.tensor(np.ones((8, 4), np.float32)), dev.tensor(sin))
+    with pytest.raises(wg.ArgumentError, match=r"rope: pos=-3 must be an integer in \[0, 4294967295\] or a u32"):
+        wg.ops.rope(x, dev.tensor(cos), dev.tensor(sin), pos=-3, pos_offset=5)   # not position 2
+    with pytest.raises(wg.ArgumentError, match=r"rope: pos_offset=-3 must be an integer in \[0, "):
+        wg.ops.rope(x, dev.tensor(cos), dev.tensor(sin), pos=2, pos_offset=-3)
 
 
 def test_reshape_op_is_a_view(dev):

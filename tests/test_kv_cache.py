@@ -79,8 +79,20 @@ def test_append_errors(dev, rng):
         kv_append((kc, vc), k, k, 6)
     with pytest.raises(wg.LimitError, match=r"position 8 \(pos \+ pos_offset\) is beyond the cache capacity of 8"):
         kv_append((kc, vc), k, k, 8)
-    with pytest.raises(wg.ArgumentError, match=r"kv_append: pos \+ pos_offset=-1 must be an integer in \[0, "):
+    with pytest.raises(wg.ArgumentError, match=r"kv_append: pos=-1 must be an integer in \[0, 4294967295\] or a "):
         kv_append((kc, vc), k, k, -1)
+    with pytest.raises(wg.ArgumentError, match=r"kv_append: pos=-2 must be an integer in \[0, "):   # not row 1
+        kv_append((kc, vc), k, k, -2, pos_offset=3)
+    with pytest.raises(wg.ArgumentError, match=r"kv_append: pos \+ pos_offset=-1 must be an integer in \[0, "):
+        kv_append((kc, vc), k, k, 2, pos_offset=-3)
+    # k and v rows go to the same positions: as many of each, into caches of one dtype and rows
+    with pytest.raises(wg.ShapeError, match=r"kv_append: k_new has 2 rows and v_new 3; .* the same number of rows"):
+        kv_append((kc, vc), dev.tensor(_rows(rng, 2)), dev.tensor(_rows(rng, 3)), 0)
+    with pytest.raises(wg.DtypeError, match=r"kv_append: the k cache is f16 and the v cache f32; they must have one"):
+        kv_append((kc, dev.tensor(np.zeros((8, 2, 8), np.float32))), k, k, 0)
+    with pytest.raises(wg.ShapeError, match=r"kv_append: the k cache has 8 rows and the v cache 16"):
+        kv_append((kc, dev.tensor(np.zeros((16, 2, 8), np.float16))), k, k, 0)
+    np.testing.assert_array_equal(kc.numpy(), 0)   # every refusal above wrote nothing
     with pytest.raises(wg.LimitError, match=r"9 rows into a ring of 8"):
         kv_append((kc, vc), dev.tensor(_rows(rng, 9)), dev.tensor(_rows(rng, 9)), 0, layout="ring")
     with pytest.raises(wg.LimitError, match=r"cache full.*needs 10 rows, the cache holds 8"):

@@ -91,7 +91,7 @@ def test_errors(dev):
         wg.ops.rope_kv_append(qkv, *big, (kc, vc), 7, q_heads=2)
     with pytest.raises(wg.DtypeError, match="k cache f32 and v cache f16 differ"):
         wg.ops.rope_kv_append(qkv, cos, sin, (kc, dev.tensor(np.zeros((8, 1, 4), np.float16))), 0, q_heads=2)
-    with pytest.raises(wg.ArgumentError, match="rope_kv_append: pos=1.0 must be an integer or a u32 GPU tensor"):
+    with pytest.raises(wg.ArgumentError, match="rope_kv_append: pos=1.0 must be an integer in \\[0, 4294967295\\] or a u32 GPU tensor"):
         wg.ops.rope_kv_append(qkv, cos, sin, (kc, vc), 1.0, q_heads=2)
 
 

@@ -383,8 +383,8 @@ def rope(x: TensorT, cos: TensorT, sin: TensorT, *, pos: int | TensorT = 0, pos_
     interleaved = args.flag("rope", "interleaved", interleaved)
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return apply(ROPE, RopeParams(pos_offset, rd, interleaved), (x, cos, sin, pos), out=out)
-    if not args.is_int(pos):
-        raise args.fail("rope", "pos", pos, "an integer in [0, 4294967295] or a u32 GPU tensor")
+    if not args.is_int(pos) or not 0 <= pos <= args.U32_MAX:   # a position, as a GPU one, before the offset
+        raise args.fail("rope", "pos", pos, f"an integer in [0, {args.U32_MAX}] or a u32 GPU tensor")
     start = args.integer("rope", "pos + pos_offset", int(pos) + pos_offset)
     return apply(ROPE, RopeParams(start, rd, interleaved), (x, cos, sin, None), out=out)
 

@@ -187,8 +187,8 @@ def _as_pos(op: str, pos, pos_offset) -> tuple[int, Tensor | None]:
     pos_offset = args.integer(op, "pos_offset", pos_offset, -args.I32_MAX - 1, args.I32_MAX)
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return pos_offset, pos
-    if not args.is_int(pos):
-        raise args.fail(op, "pos", pos, "an integer or a u32 GPU tensor")
+    if not args.is_int(pos) or not 0 <= pos <= U32_MAX:   # a position, as a GPU one (a u32), before the offset
+        raise args.fail(op, "pos", pos, f"an integer in [0, {U32_MAX}] or a u32 GPU tensor")
     return args.integer(op, "pos + pos_offset", int(pos) + pos_offset, 0, U32_MAX), None
 
 
@@ -228,6 +228,7 @@ def kv_append(cache: tuple[TensorT, TensorT], k_new: TensorT, v_new: TensorT, po
     pos_offset: added to pos (an int or the GPU value): the position written is pos + pos_offset.
     """
     k_cache, v_cache = _pair("kv_append", "cache", cache)
+    _check_kv_pair("kv_append", (k_new, v_new), (k_cache, v_cache))
     params, pos_t = _write_params("kv_append", pos, layout, page_size, pos_offset, None, 0, 0, None)
     apply_many([(KV_WRITE, params, (new, dst, None, page_table, pos_t), None)
                 for new, dst in ((k_new, k_cache), (v_new, v_cache))])
@@ -254,6 +255,7 @@ def kv_append_quantized(cache: tuple[tuple[TensorT, TensorT], tuple[TensorT, Ten
     """
     op = "kv_append_quantized"
     (kp, ks), (vp, vs) = (_pair(op, name, c) for name, c in zip(("cache[0]", "cache[1]"), _pair(op, "cache", cache)))
+    _check_kv_pair(op, (k_new, v_new), (kp, vp))
     params, pos_t = _write_params(op, pos, layout, page_size, pos_offset, None, 0, 0,
                                   args.choice(op, "mode", mode, tuple(QUANT_MODES)))
     apply_many([(KV_WRITE, params, (new, dst, sc, page_table, pos_t), None)
@@ -265,6 +267,24 @@ def _pair(op: str, name: str, value) -> tuple:
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return tuple(value)
     raise args.fail(op, name, value, "a pair (k, v)")
+
+
+def _check_kv_pair(op: str, new: tuple, caches: tuple) -> None:
+    """k and v go to the same positions: as many new rows each, caches of one dtype and as many rows (one
+    layout and page table serve both). Each write's own shapes are checked with it (_infer_write)."""
+    (kn, vn), (kc, vc) = new, caches
+    shapes = [getattr(x, "shape", None) for x in (kn, vn, kc, vc)]
+    if any(s is None or len(s) < 1 for s in shapes):
+        return   # not tensors: each write names what is wrong
+    if shapes[0][0] != shapes[1][0]:
+        raise ShapeError(f"{op}: k_new has {shapes[0][0]} rows and v_new {shapes[1][0]}; they are written at the "
+                         f"same positions, so they must have the same number of rows")
+    if shapes[2][0] != shapes[3][0]:
+        raise ShapeError(f"{op}: the k cache has {shapes[2][0]} rows and the v cache {shapes[3][0]}; they must have "
+                         f"the same rows (one layout and page table serve both)")
+    if kc.dtype != vc.dtype:
+        raise DtypeError(f"{op}: the k cache is {kc.dtype} and the v cache {vc.dtype}; they must have one dtype "
+                         f"(attention reads k and v in one dtype)")
 
 
 def _head_dim(d: int) -> int:
