@@ -373,16 +373,21 @@ def test_gpu_resident_bad_lengths_stay_in_bounds_and_set_the_error_flag(dev, rng
         ([0, 4, 900, 2], [0, 4, 5, 6], 6, "cu_seqlens offset was 900; it must be <= 6"),
         ([0, 4, 6, 5], [0, 4, 5, 6], 6, "cu_seqlens offset was 5; it must be >= 6"),
         ([0, 2, 6, 6], [0, 4, 5, 6], 3, "sequence length .* was 4; it must be <= 3"),
+        # offsets that leave rows outside every sequence: q rows 5.. unwritten, k rows 5.. unread, rows before 1
+        ([0, 4, 4, 5], [0, 4, 5, 6], 6, r"the last offset of a GPU cu_seqlens was 5; it must be == 6, the packed "
+                                        r"rows of q or k/v \(the rows after it not written \(q\)"),
+        ([0, 4, 5, 6], [0, 4, 5, 5], 6, "the last offset of a GPU cu_seqlens was 5; it must be == 6"),
+        ([1, 4, 5, 6], [0, 4, 5, 6], 6, "the first offset of a GPU cu_seqlens was 1; it must be == 0"),
     )
     for cu_q, cu_k, max_q, match in cases:
         cu = dev.tensor(np.array(cu_q, np.uint32))
-        out = wg.ops.attention_varlen(Q, K, K, cu, np.array(cu_k, np.uint32), max_seqlen_q=max_q, max_seqlen_k=6,
-                                      causal=True)
+        out = wg.ops.attention_varlen(Q, K, K, cu, dev.tensor(np.array(cu_k, np.uint32)), max_seqlen_q=max_q,
+                                      max_seqlen_k=6, causal=True)
         _raises_flag(dev, match)
         got = out.numpy()
         assert np.isfinite(got).all()
-        n, m = cu_q[1], cu_k[1]
-        assert check(got[:n], None, q[:n], k[:m], k[:m], out_dtype=np.float32, causal=True) is None
+        s, n, m = cu_q[0], cu_q[1], cu_k[1]
+        assert check(got[s:n], None, q[s:n], k[:m], k[:m], out_dtype=np.float32, causal=True) is None
 
     B, cap = 2, 8
     Kc, Vc = dev.tensor(np.zeros((B, cap, 2, 16), np.float32)), dev.tensor(np.zeros((B, cap, 2, 16), np.float32))

@@ -66,6 +66,10 @@ SITES = {
                                "the row not written"),
     "ERR_KV_QUANTIZE_PAGE": Site("kv_append_quantized", "a GPU page_table page id", "<", "the pages the cache holds",
                                  "the row not written"),
+    "ERR_VARLEN_FIRST": Site("attention_varlen", "the first offset of a GPU cu_seqlens", "==", "the start of the "
+                             "packed rows", "the rows before it not written (q) or not read (k/v)"),
+    "ERR_VARLEN_LAST": Site("attention_varlen", "the last offset of a GPU cu_seqlens", "==", "the packed rows of q or "
+                            "k/v", "the rows after it not written (q) or not read (k/v)"),
     "ERR_TIERED_PAGE": Site("tiered_attention", "a GPU page_table page id", "<", "the pages of the cold part",
                             "clamped to the last page"),
 }

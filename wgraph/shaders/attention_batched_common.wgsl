@@ -65,13 +65,32 @@ fn seq_q(b: u32) -> vec2<u32> {
     if (params.q_packed == 0u) {
         return vec2<u32>(b * params.max_q, params.max_q);
     }
-    return packed_seq(cu_q[b], cu_q[b + 1u], params.q_rows, params.max_q);
+    let s = packed_seq(cu_q[b], cu_q[b + 1u], params.q_rows, params.max_q);
+    packed_ends(b, cu_q[b], cu_q[b + 1u], params.q_rows);
+    return s;
+}
+
+// The offsets of a packed buffer of `rows` rows run from 0 to rows: rows outside every sequence would be left
+// unwritten (q) or unread (k/v). The first and the last sequence's workgroups report it, where the sequence's
+// own offsets s0 <= e0 <= rows (else packed_seq reported those).
+fn packed_ends(b: u32, s0: u32, e0: u32, rows: u32) {
+    if (s0 > e0 || e0 > rows) {
+        return;
+    }
+    if (b == 0u && s0 != 0u) {
+        report_error(ERR_VARLEN_FIRST, s0, 0u);
+    }
+    if (b + 1u == params.batch && e0 != rows) {
+        report_error(ERR_VARLEN_LAST, e0, rows);
+    }
 }
 
 // (first k/v row when packed, keys) of sequence b.
 fn seq_k(b: u32) -> vec2<u32> {
     if (KV_PACKED) {
-        return packed_seq(kv_lens[b], kv_lens[b + 1u], params.kv_rows, params.max_k);
+        let s = packed_seq(kv_lens[b], kv_lens[b + 1u], params.kv_rows, params.max_k);
+        packed_ends(b, kv_lens[b], kv_lens[b + 1u], params.kv_rows);
+        return s;
     }
     let have = kv_lens[b];
     if (have > params.max_k - params.seqlen_add) {   // host checks seqlen_add <= max_k: no wrap here
