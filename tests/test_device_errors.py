@@ -27,7 +27,8 @@ def test_attention_gpu_kv_len_beyond_rows_is_clamped_and_reported(dev, rng, S, v
     k, v = (rng.standard_normal((8, 1, 16)).astype(np.float32) for _ in range(2))
     out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, kv_len=_u32(dev, 12),
                            variant=variant)
-    with pytest.raises(wg.GpuValueError, match=r"attention: the GPU kv_len was 12; it must be <= 8"):
+    with pytest.raises(wg.GpuValueError, match=r"attention: the GPU kv_len \(of attention_kvcache with one sequence: "
+                                               r"its cache_seqlens\) was 12; it must be <= 8"):
         dev.check_errors()
     dev.check_errors()  # the check cleared the flag
     ok, err, _, bound = tolerance_check(out.numpy(), q, k, v, out_dtype=np.float32, causal=True, kv_len=8)
@@ -118,7 +119,7 @@ def test_attention_page_id_past_the_pool_is_clamped_and_reported(dev, rng, varia
     k, v = (rng.standard_normal((16, 2, 16)).astype(np.float32) for _ in range(2))
     out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, kv_layout="paged", page_size=4,
                            page_table=dev.tensor(BAD_TABLE), kv_len=6, variant=variant)
-    with pytest.raises(wg.GpuValueError, match=r"attention: a GPU page_table page id was 7; it must be < 4, the "
+    with pytest.raises(wg.GpuValueError, match=r"attention: a GPU page_table page id \(.*\) was 7; it must be < 4, the "
                                                r"pages the k/v rows hold \(clamped to the last page"):
         dev.check_errors()
     # clamped: keys 4, 5 read rows 12, 13 (page 3)
@@ -132,7 +133,8 @@ def test_kvcache_of_one_sequence_reports_a_page_id_past_the_pool(dev, rng):
     k, v = (rng.standard_normal((16, 2, 16)).astype(np.float32) for _ in range(2))
     wg.ops.attention_kvcache(dev.tensor(q), dev.tensor(k), dev.tensor(v), cache_seqlens=[6], causal=True,
                              block_table=dev.tensor(BAD_TABLE[None]), page_size=4)
-    with pytest.raises(wg.GpuValueError, match=r"page_table page id was 7; it must be < 4"):
+    with pytest.raises(wg.GpuValueError, match=r"attention: a GPU page_table page id \(of attention_kvcache with one "
+                                               r"sequence: its block_table's\) was 7; it must be < 4"):
         dev.check_errors()
 
 
@@ -186,3 +188,19 @@ def test_tiered_page_id_past_the_cold_pool_is_clamped_and_reported(dev, rng):
                      page_table=dev.tensor(BAD_TABLE), page_size=4)
     with pytest.raises(wg.GpuValueError, match=r"tiered_attention: a GPU page_table page id was 7; it must be < 4"):
         dev.check_errors()
+
+
+def test_a_gpu_scalar_is_one_value(dev, rng):
+    """A GPU kv_len, position or step is a u32 tensor of exactly one value: a longer one was read at [0] silently."""
+    two = dev.tensor(np.array([5, 7], np.uint32))
+    x = dev.tensor(rng.standard_normal((6, 2, 16)).astype(np.float32))
+    with pytest.raises(wg.ShapeError, match=r"attention: kv_len must be an int or a u32 tensor with one value, "
+                                            r"got u32 \(2,\)"):
+        wg.ops.attention(x, x, x, causal=True, kv_len=two)
+    cos, sin = (dev.tensor(t) for t in rope_tables(8, 16))
+    with pytest.raises(wg.ShapeError, match=r"rope: a GPU position must be a u32 tensor with one value, got \(2,\)"):
+        rope(x, cos, sin, pos=two)
+    with pytest.raises(wg.ShapeError, match=r"kv_append: a GPU position must be a u32 tensor with one value"):
+        kv_append((x, x), x, x, two)
+    with pytest.raises(wg.ShapeError, match=r"sample: a GPU step must be a u32 tensor with one value"):
+        wg.ops.sample(dev.tensor(np.zeros((1, 8), np.float32)), temperature=1.0, step=two)

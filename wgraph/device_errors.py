@@ -32,8 +32,8 @@ _ROW_POS = "the position of a row (GPU position + pos_offset + row index)"
 
 # Site code names (consts of device_errors.wgsl, whose values are the codes) -> what the host says.
 SITES = {
-    "ERR_ATTENTION_KV_LEN": Site("attention", "the GPU kv_len", "<=", "the keys the k/v storage holds",
-                                 "clamped to the limit"),
+    "ERR_ATTENTION_KV_LEN": Site("attention", "the GPU kv_len (of attention_kvcache with one sequence: its "
+                                 "cache_seqlens)", "<=", "the keys the k/v storage holds", "clamped to the limit"),
     "ERR_ROPE_POS": Site("rope", _ROW_POS + ", 4294967295 when it passes 2^32 - 1", "<", "the table's rows",
                          "the row written as zeros"),
     "ERR_KV_APPEND_POS": Site("kv_append", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",
@@ -60,8 +60,8 @@ SITES = {
                             "keys clamped to the capacity, new rows past it not written"),
     "ERR_KVCACHE_PAGE": Site("attention_kvcache", "a GPU block_table page id", "<", "the pages of the cache",
                              "clamped to the last page"),
-    "ERR_ATTENTION_PAGE": Site("attention", "a GPU page_table page id", "<", "the pages the k/v rows hold",
-                               "clamped to the last page"),
+    "ERR_ATTENTION_PAGE": Site("attention", "a GPU page_table page id (of attention_kvcache with one sequence: its "
+                               "block_table's)", "<", "the pages the k/v rows hold", "clamped to the last page"),
     "ERR_KV_APPEND_PAGE": Site("kv_append", "a GPU page_table page id", "<", "the pages the cache holds",
                                "the row not written"),
     "ERR_KV_QUANTIZE_PAGE": Site("kv_append_quantized", "a GPU page_table page id", "<", "the pages the cache holds",

@@ -65,8 +65,8 @@ def _cache_capacity(params: WriteParams, rows: int, table: TensorSpec | None, op
 
 
 def _check_pos_tensor(spec: TensorSpec | None, op: str):
-    if spec is not None and (spec.dtype != "u32" or spec.size < 1):
-        raise ShapeError(f"{op}: a GPU position must be a u32 tensor with at least one value, got {spec.shape} {spec.dtype}")
+    if spec is not None and (spec.dtype != "u32" or spec.size != 1):
+        raise ShapeError(f"{op}: a GPU position must be a u32 tensor with one value, got {spec.shape} {spec.dtype}")
 
 
 I32_MAX = 2**31 - 1  # the kv kernels compute positions in i32 (a negative one is a row to skip)

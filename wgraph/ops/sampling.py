@@ -112,8 +112,8 @@ def _infer_sample(params: SampleParams, specs):
     _check_options(params.temperature, params.top_k, params.top_p, params.seed)
     args.real("sample", "temperature", params.temperature, 0.0, open_lo=True)  # 0 is argmax: never a sample node
     args.integer("sample", "step", params.step)
-    if step_t is not None and (step_t.dtype != "u32" or step_t.size < 1):
-        raise ShapeError(f"sample: a GPU step must be a u32 tensor with at least one value, got {step_t.shape} "
+    if step_t is not None and (step_t.dtype != "u32" or step_t.size != 1):
+        raise ShapeError(f"sample: a GPU step must be a u32 tensor with one value, got {step_t.shape} "
                          f"{step_t.dtype}")
     _sample_variant(x.dtype, x.shape[-1])
     return (TensorSpec(x.shape[:-1], "u32"),)
