@@ -5,6 +5,7 @@ nothing submitted, views, indirect dispatch, update() of dirty uniforms, DOT and
 
 import base64
 import json
+import re
 
 import numpy as np
 import pytest
@@ -459,3 +460,14 @@ def test_decode_loop_64_steps_replay_equals_immediate(dev, rng):
     p /= p.sum(-1, keepdims=True)
     o = np.einsum("hl,lhd->hd", p, np.repeat(vc64, HQ // HKV, axis=1)).reshape(1, HQ * D)
     np.testing.assert_allclose(replayed[-1], x64 + o @ w["wo"].T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_state_init_must_have_the_states_shape():
+    """init fills the state as it is: a (3, 2) array for a (2, 3) state (or a flat (6,)) is refused, never
+    reinterpreted; the state's own shape is taken."""
+    g = wg.Graph("init")
+    for shape in ((3, 2), (6,)):
+        with pytest.raises(wg.ShapeError, match=rf"state 's' is \(2, 3\); init has shape {re.escape(str(shape))} \(it "
+                                                 r"must have the state's shape\)"):
+            g.state("s", (2, 3), init=np.arange(6, dtype=np.float32).reshape(shape))
+    assert g.state("s", (2, 3), init=np.arange(6, dtype=np.float32).reshape(2, 3)).spec.shape == (2, 3)

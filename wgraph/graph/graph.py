@@ -76,8 +76,9 @@ class Graph:
         data = None
         if init is not None:
             arr = host_array(init, spec.dtype, where=f"graph {self.name!r}: state {name!r} init")
-            if arr.size != spec.size:
-                raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape}")
+            if arr.shape != spec.shape:   # exactly: a (3, 2) init of a (2, 3) state is not its transpose
+                raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape} "
+                                 f"(it must have the state's shape)")
             data = arr.tobytes()
         self.add(Node(name, "state", None, (), (name,)), specs=(spec,))
         self.states[name] = StateSpec(name, spec, data)
