@@ -97,7 +97,7 @@ LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fre
     ("llama", "rope_parameters", "default", r'rope_parameters="default" must be an object or null'),
     ("llama", "rope_parameters", {"rope_type": "linear"}, r"lacks \['factor'\]"),
     # the architecture
-    ("llama", "model_type", "gpt2", r"model_type 'gpt2' is not supported"),
+    ("llama", "model_type", "gpt2", r'model_type "gpt2" is not supported'),
     ("llama", "architectures", ["LlamaForSequenceClassification"], r"'LlamaForSequenceClassification'; supported"),
     ("llama", "architectures", ["MistralForCausalLM"], r"names 'MistralForCausalLM' but model_type 'llama'"),
     ("llama", "architectures", "LlamaForCausalLM", r"must be a list of one class name"),
@@ -206,3 +206,25 @@ def test_file_errors(tmp_path):
     p.write_bytes(b'{"a": "\xff"}')
     with pytest.raises(CheckpointError, match="cannot read"):
         DecoderConfig.from_file(p)
+
+
+@pytest.mark.parametrize("fmt", ["v5", "v4"])
+def test_any_json_value_of_any_key_is_a_checkpoint_error_or_read(fmt):
+    """Every key of each architecture's config (and of its RoPE object) replaced by JSON values of every type:
+    the reader takes the value or raises CheckpointError naming it, never another exception (a list as model_type
+    or rope_type raised TypeError: `python -m wgraph generate` printed a traceback)."""
+    weird = (["x"], {"a": 1}, None, "str", 1.5, True, -1, 2**40, [], {})
+    for case in CASES:
+        base = hf_config(case, fmt)
+        keys = [(k, None) for k in base] + [(k, i) for k, v in base.items() if isinstance(v, dict) for i in v]
+        for key, inner in keys:
+            for value in weird:
+                d = json.loads(json.dumps(base))
+                if inner is None:
+                    d[key] = value
+                else:
+                    d[key][inner] = value
+                try:
+                    DecoderConfig.from_dict(d)
+                except CheckpointError:
+                    pass

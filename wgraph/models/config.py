@@ -164,8 +164,9 @@ def _architecture(d: dict) -> Architecture:
             raise CheckpointError(f"config.json: architectures names {classes[0]!r}; supported: {sorted(BY_CLASS)}")
         if mt is None:
             return BY_CLASS[classes[0]]
-    if mt not in ARCHITECTURES:
-        raise CheckpointError(f"config.json: model_type {mt!r} is not supported (supported: {sorted(ARCHITECTURES)})")
+    if not isinstance(mt, str) or mt not in ARCHITECTURES:
+        raise CheckpointError(f"config.json: model_type {shown(mt)} is not supported (supported: "
+                              f"{sorted(ARCHITECTURES)})")
     arch = ARCHITECTURES[mt]
     if classes is not None and classes[0] != arch.causal_lm:
         raise CheckpointError(f"config.json: architectures names {classes[0]!r} but model_type {mt!r} is "

@@ -51,7 +51,7 @@ def _kind(where: str, v: dict) -> str:
     kind = v.get("rope_type", v.get("type", "default"))
     if "rope_type" in v and "type" in v and v["rope_type"] != v["type"]:
         raise CheckpointError(f"config.json: {where} has rope_type {shown(v['rope_type'])} and type {shown(v['type'])}")
-    if kind not in FIELDS:
+    if not isinstance(kind, str) or kind not in FIELDS:
         raise CheckpointError(f"config.json: {where} rope_type {shown(kind)} is not supported (supported: "
                               f"{sorted(FIELDS)}; dynamic, yarn and longrope change the math in ways wgraph "
                               f"does not implement)")
