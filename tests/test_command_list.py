@@ -93,6 +93,10 @@ def test_update_kv_len_of_split_k_decode(dev, rng):
     # a param that needs other kernels names itself
     with pytest.raises(GraphError, match=r"variant.*compile the graph again"):
         prog.update(node, wg.ops.AttentionParams(**{**_fields(params), "variant": "decode_streaming_f32"}))
+    # the same variant with other compiled-in constants (the k/v layout) shows them
+    with pytest.raises(GraphError, match=r"kv_layout\) need kernels \['decode_splitk_g4_f32\(.*KV_RING=True.*\)', "
+                                         r".*instead of \['decode_splitk_g4_f32\(.*KV_RING=False.*\)'"):
+        prog.update(node, wg.ops.AttentionParams(**{**_fields(params), "kv_layout": "ring"}))
     with pytest.raises(GraphError, match=r"update\(\): params must be the node's class AttentionParams, got ScaleParams"):
         prog.update(node, wg.ops.elementwise.ScaleParams(1.0))
 

@@ -71,6 +71,13 @@ def _is_view(node) -> bool:
     return node.op not in SOURCE_OPS and core.OPS[node.op].is_view
 
 
+def _kernel_labels(kernels) -> list[str]:
+    """Kernel names with their compiled-in constants (a pipeline is a variant and its constants): two lists of the
+    same variants still show what differs."""
+    return [k.name + ("(" + ", ".join(f"{n}={v}" for n, v in k.constants.items()) + ")" if k.constants else "")
+            for k in kernels]
+
+
 def _runs_kernels(node) -> bool:
     return node.op not in SOURCE_OPS and not core.OPS[node.op].is_view
 
@@ -418,9 +425,10 @@ class Program:
         tpl = self._capture(node_name, params)
         idx = [i for i, n in enumerate(self._owners) if n == node_name]
         old = [self._commands.steps[i].dispatch.kernel for i in idx]
-        if [d.kernel for d in tpl.dispatches] != old:
-            raise GraphError(f"{where}: new params ({changed}) need kernels {[d.kernel.name for d in tpl.dispatches]} "
-                             f"instead of {[k.name for k in old]}; compile the graph again")
+        new = [d.kernel for d in tpl.dispatches]
+        if new != old:
+            raise GraphError(f"{where}: new params ({changed}) need kernels {_kernel_labels(new)} instead of "
+                             f"{_kernel_labels(old)}; compile the graph again")
         try:
             scratch = self._scratch.place(tpl.scratch, grow=False) if tpl.scratch else ()
         except LimitError as e:
