@@ -37,8 +37,11 @@ def test_embedding_host_ids_out_of_range_raise_before_gpu_work(dev):
         wg.ops.embedding([1, True], table)
     with pytest.raises(wg.DtypeError, match="ids must be u32, got f32"):
         wg.ops.embedding(dev.tensor(np.ones(2, np.float32)), table)
-    with pytest.raises(wg.DtypeError, match=r"embedding has no kernel for .*'output_dtype': 'f16'"):
+    with pytest.raises(wg.DtypeError, match=r"embedding: dtype='f16' from a f32 table: the rows are the table's "
+                                            r"dtype \(dtype=None\) or f32 from an f16 or bf16 table"):
         wg.ops.embedding([1], table, dtype="f16")  # no narrowing
+    with pytest.raises(wg.ArgumentError, match=r"embedding: ids=-1 must be an integer in \[0, 4294967295\]"):
+        wg.ops.embedding(-1, table)   # named as given, not as the list [-1]
     with pytest.raises(wg.ShapeError, match=r"the table must be \[vocab, hidden\], got \(40,\)"):
         wg.ops.embedding([1], dev.tensor(np.zeros(40, np.float32)))
     delta = dev.stats.since(before)

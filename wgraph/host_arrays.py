@@ -95,7 +95,9 @@ def host_ids(ids, vocab: int, where: str) -> np.ndarray:
     """Token ids given as an int, ints or a numpy integer array, as u32, checked against a table of `vocab` rows:
     ArgumentError unless integers in [0, 2^32 - 1] (args.ids' rule), LimitError naming the first id >= vocab.
     An int gives one id ([1])."""
-    arr = args.ids(where, "ids", [ids] if args.is_int(ids) else ids, ndim=None)
+    if args.is_int(ids):   # one id: named as given (not as the list it becomes)
+        ids = [args.integer(where, "ids", ids)]
+    arr = args.ids(where, "ids", ids, ndim=None)
     bad = np.flatnonzero(arr.reshape(-1) >= vocab)
     if bad.size:
         i = int(bad[0])

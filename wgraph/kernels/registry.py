@@ -300,5 +300,10 @@ def _select(op: str, facts: tuple) -> str:
         have = dict(k.facts, output_dtype=k.output_dtype)
         if all(have.get(key) == value for key, value in facts):
             return k.name
-    choices = [dict(k.facts, output_dtype=k.output_dtype) for k in kernels_for(op)]
-    raise DtypeError(f"{op} has no kernel for {dict(facts)}; the registry has {choices}")
+    # what was asked, and what the op takes of the same facts (each combination once)
+    keys = [key for key, _ in facts]
+    takes = sorted({tuple(str(dict(k.facts, output_dtype=k.output_dtype).get(key)) for key in keys)
+                    for k in kernels_for(op)})
+    shown = [t[0] for t in takes] if len(keys) == 1 else takes
+    raise DtypeError(f"{op} has no kernel for {', '.join(f'{key}={value!r}' for key, value in facts)}; it takes "
+                     f"{' x '.join(keys)} in {shown}")

@@ -36,6 +36,9 @@ def _infer(params, specs):
     if len(table.shape) != 2:
         raise ShapeError(f"embedding: the table must be [vocab, hidden], got {table.shape}")
     out_dtype = params.dtype or table.dtype
+    if out_dtype != table.dtype and not (out_dtype == "f32" and table.dtype in ("f16", "bf16")):
+        raise DtypeError(f"embedding: dtype={params.dtype!r} from a {table.dtype} table: the rows are the table's "
+                         f"dtype (dtype=None) or f32 from an f16 or bf16 table")
     if out_dtype == "bf16" and table.shape[1] % 2:
         raise ShapeError(f"embedding: bf16 rows are gathered as u32 words of two elements, so the hidden size must be "
                          f"even; got table {table.shape}")
