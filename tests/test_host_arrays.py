@@ -159,3 +159,17 @@ def test_shapes_are_integers_never_truncated(dev, shape):
     with pytest.raises(wg.ArgumentError, match=r"Graph.input: shape=.* must be a shape"):
         wg.Graph("g").input("x", shape)
     assert dev.empty((np.int64(4), 2)).shape == (4, 2) and dev.empty([3]).shape == (3,)
+
+
+def test_booleans_are_not_numbers_unless_asked(dev):
+    """True is not silently the number 1 where the call takes numbers (Python bools, lists holding one, bool
+    arrays); dtype= converts them on purpose."""
+    t = dev.empty((2,), "u32")
+    prog = _program(dev, (2, 3))
+    for name, call in (("prog.run", lambda: prog.run(x=[[True, 0.5, 1.0]] * 2)),
+                       ("dev.write", lambda: dev.write(t, [1, True])),
+                       ("dev.write", lambda: dev.write(t, np.array([True, False]))),
+                       ("g.state", lambda: wg.Graph("s").state("w", (2,), "u32", init=[True, False]))):
+        with pytest.raises(wg.DtypeError, match=r": got booleans \(.*\); pass numbers, or convert them explicitly"):
+            call()
+    np.testing.assert_array_equal(dev.tensor(np.array([True, False]), dtype="u32").numpy(), [1, 0])

@@ -19,6 +19,13 @@ def _python_data(value) -> bool:
     return isinstance(value, (bool, int, float, list, tuple)) and not isinstance(value, np.generic)
 
 
+def _holds_bool(value) -> bool:
+    """A Python bool, or a list / tuple holding one at any depth (numpy would count True as 1)."""
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_bool(v) for v in value)
+
+
 def host_view(value, where: str) -> np.ndarray:
     """`value` as a numpy array (a view where numpy can make one), any dtype; DtypeError if numpy cannot."""
     try:
@@ -74,6 +81,10 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
         raise DtypeError(f"{where}: a Python {type(value).__name__} has no dtype of its own (numpy would make it "
                          f"{arr.dtype}, which wgraph lacks); say which with dtype=, as in dev.tensor(x, dtype={guess!r}), "
                          f"or pass np.asarray(x, np.{dtype_info(guess).numpy})")
+    if not convert and (arr.dtype.kind == "b" or (_python_data(value) and _holds_bool(value))):
+        # True is not the number 1 unless the caller says so (dtype=, or an array of numbers)
+        raise DtypeError(f"{where}: got booleans ({args.show(value)}); pass numbers, or convert them explicitly "
+                         f"(np.asarray(x, np.uint32), or dtype= where the call takes it)")
     if dtype is not None and (convert or _python_data(value)):
         if arr.dtype != dtype_info(dtype).numpy:
             arr = _convert(arr, dtype, value, where)
