@@ -345,7 +345,7 @@ CATALOGUE = [
     ("float64-implicit", DtypeError, r"^dev.tensor: got float64 data; wgraph stores f32 and f16 and never narrows "
      r"silently: convert it explicitly \(dtype='f32' where the call takes dtype=", lambda e: e.dev.tensor(np.ones(4)),
      True),
-    ("bool-as-number", DtypeError, r"dev.write: got booleans \(\[1, True\]\); pass numbers, or convert them "
+    ("bool-as-number", DtypeError, r"dev.write into .*: got booleans \(\[1, True\]\); pass numbers, or convert them "
      r"explicitly", lambda e: e.dev.write(e.u32(0, 0), [1, True]), True),
     ("not-an-array", DtypeError, r"dev.tensor: cannot view object as a numpy array", lambda e: e.dev.tensor(object()),
      True),
