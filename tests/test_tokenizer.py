@@ -4,6 +4,7 @@ and GGUF vocabularies of both kinds; streaming decode; what is refused. No GPU w
 
 import json
 import random
+import re
 
 import pytest
 from hypothesis import given
@@ -150,3 +151,37 @@ def test_template_sandbox_and_helpers():
         under.render([])
     with pytest.raises(CheckpointError, match="not valid Jinja"):
         ChatTemplate({"default": "{% for %}"}, "test")
+
+
+@pytest.mark.parametrize("spelling", ["$A", "<s> x", "<s:1>"])
+def test_special_tokens_of_any_spelling_are_added_as_ids(tmp_path, spelling):
+    """A BOS spelled "$A" (template syntax) repeated the text; one with a space or a colon raised ValueError from
+    tokenizers: the post-processor names BOS / EOS by placeholders and adds their ids."""
+    meta = tiny_files.byte_level_tokenizer()
+    meta["tokens"] = list(meta["tokens"])
+    meta["tokens"][meta["bos_token_id"]] = spelling
+    tok = Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "bos.gguf", dict(meta, add_bos=True)))
+    plain = tok.encode("abc ab", add_special_tokens=False)
+    assert tok.encode("abc ab") == [meta["bos_token_id"]] + plain and plain
+    assert tok.decode(tok.encode("abc ab")) == "abc ab"
+
+
+def test_two_ids_of_one_token_are_refused(tmp_path):
+    """Two ids of one token string (or of one byte spelling: " " is "Ġ" in a byte-level vocabulary) left one id
+    decoding to nothing and the vocabulary one short; refused by name."""
+    meta = tiny_files.byte_level_tokenizer()
+    tokens = list(meta["tokens"])
+    g = tokens.index("Ġ")
+    for i, spelling, match in ((5, tokens[7], rf"tokens\[5\] = {re.escape(repr(tokens[7]))} and \[7\] = .* are the "
+                                               r"same token$"),
+                               (1, " ", rf"tokens\[1\] = ' ' and \[{g}\] = 'Ġ' are the same token once spelled in "
+                                        r"bytes")):
+        bad = list(tokens)
+        bad[i] = spelling
+        with pytest.raises(CheckpointError, match=match):
+            Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "dup.gguf", dict(meta, tokens=bad)))
+    spm = tiny_files.spm_tokenizer()
+    bad = list(spm["tokens"])
+    bad[10] = bad[11]
+    with pytest.raises(CheckpointError, match=r"tokens\[10\] = .* and \[11\] = .* are the same token"):
+        Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "dup_spm.gguf", dict(spm, tokens=bad)))

@@ -90,11 +90,23 @@ def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tup
     return [(a, b) for a, b, _ in merges]
 
 
+def _vocab(spellings: list[str], tokens: list[str], name: str) -> dict[str, int]:
+    """{spelling: id}, each spelling once: two ids of one spelling would leave one id without a token (it would
+    decode to nothing, and text would encode to the other id)."""
+    vocab: dict[str, int] = {}
+    for i, s in enumerate(spellings):
+        j = vocab.setdefault(s, i)
+        if j != i:
+            raise CheckpointError(f"GGUF file {name}: tokenizer.ggml.tokens[{j}] = {tokens[j]!r} and [{i}] = "
+                                  f"{tokens[i]!r} are the same token{'' if tokens[i] == tokens[j] else ' once spelled in bytes'}")
+    return vocab
+
+
 def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name: str) -> Backend:
     spelling = bytes_to_unicode()
     alphabet = set(spelling.values())
-    vocab = {t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")): i
-             for i, t in enumerate(tokens)}
+    vocab = _vocab([t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")) for t in tokens],
+                   tokens, name)
     merges = _pairs(merges_text, name)
     try:
         backend = Backend(models.BPE(vocab=vocab, merges=merges, dropout=None, continuing_subword_prefix="",
@@ -114,7 +126,7 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
 
 def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: list[str] | None, gemma: bool,
                    name: str) -> Backend:
-    vocab = {t: i for i, t in enumerate(tokens)}
+    vocab = _vocab(tokens, tokens, name)
     merges = _pairs(merges_text, name) if merges_text is not None else generate_merges(vocab, scores)
     if gemma:
         backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, unk_token="<unk>", dropout=None,
@@ -176,7 +188,9 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
             raise CheckpointError(f"GGUF file {name}: {full}={v!r} is not a token id in [0, {n})")
         return v
 
-    special = {ours: tokens[i] for ours, key in SPECIAL_IDS.items() if (i := token_id(key)) is not None}
+    # the string the backend holds at each special id (a byte-level vocabulary respells a token outside its
+    # alphabet): the file's text would be a new token with a new id
+    special = {ours: backend.id_to_token(i) for ours, key in SPECIAL_IDS.items() if (i := token_id(key)) is not None}
     add_bos = f.metadata.get("tokenizer.ggml.add_bos_token", model == "llama")  # llama.cpp: SPM adds BOS
     add_eos = f.metadata.get("tokenizer.ggml.add_eos_token", False)
     for key, v in (("add_bos_token", add_bos), ("add_eos_token", add_eos)):

@@ -96,13 +96,20 @@ class Tokenizer:
         self.clean_up_spaces = clean_up_spaces and type(backend.model).__name__ != "BPE"
 
     def _set_post_processor(self, add_bos: bool, add_eos: bool) -> None:
-        """BOS/EOS around every encoded text, as transformers' update_post_processor builds it."""
+        """BOS/EOS around every encoded text, as transformers' update_post_processor builds it. The template names
+        the tokens by fixed placeholders, never by their text: a token spelled "$A", or holding a space or a colon,
+        would be parsed as template syntax (a "$A" BOS repeated the whole text)."""
         bos, eos = self.special.get("bos_token", ""), self.special.get("eos_token", "")
         add_bos, add_eos = add_bos and bool(bos), add_eos and bool(eos)
-        single = f"{(bos + ':0 ') if add_bos else ''}$A:0{(' ' + eos + ':0') if add_eos else ''}"
-        pair = f"{single}{(' ' + bos + ':1') if add_bos else ''} $B:1{(' ' + eos + ':1') if add_eos else ''}"
-        specials = [(t, self.backend.token_to_id(t)) for t, on in ((bos, add_bos), (eos, add_eos)) if on]
-        self.backend.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=specials)
+
+        def pieces(seq: str, type_id: int) -> list[str]:
+            return ((["wgraph_bos" + f":{type_id}"] if add_bos else []) + [f"{seq}:{type_id}"]
+                    + (["wgraph_eos" + f":{type_id}"] if add_eos else []))
+
+        specials = [{"id": name, "ids": [self.backend.token_to_id(text)], "tokens": [text]}
+                    for name, text, on in (("wgraph_bos", bos, add_bos), ("wgraph_eos", eos, add_eos)) if on]
+        self.backend.post_processor = processors.TemplateProcessing(
+            single=pieces("$A", 0), pair=pieces("$A", 0) + pieces("$B", 1), special_tokens=specials)
 
     # ---- construction ----
 
