@@ -185,3 +185,26 @@ def test_two_ids_of_one_token_are_refused(tmp_path):
     bad[10] = bad[11]
     with pytest.raises(CheckpointError, match=r"tokens\[10\] = .* and \[11\] = .* are the same token"):
         Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "dup_spm.gguf", dict(spm, tokens=bad)))
+
+
+def test_a_template_is_bounded_work_and_its_errors_are_named():
+    """A template file is data: what it computes is bounded (powers, repetitions, range() per render, never folded
+    at compile, where `7**999999999` hung the load) and anything it raises is a ChatTemplateError (CheckpointError
+    at load) naming the template, never a Python exception (ZeroDivisionError, RecursionError, ...)."""
+    msgs = [{"role": "user", "content": "hi"}]
+    refused = {"{{ 7**999999999 }}": "7 \\*\\* 999999999 is larger than chat templates compute",
+               "{{ 'a' * 10**10 }}": "a repetition of 10000000000 items",
+               "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}":
+                   "range\\(\\) made more than 131072 items in one render",
+               "{{ 1/0 }}": "failed: ZeroDivisionError", "{{ 1 + 'a' }}": "failed: TypeError",
+               "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}": "failed: RecursionError",
+               "{{ 'x'|wordwrap(0) }}": "failed: ValueError"}
+    for src, match in refused.items():
+        t = ChatTemplate({"default": src}, "test")   # compiles at once: nothing folded
+        with pytest.raises(ChatTemplateError, match=r"the chat template \(test, 'default'\) .*" + match):
+            t.render(msgs)
+    with pytest.raises(CheckpointError, match="chat template 'default' cannot be compiled: RecursionError"):
+        ChatTemplate({"default": "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}"}, "test")
+    ok = ChatTemplate({"default": "{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ [1] * 2 }} {% for i in range(3) %}{{ i }}"
+                                  "{% endfor %}{% for m in messages %}{{ m.content * 2 }}{% endfor %}"}, "test")
+    assert ok.render(msgs) == "ababab 1024 [1, 1] 012hihi"

@@ -2,11 +2,15 @@
 rendered as transformers renders them (utils/chat_template_utils.py): an ImmutableSandboxedEnvironment with
 trim_blocks and lstrip_blocks, the loopcontrols extension, `raise_exception`, `strftime_now`, a `tojson` that keeps
 non-ASCII, and the tokenizer's special tokens as variables. The sandbox keeps a template from reaching Python
-internals: a template file is data, never code."""
+internals: a template file is data, never code. It is also bounded work: powers and repetitions are checked
+before they run (never folded at compile, where `7**999999999` hung the load), `range` has a budget for a whole
+render, the output a size and the render a time limit (checked as it writes), and anything a template raises is
+a ChatTemplateError (CheckpointError at load) naming the template."""
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 
 import jinja2
@@ -16,6 +20,10 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from wgraph.errors import ChatTemplateError, CheckpointError
 
 MAX_TEMPLATE_CHARS = 1 << 20
+MAX_PROMPT_CHARS = 1 << 24     # a rendered conversation
+MAX_RANGE_ITEMS = 1 << 17      # range() items of one render, all calls together
+MAX_RENDER_SECONDS = 10.0      # checked each time the template writes
+MAX_POWER_BITS = 4096          # an integer power's result
 
 
 def _raise_exception(message):
@@ -60,8 +68,41 @@ class _Dict:
         return dict.fromkeys(*args, **kwargs)
 
 
+class _Bounded(ImmutableSandboxedEnvironment):
+    """The sandbox with `**` and `*` checked before they run (intercepted operators are never constant-folded at
+    compile time either): a power's result at most MAX_POWER_BITS bits, a repeated string or list at most
+    MAX_PROMPT_CHARS items."""
+
+    intercepted_binops = frozenset({"**", "*"})
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and (
+                right > MAX_POWER_BITS or right * max(abs(left), 2).bit_length() > MAX_POWER_BITS):
+            raise jinja2.exceptions.SecurityError(f"{left} ** {right} is larger than chat templates compute")
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_PROMPT_CHARS:
+                    raise jinja2.exceptions.SecurityError(f"a repetition of {len(seq) * n} items is longer than "
+                                                          f"chat templates make")
+        return super().call_binop(context, operator, left, right)
+
+
+class _RangeBudget:
+    """range() for one render: at most MAX_RANGE_ITEMS items in all its calls (jinja's sandbox caps one call)."""
+
+    def __init__(self):
+        self.left = MAX_RANGE_ITEMS
+
+    def __call__(self, *args):
+        r = range(*args)
+        self.left -= len(r)
+        if self.left < 0:
+            raise jinja2.exceptions.SecurityError(f"range() made more than {MAX_RANGE_ITEMS} items in one render")
+        return r
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = _Bounded(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, namespace=_Namespace,
                        dict=_Dict())
@@ -97,6 +138,9 @@ class ChatTemplate:
                 self._compiled[name] = env.from_string(text)
             except jinja2.TemplateSyntaxError as e:
                 raise CheckpointError(f"{source}: chat template {name!r} is not valid Jinja: {e}") from None
+            except Exception as e:  # noqa: BLE001 - a file's template: nesting too deep (RecursionError), ...
+                raise CheckpointError(f"{source}: chat template {name!r} cannot be compiled: "
+                                      f"{type(e).__name__}: {e}") from None
 
     @classmethod
     def from_value(cls, value, source: str) -> ChatTemplate:
@@ -128,8 +172,22 @@ class ChatTemplate:
         # transformers drops None-valued keys (APIs send content=None) before rendering
         chat = [_plain({k: v for k, v in m.items() if v is not None}, f"message {i}") for i, m in enumerate(messages)]
         variables = {"tools": None, "documents": None, **(special_tokens or {}), **_plain(kwargs, "a template variable")}
+        variables["range"] = _RangeBudget()
+        where = f"apply_chat_template: the chat template ({self.source}, {name!r})"
+        parts, size, deadline = [], 0, time.monotonic() + MAX_RENDER_SECONDS
         try:
-            return self._compiled[name].render(messages=chat, add_generation_prompt=add_generation_prompt, **variables)
+            for part in self._compiled[name].generate(messages=chat, add_generation_prompt=add_generation_prompt,
+                                                      **variables):
+                parts.append(part)
+                size += len(part)
+                if size > MAX_PROMPT_CHARS:
+                    raise ChatTemplateError(f"{where} wrote more than {MAX_PROMPT_CHARS} characters")
+                if time.monotonic() > deadline:
+                    raise ChatTemplateError(f"{where} ran longer than {MAX_RENDER_SECONDS} s")
+        except ChatTemplateError:
+            raise
         except jinja2.TemplateError as e:
-            raise ChatTemplateError(f"apply_chat_template: the chat template ({self.source}, {name!r}) refused "
-                                    f"the conversation: {e}") from None
+            raise ChatTemplateError(f"{where} refused the conversation: {e}") from None
+        except Exception as e:  # noqa: BLE001 - the template's own arithmetic or calls (1/0, recursion, ...)
+            raise ChatTemplateError(f"{where} failed: {type(e).__name__}: {e}") from None
+        return "".join(parts)
