@@ -238,6 +238,27 @@ def test_deferred_destruction_is_bounded_without_readbacks():
     dev.destroy()
 
 
+def test_an_op_whose_scratch_waits_for_the_gpu_is_still_submitted(rng):
+    """A first-time split-K decode's scratch allocation past the deferred-destruction budget waited for the GPU in
+    the middle of the call's append: the pending list went to the GPU half-appended and the rest of the call was
+    never submitted (its output kept a recycled buffer's contents). The wait now comes before or after."""
+    dev = wg.Device()
+    dev.pool.budget_bytes = 0                          # every release goes to destruction: the wait is due
+    dev.pool.deferred_budget_bytes = 0
+    k, v = (rng.standard_normal((256, 2, 16)).astype(np.float32) for _ in range(2))
+    tk, tv = dev.tensor(k), dev.tensor(v)
+    for _ in range(5):
+        q = rng.standard_normal((1, 4, 16)).astype(np.float32)
+        junk = dev.tensor(np.full((1, 4, 16), 1234.0, np.float32))
+        junk.numpy()
+        del junk                                       # a buffer the output could be given, holding 1234s
+        out = wg.ops.attention(dev.tensor(q), tk, tv, causal=True)
+        ok, err, _, bound = tolerance_check(out.numpy(), q, k, v, out_dtype=np.float32, causal=True)
+        assert ok, (err, bound)
+    assert not dev.scheduler.pending
+    dev.destroy()
+
+
 def test_a_repeated_call_fills_its_template(dev, rng):
     a = rng.standard_normal(300).astype(np.float32)
     x, y = dev.tensor(a), dev.tensor(2 * a)

@@ -133,3 +133,37 @@ def test_a_recording_refuses_another_thread(dev):
     t.join()
     assert caught == [True]
     rec.discard()
+
+
+def test_a_tensor_dying_on_another_thread_never_waits_for_the_device_lock():
+    """A tensor's finalizer runs on whatever thread the garbage collector runs (a compile worker, while the
+    thread that started the compile holds the device lock and waits for it: a deadlock). Its buffer goes back
+    without waiting for the lock, and the next allocation takes it in."""
+    dev = wg.Device()
+    t = dev.empty((256,), "f32")
+    buf = t.buffer
+    held, go = threading.Event(), threading.Event()
+
+    def holder():
+        with dev.lock:
+            held.set()
+            go.wait(30)
+
+    h = threading.Thread(target=holder, daemon=True)
+    h.start()
+    held.wait(30)
+    finished = threading.Event()
+
+    def drop():
+        nonlocal t
+        del t
+        finished.set()
+
+    threading.Thread(target=drop, daemon=True).start()
+    try:
+        assert finished.wait(10), "a finalizer waited for the device lock"
+    finally:
+        go.set()
+        h.join(30)
+    assert dev.empty((256,), "f32").buffer is buf   # back in the pool: the next allocation of its size takes it
+    dev.destroy()

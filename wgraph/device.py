@@ -437,7 +437,7 @@ def alloc(device: Device, spec: TensorSpec, label: str = "") -> Tensor:
         )
     with device.lock:
         pool = device.pool
-        if pool.deferred_bytes > pool.deferred_budget_bytes:
+        if pool.deferred_bytes > pool.deferred_budget_bytes and not device.scheduler.appending:
             device.scheduler.wait_idle()  # destroys what waited for the GPU: memory stays bounded
         return Tensor(device, pool.acquire(spec.nbytes, TENSOR_USAGE), spec, label)
 

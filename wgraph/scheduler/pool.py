@@ -10,7 +10,7 @@ destroyed only once the submissions made before its release are done (the schedu
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 
 import wgpu
 
@@ -54,8 +54,12 @@ class BufferPool:
         self._free_bytes = 0
         self._doomed: list[tuple[int, object]] = []  # (submission index at release, buffer) to destroy later
         self.deferred_bytes = 0  # bytes of the doomed buffers
+        # Buffers released while another thread held the lock: a finalizer must never wait for it (the holder may
+        # be waiting for this thread: compile workers run the garbage collector too). Taken in under the lock.
+        self._orphans: deque = deque()
 
     def acquire(self, nbytes: int, usage: int):
+        self._take_orphans()
         key = (size_class(nbytes), usage)
         free = self._free.get(key)
         while free:
@@ -71,9 +75,20 @@ class BufferPool:
 
     def release(self, buffer, usage: int = TENSOR_USAGE):
         """A tensor (or a uniform arena) is done with `buffer`: back to the free list, or past the budget
-        queued for destruction once the submissions made so far are done."""
-        with self._lock:
+        queued for destruction once the submissions made so far are done. Never blocks: while another thread
+        holds the lock, the buffer waits in `_orphans` for the next acquire, release or collect."""
+        if not self._lock.acquire(blocking=False):
+            self._orphans.append((buffer, usage))   # deque.append: atomic, no lock
+            return
+        try:
+            self._take_orphans()
             self._release(buffer, usage)
+        finally:
+            self._lock.release()
+
+    def _take_orphans(self) -> None:
+        while self._orphans:
+            self._release(*self._orphans.popleft())
 
     def _release(self, buffer, usage: int):
         # A tensor and its buffer that become garbage together in a reference cycle (an exception's traceback
@@ -93,6 +108,7 @@ class BufferPool:
 
     def collect(self, completed: int):
         """Destroy doomed buffers whose last possible use (a submission up to `completed`) is done on the GPU."""
+        self._take_orphans()
         keep = []
         for index, buf in self._doomed:
             if index <= completed:

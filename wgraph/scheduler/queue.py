@@ -59,6 +59,9 @@ class Scheduler:
         self.closed = False
         self.last_index = 0  # wgpu-native's index of the latest submission: fences and deferred destruction
         self._pending: CommandList | None = None
+        # True while an op call is being appended to the pending list (lock held): its scratch allocation must
+        # not wait for the GPU then, which would submit the list half-appended and drop the rest of the call
+        self.appending = False
         self._local = threading.local()
         self.uniforms = UniformCache(self._new_uniform, self._release_uniform)
 
@@ -102,7 +105,11 @@ class Scheduler:
             return
         with self.lock:
             pending = self._pending or self._start_pending()
-            pending.call(template, inputs, outputs)
+            self.appending = True
+            try:
+                pending.call(template, inputs, outputs)
+            finally:
+                self.appending = False
             if len(pending.items) >= PENDING_ITEMS:
                 self.flush()
 
