@@ -401,3 +401,72 @@ def test_scratch_space_shares_buffers_across_calls(dev):
     assert p.buffer.size >= 4000
     with pytest.raises(wg.LimitError, match="scratch h2 needs 8000 bytes in shared buffer 0, which holds 4000"):
         planned.place(((TensorSpec((2000,), "f32"), "h2"),), grow=False)
+
+
+def test_what_a_discarded_recording_made_is_unusable_or_written(rng):
+    """Inside a recording that an exception discards: a tensor dev.tensor uploaded there is unusable (it read
+    back a recycled buffer's bytes); the device's own buffers first made there (the error flag, fallbacks) are
+    written at once (a flag holding garbage raised GpuValueError at every later readback)."""
+    dev = wg.Device()
+    table, ids = dev.tensor(np.ones((8, 4), np.float32)), dev.tensor(np.array([1, 2], np.uint32))
+    junk = dev.tensor(np.array([3, 7, 9, 1], np.uint32))
+    junk.numpy()
+    del junk                                           # a 16-byte pool buffer holding non-zeros: the flag's size
+    with pytest.raises(ZeroDivisionError):
+        with dev.record():
+            w = dev.tensor(np.ones(4, np.float32))
+            wg.ops.embedding(ids, table)               # the first op that binds the error flag: made here
+            1 / 0
+    with pytest.raises(RecordingError, match=r"made inside recording .* \(by an op or dev.tensor\), which was "
+                                             r"discarded"):
+        w.numpy()
+    x = dev.tensor(np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(x.numpy(), np.arange(4))   # no error from the flag
+    dev.check_errors()
+    dev.destroy()
+
+
+def test_an_out_of_an_older_epoch_is_refused_on_the_template_path():
+    """A call whose template is cached checked out= only for shape and dtype: a tensor of the device before
+    dev.recreate() was accepted, its flush then failed and dropped the other pending ops (a later read returned
+    stale bytes). It is refused by name; a flush that raises leaves the tensors of its ops unusable."""
+    d = wg.Device()
+    old = d.empty((4,), "f32")
+    d.recreate()
+    x = d.tensor(np.arange(4, dtype=np.float32))
+    wg.ops.scale(x, 2.0, out=d.empty((4,), "f32")).numpy()   # the out= template of this epoch
+    y = wg.ops.scale(x, 10.0)
+    with pytest.raises(wg.DeviceError, match="made before the device was re-created"):
+        wg.ops.scale(x, 2.0, out=old)
+    np.testing.assert_array_equal(y.numpy(), np.arange(4) * 10.0)
+    d.destroy()
+
+
+def test_a_failed_flush_leaves_its_outputs_unusable(dev, monkeypatch):
+    from wgraph.scheduler.commands import CommandList
+
+    x = dev.tensor(np.arange(4, dtype=np.float32))
+    dev.flush()
+    y = wg.ops.scale(x, 10.0)
+
+    def fail(self, timestamps=None):
+        raise RuntimeError("the driver said no")
+
+    monkeypatch.setattr(CommandList, "submit", fail)
+    with pytest.raises(RuntimeError, match="the driver said no"):
+        dev.flush()
+    monkeypatch.undo()
+    with pytest.raises(RecordingError, match="the pending ops that write this tensor never ran: their submit raised "
+                                             "RuntimeError: the driver said no"):
+        y.numpy()
+    np.testing.assert_array_equal(x.numpy(), np.arange(4))   # what the failed list only read is untouched
+
+
+def test_check_errors_inside_a_recording_that_reports_says_when_to_check(dev):
+    table, ids = dev.tensor(np.ones((8, 4), np.float32)), dev.tensor(np.array([1, 2], np.uint32))
+    with dev.record():
+        wg.ops.embedding(ids, table)
+        with pytest.raises(RecordingError, match=r"dev.check_errors\(\) inside a recording whose ops report into "
+                                                 r"the device error flag: .* check after the `with dev.record\(\)`"):
+            dev.check_errors()
+    dev.check_errors()

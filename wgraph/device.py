@@ -274,6 +274,18 @@ class Device:
             raise UnsupportedError(f"dtype f16 needs the shader-f16 feature, which {self.caps.adapter_name!r} lacks")
         t = self.empty(data.shape, dtype, label)
         self.write(t, data)
+        rec = self.scheduler.recording
+        if rec is not None:   # its upload is an item of the recording: discarded with it, the tensor is unusable
+            rec.made([t])
+        return t
+
+    def _owned(self, words: np.ndarray, label: str) -> Tensor:
+        """A zero-filled device-owned tensor (a fallback, the error flag), written now by a queue write: never an
+        item of the recording open on this thread, whose discard would leave it holding a recycled buffer's bytes."""
+        t = alloc(self, TensorSpec(words.shape, "u32"), label)
+        with self.lock:
+            self.scheduler.write_buffer(t.buffer, 0, words.tobytes())
+            self.scheduler.owned.add(id(t.buffer))
         return t
 
     def write(self, tensor: Tensor, array: HostData) -> None:
@@ -352,7 +364,7 @@ class Device:
             with self.lock:
                 t = self._fallbacks.get(key)
                 if t is None:
-                    t = self.tensor(np.zeros(nbytes // 4, np.uint32), "u32", label=f"fallback.{name}")
+                    t = self._owned(np.zeros(nbytes // 4, np.uint32), f"fallback.{name}")
                     self._fallbacks[key] = t
         return t
 
@@ -363,14 +375,17 @@ class Device:
             return flag  # every attention dispatch asks: no lock once it exists
         with self.lock:
             if self._error_flag is None:
-                self._error_flag = self.tensor(np.zeros(device_errors.FLAG_WORDS, np.uint32), "u32",
-                                               label="device_errors")
+                self._error_flag = self._owned(np.zeros(device_errors.FLAG_WORDS, np.uint32), "device_errors")
             return self._error_flag
 
     def check_errors(self) -> None:
         """Wait for the GPU, then raise GpuValueError (and clear the flag) if a kernel reported a GPU value out
         of range since the last check or readback. Every readback checks too."""
         if self._error_flag is not None:
+            rec = self.scheduler.recording
+            if rec is not None and rec.writes(self._error_flag):
+                raise RecordingError("dev.check_errors() inside a recording whose ops report into the device error "
+                                     "flag: they run when it submits; check after the `with dev.record()` block")
             self.read(self._error_flag)
 
     def sync(self) -> None:

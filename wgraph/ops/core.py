@@ -335,7 +335,8 @@ def _distinct_buffers(tensors, outputs) -> bool:
 def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
     if type(out) is Tensor and len(specs) == 1 and out.device is device:  # the common out=: one check
         s = specs[0]
-        if out.shape == s.shape and out.dtype == s.dtype:
+        if (out.shape == s.shape and out.dtype == s.dtype and out.poisoned is None
+                and getattr(out.buffer, "_wgraph_epoch", None) == device.epoch):
             return (out,)
     if out is None:
         return tuple(alloc(device, s, f"{op.name}.out{i}") for i, s in enumerate(specs))

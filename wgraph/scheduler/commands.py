@@ -69,6 +69,14 @@ class CommandList:
         """Whether an item of this list writes `tensor`'s buffer."""
         return any(t.buffer is tensor.buffer for item in self.items for t in item.writes())
 
+    def poison_writes(self, reason: str, keep) -> None:
+        """Mark every tensor an item writes unusable (the list will never run), but those whose buffer id is in
+        `keep` (the device's own: the error flag, fallbacks)."""
+        for item in self.items:
+            for t in item.writes():
+                if id(t.buffer) not in keep:
+                    t.poison(reason)
+
     def check_device(self, items=None) -> None:
         """DeviceError unless every item (of this list, or `items`) was made on this device in its current
         epoch (an item's first tensor stands for all: ctx.dispatch checked them together). Epochs are numbered

@@ -62,6 +62,7 @@ class Scheduler:
         # True while an op call is being appended to the pending list (lock held): its scratch allocation must
         # not wait for the GPU then, which would submit the list half-appended and drop the rest of the call
         self.appending = False
+        self.owned: set[int] = set()   # ids of the device's own buffers (error flag, fallbacks): never poisoned
         self._local = threading.local()
         self.uniforms = UniformCache(self._new_uniform, self._release_uniform)
 
@@ -144,11 +145,17 @@ class Scheduler:
         return [] if pending is None else pending.items
 
     def flush(self) -> None:
-        """Submit the pending immediate ops now (one submit; nothing when none wait)."""
+        """Submit the pending immediate ops now (one submit; nothing when none wait). If the submit raises, the
+        tensors those ops write become unusable, naming why: never left holding what was there before."""
         with self.lock:
             pending, self._pending = self._pending, None
             if pending is not None:
-                pending.submit()
+                try:
+                    pending.submit()
+                except BaseException as e:
+                    pending.poison_writes(f"the pending ops that write this tensor never ran: their submit raised "
+                                          f"{type(e).__name__}: {str(e)[:200]}", self.owned)
+                    raise
 
     # ---- the queue: writes and submits in call order ----
 

@@ -83,7 +83,13 @@ class Recording:
             self._labels = [d.label or d.kernel.name for d in dispatches]
             if self._want_profile and self.caps.has_timestamps and dispatches:
                 self._timestamps = Timestamps(scheduler.gpu, len(dispatches), self.caps.has_timestamps_inside_passes)
-            self.commands.submit(self._timestamps)
+            try:
+                self.commands.submit(self._timestamps)
+            except BaseException as e:   # the recorded ops (and the pending ones put in front) never ran
+                self.commands.poison_writes(f"{self.label} never ran: its submit raised {type(e).__name__}: "
+                                            f"{str(e)[:200]}", scheduler.owned)
+                self.state = "discarded"
+                raise
             self.state = "submitted"
             self.commands = CommandList(scheduler, label=self.commands.label)
             self._outputs = []
@@ -93,8 +99,8 @@ class Recording:
         self._check_open()
         self.commands = CommandList(self.scheduler, label=self.commands.label)
         self.state = "discarded"
-        reason = (f"this tensor was returned by an op of {self.label}, which was discarded (an exception left "
-                  f"its `with` block) before it ran: its contents were never computed")
+        reason = (f"this tensor was made inside {self.label} (by an op or dev.tensor), which was discarded (an "
+                  f"exception left its `with` block) before it ran: its contents were never written")
         for ref in self._outputs:
             t = ref()
             if t is not None:
