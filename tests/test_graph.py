@@ -391,6 +391,46 @@ def test_from_json_checks_state_init_bytes(dev):
         wg.Graph.from_json(json.dumps(data))
 
 
+def test_from_json_checks_what_the_builder_checks(dev):
+    """A graph file is held to the builder's rules: out= only into a state (a write into an intermediate was
+    ignored by the memory plan and landed in a slot another value held: a wrong output), every param by its
+    op's rule (rope's interleaved="x" raised ValueError at compile), params nested past Python's recursion."""
+    g = wg.Graph("w")
+    x = g.input("x", (4,), "f32")
+    a = wg.ops.scale(x, 2.0)
+    w = wg.ops.scale(x, 7.0)
+    g.output("d", wg.ops.scale(wg.ops.scale(a, 3.0), 5.0))
+    g.output("w", w)
+    data = json.loads(g.to_json())
+    writer = [n for n in data["nodes"] if n["op"] == "scale" and n["params"]["fields"]["factor"] == 7.0][0]
+    writer["writes"], writer["outputs"] = [a.name], []
+    del data["outputs"]["w"]
+    with pytest.raises(GraphError, match=rf"out= value '{re.escape(a.name)}' is not a state"):
+        wg.Graph.from_json(json.dumps(data))
+
+    cos, sin = (np.ones((8, 4), np.float32),) * 2
+    r = wg.Graph("r")
+    q = r.input("q", (1, 2, 8), "f32")
+    r.output("y", wg.ops.rope(q, r.const("cos", cos), r.const("sin", sin), pos=0))
+    data = json.loads(r.to_json())
+    [n for n in data["nodes"] if n["op"] == "rope"][0]["params"]["fields"]["interleaved"] = "x"
+    with pytest.raises(wg.ArgumentError, match=r"rope: interleaved='x' must be"):
+        wg.Graph.from_json(json.dumps(data))
+
+
+def test_from_json_names_params_nested_too_deep(monkeypatch):
+    """Params nested deeper than Python's recursion (about 700 levels pass json.loads outside pytest, then
+    decoding them recursed): a GraphError naming the node, not a RecursionError."""
+    from wgraph.graph import export
+
+    def recurse(x):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(export, "_dec", recurse)
+    with pytest.raises(GraphError, match=r"node 'scale_1'.*: its params nest deeper than Python decodes"):
+        wg.Graph.from_json(_scale_graph_json())
+
+
 # ---- decode loop: 64 steps replayed vs 64 immediate steps ----
 
 HQ, HKV, D, DM, CAP = 4, 2, 8, 32, 64

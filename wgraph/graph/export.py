@@ -233,7 +233,11 @@ def graph_from_json(graph_class, text: str):
         else:
             if "params" not in entry:
                 raise GraphError(f"{where}: the 'params' field is missing")
-            g.add(Node(name, op, _dec(entry["params"]), _names(entry, "inputs", where, optional=True), outputs,
+            try:
+                params = _dec(entry["params"])
+            except RecursionError:
+                raise GraphError(f"{where}: its params nest deeper than Python decodes") from None
+            g.add(Node(name, op, params, _names(entry, "inputs", where, optional=True), outputs,
                        _names(entry, "writes", where)))
     g._counter = len(nodes)
     for out_name, v in _field(data, "outputs", dict, "from_json").items():

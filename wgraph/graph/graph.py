@@ -210,6 +210,9 @@ class Graph:
             for v in node.writes:
                 if v not in self.values:
                     raise GraphError(f"{where}: unknown out= value {v!r}")
+                if self.base[v] not in self.states:   # as the builder's out= (a JSON file is checked the same)
+                    raise GraphError(f"{where}: out= value {v!r} is not a state (or a view of one); an op writes "
+                                     f"in place only into state the program owns")
             have = tuple(self.values[v].spec for v in node.writes)
             if have != out_specs:
                 raise GraphError(f"{where}: out= values are {[f'{s.dtype}{list(s.shape)}' for s in have]}; the op "

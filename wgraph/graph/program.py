@@ -225,10 +225,13 @@ class Program:
     def _capture(self, node_name: str, params):
         """The node's template (ops/core.py `capture`) on the program's tensors; errors name the node."""
         node = self.graph.node(node_name)
+        where = f"graph {self.graph.name!r}, node {node_name!r} ({node.op})"
         try:
             return core.capture(self.device, core.OPS[node.op], params, *self._node_tensors(node_name))
         except WgraphError as e:
-            raise type(e)(f"graph {self.graph.name!r}, node {node_name!r} ({node.op}): {e}") from None
+            raise type(e)(f"{where}: {e}") from None
+        except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong kind the op's encode met
+            raise GraphError(f"{where}: {type(e).__name__}: {e}") from None
 
     # ---- state ----
 

@@ -66,6 +66,8 @@ def _infer_linear(params: LinearParams, specs):
         raise ShapeError(f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} "
                          f"{residual.shape}")
     select_variant("linear", weight_dtype=w.dtype)  # a kernel for the weight dtype
+    args.optional_integer("linear", "split_k", params.split_k, 1)   # params from a graph file: as linear() checks
+    args.choice("linear", "activation", params.activation, ACTIVATIONS)
     if params.variant is not None or params.split_k is not None:
         linear_plan(specs, params, None)  # a forced variant or split that does not fit fails here, before GPU work
     return (out,)
@@ -335,6 +337,7 @@ def _infer_rope(params: RopeParams, specs):
     if cos_t.shape != sin_t.shape:
         raise ShapeError(f"rope: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
     args.integer("rope", "pos", params.pos, 0, args.U32_MAX)
+    args.flag("rope", "interleaved", params.interleaved)   # params from a graph file too: every field by its rule
     # With a GPU position these are the least positions the rows can have (the kernel relies on it).
     if x.shape[0] and params.pos + x.shape[0] > cos_t.shape[0]:
         raise LimitError(f"rope: positions {params.pos}..{params.pos + x.shape[0] - 1} (pos + pos_offset + row) "
