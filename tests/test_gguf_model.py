@@ -279,6 +279,10 @@ def test_other_architectures_are_refused(tmp_path):
     ({"llama.rope.scaling.type": "longrope"}, "rope.scaling.type 'longrope' is not supported"),
     ({"llama.block_count": 0}, r"block_count=0 must be in"),
     ({"llama.context_length": "long"}, "context_length' must be one integer, got STRING"),
+    ({"llama.expert_count": [0, 0]}, r"expert_count' must be one integer, got an array"),   # raised ValueError
+    ({"llama.attention.causal": False}, r"attention.causal=False: only causal \(decoder\) attention"),
+    ({"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0, "llama.rope.scaling.attn_factor": 3.0},
+     r"attn_factor=3.0 scales the rotated values \(llama.cpp's mscale\)"),
 ])
 def test_bad_metadata_is_refused_by_name(tmp_path, extra, match):
     cfg = tiny_files.tiny_model_config("llama")
@@ -286,6 +290,24 @@ def test_bad_metadata_is_refused_by_name(tmp_path, extra, match):
                                   extra=extra)
     with pytest.raises(CheckpointError, match=match):
         GGUFCheckpoint(path)
+
+
+@pytest.mark.parametrize("extra,want", [
+    ({"llama.rope.scaling.factor": 4.0}, {"rope_type": "linear", "factor": 4.0}),    # the type defaults to linear
+    ({"llama.rope.scale_linear": 2.0}, {"rope_type": "linear", "factor": 2.0}),      # the older key
+    ({"llama.rope.scaling.type": "yarn", "llama.rope.scale_linear": 2.0,              # yarn stays yarn
+      "llama.rope.scaling.original_context_length": 64},
+     {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}),
+    ({"llama.rope.scaling.type": "none", "llama.rope.scaling.factor": 4.0}, None),
+])
+def test_rope_scaling_keys_read_as_llama_cpp_reads_them(tmp_path, extra, want):
+    """llama.cpp (llama-model.cpp, load_hparams) takes rope.scaling.type as linear when absent and the factor from
+    rope.scaling.factor, else rope.scale_linear, whatever the type: a factor without a type was ignored, and
+    scale_linear turned yarn into linear."""
+    cfg = tiny_files.tiny_model_config("llama")
+    path = tiny_files.write_model(tmp_path / "r.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  extra=extra)
+    assert GGUFCheckpoint(path).config.get("rope_scaling") == want
 
 
 def test_unused_tensors_are_refused(tmp_path, dev):

@@ -467,3 +467,17 @@ def test_graph_with_block_states_compiles_explains_and_round_trips(dev, rng):
         check(prog.run(x=xv)["y"].numpy(), xv, qw)
     assert "Q4_K GEMV (blocks dequantized in registers)" in prog.explain(full=True)
     assert wg.Graph.from_json(g.to_json()).to_json() == g.to_json()
+
+
+@pytest.mark.parametrize("ggml_type", [f for f in FORMATS if FORMATS[f].table_words])
+def test_host_words_of_a_grid_format_must_end_with_its_table(ggml_type):
+    """QuantizedWeight of host words checks the grid table the GEMV reads after the blocks: words holding the raw
+    bytes and zeros there were taken, and the GPU product came out ~0 where dequantize() was right."""
+    w = quantize(np.random.default_rng(0).standard_normal((8, 256)).astype(np.float32), ggml_type)
+    table = FORMATS[ggml_type].table_at(*w.shape)
+    bad = w.blocks.copy()
+    bad[table:] = 0
+    with pytest.raises(wg.ShapeError, match=rf"the last {FORMATS[ggml_type].table_words} words of {ggml_type} blocks "
+                                            r"hold the format's grid table, and these do not"):
+        QuantizedWeight(ggml_type, w.shape, bad)
+    assert QuantizedWeight(ggml_type, w.shape, w.blocks.copy()).nbytes == w.nbytes

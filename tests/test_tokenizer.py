@@ -208,3 +208,25 @@ def test_a_template_is_bounded_work_and_its_errors_are_named():
     ok = ChatTemplate({"default": "{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ [1] * 2 }} {% for i in range(3) %}{{ i }}"
                                   "{% endfor %}{% for m in messages %}{{ m.content * 2 }}{% endfor %}"}, "test")
     assert ok.render(msgs) == "ababab 1024 [1, 1] 012hihi"
+
+
+def test_malformed_gguf_tokenizers_and_text_are_named(tmp_path):
+    """A SentencePiece vocabulary whose merges name unknown tokens raised tokenizers' bare Exception; a
+    tokenizer.ggml.model that is not a string raised ValueError; text holding a lone surrogate (invalid UTF-8 from
+    a shell argument) raised TypeError from tokenizers."""
+    spm = dict(tiny_files.spm_tokenizer(), merges=["nosuch token"])
+    with pytest.raises(CheckpointError, match="the vocabulary and merges do not form a BPE model"):
+        Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "m.gguf", spm))
+    import gguf
+
+    w = gguf.GGUFWriter(str(tmp_path / "model.gguf"), "llama")
+    w.add_key_value("tokenizer.ggml.model", [1, 2], gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.UINT32)
+    w.add_token_list(["a", "b"])
+    for step in (w.write_header_to_file, w.write_kv_data_to_file, w.write_tensors_to_file, w.close):
+        step()
+    with pytest.raises(CheckpointError, match=r"tokenizer.ggml.model .* is not supported"):
+        Tokenizer.from_gguf(tmp_path / "model.gguf")
+    tok = Tokenizer.from_directory(tiny_files.TINY_TOKENIZER)
+    bad = b"hi \xff\xfe".decode("utf-8", "surrogateescape")
+    with pytest.raises(ArgumentError, match=r"Tokenizer.encode: text holds '\\udcff\\udcfe' at 3, not Unicode text"):
+        tok.encode(bad)

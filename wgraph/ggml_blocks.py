@@ -177,6 +177,13 @@ class QuantizedWeight:
         if spec != ((words,), "u32"):
             raise ShapeError(f"QuantizedWeight: a {self.ggml_type} {list(self.shape)} matrix is {fmt.nbytes(n, k)} "
                              f"bytes, held as u32 [{words}]; blocks is {spec[1]} {list(spec[0])}")
+        # host words of a grid format end with the format's table, which the GEMV reads: zeros there gave ~0
+        # (a GPU tensor is checked where it is made: upload copies host words that passed here)
+        if fmt.table_words and isinstance(self.blocks, np.ndarray) and not np.array_equal(
+                self.blocks[fmt.table_at(n, k):], format_table(fmt.name)):
+            raise ShapeError(f"QuantizedWeight: the last {fmt.table_words} words of {self.ggml_type} blocks hold the "
+                             f"format's grid table, and these do not; make host weights with "
+                             f"QuantizedWeight.from_bytes (or quantize), which appends it")
 
     @property
     def format(self) -> BlockFormat:

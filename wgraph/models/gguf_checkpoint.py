@@ -168,9 +168,12 @@ def _config(f: GGUFFile, arch: str) -> dict:
     def key(name):
         return f"{arch}.{name}"
 
-    if f.metadata.get(key("expert_count"), 0) != 0:
+    if _integer(f, key("expert_count"), 0, 1 << 16, default=0) != 0:
         raise CheckpointError(f"GGUF file {f.path.name}: {key('expert_count')}={f.metadata[key('expert_count')]!r}: "
                               f"mixture-of-experts models are not supported")
+    if key("attention.causal") in f.metadata and f.metadata[key("attention.causal")] is not True:
+        raise CheckpointError(f"GGUF file {f.path.name}: {key('attention.causal')}="
+                              f"{f.metadata[key('attention.causal')]!r}: only causal (decoder) attention is supported")
     hidden = _integer(f, key("embedding_length"), 1, MAX_DIM)
     heads = _integer(f, key("attention.head_count"), 1, MAX_DIM)
     kv_heads = _integer(f, key("attention.head_count_kv"), 1, heads, default=heads)
@@ -241,14 +244,22 @@ def _config(f: GGUFFile, arch: str) -> dict:
 def _rope_scaling(f: GGUFFile, arch: str, cfg: dict) -> dict | None:
     """rope_scaling from `{arch}.rope.scaling.*` (linear, yarn) or from llama.cpp's rope_freqs tensor (Llama 3)."""
     name = f.path.name
-    kind = _string(f, f"{arch}.rope.scaling.type") if f"{arch}.rope.scaling.type" in f.metadata else "none"
-    factor = _number(f, f"{arch}.rope.scaling.factor", 1.0)
-    if f"{arch}.rope.scale_linear" in f.metadata:  # the older key of linear scaling
-        kind, factor = "linear", _number(f, f"{arch}.rope.scale_linear", None)
+    # as llama.cpp reads them (llama-model.cpp, load_hparams): the type defaults to linear, the factor comes from
+    # rope.scaling.factor, else from the older rope.scale_linear, whatever the type
+    kind = _string(f, f"{arch}.rope.scaling.type") if f"{arch}.rope.scaling.type" in f.metadata else "linear"
+    if f"{arch}.rope.scaling.factor" in f.metadata:
+        factor = _number(f, f"{arch}.rope.scaling.factor", None)
+    else:
+        factor = _number(f, f"{arch}.rope.scale_linear", 1.0)
+    attn_factor = f"{arch}.rope.scaling.attn_factor"
+    if kind != "yarn" and attn_factor in f.metadata and _number(f, attn_factor, None) != 1.0:
+        raise CheckpointError(f"GGUF file {name}: {attn_factor}={f.metadata[attn_factor]!r} scales the rotated "
+                              f"values (llama.cpp's mscale); wgraph takes it with yarn scaling only")
     freqs = f.tensors.get(ROPE_FREQS)
     if freqs is not None:
-        if kind != "none":
-            raise CheckpointError(f"GGUF file {name}: both rope_freqs and rope.scaling.type={kind!r}")
+        if kind != "none" and factor != 1.0:
+            raise CheckpointError(f"GGUF file {name}: both rope_freqs and rope.scaling.type={kind!r} with factor "
+                                  f"{factor}")
         return _llama3_from_factors(freqs.dequantized().astype(np.float64), cfg, name)
     if kind not in ("none", "linear", "yarn"):
         raise CheckpointError(f"GGUF file {name}: rope.scaling.type {kind!r} is not supported "

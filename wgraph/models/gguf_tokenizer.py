@@ -128,14 +128,19 @@ def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: lis
                    name: str) -> Backend:
     vocab = _vocab(tokens, tokens, name)
     merges = _pairs(merges_text, name) if merges_text is not None else generate_merges(vocab, scores)
+    try:
+        model = (models.BPE(vocab=vocab, merges=merges, fuse_unk=True, unk_token="<unk>", dropout=None,
+                            byte_fallback=True) if gemma else
+                 models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, dropout=None))
+    except Exception as e:  # tokenizers raises its own exception type for merges of unknown tokens
+        raise CheckpointError(f"GGUF file {name}: the vocabulary and merges do not form a BPE model: {e}") from None
     if gemma:
-        backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, unk_token="<unk>", dropout=None,
-                                     byte_fallback=True))
+        backend = Backend(model)
         backend.normalizer = normalizers.Replace(" ", "▁")
         backend.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
         backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
         return backend
-    backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, dropout=None))
+    backend = Backend(model)
     backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
     backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                          decoders.Strip(content=" ", left=1)])
@@ -147,7 +152,7 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
     generation stops at and the chat template (None when the file has none)."""
     name = f.path.name
     model = f.metadata.get("tokenizer.ggml.model")
-    if model not in MODELS:
+    if not isinstance(model, str) or model not in MODELS:
         raise CheckpointError(f"GGUF file {name}: tokenizer.ggml.model {model!r} is not supported "
                               f"(supported: {list(MODELS)})")
     tokens = _strings(f, "tokenizer.ggml.tokens")
@@ -155,6 +160,8 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
     types = _numbers(f, "tokenizer.ggml.token_type", n) if "tokenizer.ggml.token_type" in f.metadata else [1] * n
     merges = _strings(f, "tokenizer.ggml.merges") if "tokenizer.ggml.merges" in f.metadata else None
     arch = f.metadata.get("general.architecture")
+    if not isinstance(arch, (str, type(None))):
+        raise CheckpointError(f"GGUF file {name}: general.architecture must be a STRING")
     pre = f.metadata.get("tokenizer.ggml.pre")
     if model == "gpt2":
         if merges is None:

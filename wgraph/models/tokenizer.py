@@ -15,7 +15,7 @@ from tokenizers import Tokenizer as Backend
 import os
 
 from wgraph import args
-from wgraph.errors import CheckpointError
+from wgraph.errors import ArgumentError, CheckpointError
 from wgraph.host_arrays import host_ids
 from wgraph.models.chat_template import ChatTemplate
 from wgraph.models.gguf import GGUFFile
@@ -65,6 +65,18 @@ def _path(fn: str, name: str, value, more: str = ""):
     if isinstance(value, (str, os.PathLike)):
         return value
     raise args.fail(fn, name, value, f"a path (str or os.PathLike){' ' + more if more else ''}")
+
+
+def _unicode_text(fn: str, text) -> str:
+    """A str that is Unicode text: a lone surrogate (a shell argument of invalid UTF-8 arrives as one) cannot be
+    encoded to UTF-8, which the tokenizer reads."""
+    text = args.text(fn, "text", text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ArgumentError(f"{fn}: text holds {text[e.start:e.end]!r} at {e.start}, not Unicode text (a lone "
+                            f"surrogate: bytes that were not UTF-8?)") from None
+    return text
 
 
 def _eos_ids(value, where: str) -> list[int]:
@@ -180,7 +192,7 @@ class Tokenizer:
         text: the text.
         add_special_tokens: add BOS/EOS as the tokenizer's files say.
         """
-        text = args.text("Tokenizer.encode", "text", text)
+        text = _unicode_text("Tokenizer.encode", text)
         add_special_tokens = args.flag("Tokenizer.encode", "add_special_tokens", add_special_tokens)
         return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
 
