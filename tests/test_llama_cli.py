@@ -57,3 +57,13 @@ def test_cache_positions_follow_the_request(tmp_path):
     assert positions("--prompt-ids", "3,4", "--max-new-tokens", "8", "--max-seq", "100") == 100
     assert positions("--prompt", "x") is None     # no tokenizer in the directory: the text API says so
     assert positions("--prompt", "x y", "--max-new-tokens", "5", ids=[1, 7, 9]) == 8   # --prompt's ids, made once
+
+
+def test_chat_options_need_a_text_prompt(capsys):
+    """--system (or --chat) with --prompt-ids was ignored silently: the ids are the whole prompt."""
+    from wgraph.__main__ import main as cli_main
+
+    with pytest.raises(SystemExit) as info:
+        cli_main(["generate", "model.gguf", "--prompt-ids", "1,2", "--system", "be brief"])
+    assert info.value.code == 2
+    assert "--chat and --system need --prompt" in capsys.readouterr().err

@@ -49,7 +49,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if (args.system is not None or args.chat) and args.prompt is None:   # ids are the prompt as it is
+        p.error("--chat and --system need --prompt (with --prompt-ids the ids are the whole prompt)")
     import wgraph as wg
     from wgraph.models import open_pretrained
     from wgraph.models import text

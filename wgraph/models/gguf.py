@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf.quants import dequantize
 
-from wgraph.errors import CheckpointError
+from wgraph.errors import ArgumentError, CheckpointError
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 had 32-bit counts and is not read
@@ -107,9 +108,11 @@ class _Cursor:
         """A u64 count, refused above `limit` or above what the rest of the file could hold at `item_bytes` each."""
         n = self.unpack("<Q", field)
         room = (self.size - self.pos) // max(item_bytes, 1)
-        if n > limit or n > room:
-            raise CheckpointError(f"{self.where}: {field}={n} exceeds the limit {min(limit, room)} "
-                                  f"({'format limit' if n > limit else 'what the rest of the file can hold'})")
+        if n > limit:
+            raise CheckpointError(f"{self.where}: {field}={n} exceeds the limit {limit}")
+        if n > room:
+            raise CheckpointError(f"{self.where}: {field}={n} is more than the rest of the file can hold ({room} "
+                                  f"at {item_bytes} bytes each; truncated or corrupt?)")
         return n
 
     def string(self, field: str, limit: int = MAX_STRING_BYTES) -> str:
@@ -185,6 +188,8 @@ class GGUFFile:
     referenced."""
 
     def __init__(self, path):
+        if not isinstance(path, (str, os.PathLike)):
+            raise ArgumentError(f"GGUFFile: path={path!r} must be a path (str or os.PathLike)")
         self.path = Path(path)
         where = f"GGUF file {self.path.name}"
         try:

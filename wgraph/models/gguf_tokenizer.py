@@ -10,7 +10,7 @@ from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tok
 from tokenizers import Tokenizer as Backend
 
 from wgraph.errors import CheckpointError
-from wgraph.models.gguf import GGUFFile
+from wgraph.models.gguf import GGUFFile, type_name
 
 MODELS = ("gpt2", "llama")
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
@@ -190,8 +190,11 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
         full = f"tokenizer.ggml.{key}"
         if full not in f.metadata:
             return None
-        v = f.metadata[full]
-        if f.value_types[full][0] not in (4, 5, 10, 11) or not 0 <= v < n:
+        v, types = f.metadata[full], f.value_types[full]
+        if types[0] not in (4, 5, 10, 11):   # llama.cpp reads token ids as 32- or 64-bit integers
+            raise CheckpointError(f"GGUF file {name}: {full} must be a UINT32, INT32, UINT64 or INT64 token id, got "
+                                  f"{' of '.join(type_name(x) for x in types)}")
+        if not 0 <= v < n:
             raise CheckpointError(f"GGUF file {name}: {full}={v!r} is not a token id in [0, {n})")
         return v
 
