@@ -279,15 +279,6 @@ class Device:
             rec.made([t])
         return t
 
-    def _owned(self, words: np.ndarray, label: str) -> Tensor:
-        """A zero-filled device-owned tensor (a fallback, the error flag), written now by a queue write: never an
-        item of the recording open on this thread, whose discard would leave it holding a recycled buffer's bytes."""
-        t = alloc(self, TensorSpec(words.shape, "u32"), label)
-        with self.lock:
-            self.scheduler.write_buffer(t.buffer, 0, words.tobytes())
-            self.scheduler.owned.add(id(t.buffer))
-        return t
-
     def write(self, tensor: Tensor, array: HostData) -> None:
         """Overwrite a tensor's contents from host data of its dtype and size (host_arrays.py). The write
         keeps its place among the op calls around it, as on a stream: inside a recording it is an item of the
@@ -364,7 +355,7 @@ class Device:
             with self.lock:
                 t = self._fallbacks.get(key)
                 if t is None:
-                    t = self._owned(np.zeros(nbytes // 4, np.uint32), f"fallback.{name}")
+                    t = owned(self, np.zeros(nbytes // 4, np.uint32), f"fallback.{name}")
                     self._fallbacks[key] = t
         return t
 
@@ -375,7 +366,7 @@ class Device:
             return flag  # every attention dispatch asks: no lock once it exists
         with self.lock:
             if self._error_flag is None:
-                self._error_flag = self._owned(np.zeros(device_errors.FLAG_WORDS, np.uint32), "device_errors")
+                self._error_flag = owned(self, np.zeros(device_errors.FLAG_WORDS, np.uint32), "device_errors")
             return self._error_flag
 
     def check_errors(self) -> None:
@@ -455,6 +446,17 @@ def alloc(device: Device, spec: TensorSpec, label: str = "") -> Tensor:
         if pool.deferred_bytes > pool.deferred_budget_bytes and not device.scheduler.appending:
             device.scheduler.wait_idle()  # destroys what waited for the GPU: memory stays bounded
         return Tensor(device, pool.acquire(spec.nbytes, TENSOR_USAGE), spec, label)
+
+
+def owned(device: Device, words: np.ndarray, label: str) -> Tensor:
+    """A device-owned u32 tensor (a fallback, the error flag) holding `words`, written now by a queue write: never
+    an item of the recording open on this thread, whose discard would leave it holding a recycled buffer's bytes;
+    a failed submit never marks it unusable (Scheduler.owned)."""
+    t = alloc(device, TensorSpec(words.shape, "u32"), label)
+    with device.lock:
+        device.scheduler.write_buffer(t.buffer, 0, words.tobytes())
+        device.scheduler.owned.add(id(t.buffer))
+    return t
 
 
 _default: Device | None = None
