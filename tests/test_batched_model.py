@@ -120,6 +120,10 @@ def test_stop_ids_per_sequence(model, alone):
     everywhere = [[w[0]] for w in want]  # every sequence stops at its first id: one read, then the end
     assert dec.generate(prompts, STEPS, stop_ids=everywhere, read_every=1) == everywhere
     assert dec.last_stats["steps"] == 1
+    # a set of per-prompt lists has no order to match the prompts with: refused, not applied in any order
+    with pytest.raises(ArgumentError, match="per-prompt lists in a list or tuple, in the prompts' order"):
+        dec.generate(prompts[:2], STEPS, stop_ids={(want[0][4],), (want[1][3],)})
+    assert dec.generate(prompts, 0) == [[], [], []] and dec.last_stats["tokens"] == 0   # not the call before's
 
 
 def test_a_decoder_runs_new_prompts_each_call(model, alone):

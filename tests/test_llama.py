@@ -86,13 +86,16 @@ def test_stop_ids_cut_after_the_first_stop(tiny, model32):
 
 
 def test_generate_checks_its_arguments(model32):
-    with pytest.raises(wg.LimitError, match="token id 100 is outside the vocabulary"):
+    with pytest.raises(wg.LimitError, match=r"generate: prompt_ids holds token id 100, outside the vocabulary"):
         model32.generate([1, 100], 4)
+    with pytest.raises(wg.ArgumentError, match=r"generate: stop_ids=\[5, 100\] must be"):   # never matched
+        model32.generate([1], 4, stop_ids=[5, 100])
     with pytest.raises(wg.LimitError, match="exceed the KV cache of 64"):
         model32.generate([1] * 60, 5)
     with pytest.raises(wg.ArgumentError, match=r"generate: in_flight=0 must be an integer in \[1, "):
         model32.generate([1], 4, in_flight=0)
-    assert model32.generate([1], 0) == []
+    model32.generate([1], 2)
+    assert model32.generate([1], 0) == [] and model32.last_stats["tokens"] == 0   # not the call before's
 
 
 @pytest.mark.parametrize("case", ["bf16_sharded", "tied", "llama3_rope", "bf16_model", "partial_rotary",
@@ -214,3 +217,33 @@ def test_model_arguments_are_checked_not_truncated(tiny, model32, dev):
     assert (d.submits, d.dispatches) == (0, 0)
     assert model32.generate([1, 2], np.int64(3), stop_ids={99}, in_flight=np.int32(2)) == \
         model32.generate([1, 2], 3, stop_ids=[99], in_flight=2)
+
+
+def test_one_generation_at_a_time_on_a_model(tiny, model32):
+    """Two threads generating on one model interleaved their steps on its caches and position (wrong ids, or a
+    GpuValueError naming a position); each call now runs whole. After a sampled run, prefill(sample=None) and the
+    steps after it are greedy again (the steps kept sampling)."""
+    import threading
+
+    cfg, w, _ = tiny
+    want, _ = ref.greedy(cfg, w, PROMPT, STEPS)
+    got, errors = [], []
+
+    def run():
+        try:
+            for _ in range(2):
+                got.append(model32.generate(PROMPT, STEPS, read_every=2))
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors and got == [want] * 4
+    model32.generate(PROMPT, 4, temperature=0.9, seed=3)
+    model32.prefill(PROMPT)
+    for _ in range(STEPS - 1):
+        model32.step()
+    assert model32.program.state("history").numpy()[:len(PROMPT) + STEPS].tolist() == list(PROMPT) + want

@@ -144,6 +144,16 @@ def test_sample_top_k_1_is_argmax(dev, rng):
         assert wg.ops.sample(dev.tensor(h), temperature=1.0, top_k=1).numpy().tolist() == np.argmax(h, -1).tolist()
 
 
+@pytest.mark.parametrize("top_p", [1e-30, 1e-40, 1e-300])
+def test_sample_a_tiny_top_p_keeps_the_top_id(dev, rng, top_p):
+    """top_p below f32's smallest normal was 0 (or a subnormal) in the uniform: no id was kept, and the draw
+    reported 'nothing to draw' on the device error flag. It keeps the most likely id, as any top_p that small."""
+    x = rng.standard_normal((4, 50)).astype(np.float32)
+    ids = wg.ops.sample(dev.tensor(x), temperature=1.0, top_p=top_p, seed=7).numpy()
+    dev.check_errors()
+    np.testing.assert_array_equal(ids, x.argmax(-1))
+
+
 def test_sample_long_row_stays_in_the_support(dev, rng):
     """A 128256-wide row (the 256-thread variant): every draw is one of the reference's top-k/top-p tokens."""
     logits = (rng.standard_normal(128256) * 3).astype(np.float32)

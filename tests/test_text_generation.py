@@ -13,7 +13,7 @@ import pytest
 
 import llama_reference as ref
 import tiny_files
-from wgraph.errors import ArgumentError, LimitError, NoTokenizerError
+from wgraph.errors import ArgumentError, LimitError, NoTokenizerError, RecordingError
 from wgraph.models import from_pretrained
 from wgraph.models.random_checkpoint import random_weights, tiny_config, write_checkpoint
 
@@ -56,6 +56,19 @@ def test_plain_prompt_text_and_stream(tiny):
     pieces = list(model.stream_text("Hello world", 10, read_every=1))
     assert "".join(pieces) == text and all(pieces)
     assert model.last_stats["readbacks"] == len(kept)  # one read per token with read_every=1
+
+
+def test_a_paused_stream_refuses_to_resume_after_another_generation(tiny):
+    """Streams read the model's caches as they go: one paused while another generation ran on the model read the
+    other's state (wrong text, silently); it now raises when resumed, and a fresh stream is right."""
+    model, cfg, w = tiny
+    kept, text = _expected(model, cfg, w, model.tokenizer.encode("Hello world"), 12, set())
+    a = model.stream_text("Hello world", 12, read_every=2, stop_ids=[])
+    next(a)
+    assert model.generate_text("Hello world", 12, stop_ids=[]) == text
+    with pytest.raises(RecordingError, match="another generation ran on this model while this stream was paused"):
+        list(a)
+    assert "".join(model.stream_text("Hello world", 12, read_every=2, stop_ids=[])) == text
 
 
 def test_chat_prompt_and_stop_ids(tiny):

@@ -305,6 +305,7 @@ class BatchedDecoder:
         stops = _check_stop_ids(where, stop_ids, len(seqs), self.config.vocab_size)
         out: list[list[int]] = [[] for _ in seqs]
         if n == 0:
+            self.last_stats = {"steps": 0, "tokens": 0, "seconds": 0.0, "submits": 0, "readbacks": 0}
             return out
         dev = self.device
         t0 = time.perf_counter()
@@ -358,8 +359,9 @@ def _check_stop_ids(where: str, stop_ids, count: int, vocab: int) -> list[set[in
     items = list(stop_ids)
     collections = (list, tuple, set, frozenset, np.ndarray)
     if items and all(isinstance(s, collections) for s in items):
-        if len(items) != count:
-            raise args.fail(where, "stop_ids", stop_ids, rule)
+        if len(items) != count or isinstance(stop_ids, (set, frozenset)):   # a set of lists has no order to match
+            raise args.fail(where, "stop_ids", stop_ids, rule + "; per-prompt lists in a list or tuple, in the "
+                                                                "prompts' order")
         return [set(args.ids(where, f"stop_ids[{b}]", list(ids) if isinstance(ids, (set, frozenset)) else ids,
                              0, vocab - 1).tolist()) for b, ids in enumerate(items)]
     if any(isinstance(s, collections) for s in items):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -212,6 +213,10 @@ class Llama:
         self._short = None  # compiled on first use (_short_program)
         self._short_choose = ""
         self._position: int | None = None  # the position the next decode step consumes (None: unknown)
+        # One generation at a time: the caches, pos and history are the model's (two threads' generate calls
+        # interleaved their steps). `session` counts prefills: a paused text stream checks that none came since.
+        self._lock = threading.RLock()
+        self.session = 0
         t1 = time.perf_counter()
         self._load(get_weight)
         log.info("%s: %d layers; decode program compiled in %.1f s (%d nodes), %.1f MiB of weights loaded in %.1f s",
@@ -488,7 +493,8 @@ class Llama:
             raise ShapeError(f"{fn}: {what} is empty; give at least one token id")
         bad = arr[arr >= self.config.vocab_size]
         if bad.size:
-            raise LimitError(f"{what}: token id {int(bad[0])} is outside the vocabulary [0, {self.config.vocab_size})")
+            raise LimitError(f"{fn}: {what} holds token id {int(bad[0])}, outside the vocabulary "
+                             f"[0, {self.config.vocab_size})")
         return arr.astype(np.uint32)
 
     def prefill(self, prompt_ids: Ids, *, all_logits: bool = False, sample: SampleSettings | None = None) -> Tensor:
@@ -507,8 +513,18 @@ class Llama:
         s = ids.size
         if s >= self.max_seq:
             raise LimitError(f"prefill: {s} prompt tokens leave no room in the KV cache of {self.max_seq} positions")
+        with self._lock:
+            return self._prefill(ids, all_logits, sample)
+
+    def _prefill(self, ids: np.ndarray, all_logits: bool, sample: SampleSettings | None) -> Tensor:
+        self._set_sampling(sample)   # the steps after it pick as the first id did (a sampled run's mode stayed)
+        self.session += 1
+        s = ids.size
         prog, dev = self.program, self.device
         dev.write(prog.state("pos"), np.array([s - 1], np.uint32))  # decode_advance moves it to s
+        history = np.zeros(prog.state("history").shape, np.uint32)   # the id at each position: the prompt's first
+        history[:s] = ids
+        dev.write(prog.state("history"), history)
         ids_t = dev.tensor(ids, "u32", label="prompt_ids")
         last_t = dev.tensor(np.array([s - 1], np.uint32), "u32", label="last_row")
         glob, layers, caches = self._weights(prog.state)
@@ -526,11 +542,12 @@ class Llama:
     def step(self) -> Tensor:
         """One decode step (one submit, no host input): returns the program's logits output [1, V] for the
         token it consumed (overwritten by the next step)."""
-        (program, _), = self._decode_programs(1)
-        return program.run()["logits"]
+        with self._lock:
+            (program, _), = self._decode_programs(1)
+            return program.run()["logits"]
 
     def generate(self, prompt_ids: Ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
-                 top_p: float = 1.0, seed: int = 0, stop_ids: Iterable[int] = (), in_flight: int = 8,
+                 top_p: float = 1.0, seed: int = 0, stop_ids: Iterable[int] | np.ndarray = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[int]:
         """Up to `max_new_tokens` new ids after `prompt_ids`. One recorded submit for the prompt, then a submit
         per STEPS_PER_SUBMIT tokens (run_steps) with at most `in_flight` steps unfinished on the GPU; the ids are
@@ -559,8 +576,8 @@ class Llama:
         top_k = args.integer(fn, "top_k", top_k)
         top_p = args.real(fn, "top_p", top_p, 0.0, 1.0, open_lo=True)
         seed = args.integer(fn, "seed", seed, 0, 2**64 - 1)
-        stops = set(args.ids(fn, "stop_ids", list(stop_ids) if isinstance(stop_ids, (set, frozenset)) else stop_ids)
-                    .tolist())
+        stops = set(args.ids(fn, "stop_ids", list(stop_ids) if isinstance(stop_ids, (set, frozenset, range))
+                             else stop_ids, 0, self.config.vocab_size - 1).tolist())
         in_flight = args.integer(fn, "in_flight", in_flight, 1, MAX_SEQ)
         every = args.optional_integer(fn, "read_every", read_every, 1, MAX_SEQ)
         every = max(n, 1) if every is None else every
@@ -571,12 +588,17 @@ class Llama:
                              f"positions (max_seq)")
         sample = None if temperature == 0 else SampleSettings(temperature, top_k, top_p, seed)
         if n == 0:
+            self.last_stats = {"tokens": 0, "seconds": 0.0, "submits": 0, "readbacks": 0}
             return []
-        self._set_sampling(sample)
-        prog, s = self.program, ids.size
+        with self._lock:
+            return self._generate(ids, n, sample, stops, in_flight, every, progress)
+
+    def _generate(self, ids, n: int, sample, stops: set, in_flight: int, every: int, progress) -> list[int]:
+        s = ids.size
         t0 = time.perf_counter()
         before = self.device.stats.snapshot()
-        self.prefill(ids, sample=sample)
+        self._prefill(ids, False, sample)
+        prog = self.program
         made, out = 1, list[int]()  # prefill chose the first new id
         while True:
             if made == n or made % every == 0:
@@ -607,7 +629,8 @@ class Llama:
         n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        return run_scheduled(self._decode_programs(n), in_flight, per_submit)
+        with self._lock:
+            return run_scheduled(self._decode_programs(n), in_flight, per_submit)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 

@@ -11,7 +11,7 @@ from typing import Iterator
 import attrs
 
 from wgraph import args
-from wgraph.errors import ArgumentError, LimitError, NoTokenizerError, ShapeError
+from wgraph.errors import ArgumentError, LimitError, NoTokenizerError, RecordingError, ShapeError
 from wgraph.models.config import MAX_SEQ
 from wgraph.models.tokenizer import Tokenizer
 from wgraph.ops.sampling import SampleSettings
@@ -111,15 +111,16 @@ def stream(model, req: TextRequest) -> Iterator[str]:
         model.last_stats = {"tokens": 0, "seconds": 0.0, "prompt_tokens": s, "prefill_seconds": 0.0,
                             "decode_seconds": 0.0, "ids": [], "stopped": False, "submits": 0, "readbacks": 0}
         return
-    model._set_sampling(sample)  # the decode program ends in argmax or in sample (Llama.generate does the same)
     dec = tok.stream_decoder(skip_special_tokens=req.skip_special_tokens)
     t0 = time.perf_counter()
     before = model.device.stats.snapshot()
-    model.prefill(req.ids, sample=sample)
+    model.prefill(req.ids, sample=sample)   # the decode program ends in argmax or in sample, as `sample` says
+    session = model.session
     model.device.wait(model.device.fence())  # a wait, no readback: splits the time into prefill and decode
     prefill = time.perf_counter() - t0
     made, out = 1, list[int]()  # prefill chose the first new id
     while True:
+        _check_session(model, session)
         if made == n or made % req.read_every == 0:
             new = model.program.state("history").numpy()[s + len(out):s + made].tolist()
             hit = next((j for j, t in enumerate(new) if t in req.stop_ids), None)
@@ -140,6 +141,14 @@ def stream(model, req: TextRequest) -> Iterator[str]:
         k = min(req.read_every - made % req.read_every, n - made)
         model.run_steps(k, in_flight=req.in_flight)
         made += k
+
+
+def _check_session(model, session: int) -> None:
+    """A paused stream resumes only where no other generation ran on the model since its prefill (the caches,
+    position and history it reads are the model's: they now hold the other one's)."""
+    if model.session != session:
+        raise RecordingError("stream_text: another generation ran on this model while this stream was paused; its "
+                             "caches now hold that one: start the stream again (or finish one before the other)")
 
 
 # the options of generate_text / stream_text: make_request's keyword arguments but `where`
