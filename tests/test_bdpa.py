@@ -103,3 +103,19 @@ def test_bdpa_errors(dev, rng):
         bdpa_attention(q, cache, dev.tensor(np.zeros((256, 16), np.float32)), causal=True, q_pos=0)
     with pytest.raises(wg.ShapeError, match=r"token_ids \(3,\) and positions \(96,\) must be \(96,\)"):
         bdpa_decompose(k, v, ids[:3], pos)
+    # the kernel compares positions in i32: q_pos 2^31 masked every key (zeros out, silently)
+    with pytest.raises(wg.ArgumentError, match=r"bdpa_attention: q_pos=2147483648 must be an integer in "
+                                               r"\[0, 2147483647\]"):
+        bdpa_attention(q, cache, rope, causal=True, q_pos=2**31)
+
+
+def test_bdpa_nan_in_a_key_reaches_the_output(dev, rng):
+    """A NaN in a key the query sees makes its output NaN (docs/errors.md, "NaN and Inf"): the loop dropped a
+    NaN score as if the key were masked (a finite output, 0.92 off the reference)."""
+    ids, k, v, pos = _sequence(rng)
+    k[5, 0, 3] = np.nan
+    cos, sin = R.rope_tables(256, D)
+    out = bdpa_attention(dev.tensor(rng.standard_normal((1, HQ, D)).astype(np.float32)),
+                         bdpa_decompose(k, v, ids, pos).upload(dev), dev.tensor(rope_table(cos, sin)), causal=True,
+                         q_pos=int(pos.max())).numpy()
+    assert np.isnan(out[0, :HQ // HKV]).all()   # the q heads of kv head 0 see the NaN key

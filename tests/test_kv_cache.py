@@ -136,6 +136,27 @@ def test_quantize_matches_reference_and_bound(dev, rng, mode, src):
     assert np.all(err <= scales.numpy().astype(np.float64)[..., None] * (0.5 + 1e-6) + 1e-30)
 
 
+@pytest.mark.parametrize("mode,reach", [("int8", 127 * 65504), ("int4", 7 * 65504)])
+def test_quantize_nan_and_values_past_the_formats_reach(dev, rng, mode, reach):
+    """A NaN made a finite code (max() dropped it): its (row, head) now reads back NaN, the others as they were.
+    A value past the format's reach (its largest code x f16's largest scale) made the scale inf and the whole
+    (row, head) NaN, silently: the scale is held at 65504 (the values clip) and it is reported."""
+    x = rng.standard_normal((3, 2, 16)).astype(np.float32)
+    x[1, 0, 4] = np.nan
+    qkv = kv_quantize(dev.tensor(x), mode)
+    back = kv_dequantize(qkv, dtype="f32").numpy()
+    assert np.isnan(back[1, 0]).all() and not np.isnan(np.delete(back.reshape(6, 16), 2, axis=0)).any()
+    big = x.copy()
+    big[1, 0] = 1.0
+    big[1, 0, 4] = 2.0 * reach
+    qkv = kv_quantize(dev.tensor(big), mode)
+    with pytest.raises(wg.GpuValueError, match=rf"kv_append_quantized: the largest \|value\| of a \(row, kv head\) "
+                                               rf"quantized .* was {2 * reach}; it must be <= {reach}"):
+        dev.check_errors()
+    back = kv_dequantize(qkv, dtype="f32").numpy()
+    assert np.isfinite(back).all() and back[1, 0, 4] == pytest.approx(reach)   # clipped to the reach
+
+
 @pytest.mark.parametrize("mode", ["int8", "int4"])
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_dequantize_reference_data(dev, rng, mode, dtype):

@@ -158,3 +158,21 @@ def test_tiered_errors(dev, rng):
     with pytest.raises(wg.ShapeError, match=r"packed int4 data must be u32 \(10, 2, 2\).*got u32 \(10, 2, 4\)"):
         s = dev.tensor(np.zeros((10, 2), np.float16))
         tiered_quant_attention(q, hot, hot, pk, pk, s, s, causal=True, mode="int4", kv_len=5)
+
+
+@pytest.mark.parametrize("where", [2, 8])   # a cold key, a hot one (hot window 4 of 10 keys)
+def test_tiered_nan_in_a_key_reaches_the_rows_that_see_it(dev, rng, where):
+    """docs/errors.md ("NaN and Inf"): a NaN in a key makes the rows that see it NaN. The tiered loop dropped a NaN
+    score as if the key were masked: the output was attention without that key, silently."""
+    n, w = 10, 4
+    k = rng.standard_normal((n, 1, 16)).astype(np.float16)
+    v = rng.standard_normal((n, 1, 16)).astype(np.float16)
+    k[where, 0, 5] = np.nan
+    q = rng.standard_normal((2, 2, 16)).astype(np.float32)
+    hot_k, hot_v, cold_len, rows, capacity, table = _layout(rng, k, v, n, w, False)
+    cold_k = np.zeros((capacity, 1, 16), np.float16)
+    cold_v = np.zeros_like(cold_k)
+    cold_k[rows], cold_v[rows] = k[:cold_len], v[:cold_len]
+    out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(cold_k),
+                           dev.tensor(cold_v), kv_len=n, causal=True).numpy()
+    assert np.isnan(out).all()   # both queries (positions 8 and 9) see key `where`

@@ -70,6 +70,9 @@ SITES = {
                              "packed rows", "the rows before it not written (q) or not read (k/v)"),
     "ERR_VARLEN_LAST": Site("attention_varlen", "the last offset of a GPU cu_seqlens", "==", "the packed rows of q or "
                             "k/v", "the rows after it not written (q) or not read (k/v)"),
+    "ERR_KV_QUANTIZE_RANGE": Site("kv_append_quantized", "the largest |value| of a (row, kv head) quantized "
+                                  "(4294967040 at and past it)", "<=", "the format's reach (its largest code x f16's "
+                                  "largest scale 65504)", "the scale held at 65504: the values clipped"),
     "ERR_TIERED_PAGE": Site("tiered_attention", "a GPU page_table page id", "<", "the pages of the cold part",
                             "clamped to the last page"),
 }

@@ -139,7 +139,7 @@ class BDPAParams:
 def _infer(params: BDPAParams, specs):
     q, basis, residual, rscale, index, rope, len_t = specs
     op = "bdpa_attention"
-    args.integer(op, "q_pos", params.q_pos)
+    args.integer(op, "q_pos", params.q_pos, 0, args.I32_MAX)   # the kernel compares positions in i32
     args.optional_integer(op, "kv_len", params.kv_len)
     args.flag(op, "causal", params.causal)
     args.integer(op, "sliding_window", params.sliding_window)
@@ -213,7 +213,8 @@ def bdpa_attention(q: Tensor, cache: BDPACache, rope: Tensor, *, q_pos: int, cau
     cache: the BDPACache (bdpa_decompose(...).upload(dev)).
     rope: the RoPE table f32 [positions, 2, D / 2] (rope_table(cos, sin)); every position in the index must be
         below its row count (checked here from the host-known max_position).
-    q_pos: the query's position (causal masking and the window compare the keys' original positions with it).
+    q_pos: the query's position, in [0, 2^31 - 1] (causal masking and the window compare the keys' original positions
+        with it, in i32).
     causal: required, True or False: masks keys whose position is after q_pos.
     kv_len: rows of the index to attend to: an int (default: all) or a u32 GPU tensor.
     sliding_window: w > 0 masks keys at or before q_pos - w; 0 is off.
@@ -236,7 +237,8 @@ def bdpa_attention(q: Tensor, cache: BDPACache, rope: Tensor, *, q_pos: int, cau
     len_t = kv_len if isinstance(kv_len, Tensor) or getattr(kv_len, "_wgraph_symbol_", False) else None
     n = None if len_t is not None else args.integer(op, "kv_len", cache.index.shape[0] if kv_len is None else kv_len)
     left, right = window_of(window, sliding_window, op)
-    params = BDPAParams(args.integer(op, "q_pos", q_pos), n, causal, left + 1, args.real(op, "softcap", softcap, 0.0),
-                        args.optional_real(op, "scale", scale), right, args.flag(op, "return_lse", return_lse))
+    params = BDPAParams(args.integer(op, "q_pos", q_pos, 0, args.I32_MAX), n, causal, left + 1,
+                        args.real(op, "softcap", softcap, 0.0), args.optional_real(op, "scale", scale), right,
+                        args.flag(op, "return_lse", return_lse))
     return apply(BDPA, params, (q, cache.basis, cache.residual, cache.residual_scale, cache.index, rope, len_t),
                  out=out)

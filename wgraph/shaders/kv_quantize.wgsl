@@ -27,6 +27,7 @@ struct KVQuantizeParams {
 //!include kv_common.wgsl
 const KV_ERROR_SITE: u32 = ERR_KV_QUANTIZE_POS;
 const KV_PAGE_ERROR_SITE: u32 = ERR_KV_QUANTIZE_PAGE;
+const KV_RANGE_ERROR_SITE: u32 = ERR_KV_QUANTIZE_RANGE;
 
 fn cache_rows() -> u32 {   // u32 words: head_dim / VALS_PER_WORD a (row, head)
     return arrayLength(&packed) / (params.kv_heads * (params.head_dim / {{VALS_PER_WORD}}u));
@@ -62,10 +63,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let D = params.head_dim;
     let sbase = (src_row * params.kv_heads + h) * D;
     var amax = 0.0;
+    var has_nan = false;
     for (var d = 0u; d < D; d = d + 1u) {
-        amax = max(amax, abs(f32(src[sbase + d])));
+        let x = f32(src[sbase + d]);
+        has_nan = has_nan || (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;   // max() would drop it
+        amax = max(amax, abs(x));
     }
-    let scale = f16_ceil(amax / QMAX);
+    // f16 holds scales up to 65504: past it (|x| above QMAX x 65504, or inf) the scale stays there, the values
+    // clip, and it is reported; a NaN makes the scale NaN, so the (row, head) reads back as NaN, never finite
+    let reach = QMAX * 65504.0;
+    if (amax > reach) {
+        report_error(KV_RANGE_ERROR_SITE, u32(min(amax, 4294967040.0)), u32(reach));
+    }
+    var scale = f16_ceil(min(amax, reach) / QMAX);
+    if (has_nan) {
+        scale = bitcast<f32>(0x7fc00000u | (params.n_rows & 0u));
+    }
     var inv = 0.0;
     if (scale > 0.0) {
         inv = 1.0 / scale;

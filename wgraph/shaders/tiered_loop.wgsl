@@ -13,6 +13,7 @@
 @group(0) @binding(3) var<storage, read> len_buf: array<u32>;
 //!include device_errors.wgsl
 //!include tanh_small.wgsl
+//!include attention_nan.wgsl
 @group(0) @binding(12) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
@@ -70,7 +71,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             m_new = max(m_new, s_sh[k]);
         }
         var p = 0.0;
-        if (s > 0.5 * NEG) {
+        if (s > 0.5 * NEG || is_nan_f32(s)) {   // a NaN score (a NaN in q or k) reaches the row as NaN
             p = exp(s - m_new);
         }
         p_sh[tid] = p;
@@ -83,7 +84,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let cnt = min(WG, range.y - t0);
         for (var k = 0u; k < cnt; k = k + 1u) {
             let pk = p_sh[k];
-            if (pk > 0.0) {
+            if (pk > 0.0 || is_nan_f32(pk)) {
                 l = l + pk;
                 for (var a = 0u; a < ACC_N; a = a + 1u) {
                     let d = tid + a * WG;
