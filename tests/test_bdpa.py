@@ -103,6 +103,8 @@ def test_bdpa_errors(dev, rng):
         bdpa_attention(q, cache, dev.tensor(np.zeros((256, 16), np.float32)), causal=True, q_pos=0)
     with pytest.raises(wg.ShapeError, match=r"token_ids \(3,\) and positions \(96,\) must be \(96,\)"):
         bdpa_decompose(k, v, ids[:3], pos)
+    with pytest.raises(wg.ShapeError, match=r"bdpa_decompose: k and v \(0, 2, 32\) hold no rows"):
+        bdpa_decompose(k[:0], v[:0], ids[:0], pos[:0])
     # the kernel compares positions in i32: q_pos 2^31 masked every key (zeros out, silently)
     with pytest.raises(wg.ArgumentError, match=r"bdpa_attention: q_pos=2147483648 must be an integer in "
                                                r"\[0, 2147483647\]"):

@@ -92,6 +92,8 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
     if k.ndim != 3 or k.shape != v.shape:
         raise ShapeError(f"bdpa_decompose: k {k.shape} and v {v.shape} must both be [L, Hkv, D]")
     L, heads, dim = k.shape
+    if L == 0 or heads == 0:
+        raise ShapeError(f"bdpa_decompose: k and v {k.shape} hold no rows; a cache has at least one")
     if dim % 4 or dim % 2:
         raise ShapeError(f"bdpa_decompose: head_dim {dim} must be a multiple of 4 (int8 x4 per u32)")
     token_ids = np.asarray(token_ids)
