@@ -449,6 +449,9 @@ TOKENS_AND_BLOCKS = {
                        {"root": (TEXT, "a path: a missing one is a CheckpointError")}),
     "Checkpoint.get": Case(lambda e: (e.ckpt.get, ("model.norm.weight", (16,)), {}), (),
                            {"name": (TEXT, "any str: a missing tensor is a CheckpointError naming it")}),
+    "Checkpoint.check_all_read": Case(lambda e: (e.ckpt.check_all_read, (e.config,), {}), ("config",),
+                                      skip_good="it follows a model's load from the checkpoint: "
+                                                "tests/test_llama_checkpoint.py"),
     "ggml_blocks.stack_rows": Case(lambda e: (ggml_blocks.stack_rows, ([e.qw_host, e.qw_host],), {}), ("weights",)),
     "set_quiet": Case(lambda e: (wg.set_quiet, (False,), {}), (), {"quiet": (BOOL, "a bool")},
                       skip_good="a process-wide switch: tests/test_progress_and_logging.py sets and restores it"),

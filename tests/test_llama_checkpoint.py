@@ -81,3 +81,46 @@ def test_tensor_names_and_shapes_are_transformers(case):
     saved = {name: tuple(ckpt._files[path].get_slice(name).get_shape()) for name, path in ckpt.where.items()}
     assert weight_shapes(LlamaConfig.from_dict(cfg)) == saved
     assert {k: v.shape for k, v in random_weights(cfg).items()} == saved
+
+
+def test_special_files_are_refused_before_they_are_read(tmp_path):
+    """A FIFO or a device reports 0 bytes and reads forever (a hang, or memory exhausted): config.json, the
+    safetensors index and templates must be regular files (after symlinks), and no read goes past the limit."""
+    import os
+
+    from wgraph.models.config import DecoderConfig
+
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    with pytest.raises(CheckpointError, match=r"config.json is not a regular file \(a directory, a device or a "
+                                              r"FIFO\): refused"):
+        DecoderConfig.from_file(fifo)
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "model.safetensors.index.json").symlink_to("/dev/zero")
+    with pytest.raises(CheckpointError, match="model.safetensors.index.json is not a regular file"):
+        Checkpoint(d)
+
+
+def test_tensors_the_config_leaves_out_and_stop_ids_outside_the_vocabulary(tmp_path, dev):
+    """A checkpoint with a layer past num_hidden_layers loaded as the smaller model (its tensors dropped
+    silently); an eos_token_id outside the vocabulary was a stop id generation never meets. Both refused."""
+    import shutil
+
+    from wgraph.models import from_pretrained
+
+    import tiny_files
+
+    cfg = tiny_config(vocab_size=64, hidden_size=32, intermediate_size=64, head_dim=8, num_hidden_layers=3)
+    write_checkpoint(tmp_path, cfg, random_weights(cfg))
+    (tmp_path / "config.json").write_text(json.dumps(dict(cfg, num_hidden_layers=2)))
+    with pytest.raises(CheckpointError, match=r"tensors \['model.layers.2.input_layernorm.weight', .*\(9 in all\) "
+                                              r"are not used by the llama model config.json describes"):
+        from_pretrained(tmp_path, dev, dtype="f32", max_seq=16)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny_files.TINY_TOKENIZER / name, tmp_path / name)
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 10**30]}))
+    with pytest.raises(CheckpointError, match=r"eos_token_id 1000000000000000000000000000000 is outside the "
+                                              r"tokenizer's vocabulary"):
+        from_pretrained(tmp_path, dev, dtype="f32", max_seq=16)

@@ -204,7 +204,7 @@ def test_file_errors(tmp_path):
     with pytest.raises(CheckpointError, match="is not valid JSON: RecursionError"):
         DecoderConfig.from_file(p)
     p.write_bytes(b'{"a": "\xff"}')
-    with pytest.raises(CheckpointError, match="cannot read"):
+    with pytest.raises(CheckpointError, match="is not UTF-8 text"):
         DecoderConfig.from_file(p)
 
 

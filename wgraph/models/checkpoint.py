@@ -18,6 +18,8 @@ from safetensors import SafetensorError, safe_open
 from wgraph import args
 from wgraph.dtypes import BF16_BITS
 from wgraph.errors import CheckpointError
+from wgraph.models.config import DecoderConfig
+from wgraph.models.files import read_text
 
 INDEX_FILE = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64 << 20
@@ -29,11 +31,10 @@ def _shard_names(root: Path) -> list[str]:
     """The .safetensors files of a checkpoint: the index's shards, or every *.safetensors beside config.json."""
     index = root / INDEX_FILE
     if index.exists():
-        if index.stat().st_size > MAX_INDEX_BYTES:
-            raise CheckpointError(f"{index} is larger than {MAX_INDEX_BYTES} bytes")
+        text = read_text(index, MAX_INDEX_BYTES)
         try:
-            wmap = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
+            wmap = json.loads(text)["weight_map"]
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise CheckpointError(f"{index}: not a safetensors index with a 'weight_map' "
                                   f"({type(e).__name__}: {e})") from None
         if not isinstance(wmap, dict):
@@ -65,6 +66,7 @@ class Checkpoint:
         if not self.root.is_dir():
             raise CheckpointError(f"{self.root} is not a directory")
         self.where: dict[str, Path] = {}
+        self.read: set[str] = set()   # the names `get` has read (unused(): the rest)
         self._files = {}
         for fname in _shard_names(self.root):
             path = self.root / fname
@@ -83,6 +85,22 @@ class Checkpoint:
     def __contains__(self, name: str) -> bool:
         return name in self.where
 
+    def check_all_read(self, config: DecoderConfig) -> None:
+        """After a model is built from it: CheckpointError naming the tensors no `get` read, which would be math
+        its config leaves out (a layer past num_hidden_layers, biases the config says it has not). As transformers
+        loads them, a tied model's own lm_head.weight (the embedding serves) and rotary inv_freq buffers (computed
+        from the config) are not counted.
+
+        config: the model's config (its tie_word_embeddings and model_type).
+        """
+        if not isinstance(config, DecoderConfig):
+            raise args.fail("Checkpoint.check_all_read", "config", config, "a DecoderConfig")
+        unused = sorted(n for n in self.where if n not in self.read and not n.endswith("rotary_emb.inv_freq")
+                        and not (config.tie_word_embeddings and n == "lm_head.weight"))
+        if unused:
+            raise CheckpointError(f"{self.root}: tensors {unused[:5]} ({len(unused)} in all) are not used by the "
+                                  f"{config.model_type} model config.json describes")
+
     def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Tensor `name`, checked to have `shape`: float32 or float16 as stored, BF16 as its bit patterns
         (a dtypes.BF16_BITS array; dtypes.from_bf16 widens it exactly).
@@ -94,6 +112,7 @@ class Checkpoint:
         path = self.where.get(args.text("Checkpoint.get", "name", name))
         if path is None:
             raise CheckpointError(f"tensor {name!r} is missing from the checkpoint in {self.root}")
+        self.read.add(name)
         sl = self._files[path].get_slice(name)
         dtype, got = sl.get_dtype(), tuple(sl.get_shape())
         if dtype not in DTYPES:

@@ -22,6 +22,7 @@ from wgraph.models.architectures import ACTIVATIONS, ARCHITECTURES, BY_CLASS, CO
 from wgraph.models import config_values as check
 from wgraph.models.config_keys import harmless
 from wgraph.models.config_values import shown
+from wgraph.models.files import read_text
 from wgraph.models.rope import LinearRopeScaling, RopeScaling, inv_freq, read_rope
 
 MAX_DIM = 1 << 20            # any one size (hidden, intermediate, heads x head_dim); a bound against absurd files
@@ -133,17 +134,7 @@ class DecoderConfig:
         """
         if not isinstance(path, (str, os.PathLike)):
             raise args.fail("DecoderConfig.from_file", "path", path, "a path (str or os.PathLike)")
-        path = Path(path)
-        try:
-            size = path.stat().st_size
-        except OSError as e:
-            raise CheckpointError(f"cannot read {path}: {e}") from None
-        if size > MAX_CONFIG_BYTES:
-            raise CheckpointError(f"{path} is {size} bytes; a config.json of more than {MAX_CONFIG_BYTES} is refused")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"cannot read {path}: {e}") from None
+        text = read_text(Path(path), MAX_CONFIG_BYTES)
         try:
             d = json.loads(text)
         except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes

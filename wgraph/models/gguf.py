@@ -23,6 +23,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf.quants import dequantize
 
 from wgraph.errors import ArgumentError, CheckpointError
+from wgraph.models.files import regular_file
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 had 32-bit counts and is not read
@@ -192,6 +193,7 @@ class GGUFFile:
             raise ArgumentError(f"GGUFFile: path={path!r} must be a path (str or os.PathLike)")
         self.path = Path(path)
         where = f"GGUF file {self.path.name}"
+        regular_file(self.path)   # a FIFO would block the open, a device map anything
         try:
             with open(self.path, "rb") as f:
                 size = f.seek(0, 2)

@@ -247,7 +247,9 @@ class Llama:
         root = Path(path)
         config = DecoderConfig.from_file(root / "config.json")
         ckpt = Checkpoint(root)
-        return cls(config, device or default_device(), ckpt.get, dtype=dtype, max_seq=max_seq)
+        model = cls(config, device or default_device(), ckpt.get, dtype=dtype, max_seq=max_seq)
+        ckpt.check_all_read(config)
+        return model
 
     @classmethod
     def from_weights(cls, config: DecoderConfig, weights: dict[str, np.ndarray], device: Device | None = None, *,

@@ -72,7 +72,9 @@ class PretrainedFiles:
             raise ArgumentError(f"x_int8=True rounds x for the GEMVs of a GGUF file's block matrices; {self.path.name} "
                                 f"loads as float weights (a directory, another architecture or a dtype given)")
         if ckpt is None:
-            model = Llama(self.config, dev, Checkpoint(self.path).get, dtype=float_dtype, max_seq=max_seq)
+            directory = Checkpoint(self.path)
+            model = Llama(self.config, dev, directory.get, dtype=float_dtype, max_seq=max_seq)
+            directory.check_all_read(self.config)
         elif keeps_blocks(ckpt, dtype):
             from wgraph.models.quantized import QuantizedLlama
 

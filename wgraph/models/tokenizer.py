@@ -18,6 +18,7 @@ from wgraph import args
 from wgraph.errors import ArgumentError, CheckpointError
 from wgraph.host_arrays import host_ids
 from wgraph.models.chat_template import ChatTemplate
+from wgraph.models.files import read_text
 from wgraph.models.gguf import GGUFFile
 from wgraph.models.gguf_tokenizer import gguf_tokenizer_parts
 
@@ -29,14 +30,6 @@ MAX_CONFIG_BYTES = 16 << 20
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 
 
-def _read_text(path: Path, limit: int) -> str:
-    """A UTF-8 file of at most `limit` bytes."""
-    if path.stat().st_size > limit:
-        raise CheckpointError(f"{path} is larger than {limit} bytes")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise CheckpointError(f"{path} is not UTF-8 text: {e}") from None
 
 
 def _read_json(path: Path, limit: int):
@@ -44,7 +37,7 @@ def _read_json(path: Path, limit: int):
     if not path.is_file():
         return None
     try:
-        return json.loads(_read_text(path, limit))
+        return json.loads(read_text(path, limit))
     except ValueError as e:
         if isinstance(e, CheckpointError):
             raise
@@ -104,6 +97,10 @@ class Tokenizer:
         self.chat_template = chat_template
         eos = self.token_id(self.special["eos_token"]) if "eos_token" in self.special else None
         self.stop_ids = sorted(set(stop_ids if stop_ids else [] if eos is None else [eos]))
+        past = [i for i in self.stop_ids if i >= self.vocab_size]
+        if past:   # a stop id outside the vocabulary is never generated: generation would never stop on it
+            raise CheckpointError(f"eos_token_id {past[0]} is outside the tokenizer's vocabulary of {self.vocab_size} "
+                                  f"tokens")
         # transformers skips the clean-up for BPE models: it would strip real spaces before punctuation
         self.clean_up_spaces = clean_up_spaces and type(backend.model).__name__ != "BPE"
 
@@ -136,7 +133,7 @@ class Tokenizer:
         tj = root / "tokenizer.json"
         if not tj.is_file():
             raise CheckpointError(f"{root}: no tokenizer.json (wgraph reads tokenizers in that format only)")
-        text = _read_text(tj, MAX_TOKENIZER_BYTES)
+        text = read_text(tj, MAX_TOKENIZER_BYTES)
         try:
             backend = Backend.from_str(text)
         except Exception as e:  # tokenizers raises a bare Exception for malformed files
@@ -283,11 +280,11 @@ def _directory_template(root: Path, config: dict) -> ChatTemplate | None:
     chat_template, as in transformers."""
     templates = {}
     if (root / "chat_template.jinja").is_file():
-        templates["default"] = _read_text(root / "chat_template.jinja", MAX_CONFIG_BYTES)
+        templates["default"] = read_text(root / "chat_template.jinja", MAX_CONFIG_BYTES)
     extra = root / "additional_chat_templates"
     if extra.is_dir():
         for p in sorted(extra.glob("*.jinja")):
-            templates[p.stem] = _read_text(p, MAX_CONFIG_BYTES)
+            templates[p.stem] = read_text(p, MAX_CONFIG_BYTES)
     if templates:
         return ChatTemplate(templates, str(root))
     if config.get("chat_template") is not None:

@@ -14,6 +14,8 @@ from collections import defaultdict, deque
 
 import wgpu
 
+from wgraph.errors import LimitError
+
 TENSOR_USAGE = (
     wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.INDIRECT
 )
@@ -69,7 +71,12 @@ class BufferPool:
                 return buf
             self._stats.buffers_destroyed += 1  # finalized by the garbage collector while pooled (see _release)
         self._stats.buffers_created += 1
-        buf = self._gpu.create_buffer(size=key[0], usage=usage, label="wgraph")
+        try:
+            buf = self._gpu.create_buffer(size=key[0], usage=usage, label="wgraph")
+        except wgpu.GPUError as e:   # out of memory, above all: a wgraph error that names the size
+            self._stats.buffers_created -= 1
+            raise LimitError(f"the device could not make a buffer of {key[0]} bytes ({self._stats.live_buffers} "
+                             f"live): {e}") from None
         buf._wgraph_epoch = self.epoch
         return buf
 

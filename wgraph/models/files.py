@@ -1,0 +1,42 @@
+"""Reading a checkpoint's text files (config.json, the safetensors index, tokenizer files, chat templates): regular
+files only (after symlinks: a device or a FIFO reports 0 bytes and reads forever), at most `limit` bytes read
+whatever the file system says, UTF-8. Every failure is a CheckpointError naming the file."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from wgraph.errors import CheckpointError
+
+
+def regular_file(path: Path) -> os.stat_result:
+    """The stat of `path` (symlinks followed), which must be a regular file."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path}: {e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"{path} is not a regular file (a directory, a device or a FIFO): refused")
+    return st
+
+
+def read_text(path: Path, limit: int) -> str:
+    """The UTF-8 text of the regular file `path`, refused past `limit` bytes."""
+    regular_file(path)
+    try:
+        # non-blocking, so a file swapped for a FIFO after the check does not block the open; checked again
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise CheckpointError(f"{path} is not a regular file: refused")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path}: {e}") from None
+    if len(data) > limit:
+        raise CheckpointError(f"{path} is larger than {limit} bytes: refused")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path} is not UTF-8 text: {e}") from None
