@@ -299,6 +299,32 @@ def test_plot_errors_name_the_fix(tmp_path, monkeypatch):
     assert info.value.code == 2
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--runs", "-1"], "--runs -1 must be at least 1"),            # an AttributeError traceback after the run
+    (["--host-ops", "0"], "--host-ops 0 must be at least 1"),      # 0 ran the default 1000
+    (["--budget-s", "nan"], "--budget-s nan must be a finite number of seconds > 0"),
+    (["--budget-s", "-1"], "--budget-s -1.0 must be a finite number"),
+])
+def test_bad_bench_arguments_are_refused_before_the_run(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as info:
+        bench_main(args)
+    assert info.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench_main(["--json", str(tmp_path)])   # a directory: found before, not after, the run
+    assert "is a directory; give a file path" in capsys.readouterr().err
+
+
+def test_plot_of_a_json_that_is_no_bench_result_says_so(tmp_path, capsys):
+    from wgraph.bench.plot import main as plot_main
+
+    for text, message in (("[1, 2]", "is not a result of python -m wgraph bench --json"),
+                          ("{bad", "is not a JSON file")):
+        (tmp_path / "r.json").write_text(text)
+        with pytest.raises(SystemExit) as info:
+            plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.png")])
+        assert info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_bench_batched_rows(dev):
     """The batched section: every tiny shape runs in one or two dispatches and reports its throughput."""
     from wgraph.bench.batched import bench_batched, table

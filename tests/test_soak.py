@@ -44,3 +44,16 @@ def test_soak_cli_ends_with_its_verdict(dev, capsys):
     assert "soak: immediate attention: 40/40 calls" in err
     assert re.match(r"(PASS|FAIL): ", last), last
     assert rc == (0 if last.startswith("PASS") else 1)
+
+
+def test_the_last_step_is_sampled_and_a_run_without_two_samples_is_refused(dev, capsys):
+    """Samples came every `every` steps only: a run of 20 steps sampling every 1000 compared the first sample
+    with itself and printed PASS having measured nothing. The last step is sampled too, and a run whose warm-up
+    leaves no sample before the last is refused before it starts."""
+    import pytest
+
+    assert [s[0] for s in soak_replay(dev, 23, every=10)] == [1, 10, 20, 23]
+    with pytest.raises(SystemExit) as info:
+        main(["--steps", "12", "--calls", "12", "--warmup", "10", "--every", "7"])
+    assert info.value.code == 2
+    assert "--steps 12 leaves no sample after the warm-up of 10" in capsys.readouterr().err

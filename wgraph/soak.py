@@ -63,7 +63,7 @@ def soak_replay(dev, steps: int, every: int = 100, seed: int = 0, shown=None) ->
     samples = []
     for t in range(steps):
         out = prog.run(q=q[t % 16], k_new=kv[t % 16, 0], v_new=kv[t % 16, 1], pos=t, kv_len=t + 1)["out"]
-        if t % every == every - 1 or t == 0:
+        if t % every == every - 1 or t == 0 or t == steps - 1:   # the last step too: the growth ends there
             assert np.isfinite(out.numpy()).all()   # the readback also waits for the GPU and lets the pool collect
             _sample(samples, t + 1, dev)
             _tell(shown, samples)
@@ -82,7 +82,7 @@ def soak_immediate(dev, calls: int, every: int = 100, seed: int = 0, shown=None)
     samples = []
     for i in range(calls):
         out = wg.ops.attention(Q, K, V, causal=True, kv_len=1 + (i * 7) % 300)
-        if i % every == every - 1 or i == 0:
+        if i % every == every - 1 or i == 0 or i == calls - 1:
             assert np.isfinite(out.numpy()).all()
             _sample(samples, i + 1, dev)
             _tell(shown, samples)
@@ -134,9 +134,17 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
-    if not 0 <= args.warmup < min(args.steps, args.calls) or args.every < 1:
-        ap.error(f"--warmup {args.warmup} must be below --steps {args.steps} and --calls {args.calls}, "
-                 f"and --every {args.every} at least 1")
+    if args.every < 1:
+        ap.error(f"--every {args.every} must be at least 1")
+    if args.warmup < 0:
+        ap.error(f"--warmup {args.warmup} must be at least 0")
+    for name, n in (("--steps", args.steps), ("--calls", args.calls)):
+        # growth is measured from the first sample at or after the warm-up to the last (samples after the first
+        # step, every `every` and after the last): the first must come before the last
+        first_after = 1 if args.warmup <= 1 else -(-args.warmup // args.every) * args.every
+        if first_after >= n:
+            ap.error(f"{name} {n} leaves no sample after the warm-up of {args.warmup} to measure growth from (samples "
+                     f"every {args.every} and at the end): give more {name}, or a shorter --warmup or --every")
     import wgraph as wg
     from wgraph import progress
 

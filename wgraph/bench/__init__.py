@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import attrs
 
@@ -80,6 +81,13 @@ def main(argv: list[str]) -> dict:
     """Run the benchmark; print tables; return (and with --json write) the result."""
     ap = parser()
     args = ap.parse_args(argv)
+    for name, value in (("--runs", args.runs), ("--host-ops", args.host_ops)):
+        if value is not None and value < 1:
+            ap.error(f"{name} {value} must be at least 1")
+    if args.budget_s is not None and not 0 < args.budget_s < float("inf"):
+        ap.error(f"--budget-s {args.budget_s} must be a finite number of seconds > 0")
+    if args.json and Path(args.json).is_dir():   # before the run, not after it
+        ap.error(f"--json {args.json} is a directory; give a file path")
     if args.plot:
         from wgraph.bench.plot import check_plot_path
 
@@ -91,8 +99,8 @@ def main(argv: list[str]) -> dict:
     from wgraph.bench import attention, host, report
 
     grid = args.grid or (QUICK_PLAN.grid if args.quick else "full")
-    runs = args.runs or (QUICK_PLAN.runs if args.quick else 9)
-    host_ops = args.host_ops or (QUICK_PLAN.host_ops if args.quick else 1000)
+    runs = args.runs if args.runs is not None else (QUICK_PLAN.runs if args.quick else 9)
+    host_ops = args.host_ops if args.host_ops is not None else (QUICK_PLAN.host_ops if args.quick else 1000)
     chosen = args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)
     sections = tuple(s for s in SECTIONS if s in chosen)  # the bench's order
     budget = args.budget_s if args.budget_s is not None else DEFAULT_BUDGET_S[grid]

@@ -97,8 +97,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("out", help="the plot to write: .png or .svg")
     args = ap.parse_args(argv)
     try:
-        path = plot_result(json.loads(Path(args.results).read_text()), args.out)
+        data = json.loads(Path(args.results).read_text())
+    except (ValueError, OSError) as e:
+        ap.exit(2, f"python -m wgraph plot: {args.results} is not a JSON file: {e}\n")
+    try:
+        path = plot_result(data, args.out)
     except (ImportError, ValueError, OSError) as e:
         ap.exit(2, f"python -m wgraph plot: {e}\n")
+    except (KeyError, TypeError, AttributeError, IndexError) as e:   # JSON, but not what bench --json writes
+        ap.exit(2, f"python -m wgraph plot: {args.results} is not a result of python -m wgraph bench --json "
+                   f"({type(e).__name__}: {e})\n")
     print(f"wrote {path}")
     return 0
