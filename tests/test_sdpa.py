@@ -221,3 +221,23 @@ def test_sdpa_scale_and_flags_are_checked(dev):
         with pytest.raises(wg.ArgumentError, match=match):
             wg.ops.sdpa(x, x, x, **kwargs)
     assert dev.stats.since(before).dispatches == 0
+
+
+def test_sdpa_takes_torchs_arguments_in_torchs_order(dev, rng):
+    """torch's signature is (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa): dropout_p=0.0
+    (keyword or positional) is taken, any other refused by name (it raised TypeError, and a positional torch call
+    read 0.0 as is_causal); an empty batch gives an empty output and a head_dim of 0 a ShapeError (a
+    ZeroDivisionError before)."""
+    q = rng.standard_normal((1, 2, 5, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 7, 8)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 7, 8)).astype(np.float32)
+    want = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), is_causal=True).numpy()
+    got = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), None, 0.0, True).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert sdpa_tolerance_check(got, q, k, v, is_causal=True)[0]
+    with pytest.raises(wg.UnsupportedError, match=r"sdpa: dropout_p=0.1: wgraph's attention has no dropout"):
+        wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), dropout_p=0.1)
+    empty = wg.ops.sdpa(*(dev.tensor(np.zeros((0, 2, 5, 8), np.float32)) for _ in range(3)))
+    assert empty.shape == (0, 2, 5, 8)
+    with pytest.raises(wg.ShapeError, match="sdpa: heads and head_dim must be at least 1"):
+        wg.ops.sdpa(*(dev.tensor(np.zeros((1, 2, 5, 0), np.float32)) for _ in range(3)))

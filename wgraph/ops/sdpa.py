@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 
 from wgraph import args
 from wgraph.api_types import TensorT
-from wgraph.errors import DtypeError, LimitError, ShapeError, WgraphError
+from wgraph.errors import DtypeError, LimitError, ShapeError, UnsupportedError, WgraphError
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
 from wgraph.ops.cpu_limits import check_cpu_loops
@@ -206,7 +206,8 @@ def _mask_input(attn_mask, query, batch: tuple, target: tuple):
 
 
 def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | ArrayLike | None = None,
-         is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> TensorT:
+         dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+         enable_gqa: bool = False) -> TensorT:
     """torch.nn.functional.scaled_dot_product_attention on wgraph tensors (or graph values), f32 or f16:
     query [..., Hq, L, D], key/value [..., Hkv, S, D] -> [..., Hq, L, D]. is_causal: top-left (query i sees
     keys 0..i), as torch. attn_mask: bool (True takes part) or float (added to the scores), broadcastable to
@@ -215,10 +216,13 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     query: [..., Hq, L, D].
     key, value: [..., Hkv, S, D].
     attn_mask: None, or a mask broadcastable to [..., Hq, L, S] (host data or a GPU tensor).
+    dropout_p: 0.0 only (torch's argument, in torch's place: inference attention has no dropout).
     is_causal: top-left causal masking (not with attn_mask).
     scale: the scores' factor; None: 1 / sqrt(D).
     enable_gqa: allow Hq a multiple of Hkv (grouped-query attention).
     """
+    if args.real("sdpa", "dropout_p", dropout_p, 0.0, 1.0) != 0.0:
+        raise UnsupportedError(f"sdpa: dropout_p={dropout_p}: wgraph's attention has no dropout (inference); pass 0.0")
     is_causal = args.flag("sdpa", "is_causal", is_causal)
     enable_gqa = args.flag("sdpa", "enable_gqa", enable_gqa)
     scale = args.optional_real("sdpa", "scale", scale)
@@ -245,13 +249,18 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     if hq != hkv and not enable_gqa:
         raise ShapeError(f"sdpa: query has {hq} heads and key {hkv}; pass enable_gqa=True for grouped-query "
                          f"attention (as torch)")
-    if min(hq, hkv) < 1 or hq % hkv:
+    if min(hq, hkv, D) < 1:
+        raise ShapeError(f"sdpa: heads and head_dim must be at least 1; got query {tuple(query.shape)} and key "
+                         f"{tuple(key.shape)}")
+    if hq % hkv:
         raise ShapeError(f"sdpa: query heads {hq} is not a multiple of key/value heads {hkv}")
     if is_causal and attn_mask is not None:
         raise WgraphError("sdpa: pass either attn_mask or is_causal=True, not both (as torch); fold the causal "
                           "mask into attn_mask")
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     B = math.prod(batch)
+    if B == 0 and isinstance(query, Tensor):   # an empty batch: an empty output, as torch
+        return query.device.empty(tuple(query.shape), query.dtype)
     # every check before the first transpose runs: an error leaves no GPU work behind
     specs = (TensorSpec((L, B * hq, D), query.dtype), TensorSpec((S, B * hkv, D), key.dtype))
     now = isinstance(query, Tensor)
