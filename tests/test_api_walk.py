@@ -449,6 +449,8 @@ TOKENS_AND_BLOCKS = {
                        {"root": (TEXT, "a path: a missing one is a CheckpointError")}),
     "Checkpoint.get": Case(lambda e: (e.ckpt.get, ("model.norm.weight", (16,)), {}), (),
                            {"name": (TEXT, "any str: a missing tensor is a CheckpointError naming it")}),
+    "Checkpoint.check_shapes": Case(lambda e: (e.ckpt.check_shapes, ({"model.norm.weight": (16,)},), {}), (),
+                                    data=("shapes",)),
     "Checkpoint.check_all_read": Case(lambda e: (e.ckpt.check_all_read, (e.config,), {}), ("config",),
                                       skip_good="it follows a model's load from the checkpoint: "
                                                 "tests/test_llama_checkpoint.py"),

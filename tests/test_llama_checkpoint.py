@@ -124,3 +124,19 @@ def test_tensors_the_config_leaves_out_and_stop_ids_outside_the_vocabulary(tmp_p
     with pytest.raises(CheckpointError, match=r"eos_token_id 1000000000000000000000000000000 is outside the "
                                               r"tokenizer's vocabulary"):
         from_pretrained(tmp_path, dev, dtype="f32", max_seq=16)
+
+
+def test_tensor_shapes_are_checked_before_the_model_allocates(tmp_path, dev):
+    """A config.json claiming a far larger model than its tensors allocated every buffer of the program before the
+    first tensor's shape was read (a 64-layer 2048-wide config beside a tiny checkpoint exhausted the device):
+    the headers are checked first, and the error names the tensor."""
+    from wgraph.models import from_pretrained
+
+    cfg = tiny_config(vocab_size=64, hidden_size=32, intermediate_size=64, head_dim=8)
+    write_checkpoint(tmp_path, cfg, random_weights(cfg))
+    (tmp_path / "config.json").write_text(json.dumps(dict(cfg, hidden_size=2048, num_hidden_layers=64)))
+    before = dev.stats.snapshot()
+    with pytest.raises(CheckpointError, match=r"'model.embed_tokens.weight' in model.safetensors has shape "
+                                              r"\[64, 32\], the config needs \[64, 2048\]"):
+        from_pretrained(tmp_path, dev, dtype="f32", max_seq=16)
+    assert dev.stats.since(before).buffers_created == 0

@@ -85,6 +85,32 @@ class Checkpoint:
     def __contains__(self, name: str) -> bool:
         return name in self.where
 
+    def _header(self, name: str, shape: tuple[int, ...]) -> tuple[Path, str, tuple[int, ...]]:
+        """(file, dtype, shape) of tensor `name` from its header (no data read), checked against `shape`."""
+        path = self.where.get(name)
+        if path is None:
+            raise CheckpointError(f"tensor {name!r} is missing from the checkpoint in {self.root}")
+        sl = self._files[path].get_slice(name)
+        dtype, got = sl.get_dtype(), tuple(sl.get_shape())
+        if dtype not in DTYPES:
+            raise CheckpointError(f"tensor {name!r} in {path.name} has dtype {dtype}; supported: {sorted(DTYPES)}")
+        if got != tuple(shape):
+            raise CheckpointError(f"tensor {name!r} in {path.name} has shape {list(got)}, "
+                                  f"the config needs {list(shape)}")
+        return path, dtype, got
+
+    def check_shapes(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        """CheckpointError unless every tensor of `shapes` (name -> shape) is here with that shape and a dtype
+        wgraph reads: from the headers alone, before a model allocates anything for them.
+
+        shapes: the tensors a model will read, by name.
+        """
+        if not isinstance(shapes, dict):
+            raise args.fail("Checkpoint.check_shapes", "shapes", shapes, "a dict of tensor name -> shape")
+        for name, shape in shapes.items():
+            self._header(args.text("Checkpoint.check_shapes", "name", name),
+                         args.shape("Checkpoint.check_shapes", "shape", shape))
+
     def check_all_read(self, config: DecoderConfig) -> None:
         """After a model is built from it: CheckpointError naming the tensors no `get` read, which would be math
         its config leaves out (a layer past num_hidden_layers, biases the config says it has not). As transformers
@@ -109,17 +135,8 @@ class Checkpoint:
         shape: the shape the model needs (a CheckpointError names a mismatch).
         """
         shape = args.shape("Checkpoint.get", "shape", shape)
-        path = self.where.get(args.text("Checkpoint.get", "name", name))
-        if path is None:
-            raise CheckpointError(f"tensor {name!r} is missing from the checkpoint in {self.root}")
+        path, dtype, got = self._header(args.text("Checkpoint.get", "name", name), shape)
         self.read.add(name)
-        sl = self._files[path].get_slice(name)
-        dtype, got = sl.get_dtype(), tuple(sl.get_shape())
-        if dtype not in DTYPES:
-            raise CheckpointError(f"tensor {name!r} in {path.name} has dtype {dtype}; supported: {sorted(DTYPES)}")
-        if got != tuple(shape):
-            raise CheckpointError(f"tensor {name!r} in {path.name} has shape {list(got)}, "
-                                  f"the config needs {list(shape)}")
         if DTYPES[dtype] is None:
             return np.frombuffer(_raw_bytes(path, name, 2 * math.prod(got)), BF16_BITS).reshape(got)
         arr = self._files[path].get_tensor(name)

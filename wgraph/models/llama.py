@@ -99,6 +99,13 @@ def _layer_tensors(cfg: DecoderConfig) -> dict[str, tuple[str, ...]]:
     return t
 
 
+def tensors_read(cfg: DecoderConfig, dtype: str) -> dict[str, tuple[int, ...]]:
+    """Hugging Face tensor name -> shape, for the tensors a model of `cfg` in `dtype` reads (a checkpoint's are
+    checked against it before the model allocates: Checkpoint.check_shapes)."""
+    shapes = weight_shapes(cfg)
+    return {src: shapes[src] for pw in _program_weights(cfg, dtype).values() for src in pw.sources}
+
+
 def weight_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
     """Hugging Face tensor name -> shape, for every tensor the model reads."""
     h, i, v, d = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.head_dim
@@ -247,6 +254,7 @@ class Llama:
         root = Path(path)
         config = DecoderConfig.from_file(root / "config.json")
         ckpt = Checkpoint(root)
+        ckpt.check_shapes(tensors_read(config, check_options("Llama.from_pretrained", dtype, max_seq)[0]))
         model = cls(config, device or default_device(), ckpt.get, dtype=dtype, max_seq=max_seq)
         ckpt.check_all_read(config)
         return model

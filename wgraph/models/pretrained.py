@@ -63,7 +63,7 @@ class PretrainedFiles:
         x_int8 = args.flag("PretrainedFiles.load", "x_int8", x_int8)
         from wgraph.device import default_device
         from wgraph.models.checkpoint import Checkpoint
-        from wgraph.models.llama import Llama
+        from wgraph.models.llama import Llama, tensors_read
 
         dev = device or default_device()
         float_dtype = dtype or ("f16" if dev.caps.has_f16 else "f32")
@@ -73,6 +73,7 @@ class PretrainedFiles:
                                 f"loads as float weights (a directory, another architecture or a dtype given)")
         if ckpt is None:
             directory = Checkpoint(self.path)
+            directory.check_shapes(tensors_read(self.config, float_dtype))   # before the model allocates
             model = Llama(self.config, dev, directory.get, dtype=float_dtype, max_seq=max_seq)
             directory.check_all_read(self.config)
         elif keeps_blocks(ckpt, dtype):
