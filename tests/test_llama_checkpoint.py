@@ -118,6 +118,12 @@ def test_tensors_the_config_leaves_out_and_stop_ids_outside_the_vocabulary(tmp_p
                                               r"are not used by the llama model config.json describes"):
         from_pretrained(tmp_path, dev, dtype="f32", max_seq=16)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
+    # another format's file beside the model's (Mistral's consolidated.safetensors) is not the model's
+    from safetensors.numpy import save_file
+
+    save_file({"layers.0.attention.wq.weight": np.zeros((4, 4), np.float32)}, tmp_path / "consolidated.safetensors")
+    assert from_pretrained(tmp_path, dev, dtype="f32", max_seq=16).config.num_hidden_layers == 3
+    (tmp_path / "consolidated.safetensors").unlink()
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tiny_files.TINY_TOKENIZER / name, tmp_path / name)
     (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 10**30]}))

@@ -112,16 +112,18 @@ class Checkpoint:
                          args.shape("Checkpoint.check_shapes", "shape", shape))
 
     def check_all_read(self, config: DecoderConfig) -> None:
-        """After a model is built from it: CheckpointError naming the tensors no `get` read, which would be math
-        its config leaves out (a layer past num_hidden_layers, biases the config says it has not). As transformers
-        loads them, a tied model's own lm_head.weight (the embedding serves) and rotary inv_freq buffers (computed
-        from the config) are not counted.
+        """After a model is built from it: CheckpointError naming the Hugging Face model tensors (model.*,
+        lm_head.*) no `get` read, which would be math its config leaves out (a layer past num_hidden_layers, biases
+        the config says it has not). As transformers loads them, a tied model's own lm_head.weight (the embedding
+        serves) and rotary inv_freq buffers (computed from the config) are not counted; tensors of other names
+        (another format's file beside the model's, as Mistral's consolidated.safetensors) are not the model's.
 
         config: the model's config (its tie_word_embeddings and model_type).
         """
         if not isinstance(config, DecoderConfig):
             raise args.fail("Checkpoint.check_all_read", "config", config, "a DecoderConfig")
-        unused = sorted(n for n in self.where if n not in self.read and not n.endswith("rotary_emb.inv_freq")
+        unused = sorted(n for n in self.where if n not in self.read and n.startswith(("model.", "lm_head."))
+                        and not n.endswith("rotary_emb.inv_freq")
                         and not (config.tie_word_embeddings and n == "lm_head.weight"))
         if unused:
             raise CheckpointError(f"{self.root}: tensors {unused[:5]} ({len(unused)} in all) are not used by the "

@@ -143,6 +143,8 @@ class BufferPool:
             self._destroy(buf)
         self._doomed = []
         self.deferred_bytes = 0
+        while self._orphans:   # released while another thread held the lock: destroyed with the rest
+            self._destroy(self._orphans.popleft()[0])
 
     @property
     def free_count(self) -> int:
