@@ -2,9 +2,4 @@
 const MASKED: f32 = -3.0e38;
 const MASKED_TEST: f32 = -1.0e38;
 
-// NaN test on the bits: WGSL lets a compiler assume floats are never NaN, so `x != x` may fold to false.
-// Kernels whose masking compares scores (`s > MASKED_TEST` is false for NaN) use it so a NaN input reaches
-// the output rows that see it instead of being dropped (docs/errors.md, "NaN and Inf").
-fn is_nan_f32(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
+//!include is_nan.wgsl

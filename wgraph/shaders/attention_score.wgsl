@@ -1,12 +1,4 @@
-//!include tanh_small.wgsl
-
-// tanh accurate near 0 (a large softcap's scores sit there) that cannot produce inf/inf: tanh(15) == 1 in f32.
-fn tanh_safe(x: f32) -> f32 {
-    if (abs(x) < 0.625) {
-        return tanh_small(x);
-    }
-    return tanh(clamp(x, -15.0, 15.0));
-}
+//!include tanh_safe.wgsl
 
 // Soft-capped scores or not, compiled in (docs/kernels.md): every score of a loop goes through here, and as a
 // uniform test NVIDIA's compiler predicated the tanh on for every score, capped or not.

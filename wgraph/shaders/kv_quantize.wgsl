@@ -25,6 +25,7 @@ struct KVQuantizeParams {
 @group(0) @binding(5) var<storage, read> pos_buf: array<u32>;
 
 //!include kv_common.wgsl
+//!include is_nan.wgsl
 const KV_ERROR_SITE: u32 = ERR_KV_QUANTIZE_POS;
 const KV_PAGE_ERROR_SITE: u32 = ERR_KV_QUANTIZE_PAGE;
 const KV_RANGE_ERROR_SITE: u32 = ERR_KV_QUANTIZE_RANGE;
@@ -66,7 +67,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var has_nan = false;
     for (var d = 0u; d < D; d = d + 1u) {
         let x = f32(src[sbase + d]);
-        has_nan = has_nan || (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;   // max() would drop it
+        has_nan = has_nan || is_nan_f32(x);   // max() would drop it
         amax = max(amax, abs(x));
     }
     // f16 holds scales up to 65504: past it (|x| above QMAX x 65504, or inf) the scale stays there, the values

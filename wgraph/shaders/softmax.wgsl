@@ -4,6 +4,7 @@
 {{ENABLE}}
 //!include elementwise_math.wgsl
 //!include row_reduce.wgsl
+//!include is_nan.wgsl
 
 struct SoftmaxParams {
   rows: u32,
@@ -34,7 +35,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   var m = -3.40282347e38;
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
     let v = f32(x[base + i]);
-    m = max(m, select(v, inf, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u));
+    m = max(m, select(v, inf, is_nan_f32(v)));
   }
   m = workgroup_max(lid.x, m);
   var s = 0.0;

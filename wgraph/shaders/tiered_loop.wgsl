@@ -12,7 +12,7 @@
 @group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
 @group(0) @binding(3) var<storage, read> len_buf: array<u32>;
 //!include device_errors.wgsl
-//!include tanh_small.wgsl
+//!include tanh_safe.wgsl
 //!include attention_nan.wgsl
 @group(0) @binding(12) var<storage, read_write> lse: array<f32>;   // [Hq, S]; a 4-byte fallback unless write_lse
 
@@ -59,9 +59,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var s = NEG;
         if (j < range.y && !key_masked(j, qpos)) {
             s = key_dot(j, kvh) * params.scale;
-            if (params.softcap > 0.0) {   // tanh accurate near 0 (a large cap), 1 past 15 (no inf / inf)
-                let x = s / params.softcap;
-                s = params.softcap * select(tanh(clamp(x, -15.0, 15.0)), tanh_small(x), abs(x) < 0.625);
+            if (params.softcap > 0.0) {
+                s = params.softcap * tanh_safe(s / params.softcap);
             }
         }
         s_sh[tid] = s;
