@@ -40,6 +40,11 @@ class TensorSpec:
     def nbytes(self) -> int:
         return self.size * dtype_info(self.dtype).itemsize
 
+    @property
+    def is_u32_scalar(self) -> bool:
+        """A u32 of exactly one value: the one rule for a GPU kv_len, position or step (a kernel reads [0])."""
+        return self.dtype == "u32" and self.size == 1
+
 
 class Tensor:
     """A GPU tensor. Its buffer goes back to the device's pool when the last reference (views included) dies.

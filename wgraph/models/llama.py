@@ -247,14 +247,14 @@ class Llama:
         """
         from wgraph.device import default_device
 
-        check_options("Llama.from_pretrained", dtype, max_seq)   # before any file is read
+        dtype_name, _ = check_options("Llama.from_pretrained", dtype, max_seq)   # before any file is read
         check_device("Llama.from_pretrained", device)
         if not isinstance(path, (str, os.PathLike)):
             raise args.fail("Llama.from_pretrained", "path", path, "a directory path (str or os.PathLike)")
         root = Path(path)
         config = DecoderConfig.from_file(root / "config.json")
         ckpt = Checkpoint(root)
-        ckpt.check_shapes(tensors_read(config, check_options("Llama.from_pretrained", dtype, max_seq)[0]))
+        ckpt.check_shapes(tensors_read(config, dtype_name))
         model = cls(config, device or default_device(), ckpt.get, dtype=dtype, max_seq=max_seq)
         ckpt.check_all_read(config)
         return model

@@ -136,7 +136,7 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         raise LimitError(f"attention: start_pos {params.start_pos} + {S} queries reaches position "
                          f"{params.start_pos + S - 1}; positions are u32 (at most {U32_MAX})")
     if params.kv_len is None:
-        if kv_len_t is None or kv_len_t.dtype != "u32" or kv_len_t.size != 1:
+        if kv_len_t is None or not kv_len_t.is_u32_scalar:
             got = "nothing" if kv_len_t is None else f"{kv_len_t.dtype} {kv_len_t.shape}"
             raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {got}")
     pages = 0

@@ -172,7 +172,7 @@ def _infer(params: BDPAParams, specs):
         raise ShapeError(f"{op}: rope must be f32 [positions, 2, {dim // 2}], got {rope.dtype} {rope.shape}")
     if len_t is None and params.kv_len > index.shape[0]:
         raise LimitError(f"{op}: kv_len {params.kv_len} is beyond the index's {index.shape[0]} rows")
-    if len_t is not None and (len_t.dtype != "u32" or len_t.size != 1):
+    if len_t is not None and not len_t.is_u32_scalar:
         raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
     out = TensorSpec(q.shape, kernel(variant).output_dtype)
     return (out, TensorSpec((hq, 1), "f32")) if params.return_lse else (out,)

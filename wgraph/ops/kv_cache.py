@@ -65,7 +65,7 @@ def _cache_capacity(params: WriteParams, rows: int, table: TensorSpec | None, op
 
 
 def _check_pos_tensor(spec: TensorSpec | None, op: str):
-    if spec is not None and (spec.dtype != "u32" or spec.size != 1):
+    if spec is not None and not spec.is_u32_scalar:
         raise ShapeError(f"{op}: a GPU position must be a u32 tensor with one value, got {spec.shape} {spec.dtype}")
 
 

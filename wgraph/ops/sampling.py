@@ -113,7 +113,7 @@ def _infer_sample(params: SampleParams, specs):
     _check_options(params.temperature, params.top_k, params.top_p, params.seed)
     args.real("sample", "temperature", params.temperature, 0.0, open_lo=True)  # 0 is argmax: never a sample node
     args.integer("sample", "step", params.step)
-    if step_t is not None and (step_t.dtype != "u32" or step_t.size != 1):
+    if step_t is not None and not step_t.is_u32_scalar:
         raise ShapeError(f"sample: a GPU step must be a u32 tensor with one value, got {step_t.shape} "
                          f"{step_t.dtype}")
     _sample_variant(x.dtype, x.shape[-1])

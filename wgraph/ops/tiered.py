@@ -105,7 +105,7 @@ def _infer(params: TieredParams, specs):
     else:
         cold_capacity = cold_rows
     if len_t is not None:
-        if len_t.dtype != "u32" or len_t.size != 1:
+        if not len_t.is_u32_scalar:
             raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
     else:
         n = params.kv_len
