@@ -131,6 +131,18 @@ def test_objects_numpy_cannot_view_raise(dev):
         dev.tensor(memoryview(b"abcd"))
 
 
+def test_big_endian_data_is_named_and_converts_when_asked(dev):
+    """A big-endian array was refused with numpy's dtype reprs as the list of what wgraph stores; it says what
+    it is and how to convert it now, and dtype= converts it to the right values (byte-swapped, not reinterpreted)."""
+    big = np.array([[1.5, -2.0, 3.25]], dtype=">f4")
+    with pytest.raises(wg.DtypeError, match=r"numpy dtype >f4 is big-endian; wgraph stores little-endian data"):
+        dev.tensor(big)
+    np.testing.assert_array_equal(dev.tensor(big, "f32").numpy(), [[1.5, -2.0, 3.25]])
+    np.testing.assert_array_equal(dev.tensor(np.array([7, -8], ">i4"), "i32").numpy(), [7, -8])
+    with pytest.raises(wg.DtypeError, match=r"wgraph stores f32 \(float32\), f16 \(float16\), bf16"):
+        dev.tensor(np.ones(4, np.int8))
+
+
 def test_float_conversions_never_overflow_or_drop_parts_silently(dev):
     """dev.tensor(np.array([1e6], np.float32), "f16") gave inf with no error (the checkpoint loader refuses the
     same); complex data to "f32" dropped the imaginary part; strings became numbers. Each raises naming the value,

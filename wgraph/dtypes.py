@@ -130,10 +130,13 @@ def dtype_of_numpy(dt) -> str:
     """The wgraph dtype name for a numpy dtype that wgraph stores as is."""
     dt = np.dtype(dt)
     if dt not in _FROM_NUMPY:
-        raise DtypeError(
-            f"numpy dtype {dt} has no wgraph dtype; use one of {sorted(_FROM_NUMPY, key=str)} "
-            "(or pack int8/uint8 data with wgraph.dtypes.pack_bytes_u32)"
-        )
+        if dt.byteorder == ">" and dt.newbyteorder("<") in _FROM_NUMPY:  # the GPU reads little-endian words
+            raise DtypeError(f"numpy dtype {dt} is big-endian; wgraph stores little-endian data: convert it with "
+                             f"array.astype(array.dtype.newbyteorder('<')) (or pass dtype=)")
+        stored = ", ".join(f"{d.name} ({'bfloat16 bit patterns' if d.name == 'bf16' else d.numpy})"
+                           for d in DTYPES.values())
+        raise DtypeError(f"numpy dtype {dt} has no wgraph dtype; wgraph stores {stored} "
+                         "(or pack int8/uint8 data with wgraph.dtypes.pack_bytes_u32)")
     return _FROM_NUMPY[dt]
 
 
