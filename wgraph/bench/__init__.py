@@ -253,6 +253,7 @@ def _batched_model_section(dev, args, grid: str, result: dict):
 def _quant_section(dev, args, grid: str, result: dict):
     """GEMV on GGML blocks and the quantized decode (wgraph/bench/quant.py)."""
     from wgraph.bench import gemv, quant, torch_ref
+    from wgraph.bench.model import LLAMA_1B
 
     big = not (args.quick or grid in ("tiny", "quick") or dev.caps.is_cpu)
     use_torch = not args.no_torch and bool(torch_ref.probe().get("available"))
@@ -266,9 +267,10 @@ def _quant_section(dev, args, grid: str, result: dict):
                                           progress=_progress)
     except Exception as e:  # noqa: BLE001 - report it and carry on
         models = [{"model": "quantized decode", "status": "error", "note": f"{type(e).__name__}: {e}"}]
-    result["quant"] = {"copy": copy, "dispatch_floor": floor, "gemv": rows, "models": models,
+    sums = quant.step_gemv_sums(rows, LLAMA_1B["num_hidden_layers"]) if big else []
+    result["quant"] = {"copy": copy, "dispatch_floor": floor, "gemv": rows, "step_gemv_sums": sums, "models": models,
                        "bytes": "GEMV: blocks once + x + y (f32); decode: weight bytes a step reads"}
     print(f"\n== quantized weights: GEMV on GGML blocks ({'Llama-3.2-1B' if big else 'small'} shapes) ==")
-    print(quant.gemv_table(copy, floor, rows))
+    print(quant.gemv_table(copy, floor, rows, sums))
     print(f"\n== quantized decode ({'Llama-3.2-1B' if big else 'tiny'} shape, greedy) ==")
     print(quant.model_table(models))
