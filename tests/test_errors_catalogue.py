@@ -272,6 +272,9 @@ CATALOGUE = [
     ("aliasing", AliasingError, r"one buffer is bound to out \(read_write\) and to q",
      lambda e: (lambda q: wg.ops.attention(q, e.f32(8, 2, 8), e.f32(8, 2, 8), causal=True, out=q))(e.f32(4, 2, 8)),
      True),
+    ("kv-one-buffer", AliasingError, r"kv_append: the k cache and the v cache are one buffer .*the v rows would "
+     r"overwrite the k rows", lambda e: (lambda c: kv_append((c, c), e.f32(3, 2, 8), e.f32(3, 2, 8), 0))(e.f32(8, 2, 8)),
+     True),
     ("foreign-input", DeviceError, r"inputs live on different devices",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.other.tensor(np.ones((8, 2, 8), np.float32)),
                                 causal=True), True),

@@ -199,8 +199,8 @@ def test_quantize_shape_errors(dev, rng):
     with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(3, 2\).*got f16 \(4, 2\)"):
         QuantizedKV(dev.tensor(np.zeros((3, 2, 3), np.uint32)), scales, "int8", 12)
     with pytest.raises(wg.ShapeError, match=r"packed int8 data must be u32"):
-        kc = dev.tensor(np.zeros((8, 2, 2), np.uint32))
-        kv_append_quantized(((kc, dev.tensor(np.zeros((8, 2), np.float16))),) * 2, x, x, 0, mode="int8")
+        pair = [(dev.tensor(np.zeros((8, 2, 2), np.uint32)), dev.tensor(np.zeros((8, 2), np.float16))) for _ in "kv"]
+        kv_append_quantized(pair, x, x, 0, mode="int8")
 
 
 def test_quantized_kv_carries_its_mode(dev, rng):
@@ -218,3 +218,25 @@ def test_quantized_kv_carries_its_mode(dev, rng):
         hot = dev.tensor(np.zeros((4, 2, 16), np.float16))
         wg.ops.tiered_quant_attention(dev.tensor(x[:1, :2]), hot, hot, q4.packed, q4.packed, q4.scales, q4.scales,
                                       mode="int8", kv_len=7, hot_window=4, causal=True)
+
+
+def test_append_refuses_one_buffer_as_both_caches(dev, rng):
+    """k and v rows go to the same rows of their caches: one buffer given as both (or a view of the other) would
+    have the v write overwrite the k rows just written (it did, silently). Refused, naming both, before any write;
+    in a graph too (two state values over one base)."""
+    kc, _ = _cache(dev, 8)
+    k, v = dev.tensor(_rows(rng, 3)), dev.tensor(_rows(rng, 3))
+    for other in (kc, kc.reshape(8, 16).reshape(8, 2, 8)):
+        with pytest.raises(wg.AliasingError, match=r"kv_append: the k cache and the v cache are one buffer"):
+            kv_append((kc, other), k, v, 0)
+    np.testing.assert_array_equal(kc.numpy(), 0)
+    packed = dev.tensor(np.zeros((8, 2, 2), np.uint32))
+    scales = [dev.tensor(np.zeros((8, 2), np.float16)) for _ in range(2)]
+    with pytest.raises(wg.AliasingError, match=r"kv_append_quantized: the k scales and the v scales are one buffer"):
+        kv_append_quantized(((packed, scales[0]), (dev.tensor(np.zeros((8, 2, 2), np.uint32)), scales[0])),
+                            dev.tensor(_rows(rng, 3, dim=16)), dev.tensor(_rows(rng, 3, dim=16)), 0, mode="int4")
+    g = wg.Graph("one_cache")
+    cache = g.state("cache", (8, 2, 8), "f16")
+    with pytest.raises(wg.AliasingError, match=r"the k cache and the v cache are one buffer"):
+        kv_append((cache, cache.reshape(8, 16).reshape(8, 2, 8)), g.input("k", (3, 2, 8), "f16"),
+                  g.input("v", (3, 2, 8), "f16"), 0)

@@ -14,7 +14,7 @@ import attrs
 
 from wgraph import args
 from wgraph.api_types import DTypeLike, TensorT
-from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.errors import AliasingError, DtypeError, LimitError, ShapeError
 from wgraph.args import U32_MAX
 from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
 from wgraph.kernels.registry import kernel, select_variant
@@ -256,6 +256,7 @@ def kv_append_quantized(cache: tuple[tuple[TensorT, TensorT], tuple[TensorT, Ten
     op = "kv_append_quantized"
     (kp, ks), (vp, vs) = (_pair(op, name, c) for name, c in zip(("cache[0]", "cache[1]"), _pair(op, "cache", cache)))
     _check_kv_pair(op, (k_new, v_new), (kp, vp))
+    _check_distinct(op, "scales", ks, vs)
     params, pos_t = _write_params(op, pos, layout, page_size, pos_offset, None, 0, 0,
                                   args.choice(op, "mode", mode, tuple(QUANT_MODES)))
     apply_many([(KV_WRITE, params, (new, dst, sc, page_table, pos_t), None)
@@ -285,6 +286,21 @@ def _check_kv_pair(op: str, new: tuple, caches: tuple) -> None:
     if kc.dtype != vc.dtype:
         raise DtypeError(f"{op}: the k cache is {kc.dtype} and the v cache {vc.dtype}; they must have one dtype "
                          f"(attention reads k and v in one dtype)")
+    _check_distinct(op, "cache", kc, vc)
+
+
+def _check_distinct(op: str, what: str, k, v) -> None:
+    """AliasingError where the k and v `what` are one buffer (two views of it, or two graph values over one base):
+    k and v are written by two dispatches at the same rows, so the v write would overwrite the k rows."""
+    if isinstance(k, Tensor) and isinstance(v, Tensor):
+        same = k.buffer is v.buffer
+    else:
+        graph = getattr(k, "graph", None)
+        same = (getattr(k, "_wgraph_symbol_", False) and getattr(v, "_wgraph_symbol_", False) and v.graph is graph
+                and graph.base[k.name] == graph.base[v.name])
+    if same:
+        raise AliasingError(f"{op}: the k {what} and the v {what} are one buffer ({k!r} and {v!r}); the v rows "
+                            f"would overwrite the k rows: give each its own tensor")
 
 
 def _head_dim(d: int) -> int:
