@@ -275,6 +275,8 @@ CATALOGUE = [
     ("kv-one-buffer", AliasingError, r"kv_append: the k cache and the v cache are one buffer .*the v rows would "
      r"overwrite the k rows", lambda e: (lambda c: kv_append((c, c), e.f32(3, 2, 8), e.f32(3, 2, 8), 0))(e.f32(8, 2, 8)),
      True),
+    ("write-mid-word", ShapeError, r"dev.write into Tensor\(shape=\(1, 3\).*the view ends inside a 4-byte word",
+     lambda e: e.dev.write(e.f16(2, 3).prefix(1), np.ones((1, 3), np.float16)), True),
     ("foreign-input", DeviceError, r"inputs live on different devices",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.other.tensor(np.ones((8, 2, 8), np.float32)),
                                 causal=True), True),

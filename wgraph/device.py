@@ -288,6 +288,11 @@ class Device:
         array: host data of the tensor's dtype and size (Python numbers and lists take the tensor's dtype).
         """
         self.check_tensor(tensor, "dev.write")
+        if tensor.ends_mid_word:
+            raise ShapeError(f"dev.write into {tensor!r}: the view ends inside a 4-byte word of its buffer, which also "
+                             f"holds the element after it; writes go in whole words, so this one would overwrite the "
+                             f"element after it: write the whole tensor, or a view of an even number of "
+                             f"{tensor.dtype} elements")
         data = host_array(array, tensor.dtype, where=f"dev.write into {tensor!r}")
         if data.size != tensor.size:
             raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")

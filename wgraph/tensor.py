@@ -92,6 +92,12 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def ends_mid_word(self) -> bool:
+        """Whether this is a view whose last 4-byte word also holds bytes of its buffer past it (an odd number of
+        16-bit elements inside a larger tensor): a write in whole words (a queue write, a copy) would overwrite them."""
+        return self._base is not None and self.nbytes % 4 != 0 and self._base.nbytes > self.nbytes
+
     def numpy(self) -> np.ndarray:
         """Download to a numpy array (waits for the GPU work that writes it). A bf16 tensor comes back as float32
         (numpy has no bfloat16; the widening is exact)."""
