@@ -109,6 +109,25 @@ def test_elementwise_bf16_broadcast_and_halves(dev, rng):
     assert_bf16_close(got, gelu_t * u, 1e-5)
 
 
+def test_elementwise_bf16_into_an_odd_view_keeps_the_next_element(dev, rng):
+    """out= the first row of a [2, 3] bf16 tensor (a prefix view): 3 elements end inside a u32 word whose high half
+    is row 1's first element. The bf16 kernels write whole words and left that half 0 (row 1 read [0, 5, 6]); now the
+    last word of an odd count keeps its high half, unary, binary and halves alike."""
+    x, y = bf16_values(rng, (1, 3), 3), bf16_values(rng, (1, 3))
+    gu = bf16_values(rng, (1, 6), 2)
+    g, u = gu[:, :3].astype(np.float64), gu[:, 3:].astype(np.float64)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    rest = bf16_values(rng, (1, 3), 5)
+    for call, exact in ((lambda out: wg.ops.scale(dev.tensor(to_bf16(x)), 0.3, out=out), x64 * np.float32(0.3)),
+                        (lambda out: wg.ops.add(dev.tensor(to_bf16(x)), dev.tensor(to_bf16(y)), out=out), x64 + y64),
+                        (lambda out: wg.ops.swiglu(dev.tensor(to_bf16(gu)), out=out), g / (1 + np.exp(-g)) * u)):
+        big = dev.tensor(to_bf16(np.concatenate([np.zeros((1, 3), np.float32), rest])))
+        call(big.prefix(1))
+        got = big.numpy()
+        np.testing.assert_array_equal(got[1], rest[0])
+        assert_bf16_close(got[:1], exact, 1e-6)
+
+
 def test_rmsnorm_bf16_per_head(dev, rng):
     x, w = bf16_values(rng, (3, 2, 8), 4), bf16_values(rng, 8)
     got = wg.ops.rmsnorm(dev.tensor(to_bf16(x)), dev.tensor(to_bf16(w)), eps=1e-6)

@@ -1,6 +1,7 @@
 // elementwise_binary.wgsl for bf16 a, b and c (u32 words of two elements, bf16.wgsl): one invocation per word
 // of c, each half indexed as there (row, col of the element; a and b by stride and offset), the same f32
-// expression, rounded to nearest even. An odd n leaves the last word's high half 0.
+// expression, rounded to nearest even. An odd n keeps the last word's high half as it was: c may be a view
+// ending mid-word, whose next element lives there.
 //!include elementwise_math.wgsl
 //!include bf16.wgsl
 
@@ -34,6 +35,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (2u * w >= params.n) {
     return;
   }
-  let hi = select(0.0, element(2u * w + 1u), 2u * w + 1u < params.n);
-  c[w] = bf16_pack(element(2u * w), hi);
+  let lo = element(2u * w);
+  if (2u * w + 1u < params.n) {
+    c[w] = bf16_pack(lo, element(2u * w + 1u));
+  } else {
+    c[w] = (c[w] & 0xFFFF0000u) | bf16_bits(lo);
+  }
 }

@@ -1,5 +1,6 @@
 // elementwise_unary.wgsl for bf16 x and y (u32 words of two elements, bf16.wgsl): one invocation per word,
-// the same f32 expression on each half, rounded to nearest even. An odd n leaves the last word's high half 0.
+// the same f32 expression on each half, rounded to nearest even. An odd n keeps the last word's high half as it
+// was: y may be a view ending mid-word, whose next element lives there.
 //!include elementwise_math.wgsl
 //!include bf16.wgsl
 
@@ -24,6 +25,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
   let word = x[w];
   let lo = expr(bf16_get(word, 0u), params.alpha);
-  let hi = select(0.0, expr(bf16_get(word, 1u), params.alpha), 2u * w + 1u < params.n);
-  y[w] = bf16_pack(lo, hi);
+  if (2u * w + 1u < params.n) {
+    y[w] = bf16_pack(lo, expr(bf16_get(word, 1u), params.alpha));
+  } else {
+    y[w] = (y[w] & 0xFFFF0000u) | bf16_bits(lo);
+  }
 }
