@@ -225,6 +225,27 @@ def test_aliasing_read_and_write(dev):
                  r"bound to y \(read_write\) and to x")
 
 
+def test_aliasing_error_names_the_op_and_its_arguments(dev):
+    """The kernel's check names its WGSL bindings (`y`, `step_buf`); the error says first which of the caller's
+    arguments are one buffer, by the op's own names (views of one tensor included), read-only pairs left out."""
+    x = dev.tensor(np.ones((2, 8), np.float32))
+    w = dev.tensor(np.ones((8, 8), np.float32))
+    _no_gpu_work(dev, lambda: wg.ops.linear(x, w, out=x.reshape(16).reshape(2, 8)), wg.AliasingError,
+                 r"^linear: x and out= are one buffer .*\(kernel gemv\w*: one buffer is bound to y \(read_write\) and "
+                 r"to x\)")
+    step = dev.tensor(np.zeros(1, np.uint32))
+    _no_gpu_work(dev, lambda: wg.ops.sample(dev.tensor(np.ones((1, 5), np.float32)), step=step, out=step),
+                 wg.AliasingError, r"^sample: step and out= are one buffer")
+    q, kv = dev.tensor(np.ones((4, 2, 8), np.float32)), dev.tensor(np.ones((8, 2, 8), np.float32))
+    _no_gpu_work(dev, lambda: wg.ops.attention(q, kv, kv, causal=True, out=q), wg.AliasingError,
+                 r"^attention: q and out= are one buffer \(")   # k and v, one buffer read twice, are fine
+    g = wg.Graph("alias")
+    s = g.state("s", (2, 8))
+    wg.ops.scale(s, 2.0, out=s)
+    with pytest.raises(wg.AliasingError, match=r"graph 'alias', node 'scale_1' \(scale\): scale: x and out= are one"):
+        g.compile(dev)
+
+
 def test_workgroups_above_limit(dev):
     from wgraph.ops.core import EncodeContext
 

@@ -244,8 +244,28 @@ def capture(device, op: OpDef, params, inputs: tuple, outputs: tuple) -> OpTempl
     into a template whose slots this call's tensors, or another's, fill (scheduler/templates.py). Every op call
     and every Program node is an instance of a template made here."""
     ctx = EncodeContext(device)
-    dispatches = op.encode(ctx, params, tuple(inputs), outputs)
+    try:
+        dispatches = op.encode(ctx, params, tuple(inputs), outputs)
+    except AliasingError as e:
+        raise _aliasing_error(op, inputs, outputs, e) from None
     return template_of(dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used, ctx.plan)
+
+
+def _aliasing_error(op: OpDef, inputs, outputs, error: AliasingError) -> AliasingError:
+    """ctx.dispatch's AliasingError (which names the kernel's bindings) said in the caller's words: the op and the
+    arguments (inputs by name, out=) that are one buffer."""
+    written = set(op.writes_inputs) if outputs else set(range(len(inputs)))  # an op without outputs writes them all
+    named = [(op.input_name(i), x, i in written) for i, x in enumerate(inputs) if x is not None]
+    named += [("out=" if len(outputs) == 1 else f"out[{j}]", t, True) for j, t in enumerate(outputs)]
+    groups: dict[int, list[tuple[str, bool]]] = {}
+    for name, t, writes in named:
+        groups.setdefault(id(t.buffer), []).append((name, writes))
+    shared = [" and ".join(name for name, _ in g) for g in groups.values() if len(g) > 1 and any(w for _, w in g)]
+    if not shared:
+        return error
+    return AliasingError(f"{op.name}: {'; '.join(shared)} are one buffer (views of one tensor count), which one "
+                         f"dispatch would write and bind again ({error}): give each written argument a tensor of its "
+                         f"own")
 
 
 def apply_many(calls) -> list:
