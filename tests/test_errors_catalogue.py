@@ -46,6 +46,12 @@ def _nested(e):
             pass
 
 
+def _kv_graph():
+    g = wg.Graph("kv")
+    kv_append((g.state("kc", (8, 2, 8)), g.state("vc", (8, 2, 8))), g.input("k", (3, 2, 8)), g.input("v", (3, 2, 8)), 0)
+    return g
+
+
 def staged(setup):
     """An entry whose setup does GPU work: `setup(env)` returns the call that must fail (measured alone)."""
     setup.staged = True
@@ -277,6 +283,9 @@ CATALOGUE = [
      True),
     ("write-mid-word", ShapeError, r"dev.write into Tensor\(shape=\(1, 3\).*the view ends inside a 4-byte word",
      lambda e: e.dev.write(e.f16(2, 3).prefix(1), np.ones((1, 3), np.float16)), True),
+    ("shared-states-one-buffer", AliasingError, r"graph 'kv': shared states 'kc' and 'vc' are one buffer .*nodes "
+     r"write both", lambda e: _kv_graph().compile(e.dev, shared_states=dict.fromkeys(("kc", "vc"), e.f32(8, 2, 8))),
+     True),
     ("foreign-input", DeviceError, r"inputs live on different devices",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.other.tensor(np.ones((8, 2, 8), np.float32)),
                                 causal=True), True),

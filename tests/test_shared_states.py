@@ -22,3 +22,36 @@ def test_shared_states_are_checked(dev):
     assert prog.run()["y"].numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
     prog.reset_state()
     assert t.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]  # a shared state is not the program's to reset
+
+
+def test_two_written_states_cannot_share_one_buffer(dev, rng):
+    """The graph plans every state as a buffer of its own: kv_append writes k rows into 'kc' and v rows into 'vc'.
+    One tensor shared as both had the v rows overwrite the k rows (the cache read back v's rows, silently). Refused
+    at compile, naming both states; states only read may share a buffer (tied weights), and so may one written
+    state and one read one."""
+    g = Graph("kv")
+    kc, vc = g.state("kc", (8, 2, 8)), g.state("vc", (8, 2, 8))
+    wg.ops.kv_append((kc, vc), g.input("k", (3, 2, 8)), g.input("v", (3, 2, 8)), 0)
+    t = dev.tensor(np.zeros((8, 2, 8), np.float32))
+    for other in (t, t.reshape(16, 8).reshape(8, 2, 8)):
+        with pytest.raises(wg.AliasingError, match=r"graph 'kv': shared states 'kc' and 'vc' are one buffer .*nodes "
+                                                   r"write both"):
+            g.compile(dev, shared_states={"kc": t, "vc": other})
+    assert np.array_equal(t.numpy(), np.zeros((8, 2, 8)))
+
+    tied = Graph("tied")
+    emb, head = tied.state("emb", (4, 4)), tied.state("head", (4, 4))
+    acc = tied.state("acc", (4, 4))
+    wg.ops.add(emb, head, out=acc)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    shared = dev.tensor(w)
+    prog = tied.compile(dev, shared_states={"emb": shared, "head": shared})
+    prog.run()
+    np.testing.assert_array_equal(prog.state("acc").numpy(), 2 * w)
+    one = Graph("one_written")
+    a, b = one.state("a", (4, 4)), one.state("b", (4, 4))
+    wg.ops.scale(one.input("x", (4, 4)), 3.0, out=a)
+    one.output("y", wg.ops.scale(b, 1.0))
+    s = dev.tensor(np.zeros((4, 4), np.float32))
+    out = one.compile(dev, shared_states={"a": s, "b": s}).run(x=w)
+    np.testing.assert_allclose(out["y"].numpy(), 3 * w.astype(np.float64), rtol=1e-6)

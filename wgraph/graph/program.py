@@ -15,7 +15,8 @@ import attrs
 
 from wgraph import args
 from wgraph.args import show
-from wgraph.errors import DeviceError, DtypeError, LimitError, RecordingError, ShapeError, UnsupportedError, WgraphError
+from wgraph.errors import (AliasingError, DeviceError, DtypeError, LimitError, RecordingError, ShapeError,
+                           UnsupportedError, WgraphError)
 from wgraph.graph import explain, export
 from wgraph.graph.nodes import SOURCE_OPS, GraphError
 from wgraph.graph.profile import ProgramProfile
@@ -144,6 +145,18 @@ def _check_shared(g, device, shared: dict) -> dict:
         if t.spec != g.states[name].spec:
             raise ShapeError(f"{where} is {g.states[name].spec.dtype} {g.states[name].spec.shape}; the tensor given is "
                              f"{t.dtype} {t.shape}")
+    # The graph plans each state as a buffer of its own: two that nodes write (kv_append's k and v caches) given
+    # one buffer would have one write overwrite the other. States only read may share one (tied weights).
+    written: dict[int, list[str]] = {}
+    for name, t in shared.items():
+        if name in g._last_writer:
+            written.setdefault(id(t.buffer), []).append(name)
+    for names in written.values():
+        if len(names) > 1:
+            raise AliasingError(f"graph {g.name!r}: shared states {' and '.join(map(repr, names))} are one buffer "
+                                f"({shared[names[0]]!r}; views of one tensor count), and nodes write both: the graph "
+                                f"plans them as two buffers, so one write would overwrite the other: give each its "
+                                f"own tensor")
     return dict(shared)
 
 
