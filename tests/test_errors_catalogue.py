@@ -59,6 +59,14 @@ def staged(setup):
 
 
 @staged
+def _input_is_another_input(e):
+    g = wg.Graph("two")
+    g.output("d", wg.ops.add(g.input("x", (4,)), g.input("y", (4,))))
+    prog = g.compile(e.dev)
+    return lambda: prog.run(x=prog.state("y"), y=np.ones(4, np.float32))
+
+
+@staged
 def _append_after_submit(e):
     x = e.f32(4)
     rec = e.dev.record()
@@ -286,6 +294,8 @@ CATALOGUE = [
     ("shared-states-one-buffer", AliasingError, r"graph 'kv': shared states 'kc' and 'vc' are one buffer .*nodes "
      r"write both", lambda e: _kv_graph().compile(e.dev, shared_states=dict.fromkeys(("kc", "vc"), e.f32(8, 2, 8))),
      True),
+    ("program-input-is-another-input", AliasingError, r"program 'two', input 'x': the tensor given is input 'y''s own "
+     r"buffer", _input_is_another_input, True),
     ("foreign-input", DeviceError, r"inputs live on different devices",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.other.tensor(np.ones((8, 2, 8), np.float32)),
                                 causal=True), True),

@@ -310,6 +310,27 @@ def test_bad_inputs_at_run_time_submit_nothing(dev):
     assert dev.stats.since(before).submits == 2  # the run, then the readback
 
 
+def test_an_input_fed_another_inputs_own_buffer_is_refused(dev):
+    """Every input of a run is written (host data by a queue write before the submit, a Tensor by a copy at its
+    start): a Tensor that is another input's own buffer (prog.state('y')) was read after that input's new value
+    landed, so x got y's new value, not the one it held at the call (d = x - y read 0, not 1 - 5 = -4). Refused
+    before any GPU work, naming both inputs; an input fed its own buffer is still a no-op, other tensors copy."""
+    g = wg.Graph("two")
+    x, y = g.input("x", (4,), "f32"), g.input("y", (4,), "f32")
+    g.output("d", wg.ops.add(x, wg.ops.scale(y, -1.0)))
+    prog = g.compile(dev)
+    prog.run(x=np.zeros(4, np.float32), y=np.ones(4, np.float32))
+    for fed in (prog.state("y"), prog.state("y").reshape(2, 2).reshape(4)):
+        _nothing_submitted(dev, lambda: prog.run(x=fed, y=np.full(4, 5, np.float32)), wg.AliasingError,
+                           r"program 'two', input 'x': the tensor given is input 'y''s own buffer")
+    np.testing.assert_array_equal(prog.state("y").numpy(), [1, 1, 1, 1])
+    held = dev.tensor(prog.state("y").numpy())
+    out = prog.run(x=held, y=np.full(4, 5, np.float32))["d"].numpy()
+    np.testing.assert_array_equal(out, [-4, -4, -4, -4])
+    out = prog.run(x=prog.state("x"), y=np.full(4, 2, np.float32))["d"].numpy()   # x keeps what it holds
+    np.testing.assert_array_equal(out, [-1, -1, -1, -1])
+
+
 def test_program_for_another_device_epoch():
     d = wg.Device()
     g = wg.Graph("epoch")

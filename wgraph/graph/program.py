@@ -317,7 +317,16 @@ class Program:
         if missing or extra:
             raise GraphError(f"program {self.graph.name!r}: missing inputs {missing}, unknown inputs {extra}; "
                              f"it takes {sorted(want)}")
-        return [(name, *self._feed(name, inputs[name], spec)) for name, spec in want.items()]
+        feeds = [(name, *self._feed(name, inputs[name], spec)) for name, spec in want.items()]
+        owner = {id(self.tensors[name].buffer): name for name in want}
+        for name, kind, data in feeds:
+            other = owner.get(id(data.buffer)) if kind == "copy" else None
+            if other is not None and other != name:
+                # every input is written by this run, in an order of its own: the copy would read `other`'s new value
+                raise AliasingError(f"program {self.graph.name!r}, input {name!r}: the tensor given is input "
+                                    f"{other!r}'s own buffer (prog.state({other!r}), or a view of it), which this run "
+                                    f"writes with {other!r}'s new value: pass a copy of it")
+        return feeds
 
     def run(self, **inputs: HostData | Tensor) -> dict[str, Tensor]:
         """Write `inputs` into the program's input buffers and run every node in one submit.
