@@ -144,6 +144,21 @@ def test_softcap_across_its_range(dev):
             wg.ops.softcap(dev.tensor(x), bad)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_softcap_keeps_nan(dev, dtype):
+    """softcap(NaN) is NaN and softcap(+-inf) is +-cap in every dtype (tanh_accurate took sign(NaN), 0 on
+    lavapipe: a NaN logit came out as 0.0)."""
+    if dtype == "f16" and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    x = np.array([np.nan, -np.nan, np.inf, -np.inf, 1.0, -2.0], np.float32)
+    t = dev.tensor(x, dtype=dtype) if dtype == "bf16" else dev.tensor(x.astype(np.float16 if dtype == "f16" else np.float32))
+    for cap in (30.0, 1e-30):
+        got = wg.ops.softcap(t, cap).numpy().astype(np.float64)
+        assert np.isnan(got[:2]).all(), got
+        assert got[2] == np.float32(cap) if dtype == "f32" else np.isclose(got[2], cap, rtol=2**-7), got
+        assert got[3] == -got[2] and np.isfinite(got[4:]).all()
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_geglu_halves(dev, rng, approximate):
     """geglu(x) = gelu(gate) * up over x's two halves, as gelu(first half) * second half in float64."""

@@ -49,10 +49,15 @@ fn gelu_tanh(x: f32) -> f32 {
 }
 
 //!include tanh_small.wgsl
+//!include is_nan.wgsl
 
 // tanh to a few ulp: tanh_small below |x| = 0.625, else 1 - 2 / (e^2|x| + 1) with the sign of x (e^2|x| may
-// overflow to inf: the result is then exactly +-1). WGSL's builtin tanh overflows past |x| ~ 44.
+// overflow to inf: the result is then exactly +-1). WGSL's builtin tanh overflows past |x| ~ 44. NaN is
+// returned as it came: sign(NaN) is 0 on lavapipe (softcap(NaN) was 0).
 fn tanh_accurate(x: f32) -> f32 {
+  if (is_nan_f32(x)) {
+    return x;
+  }
   let a = abs(x);
   if (a < 0.625) {
     return tanh_small(x);

@@ -4,7 +4,6 @@
 {{ENABLE}}
 //!include elementwise_math.wgsl
 //!include row_reduce.wgsl
-//!include is_nan.wgsl
 
 struct SoftmaxParams {
   rows: u32,
