@@ -159,6 +159,36 @@ def test_softcap_keeps_nan(dev, dtype):
         assert got[3] == -got[2] and np.isfinite(got[4:]).all()
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_gelu_far_tail_is_zero(dev, dtype):
+    """gelu(x) = x * Phi(x) is 0 in f32 for x below about -14.4 (Phi(-15) = 3.7e-51): the erf form clamped |x| to
+    14, where Phi is 7.8e-45 (a subnormal, not 0), so gelu(-1e30) was -8.4e-15, gelu(-3e38) -2.5e-6 and gelu(-inf)
+    -inf. Now they are -0 (geglu's gate alike), and -inf gives NaN, -inf * 0, as silu and the tanh form do."""
+    if dtype == "f16" and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    x = np.array([-15.0, -20.0, -100.0, -6.5e4, -1e30, -3e38, -np.inf, np.inf, np.nan], np.float32)
+    if dtype == "f16":
+        x = x[[0, 1, 2, 3, 6, 7, 8]].astype(np.float16)
+    t = dev.tensor(x, dtype=dtype) if dtype == "bf16" else dev.tensor(x)
+    got = wg.ops.gelu(t).numpy().astype(np.float64)
+    finite = np.isfinite(x)
+    assert (got[finite] == 0).all(), got
+    assert np.isnan(got[np.isneginf(x)]).all() and np.isnan(got[np.isnan(x)]).all(), got
+    assert (got[np.isposinf(x)] == np.inf).all(), got
+    # in geglu, gelu(gate) * up: a far negative gate gives 0 whatever up is
+    up = np.full_like(x, 1e6 if dtype != "f16" else 6e4)
+    halves = np.stack([x, up])[None].reshape(1, -1)
+    h = dev.tensor(halves, dtype=dtype) if dtype == "bf16" else dev.tensor(halves)
+    gg = wg.ops.geglu(h).numpy().astype(np.float64)[0]
+    assert (gg[finite] == 0).all() and np.isnan(gg[~finite & ~np.isposinf(x)]).all(), gg
+    # just above the cut, Phi(-14) is a subnormal f32 keeps, and gelu(-14) is about -1.1e-43
+    assert wg.ops.gelu(dev.tensor(np.array([-14.0], np.float32))).numpy()[0] < 0 if dtype == "f32" else True
+    # silu and the tanh form (docs/errors.md, elementwise-nonfinite): -inf and NaN give NaN, +inf gives +inf
+    for op in (wg.ops.silu, lambda v: wg.ops.gelu(v, approximate="tanh")):
+        got = op(t).numpy().astype(np.float64)
+        assert np.isnan(got[~finite & ~np.isposinf(x)]).all() and (got[np.isposinf(x)] == np.inf).all(), got
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_geglu_halves(dev, rng, approximate):
     """geglu(x) = gelu(gate) * up over x's two halves, as gelu(first half) * second half in float64."""
