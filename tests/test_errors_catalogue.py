@@ -250,6 +250,8 @@ CATALOGUE = [
      r"3.4028235e\+38\]", lambda e: wg.ops.scale(e.f32(4), 1e39), True),
     ("linear-option", ArgumentError, r"linear: activation='gelu' must be one of None, 'swiglu'",
      lambda e: wg.ops.linear(e.f32(2, 16), e.f32(6, 16), activation="gelu"), True),
+    ("norm-eps", ArgumentError, r"rmsnorm: eps=1e-50 must be a finite real in \[1.1754944e-38, 3.4028235e\+38\]",
+     lambda e: wg.ops.rmsnorm(e.f32(2, 4), e.f32(4), eps=1e-50), True),
     ("rope-kv-position", ArgumentError, r"rope_kv_append: pos=1.0 must be an integer in \[0, 4294967295\] or a u32 GPU tensor",
      lambda e: wg.ops.rope_kv_append(e.f32(2, 32), e.f32(8, 4), e.f32(8, 4), (e.f32(8, 1, 8), e.f32(8, 1, 8)), 1.0,
                                      q_heads=2), True),

@@ -106,3 +106,25 @@ def test_recorded_rows_equal_immediate(dev, rng):
     ref = wg.ops.softmax(wg.ops.layernorm(t, tw))
     assert s.numpy().tobytes() == ref.numpy().tobytes()
     assert ids.numpy().tobytes() == wg.ops.sample(ref, temperature=0.5, top_p=0.9, seed=4).numpy().tobytes()
+
+
+def test_norm_eps_below_f32s_smallest_normal_is_refused(dev, rng):
+    """eps goes into an f32 uniform: 1e-50 was accepted and became 0 there, so a row of zeros came out as NaN
+    (0 * rsqrt(0)) from rmsnorm, add_rmsnorm and linear's norm, and every layernorm of one value; float64 gives 0
+    (rmsnorm) and the bias (layernorm). eps is now refused below f32's smallest normal (a subnormal a GPU may flush
+    to 0), and f32's smallest normal itself normalises a zero row to zeros."""
+    x = np.zeros((2, 3), np.float32)
+    w, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    tiny = float(np.finfo(np.float32).tiny)
+    calls = {"rmsnorm": lambda eps: wg.ops.rmsnorm(dev.tensor(x), dev.tensor(w), eps=eps),
+             "add_rmsnorm": lambda eps: wg.ops.add_rmsnorm(dev.tensor(x), dev.tensor(x), dev.tensor(w), eps=eps)[1],
+             "layernorm": lambda eps: wg.ops.layernorm(dev.tensor(x), dev.tensor(w), dev.tensor(b), eps=eps),
+             "linear": lambda eps: wg.ops.linear(dev.tensor(x), dev.tensor(np.eye(3, dtype=np.float32)),
+                                                 norm=dev.tensor(w), eps=eps)}
+    for op, call in calls.items():
+        for eps in (1e-50, 1e-300, 1e-45, tiny / 2):
+            with pytest.raises(wg.ArgumentError, match=rf"{op}: eps={eps!r} must be a finite real in "
+                                                        r"\[1.1754944e-38, 3.4028235e\+38\]"):
+                call(eps)
+        got = call(tiny).numpy()
+        assert np.array_equal(got, np.broadcast_to(b, x.shape) if op == "layernorm" else np.zeros_like(x)), (op, got)

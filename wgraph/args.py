@@ -21,6 +21,7 @@ from wgraph.errors import ArgumentError, DtypeError, WgraphError
 U32_MAX = 0xFFFFFFFF
 I32_MAX = 2**31 - 1
 I64_MAX = 2**63 - 1
+F32_TINY = float(np.finfo(np.float32).tiny)  # f32's smallest normal
 DTYPE_NAMES = tuple(sorted(DTYPES))
 _SHOWN = 80  # characters of a bad value's repr in a message (an array's repr can be long)
 
@@ -80,6 +81,12 @@ def real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *
     elif is_real(value) and (lo < value if open_lo else lo <= value) and value <= hi:
         return float(value)
     raise fail(fn, name, value, f"a finite real in {'(' if open_lo else '['}{lo:.8g}, {hi:.8g}]")
+
+
+def eps(fn: str, value, name: str = "eps") -> float:
+    """A norm's eps: a finite real from f32's smallest normal to its largest. It goes into an f32 uniform, where a
+    smaller one is 0 (or a subnormal a GPU may flush to 0), and a row of zeros would normalise to NaN."""
+    return real(fn, name, value, F32_TINY, F32_MAX)
 
 
 def optional_real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *,

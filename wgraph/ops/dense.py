@@ -58,7 +58,7 @@ def _infer_linear(params: LinearParams, specs):
     swiglu = params.activation == "swiglu"
     if swiglu and n % 2:
         raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got W {w.shape}")
-    args.real("linear", "eps", params.eps, 0.0, open_lo=True)  # as linear() checks it: used with a norm
+    args.eps("linear", params.eps)  # as linear() checks it: used with a norm
     if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
         raise ShapeError(f"linear: norm weight must be f32 ({k},) for W {w.shape}, got {norm.dtype} {norm.shape}")
     out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
@@ -285,7 +285,7 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
         an f32 or f16 W refuses it (ArgumentError).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
-    eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
+    eps = args.eps("linear", eps)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
         args.text("linear", "variant", variant)  # a registry name: the plan names the choices

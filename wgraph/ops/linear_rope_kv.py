@@ -131,7 +131,7 @@ def linear_rope_kv_append(x: TensorT, w: TensorT | QuantizedWeight, cos: TensorT
     """
     k_cache, v_cache = _pair(OP, "cache", cache)
     q_heads = args.integer(OP, "q_heads", q_heads, 1)
-    eps = args.real(OP, "eps", eps, 0.0, open_lo=True)
+    eps = args.eps(OP, eps)
     write, pos_t = _write_params(OP, pos, layout, page_size, pos_offset, None, 0, 0, None)
     params = LinearRopeKVParams(q_heads, eps, write.pos, write.layout, write.page_size)
     if isinstance(w, QuantizedWeight):  # the quantized GEMV's op

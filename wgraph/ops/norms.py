@@ -33,7 +33,7 @@ def _check_affine(op: str, x: TensorSpec, eps: float, **tensors) -> None:
             raise ShapeError(f"{op}: {name} must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {t.shape}")
         if t.dtype != x.dtype:
             raise DtypeError(f"{op}: {name} dtype {t.dtype} differs from x's {x.dtype}")
-    args.real(op, "eps", eps, 0.0, open_lo=True)
+    args.eps(op, eps)
 
 
 def _infer_rmsnorm(params: RmsNormParams, specs):
@@ -67,7 +67,7 @@ def rmsnorm(x: TensorT, weight: TensorT, *, eps: float = 1e-6, out: TensorT | No
     eps: added to the mean square, a finite real > 0.
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
-    return apply(RMSNORM, RmsNormParams(args.real("rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, weight), out=out)
+    return apply(RMSNORM, RmsNormParams(args.eps("rmsnorm", eps)), (x, weight), out=out)
 
 
 # ---- layernorm ----
@@ -113,7 +113,7 @@ def layernorm(x: TensorT, weight: TensorT, bias: TensorT | None = None, *, eps: 
     eps: added to the variance, a finite real > 0.
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
-    return apply(LAYERNORM, LayerNormParams(args.real("layernorm", "eps", eps, 0.0, open_lo=True)), (x, weight, bias), out=out)
+    return apply(LAYERNORM, LayerNormParams(args.eps("layernorm", eps)), (x, weight, bias), out=out)
 
 
 # ---- add_rmsnorm ----
@@ -131,7 +131,7 @@ def _infer_add_rmsnorm(params: AddRmsNormParams, specs):
                          f"got x {x.shape}, residual {r.shape}, weight {w.shape}")
     if not x.dtype == r.dtype == w.dtype:
         raise DtypeError(f"add_rmsnorm: x, residual and weight must share a dtype, got {x.dtype}, {r.dtype}, {w.dtype}")
-    args.real("add_rmsnorm", "eps", params.eps, 0.0, open_lo=True)
+    args.eps("add_rmsnorm", params.eps)
     select_variant("add_rmsnorm", output_dtype=x.dtype)
     return (TensorSpec(x.shape, x.dtype), TensorSpec(x.shape, x.dtype))
 
@@ -159,4 +159,4 @@ def add_rmsnorm(x: TensorT, residual: TensorT, weight: TensorT, *, eps: float = 
     eps: added to the mean square, a finite real > 0.
     out: (sum, normed) tensors to write into instead of new ones.
     """
-    return apply(ADD_RMSNORM, AddRmsNormParams(args.real("add_rmsnorm", "eps", eps, 0.0, open_lo=True)), (x, residual, weight), out=out)
+    return apply(ADD_RMSNORM, AddRmsNormParams(args.eps("add_rmsnorm", eps)), (x, residual, weight), out=out)

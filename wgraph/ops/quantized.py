@@ -337,7 +337,7 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
         must then be such a GEMV. Off: x stays f32.
     """
     w = _weight(w, "linear", "w")
-    eps = args.real("linear", "eps", eps, 0.0, open_lo=True)
+    eps = args.eps("linear", eps)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
         args.text("linear", "variant", variant)  # a registry name: the plan names the choices

@@ -6,7 +6,6 @@ step can leave the next token where the next step's embedding reads it."""
 from __future__ import annotations
 
 import attrs
-import numpy as np
 
 from wgraph import args
 from wgraph.api_types import TensorT
@@ -129,7 +128,7 @@ def _encode_sample(ctx, params: SampleParams, inputs, outputs):
     rows = row_count(x.shape)
     # a top_p below f32's smallest normal keeps the top id alone, as the smallest normal does; in the f32 uniform
     # it would be 0 (or a subnormal a GPU may flush to 0): no id would be kept
-    u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": max(params.top_p, F32_TINY),
+    u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": max(params.top_p, args.F32_TINY),
          "inv_temperature": min(1.0 / params.temperature, 1e30), "seed_lo": params.seed & 0xFFFFFFFF,
          "seed_hi": params.seed >> 32, "step": params.step, "use_step_buf": int(step_t is not None)}
     return [ctx.dispatch(variant, uniforms=u,
@@ -143,9 +142,6 @@ SAMPLE = register(OpDef("sample", _infer_sample, _encode_sample, inputs=("logits
 
 def _is_gpu(v) -> bool:
     return isinstance(v, Tensor) or getattr(v, "_wgraph_symbol_", False)
-
-
-F32_TINY = float(np.finfo(np.float32).tiny)
 
 
 def _check_options(temperature, top_k, top_p, seed) -> tuple:
