@@ -68,7 +68,7 @@ class Case:
 
 ATTENTION_OPTIONS = {
     "causal": (BOOL, "a bool"), "scale": (OPT | REAL, "None: 1/sqrt(D); else any finite real in f32's range"),
-    "softcap": (NONNEG, "0 is off; any finite real >= 0"), "return_lse": (BOOL, "a bool"),
+    "softcap": (NONNEG, "0 is off; any finite real in [f32's smallest normal, f32's largest]"), "return_lse": (BOOL, "a bool"),
     "sliding_window": (U32, "a u32 window (compared in u32 by the kernels)"),
 }
 BATCHED_OPTIONS = {k: ATTENTION_OPTIONS[k] for k in ("causal", "scale", "softcap", "return_lse")} | {
@@ -208,7 +208,7 @@ OPS = {
     "silu": Case(lambda e: (wg.ops.silu, (e.x8,), {}), ("x", "out")),
     "gelu": Case(lambda e: (wg.ops.gelu, (e.x8,), {}), ("x", "out")),
     "geglu": Case(lambda e: (wg.ops.geglu, (e.x8,), {}), ("x", "out")),
-    "softcap": Case(lambda e: (wg.ops.softcap, (e.x8, 2.0), {}), ("x", "out"), {"cap": (NONNEG, "any finite real > 0")}),
+    "softcap": Case(lambda e: (wg.ops.softcap, (e.x8, 2.0), {}), ("x", "out"), {"cap": (NONNEG, "any finite real in [f32's smallest normal, f32's largest]")}),
     "swiglu": Case(lambda e: (wg.ops.swiglu, (e.x8,), {}), ("x", "out")),
     "softmax": Case(lambda e: (wg.ops.softmax, (e.x8,), {}), ("x", "out")),
     "argmax": Case(lambda e: (wg.ops.argmax, (e.logits,), {}), ("x", "out")),

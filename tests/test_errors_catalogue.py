@@ -238,11 +238,11 @@ CATALOGUE = [
      r"or an integer in \[0, 2147483647\]", lambda e: attn(e, window=None), True),
     ("id-list-argument", ArgumentError, r"embedding: ids=\[3, 1.5\] must be a list \(or nested lists\) of integers",
      lambda e: wg.ops.embedding([3, 1.5], e.f32(10, 4)), True),
-    ("bad-softcap", ArgumentError, r"attention: softcap=inf must be a finite real in \[0, 3.4028235e\+38\]",
+    ("bad-softcap", ArgumentError, r"attention: softcap=inf must be 0 \(off\) or a finite real in \[1.1754944e-38, 3.4028235e\+38\]",
      lambda e: attn(e, softcap=float("inf")), True),
     ("bad-scale", ArgumentError, r"attention: scale=nan must be a finite real", lambda e: attn(e, scale=float("nan")),
      True),
-    ("softcap-above-f32", ArgumentError, r"softcap=1e\+39 must be a finite real in \[0, 3.4028235e\+38\]",
+    ("softcap-above-f32", ArgumentError, r"softcap=1e\+39 must be 0 \(off\) or a finite real in \[1.1754944e-38, 3.4028235e\+38\]",
      lambda e: attn(e, softcap=1e39), True),
     ("scale-above-f32", ArgumentError, r"scale=-1e\+39 must be a finite real in "
      r"\[-3.4028235e\+38, 3.4028235e\+38\] or None", lambda e: attn(e, scale=-1e39), True),
@@ -556,3 +556,19 @@ def test_fully_masked_row_is_zero_not_nan(dev, rng):
     q, k, v = _qkv(rng, "f32", 5, 9)
     got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, start_pos=0, kv_start=100).numpy()
     assert np.isfinite(got).all() and not got.any()
+
+
+def test_softcap_below_f32s_smallest_normal_is_refused(dev, rng):
+    """A softcap of 1e-50 is 0 in the f32 uniform: a score of 0 became 0 / 0 and its row NaN (a zero q row gave
+    NaN where float64 gives the mean of v). Every attention entry point refuses it, as ops.softcap its cap."""
+    q, k, v = (dev.tensor(a) for a in _qkv(rng, "f32", 1, 4))
+    pattern = r"softcap=1e-50 must be 0 \(off\) or a finite real in \[1.1754944e-38, 3.4028235e\+38\]"
+    with pytest.raises(ArgumentError, match="attention: " + pattern):
+        wg.ops.attention(q, k, v, causal=True, softcap=1e-50)
+    with pytest.raises(ArgumentError, match="attention_varlen: " + pattern):
+        wg.ops.attention_varlen(q, k, v, [0, 1], [0, 4], max_seqlen_q=1, max_seqlen_k=4, causal=True, softcap=1e-50)
+    with pytest.raises(ArgumentError, match="softcap: cap=1e-50 must be a finite real in"):
+        wg.ops.softcap(q, 1e-50)
+    tiny = float(np.finfo(np.float32).tiny)   # the smallest accepted: every score capped to about 0
+    got = wg.ops.attention(dev.tensor(np.zeros((1, 4, 16), np.float32)), k, v, causal=True, softcap=tiny).numpy()
+    np.testing.assert_allclose(got, np.broadcast_to(np.repeat(v.numpy().mean(0), 2, axis=0), got.shape), atol=1e-6)

@@ -83,10 +83,19 @@ def real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *
     raise fail(fn, name, value, f"a finite real in {'(' if open_lo else '['}{lo:.8g}, {hi:.8g}]")
 
 
+def normal_real(fn: str, name: str, value, *, or_zero: bool = False) -> float:
+    """A positive real an f32 uniform divides by or adds to a square (a norm's eps, a softcap): a finite real from
+    f32's smallest normal to its largest (or 0, where `or_zero`: off). A smaller one is 0 in the uniform (or a
+    subnormal a GPU may flush to 0): eps=1e-50 normalised a row of zeros to NaN, softcap=1e-50 made a 0 score
+    0 / 0."""
+    if (value == 0 and or_zero and is_real(value)) or (is_real(value) and F32_TINY <= value <= F32_MAX):
+        return float(value)
+    raise fail(fn, name, value, f"{'0 (off) or ' if or_zero else ''}a finite real in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
+
+
 def eps(fn: str, value, name: str = "eps") -> float:
-    """A norm's eps: a finite real from f32's smallest normal to its largest. It goes into an f32 uniform, where a
-    smaller one is 0 (or a subnormal a GPU may flush to 0), and a row of zeros would normalise to NaN."""
-    return real(fn, name, value, F32_TINY, F32_MAX)
+    """A norm's eps (normal_real): it goes into an f32 uniform added to a mean square."""
+    return normal_real(fn, name, value)
 
 
 def optional_real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *,

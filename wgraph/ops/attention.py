@@ -94,7 +94,7 @@ def check_fields(op: str, p: AttentionParams) -> None:
     args.integer(op, "kv_start", p.kv_start)
     args.optional_integer(op, "kv_len", p.kv_len)
     args.integer(op, "sliding_window", p.sliding_window)
-    args.real(op, "softcap", p.softcap, 0.0)
+    args.normal_real(op, "softcap", p.softcap, or_zero=True)
     args.choice(op, "kv_layout", p.kv_layout, LAYOUTS)
     args.integer(op, "page_size", p.page_size)
     if p.variant is not None:
@@ -421,7 +421,7 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
         causal=causal, scale=args.optional_real(op, "scale", scale),
         start_pos=args.optional_integer(op, "start_pos", start_pos), kv_start=args.integer(op, "kv_start", kv_start),
         kv_len=args.optional_integer(op, "kv_len", n), sliding_window=left + 1,
-        softcap=args.real(op, "softcap", softcap, 0.0), kv_layout=kv_layout, page_size=page_size, variant=variant,
+        softcap=args.normal_real(op, "softcap", softcap, or_zero=True), kv_layout=kv_layout, page_size=page_size, variant=variant,
         window_right=right, return_lse=args.flag(op, "return_lse", return_lse))
     if key is not None:
         if len(_PARAMS_MEMO) >= _PARAMS_MEMO_CAPACITY:

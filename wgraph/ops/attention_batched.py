@@ -107,7 +107,7 @@ def _check_fields(op: str, p: BatchedParams) -> None:
     file or Program.update get the same checks."""
     args.flag(op, "causal", p.causal)
     args.window(op, "window", p.window)
-    args.real(op, "softcap", p.softcap, 0.0)
+    args.normal_real(op, "softcap", p.softcap, or_zero=True)
     args.flag(op, "return_lse", p.return_lse)
     args.integer(op, "max_q", p.max_q)
     args.integer(op, "max_k", p.max_k)
@@ -318,7 +318,7 @@ def _options(op: str, causal, scale, window, softcap, return_lse, variant) -> di
         if k is None or k.op != "attention_batched":
             raise PlanError(f"{op}: variant={args.show(variant)} is not a batched attention kernel; None plans one")
     return dict(causal=require_causal(op, causal), scale=args.optional_real(op, "scale", scale),
-                window=window_of(window, 0, op), softcap=args.real(op, "softcap", softcap, 0.0),
+                window=window_of(window, 0, op), softcap=args.normal_real(op, "softcap", softcap, or_zero=True),
                 return_lse=args.flag(op, "return_lse", return_lse), variant=variant)
 
 

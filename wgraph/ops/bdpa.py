@@ -145,7 +145,7 @@ def _infer(params: BDPAParams, specs):
     args.optional_integer(op, "kv_len", params.kv_len)
     args.flag(op, "causal", params.causal)
     args.integer(op, "sliding_window", params.sliding_window)
-    args.real(op, "softcap", params.softcap, 0.0)
+    args.normal_real(op, "softcap", params.softcap, or_zero=True)
     args.optional_real(op, "scale", params.scale)
     args.integer(op, "window_right", params.window_right, -1, args.I32_MAX)
     args.flag(op, "return_lse", params.return_lse)
@@ -240,7 +240,7 @@ def bdpa_attention(q: Tensor, cache: BDPACache, rope: Tensor, *, q_pos: int, cau
     n = None if len_t is not None else args.integer(op, "kv_len", cache.index.shape[0] if kv_len is None else kv_len)
     left, right = window_of(window, sliding_window, op)
     params = BDPAParams(args.integer(op, "q_pos", q_pos, 0, args.I32_MAX), n, causal, left + 1,
-                        args.real(op, "softcap", softcap, 0.0), args.optional_real(op, "scale", scale), right,
+                        args.normal_real(op, "softcap", softcap, or_zero=True), args.optional_real(op, "scale", scale), right,
                         args.flag(op, "return_lse", return_lse))
     return apply(BDPA, params, (q, cache.basis, cache.residual, cache.residual_scale, cache.index, rope, len_t),
                  out=out)

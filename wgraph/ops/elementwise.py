@@ -13,7 +13,6 @@ import attrs
 
 from wgraph import args
 from wgraph.api_types import TensorT
-from wgraph.dtypes import F32_MAX
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.kernels.registry import kernel, select_variant
@@ -72,9 +71,10 @@ class BinaryParams:
     pass
 
 
-# The float param of the unary ops that take one, and its rule (args.real's bounds): a Program.update's params
-# come to infer unchecked, so infer checks it too.
-_ALPHA_RULES = {"scale": ("factor", -F32_MAX, False), "softcap": ("cap", 0.0, True)}  # name, lo, open_lo
+# The float param of the unary ops that take one, and its rule: the public function checks it, and a
+# Program.update's params come to infer unchecked, so infer checks it too.
+_ALPHA_RULES = {"scale": lambda v: args.real("scale", "factor", v),
+                "softcap": lambda v: args.normal_real("softcap", "cap", v)}  # a cap that is 0 in f32: x / 0
 
 
 def _unary(op: str):
@@ -83,7 +83,7 @@ def _unary(op: str):
     def infer(params: UnaryParams | ScaleParams | SoftcapParams, specs):
         x, indirect = specs
         if rule is not None:
-            args.real(op, rule[0], params.alpha, rule[1], open_lo=rule[2])
+            rule(params.alpha)
         select_variant(op, output_dtype=x.dtype)
         _check_indirect(indirect)
         return (TensorSpec(x.shape, x.dtype),)
@@ -155,7 +155,7 @@ def scale(x: TensorT, factor: float, *, indirect: TensorT | None = None, out: Te
         dispatch sized by an earlier kernel).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
-    return apply(OPDEFS["scale"], ScaleParams(args.real("scale", "factor", factor)), (x, indirect), out=out)
+    return apply(OPDEFS["scale"], ScaleParams(_ALPHA_RULES["scale"](factor)), (x, indirect), out=out)
 
 
 def silu(x: TensorT, *, out: TensorT | None = None) -> TensorT:
@@ -181,12 +181,12 @@ def gelu(x: TensorT, *, approximate: str = "none", out: TensorT | None = None) -
 
 def softcap(x: TensorT, cap: float, *, out: TensorT | None = None) -> TensorT:
     """`cap * tanh(x / cap)`: squashes x into (-cap, cap), near the identity for |x| << cap (Gemma 2's final
-    logits). cap: a finite number > 0.
+    logits). cap: a finite real in [f32's smallest normal, f32's largest] (a smaller one is 0 in f32).
 
     x: the input (f32 or f16).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
-    return apply(OPDEFS["softcap"], SoftcapParams(args.real("softcap", "cap", cap, 0.0, open_lo=True)), (x, None),
+    return apply(OPDEFS["softcap"], SoftcapParams(_ALPHA_RULES["softcap"](cap)), (x, None),
                  out=out)
 
 

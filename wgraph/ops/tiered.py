@@ -42,7 +42,7 @@ def _check_fields(op: str, p: TieredParams) -> None:
     args.integer(op, "page_size", p.page_size)
     args.flag(op, "causal", p.causal)
     args.integer(op, "sliding_window", p.sliding_window)
-    args.real(op, "softcap", p.softcap, 0.0)
+    args.normal_real(op, "softcap", p.softcap, or_zero=True)
     args.optional_real(op, "scale", p.scale)
     args.choice(op, "mode", p.mode, (None, "int8", "int4"))
     args.integer(op, "window_right", p.window_right, -1, args.I32_MAX)
@@ -161,7 +161,7 @@ def _params(op, kv_len, hot_window, hot_k, page_table, page_size, causal, slidin
     left, right = window_of(window, sliding_window, op)
     params = TieredParams(None if len_t is not None else args.integer(op, "kv_len", kv_len),
                           hot_window or tensor_arg(op, "hot_k", hot_k).shape[0], page_size,
-                          require_causal(op, causal), left + 1, args.real(op, "softcap", softcap, 0.0),
+                          require_causal(op, causal), left + 1, args.normal_real(op, "softcap", softcap, or_zero=True),
                           args.optional_real(op, "scale", scale), mode, right, args.flag(op, "return_lse", return_lse))
     return params, len_t
 
