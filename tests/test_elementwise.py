@@ -89,6 +89,18 @@ def test_scale_keeps_its_behaviour(dev, rng):
     assert got.tobytes() == (x * np.float32(-1.25)).tobytes()  # one f32 multiply: exact as numpy's
 
 
+def test_scale_factor_that_f32_cannot_hold_is_refused(dev):
+    """A factor below f32's smallest normal is 0 (or a subnormal a GPU may flush) in the uniform: scale(1e30,
+    1e-50) gave 0, not 1e-20. It is refused; 0 and f32's smallest normal (either sign) still scale exactly."""
+    x = dev.tensor(np.array([1e30, -2.0], np.float32))
+    for bad in (1e-50, -1e-40):
+        with pytest.raises(wg.ArgumentError, match=r"scale: factor=-?1e-[45]0 must be 0 or a finite real of magnitude"):
+            wg.ops.scale(x, bad)
+    tiny = float(np.finfo(np.float32).tiny)
+    np.testing.assert_array_equal(wg.ops.scale(x, -tiny).numpy(), np.array([1e30, -2.0], np.float32) * np.float32(-tiny))
+    np.testing.assert_array_equal(wg.ops.scale(x, 0.0).numpy(), [0.0, -0.0])
+
+
 @pytest.mark.parametrize("a_shape,b_shape",
                          [((5, 7), (5, 7)), ((6, 33), (33,)), ((2, 3, 4), (3, 4)), ((3, 1, 5), (1, 5))])
 @pytest.mark.parametrize("op", ["add", "mul"])

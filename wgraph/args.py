@@ -93,6 +93,15 @@ def normal_real(fn: str, name: str, value, *, or_zero: bool = False) -> float:
     raise fail(fn, name, value, f"{'0 (off) or ' if or_zero else ''}a finite real in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
 
 
+def factor(fn: str, name: str, value) -> float:
+    """A real an f32 uniform multiplies by (scale's factor): 0, or a finite real whose magnitude is from f32's
+    smallest normal to its largest; a smaller one is 0 (or a subnormal a GPU may flush to 0) in the uniform:
+    scale(1e30, 1e-50) gave 0, not 1e-20."""
+    if is_real(value) and (value == 0 or F32_TINY <= abs(value) <= F32_MAX):
+        return float(value)
+    raise fail(fn, name, value, f"0 or a finite real of magnitude in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
+
+
 def eps(fn: str, value, name: str = "eps") -> float:
     """A norm's eps (normal_real): it goes into an f32 uniform added to a mean square."""
     return normal_real(fn, name, value)

@@ -73,7 +73,7 @@ class BinaryParams:
 
 # The float param of the unary ops that take one, and its rule: the public function checks it, and a
 # Program.update's params come to infer unchecked, so infer checks it too.
-_ALPHA_RULES = {"scale": lambda v: args.real("scale", "factor", v),
+_ALPHA_RULES = {"scale": lambda v: args.factor("scale", "factor", v),
                 "softcap": lambda v: args.normal_real("softcap", "cap", v)}  # a cap that is 0 in f32: x / 0
 
 
@@ -150,7 +150,7 @@ def scale(x: TensorT, factor: float, *, indirect: TensorT | None = None, out: Te
     """`x * factor`. `indirect=` a u32 tensor [x, y, z] of workgroup counts read by the GPU at dispatch time.
 
     x: the input (f32, f16 or bf16).
-    factor: a finite real in f32's range.
+    factor: 0, or a finite real of magnitude from f32's smallest normal to its largest (a smaller one is 0 in f32).
     indirect: None, or a u32 tensor [x, y, z] of workgroup counts the GPU reads at dispatch time (a recorded
         dispatch sized by an earlier kernel).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
