@@ -188,6 +188,29 @@ def write_tokenizer_variant(dest) -> Path:
     return dest
 
 
+def write_unigram_tokenizer(dest) -> Path:
+    """A tiny SentencePiece-style Unigram tokenizer.json (pieces of words, contractions and punctuation after a
+    space) with tokenizer_config.json's clean_up_tokenization_spaces=True: the one kind of tokenizer whose decoded
+    text transformers cleans up (" ." -> ".", " n't" -> "n't"; never for BPE)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    specials = ["<unk>", "<s>", "</s>"]
+    words = ["▁Hello", "▁world", "▁do", "▁it", "▁n't", "▁'s", "▁'m", "▁'re", "▁'ve", "▁'", "▁.", "▁,", "▁!", "▁?",
+             "▁The", "▁capital", "▁of", "▁France", "▁is", "▁Paris"]
+    chars = [chr(c) for c in range(33, 127)] + ["▁"]
+    vocab = [(t, 0.0) for t in specials] + [(w, -1.0) for w in words] + [(c, -5.0) for c in chars]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=0, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.save(str(dest / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+              "unk_token": "<unk>", "clean_up_tokenization_spaces": True}
+    (dest / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    return dest
+
+
 def arch_weights(arch: str, cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
     """Random float32 weights named as transformers names them for `arch` (llama, qwen2, qwen3, gemma2)."""
     from wgraph.models.random_checkpoint import random_weights

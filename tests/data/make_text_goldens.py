@@ -1,5 +1,6 @@
 """Make tests/data/text_goldens.json ONCE with transformers (AutoTokenizer, apply_chat_template, decode) for the
-tiny tokenizers: the tiny_tokenizer directory, a variant of it, and GGUF files built from the tiny vocabularies
+tiny tokenizers: the tiny_tokenizer directory, a variant of it, a Unigram directory whose decoded text is cleaned
+up (clean_up_tokenization_spaces), and GGUF files built from the tiny vocabularies
 (byte-level "gpt2" with several tokenizer.ggml.pre values, SentencePiece-style "llama" for the llama and gemma2
 architectures). tests/test_tokenizer.py compares wgraph's Tokenizer with it without importing transformers.
 Run from the repository root: `python tests/data/make_text_goldens.py`."""
@@ -27,10 +28,13 @@ CHATS = [
      {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another one? 🙂"}],
     [{"role": "user", "content": "  spaces around, ünïcödé  "}],
 ]
+# texts whose spaces transformers cleans up for the Unigram tokenizer (clean_up_tokenization_spaces)
+CLEANUP_TEXTS = ["Hello world . do n't it 's , ok ?", "a ' ' b", "x n ' t", " ' s  ' m !", "it 're ' ve do n't"]
 BAD_CHAT = [{"role": "tool", "content": "x"}]  # the Llama 3 style template raises on this role
 SOURCES = {  # name -> how to make it: ("dir", None) or ("gguf", (tokenizer builder, pre or None, arch))
     "directory": ("dir", None),
     "directory_variant": ("variant", None),
+    "directory_unigram": ("unigram", None),
     "gguf_gpt2_llama_bpe": ("gguf", ("byte_level", "llama-bpe", "llama")),
     "gguf_gpt2_unknown_pre": ("gguf", ("byte_level", "smollm", "llama")),
     "gguf_gpt2_qwen2": ("gguf", ("byte_level", "qwen2", "qwen2")),
@@ -46,6 +50,8 @@ def make(name: str, tmp: Path):
         return AutoTokenizer.from_pretrained(str(tiny_files.TINY_TOKENIZER))
     if kind == "variant":
         return AutoTokenizer.from_pretrained(str(tiny_files.write_tokenizer_variant(tmp / name)))
+    if kind == "unigram":
+        return AutoTokenizer.from_pretrained(str(tiny_files.write_unigram_tokenizer(tmp / name)))
     builder, pre, arch = spec
     meta = tiny_files.byte_level_tokenizer(pre) if builder == "byte_level" else tiny_files.spm_tokenizer()
     path = tiny_files.write_tokenizer_gguf(tmp / f"{name}.gguf", meta, arch)
@@ -54,7 +60,7 @@ def make(name: str, tmp: Path):
 
 def goldens_of(tok, name: str) -> dict:
     out = {"encode": [], "decode_slices": [], "chat": []}
-    for text in TEXTS:
+    for text in TEXTS + (CLEANUP_TEXTS if name == "directory_unigram" else []):
         if name == "gguf_spm_gemma2" and "<" in text:
             continue  # transformers' GemmaTokenizer adds <bos> <eos> <pad> <mask> to this vocabulary (see docs)
         ids = tok(text)["input_ids"]
@@ -63,7 +69,7 @@ def goldens_of(tok, name: str) -> dict:
                               "decode_special": tok.decode(ids, skip_special_tokens=False)})
     emoji = tok("🙂🚀👍🏽", add_special_tokens=False)["input_ids"]
     for n in range(1, len(emoji) + 1):  # prefixes that end inside a character
-        out["decode_slices"].append({"ids": emoji[:n], "text": tok.decode(emoji[:n])})
+        out["decode_slices"].append({"ids": emoji[:n], "text": tok.decode(emoji[:n], skip_special_tokens=True)})
     if tok.chat_template is None:
         return out
     names = [None] if isinstance(tok.chat_template, str) else list(tok.chat_template)

@@ -247,15 +247,26 @@ class StreamDecoder:
     """Text pieces from ids pushed a few at a time. A piece is emitted once the ids decode to more text that does
     not end in U+FFFD (an unfinished UTF-8 sequence of byte tokens); the text of all pieces plus `flush()` equals
     decoding all ids at once. Decodes a window that starts at the last emitted token, so a decoder that strips
-    the first token's space treats every window alike (the method of text-generation-inference)."""
+    the first token's space treats every window alike (the method of text-generation-inference). A tokenizer that
+    cleans up spaces (`_clean_up`) holds back the text from its last space on, which later text may still clean."""
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True):
         self.tokenizer, self.skip = tokenizer, skip_special_tokens
         self.ids: list[int] = []
         self.prefix = self.read = 0  # ids[prefix:read] were decoded into the last piece; ids[read:] are pending
+        self.held = ""  # decoded text not yet cleaned up and emitted (clean_up_spaces only)
 
     def _text(self, ids) -> str:
         return self.tokenizer.backend.decode(ids, skip_special_tokens=self.skip)
+
+    def _emit(self, text: str, final: bool) -> str:
+        """`text` as the tokenizer's decode gives it: cleaned up where the tokenizer cleans up spaces."""
+        if not self.tokenizer.clean_up_spaces:
+            return text
+        self.held += text
+        cut = len(self.held) if final else _clean_up_cut(self.held)
+        out, self.held = _clean_up(self.held[:cut]), self.held[cut:]
+        return out
 
     def push(self, ids) -> str:
         """Add ids; the new text they complete ('' while a character or word is unfinished)."""
@@ -264,7 +275,7 @@ class StreamDecoder:
         after = self._text(self.ids[self.prefix:])
         if len(after) > len(before) and not after.endswith("\ufffd"):
             self.prefix, self.read = self.read, len(self.ids)
-            return after[len(before):]
+            return self._emit(after[len(before):], final=False)
         return ""
 
     def flush(self) -> str:
@@ -272,7 +283,7 @@ class StreamDecoder:
         before = self._text(self.ids[self.prefix:self.read])
         after = self._text(self.ids[self.prefix:])
         self.prefix = self.read = len(self.ids)
-        return after[len(before):]
+        return self._emit(after[len(before):], final=True)
 
 
 def _directory_template(root: Path, config: dict) -> ChatTemplate | None:
@@ -298,3 +309,22 @@ def _clean_up(text: str) -> str:
                  (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
         text = text.replace(a, b)
     return text
+
+
+def _clean_up_cut(text: str) -> int:
+    """Where `text` may still change once more text follows it through `_clean_up`. Each rewrite starts at a space
+    followed by one of " .?!,'n", spans at most 4 characters and deletes spaces only, and one may make another
+    (" n ' t" -> " n't" -> "n't"): the cut is the last space, moved back to any such space within the 3
+    characters before it, and again. No rewrite spans the cut, so _clean_up(text[:cut]) + _clean_up(rest) ==
+    _clean_up(text[:cut] + rest) for any rest that starts at it."""
+    cut = text.rfind(" ")
+    if cut < 0:
+        return len(text)
+    while True:
+        starts = [j for j in range(max(0, cut - 3), cut) if text[j] == " " and text[j + 1] in _CLEAN_UP_STARTS]
+        if not starts:
+            return cut
+        cut = starts[0]
+
+
+_CLEAN_UP_STARTS = frozenset(" .?!,'n")  # what follows the space a _clean_up rewrite starts at (or a space)
