@@ -154,15 +154,16 @@ def test_template_sandbox_and_helpers():
                                  "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
                                  "{% endfor %} {{ ns.n }} {{ bos_token }}"}, "test")
     assert t.render([{"role": "user", "content": "ünï"}], special_tokens={"bos_token": "<s>"}) == '"ünï" 4 1 <s>'
+    one = [{"role": "user", "content": "x"}]
     escape = ChatTemplate({"default": "{{ ''.__class__.__mro__[1].__subclasses__() }}"}, "test")
     with pytest.raises(ChatTemplateError, match="refused the conversation"):
-        escape.render([])
+        escape.render(one)
     mutate = ChatTemplate({"default": "{% set _ = messages.append(1) %}"}, "test")  # immutable sandbox
-    with pytest.raises(ChatTemplateError):
-        mutate.render([])
+    with pytest.raises(ChatTemplateError, match="refused the conversation: .*unsafe"):
+        mutate.render(one)
     under = ChatTemplate({"default": "{% set ns = namespace(_x=1) %}"}, "test")
     with pytest.raises(ChatTemplateError, match="underscore"):
-        under.render([])
+        under.render(one)
     with pytest.raises(CheckpointError, match="not valid Jinja"):
         ChatTemplate({"default": "{% for %}"}, "test")
 
@@ -222,6 +223,16 @@ def test_a_template_is_bounded_work_and_its_errors_are_named():
     ok = ChatTemplate({"default": "{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ [1] * 2 }} {% for i in range(3) %}{{ i }}"
                                   "{% endfor %}{% for m in messages %}{{ m.content * 2 }}{% endfor %}"}, "test")
     assert ok.render(msgs) == "ababab 1024 [1, 1] 012hihi"
+
+
+def test_an_empty_conversation_is_refused(tokenizers):
+    """As transformers ("Cannot apply chat template to an empty conversation"): the SmolLM2-style template rendered
+    [] as '<|im_start|>assistant\\n', a prompt of no turn that generate_text(chat=True) went on to answer."""
+    for name in ("directory", "directory_variant"):
+        with pytest.raises(ChatTemplateError, match="messages is empty; a conversation needs at least one message"):
+            tokenizers[name].apply_chat_template([])
+        with pytest.raises(ChatTemplateError, match="messages is empty"):
+            tokenizers[name].apply_chat_template((), tokenize=True)
 
 
 def test_malformed_gguf_tokenizers_and_text_are_named(tmp_path):

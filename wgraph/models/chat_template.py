@@ -169,6 +169,9 @@ class ChatTemplate:
                                     f"got {add_generation_prompt!r}")
         if not isinstance(messages, (list, tuple)) or not all(isinstance(m, dict) for m in messages):
             raise ChatTemplateError("apply_chat_template: messages must be a list of dicts with 'role' and 'content'")
+        if not messages:   # as transformers: a template would render a prompt of no turn, or index messages[0]
+            raise ChatTemplateError("apply_chat_template: messages is empty; a conversation needs at least one "
+                                    "message")
         # transformers drops None-valued keys (APIs send content=None) before rendering
         chat = [_plain({k: v for k, v in m.items() if v is not None}, f"message {i}") for i, m in enumerate(messages)]
         variables = {"tools": None, "documents": None, **(special_tokens or {}), **_plain(kwargs, "a template variable")}
