@@ -235,6 +235,32 @@ def test_an_empty_conversation_is_refused(tokenizers):
             tokenizers[name].apply_chat_template((), tokenize=True)
 
 
+def test_the_template_is_chosen_as_transformers_chooses_it(tmp_path):
+    """transformers' get_chat_template: with tools given, a "tool_use" template wins over "default" (wgraph rendered
+    the default one, which may leave the tools out); named templates without a "default" and no name given are
+    refused (wgraph rendered the first one, silently)."""
+    msgs = [{"role": "user", "content": "x"}]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    both = ChatTemplate({"default": "D{{ tools is none }}", "tool_use": "T{{ tools | length }}"}, "test")
+    assert both.render(msgs) == both.render(msgs, tools=None) == "DTrue"
+    assert both.render(msgs, tools=[tool]) == "T1"
+    assert both.render(msgs, tools=[tool], template="default") == "DFalse"
+    named = ChatTemplate.from_value([{"name": "tool_use", "template": "T"}, {"name": "rag", "template": "R"}], "cfg")
+    with pytest.raises(ChatTemplateError, match=r"the chat templates \(cfg\) are named \['tool_use', 'rag'\], none "
+                                                r"'default': name one with template="):
+        named.render(msgs)
+    assert named.render(msgs, template="rag") == "R" and named.render(msgs, tools=[tool]) == "T"
+    # a directory with additional_chat_templates/ only: the same rule
+    d = tmp_path / "extra"
+    d.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (d / name).write_bytes((tiny_files.TINY_TOKENIZER / name).read_bytes())
+    (d / "additional_chat_templates").mkdir()
+    (d / "additional_chat_templates" / "rag.jinja").write_text("R")
+    with pytest.raises(ChatTemplateError, match="none 'default'"):
+        Tokenizer.from_directory(d).apply_chat_template(msgs)
+
+
 def test_malformed_gguf_tokenizers_and_text_are_named(tmp_path):
     """A SentencePiece vocabulary whose merges name unknown tokens raised tokenizers' bare Exception; a
     tokenizer.ggml.model that is not a string raised ValueError; text holding a lone surrogate (invalid UTF-8 from

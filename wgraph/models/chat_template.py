@@ -123,7 +123,8 @@ def _plain(value, where: str):
 
 
 class ChatTemplate:
-    """One or more named Jinja chat templates ("default" is used unless another is named)."""
+    """One or more named Jinja chat templates ("default" is used unless another is named, or tools are given and
+    there is a "tool_use" one)."""
 
     def __init__(self, templates: dict[str, str], source: str):
         if not templates or not all(isinstance(k, str) and isinstance(v, str) for k, v in templates.items()):
@@ -158,10 +159,20 @@ class ChatTemplate:
     def names(self) -> list[str]:
         return list(self._compiled)
 
+    def _default_name(self, tools: bool) -> str:
+        if tools and "tool_use" in self._compiled:
+            return "tool_use"
+        if "default" in self._compiled:
+            return "default"
+        raise ChatTemplateError(f"apply_chat_template: the chat templates ({self.source}) are named {self.names}, "
+                                f"none 'default': name one with template=...")
+
     def render(self, messages, *, add_generation_prompt: bool = True, template: str | None = None,
                special_tokens: dict | None = None, **kwargs) -> str:
-        """The prompt text of `messages` (a list of {"role", "content", ...}); `kwargs` become template variables."""
-        name = template or ("default" if "default" in self._compiled else next(iter(self._compiled)))
+        """The prompt text of `messages` (a list of {"role", "content", ...}); `kwargs` become template variables.
+        The template is the one named `template`, else the one transformers' get_chat_template picks: "tool_use"
+        when tools are given and there is one, else "default"; named templates without a "default" need a name."""
+        name = template or self._default_name(kwargs.get("tools") is not None)
         if name not in self._compiled:
             raise ChatTemplateError(f"apply_chat_template: template={name!r} is not one of {self.names}")
         if not isinstance(add_generation_prompt, bool):
