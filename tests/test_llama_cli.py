@@ -67,3 +67,14 @@ def test_chat_options_need_a_text_prompt(capsys):
         cli_main(["generate", "model.gguf", "--prompt-ids", "1,2", "--system", "be brief"])
     assert info.value.code == 2
     assert "--chat and --system need --prompt" in capsys.readouterr().err
+
+
+def test_system_needs_chat(capsys):
+    """--system with a plain --prompt was refused only after the device and files were opened, as
+    'error: generate: system=... needs chat=True', naming the Python option instead of --chat."""
+    from wgraph.__main__ import main as cli_main
+
+    with pytest.raises(SystemExit) as info:
+        cli_main(["generate", "model.gguf", "--prompt", "hi", "--system", "be brief"])
+    assert info.value.code == 2
+    assert "--system needs --chat" in capsys.readouterr().err

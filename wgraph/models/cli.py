@@ -53,6 +53,8 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if (args.system is not None or args.chat) and args.prompt is None:   # ids are the prompt as it is
         p.error("--chat and --system need --prompt (with --prompt-ids the ids are the whole prompt)")
+    if args.system is not None and not args.chat:   # a plain prompt has no place for it
+        p.error("--system needs --chat (the system message is a turn of the chat template)")
     import wgraph as wg
     from wgraph.models import open_pretrained
     from wgraph.models import text
