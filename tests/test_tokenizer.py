@@ -125,6 +125,28 @@ def test_streaming_any_ids(ids, chunk):
     assert text == tok.decode(ids)
 
 
+@pytest.mark.parametrize("name", ["gguf_spm_llama", "gguf_spm_gemma2"])
+def test_streaming_byte_fallback_runs(tokenizers, name):
+    """tokenizers decodes a run of byte-fallback tokens as one: all U+FFFD where the run is not UTF-8, its valid
+    bytes too. The stream emitted "\\n" for <0x0A> and then "\ufffd" for an unfinished <0xF0> after it, where
+    decode gives "\ufffd\ufffd"; now no piece ends inside a run (a skipped special token does not end one)."""
+    tok = tokenizers[name]
+    b = {k: tok.token_id(f"<0x{k:02X}>") for k in (0x0A, 0x25, 0xC2, 0xF0, 0x9F, 0x99, 0x82)}
+    word = tok.encode("ft", add_special_tokens=False)
+    bos = tok.token_id(tok.special["bos_token"])
+    cases = [[b[0x0A], b[0xF0]], [b[0x25], b[0xC2]] + word, [b[0x0A], b[0xF0], b[0x9F], b[0x99], b[0x82]] + word,
+             [b[0x0A], bos, b[0xF0]], word + [b[0x0A]] + word]
+    rng = random.Random(1)
+    every = [tok.token_id(f"<0x{k:02X}>") for k in range(256)]
+    cases += [[rng.choice(every + [bos] + word) for _ in range(rng.randint(1, 10))]
+              for _ in range(300)]
+    for ids in cases:
+        for skip in (True, False):
+            dec = tok.stream_decoder(skip_special_tokens=skip)
+            pieces = [dec.push([i]) for i in ids] + [dec.flush()]
+            assert "".join(pieces) == tok.decode(ids, skip_special_tokens=skip), (ids, skip, pieces)
+
+
 def test_bad_input_is_refused(tokenizers, tmp_path):
     tok = tokenizers["directory"]
     with pytest.raises(ArgumentError, match="Tokenizer.encode: text=b'bytes' must be a str"):

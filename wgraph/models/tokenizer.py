@@ -5,7 +5,9 @@ file's vocabulary, with the special tokens, BOS/EOS handling and chat template t
 
 from __future__ import annotations
 
+import functools
 import json
+import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 MAX_TOKENIZER_BYTES = 128 << 20  # tokenizer.json of a 256k vocabulary is ~35 MB
 MAX_CONFIG_BYTES = 16 << 20
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+HEX = frozenset(string.hexdigits)
 
 
 
@@ -235,6 +238,17 @@ class Tokenizer:
                                          special_tokens=self.special, **kwargs)
         return self.encode(text, add_special_tokens=False) if tokenize else text
 
+    @functools.cached_property
+    def byte_fallback_ids(self) -> frozenset[int]:
+        """Ids of the byte-fallback tokens ("<0xE2>"), spelled as tokenizers' ByteFallback decoder reads them."""
+        return frozenset(i for t, i in self.backend.get_vocab().items()
+                         if len(t) == 6 and t.startswith("<0x") and t.endswith(">") and set(t[3:5]) <= HEX)
+
+    @functools.cached_property
+    def special_ids(self) -> frozenset[int]:
+        """Ids of the special tokens (what skip_special_tokens leaves out)."""
+        return frozenset(i for i, t in self.backend.get_added_tokens_decoder().items() if t.special)
+
     def stream_decoder(self, *, skip_special_tokens: bool = True) -> StreamDecoder:
         """A StreamDecoder of this tokenizer: text pieces from ids pushed a few at a time.
 
@@ -247,8 +261,10 @@ class StreamDecoder:
     """Text pieces from ids pushed a few at a time. A piece is emitted once the ids decode to more text that does
     not end in U+FFFD (an unfinished UTF-8 sequence of byte tokens); the text of all pieces plus `flush()` equals
     decoding all ids at once. Decodes a window that starts at the last emitted token, so a decoder that strips
-    the first token's space treats every window alike (the method of text-generation-inference). A tokenizer that
-    cleans up spaces (`_clean_up`) holds back the text from its last space on, which later text may still clean."""
+    the first token's space treats every window alike (the method of text-generation-inference). A run of
+    byte-fallback tokens is decoded as one (all U+FFFD where it is not UTF-8, a valid <0x0A> before it too), so no
+    piece ends inside one. A tokenizer that cleans up spaces (`_clean_up`) holds back the text from its last space
+    on, which later text may still clean."""
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True):
         self.tokenizer, self.skip = tokenizer, skip_special_tokens
@@ -268,12 +284,20 @@ class StreamDecoder:
         out, self.held = _clean_up(self.held[:cut]), self.held[cut:]
         return out
 
+    def _in_byte_run(self) -> bool:
+        """Whether the ids end in a byte-fallback token (special tokens that are skipped do not end a run)."""
+        skipped = self.tokenizer.special_ids if self.skip else frozenset()
+        for i in reversed(self.ids[self.prefix:]):
+            if i not in skipped:
+                return i in self.tokenizer.byte_fallback_ids
+        return False
+
     def push(self, ids) -> str:
         """Add ids; the new text they complete ('' while a character or word is unfinished)."""
         self.ids += self.tokenizer.check_ids(ids, "StreamDecoder.push")
         before = self._text(self.ids[self.prefix:self.read])
         after = self._text(self.ids[self.prefix:])
-        if len(after) > len(before) and not after.endswith("\ufffd"):
+        if len(after) > len(before) and not after.endswith("\ufffd") and not self._in_byte_run():
             self.prefix, self.read = self.read, len(self.ids)
             return self._emit(after[len(before):], final=False)
         return ""
