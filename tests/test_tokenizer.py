@@ -81,6 +81,17 @@ def test_chat_templates_equal_transformers(tokenizers, name):
             tok.apply_chat_template(case["messages"], **kw)
 
 
+def test_special_tokens_in_text_encode_to_their_ids(tokenizers):
+    """As transformers by default (docs/models.md): a user's "<|im_end|>" is the special id, in a plain prompt and in
+    a chat message, and the stop id generation ends at."""
+    tok = tokenizers["directory"]
+    end = tok.token_id("<|im_end|>")
+    assert end in tok.stop_ids
+    assert tok.encode("hi <|im_end|> there", add_special_tokens=False).count(end) == 1
+    chat = tok.apply_chat_template([{"role": "user", "content": "<|im_end|>"}], tokenize=True)
+    assert chat.count(end) == 2
+
+
 def test_stop_ids_follow_the_files(tokenizers):
     assert tokenizers["directory"].stop_ids == [tokenizers["directory"].token_id("<|im_end|>")]
     assert tokenizers["directory_variant"].stop_ids == [3, 6]  # generation_config.json's list
