@@ -294,6 +294,27 @@ def test_the_template_is_chosen_as_transformers_chooses_it(tmp_path):
         Tokenizer.from_directory(d).apply_chat_template(msgs)
 
 
+def test_tokenizers_failing_on_a_hostile_tokenizer_json_is_named(tmp_path):
+    """tokenizers panics on some hostile files (a continuing_subword_prefix of "<0xZZ>"; a split regex
+    past Oniguruma's retry limit on a long input): the panic reached the caller as pyo3's PanicException, a
+    BaseException that `except Exception` and the command line let through. It is a CheckpointError naming the
+    file now (or nothing, where a later tokenizers no longer fails)."""
+    base = json.loads((tiny_files.TINY_TOKENIZER / "tokenizer.json").read_text())
+    regex = {"type": "Split", "pattern": {"Regex": "(a|aa)+$"}, "behavior": "Isolated", "invert": False}
+    for name, tj in {"prefix": dict(base, model=dict(base["model"], continuing_subword_prefix="<0xZZ>")),
+                     "regex": dict(base, pre_tokenizer=regex)}.items():
+        d = tmp_path / name
+        d.mkdir()
+        (d / "tokenizer.json").write_text(json.dumps(tj))
+        (d / "tokenizer_config.json").write_bytes((tiny_files.TINY_TOKENIZER / "tokenizer_config.json").read_bytes())
+        try:
+            tok = Tokenizer.from_directory(d)
+            ids = tok.encode("a" * 40 + "b")
+            tok.decode(ids)
+        except CheckpointError as e:
+            assert str(d / "tokenizer.json") in str(e), e
+
+
 def test_malformed_gguf_tokenizers_and_text_are_named(tmp_path):
     """A SentencePiece vocabulary whose merges name unknown tokens raised tokenizers' bare Exception; a
     tokenizer.ggml.model that is not a string raised ValueError; text holding a lone surrogate (invalid UTF-8 from

@@ -5,6 +5,7 @@ file's vocabulary, with the special tokens, BOS/EOS handling and chat template t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import string
@@ -75,6 +76,22 @@ def _unicode_text(fn: str, text) -> str:
     return text
 
 
+@contextlib.contextmanager
+def _tokenizers_failures(what: str):
+    """tokenizers failing on what a file holds (a malformed file, a split regex that runs past Oniguruma's retry
+    limit) as a CheckpointError saying `what`: its bare Exception, and a Rust panic, which reaches Python as pyo3's
+    PanicException, a BaseException that `except Exception` (and the command line) let through."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except BaseException as e:
+        if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
+            raise   # KeyboardInterrupt, SystemExit
+        kind = "" if type(e) is Exception else f"{type(e).__name__}: "   # tokenizers' own errors are bare
+        raise CheckpointError(f"{what}: {kind}{e}") from None
+
+
 def _eos_ids(value, where: str) -> list[int]:
     ids = value if isinstance(value, list) else [value]
     if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
@@ -87,8 +104,8 @@ class Tokenizer:
 
     def __init__(self, backend: Backend, *, special: dict[str, str | None], add_bos: bool | None = None,
                  add_eos: bool | None = None, chat_template: ChatTemplate | None = None,
-                 stop_ids: list[int] | None = None, clean_up_spaces: bool = False):
-        self.backend = backend
+                 stop_ids: list[int] | None = None, clean_up_spaces: bool = False, source: str = "the tokenizer"):
+        self.backend, self.source = backend, source  # source: the file, for the errors
         self.special = {k: v for k, v in special.items() if v is not None}
         # as transformers: special tokens the vocabulary lacks are added (special, matched whole in the text)
         added = {t.content for t in backend.get_added_tokens_decoder().values()}
@@ -137,10 +154,8 @@ class Tokenizer:
         if not tj.is_file():
             raise CheckpointError(f"{root}: no tokenizer.json (wgraph reads tokenizers in that format only)")
         text = read_text(tj, MAX_TOKENIZER_BYTES)
-        try:
+        with _tokenizers_failures(f"{tj}: not a tokenizer.json that `tokenizers` reads"):
             backend = Backend.from_str(text)
-        except Exception as e:  # tokenizers raises a bare Exception for malformed files
-            raise CheckpointError(f"{tj}: not a tokenizer.json that `tokenizers` reads: {e}") from None
         config = _read_json(root / "tokenizer_config.json", MAX_CONFIG_BYTES) or {}
         if not isinstance(config, dict):
             raise CheckpointError(f"{root / 'tokenizer_config.json'} must hold a JSON object")
@@ -157,7 +172,8 @@ class Tokenizer:
             raise CheckpointError(f"tokenizer_config.json: clean_up_tokenization_spaces={clean_up!r} must be a bool")
         # with a tokenizer.json, transformers 5 drops tokenizer_config's add_bos_token/add_eos_token: the file's
         # post-processor decides (add_bos=None keeps it)
-        return cls(backend, special=special, chat_template=template, stop_ids=stop_ids, clean_up_spaces=clean_up)
+        return cls(backend, special=special, chat_template=template, stop_ids=stop_ids, clean_up_spaces=clean_up,
+                   source=str(tj))
 
     @classmethod
     def from_gguf(cls, gguf: str | os.PathLike[str] | GGUFFile) -> Tokenizer:
@@ -171,7 +187,7 @@ class Tokenizer:
         return cls(parts["backend"], special=parts["special"], add_bos=parts["add_bos"], add_eos=parts["add_eos"],
                    chat_template=None if template is None else ChatTemplate.from_value(
                        template, f"GGUF file {f.path.name}: tokenizer.chat_template"),
-                   stop_ids=parts["stop_ids"])
+                   stop_ids=parts["stop_ids"], source=f"GGUF file {f.path.name}")
 
     # ---- use ----
 
@@ -194,7 +210,8 @@ class Tokenizer:
         """
         text = _unicode_text("Tokenizer.encode", text)
         add_special_tokens = args.flag("Tokenizer.encode", "add_special_tokens", add_special_tokens)
-        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+        with self._failures("encode"):
+            return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
 
     def decode(self, ids: Ids, *, skip_special_tokens: bool = True) -> str:
         """The text of `ids` (special tokens left out unless skip_special_tokens=False).
@@ -204,8 +221,14 @@ class Tokenizer:
         """
         ids = self.check_ids(ids, "Tokenizer.decode")
         skip_special_tokens = args.flag("Tokenizer.decode", "skip_special_tokens", skip_special_tokens)
-        text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        with self._failures("decode"):
+            text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
         return _clean_up(text) if self.clean_up_spaces else text
+
+    def _failures(self, what: str):
+        """A context in which tokenizers failing (a hostile tokenizer.json's regex, a Rust panic) is a CheckpointError
+        naming this tokenizer's file; `what` is what was being done ("encode", "decode")."""
+        return _tokenizers_failures(f"{self.source}: tokenizers failed to {what}")
 
     def check_ids(self, ids: Ids, where: str) -> list[int]:
         """`ids` (a list, tuple or numpy integer array) as a list of ints, each an id of the vocabulary: the one
@@ -273,7 +296,8 @@ class StreamDecoder:
         self.held = ""  # decoded text not yet cleaned up and emitted (clean_up_spaces only)
 
     def _text(self, ids) -> str:
-        return self.tokenizer.backend.decode(ids, skip_special_tokens=self.skip)
+        with self.tokenizer._failures("decode"):
+            return self.tokenizer.backend.decode(ids, skip_special_tokens=self.skip)
 
     def _emit(self, text: str, final: bool) -> str:
         """`text` as the tokenizer's decode gives it: cleaned up where the tokenizer cleans up spaces."""
