@@ -315,6 +315,21 @@ def test_tokenizers_failing_on_a_hostile_tokenizer_json_is_named(tmp_path):
             assert str(d / "tokenizer.json") in str(e), e
 
 
+def test_transformers_only_chat_options_are_refused(tokenizers):
+    """chat_template="llama3" (transformers' way to name a template) rendered the default template, and
+    continue_final_message=True closed the final message: both became template variables no template reads."""
+    tok = tokenizers["directory"]
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "The answer is"}]
+    with pytest.raises(ArgumentError, match=r"chat_template='llama3' is an option of transformers' "
+                                            r"apply_chat_template that wgraph does not take; wgraph names a template "
+                                            r"with template= \(one of \['default', 'llama3'\]\)"):
+        tok.apply_chat_template(msgs, chat_template="llama3")
+    for name, value in (("continue_final_message", True), ("return_dict", True), ("max_length", 8)):
+        with pytest.raises(ArgumentError, match=f"{name}={value} is an option of transformers'"):
+            tok.apply_chat_template(msgs, add_generation_prompt=False, **{name: value})
+    assert tok.apply_chat_template(msgs, template="llama3").startswith("<|begin_of_text|>")
+
+
 def test_malformed_gguf_tokenizers_and_text_are_named(tmp_path):
     """A SentencePiece vocabulary whose merges name unknown tokens raised tokenizers' bare Exception; a
     tokenizer.ggml.model that is not a string raised ValueError; text holding a lone surrogate (invalid UTF-8 from

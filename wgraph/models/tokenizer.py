@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 MAX_TOKENIZER_BYTES = 128 << 20  # tokenizer.json of a 256k vocabulary is ~35 MB
 MAX_CONFIG_BYTES = 16 << 20
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+# transformers' apply_chat_template options that change its output and that wgraph does not take: passed to wgraph
+# they would become template variables no template reads, and the output would silently be another one
+TRANSFORMERS_ONLY = ("chat_template", "continue_final_message", "return_assistant_tokens_mask", "return_dict",
+                     "return_tensors", "padding", "truncation", "max_length", "tokenizer_kwargs",
+                     "sanitize_control_tokens")
 HEX = frozenset(string.hexdigits)
 
 
@@ -247,9 +252,16 @@ class Tokenizer:
         add_generation_prompt: end with the template's opening of an assistant turn.
         template: the name of one of the checkpoint's additional chat templates; None: the default template.
         tokenize: return token ids instead of text.
-        kwargs: more template variables (JSON-like values).
+        kwargs: more template variables (JSON-like values; tools and documents among them); transformers' other
+            options (TRANSFORMERS_ONLY) are refused.
         """
         fn = "apply_chat_template"
+        for name in TRANSFORMERS_ONLY:
+            if name in kwargs:
+                how = (f"; wgraph names a template with template= (one of {self.chat_template.names})"
+                       if name == "chat_template" and self.chat_template is not None else "")
+                raise ArgumentError(f"{fn}: {name}={args.show(kwargs[name])} is an option of transformers' "
+                                    f"apply_chat_template that wgraph does not take{how}")
         add_generation_prompt = args.flag(fn, "add_generation_prompt", add_generation_prompt)
         if template is not None:
             args.text(fn, "template", template)
