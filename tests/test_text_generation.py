@@ -146,6 +146,25 @@ def test_cli_streams_text(tmp_path):
     assert r.returncode == 0 and "(default: 32)" in r.stdout and "--chat" in r.stdout
 
 
+@pytest.mark.parametrize("what", [("--prompt", "Hi"), ("--prompt-ids", "3,4")])
+def test_cli_stops_quietly_when_stdout_closes(tmp_path, what):
+    """`generate ... | head` where head has exited: the write to the closed pipe raised BrokenPipeError with a
+    traceback (and, for the ids, 'Exception ignored ... BrokenPipeError' at the exit, status 120); now exit 1,
+    nothing on stderr but the progress."""
+    path, _, _ = _write(tmp_path / "m")
+    read, write = os.pipe()
+    os.close(read)   # the reader is gone before the first write
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        r = subprocess.run([sys.executable, "-m", "wgraph", "generate", str(path), *what, "--max-new-tokens", "3",
+                            "--dtype", "f32", "--stop-ids", ""], stdout=write, stderr=subprocess.PIPE, text=True,
+                           env=env, cwd=ROOT, timeout=300)
+    finally:
+        os.close(write)
+    assert r.returncode == 1, r.stderr
+    assert "BrokenPipeError" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_ids_cli_keeps_working(tmp_path, capsys):
     from wgraph.__main__ import main as cli_main
 

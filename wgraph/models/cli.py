@@ -6,6 +6,7 @@ terminal, plain lines otherwise."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -49,6 +50,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()   # here, where a reader gone away is caught, not at the exit
+        return code
+    except BrokenPipeError:   # stdout's reader went away (`| head`): stop generating, without a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's flush of stdout would fail too
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     p = parser()
     args = p.parse_args(argv)
     if (args.system is not None or args.chat) and args.prompt is None:   # ids are the prompt as it is
