@@ -89,14 +89,14 @@ def test_kv_append_quantized_gpu_position_beyond_capacity_reports(dev, rng):
 def test_the_flag_is_made_again_with_the_device():
     dev = wg.Device()
     try:
-        kc = dev.tensor(np.zeros((2, 1, 4), np.float32))
+        kc, vc = (dev.tensor(np.zeros((2, 1, 4), np.float32)) for _ in range(2))
         k = dev.tensor(np.ones((1, 1, 4), np.float32))
-        kv_append((kc, kc), k, k, _u32(dev, 5))
+        kv_append((kc, vc), k, k, _u32(dev, 5))
         dev.recreate()
         dev.check_errors()  # the old device's error went with it
-        kc = dev.tensor(np.zeros((2, 1, 4), np.float32))
+        kc, vc = (dev.tensor(np.zeros((2, 1, 4), np.float32)) for _ in range(2))
         k = dev.tensor(np.ones((1, 1, 4), np.float32))
-        kv_append((kc, kc), k, k, _u32(dev, 2))
+        kv_append((kc, vc), k, k, _u32(dev, 2))
         with pytest.raises(wg.GpuValueError, match=r"was 2; it must be < 2"):
             kc.numpy()
     finally:
@@ -201,6 +201,6 @@ def test_a_gpu_scalar_is_one_value(dev, rng):
     with pytest.raises(wg.ShapeError, match=r"rope: a GPU position must be a u32 tensor with one value, got \(2,\)"):
         rope(x, cos, sin, pos=two)
     with pytest.raises(wg.ShapeError, match=r"kv_append: a GPU position must be a u32 tensor with one value"):
-        kv_append((x, x), x, x, two)
+        kv_append((x, dev.tensor(np.zeros((6, 2, 16), np.float32))), x, x, two)
     with pytest.raises(wg.ShapeError, match=r"sample: a GPU step must be a u32 tensor with one value"):
         wg.ops.sample(dev.tensor(np.zeros((1, 8), np.float32)), temperature=1.0, step=two)
