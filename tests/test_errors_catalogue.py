@@ -264,6 +264,8 @@ CATALOGUE = [
     ("kv-position-past-i32", LimitError, r"rows at positions 2147483647..2147483649 \(pos \+ pos_offset \+ row\) pass 2147483647",
      lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 2**31 - 1,
                          layout="ring"), True),
+    ("kv-len-past-2-31", LimitError, r"attention: kv_len 4294967295 is above 2147483648, the most keys the attention "
+     r"kernels index", lambda e: attn(e, kv_layout="ring", kv_len=2**32 - 1, sliding_window=4), True),
     ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
     ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
      lambda e: attn(e, kv_len=e.f32(1)), True),

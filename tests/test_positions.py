@@ -57,3 +57,39 @@ def test_kv_positions_stay_below_2_31(dev, rng):
     np.testing.assert_array_equal(ring.numpy(), want)
     with pytest.raises(wg.LimitError, match=r"positions 2147483647..2147483648 \(pos \+ pos_offset \+ row\) pass 2147483647, the largest position"):
         kv_append((ring, ring), dev.tensor(k), dev.tensor(k), 2**31 - 1, layout="ring")
+
+
+@pytest.mark.parametrize("kv_len", [2**31, 2**31 - 5])
+def test_ring_kv_len_up_to_2_31_is_exact(dev, rng, kv_len):
+    # 16 queries at the end of kv_len keys through a 64-row ring (the window keeps evicted keys out). A ring
+    # row is (kv_start + j) % rows, so the reference is the same keys as the last 128 from kv_start kv_len - 128
+    q = rng.standard_normal((16, 2, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((64, 1, 16)).astype(np.float32) for _ in range(2))
+    ring = dict(causal=True, kv_layout="ring", sliding_window=40)
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=kv_len, **ring).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, kv_start=kv_len - 128, kv_len=128, **ring)
+    assert ok, (err, bound)
+
+
+def test_kv_len_past_2_31_is_rejected(dev, rng):
+    # The key loops step past the last key in u32 (base += tile): kv_len 2^32 - 1 wrapped to key 0 and the
+    # 16 queries got wrong rows (lavapipe; a GPU loops ~2^27 more times). Keys are indexed up to 2^31.
+    q = dev.tensor(rng.standard_normal((16, 2, 16)).astype(np.float32))
+    ring = dev.tensor(rng.standard_normal((64, 1, 16)).astype(np.float32))
+    with pytest.raises(wg.LimitError, match=r"attention: kv_len 4294967295 is above 2147483648, the most keys the "
+                                            r"attention kernels index"):
+        wg.ops.attention(q, ring, ring, causal=True, kv_layout="ring", kv_len=U32_MAX, sliding_window=40)
+
+
+def test_gpu_kv_len_past_2_31_is_clamped_and_reported(dev, rng):
+    # a ring had no cap on a GPU kv_len: 2^32 - 1 ran, wrapping the key loops (wrong rows, silently)
+    q = rng.standard_normal((16, 2, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((64, 1, 16)).astype(np.float32) for _ in range(2))
+    ring = dict(causal=True, kv_layout="ring", sliding_window=40)
+    n = dev.tensor(np.array([U32_MAX], np.uint32))
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=n, **ring)
+    with pytest.raises(wg.GpuValueError, match=r"4294967295.*2147483648"):
+        got.numpy()
+    ok, err, _, bound = tolerance_check(got.numpy(), q, k, v, out_dtype=np.float32, kv_start=2**31 - 128, kv_len=128,
+                                        **ring)
+    assert ok, (err, bound)   # computed as kv_len 2^31

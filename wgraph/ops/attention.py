@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from wgraph.device import Caps
 
 U32_MAX = 0xFFFFFFFF
+# The most keys the attention kernels index: their key loops step past the last key in u32 (base += a tile, a chunk
+# start + a chunk size, each below 2^31), which wraps to key 0 for a kv_len near 2^32 (2^32 - 1 gave wrong rows).
+KV_LEN_MAX = 2**31
 
 
 @attrs.frozen(cache_hash=True)  # a repeated call's params come from a memo: its hash (the template key) once
@@ -105,7 +108,7 @@ def check_fields(op: str, p: AttentionParams) -> None:
 
 def _kv_span(params: AttentionParams, rows: int, pages: int) -> int:
     """The most keys a query can see; the capacity when kv_len comes from the GPU."""
-    cap = {"contiguous": rows, "ring": rows, "paged": pages * params.page_size}[params.kv_layout]
+    cap = min(KV_LEN_MAX, {"contiguous": rows, "ring": rows, "paged": pages * params.page_size}[params.kv_layout])
     return cap if params.kv_len is None else min(params.kv_len, cap)
 
 
@@ -135,6 +138,9 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
     if params.start_pos is not None and S and params.start_pos + S - 1 > U32_MAX:
         raise LimitError(f"attention: start_pos {params.start_pos} + {S} queries reaches position "
                          f"{params.start_pos + S - 1}; positions are u32 (at most {U32_MAX})")
+    if params.kv_len is not None and params.kv_len > KV_LEN_MAX:
+        raise LimitError(f"attention: kv_len {params.kv_len} is above {KV_LEN_MAX}, the most keys the attention "
+                         f"kernels index (a ring holds the same keys from kv_start + x with kv_len - x)")
     if params.kv_len is None:
         if kv_len_t is None or not kv_len_t.is_u32_scalar:
             got = "nothing" if kv_len_t is None else f"{kv_len_t.dtype} {kv_len_t.shape}"
@@ -210,6 +216,7 @@ def uniforms(params: AttentionParams, specs, kplan: KernelPlan) -> dict:
     L, Hkv, _ = k.shape
     cap = {"contiguous": L, "ring": U32_MAX,
            "paged": (page_table.shape[0] * params.page_size) if page_table is not None else 0}[params.kv_layout]
+    cap = min(cap, KV_LEN_MAX)   # a GPU kv_len above it is clamped to it and reported
     return {
         "seq_len": S, "num_heads": Hq, "num_kv_heads": Hkv, "head_dim": D,
         "kv_len": params.kv_len or 0, "kv_len_from_buffer": int(params.kv_len is None), "kv_len_cap": cap,
