@@ -49,14 +49,15 @@ def test_query_positions_past_u32_are_rejected(dev):
 
 
 def test_kv_positions_stay_below_2_31(dev, rng):
-    ring = dev.tensor(np.zeros((6, 1, 8), np.float32))
+    ring, ring_v = (dev.tensor(np.zeros((6, 1, 8), np.float32)) for _ in range(2))   # one buffer for both: AliasingError
     k = rng.standard_normal((2, 1, 8)).astype(np.float32)
-    kv_append((ring, ring), dev.tensor(k), dev.tensor(k), 2**31 - 2, layout="ring")
+    kv_append((ring, ring_v), dev.tensor(k), dev.tensor(k), 2**31 - 2, layout="ring")
     want = np.zeros((6, 1, 8), np.float32)
     want[(2**31 - 2) % 6], want[(2**31 - 1) % 6] = k[0], k[1]
     np.testing.assert_array_equal(ring.numpy(), want)
+    np.testing.assert_array_equal(ring_v.numpy(), want)
     with pytest.raises(wg.LimitError, match=r"positions 2147483647..2147483648 \(pos \+ pos_offset \+ row\) pass 2147483647, the largest position"):
-        kv_append((ring, ring), dev.tensor(k), dev.tensor(k), 2**31 - 1, layout="ring")
+        kv_append((ring, ring_v), dev.tensor(k), dev.tensor(k), 2**31 - 1, layout="ring")
 
 
 @pytest.mark.parametrize("kv_len", [2**31, 2**31 - 5])
