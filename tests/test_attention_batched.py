@@ -698,3 +698,16 @@ def test_seqlens_advance_takes_an_integer(dev, n):
     assert t.numpy().tolist() == [4, 9]
     wg.ops.seqlens_advance(t, np.int64(3))
     assert t.numpy().tolist() == [7, 12]
+
+
+def test_kvcache_lengths_past_2_31_are_rejected(dev, rng):
+    # a block table as wide as 2^22 - 1 pages of 1024 (pages may repeat) made a capacity past 2^31: lengths near
+    # 2^32 ran, and the kernels' key loops (base += tile, in u32) wrapped to key 0. Keys are indexed up to 2^31.
+    q = dev.tensor(rng.standard_normal((2, 4, 1, 16)).astype(np.float32))
+    pool = dev.tensor(rng.standard_normal((1024, 1, 16)).astype(np.float32))
+    table = dev.tensor(np.zeros((2, 2**22 - 1), np.uint32))
+    with pytest.raises(wg.LimitError, match=r"sequence 0: cache_seqlens 4294966000 \+ 0 new rows = 4294966000 is "
+                                            r"above the capacity of 2147483648 \(the most keys the attention kernels "
+                                            r"index\)"):
+        wg.ops.attention_kvcache(q, pool, pool, cache_seqlens=[4294966000, 5], block_table=table, page_size=1024,
+                                 causal=True, window=(8, 0))

@@ -57,7 +57,7 @@ SITES = {
     "ERR_VARLEN_LENGTH": Site("attention_varlen", "a sequence length from a GPU cu_seqlens", "<=",
                               "max_seqlen_q or max_seqlen_k", "the sequence cut to that length"),
     "ERR_KVCACHE_LEN": Site("attention_kvcache", "a GPU cache_seqlens[b] + the new rows (4294967295 when that passes "
-                            "2^32 - 1)", "<=", "the capacity of one sequence",
+                            "2^32 - 1)", "<=", "the capacity of one sequence (at most 2^31)",
                             "keys clamped to the capacity, new rows past it not written"),
     "ERR_KVCACHE_PAGE": Site("attention_kvcache", "a GPU block_table page id", "<", "the pages of the cache",
                              "clamped to the last page"),

@@ -18,7 +18,7 @@ import numpy as np
 from wgraph import args
 from wgraph.api_types import Ids, TensorT
 from wgraph.errors import LimitError, PlanError, ShapeError, WgraphError
-from wgraph.ops.attention import call_dtype, require_causal, window_of
+from wgraph.ops.attention import KV_LEN_MAX, call_dtype, require_causal, window_of
 from wgraph.ops.attention_planner import KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
 from wgraph.kernels.registry import kernel, registry, select_variant
@@ -102,6 +102,14 @@ def _geometry(p: BatchedParams, specs) -> dict:
     return geo
 
 
+def _capacity(cache_shape: tuple, table_shape: tuple | None, page_size: int) -> int:
+    """Keys one sequence's cache holds: a contiguous cache's rows, or the pages of a block table's row; at most
+    KV_LEN_MAX, the most keys the attention kernels index (a long table's keys past it wrapped their key loops)."""
+    if table_shape is None:
+        return cache_shape[1]
+    return min(KV_LEN_MAX, table_shape[1] * page_size) if len(table_shape) == 2 else 0
+
+
 def _check_fields(op: str, p: BatchedParams) -> None:
     """Every field of `p` by its rule (args.py), as the entry points check their arguments: params from a graph
     file or Program.update get the same checks."""
@@ -116,6 +124,9 @@ def _check_fields(op: str, p: BatchedParams) -> None:
     args.integer(op, "seqlen_add", p.seqlen_add)
     if p.seqlen_add > p.max_k:
         raise LimitError(f"{op}: {p.seqlen_add} new rows per sequence do not fit the capacity of {p.max_k}")
+    if p.mode == "kvcache" and p.max_k > KV_LEN_MAX:
+        raise LimitError(f"{op}: a capacity of {p.max_k} keys per sequence is above {KV_LEN_MAX}, the most keys the "
+                         f"attention kernels index")
     if p.variant is not None:
         args.text(op, "variant", p.variant)
 
@@ -229,7 +240,7 @@ def _encode_append(ctx, p: AppendParams, inputs, outputs):
     variant = select_variant("attention_batched_append", output_dtype=kc.dtype)
     grid = ctx.grid(ceil_div(total, kernel(variant).threads))
     paged = table is not None
-    cap = table.shape[1] * p.page_size if paged else kc.shape[1]
+    cap = _capacity(kc.shape, table.shape if paged else None, p.page_size)
     u = {"total": total, "row_elems": Hkv * D, "new_rows": S_new, "capacity": cap, "paged": int(paged),
          "page_size": max(1, p.page_size), "max_pages": table.shape[1] if paged else 0,
          "num_pages": max(1, kc.shape[0] // max(1, p.page_size)) if paged else 1, "grid_x": grid[0]}
@@ -475,13 +486,13 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
                 b, i = bad[0]
                 raise LimitError(f"{op}: block_table[{b}, {i}] = {block_table[b, i]} (sequence {b}) is not a page "
                                  f"of the cache, which has {pages} pages")
-        capacity = _spec_of(block_table).shape[1] * page_size if len(_spec_of(block_table).shape) == 2 else 0
+        capacity = _capacity(k_cache.shape, _spec_of(block_table).shape, page_size)
     else:
         if page_size is not None:
             raise args.fail(op, "page_size", page_size, "None without block_table (a contiguous cache)")
         if len(k_cache.shape) != 4:
             raise ShapeError(f"{op}: a contiguous k_cache must be [B, capacity, Hkv, D], got {k_cache.shape}")
-        capacity = k_cache.shape[1]
+        capacity = _capacity(k_cache.shape, None, 0)
     n_new = 0 if k_new is None else (k_new.shape[1] if len(k_new.shape) == 4 else 0)
     if n_new > capacity:
         raise LimitError(f"{op}: {n_new} new rows per sequence do not fit the capacity of {capacity}")
@@ -491,7 +502,8 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
             raise ShapeError(f"{op}: cache_seqlens must be [B={B}], got shape {cache_seqlens.shape}")
         for b in np.nonzero(cache_seqlens + n_new > capacity)[0][:1]:
             raise LimitError(f"{op}: sequence {b}: cache_seqlens {cache_seqlens[b]} + {n_new} new rows = "
-                             f"{cache_seqlens[b] + n_new} is above the capacity of {capacity}")
+                             f"{cache_seqlens[b] + n_new} is above the capacity of {capacity}"
+                             + (" (the most keys the attention kernels index)" if capacity == KV_LEN_MAX else ""))
     p = BatchedParams("kvcache", max_q=q.shape[1], max_k=capacity, page_size=page_size or 0, seqlen_add=n_new,
                       **options)
     append_p = AppendParams(page_size or 0)
