@@ -17,6 +17,7 @@ from wgraph.errors import (AliasingError, ArgumentError, DeviceError, DtypeError
 from wgraph.graph import GraphError
 from wgraph.ops.elementwise import BinaryParams
 from wgraph.ops.kv_cache import kv_append
+from wgraph.ops.tiered import tiered_attention
 from attention_reference import attention_reference, visible_mask
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
@@ -266,6 +267,11 @@ CATALOGUE = [
                          layout="ring"), True),
     ("kv-len-past-2-31", LimitError, r"attention: kv_len 4294967295 is above 2147483648, the most keys the attention "
      r"kernels index", lambda e: attn(e, kv_layout="ring", kv_len=2**32 - 1, sliding_window=4), True),
+    ("tiered-kv-len-past-i32", LimitError, r"tiered_attention: kv_len 2147483656 is above 2147483647: the kernels "
+     r"place the queries at positions kv_len - S \+ i in i32",
+     lambda e: tiered_attention(e.f32(1, 2, 16), e.f16(8, 1, 16), e.f16(8, 1, 16), e.f16(1024, 1, 16),
+                                e.f16(1024, 1, 16), kv_len=2**31 + 8, causal=True, page_size=1024,
+                                page_table=e.dev.tensor(np.zeros(2**21 + 1, np.uint32)), sliding_window=4), True),
     ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
     ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
      lambda e: attn(e, kv_len=e.f32(1)), True),

@@ -176,3 +176,27 @@ def test_tiered_nan_in_a_key_reaches_the_rows_that_see_it(dev, rng, where):
     out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(cold_k),
                            dev.tensor(cold_v), kv_len=n, causal=True).numpy()
     assert np.isnan(out).all()   # both queries (positions 8 and 9) see key `where`
+
+
+def test_tiered_kv_len_past_i32_is_rejected(dev, rng):
+    # a paged cold part's capacity is table length x page_size (pages may repeat), so kv_len could pass 2^31 - 1;
+    # the kernels place query i at i32(kv_len) - S + i, negative there: every key masked, zeros, silently
+    f16 = lambda *s: dev.tensor(rng.standard_normal(s).astype(np.float16))
+    q = dev.tensor(rng.standard_normal((1, 2, 16)).astype(np.float32))
+    table = dev.tensor(np.zeros(2**21 + 1, np.uint32))   # 2^21 + 1 pages of 1024 rows: 2^31 + 1024 cold keys
+    with pytest.raises(wg.LimitError, match=r"tiered_attention: kv_len 2147483656 is above 2147483647: the kernels "
+                                            r"place the queries at positions kv_len - S \+ i in i32"):
+        tiered_attention(q, f16(8, 1, 16), f16(8, 1, 16), f16(1024, 1, 16), f16(1024, 1, 16), kv_len=2**31 + 8,
+                         causal=True, page_table=table, page_size=1024, sliding_window=4)
+
+
+def test_tiered_infer_refuses_kv_len_past_i32_on_any_device():
+    # the op's own check (a GPU has no loop cap to refuse the call first): before it, infer accepted kv_len 2^31 + 8
+    from wgraph.ops.tiered import TieredParams, _infer
+    from wgraph.tensor import TensorSpec
+    f16 = lambda *s: TensorSpec(s, "f16")
+    specs = (TensorSpec((1, 2, 16), "f32"), f16(8, 1, 16), f16(8, 1, 16), f16(1024, 1, 16), f16(1024, 1, 16), None,
+             None, TensorSpec((2**21 + 1,), "u32"), None)
+    with pytest.raises(wg.LimitError, match=r"kv_len 2147483656 is above 2147483647"):
+        _infer(TieredParams(2**31 + 8, 8, 1024, True, 4), specs)
+    assert _infer(TieredParams(2**31 - 1, 8, 1024, True, 4), specs)[0].shape == (1, 2, 16)

@@ -42,7 +42,8 @@ SITES = {
     "ERR_KV_QUANTIZE_POS": Site("kv_append_quantized", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",
                                 "the row not written"),
     "ERR_TIERED_KV_LEN": Site("tiered_attention", "the GPU kv_len", "<=",
-                              "the keys the hot ring and the cold part hold (hot_window + cold capacity)",
+                              "the keys the hot ring and the cold part hold (hot_window + cold capacity, at most "
+                              "2^31 - 1)",
                               "clamped to the limit"),
     "ERR_BDPA_KV_LEN": Site("bdpa_attention", "the GPU kv_len", "<=", "the index's rows", "clamped to the limit"),
     "ERR_EMBEDDING_ID": Site("embedding", "a token id read from the GPU", "<", "the table's rows",

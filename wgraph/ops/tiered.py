@@ -109,6 +109,9 @@ def _infer(params: TieredParams, specs):
             raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
     else:
         n = params.kv_len
+        if n > args.I32_MAX:
+            raise LimitError(f"{op}: kv_len {n} is above {args.I32_MAX}: the kernels place the queries at positions "
+                             f"kv_len - S + i in i32")
         if n < S:
             raise ShapeError(f"{op}: kv_len {n} is smaller than the {S} queries (queries are the last positions)")
         cold_len = n - min(n, params.hot_window)
@@ -129,7 +132,9 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
     uniforms = {
         "num_heads": hq, "num_kv_heads": hot_k.shape[1], "head_dim": dim, "seq_len": S,
         "kv_len": params.kv_len or 0, "use_len_buf": int(len_t is not None), "hot_window": params.hot_window,
-        "len_cap": params.hot_window + (table.shape[0] * params.page_size if table is not None else cold_k.shape[0]),
+        # a GPU kv_len above it is clamped and reported; past 2^31 - 1 the i32 query positions would go negative
+        "len_cap": min(args.I32_MAX, params.hot_window + (table.shape[0] * params.page_size if table is not None
+                                                          else cold_k.shape[0])),
         "cold_layout": int(table is not None), "cold_page_size": max(1, params.page_size),
         "causal": int(params.causal), "sliding_window": params.sliding_window, "scale": scale,
         "softcap": params.softcap, "window_right": params.window_right, "write_lse": int(params.return_lse),
