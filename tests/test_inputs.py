@@ -19,12 +19,13 @@ def test_numpy_integers_are_accepted_where_ints_are(dev, rng):
     with pytest.raises(wg.ArgumentError, match=r"kv_len=True must be an integer"):
         wg.ops.attention(Q, K, V, causal=True, kv_len=True)
 
-    cache = dev.tensor(np.zeros((4, 1, 8), np.float32))
+    cache, vcache = (dev.tensor(np.zeros((4, 1, 8), np.float32)) for _ in range(2))
     rows = dev.tensor(k[:2])
-    kv_append((cache, cache), rows, rows, np.int64(2))
+    kv_append((cache, vcache), rows, rows, np.int64(2))
     want = np.zeros((4, 1, 8), np.float32)
     want[2:] = k[:2]
     np.testing.assert_array_equal(cache.numpy(), want)
+    np.testing.assert_array_equal(vcache.numpy(), want)
     assert Q.reshape(np.int64(4), -1).shape == (4, 8)
 
     g = wg.Graph("npint")
