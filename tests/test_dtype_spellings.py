@@ -149,3 +149,15 @@ def test_rope_tables_take_numpy_and_torch_float_dtypes():
     for bad in (_TorchDtype("bfloat16"), "int32", None):
         with pytest.raises(wg.ArgumentError, match=r"rope_tables: dtype=.* must be a numpy float dtype"):
             wg.ops.rope_tables(4, 4, dtype=bad)
+
+
+def test_rope_tables_take_wgraph_names():
+    """rope_tables(dtype="f16") gave numpy's "f16", a 16-byte float128 table, and "f32" was refused, where every
+    dtype= of wgraph takes wgraph's names (docs/ops.md). A wgraph name means the same here; "bf16" (bit patterns,
+    not a float dtype) and the integers are refused."""
+    for spelling, numpy_dtype in (("f16", np.float16), ("f32", np.float32), ("f64", np.float64)):
+        cos, sin = wg.ops.rope_tables(4, 4, dtype=spelling)
+        assert cos.dtype == sin.dtype == numpy_dtype, spelling
+    for bad in ("bf16", "u32", "i32", "u8"):
+        with pytest.raises(wg.ArgumentError, match=r"rope_tables: dtype=.* must be a numpy float dtype"):
+            wg.ops.rope_tables(4, 4, dtype=bad)

@@ -104,7 +104,14 @@ _GUESSED = {"f64": "float64", "i64": "int64", "u64": "uint64", "i16": "int16", "
 
 def numpy_dtype_of(value) -> np.dtype | None:
     """The numpy dtype `value` spells, torch's dtypes read by name (torch.float64 is float64), or None: for host
-    arrays whose dtype need not be a wgraph one (rope_tables' float64 tables)."""
+    arrays whose dtype need not be a wgraph one (rope_tables' float64 tables). wgraph's names mean what they mean
+    everywhere else ("f16" is float16, never numpy's 16-byte float128; bf16 is its bit patterns, BF16_BITS), and so
+    do the wgraph-style names of dtypes wgraph lacks ("f64" is float64, "u8" uint8, not numpy's uint64)."""
+    if type(value) is str:
+        if value in DTYPES:
+            return DTYPES[value].numpy
+        if value in _GUESSED:
+            return np.dtype(_GUESSED[value])
     name = _torch_name(value)
     return _numpy_dtype(name if name is not None else value)
 

@@ -400,8 +400,8 @@ def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0,
     max_pos: the tables' rows (positions 0 .. max_pos - 1).
     head_dim: the rotated dims (even); the tables have head_dim / 2 columns.
     base: the frequency base (RoPE's theta), a finite real > 0.
-    dtype: the numpy float dtype of the tables (np.float32, np.float16, np.float64; "float32" and torch.float32
-        spell them too).
+    dtype: the numpy float dtype of the tables (np.float32, np.float16, np.float64; "f32", "f16", "float32" and
+        torch.float32 spell them too).
     """
     max_pos = args.integer("rope_tables", "max_pos", max_pos)
     head_dim = args.integer("rope_tables", "head_dim", head_dim, 2)
@@ -411,7 +411,7 @@ def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0,
     dt = numpy_dtype_of(dtype)
     if dt is None or dt.kind != "f":
         raise args.fail("rope_tables", "dtype", dtype, "a numpy float dtype (np.float32, np.float16, np.float64; "
-                        "'float32' and torch.float32 spell them too)")
+                        "'f32', 'f16', 'float32' and torch.float32 spell them too)")
     dtype = dt
     inv = base ** (-np.arange(0, head_dim // 2, dtype=np.float64) * 2.0 / head_dim)
     angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv[None, :]
