@@ -161,7 +161,7 @@ def scale(x: TensorT, factor: float, *, indirect: TensorT | None = None, out: Te
 def silu(x: TensorT, *, out: TensorT | None = None) -> TensorT:
     """`x * sigmoid(x)` (SiLU, swish).
 
-    x: the input (f32 or f16).
+    x: the input (f32, f16 or bf16).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
     return apply(OPDEFS["silu"], UnaryParams(), (x, None), out=out)
@@ -170,7 +170,7 @@ def silu(x: TensorT, *, out: TensorT | None = None) -> TensorT:
 def gelu(x: TensorT, *, approximate: str = "none", out: TensorT | None = None) -> TensorT:
     """GELU: `x * Phi(x)` with an erf approximation (approximate="none", as torch) or the tanh form ("tanh").
 
-    x: the input (f32 or f16).
+    x: the input (f32, f16 or bf16).
     approximate: "none" (erf) or "tanh".
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
@@ -183,7 +183,7 @@ def softcap(x: TensorT, cap: float, *, out: TensorT | None = None) -> TensorT:
     """`cap * tanh(x / cap)`: squashes x into (-cap, cap), near the identity for |x| << cap (Gemma 2's final
     logits). cap: a finite real in [f32's smallest normal, f32's largest] (a smaller one is 0 in f32).
 
-    x: the input (f32 or f16).
+    x: the input (f32, f16 or bf16).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
     return apply(OPDEFS["softcap"], SoftcapParams(_ALPHA_RULES["softcap"](cap)), (x, None),
@@ -218,7 +218,7 @@ def geglu(x: TensorT, *, approximate: str = "none", out: TensorT | None = None) 
     """`gelu(gate) * up` for x = [..., 2 * n] holding [gate | up] in its last dim -> [..., n]; gelu in the erf
     form (approximate="none") or the tanh form ("tanh", Gemma's gelu_pytorch_tanh).
 
-    x: [..., 2 * n] (f32 or f16).
+    x: [..., 2 * n] (f32, f16 or bf16).
     approximate: "none" (erf) or "tanh".
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
@@ -231,7 +231,7 @@ def swiglu(x: TensorT, *, out: TensorT | None = None) -> TensorT:
     """`silu(gate) * up` for x = [..., 2 * n] holding [gate | up] in its last dim (the output of one linear over
     stacked gate and up weights) -> [..., n].
 
-    x: [..., 2 * n] (f32 or f16).
+    x: [..., 2 * n] (f32, f16 or bf16).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
     return apply(OPDEFS["swiglu"], BinaryParams(), (x,), out=out)

@@ -68,7 +68,7 @@ def embedding(ids: Ids, table: TensorT | QuantizedWeight, *, dtype: DTypeLike | 
     LimitError; a GPU id >= V gives a row of zeros and sets the device error flag. A QuantizedWeight table (GGML
     blocks, `embedding_q`) gives f32 rows.
 
-    ids: token ids: ints, a numpy integer array or a u32 GPU tensor [...].
+    ids: token ids: ints, a numpy integer array or a u32 GPU tensor [...] (one int is one id: rows [1, H]).
     table: [V, H] f32, f16 or bf16 (H even for bf16), or a QuantizedWeight.
     dtype: the rows' dtype: None (the table's) or "f32" from an f16 or bf16 table (numpy's and torch's spellings
         too).

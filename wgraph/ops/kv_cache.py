@@ -215,8 +215,9 @@ def kv_append(cache: tuple[TensorT, TensorT], k_new: TensorT, v_new: TensorT, po
     """Write k_new, v_new into the cache at positions pos .. pos + n - 1, in place (two dispatches, validated
     together: an error writes neither).
 
-    cache: (k_cache, v_cache) [rows, Hkv, D] tensors (in a graph: state values), f32 or f16.
-    k_new, v_new: the new rows [n, Hkv, D].
+    cache: (k_cache, v_cache) [rows, Hkv, D] tensors (in a graph: state values), f32, f16 or bf16 (bf16: Hkv * D
+        even, rows copied as u32 words).
+    k_new, v_new: the new rows [n, Hkv, D], the cache's dtype.
     pos: the position of the first new row: an int (checked: a full cache or a position beyond its capacity is a
         LimitError) or a u32 GPU tensor with one value read at dispatch time (plus pos_offset), so one recording
         replays for any position; rows a GPU position puts outside the cache are not written and are reported
