@@ -183,8 +183,8 @@ class Llama:
     config: the DecoderConfig.
     device: the Device to run on.
     get_weight: a function (Hugging Face tensor name, shape) -> array that returns each weight once.
-    dtype: the weights' and activations' storage: "f16" (needs shader-f16), "f32" or "bf16" (numpy's and torch's
-        spellings too: np.float16, "float32", torch.bfloat16).
+    dtype: the weights' storage (and the KV caches' for f16; activations and logits are f32): "f16" (needs
+        shader-f16), "f32" or "bf16" (numpy's and torch's spellings too: np.float16, "float32", torch.bfloat16).
     max_seq: the KV cache's positions (prompt + new tokens), in [2, MAX_SEQ]; None: the config's
         max_position_embeddings, up to DEFAULT_MAX_SEQ.
 
@@ -240,8 +240,8 @@ class Llama:
 
         path: the directory.
         device: the Device to run on; None: the default device.
-        dtype: the weights' and activations' storage: "f16" (needs shader-f16), "f32" or "bf16" (numpy's and torch's
-            spellings too: np.float16, "float32", torch.bfloat16).
+        dtype: the weights' storage (and the KV caches' for f16; activations and logits are f32): "f16" (needs
+            shader-f16), "f32" or "bf16" (numpy's and torch's spellings too: np.float16, "float32", torch.bfloat16).
         max_seq: the KV cache's positions (prompt + new tokens), in [2, MAX_SEQ]; None: the config's
             max_position_embeddings, up to DEFAULT_MAX_SEQ.
         """
@@ -267,8 +267,8 @@ class Llama:
         config: the DecoderConfig.
         weights: {Hugging Face tensor name: array}.
         device: the Device to run on; None: the default device.
-        dtype: the weights' and activations' storage: "f16" (needs shader-f16), "f32" or "bf16" (numpy's and torch's
-            spellings too: np.float16, "float32", torch.bfloat16).
+        dtype: the weights' storage (and the KV caches' for f16; activations and logits are f32): "f16" (needs
+            shader-f16), "f32" or "bf16" (numpy's and torch's spellings too: np.float16, "float32", torch.bfloat16).
         max_seq: the KV cache's positions (prompt + new tokens), in [2, MAX_SEQ]; None: the config's
             max_position_embeddings, up to DEFAULT_MAX_SEQ.
         """
