@@ -240,3 +240,13 @@ def test_append_refuses_one_buffer_as_both_caches(dev, rng):
     with pytest.raises(wg.AliasingError, match=r"the k cache and the v cache are one buffer"):
         kv_append((cache, cache.reshape(8, 16).reshape(8, 2, 8)), g.input("k", (3, 2, 8), "f16"),
                   g.input("v", (3, 2, 8), "f16"), 0)
+
+
+def test_dequantize_names_what_it_was_given(dev):
+    """kv_dequantize(qkv, "int8") (a QuantizedKV and the old mode argument) said 'qkv must be a QuantizedKV ...,
+    got QuantizedKV': it now names the extra arguments; the old (packed, scales, mode) call names the Tensor and them."""
+    qkv = kv_quantize(dev.tensor(np.ones((2, 1, 8), np.float32)), "int4")
+    with pytest.raises(wg.ShapeError, match=r"alone, got QuantizedKV and 1 more positional argument\(s\)"):
+        kv_dequantize(qkv, "int8")
+    with pytest.raises(wg.ShapeError, match=r"alone, got Tensor and 2 more positional"):
+        kv_dequantize(qkv.packed, qkv.scales, "int4")

@@ -410,7 +410,8 @@ def kv_dequantize(qkv: QuantizedKV, *old_args: Any, dtype: DTypeLike = "f32", ou
     dtype: the output's, "f32" or "f16" (or numpy's / torch's spelling of one).
     out: a tensor of the output's shape and dtype to write into."""
     if old_args or not isinstance(qkv, QuantizedKV):  # the old (packed, scales, mode) call, or anything else
-        raise ShapeError(f"kv_dequantize: qkv must be a QuantizedKV (packed, scales, mode, head_dim), got "
-                         f"{type(qkv).__name__}; the mode is part of the data, so it cannot be guessed")
+        given = type(qkv).__name__ + (f" and {len(old_args)} more positional argument(s)" if old_args else "")
+        raise ShapeError(f"kv_dequantize: qkv must be a QuantizedKV (packed, scales, mode, head_dim), alone, got "
+                         f"{given}; the mode is part of the data, so it cannot be guessed")
     dtype = args.dtype_name("kv_dequantize", "dtype", dtype, ("f16", "f32"))
     return apply(KV_DEQUANTIZE, DequantizeParams(qkv.mode, dtype), (qkv.packed, qkv.scales), out=out)
