@@ -202,10 +202,6 @@ def measure(label: str, call, build, work: float, unit: str, torch_us=None, extr
     return r
 
 
-def _np(dt):
-    return np.float16 if dt == "f16" else np.float32
-
-
 # ---- warm: the first shape ----
 
 def section_warm():

@@ -1,5 +1,5 @@
 """Replace the H200 prefill/decode tables in docs/benchmarks.md from a bench JSON (H200 section above the targets)."""
-import json, subprocess, sys
+import subprocess, sys
 from pathlib import Path
 
 doc = Path("docs/benchmarks.md"); s = doc.read_text()

@@ -7,7 +7,6 @@ K split its own rule picks, and unsplit where that rule splits): the A/B that tu
 from __future__ import annotations
 
 import gc
-import statistics
 import time
 
 import attrs
