@@ -102,19 +102,18 @@ def factor(fn: str, name: str, value) -> float:
     raise fail(fn, name, value, f"0 or a finite real of magnitude in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
 
 
-def eps(fn: str, value, name: str = "eps") -> float:
+def eps(fn: str, value) -> float:
     """A norm's eps (normal_real): it goes into an f32 uniform added to a mean square."""
-    return normal_real(fn, name, value)
+    return normal_real(fn, "eps", value)
 
 
-def optional_real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *,
-                  open_lo: bool = False) -> float | None:
-    """None, or `value` as a float (see real)."""
+def optional_real(fn: str, name: str, value) -> float | None:
+    """None, or `value` as a float: a finite real in f32's range (see real)."""
     if value is None:
         return None
-    if is_real(value) and (lo < value if open_lo else lo <= value) and value <= hi:
+    if is_real(value) and -F32_MAX <= value <= F32_MAX:
         return float(value)
-    raise fail(fn, name, value, f"a finite real in {'(' if open_lo else '['}{lo:.8g}, {hi:.8g}] or None")
+    raise fail(fn, name, value, f"a finite real in [{-F32_MAX:.8g}, {F32_MAX:.8g}] or None")
 
 
 def flag(fn: str, name: str, value) -> bool:

@@ -49,32 +49,32 @@ def _flow(reads: str, writes: str, room: int) -> str:
     return _cut(reads, max(8, room - len(tail))) + _cut(tail, room - 8)
 
 
-def short_text(prog, width: int = WIDTH) -> str:
-    """At most `width` columns: the graph's own names only, reasons wrapped under their rows."""
+def short_text(prog) -> str:
+    """At most WIDTH columns: the graph's own names only, reasons wrapped under their rows."""
     values = prog.graph.values
     named = lambda names: ", ".join(n for n in names if n in values)  # noqa: E731  (no fallbacks, flags, scratch)
     head = ("node", "kernel", "workgroups", "reads -> writes")
     cells = [(r.node, r.variant, r.workgroups) for r in prog.rows]
     lead = sum(max(len(row[i]) for row in [head] + cells) + 2 for i in range(3))   # where the last column starts
-    room = max(20, width - lead)
+    room = max(20, WIDTH - lead)
     body = [c + (_flow(named(r.reads), named(r.writes), room),) for c, r in zip(cells, prog.rows)]
-    table = [_cut(line, width) for line in _table(head, body)]
+    table = [_cut(line, WIDTH) for line in _table(head, body)]
     m = prog.memory
     caps = prog.device.caps
     lines = textwrap.wrap(f"program {prog.graph.name!r}: {len(prog.rows)} dispatches from {len(prog.order)} nodes "
-                          f"on {caps.adapter_name}", width, subsequent_indent="    ")
+                          f"on {caps.adapter_name}", WIDTH, subsequent_indent="    ")
     lines += table[:2]
     indent = " " * min(lead, 8)
     for row, line in zip(prog.rows, table[2:]):
         lines.append(line)
         if row.reason:
-            lines += textwrap.wrap(f"why: {row.reason}", width, initial_indent=indent, subsequent_indent=indent + "  ")
+            lines += textwrap.wrap(f"why: {row.reason}", WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
     memory = (f"memory: {m.intermediate_values} intermediate values share {m.intermediate_buffers} buffers "
               f"({_kib(m.intermediate_bytes)} at peak, {_kib(m.naive_bytes)} with one buffer each); inputs, "
               f"weights and state {_kib(m.persistent_bytes)}; uniforms {_kib(m.uniform_bytes)}")
     if m.scratch_requests:   # temporary buffers of multi-pass kernels (split-K partial results)
         memory += (f"; {m.scratch_requests} temporary buffers of split passes share {m.scratch_buffers} "
                    f"({_kib(m.scratch_bytes)}, {_kib(m.scratch_naive_bytes)} unshared)")
-    lines += textwrap.wrap(memory, width, subsequent_indent="    ")
+    lines += textwrap.wrap(memory, WIDTH, subsequent_indent="    ")
     lines.append("explain(full=True): every binding, uniform bytes and the op of each row")
     return "\n".join(lines)

@@ -425,15 +425,15 @@ class ReshapeParams:
     shape: tuple[int, ...] = attrs.field(converter=lambda s: args.view_shape("reshape", "shape", s))
 
 
-def _resolve_shape(shape: tuple, size: int, have: tuple, fn: str = "reshape") -> tuple[int, ...]:
+def _resolve_shape(shape: tuple, size: int, have: tuple) -> tuple[int, ...]:
     """`shape` (one -1 inferred) for a view of `size` elements; ShapeError naming both shapes otherwise."""
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or size % known:
-            raise ShapeError(f"{fn}: cannot view {have} ({size} elements) as shape={shape}")
+            raise ShapeError(f"reshape: cannot view {have} ({size} elements) as shape={shape}")
         shape = tuple(size // known if s == -1 else s for s in shape)
     if math.prod(shape) != size:
-        raise ShapeError(f"{fn}: cannot view {have} ({size} elements) as shape={shape} ({math.prod(shape)})")
+        raise ShapeError(f"reshape: cannot view {have} ({size} elements) as shape={shape} ({math.prod(shape)})")
     return tuple(shape)
 
 
