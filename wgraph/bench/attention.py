@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench import torch_ref
+from wgraph.bench import timing, torch_ref
 from wgraph.bench.grids import Shape, bytes_moved, flops
 from wgraph.errors import WgraphError
 
@@ -131,17 +131,6 @@ def graph_states(g, arrays, dtypes) -> list:
     return [g.state(f"in{i}", a.shape, d, init=a) for i, (a, d) in enumerate(zip(arrays, dtypes))]
 
 
-def _wall_us(dev, call, reps: int) -> float:
-    """Wall time per call (µs): `reps` calls in one recording, submitted, then a GPU wait."""
-    dev.sync()
-    t0 = time.perf_counter()
-    with dev.record():
-        for _ in range(reps):
-            call()
-    dev.sync()
-    return (time.perf_counter() - t0) / reps * 1e6
-
-
 def measure(dev, s: Shape, tensors, variant: str | None, target_s: float, max_reps: int, arrays=None) -> dict:
     q, k, v = tensors
     kw = {"causal": s.causal, "variant": variant}
@@ -160,7 +149,7 @@ def measure(dev, s: Shape, tensors, variant: str | None, target_s: float, max_re
     gpu = _gpu_times_us(dev, call, reps)
     # a call slower than the whole target (a fallback kernel at a long S): its one timed call is the wall
     # time, so a slow shape costs 3 calls instead of 4 and the budget stays near its mark
-    wall = estimate * 1e6 if gpu and estimate > 2 * target_s else _wall_us(dev, call, reps)
+    wall = estimate * 1e6 if gpu and estimate > 2 * target_s else timing.wall_us(dev, call, reps)
     row = {"plan": plan_dict(plan), "variant": plan.variant, "tier": getattr(plan, "tier", None),
            "reason": getattr(plan, "reason", None), "reps": reps, "wall_us": wall,
            "gpu_us": statistics.median(gpu) if gpu else None, "gpu_us_all": gpu,

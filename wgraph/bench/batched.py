@@ -12,8 +12,8 @@ import attrs
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench import torch_ref
-from wgraph.bench.attention import _gpu_times_us, _wall_us, graph_states, replay_us
+from wgraph.bench import timing, torch_ref
+from wgraph.bench.attention import _gpu_times_us, graph_states, replay_us
 from wgraph.bench.grids import itemsizes
 
 
@@ -110,7 +110,7 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     estimate = time.perf_counter() - t0
     reps = int(max(1, min(max_reps, target_s / max(estimate, 1e-6))))
     gpu = _gpu_times_us(dev, call, reps)
-    wall = _wall_us(dev, call, reps)
+    wall = timing.wall_us(dev, call, reps)
     row = {"reps": reps, "dispatches": dispatches, "gpu_us": statistics.median(gpu) if gpu else None,
            "wall_us": wall, "time_source": "timestamp-span" if gpu else "wall+sync", "_out": out}
     if gpu:

@@ -115,18 +115,7 @@ def _gpu_us(dev, call, reps: int, batches: int = 3) -> tuple[list[float], str]:
     got = timing.calls_us(dev, call, reps, batches)
     if got:
         return got, "pass-span"
-    import time
-
-    out = []
-    for _ in range(batches):
-        dev.sync()
-        t0 = time.perf_counter()
-        with dev.record():
-            for _ in range(reps):
-                call()
-        dev.sync()
-        out.append((time.perf_counter() - t0) / reps * 1e6)
-    return out, "wall+sync"
+    return [timing.wall_us(dev, call, reps) for _ in range(batches)], "wall+sync"
 
 
 def _reps(dev, call, target_us: float, max_reps: int) -> int:
