@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench import timing, weights
+from wgraph.bench import timing, torch_ref, weights
 from wgraph.bench.copy_kernel import BENCH_COPY, CopyParams
 from wgraph.errors import WgraphError
 from wgraph.ops.core import apply
@@ -256,21 +256,10 @@ def _torch_linear(s: GemvShape, st: _Setup, reps: int) -> dict:
         weights.torch_fill(w, seed, st.scale)
         tw.append(w)
     tx = torch.from_numpy(st.x).to("cuda").to(dt)
-    for w in tw:
-        F.linear(tx, w)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(reps):
-            F.linear(tx, tw[i % len(tw)])
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / reps)
+    us = torch_ref.cycled_linear_us(tx, tw, reps)
     out = F.linear(tx, tw[0]).float().cpu().numpy()
     del tw, tx
-    return {"torch_us": statistics.median(times) * 1e3, "output": out}
+    return {"torch_us": us, "output": out}
 
 
 def bench_gemv(dev, shapes, *, copy_gbps: float | None, use_torch: bool, torch_available: bool,

@@ -21,7 +21,7 @@ import attrs
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench import timing
+from wgraph.bench import timing, torch_ref
 from wgraph.bench.gemv import CACHE_BYTES, copy_ceiling
 from wgraph.bench.timing import time_calls
 from wgraph.errors import WgraphError
@@ -122,25 +122,13 @@ def _check_rows(got: np.ndarray, x: np.ndarray, qw: QuantizedWeight, s: QuantGem
 def _torch_gemv_us(rows: int, n: int, k: int, copies: int, reps: int) -> float:
     """torch.nn.functional.linear with f16 weights [n, k] (CUDA events, median of 3 loops over `copies`)."""
     import torch
-    import torch.nn.functional as F
 
     ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
     x = torch.randn(rows, k, device="cuda", dtype=torch.float16)
-    for w in ws:
-        F.linear(x, w)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(reps):
-            F.linear(x, ws[i % copies])
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / reps * 1e3)
+    us = torch_ref.cycled_linear_us(x, ws, reps)
     del ws, x
     torch.cuda.empty_cache()
-    return statistics.median(times)
+    return us
 
 
 def gemv_shapes(big: bool) -> list[QuantGemvShape]:
