@@ -91,6 +91,44 @@ class TorchLlama:
         self.pos.fill_(pos)
 
 
+def decode_timings(m, restart, steps: int):
+    """For "eager", then "cuda_graph" (m.step captured once): ms per m.step(), the median of 3 loops of `steps`
+    steps timed by CUDA events, each loop from restart(). Yields (mode, ms) after the mode's last loop, while
+    m.history holds the ids that loop made."""
+    import torch
+
+    for mode in ("eager", "cuda_graph"):
+        run = m.step
+        if mode == "cuda_graph":
+            restart()
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    m.step()
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            restart()
+            with torch.cuda.graph(graph):
+                m.step()
+            run = graph.replay
+        restart()
+        for _ in range(min(steps, 4)):
+            run()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(3):
+            restart()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(steps):
+                run()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / steps)
+        yield mode, statistics.median(times)
+
+
 def bench_torch_decode(cfg, weights, *, max_seq: int, start_token: int, start_pos: int, steps: int) -> dict:
     """ms per decode step, eager and as a CUDA graph (median of 3 timed loops, CUDA events), and the greedy
     ids each produced from (start_token, start_pos) over an empty cache (a smoke check, not a reference)."""
@@ -99,37 +137,8 @@ def bench_torch_decode(cfg, weights, *, max_seq: int, start_token: int, start_po
     m = TorchLlama(cfg, weights, max_seq)
     out = {}
     with torch.no_grad():
-        for mode in ("eager", "cuda_graph"):
-            run = m.step
-            if mode == "cuda_graph":
-                m.reset(start_token, start_pos)
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):
-                    for _ in range(2):
-                        m.step()
-                torch.cuda.current_stream().wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                m.reset(start_token, start_pos)
-                with torch.cuda.graph(graph):
-                    m.step()
-                run = graph.replay
-            m.reset(start_token, start_pos)
-            for _ in range(min(steps, 4)):
-                run()
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(3):
-                m.reset(start_token, start_pos)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(steps):
-                    run()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end) / steps)
-            ids = m.history[start_pos + 1:start_pos + 1 + steps].tolist()
-            out[mode] = {"ms_per_token": statistics.median(times), "ids": ids}
+        for mode, ms in decode_timings(m, lambda: m.reset(start_token, start_pos), steps):
+            out[mode] = {"ms_per_token": ms, "ids": m.history[start_pos + 1:start_pos + 1 + steps].tolist()}
     del m
     torch.cuda.empty_cache()
     return out

@@ -4,9 +4,7 @@ fixed shapes and is captured in a CUDA graph. torch is imported only where it ru
 
 from __future__ import annotations
 
-import statistics
-
-from wgraph.bench.torch_llama import TorchLlama
+from wgraph.bench.torch_llama import TorchLlama, decode_timings
 
 
 class TorchLlamaBatch(TorchLlama):
@@ -57,8 +55,7 @@ class TorchLlamaBatch(TorchLlama):
         self.pos.fill_(pos)
 
 
-def bench_torch_batch_decode(cfg, weights, *, max_seq: int, tokens: list[int], steps: int,
-                             modes=("eager", "cuda_graph")) -> dict:
+def bench_torch_batch_decode(cfg, weights, *, max_seq: int, tokens: list[int], steps: int) -> dict:
     """ms per batched step (B = len(tokens) sequences from 1-token prompts at position 0), eager and as a CUDA
     graph (median of 3 timed loops, CUDA events), and each sequence's greedy ids (a smoke check)."""
     import torch
@@ -66,36 +63,8 @@ def bench_torch_batch_decode(cfg, weights, *, max_seq: int, tokens: list[int], s
     m = TorchLlamaBatch(cfg, weights, max_seq, len(tokens))
     out = {}
     with torch.no_grad():
-        for mode in modes:
-            run = m.step
-            if mode == "cuda_graph":
-                m.reset(tokens, 0)
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):
-                    for _ in range(2):
-                        m.step()
-                torch.cuda.current_stream().wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                m.reset(tokens, 0)
-                with torch.cuda.graph(graph):
-                    m.step()
-                run = graph.replay
-            m.reset(tokens, 0)
-            for _ in range(min(steps, 4)):
-                run()
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(3):
-                m.reset(tokens, 0)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(steps):
-                    run()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end) / steps)
-            out[mode] = {"ms_per_step": statistics.median(times), "ids": m.history[:, 1:1 + steps].tolist()}
+        for mode, ms in decode_timings(m, lambda: m.reset(tokens, 0), steps):
+            out[mode] = {"ms_per_step": ms, "ids": m.history[:, 1:1 + steps].tolist()}
     del m
     torch.cuda.empty_cache()
     return out
