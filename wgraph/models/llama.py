@@ -42,7 +42,7 @@ from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.models.decode_span import run_scheduled, schedule, short_cache_rows
-from wgraph.ops.sampling import SampleSettings
+from wgraph.ops.sampling import SampleSettings, check_sampling
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
 
@@ -582,10 +582,7 @@ class Llama:
         fn = "generate"
         ids = self._check_ids(prompt_ids, "prompt_ids", fn)
         n = args.integer(fn, "max_new_tokens", max_new_tokens, 0, MAX_SEQ)
-        temperature = args.real(fn, "temperature", temperature, 0.0)
-        top_k = args.integer(fn, "top_k", top_k)
-        top_p = args.real(fn, "top_p", top_p, 0.0, 1.0, open_lo=True)
-        seed = args.integer(fn, "seed", seed, 0, 2**64 - 1)
+        temperature, top_k, top_p, seed = check_sampling(fn, temperature, top_k, top_p, seed)
         stops = set(args.ids(fn, "stop_ids", list(stop_ids) if isinstance(stop_ids, (set, frozenset, range))
                              else stop_ids, 0, self.config.vocab_size - 1).tolist())
         in_flight = args.integer(fn, "in_flight", in_flight, 1, MAX_SEQ)

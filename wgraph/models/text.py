@@ -14,7 +14,7 @@ from wgraph import args
 from wgraph.errors import ArgumentError, LimitError, NoTokenizerError, RecordingError, ShapeError
 from wgraph.models.config import MAX_SEQ
 from wgraph.models.tokenizer import Tokenizer
-from wgraph.ops.sampling import SampleSettings
+from wgraph.ops.sampling import SampleSettings, check_sampling
 
 
 @attrs.frozen
@@ -81,10 +81,7 @@ def request_for_ids(model, ids: list[int], max_new_tokens, *, temperature=0.0, t
     the model loads, and tokenizes it once)."""
     tok = tokenizer_of(model, where)
     n = args.integer(where, "max_new_tokens", max_new_tokens, 0, MAX_SEQ)
-    temperature = args.real(where, "temperature", temperature, 0.0)
-    top_k = args.integer(where, "top_k", top_k)
-    top_p = args.real(where, "top_p", top_p, 0.0, 1.0, open_lo=True)
-    seed = args.integer(where, "seed", seed, 0, 2**64 - 1)
+    temperature, top_k, top_p, seed = check_sampling(where, temperature, top_k, top_p, seed)
     read_every = args.integer(where, "read_every", read_every, 1, MAX_SEQ)
     in_flight = args.integer(where, "in_flight", in_flight, 1, MAX_SEQ)
     skip_special_tokens = args.flag(where, "skip_special_tokens", skip_special_tokens)

@@ -109,7 +109,7 @@ def _sample_variant(dtype: str, dim: int) -> str:
 def _infer_sample(params: SampleParams, specs):
     x, step_t = specs
     check_rows("sample", x)
-    _check_options(params.temperature, params.top_k, params.top_p, params.seed)
+    check_sampling("sample", params.temperature, params.top_k, params.top_p, params.seed)
     args.real("sample", "temperature", params.temperature, 0.0, open_lo=True)  # 0 is argmax: never a sample node
     args.integer("sample", "step", params.step)
     if step_t is not None and not step_t.is_u32_scalar:
@@ -144,11 +144,11 @@ def _is_gpu(v) -> bool:
     return isinstance(v, Tensor) or getattr(v, "_wgraph_symbol_", False)
 
 
-def _check_options(temperature, top_k, top_p, seed) -> tuple:
-    """(temperature, top_k, top_p, seed) by their rules (args.py); temperature 0 is argmax, so it is allowed."""
-    return (args.real("sample", "temperature", temperature, 0.0), args.integer("sample", "top_k", top_k),
-            args.real("sample", "top_p", top_p, 0.0, 1.0, open_lo=True),
-            args.integer("sample", "seed", seed, 0, 2**64 - 1))
+def check_sampling(fn: str, temperature, top_k, top_p, seed) -> tuple:
+    """(temperature, top_k, top_p, seed) by their rules (args.py), for `fn` (sample, or a model's generate);
+    temperature 0 is argmax, so it is allowed."""
+    return (args.real(fn, "temperature", temperature, 0.0), args.integer(fn, "top_k", top_k),
+            args.real(fn, "top_p", top_p, 0.0, 1.0, open_lo=True), args.integer(fn, "seed", seed, 0, 2**64 - 1))
 
 
 def sample(logits: TensorT, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
@@ -168,7 +168,7 @@ def sample(logits: TensorT, *, temperature: float = 1.0, top_k: int = 0, top_p: 
     step: the draw's step: an int or a u32 tensor with one value read at dispatch time.
     out: a u32 tensor [...] to write the ids into.
     """
-    temperature, top_k, top_p, seed = _check_options(temperature, top_k, top_p, seed)
+    temperature, top_k, top_p, seed = check_sampling("sample", temperature, top_k, top_p, seed)
     host_step = None if _is_gpu(step) else args.integer("sample", "step", step)
     if temperature == 0:
         return argmax(logits, out=out)
