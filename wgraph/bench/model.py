@@ -66,12 +66,8 @@ class SeededLlama(Llama):
                     count = math.prod(shapes[src])
                     weights.fill(state, weights.seed_of(src), _scale(src, shapes[src]), first=first, count=count)
                     first += count
-            self.weight_bytes += state.nbytes
-            read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
-            self.weight_bytes_per_token += state.nbytes if read_whole else state.nbytes // shape[0]
-        cos, sin = self.rope_tables()
-        self.device.write(self.program.state("rope_cos"), cos)
-        self.device.write(self.program.state("rope_sin"), sin)
+            self._count_weight_bytes(name, state.nbytes, state.nbytes // shape[0])
+        self._write_rope_tables()
 
 
 def seeded_host_weights(cfg: LlamaConfig) -> dict[str, np.ndarray]:

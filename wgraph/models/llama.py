@@ -298,10 +298,18 @@ class Llama:
                 parts = [_convert(get_weight(src, shapes[src]), pw, src) for src in pw.sources]
                 data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
                 self.device.write(self.program.state(name), data)
-                self.weight_bytes += data.nbytes
-                read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
-                self.weight_bytes_per_token += data.nbytes if read_whole else data.nbytes // data.shape[0]
+                self._count_weight_bytes(name, data.nbytes, data.nbytes // data.shape[0])
                 shown.update()
+        self._write_rope_tables()
+
+    def _count_weight_bytes(self, name: str, nbytes: int, row_bytes: int) -> None:
+        """State `name`'s `nbytes` into weight_bytes, and into weight_bytes_per_token what a decode step reads of
+        it: all, but one row (`row_bytes`) of an untied embedding table."""
+        self.weight_bytes += nbytes
+        read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
+        self.weight_bytes_per_token += nbytes if read_whole else row_bytes
+
+    def _write_rope_tables(self) -> None:
         cos, sin = self.rope_tables()
         self.device.write(self.program.state("rope_cos"), cos)
         self.device.write(self.program.state("rope_sin"), sin)

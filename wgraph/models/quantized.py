@@ -226,13 +226,9 @@ class QuantizedLlama(Llama):
                     data = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
                     nbytes, row = data.nbytes, data.nbytes // data.shape[0]
                 self.device.write(self.program.state(name), data)
-                self.weight_bytes += nbytes
-                read_whole = name != "embed" or self.config.tie_word_embeddings  # a tied table is the lm_head too
-                self.weight_bytes_per_token += nbytes if read_whole else row
+                self._count_weight_bytes(name, nbytes, row)
                 shown.update()
-        cos, sin = self.rope_tables()
-        self.device.write(self.program.state("rope_cos"), cos)
-        self.device.write(self.program.state("rope_sin"), sin)
+        self._write_rope_tables()
 
 
 def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
