@@ -30,7 +30,6 @@ def _to_torch(a, dtype: str, kind: str):
 
 def run_sdpa(shape, q_np, k_np, v_np, reps: int, want_output: bool = True) -> dict:
     """Median ms per call over 3 loops of `reps` calls, CUDA events; plus the output as [S, Hq, D] float32."""
-    import torch
     import torch.nn.functional as F
 
     q = _to_torch(q_np, shape.dtype, "q")
