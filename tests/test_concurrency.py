@@ -2,7 +2,9 @@
 program runs from several threads on one device are safe (one device lock serialises wgpu calls); a
 recording belongs to its thread and captures only that thread's op calls."""
 
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -28,6 +30,19 @@ def _threads(n, target):
         t.join()
     if errors:
         raise errors[0]
+
+
+def _wait_until_in(thread, function, timeout=10.0):
+    """Block until `thread` is inside a call of `function` (by name: its stack, as sys._current_frames shows it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None:
+            if frame.f_code.co_name == function:
+                return
+            frame = frame.f_back
+        time.sleep(0.002)
+    raise AssertionError(f"{thread.name} never reached {function}()")
 
 
 def _decode_graph(name, capacity=32):
@@ -166,4 +181,32 @@ def test_a_tensor_dying_on_another_thread_never_waits_for_the_device_lock():
         go.set()
         h.join(30)
     assert dev.empty((256,), "f32").buffer is buf   # back in the pool: the next allocation of its size takes it
+    dev.destroy()
+
+
+def test_an_op_call_in_flight_across_recreate_raises_and_leaves_the_new_device_alone():
+    """Thread A's op call passes its epoch check, then waits for the device lock (its output's allocation) while
+    another thread re-creates the device. It must raise DeviceError, not queue its old-epoch inputs on the new
+    device: they made the next flush raise on whichever thread came next and poisoned that thread's own fresh
+    tensors (their writes were pending behind A's op)."""
+    dev = wg.Device()
+    x, y = dev.tensor(np.ones(16, np.float32)), dev.tensor(np.ones(16, np.float32))
+    wg.ops.add(x, y).numpy()   # the template is cached: a repeated call checks epochs once, before it allocates
+    got = {}
+
+    def call():
+        try:
+            got["a"] = wg.ops.add(x, y)
+        except wg.WgraphError as e:
+            got["a"] = e
+
+    with dev.lock:
+        t = threading.Thread(target=call)
+        t.start()
+        _wait_until_in(t, "alloc")   # A waits for the lock in its output's allocation
+        dev.recreate()
+    t.join(30)
+    assert isinstance(got["a"], wg.DeviceError), got["a"]
+    p, q = dev.tensor(np.full(16, 2, np.float32)), dev.tensor(np.full(16, 3, np.float32))
+    assert wg.ops.add(p, q).numpy().tolist() == [5.0] * 16
     dev.destroy()

@@ -105,6 +105,14 @@ class Scheduler:
             rec.call(template, inputs, outputs, made)
             return
         with self.lock:
+            # The call checked its tensors' epoch before it took the lock (and its outputs' allocation may have
+            # waited for it): a dev.recreate() on another thread in between must not queue old buffers here,
+            # where the next flush, on whatever thread, would fail and take the other threads' pending ops with it.
+            self.check_open()
+            epoch = self.epoch
+            for t in (*inputs, *outputs):
+                if t is not None and getattr(t.buffer, "_wgraph_epoch", None) != epoch:
+                    raise DeviceError(f"{t!r} was made before the device was re-created (epoch changed)")
             pending = self._pending or self._start_pending()
             self.appending = True
             try:
