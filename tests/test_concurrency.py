@@ -210,3 +210,25 @@ def test_an_op_call_in_flight_across_recreate_raises_and_leaves_the_new_device_a
     p, q = dev.tensor(np.full(16, 2, np.float32)), dev.tensor(np.full(16, 3, np.float32))
     assert wg.ops.add(p, q).numpy().tolist() == [5.0] * 16
     dev.destroy()
+
+
+def test_an_allocation_that_waited_for_a_destroy_raises_device_error():
+    """dev.empty on thread A checked that the device was alive, then waited for the lock while another thread
+    destroyed the device: it took the closed pool's buffer from the dead device and raised LimitError ("could not
+    make a buffer of 64 bytes ... Parent device is lost"). It raises DeviceError, as any call after a destroy."""
+    dev = wg.Device()
+    got = {}
+
+    def call():
+        try:
+            got["a"] = dev.empty((16,), "f32")
+        except wg.WgraphError as e:
+            got["a"] = e
+
+    with dev.lock:
+        t = threading.Thread(target=call)
+        t.start()
+        _wait_until_in(t, "alloc")
+        dev.destroy()
+    t.join(30)
+    assert isinstance(got["a"], wg.DeviceError), got["a"]

@@ -440,13 +440,14 @@ class Device:
 def alloc(device: Device, spec: TensorSpec, label: str = "") -> Tensor:
     """dev.empty of a TensorSpec an op already made (an output, scratch): no argument to check again, which an op
     call that allocates its output would pay on every call. (A function, not a method: Device stays small.)"""
-    device.check_alive()
-    if spec.nbytes > device.caps.max_storage_binding_size:
-        raise LimitError(
-            f"tensor {spec.shape} {spec.dtype} is {spec.nbytes} bytes; the device binds at most "
-            f"{device.caps.max_storage_binding_size} bytes per storage buffer"
-        )
     with device.lock:
+        # under the lock: a dev.destroy() on another thread that this call waited for closed the pool it would take
+        device.check_alive()
+        if spec.nbytes > device.caps.max_storage_binding_size:
+            raise LimitError(
+                f"tensor {spec.shape} {spec.dtype} is {spec.nbytes} bytes; the device binds at most "
+                f"{device.caps.max_storage_binding_size} bytes per storage buffer"
+            )
         pool = device.pool
         if pool.deferred_bytes > pool.deferred_budget_bytes and not device.scheduler.appending:
             device.scheduler.wait_idle()  # destroys what waited for the GPU: memory stays bounded
