@@ -232,3 +232,25 @@ def test_an_allocation_that_waited_for_a_destroy_raises_device_error():
         dev.destroy()
     t.join(30)
     assert isinstance(got["a"], wg.DeviceError), got["a"]
+
+
+def test_stale_items_run_in_a_recording_fail_at_the_call_not_another_threads_ops():
+    """dev.run(items captured before dev.recreate()) inside a recording was refused only when the recording
+    submitted, a submit that had taken the other threads' pending immediate ops in front of it: thread B's valid
+    op then raised RecordingError ("recording #n never ran"). The items are checked at the call, as outside one."""
+    dev = wg.Device()
+    x = dev.tensor(np.ones(4, np.float32))
+    with dev.record() as rec:
+        wg.ops.scale(x, 2.0)
+        items = list(rec.items)
+    dev.sync()
+    dev.recreate()
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("y", wg.ops.scale(dev.tensor(np.ones(4, np.float32)), 3.0)))
+    t.start()
+    t.join()   # B's op waits in the pending list
+    with pytest.raises(wg.DeviceError, match="a captured item of another device or of epoch"):
+        with dev.record():
+            dev.run(items)
+    assert got["y"].numpy().tolist() == [3.0] * 4
+    dev.destroy()

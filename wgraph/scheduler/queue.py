@@ -126,6 +126,9 @@ class Scheduler:
         """Captured items (Dispatch, Copy, Write) into the open recording, else the pending list."""
         rec = self.recording
         if rec is not None:
+            # now, not at its submit: the submit takes the pending ops of every thread in front of the recording,
+            # and a failed one would leave them unusable (another thread's valid op, for this call's stale items)
+            rec.commands.check_device(items)
             rec.extend(items)
             if outputs:
                 rec.made(outputs)
