@@ -254,3 +254,28 @@ def test_stale_items_run_in_a_recording_fail_at_the_call_not_another_threads_ops
             dev.run(items)
     assert got["y"].numpy().tolist() == [3.0] * 4
     dev.destroy()
+
+
+def test_a_kernel_report_is_raised_once_by_the_first_check_on_any_thread(dev):
+    """The device error flag is the device's (docs/concurrency.md): thread A's kv_append at a GPU position past
+    the cache is raised by the next readback on whatever thread makes it (here B's read of its own tensor),
+    once; A's own check after it finds nothing."""
+    dev.check_errors()
+    kc, vc = dev.tensor(np.zeros((2, 1, 4), np.float32)), dev.tensor(np.zeros((2, 1, 4), np.float32))
+    k, pos = dev.tensor(np.ones((1, 1, 4), np.float32)), dev.tensor(np.array([5], np.uint32))
+    x = dev.tensor(np.arange(4, dtype=np.float32))
+    t = threading.Thread(target=lambda: wg.ops.kv_append((kc, vc), k, k, pos))
+    t.start()
+    t.join()
+    caught = []
+
+    def read():
+        with pytest.raises(wg.GpuValueError, match=r"kv_append: .* was 5; it must be < 2"):
+            x.numpy()
+        caught.append(True)
+    b = threading.Thread(target=read)
+    b.start()
+    b.join()
+    assert caught == [True]
+    dev.check_errors()   # raised once: A's check after B's finds nothing
+    assert x.numpy().tolist() == [0, 1, 2, 3]
