@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 
+import attrs
 import numpy as np
 import pytest
 
@@ -279,3 +280,44 @@ def test_a_kernel_report_is_raised_once_by_the_first_check_on_any_thread(dev):
     assert caught == [True]
     dev.check_errors()   # raised once: A's check after B's finds nothing
     assert x.numpy().tolist() == [0, 1, 2, 3]
+
+
+def test_a_template_captured_across_recreate_is_not_cached_for_the_new_device(monkeypatch):
+    """Thread A captures an op call (its encode binds the device error flag) while thread B re-creates the device
+    between A's last check and the template cache: the template, holding old-epoch buffers, went into the new
+    epoch's cache, and every later call of that op and shape, on fresh tensors, raised wgpu's raw
+    GPUValidationError ("Device ... of Buffer ... doesn't match Device"). A template is cached only in the epoch
+    its tensors were checked in."""
+    attention_module = sys.modules["wgraph.ops.attention"]
+    original = attention_module.ATTENTION
+    encoded, go = threading.Event(), threading.Event()
+
+    def encode(ctx, params, inputs, outputs):
+        dispatches = original.encode(ctx, params, inputs, outputs)
+        encoded.set()
+        go.wait(30)   # B re-creates the device here
+        return dispatches
+    monkeypatch.setattr(attention_module, "ATTENTION", attrs.evolve(original, encode=encode))
+    dev = wg.Device()
+    q, k = np.ones((1, 2, 8), np.float32), np.ones((4, 1, 8), np.float32)
+
+    def call():
+        return wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(k), causal=True,
+                                kv_len=dev.tensor(np.array([4], np.uint32)))
+    got = {}
+
+    def a():
+        try:
+            got["a"] = call()
+        except wg.WgraphError as e:
+            got["a"] = e
+    t = threading.Thread(target=a)
+    t.start()
+    assert encoded.wait(30)
+    dev.recreate()
+    go.set()
+    t.join(30)
+    assert isinstance(got["a"], wg.DeviceError), got["a"]
+    monkeypatch.setattr(attention_module, "ATTENTION", original)
+    assert call().numpy().tolist() == [[[1.0] * 8] * 2]
+    dev.destroy()

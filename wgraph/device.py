@@ -189,7 +189,7 @@ class Device:
                                    stats=self.stats, pool=self.pool, pipelines=self.pipelines,
                                    bind_groups=self.bind_groups, empty=self.empty,
                                    uniform_alignment=self.caps.min_uniform_offset_alignment)
-        self.templates = TemplateCache()  # op templates of this epoch (scheduler/templates.py)
+        self.templates = TemplateCache(self.epoch)  # op templates of this epoch (scheduler/templates.py)
         self._staging = None
         self._fallbacks: dict = {}
         self._error_flag: Tensor | None = None  # made on first use by a kernel that reports (device_errors.py)

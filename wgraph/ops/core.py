@@ -339,7 +339,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = No
         device.check_tensor(t)
     tpl = capture(device, op, params, inputs, outputs)
     if key is not None and tpl.reusable and _distinct_buffers(tensors, outputs):
-        device.templates.put(key, tpl)
+        device.templates.put(key, tpl, epoch)   # the epoch its inputs were checked in
     if queue is None:
         device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
     else:

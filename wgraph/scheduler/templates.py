@@ -96,13 +96,18 @@ def template_of(dispatches, inputs, outputs, scratch, fixed, plan=None) -> OpTem
 class TemplateCache:
     """Templates of one device epoch by key; emptied when it passes CAPACITY (a workload repeats few keys)."""
 
-    def __init__(self):
+    def __init__(self, epoch: int):
+        self.epoch = epoch
         self._templates: dict = {}
 
     def get(self, key):
         return self._templates.get(key)
 
-    def put(self, key, template: OpTemplate) -> None:
+    def put(self, key, template: OpTemplate, epoch: int) -> None:
+        """Cache `template`, captured from tensors checked in `epoch`: dropped unless that is this cache's (a
+        call captured while another thread re-created the device holds the old device's buffers)."""
+        if epoch != self.epoch:
+            return
         if len(self._templates) >= CAPACITY:
             self._templates.clear()
         self._templates[key] = template
