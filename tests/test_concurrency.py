@@ -321,3 +321,36 @@ def test_a_template_captured_across_recreate_is_not_cached_for_the_new_device(mo
     monkeypatch.setattr(attention_module, "ATTENTION", original)
     assert call().numpy().tolist() == [[[1.0] * 8] * 2]
     dev.destroy()
+
+
+def test_a_write_crossing_recreate_raises_and_leaves_the_new_device_alone():
+    """dev.write checks its tensor, converts the data (here a slow __array__), then queues: when another thread
+    re-created the device in between, the write returned as if done and joined the new device's pending ops with
+    the old buffer; thread B's valid op then raised DeviceError ("write tensor: a captured item of ... epoch 1")."""
+    dev = wg.Device()
+    x = dev.tensor(np.zeros(4, np.float32))
+    inside, go = threading.Event(), threading.Event()
+
+    class Slow:
+        def __array__(self, dtype=None, copy=None):
+            inside.set()
+            go.wait(30)
+            return np.ones(4, np.float32)
+    got = {}
+
+    def write():
+        try:
+            dev.write(x, Slow())
+            got["a"] = "returned"
+        except wg.WgraphError as e:
+            got["a"] = e
+    t = threading.Thread(target=write)
+    t.start()
+    assert inside.wait(30)
+    dev.recreate()
+    y = wg.ops.scale(dev.tensor(np.full(4, 2, np.float32)), 1.0)   # waits in the new device's pending list
+    go.set()
+    t.join(30)
+    assert isinstance(got["a"], wg.DeviceError), got["a"]
+    assert y.numpy().tolist() == [2.0] * 4
+    dev.destroy()
