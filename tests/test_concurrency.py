@@ -354,3 +354,20 @@ def test_a_write_crossing_recreate_raises_and_leaves_the_new_device_alone():
     assert isinstance(got["a"], wg.DeviceError), got["a"]
     assert y.numpy().tolist() == [2.0] * 4
     dev.destroy()
+
+
+def test_flush_fence_and_check_errors_after_another_threads_destroy_raise():
+    """Thread A queues ops; thread B destroys the device. A's dev.flush() returned as if its ops were sent,
+    dev.fence() returned a token and dev.check_errors() said nothing was wrong: each raises DeviceError, as
+    docs/concurrency.md promises for every call after a destroy (the ops died with the device)."""
+    dev = wg.Device()
+    x = dev.tensor(np.ones(4, np.float32))
+    y = wg.ops.scale(x, 2.0)   # pending
+    t = threading.Thread(target=dev.destroy)
+    t.start()
+    t.join()
+    for call in (dev.flush, dev.fence, dev.check_errors):
+        with pytest.raises(wg.DeviceError, match="is lost or destroyed"):
+            call()
+    with pytest.raises(wg.DeviceError):
+        y.numpy()

@@ -377,6 +377,7 @@ class Device:
     def check_errors(self) -> None:
         """Wait for the GPU, then raise GpuValueError (and clear the flag) if a kernel reported a GPU value out
         of range since the last check or readback. Every readback checks too."""
+        self.check_alive()   # a destroyed device has no flag left: "no error" would be a guess
         if self._error_flag is not None:
             rec = self.scheduler.recording
             if rec is not None and rec.writes(self._error_flag):

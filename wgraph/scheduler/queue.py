@@ -164,6 +164,7 @@ class Scheduler:
         """Submit the pending immediate ops now (one submit; nothing when none wait). If the submit raises, the
         tensors those ops write become unusable, naming why: never left holding what was there before."""
         with self.lock:
+            self.check_open()   # the device was destroyed (on any thread): its pending ops died with it
             pending, self._pending = self._pending, None
             if pending is not None:
                 try:
