@@ -371,3 +371,22 @@ def test_flush_fence_and_check_errors_after_another_threads_destroy_raise():
             call()
     with pytest.raises(wg.DeviceError):
         y.numpy()
+
+
+def test_a_profiled_recording_times_only_its_own_ops(dev):
+    """Thread B's immediate ops were pending when thread A's record(profile=True) submitted: they went into its
+    submit, in front, and A's profile of one silu listed B's 3 scale and 3 add (and their time in its span)."""
+    if not dev.caps.has_timestamps:
+        pytest.skip("no timestamp queries")
+    x = dev.tensor(np.ones(64, np.float32))
+
+    def other():
+        for _ in range(3):
+            wg.ops.add(x, wg.ops.scale(x, 5.0))
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    with dev.record(profile=True) as rec:
+        y = wg.ops.silu(x)
+    assert [(r.label, r.count) for r in rec.profile().rows] == [("silu", 1)]
+    assert abs(y.numpy()[0] - 1 / (1 + np.exp(-1.0))) < 1e-6

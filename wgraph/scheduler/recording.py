@@ -76,6 +76,8 @@ class Recording:
         scheduler = self.scheduler
         with scheduler.lock:
             scheduler.check_open()
+            if self._want_profile:
+                scheduler.flush()   # the pending ops (other threads' too) in a submit of their own: not in its profile
             pending = scheduler.take_pending()
             if pending:
                 self.commands.items[:0] = pending
