@@ -390,3 +390,31 @@ def test_a_profiled_recording_times_only_its_own_ops(dev):
         y = wg.ops.silu(x)
     assert [(r.label, r.count) for r in rec.profile().rows] == [("silu", 1)]
     assert abs(y.numpy()[0] - 1 / (1 + np.exp(-1.0))) < 1e-6
+
+
+def test_a_recording_that_fails_to_submit_leaves_other_threads_pending_ops_to_run(monkeypatch):
+    """A recording's submit takes the pending immediate ops (thread B's here) in front of its items. When it failed
+    (here a kernel the driver cannot compile; seen for real: a recording whose writes after its first op passed
+    128 MB raised LimitError for its upload buffer), B's valid op was marked unusable ("recording #n never ran").
+    Now only the recording's own ops are; B's wait for the next flush and run."""
+    dev = wg.Device()
+    x = dev.tensor(np.ones(4, np.float32))
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("y", wg.ops.scale(dev.tensor(np.full(4, 2, np.float32)), 3.0)))
+    t.start()
+    t.join()   # B's op waits in the pending list
+    warm = dev.pipelines.warm
+
+    def failing(kernels, *a, **k):
+        kernels = list(kernels)
+        if any(kernel.name.startswith("silu") for kernel in kernels):
+            raise wg.PlanError("the driver could not compile silu")
+        return warm(kernels, *a, **k)
+    monkeypatch.setattr(dev.pipelines, "warm", failing)
+    with pytest.raises(wg.PlanError, match="could not compile"):
+        with dev.record():
+            z = wg.ops.silu(x)
+    assert got["y"].numpy().tolist() == [6.0] * 4
+    with pytest.raises(RecordingError, match="never ran"):
+        z.numpy()
+    dev.destroy()

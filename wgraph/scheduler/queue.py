@@ -160,6 +160,13 @@ class Scheduler:
         pending, self._pending = self._pending, None
         return [] if pending is None else pending.items
 
+    def restore_pending(self, items) -> None:
+        """Put items take_pending() took back in front of the pending list (the recording that took them failed
+        before they ran). Lock held."""
+        if items:
+            pending = self._pending or self._start_pending()
+            pending.items[:0] = items
+
     def flush(self) -> None:
         """Submit the pending immediate ops now (one submit; nothing when none wait). If the submit raises, the
         tensors those ops write become unusable, naming why: never left holding what was there before."""

@@ -87,7 +87,12 @@ class Recording:
                 self._timestamps = Timestamps(scheduler.gpu, len(dispatches), self.caps.has_timestamps_inside_passes)
             try:
                 self.commands.submit(self._timestamps)
-            except BaseException as e:   # the recorded ops (and the pending ones put in front) never ran
+            except BaseException as e:   # the recorded ops never ran
+                # the pending ops put in front were other calls' (other threads' too): they wait again for the
+                # next flush, which runs them or raises on the thread that needs them (poisoning them here made
+                # another thread's valid op unusable for this recording's error)
+                self.commands.items = self.commands.items[len(pending):]
+                scheduler.restore_pending(pending)
                 self.commands.poison_writes(f"{self.label} never ran: its submit raised {type(e).__name__}: "
                                             f"{str(e)[:200]}", scheduler.owned)
                 self.state = "discarded"
