@@ -24,6 +24,28 @@ def test_write_inside_a_recording_keeps_its_order(dev):
     assert x.numpy().tolist() == [100.0] * 4
 
 
+def test_a_recording_may_write_more_than_one_tensor_holds(dev, monkeypatch):
+    """Writes after a recording's first op are staged in upload tensors; one of them all was a tensor of their
+    sum, which past the device's tensor size limit raised LimitError naming that internal tensor (a recording
+    writing more than 128 MiB on lavapipe). They go in as few tensors as the limit allows now, each write at
+    its place in the order. (The limit is lowered to 1 MiB here so the test stays small.)"""
+    import attrs
+
+    limit = 1 << 20
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, max_storage_binding_size=limit))
+    monkeypatch.setattr(dev.scheduler, "max_tensor_bytes", limit, raising=False)
+    n = limit // 4 * 3 // 5   # f32 elements: each write is 60% of the limit, two do not fit one upload
+    a, b = dev.empty((n,), "f32"), dev.empty((n,), "f32")
+    x = dev.tensor(np.array([1.0, -3.0], np.float32))
+    with dev.record():
+        y = wg.ops.scale(x, 2.0)
+        dev.write(a, np.full(n, 1.5, np.float32))
+        dev.write(b, np.arange(n, dtype=np.float32))
+        z = wg.ops.add(a, b)   # reads both writes: they landed before it
+    np.testing.assert_array_equal(y.numpy(), [2.0, -6.0])
+    np.testing.assert_array_equal(z.numpy(), np.arange(n, dtype=np.float32) + np.float32(1.5))
+
+
 def test_gpu_kv_len_rewritten_between_recorded_calls(dev, rng):
     q = rng.standard_normal((1, 4, 16)).astype(np.float32)
     k = rng.standard_normal((40, 2, 16)).astype(np.float32)

@@ -188,6 +188,7 @@ class Device:
         self.scheduler = Scheduler(gpu=self.wgpu, epoch=self.epoch, name=self.caps.adapter_name, lock=self.lock,
                                    stats=self.stats, pool=self.pool, pipelines=self.pipelines,
                                    bind_groups=self.bind_groups, empty=self.empty,
+                                   max_tensor_bytes=self.caps.max_storage_binding_size,
                                    uniform_alignment=self.caps.min_uniform_offset_alignment)
         self.templates = TemplateCache(self.epoch)  # op templates of this epoch (scheduler/templates.py)
         self._staging = None

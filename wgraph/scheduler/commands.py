@@ -113,7 +113,8 @@ class CommandList:
 
 class PreparedCommands:
     """A command list ready to encode: the uniform arena in a GPU buffer, a Step per dispatch, and the bytes
-    of every Write after the first dispatch staged in one upload tensor copied at its place in the order."""
+    of every Write after the first dispatch staged in upload tensors (as few as the device's tensor size limit
+    allows: a recording may write more than one tensor can hold) copied at its place in the order."""
 
     def __init__(self, scheduler, items, label: str, persistent: bool):
         self.scheduler = scheduler
@@ -126,8 +127,8 @@ class PreparedCommands:
         self._uniforms = scheduler.uniform_buffer(self._uploaded, persistent, arena.slices) if self.arena else None
         uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
         self.head_writes: list[Write] = []  # writes before the first GPU item: plain queue writes
-        staged: list[tuple[Write, int]] = []
-        upload_bytes = 0
+        groups: list[list[Write]] = []  # the staged writes of each upload tensor
+        group_bytes = 0
         gpu_item_seen = False
         for item in items:
             if not isinstance(item, Write):
@@ -135,11 +136,22 @@ class PreparedCommands:
             elif not gpu_item_seen:
                 self.head_writes.append(item)
             else:
-                staged.append((item, upload_bytes))
-                upload_bytes += len(item.data)
-        self._upload = scheduler.empty((upload_bytes // 4,), "u32", f"{label}.upload") if upload_bytes else None
-        self._upload_data = b"".join(w.data for w, _ in staged)
-        staged_at = {id(w): off for w, off in staged}
+                # a Write is at most its destination tensor's bytes, so within the limit by itself
+                if not groups or group_bytes + len(item.data) > scheduler.max_tensor_bytes:
+                    groups.append([])
+                    group_bytes = 0
+                groups[-1].append(item)
+                group_bytes += len(item.data)
+        self._uploads: list[tuple] = []  # (upload tensor, its bytes)
+        staged_at: dict[int, tuple] = {}  # id(write) -> (its upload tensor, offset there)
+        for n, group in enumerate(groups):
+            data = b"".join(w.data for w in group)
+            upload = scheduler.empty((len(data) // 4,), "u32", f"{label}.upload{n or ''}")
+            self._uploads.append((upload, data))
+            offset = 0
+            for w in group:
+                staged_at[id(w)] = (upload, offset)
+                offset += len(w.data)
         self.steps: list = []
         # a persistent list (a Program's) is encoded on every replay: its steps as encode_passes takes them,
         # built on the first submit; a one-shot list is encoded once, straight from its steps
@@ -165,8 +177,8 @@ class PreparedCommands:
                 self.steps.append(Step(item, got[0], group, c_off, 0 if off is None else 1))
             elif isinstance(item, Write):
                 if id(item) in staged_at:
-                    self.steps.append(Copy(self._upload, item.dst, len(item.data), src_offset=staged_at[id(item)],
-                                           label=item.label))
+                    upload, offset = staged_at[id(item)]
+                    self.steps.append(Copy(upload, item.dst, len(item.data), src_offset=offset, label=item.label))
             else:
                 self.steps.append(item)
 
@@ -209,8 +221,8 @@ class PreparedCommands:
         scheduler = self.scheduler
         for w in self.head_writes:
             scheduler.write_buffer(w.dst.buffer, 0, w.data)
-        if self._upload is not None:
-            scheduler.write_buffer(self._upload.buffer, 0, self._upload_data)
+        for upload, data in self._uploads:
+            scheduler.write_buffer(upload.buffer, 0, data)
         if self._uniforms is not None:
             self._flush_uniforms()
         if not self.steps and not head:
@@ -238,7 +250,7 @@ class PreparedCommands:
         if self._uniforms is not None:
             self._uniforms.release()
             self._uniforms = None
-        self._upload = None
+        self._uploads = []
 
 
 def native_passes(steps) -> list:

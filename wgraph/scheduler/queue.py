@@ -42,10 +42,11 @@ class UniformBuffer:
 class Scheduler:
     """The submission side of one device epoch. Everything it needs is given here: the wgpu device (queue and
     command encoders), the device lock, the counters, the buffer pool, the pipeline and bind group caches,
-    `empty(shape, dtype, label)` for scratch and staging tensors, and the uniform offset alignment."""
+    `empty(shape, dtype, label)` for scratch and staging tensors (at most `max_tensor_bytes` each: the device's
+    storage binding limit), and the uniform offset alignment."""
 
     def __init__(self, *, gpu, epoch: int, name: str, lock, stats, pool, pipelines, bind_groups, empty,
-                 uniform_alignment: int):
+                 max_tensor_bytes: int, uniform_alignment: int):
         self.gpu = gpu
         self.epoch = epoch
         self.name = name  # the adapter, for error messages
@@ -55,6 +56,7 @@ class Scheduler:
         self.pipelines = pipelines
         self.bind_groups = bind_groups
         self.empty = empty
+        self.max_tensor_bytes = max_tensor_bytes
         self.uniform_alignment = uniform_alignment
         self.closed = False
         self.last_index = 0  # wgpu-native's index of the latest submission: fences and deferred destruction
