@@ -69,6 +69,21 @@ def test_step_logits_match_float64_and_states_advance(tiny_llama, model):
         assert rel_err(second[b], ref.forward(cfg, w, ids)[-1]) < 1e-4, f"sequence {b}"
 
 
+def test_prefill_leaves_room_for_the_first_id(model):
+    """prefill takes prompts of up to max_seq - 1 ids: the first step's id lands at each prompt's length. A prompt
+    of max_seq ids was taken (its first id, past the history row, was dropped on the GPU) and a longer one failed
+    in numpy's broadcast; both are refused like generate's, before any GPU work."""
+    dec = BatchedDecoder(model, 2, max_seq=8)
+    for n in (8, 9):
+        with pytest.raises(LimitError, match=rf"BatchedDecoder.prefill: prompt 1 \({n} ids\) \+ 1 new tokens exceed "
+                                             r"the KV cache of 8 positions \(max_seq\)"):
+            dec.prefill([[1], [2] * n])
+    dec.prefill([[1], [3] * 7])
+    dec.step()
+    history = dec.program.state("history").numpy()
+    assert history[1, :7].tolist() == [3] * 7 and history[1, 7] == dec.program.state("token").numpy()[1]
+
+
 def test_dispatches_per_step_do_not_depend_on_batch(model, dev):
     """Every op of the step is one plan for the whole batch: the dispatch count is the same for B = 1, 3, 8 (the
     GEMV's rows), and the same for B = 9, 16 (the GEMM's, where a linear's norm, swiglu and residual are

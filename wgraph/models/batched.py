@@ -224,9 +224,12 @@ class BatchedDecoder:
         submit for all); the last id is each sequence's first input of the step, at its own position. Returns
         the prompts as checked u32 arrays.
 
-        prompts: 1..batch lists (or numpy arrays) of token ids.
+        prompts: 1..batch lists (or numpy arrays) of token ids, each at most max_seq - 1 ids (room for the first
+            step's id).
         """
-        seqs = _check_prompts("BatchedDecoder.prefill", prompts, self.config.vocab_size, self.batch)
+        where = "BatchedDecoder.prefill"
+        seqs = _check_prompts(where, prompts, self.config.vocab_size, self.batch)
+        _check_room(where, seqs, 1, self.max_seq)  # the first step's id lands at each prompt's length
         self._start(seqs)
         return seqs
 
@@ -298,10 +301,7 @@ class BatchedDecoder:
         every = args.optional_integer(where, "read_every", read_every, 1, MAX_SEQ) or max(n, 1)
         if progress is not None and not callable(progress):
             raise args.fail(where, "progress", progress, "None or a function (steps, seconds)")
-        for b, p in enumerate(seqs):
-            if p.size + n > self.max_seq:
-                raise LimitError(f"{where}: prompt {b} ({p.size} ids) + {n} new tokens exceed the KV cache of "
-                                 f"{self.max_seq} positions (max_seq)")
+        _check_room(where, seqs, n, self.max_seq)
         stops = _check_stop_ids(where, stop_ids, len(seqs), self.config.vocab_size)
         out: list[list[int]] = [[] for _ in seqs]
         if n == 0:
@@ -348,6 +348,14 @@ def _check_prompts(where: str, prompts, vocab: int, most: int) -> list[np.ndarra
         raise args.fail(where, "prompts", prompts, f"a list of 1 to {most} prompts (the batch), each a list of "
                                                    f"token ids")
     return [_check_ids(where, f"prompts[{b}]", p, vocab) for b, p in enumerate(prompts)]
+
+
+def _check_room(where: str, seqs: list[np.ndarray], new: int, max_seq: int) -> None:
+    """Each prompt plus `new` ids within the KV cache's `max_seq` positions (the first refused by its index)."""
+    for b, p in enumerate(seqs):
+        if p.size + new > max_seq:
+            raise LimitError(f"{where}: prompt {b} ({p.size} ids) + {new} new tokens exceed the KV cache of "
+                             f"{max_seq} positions (max_seq)")
 
 
 def _check_stop_ids(where: str, stop_ids, count: int, vocab: int) -> list[set[int]]:
