@@ -155,6 +155,30 @@ def test_a_decoder_runs_new_prompts_each_call(model, alone):
     assert dec.generate([PROMPTS[6], PROMPTS[0]], STEPS) == [alone[6], alone[0]]
 
 
+def test_one_call_at_a_time_on_a_decoder(model, alone):
+    """Two threads generating on one decoder overwrote each other's prompts and read each other's ids (wrong ids
+    in 11 of 12 calls of a probe); each call now runs whole, as a model's (docs/concurrency.md)."""
+    import threading
+
+    dec = BatchedDecoder(model, 2)
+    work = {0: (PROMPTS[:2], alone[:2]), 1: (PROMPTS[2:4], alone[2:4])}
+    got, errors = {0: [], 1: []}, []
+
+    def run(i):
+        try:
+            for _ in range(2):
+                got[i].append(dec.generate(work[i][0], STEPS, read_every=2))
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors and got == {i: [work[i][1]] * 2 for i in (0, 1)}
+
+
 def test_weights_are_the_models_buffers(model):
     """The batch program binds the model's weight tensors (no copy): its persistent bytes are its caches and
     per-sequence states only."""

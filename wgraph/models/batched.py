@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -151,6 +152,9 @@ class BatchedDecoder:
         self.short_rows = rows if self.short_page else None
         self._short = None  # compiled on first use (_short_program)
         self._position: int | None = None  # the most advanced sequence's next position (None: unknown)
+        # One call at a time: the caches, positions and history rows are the decoder's (two threads' generate
+        # calls overwrote each other's prompts and read each other's ids)
+        self._lock = threading.RLock()
         self.last_stats: dict = {}
 
     # ---- the step ----
@@ -230,7 +234,8 @@ class BatchedDecoder:
         where = "BatchedDecoder.prefill"
         seqs = _check_prompts(where, prompts, self.config.vocab_size, self.batch)
         _check_room(where, seqs, 1, self.max_seq)  # the first step's id lands at each prompt's length
-        self._start(seqs)
+        with self._lock:
+            self._start(seqs)
         return seqs
 
     def _start(self, seqs: list[np.ndarray]) -> None:
@@ -261,8 +266,9 @@ class BatchedDecoder:
     def step(self) -> Tensor:
         """One batched decode step (one submit, no host input): the logits output [B, V] of the tokens it
         consumed (overwritten by the next step of the same program)."""
-        (program, _), = self._programs(1)
-        return program.run()["logits"]
+        with self._lock:
+            (program, _), = self._programs(1)
+            return program.run()["logits"]
 
     def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = STEPS_PER_SUBMIT) -> float:
         """Submit `n` steps back to back, at most `in_flight` unfinished on the GPU (Program.run_many); steps
@@ -276,7 +282,8 @@ class BatchedDecoder:
         n = args.integer("BatchedDecoder.run_steps", "n", n, 0, MAX_SEQ)
         in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("BatchedDecoder.run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
-        return run_scheduled(self._programs(n), in_flight, per_submit)
+        with self._lock:
+            return run_scheduled(self._programs(n), in_flight, per_submit)
 
     def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[list[int]]:
@@ -307,6 +314,11 @@ class BatchedDecoder:
         if n == 0:
             self.last_stats = {"steps": 0, "tokens": 0, "seconds": 0.0, "submits": 0, "readbacks": 0}
             return out
+        with self._lock:
+            return self._generate(seqs, n, stops, in_flight, every, progress, out)
+
+    def _generate(self, seqs: list[np.ndarray], n: int, stops: list[set[int]], in_flight: int, every: int,
+                  progress, out: list[list[int]]) -> list[list[int]]:
         dev = self.device
         t0 = time.perf_counter()
         before = dev.stats.snapshot()
