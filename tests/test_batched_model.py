@@ -135,6 +135,11 @@ def test_stop_ids_per_sequence(model, alone):
     everywhere = [[w[0]] for w in want]  # every sequence stops at its first id: one read, then the end
     assert dec.generate(prompts, STEPS, stop_ids=everywhere, read_every=1) == everywhere
     assert dec.last_stats["steps"] == 1
+    # the shared ids as Llama.generate takes them, a range or a 1-D integer array, and a range per prompt (refused
+    # as "not a mix" of ids and lists before)
+    for ids in (np.array([shared], np.int64), range(shared, shared + 1)):
+        assert dec.generate(prompts, STEPS, stop_ids=ids, read_every=2) == got
+    assert dec.generate(prompts, STEPS, stop_ids=[[], range(shared, shared + 1), []]) == [want[0], got[1], want[2]]
     # a set of per-prompt lists has no order to match the prompts with: refused, not applied in any order
     with pytest.raises(ArgumentError, match="per-prompt lists in a list or tuple, in the prompts' order"):
         dec.generate(prompts[:2], STEPS, stop_ids={(want[0][4],), (want[1][3],)})

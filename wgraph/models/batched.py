@@ -374,15 +374,19 @@ def _check_stop_ids(where: str, stop_ids, count: int, vocab: int) -> list[set[in
     """Stop ids as one set per sequence, from ids shared by all or one list of ids per sequence."""
     rule = (f"a list of ids in [0, {vocab - 1}] (shared by every prompt) or one such list per prompt ({count}), "
             f"not a mix")
+    if isinstance(stop_ids, range) or (isinstance(stop_ids, np.ndarray) and stop_ids.ndim == 1):
+        # ids shared by every prompt as Llama.generate takes them too (a range, a 1-D integer array)
+        ids = list(stop_ids) if isinstance(stop_ids, range) else stop_ids
+        return [set(args.ids(where, "stop_ids", ids, 0, vocab - 1).tolist())] * count
     if not isinstance(stop_ids, (list, tuple, set, frozenset)):
         raise args.fail(where, "stop_ids", stop_ids, rule)
     items = list(stop_ids)
-    collections = (list, tuple, set, frozenset, np.ndarray)
+    collections = (list, tuple, set, frozenset, range, np.ndarray)
     if items and all(isinstance(s, collections) for s in items):
         if len(items) != count or isinstance(stop_ids, (set, frozenset)):   # a set of lists has no order to match
             raise args.fail(where, "stop_ids", stop_ids, rule + "; per-prompt lists in a list or tuple, in the "
                                                                 "prompts' order")
-        return [set(args.ids(where, f"stop_ids[{b}]", list(ids) if isinstance(ids, (set, frozenset)) else ids,
+        return [set(args.ids(where, f"stop_ids[{b}]", list(ids) if isinstance(ids, (set, frozenset, range)) else ids,
                              0, vocab - 1).tolist()) for b, ids in enumerate(items)]
     if any(isinstance(s, collections) for s in items):
         raise args.fail(where, "stop_ids", stop_ids, rule)
