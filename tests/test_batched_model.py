@@ -33,6 +33,23 @@ def alone(model):
     return [model.generate(p, STEPS) for p in PROMPTS]
 
 
+def test_logits_past_the_binding_limit_are_refused_by_name(dev):
+    """The step's [B, vocab] f32 logits are one tensor: past the device's binding limit the decoder raised
+    dev.empty's LimitError, naming neither the batch nor the vocabulary; it names both and the batch that fits."""
+    from wgraph.models.random_checkpoint import random_weights, tiny_config
+
+    cfg = tiny_config(vocab_size=4096)
+    model = Llama.from_weights(LlamaConfig.from_dict(cfg), random_weights(cfg, seed=0), dev, dtype="f32", max_seq=8)
+    limit = dev.caps.max_storage_binding_size
+    most = limit // (4 * 4096)
+    if most + 1 > dev.caps.max_workgroups_per_dim:
+        pytest.skip(f"this device binds {limit} bytes: no batch within its grid limit reaches it")
+    with pytest.raises(LimitError, match=rf"BatchedDecoder: the logits of batch {most + 1} x vocab 4096 \(f32\) would "
+                                         rf"take {(most + 1) * 4096 * 4} bytes, above the device's {limit} per storage "
+                                         rf"buffer: use a batch of at most {most}"):
+        BatchedDecoder(model, most + 1, max_seq=2)
+
+
 @pytest.mark.parametrize("batch, count", [(1, 1), (3, 3), (8, 8), (8, 3)])
 def test_each_sequence_decodes_as_it_does_alone(tiny_llama, model, alone, batch, count):
     """B sequences of ragged prompts at once (count < batch: the rest of the batch decodes pads); the prompt of
@@ -283,6 +300,7 @@ def test_bad_arguments_are_refused_before_gpu_work(model, dev):
          (model, 60000), {}),
         (A, r"model='llama' must be a Llama", ("llama", 2), {}),
     ]
+
     for err, pattern, args, kw in construct:
         with pytest.raises(err, match="BatchedDecoder: " + pattern):
             BatchedDecoder(*args, **kw)

@@ -143,6 +143,11 @@ class BatchedDecoder:
             raise LimitError(f"BatchedDecoder: a layer's K cache for batch {self.batch} x max_seq {self.max_seq} "
                              f"would take {cache_bytes} bytes, above the device's {dev.caps.max_storage_binding_size} "
                              f"per storage buffer: use a smaller batch or max_seq")
+        logits_bytes = self.batch * c.vocab_size * 4  # the step's [B, vocab] f32 logits, one tensor
+        if logits_bytes > dev.caps.max_storage_binding_size:
+            raise LimitError(f"BatchedDecoder: the logits of batch {self.batch} x vocab {c.vocab_size} (f32) would take "
+                             f"{logits_bytes} bytes, above the device's {dev.caps.max_storage_binding_size} per storage "
+                             f"buffer: use a batch of at most {dev.caps.max_storage_binding_size // (4 * c.vocab_size)}")
         shared = {name: model.program.state(name) for name in states
                   if name not in SEQUENCE_STATES and not _is_cache(name)}
         graph = self._build(states, cache.dtype, shared)
