@@ -104,8 +104,8 @@ def test_checkpoint_variants_match_reference(case, tmp_path, dev):
     storage, shards, over, dtype = "f32", 1, {}, "f32"
     if case == "bf16_sharded":
         storage, shards = "bf16", 3
-    elif case == "partial_rotary":  # RoPE on the first 12 of 16 dims per head (rotate-half within them)
-        over = {"partial_rotary_factor": 0.75}
+    elif case == "partial_rotary":  # RoPE on the first 12 of 16 dims per head (rotate-half within them); config.json's
+        over = {"partial_rotary_factor": 0.75}  # partial_rotary_factor is refused, so the config is built
     elif case == "interleaved_partial":  # GPT-J pairs: no config.json key means it, so the config is built
         over = {"partial_rotary_factor": 0.5, "rope_interleaved": True}
     elif case == "bf16_model":  # an f32 checkpoint loaded as bf16: matrices rounded to bf16, norms kept f32
@@ -117,11 +117,12 @@ def test_checkpoint_variants_match_reference(case, tmp_path, dev):
                 "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                  "original_max_position_embeddings": 32}}
     cfg = tiny_config(**over)
-    w = random_weights({k: v for k, v in cfg.items() if k != "rope_interleaved"}, seed=1)
+    plain = {k: v for k, v in cfg.items() if k not in ("rope_interleaved", "partial_rotary_factor")}
+    w = random_weights(plain, seed=1)
     stored = {k: stored_values(v, "bf16" if dtype == "bf16" and v.ndim == 2 else storage) for k, v in w.items()}
-    if cfg.get("rope_interleaved"):
-        config = attrs.evolve(LlamaConfig.from_dict({k: v for k, v in cfg.items() if k != "rope_interleaved"}),
-                              rope_interleaved=True)
+    if "partial_rotary_factor" in cfg:  # the reference reads the factor; the config is built with its rotary_dim
+        config = attrs.evolve(LlamaConfig.from_dict(plain), rope_interleaved=bool(cfg.get("rope_interleaved")),
+                              rotary_dim=int(cfg["head_dim"] * cfg["partial_rotary_factor"]))
         model = Llama.from_weights(config, w, dev, dtype=dtype, max_seq=48)
     else:
         path = write_checkpoint(tmp_path, cfg, w, storage=storage, shards=shards)

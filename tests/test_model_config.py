@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import attrs
 import pytest
 
 from wgraph.errors import CheckpointError
@@ -85,8 +86,8 @@ LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fre
     ("llama", "tie_word_embeddings", "false", r'tie_word_embeddings="false" must be true or false'),
     ("llama", "max_position_embeddings", 64.5, r"max_position_embeddings=64.5 must be an integer"),
     ("llama", "partial_rotary_factor", 1.5, r"partial_rotary_factor=1\.5 must be a finite number > 0 and <= 1"),
-    ("llama", "partial_rotary_factor", 0.375, r"partial_rotary_factor=0\.375 gives 3 rotary dims"),
-    ("llama", "partial_rotary_factor", 0.2, r"gives 1 rotary dims of head_dim 8; it must be an even number"),
+    ("llama", "partial_rotary_factor", 0.5, r"partial_rotary_factor=0\.5 \(RoPE on part of each head\) is refused"),
+    ("llama", "rope_parameters.partial_rotary_factor", 0.25, r"rope_parameters\.partial_rotary_factor=0\.25 \(RoPE"),
     ("llama", "hidden_act", "relu", r'hidden_act="relu" must be one of'),
     ("llama", "hidden_act", 3, r"hidden_act=3 must be one of"),
     # RoPE types and fields
@@ -183,8 +184,10 @@ def test_null_means_what_transformers_reads():
 
 
 def test_partial_rotary_and_linear_rope():
-    c = DecoderConfig.from_dict(with_key("qwen3", "partial_rotary_factor", 0.5))
-    assert (c.rotary_dim, c.rope_dim, len(c.inv_freq())) == (8, 8, 4)
+    c = DecoderConfig.from_dict(with_key("qwen3", "partial_rotary_factor", 1.0))  # every dim: accepted
+    assert (c.rotary_dim, c.rope_dim, len(c.inv_freq())) == (None, 16, 8)
+    c = attrs.evolve(c, rotary_dim=8)  # part of the head: only set in code (config.json's factor is refused)
+    assert (c.rope_dim, len(c.inv_freq())) == (8, 4)
     assert c.inv_freq()[1] == pytest.approx(1e6 ** (-2 / 8), rel=1e-15)  # exponents over the rotary dims
     lin = DecoderConfig.from_dict(with_key("llama", "rope_parameters",
                                            {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}))

@@ -103,3 +103,22 @@ def test_both_formats_that_disagree_are_refused(change, match):
     else:
         with pytest.raises(CheckpointError, match=match):
             LlamaConfig.from_dict(d)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("case", CASES)
+def test_partial_rotary_factor_is_refused(case, fmt):
+    """transformers 5.25 reads partial_rotary_factor < 1 of these architectures to a model that rotates every dim
+    of the head (default RoPE: the factor ignored; make_arch_checkpoints.py checks it, logits bit for bit) or
+    fails (linear, llama3); wgraph rotated part of the head, other logits (1.1 x max |logit| apart on a tiny
+    Llama). Refused, in the RoPE object and at the top level alike."""
+    d = json.loads((DATA / case / FORMATS[fmt]).read_text())
+    rope = "rope_parameters" if fmt == "v5" else "rope_scaling"
+    variants = [dict(d, partial_rotary_factor=0.5)]
+    if d.get(rope) is not None:
+        variants.append(dict(d, **{rope: dict(d[rope], partial_rotary_factor=0.5)}))
+    for v in variants:
+        with pytest.raises(CheckpointError, match=r"partial_rotary_factor=0\.5 \(RoPE on part of each head\) is "
+                                                  r"refused: transformers 5\.25"):
+            LlamaConfig.from_dict(v)
+    assert LlamaConfig.from_dict(dict(d, partial_rotary_factor=1.0)) == LlamaConfig.from_dict(d)

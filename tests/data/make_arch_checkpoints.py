@@ -117,6 +117,35 @@ def check_defaults() -> None:
             assert ours == theirs, f"{arch.model_type}.{key}: wgraph assumes {ours!r}, transformers {theirs!r}"
 
 
+def forward(case: str, config: dict) -> np.ndarray:
+    """transformers' float32 logits of PROMPT from case's committed weights read with `config`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(ROOT / case / "model.safetensors", tmp)
+        (Path(tmp) / "config.json").write_text(json.dumps(config))
+        model_cls = getattr(transformers, CASES[case][1])
+        model = model_cls.from_pretrained(tmp, dtype=torch.float32, attn_implementation="eager").eval()
+        with torch.no_grad():
+            return model(torch.tensor([PROMPT])).logits[0].numpy()
+
+
+def check_refused() -> None:
+    """What transformers does with the configs wgraph refuses for it (tests/test_transformers_goldens.py):
+    partial_rotary_factor < 1 is ignored with default RoPE (every dim rotates: the same logits, bit for bit) and
+    fails with llama3 RoPE."""
+    for case in CASES:
+        v5 = json.loads((ROOT / case / "config.json").read_text())
+        rope = v5["rope_parameters"]
+        partial = dict(v5, rope_parameters=dict(rope, partial_rotary_factor=0.5))
+        if rope["rope_type"] == "default":
+            assert np.array_equal(forward(case, partial), forward(case, v5)), case
+        else:
+            try:
+                forward(case, partial)
+            except RuntimeError:
+                continue
+            raise AssertionError(f"{case}: transformers ran partial_rotary_factor with {rope['rope_type']} RoPE")
+
+
 def make(name: str, seed: int) -> None:
     config_name, model_name, storage, args = CASES[name]
     cfg = getattr(transformers, config_name)(**{**SHAPE, **args})
@@ -149,3 +178,4 @@ if __name__ == "__main__":
     check_defaults()
     for i, case in enumerate(CASES):
         make(case, seed=100 + i)
+    check_refused()

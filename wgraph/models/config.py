@@ -230,10 +230,6 @@ def _read(f: _Fields, arch: Architecture) -> dict:
                               f"({heads * head_dim}) at most {MAX_DIM}")
     layers = f.integer("num_hidden_layers", 1, MAX_LAYERS)
     rope = read_rope(f.d)
-    rotary_dim = int(head_dim * rope.partial_rotary_factor)  # transformers' rule: int() of the product
-    if rotary_dim < 2 or rotary_dim % 2:
-        raise CheckpointError(f"config.json: partial_rotary_factor={rope.partial_rotary_factor} gives "
-                              f"{rotary_dim} rotary dims of head_dim {head_dim}; it must be an even number >= 2")
     act_name = f.choice(arch.activation_key, ACTIVATIONS)
     out = dict(
         vocab_size=f.integer("vocab_size", 1, MAX_VOCAB), hidden_size=hidden,
@@ -242,7 +238,7 @@ def _read(f: _Fields, arch: Architecture) -> dict:
         rms_norm_eps=f.real("rms_norm_eps"), rope_theta=rope.theta, rope_scaling=rope.scaling,
         max_position_embeddings=f.optional_integer("max_position_embeddings", 1, MAX_POSITIONS) or 2048,
         tie_word_embeddings=f.boolean("tie_word_embeddings"), model_type=arch.model_type,
-        rotary_dim=None if rotary_dim == head_dim else rotary_dim, activation=ACTIVATIONS[act_name],
+        activation=ACTIVATIONS[act_name],
         qk_norm=arch.qk_norm, layer_windows=_layer_windows(f, arch, layers),
     )
     if arch.qkv_bias is None:

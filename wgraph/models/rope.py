@@ -4,7 +4,10 @@ transformers 4 writes top-level `rope_theta` and `rope_scaling` ({rope_type | ty
 transformers 5 writes only `rope_parameters` ({rope_theta, rope_type, <fields>}). transformers 5 reads the new
 one, lets an old `rope_scaling` replace it and an old `rope_theta` fill a missing theta; a config whose two
 formats disagree has no one meaning and is refused. Supported types: default, linear (positions divided by
-`factor`) and llama3 (frequency bands); `partial_rotary_factor` rotates the first int(head_dim * factor) dims."""
+`factor`) and llama3 (frequency bands). `partial_rotary_factor` is accepted only at 1.0: transformers 5.25's
+classes of these architectures rotate every dim of the head with default RoPE whatever it says, and fail with
+linear or llama3 RoPE, so a smaller factor has no one meaning (DecoderConfig.rotary_dim, set in code, does
+rotate part of each head)."""
 
 from __future__ import annotations
 
@@ -44,7 +47,6 @@ class LinearRopeScaling:
 class RopeSettings:
     theta: float
     scaling: RopeScaling | LinearRopeScaling | None
-    partial_rotary_factor: float  # 1.0: every dim of the head rotates
 
 
 def _kind(where: str, v: dict) -> str:
@@ -97,9 +99,12 @@ def read_rope(d: dict) -> RopeSettings:
     if len(set(thetas.values())) > 1:
         raise CheckpointError(f"config.json: the RoPE base is given twice with different values ({thetas}); "
                               f"transformers 4 and 5 would read different models from it")
-    partials = {where: real(where, v, hi=1.0) for where, v in stated("partial_rotary_factor").items()}
-    if len(set(partials.values())) > 1:
-        raise CheckpointError(f"config.json: partial_rotary_factor is given twice with different values ({partials})")
+    for where, v in stated("partial_rotary_factor").items():
+        if real(where, v, hi=1.0) != 1.0:
+            raise CheckpointError(
+                f"config.json: {where}={shown(v)} (RoPE on part of each head) is refused: transformers 5.25's "
+                f"Llama, Qwen2, Qwen3, Mistral and Gemma 2 rotate every dim of the head with default RoPE (the "
+                f"factor ignored) and fail with linear or llama3 RoPE, so the file has no one meaning")
     kinds = {name: _scaling(name, v) for name, v in objs.items()}
     if len(set(map(repr, kinds.values()))) > 1:
         raise CheckpointError(f"config.json: rope_parameters {objs['rope_parameters']} and rope_scaling "
@@ -115,7 +120,7 @@ def read_rope(d: dict) -> RopeSettings:
         if not (scaling.factor >= 1 and scaling.low_freq_factor < scaling.high_freq_factor):
             raise CheckpointError(f"config.json: llama3 RoPE scaling {fields} needs factor >= 1 and "
                                   f"low_freq_factor < high_freq_factor")
-    return RopeSettings(next(iter(thetas.values()), DEFAULT_THETA), scaling, next(iter(partials.values()), 1.0))
+    return RopeSettings(next(iter(thetas.values()), DEFAULT_THETA), scaling)
 
 
 def inv_freq(theta: float, scaling: RopeScaling | LinearRopeScaling | None, rotary_dim: int) -> np.ndarray:
