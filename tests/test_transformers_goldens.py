@@ -122,3 +122,23 @@ def test_partial_rotary_factor_is_refused(case, fmt):
                                                   r"refused: transformers 5\.25"):
             LlamaConfig.from_dict(v)
     assert LlamaConfig.from_dict(dict(d, partial_rotary_factor=1.0)) == LlamaConfig.from_dict(d)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_tied_config_with_a_different_lm_head_is_refused(fmt, tmp_path, dev):
+    """tie_word_embeddings=true over a file that holds its own lm_head.weight, different from the embedding:
+    transformers 5.25 does not tie them (its logits come from lm_head.weight: make_arch_checkpoints.py checks it,
+    bit for bit), wgraph took the embedding as the lm_head (the Llama case so configured: prefill logits
+    0.97 x max |logit| apart, all 16 greedy ids different). Refused before the model allocates; an lm_head.weight
+    equal to the embedding (torch .bin conversions write both) is accepted."""
+    from safetensors.numpy import load_file, save_file
+
+    path = checkpoint(tmp_path, "llama", fmt)
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(dict(cfg, tie_word_embeddings=True)))
+    with pytest.raises(CheckpointError, match=r"tie_word_embeddings=true, but 'lm_head\.weight' in model\.safetensors "
+                                              r"differs from 'model\.embed_tokens\.weight': transformers 5\.25"):
+        Llama.from_pretrained(path, dev, dtype="f32", max_seq=32)
+    w = load_file(path / "model.safetensors")
+    save_file(dict(w, **{"lm_head.weight": w["model.embed_tokens.weight"]}), path / "model.safetensors")
+    Llama.from_pretrained(path, dev, dtype="f32", max_seq=32)

@@ -131,7 +131,11 @@ def forward(case: str, config: dict) -> np.ndarray:
 def check_refused() -> None:
     """What transformers does with the configs wgraph refuses for it (tests/test_transformers_goldens.py):
     partial_rotary_factor < 1 is ignored with default RoPE (every dim rotates: the same logits, bit for bit) and
-    fails with llama3 RoPE."""
+    fails with llama3 RoPE; tie_word_embeddings=true over a file whose own lm_head.weight differs from the
+    embedding does not tie them (the logits of the untied model, bit for bit)."""
+    llama = json.loads((ROOT / "llama" / "config.json").read_text())
+    assert not llama["tie_word_embeddings"]
+    assert np.array_equal(forward("llama", dict(llama, tie_word_embeddings=True)), forward("llama", llama))
     for case in CASES:
         v5 = json.loads((ROOT / case / "config.json").read_text())
         rope = v5["rope_parameters"]

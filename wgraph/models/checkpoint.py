@@ -16,7 +16,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 
 from wgraph import args
-from wgraph.dtypes import BF16_BITS
+from wgraph.dtypes import BF16_BITS, from_bf16
 from wgraph.errors import CheckpointError
 from wgraph.models.config import DecoderConfig
 from wgraph.models.files import read_text
@@ -25,6 +25,7 @@ INDEX_FILE = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64 << 20
 MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit on a file's JSON header
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}  # None: read as raw bits by hand
+HEAD = "lm_head.weight"
 
 
 def _shard_names(root: Path) -> list[str]:
@@ -110,13 +111,28 @@ class Checkpoint:
         for name, shape in shapes.items():
             self._header(args.text("Checkpoint.check_shapes", "name", name),
                          args.shape("Checkpoint.check_shapes", "shape", shape))
+        embed = "model.embed_tokens.weight"
+        if HEAD in self.where and HEAD not in shapes and embed in shapes:  # tied: the embedding serves as lm_head
+            self._check_tied_head(embed, shapes[embed])
+
+    def _check_tied_head(self, embed: str, shape: tuple[int, ...]) -> None:
+        """A tied model's file that holds its own lm_head.weight: accepted only where it equals the embedding
+        (torch .bin conversions write both). transformers 5.25 does not tie two that differ (its logits come from
+        lm_head.weight, whatever the config says), so such a file says two things."""
+        head, table = (_widened(self.get(name, shape)) for name in (HEAD, embed))
+        if not np.array_equal(head, table):
+            raise CheckpointError(f"config.json: tie_word_embeddings=true, but {HEAD!r} in {self.where[HEAD].name} "
+                                  f"differs from {embed!r}: transformers 5.25 does not tie them then (its logits come "
+                                  f"from lm_head.weight), so the file says two things; set tie_word_embeddings to "
+                                  f"false to use lm_head.weight")
 
     def check_all_read(self, config: DecoderConfig) -> None:
         """After a model is built from it: CheckpointError naming the Hugging Face model tensors (model.*,
         lm_head.*) no `get` read, which would be math its config leaves out (a layer past num_hidden_layers, biases
         the config says it has not). As transformers loads them, a tied model's own lm_head.weight (the embedding
-        serves) and rotary inv_freq buffers (computed from the config) are not counted; tensors of other names
-        (another format's file beside the model's, as Mistral's consolidated.safetensors) are not the model's.
+        serves; check_shapes found them equal) and rotary inv_freq buffers (computed from the config) are not
+        counted; tensors of other names (another format's file beside the model's, as Mistral's
+        consolidated.safetensors) are not the model's.
 
         config: the model's config (its tie_word_embeddings and model_type).
         """
@@ -124,7 +140,7 @@ class Checkpoint:
             raise args.fail("Checkpoint.check_all_read", "config", config, "a DecoderConfig")
         unused = sorted(n for n in self.where if n not in self.read and n.startswith(("model.", "lm_head."))
                         and not n.endswith("rotary_emb.inv_freq")
-                        and not (config.tie_word_embeddings and n == "lm_head.weight"))
+                        and not (config.tie_word_embeddings and n == HEAD))
         if unused:
             raise CheckpointError(f"{self.root}: tensors {unused[:5]} ({len(unused)} in all) are not used by the "
                                   f"{config.model_type} model config.json describes")
@@ -145,6 +161,11 @@ class Checkpoint:
         if arr.dtype != DTYPES[dtype] or arr.shape != got:  # what safetensors returned must be what it declared
             raise CheckpointError(f"tensor {name!r}: read {arr.dtype} {arr.shape}, declared {dtype} {got}")
         return arr
+
+
+def _widened(a: np.ndarray) -> np.ndarray:
+    """A tensor as `get` returns it, as float32 values (BF16 bit patterns widened exactly)."""
+    return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)
 
 
 def _raw_bytes(path: Path, name: str, nbytes: int) -> bytes:
