@@ -339,6 +339,32 @@ def _block_d(step: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndar
     return d, d.astype(np.float32)[:, None]
 
 
+def _signed_block_d(scales: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A block's f16 d for signed sub-block scales `scales` [blocks, sub-blocks] stored as integers in [-top,
+    top - 1] (llama.cpp's Q3_K and IQ4_XS: the scale of largest magnitude is -top times d, so d takes its
+    opposite sign), d as float32 [blocks, 1], and the integers (float32 [blocks, sub-blocks])."""
+    d, d32 = _block_d(_signed_peak(scales)[:, None] / np.float32(-top), 1, what)
+    return d, d32, np.clip(np.rint(np.divide(scales, d32, out=np.zeros_like(scales), where=d32 != 0)), -top, top - 1)
+
+
+def _best_scales(x: np.ndarray, low: int, high: int) -> np.ndarray:
+    """The signed scale of each run of `x` [..., m] quantized to the integers low..high (low < 0 < high, |low|
+    > high), as llama.cpp's make_qx_quants searches it: the run's signed peak to low - 0.1 i for i in -9..9,
+    each rounding's least-squares scale, the one of least squared error kept (0 for an all-zero run)."""
+    peak = _signed_peak(x)[..., None]
+    best_err = np.full(peak.shape, -1.0, np.float32)
+    best = np.zeros(peak.shape, np.float32)
+    for i in range(-9, 10):
+        inv = np.divide(np.float32(low - 0.1 * i), peak, out=np.zeros_like(peak), where=peak != 0)
+        q = np.clip(np.rint(x * inv), low, high)
+        sxq, sqq = (x * q).sum(axis=-1, keepdims=True), (q * q).sum(axis=-1, keepdims=True)
+        gain = np.divide(sxq * sxq, sqq, out=np.zeros_like(sxq), where=sqq > 0)  # sum x^2 less the error
+        better = gain > best_err
+        best = np.where(better, np.divide(sxq, sqq, out=np.zeros_like(sxq), where=sqq > 0), best)
+        best_err = np.maximum(gain, best_err)
+    return best[..., 0]
+
+
 def _nibbles(s: np.ndarray) -> np.ndarray:
     """4-bit values [blocks, 2n] as n bytes, value 2i in the low nibble of byte i."""
     return (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
@@ -442,15 +468,16 @@ def quantize_q2_k(a: np.ndarray) -> np.ndarray:
 
 
 def quantize_q3_k(a: np.ndarray) -> np.ndarray:
-    """Q3_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 16 gets
-    the scale max|w| / 4, rounded to a 5-bit multiple of the block's f16 d (stored + 32 in 6 bits), and q = w /
-    (d * scale) rounded into [-4, 3]. Plain rounding, not llama.cpp's search: valid blocks."""
+    """Q3_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256, as llama.cpp's
+    quantize_row_q3_K_ref without its per-weight refinement: each sub-block of 16 gets the signed scale of least
+    squared error over q in [-4, 3] (`_best_scales`: its peak near -4), rounded to a signed 6-bit multiple of the
+    block's f16 d (the largest to -32: `_signed_block_d`), and q = w / (d * scale) rounded into [-4, 3]."""
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
-    step = np.abs(x).max(axis=2) / np.float32(4)
-    d, d32 = _block_d(step, 31, "Q3_K")
-    sc = _rounded(step, d32, 0, 31)
-    q = (_rounded(x, (d32 * sc)[:, :, None], -4, 3) + 4).astype(np.uint8).reshape(-1, 256)   # 0..7
+    d, d32, sc = _signed_block_d(_best_scales(x, -4, 3), 32, "Q3_K")
+    unit = (d32 * sc)[:, :, None]
+    inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit != 0)
+    q = (np.clip(np.rint(x * inv), -4, 3) + 4).astype(np.uint8).reshape(-1, 256)   # 0..7
     s6 = (sc + 32).astype(np.uint8)                                   # [blocks, 16]
     out = np.empty((x.shape[0], 110), np.uint8)
     high = (q >> 2).reshape(-1, 2, 4, 32)                             # the third bits: [blocks, n, j, l]
