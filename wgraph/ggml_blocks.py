@@ -521,13 +521,13 @@ def quantize_iq4_nl(a: np.ndarray) -> np.ndarray:
 
 def quantize_iq4_xs(a: np.ndarray) -> np.ndarray:
     """IQ4_XS blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 32 gets
-    the scale -(its peak) / 127 rounded to a 6-bit signed multiple of the block's f16 d (its largest magnitude
-    / 32), and each weight its nearest table value under it. Plain rounding, not llama.cpp's search: valid blocks."""
+    the scale -(its peak) / 127 rounded to a 6-bit signed multiple of the block's f16 d (the signed largest
+    scale / -32, as llama.cpp: +32 does not fit the 6 bits), and each weight its nearest table value under it.
+    Plain rounding, not llama.cpp's search: valid blocks."""
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 32)
     step = _signed_peak(x) / np.float32(-127)                         # [blocks, 8] signed sub-block scales
-    d, d32 = _block_d(np.abs(step), 32, "IQ4_XS")
-    sc = np.clip(np.rint(np.divide(step, d32, out=np.zeros_like(step), where=d32 > 0)), -32, 31)
+    d, d32, sc = _signed_block_d(step, 32, "IQ4_XS")                  # the largest scale to -32, as llama.cpp
     q = _iq4_indices(x, (d32 * sc)[:, :, None])                       # [blocks, 8, 32]
     ls = (sc + 32).astype(np.uint16)                                  # 0..63
     out = np.empty((x.shape[0], 136), np.uint8)
