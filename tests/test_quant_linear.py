@@ -514,3 +514,25 @@ def test_iq4_xs_quantizer_keeps_a_positive_largest_scale():
     for v in (0.37, -0.37):
         a = np.full((1, 256), v, np.float32)
         assert np.abs(quantize(a, "IQ4_XS").dequantize() - a).max() < 1e-3, v
+
+
+@pytest.mark.parametrize("ggml_type", list(FORMATS))
+def test_quantize_refuses_values_no_block_holds(ggml_type):
+    """A block's scale is f16: weights whose scale passes 65504 are refused by name (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
+    and IQ4_NL wrote inf scales, decoded to inf and NaN; Q4_1's min at |w| 1e5 already); so are NaN and inf
+    (ShapeError before, naming no value). Weights near f16's largest still quantize, finite."""
+    k = FORMATS[ggml_type].block_weights
+    w = np.full((2, 256), 1e9, np.float32)
+    w[0] = 1.0
+    with pytest.raises(wg.ArgumentError, match=rf"quantize: weights\[1, 0:{k}\] reach \|w\| = 1e\+09, whose "
+                                               rf"{ggml_type} block scale is past f16's largest, 65504"):
+        quantize(w, ggml_type)
+    w[1] = -1e5
+    if ggml_type in ("Q4_1", "Q5_1"):   # the min
+        with pytest.raises(wg.ArgumentError, match=r"reach \|w\| = 100000"):
+            quantize(w, ggml_type)
+    else:
+        assert np.isfinite(quantize(w, ggml_type).dequantize()).all()
+    w[1, 7] = np.nan
+    with pytest.raises(wg.ArgumentError, match=rf"quantize: weights\[1, 7\] is nan \(1 values not finite\)"):
+        quantize(w, ggml_type)

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from wgraph import args
-from wgraph.errors import DtypeError, LimitError, ShapeError, UnsupportedError
+from wgraph.errors import ArgumentError, DtypeError, LimitError, ShapeError, UnsupportedError
 
 if TYPE_CHECKING:
     from wgraph.device import Device
@@ -308,19 +308,38 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     if len(shape) != 2:
         raise ShapeError(f"quantize: weights must be [out_features, in_features], got shape {shape}")
     check_matrix(fmt, shape, "quantize")
-    if not np.isfinite(a).all():
-        raise ShapeError("quantize: weights hold inf or NaN")
+    bad = np.argwhere(~np.isfinite(a))
+    if bad.size:
+        r, c = (int(i) for i in bad[0])
+        raise ArgumentError(f"quantize: weights[{r}, {c}] is {a[r, c]} ({len(bad)} values not finite); {fmt.name} "
+                            f"blocks hold finite weights only")
     own = {"Q2_K": quantize_q2_k, "Q3_K": quantize_q3_k, "Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k,
            "Q6_K": quantize_q6_k, "IQ4_NL": quantize_iq4_nl, "IQ4_XS": quantize_iq4_xs,
            "IQ2_XXS": quantize_iq2_xxs, "IQ2_XS": quantize_iq2_xs, "IQ2_S": quantize_iq2_s,
            "IQ3_XXS": quantize_iq3_xxs, "IQ3_S": quantize_iq3_s, "IQ1_S": quantize_iq1_s, "IQ1_M": quantize_iq1_m}
-    if fmt.name in own:
-        raw = own[fmt.name](a)
-    else:
-        from gguf import GGMLQuantizationType
-        from gguf.quants import quantize as gguf_quantize
+    with np.errstate(over="ignore", invalid="ignore"):   # a scale past f16's range: refused below
+        if fmt.name in own:
+            raw = own[fmt.name](a)
+        else:
+            from gguf import GGMLQuantizationType
+            from gguf.quants import quantize as gguf_quantize
 
-        raw = gguf_quantize(np.ascontiguousarray(a), GGMLQuantizationType[fmt.name])
+            raw = gguf_quantize(np.ascontiguousarray(a), GGMLQuantizationType[fmt.name])
+    blocks = raw.reshape(-1, fmt.block_bytes)
+    if fmt.name == "IQ1_M":   # d is the top nibbles of the 4 scale words
+        words = blocks[:, 48:56].copy().view("<u2").astype(np.uint16)
+        halves = ((words >> 12) << (4 * np.arange(4, dtype=np.uint16))).sum(axis=1, dtype=np.uint16)[:, None]
+    else:                     # d (and m or dmin) where BlockFormat says
+        halves = blocks[:, fmt.halves_at:fmt.halves_at + 2 * fmt.halves].copy().view("<u2")
+    over = np.flatnonzero(~np.isfinite(halves.view(np.float16)).all(axis=1))
+    if over.size:
+        per_row = shape[1] // fmt.block_weights
+        r, c = divmod(int(over[0]), per_row)
+        c *= fmt.block_weights
+        peak = float(np.abs(a[r, c:c + fmt.block_weights]).max())
+        raise ArgumentError(f"quantize: weights[{r}, {c}:{c + fmt.block_weights}] reach |w| = {peak:.6g}, whose "
+                            f"{fmt.name} block scale is past f16's largest, 65504 ({over.size} blocks); scale the "
+                            f"weights down")
     return QuantizedWeight.from_bytes(fmt.name, shape, raw)
 
 
@@ -330,20 +349,18 @@ def _rounded(v: np.ndarray, unit: np.ndarray, low: int, high: int) -> np.ndarray
     return np.clip(np.rint(v * inv), low, high)
 
 
-def _block_d(step: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+def _block_d(step: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     """A K-quant block's f16 d for sub-block scales `step` [blocks, sub-blocks] stored as integers up to `top`
-    (its largest / top), and d as float32 [blocks, 1]."""
+    (its largest / top), and d as float32 [blocks, 1] (inf past f16's range: `quantize` refuses such blocks)."""
     d = (step.max(axis=1) / np.float32(top)).astype(np.float16)
-    if not np.isfinite(d).all():
-        raise ShapeError(f"quantize: a {what} block's scale is beyond the f16 range (|w| > ~1e6)")
     return d, d.astype(np.float32)[:, None]
 
 
-def _signed_block_d(scales: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _signed_block_d(scales: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A block's f16 d for signed sub-block scales `scales` [blocks, sub-blocks] stored as integers in [-top,
     top - 1] (llama.cpp's Q3_K and IQ4_XS: the scale of largest magnitude is -top times d, so d takes its
     opposite sign), d as float32 [blocks, 1], and the integers (float32 [blocks, sub-blocks])."""
-    d, d32 = _block_d(_signed_peak(scales)[:, None] / np.float32(-top), 1, what)
+    d, d32 = _block_d(_signed_peak(scales)[:, None] / np.float32(-top), 1)
     return d, d32, np.clip(np.rint(np.divide(scales, d32, out=np.zeros_like(scales), where=d32 != 0)), -top, top - 1)
 
 
@@ -370,7 +387,7 @@ def _nibbles(s: np.ndarray) -> np.ndarray:
     return (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
 
 
-def _k_quants(a: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     """Q4_K's and Q5_K's rounding of float32 [rows, k] (k a multiple of 256): the 16-byte headers (d, dmin, the
     packed 6-bit scales and mins) and the quants [blocks, 8 sub-blocks, 32] in [0, top]. Each sub-block of 32
     spans [min(0, lo), hi] in `top` steps; its scale and min are rounded to 6 bits of the block's f16 d and dmin.
@@ -379,8 +396,8 @@ def _k_quants(a: np.ndarray, top: int, what: str) -> tuple[np.ndarray, np.ndarra
     lo = np.minimum(x.min(axis=2), 0.0)
     step = (x.max(axis=2) - lo) / np.float32(top)                     # [blocks, 8] sub-block scales
     mins = -lo                                                        # >= 0, subtracted
-    d, d32 = _block_d(step, 63, what)                                 # [blocks], [blocks, 1]
-    dmin, dmin32 = _block_d(mins, 63, what)
+    d, d32 = _block_d(step, 63)                                       # [blocks], [blocks, 1]
+    dmin, dmin32 = _block_d(mins, 63)
     sc = _rounded(step, d32, 0, 63).astype(np.uint8)
     mn = _rounded(mins, dmin32, 0, 63).astype(np.uint8)
     scale, offset = d32 * sc, dmin32 * mn
@@ -405,7 +422,7 @@ def quantize_q4_k(a: np.ndarray) -> np.ndarray:
     """Q4_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 16 steps a sub-block of
     32 (`_k_quants`)."""
     rows, k = a.shape
-    head, q = _k_quants(a, 15, "Q4_K")
+    head, q = _k_quants(a, 15)
     return np.concatenate([head, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 144)
 
 
@@ -413,7 +430,7 @@ def quantize_q5_k(a: np.ndarray) -> np.ndarray:
     """Q5_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 32 steps a sub-block of
     32 (`_k_quants`); the low 4 bits as Q4_K's quants, the fifth of sub-block j's l-th quant as bit j of qh byte l."""
     rows, k = a.shape
-    head, q = _k_quants(a, 31, "Q5_K")
+    head, q = _k_quants(a, 31)
     qh = ((q >> 4) << np.arange(8, dtype=np.uint8)[None, :, None]).sum(axis=1, dtype=np.uint8)  # [blocks, 32]
     return np.concatenate([head, qh, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 176)
 
@@ -425,7 +442,7 @@ def quantize_q6_k(a: np.ndarray) -> np.ndarray:
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
     step = np.abs(x).max(axis=2) / np.float32(31)                     # [blocks, 16] sub-block scales
-    d, d32 = _block_d(step, 127, "Q6_K")
+    d, d32 = _block_d(step, 127)
     sc = _rounded(step, d32, 0, 127).astype(np.int8)
     scale = d32 * sc
     q = (_rounded(x, scale[:, :, None], -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)  # [b, n, m, l]
@@ -454,8 +471,8 @@ def quantize_q2_k(a: np.ndarray) -> np.ndarray:
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
     lo = np.minimum(x.min(axis=2), 0.0)
     step = (x.max(axis=2) - lo) / np.float32(3)                       # [blocks, 16] sub-block scales
-    d, d32 = _block_d(step, 15, "Q2_K")
-    dmin, dmin32 = _block_d(-lo, 15, "Q2_K")
+    d, d32 = _block_d(step, 15)
+    dmin, dmin32 = _block_d(-lo, 15)
     sc = _rounded(step, d32, 0, 15).astype(np.uint8)
     mn = _rounded(-lo, dmin32, 0, 15).astype(np.uint8)
     q = _rounded(x + (dmin32 * mn)[:, :, None], (d32 * sc)[:, :, None], 0, 3).astype(np.uint8)
@@ -474,7 +491,7 @@ def quantize_q3_k(a: np.ndarray) -> np.ndarray:
     block's f16 d (the largest to -32: `_signed_block_d`), and q = w / (d * scale) rounded into [-4, 3]."""
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
-    d, d32, sc = _signed_block_d(_best_scales(x, -4, 3), 32, "Q3_K")
+    d, d32, sc = _signed_block_d(_best_scales(x, -4, 3), 32)
     unit = (d32 * sc)[:, :, None]
     inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit != 0)
     q = (np.clip(np.rint(x * inv), -4, 3) + 4).astype(np.uint8).reshape(-1, 256)   # 0..7
@@ -527,7 +544,7 @@ def quantize_iq4_xs(a: np.ndarray) -> np.ndarray:
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 32)
     step = _signed_peak(x) / np.float32(-127)                         # [blocks, 8] signed sub-block scales
-    d, d32, sc = _signed_block_d(step, 32, "IQ4_XS")                  # the largest scale to -32, as llama.cpp
+    d, d32, sc = _signed_block_d(step, 32)                  # the largest scale to -32, as llama.cpp
     q = _iq4_indices(x, (d32 * sc)[:, :, None])                       # [blocks, 8, 32]
     ls = (sc + 32).astype(np.uint16)                                  # 0..63
     out = np.empty((x.shape[0], 136), np.uint8)
@@ -598,7 +615,7 @@ def _iq_round(a: np.ndarray, ggml_type: str, scale_weights: int, step: float, ev
         signs, mag = (x < 0).reshape(-1, 256).astype(np.uint8), np.abs(x)
     runs = mag.reshape(x.shape[0], -1, scale_weights)
     want = runs.max(axis=-1) / np.float32(grid.max())                  # [blocks, runs] wanted scales
-    d, d32 = _block_d(want, 15.5 * step, ggml_type)
+    d, d32 = _block_d(want, 15.5 * step)
     s = np.clip(np.rint(np.divide(want, d32 * step, out=np.zeros_like(want), where=d32 > 0) - 0.5), 0, 15)
     db = (d32 * (0.5 + s) * step)[:, :, None]
     unit = np.divide(runs, db, out=np.zeros(runs.shape, np.float32), where=db > 0)
@@ -673,7 +690,7 @@ def _iq1_round(a: np.ndarray, scale_weights: int, delta_weights: int):
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 32, 8)
     runs = x.reshape(x.shape[0], -1, scale_weights)
     want = np.abs(runs).max(axis=-1) / np.float32(1.125)
-    d, d32 = _block_d(want, 15, "IQ1")
+    d, d32 = _block_d(want, 15)
     s = np.clip(np.rint((np.divide(want, d32, out=np.zeros_like(want), where=d32 > 0) - 1) / 2), 0, 7)
     dl = (d32 * (2 * s + 1))[:, :, None]
     neg = x.reshape(x.shape[0], -1, delta_weights).mean(axis=-1) < 0
