@@ -254,17 +254,31 @@ def test_llama3_rope_freqs_become_rope_scaling(tmp_path):
         GGUFCheckpoint(path)
 
 
-def test_llama_file_with_a_window_is_mistral(tmp_path):
+def test_llama_file_with_a_window_is_llama(tmp_path):
+    """llama.cpp's llama architecture reads no sliding window (Mistral files run with full attention) and
+    transformers' GGUF loader neither: the key is not read (tests/data/make_gguf_goldens.py checks transformers)."""
     cfg = tiny_files.tiny_model_config("llama")
     path = tiny_files.write_model(tmp_path / "mistral.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
                                   extra={"llama.attention.sliding_window": 4096})
-    want = _expected_config("llama", cfg)
-    del want["attention_bias"], want["mlp_bias"]
-    want.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=4096)
-    ckpt = GGUFCheckpoint(path)
-    assert ckpt.config == want
-    w = tiny_files.arch_weights("llama", cfg)["model.layers.1.self_attn.k_proj.weight"]
-    assert np.array_equal(ckpt.get("model.layers.1.self_attn.k_proj.weight", w.shape), w)  # still un-permuted
+    assert GGUFCheckpoint(path).config == _expected_config("llama", cfg)
+
+
+@pytest.mark.parametrize("case", list(tiny_files.gguf_golden_cases()))
+def test_matches_transformers_gguf_loader(case, tmp_path, dev):
+    """Tiny GGUF files of each architecture against transformers' logits for them (tests/data/make_gguf_goldens.py):
+    the last prompt position's logits within 1e-4 of their largest and 8 greedy ids; llama's Q4_K as blocks."""
+    import hashlib
+
+    arch, cfg, weights, kwargs = tiny_files.gguf_golden_cases()[case]
+    path = tiny_files.write_model(tmp_path / f"{case}.gguf", arch, cfg, weights, **kwargs)
+    golden = np.load(tiny_files.GGUF_GOLDENS)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == str(golden[f"{case}_sha256"])  # the file it was made from
+    model = from_pretrained(path, dev, dtype=None if case == "llama_q4_k" else "f32", max_seq=32)
+    prompt = [int(i) for i in golden["prompt"]]
+    want = golden[f"{case}_logits"]
+    got = model.prefill(prompt).numpy().reshape(-1)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    assert model.generate(prompt, 8) == [int(i) for i in golden[f"{case}_greedy"]]
 
 
 def test_other_architectures_are_refused(tmp_path):

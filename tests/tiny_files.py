@@ -17,6 +17,8 @@ from wgraph.ggml_blocks import quantize
 DATA = Path(__file__).resolve().parent / "data"
 TINY_TOKENIZER = DATA / "tiny_tokenizer"
 TINY_SPM = DATA / "tiny_spm_vocab.json"
+GGUF_GOLDENS = DATA / "gguf_goldens.npz"
+GGUF_GOLDEN_PROMPT = [5, 17, 42, 91, 3, 64, 21, 77, 12, 250]
 
 
 def permute(w: np.ndarray, n_head: int, n_head_kv: int | None = None) -> np.ndarray:
@@ -231,3 +233,34 @@ def arch_weights(arch: str, cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
             for norm in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
                 w[p + f"{norm}.weight"] = (0.1 * rng.standard_normal(cfg["hidden_size"])).astype(np.float32)
     return w
+
+
+def gguf_golden_cases() -> dict:
+    """The tiny GGUF files of tests/data/make_gguf_goldens.py (transformers' logits for them: GGUF_GOLDENS):
+    name -> (arch, config dict, weights by HF name, write_model keyword arguments)."""
+    q = gguf.GGMLQuantizationType
+    def cfg(arch, **kw):
+        return dict(tiny_model_config(arch, vocab_size=300), model_type=arch, **kw)
+
+    cases = {
+        # a llama file with a sliding window key (Mistral's): llama.cpp and transformers attend to every key
+        "llama_window": ("llama", cfg("llama"), {}, dict(extra={"llama.attention.sliding_window": 4})),
+        "llama_q4_k": ("llama", cfg("llama", hidden_size=256, intermediate_size=256, head_dim=64), {},
+                       dict(qtype=q.Q4_K)),
+        "qwen2_tied_q8_0": ("qwen2", cfg("qwen2", tie_word_embeddings=True), {"embed_scale": 0.3},
+                            dict(qtype=q.Q8_0)),
+        "qwen3_q8_0": ("qwen3", cfg("qwen3", head_dim=128), {}, dict(qtype=q.Q8_0)),  # transformers reads 128
+        # transformers reads the window but not the softcaps (its defaults 50 / 30, written here) nor
+        # query_pre_attn_scalar (its default 256 = head_dim here, as llama.cpp scales)
+        "gemma2_window_q8_0": ("gemma2", cfg("gemma2", head_dim=256, num_attention_heads=2, num_key_value_heads=1,
+                                             sliding_window=4), {"embed_scale": 0.05}, dict(qtype=q.Q8_0)),
+    }
+    out = {}
+    for name, (arch, c, opts, kwargs) in cases.items():
+        w = arch_weights(arch, c, seed=1)
+        if c["tie_word_embeddings"]:
+            w.pop("lm_head.weight", None)
+        if "embed_scale" in opts:  # a smaller tied table: greedy ids that do not just repeat the last token
+            w["model.embed_tokens.weight"] = w["model.embed_tokens.weight"] * np.float32(opts["embed_scale"])
+        out[name] = (arch, c, w, kwargs)
+    return out

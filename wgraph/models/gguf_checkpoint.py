@@ -2,7 +2,7 @@
 Hugging Face names, with llama.cpp's conversions undone as transformers' GGUF loader undoes them (Q/K rows of
 `llama` files un-permuted, Gemma 2's norm weights minus one) and every tensor dequantized to float32.
 
-Architectures: llama (Mistral files say llama too; one with a sliding window becomes model_type mistral), qwen2,
+Architectures: llama (Mistral files say llama too and run as llama: full attention, as llama.cpp runs them), qwen2,
 qwen3, gemma2. What the metadata leaves out, llama.cpp's
 defaults fill in (rope base 10000; Gemma 2's window 4096 and softcaps 50 / 30), never a guess of ours.
 """
@@ -209,13 +209,9 @@ def _config(f: GGUFFile, arch: str) -> dict:
         if gguf_key in f.metadata:
             cfg[ours] = _integer(f, gguf_key, 0, cfg["vocab_size"] - 1)
     has = {n.split(".", 2)[-1] for n in f.tensors if n.startswith("blk.")}  # e.g. "attn_q.bias"
-    if arch == "llama" and key("attention.sliding_window") in f.metadata:
-        # Mistral = Llama with a sliding window; llama.cpp files of it say llama
-        if any(n.endswith(".bias") for n in has):
-            raise CheckpointError(f"GGUF file {name}: a llama file with a sliding window (Mistral) has bias tensors")
-        cfg.update(model_type="mistral", architectures=["MistralForCausalLM"], hidden_act="silu",
-                   sliding_window=_integer(f, key("attention.sliding_window"), 1, 1 << 24))
-    elif arch == "llama":
+    if arch == "llama":
+        # Mistral files say llama too; llama.cpp's llama architecture reads no llama.attention.sliding_window (every
+        # layer attends to every key), nor does transformers' GGUF loader: the key is not read here either
         cfg.update(hidden_act="silu", attention_bias="attn_q.bias" in has, mlp_bias="ffn_up.bias" in has)
     elif arch == "qwen2":
         if head_dim * heads != hidden:
