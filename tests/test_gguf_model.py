@@ -281,6 +281,19 @@ def test_matches_transformers_gguf_loader(case, tmp_path, dev):
     assert model.generate(prompt, 8) == [int(i) for i in golden[f"{case}_greedy"]]
 
 
+def test_gemma2_file_with_an_output_tensor_is_refused(tmp_path):
+    """llama.cpp's gemma2 has no output tensor (the gguf package's tensor list for it neither: the output is
+    token_embd) and transformers' GGUF loader leaves lm_head at its random initialization for such a file
+    (tests/data/make_gguf_goldens.py checks it); wgraph used the tensor. Refused, by name."""
+    cfg = tiny_files.tiny_model_config("gemma2")
+    weights = tiny_files.arch_weights("gemma2", cfg)
+    head = weights.pop("lm_head.weight", None)
+    head = head if head is not None else np.ones((cfg["vocab_size"], cfg["hidden_size"]), np.float32)
+    path = tiny_files.write_model(tmp_path / "g.gguf", "gemma2", cfg, weights, extra_tensors={"output.weight": head})
+    with pytest.raises(CheckpointError, match=r"g.gguf: tensor 'output.weight'.*gemma2.*token_embd"):
+        GGUFCheckpoint(path)
+
+
 def test_other_architectures_are_refused(tmp_path):
     path = tiny_files.write_tokenizer_gguf(tmp_path / "phi3.gguf", tiny_files.spm_tokenizer(), "phi3")
     with pytest.raises(CheckpointError, match=r"general.architecture 'phi3' is not supported"):

@@ -223,6 +223,9 @@ def _config(f: GGUFFile, arch: str) -> dict:
         cfg.update(hidden_act="silu", attention_bias="attn_q.bias" in has, use_sliding_window=False,
                    sliding_window=None)
     elif arch == "gemma2":
+        if "output.weight" in f.tensors:  # Gemma 2 always ties its output to the embedding
+            raise CheckpointError(f"GGUF file {name}: tensor 'output.weight' in a gemma2 file: llama.cpp's gemma2 "
+                                  f"has no output tensor (its output is token_embd) and transformers does not load it")
         layers = cfg["num_hidden_layers"]
         cfg.update(
             hidden_activation="gelu_pytorch_tanh", attention_bias=False,
