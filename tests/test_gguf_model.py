@@ -337,6 +337,18 @@ def test_rope_scaling_keys_read_as_llama_cpp_reads_them(tmp_path, extra, want):
     assert GGUFCheckpoint(path).config.get("rope_scaling") == want
 
 
+def test_config_refusals_of_a_gguf_file_name_the_file(tmp_path, dev):
+    """Metadata the config layer refuses (yarn RoPE) was reported as "config.json: rope_scaling ..." for a GGUF
+    file, which has no config.json: the message says which file and that its metadata was read as a config."""
+    cfg = tiny_files.tiny_model_config("llama")
+    path = tiny_files.write_model(tmp_path / "y.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  extra={"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 2.0,
+                                         "llama.rope.scaling.original_context_length": 64})
+    with pytest.raises(CheckpointError, match=r"^GGUF file y.gguf: its metadata, read as a Hugging Face config: "
+                                              r"config.json: rope_scaling rope_type \"yarn\" is not supported"):
+        from_pretrained(path, dev, dtype="f32", max_seq=16)
+
+
 def test_unused_tensors_are_refused(tmp_path, dev):
     cfg = tiny_files.tiny_model_config("llama")
     weights = dict(tiny_files.arch_weights("llama", cfg), **{"model.layers.0.mlp.up_proj.bias": np.ones(128, "f4")})

@@ -49,7 +49,10 @@ class PretrainedFiles:
             self.config = DecoderConfig.from_file(root / "config.json")
         else:
             self._gguf = GGUFCheckpoint(root)
-            self.config = DecoderConfig.from_dict(self._gguf.config)
+            try:
+                self.config = DecoderConfig.from_dict(self._gguf.config)
+            except CheckpointError as e:  # its messages name config.json's keys: say where they came from
+                raise CheckpointError(f"GGUF file {root.name}: its metadata, read as a Hugging Face config: {e}") from None
 
     @functools.cached_property
     def tokenizer(self) -> Tokenizer | None:
