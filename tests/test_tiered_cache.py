@@ -32,7 +32,7 @@ def test_growth_matches_reference(dev, rng, quant, paged):
         want = R.attention(q, kr, vr, np.arange(p - 2, p), np.arange(p))
         np.testing.assert_allclose(out, want, atol=2e-5, rtol=0)
     assert p == n and cache.length == n
-    with pytest.raises(wg.LimitError, match=r"tiered cache full: 57 rows need 49 cold rows .*holds 48"):
+    with pytest.raises(wg.LimitError, match=r"TieredKVCache.append: the cache is full: 57 rows need 49 cold rows .*holds 48"):
         cache.append(dev.tensor(k[:1]), dev.tensor(v[:1]))
 
 
@@ -62,11 +62,11 @@ def _checked_cold_rows(cache, packed, scales, x, quant):
 
 
 def test_cache_errors(dev):
-    with pytest.raises(wg.ShapeError, match="cold_capacity 10 must be a multiple of page_size 4"):
+    with pytest.raises(wg.ShapeError, match="^TieredKVCache: cold_capacity 10 must be a multiple of page_size 4"):
         TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=4, cold_capacity=10, page_size=4)
-    with pytest.raises(wg.ShapeError, match="head_dim 12 must be a multiple of 8 for int4"):
+    with pytest.raises(wg.ShapeError, match="^TieredKVCache: head_dim 12 must be a multiple of 8 for int4"):
         TieredKVCache(dev, kv_heads=1, head_dim=12, hot_window=4, cold_capacity=8, quant="int4")
     c = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=4, cold_capacity=8)
-    with pytest.raises(wg.ShapeError, match=r"must be \[n, 1, 8\]"):
+    with pytest.raises(wg.ShapeError, match=r"^TieredKVCache.append: new rows .* must be \[n, 1, 8\]"):
         z = dev.tensor(np.zeros((1, 2, 8), np.float16))
         c.append(z, z)

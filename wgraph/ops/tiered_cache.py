@@ -65,11 +65,11 @@ class TieredKVCache:
             raise args.fail(fn, "page_table", page_table, "None without a page_size (a contiguous cold part)")
         if page_size:
             if rows % page_size:
-                raise ShapeError(f"cold_capacity {cold_capacity} must be a multiple of page_size {page_size}")
+                raise ShapeError(f"{fn}: cold_capacity {cold_capacity} must be a multiple of page_size {page_size}")
             pages = rows // page_size
             table = np.arange(pages) if page_table is None else args.ids(fn, "page_table", page_table, 0, pages - 1)
             if table.shape != (pages,):
-                raise ShapeError(f"page_table must hold {rows // page_size} page ids in 0..{rows // page_size - 1}")
+                raise ShapeError(f"{fn}: page_table must hold {rows // page_size} page ids in 0..{rows // page_size - 1}")
             self.page_table = device.tensor(table.astype(np.uint32), label="tiered.page_table")
         self.cold_capacity = cold_capacity
         if quant is None:
@@ -80,7 +80,7 @@ class TieredKVCache:
         else:
             _, vpw, _ = quant_format(quant)
             if head_dim % vpw:
-                raise ShapeError(f"head_dim {head_dim} must be a multiple of {vpw} for {quant}")
+                raise ShapeError(f"{fn}: head_dim {head_dim} must be a multiple of {vpw} for {quant}")
             packed = np.zeros((rows, kv_heads, head_dim // vpw), np.uint32)
             self.cold_k = device.tensor(packed, label="tiered.cold_k")
             self.cold_v = device.tensor(packed, label="tiered.cold_v")
@@ -107,7 +107,7 @@ class TieredKVCache:
         if kv_len is not None:
             tensor_arg("TieredKVCache.append", "kv_len", kv_len)
         if k_new.shape != v_new.shape or k_new.shape[1:] != (self.kv_heads, self.head_dim):
-            raise ShapeError(f"new rows {k_new.shape}/{v_new.shape} must be [n, {self.kv_heads}, {self.head_dim}]")
+            raise ShapeError(f"TieredKVCache.append: new rows {k_new.shape}/{v_new.shape} must be [n, {self.kv_heads}, {self.head_dim}]")
         if k_new.dtype != "f16" or v_new.dtype != "f16":   # checked before the first of the moves below runs
             raise DtypeError(f"TieredKVCache.append: new rows must be f16 (the hot ring's dtype), got "
                              f"{k_new.dtype}/{v_new.dtype}")
@@ -115,7 +115,7 @@ class TieredKVCache:
         pairs = ((k_new, self.hot_k, self.cold_k, self.cold_k_scale), (v_new, self.hot_v, self.cold_v, self.cold_v_scale))
         if kv_len is not None:
             if k_new.shape[0] != 1:
-                raise ShapeError(f"append with a GPU kv_len takes one row (decode), got {k_new.shape[0]}")
+                raise ShapeError(f"TieredKVCache.append: a GPU kv_len takes one row (decode), got {k_new.shape[0]}")
             self.length = None  # known on the GPU only from here on
             for new, hot, cold, scales in pairs:
                 # The row at position kv_len-1-W leaves the ring (skipped on the GPU while that is negative).
@@ -123,11 +123,11 @@ class TieredKVCache:
                 kv_write(new, hot, kv_len, layout="ring", pos_offset=-1)
             return
         if self.length is None:
-            raise ShapeError("this cache was appended with a GPU kv_len; keep passing kv_len=")
+            raise ShapeError("TieredKVCache.append: this cache was appended with a GPU kv_len; keep passing kv_len=")
         p, n = self.length, k_new.shape[0]
         cold_after = max(0, p + n - W)
         if cold_after > self.cold_capacity:
-            raise LimitError(f"tiered cache full: {p + n} rows need {cold_after} cold rows beyond the hot window "
+            raise LimitError(f"TieredKVCache.append: the cache is full: {p + n} rows need {cold_after} cold rows beyond the hot window "
                              f"of {W}; the cold part holds {self.cold_capacity}")
         move_start, move_stop = max(0, p - W), min(p, cold_after)
         direct = max(0, n - W)
@@ -150,7 +150,7 @@ class TieredKVCache:
         options: tiered_attention's other keywords (sliding_window, softcap, scale, window, return_lse, out)."""
         if kv_len is None:
             if self.length is None:
-                raise ShapeError("this cache's length lives on the GPU; pass kv_len=")
+                raise ShapeError("TieredKVCache.attention: this cache's length lives on the GPU; pass kv_len=")
             kv_len = self.length
         common = dict(kv_len=kv_len, causal=causal, hot_window=self.hot_window, page_table=self.page_table,
                       page_size=self.page_size, **options)
