@@ -17,6 +17,11 @@ def test_shared_states_are_checked(dev):
         g.compile(dev, shared_states={"v": dev.tensor(np.ones(4, np.float32))})
     with pytest.raises(ShapeError, match=r"shared state 'w' is f32 \(4,\); the tensor given is f32 \(5,\)"):
         g.compile(dev, shared_states={"w": dev.tensor(np.ones(5, np.float32))})
+    # a dtype is a DtypeError and a host array an ArgumentError, as everywhere else (ShapeError, DeviceError before)
+    with pytest.raises(wg.DtypeError, match=r"shared state 'w' is f32 \(4,\); the tensor given is f16 \(4,\)"):
+        g.compile(dev, shared_states={"w": dev.tensor(np.ones(4, np.float16))})
+    with pytest.raises(wg.ArgumentError, match=r"Graph.compile: shared_states\['w'\]=array\(.*must be a Tensor"):
+        g.compile(dev, shared_states={"w": np.ones(4, np.float32)})
     t = dev.tensor(np.arange(4, dtype=np.float32))
     prog = g.compile(dev, shared_states={"w": t})
     assert prog.run()["y"].numpy().tolist() == [0.0, 2.0, 4.0, 6.0]

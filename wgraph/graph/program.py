@@ -139,12 +139,16 @@ def _check_shared(g, device, shared: dict) -> dict:
         where = f"graph {g.name!r}: shared state {name!r}"
         if name not in g.states:
             raise GraphError(f"{where} is not a state of the graph; states: {sorted(g.states)}")
-        if not isinstance(t, Tensor) or t.device is not device:
+        if not isinstance(t, Tensor):
+            raise args.fail("Graph.compile", f"shared_states[{name!r}]", t, "a Tensor of the device the graph "
+                                                                               "compiles for")
+        if t.device is not device:
             raise DeviceError(f"{where} must be a Tensor of the device the graph compiles for, got {t!r}")
         device.check_tensor(t)
-        if t.spec != g.states[name].spec:
-            raise ShapeError(f"{where} is {g.states[name].spec.dtype} {g.states[name].spec.shape}; the tensor given is "
-                             f"{t.dtype} {t.shape}")
+        want = g.states[name].spec
+        if t.spec != want:
+            error = DtypeError if t.shape == want.shape else ShapeError
+            raise error(f"{where} is {want.dtype} {want.shape}; the tensor given is {t.dtype} {t.shape}")
     # The graph plans each state as a buffer of its own: two that nodes write (kv_append's k and v caches) given
     # one buffer would have one write overwrite the other. States only read may share one (tied weights).
     written: dict[int, list[str]] = {}
