@@ -349,18 +349,26 @@ def _rounded(v: np.ndarray, unit: np.ndarray, low: int, high: int) -> np.ndarray
     return np.clip(np.rint(v * inv), low, high)
 
 
-def _block_d(step: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+def _block_d(step: np.ndarray, top: int, keep_tiny: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """A K-quant block's f16 d for sub-block scales `step` [blocks, sub-blocks] stored as integers up to `top`
-    (its largest / top), and d as float32 [blocks, 1] (inf past f16's range: `quantize` refuses such blocks)."""
-    d = (step.max(axis=1) / np.float32(top)).astype(np.float16)
+    (its largest / top), and d as float32 [blocks, 1] (inf past f16's range: `quantize` refuses such blocks).
+    keep_tiny: a d that f16 rounds to 0 from a nonzero largest / top is f16's least subnormal (2^-24, its sign),
+    so the integers rounded from it still hold the block's scales (llama.cpp writes 0 there)."""
+    want = step.max(axis=1) / np.float32(top)
+    d = want.astype(np.float16)
+    if keep_tiny:
+        tiny = (d == 0) & (want != 0)
+        d[tiny] = np.copysign(np.float32(2.0 ** -24), want[tiny]).astype(np.float16)
     return d, d.astype(np.float32)[:, None]
 
 
-def _signed_block_d(scales: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _signed_block_d(scales: np.ndarray, top: int,
+                    keep_tiny: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A block's f16 d for signed sub-block scales `scales` [blocks, sub-blocks] stored as integers in [-top,
-    top - 1] (llama.cpp's Q3_K and IQ4_XS: the scale of largest magnitude is -top times d, so d takes its
-    opposite sign), d as float32 [blocks, 1], and the integers (float32 [blocks, sub-blocks])."""
-    d, d32 = _block_d(_signed_peak(scales)[:, None] / np.float32(-top), 1)
+    top - 1] (llama.cpp's Q3_K, Q6_K and IQ4_XS: the scale of largest magnitude is -top times d, so d takes its
+    opposite sign), d as float32 [blocks, 1], and the integers (float32 [blocks, sub-blocks]); keep_tiny as
+    `_block_d`'s."""
+    d, d32 = _block_d(_signed_peak(scales)[:, None] / np.float32(-top), 1, keep_tiny)
     return d, d32, np.clip(np.rint(np.divide(scales, d32, out=np.zeros_like(scales), where=d32 != 0)), -top, top - 1)
 
 
@@ -382,6 +390,68 @@ def _best_scales(x: np.ndarray, low: int, high: int) -> np.ndarray:
     return best[..., 0]
 
 
+def _min_search(x: np.ndarray, w: np.ndarray, nmax: int, rmin: float, rdelta: float, nstep: int,
+                mad: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each run of `x` [runs, n] as scale * l - min (l in 0..nmax, min >= 0) as llama.cpp's make_qkx2_quants
+    searches it under the weights `w` [runs, n]: the run spans [lo, hi] (lo = min(0, its least)), starting from
+    the scale (hi - lo) / nmax and offset lo; then for i in 0..nstep, l = (x - lo) * (nmax + rmin + rdelta * i)
+    / (hi - lo) rounded into 0..nmax, and that rounding's weighted least-squares scale and offset (an offset above
+    0 set to 0, the scale refitted) become the best, lo among them (the next roundings start from it, as
+    llama.cpp's), where their weighted error (absolute where `mad`, else squared) is lower. Returns float32
+    (scale, min) [runs]. Vectorised over runs, transposed ([n, runs]) so a run's sums are adds of rows; a fit's
+    squared error comes from its rounding's sums (sum w x^2 - scale sum w x l - offset sum w x, the least-squares
+    residual), not a pass over the run."""
+    xt, wt = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)    # [n, runs]
+    lo = np.minimum(xt.min(axis=0), np.float32(0))
+    hi = xt.max(axis=0)
+    wx = wt * xt
+    sw, sx, sxx = wt.sum(axis=0), wx.sum(axis=0), np.einsum("ij,ij->j", wx, xt)
+    lt = np.empty_like(xt)
+
+    def rounding(c):                                                  # l for c / (hi - lo) from lo, its sums
+        span = hi - lo
+        iscale = np.divide(np.float32(c), span, out=np.zeros_like(span), where=span > 0)
+        np.subtract(xt, lo, out=lt)
+        np.multiply(lt, iscale, out=lt)
+        np.clip(np.rint(lt, out=lt), 0, nmax, out=lt)
+        return (np.einsum("ij,ij->j", lt, wt), np.einsum("ij,ij,ij->j", lt, lt, wt), np.einsum("ij,ij->j", lt, wx))
+
+    def error(s, mn, sl, sll, sxl):                                   # the weighted error of s * l + mn
+        if not mad:
+            return s * s * sll + 2 * s * mn * sl - 2 * s * sxl + mn * mn * sw - 2 * mn * sx + sxx
+        diff = lt * s
+        diff += mn
+        diff -= xt
+        return np.einsum("ij,ij->j", np.abs(diff, out=diff), wt)
+
+    scale = (hi - lo) / np.float32(nmax)
+    best = error(scale, lo, *rounding(nmax))
+    for i in range(nstep + 1):
+        sl, sll, sxl = rounding(nmax + rmin + rdelta * i)
+        det = sw * sll - sl * sl
+        ok = det > np.float32(1e-6) * sw * sll                        # not every l alike
+        inv = np.divide(np.float32(1), det, out=np.zeros_like(det), where=ok)
+        s, mn = (sw * sxl - sx * sl) * inv, (sll * sx - sl * sxl) * inv
+        pos = mn > 0
+        np.copyto(s, np.divide(sxl, sll, out=np.zeros_like(sxl), where=sll > 0), where=pos)
+        mn[pos] = 0
+        err = error(s, mn, sl, sll, sxl) if mad else sxx - s * sxl - mn * sx   # a least-squares residual
+        better = ok & (err < best)
+        for to, new in ((best, err), (scale, s), (lo, mn)):
+            np.copyto(to, new, where=better)
+    return scale, -lo
+
+
+def _min_block(scales: np.ndarray, mins: np.ndarray, top: int):
+    """A min-format block's f16 d and dmin from its sub-block scales and mins [blocks, sub-blocks] (min >= 0), as
+    llama.cpp's K-quants: the largest of each / top; the integers (float32, 0..top) rounded from the f16 values.
+    A d or dmin too small for f16 is kept at its least subnormal (`_block_d`'s keep_tiny), not 0: a d of 0 beside
+    a nonzero dmin (llama.cpp's, and this quantizer's before) decoded every weight of the block to -min."""
+    d, d32 = _block_d(np.maximum(scales, 0), top, keep_tiny=True)
+    dmin, dmin32 = _block_d(mins, top, keep_tiny=True)
+    return d, d32, _rounded(scales, d32, 0, top), dmin, dmin32, _rounded(mins, dmin32, 0, top)
+
+
 def _nibbles(s: np.ndarray) -> np.ndarray:
     """4-bit values [blocks, 2n] as n bytes, value 2i in the low nibble of byte i."""
     return (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
@@ -389,17 +459,18 @@ def _nibbles(s: np.ndarray) -> np.ndarray:
 
 def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     """Q4_K's and Q5_K's rounding of float32 [rows, k] (k a multiple of 256): the 16-byte headers (d, dmin, the
-    packed 6-bit scales and mins) and the quants [blocks, 8 sub-blocks, 32] in [0, top]. Each sub-block of 32
-    spans [min(0, lo), hi] in `top` steps; its scale and min are rounded to 6 bits of the block's f16 d and dmin.
-    Plain min/max rounding, not llama.cpp's iterative search: valid blocks, slightly larger error."""
+    packed 6-bit scales and mins) and the quants [blocks, 8 sub-blocks, 32] in [0, top], as llama.cpp's
+    quantize_row_q4_K_ref / quantize_row_q5_K_ref: each sub-block of 32 weighted by rms(sub-block) + |w| gets
+    make_qkx2_quants' scale and min (`_min_search`: Q4_K 21 steps from top - 1, Q5_K 16 from top - 0.5, 0.1
+    apart), the block's f16 d and dmin their largest / 63 (`_min_block`: the 6-bit integers rounded from the f16
+    values, not llama.cpp's 63 / largest; a d or dmin below f16's least subnormal kept at it, not 0), and q =
+    (w + dmin * mn) / (d * sc) rounded into [0, top]."""
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 8, 32)
-    lo = np.minimum(x.min(axis=2), 0.0)
-    step = (x.max(axis=2) - lo) / np.float32(top)                     # [blocks, 8] sub-block scales
-    mins = -lo                                                        # >= 0, subtracted
-    d, d32 = _block_d(step, 63)                                       # [blocks], [blocks, 1]
-    dmin, dmin32 = _block_d(mins, 63)
-    sc = _rounded(step, d32, 0, 63).astype(np.uint8)
-    mn = _rounded(mins, dmin32, 0, 63).astype(np.uint8)
+    runs = x.reshape(-1, 32)
+    w = np.sqrt((runs * runs).mean(axis=1, keepdims=True)) + np.abs(runs)
+    step, mins = _min_search(runs, w, top, *((-1.0, 0.1, 20) if top == 15 else (-0.5, 0.1, 15)), mad=False)
+    d, d32, sc, dmin, dmin32, mn = _min_block(step.reshape(-1, 8), mins.reshape(-1, 8), 63)
+    sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
     scale, offset = d32 * sc, dmin32 * mn
     q = _rounded(x + offset[:, :, None], scale[:, :, None], 0, top).astype(np.uint8)
     head = np.empty((x.shape[0], 16), np.uint8)
@@ -418,21 +489,40 @@ def _nibble_pairs(q: np.ndarray) -> np.ndarray:
     return (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
 
 
+def _in_chunks(a: np.ndarray, block_bytes: int, blocks_of, blocks: int = 1024) -> np.ndarray:
+    """The blocks (uint8 [rows, row_bytes]) of float32 `a` [rows, k] (k a multiple of 256) that `blocks_of`
+    makes from weights [n, 256], given `blocks` blocks at a time: a search's temporaries stay in cache (a
+    temporary the size of a large matrix cost more in page faults and memory traffic than its arithmetic)."""
+    rows, k = a.shape
+    x = np.ascontiguousarray(a, np.float32).reshape(-1, 256)
+    out = np.empty((x.shape[0], block_bytes), np.uint8)
+    for i in range(0, x.shape[0], blocks):
+        out[i:i + blocks] = blocks_of(x[i:i + blocks])
+    return out.reshape(rows, k // 256 * block_bytes)
+
+
+def _q4_k_blocks(x: np.ndarray) -> np.ndarray:
+    head, q = _k_quants(x, 15)
+    return np.concatenate([head, _nibble_pairs(q)], axis=1)
+
+
+def _q5_k_blocks(x: np.ndarray) -> np.ndarray:
+    head, q = _k_quants(x, 31)
+    qh = ((q >> 4) << np.arange(8, dtype=np.uint8)[None, :, None]).sum(axis=1, dtype=np.uint8)  # [blocks, 32]
+    return np.concatenate([head, qh, _nibble_pairs(q)], axis=1)
+
+
 def quantize_q4_k(a: np.ndarray) -> np.ndarray:
     """Q4_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 16 steps a sub-block of
-    32 (`_k_quants`)."""
-    rows, k = a.shape
-    head, q = _k_quants(a, 15)
-    return np.concatenate([head, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 144)
+    32 (`_k_quants`: llama.cpp's quantize_row_q4_K_ref)."""
+    return _in_chunks(a, 144, _q4_k_blocks)
 
 
 def quantize_q5_k(a: np.ndarray) -> np.ndarray:
     """Q5_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: 32 steps a sub-block of
-    32 (`_k_quants`); the low 4 bits as Q4_K's quants, the fifth of sub-block j's l-th quant as bit j of qh byte l."""
-    rows, k = a.shape
-    head, q = _k_quants(a, 31)
-    qh = ((q >> 4) << np.arange(8, dtype=np.uint8)[None, :, None]).sum(axis=1, dtype=np.uint8)  # [blocks, 32]
-    return np.concatenate([head, qh, _nibble_pairs(q)], axis=1).reshape(rows, k // 256 * 176)
+    32 (`_k_quants`: llama.cpp's quantize_row_q5_K_ref); the low 4 bits as Q4_K's quants, the fifth of sub-block
+    j's l-th quant as bit j of qh byte l."""
+    return _in_chunks(a, 176, _q5_k_blocks)
 
 
 def quantize_q6_k(a: np.ndarray) -> np.ndarray:
