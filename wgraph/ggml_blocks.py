@@ -553,25 +553,27 @@ def _two_bit_planes(q: np.ndarray) -> np.ndarray:
     return (q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)).reshape(-1, 64)
 
 
-def quantize_q2_k(a: np.ndarray) -> np.ndarray:
-    """Q2_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 16 spans
-    [min(0, lo), hi] in 3 steps; its step and min rounded to 4 bits of the block's f16 d and dmin. Plain rounding,
-    not llama.cpp's search: valid blocks."""
-    rows, k = a.shape
-    x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
-    lo = np.minimum(x.min(axis=2), 0.0)
-    step = (x.max(axis=2) - lo) / np.float32(3)                       # [blocks, 16] sub-block scales
-    d, d32 = _block_d(step, 15)
-    dmin, dmin32 = _block_d(-lo, 15)
-    sc = _rounded(step, d32, 0, 15).astype(np.uint8)
-    mn = _rounded(-lo, dmin32, 0, 15).astype(np.uint8)
-    q = _rounded(x + (dmin32 * mn)[:, :, None], (d32 * sc)[:, :, None], 0, 3).astype(np.uint8)
+def _q2_k_blocks(x: np.ndarray) -> np.ndarray:
+    runs = x.reshape(-1, 16)
+    step, mins = _min_search(runs, np.abs(runs), 3, -0.5, 0.1, 15, mad=True)
+    d, d32, sc, dmin, dmin32, mn = _min_block(step.reshape(-1, 16), mins.reshape(-1, 16), 15)
+    sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
+    q = _rounded(x.reshape(-1, 16, 16) + (dmin32 * mn)[:, :, None], (d32 * sc)[:, :, None], 0, 3).astype(np.uint8)
     out = np.empty((x.shape[0], 84), np.uint8)
     out[:, 0:16] = sc | (mn << 4)
     out[:, 16:80] = _two_bit_planes(q.reshape(-1, 256))
     out[:, 80:82] = d.view(np.uint8).reshape(-1, 2)
     out[:, 82:84] = dmin.view(np.uint8).reshape(-1, 2)
-    return out.reshape(rows, k // 256 * 84)
+    return out
+
+
+def quantize_q2_k(a: np.ndarray) -> np.ndarray:
+    """Q2_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256, as llama.cpp's
+    quantize_row_q2_K_ref: each sub-block of 16 weighted by |w| gets make_qkx2_quants' scale and min under the
+    weighted absolute error (`_min_search`: 16 steps from 2.5, 0.1 apart), the block's f16 d and dmin their
+    largest / 15 (`_min_block`: the 4-bit integers rounded from the f16 values; a d or dmin below f16's least
+    subnormal kept at it, not 0), and q = (w + dmin * mn) / (d * sc) rounded into [0, 3]."""
+    return _in_chunks(a, 84, _q2_k_blocks)
 
 
 def quantize_q3_k(a: np.ndarray) -> np.ndarray:
