@@ -491,7 +491,8 @@ def _best_min_error(x: np.ndarray, nmax: int) -> float:
     return float(best.sum())
 
 
-@pytest.mark.parametrize("ggml_type, run, margin", [("Q2_K", 16, 1.18), ("Q4_K", 32, 1.08), ("Q5_K", 32, 1.12)])
+@pytest.mark.parametrize("ggml_type, run, margin", [("Q2_K", 16, 1.18), ("Q4_K", 32, 1.08), ("Q5_K", 32, 1.12),
+                                                    ("Q6_K", 16, 1.14)])
 def test_k_quantizers_near_the_best_scale_a_sub_block(rng, ggml_type, run, margin):
     """Relative RMS error on Gaussian weights (decoded by gguf) within `margin` of the best a sub-block's own
     scale (and min) gives, searched here on a grid, the 4- or 6-bit rounding of scales ignored. The min/max
@@ -547,7 +548,7 @@ def test_min_search_follows_make_qkx2_quants(rng, nmax, rmin, nstep, mad):
     assert same.mean() >= 0.93 and same[:3].all(), np.flatnonzero(~same)
 
 
-@pytest.mark.parametrize("ggml_type", ["Q4_K", "Q5_K"])
+@pytest.mark.parametrize("ggml_type", ["Q4_K", "Q5_K", "Q6_K"])
 def test_k_quantizers_keep_tiny_weights(rng, ggml_type):
     """Weights of ~1e-6: d rounded to 0 in f16 while dmin did not, so every Q4_K / Q5_K weight decoded to -min
     (relative RMS error 2.4, worse than zeros) and Q6_K's to 0. d (and dmin) now stay at f16's least subnormal,

@@ -525,25 +525,56 @@ def quantize_q5_k(a: np.ndarray) -> np.ndarray:
     return _in_chunks(a, 176, _q5_k_blocks)
 
 
-def quantize_q6_k(a: np.ndarray) -> np.ndarray:
-    """Q6_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256: each sub-block of 16
-    gets the scale max|w| / 31, rounded to an int8 multiple of the block's f16 d (its largest scale / 127), and
-    q = w / (d * scale) rounded into [-32, 31]. Plain rounding, not llama.cpp's search: valid blocks."""
-    rows, k = a.shape
-    x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
-    step = np.abs(x).max(axis=2) / np.float32(31)                     # [blocks, 16] sub-block scales
-    d, d32 = _block_d(step, 127)
-    sc = _rounded(step, d32, 0, 127).astype(np.int8)
-    scale = d32 * sc
-    q = (_rounded(x, scale[:, :, None], -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)  # [b, n, m, l]
+def _qx_scales(x: np.ndarray, nmax: int) -> np.ndarray:
+    """The signed scale of each run of `x` [runs, n] over q in [-nmax, nmax - 1], as llama.cpp's make_qx_quants
+    (rmse_type 1: weights x^2) searches it: the run's signed peak to -nmax, then to -(nmax + 0.1 i) for i in
+    -9..9 (not 0), q rounded and clipped, each rounding's weighted least-squares scale (sum w x q / sum w q^2)
+    kept where its gain (sum w x q)^2 / sum w q^2 is larger; 0 for a run whose peak is below 1e-15.
+    Vectorised over runs, transposed ([n, runs]) so a run's sums are adds of rows."""
+    xt = np.ascontiguousarray(x.T)                                    # [n, runs]
+    w = xt * xt
+    wx = w * xt
+    peak = _signed_peak(x)
+    live = np.abs(peak) >= np.float32(1e-15)
+    inv = np.divide(np.float32(-1), peak, out=np.zeros_like(peak), where=live)
+    lt = np.empty_like(xt)
+    scale = np.zeros_like(peak)
+    best = np.zeros_like(peak)
+    for i in (0, *range(-9, 0), *range(1, 10)):
+        np.multiply(xt, inv * np.float32(nmax + 0.1 * i), out=lt)
+        np.clip(np.rint(lt, out=lt), -nmax, nmax - 1, out=lt)
+        sxl, sll = np.einsum("ij,ij->j", lt, wx), np.einsum("ij,ij,ij->j", lt, lt, w)
+        s = np.divide(sxl, sll, out=np.zeros_like(sxl), where=sll > 0)
+        gain = s * sxl
+        better = (sll > 0) & (gain > best) if i else np.ones(gain.shape, bool)
+        np.copyto(scale, s, where=better)
+        np.copyto(best, gain, where=better)
+    return np.where(live, scale, np.float32(0))
+
+
+def _q6_k_blocks(x: np.ndarray) -> np.ndarray:
+    xb = x.reshape(-1, 16, 16)
+    d, d32, sc = _signed_block_d(_qx_scales(x.reshape(-1, 16), 32).reshape(-1, 16), 128, keep_tiny=True)
+    unit = (d32 * sc)[:, :, None]
+    inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit != 0)
+    q = (np.clip(np.rint(xb * inv), -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)      # [b, n, m, l]
     out = np.empty((x.shape[0], 210), np.uint8)
     ql = (q[:, :, 0:2, :] & 15) | ((q[:, :, 2:4, :] & 15) << 4)      # [b, n, 2, 32]: ql bytes 64n + 32j + l
     out[:, 0:128] = ql.reshape(-1, 128)
     qh = (q[:, :, 0] >> 4) | ((q[:, :, 1] >> 4) << 2) | ((q[:, :, 2] >> 4) << 4) | ((q[:, :, 3] >> 4) << 6)
     out[:, 128:192] = qh.reshape(-1, 64)
-    out[:, 192:208] = sc.view(np.uint8)
+    out[:, 192:208] = sc.astype(np.int8).view(np.uint8)
     out[:, 208:210] = d.view(np.uint8).reshape(-1, 2)
-    return out.reshape(rows, k // 256 * 210)
+    return out
+
+
+def quantize_q6_k(a: np.ndarray) -> np.ndarray:
+    """Q6_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256, as llama.cpp's
+    quantize_row_q6_K_ref: each sub-block of 16 gets make_qx_quants' signed scale over q in [-32, 31] (`_qx_scales`,
+    weights w^2), the block's f16 d the scale of largest magnitude / -128 and the int8 sub-block scales rounded
+    from that f16 d (`_signed_block_d`, llama.cpp rounds from -128 / the largest; a d below f16's least
+    subnormal kept at it, not 0), and q = w / (d * scale) rounded into [-32, 31]."""
+    return _in_chunks(a, 210, _q6_k_blocks)
 
 
 def _two_bit_planes(q: np.ndarray) -> np.ndarray:
