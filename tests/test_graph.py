@@ -192,6 +192,50 @@ def test_update_rewrites_only_dirty_uniforms(dev, rng):
     np.testing.assert_array_equal(g.compile(dev).run(x=a)["y"].numpy(), ref_all_15(dev, a))
 
 
+
+def _int_kv_len_graph(rng, kind):
+    """A one-query attention of `kind` over f16 keys with an int kv_len (no kv_len tensor input)."""
+    from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose, rope_table
+
+    g = wg.Graph(kind)
+    q = g.input("q", (1, 4, 16), "f32")
+    if kind == "attention":
+        k = g.const("k", rng.standard_normal((24, 2, 16)).astype(np.float16))
+        g.output("o", wg.ops.attention(q, k, k, causal=True, kv_len=20))
+    elif kind == "tiered":
+        hot, cold = (g.const(n, rng.standard_normal((r, 2, 16)).astype(np.float16)) for n, r in (("hot", 8), ("cold", 24)))
+        g.output("o", wg.ops.tiered_attention(q, hot, hot, cold, cold, kv_len=20, causal=True))
+    else:
+        host = bdpa_decompose(rng.standard_normal((24, 2, 16)), rng.standard_normal((24, 2, 16)), np.arange(24) % 5)
+        parts = {"basis": host.basis, "residual": host.residual, "residual_scale": host.residual_scale,
+                 "index": host.index}
+        cache = BDPACache(*(g.const(n, a) for n, a in parts.items()), int(host.index[:, 2].max()))
+        g.output("o", bdpa_attention(q, cache, g.const("rope", rope_table(*wg.ops.rope_tables(32, 16))), q_pos=23,
+                                     kv_len=20, causal=True))
+    return g
+
+
+@pytest.mark.parametrize("kind", ["attention", "tiered", "bdpa"])
+def test_update_to_gpu_kv_len_without_a_kv_len_input_is_refused(dev, rng, kind):
+    """kv_len=None means "read the kv_len tensor": a node built with an int kv_len has none, so update() (and a
+    graph file saying so) is refused by the op's own rule, naming the node and kv_len (tiered and bdpa compared
+    None with an int: a TypeError), and the program runs on as compiled."""
+    g = _int_kv_len_graph(rng, kind)
+    node = g.topological_order()[-1]
+    prog = g.compile(dev)
+    q = rng.standard_normal((1, 4, 16)).astype(np.float32)
+    before = prog.run(q=q)["o"].numpy().copy()
+    import attrs
+
+    with pytest.raises(wg.ShapeError, match=rf"node {re.escape(repr(node))}.*kv_len must be an int or a u32 tensor "
+                                            rf"with one value, got nothing"):
+        prog.update(node, attrs.evolve(prog.params[node], kv_len=None))
+    assert prog.run(q=q)["o"].numpy().tobytes() == before.tobytes()
+    data = json.loads(g.to_json())
+    data["nodes"][-1]["params"]["fields"]["kv_len"] = None
+    with pytest.raises(wg.ShapeError, match="kv_len must be an int or a u32 tensor with one value, got nothing"):
+        wg.Graph.from_json(json.dumps(data))
+
 def ref_all_15(dev, a):
     ref = dev.tensor(a)
     for _ in range(6):

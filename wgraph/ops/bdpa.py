@@ -170,6 +170,8 @@ def _infer(params: BDPAParams, specs):
         raise ShapeError(f"{op}: index must be u32 [L, 3], got {index.dtype} {index.shape}")
     if rope.dtype != "f32" or len(rope.shape) != 3 or rope.shape[1:] != (2, dim // 2):
         raise ShapeError(f"{op}: rope must be f32 [positions, 2, {dim // 2}], got {rope.dtype} {rope.shape}")
+    if len_t is None and params.kv_len is None:  # params from a graph file or Program.update: no kv_len tensor
+        raise ShapeError(f"{op}: kv_len must be an int or a u32 tensor with one value, got nothing")
     if len_t is None and params.kv_len > index.shape[0]:
         raise LimitError(f"{op}: kv_len {params.kv_len} is beyond the index's {index.shape[0]} rows")
     if len_t is not None and not len_t.is_u32_scalar:

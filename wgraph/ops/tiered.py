@@ -109,6 +109,8 @@ def _infer(params: TieredParams, specs):
             raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
     else:
         n = params.kv_len
+        if n is None:  # params from a graph file or Program.update: None reads a kv_len tensor, and there is none
+            raise ShapeError(f"{op}: kv_len must be an int or a u32 tensor with one value, got nothing")
         if n > args.I32_MAX:
             raise LimitError(f"{op}: kv_len {n} is above {args.I32_MAX}: the kernels place the queries at positions "
                              f"kv_len - S + i in i32")
