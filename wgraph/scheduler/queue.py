@@ -78,16 +78,18 @@ class Scheduler:
         if self.closed:
             raise DeviceError(f"device {self.name!r} (epoch {self.epoch}) is lost or destroyed; call dev.recreate()")
 
-    def check_current(self, tensors) -> None:
-        """DeviceError unless this scheduler is open and every tensor (None skipped) is of its epoch. Lock held.
+    def check_current(self, *groups) -> None:
+        """DeviceError unless this scheduler is open and every tensor of `groups` (sequences of tensors, None
+        skipped) is of its epoch. Lock held.
         Callers checked their tensors before they took the lock (an allocation may have waited for it): a
         dev.recreate() on another thread in between must not queue old buffers on the new device, where the next
         flush, on whatever thread, would fail and make every pending op of every thread unusable."""
         self.check_open()
         epoch = self.epoch
-        for t in tensors:
-            if t is not None and getattr(t.buffer, "_wgraph_epoch", None) != epoch:
-                raise DeviceError(f"{t!r} was made before the device was re-created (epoch changed)")
+        for tensors in groups:
+            for t in tensors:
+                if t is not None and getattr(t.buffer, "_wgraph_epoch", None) != epoch:
+                    raise DeviceError(f"{t!r} was made before the device was re-created (epoch changed)")
 
     # ---- recordings: the open one of each thread ----
 
@@ -118,8 +120,7 @@ class Scheduler:
             rec.call(template, inputs, outputs, made)
             return
         with self.lock:
-            self.check_current(inputs)
-            self.check_current(outputs)
+            self.check_current(inputs, outputs)
             pending = self._pending or self._start_pending()
             self.appending = True
             try:
