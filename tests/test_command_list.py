@@ -260,6 +260,40 @@ def test_deferred_destruction_is_bounded_without_readbacks():
     dev.destroy()
 
 
+def test_a_list_that_fails_to_prepare_gives_its_uniform_buffer_back(dev, monkeypatch):
+    """A recording's or a program's uniform arena is a pool buffer taken before its kernels compile and its upload
+    buffers are made; when either raised (a kernel the driver cannot compile, an upload past the memory), the arena
+    never went back to the pool: 2 buffers more in use (stats.live_buffers, not in the free list) per failed
+    recording and compile, for good."""
+    import gc
+
+    x = dev.tensor(np.ones(4, np.float32))
+    g = wg.Graph("fails_to_prepare")
+    a = g.input("a", (4,), "f32")
+    g.output("y", wg.ops.scale(wg.ops.add(a, a), 2.0))
+
+    def failing(kernels, *args, **kwargs):
+        raise wg.PlanError("the driver could not compile it")
+
+    def attempt():
+        with pytest.raises(wg.PlanError, match="could not compile"):
+            with dev.record():
+                wg.ops.add(wg.ops.scale(x, 2.0), x)   # two uniform slices: an arena from the pool
+        with pytest.raises(wg.PlanError, match="could not compile"):
+            g.compile(dev)
+
+    def in_use():
+        gc.collect()
+        return dev.stats.live_buffers - dev.pool.free_count - len(dev.pool._doomed)
+
+    monkeypatch.setattr(dev.pipelines, "warm", failing)
+    attempt()   # the pool has buffers of these sizes from here on
+    before = in_use()
+    for _ in range(5):
+        attempt()
+    assert in_use() == before
+
+
 def test_an_op_whose_scratch_waits_for_the_gpu_is_still_submitted(rng):
     """A first-time split-K decode's scratch allocation past the deferred-destruction budget waited for the GPU in
     the middle of the call's append: the pending list went to the GPU half-appended and the rest of the call was

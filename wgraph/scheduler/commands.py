@@ -124,8 +124,20 @@ class PreparedCommands:
                         for i in items]
         self.arena = bytearray(arena.data)
         self._uploaded = bytes(self.arena)
+        # a persistent list (a Program's) is encoded on every replay: its steps as encode_passes takes them,
+        # built on the first submit; a one-shot list is encoded once, straight from its steps
+        self.persistent = persistent
+        self._passes: list | None = None
         self._uniforms = scheduler.uniform_buffer(self._uploaded, persistent, arena.slices) if self.arena else None
-        uniform_buffer = self._uniforms.buffer if self._uniforms is not None else None
+        try:
+            self._resolve(items, self._uniforms.buffer if self._uniforms is not None else None)
+        except BaseException:   # an upload buffer past the memory, a kernel the driver cannot compile
+            self.release()      # a pool buffer nothing else holds: back to the pool, else lost to it for good
+            raise
+
+    def _resolve(self, items, uniform_buffer) -> None:
+        """Stage the writes after the first GPU item in upload tensors; a Step per dispatch (pipeline, bind group)."""
+        scheduler, label = self.scheduler, self.label
         self.head_writes: list[Write] = []  # writes before the first GPU item: plain queue writes
         groups: list[list[Write]] = []  # the staged writes of each upload tensor
         group_bytes = 0
@@ -153,10 +165,6 @@ class PreparedCommands:
                 staged_at[id(w)] = (upload, offset)
                 offset += len(w.data)
         self.steps: list = []
-        # a persistent list (a Program's) is encoded on every replay: its steps as encode_passes takes them,
-        # built on the first submit; a one-shot list is encoded once, straight from its steps
-        self.persistent = persistent
-        self._passes: list | None = None
         # a list repeats few (kernel, buffers) pairs (a recorded loop): look each up in the device caches once;
         # the kernels not compiled yet are compiled side by side first (a new model step's dozens)
         scheduler.pipelines.warm({id(item.kernel): item.kernel for item in items if type(item) is Dispatch}.values())
