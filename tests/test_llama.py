@@ -220,6 +220,33 @@ def test_model_arguments_are_checked_not_truncated(tiny, model32, dev):
         model32.generate([1, 2], 3, stop_ids=[99], in_flight=2)
 
 
+def test_prefill_checks_its_sample_settings_before_switching_programs(tiny, model32, dev):
+    """prefill(sample=SampleSettings(nan, ...)) (or temperature 0, top_k -1, seed -5) switched the model to a new
+    sampling program (empty caches, position 0) and only then raised, naming program 'llama_decode_sample' and a
+    node; the next step() ran without an error from position 0 with temperature 1: history [0, 60, 15, 44] where
+    the greedy decode it interrupted goes on [3, 35, 13, 77]. Each field is now checked first, the model as it
+    was."""
+    from wgraph.ops.sampling import SampleSettings
+
+    cfg, w, _ = tiny
+    want, _ = ref.greedy(cfg, w, PROMPT, 6)
+    model32.prefill(PROMPT)
+    model32.step()
+    before = dev.stats.snapshot()
+    for bad, match in [(SampleSettings(float("nan"), 0, 1.0, 0), r"sample\.temperature=nan must be a finite real"),
+                       (SampleSettings(0.0, 0, 1.0, 0), r"sample\.temperature=0\.0 must be a finite real in \(0, "),
+                       (SampleSettings(1.0, -1, 1.0, 0), r"sample\.top_k=-1 must be an integer"),
+                       (SampleSettings(1.0, 0, 0.0, 0), r"sample\.top_p=0\.0 must be a finite real in \(0, 1\]"),
+                       (SampleSettings(1.0, 0, 1.0, -5), r"sample\.seed=-5 must be an integer"),
+                       (SampleSettings(True, 0, 1.0, 0), r"sample\.temperature=True must be a finite real")]:
+        with pytest.raises(wg.ArgumentError, match=rf"^prefill: {match}"):
+            model32.prefill([5, 6], sample=bad)
+    assert dev.stats.since(before).submits == 0 and not model32.sampling
+    for _ in range(4):
+        model32.step()
+    assert model32.program.state("history").numpy()[:len(PROMPT) + 6].tolist() == list(PROMPT) + want
+
+
 def test_one_generation_at_a_time_on_a_model(tiny, model32):
     """Two threads generating on one model interleaved their steps on its caches and position (wrong ids, or a
     GpuValueError naming a position); each call now runs whole. After a sampled run, prefill(sample=None) and the

@@ -42,7 +42,7 @@ from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.models.decode_span import run_scheduled, schedule, short_cache_rows
-from wgraph.ops.sampling import SampleSettings, check_sampling
+from wgraph.ops.sampling import SampleSettings, check_sampling, check_settings
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
 
@@ -522,12 +522,13 @@ class Llama:
 
         prompt_ids: the prompt's token ids (a list or numpy integer array, at least one, below the vocabulary size).
         all_logits: return the logits of every position instead of the last.
-        sample: draw the first token with these settings (temperature, top_k, top_p, seed); None: argmax.
+        sample: draw the first token with these settings (temperature > 0, top_k, top_p, seed: generate's rules,
+            checked before anything changes); None: argmax.
         """
         ids = self._check_ids(prompt_ids, "prompt_ids", "prefill")
         args.flag("prefill", "all_logits", all_logits)
-        if sample is not None and not isinstance(sample, SampleSettings):
-            raise args.fail("prefill", "sample", sample, "None or a SampleSettings")
+        if sample is not None:  # checked before the decode programs switch to sampling
+            sample = check_settings("prefill", sample)
         s = ids.size
         if s >= self.max_seq:
             raise LimitError(f"prefill: {s} prompt tokens leave no room in the KV cache of {self.max_seq} positions")

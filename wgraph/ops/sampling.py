@@ -144,11 +144,23 @@ def _is_gpu(v) -> bool:
     return isinstance(v, Tensor) or getattr(v, "_wgraph_symbol_", False)
 
 
-def check_sampling(fn: str, temperature, top_k, top_p, seed) -> tuple:
+def check_sampling(fn: str, temperature, top_k, top_p, seed, prefix: str = "") -> tuple:
     """(temperature, top_k, top_p, seed) by their rules (args.py), for `fn` (sample, or a model's generate);
-    temperature 0 is argmax, so it is allowed."""
-    return (args.real(fn, "temperature", temperature, 0.0), args.integer(fn, "top_k", top_k),
-            args.real(fn, "top_p", top_p, 0.0, 1.0, open_lo=True), args.integer(fn, "seed", seed, 0, 2**64 - 1))
+    temperature 0 is argmax, so it is allowed. `prefix` goes before each name in a message ("sample.")."""
+    return (args.real(fn, prefix + "temperature", temperature, 0.0), args.integer(fn, prefix + "top_k", top_k),
+            args.real(fn, prefix + "top_p", top_p, 0.0, 1.0, open_lo=True),
+            args.integer(fn, prefix + "seed", seed, 0, 2**64 - 1))
+
+
+def check_settings(fn: str, sample) -> SampleSettings:
+    """`sample` (a model's `prefill(sample=)`) checked field by field, as plain values: temperature > 0 (None is
+    argmax) and check_sampling's rules for the rest."""
+    if not isinstance(sample, SampleSettings):
+        raise args.fail(fn, "sample", sample, "None or a SampleSettings")
+    temperature, top_k, top_p, seed = check_sampling(fn, sample.temperature, sample.top_k, sample.top_p, sample.seed,
+                                                     "sample.")
+    args.real(fn, "sample.temperature", temperature, 0.0, open_lo=True)  # 0 would be argmax: sample=None says it
+    return SampleSettings(temperature, top_k, top_p, seed)
 
 
 def sample(logits: TensorT, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
