@@ -191,6 +191,50 @@ def test_sample_row_with_nothing_to_draw_sets_the_flag(dev, rng):
     assert got[1] == 0xFFFFFFFF and got[2] == 39 and 0 <= got[0] < 40
 
 
+def _pcg(v):
+    """sample.wgsl's hash (PCG's output permutation) on a Python int as a u32."""
+    state = (v * 747796405 + 2891336453) & 0xFFFFFFFF
+    word = (((state >> ((state >> 28) + 4)) ^ state) * 277803737) & 0xFFFFFFFF
+    return (word >> 22) ^ word
+
+
+def reference_draws(logits, temperature, seed, step):
+    """The id each row of `logits` draws (no top-k / top-p) in float64: u = the 24-bit hash of (seed, step, row),
+    the first id whose cumulative weight passes u * total."""
+    ids = []
+    for row, z in enumerate(logits.astype(np.float64)):
+        u = (_pcg(row ^ _pcg(step ^ _pcg((seed >> 32) ^ _pcg(seed & 0xFFFFFFFF)))) >> 8) * 2.0**-24
+        cum = np.cumsum(np.exp((z - z.max()) / temperature))
+        ids.append(int(np.searchsorted(cum, u * cum[-1], side="right")))
+    return ids
+
+
+def test_sample_draws_the_hashed_id(dev, rng):
+    x = rng.standard_normal((64, 50)).astype(np.float32)
+    for seed, step in ((7, 3), (2**64 - 1, 2**32 - 1)):
+        got = wg.ops.sample(dev.tensor(x), temperature=0.8, seed=seed, step=step).numpy().tolist()
+        assert got == reference_draws(x, 0.8, seed, step), (seed, step)
+
+
+def test_program_update_with_numpy_scalars(dev):
+    """Program.update keeps the params it is given: a seed np.int32(7) raised numpy's 'OverflowError: Python
+    integer 4294967295 out of bounds for int32' (seed & 0xFFFFFFFF), and temperature np.float16(1e-5) gave
+    1 / temperature = f16's inf, which min(., 1e30) kept (1e30 is inf in f16): 0 * inf made the top weight NaN and
+    no row drew anything (GpuValueError) where logits 1e-5 apart have weights e^-k. Both now draw the float64
+    reference's ids."""
+    import attrs
+
+    x = np.tile(np.arange(8, dtype=np.float32)[::-1] * np.float32(1e-5), (64, 1))
+    g = wg.Graph("sampler")
+    g.output("ids", wg.ops.sample(g.input("x", x.shape, "f32"), temperature=1.0, seed=1))
+    prog = g.compile(dev)
+    node = next(n for n in prog.order if prog.graph.node(n).op == "sample")
+    for temperature, seed in ((0.8, np.int32(7)), (np.float16(1e-5), 7)):
+        prog.update(node, attrs.evolve(prog.params[node], temperature=temperature, seed=seed))
+        got = prog.run(x=x)["ids"].numpy().tolist()
+        assert got == reference_draws(x, float(temperature), 7, 0), temperature
+
+
 def test_sample_rows_past_the_cpu_loop_cap_raise(dev):
     if not dev.caps.is_cpu:
         pytest.skip("the 65,535-iteration loop cap is lavapipe's")
