@@ -204,6 +204,9 @@ def test_model_arguments_are_checked_not_truncated(tiny, model32, dev):
            (dict(read_every=0.5), r"read_every=0.5 must be an integer in \[1, 1048576\] or None"),
            (dict(temperature="0.7"), "temperature='0.7' must be a finite real"),
            (dict(temperature=float("nan")), "temperature=nan must be a finite real"),
+           # numpy compared np.float16(inf) <= F32_MAX in f16 (F32_MAX is inf there): generate took it, switched to a
+           # sampling program and only then raised, from Program.update, naming program 'llama_decode_sample'
+           (dict(temperature=np.float16(np.inf)), r"temperature=np.float16\(inf\) must be a finite real"),
            (dict(top_k=True), "top_k=True must be an integer"),
            (dict(seed=-1), "seed=-1 must be an integer")]
     for kwargs, match in bad:

@@ -254,6 +254,8 @@ def test_sample_errors(dev):
         wg.ops.sample(x, temperature="0")   # not argmax: a string is no number
     with pytest.raises(wg.ArgumentError, match=r"top_p=1.5 must be a finite real in \(0, 1\]"):
         wg.ops.sample(x, top_p=1.5)
+    with pytest.raises(wg.ArgumentError, match=r"sample: temperature=np.float16\(inf\) must be a finite real"):
+        wg.ops.sample(x, temperature=np.float16(np.inf))   # numpy compares an f16 with F32_MAX in f16: inf
     with pytest.raises(wg.ArgumentError, match=r"top_k=-3 must be an integer in \[0, 4294967295\]"):
         wg.ops.sample(x, top_k=-3)
     with pytest.raises(wg.ShapeError, match="GPU step must be a u32 tensor"):

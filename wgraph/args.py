@@ -49,6 +49,12 @@ def is_real(value) -> bool:
         isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)))
 
 
+def _compared(value):
+    """`value` as the range tests compare it: a numpy float as a Python float (exact). numpy compares an f16 with a
+    Python float in f16, where F32_MAX is inf and F32_TINY is 0: np.float16(inf) <= F32_MAX held."""
+    return float(value) if isinstance(value, np.floating) else value
+
+
 def integer(fn: str, name: str, value, lo: int = 0, hi: int = U32_MAX) -> int:
     """`value` as an int: an integer in [lo, hi]."""
     if type(value) is int:
@@ -78,8 +84,10 @@ def real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *
     if type(value) is float:
         if (lo < value if open_lo else lo <= value) and value <= hi:
             return value
-    elif is_real(value) and (lo < value if open_lo else lo <= value) and value <= hi:
-        return float(value)
+    elif is_real(value):
+        v = _compared(value)
+        if (lo < v if open_lo else lo <= v) and v <= hi:
+            return float(value)
     raise fail(fn, name, value, f"a finite real in {'(' if open_lo else '['}{lo:.8g}, {hi:.8g}]")
 
 
@@ -88,7 +96,7 @@ def normal_real(fn: str, name: str, value, *, or_zero: bool = False) -> float:
     f32's smallest normal to its largest (or 0, where `or_zero`: off). A smaller one is 0 in the uniform (or a
     subnormal a GPU may flush to 0): eps=1e-50 normalised a row of zeros to NaN, softcap=1e-50 made a 0 score
     0 / 0."""
-    if (value == 0 and or_zero and is_real(value)) or (is_real(value) and F32_TINY <= value <= F32_MAX):
+    if (value == 0 and or_zero and is_real(value)) or (is_real(value) and F32_TINY <= _compared(value) <= F32_MAX):
         return float(value)
     raise fail(fn, name, value, f"{'0 (off) or ' if or_zero else ''}a finite real in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
 
@@ -97,7 +105,7 @@ def factor(fn: str, name: str, value) -> float:
     """A real an f32 uniform multiplies by (scale's factor): 0, or a finite real whose magnitude is from f32's
     smallest normal to its largest; a smaller one is 0 (or a subnormal a GPU may flush to 0) in the uniform:
     scale(1e30, 1e-50) gave 0, not 1e-20."""
-    if is_real(value) and (value == 0 or F32_TINY <= abs(value) <= F32_MAX):
+    if is_real(value) and (value == 0 or F32_TINY <= abs(_compared(value)) <= F32_MAX):
         return float(value)
     raise fail(fn, name, value, f"0 or a finite real of magnitude in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
 
@@ -111,7 +119,7 @@ def optional_real(fn: str, name: str, value) -> float | None:
     """None, or `value` as a float: a finite real in f32's range (see real)."""
     if value is None:
         return None
-    if is_real(value) and -F32_MAX <= value <= F32_MAX:
+    if is_real(value) and -F32_MAX <= _compared(value) <= F32_MAX:
         return float(value)
     raise fail(fn, name, value, f"a finite real in [{-F32_MAX:.8g}, {F32_MAX:.8g}] or None")
 
