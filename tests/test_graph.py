@@ -193,6 +193,32 @@ def test_update_rewrites_only_dirty_uniforms(dev, rng):
 
 
 
+def test_update_takes_numpy_scalars_as_the_numbers_they_are(dev, rng):
+    """update() is given params a caller built (attrs.evolve with numpy scalars): each field is made the plain
+    Python number it is, as an op call's rules make them. np.int16 kv_start = 32700 kept as numpy made attention's
+    position arithmetic int16 (kv_start + kv_len wrapped: numpy's overflow warning) and prog.params held it."""
+    import warnings
+
+    import attrs
+
+    from tests.attention_reference import attention_reference
+
+    g = wg.Graph("upd_numpy")
+    q = g.input("q", (1, 2, 16), "f32")
+    k, v = (g.input(n, (300, 2, 16), "f32") for n in "kv")
+    g.output("o", wg.ops.attention(q, k, v, kv_len=200, causal=True, sliding_window=50))
+    prog = g.compile(dev)
+    (name,) = prog.params
+    qa, ka, va = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 16), (300, 2, 16), (300, 2, 16)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # numpy's "overflow encountered in scalar add"
+        prog.update(name, attrs.evolve(prog.params[name], kv_start=np.int16(32700), kv_len=np.uint8(250)))
+    p = prog.params[name]
+    assert (type(p.kv_start), p.kv_start, type(p.kv_len), p.kv_len) == (int, 32700, int, 250)
+    ref = attention_reference(qa, ka, va, causal=True, kv_start=32700, kv_len=250, sliding_window=50)
+    np.testing.assert_allclose(prog.run(q=qa, k=ka, v=va)["o"].numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
 def _int_kv_len_graph(rng, kind):
     """A one-query attention of `kind` over f16 keys with an int kv_len (no kv_len tensor input)."""
     from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose, rope_table

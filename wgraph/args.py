@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 
+import attrs
 import numpy as np
 
 from wgraph.dtypes import DTYPES, F32_MAX, dtype_instead, dtype_name_of
@@ -30,6 +31,24 @@ def show(value) -> str:
     """A bad value as a message prints it: its repr, cut short."""
     text = repr(value)
     return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+
+
+def _plain(value):
+    """A numpy scalar as the Python number it is (tuples element by element); anything else as it is."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if type(value) is tuple:
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def plain_params(params):
+    """An op's attrs params with every numpy scalar field made the Python value it is: what `Program.update` is
+    given comes from the caller (attrs.evolve(params, kv_start=np.int16(32700))), and an op's arithmetic on a numpy
+    field is numpy's (int16 wraps, 1 / np.float16(1e-5) is inf), where a call's rules above return plain values."""
+    changes = {f.name: _plain(getattr(params, f.name)) for f in attrs.fields(type(params)) if f.init}
+    changes = {k: v for k, v in changes.items() if v is not getattr(params, k)}
+    return attrs.evolve(params, **changes) if changes else params
 
 
 def fail(fn: str, name: str, value, rule: str, error: type = ArgumentError) -> WgraphError:

@@ -441,6 +441,7 @@ class Program:
         if type(params) is not type(now):
             raise GraphError(f"{where}: update(): params must be the node's class {type(now).__name__}, "
                              f"got {type(params).__name__}")
+        params = args.plain_params(params)   # the caller's numpy scalars as plain values, as an op call's are
         changed = ", ".join(f.name for f in attrs.fields(type(params)) if getattr(params, f.name) != getattr(now, f.name))
         specs = tuple(None if v is None else g.values[v].spec for v in node.inputs)
         try:
