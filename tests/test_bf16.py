@@ -128,6 +128,21 @@ def test_elementwise_bf16_into_an_odd_view_keeps_the_next_element(dev, rng):
         assert_bf16_close(got[:1], exact, 1e-6)
 
 
+def test_rope_bf16_into_an_odd_view_keeps_the_next_element(dev, rng):
+    """rope of x [1, 1, 3] (head_dim 3, rotary_dim 2) into out= the first row of a [2, 1, 3] bf16 tensor: 3 elements
+    end inside a u32 word whose high half is row 1's first element. The bf16 rope wrote whole words and left that
+    half 0; it keeps it now, as the elementwise kernels do."""
+    cos, sin = wg.ops.rope_tables(8, 2)
+    x, rest = bf16_values(rng, (1, 1, 3), 2), bf16_values(rng, (1, 1, 3), 5)
+    big = dev.tensor(to_bf16(np.concatenate([np.zeros((1, 1, 3), np.float32), rest])))
+    wg.ops.rope(dev.tensor(to_bf16(x)), dev.tensor(cos), dev.tensor(sin), pos=3, rotary_dim=2, out=big.prefix(1))
+    got = big.numpy()
+    np.testing.assert_array_equal(got[1], rest[0])
+    x64, c, s = x.astype(np.float64).ravel(), np.float64(cos[3, 0]), np.float64(sin[3, 0])
+    exact = [x64[0] * c - x64[1] * s, x64[1] * c + x64[0] * s, x64[2]]
+    assert_bf16_close(got[0].ravel(), exact, 1e-6)
+
+
 def test_rmsnorm_bf16_per_head(dev, rng):
     x, w = bf16_values(rng, (3, 2, 8), 4), bf16_values(rng, 8)
     got = wg.ops.rmsnorm(dev.tensor(to_bf16(x)), dev.tensor(to_bf16(w)), eps=1e-6)

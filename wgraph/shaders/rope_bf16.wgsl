@@ -1,6 +1,7 @@
 // rope.wgsl for bf16 x and y (u32 words of two elements, bf16.wgsl) with f32 tables (bf16's 8 bits would
 // round the angles' cos and sin): one invocation per word, each half by rope_element.wgsl, rounded to nearest
-// even. An odd element count leaves the last word's high half 0.
+// even. An odd element count keeps the last word's high half as it was: y may be a view ending mid-word, whose
+// next element lives there.
 //!include bf16.wgsl
 struct RopeParams {
   rows: u32,
@@ -33,5 +34,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (2u * w >= n) {
     return;
   }
-  y[w] = bf16_pack(rope_element(2u * w), select(0.0, rope_element(2u * w + 1u), 2u * w + 1u < n));
+  let lo = rope_element(2u * w);
+  if (2u * w + 1u < n) {
+    y[w] = bf16_pack(lo, rope_element(2u * w + 1u));
+  } else {
+    y[w] = (y[w] & 0xFFFF0000u) | bf16_bits(lo);
+  }
 }
