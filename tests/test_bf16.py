@@ -51,6 +51,35 @@ def test_host_rounding_matches_the_nearest_bf16(rng):
         to_bf16(np.array([1.0, 3.4e38], np.float32))
 
 
+def nearest_bf16_of_int(v: int) -> float:
+    """The bf16 nearest an integer, from the definition in Python integers: keep the top 8 significant bits,
+    round the rest to nearest, ties to an even 8th bit."""
+    m = abs(v)
+    s = max(m.bit_length() - 8, 0)
+    q, r = divmod(m, 1 << s)
+    if s and (2 * r > 1 << s or (2 * r == 1 << s and q % 2)):
+        q += 1
+    return float(q << s) * (-1.0 if v < 0 else 1.0)
+
+
+def test_host_rounding_of_wide_ints_and_long_double_rounds_once(rng):
+    """int64 / uint64 went through float64 first, long double through float32: 2^53 + 2^45 + 1 (just above a bf16
+    tie) became the tie 2^53 + 2^45 in float64, then went down to 2^53 (ties to even); 1 + 2^-8 + 2^-40 as a long
+    double became the tie 1 + 2^-8 in f32, then 1.0. Each now rounds once, to 2^53 + 2^46 and 1 + 2^-7."""
+    assert from_bf16(to_bf16(np.array([2**53 + 2**45 + 1], np.int64)))[0] == 2.0**53 + 2.0**46
+    assert from_bf16(to_bf16(np.array([2**63 + 2**55 + 1], np.uint64)))[0] == 2.0**63 + 2.0**56
+    assert from_bf16(to_bf16(np.array([1 + 2**-8 + 2**-40], np.longdouble)))[0] == 1 + 2**-7
+    exps = rng.integers(8, 62, 2000)
+    near_ties = [(int(b) << int(e - 7)) + (1 << int(e - 8)) + int(d)  # b * 2^(e-7) + half an ulp + d
+                 for b, e, d in zip(rng.integers(128, 256, 2000), exps, rng.integers(-2, 3, 2000))]
+    ints = near_ties + [int(v) for v in rng.integers(-2**63, 2**63 - 1, 2000, dtype=np.int64)] + [-2**63, 2**63 - 1]
+    signed = np.array([v if i % 2 or v == -2**63 else -v for i, v in enumerate(ints)], np.int64)
+    unsigned = np.array([abs(v) * 2 + 1 for v in near_ties] + [2**64 - 1, 2**64 - 2**55 - 1], np.uint64)
+    for a in (signed, unsigned):
+        want = np.array([nearest_bf16_of_int(int(v)) for v in a.tolist()])
+        np.testing.assert_array_equal(from_bf16(to_bf16(a)).astype(np.float64), want)
+
+
 def test_tensors_round_trip_and_writes_need_bf16_data(dev, rng):
     x = rng.standard_normal(7).astype(np.float32)  # odd: the last u32 word holds one element
     t = dev.tensor(x, "bf16")

@@ -173,8 +173,10 @@ def to_bf16(a, *, where: str = "to_bf16") -> np.ndarray:
         return a
     if a.dtype.kind not in "biuf":
         raise DtypeError(f"{where}: bf16 data must come from real numbers, got an array of {a.dtype}")
-    if a.dtype == np.float64 or a.dtype.kind in "iu" and a.dtype.itemsize > 2:
-        bits = _bf16_bits_from_f64(a.astype(np.float64))
+    if a.dtype.kind == "f" and a.dtype.itemsize > 4:  # float64, long double: rounded from their own precision
+        bits = _bf16_bits_from_f64(a)
+    elif a.dtype.kind in "iu" and a.dtype.itemsize > 2:
+        bits = _bf16_bits_from_f64(_int_as_f64(a))
     else:  # f32, f16, bool, small ints: exact in f32, rounded once from there
         u = np.ascontiguousarray(a, np.float32).view(np.uint32)
         rounded = ((u.astype(np.uint64) + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
@@ -198,14 +200,28 @@ def _widen(bits16: np.ndarray) -> np.ndarray:
     return (bits16.astype(np.uint32) << 16).view(np.float32)
 
 
+def _int_as_f64(a: np.ndarray) -> np.ndarray:
+    """Integers as float64 that round to the same bfloat16: exact below 2^53; above, the bits under 2^11 folded
+    into a sticky lowest bit (round to odd, far below bf16's rounding point), so 2^53 + 2^45 + 1 does not round
+    to the tie 2^53 + 2^45 first."""
+    if a.dtype.itemsize <= 4:
+        return a.astype(np.float64)  # exact
+    neg = a < 0
+    m = a.astype(np.uint64)
+    m = np.where(neg, ~m + np.uint64(1), m)  # |a|, INT64_MIN's 2^63 included
+    sticky = ((m >> np.uint64(11)) | ((m & np.uint64(0x7FF)) != 0)).astype(np.float64) * 2048.0
+    mag = np.where(m >= np.uint64(1 << 53), sticky, m.astype(np.float64))
+    return np.where(neg, -mag, mag)
+
+
 def _bf16_bits_from_f64(x: np.ndarray) -> np.ndarray:
-    """Round float64 straight to bfloat16 (through f32 a value could round twice): to a multiple of the bf16
-    ulp at x's exponent (2^(e - 7), subnormal below 2^-126), ties to even, then take the top half of the exact
-    f32 result."""
+    """Round float64 (or long double) straight to bfloat16 (through f32 a value could round twice): to a
+    multiple of the bf16 ulp at x's exponent (2^(e - 7), subnormal below 2^-126), ties to even, then take the
+    top half of the exact f32 result."""
     finite = np.isfinite(x)
     xf = np.where(finite, x, 0.0)
     _, e = np.frexp(np.abs(xf))  # |x| = m 2^e with m in [0.5, 1): the bf16 ulp is 2^(e - 8)
-    ulp = np.ldexp(1.0, np.maximum(e - 8, -133))
+    ulp = np.ldexp(np.ones_like(xf), np.maximum(e - 8, -133))  # in x's precision (a long double past f64's range)
     q = np.round(xf / ulp) * ulp
     with np.errstate(over="ignore"):
         q32 = np.where(finite, q, x).astype(np.float32)
