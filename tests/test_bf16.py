@@ -91,7 +91,14 @@ def test_tensors_round_trip_and_writes_need_bf16_data(dev, rng):
     dev.write(t, to_bf16(2 * x))
     assert np.array_equal(t.numpy(), nearest_bf16(2 * x).astype(np.float32))
     assert dev.tensor(to_bf16(x)).dtype == "bf16"  # bf16 bits keep their dtype without dtype=
-    assert np.array_equal(dev.tensor(np.array([1, 2, 300], np.uint16), "bf16").numpy(), [1.0, 2.0, 300.0])
+    # uint16 is what bf16 bits look like out of torch (x.view(torch.uint16)) or a file: taken as numbers, 0x3F80
+    # (1.0) became 16256.0; the caller says which it is
+    raw = np.array([0x3F80, 0xC000, 300], np.uint16)
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: a uint16 array is ambiguous as bf16 data: .*"
+                                            r"array.view\(wgraph.dtypes.BF16_BITS\).*array.astype\(np.float32\)"):
+        dev.tensor(raw, "bf16")
+    assert np.array_equal(dev.tensor(raw.view(BF16_BITS)).numpy(), [1.0, -2.0, float(np.uint32(300 << 16).view(np.float32))])
+    assert np.array_equal(dev.tensor(raw.astype(np.float32), "bf16").numpy(), [16256.0, 49152.0, 300.0])
     with pytest.raises(wg.DtypeError, match=r"dev.tensor: 1e\+39 is beyond bfloat16's range"):
         dev.tensor(np.array([1e39]), "bf16")
     assert to_bf16(x).dtype == BF16_BITS

@@ -167,12 +167,16 @@ BF16_MAX = float(np.uint32(0x7F7F0000).view(np.float32))  # the largest finite b
 def to_bf16(a, *, where: str = "to_bf16") -> np.ndarray:
     """Float data as bfloat16 bit patterns (a BF16_BITS array of a's shape): rounded to nearest, ties to even;
     NaN stays NaN (quiet, sign kept), infinities stay. DtypeError names the first finite value that would
-    round to infinity (|x| >= 2^128 - 2^119)."""
+    round to infinity (|x| >= 2^128 - 2^119), and refuses uint16 (bit patterns or numbers? say which)."""
     a = np.asarray(a)
     if a.dtype == BF16_BITS:
         return a
     if a.dtype.kind not in "biuf":
         raise DtypeError(f"{where}: bf16 data must come from real numbers, got an array of {a.dtype}")
+    if a.dtype == np.uint16:  # bf16 bits out of torch (x.view(torch.uint16)) or a file look like this: never numbers
+        raise DtypeError(f"{where}: a uint16 array is ambiguous as bf16 data: bfloat16 bit patterns are "
+                         f"array.view(wgraph.dtypes.BF16_BITS) (from_bf16 reads uint16 so), numbers are "
+                         f"array.astype(np.float32)")
     if a.dtype.kind == "f" and a.dtype.itemsize > 4:  # float64, long double: rounded from their own precision
         bits = _bf16_bits_from_f64(a)
     elif a.dtype.kind in "iu" and a.dtype.itemsize > 2:
