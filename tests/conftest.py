@@ -3,6 +3,20 @@ import pytest
 import wgraph as wg  # sets a private XDG_RUNTIME_DIR when none is set (wgraph/process_setup.py)
 
 
+COMPILE_ALL_FIRST = "test_registry.py::test_package_registry_compiles_on_device"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The test that compiles every shipped variant (PipelineCache.warm: side by side, a thread a core) runs first
+    when it is collected: most of the suite's time on lavapipe is compiling pipelines, and the tests that run
+    kernels then find theirs in the session device's cache instead of compiling them one at a time. Nothing else
+    moves, and no test may depend on a pipeline not being compiled yet (the alphabetical order already ran most
+    tests after it)."""
+    first = [item for item in items if item.nodeid.endswith(COMPILE_ALL_FIRST)]
+    if first:
+        items[:] = first + [item for item in items if item not in first]
+
+
 @pytest.fixture(scope="session")
 def dev():
     """One device for the whole run (device creation costs ~0.5 s on lavapipe)."""
