@@ -126,7 +126,7 @@ def _cli(*args):
                           text=True, env=env, cwd=ROOT, timeout=300)
 
 
-def test_cli_streams_text(tmp_path):
+def test_cli_streams_text(tmp_path, capsys, monkeypatch):
     path, cfg, w = _write(tmp_path / "m")
     from wgraph.models.tokenizer import Tokenizer
 
@@ -140,10 +140,18 @@ def test_cli_streams_text(tmp_path):
     assert "tokens/s" in r.stderr and "f32 weights" in r.stderr
     # no --max-seq: the cache holds the chat prompt's tokens and the new ones, no more
     assert f"a KV cache of {len(ids) + 6} positions" in r.stderr
-    r = _cli(tmp_path / "nope", "--prompt", "Hi")
-    assert r.returncode == 1 and "config.json" in r.stderr
-    r = _cli("--help")
-    assert r.returncode == 0 and "(default: 32)" in r.stdout and "--chat" in r.stdout
+    # the error and --help paths in this process (`python -m wgraph` and its exit status are the run's above and
+    # test_cli_stops_quietly_when_stdout_closes's); argparse wraps --help at COLUMNS, a pipe's 80 in a subprocess
+    from wgraph.__main__ import main as cli_main
+
+    capsys.readouterr()
+    assert cli_main(["generate", str(tmp_path / "nope"), "--prompt", "Hi"]) == 1
+    assert "config.json" in capsys.readouterr().err
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["generate", "--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and "(default: 32)" in out and "--chat" in out
 
 
 @pytest.mark.parametrize("what", [("--prompt", "Hi"), ("--prompt-ids", "3,4")])
