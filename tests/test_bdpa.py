@@ -121,3 +121,31 @@ def test_bdpa_nan_in_a_key_reaches_the_output(dev, rng):
                          bdpa_decompose(k, v, ids, pos).upload(dev), dev.tensor(rope_table(cos, sin)), causal=True,
                          q_pos=int(pos.max())).numpy()
     assert np.isnan(out[0, :HQ // HKV]).all()   # the q heads of kv head 0 see the NaN key
+
+
+@pytest.mark.parametrize("field, bad, site", [
+    (0, 1000, r"a basis id read from the GPU index was 1000; it must be < {nb}"),
+    (1, 4294967295, r"a residual id read from the GPU index was 4294967295; it must be < {nr}"),
+    (2, 256, r"an original position read from the GPU index was 256; it must be < 256"),
+])
+def test_bdpa_index_out_of_range_is_reported_and_its_key_skipped(dev, rng, field, bad, site):
+    """The index [L, 3] lives on the GPU (a BDPACache may be built from any u32 tensor, and a graph's rope table is
+    not checked on the host): a basis id, residual id or position past its table was read clamped by robust
+    buffer access: no error, and an output 0.007 (basis id 1000), 0.061 (residual id 2^32 - 1), 0.020 (position
+    256 of a 256-row table) off the reference without that key. Now the key is skipped (as masked) and reported."""
+    ids, k, v, pos = _sequence(rng)
+    h = bdpa_decompose(k, v, ids, pos)
+    cos, sin = R.rope_tables(256, D)
+    q = rng.standard_normal((1, HQ, D)).astype(np.float32)
+    c = h.upload(dev)
+    index = h.index.copy()
+    index[7, field] = bad
+    cache = wg.ops.BDPACache(c.basis, c.residual, c.residual_scale, dev.tensor(index), max_position=int(pos.max()))
+    out = bdpa_attention(dev.tensor(q), cache, dev.tensor(rope_table(cos, sin)), causal=False, q_pos=255)
+    nb, nr = h.basis.shape[0], h.residual.shape[0]
+    with pytest.raises(wg.GpuValueError, match="bdpa_attention: " + site.format(nb=nb, nr=nr)):
+        dev.check_errors()
+    keep = np.arange(L) != 7
+    kv = _reconstruct(h)[keep]
+    want = R.attention(q, R.rope(kv[:, 0], pos[keep], cos, sin), kv[:, 1], [255], pos[keep], causal=False)
+    np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)

@@ -48,7 +48,29 @@ fn key_range(qpos: i32, n: u32) -> vec2<u32> {
 }
 
 fn key_masked(j: u32, qpos: i32) -> bool {
-    let p = i32(index[3u * j + 2u]);
+    // The index is a GPU tensor: a basis id, residual id or position past its table (robust access would read
+    // some other row, silently) is reported and its key skipped like a masked one, so nothing reads it.
+    let H = params.num_kv_heads;
+    let D = params.head_dim;
+    let b = index[3u * j];
+    let nb = arrayLength(&basis) / (2u * H * D);
+    if (b >= nb) {
+        report_error(ERR_BDPA_BASIS, b, nb);
+        return true;
+    }
+    let r = index[3u * j + 1u];
+    let nr = arrayLength(&residual) / (2u * H * (D / VALS_PER_WORD));
+    if (r >= nr) {
+        report_error(ERR_BDPA_RESIDUAL, r, nr);
+        return true;
+    }
+    let pu = index[3u * j + 2u];
+    let np = arrayLength(&rope) / D;   // [positions, 2, D / 2]
+    if (pu >= np) {
+        report_error(ERR_BDPA_POSITION, pu, np);
+        return true;
+    }
+    let p = i32(pu);   // < the table's rows, far below 2^31
     if (params.causal != 0u && p > qpos) {
         return true;
     }

@@ -25,6 +25,9 @@ const ERR_TIERED_PAGE: u32 = 17u;
 const ERR_VARLEN_FIRST: u32 = 18u;
 const ERR_VARLEN_LAST: u32 = 19u;
 const ERR_KV_QUANTIZE_RANGE: u32 = 20u;
+const ERR_BDPA_BASIS: u32 = 21u;
+const ERR_BDPA_RESIDUAL: u32 = 22u;
+const ERR_BDPA_POSITION: u32 = 23u;
 
 fn report_error(site: u32, value: u32, limit: u32) {
     // Word 0 goes from 0 to a site code once; only that winner writes value and limit. A weak exchange may
