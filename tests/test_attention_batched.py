@@ -711,3 +711,28 @@ def test_kvcache_lengths_past_2_31_are_rejected(dev, rng):
                                             r"index\)"):
         wg.ops.attention_kvcache(q, pool, pool, cache_seqlens=[4294966000, 5], block_table=table, page_size=1024,
                                  causal=True, window=(8, 0))
+
+
+def test_kvcache_append_through_a_bad_page_id_writes_no_other_sequence(dev, rng):
+    """A GPU block_table page id past the pool made the append clamp it to the pool's last page and write the new
+    row there: into the page of another sequence. Sequence 0 owns page 1 (the last) with 3 keys; sequence 1's new
+    row (page id 77) overwrote sequence 0's key 1 (row 5 of the pool, 2.9 off), so sequence 0's output was 1.8 off
+    the float64 reference in this call and its cache stayed wrong after the error was raised. Now the row is not
+    written (as kv_append does)."""
+    page, Hkv, D = 4, 1, 16
+    pool_np = np.zeros((2 * page, Hkv, D), np.float32)
+    pool_np[4:7] = rng.standard_normal((3, Hkv, D))       # sequence 0's keys 0..2 in page 1
+    kpool, vpool = dev.tensor(pool_np), dev.tensor(pool_np.copy())
+    new = rng.standard_normal((2, 1, Hkv, D)).astype(np.float32)
+    q = rng.standard_normal((2, 1, 2, D)).astype(np.float32)
+    table = dev.tensor(np.array([[1], [77]], np.uint32))
+    out = wg.ops.attention_kvcache(dev.tensor(q), kpool, vpool, cache_seqlens=dev.tensor(np.array([3, 1], np.uint32)),
+                                   k_new=dev.tensor(new), v_new=dev.tensor(new), block_table=table, page_size=page,
+                                   causal=True)
+    _raises_flag(dev, "block_table page id was 77; it must be < 2")
+    want = pool_np.copy()
+    want[7] = new[0, 0]                                    # sequence 0's new row, at its position 3
+    np.testing.assert_array_equal(kpool.numpy(), want)
+    np.testing.assert_array_equal(vpool.numpy(), want)
+    seq0 = want[4:8]
+    assert check(out.numpy()[0], None, q[0], seq0, seq0, out_dtype=np.float32, causal=True) is None

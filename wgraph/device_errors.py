@@ -62,7 +62,7 @@ SITES = {
                             "2^32 - 1)", "<=", "the capacity of one sequence (at most 2^31)",
                             "keys clamped to the capacity, new rows past it not written"),
     "ERR_KVCACHE_PAGE": Site("attention_kvcache", "a GPU block_table page id", "<", "the pages of the cache",
-                             "clamped to the last page"),
+                             "keys read from the last page; a new row through it not written"),
     "ERR_ATTENTION_PAGE": Site("attention", "a GPU page_table page id (of attention_kvcache with one sequence: its "
                                "block_table's)", "<", "the pages the k/v rows hold", "clamped to the last page"),
     "ERR_KV_APPEND_PAGE": Site("kv_append", "a GPU page_table page id", "<", "the pages the cache holds",

@@ -1,8 +1,8 @@
 // Writes k_new / v_new [B, new_rows, Hkv, D] into per-sequence caches at each sequence's cache_seqlens[b]
 // (contiguous [B, capacity, Hkv, D] or paged through block_table), before attention_kvcache attends. One
 // thread per element of k_new (it writes k and v). A position at or past the capacity (a GPU cache_seqlens
-// the host could not check) is not written; a page id past the pool is clamped to the last page; both are
-// reported on the device error flag.
+// the host could not check) or through a page id past the pool is not written; both are reported on the device
+// error flag.
 // Dispatch: ctx.grid(ceil(B * new_rows * Hkv * D / WG)).
 {{ENABLE_F16}}
 struct AppendParams {
@@ -50,8 +50,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (params.paged != 0u) {
         var page = block_table[b * params.max_pages + pos / params.page_size];
         if (page >= params.num_pages) {
+            // not clamped to the last page: that page belongs to another sequence, whose keys it would overwrite
             report_error(ERR_KVCACHE_PAGE, page, params.num_pages);
-            page = params.num_pages - 1u;
+            return;
         }
         dst = page * params.page_size + pos % params.page_size;
     }
