@@ -736,3 +736,17 @@ def test_kvcache_append_through_a_bad_page_id_writes_no_other_sequence(dev, rng)
     np.testing.assert_array_equal(vpool.numpy(), want)
     seq0 = want[4:8]
     assert check(out.numpy()[0], None, q[0], seq0, seq0, out_dtype=np.float32, causal=True) is None
+
+
+def test_kvcache_page_ids_into_an_empty_pool_are_reported(dev, rng):
+    """A paged pool of 0 rows holds no page, but the kernels were told it held 1 (num_pages = max(1, pages)): a GPU
+    block_table id 0 passed the check and sequence 0's 3 keys were read from the 64-byte placeholder bound for k/v,
+    all zeros and no error (a batch of one, through the single-sequence attention, did report it). Now id 0 is
+    reported as not below 0 pages; sequence 1, with no keys, reads nothing and gives zeros."""
+    D = 16
+    pool = dev.tensor(np.zeros((0, 1, D), np.float32))
+    q = dev.tensor(rng.standard_normal((2, 1, 2, D)).astype(np.float32))
+    out = wg.ops.attention_kvcache(q, pool, pool, cache_seqlens=dev.tensor(np.array([3, 0], np.uint32)),
+                                   block_table=dev.tensor(np.zeros((2, 1), np.uint32)), page_size=4, causal=True)
+    _raises_flag(dev, "block_table page id was 0; it must be < 0, the pages of the cache")
+    assert not out.numpy()[1].any()

@@ -169,7 +169,7 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
         "batch": B, "num_heads": Hq, "num_kv_heads": Hkv, "head_dim": D, "q_rows": geo["q_rows"],
         "q_packed": int(p.mode == "varlen"), "max_q": p.max_q,
         "kv_rows": max(1, geo["kv_rows"]), "max_k": p.max_k, "seqlen_add": p.seqlen_add,
-        "page_size": max(1, p.page_size), "max_pages": geo["max_pages"], "num_pages": max(1, geo["pages"]),
+        "page_size": max(1, p.page_size), "max_pages": geo["max_pages"], "num_pages": geo["pages"],
         "scale": p.scale if p.scale is not None else 1.0 / math.sqrt(D), "softcap": p.softcap,
         "causal": int(p.causal), "window_left": p.window[0], "window_right": p.window[1],
         "write_lse": int(p.return_lse), "num_chunks": 1,
@@ -243,7 +243,7 @@ def _encode_append(ctx, p: AppendParams, inputs, outputs):
     cap = _capacity(kc.shape, table.shape if paged else None, p.page_size)
     u = {"total": total, "row_elems": Hkv * D, "new_rows": S_new, "capacity": cap, "paged": int(paged),
          "page_size": max(1, p.page_size), "max_pages": table.shape[1] if paged else 0,
-         "num_pages": max(1, kc.shape[0] // max(1, p.page_size)) if paged else 1, "grid_x": grid[0]}
+         "num_pages": kc.shape[0] // max(1, p.page_size) if paged else 1, "grid_x": grid[0]}   # 0: no page id fits
     return [ctx.dispatch(variant, uniforms=u, bindings={
         "k_new": k_new, "v_new": v_new, "cache_seqlens": lens,
         "block_table": table if paged else ctx.fallback("attention_batched.table"),
