@@ -200,3 +200,23 @@ def test_tiered_infer_refuses_kv_len_past_i32_on_any_device():
     with pytest.raises(wg.LimitError, match=r"kv_len 2147483656 is above 2147483647"):
         _infer(TieredParams(2**31 + 8, 8, 1024, True, 4), specs)
     assert _infer(TieredParams(2**31 - 1, 8, 1024, True, 4), specs)[0].shape == (1, 2, 16)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_tiered_gpu_kv_len_below_the_queries_is_reported(dev, rng, causal):
+    """The queries are the last kv_len positions, so an int kv_len below S is a ShapeError; a GPU one was not
+    checked: with S = 3 and kv_len 2, query 0 sat at position -1 and gave zeros (causal) or attended every key (not
+    causal), a plausible answer and no error. Now it is reported; the keys a query can see are as before."""
+    hq, hkv, d, w, S, n = 2, 1, 16, 8, 3, 2
+    k = rng.standard_normal((n, hkv, d)).astype(np.float16)
+    v = rng.standard_normal((n, hkv, d)).astype(np.float16)
+    q = rng.standard_normal((S, hq, d)).astype(np.float32)
+    hot_k, hot_v, *_ = _layout(rng, k, v, n, w, False)
+    cold = dev.tensor(np.zeros((4, hkv, d), np.float16))
+    out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), cold, cold, causal=causal,
+                           kv_len=dev.tensor(np.array([n], np.uint32)))
+    with pytest.raises(wg.GpuValueError, match=r"tiered_attention: the GPU kv_len was 2; it must be >= 3, the "
+                                               r"queries"):
+        dev.check_errors()
+    want = R.attention(q, k, v, np.arange(S) + n - S, np.arange(n), causal=causal)
+    np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)

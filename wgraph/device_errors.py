@@ -78,6 +78,8 @@ SITES = {
                                   "largest scale 65504)", "the scale held at 65504: the values clipped"),
     "ERR_TIERED_PAGE": Site("tiered_attention", "a GPU page_table page id", "<", "the pages of the cold part",
                             "clamped to the last page"),
+    "ERR_TIERED_QUERIES": Site("tiered_attention", "the GPU kv_len", ">=", "the queries (the last kv_len positions)",
+                               "the queries before position 0 see no key when causal, every key when not"),
     "ERR_BDPA_BASIS": Site("bdpa_attention", "a basis id read from the GPU index", "<", "the basis rows",
                            "its key skipped, as if masked"),
     "ERR_BDPA_RESIDUAL": Site("bdpa_attention", "a residual id read from the GPU index", "<", "the residual rows",

@@ -31,6 +31,10 @@ const LEN_ERROR_SITE: u32 = ERR_TIERED_KV_LEN;
 var<private> cold_len: u32;
 
 fn prepare(n: u32) {
+    // The queries are the last n positions: a GPU n below them (the host refuses an int one) is reported.
+    if (params.use_len_buf != 0u && n < params.seq_len) {
+        report_error(ERR_TIERED_QUERIES, n, params.seq_len);
+    }
     cold_len = n - min(n, params.hot_window);
 }
 
