@@ -750,3 +750,31 @@ def test_kvcache_page_ids_into_an_empty_pool_are_reported(dev, rng):
                                    block_table=dev.tensor(np.zeros((2, 1), np.uint32)), page_size=4, causal=True)
     _raises_flag(dev, "block_table page id was 0; it must be < 0, the pages of the cache")
     assert not out.numpy()[1].any()
+
+
+def test_kvcache_params_must_describe_the_caches(dev, rng):
+    """max_k bounds a GPU cache_seqlens and strides a contiguous cache; max_q strides q and out. Program.update took
+    max_k=16 for caches [2, 8, ...]: sequence 1's keys were read at rows 16.. (b * max_k) of a 16-row buffer, clamped
+    by robust access: 1.54 off the float64 reference and no error. Both are now checked against the tensors."""
+    import attrs
+
+    B, cap, hq, hkv, d = 2, 8, 2, 1, 16
+    g = wg.Graph("kvcache_params")
+    gq = g.input("q", (B, 1, hq, d))
+    kc, vc = g.state("k_cache", (B, cap, hkv, d)), g.state("v_cache", (B, cap, hkv, d))
+    g.output("out", wg.ops.attention_kvcache(gq, kc, vc, cache_seqlens=g.input("lens", (B,), "u32"), causal=True))
+    prog = g.compile(dev)
+    node = next(n for n in prog.order if n.startswith("attention"))
+    now = prog.params[node]
+    with pytest.raises(ShapeError, match=r"attention_kvcache: max_k 16 is not the capacity of one sequence, 8"):
+        prog.update(node, attrs.evolve(now, max_k=16))
+    with pytest.raises(ShapeError, match=r"attention_kvcache: max_q 2 is not the queries per sequence, 1"):
+        prog.update(node, attrs.evolve(now, max_q=2))
+    kv = rng.standard_normal((B, cap, hkv, d)).astype(np.float32)
+    dev.write(prog.state("k_cache"), kv)
+    dev.write(prog.state("v_cache"), kv)
+    q = rng.standard_normal((B, 1, hq, d)).astype(np.float32)
+    lens = np.array([3, 5], np.uint32)
+    out = prog.run(q=q, lens=lens)["out"].numpy()
+    for b in range(B):
+        assert check(out[b], None, q[b], kv[b, :lens[b]], kv[b, :lens[b]], out_dtype=np.float32, causal=True) is None

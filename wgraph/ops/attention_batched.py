@@ -98,6 +98,14 @@ def _geometry(p: BatchedParams, specs) -> dict:
                                  f"got {p.page_size}")
             geo = dict(B=B, q_rows=B * Sq, kv_rows=rows, layout=2, pages=rows // p.page_size,
                        max_pages=table.shape[1])
+        # the kernels stride q / out by max_q and a contiguous cache by max_k, and bound a GPU cache_seqlens by
+        # max_k: params from Program.update or a graph file must still describe the tensors
+        capacity = _capacity(k.shape, None if table is None else table.shape, p.page_size)
+        if p.max_k != capacity:
+            raise ShapeError(f"{op}: max_k {p.max_k} is not the capacity of one sequence, {capacity} (k_cache "
+                             f"{k.shape}, block_table {None if table is None else table.shape})")
+        if p.max_q != Sq:
+            raise ShapeError(f"{op}: max_q {p.max_q} is not the queries per sequence, {Sq} (q {q.shape})")
     geo.update(Hq=Hq, Hkv=Hkv, D=D, dtype=_heads(op, Hq, D, Hkv, Dk, q.dtype, k, v))
     return geo
 
