@@ -60,6 +60,27 @@ def test_kv_positions_stay_below_2_31(dev, rng):
         kv_append((ring, ring_v), dev.tensor(k), dev.tensor(k), 2**31 - 1, layout="ring")
 
 
+@pytest.mark.parametrize("gpu_pos, offset, row_pos", [(2**31 - 1, 0, "2147483648"),
+                                                       (U32_MAX, -5, "429496729[01]"),   # either row, first kept
+                                                       (U32_MAX, 3, "4294967295")])
+def test_gpu_kv_positions_past_2_31_report_the_row_position(dev, rng, gpu_pos, offset, row_pos):
+    """A GPU position whose row passes 2^31 - 1 is not written and is reported as the site says: the position of
+    the row (GPU position + pos_offset + row index, 4294967295 when that passes 2^32 - 1) against 2^31. The kernel
+    reported the GPU value alone against a per-row room: 'was 2147483647; it must be < 2147483647' for row 1 at
+    2^31, and 'was 4294967295' for a row at 4294967290 (offset -5)."""
+    ring, ring_v = (dev.tensor(np.zeros((6, 1, 8), np.float32)) for _ in range(2))
+    k = rng.standard_normal((2, 1, 8)).astype(np.float32)
+    kv_append((ring, ring_v), dev.tensor(k), dev.tensor(k), dev.tensor(np.array([gpu_pos], np.uint32)),
+              layout="ring", pos_offset=offset)
+    with pytest.raises(wg.GpuValueError, match=rf"kv_append: the position of a row .* was {row_pos}; it must be < "
+                                               rf"2147483648"):
+        dev.check_errors()
+    if gpu_pos == 2**31 - 1:   # row 0, at 2^31 - 1, is written
+        want = np.zeros((6, 1, 8), np.float32)
+        want[(2**31 - 1) % 6] = k[0]
+        np.testing.assert_array_equal(ring.numpy(), want)
+
+
 @pytest.mark.parametrize("kv_len", [2**31, 2**31 - 5])
 def test_ring_kv_len_up_to_2_31_is_exact(dev, rng, kv_len):
     # 16 queries at the end of kv_len keys through a 64-row ring (the window keeps evicted keys out). A ring

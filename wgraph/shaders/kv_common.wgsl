@@ -45,7 +45,12 @@ fn kv_pos(r: u32) -> vec2<i32> {
     let g = pos_buf[0];
     let room = u32(0x7fffffff - max(base, 0));  // the largest g with base + g still an i32
     if (g > room) {
-        report_error(KV_ERROR_SITE, g, room + 1u);
+        // the row's position base + g (past 2^31 - 1 here), 4294967295 where it passes 2^32 - 1, against 2^31
+        var at = g - u32(-min(base, 0));   // base < 0: g > room >= -base, no wrap
+        if (base > 0) {
+            at = select(g + u32(base), 0xFFFFFFFFu, g > 0xFFFFFFFFu - u32(base));
+        }
+        report_error(KV_ERROR_SITE, at, 0x80000000u);
         return vec2<i32>(0, 0);
     }
     return vec2<i32>(base + i32(g), 1);
