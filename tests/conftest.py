@@ -43,6 +43,15 @@ def dev():
     return device
 
 
+@pytest.fixture(autouse=True)
+def _nothing_pending_from_before(request):
+    """A test using the session device starts with its pending list empty: an immediate op another test left
+    unread (kv_quantize of a refusal test) went to the GPU inside the next one's dev.stats window, and a count of
+    that test's dispatches read 2 for 1 (test_rope_kv after test_kv_cache)."""
+    if "dev" in request.fixturenames:
+        request.getfixturevalue("dev").flush()
+
+
 @pytest.fixture(scope="module")
 def tiny_llama():
     """A tiny random Llama checkpoint (config dict, weights by HF name), the same for each module that asks."""
