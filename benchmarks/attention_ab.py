@@ -18,9 +18,7 @@ $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes
 batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
 the varlen prefill out of the batched section. FUSED=1 adds the fused kernel's configurations (FUSED below,
-measured in h200-attention-ab*.log); GQA decode shapes time HEADS_X (the head blocks of a chunk neighbours in the
-dispatch: decode_fused_hx_g1/g2 and their HEADS_X configurations) beside the planned kernel, GQA batches their
-batched twins (batched_fused_hx_g1/g2)."""
+measured in h200-attention-ab*.log)."""
 import json
 import os
 import statistics
@@ -81,11 +79,6 @@ FUSED = {
     8: {"dpl8": dict(DIMS_PER_LANE=8), "dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4),
         "dpl8_t512": dict(DIMS_PER_LANE=8, SPLIT_TARGET=512)},
 }
-# Configurations of the experimental decode_fused_hx_g1/g2 (the head blocks of a chunk neighbours in the dispatch:
-# registry attention.toml), timed with them on GQA decode shapes: more workgroups, 8 dims a lane.
-HEADS_X = {"hx_g1_t1024": ("decode_fused_hx_g1_f16", dict(SPLIT_TARGET=1024)),
-           "hx_g2_dpl8": ("decode_fused_hx_g2_f16", dict(DIMS_PER_LANE=8)),
-           "hx_g2_t512": ("decode_fused_hx_g2_f16", dict(SPLIT_TARGET=512))}
 # f32 prefill flash configurations at D=128 (the registry's: BLOCK_M 64, 2 threads a query, 8-key tiles)
 PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dict(TILE_N=4),
            "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}
@@ -97,8 +90,6 @@ for g, confs in FUSED.items():
     for tag, conf in confs.items():
         extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
         extra.append(exp_entry(f"batched_fused_g{g}_f16", f"x_bfused_g{g}_f16_{tag}", conf))
-for tag, (src, conf) in HEADS_X.items():
-    extra.append(exp_entry(src, f"x_fused_f16_{tag}", conf))
 for tag, conf in PREFILL.items():
     extra.append(exp_entry("prefill_flash_d128_f32", f"x_flash_d128_f32_{tag}", conf))
 for tag, conf in VARLEN.items():
@@ -117,8 +108,7 @@ dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
 RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
-                                                                 "heads_x": HEADS_X, "prefill": PREFILL,
-                                                                 "varlen": VARLEN}}
+                                                                 "prefill": PREFILL, "varlen": VARLEN}}
 N_CALLS = 5 if SMALL else 20
 
 
@@ -270,9 +260,6 @@ def section_decode():
                 plan_name = None
                 variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16"]
                 variants += [f"x_fused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]
-                if g > 1:
-                    variants += ["decode_fused_hx_g1_f16", "decode_fused_hx_g2_f16"]
-                    variants += [f"x_fused_f16_{tag}" for tag in HEADS_X]
                 for var in variants:
                     try:
                         plan = wg.ops.attention_plan(*tensors, causal=True, variant=var)
@@ -326,8 +313,7 @@ def section_batched():
             print(f"  {'torch (' + t['torch_how'] + ')':44} {row['torch_us']:8.1f} us", flush=True)
         g = hq // hkv
         for var in (None, f"batched_fused_g{g}_f16", f"batched_splitk_g{g}_f16",
-                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS],
-                    *(("batched_fused_hx_g1_f16", "batched_fused_hx_g2_f16") if g > 1 else ())):
+                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]):
             try:
                 out = wg.ops.attention_kvcache(Q, K, V, cache_seqlens=LENS, causal=True, variant=var)
             except wg.WgraphError as e:

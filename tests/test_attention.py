@@ -33,9 +33,6 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "prefill_flash_d256": ("prefill", 256),
     "prefill_gemm_d64": ("prefill", 64),     # experimental (the planner passes over them): forced
     "prefill_gemm_d128": ("prefill", 128),
-    # last, so the cases above keep their dtype and heads (the covering design counts through the kinds in order)
-    "decode_fused_hx_g1": ("decode", 256),    # experimental (the planner passes over them): forced
-    "decode_fused_hx_g2": ("decode", 256),
 }
 DTYPES = ("f32", "f16", "f16kv")
 HEADS = ((1, 1), (2, 1), (4, 2), (8, 8), (8, 2), (4, 1), (2, 2), (8, 4))

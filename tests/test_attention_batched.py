@@ -112,12 +112,7 @@ def _kvcache_cases():
              ("batched_single_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
              ("batched_single_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True)),
              ("batched_single_f16kv", ("f16kv", [33, 0, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
-             ("batched_single_f16kv", ("f16kv", [0, 5], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True)),
-             # the head blocks of a chunk along x (experimental): paged GQA with a window, softcap and new rows;
-             # a group of 8 (4 blocks of 2); a group of 3 (a block of 2 and a block of 1), several chunks
-             ("batched_fused_hx_g1_f16", ("f16", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
-             ("batched_fused_hx_g2_f32", ("f32", [70, 3, 0], 0, 1, 8, 1, 64, 0, (-1, -1), 0.0, False)),
-             ("batched_fused_hx_g2_f16kv", ("f16kv", [33, 150], 1, 1, 6, 2, 32, 8, (-1, -1), 0.0, True))]
+             ("batched_single_f16kv", ("f16kv", [0, 5], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True))]
     return cases + [pytest.param(v, c, id=f"{v}-B{len(c[1])}-new{c[2]}") for v, c in fused]
 
 
@@ -509,7 +504,6 @@ def test_batched_kernel_choice_and_the_cpu_loop_cap():
 # the split-K and fused entries keep the tuned numbers of their single-sequence twins (attention_batched.toml)
 TWINS = [(f"batched_{kind}_g{g}_{dt}", f"decode_{kind}_g{g}_{dt}") for kind in ("splitk", "fused") for g in (1, 4, 8)
          for dt in ("f32", "f16", "f16kv")] + [(f"batched_single_{dt}", f"decode_single_{dt}") for dt in ("f32", "f16", "f16kv")]
-TWINS += [(f"batched_fused_hx_g{g}_{dt}", f"decode_fused_hx_g{g}_{dt}") for g in (1, 2) for dt in ("f32", "f16", "f16kv")]
 
 
 @pytest.mark.parametrize("batched,single", TWINS)
@@ -524,28 +518,6 @@ def test_batched_split_kernels_keep_their_twins_numbers(batched, single):
     for fact in ("tier", "min_kv_span", "max_kv_span", "head_dim_multiple", "subgroup_lanes", "gpu_only"):
         assert b.facts.get(fact) == s.facts.get(fact), fact
     assert b.features == s.features
-
-
-def test_batched_head_blocks_along_x_grid():
-    """grid "seq_splitk_x" (batched_fused_hx_*, experimental): the head blocks of a sequence's chunk neighbours
-    along x, (most chunks x blocks, kv heads, B) where "seq_splitk" is (most chunks, kv heads x blocks, B); the
-    same chunks as the single-sequence twin's grid at B = 1, the same combine; never planned."""
-    from wgraph.ops.attention_batched import batched_plan
-    from wgraph.ops.attention_planner import PlanFacts, plan
-
-    gpu, _ = _caps()
-    for g, blocks in ((1, 4), (2, 2)):
-        variant = f"batched_fused_hx_g{g}_f16"
-        one = plan(PlanFacts("decode", "f16", 1, 32, 128, 16384, num_kv_heads=8), gpu,
-                   variant=f"decode_fused_hx_g{g}_f16")
-        for B in (1, 8):
-            geo = dict(dtype="f16", Hq=32, Hkv=8, D=128, B=B, layout=1)
-            p = batched_plan(_bparams("kvcache", 1, 16384, variant), geo, gpu)
-            assert p.workgroups == (p.max_chunks * blocks, 8, B), (variant, B, p.workgroups)
-            assert p.dispatches[1] == ("batched_combine_f16", (1, 32, B))
-            if B == 1:
-                assert p.workgroups == one.workgroups[:2] + (1,) and p.max_chunks == one.max_chunks
-            assert batched_plan(_bparams("kvcache", 1, 16384), geo, gpu).variant == "batched_fused_g4_f16"
 
 
 @pytest.mark.parametrize("hq,hkv,d", [(32, 8, 128), (32, 8, 64), (16, 16, 128), (64, 8, 128), (28, 4, 64)])

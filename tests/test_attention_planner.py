@@ -286,21 +286,6 @@ def test_fused_decode_on_gpus_with_subgroups():
     assert p.variant == "decode_splitk_g4_f16" and "GPU-tuned" in dict(p.rejected)["decode_fused_g4_f16"]
 
 
-def test_head_blocks_along_x_grid():
-    """grid "splitk_x" (decode_fused_hx_*, experimental): the head blocks of a chunk are neighbours along x, so the
-    grid is (chunks x blocks, kv heads, 1) where "splitk" is (chunks, kv heads, blocks); the same chunks (the registry's
-    SPLIT_TARGET over kv heads x blocks), so the combine and the partial buffers are the same; never planned."""
-    gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
-    facts = PlanFacts("decode", "f16", 1, 32, 128, 16384, num_kv_heads=8)
-    for variant, blocks in (("decode_fused_hx_g1_f16", 4), ("decode_fused_hx_g2_f16", 2)):
-        target = registry()[variant].const("SPLIT_TARGET")
-        chunks = target // (8 * blocks)                  # 16384 keys split in whole 64-key steps: no rounding here
-        p = plan(facts, gpu, variant=variant)
-        assert p.workgroups == (chunks * blocks, 8, 1), (variant, p.workgroups)
-        assert p.dispatches[1] == ("decode_splitk_combine_f16", (1, 32, 1))
-        assert "experimental" in dict(plan(facts, gpu).rejected)[variant]
-
-
 def test_one_pass_decode_where_the_keys_are_few():
     """decode_single (one dispatch, one workgroup per q head) is planned on a GPU with subgroups up to its
     registry max_kv_span keys of storage (the capacity, whatever an int kv_len), for every GQA group; past it the

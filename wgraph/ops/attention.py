@@ -279,7 +279,7 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     part_acc = ctx.scratch((slots * D,), "f32", "attention.part_acc")
     partials = {"part_ml": part_ml, "part_acc": part_acc}
     (main, wg), (combine, cwg) = kplan.dispatches
-    if registry()[kplan.variant].facts.get("grid") in ("splitk", "splitk_x"):
+    if registry()[kplan.variant].facts.get("grid") == "splitk":
         return _encode_splitk(ctx, kplan, u, c, reads, partials, out, lse)
     return [
         ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks",

@@ -192,7 +192,7 @@ def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:
     reg = registry()
     if "combine" in k.facts:
         combine = reg[k.facts["combine"]]
-        if k.facts.get("grid") in ("splitk", "splitk_x", "seq_splitk", "seq_splitk_x"):
+        if k.facts.get("grid") in ("splitk", "seq_splitk"):
             worst = max(worst, _splitk_combine(combine, f, caps, splitk_chunks(k, f)[1]))
         else:
             worst = max(worst, _chunked_combine(combine, f, caps, int(k.facts["chunk_size"])))

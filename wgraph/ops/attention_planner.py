@@ -236,20 +236,17 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         hkv, blocks = facts.num_kv_heads or H, head_blocks(k, facts)
         wg = (1, hkv, blocks) if grid == "single" else (1, hkv * blocks, B)
         return wg, ((k.name, wg),), 0, 0
-    if grid in ("splitk", "splitk_x"):
+    if grid == "splitk":
         _checked_splitk(k.name)
         n, most, blocks = splitk_chunks(k, facts)
-        hkv = facts.num_kv_heads or H
-        # splitk_x: the head blocks of a chunk neighbours along x, so they read its K/V at about the same time
-        wg = (n, hkv, blocks) if grid == "splitk" else (n * blocks, hkv, 1)
+        wg = (n, facts.num_kv_heads or H, blocks)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
-    if grid in ("seq_splitk", "seq_splitk_x"):
+    if grid == "seq_splitk":
         # every sequence splits its own keys on the GPU (attention_splitk_split.wgsl): the grid holds the most
         # chunks a sequence can take, and a shorter sequence's surplus chunks return at once
         _checked_splitk(k.name)
         _, most, blocks = splitk_chunks(k, facts)
-        hkv = facts.num_kv_heads or H
-        wg = (most, hkv * blocks, B) if grid == "seq_splitk" else (most * blocks, hkv, B)
+        wg = (most, (facts.num_kv_heads or H) * blocks, B)
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, B))), most, shader_const(k, "CHUNK_STEP")
     raise PlanError(f"kernel {k.name} has unknown grid {grid!r}")
 

@@ -31,7 +31,7 @@
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {
-//!include {{SPLITK_HEAD}}
+//!include attention_splitk_head.wgsl
     if (c >= splitk_count(span)) {
         return;                                   // the whole workgroup: a surplus chunk
     }

@@ -1,2 +1,0 @@
-    let c = wid.x;
-//!include attention_batched_head.wgsl
