@@ -13,9 +13,7 @@
 // merge their (m, l, acc): the slots of a subgroup by shuffles, the subgroups' states in workgroup memory
 // (attention_fused_merge.wgsl); the chunk's partial (m, l, acc) per head goes to part_ml / part_acc, and
 // attention_decode_splitk_combine.wgsl merges the chunks.
-// Dispatch: (chunks, num_kv_heads, head blocks) with SPLITK_HEAD = attention_splitk_head.wgsl (grid "splitk"), or
-// (chunks x head blocks, num_kv_heads, 1) with attention_splitk_head_x.wgsl (grid "splitk_x": the head blocks of a
-// chunk are neighbours in the dispatch, so they read the chunk's K/V at about the same time, once from memory).
+// Dispatch: (chunks, num_kv_heads, head blocks) (grid "splitk", attention_splitk_head.wgsl).
 {{ENABLE_F16}}
 //!include attention_params.wgsl
 //!include attention_decode_splitk_common.wgsl

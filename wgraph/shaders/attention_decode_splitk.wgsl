@@ -14,7 +14,7 @@
 //      per head by a two-level reduction; sc holds p = exp(s - m).
 //   3. p.V: the same thread layout reads V pieces and accumulates G_TILE heads x ELEMS dims in registers;
 //      the KS slots' sums meet in workgroup memory at the end, one head at a time.
-// Dispatch: (chunks, num_kv_heads, head blocks), direct or indirect (attention_decode_splitk_prepare.wgsl).
+// Dispatch: (chunks, num_kv_heads, head blocks) (grid "splitk", attention_splitk_head.wgsl).
 // head_dim % 8 == 0 (whole 16-byte pieces for f16 and f32). Loops over register arrays are //!repeat.
 {{ENABLE_F16}}
 //!include attention_params.wgsl
