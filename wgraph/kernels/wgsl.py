@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -68,31 +69,38 @@ def expand_repeats(text: str, origin: str) -> str:
 
 def _expand_lines(lines: list[str], consts: dict[str, int], origin: str) -> list[str]:
     """Outermost blocks first, so an outer `$i` is a number before an inner block is written out."""
+    # The lines that may be directives, found once: most lines are none and are copied in slices between them.
+    marks = [k for k, line in enumerate(lines) if "//!" in line]
     out: list[str] = []
-    i = 0
-    while i < len(lines):
-        m = _REPEAT_LINE.match(lines[i])
+    i = 0  # the lines before i are written
+    for pos, k in enumerate(marks):
+        if k < i:
+            continue  # in a block written already
+        m = _REPEAT_LINE.match(lines[k])
         if not m:
-            if _END_LINE.match(lines[i]):
+            if _END_LINE.match(lines[k]):
                 raise RegistryError(f"{origin}: //!end without //!repeat")
-            out.append(lines[i])
-            i += 1
             continue
         var, count_expr = m.groups()
         count = eval_int(count_expr, consts)
         if count is None or count < 0:
             raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is not a constant integer expression")
-        depth, j = 1, i + 1
-        while j < len(lines) and depth:
+        depth, nested = 1, False
+        for j in marks[pos + 1:]:
             depth += 1 if _REPEAT_LINE.match(lines[j]) else -1 if _END_LINE.match(lines[j]) else 0
-            j += 1
+            if not depth:
+                break
+            nested = True  # a directive inside: each copy is expanded in turn
         if depth:
             raise RegistryError(f"{origin}: //!repeat without //!end")
-        body = lines[i + 1:j - 1]
+        out.extend(lines[i:k])
         token = re.compile(r"\$\{" + var + r"\}|\$" + var + r"\b")
+        pieces = [token.split(b) for b in lines[k + 1:j]]  # each line split once at $var; a copy joins it with n
         for n in range(count):
-            out.extend(_expand_lines([token.sub(str(n), b) for b in body], consts, origin))
-        i = j
+            copy = [str(n).join(p) for p in pieces]
+            out.extend(_expand_lines(copy, consts, origin) if nested else copy)
+        i = j + 1
+    out.extend(lines[i:])
     return out
 
 
@@ -152,6 +160,8 @@ def parse_consts(text: str) -> dict[str, int]:
 
 
 _INT_LITERAL = re.compile(r"\b(\d+)[ui]?\b")
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+_INT_EXPR = re.compile(r"(?:[\d\s+\-*/(),]|max|min)+")
 
 
 _INT_FUNCS = {"max": max, "min": min}
@@ -160,10 +170,22 @@ _INT_FUNCS = {"max": max, "min": min}
 def eval_int(expr: str, consts: dict[str, int]) -> int | None:
     """Evaluate an integer expression of literals, consts, + - * / ( ) and WGSL's max(a, b) / min(a, b);
     None if it is anything else."""
-    expr = re.sub(r"\b[A-Za-z_]\w*\b",
-                  lambda m: m.group(0) if m.group(0) in _INT_FUNCS else str(consts.get(m.group(0), "?")), expr)
+    return _eval_int(expr, tuple(consts.get(name, "?") for name in _names(expr)))
+
+
+# Memoized: loading the registry evaluates ~50,000 expressions (consts, repeat counts), a few hundred distinct.
+@functools.lru_cache(maxsize=4096)
+def _names(expr: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(n for n in _NAME.findall(expr) if n not in _INT_FUNCS))
+
+
+@functools.lru_cache(maxsize=4096)
+def _eval_int(expr: str, values: tuple) -> int | None:
+    """`expr` with its names (`_names`) taking `values` ("?" for an unknown name)."""
+    known = dict(zip(_names(expr), values))
+    expr = _NAME.sub(lambda m: str(known.get(m.group(0), m.group(0))), expr)
     expr = _INT_LITERAL.sub(r"\1", expr)
-    if not re.fullmatch(r"(?:[\d\s+\-*/(),]|max|min)+", expr):
+    if not _INT_EXPR.fullmatch(expr):
         return None
     try:  # only digits, operators, commas and the two functions remain
         return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(_INT_FUNCS)))
