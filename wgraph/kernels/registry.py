@@ -97,7 +97,7 @@ def _specialized(k: Kernel, values: tuple) -> Kernel:
     return got[1]
 
 
-def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
+def _kernel_from_entry(name: str, entry: dict, shader_dir: Path, read) -> Kernel:
     where = f"registry variant {name}"
     for key in ("file", "entry", "workgroup_size", "output_dtype", "op"):
         if key not in entry:
@@ -119,7 +119,7 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path) -> Kernel:
     defines.update({k.upper(): str(v) for k, v in limits.items()})
     defines["WORKGROUP_SIZE"] = ", ".join(map(str, size))
     defines.update(WORKGROUP_SIZE_X=str(size[0]), WORKGROUP_SIZE_Y=str(size[1]), WORKGROUP_SIZE_Z=str(size[2]))
-    source = wgsl.preprocess(path.read_text(), defines, shader_dir, f"{where} ({entry['file']})")
+    source = wgsl.preprocess(path.read_text(), defines, shader_dir, f"{where} ({entry['file']})", read)
 
     entries = wgsl.parse_entry_points(source)
     if entry["entry"] not in entries:
@@ -262,11 +262,12 @@ def load_registry(registry_dir: Path | None = None, shader_dir: Path | None = No
             matrices[mname] = rows
         variants += [(name, entry, path) for name, entry in data.get("variants", {}).items()]
     kernels: dict[str, Kernel] = {}
+    read = wgsl.include_reader()
     for name, entry, path in variants:
         for kname, kentry in expand_variant(name, entry, matrices).items():
             if kname in kernels:
                 raise RegistryError(f"{path.name}: variant {kname} is defined twice")
-            kernels[kname] = _kernel_from_entry(kname, kentry, shader_dir)
+            kernels[kname] = _kernel_from_entry(kname, kentry, shader_dir, read)
     return MappingProxyType(kernels)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import Callable
 
 import attrs
 
@@ -27,10 +28,26 @@ _OVERRIDE = re.compile(r"override(?<!\woverride)\s+(\w+)\s*:\s*(\w+)\s*;")
 _WORKGROUP_VAR = re.compile(r"var\s*<\s*workgroup\s*>\s*(\w+)\s*:\s*([^;]+);")
 
 
-def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: str) -> str:
+def include_reader() -> Callable[[Path, str], str | None]:
+    """`read(directory, name)`: the text of the file `name` in `directory`, None where there is none (or
+    `name` has a directory part), each file read once. The registry's kernels include the same few dozen files
+    6,000 times; a load takes a new reader, so a file edited between loads is read again."""
+
+    @functools.cache
+    def read(directory: Path, name: str) -> str | None:
+        path = directory / name
+        return path.read_text() if Path(name).name == name and path.is_file() else None
+
+    return read
+
+
+def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: str,
+               read: Callable[[Path, str], str | None] | None = None) -> str:
     """Inline `//!include` lines (whose file name may be a `{{NAME}}`, so a variant's defines choose a
-    body: the K/V piece readers), then replace every `{{NAME}}`; an unknown NAME is an error."""
+    body: the K/V piece readers), then replace every `{{NAME}}`; an unknown NAME is an error. `read` is an
+    `include_reader()` shared by the kernels of one load."""
     seen: set[str] = set()
+    read = read or include_reader()
 
     def substitute(match: re.Match) -> str:
         name = match.group(1)
@@ -43,10 +60,10 @@ def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: st
         if name in seen:
             raise RegistryError(f"{origin}: {name} is included twice (or recursively)")
         seen.add(name)
-        path = include_dir / name
-        if Path(name).name != name or not path.is_file():
+        included = read(include_dir, name)
+        if included is None:
             raise RegistryError(f"{origin}: included file {name} does not exist in {include_dir}")
-        return _INCLUDE.sub(inline, path.read_text())
+        return _INCLUDE.sub(inline, included) if "//!include" in included else included  # most include none
 
     text = _INCLUDE.sub(inline, text)
     return expand_repeats(_PLACEHOLDER.sub(substitute, text), origin)
