@@ -136,6 +136,7 @@ class BindingDecl:
         return self.access == "read_write"
 
 
+@functools.lru_cache(maxsize=4)  # the loader reads six kinds of declaration from each kernel's text in turn
 def strip_comments(text: str) -> str:
     return _COMMENT.sub("", text)
 
