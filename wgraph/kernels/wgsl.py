@@ -84,10 +84,13 @@ def expand_repeats(text: str, origin: str) -> str:
     return "\n".join(_expand_lines(text.split("\n"), consts, origin))
 
 
-def _expand_lines(lines: list[str], consts: dict[str, int], origin: str) -> list[str]:
-    """Outermost blocks first, so an outer `$i` is a number before an inner block is written out."""
-    # The lines that may be directives, found once: most lines are none and are copied in slices between them.
-    marks = [k for k, line in enumerate(lines) if "//!" in line]
+def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: list[int] | None = None) -> list[str]:
+    """The text of `lines` with their blocks written out, as pieces to join with newlines (an innermost block's
+    copies are one piece). Outermost blocks first, so an outer `$i` is a number before an inner block is
+    written out. `marks`: the lines holding `//!` (the caller's, when it knows them)."""
+    # Most lines are no directive: find the ones that may be once and copy the lines between them in slices.
+    if marks is None:
+        marks = [k for k, line in enumerate(lines) if "//!" in line]
     out: list[str] = []
     i = 0  # the lines before i are written
     for pos, k in enumerate(marks):
@@ -102,21 +105,26 @@ def _expand_lines(lines: list[str], consts: dict[str, int], origin: str) -> list
         count = eval_int(count_expr, consts)
         if count is None or count < 0:
             raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is not a constant integer expression")
-        depth, nested = 1, False
-        for j in marks[pos + 1:]:
+        depth = 1
+        for last, j in enumerate(marks[pos + 1:], start=pos + 1):
             depth += 1 if _REPEAT_LINE.match(lines[j]) else -1 if _END_LINE.match(lines[j]) else 0
             if not depth:
                 break
-            nested = True  # a directive inside: each copy is expanded in turn
         if depth:
             raise RegistryError(f"{origin}: //!repeat without //!end")
         out.extend(lines[i:k])
-        token = re.compile(r"\$\{" + var + r"\}|\$" + var + r"\b")
-        pieces = [token.split(b) for b in lines[k + 1:j]]  # each line split once at $var; a copy joins it with n
-        for n in range(count):
-            copy = [str(n).join(p) for p in pieces]
-            out.extend(_expand_lines(copy, consts, origin) if nested else copy)
         i = j + 1
+        if not count or j == k + 1:
+            continue  # no copies, or copies of no lines
+        # The body split once at $VAR; copy n joins it with n (a number: no line breaks, no `//!`, made or lost)
+        token = re.compile(r"\$\{" + var + r"\}|\$" + var + r"\b")
+        pieces = token.split("\n".join(lines[k + 1:j]))
+        if last == pos + 1:  # no directive inside
+            out.append("\n".join([str(n).join(pieces) for n in range(count)]))
+            continue
+        inner = [mark - k - 1 for mark in marks[pos + 1:last]]
+        for n in range(count):
+            out.extend(_expand_lines(str(n).join(pieces).split("\n"), consts, origin, inner))
     out.extend(lines[i:])
     return out
 
