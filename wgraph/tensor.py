@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 import numpy as np
 
 from wgraph import args
 from wgraph.dtypes import dtype_info
-from wgraph.errors import ShapeError
+from wgraph.errors import DtypeError, ShapeError
 
 if TYPE_CHECKING:
     from wgraph.device import Device
@@ -102,6 +102,12 @@ class Tensor:
         """Download to a numpy array (waits for the GPU work that writes it). A bf16 tensor comes back as float32
         (numpy has no bfloat16; the widening is exact)."""
         return self.device.read(self)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> NoReturn:
+        """numpy cannot view GPU memory: without this, np.asarray(t) was an array of one object and
+        np.allclose(t, ref) failed on '-'. The readback is t.numpy()."""
+        raise DtypeError(f"{self!r} lives on the GPU, where numpy cannot see it: read it with .numpy() "
+                         f"(it waits for the GPU work that writes it), as in np.asarray(t.numpy())")
 
     def reshape(self, *shape: int | tuple[int, ...] | list[int]) -> Tensor:
         """A view with another shape over the same buffer (no copy).
