@@ -384,6 +384,8 @@ CATALOGUE = [
      True),
     ("bool-as-number", DtypeError, r"dev.write into .*: got booleans \(\[1, True\]\); pass numbers, or convert them "
      r"explicitly", lambda e: e.dev.write(e.u32(0, 0), [1, True]), True),
+    ("value-has-no-data", GraphError, r"^Value\('x', shape=\(4,\), dtype=f32\) is a value of graph 'g': it has no data "
+     r"until a program runs; make it an output", lambda e: wg.Graph("g").input("x", (4,)).numpy(), True),
     ("tensor-as-host-array", DtypeError, r"^Tensor\(shape=\(4,\), dtype=f32, nbytes=16\) lives on the GPU, where numpy "
      r"cannot see it: read it with \.numpy\(\)", lambda e: np.allclose(e.f32(4), 1.0), True),
     ("not-an-array", DtypeError, r"dev.tensor: cannot view object as a numpy array", lambda e: e.dev.tensor(object()),

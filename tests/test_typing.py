@@ -32,12 +32,14 @@ out = wg.ops.attention(q, q, q)
 y = wg.ops.scale(q, "2")
 z: wg.Tensor = wg.ops.silu(x)
 s: str = q.numpy()
+x.numpy()
 '''
 EXPECTED = [
     (8, r'Missing named argument "causal" for "attention"'),
     (9, r'Argument 2 to "scale" has incompatible type "str"; expected "float"'),
     (10, r'Incompatible types in assignment \(expression has type "Value", variable has type "Tensor"\)'),
     (11, r'Incompatible types in assignment \(expression has type "ndarray\[.*\]", variable has type "str"\)'),
+    (12, r'"Value" has no attribute "numpy"'),
 ]
 
 

@@ -4,7 +4,7 @@ others' module back."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
@@ -61,6 +61,19 @@ class Value(TensorSpec):
 
     def __repr__(self) -> str:
         return f"Value({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+    def _no_data(self) -> GraphError:
+        return GraphError(f"{self!r} is a value of graph {self.graph.name!r}: it has no data until a program runs; "
+                          f"make it an output (g.output('y', value)), then prog = g.compile(dev) and read "
+                          f"prog.run(...)['y'].numpy()")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> NoReturn:
+        """np.asarray(value) was an array of one object: a Value holds no data."""
+        raise self._no_data()
+
+    if not TYPE_CHECKING:  # a type checker still reports value.numpy() (a Value is no Tensor); at run time, say why
+        def numpy(self):
+            raise self._no_data()
 
 
 @attrs.frozen
