@@ -93,6 +93,20 @@ def test_float64_without_dtype_raises_the_same_error_everywhere(dev):
     np.testing.assert_array_equal(dev.tensor(x, dtype="f16").numpy(), x.astype(np.float16))
 
 
+def test_float64_into_a_tensor_of_another_dtype_names_that_dtype(dev):
+    """float64 data for a u32, i32, f16 or bf16 tensor or input: the error names the dtype it needs. It said to
+    convert to float32, which is refused next ("expects u32 (uint32), got an array of float32")."""
+    a64 = np.ones(2)
+    prog = _program(dev, (2,), "u32")
+    for dtype, how in (("u32", r"array.astype\(np.uint32\)"), ("i32", r"array.astype\(np.int32\)"),
+                       ("f16", r"array.astype\(np.float16\)"), ("bf16", r"wgraph.dtypes.to_bf16\(array\)")):
+        with pytest.raises(wg.DtypeError, match=rf"dev.write into .*: expects {dtype} \(.*\), got an array of "
+                                                 rf"float64; convert it explicitly \({how}\)$"):
+            dev.write(dev.empty((2,), dtype), a64)
+    with pytest.raises(wg.DtypeError, match=r"program 'feed', input 'x': expects u32 \(uint32\), got an array of float64"):
+        prog.run(x=a64)
+
+
 def test_integer_conversions_are_exact_or_raise(dev):
     np.testing.assert_array_equal(dev.tensor(np.array([0, 7, 2**32 - 1]), dtype="u32").numpy(), [0, 7, 2**32 - 1])
     with pytest.raises(wg.DtypeError, match=r"4294967296 is outside u32's range \[0, 4294967295\]"):

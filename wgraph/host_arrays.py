@@ -88,7 +88,7 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
     if dtype is not None and (convert or _python_data(value)):
         if arr.dtype != dtype_info(dtype).numpy:
             arr = _convert(arr, dtype, value, where)
-    elif arr.dtype == np.float64:
+    elif arr.dtype == np.float64 and dtype in (None, "f32"):  # for another dtype, the mismatch below names it
         raise DtypeError(f"{where}: {FLOAT64}")
     elif dtype is None:
         try:
