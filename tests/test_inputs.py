@@ -52,6 +52,9 @@ def test_a_repeated_recorded_attention_call_checks_its_values_again(dev, rng, ro
     bad = [(dict(kv_len=6.0), "kv_len=6.0 must be an integer"),
            (dict(kv_len=np.float64(6)), r"kv_len=np.float64\(6.0\) must be an integer"),
            (dict(kv_len=True), "kv_len=True must be an integer"),
+           (dict(kv_len=np.array([6], np.uint32)),  # host data: the rule says a GPU tensor is what else it takes
+            r"kv_len=array\(\[6\], dtype=uint32\) must be an integer in \[0, 4294967295\], a u32 tensor of one "
+            r"value \(on the GPU: dev.tensor\(np.array\(\[n\], np.uint32\)\)\) or None"),
            (dict(kv_len=6, kv_start=False), "kv_start=False must be an integer"),
            (dict(kv_len=6, window=[1.5, 0]), r"window=\[1.5, 0\] must be a pair"),
            (dict(kv_len=6, sliding_window=-1), "sliding_window=-1 must be an integer"),

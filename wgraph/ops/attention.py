@@ -427,7 +427,7 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
     params = AttentionParams(
         causal=causal, scale=args.optional_real(op, "scale", scale),
         start_pos=args.optional_integer(op, "start_pos", start_pos), kv_start=args.integer(op, "kv_start", kv_start),
-        kv_len=args.optional_integer(op, "kv_len", n), sliding_window=left + 1,
+        kv_len=_kv_len_arg(op, n), sliding_window=left + 1,
         softcap=args.normal_real(op, "softcap", softcap, or_zero=True), kv_layout=kv_layout, page_size=page_size, variant=variant,
         window_right=right, return_lse=args.flag(op, "return_lse", return_lse))
     if key is not None:
@@ -435,6 +435,15 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
             _PARAMS_MEMO.clear()
         _PARAMS_MEMO[key] = params
     return params, kv_len_t
+
+
+def _kv_len_arg(op: str, n) -> int | None:
+    """An int kv_len by args' rule; the rule it names says a u32 GPU tensor is the other form (a numpy array of
+    one id is host data, not that tensor)."""
+    if n is None or args.is_int(n) and 0 <= n <= args.U32_MAX:
+        return args.optional_integer(op, "kv_len", n)
+    raise args.fail(op, "kv_len", n, f"an integer in [0, {args.U32_MAX}], a u32 tensor of one value (on the GPU: "
+                                     f"dev.tensor(np.array([n], np.uint32))) or None")
 
 
 def _default_kv_len(k, kv_layout, page_table, page_size):
