@@ -76,6 +76,43 @@ def test_every_parameter_is_documented():
     assert not missing, f"parameters not named in the docstring: {missing}"
 
 
+def _namespace() -> dict[str, object]:
+    """Everything a user meets from `wgraph`, `wgraph.ops` and `wgraph.models`: their exports, and each exported
+    class's own public functions, methods and properties (a property as its getter)."""
+    import wgraph.models as models
+
+    found: dict[str, object] = {}
+    for prefix, mod in (("wg", wg), ("wg.ops", wg.ops), ("wg.models", models)):
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if inspect.ismodule(obj) or any(obj is seen for seen in found.values()):
+                continue
+            found[f"{prefix}.{name}"] = obj
+            for member, v in vars(obj).items() if inspect.isclass(obj) else ():
+                f = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
+                if not member.startswith("_") and inspect.isfunction(f):
+                    found[f"{prefix}.{name}.{member}"] = f
+    return found
+
+
+def test_everything_public_has_a_docstring():
+    """help() on anything reachable from wg, wg.ops or wg.models says what it is, and a function or method names
+    each of its parameters (a class's fields are its attributes, documented where it is built)."""
+    found = _namespace()
+    assert {"wg.Tensor.size", "wg.Stats.since", "wg.Value.reshape", "wg.models.Tokenizer.vocab_size",
+            "wg.models.open_pretrained", "wg.KernelPath.variant"} <= set(found)
+    undocumented = [n for n, obj in found.items() if not (inspect.getdoc(obj) or "").strip()]
+    assert not undocumented, f"no docstring: {undocumented}"
+    unnamed = {}
+    for name, obj in found.items():
+        if inspect.isfunction(obj):
+            absent = [p for p in inspect.signature(obj).parameters if p not in ("self", "cls") and not re.search(
+                rf"(?<![A-Za-z0-9_]){re.escape(p)}(?![A-Za-z0-9_])", inspect.getdoc(obj) or "")]
+            if absent:
+                unnamed[name] = absent
+    assert not unnamed, f"parameters not named in the docstring: {unnamed}"
+
+
 def test_every_parameter_and_result_is_annotated():
     unannotated = {}
     for name in sorted(_public()):

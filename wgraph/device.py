@@ -62,6 +62,8 @@ class Caps:
 
     @property
     def features(self) -> frozenset[str]:
+        """The WebGPU feature names the device has, of shader-f16, subgroup, timestamp-query and
+        timestamp-query-inside-passes."""
         names = {"shader-f16": self.has_f16, "subgroup": self.has_subgroups, "timestamp-query": self.has_timestamps,
                  "timestamp-query-inside-passes": self.has_timestamps_inside_passes}
         return frozenset(k for k, v in names.items() if v)
@@ -85,13 +87,16 @@ class Stats:
     gpu_waits: int = 0  # waits for the GPU that were not a readback (deferred destruction past its budget)
 
     def snapshot(self) -> Stats:
+        """A copy of the counters now (they keep counting): pass it to `since` later."""
         return attrs.evolve(self)
 
     def since(self, before: Stats) -> Stats:
+        """The work done between the snapshot `before` and now: each counter minus its value in `before`."""
         return Stats(**{k: getattr(self, k) - getattr(before, k) for k in attrs.asdict(self)})
 
     @property
     def live_buffers(self) -> int:
+        """GPU buffers created and not yet destroyed."""
         return self.buffers_created - self.buffers_destroyed
 
 

@@ -34,10 +34,12 @@ class TensorSpec:
 
     @property
     def size(self) -> int:
+        """The number of elements (the product of the shape; 1 for a 0-d shape)."""
         return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """The bytes of the elements: size times the dtype's item size."""
         return self.size * dtype_info(self.dtype).itemsize
 
     @property
@@ -86,10 +88,12 @@ class Tensor:
 
     @property
     def size(self) -> int:
+        """The number of elements (the product of the shape; 1 for a 0-d shape)."""
         return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions (len(shape))."""
         return len(self.shape)
 
     @property

@@ -48,13 +48,17 @@ class Value(TensorSpec):
 
     @property
     def spec(self) -> TensorSpec:
+        """Its shape and dtype as a plain TensorSpec (no graph)."""
         return TensorSpec(self.shape, self.dtype)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions (len(shape))."""
         return len(self.shape)
 
     def reshape(self, *shape) -> Value:
+        """A view of this value with another shape, as wg.ops.reshape: `shape` as integers or one tuple, one of
+        them may be -1 (inferred)."""
         from wgraph.ops.dense import reshape
 
         return reshape(self, *shape)
@@ -73,6 +77,7 @@ class Value(TensorSpec):
 
     if not TYPE_CHECKING:  # a type checker still reports value.numpy() (a Value is no Tensor); at run time, say why
         def numpy(self):
+            """Raises GraphError: a graph value has no data; a program's outputs do (prog.run(...)[name].numpy())."""
             raise self._no_data()
 
 

@@ -94,6 +94,7 @@ class DecoderConfig:
 
     @property
     def attention_scale(self) -> float:
+        """The factor q.k is multiplied by before the softmax: query_pre_attn_scalar (else head_dim) ** -0.5."""
         return (self.head_dim if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar) ** -0.5
 
     def window(self, layer: int) -> int:

@@ -110,7 +110,10 @@ def _check_load_options(fn: str, device, dtype, max_seq) -> str | None:
 
 def open_pretrained(path: str | os.PathLike[str]) -> PretrainedFiles:
     """Open a Hugging Face directory (config.json + *.safetensors) or a .gguf file: its config read, its weights
-    not yet (`.load(device, dtype=, max_seq=)` builds the model, as `from_pretrained` does)."""
+    not yet (`.load(device, dtype=, max_seq=)` builds the model, as `from_pretrained` does).
+
+    path: the directory or the .gguf file.
+    """
     return _open("open_pretrained", path)
 
 

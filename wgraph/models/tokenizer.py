@@ -198,6 +198,7 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """The number of token ids, added (special) tokens included."""
         return self.backend.get_vocab_size(with_added_tokens=True)
 
     def token_id(self, token: str) -> int | None:

@@ -328,6 +328,8 @@ class KernelPath:
     table: dict = attrs.field(eq=False)
 
     def variant(self, phase: str, layer=None) -> str | None:
+        """The variant name forced for `phase` ("prefill", "decode", ...) at `layer` (its own entry, else the
+        phase's "default"), or None where the table names none."""
         entry = self.table.get(phase)
         if isinstance(entry, dict):
             return entry.get(str(layer), entry.get("default")) if layer is not None else entry.get("default")
