@@ -334,7 +334,8 @@ CATALOGUE = [
      lambda e: e.dev.tensor([7.9], "u32"), True),
     ("program-u32-input", DtypeError, r"input 'x': -1 is outside u32's range", _u32_program([-1]), True),
     ("program-u32-fraction", DtypeError, r"input 'x': 7.9 is not an integer", _u32_program([7.9]), True),
-    ("bad-power-preference", DeviceError, r"power_preference 'fast' is not one of \('high-performance', 'low-power'\)",
+    ("bad-power-preference", ArgumentError,
+     r"Device: power_preference='fast' must be one of 'high-performance', 'low-power'$",
      lambda e: wg.Device(power_preference="fast"), True),
     ("update-wrong-params", GraphError, r"update\(\): params must be the node's class ScaleParams, got BinaryParams", _update_wrong_params, True),
     ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'bf16', 'f16', 'f32', 'i32', 'u32' "

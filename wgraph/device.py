@@ -145,8 +145,7 @@ class Device:
     """
 
     def __init__(self, power_preference: str = "high-performance", adapter: wgpu.GPUAdapter | None = None) -> None:
-        if type(power_preference) is not str or power_preference not in POWER_PREFERENCES:
-            raise DeviceError(f"power_preference {power_preference!r} is not one of {POWER_PREFERENCES}")
+        args.choice("Device", "power_preference", power_preference, POWER_PREFERENCES)
         if adapter is not None and not isinstance(adapter, wgpu.GPUAdapter):
             raise args.fail("Device", "adapter", adapter, "None (the preferred adapter) or a wgpu.GPUAdapter")
         self.adapter = adapter or _choose_adapter(power_preference)
