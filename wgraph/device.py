@@ -300,7 +300,8 @@ class Device:
                              f"{tensor.dtype} elements")
         data = host_array(array, tensor.dtype, where=f"dev.write into {tensor!r}")
         if data.size != tensor.size:
-            raise ShapeError(f"write of {data.shape} ({data.size} elements) into {tensor!r}")
+            raise ShapeError(f"dev.write into {tensor!r}: data of shape {data.shape} has {data.size} elements, the "
+                             f"tensor {tensor.size}")
         raw = data.tobytes()
         if len(raw) % 4:
             raw += b"\0" * (4 - len(raw) % 4)
