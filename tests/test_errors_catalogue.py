@@ -200,7 +200,10 @@ def _lost(e, what):
 
 # id, exception, message (regex), call(env), pre_gpu: the call fails before any GPU work
 CATALOGUE = [
-    ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)", lambda e: attn(e, q=(4, 8)), True),
+    ("q-not-3d", ShapeError, r"q must be \[rows, heads, head_dim\], got \(4, 8\)$", lambda e: attn(e, q=(4, 8)), True),
+    ("q-batched", ShapeError, r"attention: q must be \[rows, heads, head_dim\], got \(1, 4, 2, 8\) \(a batch: "
+     r"wg.ops.attention_kvcache for q \[B, S, H, D\], wg.ops.sdpa for \[B, H, S, D\], or attention_varlen for "
+     r"sequences packed as \[rows, heads, head_dim\]\)$", lambda e: attn(e, q=(1, 4, 2, 8)), True),
     ("causal-missing", wg.WgraphError, r"attention: pass causal=True or causal=False \(there is no default\)",
      lambda e: wg.ops.attention(e.f32(4, 2, 8), e.f32(8, 2, 8), e.f32(8, 2, 8), causal=None), True),
     ("sdpa-mask-and-causal", wg.WgraphError, r"sdpa: pass either attn_mask or is_causal=True, not both",

@@ -118,7 +118,12 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
     check_fields("attention", params)
     for name, s in (("q", q), ("k", k), ("v", v)):
         if s is None or len(s.shape) != 3:
-            raise ShapeError(f"attention: {name} must be [rows, heads, head_dim], got {None if s is None else s.shape}")
+            batch = ""
+            if s is not None and len(s.shape) == 4:
+                batch = (" (a batch: wg.ops.attention_kvcache for q [B, S, H, D], wg.ops.sdpa for [B, H, S, D], or "
+                         "attention_varlen for sequences packed as [rows, heads, head_dim])")
+            raise ShapeError(f"attention: {name} must be [rows, heads, head_dim], got {None if s is None else s.shape}"
+                             f"{batch}")
     S, Hq, D = q.shape
     L, Hkv, Dk = k.shape
     if v.shape != k.shape:
