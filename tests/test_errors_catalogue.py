@@ -356,6 +356,9 @@ CATALOGUE = [
     ("write-size", ShapeError, r"^dev.write into Tensor\(shape=\(4,\), .*\): data of shape \(5,\) has 5 elements, "
      r"the tensor 4$",
      lambda e: e.dev.write(e.f32(4), np.ones(5, np.float32)), True),
+    ("write-layout", ShapeError, r"^dev.write into Tensor\(shape=\(2, 3\), .*\): data of shape \(3, 2\) is laid out "
+     r"otherwise; give the tensor's shape \(2, 3\) \(or flat data, data.reshape\(-1\), to fill it in order\)$",
+     lambda e: e.dev.write(e.dev.empty((2, 3)), np.ones((3, 2), np.float32)), True),
     ("tensor-too-large", LimitError, r"the device binds at most \d+ bytes per storage buffer",
      lambda e: e.dev.empty((e.dev.caps.max_storage_binding_size // 4 + 1,), "f32"), True),
     ("quantized-kv-mode", ShapeError, r"QuantizedKV: packed int8 data must be u32 \(3, 2, 4\) for rows \(3, 2, 16\) "

@@ -199,3 +199,16 @@ def test_booleans_are_not_numbers_unless_asked(dev):
         with pytest.raises(wg.DtypeError, match=r": got booleans \(.*\); pass numbers, or convert them explicitly"):
             call()
     np.testing.assert_array_equal(dev.tensor(np.array([True, False]), dtype="u32").numpy(), [1, 0])
+
+
+def test_write_takes_the_tensors_shape_or_flat_data(dev, rng):
+    """dev.write of a (3, 2) array into a (2, 3) tensor (a transpose forgotten) has the right count and wrote it in
+    order, silently; prog.run refused the same. The tensor's shape (sizes of 1 aside) or flat data are taken."""
+    t = dev.empty((2, 3), "f32")
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    with pytest.raises(wg.ShapeError, match=r"data of shape \(3, 2\) is laid out otherwise"):
+        dev.write(t, np.ascontiguousarray(a.T))
+    for given in (a, a.reshape(-1), a.reshape(1, 2, 3), a.reshape(2, 1, 3)):
+        dev.write(t, np.zeros((2, 3), np.float32))
+        dev.write(t, given)
+        np.testing.assert_array_equal(t.numpy(), a)

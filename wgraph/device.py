@@ -134,6 +134,11 @@ def _log_adapter(caps: Caps, chosen: bool) -> None:
         log.info("using adapter %s (%s backend)", caps.adapter_name, caps.backend)
 
 
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape without its sizes of 1: (1, 2, 3) and (2, 3, 1) lay data out as (2, 3) does."""
+    return tuple(n for n in shape if n != 1)
+
+
 class Device:
     """A WebGPU device with every feature wgraph can use that the adapter has, at the adapter's limits.
 
@@ -290,7 +295,8 @@ class Device:
         recording; while immediate ops are pending it joins them; else it is queued now.
 
         tensor: the tensor to overwrite (of this device).
-        array: host data of the tensor's dtype and size (Python numbers and lists take the tensor's dtype).
+        array: host data of the tensor's dtype and shape (sizes of 1 aside), or flat data of its size filled in
+            order (Python numbers and lists take the tensor's dtype).
         """
         self.check_tensor(tensor, "dev.write")
         if tensor.ends_mid_word:
@@ -302,6 +308,10 @@ class Device:
         if data.size != tensor.size:
             raise ShapeError(f"dev.write into {tensor!r}: data of shape {data.shape} has {data.size} elements, the "
                              f"tensor {tensor.size}")
+        if data.ndim > 1 and _squeezed(data.shape) != _squeezed(tensor.shape):
+            # a (3, 2) array into a (2, 3) tensor (a transpose forgotten) has the right count and the wrong layout
+            raise ShapeError(f"dev.write into {tensor!r}: data of shape {data.shape} is laid out otherwise; give "
+                             f"the tensor's shape {tensor.shape} (or flat data, data.reshape(-1), to fill it in order)")
         raw = data.tobytes()
         if len(raw) % 4:
             raw += b"\0" * (4 - len(raw) % 4)
