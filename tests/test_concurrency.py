@@ -33,6 +33,20 @@ def _threads(n, target):
         raise errors[0]
 
 
+def _thread_keeping(fn):
+    """A started thread running fn(), and the dict whose "a" gets its result or the WgraphError it raised."""
+    got = {}
+
+    def run():
+        try:
+            got["a"] = fn()
+        except wg.WgraphError as e:
+            got["a"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    return t, got
+
+
 def _wait_until_in(thread, function, timeout=10.0):
     """Block until `thread` is inside a call of `function` (by name: its stack, as sys._current_frames shows it)."""
     deadline = time.monotonic() + timeout
@@ -193,17 +207,8 @@ def test_an_op_call_in_flight_across_recreate_raises_and_leaves_the_new_device_a
     dev = wg.Device()
     x, y = dev.tensor(np.ones(16, np.float32)), dev.tensor(np.ones(16, np.float32))
     wg.ops.add(x, y).numpy()   # the template is cached: a repeated call checks epochs once, before it allocates
-    got = {}
-
-    def call():
-        try:
-            got["a"] = wg.ops.add(x, y)
-        except wg.WgraphError as e:
-            got["a"] = e
-
     with dev.lock:
-        t = threading.Thread(target=call)
-        t.start()
+        t, got = _thread_keeping(lambda: wg.ops.add(x, y))
         _wait_until_in(t, "alloc")   # A waits for the lock in its output's allocation
         dev.recreate()
     t.join(30)
@@ -218,17 +223,8 @@ def test_an_allocation_that_waited_for_a_destroy_raises_device_error():
     destroyed the device: it took the closed pool's buffer from the dead device and raised LimitError ("could not
     make a buffer of 64 bytes ... Parent device is lost"). It raises DeviceError, as any call after a destroy."""
     dev = wg.Device()
-    got = {}
-
-    def call():
-        try:
-            got["a"] = dev.empty((16,), "f32")
-        except wg.WgraphError as e:
-            got["a"] = e
-
     with dev.lock:
-        t = threading.Thread(target=call)
-        t.start()
+        t, got = _thread_keeping(lambda: dev.empty((16,), "f32"))
         _wait_until_in(t, "alloc")
         dev.destroy()
     t.join(30)
@@ -304,15 +300,7 @@ def test_a_template_captured_across_recreate_is_not_cached_for_the_new_device(mo
     def call():
         return wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(k), causal=True,
                                 kv_len=dev.tensor(np.array([4], np.uint32)))
-    got = {}
-
-    def a():
-        try:
-            got["a"] = call()
-        except wg.WgraphError as e:
-            got["a"] = e
-    t = threading.Thread(target=a)
-    t.start()
+    t, got = _thread_keeping(call)
     assert encoded.wait(30)
     dev.recreate()
     go.set()
@@ -336,16 +324,7 @@ def test_a_write_crossing_recreate_raises_and_leaves_the_new_device_alone():
             inside.set()
             go.wait(30)
             return np.ones(4, np.float32)
-    got = {}
-
-    def write():
-        try:
-            dev.write(x, Slow())
-            got["a"] = "returned"
-        except wg.WgraphError as e:
-            got["a"] = e
-    t = threading.Thread(target=write)
-    t.start()
+    t, got = _thread_keeping(lambda: dev.write(x, Slow()) or "returned")
     assert inside.wait(30)
     dev.recreate()
     y = wg.ops.scale(dev.tensor(np.full(4, 2, np.float32)), 1.0)   # waits in the new device's pending list
