@@ -3,6 +3,7 @@ torch is optional: imported only here, only when present."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 
@@ -90,19 +91,9 @@ def cycled_linear_us(x, weights: list, reps: int) -> float:
     """Microseconds per torch.nn.functional.linear(x, w) with `reps` calls cycling over the CUDA tensors
     `weights` (enough copies that no call finds its weight in L2): each weight once untimed, then the median of 3
     loops timed by CUDA events."""
-    import torch
     import torch.nn.functional as F
 
     for w in weights:
         F.linear(x, w)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(reps):
-            F.linear(x, weights[i % len(weights)])
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / reps * 1e3)
-    return statistics.median(times)
+    cycle = itertools.cycle(weights)
+    return cuda_time_ms(lambda: F.linear(x, next(cycle)), reps) * 1e3
