@@ -128,12 +128,11 @@ def _encode_sample(ctx, params: SampleParams, inputs, outputs):
     rows = row_count(x.shape)
     # a top_p below f32's smallest normal keeps the top id alone, as the smallest normal does; in the f32 uniform
     # it would be 0 (or a subnormal a GPU may flush to 0): no id would be kept
-    # Program.update's params hold what its caller gave (checked by _infer_sample, not made plain): numpy's
-    # int32 & 0xFFFFFFFF overflows, and 1 / np.float16(1e-5) is f16's inf
-    seed, inv_temperature = int(params.seed), min(1.0 / float(params.temperature), 1e30)
+    # params are plain Python numbers (an op call's rules and Program.update make them so: numpy's int32 &
+    # 0xFFFFFFFF would overflow, and 1 / np.float16(1e-5) is f16's inf)
     u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": max(params.top_p, args.F32_TINY),
-         "inv_temperature": inv_temperature, "seed_lo": seed & 0xFFFFFFFF, "seed_hi": seed >> 32, "step": params.step,
-         "use_step_buf": int(step_t is not None)}
+         "inv_temperature": min(1.0 / params.temperature, 1e30), "seed_lo": params.seed & 0xFFFFFFFF,
+         "seed_hi": params.seed >> 32, "step": params.step, "use_step_buf": int(step_t is not None)}
     return [ctx.dispatch(variant, uniforms=u,
                          bindings={"x": x, "step_buf": step_t if step_t is not None else ctx.fallback("sample.step"),
                                    "out": ids},
