@@ -447,10 +447,11 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
 def _kv_len_arg(op: str, n) -> int | None:
     """An int kv_len by args' rule; the rule it names says a u32 GPU tensor is the other form (a numpy array of
     one id is host data, not that tensor)."""
-    if n is None or args.is_int(n) and 0 <= n <= args.U32_MAX:
+    try:
         return args.optional_integer(op, "kv_len", n)
-    raise args.fail(op, "kv_len", n, f"an integer in [0, {args.U32_MAX}], a u32 tensor of one value (on the GPU: "
-                                     f"dev.tensor(np.array([n], np.uint32))) or None")
+    except ArgumentError:
+        raise args.fail(op, "kv_len", n, f"an integer in [0, {args.U32_MAX}], a u32 tensor of one value (on the "
+                                         f"GPU: dev.tensor(np.array([n], np.uint32))) or None") from None
 
 
 def _default_kv_len(k, kv_layout, page_table, page_size):
