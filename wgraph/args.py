@@ -38,7 +38,8 @@ def _plain(value):
     if isinstance(value, np.generic):
         return value.item()
     if type(value) is tuple:
-        return tuple(_plain(v) for v in value)
+        plain = tuple(_plain(v) for v in value)
+        return value if all(a is b for a, b in zip(plain, value)) else plain  # unchanged: the same tuple
     return value
 
 
