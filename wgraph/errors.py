@@ -17,7 +17,8 @@ class ShapeError(WgraphError, ValueError):
 
 
 class DtypeError(WgraphError, TypeError):
-    """A tensor's dtype is not one the op or kernel accepts."""
+    """A tensor's dtype is not one the op or kernel accepts; or a Tensor used as host data (given to numpy, asked its
+    truth value), which its data, on the GPU, cannot be."""
 
 
 class UnsupportedError(WgraphError):

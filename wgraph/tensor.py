@@ -84,7 +84,7 @@ class Tensor:
         """Mark the tensor unusable (its recording was discarded): every later use raises with `reason`.
 
         reason: why, as the later error says it."""
-        (self._base or self)._poison = args.text("Tensor.poison", "reason", reason)
+        self._owner._poison = args.text("Tensor.poison", "reason", reason)
 
     @property
     def size(self) -> int:
@@ -140,10 +140,39 @@ class Tensor:
         rows = args.integer("Tensor.prefix", "rows", rows, 1, self.shape[0])
         return self._view(TensorSpec((rows, *self.shape[1:]), self.dtype))
 
+    @property
+    def _owner(self) -> Tensor:
+        """The tensor that owns the buffer: the one this view views, else itself."""
+        return self if self._base is None else self._base
+
     def _view(self, spec: TensorSpec) -> Tensor:
         """A tensor of `spec` over this one's buffer from its start, keeping the buffer's owner alive."""
-        return Tensor(self.device, self.buffer, spec, self.label, base=self._base or self)
+        return Tensor(self.device, self.buffer, spec, self.label, base=self._owner)
 
     def __repr__(self) -> str:
         label = f" {self.label!r}" if self.label else ""
         return f"Tensor{label}(shape={self.shape}, dtype={self.dtype}, nbytes={self.nbytes})"
+
+
+# What Python asks of a Tensor itself that only its data could answer, with what to do instead: the data lives on the
+# GPU. The truth value was object's default, True, so `if t:` and `assert t` tested nothing.
+_HOST_USES = {
+    "__bool__": ("the truth value (bool, if, assert, and/or) of",
+                 "read the data first (t.numpy().any()), or test that a tensor was given with t is not None"),
+}
+
+
+def _refusal(name: str, use: str, instead: str):
+    """Tensor's method `name`, which Python calls for `use` (with any operands): a DtypeError, so a TypeError as
+    Python's own for a use a type does not support, naming the tensor and what to do `instead`."""
+    def refuse(self, *_operands):
+        raise DtypeError(f"{use} {self!r}: its data lives on the GPU, where Python cannot read it; {instead}")
+
+    refuse.__name__, refuse.__qualname__ = name, f"Tensor.{name}"
+    refuse.__doc__ = f"Raises DtypeError: {use} a Tensor needs its data, which lives on the GPU."
+    return refuse
+
+
+# set after the class, not in it: a type checker sees no method a Tensor does not really offer
+for _name, (_use, _instead) in _HOST_USES.items():
+    setattr(Tensor, _name, _refusal(_name, _use, _instead))

@@ -66,19 +66,27 @@ class Value(TensorSpec):
     def __repr__(self) -> str:
         return f"Value({self.name!r}, shape={self.shape}, dtype={self.dtype})"
 
-    def _no_data(self) -> GraphError:
-        return GraphError(f"{self!r} is a value of graph {self.graph.name!r}: it has no data until a program runs; "
-                          f"make it an output (g.output('y', value)), then prog = g.compile(dev) and read "
-                          f"prog.run(...)['y'].numpy()")
+    def _no_data(self, use: str = "", instead: str = "") -> GraphError:
+        """The error of a use that needs data: `use` goes before it, `instead` after its way to read an output."""
+        return GraphError(f"{use}{self!r} is a value of graph {self.graph.name!r}: it has no data until a program "
+                          f"runs; make it an output (g.output('y', value)), then prog = g.compile(dev) and read "
+                          f"prog.run(...)['y'].numpy(){instead}")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> NoReturn:
         """np.asarray(value) was an array of one object: a Value holds no data."""
         raise self._no_data()
 
-    if not TYPE_CHECKING:  # a type checker still reports value.numpy() (a Value is no Tensor); at run time, say why
+    # hidden from a type checker: it still reports value.numpy() (a Value is no Tensor), and a __bool__ typed NoReturn
+    # would make it skip the code after `if value:` as unreachable; at run time, say why
+    if not TYPE_CHECKING:
         def numpy(self):
             """Raises GraphError: a graph value has no data; a program's outputs do (prog.run(...)[name].numpy())."""
             raise self._no_data()
+
+        def __bool__(self):
+            """Raises GraphError: `if value:` was object's default, True; a Value holds no data to test."""
+            raise self._no_data("the truth value (bool, if, assert, and/or) of ",
+                                "; test that a value was given with value is not None")
 
 
 @attrs.frozen

@@ -193,7 +193,7 @@ class Program:
                 spec = g.values[v].spec
                 if _is_view(node):
                     base = self.tensors[node.inputs[0]]
-                    self.tensors[v] = Tensor(device, base.buffer, spec, v, base=base._base or base)
+                    self.tensors[v] = Tensor(device, base.buffer, spec, v, base=base._owner)
                 elif v in slot_of:
                     slot = self._slots[slot_of[v]]
                     self.tensors[v] = Tensor(device, slot.buffer, spec, v, base=slot)

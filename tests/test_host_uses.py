@@ -1,0 +1,41 @@
+"""What Python asks of a Tensor or a graph Value itself, which only data could answer: a Tensor's data lives on the
+GPU (DtypeError, a TypeError), a Value has none until a program runs (GraphError). Each error says what to do."""
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+
+TENSOR = r"Tensor\(shape=\(4,\), dtype=f32, nbytes=16\): its data lives on the GPU, where Python cannot read it; "
+
+
+def test_a_tensor_has_no_truth_value(dev):
+    """bool(t) was object's default, True: `if t:` and `assert t` passed for a tensor of zeros."""
+    t = dev.tensor(np.zeros(4, np.float32))
+    for use in (lambda: bool(t), lambda: not t, lambda: t or None, lambda: t and None):
+        with pytest.raises(wg.DtypeError, match=r"^the truth value \(bool, if, assert, and/or\) of " + TENSOR
+                           + r"read the data first \(t.numpy\(\).any\(\)\), or test that a tensor was given with "
+                             r"t is not None$") as info:
+            use()
+        assert isinstance(info.value, TypeError)
+    other = dev.tensor(np.zeros(4, np.float32))
+    assert t == t and t != other and {t: 1, other: 2}[t] == 1 and t in [other, t]  # == is identity, as before
+
+
+def test_views_of_views_and_their_poison_reach_the_owner(dev):
+    """A view's owner was found with `base or self`, which asks a tensor's truth value."""
+    t = dev.tensor(np.arange(4, dtype=np.float32))
+    view = t.reshape(2, 2).reshape(4).prefix(2)
+    assert view._base is t and view.buffer is t.buffer
+    np.testing.assert_array_equal(view.numpy(), [0, 1])
+    view.poison("discarded")
+    assert t.poisoned == "discarded" and view.poisoned == "discarded"
+
+
+def test_a_graph_value_has_no_truth_value():
+    x = wg.Graph("g").input("x", (4,))
+    with pytest.raises(wg.GraphError, match=r"^the truth value \(bool, if, assert, and/or\) of Value\('x', "
+                                            r"shape=\(4,\), dtype=f32\) is a value of graph 'g': it has no data until "
+                                            r"a program runs; .*; test that a value was given with value is not None$"):
+        assert x
+    assert x == x and x is not None
