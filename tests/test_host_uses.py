@@ -39,3 +39,30 @@ def test_a_graph_value_has_no_truth_value():
                                             r"a program runs; .*; test that a value was given with value is not None$"):
         assert x
     assert x == x and x is not None
+
+
+MATH = r"wgraph's math is its ops, not operators \(wg.ops.add\(t, u\), wg.ops.mul\(t, u\), wg.ops.scale\(t, factor\)\)"
+HOST_USES = {   # each raised Python's bare TypeError ("unsupported operand type(s) for +: 'Tensor' and 'int'")
+    "binary": [(lambda t: t + t, r"the \+ operator on", MATH), (lambda t: t * 2, r"the \* operator on", MATH),
+               (lambda t: 1.0 - t, r"the - operator on", MATH), (lambda t: t @ t, r"the @ operator on", MATH)],
+    "unary": [(lambda t: -t, r"the unary - operator on", MATH), (lambda t: abs(t), r"abs\(\) of", MATH)],
+    "comparison": [(lambda t: t > 0, r"the > comparison of", r"read the data first \(t.numpy\(\)\)")],
+    "indexing": [(lambda t: t[0], r"indexing \(t\[\.\.\.\]\) of", r"read the data first \(t.numpy\(\)\[\.\.\.\]\); "
+                  r"t.reshape\(\) and t.prefix\(rows\) are views on the GPU"),
+                 (lambda t: t.__setitem__(0, 1.0), r"item assignment \(t\[\.\.\.\] = x\) to",
+                  r"write the whole tensor with dev.write\(t, data\)")],
+    "len": [(lambda t: len(t), r"len\(\) of", r"its length is t.shape\[0\] \(t.size counts every element\)")],
+    "iteration": [(lambda t: list(t), r"iterating over", r"read the data first"),
+                  (lambda t: 0.0 in t, r"the in operator on", r"read the data first")],
+    "conversion": [(lambda t: float(t), r"float\(\) of", r"read the data first \(t.numpy\(\).item\(\) for one value\)")],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOST_USES))
+def test_python_operators_indexing_and_len_of_a_tensor_name_what_to_do(dev, kind):
+    t = dev.tensor(np.zeros(4, np.float32))
+    for use, what, instead in HOST_USES[kind]:
+        with pytest.raises(wg.DtypeError, match=f"^{what} {TENSOR}{instead}") as info:
+            use(t)
+        assert isinstance(info.value, TypeError)  # an `except TypeError` that caught Python's own still catches it
+    np.testing.assert_array_equal(t.numpy(), 0)

@@ -18,7 +18,7 @@ class ShapeError(WgraphError, ValueError):
 
 class DtypeError(WgraphError, TypeError):
     """A tensor's dtype is not one the op or kernel accepts; or a Tensor used as host data (given to numpy, asked its
-    truth value), which its data, on the GPU, cannot be."""
+    truth value or len, indexed, in a Python operator), which its data, on the GPU, cannot be."""
 
 
 class UnsupportedError(WgraphError):

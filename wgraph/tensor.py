@@ -155,10 +155,31 @@ class Tensor:
 
 
 # What Python asks of a Tensor itself that only its data could answer, with what to do instead: the data lives on the
-# GPU. The truth value was object's default, True, so `if t:` and `assert t` tested nothing.
+# GPU. The truth value was object's default, True, so `if t:` and `assert t` tested nothing; the rest raised Python's
+# bare TypeError ("unsupported operand type(s) for +"), which named neither wgraph's ops nor .numpy(). == and != stay
+# identity (object's), as dicts and sets of tensors need.
+_READ_FIRST = "read the data first (t.numpy())"
+_MATH = ("wgraph's math is its ops, not operators (wg.ops.add(t, u), wg.ops.mul(t, u), wg.ops.scale(t, factor)), "
+         "or compute on the host with t.numpy()")
+_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+              "matmul": "@"}
 _HOST_USES = {
     "__bool__": ("the truth value (bool, if, assert, and/or) of",
                  "read the data first (t.numpy().any()), or test that a tensor was given with t is not None"),
+    **{f"__{r}{name}__": (f"the {op} operator on", _MATH) for name, op in _OPERATORS.items() for r in ("", "r")},
+    "__neg__": ("the unary - operator on", _MATH),
+    "__pos__": ("the unary + operator on", _MATH),
+    "__abs__": ("abs() of", _MATH),
+    **{f"__{name}__": (f"the {op} comparison of", _READ_FIRST)
+       for name, op in {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}.items()},
+    "__len__": ("len() of", "its length is t.shape[0] (t.size counts every element)"),
+    "__iter__": ("iterating over", _READ_FIRST),
+    "__contains__": ("the in operator on", _READ_FIRST),  # else `x in t` reports __iter__'s error as "not iterable"
+    "__getitem__": ("indexing (t[...]) of", "read the data first (t.numpy()[...]); t.reshape() and t.prefix(rows) "
+                                           "are views on the GPU"),
+    "__setitem__": ("item assignment (t[...] = x) to", "write the whole tensor with dev.write(t, data)"),
+    "__float__": ("float() of", "read the data first (t.numpy().item() for one value)"),
+    "__int__": ("int() of", "read the data first (t.numpy().item() for one value)"),
 }
 
 
@@ -173,6 +194,6 @@ def _refusal(name: str, use: str, instead: str):
     return refuse
 
 
-# set after the class, not in it: a type checker sees no method a Tensor does not really offer
+# set after the class, not in it: a type checker still reports `t + 1` and `t[0]` (a Tensor offers neither)
 for _name, (_use, _instead) in _HOST_USES.items():
     setattr(Tensor, _name, _refusal(_name, _use, _instead))
