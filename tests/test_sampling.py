@@ -204,7 +204,8 @@ def reference_draws(logits, temperature, seed, step):
     ids = []
     for row, z in enumerate(logits.astype(np.float64)):
         u = (_pcg(row ^ _pcg(step ^ _pcg((seed >> 32) ^ _pcg(seed & 0xFFFFFFFF)))) >> 8) * 2.0**-24
-        cum = np.cumsum(np.exp((z - z.max()) / temperature))
+        with np.errstate(over="ignore"):   # a gap over a temperature of 5e-324 is -inf: weight 0
+            cum = np.cumsum(np.exp((z - z.max()) / temperature))
         ids.append(int(np.searchsorted(cum, u * cum[-1], side="right")))
     return ids
 
@@ -288,3 +289,32 @@ def test_sample_row_with_a_nan_or_inf_draws_nothing(dev, rng, dtype):
             dev.check_errors()
         got = ids.numpy()
         assert got[:3].tolist() == [0xFFFFFFFF] * 3 and got[3] == 9 and got[4] == want[4], (kwargs, got, want)
+
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+@pytest.mark.parametrize("logits,temperature", [
+    ("normal", 1e30), ("normal", 3e38), ("normal", F32_MAX),     # softmax(logits / t) is uniform to f32's precision
+    ("normal", 1e-30), ("normal", 1e-45), ("normal", 5e-324),    # argmax
+    ([3e38, -3e38, 0.0, 1e38], 3e38), ([F32_MAX, -F32_MAX], F32_MAX),   # a row spanning more than f32's max
+    ([0.0, -1e-35, -2e-35], 1e-35), ([0.0, -1e-35, -2e-35], 1e-40), ([1e-30, 0.0], 1e-45),   # gaps below 1e-28
+])
+def test_sample_extreme_temperatures_draw_the_float64_softmax(dev, rng, logits, temperature):
+    """sample weighed (v - max) * min(1 / temperature, 1e30), one f32: at temperature 1e-35 logits 1e-35 apart
+    weighed e^-1e-5 each (near uniform; the float64 softmax is e^0, e^-1, e^-2), at 1e-40 or below they never
+    reached argmax, and in a row spanning more than f32's max v - max overflowed to -inf (weight 0: at temperature
+    3e38 only the max was drawn, where softmax gives the others 9% and more). Each draw is the float64 reference's."""
+    x = (rng.standard_normal(16) * 3).astype(np.float32) if logits == "normal" else np.array(logits, np.float32)
+    rows = np.tile(x, (256, 1))
+    got = wg.ops.sample(dev.tensor(rows), temperature=temperature, seed=9).numpy()
+    dev.check_errors()
+    assert got.tolist() == reference_draws(rows, temperature, 9, 0)
+
+
+def test_sample_top_p_at_a_tiny_temperature_keeps_the_float64_nucleus(dev):
+    """softmax([0, -1, -2, -3]) is 0.64, 0.24, 0.09, 0.03: top_p=0.8 keeps the first two. At temperature 1e-35 with
+    logits 1e-35 apart the weights were all ~1 and the nucleus held all four."""
+    x = np.tile(np.array([0.0, -1e-35, -2e-35, -3e-35], np.float32), (512, 1))
+    got = wg.ops.sample(dev.tensor(x), temperature=1e-35, top_p=0.8, seed=4).numpy()
+    assert set(got.tolist()) == {0, 1}

@@ -5,6 +5,8 @@ step can leave the next token where the next step's embedding reads it."""
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from wgraph import args
@@ -119,6 +121,21 @@ def _infer_sample(params: SampleParams, specs):
     return (TensorSpec(x.shape[:-1], "u32"),)
 
 
+# Past 2^160, 1 / temperature makes every nonzero gap between f32 logits (>= 2^-149) a weight of exactly 0, as the
+# exact value does: the cap changes no draw.
+_MAX_INV_TEMPERATURE = 2.0**160
+
+
+def _inv_temperature_factors(temperature: float) -> tuple[float, float]:
+    """1 / temperature as (a power of two, the rest), both normal f32 for every temperature sample takes, (0, f32's
+    max]; sample.wgsl multiplies a logit's gap by the power of two first, which is exact. One f32 held
+    min(1 / temperature, 1e30): at temperature 1e-35 logits 1e-35 apart weighed e^-1e-5 instead of e^-1 (1 / 1e-35
+    is past f32's max), and 1 / 3e38 is a subnormal a GPU may flush to 0."""
+    scale = min(1.0 / temperature, _MAX_INV_TEMPERATURE)
+    pow2 = 2.0 ** (math.frexp(scale)[1] // 2)
+    return pow2, scale / pow2
+
+
 def _encode_sample(ctx, params: SampleParams, inputs, outputs):
     (x, step_t), (ids,) = inputs, outputs
     dim = x.shape[-1]
@@ -130,8 +147,9 @@ def _encode_sample(ctx, params: SampleParams, inputs, outputs):
     # it would be 0 (or a subnormal a GPU may flush to 0): no id would be kept
     # params are plain Python numbers (an op call's rules and Program.update make them so: numpy's int32 &
     # 0xFFFFFFFF would overflow, and 1 / np.float16(1e-5) is f16's inf)
+    pow2, rest = _inv_temperature_factors(params.temperature)
     u = {"rows": rows, "dim": dim, "top_k": top_k, "top_p": max(params.top_p, args.F32_TINY),
-         "inv_temperature": min(1.0 / params.temperature, 1e30), "seed_lo": params.seed & 0xFFFFFFFF,
+         "inv_temperature_pow2": pow2, "inv_temperature_rest": rest, "seed_lo": params.seed & 0xFFFFFFFF,
          "seed_hi": params.seed >> 32, "step": params.step, "use_step_buf": int(step_t is not None)}
     return [ctx.dispatch(variant, uniforms=u,
                          bindings={"x": x, "step_buf": step_t if step_t is not None else ctx.fallback("sample.step"),

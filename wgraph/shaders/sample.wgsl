@@ -14,7 +14,8 @@ struct SampleParams {
   dim: u32,
   top_k: u32,  // 0 or >= dim: off
   top_p: f32,  // >= 1: off
-  inv_temperature: f32,
+  inv_temperature_pow2: f32,  // 1 / temperature = pow2 * rest, two normal f32 (ops/sampling.py)
+  inv_temperature_rest: f32,
   seed_lo: u32,
   seed_hi: u32,
   step: u32,
@@ -46,9 +47,15 @@ fn uniform01(row: u32, step: u32) -> f32 {
 }
 
 // exp((v - m) / temperature): 1 at the row's max, exactly 0 below exp's f32 range and for v = -inf; 0 for a
-// NaN d (`d < -104` is false for NaN): every weight of a row whose max is +inf (it holds a NaN or +inf)
+// NaN d (`d < -104` is false for NaN): every weight of a row whose max is +inf (it holds a NaN or +inf).
+// d is (v - m) * pow2 * rest, the first product exact: 1 / temperature may be past f32's max (temperature 1e-35)
+// or a subnormal (3e38). In a row spanning more than f32's max, v - m is -inf where d may still be finite (at a
+// temperature near f32's max): then the gap is taken as v / 2 - m / 2, times 2 pow2.
 fn weight(v: f32, m: f32) -> f32 {
-  let d = (v - m) * params.inv_temperature;
+  let gap = v - m;
+  let scaled = select(gap * params.inv_temperature_pow2,
+                      (0.5 * v - 0.5 * m) * (2.0 * params.inv_temperature_pow2), is_inf(gap));
+  let d = scaled * params.inv_temperature_rest;
   return select(exp_reduced(d), 0.0, d < -104.0 || is_nan(d));
 }
 

@@ -7,6 +7,11 @@ fn is_nan(v: f32) -> bool {
   return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// by its bits, as is_nan: the compiler may assume no infinities too
+fn is_inf(v: f32) -> bool {
+  return (bitcast<u32>(v) & 0x7fffffffu) == 0x7f800000u;
+}
+
 // does (v, i) come before (w, j) in argmax's order? NaN first, then larger values, then lower indices
 fn beats(v: f32, i: u32, w: f32, j: u32) -> bool {
   if (i == NO_INDEX || j == NO_INDEX) {
