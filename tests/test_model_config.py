@@ -4,6 +4,7 @@ key wgraph does not know, is refused with a CheckpointError naming it (no GPU wo
 
 import json
 import math
+import re
 from pathlib import Path
 
 import attrs
@@ -120,6 +121,18 @@ LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fre
 def test_bad_values_are_refused_by_name(case, key, value, match):
     with pytest.raises(CheckpointError, match=match):
         DecoderConfig.from_dict(with_key(case, key, value))
+
+
+@pytest.mark.parametrize("case,key", [("llama", "rms_norm_eps"), ("llama", "rope_parameters.rope_theta"),
+                                      ("llama", "rope_parameters.factor"), ("llama", "rope_parameters.low_freq_factor"),
+                                      ("gemma2", "query_pre_attn_scalar"), ("gemma2", "final_logit_softcapping")])
+def test_integers_past_floats_range_are_refused_by_name(case, key):
+    """A JSON integer past float's range (10**400 parses as a Python int) where a number goes raised OverflowError
+    from math.isfinite: it is a CheckpointError naming the key, as inf is."""
+    with pytest.raises(CheckpointError, match=rf"{re.escape(key)}=1000000000.*\.\.\. must be a finite number > "):
+        DecoderConfig.from_dict(with_key(case, key, 10**400))
+    with pytest.raises(CheckpointError, match=rf"{re.escape(key)}=-1000000000.*\.\.\. must be a finite number > "):
+        DecoderConfig.from_dict(with_key(case, key, -10**400))
 
 
 @pytest.mark.parametrize("case,key,value", [

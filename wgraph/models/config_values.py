@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 from wgraph.errors import CheckpointError
 
@@ -32,9 +33,10 @@ def integer(where: str, value, lo: int, hi: int) -> int:
 
 
 def real(where: str, value, *, lo: float = 0.0, hi: float = math.inf) -> float:
-    """A finite number > lo and <= hi."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not lo < value <= hi:
+    """A finite number > lo and <= hi. A JSON integer past float's range (10**400) is not finite either: math.isfinite
+    and float() raise OverflowError on it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value) > sys.float_info.max \
+            or not math.isfinite(value) or not lo < value <= hi:
         refuse(where, value, f"must be a finite number > {lo:g}" + ("" if hi == math.inf else f" and <= {hi:g}"))
     return float(value)
 
