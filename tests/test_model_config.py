@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 
 from wgraph.errors import CheckpointError
@@ -206,6 +207,22 @@ def test_partial_rotary_and_linear_rope():
                                            {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}))
     plain = DecoderConfig.from_dict(with_key("llama", "rope_parameters", {"rope_type": "default", "rope_theta": 1e4}))
     assert lin.inv_freq() == pytest.approx(plain.inv_freq() / 4.0, rel=1e-15)
+
+
+def test_rope_factors_whose_angles_overflow_are_refused():
+    """A linear RoPE factor of 5e-324 (a JSON number > 0, so accepted) made every inverse frequency inf and the
+    model's cos / sin tables NaN; the frequencies must give finite angles for every position a model may have. A
+    factor of 1e-300 still does (1e300 x 2^20), and reads."""
+    for fmt_key in ("rope_parameters", "rope_scaling"):
+        d = hf_config("llama", "v4")
+        d.pop("rope_scaling", None)
+        d[fmt_key] = {"rope_type": "linear", "factor": 5e-324}
+        with pytest.raises(CheckpointError, match=r"RoPE scaling \{'factor': 5e-324\} \(rope_theta=500000\.0\) gives "
+                                                  r"inverse frequencies \[inf, inf, inf, inf\]\.\.\.; the angles of "
+                                                  r"1048576 positions must be finite"):
+            DecoderConfig.from_dict(d)
+    ok = DecoderConfig.from_dict(with_key("llama", "rope_parameters", {"rope_type": "linear", "factor": 1e-300}))
+    assert np.isfinite(ok.inv_freq()).all()
 
 
 def test_file_errors(tmp_path):

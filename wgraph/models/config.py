@@ -23,7 +23,7 @@ from wgraph.models import config_values as check
 from wgraph.models.config_keys import harmless
 from wgraph.models.config_values import shown
 from wgraph.models.files import read_text
-from wgraph.models.rope import LinearRopeScaling, RopeScaling, inv_freq, read_rope
+from wgraph.models.rope import LinearRopeScaling, RopeScaling, RopeSettings, inv_freq, read_rope
 
 MAX_DIM = 1 << 20            # any one size (hidden, intermediate, heads x head_dim); a bound against absurd files
 MAX_VOCAB = 1 << 22
@@ -231,6 +231,7 @@ def _read(f: _Fields, arch: Architecture) -> dict:
                               f"({heads * head_dim}) at most {MAX_DIM}")
     layers = f.integer("num_hidden_layers", 1, MAX_LAYERS)
     rope = read_rope(f.d)
+    _check_rope_angles(rope, head_dim)
     act_name = f.choice(arch.activation_key, ACTIVATIONS)
     out = dict(
         vocab_size=f.integer("vocab_size", 1, MAX_VOCAB), hidden_size=hidden,
@@ -259,6 +260,17 @@ def _read(f: _Fields, arch: Architecture) -> dict:
                    query_pre_attn_scalar=f.real("query_pre_attn_scalar"),
                    attn_softcap=f.cap("attn_logit_softcapping"), final_softcap=f.cap("final_logit_softcapping"))
     return out
+
+
+def _check_rope_angles(rope: RopeSettings, rotary_dim: int) -> None:
+    """CheckpointError unless every RoPE angle (position x inverse frequency) of every position a model may have
+    (MAX_SEQ) is finite: a linear factor of 5e-324 made the frequencies inf, and the cos / sin tables NaN."""
+    inv = inv_freq(rope.theta, rope.scaling, rotary_dim)
+    peak = float(np.max(inv)) * (MAX_SEQ - 1)
+    if not (np.isfinite(inv).all() and math.isfinite(peak)):
+        scaling = {} if rope.scaling is None else attrs.asdict(rope.scaling)
+        raise CheckpointError(f"config.json: RoPE scaling {scaling} (rope_theta={rope.theta!r}) gives inverse "
+                              f"frequencies {inv.tolist()[:4]}...; the angles of {MAX_SEQ} positions must be finite")
 
 
 def _layer_windows(f: _Fields, arch: Architecture, layers: int) -> tuple[int, ...]:

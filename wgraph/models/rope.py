@@ -131,12 +131,15 @@ def inv_freq(theta: float, scaling: RopeScaling | LinearRopeScaling | None, rota
     s = scaling
     if s is None:
         return inv
-    if isinstance(s, LinearRopeScaling):
-        return inv / s.factor
-    low_wavelen = s.original_max_position_embeddings / s.low_freq_factor
-    high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
-    wavelen = 2 * np.pi / inv
-    smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (
-        s.high_freq_factor - s.low_freq_factor)
-    blended = (1 - smooth) * inv / s.factor + smooth * inv
-    return np.where(wavelen > low_wavelen, inv / s.factor, np.where(wavelen < high_wavelen, inv, blended))
+    # extreme factors overflow (config.py refuses a result that is not finite); the blend also overflows in the
+    # bands np.where does not take it from
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if isinstance(s, LinearRopeScaling):
+            return inv / s.factor
+        low_wavelen = s.original_max_position_embeddings / s.low_freq_factor
+        high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
+        wavelen = 2 * np.pi / inv
+        smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (
+            s.high_freq_factor - s.low_freq_factor)
+        blended = (1 - smooth) * inv / s.factor + smooth * inv
+        return np.where(wavelen > low_wavelen, inv / s.factor, np.where(wavelen < high_wavelen, inv, blended))
