@@ -182,6 +182,19 @@ def test_bad_input_is_refused(tokenizers, tmp_path):
         Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "merges.gguf", meta))
 
 
+@pytest.mark.parametrize("name", ["tokenizer_config.json", "generation_config.json", "config.json"])
+def test_json_nested_past_the_parser_is_named(tmp_path, name):
+    """A tokenizer_config.json, generation_config.json or config.json nested 100000 lists deep raised json's bare
+    RecursionError from Tokenizer.from_directory; it is a CheckpointError naming the file, as config.json's reader
+    says it."""
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / f).write_bytes((tiny_files.TINY_TOKENIZER / f).read_bytes())
+    (tmp_path / name).write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(CheckpointError, match=rf"{re.escape(name)} is not valid JSON: RecursionError: maximum "
+                                              r"recursion depth exceeded"):
+        Tokenizer.from_directory(tmp_path)
+
+
 def test_template_sandbox_and_helpers():
     t = ChatTemplate({"default": "{{ messages[0]['content'] | tojson }} {{ strftime_now('%Y') | length }}"
                                  "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"

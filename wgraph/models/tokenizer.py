@@ -47,10 +47,10 @@ def _read_json(path: Path, limit: int):
         return None
     try:
         return json.loads(read_text(path, limit))
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
         if isinstance(e, CheckpointError):
             raise
-        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
+        raise CheckpointError(f"{path} is not valid JSON: {type(e).__name__}: {e}") from None
 
 
 def _token_string(value, where: str) -> str | None:
