@@ -195,6 +195,16 @@ def test_json_nested_past_the_parser_is_named(tmp_path, name):
         Tokenizer.from_directory(tmp_path)
 
 
+@pytest.mark.parametrize("name", [[1], {"a": 1}, None, 3])
+def test_a_chat_template_name_that_is_not_a_string_is_named(name):
+    """tokenizer_config.json's chat_template as [{"name": [1], "template": ...}] raised TypeError (unhashable
+    type: 'list') building the dict of templates; any name that is not a string is a CheckpointError naming them."""
+    value = [{"name": "default", "template": "x"}, {"name": name, "template": "y"}]
+    with pytest.raises(CheckpointError, match=rf"^tokenizer_config.json: the chat templates' names "
+                                              rf"{re.escape(json.dumps(['default', name]))} must be strings$"):
+        ChatTemplate.from_value(value, "tokenizer_config.json")
+
+
 def test_template_sandbox_and_helpers():
     t = ChatTemplate({"default": "{{ messages[0]['content'] | tojson }} {{ strftime_now('%Y') | length }}"
                                  "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"

@@ -18,6 +18,7 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from wgraph.errors import ChatTemplateError, CheckpointError
+from wgraph.models.config_values import shown
 
 MAX_TEMPLATE_CHARS = 1 << 20
 MAX_PROMPT_CHARS = 1 << 24     # a rendered conversation
@@ -149,6 +150,9 @@ class ChatTemplate:
         if isinstance(value, str):
             return cls({"default": value}, source)
         if isinstance(value, list) and all(isinstance(t, dict) and set(t) == {"name", "template"} for t in value):
+            names = [t["name"] for t in value]
+            if not all(isinstance(n, str) for n in names):   # a list or an object as a name was unhashable
+                raise CheckpointError(f"{source}: the chat templates' names {shown(names)} must be strings")
             return cls({t["name"]: t["template"] for t in value}, source)
         if isinstance(value, dict):
             return cls(value, source)
