@@ -205,6 +205,33 @@ def test_a_chat_template_name_that_is_not_a_string_is_named(name):
         ChatTemplate.from_value(value, "tokenizer_config.json")
 
 
+def _spm_with(tokens: list[str]) -> dict:
+    """The tiny SentencePiece-style GGUF vocabulary with `tokens` added (normal tokens, score 0)."""
+    spm = tiny_files.spm_tokenizer()
+    new = [t for t in tokens if t not in spm["tokens"]]
+    return dict(spm, tokens=spm["tokens"] + new, token_types=spm["token_types"] + [1] * len(new),
+                scores=spm["scores"] + [0.0] * len(new))
+
+
+def test_implied_merges_are_bounded_work(tmp_path):
+    """A SentencePiece GGUF vocabulary (no tokenizer.ggml.merges) has its merges made from every split of a token
+    into two tokens: one token of 400,000 characters (a 420 KB file) took ~19 s, slicing it at each point (quadratic:
+    4.8 s at 200,000), and "a" .. "a" * 1000 (a 537 KB file) implies 500,000 pairs holding 3.3e8 characters (3.3 s,
+    870 MB). Only splits at token lengths are tried now, and the pairs are bounded by the vocabulary's size."""
+    import time
+
+    path = tiny_files.write_tokenizer_gguf(tmp_path / "long.gguf", _spm_with(["a" * 400_000]))
+    start = time.perf_counter()
+    tok = Tokenizer.from_gguf(path)
+    assert time.perf_counter() - start < 2.0
+    assert tok.decode(tok.encode("a b")) == "a b"
+    path = tiny_files.write_tokenizer_gguf(tmp_path / "runs.gguf", _spm_with(["a" * k for k in range(1, 1001)]))
+    with pytest.raises(CheckpointError, match=r"runs.gguf: the 1900 tokens of tokenizer.ggml.tokens split into more "
+                                              r"than 121600 pairs of tokens or \d+ characters of them \(64 per token "
+                                              r"and per character"):
+        Tokenizer.from_gguf(path)
+
+
 def test_template_sandbox_and_helpers():
     t = ChatTemplate({"default": "{{ messages[0]['content'] | tojson }} {{ strftime_now('%Y') | length }}"
                                  "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"

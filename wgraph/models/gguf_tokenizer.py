@@ -39,6 +39,9 @@ PRE_TOKENIZER_SPLITS = {
     **dict.fromkeys(("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), _GPT4O),
 }
 GEMMA_ARCHS = ("gemma", "gemma2", "gemma3")
+# the merges a vocabulary without tokenizer.ggml.merges implies, per token and per character of its tokens: SmolLM2's
+# 49,152 tokens (332,367 characters) imply 107,441 pairs holding 758,312 characters, about 2 of each
+IMPLIED_MERGES_PER_TOKEN = 64
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -78,14 +81,33 @@ def _pairs(merges: list[str], name: str) -> list[tuple[str, str]]:
     return out
 
 
-def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tuple[str, str]]:
+def generate_merges(vocab: dict[str, int], scores: dict[str, float],
+                    name: str = "the vocabulary") -> list[tuple[str, str]]:
     """Merges implied by a vocabulary: every split of a token into two tokens, best score first
-    (transformers' generate_merges with vocab_scores)."""
-    merges = []
+    (transformers' generate_merges with vocab_scores). Only splits at lengths some token has are tried (slicing at
+    every point of a 200,000-character token took 4.8 s, quadratic in its length), and what the splits hold is
+    bounded by the vocabulary's size (IMPLIED_MERGES_PER_TOKEN pairs per token and characters per character: "a" ..
+    "a" * k implies k^2 / 2 pairs holding k^3 / 3 characters); `name` names the file in that error."""
+    lengths = sorted({len(t) for t in vocab})
+    has_length = set(lengths)
+    max_pairs = IMPLIED_MERGES_PER_TOKEN * len(vocab)
+    max_chars = IMPLIED_MERGES_PER_TOKEN * sum(len(t) for t in vocab)
+    merges, chars = [], 0
     for merge, score in scores.items():
-        local = [(merge[:i], merge[i:], score) for i in range(1, len(merge))
-                 if merge[:i] in vocab and merge[i:] in vocab]
+        n = len(merge)
+        local = []
+        for i in lengths:
+            if i >= n:
+                break
+            if n - i in has_length and merge[:i] in vocab and merge[i:] in vocab:
+                local.append((merge[:i], merge[i:], score))
         merges.extend(sorted(local, key=lambda x: (vocab[x[0]], vocab[x[1]])))
+        chars += n * len(local)
+        if len(merges) > max_pairs or chars > max_chars:
+            raise CheckpointError(f"GGUF file {name}: the {len(vocab)} tokens of tokenizer.ggml.tokens split into more "
+                                  f"than {max_pairs} pairs of tokens or {max_chars} characters of them ("
+                                  f"{IMPLIED_MERGES_PER_TOKEN} per token and per character: the merges a vocabulary "
+                                  f"without tokenizer.ggml.merges implies; a real one implies about 2)")
     merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
     return [(a, b) for a, b, _ in merges]
 
@@ -127,7 +149,7 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
 def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: list[str] | None, gemma: bool,
                    name: str) -> Backend:
     vocab = _vocab(tokens, tokens, name)
-    merges = _pairs(merges_text, name) if merges_text is not None else generate_merges(vocab, scores)
+    merges = _pairs(merges_text, name) if merges_text is not None else generate_merges(vocab, scores, name)
     try:
         model = (models.BPE(vocab=vocab, merges=merges, fuse_unk=True, unk_token="<unk>", dropout=None,
                             byte_fallback=True) if gemma else
