@@ -61,6 +61,16 @@ def test_hostile_files_are_refused(tmp_path):
         Checkpoint(tmp_path / "empty")
 
 
+def test_a_shard_name_past_the_file_systems_limit_is_named(tmp_path):
+    """An index naming a shard of 5,000 characters (a plain file name, so not refused as a path out of the
+    directory) raised OSError [Errno 36] File name too long from Path.is_file: a CheckpointError naming the index."""
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"x": "x" * 5000 + ".safetensors"}}))
+    with pytest.raises(CheckpointError, match=r"model.safetensors.index.json: shard \"xxxx.*\.\.\. cannot be looked "
+                                              r"up: File name too long$"):
+        Checkpoint(tmp_path)
+
+
 def test_llama3_rope_scaling_matches_reference():
     scaling = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}

@@ -19,6 +19,7 @@ from wgraph import args
 from wgraph.dtypes import BF16_BITS, from_bf16
 from wgraph.errors import CheckpointError
 from wgraph.models.config import DecoderConfig
+from wgraph.models.config_values import shown
 from wgraph.models.files import read_text
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -71,7 +72,12 @@ class Checkpoint:
         self._files = {}
         for fname in _shard_names(self.root):
             path = self.root / fname
-            if not path.is_file():
+            try:
+                listed = path.is_file()
+            except OSError as e:  # a name the file system refuses (past NAME_MAX: ENAMETOOLONG)
+                raise CheckpointError(f"{self.root / INDEX_FILE}: shard {shown(fname)} cannot be looked up: "
+                                      f"{e.strerror}") from None
+            if not listed:
                 raise CheckpointError(f"{path}: shard listed in {INDEX_FILE} is missing")
             try:
                 handle = safe_open(str(path), framework="np")
