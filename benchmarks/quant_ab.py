@@ -16,7 +16,8 @@ Env: SMALL=1 a smoke run (lavapipe-sized shapes, two formats); TYPES=Q4_0,Q4_K,.
 run the planned variant and its bound only; TARGET_S (default 0.1): seconds of calls per timing; ROUNDS (default
 2): a shape's configurations timed that many times in turns, the least kept (a single timing of a small matrix can
 read several times too long); SKIP: registry
-variants and candidates (names without the format) left out, with their twins. ROWS=2..8: the 1B matrices' rows
+variants and candidates (names without the format) left out, with their twins; TWINS: the variants whose compute-only
+twin is timed (names without the format; default: the list below). ROWS=2..8: the 1B matrices' rows
 of x in prefill chunks and batched decode (gate_proj, down_proj) with that many rows instead, the candidates
 then on quant_gemv_r8's form (fewer weight rows a slot, more steps in flight: the 8-row Q4_K GEMV holds 217
 registers a thread, h200-pipeline-stats.log)."""
@@ -64,6 +65,8 @@ if ROWS > 1:   # candidates on the multi-row entry's form
                   ("ab_r8_l64_f1", {"lanes": 64, "features_per_lane": 1, "unroll": 1}, {}),
                   ("ab_r8_f2_u2", {"lanes": 32, "features_per_lane": 2, "unroll": 2}, {})]
     TWINS = ["quant_gemv_r8", "ab_r8_f1"]
+if os.environ.get("TWINS"):
+    TWINS = os.environ["TWINS"].split(",")
 
 
 def write_registry() -> None:
