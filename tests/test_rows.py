@@ -128,3 +128,20 @@ def test_norm_eps_below_f32s_smallest_normal_is_refused(dev, rng):
                 call(eps)
         got = call(tiny).numpy()
         assert np.array_equal(got, np.broadcast_to(b, x.shape) if op == "layernorm" else np.zeros_like(x)), (op, got)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_layernorm_rows_whose_sum_overflows_f32_are_not_nan(dev, dtype):
+    """A finite row whose sum passes f32's range gave NaN (inf - inf): a row of f32's max (float64: the bias),
+    [1e38, -1e38] x 4 (the tree's partial sums met as inf + -inf; documented: zeros, then the bias). Now the first
+    is the bias, as float64, and the second the documented zeros; a row with an inf or NaN stays NaN. f16 rows
+    of 65504 (sum 5.2e5, in range) are the bias too."""
+    big = float(np.finfo(dtype).max)
+    rows = np.array([[big] * 8, [-big] * 8, [big / 3, -big / 3] * 4, [1.0] * 7 + [np.inf], [1.0] * 7 + [np.nan]], dtype)
+    w, b = np.ones(8, dtype), np.full(8, 0.5, dtype)
+    got = wg.ops.layernorm(dev.tensor(rows), dev.tensor(w), dev.tensor(b), eps=1e-5).numpy()
+    assert (got[:2] == 0.5).all(), got
+    # f32: the squares of 1.1e38 pass f32's range (docs/ops.md: zeros); f16's 21835 squares stay in range: +-1
+    expect = 0.5 if dtype == np.float32 else np.array([1.5, -0.5] * 4, dtype)
+    assert (got[2] == expect).all(), got
+    assert np.isnan(got[3:]).all(), got

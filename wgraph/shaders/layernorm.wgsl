@@ -3,6 +3,10 @@
 {{ENABLE}}
 //!include row_reduce.wgsl
 
+fn is_finite_f32(v: f32) -> bool {
+  return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
+}
+
 struct LayerNormParams {
   rows: u32,
   dim: u32,
@@ -24,11 +28,21 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     return;
   }
   let base = row * params.dim;
+  // the sum of a finite row overflows f32 past ~3.4e38 / dim (a row of f32's max gave inf - inf = NaN where
+  // float64 gives 0; [1e38, -1e38] x 4 reached inf + -inf = NaN in the tree): such a row takes its mean from the
+  // sum of x / dim, which cannot overflow (a row with an inf or NaN is not finite either way and stays NaN).
+  // Finiteness is tested on the bits: a compiler may fold float comparisons with inf or NaN.
+  let inv_dim = 1.0 / f32(params.dim);
   var s = 0.0;
+  var s_small = 0.0;
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
-    s = s + f32(x[base + i]);
+    let v = f32(x[base + i]);
+    s = s + v;
+    s_small = s_small + v * inv_dim;
   }
-  let mean = workgroup_sum(lid.x, s) / f32(params.dim);
+  let total = workgroup_sum(lid.x, s);
+  let total_small = workgroup_sum(lid.x, s_small);
+  let mean = select(total / f32(params.dim), total_small, !is_finite_f32(total) && is_finite_f32(total_small));
   var q = 0.0;
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
     let d = f32(x[base + i]) - mean;
@@ -36,7 +50,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   }
   let inv = inverseSqrt(workgroup_sum(lid.x, q) / f32(params.dim) + params.eps);
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
-    var v = (f32(x[base + i]) - mean) * inv * f32(weight[i]);
+    // var past f32's range makes inv 0 (the documented zeros); a deviation that overflowed itself (x = 3e38,
+    // mean = -2e38) would make inf * 0 = NaN there
+    var v = select((f32(x[base + i]) - mean) * inv, 0.0, inv == 0.0) * f32(weight[i]);
     if (params.has_bias != 0u) {
       v = v + f32(bias[i]);
     }
