@@ -11,7 +11,8 @@ from wgraph import args
 from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
-from wgraph.ops.core import OpDef, apply, register
+from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.cpu_limits import halvings, loop
 from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
 from wgraph.tensor import TensorSpec
 
@@ -50,6 +51,10 @@ def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
     (x, w), (y,) = inputs, outputs
     variant = select_variant("rmsnorm", output_dtype=x.dtype)
     dim = x.shape[-1]
+    threads = kernel(variant).threads
+    # the sum of squares over the row's elements, then the writes (over u32 words of two for bf16)
+    writes = ceil_div(dim, 2 * threads) if x.dtype == "bf16" else ceil_div(dim, threads)
+    check_row_loops(ctx, "rmsnorm", dim, loop(ceil_div(dim, threads)) + loop(writes) + loop(halvings(threads)))
     rows = x.size // dim if dim else 0
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
                          bindings={"x": x, "weight": w, "y": y}, workgroups=ctx.grid(rows), label="rmsnorm")]
@@ -140,6 +145,7 @@ def _encode_add_rmsnorm(ctx, params: AddRmsNormParams, inputs, outputs):
     (x, r, w), (s, y) = inputs, outputs
     variant = select_variant("add_rmsnorm", output_dtype=x.dtype)
     dim = x.shape[-1]
+    check_row_loops(ctx, "add_rmsnorm", dim, row_loops(dim, kernel(variant).threads, 2, 1))
     rows = x.size // dim if dim else 0
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
                          bindings={"x": x, "r": r, "weight": w, "sum": s, "y": y}, workgroups=ctx.grid(rows),
