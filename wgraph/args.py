@@ -124,9 +124,11 @@ def normal_real(fn: str, name: str, value, *, or_zero: bool = False) -> float:
 def factor(fn: str, name: str, value) -> float:
     """A real an f32 uniform multiplies by (scale's factor): 0, or a finite real whose magnitude is from f32's
     smallest normal to its largest; a smaller one is 0 (or a subnormal a GPU may flush to 0) in the uniform:
-    scale(1e30, 1e-50) gave 0, not 1e-20."""
+    scale(1e30, 1e-50) gave 0, not 1e-20. -0.0 is 0.0: an op call's template is found by its params, where -0.0 ==
+    0.0, so the first of the two a process used was the factor of both (scale(x, -0.0)'s zeros had the signs of the
+    first call's)."""
     if is_real(value) and (value == 0 or F32_TINY <= abs(_compared(value)) <= F32_MAX):
-        return float(value)
+        return float(value) + 0.0
     raise fail(fn, name, value, f"0 or a finite real of magnitude in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
 
 
