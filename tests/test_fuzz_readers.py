@@ -272,6 +272,14 @@ def test_rope_objects(name, rope):
         _check_config(out)
 
 
+def _llama_config_with(key: str, value) -> dict:
+    """The llama config.json with `key` (a top-level key, or "outer.inner" inside an object) set to `value`."""
+    d = hf_config("llama")
+    outer, _, inner = key.rpartition(".")
+    (d[outer] if outer else d)[inner] = value
+    return d
+
+
 INTEGER_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "head_dim", "max_position_embeddings")
 
@@ -282,12 +290,7 @@ def test_integer_keys_take_json_integers_only(key, value):
     """A bool (True is an int in Python) or an integral float (8.0) where config.json has an integer is refused,
     as an integer in the wrong range is (a null where a default exists takes it): one rule, config_values.integer,
     for every integer key."""
-    d = hf_config("llama")
-    if "." in key:
-        outer, inner = key.split(".")
-        d[outer][inner] = value
-    else:
-        d[key] = value
+    d = _llama_config_with(key, value)
     if value is None and key in ("num_key_value_heads", "head_dim", "max_position_embeddings"):
         DecoderConfig.from_dict(d)   # null: transformers' default
         return
@@ -300,12 +303,7 @@ def test_integer_keys_take_json_integers_only(key, value):
 @pytest.mark.parametrize("key", ["rms_norm_eps", "rope_parameters.rope_theta", "rope_parameters.factor"])
 def test_real_keys_take_finite_json_numbers_only(key, value):
     """A bool, a string, NaN, an infinity, a number out of range or past float's range where a real goes."""
-    d = hf_config("llama")
-    if "." in key:
-        outer, inner = key.split(".")
-        d[outer][inner] = value
-    else:
-        d[key] = value
+    d = _llama_config_with(key, value)
     if value is None and key == "rope_parameters.rope_theta":
         assert DecoderConfig.from_dict(d).rope_theta == 10000.0   # no theta given: transformers' default
         return
