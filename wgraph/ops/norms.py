@@ -12,7 +12,7 @@ from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.ops.cpu_limits import halvings, loop
+from wgraph.ops.cpu_limits import loop
 from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
 from wgraph.tensor import TensorSpec
 
@@ -54,7 +54,7 @@ def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
     threads = kernel(variant).threads
     # the sum of squares over the row's elements, then the writes (over u32 words of two for bf16)
     writes = ceil_div(dim, 2 * threads) if x.dtype == "bf16" else ceil_div(dim, threads)
-    check_row_loops(ctx, "rmsnorm", dim, loop(ceil_div(dim, threads)) + loop(writes) + loop(halvings(threads)))
+    check_row_loops(ctx, "rmsnorm", dim, row_loops(dim, threads, 1, 1) + loop(writes))
     rows = x.size // dim if dim else 0
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
                          bindings={"x": x, "weight": w, "y": y}, workgroups=ctx.grid(rows), label="rmsnorm")]
