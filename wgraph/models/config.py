@@ -7,7 +7,6 @@ CheckpointError naming it. The architecture comes from `model_type` and `archite
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -22,7 +21,7 @@ from wgraph.models.architectures import ACTIVATIONS, ARCHITECTURES, BY_CLASS, CO
 from wgraph.models import config_values as check
 from wgraph.models.config_keys import harmless
 from wgraph.models.config_values import shown
-from wgraph.models.files import read_text
+from wgraph.models.files import read_json
 from wgraph.models.rope import LinearRopeScaling, RopeScaling, RopeSettings, inv_freq, read_rope
 
 MAX_DIM = 1 << 20            # any one size (hidden, intermediate, heads x head_dim); a bound against absurd files
@@ -135,12 +134,7 @@ class DecoderConfig:
         """
         if not isinstance(path, (str, os.PathLike)):
             raise args.fail("DecoderConfig.from_file", "path", path, "a path (str or os.PathLike)")
-        text = read_text(Path(path), MAX_CONFIG_BYTES)
-        try:
-            d = json.loads(text)
-        except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
-            raise CheckpointError(f"{path} is not valid JSON: {type(e).__name__}: {e}") from None
-        return cls.from_dict(d)
+        return cls.from_dict(read_json(Path(path), MAX_CONFIG_BYTES))
 
 
 LlamaConfig = DecoderConfig  # the name before other architectures loaded

@@ -1,9 +1,10 @@
-"""Reading a checkpoint's text files (config.json, the safetensors index, tokenizer files, chat templates): regular
+"""Reading a checkpoint's text and JSON files (config.json, the safetensors index, tokenizer files, chat templates): regular
 files only (after symlinks: a device or a FIFO reports 0 bytes and reads forever), at most `limit` bytes read
 whatever the file system says, UTF-8. Every failure is a CheckpointError naming the file."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -40,3 +41,13 @@ def read_text(path: Path, limit: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CheckpointError(f"{path} is not UTF-8 text: {e}") from None
+
+
+def read_json(path: Path, limit: int):
+    """The JSON value of the regular file `path` (read_text's rules); text that is not JSON, or nests deeper than
+    the parser goes (RecursionError), is a CheckpointError naming the file and the parser's reason."""
+    text = read_text(path, limit)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise CheckpointError(f"{path} is not valid JSON: {type(e).__name__}: {e}") from None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from wgraph import args
 from wgraph.errors import ArgumentError, CheckpointError
 from wgraph.host_arrays import host_ids
 from wgraph.models.chat_template import ChatTemplate
-from wgraph.models.files import read_text
+from wgraph.models.files import read_json, read_text
 from wgraph.models.gguf import GGUFFile
 from wgraph.models.gguf_tokenizer import gguf_tokenizer_parts
 
@@ -45,12 +44,7 @@ def _read_json(path: Path, limit: int):
     """A JSON file of at most `limit` bytes, or None when it does not exist."""
     if not path.is_file():
         return None
-    try:
-        return json.loads(read_text(path, limit))
-    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
-        if isinstance(e, CheckpointError):
-            raise
-        raise CheckpointError(f"{path} is not valid JSON: {type(e).__name__}: {e}") from None
+    return read_json(path, limit)
 
 
 def _token_string(value, where: str) -> str | None:
