@@ -238,7 +238,8 @@ def test_x_int8_plans_the_integer_dot_gemvs_where_they_were_faster(dev, rng):
                                f"here), so x stays f32; " + plain.reason)
     with pytest.raises(wg.PlanError, match="x_int8=True asks for a GEMV that rounds x to int8, and the forced "
                                            "variant quant_gemv_r1_q4_0 keeps x f32; those that round it: "
-                                           r"\['quant_gemv_r1_wide_i8_q4_0', 'quant_gemv_r8_i8stage_q4_0'\]"):
+                                           r"\['quant_gemv_r1_wide_xr_q4_0', 'quant_gemv_r1_wide_i8_q4_0', "
+                                           r"'quant_gemv_r8_i8stage_q4_0'\]"):
         plan_linear_q(1, 64, 512, "Q4_0", "quant_gemv_r1_q4_0", x_int8=True)
     assert plan_linear_q(2, 64, 512, "Q4_0", "quant_gemv_r8_i8stage_q4_0", x_int8=True).reason.startswith("forced")
     x = dev.tensor(np.ones((1, 64), np.float32))
@@ -246,6 +247,27 @@ def test_x_int8_plans_the_integer_dot_gemvs_where_they_were_faster(dev, rng):
         wg.ops.linear(x, dev.tensor(np.ones((8, 64), np.float32)), x_int8=True)
     with pytest.raises(wg.ArgumentError, match="linear: x_int8=1 must be True or False"):
         wg.ops.linear(x, quantize(np.ones((8, 64), np.float32), "Q8_0").upload(dev), x_int8=1)
+
+
+def test_x_int8_widest_outputs_round_x_once_a_call(dev, rng):
+    """An x_int8 call of >= 65536 output rows (a vocabulary's lm_head: quant.toml's x_rounded entry, first in file
+    order) rounds x to int8 in a pre-pass once for the call and the GEMV stages the rounded blocks: two dispatches
+    (dev.stats), the plan's reason says so, and the product is the one of x rounded as the other x_int8 GEMVs round
+    it (with the fused norm; and forced with 3 rows of x: 3 chunks of the one-row GEMV reading 3 rounded rows);
+    narrower outputs (gate+up) round x in every workgroup, one dispatch."""
+    for t, n, want, dispatches in (("Q4_0", 65536, "quant_gemv_r1_wide_xr_q4_0", 2),
+                                   ("Q4_1", 65552, "quant_gemv_r1_wide_xr_q4_1", 2),
+                                   ("Q4_0", 8192, "quant_gemv_r1_wide_i8_q4_0", 1)):
+        plan = plan_linear_q(1, n, 256, t, x_int8=True)
+        assert plan.variant == want == _first_match(1, n, 256, t, None, False, x_int8=True).name
+        assert ("a pre-pass rounded it once for the call" in plan.reason) == (dispatches == 2)
+        for rows, variant in ((1, None), (3, want)):  # 3 rows: the forced one-row GEMV in 3 chunks
+            c = _fused_case(rng, t, rows, n, 256 // 32, norm=True, bias=True, swiglu=False, residual=True)
+            dev.sync()
+            before = dev.stats.dispatches
+            got = _fused_run(dev, c, variant=variant, x_int8=True)
+            assert dev.stats.dispatches - before == dispatches
+            _int8_check(got, c)
 
 
 def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):
@@ -290,7 +312,7 @@ def test_plan_is_the_first_registry_match(caps, x_int8):
     if caps is PLAIN:
         assert seen == {"quant_gemv_r1_wg", "quant_gemv_r8_wg"}
     else:
-        rounding = {"quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8"} if x_int8 else set()
+        rounding = {"quant_gemv_r1_wide_xr", "quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8"} if x_int8 else set()
         assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_long", "quant_gemv_r8", "quant_gemv_r8_long",
                         "quant_gemv_r8_whole"} | rounding
 
@@ -615,5 +637,5 @@ def test_quantize_refuses_values_no_block_holds(ggml_type):
     else:
         assert np.isfinite(quantize(w, ggml_type).dequantize()).all()
     w[1, 7] = np.nan
-    with pytest.raises(wg.ArgumentError, match=rf"quantize: weights\[1, 7\] is nan \(1 values not finite\)"):
+    with pytest.raises(wg.ArgumentError, match=r"quantize: weights\[1, 7\] is nan \(1 values not finite\)"):
         quantize(w, ggml_type)

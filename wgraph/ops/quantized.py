@@ -121,6 +121,8 @@ def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
         share += ", x staged in workgroup memory"
         if lim["stage_steps"] > 1:
             share += f" {lim['stage_steps']} steps at a time"
+        if lim.get("x_rounded"):
+            share += " as a pre-pass rounded it once for the call (a second dispatch)"
     else:
         share = f"{lpb} per {bw}-weight block"
     # a prefetching lane loads its next step's blocks before it sums a step's: one step more in flight
@@ -303,11 +305,32 @@ def _encode_linear_q(ctx, params: QuantLinearParams, inputs, outputs):
     kv = kernel(plan.variant)
     swiglu = params.activation == "swiglu"
     uniforms = core_uniforms(kv, m, n, k, swiglu, bias=b, norm=norm, residual=residual, eps=params.eps)
+    rounding, x = _round_x(ctx, kv, x, norm, m, k)
     bindings = {**core_bindings(ctx, x=x, blocks=blocks, bias=b, norm=norm),
                 "residual": residual if residual is not None else ctx.fallback("linear_q.residual"), "y": y}
-    return [ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings,
-                         workgroups=ctx.grid(uniforms["groups_per_chunk"] * plan.row_chunks), label="linear_q",
-                         constants=core_constants(norm=norm))]
+    return rounding + [ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings,
+                                    workgroups=ctx.grid(uniforms["groups_per_chunk"] * plan.row_chunks),
+                                    label="linear_q", constants=core_constants(norm=norm))]
+
+
+# x as the x_rounded GEMVs stage it (shaders/quant_x_round.wgsl): three 16-byte vectors a 32-value block and row
+ROUNDED_BLOCK_F32 = 12
+
+
+def _round_x(ctx, kv: Kernel, x, norm, m: int, k: int) -> tuple[list, Any]:
+    """The pre-pass of a GEMV whose registry limit x_rounded is 1 and the x the GEMV then reads: x (times the norm's
+    weights) rounded to int8 blocks once for the call, into scratch; no dispatch and x itself for the others, which
+    round x in every workgroup as they stage it."""
+    if not kv.limits.get("x_rounded"):
+        return [], x
+    blocks = m * (k // kv.limits["block_weights"])
+    xr = ctx.scratch((blocks * ROUNDED_BLOCK_F32,), "f32", "linear_q.x_rounded")
+    rounder = kernel("quant_x_round")
+    return [ctx.dispatch("quant_x_round", uniforms={"m": m, "k": k, "row_blocks": blocks // m},
+                         bindings={"x": x, "norm_w": norm if norm is not None else ctx.fallback("linear_q.norm", 16),
+                                   "xr": xr},
+                         workgroups=ctx.grid(ceil_div(blocks, rounder.threads)), label="linear_q.x_round",
+                         constants=core_constants(norm=norm))], xr
 
 
 LINEAR_Q = register(OpDef("linear_q", _infer_linear_q, _encode_linear_q,

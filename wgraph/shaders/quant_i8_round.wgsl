@@ -56,8 +56,3 @@ fn round_block(row0: u32, r: u32, rows: u32, blk: u32) -> I8Block {
   out.sum = f32(sum);
   return out;
 }
-
-// The staged x sources apply the norm as they round x (round_block): nothing for the lanes
-fn lane_norms(blk: u32, t: u32) -> array<vec4<f32>, XV> {
-  return array<vec4<f32>, XV>();
-}

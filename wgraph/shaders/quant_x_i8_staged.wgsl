@@ -6,8 +6,10 @@
 // costs its loads, 8 integer dots and a few scalars.
 // Staging (stage_x): one thread per block and row of x rounds it (quant_i8_round.wgsl) and stores its 8 words of
 // int8 values (two vectors, at neighbouring blocks' places: a slot's lanes read neighbouring 16-byte vectors) and
-// (step, sum of the values, x^2).
+// (step, sum of the values, x^2). With X_ROUNDED (the registry limit x_rounded) x comes rounded already, by the
+// call's pre-pass (quant_x_round.wgsl: three vectors a block and row, in `x`), and the stage copies it.
 const STAGE_X: u32 = 1u;
+const X_ROUNDED: bool = {{X_ROUNDED}}u == 1u;
 const_assert LPB == 1u && XB == 8u;  // a lane takes a whole 32-weight block
 
 // Block b of the stage, row r of x: its int8 words 0-3 at xq_stage[2 r SB + b], 4-7 at [(2 r + 1) SB + b]
@@ -24,16 +26,33 @@ struct XPart {
 
 //!include quant_i8_round.wgsl
 
+// The norm is applied as x is rounded (round_block): nothing for the lanes
+fn lane_norms(blk: u32, t: u32) -> array<vec4<f32>, XV> {
+  return array<vec4<f32>, XV>();
+}
+
 // Stage `run`'s blocks of x (the STAGE_STEPS steps from step run * STAGE_STEPS; rows row0 .. row0 + rows of the
 // chunk; zeros past the row's end)
 fn stage_x(t: u32, run: u32, row0: u32, rows: u32) {
   for (var v = t; v < STAGED_BLOCKS * MAX_ROWS; v = v + THREADS) {
     let r = v / STAGED_BLOCKS;
     let b = v % STAGED_BLOCKS;
-    let x8 = round_block(row0, r, rows, run * STAGED_BLOCKS + b);
-    xq_stage[2u * r * STAGED_BLOCKS + b] = vec4<u32>(x8.q[0], x8.q[1], x8.q[2], x8.q[3]);
-    xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = vec4<u32>(x8.q[4], x8.q[5], x8.q[6], x8.q[7]);
-    xf_stage[r * STAGED_BLOCKS + b] = vec4<f32>(x8.step, x8.sum, x8.sq, 0.0);
+    let blk = run * STAGED_BLOCKS + b;
+    if (X_ROUNDED) {
+      var v = array<vec4<f32>, 3>();  // zeros past the row's end and from row `rows` on
+      if (r < rows && blk < params.row_blocks) {
+        let at = 3u * ((row0 + r) * params.row_blocks + blk);
+        v = array<vec4<f32>, 3>(x[at], x[at + 1u], x[at + 2u]);
+      }
+      xq_stage[2u * r * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(v[0]);
+      xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(v[1]);
+      xf_stage[r * STAGED_BLOCKS + b] = v[2];
+    } else {
+      let x8 = round_block(row0, r, rows, blk);
+      xq_stage[2u * r * STAGED_BLOCKS + b] = vec4<u32>(x8.q[0], x8.q[1], x8.q[2], x8.q[3]);
+      xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = vec4<u32>(x8.q[4], x8.q[5], x8.q[6], x8.q[7]);
+      xf_stage[r * STAGED_BLOCKS + b] = vec4<f32>(x8.step, x8.sum, x8.sq, 0.0);
+    }
   }
 }
 
