@@ -39,14 +39,14 @@ fn stage_x(t: u32, run: u32, row0: u32, rows: u32) {
     let b = v % STAGED_BLOCKS;
     let blk = run * STAGED_BLOCKS + b;
     if (X_ROUNDED) {
-      var v = array<vec4<f32>, 3>();  // zeros past the row's end and from row `rows` on
+      var rounded = array<vec4<f32>, 3>();  // zeros past the row's end and from row `rows` on
       if (r < rows && blk < params.row_blocks) {
         let at = 3u * ((row0 + r) * params.row_blocks + blk);
-        v = array<vec4<f32>, 3>(x[at], x[at + 1u], x[at + 2u]);
+        rounded = array<vec4<f32>, 3>(x[at], x[at + 1u], x[at + 2u]);
       }
-      xq_stage[2u * r * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(v[0]);
-      xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(v[1]);
-      xf_stage[r * STAGED_BLOCKS + b] = v[2];
+      xq_stage[2u * r * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(rounded[0]);
+      xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(rounded[1]);
+      xf_stage[r * STAGED_BLOCKS + b] = rounded[2];
     } else {
       let x8 = round_block(row0, r, rows, blk);
       xq_stage[2u * r * STAGED_BLOCKS + b] = vec4<u32>(x8.q[0], x8.q[1], x8.q[2], x8.q[3]);
