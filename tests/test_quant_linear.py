@@ -318,9 +318,9 @@ def test_plan_is_the_first_registry_match(caps, x_int8):
 
 
 def test_plan_reasons_and_forcing():
-    p = plan_linear_q(1, 3072, 2048, "Q4_K", fused=("rmsnorm",), caps=SUBGROUPS)
-    assert p.reason == ("1 rows <= 1: Q4_K GEMV (blocks dequantized in registers), 8 rows of W per workgroup (384 "
-                        "workgroups), 64 lanes per row (8 per 256-weight block), 2 steps of 2 row(s) in flight per "
+    p = plan_linear_q(1, 3072, 2048, "Q4_1", fused=("rmsnorm",), caps=SUBGROUPS)
+    assert p.reason == ("1 rows <= 1: Q4_1 GEMV (blocks dequantized in registers), 8 rows of W per workgroup (384 "
+                        "workgroups), 64 lanes per row (4 per 32-weight block), 2 steps of 2 row(s) in flight per "
                         "lane, each x load feeding 2 rows, subgroup sums; rmsnorm fused")
     p = plan_linear_q(1, 3072, 2048, "Q4_0", fused=("rmsnorm",), caps=SUBGROUPS)
     assert p.reason == ("1 rows <= 1: Q4_0 GEMV (blocks dequantized in registers), 16 rows of W per workgroup (192 "
@@ -352,10 +352,8 @@ def test_plan_reasons_and_forcing():
         plan_linear_q(1, 8, 256, "Q4_0", "quant_gemv_r1_q4_0", caps=PLAIN)
     assert "subgroup" not in kernel(plan_linear_q(1, 8, 256, "Q4_0", caps=PLAIN).variant).features
     small = attrs.evolve(SUBGROUPS, max_workgroup_storage=2048)  # the 8-row kernels do not fit: 1-row chunks
-    p = plan_linear_q(5, 64, 256, "Q4_K", caps=small)
-    assert p.variant == "quant_gemv_r1_q4_k" and p.row_chunks == 5 and "5 chunks of 1 rows" in p.reason
-    # the whole-block readers stage x: too little workgroup memory for them plans the one without subgroups
-    assert plan_linear_q(1, 64, 256, "Q4_1", caps=small).variant == "quant_gemv_r1_wg_q4_1"
+    p = plan_linear_q(5, 64, 256, "Q4_1", caps=small)
+    assert p.variant == "quant_gemv_r1_q4_1" and p.row_chunks == 5 and "5 chunks of 1 rows" in p.reason
 
 
 def test_bad_arguments_raise_before_gpu_work(dev, rng):
