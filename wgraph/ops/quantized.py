@@ -1,6 +1,7 @@
 """Ops on weights held as GGML blocks (wgraph/ggml_blocks.py `QuantizedWeight`): `linear_q`,
 act(rmsnorm(x) @ W.T + b) + residual by a GEMV that reads W's raw blocks and dequantizes them in registers, every
-option fused into its one dispatch as in the f16 GEMV, and `embedding_q`, the rows of a quantized table that ids
+option fused into its one dispatch as in the f16 GEMV (an x_int8 call of >= 65536 Q4_0 / Q4_1 output rows adds a
+pre-pass dispatch that rounds x once: `_round_x`), and `embedding_q`, the rows of a quantized table that ids
 pick, as f32. `ops.linear` and `ops.embedding` call them when given a QuantizedWeight."""
 
 from __future__ import annotations
@@ -149,8 +150,8 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     caps: the device capabilities to plan for (dev.caps); None: any device.
     x_int8: also plan the GEMVs that round x to int8 per 32 weights and sum by integer dots, which the registry
         lists ahead of the f32 ones where the H200 measured them faster (Q4_0, Q4_1 and Q5_K on wide outputs,
-        n >= 8192); where none takes the call, x stays f32 (the reason says so). A forced `variant` must then be
-        one that rounds x.
+        n >= 8192; Q4_0 and Q4_1 at n >= 65536 with x rounded once by a pre-pass, a second dispatch); where none
+        takes the call, x stays f32 (the reason says so). A forced `variant` must then be one that rounds x.
     """
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)
@@ -341,7 +342,8 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
              activation: str | None = None, residual: TensorT | None = None, out: TensorT | None = None,
              variant: str | None = None, x_int8: bool = False) -> TensorT:
     """`act(rmsnorm(x) @ W.T + b) + residual` for a QuantizedWeight W [out, in] (its blocks a u32 Tensor or graph
-    value), every option fused into one GEMV dispatch as `linear`'s: x f32 [..., in], b f32 [out] or None, `norm`
+    value), every option fused into one GEMV dispatch as `linear`'s (with x_int8 and >= 65536 Q4_0 / Q4_1 output
+    rows, x's rounding is a pre-pass dispatch before it): x f32 [..., in], b f32 [out] or None, `norm`
     an RMSNorm weight [in] (with `eps`), `activation="swiglu"` (W holds [gate; up]: output [..., out / 2]),
     `residual` f32 of the output's shape; f32 accumulation and output. `variant` forces one of the format's GEMVs.
 

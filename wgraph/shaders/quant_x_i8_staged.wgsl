@@ -1,7 +1,7 @@
 // x rounded to int8 as the workgroup stages it, for the whole-block integer-dot readers
-// (quant_lanes_<format>_whole_i8.wgsl, tuning candidates; the registry fact x_int8). The integer-dot readers that
-// rounded x per lane (quant_lanes_<format>_i8dot.wgsl, removed: docs/quantized.md) spent their loop on that
-// rounding, redone for every block and slot (on the H200, 101 IMAD and 51 ISETP of the one-row Q4_0 loop's 437
+// (quant_lanes_<format>_whole_i8.wgsl; the registry fact x_int8: planned for x_int8 calls only). The integer-dot
+// readers that rounded x per lane (quant_lanes_<format>_i8dot.wgsl, removed: docs/quantized.md) spent their loop on
+// that rounding, redone for every block and slot (on the H200, 101 IMAD and 51 ISETP of the one-row Q4_0 loop's 437
 // instructions, h200-quant-whole-sass.log); here it is done once a workgroup as x is staged, and a lane's block
 // costs its loads, 8 integer dots and a few scalars.
 // Staging (stage_x): one thread per block and row of x rounds it (quant_i8_round.wgsl) and stores its 8 words of
