@@ -294,8 +294,9 @@ def stack_rows(weights: Sequence[QuantizedWeight]) -> QuantizedWeight:
 def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     """A float32 [out_features, in_features] matrix as a host QuantizedWeight: Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 by
     the `gguf` package's quantizer (llama.cpp's reference rounding); the K-quants and IQ4s by `quantize_q2_k`,
-    `quantize_q3_k`, `quantize_q4_k`, `quantize_q5_k`, `quantize_q6_k`, `quantize_iq4_nl` and `quantize_iq4_xs`
-    (gguf has no quantizer for them).
+    `quantize_q3_k`, `quantize_q4_k`, `quantize_q5_k`, `quantize_q6_k`, `quantize_iq4_nl` and `quantize_iq4_xs`,
+    the IQ1 / IQ2 / IQ3 grid formats by `quantize_iq2_xxs`, `_iq2_xs`, `_iq2_s`, `_iq3_xxs`, `_iq3_s`, `_iq1_s` and
+    `_iq1_m` (gguf has no quantizer for them).
 
     weights: float32 [out_features, in_features] (in_features a multiple of the block size).
     ggml_type: a name of FORMATS ("Q8_0", "Q4_K", "IQ4_XS", ...).
