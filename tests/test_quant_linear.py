@@ -270,6 +270,23 @@ def test_x_int8_widest_outputs_round_x_once_a_call(dev, rng):
             _int8_check(got, c)
 
 
+def test_x_int8_keeps_a_non_finite_x_non_finite(dev, rng):
+    """A NaN or inf in x (or in the fused norm's weights) makes the outputs it feeds NaN in the x_int8 GEMVs, as
+    in the f32 ones; rounding it to int8 had turned a NaN into a 0 and left the row's outputs finite (the max that
+    sets the step passes over a NaN). The other rows keep x rounded as usual. The pre-pass GEMV (x_rounded), one
+    that rounds x as it stages it, and a K-quant's (256-weight blocks: rounded per 32 the same way)."""
+    for variant, t, blocks in (("quant_gemv_r1_wide_xr_q4_0", "Q4_0", 3), ("quant_gemv_r8_i8stage_q4_0", "Q4_0", 3),
+                               ("quant_gemv_r8_k_i8stage_q4_k", "Q4_K", 1)):
+        c = _fused_case(rng, t, 4, 13, blocks, norm=False, bias=True, swiglu=False, residual=False)
+        c["x"][1, 5], c["x"][2, 40], c["x"][3, 0] = np.nan, np.inf, -np.inf
+        got = _fused_run(dev, c, variant=variant, x_int8=True)
+        assert np.all(np.isnan(got[1:])), (variant, got[1:])  # the float64 reference: NaN, +-inf or NaN
+        _int8_check(got[:1], dict(c, x=c["x"][:1]))
+    c = _fused_case(rng, "Q4_0", 2, 13, 3, norm=True, bias=False, swiglu=False, residual=False)
+    c["norm"][33] = np.nan
+    assert np.all(np.isnan(_fused_run(dev, c, variant="quant_gemv_r8_i8stage_q4_0", x_int8=True)))
+
+
 def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):
     """The planning rule of registry/quant.toml, read off the registry facts: the first non-candidate GEMV of the
     format whose limits take the call (more rows than any holds: the taker with the most max_rows); those that

@@ -358,8 +358,9 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
     variant: force one of the format's GEMV kernels by name; None: planned.
     x_int8: allow x (after the norm) to be rounded to int8 per 32 weights and summed by integer dots (llama.cpp's
         GEMV does the same) where that GEMV is the faster one (`plan_linear_q`: Q4_0, Q4_1, Q5_K with out_features
-        >= 8192); the output moves by ~1e-3 to ~1e-2 of its largest value (docs/quantized.md); a forced `variant`
-        must then be such a GEMV. Off: x stays f32.
+        >= 8192); the output moves by ~1e-3 to ~1e-2 of its largest value (docs/quantized.md), and a NaN or inf
+        in x (or the norm's weights) makes the outputs it feeds NaN (an inf gives +-inf in f32); a forced
+        `variant` must then be such a GEMV. Off: x stays f32.
     """
     w = _weight(w, "linear", "w")
     eps = args.eps("linear", eps)

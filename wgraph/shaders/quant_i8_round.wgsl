@@ -1,8 +1,8 @@
 // Rounding x to int8 as it is staged (quant_x_i8_staged.wgsl: a lane a 32-weight block; quant_x_i8_staged_k.wgsl:
 // 8 lanes a 256-weight super-block): one thread takes a 32-weight block of a row of x, times norm_w with the fused
 // norm (x^2 summed first), step = max |x'| / 127 (llama.cpp rounds x per 32 likewise), the values round(x' / step)
-// as 8 words of 4 int8. The rounding puts a dot ~1e-3 (relative) off the float sum; a non-finite x gives a
-// meaningless one.
+// as 8 words of 4 int8. The rounding puts a dot ~1e-3 (relative) off the float sum; a non-finite x' makes the
+// block's step NaN or inf, and the outputs it feeds NaN.
 
 struct I8Block {
   q: array<u32, 8>,  // values 4i .. 4i + 3 in word i
@@ -42,10 +42,17 @@ fn round_block(row0: u32, r: u32, rows: u32, blk: u32) -> I8Block {
     }
   }
   var a = abs(xs[0]);
+  var f = xs[0] * (1.0 / 1024.0);
   //!repeat I 7
   a = max(a, abs(xs[$I + 1]));
+  f = fma(xs[$I + 1], vec4<f32>(1.0 / 1024.0), f);
   //!end
-  let m = max(max(a.x, a.y), max(a.z, a.w));
+  // max passes over a NaN and pack_i8 makes it an int8 (0): the block's sum, scaled so that 32 finite x' cannot
+  // overflow it, is finite unless an x' is not; then m is that sum (NaN or inf) and so is every output the block
+  // feeds, as in the f32 GEMVs (a NaN where an inf x gives +-inf there). The test is on the float's exponent bits,
+  // which a compiler may not fold as it may a NaN compare.
+  let s = f.x + f.y + f.z + f.w;
+  let m = select(max(max(a.x, a.y), max(a.z, a.w)), abs(s), (bitcast<u32>(s) & 0x7F800000u) == 0x7F800000u);
   let inv = select(127.0 / m, 0.0, m == 0.0);
   var sum = 0;
   //!repeat I 8
