@@ -287,6 +287,21 @@ def test_x_int8_keeps_a_non_finite_x_non_finite(dev, rng):
     assert np.all(np.isnan(_fused_run(dev, c, variant="quant_gemv_r8_i8stage_q4_0", x_int8=True)))
 
 
+def test_x_int8_rounds_tiny_x(dev, rng):
+    """x whose largest |x| a block is below 127 / f32's largest (~3.7e-37) rounds as any other: 127 / max was inf
+    there and rounded the block to zeros (an output of 0 for a row of such x). Against float64: x rounded to the
+    nearest of its block's steps (max |x| / 127) moves an output by at most half a step times the |w| it meets."""
+    qw = quantize(rng.standard_normal((13, 96)).astype(np.float32), "Q4_0")
+    w = gguf_dequantize(qw.raw(), gguf.GGMLQuantizationType.Q4_0).astype(np.float64)
+    x = (rng.standard_normal((3, 96)) * np.array([[1e-37], [3e-38], [1.0]])).astype(np.float32)
+    x[1, 40:] *= 1e6  # one row's blocks of very different sizes
+    step = np.repeat(np.abs(x.astype(np.float64)).reshape(3, -1, 32).max(-1) / 127, 32, axis=1)
+    want = x.astype(np.float64) @ w.T
+    for variant in ("quant_gemv_r1_wide_xr_q4_0", "quant_gemv_r8_i8stage_q4_0"):
+        got = wg.ops.linear(dev.tensor(x), qw.upload(dev), variant=variant, x_int8=True).numpy()
+        assert np.all(np.abs(got - want) <= 0.51 * step @ np.abs(w).T + 1e-6 * np.abs(want)), variant
+
+
 def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):
     """The planning rule of registry/quant.toml, read off the registry facts: the first non-candidate GEMV of the
     format whose limits take the call (more rows than any holds: the taker with the most max_rows); those that

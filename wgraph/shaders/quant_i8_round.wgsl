@@ -53,7 +53,17 @@ fn round_block(row0: u32, r: u32, rows: u32, blk: u32) -> I8Block {
   // which a compiler may not fold as it may a NaN compare.
   let s = f.x + f.y + f.z + f.w;
   let m = select(max(max(a.x, a.y), max(a.z, a.w)), abs(s), (bitcast<u32>(s) & 0x7F800000u) == 0x7F800000u);
-  let inv = select(127.0 / m, 0.0, m == 0.0);
+  // 127 / m is inf for m < 127 / f32's largest (~3.7e-37), which rounded such a block to zeros: it is rounded
+  // scaled by 2^64 instead (exact; its step stays m / 127, below f32's normal range there, so a device that
+  // flushes subnormals still gives zeros). A branch a block, taken by none but such blocks.
+  var ms = m;
+  if (m < 1e-30) {
+    //!repeat I 8
+    xs[$I] = xs[$I] * 18446744073709551616.0;
+    //!end
+    ms = m * 18446744073709551616.0;
+  }
+  let inv = select(127.0 / ms, 0.0, ms == 0.0);
   var sum = 0;
   //!repeat I 8
   out.q[$I] = pack_i8(xs[$I] * inv);
