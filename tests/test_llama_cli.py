@@ -78,3 +78,38 @@ def test_system_needs_chat(capsys):
         cli_main(["generate", "model.gguf", "--prompt", "hi", "--system", "be brief"])
     assert info.value.code == 2
     assert "--system needs --chat" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value, rule", [
+    ("--temperature", "nan", "a finite real in [0, 3.4028235e+38]"),
+    ("--temperature", "1e400", "a finite real in [0, 3.4028235e+38]"),   # float() makes it inf
+    ("--temperature", "-1", "a finite real in [0, 3.4028235e+38]"),
+    ("--top-p", "0", "a finite real in (0, 1]"), ("--top-p", "-inf", "a finite real in (0, 1]"),
+    ("--top-k", "-1", "an integer in [0, 4294967295]"), ("--top-k", "4294967296", "an integer in [0, 4294967295]"),
+    ("--seed", "-1", "an integer in [0, 18446744073709551615]"),
+    ("--seed", str(2**64), "an integer in [0, 18446744073709551615]"),
+    ("--max-seq", "1", "an integer in [2, 1048576]"), ("--max-new-tokens", "-1", "an integer in [0, 1048576]"),
+    ("--max-new-tokens", "2.7", "an integer in [0, 1048576]"), ("--in-flight", "0", "an integer in [1, 1048576]"),
+    ("--read-every", "0", "an integer in [1, 1048576]"),
+    ("--stop-ids", "2,-1", "comma-separated integers in [0, 4294967295]"),
+    ("--prompt-ids", str(2**32), "comma-separated integers in [0, 4294967295]"),
+])
+def test_numeric_options_are_checked_as_parsed(capsys, option, value, rule):
+    """A numeric option outside the rule of the Python argument it becomes was refused only after the device was
+    opened and the weights read ('error: generate: temperature=inf must be ...', exit 1), naming the Python
+    argument and showing 1e400 as inf: now argparse refuses it at once (exit 2), naming the option and the text."""
+    prompt = [] if option == "--prompt-ids" else ["--prompt-ids", "1,2"]
+    with pytest.raises(SystemExit) as info:
+        cli_main(["generate", "model.gguf", *prompt, f"{option}={value}"])
+    assert info.value.code == 2
+    assert f"argument {option}: expected {rule}, got {value!r}" in capsys.readouterr().err
+
+
+def test_numeric_options_keep_their_values():
+    from wgraph.models.cli import parser
+
+    a = parser().parse_args(["m.gguf", "--prompt-ids", "1", "--temperature", "-0.0", "--top-p", "1", "--seed",
+                             str(2**64 - 1), "--max-seq", "2", "--top-k", "4294967295", "--stop-ids", "0,4294967295"])
+    assert (a.temperature, a.top_p, a.seed, a.max_seq, a.top_k, a.stop_ids) == (0.0, 1.0, 2**64 - 1, 2, 2**32 - 1,
+                                                                                [0, 2**32 - 1])
+    assert str(a.temperature) == "0.0" and (a.max_new_tokens, a.in_flight, a.read_every) == (32, 8, 4)

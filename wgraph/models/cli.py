@@ -6,19 +6,55 @@ terminal, plain lines otherwise."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
 
 from wgraph import progress
+from wgraph.args import F32_MAX, U32_MAX
 from wgraph.cli_format import DefaultsFormatter
+from wgraph.models.config import MAX_SEQ
 
 
 def _ids(text: str) -> list[int]:
     try:
-        return [int(t) for t in text.split(",") if t.strip()]
+        ids = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        ids = None
+    if ids is None or not all(0 <= i <= U32_MAX for i in ids):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers in [0, {U32_MAX}], got {text!r}")
+    return ids
+
+
+# The numeric options are checked as they are parsed, by the rules of the Python calls they go to (args.py), with
+# the text as typed: a bad one was refused only after the device was opened and the weights read, as
+# 'error: generate: temperature=inf must be ...' (naming the Python argument, and 1e400 shown as inf).
+def _integer(lo: int, hi: int):
+    """An argparse type: an integer in [lo, hi]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text!r}")
+        return value
+    return parse
+
+
+def _real(lo: float, hi: float, *, open_lo: bool = False):
+    """An argparse type: a finite real in [lo, hi] ((lo, hi] with open_lo); NaN, +-inf and 1e400 are refused."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not ((lo < value if open_lo else lo <= value) and value <= hi):   # NaN fails both
+            raise argparse.ArgumentTypeError(f"expected a finite real in {'(' if open_lo else '['}{lo:.8g}, "
+                                             f"{hi:.8g}], got {text!r}")
+        return value + 0.0   # -0.0 is 0.0
+    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,22 +66,22 @@ def parser() -> argparse.ArgumentParser:
     what.add_argument("--prompt-ids", type=_ids, help="the prompt as token ids, e.g. 1,2,3 (prints ids, not text)")
     p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
     p.add_argument("--system", help="a system message before the prompt (with --chat)")
-    p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most")
+    p.add_argument("--max-new-tokens", type=_integer(0, MAX_SEQ), default=32, help="tokens to generate at most")
     p.add_argument("--dtype", choices=("f16", "f32"), help="weight dtype (default: a llama GGUF file's matrices in "
                    "the block formats wgraph computes on stay blocks, the rest f32; otherwise f16 where the device has "
                    "shader-f16, else f32); a dtype dequantizes a GGUF file to it")
     p.add_argument("--x-int8", action="store_true", help="a GGUF file's block matrices: round x to int8 per 32 "
                    "weights for their integer-dot GEMVs, as llama.cpp does (outputs move a little; docs/quantized.md)")
-    p.add_argument("--max-seq", type=int, help="KV cache positions (default: the prompt's tokens plus "
+    p.add_argument("--max-seq", type=_integer(2, MAX_SEQ), help="KV cache positions (default: the prompt's tokens plus "
                    "--max-new-tokens where that is within min(max_position_embeddings, 2048), else that)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy; > 0 samples on the GPU")
-    p.add_argument("--top-k", type=int, default=0, help="keep the k most likely ids when sampling (0: all)")
-    p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set of ids with this mass when sampling")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed: the same seed gives the same text")
+    p.add_argument("--temperature", type=_real(0.0, F32_MAX), default=0.0, help="0 is greedy; > 0 samples on the GPU")
+    p.add_argument("--top-k", type=_integer(0, U32_MAX), default=0, help="keep the k most likely ids when sampling (0: all)")
+    p.add_argument("--top-p", type=_real(0.0, 1.0, open_lo=True), default=1.0, help="keep the smallest set of ids with this mass when sampling")
+    p.add_argument("--seed", type=_integer(0, 2**64 - 1), default=0, help="sampling seed: the same seed gives the same text")
     p.add_argument("--stop-ids", type=_ids, help="stop at the first of these ids (default: the tokenizer's eos "
                                                  "ids with --prompt, none with --prompt-ids)")
-    p.add_argument("--in-flight", type=int, default=8, help="decode steps submitted ahead of the GPU")
-    p.add_argument("--read-every", type=int, default=4, help="read the new ids back (and print them) every N tokens")
+    p.add_argument("--in-flight", type=_integer(1, MAX_SEQ), default=8, help="decode steps submitted ahead of the GPU")
+    p.add_argument("--read-every", type=_integer(1, MAX_SEQ), default=4, help="read the new ids back (and print them) every N tokens")
     return p
 
 
