@@ -1,10 +1,10 @@
 """The API walk: every public function of wg.ops and the public methods of Device, Tensor, Graph, Program, Llama,
-QuantizedLlama, Tokenizer, DecoderConfig, Checkpoint and QuantizedWeight (and of wg.ops' TieredKVCache and
-QuantizedKV), with
-wgraph.models.from_pretrained, wgraph.set_quiet and ggml_blocks' quantize and stack_rows, have every scalar parameter fed each value of BAD, and every
-tensor (or object) parameter each value of BAD_TENSORS. Each call must raise a WgraphError whose message names the
-parameter, queue no GPU work (no pending item, no submit, no dispatch) and leave every tensor's contents as they
-were (read back before and after).
+QuantizedLlama, Tokenizer, DecoderConfig, Checkpoint, QuantizedWeight and PretrainedFiles (and of wg.ops'
+TieredKVCache and QuantizedKV), with wgraph.models.from_pretrained and open_pretrained, wgraph.set_quiet and
+ggml_blocks' quantize and stack_rows, have every scalar parameter fed each value of BAD (and of BAD_LIKE: numpy
+scalars and more, each where its BAD value is bad), and every tensor (or object) parameter each value of
+BAD_TENSORS. Each call must raise a WgraphError whose message names the parameter, queue no GPU work (no pending
+item, no submit, no dispatch) and leave every tensor's contents as they were (read back before and after).
 
 The scalar parameters are read from the signatures (inspect): every parameter that a case does not name as a
 tensor or host-data parameter. A bad value that is legitimately valid for a parameter (None for an optional
@@ -29,7 +29,8 @@ import pytest
 import wgraph as wg
 from wgraph import ggml_blocks
 from wgraph.ggml_blocks import QuantizedWeight
-from wgraph.models import BatchedDecoder, Checkpoint, DecoderConfig, Llama, Tokenizer, from_pretrained, text
+from wgraph.models import (BatchedDecoder, Checkpoint, DecoderConfig, Llama, PretrainedFiles, Tokenizer,
+                           from_pretrained, open_pretrained, text)
 from wgraph.models.config import LlamaConfig
 from wgraph.models.quantized import QuantizedLlama
 from wgraph.models.random_checkpoint import random_weights, tiny_config, write_checkpoint
@@ -40,6 +41,16 @@ TINY_TOKENIZER = Path(__file__).parent / "data" / "tiny_tokenizer"   # 701 ids, 
 
 BAD = {"1.7": 1.7, "'3'": "3", "True": True, "None": None, "nan": math.nan, "inf": math.inf, "-1": -1,
        "2**31": 2**31, "2**32": 2**32, "array": np.array(3)}
+# More bad values, each walked where its BAD label (the second; None: everywhere) is bad: numpy scalars of BAD's
+# values (the rules compare a numpy scalar as the Python number it is), -inf, a u64 past the range, a Python int past
+# a float's range (float() raises OverflowError on it), bytes and a complex.
+BAD_LIKE = {"np.float64(1.7)": (np.float64(1.7), "1.7"), "np.float32(1.7)": (np.float32(1.7), "1.7"),
+            "np.bool_(True)": (np.bool_(True), "True"), "np.float32(nan)": (np.float32("nan"), "nan"),
+            "np.float64(inf)": (np.float64("inf"), "inf"), "np.float16(inf)": (np.float16("inf"), "inf"),
+            "-inf": (-math.inf, "inf"), "np.int64(-1)": (np.int64(-1), "-1"),
+            "np.int64(2**31)": (np.int64(2**31), "2**31"),
+            "np.uint64(2**32)": (np.uint64(2**32), "2**32"), "np.uint64(2**64-1)": (np.uint64(2**64 - 1), "2**32"),
+            "2**64": (2**64, "2**32"), "10**400": (10**400, None), "b'3'": (b"3", "'3'"), "1j": (1j, None)}
 BAD_TENSORS = {"None": None, "1.7": 1.7, "'x'": "x", "array": np.ones((2, 2), np.float32)}
 
 # Shorthands for `valid`: the bad values a rule accepts.
@@ -197,7 +208,9 @@ OPS = {
     "seqlens_advance": Case(lambda e: (wg.ops.seqlens_advance, (e.lens, 1), {}), ("cache_seqlens",),
                             {"n": (U32, "any u32 (the GPU add saturates)")}),
     "sdpa": Case(lambda e: (wg.ops.sdpa, (e.x3, e.x3, e.x3), {}), ("query", "key", "value"),
-                 {"attn_mask": (OPT | BOOL, "no mask; a 0-d bool mask (every key takes part)"),
+                 {"attn_mask": (OPT | BOOL | {"np.float32(1.7)", "np.float32(nan)", "np.float16(inf)"},
+                                "no mask; a 0-d bool mask (every key takes part); a 0-d f32 or f16 mask is host data "
+                                "added to every score, as torch's (NaN and inf too)"),
                   "is_causal": (BOOL, "a bool"), "enable_gqa": (BOOL, "a bool"),
                   "scale": (OPT | REAL, "None: 1/sqrt(D); any finite real")}),
     "transpose01": Case(lambda e: (wg.ops.transpose01, (e.x3,), {}), ("x", "out")),
@@ -394,6 +407,13 @@ MODEL = {
                                     "dtype": (OPT, "f16 where the device has shader-f16"), "x_int8": (BOOL, "a bool"),
                                     "path": (TEXT, "a path: a missing one is the loader's CheckpointError")},
                                    skip_good="tests/test_text_generation.py loads checkpoints"),
+    "models.open_pretrained": Case(lambda e: (open_pretrained, (e.ckpt_dir,), {}), (),
+                                   {"path": (TEXT, "a path: a missing one is a CheckpointError")}),
+    "PretrainedFiles.load": Case(lambda e: (open_pretrained(e.ckpt_dir).load, (e.dev,), dict(dtype="f32")), (),
+                                 {"device": (OPT, "the default device"), "max_seq": (OPT, "the config's"),
+                                  "dtype": (OPT, "f16 where the device has shader-f16"),
+                                  "x_int8": (BOOL, "a bool (True with a directory: the ArgumentError naming x_int8)")},
+                                 skip_good="from_pretrained's second step: tests/test_text_generation.py loads with it"),
     "QuantizedLlama": Case(lambda e: (QuantizedLlama, (e.config, e.dev, {}), {}), (),
                            {"max_seq": (OPT, "the config's, up to 2048"), "x_int8": (BOOL, "a bool")},
                            skip_good="a model build compiles a decode program; tests/test_quant_model.py builds them"),
@@ -481,8 +501,9 @@ NOT_WALKED = {
 CLASSES = {"Device": wg.Device, "Tensor": wg.Tensor, "Graph": wg.Graph, "Program": wg.Program, "Llama": Llama,
            "QuantizedLlama": QuantizedLlama, "Tokenizer": Tokenizer, "QuantizedWeight": QuantizedWeight,
            "DecoderConfig": DecoderConfig, "Checkpoint": Checkpoint, "BatchedDecoder": BatchedDecoder,
-           "ops.TieredKVCache": wg.ops.TieredKVCache}
-FUNCTIONS = {"models.from_pretrained": from_pretrained, "ggml_blocks.quantize": ggml_blocks.quantize,
+           "ops.TieredKVCache": wg.ops.TieredKVCache, "PretrainedFiles": PretrainedFiles}
+FUNCTIONS = {"models.from_pretrained": from_pretrained, "models.open_pretrained": open_pretrained,
+             "ggml_blocks.quantize": ggml_blocks.quantize,
              "ggml_blocks.stack_rows": ggml_blocks.stack_rows, "set_quiet": wg.set_quiet}
 
 
@@ -571,7 +592,10 @@ def _walk(env, name: str, which: str) -> None:
             valid = case.valid.get(p.name, (set(), ""))[0]
         else:
             valid = {"None"} if p.default is None else set()   # an absent optional input
-        for label, value in table.items():
+        items = list(table.items())
+        if which == "scalar":
+            items += [(label, value) for label, (value, like) in BAD_LIKE.items() if like is None or like not in valid]
+        for label, value in items:
             if label in valid:
                 continue
             fn, args, kwargs = case.build(env)
