@@ -93,6 +93,7 @@ def test_system_needs_chat(capsys):
     ("--read-every", "0", "an integer in [1, 1048576]"),
     ("--stop-ids", "2,-1", "comma-separated integers in [0, 4294967295]"),
     ("--prompt-ids", str(2**32), "comma-separated integers in [0, 4294967295]"),
+    ("--prompt-ids", ",", "at least one token id"),
 ])
 def test_numeric_options_are_checked_as_parsed(capsys, option, value, rule):
     """A numeric option outside the rule of the Python argument it becomes was refused only after the device was

@@ -27,6 +27,13 @@ def _ids(text: str) -> list[int]:
     return ids
 
 
+def _prompt_ids(text: str) -> list[int]:
+    ids = _ids(text)
+    if not ids:   # refused only after the weights were read: 'error: generate: prompt_ids is empty'
+        raise argparse.ArgumentTypeError(f"expected at least one token id, got {text!r}")
+    return ids
+
+
 # The numeric options are checked as they are parsed, by the rules of the Python calls they go to (args.py), with
 # the text as typed: a bad one was refused only after the device was opened and the weights read, as
 # 'error: generate: temperature=inf must be ...' (naming the Python argument, and 1e400 shown as inf).
@@ -63,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a Hugging Face directory (config.json, *.safetensors, tokenizer.json) or a .gguf file")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--prompt", help="the prompt text (needs a tokenizer: tokenizer.json or the GGUF's vocabulary)")
-    what.add_argument("--prompt-ids", type=_ids, help="the prompt as token ids, e.g. 1,2,3 (prints ids, not text)")
+    what.add_argument("--prompt-ids", type=_prompt_ids, help="the prompt as token ids, e.g. 1,2,3 (prints ids, not text)")
     p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
     p.add_argument("--system", help="a system message before the prompt (with --chat)")
     p.add_argument("--max-new-tokens", type=_integer(0, MAX_SEQ), default=32, help="tokens to generate at most")
