@@ -22,6 +22,7 @@ from wgraph.errors import ArgumentError, DtypeError, WgraphError
 U32_MAX = 0xFFFFFFFF
 I32_MAX = 2**31 - 1
 I64_MAX = 2**63 - 1
+U64_MAX = 2**64 - 1  # a sampling seed's range (ops/sampling.py; the generate command's --seed)
 F32_TINY = float(np.finfo(np.float32).tiny)  # f32's smallest normal
 DTYPE_NAMES = tuple(sorted(DTYPES))
 _SHOWN = 80  # characters of a bad value's repr in a message (an array's repr can be long)

@@ -12,7 +12,7 @@ import sys
 import time
 
 from wgraph import progress
-from wgraph.args import F32_MAX, U32_MAX
+from wgraph.args import F32_MAX, U32_MAX, U64_MAX
 from wgraph.cli_format import DefaultsFormatter
 from wgraph.models.config import MAX_SEQ
 
@@ -70,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a Hugging Face directory (config.json, *.safetensors, tokenizer.json) or a .gguf file")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--prompt", help="the prompt text (needs a tokenizer: tokenizer.json or the GGUF's vocabulary)")
-    what.add_argument("--prompt-ids", type=_prompt_ids, help="the prompt as token ids, e.g. 1,2,3 (prints ids, not text)")
+    what.add_argument("--prompt-ids", type=_prompt_ids,
+                      help="the prompt as token ids, e.g. 1,2,3 (prints ids, not text)")
     p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
     p.add_argument("--system", help="a system message before the prompt (with --chat)")
     p.add_argument("--max-new-tokens", type=_integer(0, MAX_SEQ), default=32, help="tokens to generate at most")
@@ -79,16 +80,22 @@ def parser() -> argparse.ArgumentParser:
                    "shader-f16, else f32); a dtype dequantizes a GGUF file to it")
     p.add_argument("--x-int8", action="store_true", help="a GGUF file's block matrices: round x to int8 per 32 "
                    "weights for their integer-dot GEMVs, as llama.cpp does (outputs move a little; docs/quantized.md)")
-    p.add_argument("--max-seq", type=_integer(2, MAX_SEQ), help="KV cache positions (default: the prompt's tokens plus "
-                   "--max-new-tokens where that is within min(max_position_embeddings, 2048), else that)")
-    p.add_argument("--temperature", type=_real(0.0, F32_MAX), default=0.0, help="0 is greedy; > 0 samples on the GPU")
-    p.add_argument("--top-k", type=_integer(0, U32_MAX), default=0, help="keep the k most likely ids when sampling (0: all)")
-    p.add_argument("--top-p", type=_real(0.0, 1.0, open_lo=True), default=1.0, help="keep the smallest set of ids with this mass when sampling")
-    p.add_argument("--seed", type=_integer(0, 2**64 - 1), default=0, help="sampling seed: the same seed gives the same text")
+    p.add_argument("--max-seq", type=_integer(2, MAX_SEQ), help="KV cache positions (default: the prompt's tokens "
+                   "plus --max-new-tokens where that is within min(max_position_embeddings, 2048), else that)")
+    p.add_argument("--temperature", type=_real(0.0, F32_MAX), default=0.0,
+                   help="0 is greedy; > 0 samples on the GPU")
+    p.add_argument("--top-k", type=_integer(0, U32_MAX), default=0,
+                   help="keep the k most likely ids when sampling (0: all)")
+    p.add_argument("--top-p", type=_real(0.0, 1.0, open_lo=True), default=1.0,
+                   help="keep the smallest set of ids with this mass when sampling")
+    p.add_argument("--seed", type=_integer(0, U64_MAX), default=0,
+                   help="sampling seed: the same seed gives the same text")
     p.add_argument("--stop-ids", type=_ids, help="stop at the first of these ids (default: the tokenizer's eos "
                                                  "ids with --prompt, none with --prompt-ids)")
-    p.add_argument("--in-flight", type=_integer(1, MAX_SEQ), default=8, help="decode steps submitted ahead of the GPU")
-    p.add_argument("--read-every", type=_integer(1, MAX_SEQ), default=4, help="read the new ids back (and print them) every N tokens")
+    p.add_argument("--in-flight", type=_integer(1, MAX_SEQ), default=8,
+                   help="decode steps submitted ahead of the GPU")
+    p.add_argument("--read-every", type=_integer(1, MAX_SEQ), default=4,
+                   help="read the new ids back (and print them) every N tokens")
     return p
 
 

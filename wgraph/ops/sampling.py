@@ -169,7 +169,7 @@ def check_sampling(fn: str, temperature, top_k, top_p, seed, prefix: str = "") -
     temperature 0 is argmax, so it is allowed. `prefix` goes before each name in a message ("sample.")."""
     return (args.real(fn, prefix + "temperature", temperature, 0.0), args.integer(fn, prefix + "top_k", top_k),
             args.real(fn, prefix + "top_p", top_p, 0.0, 1.0, open_lo=True),
-            args.integer(fn, prefix + "seed", seed, 0, 2**64 - 1))
+            args.integer(fn, prefix + "seed", seed, 0, args.U64_MAX))
 
 
 def check_settings(fn: str, sample) -> SampleSettings:
