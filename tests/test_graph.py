@@ -412,6 +412,32 @@ def test_program_for_another_device_epoch():
     np.testing.assert_array_equal(g.compile(d).run(x=np.ones(4, np.float32))["y"].numpy(), [2, 2, 2, 2])
 
 
+def test_a_program_runs_its_graph_as_compiled_when_the_graph_grows(dev):
+    """Nodes, inputs, outputs and states added to a graph after compile are not the program's: run() asked for the
+    new input z (GraphError 'missing inputs') and, given it, raised KeyError 'z'; state('st') and reset_state()
+    raised KeyError 'st'; update() of the new node raised KeyError. The program runs as compiled (y = 3x)."""
+    g = wg.Graph("grows")
+    x = g.input("x", (4,), "f32")
+    g.output("y", wg.ops.scale(x, 3.0))
+    prog = g.compile(dev)
+    z = g.input("z", (4,), "f32")
+    g.output("w", wg.ops.scale(z, 2.0))
+    g.state("st", (4,))
+    xs = np.array([1.0, -2.0, 0.5, 4.0], np.float32)
+    out = prog.run(x=xs)
+    assert sorted(out) == ["y"]
+    np.testing.assert_array_equal(out["y"].numpy(), xs.astype(np.float64) * 3)
+    with pytest.raises(GraphError, match=r"unknown inputs \['z'\]; it takes \['x'\]"):
+        prog.run(x=xs, z=xs)
+    with pytest.raises(GraphError, match=r"state\(name='st'\): no such state"):
+        prog.state("st")
+    prog.reset_state()
+    new_node = g.producer[g.outputs["w"]]
+    with pytest.raises(GraphError, match=rf"update\(node_name='{new_node}'\): no such node"):
+        prog.update(new_node, wg.ops.elementwise.ScaleParams(5.0))
+    np.testing.assert_array_equal(g.compile(dev).run(x=xs, z=xs)["w"].numpy(), xs.astype(np.float64) * 2)
+
+
 def test_run_inside_recording_is_refused(dev):
     g = wg.Graph("rec")
     g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), 2.0))

@@ -180,6 +180,9 @@ class Program:
         self.order = graph.topological_order()
         self.runs = 0
         g = graph
+        # what the program runs with, as compiled: the graph may grow afterwards (a new input, output or state),
+        # and run / state / reset_state must not ask for, or look up, buffers this program never made
+        self.inputs, self.outputs, self.states = dict(g.inputs), dict(g.outputs), dict(g.states)
         persistent = set(g.inputs) | set(g.states) | {g.base[v] for v in g.outputs.values()}
         slot_of, slot_sizes, naive = _plan_buffers(g, self.order, persistent)
 
@@ -264,9 +267,9 @@ class Program:
 
         name: the state's (or const's, or input's) name in the graph.
         """
-        if type(name) is not str or (name not in self.graph.states and name not in self.graph.inputs):
+        if type(name) is not str or (name not in self.states and name not in self.inputs):
             raise GraphError(f"program {self.graph.name!r}: state(name={show(name)}): no such state or input; "
-                             f"states: {sorted(self.graph.states)}")
+                             f"states: {sorted(self.states)}")
         return self.tensors[name]
 
     def reset_state(self, name: str | None = None) -> None:
@@ -274,10 +277,10 @@ class Program:
 
         name: the state to refill; None: every state.
         """
-        if name is not None and (type(name) is not str or name not in self.graph.states):
+        if name is not None and (type(name) is not str or name not in self.states):
             raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; states: "
-                             f"{sorted(self.graph.states)}")
-        for n, st in self.graph.states.items():
+                             f"{sorted(self.states)}")
+        for n, st in self.states.items():
             if (name is None or n == name) and n not in self.shared:
                 self._write_state(n, st.init)
 
@@ -316,7 +319,7 @@ class Program:
     def _feeds(self, inputs: dict) -> list:
         """Every input validated: (name, kind, data) each (see _feed). No GPU work."""
         self._check_device()
-        want = self.graph.inputs
+        want = self.inputs
         missing, extra = sorted(set(want) - set(inputs)), sorted(set(inputs) - set(want))
         if missing or extra:
             raise GraphError(f"program {self.graph.name!r}: missing inputs {missing}, unknown inputs {extra}; "
@@ -357,7 +360,7 @@ class Program:
                 copies.append(Copy(data, dst, dst.nbytes, label=f"input {name}"))
         self._commands.submit(head=copies, timestamps=timestamps, repeats=repeats)
         self.runs += repeats
-        return {name: self.tensors[v] for name, v in self.graph.outputs.items()}
+        return {name: self.tensors[v] for name, v in self.outputs.items()}
 
     __call__ = run
 
@@ -430,7 +433,7 @@ class Program:
         params: the node's new params, of its class (prog.params[node_name] is the current one; attrs.evolve it).
         """
         g = self.graph
-        if type(node_name) is not str or node_name not in g.nx:
+        if type(node_name) is not str or node_name not in self.order:   # a node added after compile is not run
             raise GraphError(f"program {g.name!r}: update(node_name={show(node_name)}): no such node; nodes: "
                              f"{self.order}")
         node = g.node(node_name)
