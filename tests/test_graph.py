@@ -438,6 +438,22 @@ def test_a_program_runs_its_graph_as_compiled_when_the_graph_grows(dev):
     np.testing.assert_array_equal(g.compile(dev).run(x=xs, z=xs)["w"].numpy(), xs.astype(np.float64) * 2)
 
 
+def test_compile_names_a_value_past_the_devices_buffer_limit(dev):
+    """A graph (file) whose state is (2^32 - 1)^4 f32 feeding two ops: compile raised dev.empty's ArgumentError
+    'shape=(340282366604025813516997721482669850625,) must be a shape' for the intermediate's slot, naming neither
+    the graph's value nor the limit (a state alone: 'tensor (4294967295, ...) f32 is ... bytes', no value named).
+    Now a LimitError naming the value, its bytes and the device's limit, before any buffer is made."""
+    g = wg.Graph("huge")
+    g.output("y", wg.ops.scale(wg.ops.scale(g.state("kc", (2**32 - 1,) * 4, "f32"), 2.0), 0.5))
+    g = wg.Graph.from_json(g.to_json())
+    limit = dev.caps.max_storage_binding_size
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.LimitError, match=rf"graph 'huge': value 'kc' \(f32 \(4294967295, .*\)\) is "
+                                            rf"{(2**32 - 1) ** 4 * 4} bytes; the device binds at most {limit} bytes"):
+        g.compile(dev)
+    assert dev.stats.since(before).buffers_created == 0
+
+
 def test_run_inside_recording_is_refused(dev):
     g = wg.Graph("rec")
     g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), 2.0))

@@ -184,6 +184,11 @@ class Program:
         # and run / state / reset_state must not ask for, or look up, buffers this program never made
         self.inputs, self.outputs, self.states = dict(g.inputs), dict(g.outputs), dict(g.states)
         persistent = set(g.inputs) | set(g.states) | {g.base[v] for v in g.outputs.values()}
+        limit = device.caps.max_storage_binding_size
+        for v, spec in g.values.items():   # before any buffer: a slot was refused as dev.empty's u32 shape, unnamed
+            if g.base[v] == v and v not in self.shared and spec.nbytes > limit:
+                raise LimitError(f"graph {g.name!r}: value {v!r} ({spec.dtype} {spec.shape}) is {spec.nbytes} bytes; "
+                                 f"the device binds at most {limit} bytes per storage buffer")
         slot_of, slot_sizes, naive = _plan_buffers(g, self.order, persistent)
 
         # ---- buffers: persistent ones, slots, and a tensor per value (views alias their base) ----
