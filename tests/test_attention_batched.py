@@ -750,3 +750,18 @@ def test_kvcache_params_must_describe_the_caches(dev, rng):
     out = prog.run(q=q, lens=lens)["out"].numpy()
     for b in range(B):
         assert check(out[b], None, q[b], kv[b, :lens[b]], kv[b, :lens[b]], out_dtype=np.float32, causal=True) is None
+
+
+@pytest.mark.parametrize("lq", [[1, 1], [2, 0, 3]], ids=["decode", "prefill"])
+def test_varlen_with_no_keys_at_all_is_zeros_without_an_error(dev, rng, lq):
+    """Lengths 0 are allowed (docs/attention.md): a batch whose every sequence has no key (k/v of 0 rows) gives
+    zeros and lse -inf. The kernels were told k/v held 1 row (kv_rows = max(1, rows)), so the last cu_seqlens_k
+    offset, 0, was reported as not the packed rows: GpuValueError 'the last offset of a GPU cu_seqlens was 0; it
+    must be == 1' at the next readback, for host offsets too."""
+    q = rng.standard_normal((sum(lq), 4, 16)).astype(np.float32)
+    kv = dev.tensor(np.zeros((0, 2, 16), np.float32))
+    out, lse = wg.ops.attention_varlen(dev.tensor(q), kv, kv, _cu(lq), _cu([0] * len(lq)), max_seqlen_q=max(lq),
+                                       max_seqlen_k=1, causal=True, return_lse=True)
+    np.testing.assert_array_equal(out.numpy(), np.zeros_like(q))
+    np.testing.assert_array_equal(lse.numpy(), np.full((4, sum(lq)), -np.inf, np.float32))
+    dev.check_errors()

@@ -176,7 +176,7 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
     u = {
         "batch": B, "num_heads": Hq, "num_kv_heads": Hkv, "head_dim": D, "q_rows": geo["q_rows"],
         "q_packed": int(p.mode == "varlen"), "max_q": p.max_q,
-        "kv_rows": max(1, geo["kv_rows"]), "max_k": p.max_k, "seqlen_add": p.seqlen_add,
+        "kv_rows": geo["kv_rows"], "max_k": p.max_k, "seqlen_add": p.seqlen_add,
         "page_size": max(1, p.page_size), "max_pages": geo["max_pages"], "num_pages": geo["pages"],
         "scale": p.scale if p.scale is not None else 1.0 / math.sqrt(D), "softcap": p.softcap,
         "causal": int(p.causal), "window_left": p.window[0], "window_right": p.window[1],
