@@ -220,3 +220,22 @@ def test_tiered_gpu_kv_len_below_the_queries_is_reported(dev, rng, causal):
         dev.check_errors()
     want = R.attention(q, k, v, np.arange(S) + n - S, np.arange(n), causal=causal)
     np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("scale", [-1e29, -1e36, -2e37])
+def test_tiered_very_negative_scores_are_not_masked(dev, rng, scale):
+    """A key is masked by where it is, not by its score: every score of this row is below -5e29 (a large negative
+    scale over positive q . k), which the loop's masked marker (-1e30) took for masked keys: zeros and lse -inf.
+    float64: the softmax keeps the highest of those scores, so the output is that key's v (lse its score)."""
+    d, n, hot = 8, 5, 2
+    q = np.ones((1, 1, d), np.float32)
+    k = (1 + rng.random((n, 1, d))).astype(np.float16)      # every q . k in (8, 16)
+    v = rng.standard_normal((n, 1, d)).astype(np.float16)
+    hot_k, hot_v = np.zeros((hot, 1, d), np.float16), np.zeros((hot, 1, d), np.float16)
+    hot_k[np.arange(n - hot, n) % hot], hot_v[np.arange(n - hot, n) % hot] = k[n - hot:], v[n - hot:]
+    out, lse = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(k[:n - hot]),
+                                dev.tensor(v[:n - hot]), kv_len=n, causal=False, scale=scale, return_lse=True)
+    s = k[:, 0].astype(np.float64) @ q[0, 0].astype(np.float64) * scale
+    p = np.exp(s - s.max())
+    np.testing.assert_allclose(out.numpy()[0, 0], p @ v[:, 0].astype(np.float64) / p.sum(), atol=1e-6)
+    np.testing.assert_allclose(lse.numpy()[0, 0], s.max() + np.log(p.sum()), rtol=1e-6)

@@ -18,7 +18,10 @@
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const ACC_N: u32 = ({{MAX_HEAD_DIM}}u + WG - 1u) / WG;
-const NEG: f32 = -1.0e30;
+// A masked key's score and the running max before any key: f32's lowest finite value, so a visible score is
+// never below it (a marker of -1e30 took every visible score below -5e29, a large negative scale's, for masked:
+// zeros and lse -inf). A key's visibility is its thread's own test, never its score.
+const NEG: f32 = -3.4028234663852886e38;
 
 var<workgroup> q_sh: array<f32, {{MAX_HEAD_DIM}}>;
 var<workgroup> s_sh: array<f32, {{WORKGROUP_SIZE_X}}>;
@@ -57,7 +60,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var t0 = range.x; t0 < range.y; t0 = t0 + WG) {
         let j = t0 + tid;
         var s = NEG;
-        if (j < range.y && !key_masked(j, qpos)) {
+        let seen = j < range.y && !key_masked(j, qpos);
+        if (seen) {
             s = key_dot(j, kvh) * params.scale;
             if (params.softcap > 0.0) {
                 s = params.softcap * tanh_safe(s / params.softcap);
@@ -70,7 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             m_new = max(m_new, s_sh[k]);
         }
         var p = 0.0;
-        if (s > 0.5 * NEG || is_nan_f32(s)) {   // a NaN score (a NaN in q or k) reaches the row as NaN
+        if (seen) {   // a NaN score (a NaN in q or k) reaches the row as NaN
             p = exp(s - m_new);
         }
         p_sh[tid] = p;
