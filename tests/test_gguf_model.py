@@ -361,3 +361,39 @@ def test_unused_tensors_are_refused(tmp_path, dev):
                                   extra_tensors={"blk.0.attn_q_norm.weight": np.ones(16, np.float32)})
     with pytest.raises(CheckpointError, match=r"tensors \['blk.0.attn_q_norm.weight'\].*not used"):
         from_pretrained(path, dev, dtype="f32", max_seq=16)
+
+
+def _gemma2_file(tmp_path, extra, layers=5):
+    cfg = dict(tiny_files.tiny_model_config("gemma2"), num_hidden_layers=layers)
+    return tiny_files.write_model(tmp_path / "g.gguf", "gemma2", cfg, tiny_files.arch_weights("gemma2", cfg),
+                                  extra=extra)
+
+
+@pytest.mark.parametrize("pattern", [None, 0, 1, 2, 3])
+def test_gemma2_sliding_window_pattern_is_read(tmp_path, pattern):
+    """llama.cpp's gemma2 (src/models/gemma2.cpp) reads attention.sliding_window_pattern (default 2) and makes layer
+    il sliding where pattern == 0 or il % pattern < pattern - 1 (llama_hparams::set_swa_pattern); wgraph ignored the
+    key and always alternated."""
+    extra = {} if pattern is None else {"gemma2.attention.sliding_window_pattern": pattern}
+    config = LlamaConfig.from_dict(GGUFCheckpoint(_gemma2_file(tmp_path, extra)).config)
+    p = 2 if pattern is None else pattern
+    want = tuple(32 if p == 0 or i % p < p - 1 else 0 for i in range(5))
+    assert tuple(config.window(i) for i in range(5)) == want
+
+
+@pytest.mark.parametrize("extra,match", [
+    ({"gemma2.rope.freq_base_swa": 1e6}, r"rope.freq_base_swa=1000000.0 .*rope.freq_base 10000.0"),
+    ({"gemma2.rope.dimension_count_swa": 8}, r"rope.dimension_count_swa=8 .*16"),
+    ({"gemma2.attention.key_length_swa": 8}, r"attention.key_length_swa=8 .*16"),
+    ({"gemma2.attention.value_length_swa": 8}, r"attention.value_length_swa=8 .*16"),
+    ({"gemma2.attention.sliding_window_pattern": [1, 0, 1, 0, 1]}, r"sliding_window_pattern' must be one integer"),
+])
+def test_gemma2_sliding_layer_settings_that_differ_are_refused(tmp_path, extra, match):
+    """llama.cpp gives a gemma2 file's sliding layers their own RoPE base (rope.freq_base_swa) and head sizes
+    (attention.key_length_swa / value_length_swa, rope.dimension_count_swa); wgraph read none of them, so sliding
+    layers silently took the full layers' values. Refused unless they equal them."""
+    with pytest.raises(CheckpointError, match=match):
+        GGUFCheckpoint(_gemma2_file(tmp_path, extra))
+    same = {k: 10000.0 if k.endswith("freq_base_swa") else 16 for k in extra if not k.endswith("pattern")}
+    if same:
+        assert GGUFCheckpoint(_gemma2_file(tmp_path, same)).config["rope_theta"] == 10000.0

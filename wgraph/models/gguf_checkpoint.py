@@ -4,7 +4,8 @@ Hugging Face names, with llama.cpp's conversions undone as transformers' GGUF lo
 
 Architectures: llama (Mistral files say llama too and run as llama: full attention, as llama.cpp runs them), qwen2,
 qwen3, gemma2. What the metadata leaves out, llama.cpp's
-defaults fill in (rope base 10000; Gemma 2's window 4096 and softcaps 50 / 30), never a guess of ours.
+defaults fill in (rope base 10000; Gemma 2's window 4096, sliding-window pattern 2 and softcaps 50 / 30), never a
+guess of ours.
 """
 
 from __future__ import annotations
@@ -227,6 +228,20 @@ def _config(f: GGUFFile, arch: str) -> dict:
             raise CheckpointError(f"GGUF file {name}: tensor 'output.weight' in a gemma2 file: llama.cpp's gemma2 "
                                   f"has no output tensor (its output is token_embd) and transformers does not load it")
         layers = cfg["num_hidden_layers"]
+        # llama.cpp's gemma2 (src/models/gemma2.cpp): sliding layers by attention.sliding_window_pattern (default 2)
+        # as llama_hparams::set_swa_pattern marks them: all for 0, else layer i where i % pattern < pattern - 1
+        pattern = _integer(f, key("attention.sliding_window_pattern"), 0, MAX_LAYERS, default=2)
+        # and their own RoPE base and head sizes, which wgraph takes only where they equal the full layers'
+        for swa_key, full_key, full in (("rope.freq_base_swa", "rope.freq_base", cfg["rope_theta"]),
+                                        ("rope.dimension_count_swa", "rope.dimension_count", rope_dim),
+                                        ("attention.key_length_swa", "attention.key_length", head_dim),
+                                        ("attention.value_length_swa", "attention.value_length", value_dim)):
+            if key(swa_key) in f.metadata:
+                got = (_number(f, key(swa_key), None, lo=1.0) if swa_key.startswith("rope.freq")
+                       else _integer(f, key(swa_key), 1, MAX_DIM))
+                if got != full:
+                    raise CheckpointError(f"GGUF file {name}: {key(swa_key)}={got} differs from {full_key} {full} "
+                                          f"(the sliding layers' own value); only the same value is supported")
         cfg.update(
             hidden_activation="gelu_pytorch_tanh", attention_bias=False,
             query_pre_attn_scalar=hidden // heads if layers == GEMMA2_27B_LAYERS else head_dim,
@@ -235,8 +250,8 @@ def _config(f: GGUFFile, arch: str) -> dict:
             attn_logit_softcapping=_number(f, key("attn_logit_softcapping"), GEMMA2_DEFAULTS["attn_logit_softcapping"]),
             final_logit_softcapping=_number(f, key("final_logit_softcapping"),
                                             GEMMA2_DEFAULTS["final_logit_softcapping"]),
-            # llama.cpp's swa pattern 2: even layers slide, odd ones are global (as transformers' default)
-            layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)])
+            layer_types=["sliding_attention" if pattern == 0 or i % pattern < pattern - 1 else "full_attention"
+                         for i in range(layers)])
     return cfg
 
 
