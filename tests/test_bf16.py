@@ -2,6 +2,8 @@
 picks the nearer of the two neighbouring bf16 values; tensors of odd sizes; the bf16 kernels of elementwise ops,
 rmsnorm, embedding and kv_append against float64 numpy on bf16 inputs."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -80,6 +82,24 @@ def test_host_rounding_of_wide_ints_and_long_double_rounds_once(rng):
         np.testing.assert_array_equal(from_bf16(to_bf16(a)).astype(np.float64), want)
 
 
+def test_host_rounding_warns_of_nothing(dev):
+    """to_bf16 of a 0-d int64 / uint64 0 (dev.tensor(0, "bf16"): Python's 0 is a 0-d int64) warned 'overflow
+    encountered in scalar add' (the two's complement negation, computed as numpy scalars for 0-d data), and a float64
+    or long double near its dtype's max warned 'overflow encountered in multiply' before the DtypeError: with warnings
+    as errors (python -W error) both were a bare RuntimeWarning. Neither warns now; the bits are the values'."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for a, bits in ((np.array(0, np.int64), 0x0000), (np.array(0, np.uint64), 0x0000),
+                        (np.array(-3, np.int64), 0xC040), (np.array([0, -1], np.int64), [0x0000, 0xBF80])):
+            got = to_bf16(a)
+            assert got.shape == a.shape and np.array_equal(got.view(np.uint16), bits)
+        assert dev.tensor(0, "bf16").numpy().view(np.uint32) == 0
+        for big in (np.array([np.finfo(np.float64).max]), np.array(-np.finfo(np.float64).max),
+                    np.array([np.finfo(np.longdouble).max])):
+            with pytest.raises(wg.DtypeError, match=r"to_bf16: .* is beyond bfloat16's range"):
+                to_bf16(big)
+
+
 def test_tensors_round_trip_and_writes_need_bf16_data(dev, rng):
     x = rng.standard_normal(7).astype(np.float32)  # odd: the last u32 word holds one element
     t = dev.tensor(x, "bf16")
@@ -129,6 +149,34 @@ def test_elementwise_bf16(dev, rng, n):
     for got, exact in cases:
         assert got.dtype == "bf16" and got.shape == (n,)
         assert_bf16_close(got.numpy(), exact, 1e-6)
+
+
+def rne_bits(x) -> np.ndarray:
+    """f32 values as bf16 bit patterns by the bit rule: add 0x7FFF plus the kept lowest bit, shift (NaN aside)."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def test_elementwise_bf16_add_mul_are_the_rounded_f32_result_bit_for_bit(dev, rng):
+    """Every bf16 bit pattern (zeros of both signs, infinities, NaNs, the largest finite) against random ones: the f32
+    result (a product of two bf16 is exact in f32, a sum numpy's f32 rounding of the exact one) rounded once to the
+    nearest-even bf16, bit for bit. Subnormal inputs and results are left out (WGSL may flush them); a NaN must stay
+    NaN (its payload is the GPU's)."""
+    a_bits = np.arange(1 << 16, dtype=np.uint16)
+    b_bits = rng.permutation(a_bits)
+    a, b = from_bf16(a_bits), from_bf16(b_bits)
+    at, bt = dev.tensor(a_bits.view(BF16_BITS)), dev.tensor(b_bits.view(BF16_BITS))
+    tiny = np.float32(2.0**-126)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf - inf, 0 * inf, past f32's range: the cases wanted
+        cases = [(wg.ops.add(at, bt).numpy(), a.astype(np.float64) + b),
+                 (wg.ops.mul(at, bt).numpy(), a.astype(np.float64) * b)]
+        cases = [(got, exact, exact.astype(np.float32)) for got, exact in cases]
+    for got, exact, exact32 in cases:
+        keep = ~np.isnan(exact) & ~((np.abs(a) < tiny) & (a != 0)) & ~((np.abs(b) < tiny) & (b != 0)) \
+            & ~((np.abs(exact32) < tiny) & (exact32 != 0))
+        got_bits = got.view(np.uint32) >> 16
+        np.testing.assert_array_equal(got_bits[keep], rne_bits(exact32[keep]))
+        assert np.isnan(got[np.isnan(exact)]).all()
 
 
 def test_elementwise_bf16_broadcast_and_halves(dev, rng):

@@ -212,7 +212,8 @@ def _int_as_f64(a: np.ndarray) -> np.ndarray:
         return a.astype(np.float64)  # exact
     neg = a < 0
     m = a.astype(np.uint64)
-    m = np.where(neg, ~m + np.uint64(1), m)  # |a|, INT64_MIN's 2^63 included
+    with np.errstate(over="ignore"):  # ~0 + 1 wraps to 0 (unused: 0 is not negative); numpy warned of it for 0-d
+        m = np.where(neg, ~m + np.uint64(1), m)  # data (dev.tensor(0, "bf16")), whose ufuncs compute as scalars
     sticky = ((m >> np.uint64(11)) | ((m & np.uint64(0x7FF)) != 0)).astype(np.float64) * 2048.0
     mag = np.where(m >= np.uint64(1 << 53), sticky, m.astype(np.float64))
     return np.where(neg, -mag, mag)
@@ -226,8 +227,8 @@ def _bf16_bits_from_f64(x: np.ndarray) -> np.ndarray:
     xf = np.where(finite, x, 0.0)
     _, e = np.frexp(np.abs(xf))  # |x| = m 2^e with m in [0.5, 1): the bf16 ulp is 2^(e - 8)
     ulp = np.ldexp(np.ones_like(xf), np.maximum(e - 8, -133))  # in x's precision (a long double past f64's range)
-    q = np.round(xf / ulp) * ulp
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # q (near x's dtype's max) and q32 may be inf: to_bf16 names the value
+        q = np.round(xf / ulp) * ulp
         q32 = np.where(finite, q, x).astype(np.float32)
     u = q32.view(np.uint32)
     return np.where(np.isnan(x), ((u >> 16) | 0x40), u >> 16).astype(np.uint16)
