@@ -250,3 +250,38 @@ def test_dequantize_names_what_it_was_given(dev):
         kv_dequantize(qkv, "int8")
     with pytest.raises(wg.ShapeError, match=r"alone, got Tensor and 2 more positional"):
         kv_dequantize(qkv.packed, qkv.scales, "int4")
+
+
+@pytest.mark.parametrize("mode", [None, "int8"])
+def test_gpu_position_before_zero_is_reported(dev, rng, mode):
+    """A GPU position plus a negative pos_offset below 0 (a decode step's kv_len - 1 with kv_len still 0) wrote
+    that row nowhere and reported nothing: it was lost silently. It is outside the cache: reported and not written,
+    the append's other rows written (whole caches against numpy). TieredKVCache's hot -> cold move of a row not there yet still skips silently."""
+    pos = dev.tensor(np.array([1], np.uint32))
+    k = _rows(rng, 3, dim=8)
+    if mode is None:
+        cache = _cache(dev, 6)
+        kv_append(cache, dev.tensor(k), dev.tensor(k), pos, pos_offset=-2, layout="ring")
+        bufs = cache
+    else:
+        cache = [(dev.tensor(np.zeros((6, 2, 2), np.uint32)), dev.tensor(np.zeros((6, 2), np.float16))) for _ in "kv"]
+        kv_append_quantized(cache, dev.tensor(k), dev.tensor(k), pos, pos_offset=-2, mode=mode)
+        bufs = [b for pair in cache for b in pair]
+    with pytest.raises(wg.GpuValueError, match=r"the position of a row .* was 4294967295; it must be < 6"):
+        dev.check_errors()
+    want = np.zeros((6, 2, 8))
+    want[:2] = k[1:]   # positions -1, 0, 1: rows 0 and 1 written, position -1 nowhere (not ring row 5)
+    if mode is None:
+        for b in bufs:
+            np.testing.assert_array_equal(b.numpy(), want)
+    else:
+        codes, scales = R.quantize(want, mode)
+        for packed, sc in cache:
+            np.testing.assert_array_equal(sc.numpy(), scales)
+            assert np.abs(R.unpack(packed.numpy(), mode) - codes).max() <= 1
+    from wgraph.ops.tiered_cache import TieredKVCache
+    tc = TieredKVCache(dev, kv_heads=2, head_dim=8, hot_window=2, cold_capacity=4, quant=mode)
+    kv_len = dev.tensor(np.array([1], np.uint32))
+    tc.append(dev.tensor(k[:1]), dev.tensor(k[:1]), kv_len=kv_len)
+    dev.check_errors()
+    np.testing.assert_array_equal(tc.hot_k.numpy()[0], k[0])

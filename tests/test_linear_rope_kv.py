@@ -115,6 +115,7 @@ def test_gpu_positions_beyond_tables_or_cache_are_reported(dev, rng):
     got = q.numpy()
     assert np.all(got[1] == 0) and np.any(got[0] != 0)  # position 8 is past the 8-row tables: zeros
     assert np.all(kc.numpy()[8] == 0) and np.any(kc.numpy()[7] != 0)
+    assert np.all(vc.numpy()[8] == 0) and np.any(vc.numpy()[7] != 0)  # no v row either (it was written: k old, v new)
     # a cache of 8 rows, tables of 8: position 8 is past both; 7 is written
     cos, sin = wg.ops.rope_tables(16, d)
     kc, vc = zeros(8), zeros(8)

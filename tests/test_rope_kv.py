@@ -117,3 +117,29 @@ def test_in_a_graph_orders_cache_readers(dev, rng):
     assert np.all(out["before"].numpy() == 0)
     np.testing.assert_allclose(out["after"].numpy()[3], want[0], atol=1e-6)
     np.testing.assert_allclose(prog.state("k").numpy()[3], want[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_gpu_position_beyond_tables_writes_neither_k_nor_v(dev, rng, batched):
+    """A GPU position inside the cache but past the RoPE tables wrote the v row (k's stayed old): the cache held a
+    half-written row. Now no cache row is written (as the docstrings say); the whole caches against numpy."""
+    hq, hkv, d, cap = 2, 2, 4, 12
+    cos, sin = wg.ops.rope_tables(8, d)
+    old_k, old_v = (rng.standard_normal((2, cap, hkv, d)).astype(np.float32) for _ in "kv")
+    x = rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32)
+    kc, vc = dev.tensor(old_k if batched else old_k[0]), dev.tensor(old_v if batched else old_v[0])
+    want_k, want_v = old_k.astype(np.float64), old_v.astype(np.float64)
+    xs = x.astype(np.float64).reshape(2, hq + 2 * hkv, d)
+    if batched:   # sequence 0 at 3 (written), sequence 1 at 9 (in the cache, past the tables)
+        wg.ops.rope_kv_append_batched(dev.tensor(x), dev.tensor(cos), dev.tensor(sin), (kc, vc),
+                                      dev.tensor(np.array([3, 9], np.uint32)), q_heads=hq)
+        want_k[0, 3], want_v[0, 3] = rope_rows(xs[:1, hq:hq + hkv], cos, sin, np.array([3]))[0], xs[0, hq + hkv:]
+    else:   # rows at 7 (written) and 8 (in the cache, past the tables)
+        wg.ops.rope_kv_append(dev.tensor(x), dev.tensor(cos), dev.tensor(sin), (kc, vc),
+                              dev.tensor(np.array([7], np.uint32)), q_heads=hq)
+        want_k, want_v = want_k[0], want_v[0]
+        want_k[7], want_v[7] = rope_rows(xs[:1, hq:hq + hkv], cos, sin, np.array([7]))[0], xs[0, hq + hkv:]
+    with pytest.raises(wg.GpuValueError, match="rope"):
+        dev.check_errors()
+    np.testing.assert_allclose(kc.numpy(), want_k, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(vc.numpy(), want_v)

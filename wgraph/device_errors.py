@@ -28,7 +28,8 @@ class Site:
     outcome: str  # what the kernel did instead
 
 
-_ROW_POS = "the position of a row (GPU position + pos_offset + row index)"
+_ROW_POS = ("the position of a row (GPU position + pos_offset + row index; 4294967295 when that is negative or "
+            "passes 2^32 - 1)")
 
 # Site code names (consts of device_errors.wgsl, whose values are the codes) -> what the host says.
 SITES = {

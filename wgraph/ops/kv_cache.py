@@ -183,7 +183,8 @@ KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write,
 
 def _as_pos(op: str, pos, pos_offset) -> tuple[int, Tensor | None]:
     """(int position, None) or (pos_offset, the GPU position tensor). pos_offset may be negative (TieredKVCache
-    moves the row leaving its ring from kv_len - 1 - window); a GPU row position below 0 is skipped."""
+    moves the row leaving its ring from kv_len - 1 - window); a GPU row position below 0 is skipped (a move's
+    silently, an append's reported on the device error flag)."""
     pos_offset = args.integer(op, "pos_offset", pos_offset, -args.I32_MAX - 1, args.I32_MAX)
     if isinstance(pos, Tensor) or getattr(pos, "_wgraph_symbol_", False):
         return pos_offset, pos

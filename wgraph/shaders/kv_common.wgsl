@@ -33,7 +33,7 @@ fn kv_row(t: u32, dst_layout: u32, capacity: u32, page_size: u32) -> u32 {
 }
 
 // Position of row r: the uniform bias plus, when use_pos_buf is set, the u32 in pos_buf[0]. Negative means "no such
-// row yet" (a hot -> cold move before the ring is full) and is skipped. A GPU position that takes the sum past
+// row yet" (a hot -> cold move before the ring is full) and is skipped (kv_rows reports an append's). A GPU position that takes the sum past
 // i32 (positions of any layout, rings included, stay below 2^31) is reported on the device error flag (site
 // KV_ERROR_SITE, which the including kernel declares) and the row is skipped: returns vec2(position, 1) for a
 // row to write, vec2(0, 0) for one to skip.
@@ -59,11 +59,16 @@ fn kv_pos(r: u32) -> vec2<i32> {
 // Cache row and source row of row r of an append or a hot -> cold move, as vec2(dst, src). dst is 0xFFFFFFFF when
 // row r is skipped (its position is negative or outside the cache); src is then not computed. Reads the including
 // kernel's params: pos, use_pos_buf, dst_layout, capacity, page_size, src_layout, src_ring, src_row0. An int
-// position is checked on the host; a GPU position outside the cache writes nothing and is reported.
+// position is checked on the host; a GPU position outside the cache writes nothing and is reported. A negative
+// one is skipped silently only for a hot -> cold move (src_layout 1: a row not in the ring yet); an append's
+// (a GPU position plus a negative pos_offset) is outside the cache, reported as 4294967295.
 fn kv_rows(r: u32) -> vec2<u32> {
     let p = kv_pos(r);
     let t = p.x;
     if (p.y == 0 || t < 0) {
+        if (p.y != 0 && params.src_layout == 0u) {
+            report_error(KV_ERROR_SITE, 0xFFFFFFFFu, params.capacity);
+        }
         return vec2<u32>(0xFFFFFFFFu, 0u);
     }
     let row = kv_row(u32(t), params.dst_layout, params.capacity, params.page_size);

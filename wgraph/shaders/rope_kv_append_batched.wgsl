@@ -53,6 +53,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       report_error(ERR_KV_APPEND_POS, p, params.capacity);
       return;
     }
+    if (p >= params.table_rows) {
+      return;   // past the tables: no cache row (the k heads' threads report it and write no k row)
+    }
     let at = cache_at(b, p, h - params.q_heads - params.kv_heads);
     v_cache[at + i] = {{T}}(a);
     v_cache[at + i + half] = {{T}}(c2);

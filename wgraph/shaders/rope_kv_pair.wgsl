@@ -29,7 +29,8 @@ fn rope_kv_target(r: u32, h: u32, i: u32) -> RopeKvTarget {
   let half = params.half;
   if (h >= params.q_heads + params.kv_heads) {
     let rows = kv_rows(r);
-    if (rows.x == 0xFFFFFFFFu) {
+    // a position past the tables writes no cache row: the k heads' threads skip it (and report it), so v's do
+    if (rows.x == 0xFFFFFFFFu || u32(kv_pos(r).x) >= params.table_rows) {
       return RopeKvTarget(3u, 0u, 0.0, 0.0);
     }
     return RopeKvTarget(2u, (rows.x * params.kv_heads + h - params.q_heads - params.kv_heads) * 2u * half + i,
