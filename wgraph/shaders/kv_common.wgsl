@@ -33,10 +33,10 @@ fn kv_row(t: u32, dst_layout: u32, capacity: u32, page_size: u32) -> u32 {
 }
 
 // Position of row r: the uniform bias plus, when use_pos_buf is set, the u32 in pos_buf[0]. Negative means "no such
-// row yet" (a hot -> cold move before the ring is full) and is skipped (kv_rows reports an append's). A GPU position that takes the sum past
-// i32 (positions of any layout, rings included, stay below 2^31) is reported on the device error flag (site
-// KV_ERROR_SITE, which the including kernel declares) and the row is skipped: returns vec2(position, 1) for a
-// row to write, vec2(0, 0) for one to skip.
+// row yet" (a hot -> cold move before the ring is full) and is skipped (kv_rows reports an append's). A GPU
+// position that takes the sum past i32 (positions of any layout, rings included, stay below 2^31) is reported on
+// the device error flag (site KV_ERROR_SITE, which the including kernel declares) and the row is skipped: returns
+// vec2(position, 1) for a row to write, vec2(0, 0) for one to skip.
 fn kv_pos(r: u32) -> vec2<i32> {
     let base = params.pos + i32(r);  // the host keeps pos + n_rows within i32
     if (params.use_pos_buf == 0u) {
