@@ -85,6 +85,40 @@ def test_stop_ids_cut_after_the_first_stop(tiny, model32):
     assert model32.generate(PROMPT, STEPS, stop_ids=[want[0]], read_every=3) == want[:1]
 
 
+def test_stops_at_the_first_of_several_and_not_in_the_prompt(tiny, model32):
+    """Of several stop ids the first generated one ends it (kept); a stop id in the prompt stops nothing; a
+    prompt plus max_new_tokens filling max_seq exactly decodes to the last history row."""
+    cfg, w, _ = tiny
+    want, _ = ref.greedy(cfg, w, PROMPT, STEPS)
+    late, early = want[7], want[4]
+    first = min(want.index(late), want.index(early))
+    for every in (1, 3, None):
+        assert model32.generate(PROMPT, STEPS, stop_ids=[late, early], read_every=every) == want[:first + 1]
+    prompt = PROMPT + want[:3]                               # holds want[1], not made again soon after
+    cont, _ = ref.greedy(cfg, w, prompt, 6)
+    stop = next(t for t in prompt if t not in cont)
+    assert model32.generate(prompt, 6, stop_ids=[stop], read_every=1) == cont
+    full = [5] * (64 - 10)                                   # 54 + 10 = max_seq
+    assert model32.generate(full, 10, read_every=4, in_flight=50) == ref.greedy(cfg, w, full, 10)[0]
+    model32.device.check_errors()
+    assert model32.program.state("pos").numpy()[0] == 63
+
+
+def test_sampled_ids_are_the_draws_of_the_float64_logits(tiny, model32, dev):
+    """Each sampled id is sample()'s draw from the float64 reference's logits of the ids so far (as f32), keyed
+    by the position of the token the logits came from: the prefill's draw and each decode step's."""
+    cfg, w, _ = tiny
+    for temperature, top_k, top_p, seed in ((1.0, 0, 1.0, 5), (0.8, 10, 0.9, 2**63)):
+        got = model32.generate(PROMPT, 8, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                               read_every=3)
+        ids = list(PROMPT)
+        for _ in range(8):
+            logits = ref.forward(cfg, w, ids)[-1:].astype(np.float32)
+            ids.append(int(wg.ops.sample(dev.tensor(logits), temperature=temperature, top_k=top_k, top_p=top_p,
+                                         seed=seed, step=len(ids) - 1).numpy()[0]))
+        assert got == ids[len(PROMPT):], (temperature, got, ids)
+
+
 def test_generate_checks_its_arguments(model32):
     with pytest.raises(wg.LimitError, match=r"generate: prompt_ids holds token id 100, outside the vocabulary"):
         model32.generate([1, 100], 4)

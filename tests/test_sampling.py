@@ -119,6 +119,36 @@ def test_sample_distribution_matches_reference(dev, rng, temperature, top_k, top
     assert chi2 < _chi_square_critical(support.sum() - 1), (chi2, counts[support], expected)
 
 
+TIES = [3, 2, 2, 2, 1, 1, 0, 0, -1, 5, 2, 1]           # a tie of four at the 3rd largest value (2)
+SOME_INF = [0.3, -np.inf, 1.2, -0.4, 0.9, -np.inf, 0.0, 1.1, -1.3, -np.inf, 0.5, 0.2, -0.8, 0.7, 1.6, -0.1]
+
+
+@pytest.mark.parametrize("logits,temperature,top_k,top_p", [
+    (TIES, 1.0, 3, 1.0),          # ties at the k-th value all kept: 6 ids, not 3
+    (TIES, 1.0, 0, 0.8),          # the nucleus cut inside a tie: the whole tie kept
+    (TIES, 0.7, 4, 0.9),
+    (SOME_INF, 1.0, 14, 1.0),     # top_k past the finite logits: the -inf ones still never drawn
+    (SOME_INF, 0.9, 0, 0.9),
+    (SOME_INF, 1.0, 100, 1.0),    # top_k larger than the vocabulary: off
+    ([0.0] * 16, 1.0, 3, 0.3),    # all equal: one tie, every id kept
+])
+def test_sample_ties_and_inf_match_the_documented_support(dev, logits, temperature, top_k, top_p):
+    """The float64 reference's support and frequencies (ties at the top-k and top-p boundaries kept, -inf never
+    drawn) over 3000 draws, one dispatch."""
+    logits = np.array(logits, np.float32)
+    n = 3000
+    ids = wg.ops.sample(dev.tensor(np.tile(logits, (n, 1))), temperature=temperature, top_k=top_k, top_p=top_p,
+                        seed=17).numpy()
+    dev.check_errors()
+    p = reference_probs(logits, temperature, top_k, top_p)
+    counts = np.bincount(ids, minlength=logits.size)
+    assert counts.size == logits.size and np.all(counts[p == 0] == 0), (counts, p)
+    support = p > 0
+    expected = n * p[support]
+    chi2 = float(np.sum((counts[support] - expected) ** 2 / expected))
+    assert chi2 < _chi_square_critical(support.sum() - 1), (chi2, counts[support], expected)
+
+
 def test_sample_reproducible_by_seed_and_step(dev, rng):
     x = dev.tensor(rng.standard_normal((64, 200)).astype(np.float32))
 
