@@ -18,7 +18,7 @@ from wgraph.models.tokenizer import Tokenizer
 GOLDENS = json.loads((tiny_files.DATA / "text_goldens.json").read_text())["sources"]
 GGUF_SOURCES = {  # as in make_text_goldens.py: (builder, pre, arch)
     "gguf_gpt2_llama_bpe": ("byte_level", "llama-bpe", "llama"),
-    "gguf_gpt2_unknown_pre": ("byte_level", "smollm", "llama"),
+    "gguf_gpt2_unknown_pre": ("byte_level", "gpt-2", "llama"),  # a name transformers does not know: GPT-2 regex
     "gguf_gpt2_qwen2": ("byte_level", "qwen2", "qwen2"),
     "gguf_spm_llama": ("spm", None, "llama"),
     "gguf_spm_gemma2": ("spm", None, "gemma2"),
@@ -400,3 +400,26 @@ def test_malformed_gguf_tokenizers_and_text_are_named(tmp_path):
     bad = b"hi \xff\xfe".decode("utf-8", "surrogateescape")
     with pytest.raises(ArgumentError, match=r"Tokenizer.encode: text holds '\\udcff\\udcfe' at 3, not Unicode text"):
         tok.encode(bad)
+
+
+@pytest.mark.parametrize("pre", ["smollm", "starcoder"])
+def test_digits_first_pre_tokenizers_equal_their_tokenizer_json(tmp_path, pre):
+    """llama.cpp splits every digit off first for these tokenizer.ggml.pre names, as their tokenizer.json's
+    Digits(individual_digits=True) + ByteLevel do. GPT-2's regex alone gave SmolLM2 "\\n" "\\n" "1" for "\\n\\n1"
+    (its own tokenizer and llama.cpp: "\\n\\n" "1") and " " " " "2" for "  2"."""
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as Backend
+
+    meta = tiny_files.byte_level_tokenizer(pre)
+    tok = Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "t.gguf", meta))
+    ref = Backend(models.BPE(vocab={t: i for i, t in enumerate(meta["tokens"])},
+                             merges=[tuple(m.split(" ")) for m in meta["merges"]], fuse_unk=False))
+    ref.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    ref.decoder = decoders.ByteLevel()
+    ref.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, k in zip(meta["tokens"], meta["token_types"]) if k == 3])
+    for text in ["Steps:\n\n1. go\n\n\n2. stop", "x  2", "a\n 3", "  12345  67 8.9", "１２ ٣", "Hello  world\n\n"]:
+        ids = tok.encode(text)
+        assert ids == ref.encode(text).ids, text
+        assert tok.decode(ids) == text

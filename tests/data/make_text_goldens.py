@@ -36,7 +36,7 @@ SOURCES = {  # name -> how to make it: ("dir", None) or ("gguf", (tokenizer buil
     "directory_variant": ("variant", None),
     "directory_unigram": ("unigram", None),
     "gguf_gpt2_llama_bpe": ("gguf", ("byte_level", "llama-bpe", "llama")),
-    "gguf_gpt2_unknown_pre": ("gguf", ("byte_level", "smollm", "llama")),
+    "gguf_gpt2_unknown_pre": ("gguf", ("byte_level", "gpt-2", "llama")),
     "gguf_gpt2_qwen2": ("gguf", ("byte_level", "qwen2", "qwen2")),
     "gguf_spm_llama": ("gguf", ("spm", None, "llama")),
     "gguf_spm_gemma2": ("gguf", ("spm", None, "gemma2")),

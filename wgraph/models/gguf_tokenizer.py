@@ -38,6 +38,10 @@ PRE_TOKENIZER_SPLITS = {
     "qwen35": _QWEN35,
     **dict.fromkeys(("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), _GPT4O),
 }
+# tokenizer.ggml.pre names llama.cpp splits every digit off first (its "\p{N}" regex before GPT-2's), as their
+# tokenizer.json's Digits(individual_digits=True) + ByteLevel do: GPT-2's regex alone joined whitespace otherwise
+# ("\n\n1." was "\n" "\n" "1." where SmolLM2's own tokenizer and llama.cpp give "\n\n" "1.")
+DIGITS_FIRST = ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva")
 GEMMA_ARCHS = ("gemma", "gemma2", "gemma3")
 # the merges a vocabulary without tokenizer.ggml.merges implies, per token and per character of its tokens: SmolLM2's
 # 49,152 tokens (332,367 characters) imply 107,441 pairs holding 758,312 characters, about 2 of each
@@ -136,7 +140,10 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
     except Exception as e:  # tokenizers raises its own exception type for merges of unknown tokens
         raise CheckpointError(f"GGUF file {name}: the vocabulary and merges do not form a BPE model: {e}") from None
     split = PRE_TOKENIZER_SPLITS.get(pre) if isinstance(pre, str) else None
-    if split is None:
+    if split is None and pre in DIGITS_FIRST:
+        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                         pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    elif split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
         backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), behavior="isolated"),
