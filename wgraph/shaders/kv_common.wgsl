@@ -63,7 +63,11 @@ fn kv_pos(r: u32) -> vec2<i32> {
 // one is skipped silently only for a hot -> cold move (src_layout 1: a row not in the ring yet); an append's
 // (a GPU position plus a negative pos_offset) is outside the cache, reported as 4294967295.
 fn kv_rows(r: u32) -> vec2<u32> {
-    let p = kv_pos(r);
+    return kv_rows_at(r, kv_pos(r));
+}
+
+// kv_rows from row r's position p = kv_pos(r), for a kernel that reads the position itself too (rope_kv_pair.wgsl)
+fn kv_rows_at(r: u32, p: vec2<i32>) -> vec2<u32> {
     let t = p.x;
     if (p.y == 0 || t < 0) {
         if (p.y != 0 && params.src_layout == 0u) {

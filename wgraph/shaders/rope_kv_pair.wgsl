@@ -27,17 +27,17 @@ struct RopeKvTarget {
 // and the error reports: the GEMV kernels take it before their sums, so its loads are not a chain at the end.
 fn rope_kv_target(r: u32, h: u32, i: u32) -> RopeKvTarget {
   let half = params.half;
+  let p = kv_pos(r);  // read once: the cache row below comes from it too (kv_rows_at)
+  let in_table = p.y != 0 && p.x >= 0 && u32(p.x) < params.table_rows;
   if (h >= params.q_heads + params.kv_heads) {
-    let rows = kv_rows(r);
+    let rows = kv_rows_at(r, p);
     // a position past the tables writes no cache row: the k heads' threads skip it (and report it), so v's do
-    if (rows.x == 0xFFFFFFFFu || u32(kv_pos(r).x) >= params.table_rows) {
+    if (rows.x == 0xFFFFFFFFu || !in_table) {
       return RopeKvTarget(3u, 0u, 0.0, 0.0);
     }
     return RopeKvTarget(2u, (rows.x * params.kv_heads + h - params.q_heads - params.kv_heads) * 2u * half + i,
                         0.0, 0.0);
   }
-  let p = kv_pos(r);
-  let in_table = p.y != 0 && p.x >= 0 && u32(p.x) < params.table_rows;
   var c = 0.0;
   var s = 0.0;
   if (in_table) {
@@ -52,7 +52,7 @@ fn rope_kv_target(r: u32, h: u32, i: u32) -> RopeKvTarget {
   if (!in_table) {
     return RopeKvTarget(3u, 0u, 0.0, 0.0);
   }
-  let rows = kv_rows(r);
+  let rows = kv_rows_at(r, p);
   if (rows.x == 0xFFFFFFFFu) {
     return RopeKvTarget(3u, 0u, 0.0, 0.0);
   }
