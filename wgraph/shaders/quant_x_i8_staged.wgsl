@@ -25,11 +25,7 @@ struct XPart {
 }
 
 //!include quant_i8_round.wgsl
-
-// The norm is applied as x is rounded (round_block): nothing for the lanes
-fn lane_norms(blk: u32, t: u32) -> array<vec4<f32>, XV> {
-  return array<vec4<f32>, XV>();
-}
+//!include quant_x_i8_lane_norms.wgsl
 
 // Stage `run`'s blocks of x (the STAGE_STEPS steps from step run * STAGE_STEPS; rows row0 .. row0 + rows of the
 // chunk; zeros past the row's end)
@@ -38,21 +34,25 @@ fn stage_x(t: u32, run: u32, row0: u32, rows: u32) {
     let r = v / STAGED_BLOCKS;
     let b = v % STAGED_BLOCKS;
     let blk = run * STAGED_BLOCKS + b;
+    var lo = vec4<u32>();  // the block's int8 words 0-3, 4-7, then (step, sum, x^2, 0): zeros past the row's end
+    var hi = vec4<u32>();  // and from row `rows` on
+    var f = vec4<f32>();
     if (X_ROUNDED) {
-      var rounded = array<vec4<f32>, 3>();  // zeros past the row's end and from row `rows` on
       if (r < rows && blk < params.row_blocks) {
         let at = 3u * ((row0 + r) * params.row_blocks + blk);
-        rounded = array<vec4<f32>, 3>(x[at], x[at + 1u], x[at + 2u]);
+        lo = bitcast<vec4<u32>>(x[at]);
+        hi = bitcast<vec4<u32>>(x[at + 1u]);
+        f = x[at + 2u];
       }
-      xq_stage[2u * r * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(rounded[0]);
-      xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = bitcast<vec4<u32>>(rounded[1]);
-      xf_stage[r * STAGED_BLOCKS + b] = rounded[2];
     } else {
       let x8 = round_block(row0, r, rows, blk);
-      xq_stage[2u * r * STAGED_BLOCKS + b] = vec4<u32>(x8.q[0], x8.q[1], x8.q[2], x8.q[3]);
-      xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = vec4<u32>(x8.q[4], x8.q[5], x8.q[6], x8.q[7]);
-      xf_stage[r * STAGED_BLOCKS + b] = vec4<f32>(x8.step, x8.sum, x8.sq, 0.0);
+      lo = vec4<u32>(x8.q[0], x8.q[1], x8.q[2], x8.q[3]);
+      hi = vec4<u32>(x8.q[4], x8.q[5], x8.q[6], x8.q[7]);
+      f = vec4<f32>(x8.step, x8.sum, x8.sq, 0.0);
     }
+    xq_stage[2u * r * STAGED_BLOCKS + b] = lo;
+    xq_stage[(2u * r + 1u) * STAGED_BLOCKS + b] = hi;
+    xf_stage[r * STAGED_BLOCKS + b] = f;
   }
 }
 

@@ -26,11 +26,7 @@ struct XPart {
 }
 
 //!include quant_i8_round.wgsl
-
-// The norm is applied as x is rounded (round_block): nothing for the lanes
-fn lane_norms(blk: u32, t: u32) -> array<vec4<f32>, XV> {
-  return array<vec4<f32>, XV>();
-}
+//!include quant_x_i8_lane_norms.wgsl
 
 // Stage `run`'s super-blocks of x (the STAGE_STEPS steps from step run * STAGE_STEPS; rows row0 .. row0 + rows of
 // the chunk; zeros past the row's end)
