@@ -6,25 +6,22 @@ terminal, plain lines otherwise."""
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
 
 from wgraph import progress
-from wgraph.args import F32_MAX, U32_MAX, U64_MAX
+from wgraph.args import F32_MAX, U32_MAX, U64_MAX, integer, real
 from wgraph.cli_format import DefaultsFormatter
+from wgraph.errors import WgraphError
 from wgraph.models.config import MAX_SEQ
 
 
 def _ids(text: str) -> list[int]:
     try:
-        ids = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        ids = None
-    if ids is None or not all(0 <= i <= U32_MAX for i in ids):
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers in [0, {U32_MAX}], got {text!r}")
-    return ids
+        return [integer("generate", "id", int(t)) for t in text.split(",") if t.strip()]
+    except (ValueError, WgraphError):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers in [0, {U32_MAX}], got {text!r}") from None
 
 
 def _prompt_ids(text: str) -> list[int]:
@@ -38,29 +35,24 @@ def _prompt_ids(text: str) -> list[int]:
 # the text as typed: a bad one was refused only after the device was opened and the weights read, as
 # 'error: generate: temperature=inf must be ...' (naming the Python argument, and 1e400 shown as inf).
 def _integer(lo: int, hi: int):
-    """An argparse type: an integer in [lo, hi]."""
+    """An argparse type: an integer in [lo, hi] (wgraph.args.integer's test)."""
     def parse(text: str) -> int:
         try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text!r}")
-        return value
+            return integer("generate", "option", int(text), lo, hi)
+        except (ValueError, WgraphError):
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text!r}") from None
     return parse
 
 
 def _real(lo: float, hi: float, *, open_lo: bool = False):
-    """An argparse type: a finite real in [lo, hi] ((lo, hi] with open_lo); NaN, +-inf and 1e400 are refused."""
+    """An argparse type: a finite real in [lo, hi] ((lo, hi] with open_lo; wgraph.args.real's test): NaN, +-inf and
+    1e400 are refused."""
     def parse(text: str) -> float:
         try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not ((lo < value if open_lo else lo <= value) and value <= hi):   # NaN fails both
+            return real("generate", "option", float(text), lo, hi, open_lo=open_lo) + 0.0   # -0.0 is 0.0
+        except (ValueError, WgraphError):
             raise argparse.ArgumentTypeError(f"expected a finite real in {'(' if open_lo else '['}{lo:.8g}, "
-                                             f"{hi:.8g}], got {text!r}")
-        return value + 0.0   # -0.0 is 0.0
+                                             f"{hi:.8g}], got {text!r}") from None
     return parse
 
 
