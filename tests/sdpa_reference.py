@@ -8,7 +8,8 @@ import numpy as np
 
 def sdpa_reference(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
                    compute_dtype=np.float64, out_dtype=None):
-    """q [..., Hq, L, D], k/v [..., Hkv, S, D] -> [..., Hq, L, D]; a row with no key taking part is 0."""
+    """q [..., Hq, L, D], k/v [..., Hkv, S, D] -> [..., Hq, L, D]; a row with no key taking part is 0, and a key a
+    row does not see (masked) never counts, not even a NaN or inf in its k or v row."""
     ct = compute_dtype
     hq, L, D = ((1,) + q.shape)[-3:]
     hkv, S = ((1,) + k.shape)[-3], k.shape[-2]
@@ -32,7 +33,11 @@ def sdpa_reference(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
     mx = np.where(np.isfinite(mx), mx, 0)
     p = np.where(keep, np.exp(s - mx), 0).astype(ct)
     l = p.sum(axis=-1, keepdims=True)
-    o = np.einsum("...ls,...sd->...ld", p, v.astype(ct)).astype(ct)
+    # a key the row does not see never counts, its v row included (0 * NaN would spread a masked key's NaN or inf:
+    # docs/errors.md, nan-propagates), so P.V sums only the keys it keeps
+    with np.errstate(invalid="ignore"):   # 0 * inf where a kept key weighs 0: NaN, as the kernels' IEEE math
+        pv = np.where(keep[..., None], p[..., None] * v.astype(ct)[..., None, :, :], 0)
+    o = pv.sum(axis=-2, dtype=ct).astype(ct)
     # a row with no key taking part is 0; a NaN l (a NaN or +inf score took part) keeps its NaN, as torch does
     with np.errstate(invalid="ignore"):   # inf / inf where a +inf score took part: NaN, as torch
         o = np.where((l > 0) | np.isnan(l), o / np.where(l > 0, l, 1), 0)

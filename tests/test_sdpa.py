@@ -206,6 +206,34 @@ def test_sdpa_masked_nan_and_inf_as_torch(dev, rng, case):
         assert not got[:, 2].any()
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("kind", ["bool", "-inf", "causal"])
+def test_sdpa_masked_keys_v_reaches_no_row(dev, rng, bad, kind):
+    """A NaN or inf in the v row of a key the mask hides reached every row of its head in the attn_mask kernel
+    (0 * NaN in P.V), against docs/errors.md's nan-propagates rule (masked keys never count) and against
+    is_causal=True, whose kernel skips such keys: a padding mask over garbage k/v rows gave NaN everywhere. Now
+    only the rows that see the key get it (output dim 3), the same with a bool mask, a -inf float mask and
+    is_causal, over 70 keys (two key tiles); every other value by the float64 reference's tolerance rule."""
+    q = rng.standard_normal((2, 3, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 70, 16)).astype(np.float32) for _ in range(2))
+    j = 2 if kind == "causal" else 66             # the key rows 0 and 1 do not see (causal: only row 2 sees key 2)
+    v[0, j, 3] = bad
+    keep = np.ones((3, 70), bool)
+    keep[:2, j] = False
+    mask = {"bool": keep, "-inf": np.where(keep, 0.0, -np.inf).astype(np.float32), "causal": None}[kind]
+    options = {"is_causal": True} if kind == "causal" else {"attn_mask": mask}
+    got = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), **options).numpy()
+    want = sdpa_reference(q, k, v, **options)
+    seen = np.zeros(got.shape, bool)
+    seen[0, 2, 3] = True                          # head 0, query 2 sees key j; only output dim 3 holds its v
+    np.testing.assert_array_equal(~np.isfinite(want), seen)   # the reference's own rule, as the kernels'
+    np.testing.assert_array_equal(~np.isfinite(got), seen)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    base = sdpa_reference(q, k, v, compute_dtype=np.float32, **options)
+    err = np.max(np.abs(got[~seen] - want[~seen]))
+    assert err <= 2 * np.max(np.abs(base[~seen] - want[~seen])) + 2e-5, err
+
+
 def test_sdpa_scale_and_flags_are_checked(dev):
     """The attn_mask path never checked scale (NaN / inf gave zeros) and took scale="0.5"; is_causal and
     enable_gqa are bools. Each raises naming the argument, before any GPU work."""

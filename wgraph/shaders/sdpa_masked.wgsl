@@ -6,7 +6,8 @@
 // NaN as torch and the float64 reference: a key that takes part with a NaN or +inf score (NaN or +inf in the
 // mask, NaN in q or in its k row, an overflow) makes the whole row NaN (softmax's exp(inf - inf)); the tests are
 // on the bits, since WGSL lets a compiler assume floats are never NaN or inf. A taking-part score of -inf
-// weighs 0, as exp(-inf) does.
+// weighs 0, as exp(-inf) does. P.V skips every key a row does not see (rather than multiplying its v row by a
+// weight of 0): a NaN or inf in a masked key's v reaches no row (docs/errors.md's nan-propagates rule).
 {{ENABLE}}
 struct SdpaMaskedParams {
   seq_q: u32,
@@ -45,6 +46,7 @@ fn is_nan_or_pos_inf(x: f32) -> bool {
 
 var<workgroup> q_row: array<f32, MAX_D>;
 var<workgroup> probs: array<f32, WG>;
+var<workgroup> part: array<u32, WG>;   // 1: the tile's key j0 + t takes part (the mask keeps it)
 var<workgroup> red: array<f32, WG>;
 
 fn reduce_max(t: u32, x: f32) -> f32 {
@@ -101,9 +103,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var p = 0.0;
     var weighs = false;   // takes part with a finite score
     var bad = false;      // takes part with a NaN or +inf score
+    var takes_part = false;
     if (j < params.seq_k) {
       let w = mask[mask_row + j * params.mask_stride_k];
-      var takes_part = false;
       var bias = 0.0;
       if (params.mask_bool == 1u) {
         takes_part = w != 0u;
@@ -130,15 +132,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     p = select(p, bitcast<f32>(NAN_BITS), bad);   // the NaN reaches l and every output dim through the sums
     probs[t] = p;
+    part[t] = u32(takes_part);
     let corr = select(0.0, exp(m - m_new), seen);   // 1 when the max did not move
-    l = l * corr + reduce_sum(t, p);   // reduce_sum's barriers also publish probs
+    l = l * corr + reduce_sum(t, p);   // reduce_sum's barriers also publish probs and part
     let n = min(WG, params.seq_k - j0);
     for (var a = 0u; a < ACC; a = a + 1u) {
       let d = t + a * WG;
       if (d < D) {
         var sum = acc[a] * corr;
         for (var jj = 0u; jj < n; jj = jj + 1u) {
-          sum = sum + probs[jj] * f32(v[((j0 + jj) * kv_heads + kvh) * D + d]);
+          if (part[jj] != 0u) {   // a masked key's v is never read: 0 * NaN would be NaN
+            sum = sum + probs[jj] * f32(v[((j0 + jj) * kv_heads + kvh) * D + d]);
+          }
         }
         acc[a] = sum;
       }
