@@ -269,3 +269,18 @@ def test_sdpa_takes_torchs_arguments_in_torchs_order(dev, rng):
     assert empty.shape == (0, 2, 5, 8)
     with pytest.raises(wg.ShapeError, match="sdpa: heads and head_dim must be at least 1"):
         wg.ops.sdpa(*(dev.tensor(np.zeros((1, 2, 5, 0), np.float32)) for _ in range(3)))
+
+
+def test_sdpa_empty_batch_checks_the_mask(dev):
+    """An empty batch returned its empty output before attn_mask was looked at: a (3, 3) mask for scores
+    (0, 2, 5, 7) and a float64 mask were taken silently (torch refuses both). Now they raise as with a batch, and
+    a mask that fits still gives the empty output."""
+    q, k = (dev.tensor(np.zeros(s, np.float32)) for s in ((0, 2, 5, 8), (0, 2, 7, 8)))
+    with pytest.raises(wg.ShapeError, match=r"attn_mask \(3, 3\) does not broadcast to the scores \(0, 2, 5, 7\)"):
+        wg.ops.sdpa(q, k, k, attn_mask=np.ones((3, 3), bool))
+    with pytest.raises(wg.DtypeError, match=r"sdpa: attn_mask: got float64 data"):
+        wg.ops.sdpa(q, k, k, attn_mask=np.zeros((5, 7)))
+    with pytest.raises(wg.DtypeError, match=r"a GPU attn_mask is f32 .* got f16"):
+        wg.ops.sdpa(q, k, k, attn_mask=dev.tensor(np.zeros((5, 7), np.float16)))
+    for mask in (np.ones((5, 7), bool), np.zeros((0, 1, 5, 7), np.float32)):
+        assert wg.ops.sdpa(q, k, k, attn_mask=mask).shape == (0, 2, 5, 8)

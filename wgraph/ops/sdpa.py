@@ -158,8 +158,8 @@ def _symbolic(x) -> bool:
 
 
 def _mask_input(attn_mask, query, batch: tuple, target: tuple):
-    """(mask tensor or graph value, is boolean, strides (batch, head, query, key)) for a mask broadcastable to
-    `target` = batch + (Hq, L, S)."""
+    """(mask tensor, graph value or flat host array, is boolean, strides (batch, head, query, key)) for a mask
+    broadcastable to `target` = batch + (Hq, L, S)."""
     if isinstance(attn_mask, Tensor) or _symbolic(attn_mask):
         if attn_mask.dtype not in ("f32", "u32"):
             raise DtypeError(f"sdpa: a GPU attn_mask is f32 (added to the scores) or u32 (a boolean: nonzero "
@@ -199,9 +199,8 @@ def _mask_input(attn_mask, query, batch: tuple, target: tuple):
     hm, lm, sm = padded[-3:]
     strides = (hm * lm * sm if batch_size > 1 else 0, lm * sm if hm > 1 else 0, sm if lm > 1 else 0,
                1 if sm > 1 else 0)
-    if isinstance(data, np.ndarray):
-        data = query.device.tensor(np.ascontiguousarray(data).reshape(-1), "u32" if boolean else "f32",
-                                   label="sdpa.attn_mask")
+    if isinstance(data, np.ndarray):  # uploaded by sdpa once every check has passed
+        data = np.ascontiguousarray(data).reshape(-1)
     return data, boolean, strides
 
 
@@ -259,21 +258,25 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
                           "mask into attn_mask")
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     B = math.prod(batch)
-    if B == 0 and isinstance(query, Tensor):   # an empty batch: an empty output, as torch
+    now = isinstance(query, Tensor)
+    if attn_mask is not None:   # checked with an empty batch too: a mask torch refuses is refused there as well
+        mask, boolean, strides = _mask_input(attn_mask, query, batch, batch + (hq, L, S))
+    if B == 0 and now:   # an empty batch: an empty output, as torch
         return query.device.empty(tuple(query.shape), query.dtype)
     # every check before the first transpose runs: an error leaves no GPU work behind
     specs = (TensorSpec((L, B * hq, D), query.dtype), TensorSpec((S, B * hkv, D), key.dtype))
-    now = isinstance(query, Tensor)
     if attn_mask is None:
         if now:
             attention_plan(specs[0], specs[1], specs[1], caps=query.device.caps, causal=is_causal,
                            start_pos=0, scale=scale)
     else:
-        mask, boolean, strides = _mask_input(attn_mask, query, batch, batch + (hq, L, S))
+        mask_dtype = "u32" if boolean else "f32"
         params = SdpaMaskedParams(hq, hq // hkv, scale, boolean, strides)
-        _infer_masked(params, (*specs, specs[1], TensorSpec(mask.shape, mask.dtype)))
+        _infer_masked(params, (*specs, specs[1], TensorSpec(tuple(mask.shape), mask_dtype)))
         if now:
             _check_device_limits(query.device.caps, L, B * hq, S, D, query.dtype)
+        if isinstance(mask, np.ndarray):
+            mask = query.device.tensor(mask, mask_dtype, label="sdpa.attn_mask")
     q3 = _swap(query, B * hq, L, D)      # [L, B*Hq, D]
     k3 = _swap(key, B * hkv, S, D)       # [S, B*Hkv, D]
     v3 = _swap(value, B * hkv, S, D)
