@@ -114,6 +114,14 @@ def test_sdpa_in_a_graph(dev, rng):
     again = wg.Graph.from_json(g.to_json()).compile(dev).run(q=q, k=k, v=v)  # sdpa's params serialise
     for name in ("causal", "masked"):
         np.testing.assert_array_equal(again[name].numpy(), out[name].numpy())
+    # a mask broadcast over some batch axes but not all: a graph takes no host data, so the message says g.const
+    # (it said "or pass it as host data", which a graph refuses)
+    g = wg.Graph("partial")
+    Q, K = g.input("q", (2, 3, 1, 4, 8), "f32"), g.input("k", (2, 3, 1, 6, 8), "f32")
+    with pytest.raises(wg.ShapeError, match=r"sdpa: a graph's attn_mask \(3, 1, 4, 6\) broadcasts over some batch "
+                                            r"axes of \(2, 3\) but not all; expand it to \(2, 3, 1, 4, 6\) "
+                                            r"\(g.const of the expanded array\)"):
+        wg.ops.sdpa(Q, K, K, attn_mask=g.const("m", np.zeros((3, 1, 4, 6), np.float32)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

@@ -193,9 +193,11 @@ def _mask_input(attn_mask, query, batch: tuple, target: tuple):
     elif isinstance(data, np.ndarray):  # some batch axes broadcast, others not: expand them on the host
         data = np.broadcast_to(data.reshape(padded), batch + padded[nb:])
         batch_size = math.prod(batch)
-    else:
-        raise ShapeError(f"sdpa: a GPU attn_mask {shape} broadcasts over some batch axes of {batch} but not all; "
-                         f"expand it to {batch + padded[nb:]} (or pass it as host data)")
+    else:   # a graph takes no host mask: there the expanded array goes in as a g.const
+        where, instead = (("a graph's", "g.const of the expanded array") if _symbolic(data)
+                          else ("a GPU", "or pass it as host data"))
+        raise ShapeError(f"sdpa: {where} attn_mask {shape} broadcasts over some batch axes of {batch} but not all; "
+                         f"expand it to {batch + padded[nb:]} ({instead})")
     hm, lm, sm = padded[-3:]
     strides = (hm * lm * sm if batch_size > 1 else 0, lm * sm if hm > 1 else 0, sm if lm > 1 else 0,
                1 if sm > 1 else 0)
