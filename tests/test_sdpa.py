@@ -277,6 +277,14 @@ def test_sdpa_takes_torchs_arguments_in_torchs_order(dev, rng):
     assert empty.shape == (0, 2, 5, 8)
     with pytest.raises(wg.ShapeError, match="sdpa: heads and head_dim must be at least 1"):
         wg.ops.sdpa(*(dev.tensor(np.zeros((1, 2, 5, 0), np.float32)) for _ in range(3)))
+    # 0 kv heads was told to pass enable_gqa=True (the GQA rule came first), which then raised this
+    with pytest.raises(wg.ShapeError, match=r"sdpa: heads and head_dim must be at least 1; got query \(1, 2, 5, 8\) "
+                                            r"and key \(1, 0, 7, 8\)"):
+        wg.ops.sdpa(dev.tensor(q), *(dev.tensor(np.zeros((1, 0, 7, 8), np.float32)) for _ in range(2)))
+    # key and value of different key counts: the message named only head_dim
+    with pytest.raises(wg.ShapeError, match=r"sdpa: key \(1, 2, 7, 8\) and value \(1, 2, 6, 8\) differ; they must "
+                                            r"have one shape \(the same keys and heads"):
+        wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v[:, :, :6].copy()))
 
 
 def test_sdpa_empty_batch_checks_the_mask(dev):

@@ -234,7 +234,8 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
         if len(x.shape) < 2:
             raise ShapeError(f"sdpa: {name} must be [..., heads, rows, head_dim], got {x.shape}")
     if key.shape != value.shape:
-        raise ShapeError(f"sdpa: key {key.shape} and value {value.shape} differ (wgraph needs one head_dim)")
+        raise ShapeError(f"sdpa: key {key.shape} and value {value.shape} differ; they must have one shape (the same "
+                         f"keys and heads, as torch, and one head_dim: wgraph's kernels need it)")
     if not query.dtype == key.dtype == value.dtype or query.dtype not in ("f32", "f16"):
         raise DtypeError(f"sdpa: query, key and value must share one dtype, f32 or f16; got {query.dtype}, "
                          f"{key.dtype}, {value.dtype}")
@@ -247,12 +248,12 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     hkv, S, dk = k_shape[-3:]
     if dk != D:
         raise ShapeError(f"sdpa: query head_dim {D} != key head_dim {dk}")
+    if min(hq, hkv, D) < 1:   # before the GQA rule: 0 kv heads is no case for enable_gqa=True
+        raise ShapeError(f"sdpa: heads and head_dim must be at least 1; got query {tuple(query.shape)} and key "
+                         f"{tuple(key.shape)}")
     if hq != hkv and not enable_gqa:
         raise ShapeError(f"sdpa: query has {hq} heads and key {hkv}; pass enable_gqa=True for grouped-query "
                          f"attention (as torch)")
-    if min(hq, hkv, D) < 1:
-        raise ShapeError(f"sdpa: heads and head_dim must be at least 1; got query {tuple(query.shape)} and key "
-                         f"{tuple(key.shape)}")
     if hq % hkv:
         raise ShapeError(f"sdpa: query heads {hq} is not a multiple of key/value heads {hkv}")
     if is_causal and attn_mask is not None:
