@@ -268,8 +268,7 @@ def test_fused_decode_on_gpus_with_subgroups():
     gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
     p = plan(PlanFacts("decode", "f16", 1, 32, 128, 32768, num_kv_heads=8), gpu)
     assert (p.variant, p.tier) == ("decode_fused_g4_f16", "fused") and "subgroup shuffles" in p.reason
-    # its last chunk merges the chunks: one dispatch, no combine pass
-    assert p.dispatches == (("decode_fused_g4_f16", p.workgroups),) and "last chunk" in p.reason
+    assert p.dispatches[1][0] == "decode_splitk_combine_f16"
     span = registry()["decode_fused_g4_f16"].facts.get("min_kv_span", 0)   # a speed rule of the registry
     if span > 64:   # short kv: split-K for GQA
         p = plan(PlanFacts("decode", "f16", 1, 32, 128, span - 64, num_kv_heads=8), gpu)
@@ -298,7 +297,7 @@ def test_one_pass_decode_where_the_keys_are_few():
         assert (p.variant, p.tier, p.max_chunks) == ("decode_single_f16", "single", 0)
         assert p.workgroups == (1, hkv, hq // hkv) and p.dispatches == (("decode_single_f16", (1, hkv, hq // hkv)),)
         p = plan(PlanFacts("decode", "f16", 1, hq, d, most + 1, num_kv_heads=hkv), gpu)
-        assert p.tier == "fused" and len(p.dispatches) == 1
+        assert p.tier == "fused" and len(p.dispatches) == 2
         assert f"kv capacity {most + 1} > {most}" in dict(p.rejected)["decode_single_f16"]
         # the rule reads the storage's keys, not an int kv_len's span: a Program moving kv_len keeps its kernels
         p = plan(PlanFacts("decode", "f16", 1, hq, d, 100, num_kv_heads=hkv, kv_capacity=most + 1), gpu)

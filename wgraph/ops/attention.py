@@ -283,9 +283,9 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
     part_ml = ctx.scratch((slots * 2,), "f32", "attention.part_ml")
     part_acc = ctx.scratch((slots * D,), "f32", "attention.part_acc")
     partials = {"part_ml": part_ml, "part_acc": part_acc}
+    (main, wg), (combine, cwg) = kplan.dispatches
     if registry()[kplan.variant].facts.get("grid") == "splitk":
         return _encode_splitk(ctx, kplan, u, c, reads, partials, out, lse)
-    (main, wg), (combine, cwg) = kplan.dispatches
     return [
         ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.chunks",
                      constants=c),
@@ -295,14 +295,9 @@ def _encode(ctx, params: AttentionParams, inputs, outputs):
 
 
 def _encode_splitk(ctx, kplan: KernelPlan, u: dict, c: dict, reads: dict, partials: dict, out, lse):
-    """Split-K decode: chunks, combine (or one dispatch whose last chunk merges them: attention_decode_fused.wgsl).
-    The grid is the plan's: with a GPU kv_len, planned at the capacity, and the chunks past the length return at
-    once (a pass that wrote indirect counts cost a dependent dispatch, ~2-3 us on an H200, more than the idle
-    workgroups)."""
-    if len(kplan.dispatches) == 1:
-        ((main, wg),) = kplan.dispatches
-        return [ctx.dispatch(main, uniforms=u, bindings={**reads, **partials, "out": out, "lse": lse}, workgroups=wg,
-                             label="attention.splitk", constants=c)]
+    """Split-K decode: chunks, combine. The grid is the plan's: with a GPU kv_len, planned at the capacity, and
+    the chunks past the length return at once (a pass that wrote indirect counts cost a dependent dispatch,
+    ~2-3 us on an H200, more than the idle workgroups)."""
     (main, wg), (combine, cwg) = kplan.dispatches
     lengths = {"kv_len_buf": reads["kv_len_buf"], "page_table": reads["page_table"]}
     return [ctx.dispatch(main, uniforms=u, bindings={**reads, **partials}, workgroups=wg, label="attention.splitk",

@@ -190,17 +190,13 @@ def _encode(ctx, p: BatchedParams, inputs, outputs):
              "kv_lens": kv_lens, "block_table": table if table is not None else ctx.fallback("attention_batched.table")}
     kplan = batched_plan(p, geo, ctx.caps)
     ctx.chose(kplan)
-    if kplan.max_chunks:   # split-K decode: the chunks' partials, then the combine (or the last chunk merges)
+    if kplan.max_chunks:   # split-K decode: the chunks' partials, then the combine
+        (main, wg), (combine, cwg) = kplan.dispatches
         n = kplan.max_chunks
         u["num_chunks"] = n
         part_ml = ctx.scratch((B * Hq * n * 2,), "f32", "attention_batched.part_ml")
         part_acc = ctx.scratch((B * Hq * n * D,), "f32", "attention_batched.part_acc")
         parts = {"part_ml": part_ml, "part_acc": part_acc}
-        if len(kplan.dispatches) == 1:
-            ((main, wg),) = kplan.dispatches
-            return [ctx.dispatch(main, uniforms=u, bindings={**reads, **parts, "out": out, "lse": lse}, workgroups=wg,
-                                 label="attention_batched.decode", constants=c)]
-        (main, wg), (combine, cwg) = kplan.dispatches
         return [
             ctx.dispatch(main, uniforms=u, bindings={**reads, **parts}, workgroups=wg,
                          label="attention_batched.decode", constants=c),

@@ -6,10 +6,6 @@ from __future__ import annotations
 from wgraph.kernels.registry import Kernel
 from wgraph.ops.core import ceil_div
 
-# A split-K kernel's `combine` (registry fact) when its own last workgroup merges the chunks: no combine pass, one
-# dispatch a call (attention_fused_last_merge.wgsl)
-LAST_WORKGROUP = "last_workgroup"
-
 
 def head_blocks(k: Kernel, facts) -> int:
     """Blocks of the kernel's G_TILE q heads per kv head: a decode kernel's workgroups along its head axis."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from wgraph.errors import LimitError
 from wgraph.kernels.registry import Kernel, registry
-from wgraph.ops.attention_chunks import LAST_WORKGROUP, splitk_chunks
+from wgraph.ops.attention_chunks import splitk_chunks
 from wgraph.ops.core import ceil_div
 from wgraph.ops.cpu_limits import CPU_DEVICE, CPU_LOOP_LIMIT
 from wgraph.ops.cpu_limits import halvings as _halvings
@@ -124,17 +124,6 @@ def _fused(k: Kernel, f: PlanFacts, caps) -> int:
     return _fused_walk(k, f.head_dim, min(kconst(k, "CHUNK_MAX"), max(step, ceil_div(f.kv_span, step) * step)))
 
 
-def _fused_last_merge(k: Kernel, f: PlanFacts, caps) -> int:
-    """attention_decode_fused.wgsl (and its batched twin): _fused's walk, then in the last chunk (attention_fused_last_merge.wgsl) the
-    block's (head, chunk) states loaded and weighted (two strided passes), each head's merge over its chunks, and
-    per (head, dim) of a thread the chunks' sum (four at a time, then the rest); or the no-key path's loop."""
-    wg, g = kconst(k, "WG"), kconst(k, "G_TILE")
-    most = splitk_chunks(k, f)[1]
-    merge = (2 * _loop(ceil_div(g * most, wg)) + _loop(most)
-             + _loop(ceil_div(g * f.head_dim, wg), _loop(most // 4) + _loop(most % 4)))
-    return max(_fused(k, f, caps) + merge, _loop(ceil_div(g * f.head_dim, wg)))
-
-
 def _single(k: Kernel, f: PlanFacts, caps) -> int:
     """attention_decode_single.wgsl: the fused walk over all kv_span keys as one chunk, or the no-key path's
     head-dim loop and head loop (counted too)."""
@@ -161,7 +150,7 @@ BOUNDS = {
     "attention_decode_chunked.wgsl": _chunked,
     "attention_decode_subgroup.wgsl": _subgroup,
     "attention_decode_splitk.wgsl": _splitk,
-    "attention_decode_fused.wgsl": _fused_last_merge,
+    "attention_decode_fused.wgsl": _fused,
     "attention_decode_single.wgsl": _single,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
     # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks
@@ -170,7 +159,7 @@ BOUNDS = {
     "attention_batched_flash.wgsl": _flash,
     "attention_batched_gemm.wgsl": _gemm,
     "attention_batched_decode.wgsl": _splitk,
-    "attention_batched_fused.wgsl": _fused_last_merge,
+    "attention_batched_fused.wgsl": _fused,
     "attention_batched_single.wgsl": _single,
 }
 
@@ -201,7 +190,7 @@ def loop_iterations(k: Kernel, f: PlanFacts, caps) -> int | None:
         return None
     worst = fn(k, f, caps)
     reg = registry()
-    if k.facts.get("combine", LAST_WORKGROUP) != LAST_WORKGROUP:   # a combine pass (counted with its kernel)
+    if "combine" in k.facts:
         combine = reg[k.facts["combine"]]
         if k.facts.get("grid") in ("splitk", "seq_splitk"):
             worst = max(worst, _splitk_combine(combine, f, caps, splitk_chunks(k, f)[1]))

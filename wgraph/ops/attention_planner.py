@@ -9,11 +9,10 @@ import functools
 
 import attrs
 
-from wgraph import sync_counters
 from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
 from wgraph.ops.core import ceil_div
 from wgraph.kernels.registry import Kernel, kernels_for, registry
-from wgraph.ops.attention_chunks import LAST_WORKGROUP, head_blocks, splitk_chunks
+from wgraph.ops.attention_chunks import head_blocks, splitk_chunks
 from wgraph.ops.cpu_limits import CPU_DEVICE
 
 PHASES = ("prefill", "decode")
@@ -67,7 +66,7 @@ RULES: tuple[Rule, ...] = (
          "combine pass", families=BOTH),
     Rule("decode", "fused", "decode on a GPU with subgroups: split-K over kv chunks, one workgroup per (chunk, kv "
          "head) serving its q heads, K and V loaded together, q.k summed by subgroup shuffles, online softmax in "
-         "registers; the last chunk to finish merges the chunks (one dispatch)", families=BOTH),
+         "registers, then a combine pass", families=BOTH),
     Rule("decode", "splitk", "decode: split-K over kv chunks, one workgroup per (chunk, kv head) serving its q "
          "heads, coalesced 16-byte K/V loads, then a combine pass", families=BOTH),
     Rule("decode", "chunked", "decode over a long kv: kv split into chunks across workgroups", min_chunks=4),
@@ -181,14 +180,6 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
         if lanes & (lanes - 1) or not 0 < lanes <= k.threads:
             return UnsupportedError, (f"splits a key row over head_dim {facts.head_dim} / {k.limits['dims_per_lane']} "
                                       f"= {lanes} lanes: needs a power of two <= {k.threads}")
-    if k.facts.get("combine") == LAST_WORKGROUP:
-        most = splitk_chunks(k, facts)[1]
-        if most > k.limits["max_chunks"]:
-            return LimitError, (f"merges at most {k.limits['max_chunks']} chunks in its last workgroup; the call's "
-                                f"{facts.kv_span} keys take {most}")
-        blocks = (facts.num_kv_heads or facts.num_heads) * head_blocks(k, facts) * facts.batch
-        if blocks > sync_counters.WORDS:
-            return LimitError, (f"counts its chunks on {blocks} device counters; a device has {sync_counters.WORDS}")
     if facts.layout not in k.facts.get("layouts", LAYOUTS):
         return UnsupportedError, f"does not read the {facts.layout} kv layout"
     if k.facts.get("gpu_only") and caps.is_cpu and not forced:
@@ -211,8 +202,6 @@ def check_splitk_companions(k: Kernel, reg) -> None:
     """A split-K kernel's combine derives the chunk count from kv_len as it does: the consts they share must
     agree, or the combine merges the wrong chunks. RegistryError naming both otherwise."""
     for role, consts in _SPLITK_SHARED.items():
-        if k.facts.get(role) == LAST_WORKGROUP:
-            continue   # the kernel merges its own chunks: nothing to agree with
         other = reg.get(k.facts.get(role, ""))
         if other is None:
             raise RegistryError(f"split-K kernel {k.name}: its {role} {k.facts.get(role)!r} is not in the registry")
@@ -251,9 +240,6 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         _checked_splitk(k.name)
         n, most, blocks = splitk_chunks(k, facts)
         wg = (n, facts.num_kv_heads or H, blocks)
-        if k.facts["combine"] == LAST_WORKGROUP:   # no key at all: one chunk still runs, to write the zeros
-            wg = (max(1, n),) + wg[1:]
-            return wg, ((k.name, wg),), most, shader_const(k, "CHUNK_STEP")
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, 1))), most, shader_const(k, "CHUNK_STEP")
     if grid == "seq_splitk":
         # every sequence splits its own keys on the GPU (attention_splitk_split.wgsl): the grid holds the most
@@ -261,8 +247,6 @@ def _dispatches(k: Kernel, facts: PlanFacts):
         _checked_splitk(k.name)
         _, most, blocks = splitk_chunks(k, facts)
         wg = (most, (facts.num_kv_heads or H) * blocks, B)
-        if k.facts["combine"] == LAST_WORKGROUP:
-            return wg, ((k.name, wg),), most, shader_const(k, "CHUNK_STEP")
         return wg, ((k.name, wg), (k.facts["combine"], (1, H, B))), most, shader_const(k, "CHUNK_STEP")
     raise PlanError(f"kernel {k.name} has unknown grid {grid!r}")
 

@@ -12,7 +12,6 @@ import attrs
 
 from wgraph.device import alloc
 from wgraph.device_errors import BINDING as ERROR_BINDING
-from wgraph import sync_counters
 from wgraph.errors import AliasingError, DeviceError, DtypeError, LimitError, PlanError, ShapeError, UnsupportedError
 from wgraph.scheduler.dispatch import Dispatch
 from wgraph.kernels.pipelines import storage_binding_size
@@ -187,10 +186,6 @@ class EncodeContext:
         declared, declared_names = _declared_storage(k)
         if ERROR_BINDING in declared and ERROR_BINDING not in bindings:
             bindings = {**bindings, ERROR_BINDING: self.error_flag()}
-        if sync_counters.BINDING in declared and sync_counters.BINDING not in bindings:
-            t = sync_counters.counters(self.device)
-            self.fallbacks_used.append(t)
-            bindings = {**bindings, sync_counters.BINDING: t}
         if bindings.keys() != declared_names:
             raise PlanError(f"kernel {variant}: bindings {sorted(bindings)} do not match the shader's {sorted(declared)}")
         for name, t in bindings.items():

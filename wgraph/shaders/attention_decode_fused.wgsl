@@ -11,8 +11,8 @@
 // max m, sum l and the P.V accumulator, all in registers) with the V pieces loaded in the same step. The next
 // step's K/V loads are issued before a step's math (software pipelining). At the end of the chunk the KS slots
 // merge their (m, l, acc): the slots of a subgroup by shuffles, the subgroups' states in workgroup memory
-// (attention_fused_merge.wgsl); the chunk's partial (m, l, acc) per head goes to part_ml / part_acc, and the
-// block's last chunk to finish merges the chunks into out and lse (attention_fused_last_merge.wgsl): one dispatch.
+// (attention_fused_merge.wgsl); the chunk's partial (m, l, acc) per head goes to part_ml / part_acc, and
+// attention_decode_splitk_combine.wgsl merges the chunks.
 // Dispatch: (chunks, num_kv_heads, head blocks) (grid "splitk", attention_splitk_head.wgsl).
 {{ENABLE_F16}}
 //!include attention_params.wgsl
@@ -20,35 +20,17 @@
 @group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;   // 16-byte pieces: ELEMS dims each
 @group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
-@group(0) @binding(6) var<storage, read_write> out: array<{{Q_T}}>;              // [1, Hq, D]
-@group(0) @binding(7) var<storage, read_write> part_ml: array<atomic<u32>>;      // attention_fused_last_merge.wgsl
-@group(0) @binding(8) var<storage, read_write> part_acc: array<atomic<u32>>;
-@group(0) @binding(10) var<storage, read_write> lse: array<f32>;   // [Hq, 1]; a 4-byte fallback unless write_lse
-@group(0) @binding(11) var<storage, read_write> sync_counters: array<atomic<u32>>;
+@group(0) @binding(7) var<storage, read_write> part_ml: array<f32>;
+@group(0) @binding(8) var<storage, read_write> part_acc: array<f32>;
 
 //!include attention_fused_consts.wgsl
-//!include attention_fused_last_merge.wgsl
-
-fn out_at(h: u32, d: u32) -> u32 {
-    return h * params.head_dim + d;
-}
-
-fn lse_at(h: u32) -> u32 {
-    return h;
-}
+//!include attention_fused_store_partials.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {
 //!include attention_splitk_head.wgsl
-    let nc = splitk_count(span);
-    if (nc == 0u) {                               // no visible key: the first chunk writes the block's zeros
-        if (c == 0u) {
-            store_no_keys(sg * sg_size + sg_lane, h0, ng);
-        }
-        return;
-    }
-    if (c >= nc) {
+    if (c >= splitk_count(span)) {
         return;                                   // the whole workgroup: a surplus chunk
     }
     let chunk = splitk_chunk(span);
@@ -60,8 +42,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
 //!include attention_fused_q.wgsl
 
 //!include attention_fused_steps.wgsl
-    part_first = h0 * params.num_chunks;
-    part_slot = part_first + c;
+    part_slot = h0 * params.num_chunks + c;
 //!include attention_fused_merge.wgsl
-    finish_chunk(t, h0, ng, nc, g * head_blocks() + wid.z);
 }

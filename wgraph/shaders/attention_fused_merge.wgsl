@@ -1,7 +1,7 @@
     // Merge the chunk's KS key slots into one (m, l, acc) per head and hand it to the including kernel's
     // store_ml(hh, m, l) (thread 0, each head hh < ng of the block) and store_acc(hh, d, sum, l) (dim d of head hh:
     // the acc weighted to the chunk's max m, with the head's l): a split-K kernel stores its chunk's partials
-    // (attention_fused_last_merge.wgsl), the one-pass kernel the output. First the slots of one subgroup, by a
+    // (attention_fused_store_partials.wgsl), the one-pass kernel the output. First the slots of one subgroup, by a
     // subgroupShuffleXor butterfly over the masks that cross slots (LPR .. the subgroup's size / 2; a slot's
     // lanes hold the same m and l, and lane i of every slot the same dims): no workgroup memory, no barrier.
     // Then the NST states left (one per subgroup; one per slot where a slot spans subgroups) through
