@@ -423,3 +423,42 @@ def test_digits_first_pre_tokenizers_equal_their_tokenizer_json(tmp_path, pre):
         ids = tok.encode(text)
         assert ids == ref.encode(text).ids, text
         assert tok.decode(ids) == text
+
+
+def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
+    """Only powers, repetitions, range() and what a template writes were bounded: `'a'|center(10**10)` allocated
+    10 GB, `ns.s ~ ns.s` (or a macro writing its argument twice, or a list of the list twice) in a loop of 40
+    doubled to 2^40, squaring an int 40 times ran for ever, and a loop that wrote nothing was never timed
+    (the time limit was checked as the template wrote). Each is refused by name now, before it is made (limits made
+    small here so that the test is quick)."""
+    import wgraph.models.chat_template as ct
+
+    monkeypatch.setattr(ct, "MAX_PROMPT_CHARS", 1 << 16)
+    monkeypatch.setattr(ct, "MAX_RENDER_SECONDS", 0.3)
+    msgs = [{"role": "user", "content": "hi"}]
+    double = "{% set ns = namespace(s='a') %}{% for i in range(60) %}{% set ns.s = X %}{% endfor %}{{ ns.s|length }}"
+    refused = {"{{ ('a'|center(10**12))|length }}": "a center width of 1000000000000 is larger",
+               "{{ 'a'.ljust(10**12)|length }}": "a ljust width of 1000000000000",
+               "{{ ('%1000000000000d' % 1)|length }}": "a printf width or precision of 1000000000000",
+               "{{ '{:1000000000000}'.format(1)|length }}": "a format width or precision of 1000000000000",
+               "{{ messages|tojson(indent=10**12) }}": "a tojson indentation of 6000000000000",
+               "{{ lipsum(n=5000)|length }}": r"lipsum\(n=5000, max=100\) makes more than 131072 words",
+               double.replace("X", "ns.s ~ ns.s"): "a '~' concatenation of 131072 is larger",
+               double.replace("X", "ns.s + ns.s"): "a '\\+' concatenation of 131072",
+               "{% macro d(s) %}{{ s }}{{ s }}{% endmacro %}" + double.replace("X", "d(ns.s)"):
+                   "a block's text of 131072",
+               double.replace("X", "[ns.s, ns.s]").replace("|length", ""): "a value of more than 65536 items and "
+                                                                               "characters",
+               "{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}":
+                   "a product of 3247-bit and 3247-bit integers",
+               "{% set s = 'x' * 60000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}":
+                   "the render ran longer than 0.3 s"}
+    for src, match in refused.items():
+        t = ChatTemplate({"default": src}, "test")   # compiles at once: a constant filter is not folded either
+        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
+                                                    r"refused the conversation: " + match):
+            t.render(msgs)
+    ok = ChatTemplate({"default": "{{ 'ab'|center(6) }}|{{ '%3d' % 7 }}|{{ '{:>3}'.format('x') }}|{{ 'a' ~ 1 }}|"
+                                  "{{ messages|tojson(indent=1) }}|"
+                                  "{% for c in 'ab' %}{{ loop.index }}{{ c }}{% endfor %}"}, "test")
+    assert ok.render(msgs) == '  ab  |  7|  x|a1|[\n {\n  "role": "user",\n  "content": "hi"\n }\n]|1a2b'
