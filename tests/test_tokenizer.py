@@ -462,3 +462,25 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
                                   "{{ messages|tojson(indent=1) }}|"
                                   "{% for c in 'ab' %}{{ loop.index }}{{ c }}{% endfor %}"}, "test")
     assert ok.render(msgs) == '  ab  |  7|  x|a1|[\n {\n  "role": "user",\n  "content": "hi"\n }\n]|1a2b'
+
+
+@pytest.mark.parametrize("value", [[1, 2], 3])
+def test_a_pre_tokenizer_name_that_is_not_a_string_is_named(tmp_path, value):
+    """tokenizer.ggml.pre as an array of numbers raised numpy's bare ValueError ("The truth value of an array ...
+    is ambiguous") from Tokenizer.from_gguf, and a number was taken as an unknown name (GPT-2's regex) silently:
+    llama.cpp reads it as a string; anything else is a CheckpointError naming the key."""
+    import gguf
+
+    meta = tiny_files.byte_level_tokenizer()
+    meta.pop("pre")
+    w = gguf.GGUFWriter(str(tmp_path / "pre.gguf"), "llama")
+    if isinstance(value, list):
+        w.add_key_value("tokenizer.ggml.pre", value, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.UINT32)
+    else:
+        w.add_uint32("tokenizer.ggml.pre", value)
+    tiny_files.add_tokenizer(w, meta)
+    for step in (w.write_header_to_file, w.write_kv_data_to_file, w.write_tensors_to_file, w.close):
+        step()
+    with pytest.raises(CheckpointError, match=r"^GGUF file pre.gguf: tokenizer.ggml.pre must be a STRING, got "
+                                              rf"{'ndarray' if isinstance(value, list) else 'int'}$"):
+        Tokenizer.from_gguf(tmp_path / "pre.gguf")

@@ -139,7 +139,7 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
                                      end_of_word_suffix="", fuse_unk=False))
     except Exception as e:  # tokenizers raises its own exception type for merges of unknown tokens
         raise CheckpointError(f"GGUF file {name}: the vocabulary and merges do not form a BPE model: {e}") from None
-    split = PRE_TOKENIZER_SPLITS.get(pre) if isinstance(pre, str) else None
+    split = PRE_TOKENIZER_SPLITS.get(pre)
     if split is None and pre in DIGITS_FIRST:
         backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                                          pre_tokenizers.ByteLevel(add_prefix_space=False)])
@@ -192,6 +192,8 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
     if not isinstance(arch, (str, type(None))):
         raise CheckpointError(f"GGUF file {name}: general.architecture must be a STRING")
     pre = f.metadata.get("tokenizer.ggml.pre")
+    if not isinstance(pre, (str, type(None))):   # an array raised numpy's ValueError from `pre in DIGITS_FIRST`
+        raise CheckpointError(f"GGUF file {name}: tokenizer.ggml.pre must be a STRING, got {type(pre).__name__}")
     if model == "gpt2":
         if merges is None:
             raise CheckpointError(f"GGUF file {name}: a gpt2 (byte-level BPE) tokenizer needs tokenizer.ggml.merges")
