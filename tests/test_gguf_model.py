@@ -255,6 +255,20 @@ def test_llama3_rope_freqs_become_rope_scaling(tmp_path):
         GGUFCheckpoint(path)
 
 
+def test_rope_freqs_whose_fit_has_no_blend_band_are_refused():
+    """Factors whose fitted high_freq_factor is 1.0 to the 6 digits kept (a band of width 0) are refused as not Llama
+    3's: the check divided by high - 1 = 0 first (a RuntimeWarning, then a comparison with infinities)."""
+    import warnings
+
+    from wgraph.models.gguf_checkpoint import _llama3_from_factors
+
+    factors = np.sort(np.exp(np.random.default_rng(5).uniform(0, 80, 64))).astype(np.float32).astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(CheckpointError, match="rope_freqs does not follow Llama 3"):
+            _llama3_from_factors(factors, {"head_dim": 128, "rope_theta": 1.0000001}, "x.gguf")
+
+
 def test_llama_file_with_a_window_is_llama(tmp_path):
     """llama.cpp's llama architecture reads no sliding window (Mistral files run with full attention) and
     transformers' GGUF loader neither: the key is not read (tests/data/make_gguf_goldens.py checks transformers)."""
@@ -361,6 +375,41 @@ def test_unused_tensors_are_refused(tmp_path, dev):
                                   extra_tensors={"blk.0.attn_q_norm.weight": np.ones(16, np.float32)})
     with pytest.raises(CheckpointError, match=r"tensors \['blk.0.attn_q_norm.weight'\].*not used"):
         from_pretrained(path, dev, dtype="f32", max_seq=16)
+
+
+@pytest.mark.parametrize("extra", [{"blk.0.attn_q_norm.weight": np.ones(16, np.float32)},
+                                   {"blk.0.attn_output.bias": np.ones(64, np.float32)}], ids=["q_norm", "o_bias"])
+def test_unused_tensors_are_refused_with_blocks_kept(tmp_path, dev, extra):
+    """A llama file whose matrices stay Q8_0 blocks (no dtype: a QuantizedLlama): a tensor the config leaves out
+    (q_norm; an o_proj bias without the q/k/v ones attention_bias needs) is refused as on the float path. Every
+    tensor of the file was read into the weights, so none was left unused, and the model ran without it."""
+    cfg = tiny_files.tiny_model_config("llama")
+    path = tiny_files.write_model(tmp_path / "n.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  qtype=gguf.GGMLQuantizationType.Q8_0, extra_tensors=extra)
+    for dtype in (None, "f32"):
+        with pytest.raises(CheckpointError, match=rf"tensors \['{next(iter(extra))}'\].*not used"):
+            from_pretrained(path, dev, dtype=dtype, max_seq=16)
+
+
+@pytest.mark.parametrize("dtype", [None, "f32"])
+def test_tensor_shapes_are_checked_before_the_model_allocates(tmp_path, dev, monkeypatch, dtype):
+    """Metadata declaring a larger model than the file's tensors (feed_forward_length 8192, 40 blocks, beside
+    tensors of 128 and 2) is refused from the header before the program is compiled: it allocated every weight and
+    cache of the declared model first (127 MB here for a 300 KB file), as the directory path never does."""
+    import wgraph.graph.graph
+
+    cfg = tiny_files.tiny_model_config("llama")
+    path = tiny_files.write_model(tmp_path / "big.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg),
+                                  qtype=gguf.GGMLQuantizationType.Q8_0,
+                                  extra={"llama.feed_forward_length": 8192, "llama.block_count": 40})
+
+    def compile_(*a, **k):
+        raise AssertionError("the program was compiled before the tensors' shapes were checked")
+
+    monkeypatch.setattr(wgraph.graph.graph.Graph, "compile", compile_)
+    with pytest.raises(CheckpointError, match=r"gate_proj.weight' \(blk.0.ffn_gate.weight\) in big.gguf has shape "
+                                              r"\[128, 64\], the config needs \[8192, 64\]"):
+        from_pretrained(path, dev, dtype=dtype, max_seq=16)
 
 
 def _gemma2_file(tmp_path, extra, layers=5):

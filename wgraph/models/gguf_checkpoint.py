@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 
+from wgraph import args
 from wgraph.errors import CheckpointError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight
 from wgraph.models.config import MAX_DIM, MAX_LAYERS, MAX_VOCAB
@@ -74,6 +75,18 @@ class GGUFCheckpoint:
             raise CheckpointError(f"tensor {hf_name!r} ({name}) in {self.file.path.name} has shape "
                                   f"{list(tensor.shape)}, the config needs {list(shape)}")
         return name, tensor
+
+    def check_shapes(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        """CheckpointError unless every tensor of `shapes` (Hugging Face name -> shape) is in the file with that
+        shape: from the header alone, before a model allocates anything for them (as Checkpoint.check_shapes).
+
+        shapes: the tensors a model will read, by Hugging Face name.
+        """
+        if not isinstance(shapes, dict):
+            raise args.fail("GGUFCheckpoint.check_shapes", "shapes", shapes, "a dict of tensor name -> shape")
+        for name, shape in shapes.items():
+            self._tensor(args.text("GGUFCheckpoint.check_shapes", "name", name),
+                         args.shape("GGUFCheckpoint.check_shapes", "shape", shape))
 
     def get(self, hf_name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Tensor `hf_name` as float32 of `shape`, converted back to Hugging Face's layout."""
@@ -310,10 +323,14 @@ def _llama3_from_factors(factors: np.ndarray, cfg: dict, name: str) -> dict | No
                               f"{big}; at least 2 are needed to recover Llama 3's rope_scaling")
     # between the bounds: 1/f = (1 - s)/factor + s with s = a/wavelen - b, a = orig/(high - low), b = low/(high - low)
     s = (1.0 / factors[blend] - 1.0 / big) / (1.0 - 1.0 / big)
-    a, b = np.linalg.lstsq(np.stack([1.0 / wavelen[blend], -np.ones(blend.sum())], 1), s, rcond=None)[0]
-    if not (a > 0 and b > 0):
+    a, b = map(float, np.linalg.lstsq(np.stack([1.0 / wavelen[blend], -np.ones(blend.sum())], 1), s, rcond=None)[0])
+    # a / b past float's range is no integer; b past ~2e6 makes high_freq_factor 1.0 to the 6 digits kept (a blend
+    # over no band: a division by zero below)
+    if not (a > 0 and b > 0 and math.isfinite(a / b)):
         raise CheckpointError(f"GGUF file {name}: rope_freqs does not follow Llama 3's rope scaling")
     high, orig = float(f"{1.0 + 1.0 / b:.6g}"), int(round(a / b))  # f32 factors: 6 digits are all they say
+    if high <= 1.0:
+        raise CheckpointError(f"GGUF file {name}: rope_freqs does not follow Llama 3's rope scaling")
     scaling = {"rope_type": "llama3", "factor": big, "low_freq_factor": 1.0, "high_freq_factor": float(high),
                "original_max_position_embeddings": orig}
     smooth = (orig / wavelen - 1.0) / (high - 1.0)

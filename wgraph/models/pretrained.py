@@ -74,17 +74,21 @@ class PretrainedFiles:
         if x_int8 and (ckpt is None or not keeps_blocks(ckpt, dtype)):
             raise ArgumentError(f"x_int8=True rounds x for the GEMVs of a GGUF file's block matrices; {self.path.name} "
                                 f"loads as float weights (a directory, another architecture or a dtype given)")
+        shapes = tensors_read(self.config, float_dtype)   # the tensors the model reads: checked before it allocates
         if ckpt is None:
             directory = Checkpoint(self.path)
-            directory.check_shapes(tensors_read(self.config, float_dtype))   # before the model allocates
+            directory.check_shapes(shapes)
             model = Llama(self.config, dev, directory.get, dtype=float_dtype, max_seq=max_seq)
             directory.check_all_read(self.config)
         elif keeps_blocks(ckpt, dtype):
             from wgraph.models.quantized import QuantizedLlama
 
-            weights = {hf: ckpt.get_blocks(hf, ckpt.file.tensors[ckpt.gguf_name(hf)].shape) for hf in ckpt.hf_names()}
+            ckpt.check_shapes(shapes)
+            # only the tensors the model reads: any other one stays unread, and unused() below names it
+            weights = {hf: ckpt.get_blocks(hf, shape) for hf, shape in shapes.items()}
             model = QuantizedLlama(self.config, dev, weights, max_seq=max_seq, x_int8=x_int8)
         else:
+            ckpt.check_shapes(shapes)
             model = Llama(self.config, dev, ckpt.get, dtype=float_dtype, max_seq=max_seq)
         if ckpt is not None:
             unused = ckpt.unused()
