@@ -29,6 +29,23 @@ def test_storage_and_shards_read_back(tmp_path, storage, shards):
         assert np.array_equal(values, stored_values(a, storage)), name
 
 
+def test_bf16_headers_are_parsed_once_a_file(tmp_path, monkeypatch):
+    """BF16 tensors are read by hand through the header's data_offsets: each `get` parsed the whole JSON header
+    again, so a file padding its header to safetensors' 100 MB limit cost 0.26 s a tensor (hours for a config of
+    many layers). Now once a file, the same bytes read back."""
+    import wgraph.models.checkpoint as checkpoint
+
+    cfg = tiny_config()
+    w = random_weights(cfg, seed=3)
+    ckpt = Checkpoint(write_checkpoint(tmp_path, cfg, w, storage="bf16", shards=2))
+    parsed = []
+    loads = checkpoint.json.loads
+    monkeypatch.setattr(checkpoint.json, "loads", lambda text, **kw: parsed.append(1) or loads(text, **kw))
+    for name, a in w.items():
+        assert np.array_equal(from_bf16(ckpt.get(name, a.shape)), stored_values(a, "bf16")), name
+    assert len(parsed) == 2   # one header a shard
+
+
 def test_bad_tensors_name_the_tensor(tmp_path):
     cfg = tiny_config()
     w = random_weights(cfg)

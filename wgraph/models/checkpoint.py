@@ -70,6 +70,7 @@ class Checkpoint:
         self.where: dict[str, Path] = {}
         self.read: set[str] = set()   # the names `get` has read (unused(): the rest)
         self._files = {}
+        self._offsets: dict[Path, tuple[int, dict]] = {}   # per file: its header's length and data_offsets, read once
         for fname in _shard_names(self.root):
             path = self.root / fname
             try:
@@ -162,7 +163,10 @@ class Checkpoint:
         path, dtype, got = self._header(args.text("Checkpoint.get", "name", name), shape)
         self.read.add(name)
         if DTYPES[dtype] is None:
-            return np.frombuffer(_raw_bytes(path, name, 2 * math.prod(got)), BF16_BITS).reshape(got)
+            if path not in self._offsets:   # parsed once a file: a 100 MB header took 0.26 s a tensor to parse again
+                self._offsets[path] = _header_offsets(path)
+            data = _raw_bytes(path, name, 2 * math.prod(got), *self._offsets[path])
+            return np.frombuffer(data, BF16_BITS).reshape(got)
         arr = self._files[path].get_tensor(name)
         if arr.dtype != DTYPES[dtype] or arr.shape != got:  # what safetensors returned must be what it declared
             raise CheckpointError(f"tensor {name!r}: read {arr.dtype} {arr.shape}, declared {dtype} {got}")
@@ -174,22 +178,35 @@ def _widened(a: np.ndarray) -> np.ndarray:
     return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)
 
 
-def _raw_bytes(path: Path, name: str, nbytes: int) -> bytes:
-    """The bytes of one tensor, located through the file's header (already validated by safetensors' safe_open;
-    checked again here: the range lies inside the file and has exactly the expected length)."""
+def _header_offsets(path: Path) -> tuple[int, dict]:
+    """(header length, {tensor name: its data_offsets as the header states them}) of a safetensors file (already
+    validated by safetensors' safe_open; `_raw_bytes` checks each range again)."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         (hlen,) = struct.unpack("<Q", f.read(8))
         if hlen > min(MAX_HEADER_BYTES, size - 8):
             raise CheckpointError(f"{path.name}: header length {hlen} exceeds the file ({size} bytes)")
-        header = json.loads(f.read(hlen))
         try:
-            start, end = (int(x) for x in header[name]["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"tensor {name!r}: no data_offsets in {path.name}'s header") from None
-        if not (0 <= start <= end and end - start == nbytes and 8 + hlen + end <= size):
-            raise CheckpointError(f"tensor {name!r} in {path.name}: bytes [{start}, {end}) do not hold {nbytes} bytes "
-                                  f"inside the file's {size - 8 - hlen} data bytes")
+            header = json.loads(f.read(hlen))
+        except (ValueError, RecursionError):
+            header = None
+    if not isinstance(header, dict):   # safe_open read it as one: the file changed since
+        raise CheckpointError(f"{path.name}: its header is no longer a JSON object")
+    return hlen, {name: entry.get("data_offsets") for name, entry in header.items() if isinstance(entry, dict)}
+
+
+def _raw_bytes(path: Path, name: str, nbytes: int, hlen: int, offsets: dict) -> bytes:
+    """The bytes of one tensor, located through the file's header (`_header_offsets`: its length and the tensors'
+    data_offsets), checked: the range lies inside the file and has exactly the expected length."""
+    size = path.stat().st_size
+    try:
+        start, end = (int(x) for x in offsets[name])
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"tensor {name!r}: no data_offsets in {path.name}'s header") from None
+    if not (0 <= start <= end and end - start == nbytes and 8 + hlen + end <= size):
+        raise CheckpointError(f"tensor {name!r} in {path.name}: bytes [{start}, {end}) do not hold {nbytes} bytes "
+                              f"inside the file's {size - 8 - hlen} data bytes")
+    with open(path, "rb") as f:
         f.seek(8 + hlen + start)
         data = f.read(nbytes)
     if len(data) != nbytes:
