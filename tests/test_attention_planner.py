@@ -224,6 +224,12 @@ def test_kernel_path(tmp_path):
     assert wg.kernel_path(f).variant("decode") == "decode_chunked_f32"
     with pytest.raises(wg.PlanError, match="not a prefill attention variant"):
         wg.kernel_path({"prefill": "decode_streaming_f32"})
+    # a file's entry that is no name (a list or table of TOML or JSON) raised TypeError (unhashable) from the registry
+    f.write_text('decode = ["decode_chunked_f32"]\n')
+    with pytest.raises(wg.PlanError, match=r"\['decode_chunked_f32'\] is not a decode attention variant"):
+        wg.kernel_path(f)
+    with pytest.raises(wg.PlanError, match=r"\{\} is not a prefill attention variant"):
+        wg.kernel_path({"prefill": {"3": {}}})
 
 
 def _t(dev, shape, dtype="f32"):

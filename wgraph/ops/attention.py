@@ -369,7 +369,7 @@ def kernel_path(spec: dict[str, Any] | str | os.PathLike[str]) -> KernelPath:
             raise PlanError(f"kernel_path: phase {phase!r} is not prefill or decode")
         names = entry.values() if isinstance(entry, dict) else [entry]
         for name in names:
-            k = registry().get(name)
+            k = registry().get(name) if isinstance(name, str) else None   # a list or dict (any JSON / TOML) too
             if k is None or k.op != "attention" or k.facts.get("phase") != phase:
                 raise PlanError(f"kernel_path: {name!r} is not a {phase} attention variant")
         table[phase] = {str(a): b for a, b in entry.items()} if isinstance(entry, dict) else entry
