@@ -115,6 +115,13 @@ LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fre
     ("gemma2", "query_pre_attn_scalar", "24", r'query_pre_attn_scalar="24" must be a finite number'),
     ("gemma2", "attn_logit_softcapping", math.inf, r"attn_logit_softcapping=inf must be a finite number"),
     ("gemma2", "final_logit_softcapping", -3.0, r"final_logit_softcapping=-3.0 must be a finite number > 0"),
+    # the model computes with these in f32: outside a normal f32 the ops refused them as the model was built,
+    # naming the op's eps, scale or softcap, not the key
+    ("llama", "rms_norm_eps", 1e-40, r"rms_norm_eps=1e-40 must be a finite number in \[1.1754944e-38, 3.4028235e\+38\]"),
+    ("llama", "rms_norm_eps", 1e39, r"rms_norm_eps=1e\+39 must be a finite number in \["),
+    ("gemma2", "query_pre_attn_scalar", 1e-300, r"query_pre_attn_scalar=1e-300 must be a finite number in \["),
+    ("gemma2", "attn_logit_softcapping", 1e300, r"attn_logit_softcapping=1e\+300 must be a finite number in \["),
+    ("gemma2", "final_logit_softcapping", 5e-324, r"final_logit_softcapping=5e-324 must be a finite number in \["),
     ("gemma2", "use_bidirectional_attention", True, r"use_bidirectional_attention=true"),
     ("gemma2", "hidden_act", "gelu", r"hidden_act=\"gelu\" and hidden_activation='gelu_pytorch_tanh' disagree"),
     ("gemma2", "sliding_window", None, r"sliding_attention layers but no sliding window"),

@@ -187,13 +187,13 @@ class _Fields:
         return None if v is None else check.integer(key, v, lo, hi)
 
     def real(self, key: str) -> float:
-        """A finite number > 0."""
-        return check.real(key, self.get(key))
+        """A finite number that is a normal f32 (the model computes with it in f32: config_values.f32_normal)."""
+        return check.f32_normal(key, self.get(key))
 
     def cap(self, key: str) -> float:
-        """A softcap: a finite number > 0, or null (0.0: off)."""
+        """A softcap: a finite number that is a normal f32, or null (0.0: off)."""
         v = self.get(key)
-        return 0.0 if v is None else check.real(key, v)
+        return 0.0 if v is None else check.f32_normal(key, v)
 
     def boolean(self, key: str, *, null_is_false: bool = False) -> bool:
         v = self.get(key)

@@ -8,6 +8,8 @@ import json
 import math
 import sys
 
+from wgraph.args import F32_TINY
+from wgraph.dtypes import F32_MAX
 from wgraph.errors import CheckpointError
 
 
@@ -39,6 +41,17 @@ def real(where: str, value, *, lo: float = 0.0, hi: float = math.inf) -> float:
             or not math.isfinite(value) or not lo < value <= hi:
         refuse(where, value, f"must be a finite number > {lo:g}" + ("" if hi == math.inf else f" and <= {hi:g}"))
     return float(value)
+
+
+def f32_normal(where: str, value) -> float:
+    """A finite number that an f32 holds as a normal number, [F32_TINY, F32_MAX]: a norm's eps, a softcap and the
+    base of the attention scale go into f32 uniforms, where the ops refuse a smaller one (0, or a subnormal a GPU may
+    flush to 0) and a larger one (inf). Refused here, naming the key, rather than by an op as the model is built."""
+    v = real(where, value)
+    if not F32_TINY <= v <= F32_MAX:
+        refuse(where, value, f"must be a finite number in [{F32_TINY:.8g}, {F32_MAX:.8g}] (a normal f32: the "
+                             f"model computes with it in f32)")
+    return v
 
 
 def boolean(where: str, value) -> bool:
