@@ -551,6 +551,22 @@ def test_from_json_checks_what_the_builder_checks(dev):
         wg.Graph.from_json(json.dumps(data))
 
 
+def test_ops_added_to_a_graph_read_from_json_take_free_names():
+    """A graph read from a file numbers its next ops from its node count, which its names need not follow (ops
+    whose infer refused them still took a number, as a hand-written file may name its nodes anything): a new op
+    took the name of an existing node, a GraphError. Now it takes the next free one."""
+    g = wg.Graph("n")
+    x = g.input("x", (4,), "f32")
+    for _ in range(3):
+        with pytest.raises(wg.ShapeError):
+            wg.ops.reshape(x, (5,))
+    g.output("y", wg.ops.silu(x))
+    again = wg.Graph.from_json(g.to_json())
+    assert list(again.nx) == ["x", "silu_4"]
+    y = wg.ops.silu(wg.ops.silu(again.values["x"]))
+    assert len(again) == 4 and y.name in again.values
+
+
 def test_from_json_names_params_nested_too_deep(monkeypatch):
     """Params nested deeper than Python's recursion (about 700 levels pass json.loads outside pytest, then
     decoding them recursed): a GraphError naming the node, not a RecursionError."""

@@ -145,6 +145,9 @@ class Graph:
                                  f"a value (use g.input, g.state or g.const)")
         self._counter += 1
         node_name = "/".join(self._scope + [f"{op.name}_{self._counter}"])
+        while node_name in self.nx:   # a graph read from a file holds names its node count does not predict
+            self._counter += 1
+            node_name = "/".join(self._scope + [f"{op.name}_{self._counter}"])
         node = self.add(Node(node_name, op.name, params, tuple(names), (), writes))
         outs = tuple(self.values[v] for v in node.results)
         return outs[0] if len(outs) == 1 else outs
