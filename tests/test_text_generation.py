@@ -71,6 +71,22 @@ def test_a_paused_stream_refuses_to_resume_after_another_generation(tiny):
     assert "".join(model.stream_text("Hello world", 12, read_every=2, stop_ids=[])) == text
 
 
+def test_a_refused_stream_leaves_the_other_generation_alone(tiny):
+    """A paused stream resumed after a `prefill` of another prompt ran its next decode steps on that prompt's
+    caches and position before it raised: the prefill's `step()` then consumed position len + 2, not len. It now
+    raises before any step, so the step after the prefill gives the float64 forward's logits."""
+    model, cfg, w = tiny
+    a = model.stream_text("Hello world", 12, read_every=2, stop_ids=[])
+    next(a)
+    other = [5, 6, 7]
+    first = ref.greedy(cfg, w, other, 1)[0][0]
+    model.prefill(other)
+    with pytest.raises(RecordingError, match="another generation ran on this model while this stream was paused"):
+        next(a)
+    logits = model.step().numpy()[0]
+    assert ref.rel_err(logits, ref.forward(cfg, w, other + [first])[-1]) < 1e-4
+
+
 def test_chat_prompt_and_stop_ids(tiny):
     model, cfg, w = tiny
     tok = model.tokenizer

@@ -136,6 +136,7 @@ def stream(model, req: TextRequest) -> Iterator[str]:
                     yield tail
                 return
         k = min(req.read_every - made % req.read_every, n - made)
+        _check_session(model, session)  # again after the yield: a resumed stream's steps would run on the other's
         model.run_steps(k, in_flight=req.in_flight)
         made += k
 
