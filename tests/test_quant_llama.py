@@ -202,3 +202,16 @@ def test_samples_on_the_greedy_programs_block_states(dev):
     assert model.generate([1, 2], 6) == greedy == twin.generate([1, 2], 6)
     blocks = [n for n, s in model._states.items() if s.ggml_type is not None]
     assert blocks and all(model.program.state(n).buffer is not None for n in blocks)
+
+
+@pytest.mark.parametrize("name", ["model.norm.weight", "model.layers.1.post_attention_layernorm.weight"])
+def test_a_quantized_vector_is_refused_by_name(dev, name):
+    """A QuantizedWeight (a matrix) given for a norm's vector raised a bare ValueError ('not enough values to
+    unpack') while the program's states were declared; it is a CheckpointError naming the tensor and both shapes,
+    before any GPU work."""
+    cfg = tiny_config()
+    weights = quantize_checkpoint(random_weights(cfg), "Q8_0")
+    weights[name] = wg.ggml_blocks.quantize(np.ones((1, 64), np.float32), "Q8_0")
+    with pytest.raises(wg.CheckpointError, match=rf"tensor {name!r} is a Q8_0 QuantizedWeight of shape \[1, 64\]; "
+                                                 r"the config needs a float array of shape \[64\]"):
+        QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, max_seq=16)

@@ -244,6 +244,10 @@ def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
         if kind is None:
             mixed = tuple(sorted(k or "float" for k in kinds)) if len(kinds) > 1 else ()
             out[name] = WeightState(tuple(shape), "f32", tuple(sources), float_state=pw, mixed=mixed)
+        elif len(shape) != 2:  # a norm or a bias: blocks hold matrices only (raised a bare unpacking ValueError)
+            src, w = next((src, w) for src, w in zip(sources, given) if isinstance(w, QuantizedWeight))
+            raise CheckpointError(f"tensor {src!r} is a {kind} QuantizedWeight of shape {list(w.shape)}; the config "
+                                  f"needs a float array of shape {list(weight_shapes(cfg)[src])}")
         else:
             n, k = shape
             fmt = FORMATS[kind]
