@@ -308,3 +308,21 @@ def test_bad_arguments_are_refused_before_gpu_work(model, dev):
     assert (d.submits, d.dispatches) == (1, 0)  # the one submit is the history read above
     assert (dec.program.state("history").numpy() == state).all()
     assert dec.generate([[1]], 0) == [[]]
+
+
+def test_steps_past_the_cache_are_refused_on_the_host(tiny_llama, model, dev):
+    """The most advanced sequence's position is known on the host: steps past its cache (max_seq 8, a prompt of 7
+    ids: the steps at positions 6 and 7 fit) were submitted, and a later call's readback raised the GPU's
+    GpuValueError; now a LimitError names them before any GPU work, and the next generate is right."""
+    cfg, w = tiny_llama
+    dec = BatchedDecoder(model, 2, max_seq=8)
+    dec.prefill([[1], [3] * 7])
+    before = dev.stats.snapshot()
+    with pytest.raises(LimitError, match=r"BatchedDecoder.run_steps: 3 decode steps from position 6 pass the KV "
+                                         r"cache of 8 positions \(max_seq\): at most 2 fit"):
+        dec.run_steps(3)
+    assert dev.stats.since(before).submits == 0
+    dec.run_steps(2)
+    with pytest.raises(LimitError, match=r"BatchedDecoder.step: 1 decode steps from position 8 .* at most 0 fit"):
+        dec.step()
+    assert dec.generate([[5], [5, 6]], 3) == [ref.greedy(cfg, w, p, 3)[0] for p in ([5], [5, 6])]

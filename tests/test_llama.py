@@ -312,3 +312,22 @@ def test_one_generation_at_a_time_on_a_model(tiny, model32):
     for _ in range(STEPS - 1):
         model32.step()
     assert model32.program.state("history").numpy()[:len(PROMPT) + STEPS].tolist() == list(PROMPT) + want
+
+
+def test_steps_past_the_cache_are_refused_on_the_host(tiny, model32, dev):
+    """After a prefill of 62 ids (max_seq 64), run_steps(3) submitted a step at position 64: the GPU flagged it and
+    the NEXT readback raised a GpuValueError, here a correct generate's, whose ids were lost. The host knows the
+    position: a LimitError names it, before any GPU work; the 2 steps that fit run, the step after them is
+    refused; a following generate gives the reference's ids."""
+    cfg, w, _ = tiny
+    prompt = list(range(1, 63))
+    model32.prefill(prompt)
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.LimitError, match=r"run_steps: 3 decode steps from position 62 pass the KV cache of 64 "
+                                            r"positions \(max_seq\): at most 2 fit"):
+        model32.run_steps(3)
+    assert dev.stats.since(before).submits == 0
+    model32.run_steps(2)   # positions 62 and 63: the last row of the cache
+    with pytest.raises(wg.LimitError, match=r"step: 1 decode steps from position 64 pass .* at most 0 fit"):
+        model32.step()
+    assert model32.generate(PROMPT, 4) == ref.greedy(cfg, w, PROMPT, 4)[0]

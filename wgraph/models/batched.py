@@ -28,7 +28,7 @@ from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.config import MAX_SEQ
-from wgraph.models.decode_span import run_scheduled, schedule, short_cache_rows
+from wgraph.models.decode_span import check_room, run_scheduled, schedule, short_cache_rows
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.tensor import Tensor
 
@@ -217,10 +217,12 @@ class BatchedDecoder:
             self._short = graph.compile(self.device, shared_states=shared)
         return self._short
 
-    def _programs(self, steps: int) -> list[tuple[object, int]]:
+    def _programs(self, steps: int, fn: str) -> list[tuple[object, int]]:
         """(program, steps) for the next `steps` steps, in order: the short program while every sequence's
         position stays below short_rows, the whole caches' after it (and for every step when the position is
-        unknown); the position moves past them."""
+        unknown); the position moves past them. LimitError (naming `fn`) where the most advanced sequence would
+        pass its cache."""
+        check_room(fn, self._position, steps, self.max_seq)
         programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
                                             self.program)
         return programs
@@ -272,7 +274,7 @@ class BatchedDecoder:
         """One batched decode step (one submit, no host input): the logits output [B, V] of the tokens it
         consumed (overwritten by the next step of the same program)."""
         with self._lock:
-            (program, _), = self._programs(1)
+            (program, _), = self._programs(1, "BatchedDecoder.step")
             return program.run()["logits"]
 
     def run_steps(self, n: int, *, in_flight: int = 8, per_submit: int = STEPS_PER_SUBMIT) -> float:
@@ -288,7 +290,7 @@ class BatchedDecoder:
         in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("BatchedDecoder.run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
         with self._lock:
-            return run_scheduled(self._programs(n), in_flight, per_submit)
+            return run_scheduled(self._programs(n, "BatchedDecoder.run_steps"), in_flight, per_submit)
 
     def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
                  read_every: int | None = None, progress: Callable[[int, float], None] | None = None) -> list[list[int]]:

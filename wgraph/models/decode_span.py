@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import attrs
 
+from wgraph.errors import LimitError
 from wgraph.graph import Graph
 from wgraph.models.config import submits_in_flight
 from wgraph.ops import attention_batched
@@ -62,6 +63,16 @@ def split_steps(position: int | None, steps: int, short_rows: int | None) -> tup
         return 0, steps
     short = min(steps, max(0, short_rows - position))
     return short, steps - short
+
+
+def check_room(fn: str, position: int | None, steps: int, cache_rows: int) -> None:
+    """LimitError unless `steps` decode steps from `position` (the position the next step consumes; None: unknown,
+    not checked) stay within a KV cache of `cache_rows` positions: the last one appends row position + steps - 1.
+    Past it the GPU flags the step (a GpuValueError at the next readback, some later call's)."""
+    if position is not None and position + steps > cache_rows:
+        raise LimitError(f"{fn}: {steps} decode steps from position {position} pass the KV cache of {cache_rows} "
+                         f"positions (max_seq): at most {max(0, cache_rows - position)} fit; prefill again to start "
+                         f"over")
 
 
 def schedule(position: int | None, steps: int, short_rows: int | None, short_program: Callable[[], Any],

@@ -41,7 +41,7 @@ from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
-from wgraph.models.decode_span import run_scheduled, schedule, short_cache_rows
+from wgraph.models.decode_span import check_room, run_scheduled, schedule, short_cache_rows
 from wgraph.ops.sampling import SampleSettings, check_sampling, check_settings
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
@@ -463,10 +463,11 @@ class Llama:
                 self._apply_sample(self._short, node, self._sample)
         return self._short
 
-    def _decode_programs(self, steps: int) -> list[tuple[Any, int]]:
+    def _decode_programs(self, steps: int, fn: str) -> list[tuple[Any, int]]:
         """(program, steps) for the next `steps` decode steps, in order, and the position count moved past them:
         the short program while the position stays below short_rows, the whole cache's after it (and for every
-        step when the position is unknown)."""
+        step when the position is unknown). LimitError (naming `fn`) where they would pass the cache."""
+        check_room(fn, self._position, steps, self.max_seq)
         programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
                                             self.program)
         return programs
@@ -562,7 +563,7 @@ class Llama:
         """One decode step (one submit, no host input): returns the program's logits output [1, V] for the
         token it consumed (overwritten by the next step)."""
         with self._lock:
-            (program, _), = self._decode_programs(1)
+            (program, _), = self._decode_programs(1, "step")
             return program.run()["logits"]
 
     def generate(self, prompt_ids: Ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
@@ -646,7 +647,7 @@ class Llama:
         in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
         per_submit = args.integer("run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
         with self._lock:
-            return run_scheduled(self._decode_programs(n), in_flight, per_submit)
+            return run_scheduled(self._decode_programs(n, "run_steps"), in_flight, per_submit)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----
 
