@@ -351,9 +351,12 @@ def test_plan_is_the_first_registry_match(caps, x_int8):
 
 def test_plan_reasons_and_forcing():
     p = plan_linear_q(1, 3072, 2048, "Q4_1", fused=("rmsnorm",), caps=SUBGROUPS)
-    assert p.reason == ("1 rows <= 1: Q4_1 GEMV (blocks dequantized in registers), 8 rows of W per workgroup (384 "
-                        "workgroups), 64 lanes per row (4 per 32-weight block), 2 steps of 2 row(s) in flight per "
-                        "lane, each x load feeding 2 rows, subgroup sums; rmsnorm fused")
+    assert p.reason == ("1 rows <= 1: Q4_1 GEMV (blocks dequantized in registers), 16 rows of W per workgroup (192 "
+                        "workgroups), 32 lanes per row (each reading whole 32-weight blocks, x staged in workgroup "
+                        "memory), 1 steps of 2 row(s) in flight per lane, each x load feeding 2 rows, subgroup sums; "
+                        "rmsnorm fused")
+    p = plan_linear_q(1, 3072, 2048, "Q8_0", fused=("rmsnorm",), caps=SUBGROUPS)   # Q8_0: whole blocks, 4 rows
+    assert "32 rows of W per workgroup (96 workgroups), 32 lanes per row (each reading whole" in p.reason
     p = plan_linear_q(1, 3072, 2048, "Q4_0", fused=("rmsnorm",), caps=SUBGROUPS)
     assert p.reason == ("1 rows <= 1: Q4_0 GEMV (blocks dequantized in registers), 16 rows of W per workgroup (192 "
                         "workgroups), 32 lanes per row (each reading whole 32-weight blocks, x staged in workgroup "
@@ -384,8 +387,9 @@ def test_plan_reasons_and_forcing():
         plan_linear_q(1, 8, 256, "Q4_0", "quant_gemv_r1_q4_0", caps=PLAIN)
     assert "subgroup" not in kernel(plan_linear_q(1, 8, 256, "Q4_0", caps=PLAIN).variant).features
     small = attrs.evolve(SUBGROUPS, max_workgroup_storage=2048)  # the 8-row kernels do not fit: 1-row chunks
-    p = plan_linear_q(5, 64, 256, "Q4_1", caps=small)
-    assert p.variant == "quant_gemv_r1_q4_1" and p.row_chunks == 5 and "5 chunks of 1 rows" in p.reason
+    p = plan_linear_q(5, 64, 256, "Q4_K", caps=small)   # (Q4_1's one-row kernel stages x too: the plain one there)
+    assert p.variant == "quant_gemv_r1_q4_k" and p.row_chunks == 5 and "5 chunks of 1 rows" in p.reason
+    assert plan_linear_q(5, 64, 256, "Q4_1", caps=small).variant == "quant_gemv_r1_wg_q4_1"
 
 
 def test_bad_arguments_raise_before_gpu_work(dev, rng):
