@@ -660,3 +660,47 @@ def test_state_init_must_have_the_states_shape():
                                                  r"must have the state's shape\)"):
             g.state("s", (2, 3), init=np.arange(6, dtype=np.float32).reshape(shape))
     assert g.state("s", (2, 3), init=np.arange(6, dtype=np.float32).reshape(2, 3)).spec.shape == (2, 3)
+
+
+def _accumulator(dev):
+    """A program whose run adds x into state s (init 0, 1, 2, 3) and returns the sum."""
+    g = wg.Graph("acc")
+    s = g.state("s", (4,), init=np.arange(4, dtype=np.float32))
+    total = wg.ops.add(s, g.input("x", (4,), "f32"))
+    wg.ops.scale(total, 1.0, out=s)
+    g.output("total", total)
+    return g.compile(dev)
+
+
+def test_reset_state_keeps_its_place_among_recorded_and_pending_ops(dev):
+    """reset_state() inside dev.record() was a queue write made at the call, so it landed before the ops recorded
+    ahead of it: scale(prog.state('s')) recorded before the reset read the reset [0, 1, 2, 3], not the [10, 11,
+    12, 13] the run had left. It keeps its place now, as dev.write does (recorded, pending or queued)."""
+    prog = _accumulator(dev)
+    prog.run(x=np.full(4, 10, np.float32))
+    with dev.record():
+        before = wg.ops.scale(prog.state("s"), 1.0)
+        prog.reset_state("s")
+        after = wg.ops.scale(prog.state("s"), 1.0)
+    np.testing.assert_array_equal(before.numpy(), [10, 11, 12, 13])
+    np.testing.assert_array_equal(after.numpy(), [0, 1, 2, 3])
+    prog.run(x=np.full(4, 5, np.float32))
+    pending = wg.ops.scale(prog.state("s"), 1.0)   # an immediate op, waiting in the pending list
+    prog.reset_state()
+    np.testing.assert_array_equal(pending.numpy(), [5, 6, 7, 8])
+    np.testing.assert_array_equal(prog.state("s").numpy(), [0, 1, 2, 3])
+
+
+def test_reset_state_after_the_device_is_lost_or_recreated_is_a_device_error():
+    """reset_state() on a destroyed device raised wgpu's GPUValidationError ('Parent device is lost'), after
+    dev.recreate() another one ('Device ... of Queue ... doesn't match Device ... of Buffer'): a DeviceError now,
+    as run() raises, and the new device works on."""
+    d = wg.Device()
+    prog = _accumulator(d)
+    d.destroy()
+    with pytest.raises(wg.DeviceError, match=r"program 'acc': reset_state\(\).*epoch \d+; the device is now lost"):
+        prog.reset_state()
+    d.recreate()
+    with pytest.raises(wg.DeviceError, match=r"program 'acc': reset_state\(\).*the device is now epoch \d+: compile"):
+        prog.reset_state("s")
+    np.testing.assert_array_equal(_accumulator(d).run(x=np.ones(4, np.float32))["total"].numpy(), [1, 2, 3, 4])

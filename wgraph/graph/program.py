@@ -260,12 +260,16 @@ class Program:
 
     # ---- state ----
 
+    def _state_bytes(self, name: str, data: bytes | None) -> bytes:
+        raw = data if data is not None else bytes(self.tensors[name].nbytes)
+        return raw + b"\0" * (align4(len(raw)) - len(raw))
+
     def _write_state(self, name: str, data: bytes | None):
-        t = self.tensors[name]
-        raw = data if data is not None else bytes(t.nbytes)
-        raw = raw + b"\0" * (align4(len(raw)) - len(raw))
+        """A new state's first contents (compile): a queue write now, even inside a recording, since nothing
+        recorded can bind a buffer made here."""
+        raw = self._state_bytes(name, data)
         if raw:
-            self.device.scheduler.write_buffer(t.buffer, 0, raw)
+            self.device.scheduler.write_buffer(self.tensors[name].buffer, 0, raw)
 
     def state(self, name: str) -> Tensor:
         """The program's persistent buffer `name` (a state, a const or an input).
@@ -278,16 +282,26 @@ class Program:
         return self.tensors[name]
 
     def reset_state(self, name: str | None = None) -> None:
-        """Refill one state (or all) with its init data or zeros; shared states are left as they are.
+        """Refill one state (or all) with its init data or zeros; shared states are left as they are. The write
+        keeps its place among the op calls around it, as dev.write's does (inside dev.record() too).
 
         name: the state to refill; None: every state.
         """
         if name is not None and (type(name) is not str or name not in self.states):
             raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; states: "
                              f"{sorted(self.states)}")
+        dev = self.device
+        if dev.lost or dev.epoch != self.epoch:   # else wgpu's raw GPUValidationError for the old device's buffers
+            raise DeviceError(f"program {self.graph.name!r}: reset_state(): the program was compiled for epoch "
+                              f"{self.epoch}; the device is now {'lost' if dev.lost else f'epoch {dev.epoch}'}: "
+                              f"compile the graph again")
         for n, st in self.states.items():
             if (name is None or n == name) and n not in self.shared:
-                self._write_state(n, st.init)
+                raw = self._state_bytes(n, st.init)
+                if raw:
+                    # as dev.write: in its place among the op calls around it (an item of the open recording, or
+                    # of the pending list), not a queue write that lands before ops recorded earlier
+                    dev.scheduler.write(self.tensors[n], raw)
 
     # ---- running ----
 
