@@ -60,3 +60,21 @@ def test_two_written_states_cannot_share_one_buffer(dev, rng):
     s = dev.tensor(np.zeros((4, 4), np.float32))
     out = one.compile(dev, shared_states={"a": s, "b": s}).run(x=w)
     np.testing.assert_allclose(out["y"].numpy(), 3 * w.astype(np.float64), rtol=1e-6)
+
+
+def test_explain_names_a_shared_state_as_the_graph_value_it_is(dev):
+    """explain() named each binding by its tensor's label: a shared state's tensor is another owner's (label "" from
+    dev.tensor, or that owner's name), so add(w, x) on a shared 'w' showed 'x -> add_1:0' (full=True: ', x'), as if
+    the node read only x. It names the graph's value now."""
+    g = Graph("sh")
+    g.output("y", wg.ops.add(g.state("w", (4,)), g.input("x", (4,))))
+    for label in ("", "other.weight"):
+        prog = g.compile(dev, shared_states={"w": dev.tensor(np.arange(4, dtype=np.float32), label=label)})
+        assert [(r.reads, r.writes) for r in prog.rows] == [(("w", "x"), ("add_1:0",))]
+        assert "w, x -> add_1:0" in prog.explain()
+        np.testing.assert_array_equal(prog.run(x=np.ones(4, np.float32))["y"].numpy(), [1, 2, 3, 4])
+    ind = Graph("ind")   # indirect= a shared state: its workgroups read 'indirect(args+0)', no value's name
+    ind.output("y", wg.ops.scale(ind.input("x", (4,)), 3.0, indirect=ind.state("n", (3,), "u32")))
+    prog = ind.compile(dev, shared_states={"n": dev.tensor(np.array([1, 1, 1], np.uint32))})
+    assert prog.rows[0].workgroups == "indirect(n+0)"
+    np.testing.assert_array_equal(prog.run(x=np.ones(4, np.float32))["y"].numpy(), [3, 3, 3, 3])

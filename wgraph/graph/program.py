@@ -506,9 +506,16 @@ class Program:
         reason = getattr(self._plans.get(node_name), "reason", "")
         if isinstance(d, Copy):
             return PlanRow(node_name, node.op, "copy", reason, "-", 0, (d.src.label,), (d.dst.label,))
-        wg = f"indirect({d.indirect[0].label or 'args'}+{d.indirect[1]})" if d.indirect else "x".join(map(str, d.workgroups))
-        reads = tuple(t.label for b, t in d.bindings if not b.writes)
-        writes = tuple(t.label for b, t in d.bindings if b.writes)
+        # the graph's value names, by the node's own tensors: a shared state is another owner's tensor, whose label
+        # (often "") is no value of this graph; scratch, fallbacks and the error flag keep their labels
+        names = {id(self.tensors[v]): v for v in (*node.inputs, *node.results) if v is not None}
+        if d.indirect:
+            args_name = names.get(id(d.indirect[0]), d.indirect[0].label or "args")
+            wg = f"indirect({args_name}+{d.indirect[1]})"
+        else:
+            wg = "x".join(map(str, d.workgroups))
+        reads = tuple(names.get(id(t), t.label) for b, t in d.bindings if not b.writes)
+        writes = tuple(names.get(id(t), t.label) for b, t in d.bindings if b.writes)
         return PlanRow(node_name, node.op, d.kernel.name, reason, wg, len(d.uniforms), reads, writes)
 
     def explain(self, full: bool = False) -> str:
