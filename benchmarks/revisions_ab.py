@@ -38,8 +38,11 @@ FOLDER = ROOT / ".ab" / "revisions"
 # the numbers compared, where a row has them (bench JSON field names)
 METRICS = ("tokens_per_s", "ms_per_token", "gpu_ms_per_token", "host_ms_per_token", "fraction_of_copy_bandwidth",
            "dispatches_per_token", "gpu_us", "gbps", "tflops", "fraction_of_copy", "fraction_of_fma_peak")
-NAME_FIELDS = ("model", "shape", "call", "name", "kind", "format", "dtype", "weight_dtype", "ggml_type", "matrix",
-               "variant", "B", "batch", "rows", "out_features", "in_features")
+# attention rows are told apart by phase, S, L, heads and D, gemm and gemv rows by config (a variant forced with its
+# own K split, or unsplit, names the same kernel): a name two rows share would keep one row's numbers for both
+NAME_FIELDS = ("model", "shape", "call", "name", "kind", "phase", "S", "L", "Hq", "Hkv", "D", "format", "dtype",
+               "weight_dtype", "ggml_type", "matrix", "variant", "config", "B", "batch", "rows", "out_features",
+               "in_features")
 
 
 def prepare(revisions: list[str], folder: Path = FOLDER) -> list[dict]:
@@ -119,11 +122,14 @@ def row_numbers(result: dict) -> dict[tuple[str, str, str], float]:
 
 
 def _part_numbers(section: str, rows: list) -> dict[tuple[str, str, str], float]:
-    got = {}
+    got, names = {}, set()
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             continue
         name = _row_name(row) or f"row {i}"
+        if name in names:  # still the same name: its own, never the earlier row's numbers
+            name = f"{name} (row {i})"
+        names.add(name)
         for m in METRICS:
             v = row.get(m)
             if isinstance(v, (int, float)) and not isinstance(v, bool):

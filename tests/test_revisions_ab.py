@@ -46,6 +46,22 @@ def test_row_numbers_take_the_lists_of_rows_a_section_holds():
                                        ("quant.models", "wgraph Q4_0", "dispatches_per_token"): 85.0}
 
 
+def test_rows_that_differ_in_their_shape_keep_their_own_numbers():
+    """Attention rows of one dtype and variant at two lengths (the quick grid's decode L=256 and L=1024), and a gemm
+    variant forced with its own K split beside it unsplit: each row keeps its numbers (one name for both kept the
+    last row's gbps for the two)."""
+    att = [{"phase": "decode", "S": 1, "L": n, "Hq": 8, "Hkv": 2, "D": 64, "dtype": "f16", "causal": True,
+            "variant": "decode_splitk_g4_f16", "status": "ok", "gbps": g} for n, g in ((256, 0.11), (1024, 0.17))]
+    gemm = [{"rows": 37, "out_features": 3072, "in_features": 576, "weight_dtype": "f32", "variant": "g",
+             "config": c, "status": "ok", "tflops": t} for c, t in (("g split_k=own", 2.0), ("g split_k=1", 1.0))]
+    got = rab.row_numbers({"attention": {"rows": att}, "gemm": {"rows": gemm}})
+    assert sorted(v for (s, _, m), v in got.items() if s == "attention" and m == "gbps") == [0.11, 0.17]
+    assert sorted(v for (s, _, m), v in got.items() if s == "gemm" and m == "tflops") == [1.0, 2.0]
+    # rows with nothing that tells them apart still keep their own numbers
+    same = [{"model": "m", "tokens_per_s": 1.0}, {"model": "m", "tokens_per_s": 2.0}]
+    assert sorted(rab.row_numbers({"model": {"rows": same}}).values()) == [1.0, 2.0]
+
+
 def test_table_medians_and_ratios():
     runs = {"0-main": [_model(100.0, 50.0), _model(90.0, 60.0), _model(110.0, 40.0)],
             "1-new": [_model(120.0, 30.0), _model(130.0, 35.0), _model(125.0, 20.0, {"gbps": 3.0})]}
