@@ -37,3 +37,18 @@ def test_two_stamp_timer(dev):
     got = timing.calls_us(dev, lambda: wg.ops.scale(x, 2.0, out=y), reps=5, batches=2)
     assert len(got) == 2 and all(t > 0 for t in got)
     assert np.all(y.numpy() == 2.0)
+
+
+def test_timestamps_count_the_tick_period(dev, monkeypatch):
+    """wgpu-native resolves raw ticks (a tick is ~52 ns on Intel): with a period of 1e6 ns a tick (1 ms), a scale of
+    1024 elements reads at least 0.1 s a call in both timers (it takes far more than 100 ns); they read it as ns."""
+    from wgraph.scheduler import profiling
+
+    if not dev.caps.has_timestamps:
+        pytest.skip("no timestamp queries")
+    monkeypatch.setattr(profiling, "timestamp_period_ns", lambda gpu: 1e6, raising=False)
+    x = dev.tensor(np.ones(1024, np.float32))
+    y = dev.empty((1024,), "f32")
+    for stamped in (False, True):
+        (us,) = timing.calls_us(dev, lambda: wg.ops.scale(x, 2.0, out=y), reps=2, batches=1, stamped=stamped)
+        assert us > 1e5, stamped

@@ -13,6 +13,7 @@ import time
 
 import wgpu
 
+from wgraph.scheduler import profiling
 from wgraph.scheduler.commands import Copy
 from wgraph.scheduler.recording import Recording
 
@@ -48,7 +49,8 @@ def _span_of_steps(dev, steps, offsets) -> float:
     for b in (resolve, readback):
         b.destroy()
     query.destroy()
-    return max(0, end - begin) / 1000.0  # wgpu reports nanoseconds on Vulkan, Metal and D3D12
+    # raw ticks (wgpu-native normalizes none by default): times the tick's nanoseconds (52 on Intel, 1 on NVIDIA)
+    return max(0, end - begin) * profiling.timestamp_period_ns(dev.wgpu) / 1000.0
 
 
 def _recorded(dev, call, reps: int) -> Recording:

@@ -3,6 +3,7 @@ table of a recording made from them (a Program's per-node table: graph/profile.p
 
 from __future__ import annotations
 
+import math
 import struct
 from collections import defaultdict
 
@@ -10,10 +11,24 @@ import attrs
 import wgpu
 
 
+def timestamp_period_ns(gpu) -> float:
+    """Nanoseconds per timestamp tick of `gpu` (a wgpu device). wgpu-native resolves the GPU's raw ticks unless its
+    instance normalizes them (InstanceFlag.AutomaticTimestampNormalization, off by default): a tick is 1 ns on
+    NVIDIA and lavapipe, ~52 ns on Intel (Vulkan's timestampPeriod). 1.0 where wgpu-py cannot ask."""
+    try:
+        from wgpu.backends.wgpu_native._ffi import lib
+
+        period = float(lib.wgpuQueueGetTimestampPeriod(gpu.queue._internal))
+    except Exception:  # noqa: BLE001 - another backend, or a wgpu-native without the call
+        return 1.0
+    return period if period > 0 and math.isfinite(period) else 1.0
+
+
 class Timestamps:
     """Timestamp queries around each dispatch: inside the pass where the device can, else a pass each."""
 
     def __init__(self, gpu, count: int, inside_passes: bool):
+        self.period_ns = timestamp_period_ns(gpu)
         self.inside_passes = inside_passes
         self.count = count
         self.query_set = gpu.create_query_set(type=wgpu.QueryType.timestamp, count=2 * count)
@@ -25,11 +40,13 @@ class Timestamps:
         encoder.copy_buffer_to_buffer(self.resolve, 0, self.readback, 0, 16 * self.count)
 
     def ticks_ns(self) -> tuple[int, ...]:
-        """(begin, end) of every dispatch, flat; wgpu reports nanoseconds on Vulkan, Metal and D3D12."""
+        """(begin, end) of every dispatch, flat, in nanoseconds (the raw ticks times the timestamp period)."""
         self.readback.map_sync(wgpu.MapMode.READ)
         ticks = struct.unpack(f"<{2 * self.count}Q", self.readback.read_mapped())
         self.readback.unmap()
-        return ticks
+        if self.period_ns == 1.0:
+            return ticks
+        return tuple(round(t * self.period_ns) for t in ticks)
 
 
 def dispatch_times_us(ticks) -> tuple[list[float], float]:
