@@ -76,3 +76,22 @@ def test_step_gemv_sums_count_each_call_of_the_1b_step():
     assert s["ggml_type"] == "Q4_0" and s["dispatches"] == 65
     assert s["planned_us"] == pytest.approx(16 * (7 + 6 + 11 + 8) + 80)      # 592
     assert s["copy_ceiling_us"] == pytest.approx(16 * (3 + 2.5 + 6 + 4) + 40)  # 288
+
+
+def test_distinct_outputs_are_distinct_with_one_weight_copy(dev, monkeypatch):
+    """The planned row's `distinct_outputs_gpu_us` (the table's "indep us") times calls writing different outputs;
+    with one weight copy (a CPU adapter: copies = 1) every call wrote the one output, the dependent chain again."""
+    outs = set()
+    linear_q = wg.ops.linear_q
+
+    def spy(*a, out=None, **kw):
+        outs.add(id(out))
+        return linear_q(*a, out=out, **kw)
+
+    monkeypatch.setattr(wg.ops, "linear_q", spy)
+    monkeypatch.setattr(quant, "CACHE_BYTES", 0)   # one weight copy on any adapter, as on a CPU one
+    s = quant.QuantGemvShape("Q4_0", 1, 64, 256, "norm+small", norm=True)
+    (row,) = quant.bench_quant_gemv(dev, [s], copy_gbps=None, all_variants=False, use_torch=False, target_s=0.001,
+                                    progress=lambda _: None)
+    assert row["status"] == "ok" and row["weight_copies"] == 1 and row["distinct_outputs_gpu_us"] > 0
+    assert len(outs) > 1
