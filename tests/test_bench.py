@@ -407,3 +407,17 @@ def test_kernel_subsets_count_each_pass_of_a_split_k_decode(dev):
                                            "combine": lambda n: n == names[1]}, batches=1)
     assert {name: count for name, (_, count) in got.items()} == {"all": 2, "main": 1, "combine": 1}
     assert all(us > 0 for us, _ in got.values())
+
+
+def test_host_table_shows_a_missing_floor_as_a_dash():
+    """The x floor ratios are None when the raw wgpu loop's row failed; host_table raised TypeError formatting
+    them (the whole table, and the bench's report, lost). Now they read '-' and the rest of the row is kept."""
+    from wgraph.bench.report import host_table
+
+    rows = [{"mode": "raw_wgpu_floor", "status": "error", "note": "boom"},
+            {"mode": "wgraph_program", "status": "ok", "host_us_per_op": 12.5, "dispatches_per_op": 2.0,
+             "ratio_to_floor_host": None, "wall_us_per_op": 30.25, "ratio_to_floor_wall": None,
+             "submits_per_run": 1, "compute_passes_per_run": 1, "speedup_vs_immediate_host": None}]
+    line = [ln for ln in host_table(rows).splitlines() if ln.startswith("wgraph_program")][0]
+    assert line.split() == ["wgraph_program", "12.50", "2.0", "-", "30.25", "-", "1", "1", "-x"]
+    assert "raw_wgpu_floor                 error: boom" in host_table(rows)

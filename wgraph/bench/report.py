@@ -67,8 +67,10 @@ def host_table(rows: list[dict]) -> str:
         if r["status"] != "ok":
             lines.append(f"{r['mode']:30} {r['status']}: {r['note']}")
             continue
+        # the x floor columns are None when the raw loop's row failed: "-", not a crash of the whole table
         lines.append(f"{r['mode']:30} {r['host_us_per_op']:10.2f} {r.get('dispatches_per_op', 1):7.1f} "
-                     f"{r['ratio_to_floor_host']:8.2f} {r['wall_us_per_op']:10.2f} {r['ratio_to_floor_wall']:8.2f} "
+                     f"{_f(r['ratio_to_floor_host'], '8.2f'):>8} {r['wall_us_per_op']:10.2f} "
+                     f"{_f(r['ratio_to_floor_wall'], '8.2f'):>8} "
                      f"{r['submits_per_run']:7d} {r['compute_passes_per_run']:6d} "
                      f"{_f(r['speedup_vs_immediate_host'], '11.1f')}x")
     lines.append("host = until queue.submit returns (CPU cost to the caller); wall = host + waiting for the GPU. "
