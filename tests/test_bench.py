@@ -421,3 +421,12 @@ def test_host_table_shows_a_missing_floor_as_a_dash():
     line = [ln for ln in host_table(rows).splitlines() if ln.startswith("wgraph_program")][0]
     assert line.split() == ["wgraph_program", "12.50", "2.0", "-", "30.25", "-", "1", "1", "-x"]
     assert "raw_wgpu_floor                 error: boom" in host_table(rows)
+
+
+def test_plot_without_the_attention_section_is_a_usage_error(tmp_path, capsys):
+    """--plot draws the attention rows; with --only host it ran the whole bench and then raised ValueError ('no
+    attention rows that ran'); now a usage error before any GPU work."""
+    with pytest.raises(SystemExit) as e:
+        bench_main(["--only", "host", "--no-torch", "--plot", str(tmp_path / "p.svg")])
+    assert e.value.code == 2
+    assert "--plot draws the attention section's rows; --only host runs none of them" in capsys.readouterr().err

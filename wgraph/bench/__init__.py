@@ -88,6 +88,9 @@ def main(argv: list[str]) -> dict:
         ap.error(f"--budget-s {args.budget_s} must be a finite number of seconds > 0")
     if args.json and Path(args.json).is_dir():   # before the run, not after it
         ap.error(f"--json {args.json} is a directory; give a file path")
+    if args.plot and "attention" not in (args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)):
+        # the plot draws the attention rows: without them it raised ValueError after the whole run
+        ap.error(f"--plot draws the attention section's rows; --only {','.join(args.only or ())} runs none of them")
     if args.plot:
         from wgraph.bench.plot import check_plot_path
 
