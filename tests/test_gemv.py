@@ -187,6 +187,23 @@ def test_forced_variant_errors(dev):
         wg.ops.linear(x, w, variant="rmsnorm_f32")
 
 
+def test_gemv_past_a_cpu_adapters_loop_cap_is_refused(dev):
+    """lavapipe stops an invocation's loops at 65535 iterations, silently: forced gemv_r8_groups_wg_f32 (8 lanes
+    split a weight row, 2 loads of 4 a step) over 4,500,000 features walks 70,313 steps per lane, and a row of
+    ones summed to 4194336, not 4.5e6. A forced GEMV past a CPU adapter's cap is now a LimitError (as a forced
+    GEMM's) and the planner passes over it; on a GPU the forced variant sums the row."""
+    k = 4_500_000
+    x, w = dev.tensor(np.ones((1, k), np.float32)), dev.tensor(np.ones((1, k), np.float32))
+    if dev.caps.is_cpu:
+        with pytest.raises(wg.LimitError, match=r"gemv_r8_groups_wg_f32 cannot take 1 rows of W \[1, 4500000\] f32: "
+                                                r"it loops \d+ times per invocation for in_features 4500000; .* stops "
+                                                r"an invocation's loops at 65535"):
+            wg.ops.linear(x, w, variant="gemv_r8_groups_wg_f32")
+    else:
+        assert wg.ops.linear(x, w, variant="gemv_r8_groups_wg_f32").numpy().tolist() == [[4.5e6]]
+    assert wg.ops.linear(x, w).numpy().tolist() == [[4.5e6]]  # integers below 2^24: exact in f32
+
+
 def test_fused_linear_errors(dev):
     x = dev.tensor(np.ones((2, 16), np.float32))
     w = dev.tensor(np.ones((6, 16), np.float32))

@@ -86,11 +86,13 @@ class LinearPlan:
 
 
 def _forced_gemv(kv, s: gemv.GemvShape, caps) -> str:
-    """The reason text of a forced GEMV; PlanError unless it can take the call (caps None: skip the device)."""
+    """The reason text of a forced GEMV; PlanError unless it can take the call, LimitError past a CPU adapter's
+    loop cap (caps None: skip the device)."""
     no = gemv.refusal(kv, s, caps, forced=True)
     if no:
-        raise PlanError(f"linear: forced variant {kv.name} cannot take {s.rows} rows of W [{s.n}, {s.k}] "
-                        f"{s.weight_dtype}: it {no}")
+        error = LimitError if no == gemv.cpu_loop_refusal(kv, s, caps) else PlanError  # as a forced GEMM's
+        raise error(f"linear: forced variant {kv.name} cannot take {s.rows} rows of W [{s.n}, {s.k}] "
+                    f"{s.weight_dtype}: it {no}")
     return "forced: " + gemv.describe(kv, s)
 
 

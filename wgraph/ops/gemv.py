@@ -8,6 +8,7 @@ import attrs
 
 from wgraph.kernels.registry import Kernel, kernels_for
 from wgraph.ops.core import ceil_div
+from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT, halvings, loop
 
 FORM = "gemv"
 
@@ -55,9 +56,34 @@ def device_refusal(kv: Kernel, caps) -> str | None:
     return None
 
 
+def cpu_loops(kv: Kernel, s: GemvShape) -> int:
+    """Loop iterations of one invocation of GEMV variant `kv` (gemv_core.wgsl, counted as ops/cpu_limits.py
+    counts them; an upper bound): the walk along a weight row in steps of unroll x (lanes / row_groups) 16-byte
+    loads (the PREFETCH loop, the plain one and the tail), slot_totals' sums (shuffles and the subgroups'
+    partials, or a lane's partials without subgroups) and the epilogue's outputs."""
+    lim = kv.limits
+    klanes = lim["lanes"] // lim["row_groups"]
+    loads = ceil_div(s.k, lim["k_multiple"])
+    sums_per_slot = (lim["features_per_lane"] + 1) * lim["max_rows"]
+    sums = (loop(halvings(lim["lanes"])) + loop(ceil_div(sums_per_slot, lim["lanes"]), loop(lim["lanes"] // 8))
+            + loop(klanes))
+    return (loop(ceil_div(loads, lim["unroll"] * klanes)) + 2 * loop(lim["unroll"]) + sums
+            + loop(ceil_div(lim["features_per_lane"] * lim["max_rows"], lim["lanes"])))
+
+
+def cpu_loop_refusal(kv: Kernel, s: GemvShape, caps) -> str | None:
+    """Why a CPU adapter cannot run the call through `kv` (its loops past the adapter's cap), or None."""
+    # lavapipe stops an invocation's loops at CPU_LOOP_LIMIT silently: a row of 4.5e6 ones through
+    # gemv_r8_groups_wg_f32 summed to 4194336
+    if caps is None or not caps.is_cpu or cpu_loops(kv, s) <= CPU_LOOP_LIMIT:
+        return None
+    return (f"loops {cpu_loops(kv, s)} times per invocation for in_features {s.k}; {caps.adapter_name!r} (a CPU "
+            f"adapter) stops an invocation's loops at {CPU_LOOP_LIMIT}, silently")
+
+
 def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | None:
     """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n);
-    caps None skips the device's (features, workgroup memory)."""
+    caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
     lim = kv.limits
     no = device_refusal(kv, caps)
     if no:
@@ -72,6 +98,9 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     if s.swiglu and (lim["features_per_lane"] % 2 or s.n % lim["features_per_lane"]):
         return (f"swiglu needs an even features_per_lane that divides {s.n} (as do RoPE's pairs), it has "
                 f"{lim['features_per_lane']}")
+    no = cpu_loop_refusal(kv, s, caps)
+    if no:
+        return no
     if not forced:
         if s.k < kv.facts.get("min_k", 0):
             return f"is for in_features >= {kv.facts['min_k']}"
