@@ -164,6 +164,39 @@ def test_rope_option_errors(dev):
         wg.ops.rope(xb, dev.tensor(np.ones((8, 4), np.float32), "bf16"), dev.tensor(np.ones((8, 4), np.float32), "bf16"))
 
 
+def test_graph_file_params_of_rope_and_linear_are_checked_as_their_calls(dev, rng):
+    """A graph file's params reach infer unchecked by rope() / linear(): rotary_dim "4" raised a bare TypeError
+    (wrapped in a GraphError), 4.0 and True passed or were a ShapeError, and linear's variant 5 a PlanError; they
+    are now the calls' ArgumentErrors. The unedited file still runs: rows 0 and 1 at positions 1 and 2."""
+    import json
+
+    g = wg.Graph("file")
+    cos, sin = wg.ops.rope_tables(4, 4)
+    x = g.input("x", (2, 1, 6))
+    g.output("y", wg.ops.rope(x, g.input("cos", (4, 2)), g.input("sin", (4, 2)), pos=1, rotary_dim=4))
+    g.output("l", wg.ops.linear(g.input("a", (2, 8)), g.input("w", (3, 8))))
+    data = json.loads(g.to_json())
+    fields = {n["op"]: n["params"]["fields"] for n in data["nodes"] if n["op"] in ("rope", "linear")}
+    cases = [("rotary_dim", "rope", bad, "an integer in") for bad in ("4", 4.0, True)]
+    cases.append(("variant", "linear", 5, "a str"))
+    for field, op, bad, rule in cases:
+        edited = json.loads(json.dumps(data))
+        next(n for n in edited["nodes"] if n["op"] == op)["params"]["fields"][field] = bad
+        with pytest.raises(wg.ArgumentError, match=rf"\({op}\): {op}: {field}={bad!r} must be {rule}"):
+            wg.Graph.from_json(json.dumps(edited))
+    assert fields["rope"]["rotary_dim"] == 4
+    xs = rng.standard_normal((2, 1, 6)).astype(np.float32)
+    out = wg.Graph.from_json(json.dumps(data)).compile(dev).run(
+        x=xs, cos=cos, sin=sin, a=np.ones((2, 8), np.float32), w=np.ones((3, 8), np.float32))
+    x64, inv = xs.astype(np.float64), 10000.0 ** -np.array([0.0, 0.5])
+    for r in range(2):
+        c, s = np.cos((r + 1) * inv), np.sin((r + 1) * inv)
+        want = np.concatenate([x64[r, 0, :2] * c - x64[r, 0, 2:4] * s, x64[r, 0, 2:4] * c + x64[r, 0, :2] * s,
+                               x64[r, 0, 4:]])
+        assert np.allclose(out["y"].numpy()[r, 0], want, rtol=1e-6, atol=1e-6)
+    assert out["l"].numpy().tolist() == [[8.0] * 3] * 2
+
+
 def test_rope_errors(dev):
     cos, sin = wg.ops.rope_tables(8, 16)
     x = dev.tensor(np.ones((4, 2, 16), np.float32))

@@ -68,6 +68,8 @@ def _infer_linear(params: LinearParams, specs):
     select_variant("linear", weight_dtype=w.dtype)  # a kernel for the weight dtype
     args.optional_integer("linear", "split_k", params.split_k, 1)   # params from a graph file: as linear() checks
     args.choice("linear", "activation", params.activation, ACTIVATIONS)
+    if params.variant is not None:
+        args.text("linear", "variant", params.variant)  # variant=5 from a graph file was a PlanError
     if params.variant is not None or params.split_k is not None:
         linear_plan(specs, params, None)  # a forced variant or split that does not fit fails here, before GPU work
     return (out,)
@@ -326,7 +328,9 @@ def _infer_rope(params: RopeParams, specs):
     if len(x.shape) != 3:
         raise ShapeError(f"rope: x must be [rows, heads, head_dim], got {x.shape}")
     dim = x.shape[2]
-    rd = dim if params.rotary_dim is None else params.rotary_dim
+    # as rope() checks it: params from a graph file come here unchecked ("4" raised a bare TypeError, 4.0 passed)
+    rotary_dim = args.optional_integer("rope", "rotary_dim", params.rotary_dim)
+    rd = dim if rotary_dim is None else rotary_dim
     if rd % 2 or not 2 <= rd <= dim:
         raise ShapeError(f"rope: rotary_dim {rd} must be even and in [2, head_dim {dim}] (x {x.shape})")
     half = rd // 2
