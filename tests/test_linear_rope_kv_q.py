@@ -132,6 +132,21 @@ def test_plan_is_the_first_registry_match(caps):
                                                                                     caps=caps).variant
 
 
+def test_fused_variant_past_a_cpu_adapters_loop_cap_is_passed_over():
+    """The fused kernel walks a row as linear_q's GEMV does (quant_gemv_core.wgsl), so lavapipe's 65535-iteration
+    cap holds for it too: Q4_0's one-row fused kernel (32 lanes reading whole blocks, x staged a step at a time) costs
+    3 iterations a 1024-weight step, so 22000 steps (66000) pass the cap. On a CPU adapter the next fused variant
+    takes the call (32 lanes sharing blocks, x read from memory: 512 weights an iteration, 44000); a GPU fuses it
+    with the first."""
+    k = 22000 * 1024
+    gpu = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
+    cpu = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768, is_cpu=True)
+    assert plan_linear_rope_kv_q(1, 96, k, "Q4_0", "f32", gpu).variant == "quant_gemv_rope_kv_r1_q4_0_f32kv"
+    plan = plan_linear_rope_kv_q(1, 96, k, "Q4_0", "f32", cpu)
+    assert plan.fused and plan.variant == "quant_gemv_rope_kv_r1_wg_q4_0_f32kv", plan
+    assert plan_linear_rope_kv_q(1, 96, 21000 * 1024, "Q4_0", "f32", cpu).variant == "quant_gemv_rope_kv_r1_q4_0_f32kv"
+
+
 @pytest.mark.parametrize("name,ggml_type", [("quant_gemv_rope_kv_r1_wg_q4_k_f32kv", "Q4_K"),
                                             ("quant_gemv_rope_kv_r1_wg_q4_0_f16kv", "Q4_0"),
                                             ("quant_gemv_rope_kv_r1_wg_q5_k_f16kv", "Q5_K"),

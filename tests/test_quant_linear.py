@@ -194,6 +194,43 @@ def test_every_gemv_variant_forced(dev, rng):
                 _fused_run(dev, c, variant=kv.name)
 
 
+def test_gemv_past_a_cpu_adapters_loop_cap_is_refused(dev):
+    """lavapipe stops an invocation's loops at 65535 iterations, silently: 2 rows of x = W = ones(3407872) in Q5_0
+    planned quant_gemv_r8_long (16 lanes whole blocks: 6656 steps of 512 weights, each copying the 8 rows' x to the
+    stage in 8 trips of 128 threads, ~9 x 6656 iterations) and summed to 419456, not 3407872. A GEMV past a CPU
+    adapter's cap is now passed over (the one-row GEMV in two chunks takes it: 3328 steps of 3) and a forced one is a
+    LimitError; on a GPU the forced variant sums the rows."""
+    k = 3_407_872
+    qw = quantize(np.ones((1, k), np.float32), "Q5_0").upload(dev)  # d = 1/16, quants 0: exactly 1
+    x = dev.tensor(np.ones((2, k), np.float32))
+    assert wg.ops.linear(x, qw).numpy().tolist() == [[k], [k]]  # integers below 2^24: exact in f32
+    if dev.caps.is_cpu:
+        with pytest.raises(wg.LimitError, match=r"forced variant quant_gemv_r8_long_q5_0 loops \d+ times per "
+                                                r"invocation for in_features 3407872; .* stops an invocation's loops "
+                                                r"at 65535"):
+            wg.ops.linear(x, qw, variant="quant_gemv_r8_long_q5_0")
+    else:
+        assert wg.ops.linear(x, qw, variant="quant_gemv_r8_long_q5_0").numpy().tolist() == [[k], [k]]
+
+
+def test_cpu_loop_count_of_a_staged_gemv_is_refused_past_the_cap():
+    """The planner's loop count against a hand count of quant_gemv_r1_q8_0 (workgroups of 256, 32 lanes each
+    reading whole 34-byte blocks, x staged one step at a time): a step is 32 blocks (1024 weights), one pass of the
+    walk plus a stage copy of 256 vectors (one trip of the 256 threads and its exit test): 3 iterations a step, so
+    22000 steps (66000) pass the cap and 21000 (63000 and the sums' few hundred) do not. A CPU adapter refuses the
+    longer rows and a GPU takes them."""
+    cpu = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768, is_cpu=True)
+    gpu = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
+    assert plan_linear_q(1, 16, 21000 * 1024, "Q8_0", caps=cpu).variant == "quant_gemv_r1_q8_0"
+    k = 22000 * 1024
+    assert plan_linear_q(1, 16, k, "Q8_0", caps=gpu).variant == "quant_gemv_r1_q8_0"
+    with pytest.raises(wg.PlanError, match=r"quant_gemv_r1_q8_0.* loops \d+ times per invocation for in_features "
+                                           rf"{k}; 'synthetic' \(a CPU adapter\) stops an invocation's loops at 65535"):
+        plan_linear_q(1, 16, k, "Q8_0", caps=cpu)
+    with pytest.raises(wg.LimitError, match="forced variant quant_gemv_r1_q8_0 loops"):
+        plan_linear_q(1, 16, k, "Q8_0", "quant_gemv_r1_q8_0", caps=cpu)
+
+
 def test_staged_readers_stage_x_over_several_steps(dev, rng):
     """The GEMVs whose lanes read whole blocks stage x (and norm_w) in workgroup memory stage_steps steps at
     a time: rows of 2 * stage_steps * (blocks a step) + 3 blocks (two whole stages and a partial step in a third;

@@ -17,7 +17,7 @@ from wgraph.ops import rope_kv
 from wgraph.ops.core import OpDef, register
 from wgraph.ops.gemv import core_constants, device_refusal
 from wgraph.ops.quantized import (LINEAR_Q, QuantLinearParams, _infer_linear_q, core_bindings, core_uniforms,
-                                  describe_gemv, plan_linear_q)
+                                  cpu_loop_refusal, describe_gemv, plan_linear_q)
 from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append_q"
@@ -57,7 +57,7 @@ class QuantLinearRopeKVParams:
         return QuantLinearParams(self.ggml_type, self.out_features, self.in_features, self.eps)
 
 
-def _refusal(kv, rows: int, n: int, caps) -> str | None:
+def _refusal(kv, rows: int, n: int, k: int, caps) -> str | None:
     """Why fused variant `kv` cannot take the call (None: it can); caps None: any device."""
     no = device_refusal(kv, caps)
     if no:
@@ -68,7 +68,7 @@ def _refusal(kv, rows: int, n: int, caps) -> str | None:
     ft = lim["features_per_lane"]
     if ft % 2 or n % ft:  # a slot's rows are RoPE pairs (f, f + FT / 2)
         return f"needs an even features_per_lane that divides {n} (RoPE's pairs), it has {ft}"
-    return None
+    return cpu_loop_refusal(kv, k, caps)  # the core's walk along a row, as linear_q's
 
 
 @functools.lru_cache(maxsize=256)  # a pure function of the shape, the format, the caps and the registry
@@ -86,7 +86,7 @@ def plan_linear_rope_kv_q(rows: int, n: int, k: int, ggml_type: str, cache_dtype
         why[f"{rows} rows"] = []
         kernels = []
     for kv in kernels:
-        no = _refusal(kv, rows, n, caps)
+        no = _refusal(kv, rows, n, k, caps)
         if no is None:
             return LinearRopeKVPlan(
                 kv.name, f"{rows} rows <= {kv.limits['max_rows']}: {ggml_type} GEMV (blocks dequantized in "

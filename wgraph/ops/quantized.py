@@ -14,11 +14,12 @@ import attrs
 
 from wgraph import args
 from wgraph.api_types import Ids, TensorT
-from wgraph.errors import DtypeError, PlanError, ShapeError
+from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT, halvings, loop
 from wgraph.ops.gemv import core_constants, device_refusal
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -95,15 +96,50 @@ def gemv_workgroups(kv: Kernel, n: int, swiglu: bool) -> int:
     return ceil_div(gemv_slots(kv, n, swiglu), kv.threads // kv.limits["lanes"])
 
 
+def gemv_cpu_loops(kv: Kernel, k: int) -> int:
+    """Loop iterations of one invocation of quantized GEMV `kv` (quant_gemv_core.wgsl with its x source and
+    gemv_slot_totals.wgsl; the plain and the RoPE epilogues; counted as ops/cpu_limits.py counts them, an upper
+    bound) for rows of k weights: the walk along a weight row, BPS = lanes / lanes_per_block blocks a step (unroll
+    steps a trip; a reader that stages x copies a stage every stage_steps steps, at most the f32 stage's
+    block_weights / 4 vectors a block and row of x: the int8 stages hold fewer), the slot's sums (shuffles and the
+    subgroups' partials, or FT + 1 rounds over the lanes without subgroups) and the epilogue's outputs."""
+    lim = kv.limits
+    lanes, ft, rows = lim["lanes"], lim["features_per_lane"], lim["max_rows"]
+    bps = lanes // lim["lanes_per_block"]
+    row_blocks = k // lim["block_weights"]
+    if kv.const("STAGE_X"):
+        steps = ceil_div(row_blocks, bps)
+        stage = bps * lim["stage_steps"] * (lim["block_weights"] // 4) * rows  # x vectors a stage copies
+        walk = loop(steps) + ceil_div(steps, lim["stage_steps"]) * loop(ceil_div(stage, kv.threads))
+    else:
+        walk = loop(ceil_div(row_blocks, lim["unroll"] * bps))
+    sums = loop(halvings(lanes)) + loop(ceil_div((ft + 1) * rows, lanes), loop(lanes // 8)) + (ft + 1) * loop(lanes)
+    return walk + sums + loop(ceil_div(ft * rows, lanes))
+
+
+def cpu_loop_refusal(kv: Kernel, k: int, caps) -> str | None:
+    """Why a CPU adapter cannot run quantized GEMV `kv` over rows of k weights (its loops past the adapter's
+    cap), or None; caps None: any device can."""
+    # lavapipe stops an invocation's loops at CPU_LOOP_LIMIT silently: 2 rows of x = W = ones(3407872) in Q5_0
+    # through quant_gemv_r8_long (16 lanes, 6656 steps of 9 stage copies each) summed to 419456
+    if caps is None or not caps.is_cpu or gemv_cpu_loops(kv, k) <= CPU_LOOP_LIMIT:
+        return None
+    return (f"loops {gemv_cpu_loops(kv, k)} times per invocation for in_features {k}; {caps.adapter_name!r} (a CPU "
+            f"adapter) stops an invocation's loops at {CPU_LOOP_LIMIT}, silently")
+
+
 def _refusal(kv: Kernel, n: int, k: int, swiglu: bool, caps, forced: bool) -> str | None:
     """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_n, min_k);
-    caps None skips the device's (features, workgroup memory)."""
+    caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
     no = device_refusal(kv, caps)
     if no:
         return no
     ft = kv.limits["features_per_lane"]
     if swiglu and (ft % 2 or n % ft):
         return f"swiglu needs an even features_per_lane that divides {n}, it has {ft}"
+    no = cpu_loop_refusal(kv, k, caps)
+    if no:
+        return no
     if not forced and n < kv.facts.get("min_n", 0):
         return f"is for out_features >= {kv.facts['min_n']}"
     if not forced and k < kv.facts.get("min_k", 0):
@@ -136,9 +172,10 @@ def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
 def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None = None, *, swiglu: bool = False,
                   fused: tuple[str, ...] = (), caps: Caps | None = None, x_int8: bool = False) -> QuantLinearPlan:
     """Among the format's GEMV variants (registry order), the first that takes the call (rows <= max_rows,
-    n >= min_n, k >= min_k, the device's features, swiglu's row pairs); more rows run in chunks of the taker with the most
-    max_rows (each chunk reads W). A forced `variant` must be one of the format's and take the call. `fused`
-    names the options the reason lists; caps None plans for any device.
+    n >= min_n, k >= min_k, the device's features, swiglu's row pairs, a CPU adapter's loop cap); more rows run in
+    chunks of the taker with the most max_rows (each chunk reads W). A forced `variant` must be one of the format's
+    and take the call (LimitError where only a CPU adapter's loop cap stops it). `fused` names the options the
+    reason lists; caps None plans for any device.
 
     rows: rows of x.
     n: output features (W's rows).
@@ -189,7 +226,8 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
                             f"{[kv.name for kv in _gemvs(ggml_type, candidates=True)]}")
         no = _refusal(chosen, n, k, swiglu, caps, forced=True)
         if no:
-            raise PlanError(f"{where}: forced variant {variant} {no}")
+            error = LimitError if no == cpu_loop_refusal(chosen, k, caps) else PlanError  # as a forced GEMV's
+            raise error(f"{where}: forced variant {variant} {no}")
         if x_int8 and not chosen.facts.get("x_int8"):
             rounding = [kv.name for kv in _x_int8_gemvs(ggml_type)]
             raise PlanError(f"{where}: x_int8=True asks for a GEMV that rounds x to int8, and the forced variant "
