@@ -430,3 +430,16 @@ def test_plot_without_the_attention_section_is_a_usage_error(tmp_path, capsys):
         bench_main(["--only", "host", "--no-torch", "--plot", str(tmp_path / "p.svg")])
     assert e.value.code == 2
     assert "--plot draws the attention section's rows; --only host runs none of them" in capsys.readouterr().err
+
+
+def test_json_and_plot_paths_that_cannot_be_written_are_refused_before_the_run(tmp_path, capsys):
+    """--json under a path that is a file ran the whole bench, then raised FileExistsError from write_json's mkdir
+    (a traceback, the result lost); --plot the same from plot_result. Now a usage error before any GPU work."""
+    (tmp_path / "f").write_text("")
+    for option, name in (("--json", "r.json"), ("--plot", "p.svg")):
+        with pytest.raises(SystemExit) as info:
+            bench_main(["--only", "attention", "--grid", "tiny", "--no-torch", option,
+                        str(tmp_path / "f" / "sub" / name)])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"{option} {tmp_path / 'f' / 'sub' / name}: {tmp_path / 'f'} is not a directory" in err

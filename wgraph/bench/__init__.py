@@ -4,6 +4,7 @@ peak and the prefill GEMM, attention throughput; torch beside each where it is i
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,6 +74,25 @@ def _sections(text: str) -> tuple[str, ...]:
     return names
 
 
+def _unwritable(path: str) -> str | None:
+    """Why a file cannot be written at `path` (its missing folders made first, as report.write_json and
+    plot_result do), or None: a directory there, a file where a folder goes, a folder or file this user may not
+    write."""
+    p = Path(path)
+    if p.is_dir():
+        return "is a directory; give a file path"
+    if p.exists():
+        return None if os.access(p, os.W_OK) else "is not writable"
+    folder = p.parent
+    while not folder.exists() and folder != folder.parent:   # the folders write_json would make
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory, so no file can be made under it"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
 def _progress(msg: str):
     print(msg, file=sys.stderr, flush=True)
 
@@ -86,8 +106,11 @@ def main(argv: list[str]) -> dict:
             ap.error(f"{name} {value} must be at least 1")
     if args.budget_s is not None and not 0 < args.budget_s < float("inf"):
         ap.error(f"--budget-s {args.budget_s} must be a finite number of seconds > 0")
-    if args.json and Path(args.json).is_dir():   # before the run, not after it
-        ap.error(f"--json {args.json} is a directory; give a file path")
+    for name, path in (("--json", args.json), ("--plot", args.plot)):
+        # before the run, not after it: a path that cannot be written raised a traceback once the run was over
+        why = path and _unwritable(path)
+        if why:
+            ap.error(f"{name} {path}: {why}")
     if args.plot and "attention" not in (args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)):
         # the plot draws the attention rows: without them it raised ValueError after the whole run
         ap.error(f"--plot draws the attention section's rows; --only {','.join(args.only or ())} runs none of them")
