@@ -302,8 +302,12 @@ def test_plot_errors_name_the_fix(tmp_path, monkeypatch):
 @pytest.mark.parametrize("args,message", [
     (["--runs", "-1"], "--runs -1 must be at least 1"),            # an AttributeError traceback after the run
     (["--host-ops", "0"], "--host-ops 0 must be at least 1"),      # 0 ran the default 1000
-    (["--budget-s", "nan"], "--budget-s nan must be a finite number of seconds > 0"),
-    (["--budget-s", "-1"], "--budget-s -1.0 must be a finite number"),
+    (["--budget-s", "nan"], "argument --budget-s: expected a finite number of seconds > 0, got 'nan'"),
+    (["--budget-s", "-1"], "argument --budget-s: expected a finite number of seconds > 0, got '-1'"),
+    (["--budget-s", "0"], "argument --budget-s: expected a finite number of seconds > 0, got '0'"),
+    # float() made 1e400 inf: the message showed inf, not the text as typed
+    (["--budget-s", "1e400"], "argument --budget-s: expected a finite number of seconds > 0, got '1e400'"),
+    (["--budget-s", "soon"], "argument --budget-s: expected a finite number of seconds > 0, got 'soon'"),
 ])
 def test_bad_bench_arguments_are_refused_before_the_run(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as info:

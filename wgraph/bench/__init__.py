@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host-ops", type=int, help=f"dispatches per host-cost run (default 1000, {QUICK_PLAN.host_ops} "
                    "with --quick)")
     p.add_argument("--runs", type=int, help=f"host-cost runs per mode (median; default 9, {QUICK_PLAN.runs} with --quick)")
-    p.add_argument("--budget-s", type=float, help="seconds for the attention section and for the gemm section; "
+    p.add_argument("--budget-s", type=_seconds, help="seconds for the attention section and for the gemm section; "
                    "shapes left are listed skipped (default by grid: "
                    f"{', '.join(f'{g} {b:g}' for g, b in DEFAULT_BUDGET_S.items())})")
     p.add_argument("--no-torch", action="store_true", help="do not run the torch SDPA reference")
@@ -72,6 +72,18 @@ def _sections(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: sections are {', '.join(SECTIONS)}, each at most once"
                                          + (f" ({', '.join(map(repr, unknown))} is not one)" if unknown else ""))
     return names
+
+
+def _seconds(text: str) -> float:
+    """--budget-s's value: a finite number of seconds > 0, refused with the text as typed (checked after float(),
+    1e400 was shown as inf and -1 as -1.0)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
 
 
 def _unwritable(path: str) -> str | None:
@@ -104,8 +116,6 @@ def main(argv: list[str]) -> dict:
     for name, value in (("--runs", args.runs), ("--host-ops", args.host_ops)):
         if value is not None and value < 1:
             ap.error(f"{name} {value} must be at least 1")
-    if args.budget_s is not None and not 0 < args.budget_s < float("inf"):
-        ap.error(f"--budget-s {args.budget_s} must be a finite number of seconds > 0")
     for name, path in (("--json", args.json), ("--plot", args.plot)):
         # before the run, not after it: a path that cannot be written raised a traceback once the run was over
         why = path and _unwritable(path)
