@@ -447,3 +447,43 @@ def test_json_and_plot_paths_that_cannot_be_written_are_refused_before_the_run(t
         assert info.value.code == 2
         err = capsys.readouterr().err
         assert f"{option} {tmp_path / 'f' / 'sub' / name}: {tmp_path / 'f'} is not a directory" in err
+
+
+def _decode_row(**fields) -> dict:
+    return {"status": "ok", "phase": "decode", "dtype": "f16", "Hq": 4, "Hkv": 2, "D": 32, "L": 64, "gbps": 3.0,
+            **fields}
+
+
+@pytest.mark.parametrize("row, message", [
+    # a string was drawn on a category axis and the plot written (exit 0)
+    (_decode_row(gbps="fast"), "attention row 1 (decode f16): gbps='fast' is not a positive finite number"),
+    # inf (1e400 in the file) raised matplotlib's 'Data cannot be log-scaled because all values are <= 0'
+    (_decode_row(gbps=float("inf")), "attention row 1 (decode f16): gbps=inf is not a positive finite number"),
+    (_decode_row(L=0), "attention row 1 (decode f16): L=0 is not a positive finite number"),   # an empty panel
+    (_decode_row(torch_gbps=-2.0), "attention row 1 (decode f16): torch_gbps=-2.0 is not a positive finite"),
+])
+def test_plot_refuses_a_row_value_no_bench_writes(tmp_path, capsys, row, message):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib, an optional extra (pip install wgraph[plot])")
+    from wgraph.bench.plot import main as plot_main
+
+    (tmp_path / "r.json").write_text(json.dumps({"attention": {"rows": [{"status": "error"}, row]}}))
+    with pytest.raises(SystemExit) as info:
+        plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.png")])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "o.png").exists()
+
+
+def test_plot_leaves_out_a_row_without_a_measured_time(tmp_path, capsys):
+    """bench leaves gbps out of an ok row where no time was measured: alone in its panel, it raised matplotlib's
+    'Data cannot be log-scaled because all values are <= 0'; it is left out, as the rows that did not run are."""
+    pytest.importorskip("matplotlib", reason="plots need matplotlib, an optional extra (pip install wgraph[plot])")
+    from wgraph.bench.plot import main as plot_main
+
+    timeless = {k: v for k, v in _decode_row(dtype="f32").items() if k != "gbps"}
+    (tmp_path / "r.json").write_text(json.dumps({"attention": {"rows": [_decode_row(), timeless]}}))
+    assert plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.svg")]) == 0
+    assert "decode f32" not in (tmp_path / "o.svg").read_text() and "decode f16" in (tmp_path / "o.svg").read_text()
+    (tmp_path / "r.json").write_text(json.dumps({"attention": {"rows": [timeless]}}))
+    with pytest.raises(SystemExit) as info:
+        plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.svg")])
+    assert info.value.code == 2 and "no attention rows that ran: nothing to plot" in capsys.readouterr().err

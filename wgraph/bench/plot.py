@@ -5,6 +5,7 @@ when forced), wgraph solid and torch SDPA dashed beside it where the result has 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 FORMATS = (".png", ".svg")
@@ -23,17 +24,34 @@ def check_plot_path(path) -> Path:
     return path
 
 
+def _positive(i: int, row: dict, key: str, *, required: bool = False):
+    """row[key] where the row has it (None where it has not, unless `required`): a positive finite number (the
+    axes are log), else a ValueError naming the row, the key and the value. A string was drawn as a category axis
+    and the plot written; inf, 0 or a negative number (or a panel of missing values) raised matplotlib's 'Data
+    cannot be log-scaled'."""
+    value = row.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"attention row {i} ({row.get('phase')} {row.get('dtype')}): {key}={value!r} is not a "
+                         "positive finite number, as a bench result's are (the plot's axes are log)")
+    return value
+
+
 def _series(rows: list[dict]) -> dict:
-    """{(phase, dtype): {label: [(size, wgraph, torch or None)]}} from the rows that ran."""
+    """{(phase, dtype): {label: [(size, wgraph, torch or None)]}} from the rows that ran and have a wgraph
+    throughput (bench leaves it out where no time was measured)."""
     panels: dict = {}
-    for r in rows:
+    for i, r in enumerate(rows):
         if r.get("status") != "ok":
             continue
         prefill = r["phase"] == "prefill"
         label = f"{r['Hq']}/{r['Hkv']} heads, D={r['D']}" + (f", {r['variant']}" if r.get("forced") else "")
-        size = r["S"] if prefill else r["L"]
-        ours = r.get("tflops") if prefill else r.get("gbps")
-        theirs = r.get("torch_tflops") if prefill else r.get("torch_gbps")
+        size = _positive(i, r, "S" if prefill else "L", required=True)
+        ours = _positive(i, r, "tflops" if prefill else "gbps")
+        theirs = _positive(i, r, "torch_tflops" if prefill else "torch_gbps")
+        if ours is None:   # no time measured: nothing to draw
+            continue
         panels.setdefault((r["phase"], r["dtype"]), {}).setdefault(label, []).append((size, ours, theirs))
     return panels
 
