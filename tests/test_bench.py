@@ -322,7 +322,8 @@ def test_plot_of_a_json_that_is_no_bench_result_says_so(tmp_path, capsys):
     from wgraph.bench.plot import main as plot_main
 
     for text, message in (("[1, 2]", "is not a result of python -m wgraph bench --json"),
-                          ("{bad", "is not a JSON file")):
+                          ("{bad", "is not a JSON file"),
+                          ("[" * 100_000, "is not a JSON file: maximum recursion depth exceeded")):  # a traceback
         (tmp_path / "r.json").write_text(text)
         with pytest.raises(SystemExit) as info:
             plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.png")])

@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     try:
         data = json.loads(Path(args.results).read_text())
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, RecursionError) as e:   # nested deeper than the json module's recursion limit
         ap.exit(2, f"python -m wgraph plot: {args.results} is not a JSON file: {e}\n")
     try:
         path = plot_result(data, args.out)
