@@ -61,3 +61,17 @@ def test_console_script_resolves_to_the_cli(capsys):
     entry = getattr(importlib.import_module(module), attr)
     assert entry is cli_main
     assert entry(["--version"]) == 0 and capsys.readouterr().out.startswith("wgraph ")
+
+
+def test_no_command_is_a_usage_error_on_stderr(capsys):
+    """No command printed the usage on stdout with exit code 2: a usage error goes to stderr (as an unknown
+    command's and argparse's do), and asked for with --help it goes to stdout with 0."""
+    assert cli_main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("no command given\n\nusage: python -m wgraph <command>")
+    assert cli_main(["nonsense"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("unknown command 'nonsense'\n\nusage: ")
+    assert cli_main(["--help"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: python -m wgraph <command>") and err == ""

@@ -27,9 +27,12 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:   # a usage error: on stderr, as argparse and the unknown command's (stdout may be a pipe's input)
+        print(f"no command given\n\n{usage()}", file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
         print(usage())
-        return 0 if argv else 2
+        return 0
     if argv[0] in ("-V", "--version"):
         from wgraph.version import __version__
 
