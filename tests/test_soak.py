@@ -57,3 +57,23 @@ def test_the_last_step_is_sampled_and_a_run_without_two_samples_is_refused(dev, 
         main(["--steps", "12", "--calls", "12", "--warmup", "10", "--every", "7"])
     assert info.value.code == 2
     assert "--steps 12 leaves no sample after the warm-up of 10" in capsys.readouterr().err
+
+
+def test_rss_without_proc_is_in_bytes_on_macos_and_linux(monkeypatch):
+    """Without /proc, RSS is getrusage's peak: ru_maxrss is bytes on macOS and KiB on Linux; it was multiplied by
+    1024 on both, so a macOS soak saw 4 KiB of growth as 4 MiB and failed."""
+    import resource
+    import sys
+    import types
+
+    import wgraph.soak as soak
+
+    def no_proc(*a, **k):
+        raise FileNotFoundError("/proc/self/statm")
+
+    monkeypatch.setattr(soak, "open", no_proc, raising=False)   # found before the builtin
+    monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_maxrss=5 << 20))
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert soak.rss_bytes() == 5 << 20
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert soak.rss_bytes() == 5 << 30

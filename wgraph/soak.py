@@ -27,7 +27,9 @@ def rss_bytes() -> int:
     except OSError:
         import resource
 
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        # ru_maxrss is in bytes on macOS, KiB elsewhere: times 1024 there, 4 KiB of growth read as 4 MiB (FAIL)
+        unit = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
 
 
 def decode_step_graph():
