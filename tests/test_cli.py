@@ -75,3 +75,22 @@ def test_no_command_is_a_usage_error_on_stderr(capsys):
     assert cli_main(["--help"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("usage: python -m wgraph <command>") and err == ""
+
+
+@pytest.mark.parametrize("argv", [["soak", "--steps", "2", "--calls", "2", "--warmup", "0"],
+                                  ["generate", "model.gguf", "--prompt-ids", "1"],
+                                  ["bench", "--only", "host", "--no-torch"]])
+def test_a_wgraph_error_is_a_message_and_exit_code_1(capsys, monkeypatch, argv):
+    """WGRAPH_ADAPTER naming no adapter raised DeviceError from default_device as a traceback in every command
+    (generate caught wgraph's errors only after it had opened the device); now one line on stderr, exit code 1."""
+    import wgraph
+    from wgraph.errors import DeviceError
+
+    def no_device(*a, **k):
+        raise DeviceError("WGRAPH_ADAPTER='nosuchgpu' matches none of: ['llvmpipe']")
+
+    monkeypatch.setattr(wgraph, "default_device", no_device)
+    assert cli_main(argv) == 1
+    out, err = capsys.readouterr()
+    assert f"python -m wgraph {argv[0]}: error: WGRAPH_ADAPTER='nosuchgpu' matches none of" in err
+    assert "Traceback" not in err

@@ -41,7 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         print(f"unknown command {argv[0]!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    result = importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+    from wgraph.errors import WgraphError
+
+    try:
+        result = importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+    except WgraphError as e:   # e.g. no adapter matches WGRAPH_ADAPTER: a runtime failure (1), said, not a traceback
+        print(f"python -m wgraph {argv[0]}: error: {e}", file=sys.stderr)
+        return 1
     return result if isinstance(result, int) else 0
 
 
