@@ -27,6 +27,11 @@ def test_generate_command(tmp_path, capsys):
     assert "a KV cache of 10 positions" in err   # no --max-seq: the 2 prompt ids and the 8 new ones
     assert cli_main(["generate", str(tmp_path / "nope"), "--prompt-ids", "1"]) == 1
     assert "config.json" in capsys.readouterr().err
+    # --prompt without a tokenizer (the directory has none): refused before the weights are read (it loaded the
+    # whole model first)
+    assert cli_main(["generate", str(path), "--prompt", "hello", "--max-new-tokens", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "generate: the model has no tokenizer" in err and "loaded in " not in err
 
 
 def test_bench_model_row(dev):

@@ -119,8 +119,9 @@ def _main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         files = open_pretrained(args.path)   # the config and tokenizer, read once for the cache's size and the model
         ids = None   # the prompt's ids, made once: they size the cache and start the generation
-        if args.prompt is not None and files.tokenizer is not None:
-            ids = text.prompt_ids(files.tokenizer, args.prompt, chat=args.chat, system=args.system, where="generate")
+        if args.prompt is not None:   # no tokenizer: the text API's error, before the weights are read
+            ids = text.prompt_ids(text.tokenizer_of(files, "generate"), args.prompt, chat=args.chat,
+                                  system=args.system, where="generate")
         model = files.load(dev, dtype=args.dtype, max_seq=cache_positions(args, files, ids), x_int8=args.x_int8)
         dtype = weights_label(model)
         print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
@@ -128,8 +129,6 @@ def _main(argv: list[str]) -> int:
               f"tokens also compile shaders", file=sys.stderr, flush=True)
         if args.prompt is None:
             return _generate_ids(model, args, dev, dtype)
-        if ids is None:   # no tokenizer: the text API's error says so
-            text.tokenizer_of(model, "generate")
         req = text.request_for_ids(model, ids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                                    top_p=args.top_p, seed=args.seed, stop_ids=args.stop_ids,
                                    read_every=args.read_every, in_flight=args.in_flight, where="generate")
