@@ -27,3 +27,15 @@ def test_code_blocks_run(path, dev):
 
 def test_there_are_blocks_to_run():
     assert sum(len(_blocks(p)) for p in DOCS) >= 4
+
+
+RESULT_FILE = re.compile(r"(?<!\$OUT/)\b((?:h100|h200|lavapipe)[\w.-]*\.(?:log|json|svg|png))\b")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_cited_result_files_exist(path):
+    """A benchmark log or JSON a page cites as evidence (`h200-model-single.log`) is a committed file of
+    benchmarks/results/ (a command's `> $OUT/name.log` is an output name, not a citation)."""
+    results = {p.name for p in (ROOT / "benchmarks" / "results").iterdir()}
+    missing = sorted(set(RESULT_FILE.findall(path.read_text())) - results)
+    assert not missing, f"{path.name} cites files not in benchmarks/results/: {missing}"
