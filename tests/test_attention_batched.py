@@ -7,7 +7,7 @@ import pytest
 import wgraph as wg
 from kernel_support import lacks_subgroups
 from window_reference import check
-from wgraph.errors import LimitError, ShapeError
+from wgraph.errors import DtypeError, LimitError, ShapeError
 
 NP = {"f32": (np.float32, np.float32, np.float32), "f16": (np.float16, np.float16, np.float16),
       "f16kv": (np.float32, np.float16, np.float32)}   # q, kv, out
@@ -625,6 +625,38 @@ def test_causal_must_be_a_bool_in_every_attention_call(dev, causal):
     for call in calls:
         with pytest.raises(wg.WgraphError, match=match):
             call()
+
+
+def test_batched_dtype_mismatches_are_dtype_errors_naming_the_call(dev):
+    """A q of another dtype than the caches raised DtypeError naming `attention` (the single-sequence call), k
+    and v of two dtypes a ShapeError, and k_new of another dtype than the caches a ShapeError ("v_new (2, 1, 1,
+    16) must match k_new (2, 1, 1, 16)" for a v_new differing only in dtype). Each is a DtypeError naming the
+    batched call and both dtypes now, before any GPU work."""
+    f32, f16 = (lambda *s, dt=dt: dev.tensor(np.zeros(s, dt)) for dt in (np.float32, np.float16))
+    q16, c32, c16 = f16(2, 1, 2, 16), f32(2, 4, 1, 16), f16(2, 4, 1, 16)
+    before = dev.stats.snapshot()
+    cases = [
+        (r"attention_kvcache: q f16 with k/v f32 is not supported",
+         lambda: wg.ops.attention_kvcache(q16, c32, c32, cache_seqlens=[1, 1], causal=True)),
+        (r"attention_kvcache: q f16 with k/v f32 is not supported",   # a batch of one (the single-sequence path)
+         lambda: wg.ops.attention_kvcache(f16(1, 1, 2, 16), f32(1, 4, 1, 16), f32(1, 4, 1, 16), cache_seqlens=[1],
+                                          causal=True)),
+        (r"attention_varlen: q f16 with k/v f32 is not supported",
+         lambda: wg.ops.attention_varlen(f16(3, 2, 16), f32(3, 1, 16), f32(3, 1, 16), [0, 3], [0, 3],
+                                         max_seqlen_q=3, max_seqlen_k=3, causal=True)),
+        (r"attention_kvcache: k is f16 but v is f32",
+         lambda: wg.ops.attention_kvcache(f32(2, 1, 2, 16), c16, c32, cache_seqlens=[1, 1], causal=True)),
+        (r"attention_kvcache: k_new f32 and v_new f32 must have the caches' dtype, f16",
+         lambda: wg.ops.attention_kvcache(f32(2, 1, 2, 16), c16, c16, cache_seqlens=[1, 1], causal=True,
+                                          k_new=f32(2, 1, 1, 16), v_new=f32(2, 1, 1, 16))),
+        (r"attention_kvcache: k_new f16 and v_new f32 must have the caches' dtype, f16",
+         lambda: wg.ops.attention_kvcache(f32(2, 1, 2, 16), c16, c16, cache_seqlens=[1, 1], causal=True,
+                                          k_new=f16(2, 1, 1, 16), v_new=f32(2, 1, 1, 16))),
+    ]
+    for match, call in cases:
+        with pytest.raises(DtypeError, match=match):
+            call()
+    assert dev.stats.since(before).dispatches == 0
 
 
 def _cache_rows(dev, B=1, cap=6, D=16):

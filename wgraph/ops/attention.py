@@ -66,11 +66,12 @@ def require_causal(op: str, causal) -> bool:
     return args.flag(op, "causal", causal)
 
 
-def call_dtype(q_dtype: str, kv_dtype: str) -> str:
-    """The kernel dtype family of a call: f32, f16 (all f16) or f16kv (f32 q and out, f16 kv)."""
+def call_dtype(q_dtype: str, kv_dtype: str, op: str = "attention") -> str:
+    """The kernel dtype family of a call: f32, f16 (all f16) or f16kv (f32 q and out, f16 kv); `op` names the
+    call in the error."""
     table = {("f32", "f32"): "f32", ("f16", "f16"): "f16", ("f32", "f16"): "f16kv"}
     if (q_dtype, kv_dtype) not in table:
-        raise DtypeError(f"attention: q {q_dtype} with k/v {kv_dtype} is not supported; "
+        raise DtypeError(f"{op}: q {q_dtype} with k/v {kv_dtype} is not supported; "
                          f"use f32/f32, f16/f16 or f32 q with f16 k/v")
     return table[(q_dtype, kv_dtype)]
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from wgraph import args
 from wgraph.api_types import Ids, TensorT
-from wgraph.errors import LimitError, PlanError, ShapeError, WgraphError
+from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention import KV_LEN_MAX, call_dtype, require_causal, window_of
 from wgraph.ops.attention_planner import KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
@@ -56,15 +56,17 @@ def _check_u32(name: str, s: TensorSpec | None, shape: tuple):
 
 
 def _heads(op: str, Hq: int, D: int, Hkv: int, Dk: int, q_dtype: str, k: TensorSpec, v: TensorSpec) -> str:
-    if v.shape != k.shape or v.dtype != k.dtype:
+    if v.shape != k.shape:
         raise ShapeError(f"{op}: k {k.dtype} {k.shape} and v {v.dtype} {v.shape} differ")
+    if v.dtype != k.dtype:   # a dtype, not a shape, as attention's kv-dtypes-differ (docs/errors.md)
+        raise DtypeError(f"{op}: k is {k.dtype} but v is {v.dtype}")
     if Dk != D or min(Hq, Hkv, D) < 1 or Hq % Hkv:
         raise ShapeError(f"{op}: q has {Hq} heads of dim {D}, k/v {Hkv} heads of dim {Dk}: need equal head dims "
                          f"and Hq a multiple of Hkv")
     limit = max_head_dim("attention_batched")
     if D > limit:
         raise LimitError(f"{op}: head_dim {D} is above the batched kernels' limit of {limit}")
-    return call_dtype(q_dtype, k.dtype)
+    return call_dtype(q_dtype, k.dtype, op)
 
 
 def _geometry(p: BatchedParams, specs) -> dict:
@@ -224,12 +226,15 @@ class AppendParams:
 def _infer_append(p: AppendParams, specs):
     k_new, v_new, kc, vc, lens, table = specs
     B, S_new, Hkv, D = _spec3("attention_kvcache: k_new ([B, new rows, Hkv, D])", k_new, 4)
-    if v_new is None or v_new.shape != k_new.shape or v_new.dtype != k_new.dtype:
+    if v_new is None or v_new.shape != k_new.shape:
         raise ShapeError(f"attention_kvcache: v_new {None if v_new is None else v_new.shape} must match "
                          f"k_new {k_new.shape}")
-    if kc.dtype != k_new.dtype or kc.shape[-2:] != (Hkv, D):
+    if kc.shape[-2:] != (Hkv, D):
         raise ShapeError(f"attention_kvcache: k_new {k_new.dtype} {k_new.shape} does not fit the cache "
                          f"{kc.dtype} {kc.shape}")
+    if not k_new.dtype == v_new.dtype == kc.dtype:   # the rows are copied as they are: no conversion
+        raise DtypeError(f"attention_kvcache: k_new {k_new.dtype} and v_new {v_new.dtype} must have the caches' "
+                         f"dtype, {kc.dtype}")
     seqs = table.shape[0] if table is not None else kc.shape[0]
     if seqs != B or vc.shape != kc.shape or vc.dtype != kc.dtype:
         raise ShapeError(f"attention_kvcache: k_new holds {B} sequences; the caches {kc.shape} / {vc.shape} "
