@@ -4,6 +4,8 @@ runs to the same logits as the same weights loaded from a Hugging Face directory
 the rope_scaling it was made from; what does not fit is refused by name. (qwen2, qwen3 and gemma2 models are
 built by the architecture-aware decoder builder; here their mapping of names and config is what is checked.)"""
 
+import re
+
 import gguf
 import numpy as np
 import pytest
@@ -446,3 +448,23 @@ def test_gemma2_sliding_layer_settings_that_differ_are_refused(tmp_path, extra, 
     same = {k: 10000.0 if k.endswith("freq_base_swa") else 16 for k in extra if not k.endswith("pattern")}
     if same:
         assert GGUFCheckpoint(_gemma2_file(tmp_path, same)).config["rope_theta"] == 10000.0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_an_architecture_key_wgraph_does_not_read_is_refused_by_name(tmp_path, arch):
+    """llama.cpp reads an architecture's `{arch}.*` keys into the model's math (attention.scale replaces
+    1/sqrt(head_dim), logit_scale divides the logits, ...). wgraph read the keys it knows and ignored the rest, so
+    such a file loaded as if the key were absent: now a CheckpointError naming the key and its value. Keys with no
+    math (rope.scaling.finetuned, expert_used_count) and other namespaces (general.*) still load."""
+    cfg = tiny_files.tiny_model_config(arch)
+    weights = tiny_files.arch_weights(arch, cfg, seed=2)
+    for extra in ({f"{arch}.attention.scale": 0.125}, {f"{arch}.logit_scale": 2.0},
+                  {f"{arch}.rope.scaling.yarn_log_multiplier": 0.5}):
+        path = tiny_files.write_model(tmp_path / f"{arch}-bad.gguf", arch, cfg, weights, extra=extra)
+        ((key, value),) = extra.items()
+        with pytest.raises(CheckpointError, match=rf"{re.escape(key)}={value!r} is a key wgraph does not read for "
+                                                  rf"{arch} \(llama.cpp reads an architecture's keys into its math\)"):
+            GGUFCheckpoint(path)
+    fine = {f"{arch}.rope.scaling.finetuned": False, f"{arch}.expert_used_count": 0, "general.anything": 3}
+    path = tiny_files.write_model(tmp_path / f"{arch}-fine.gguf", arch, cfg, weights, extra=fine)
+    assert GGUFCheckpoint(path).config == _expected_config(arch, cfg)

@@ -177,10 +177,49 @@ def _number(f: GGUFFile, key: str, default: float | None, lo: float = 0.0) -> fl
     return float(v)
 
 
+# The `{arch}.*` metadata keys wgraph reads (or knows to change nothing): llama.cpp reads its architecture's keys into
+# the model's math (attention.scale, logit_scale, embedding_scale, ... in the architectures that take them), so a key
+# outside these sets is refused by name rather than loaded as if it were absent, as config.json's keys are
+# (config_keys.py). general.*, tokenizer.*, quantize.* and split.* hold no math of the model.
+_READ_KEYS = frozenset({
+    "embedding_length", "block_count", "feed_forward_length", "context_length", "vocab_size", "expert_count",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
+    "attention.layer_norm_rms_epsilon", "attention.causal", "rope.dimension_count", "rope.freq_base",
+    "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor",
+    "rope.scaling.original_context_length", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow",
+    # no math: the experts a token uses (expert_count must be 0, above), whether rope scaling was fine-tuned
+    "expert_used_count", "rope.scaling.finetuned",
+})
+_ARCH_KEYS = {
+    # Mistral files say llama and may carry a sliding window that llama.cpp's llama architecture never reads (nor
+    # transformers' GGUF loader); Qwen2 / Qwen3 attend every key there too (use_sliding_window false, _config)
+    "llama": frozenset({"attention.sliding_window"}),
+    "qwen2": frozenset({"attention.sliding_window"}),
+    "qwen3": frozenset({"attention.sliding_window"}),
+    "gemma2": frozenset({"attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
+                         "final_logit_softcapping", "rope.freq_base_swa", "rope.dimension_count_swa",
+                         "attention.key_length_swa", "attention.value_length_swa"}),
+}
+
+
+def _check_known_keys(f: GGUFFile, arch: str) -> None:
+    """CheckpointError naming the first `{arch}.*` key that wgraph neither reads nor knows to be inert."""
+    known = _READ_KEYS | _ARCH_KEYS[arch]
+    for k in f.metadata:
+        if k.startswith(f"{arch}.") and k[len(arch) + 1:] not in known:
+            value = f.metadata[k]
+            shown = repr(value) if isinstance(value, (int, float, str, bool)) else f"{type(value).__name__}"
+            raise CheckpointError(f"GGUF file {f.path.name}: {k}={shown[:80]} is a key wgraph does not read for "
+                                  f"{arch} (llama.cpp reads an architecture's keys into its math): refused rather "
+                                  f"than loaded as if it were absent")
+
+
 def _config(f: GGUFFile, arch: str) -> dict:
     """The config.json of the model the metadata describes (transformers 4's key names, rope at the top level)."""
     def key(name):
         return f"{arch}.{name}"
+
+    _check_known_keys(f, arch)
 
     if _integer(f, key("expert_count"), 0, 1 << 16, default=0) != 0:
         raise CheckpointError(f"GGUF file {f.path.name}: {key('expert_count')}={f.metadata[key('expert_count')]!r}: "
