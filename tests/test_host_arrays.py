@@ -212,3 +212,17 @@ def test_write_takes_the_tensors_shape_or_flat_data(dev, rng):
         dev.write(t, np.zeros((2, 3), np.float32))
         dev.write(t, given)
         np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_float32_past_the_integer_range_raises_not_wraps(dev):
+    """np.float32(2**31) to i32 was checked against 2^31 - 1 in float32 (where it is 2^31, so it passed) and wrapped
+    to -2^31; np.float32(2**32) to u32 became 0. Both raise naming the value now; the largest float32 in range
+    still converts exactly."""
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: 2147483648.0 is outside i32's range "
+                                            r"\[-2147483648, 2147483647\]"):
+        dev.tensor(np.array([1.0, 2.0**31], np.float32), "i32")
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: 4294967296.0 is outside u32's range \[0, 4294967295\]"):
+        dev.tensor(np.array([2.0**32], np.float32), "u32")
+    got = dev.tensor(np.array([2.0**31 - 128, -2.0**31], np.float32), "i32").numpy()
+    np.testing.assert_array_equal(got, np.array([2147483520, -2147483648], np.int32))
+    np.testing.assert_array_equal(dev.tensor(np.array([2.0**32 - 256], np.float32), "u32").numpy(), [4294967040])

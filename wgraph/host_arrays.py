@@ -59,9 +59,11 @@ def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
                 raise DtypeError(f"{where}: {arr[bad].flat[0].item()!r} is not an integer; a {dtype} tensor "
                                  f"holds integers")
         info = np.iinfo(target)
-        lo, hi = arr.min(), arr.max()
+        # compared as Python numbers (exact): numpy compares a float32 with the int 2^31 - 1 in float32, where it is
+        # 2^31, so np.float32(2**31) passed for i32 and wrapped to -2^31 (2^32 for u32 became 0)
+        lo, hi = arr.min().item(), arr.max().item()
         if lo < info.min or hi > info.max:
-            raise DtypeError(f"{where}: {(lo if lo < info.min else hi).item()!r} is outside {dtype}'s range "
+            raise DtypeError(f"{where}: {(lo if lo < info.min else hi)!r} is outside {dtype}'s range "
                              f"[{info.min}, {info.max}]")
     return arr.astype(target)
 
