@@ -226,3 +226,24 @@ def test_float32_past_the_integer_range_raises_not_wraps(dev):
     got = dev.tensor(np.array([2.0**31 - 128, -2.0**31], np.float32), "i32").numpy()
     np.testing.assert_array_equal(got, np.array([2147483520, -2147483648], np.int32))
     np.testing.assert_array_equal(dev.tensor(np.array([2.0**32 - 256], np.float32), "u32").numpy(), [4294967040])
+
+
+def test_python_ints_past_64_bits_are_named(dev):
+    """numpy holds a Python int past int64 / uint64 as an object: dev.tensor([2**64], "u32") said it could not view
+    a list ('pass an ndarray, a buffer ...'), naming neither the value nor the range; it names both now, wherever
+    Python data takes a dtype (dev.write too), and an object ndarray is named as one (not 'cannot view ndarray')."""
+    with pytest.raises(wg.DtypeError, match=r"^dev.tensor: 18446744073709551616 is outside u32's range "
+                                            r"\[0, 4294967295\]$"):
+        dev.tensor([1, 2**64], "u32")
+    with pytest.raises(wg.DtypeError, match=r"^dev.tensor: -9223372036854775809 is outside i32's range"):
+        dev.tensor([[0], [-2**63 - 1]], "i32")
+    with pytest.raises(wg.DtypeError, match=r"^dev.tensor: an int of 3322 bits is outside i32's range"):
+        dev.tensor(10**1000, "i32")   # its digits are not spelled out (str() of a huge int raises)
+    with pytest.raises(wg.DtypeError, match=r"dev.write into .*: 1180591620717411303424 is outside u32's range"):
+        dev.write(dev.empty((2,), "u32"), [3, 2**70])
+    with pytest.raises(wg.DtypeError, match=r"^dev.tensor: the Python int 1180591620717411303424 is past numpy's "
+                                            r"64-bit integers .*float\(x\)"):
+        dev.tensor([2**70], "f32")
+    with pytest.raises(wg.DtypeError, match=r"^dev.tensor: an array of dtype object \(Python objects\) has no "
+                                            r"wgraph dtype; convert it"):
+        dev.tensor(np.array([1.0, 2.0], dtype=object), "f32")

@@ -26,13 +26,39 @@ def _holds_bool(value) -> bool:
     return isinstance(value, (list, tuple)) and any(_holds_bool(v) for v in value)
 
 
-def host_view(value, where: str) -> np.ndarray:
-    """`value` as a numpy array (a view where numpy can make one), any dtype; DtypeError if numpy cannot."""
+def _past_64_bits(value) -> int | None:
+    """The first Python int in `value` (a number, or lists / tuples of them at any depth) that numpy's int64 and
+    uint64 cannot hold (numpy makes such data an array of objects), or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if not -2**63 <= value <= 2**64 - 1 else None
+    if isinstance(value, (list, tuple)):
+        return next((v for v in map(_past_64_bits, value) if v is not None), None)
+    return None
+
+
+def _int_shown(value: int) -> str:
+    """A big int as a message names it: its digits, up to 60 of them (str raises past 4300), else its size."""
+    return str(value) if value.bit_length() <= 199 else f"an int of {value.bit_length()} bits"
+
+
+def host_view(value, where: str, dtype: str | None = None) -> np.ndarray:
+    """`value` as a numpy array (a view where numpy can make one), any dtype; DtypeError if numpy cannot.
+    dtype: the wgraph dtype the data is for, if known (named in the error for an integer past 64 bits)."""
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError, RuntimeError) as e:  # torch: bf16, CUDA, requires_grad; ragged lists
         raise DtypeError(f"{where}: cannot view {type(value).__name__} as a numpy array ({e})") from None
     if arr.dtype == object:
+        big = _past_64_bits(value) if _python_data(value) else None
+        if big is not None:  # dev.tensor([2**64], "u32") said it could not view a list: the value is what is wrong
+            if dtype in ("i32", "u32"):
+                info = np.iinfo(dtype_info(dtype).numpy)
+                raise DtypeError(f"{where}: {_int_shown(big)} is outside {dtype}'s range [{info.min}, {info.max}]")
+            raise DtypeError(f"{where}: the Python int {_int_shown(big)} is past numpy's 64-bit integers (numpy would "
+                             f"hold it as an object); give it as a float (float(x))")
+        if isinstance(value, np.ndarray):  # "cannot view ndarray as a numpy array" said nothing of what was wrong
+            raise DtypeError(f"{where}: an array of dtype object (Python objects) has no wgraph dtype; convert it "
+                             f"(array.astype(np.float32), or another wgraph dtype)")
         raise DtypeError(f"{where}: cannot view {type(value).__name__} as a numpy array; pass an ndarray, "
                          f"a buffer (memoryview) or an object with __array__ (a CPU torch tensor)")
     return arr
@@ -76,7 +102,7 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
     Python numbers and lists take `dtype` (their values checked for integer dtypes); without one they are
     refused with the call that says which (numpy would make them float64 or int64).
     """
-    arr = host_view(value, where)
+    arr = host_view(value, where, dtype)
     if dtype is None and _python_data(value) and arr.dtype.kind in "biuf":
         # numpy would pick float64 / int64, which wgraph lacks: the caller says which dtype it means
         guess = "f32" if arr.dtype.kind == "f" else "i32"
