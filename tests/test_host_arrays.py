@@ -247,3 +247,14 @@ def test_python_ints_past_64_bits_are_named(dev):
     with pytest.raises(wg.DtypeError, match=r"^dev.tensor: an array of dtype object \(Python objects\) has no "
                                             r"wgraph dtype; convert it"):
         dev.tensor(np.array([1.0, 2.0], dtype=object), "f32")
+
+
+def test_a_list_of_float32_scalars_is_not_said_to_be_a_dtype_wgraph_lacks(dev):
+    """A list of numpy float32 scalars needs dtype= as every list does, but the refusal said numpy would make it
+    'float32, which wgraph lacks': float32 is f32."""
+    with pytest.raises(wg.DtypeError, match=r"a Python list has no dtype of its own \(numpy would make it "
+                                            r"float32\); say which with dtype=") as info:
+        dev.tensor([np.float32(1.5), np.float32(2.0)])
+    assert "lacks" not in str(info.value)
+    with pytest.raises(wg.DtypeError, match=r"numpy would make it float64, which wgraph lacks\)"):
+        dev.tensor([1.5, 2.0])

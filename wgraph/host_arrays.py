@@ -104,10 +104,12 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
     """
     arr = host_view(value, where, dtype)
     if dtype is None and _python_data(value) and arr.dtype.kind in "biuf":
-        # numpy would pick float64 / int64, which wgraph lacks: the caller says which dtype it means
+        # numpy would pick float64 / int64, which wgraph lacks: the caller says which dtype it means (a list of
+        # numpy float32 scalars too: numpy makes it float32, but a list is Python data, typed by dtype=)
         guess = "f32" if arr.dtype.kind == "f" else "i32"
+        lacks = "" if arr.dtype in (np.float32, np.float16, np.int32, np.uint32) else ", which wgraph lacks"
         raise DtypeError(f"{where}: a Python {type(value).__name__} has no dtype of its own (numpy would make it "
-                         f"{arr.dtype}, which wgraph lacks); say which with dtype=, as in dev.tensor(x, dtype={guess!r}), "
+                         f"{arr.dtype}{lacks}); say which with dtype=, as in dev.tensor(x, dtype={guess!r}), "
                          f"or pass np.asarray(x, np.{dtype_info(guess).numpy})")
     if not convert and (arr.dtype.kind == "b" or (_python_data(value) and _holds_bool(value))):
         # True is not the number 1 unless the caller says so (dtype=, or an array of numbers)
