@@ -3,6 +3,7 @@ conversions only with dtype=; float64 raises the same error in all three; 0-d st
 
 import array
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -258,3 +259,16 @@ def test_a_list_of_float32_scalars_is_not_said_to_be_a_dtype_wgraph_lacks(dev):
     assert "lacks" not in str(info.value)
     with pytest.raises(wg.DtypeError, match=r"numpy would make it float64, which wgraph lacks\)"):
         dev.tensor([1.5, 2.0])
+
+
+def test_signalling_nan_converts_without_a_warning(dev):
+    """A float64 signalling NaN converted to f32 or bf16 stays NaN (documented) but numpy warned 'invalid value
+    encountered in cast', which an application running with -W error (warnings as errors) got as an exception."""
+    snan = np.array([1.0, np.nan], np.float64)
+    snan.view(np.uint64)[1] = 0x7FF0000000000001  # exponent all ones, quiet bit clear: signalling
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for dtype in ("f32", "bf16"):
+            got = dev.tensor(snan, dtype).numpy()
+            assert got[0] == 1.0 and np.isnan(got[1]), (dtype, got)
+        assert np.isnan(wg.dtypes.from_bf16(wg.dtypes.to_bf16(snan))[1])

@@ -227,7 +227,9 @@ def _bf16_bits_from_f64(x: np.ndarray) -> np.ndarray:
     xf = np.where(finite, x, 0.0)
     _, e = np.frexp(np.abs(xf))  # |x| = m 2^e with m in [0.5, 1): the bf16 ulp is 2^(e - 8)
     ulp = np.ldexp(np.ones_like(xf), np.maximum(e - 8, -133))  # in x's precision (a long double past f64's range)
-    with np.errstate(over="ignore"):  # q (near x's dtype's max) and q32 may be inf: to_bf16 names the value
+    # q (near x's dtype's max) and q32 may be inf: to_bf16 names the value; a signalling NaN's cast to f32 (its bits
+    # replaced below) warned 'invalid value encountered in cast'
+    with np.errstate(over="ignore", invalid="ignore"):
         q = np.round(xf / ulp) * ulp
         q32 = np.where(finite, q, x).astype(np.float32)
     u = q32.view(np.uint32)

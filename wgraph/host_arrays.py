@@ -71,7 +71,9 @@ def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
     if arr.dtype.kind not in "biuf":  # complex (the imaginary part would be dropped), strings, dates, ...
         raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
     if target.kind == "f":  # never to inf silently: a finite value past the dtype's range is named
-        with np.errstate(over="ignore"):  # the overflow is found and named just below
+        # the overflow is found and named just below; a signalling NaN (float64 0x7ff0000000000001) becomes a quiet
+        # NaN, as documented, where numpy warns 'invalid value encountered in cast' (an error under -W error)
+        with np.errstate(over="ignore", invalid="ignore"):
             out = arr.astype(target)
         bad = np.isinf(out) & np.isfinite(arr)
         if bad.any():
