@@ -161,3 +161,13 @@ def test_rope_tables_take_wgraph_names():
     for bad in ("bf16", "u32", "i32", "u8"):
         with pytest.raises(wg.ArgumentError, match=r"rope_tables: dtype=.* must be a numpy float dtype"):
             wg.ops.rope_tables(4, 4, dtype=bad)
+
+
+def test_pack_bytes_u32_packs_little_endian_and_names_a_0d_array():
+    """pack_bytes_u32(np.int8(5)) raised a bare IndexError ('tuple index out of range'); a ShapeError says why now.
+    The packing itself: element 4k in the low byte of word k, the last axis padded with zeros."""
+    from wgraph.dtypes import pack_bytes_u32
+    got = pack_bytes_u32(np.array([[1, 2, 3, 4, 5], [-1, 0, 0, 0, 0]], np.int8))
+    np.testing.assert_array_equal(got, np.array([[0x04030201, 0x00000005], [0x000000FF, 0]], np.uint32))
+    with pytest.raises(wg.ShapeError, match=r"pack_bytes_u32 packs along the last axis; got a 0-d array \(5\)"):
+        pack_bytes_u32(np.int8(5))

@@ -17,7 +17,7 @@ import warnings
 import attrs
 import numpy as np
 
-from wgraph.errors import DtypeError
+from wgraph.errors import DtypeError, ShapeError
 
 
 @attrs.frozen
@@ -152,6 +152,9 @@ def pack_bytes_u32(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype not in (np.int8, np.uint8):
         raise DtypeError(f"pack_bytes_u32 takes int8 or uint8, got {a.dtype}")
+    if a.ndim == 0:  # a.shape[-1] raised a bare IndexError ('tuple index out of range')
+        raise ShapeError(f"pack_bytes_u32 packs along the last axis; got a 0-d array ({a.item()!r}): pass "
+                         f"np.atleast_1d(x)")
     pad = (-a.shape[-1]) % 4
     if pad:
         a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,), a.dtype)], axis=-1)
