@@ -268,3 +268,24 @@ def test_any_json_value_of_any_key_is_a_checkpoint_error_or_read(fmt):
                     DecoderConfig.from_dict(d)
                 except CheckpointError:
                     pass
+
+
+# config.json of Qwen/Qwen2.5-0.5B as published (transformers 4.40.1 wrote it); DeepSeek-R1-Distill-Qwen's hold the
+# same "use_mrope": false
+QWEN25_05B = {
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+    "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+    "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14,
+    "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
+    "use_cache": True, "use_mrope": False, "use_sliding_window": False, "vocab_size": 151936}
+
+
+def test_published_qwen25_config_reads():
+    """Qwen2.5-0.5B's config.json was refused for its "use_mrope": false (a key wgraph did not know), though
+    transformers' Qwen2 never reads it and false means the plain RoPE Qwen2 computes; true is still refused."""
+    c = DecoderConfig.from_dict(QWEN25_05B)
+    assert (c.model_type, c.head_dim, c.num_key_value_heads, c.qkv_bias, c.o_bias, c.layer_windows, c.rope_theta,
+            c.tie_word_embeddings) == ("qwen2", 64, 2, True, False, (), 1e6, True)
+    with pytest.raises(CheckpointError, match=r"key 'use_mrope' \(= true\) is not known to wgraph"):
+        DecoderConfig.from_dict(dict(QWEN25_05B, use_mrope=True))

@@ -57,6 +57,9 @@ HARMLESS_AT_DEFAULT: dict[str, object] = {
     "prefix": None, "task_specific_params": None, "sep_token_id": None, "decoder_start_token_id": None,
     # nanotron writes this for Llama; transformers ignores it and rotates halves, which is what false means
     "rope_interleaved": False,
+    # Qwen2.5 and DeepSeek-R1-Distill-Qwen configs say false: no multimodal RoPE (Qwen2-VL's); transformers' Qwen2
+    # never reads it. True would claim position sections that Qwen2's RoPE does not compute, so it is refused
+    "use_mrope": False,
 }
 
 
