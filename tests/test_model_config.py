@@ -289,3 +289,31 @@ def test_published_qwen25_config_reads():
             c.tie_word_embeddings) == ("qwen2", 64, 2, True, False, (), 1e6, True)
     with pytest.raises(CheckpointError, match=r"key 'use_mrope' \(= true\) is not known to wgraph"):
         DecoderConfig.from_dict(dict(QWEN25_05B, use_mrope=True))
+
+
+# config.json of google/gemma-2-9b-it as published (transformers 4.42.0.dev0 wrote it; gemma-2-27b's also holds
+# sliding_window_size)
+GEMMA2_9B = {
+    "architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+    "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 16,
+    "num_hidden_layers": 42, "num_key_value_heads": 8, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "sliding_window_size": 4096,
+    "torch_dtype": "bfloat16", "transformers_version": "4.42.0.dev0", "use_cache": True, "vocab_size": 256000}
+
+
+def test_published_gemma2_9b_config_reads():
+    """gemma-2-9b's config.json was refused for its "sliding_window_size": 4096 (a key wgraph did not know), which
+    transformers' Gemma 2 never reads (it windows by sliding_window); equal to sliding_window it is read past, a
+    different value (two windows, no one meaning) refused by name."""
+    c = DecoderConfig.from_dict(GEMMA2_9B)
+    assert (c.model_type, c.head_dim, c.query_pre_attn_scalar, c.attn_softcap, c.final_softcap) == \
+        ("gemma2", 256, 256.0, 50.0, 30.0)
+    assert c.layer_windows == (4096, 0) * 21
+    with pytest.raises(CheckpointError, match=r"sliding_window_size=2048 and sliding_window=4096 disagree"):
+        DecoderConfig.from_dict(dict(GEMMA2_9B, sliding_window_size=2048))
+    with pytest.raises(CheckpointError, match=r"sliding_window_size=4096.0 must be an integer"):
+        DecoderConfig.from_dict(dict(GEMMA2_9B, sliding_window_size=4096.0))
+    assert DecoderConfig.from_dict(dict(GEMMA2_9B, sliding_window_size=None)) == c

@@ -247,6 +247,12 @@ def _read(f: _Fields, arch: Architecture) -> dict:
         if f.d.get("hidden_act") is not None and f.d["hidden_act"] != act_name:
             raise CheckpointError(f"config.json: hidden_act={shown(f.d['hidden_act'])} and hidden_activation="
                                   f"{act_name!r} disagree (transformers' Gemma 2 uses hidden_activation)")
+        # gemma-2-9b's and 27b's config.json repeat the window as sliding_window_size, which transformers never
+        # reads: accepted where it says what sliding_window says, refused where the two disagree
+        size, window = f.d.get("sliding_window_size"), f.get("sliding_window")
+        if size is not None and check.integer("sliding_window_size", size, 1, MAX_POSITIONS) != window:
+            raise CheckpointError(f"config.json: sliding_window_size={shown(size)} and sliding_window={shown(window)} "
+                                  f"disagree (transformers' Gemma 2 uses sliding_window)")
         if f.boolean("use_bidirectional_attention", null_is_false=True):
             raise CheckpointError("config.json: use_bidirectional_attention=true (non-causal attention) is not "
                                   "supported by the causal decoder")
