@@ -14,6 +14,7 @@ import pytest
 from wgraph.errors import CheckpointError
 from wgraph.models import DecoderConfig
 from wgraph.models.config_keys import HARMLESS, HARMLESS_AT_DEFAULT
+from wgraph.models.rope import LinearRopeScaling
 
 DATA = Path(__file__).parent / "data" / "arch"
 CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
@@ -317,3 +318,26 @@ def test_published_gemma2_9b_config_reads():
     with pytest.raises(CheckpointError, match=r"sliding_window_size=4096.0 must be an integer"):
         DecoderConfig.from_dict(dict(GEMMA2_9B, sliding_window_size=4096.0))
     assert DecoderConfig.from_dict(dict(GEMMA2_9B, sliding_window_size=None)) == c
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(rope_theta=0.0), r"rope_theta=0\.0 must be a finite number > 1"),
+    (dict(rope_theta=-5.0), r"rope_theta=-5\.0 must be a finite number > 1"),
+    (dict(rope_theta=math.nan), r"rope_theta=nan must be a finite number > 1"),
+    (dict(rope_scaling=LinearRopeScaling(5e-324)), r"rope_scaling=LinearRopeScaling\(factor=5e-324\) gives inverse "
+                                                   r"frequencies \[inf, inf, inf, inf\]"),
+    (dict(query_pre_attn_scalar=0.0), r"query_pre_attn_scalar=0\.0 must be a finite number > 0"),
+    (dict(query_pre_attn_scalar=-4.0), r"query_pre_attn_scalar=-4\.0 must be a finite number > 0"),
+    (dict(norm_offset=math.nan), r"norm_offset=nan must be a finite number$"),
+    (dict(embed_scale=math.inf), r"embed_scale=inf must be a finite number > 0"),
+    (dict(head_dim=0), r"head_dim=0 must be an even number >= 2"),
+])
+def test_a_config_built_in_code_is_checked(change, match):
+    """A DecoderConfig built in code (docs/models.md: rope_interleaved only this way) skipped from_dict's checks:
+    rope_theta 0, -5 or NaN and a linear factor of 5e-324 built models whose cos / sin tables, and so logits, were
+    NaN (no error); query_pre_attn_scalar 0 and head_dim 0 raised ZeroDivisionError as the model was built, -4 an
+    ArgumentError about a complex attention scale; a NaN norm_offset made NaN logits."""
+    base = DecoderConfig.from_dict(hf_config("gemma2"))
+    with pytest.raises(CheckpointError, match=r"DecoderConfig: " + match):
+        attrs.evolve(base, **change)
+    assert attrs.evolve(base, rope_theta=2.0, norm_offset=-1.0, query_pre_attn_scalar=0.5).attention_scale == 2 ** 0.5

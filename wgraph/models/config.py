@@ -75,10 +75,28 @@ class DecoderConfig:
                                         # w > 0 for a sliding window of w keys; () means full everywhere
 
     def __attrs_post_init__(self):
-        if self.head_dim % 2 or self.rotary_dim is not None and not (
+        if self.head_dim < 2 or self.head_dim % 2 or self.rotary_dim is not None and not (
                 2 <= self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0):
-            raise CheckpointError(f"DecoderConfig: head_dim={self.head_dim} must be even and rotary_dim="
-                                  f"{self.rotary_dim} an even number in [2, head_dim]")
+            raise CheckpointError(f"DecoderConfig: head_dim={self.head_dim} must be an even number >= 2 and "
+                                  f"rotary_dim={self.rotary_dim} an even number in [2, head_dim]")
+        # from_dict checks these by the config.json rules; a DecoderConfig built in code is checked here: a
+        # rope_theta of 0, < 0 or NaN made NaN cos / sin tables (NaN logits, no error), a query_pre_attn_scalar of
+        # 0 a ZeroDivisionError, a negative one a complex attention scale
+        for name in ("rms_norm_eps", "norm_offset", "embed_scale", "query_pre_attn_scalar"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                  or v <= 0 and name != "norm_offset"):
+                raise CheckpointError(f"DecoderConfig: {name}={v!r} must be a finite number"
+                                      + ("" if name == "norm_offset" else " > 0"))
+        if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) \
+                or not math.isfinite(self.rope_theta) or self.rope_theta <= 1:
+            raise CheckpointError(f"DecoderConfig: rope_theta={self.rope_theta!r} must be a finite number > 1")
+        with np.errstate(all="ignore"):
+            inv = self.inv_freq()
+            peak = float(np.max(inv, initial=0.0)) * (MAX_SEQ - 1)
+        if not (np.isfinite(inv).all() and math.isfinite(peak)):
+            raise CheckpointError(f"DecoderConfig: rope_scaling={self.rope_scaling!r} gives inverse frequencies "
+                                  f"{inv.tolist()[:4]}...; the angles of {MAX_SEQ} positions must be finite")
         if self.activation not in ACTIVATION_NAMES:
             raise CheckpointError(f"DecoderConfig: activation {self.activation!r} is not one of {ACTIVATION_NAMES}")
         if self.layer_windows and (len(self.layer_windows) != self.num_hidden_layers
