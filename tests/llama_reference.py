@@ -52,8 +52,23 @@ def _rope(x, positions, freqs, interleaved=False):
     return np.concatenate([r * cos + rot * sin, rest], -1)
 
 
+def _implemented(cfg: dict) -> None:
+    """Refuse a config holding what this reference does not compute (biases, another architecture, the transformers
+    5 RoPE format, RoPE types but llama3): it would be read past, and a wrong model compared to a wrong reference."""
+    bad = {k: cfg[k] for k in ("attention_bias", "mlp_bias") if cfg.get(k)}
+    bad.update({k: cfg[k] for k in ("rope_parameters", "sliding_window") if cfg.get(k) is not None})
+    if cfg.get("model_type", "llama") != "llama":
+        bad["model_type"] = cfg["model_type"]
+    rs = cfg.get("rope_scaling")
+    if rs and rs.get("rope_type", rs.get("type")) != "llama3":
+        bad["rope_scaling"] = rs
+    if bad:
+        raise NotImplementedError(f"llama_reference does not compute {bad}")
+
+
 def forward(cfg: dict, w: dict, ids) -> np.ndarray:
     """Logits [S, vocab] (float64) of the token sequence `ids`."""
+    _implemented(cfg)
     w = {k: np.asarray(v, np.float64) for k, v in w.items()}
     hq = cfg["num_attention_heads"]
     hkv = cfg.get("num_key_value_heads", hq)
