@@ -526,3 +526,28 @@ def test_check_errors_inside_a_recording_that_reports_says_when_to_check(dev):
                                                  r"the device error flag: .* check after the `with dev.record\(\)`"):
             dev.check_errors()
     dev.check_errors()
+
+
+def test_a_profiled_recording_too_long_to_time_is_discarded(dev, monkeypatch):
+    """record(profile=True) of 2049 dispatches needs 4098 timestamp queries, past a query set's 4096: the submit
+    raised wgpu's raw GPUValidationError outside its try, so the recording stayed open and its output read back a
+    recycled buffer's old bytes (42s). Now a LimitError naming the count and the limit, the recording discarded and
+    its output unusable; the pending op before it still runs."""
+    import attrs
+
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, has_timestamps=True))   # any device: refused first
+    x = dev.tensor(np.ones(4, np.float32))
+    junk = dev.tensor(np.full(4, 42.0, np.float32))
+    junk.numpy()
+    del junk                                            # a pool buffer of y's size holding 42s
+    before = wg.ops.scale(x, 5.0)                       # pending when the recording ends
+    with pytest.raises(wg.LimitError, match=r"timing 2049 dispatches takes 4098 timestamp queries; a query set "
+                                            r"holds at most 4096 \(2048 dispatches\)"):
+        with dev.record(profile=True) as rec:
+            y = wg.ops.scale(x, 2.0)
+            for _ in range(2048):
+                wg.ops.scale(x, 3.0, out=y)
+    assert "discarded" in repr(rec)
+    with pytest.raises(RecordingError, match="never ran: its submit raised LimitError"):
+        y.numpy()
+    np.testing.assert_array_equal(before.numpy(), np.full(4, 5.0))

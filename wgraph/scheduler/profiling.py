@@ -10,6 +10,10 @@ from collections import defaultdict
 import attrs
 import wgpu
 
+from wgraph.errors import LimitError
+
+MAX_QUERIES = 4096  # WebGPU's (and wgpu's) most queries in one query set: a begin and an end per dispatch
+
 
 def timestamp_period_ns(gpu) -> float:
     """Nanoseconds per timestamp tick of `gpu` (a wgpu device). wgpu-native resolves the GPU's raw ticks unless its
@@ -28,6 +32,9 @@ class Timestamps:
     """Timestamp queries around each dispatch: inside the pass where the device can, else a pass each."""
 
     def __init__(self, gpu, count: int, inside_passes: bool):
+        if 2 * count > MAX_QUERIES:   # else wgpu's raw GPUValidationError from create_query_set
+            raise LimitError(f"timing {count} dispatches takes {2 * count} timestamp queries; a query set holds at "
+                             f"most {MAX_QUERIES} ({MAX_QUERIES // 2} dispatches): profile fewer at once")
         self.period_ns = timestamp_period_ns(gpu)
         self.inside_passes = inside_passes
         self.count = count

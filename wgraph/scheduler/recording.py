@@ -83,9 +83,12 @@ class Recording:
                 self.commands.items[:0] = pending
             dispatches = [i for i in self.items if isinstance(i, Dispatch)]
             self._labels = [d.label or d.kernel.name for d in dispatches]
-            if self._want_profile and self.caps.has_timestamps and dispatches:
-                self._timestamps = Timestamps(scheduler.gpu, len(dispatches), self.caps.has_timestamps_inside_passes)
             try:
+                # inside the try: a failure here (too many dispatches to time) must discard the recording as a failed
+                # submit does, or it stayed open with its outputs readable, holding a recycled buffer's old bytes
+                if self._want_profile and self.caps.has_timestamps and dispatches:
+                    self._timestamps = Timestamps(scheduler.gpu, len(dispatches),
+                                                  self.caps.has_timestamps_inside_passes)
                 self.commands.submit(self._timestamps)
             except BaseException as e:   # the recorded ops never ran
                 # the pending ops put in front were other calls' (other threads' too): they wait again for the
