@@ -551,3 +551,29 @@ def test_a_profiled_recording_too_long_to_time_is_discarded(dev, monkeypatch):
     with pytest.raises(RecordingError, match="never ran: its submit raised LimitError"):
         y.numpy()
     np.testing.assert_array_equal(before.numpy(), np.full(4, 5.0))
+
+
+def test_a_profiled_recording_whose_pending_flush_fails_is_discarded(dev, monkeypatch):
+    """record(profile=True) first submits the pending ops alone; when that submit raised, the recording stayed open
+    (never submitted, never discarded) and its output read back a recycled buffer's bytes. Now it is discarded
+    and its output unusable, naming the error."""
+    from wgraph.scheduler.commands import CommandList
+
+    x = dev.tensor(np.ones(4, np.float32))
+    dev.flush()
+    pending = wg.ops.scale(x, 5.0)
+
+    def fail(self, timestamps=None):
+        raise RuntimeError("the driver said no")
+
+    with pytest.raises(RuntimeError, match="the driver said no"):
+        with dev.record(profile=True) as rec:
+            y = wg.ops.scale(x, 2.0)
+            monkeypatch.setattr(CommandList, "submit", fail)
+    monkeypatch.undo()
+    assert "discarded" in repr(rec)
+    with pytest.raises(RecordingError, match="recording #[0-9]+ never ran: its submit raised RuntimeError: the driver"):
+        y.numpy()
+    with pytest.raises(RecordingError, match="the pending ops that write this tensor never ran"):
+        pending.numpy()
+    np.testing.assert_array_equal(wg.ops.scale(x, 3.0).numpy(), np.full(4, 3.0))

@@ -77,7 +77,11 @@ class Recording:
         with scheduler.lock:
             scheduler.check_open()
             if self._want_profile:
-                scheduler.flush()   # the pending ops (other threads' too) in a submit of their own: not in its profile
+                try:
+                    scheduler.flush()   # the pending ops (other threads' too) alone: not in its profile
+                except BaseException as e:   # their failure (poisoned by the flush) is this recording's too: it never
+                    self._never_ran(e)       # runs, and left open its outputs read back a recycled buffer's old bytes
+                    raise
             pending = scheduler.take_pending()
             if pending:
                 self.commands.items[:0] = pending
@@ -96,13 +100,17 @@ class Recording:
                 # another thread's valid op unusable for this recording's error)
                 self.commands.items = self.commands.items[len(pending):]
                 scheduler.restore_pending(pending)
-                self.commands.poison_writes(f"{self.label} never ran: its submit raised {type(e).__name__}: "
-                                            f"{str(e)[:200]}", scheduler.owned)
-                self.state = "discarded"
+                self._never_ran(e)
                 raise
             self.state = "submitted"
             self.commands = CommandList(scheduler, label=self.commands.label)
             self._outputs = []
+
+    def _never_ran(self, error: BaseException) -> None:
+        """Its submit raised `error`: what its items write becomes unusable, and the recording is discarded."""
+        self.commands.poison_writes(f"{self.label} never ran: its submit raised {type(error).__name__}: "
+                                    f"{str(error)[:200]}", self.scheduler.owned)
+        self.state = "discarded"
 
     def discard(self):
         """Drop every pending item without submitting; the tensors its ops returned become unusable."""
