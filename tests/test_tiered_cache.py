@@ -70,3 +70,17 @@ def test_cache_errors(dev):
     with pytest.raises(wg.ShapeError, match=r"^TieredKVCache.append: new rows .* must be \[n, 1, 8\]"):
         z = dev.tensor(np.zeros((1, 2, 8), np.float16))
         c.append(z, z)
+
+
+def test_page_table_with_a_repeated_page_is_refused(dev, rng):
+    """page_table=[1, 1] put cold positions 0..3 and 4..7 on one physical page: the second four overwrote the
+    first, and attention over 10 rows was 0.64 off the float64 reference, silently. Now a ShapeError."""
+    with pytest.raises(wg.ShapeError, match=r"^TieredKVCache: page_table \[1, 1\] repeats page id 1; .* each once"):
+        TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=8, page_size=4, page_table=[1, 1])
+    # a permutation is the pages' order: every cold row has its own place
+    k, v = (rng.standard_normal((10, 1, 8)).astype(np.float16) for _ in range(2))
+    cache = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=8, page_size=4, page_table=[1, 0])
+    cache.append(dev.tensor(k), dev.tensor(v))
+    q = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    out = cache.attention(dev.tensor(q), causal=True).numpy()
+    np.testing.assert_allclose(out, R.attention(q, k, v, [9], np.arange(10)), atol=2e-5, rtol=0)

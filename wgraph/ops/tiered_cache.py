@@ -33,7 +33,7 @@ class TieredKVCache:
     quant: None (an f16 cold part), "int8" or "int4" (quantized as kv_quantize does; head_dim a multiple of the
         values per u32 word).
     page_size: rows per page of a paged cold part (cold_capacity a multiple of it); 0: contiguous.
-    page_table: with page_size, the pages' order (ids in 0 .. pages - 1); None: pages in order.
+    page_table: with page_size, the pages' order (ids 0 .. pages - 1, each once); None: pages in order.
     """
 
     def __init__(self, device: Device, *, kv_heads: int, head_dim: int, hot_window: int, cold_capacity: int,
@@ -70,6 +70,10 @@ class TieredKVCache:
             table = np.arange(pages) if page_table is None else args.ids(fn, "page_table", page_table, 0, pages - 1)
             if table.shape != (pages,):
                 raise ShapeError(f"{fn}: page_table must hold {rows // page_size} page ids in 0..{rows // page_size - 1}")
+            ids, counts = np.unique(table, return_counts=True)
+            if (counts > 1).any():   # two logical pages on one physical page: their rows overwrite each other
+                raise ShapeError(f"{fn}: page_table {table.tolist()} repeats page id {int(ids[counts > 1][0])}; the "
+                                 f"cold part owns its {pages} pages, so the ids must be 0..{pages - 1} each once")
             self.page_table = device.tensor(table.astype(np.uint32), label="tiered.page_table")
         self.cold_capacity = cold_capacity
         if quant is None:
