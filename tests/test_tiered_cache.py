@@ -84,3 +84,21 @@ def test_page_table_with_a_repeated_page_is_refused(dev, rng):
     q = rng.standard_normal((1, 1, 8)).astype(np.float32)
     out = cache.attention(dev.tensor(q), causal=True).numpy()
     np.testing.assert_allclose(out, R.attention(q, k, v, [9], np.arange(10)), atol=2e-5, rtol=0)
+
+
+def test_refused_gpu_kv_len_leaves_the_cache_as_it_was(dev, rng):
+    """append(kv_len=<f32 tensor>) raised kv_append's "a GPU position must be a u32 tensor" and had already set
+    the cache's length to None (GPU-tracked): the next host append raised "this cache was appended with a GPU
+    kv_len" and attention "this cache's length lives on the GPU". Now the error names TieredKVCache.append's
+    kv_len, and the cache goes on from the length it had."""
+    k, v = (rng.standard_normal((3, 1, 8)).astype(np.float16) for _ in range(2))
+    cache = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=4)
+    cache.append(dev.tensor(k[:2]), dev.tensor(v[:2]))
+    for bad in (np.array([3], np.float32), np.array([3, 3], np.uint32)):
+        with pytest.raises(wg.ShapeError, match=r"^TieredKVCache.append: kv_len must be a u32 tensor with one value"):
+            cache.append(dev.tensor(k[2:]), dev.tensor(v[2:]), kv_len=dev.tensor(bad))
+    assert cache.length == 2
+    cache.append(dev.tensor(k[2:]), dev.tensor(v[2:]))
+    q = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    out = cache.attention(dev.tensor(q), causal=True).numpy()
+    np.testing.assert_allclose(out, R.attention(q, k, v, [2], np.arange(3)), atol=2e-5, rtol=0)

@@ -12,7 +12,7 @@ from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.ops.core import tensor_arg
 from wgraph.ops.kv_cache import kv_write, quant_format
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
-from wgraph.tensor import Tensor
+from wgraph.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
     from wgraph.api_types import Ids
@@ -110,6 +110,9 @@ class TieredKVCache:
             tensor_arg("TieredKVCache.append", name, x)
         if kv_len is not None:
             tensor_arg("TieredKVCache.append", "kv_len", kv_len)
+            if not TensorSpec(kv_len.shape, kv_len.dtype).is_u32_scalar:
+                raise ShapeError(f"TieredKVCache.append: kv_len must be a u32 tensor with one value (the length after "
+                                 f"the append), got {kv_len.shape} {kv_len.dtype}")
         if k_new.shape != v_new.shape or k_new.shape[1:] != (self.kv_heads, self.head_dim):
             raise ShapeError(f"TieredKVCache.append: new rows {k_new.shape}/{v_new.shape} must be [n, {self.kv_heads}, {self.head_dim}]")
         if k_new.dtype != "f16" or v_new.dtype != "f16":   # checked before the first of the moves below runs
@@ -120,11 +123,11 @@ class TieredKVCache:
         if kv_len is not None:
             if k_new.shape[0] != 1:
                 raise ShapeError(f"TieredKVCache.append: a GPU kv_len takes one row (decode), got {k_new.shape[0]}")
-            self.length = None  # known on the GPU only from here on
             for new, hot, cold, scales in pairs:
                 # The row at position kv_len-1-W leaves the ring (skipped on the GPU while that is negative).
                 self._to_cold(hot, cold, scales, kv_len, pos_offset=-1 - W, n_rows=1, src_ring=W)
                 kv_write(new, hot, kv_len, layout="ring", pos_offset=-1)
+            self.length = None  # known on the GPU only from here on (set once the writes were taken)
             return
         if self.length is None:
             raise ShapeError("TieredKVCache.append: this cache was appended with a GPU kv_len; keep passing kv_len=")
