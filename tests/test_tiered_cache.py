@@ -62,8 +62,11 @@ def _checked_cold_rows(cache, packed, scales, x, quant):
 
 
 def test_cache_errors(dev):
-    with pytest.raises(wg.ShapeError, match="^TieredKVCache: cold_capacity 10 must be a multiple of page_size 4"):
+    with pytest.raises(wg.ShapeError, match="^TieredKVCache: cold_capacity 10 must be a positive multiple of page"):
         TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=4, cold_capacity=10, page_size=4)
+    # 0 is a multiple of 4: the message said it was not
+    with pytest.raises(wg.ShapeError, match="^TieredKVCache: cold_capacity 0 must be a positive multiple"):
+        TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=4, cold_capacity=0, page_size=4)
     with pytest.raises(wg.ShapeError, match="^TieredKVCache: head_dim 12 must be a multiple of 8 for int4"):
         TieredKVCache(dev, kv_heads=1, head_dim=12, hot_window=4, cold_capacity=8, quant="int4")
     c = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=4, cold_capacity=8)

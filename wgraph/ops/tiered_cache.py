@@ -64,8 +64,9 @@ class TieredKVCache:
         if page_table is not None and not page_size:
             raise args.fail(fn, "page_table", page_table, "None without a page_size (a contiguous cold part)")
         if page_size:
-            if rows % page_size:
-                raise ShapeError(f"{fn}: cold_capacity {cold_capacity} must be a multiple of page_size {page_size}")
+            if cold_capacity % page_size or not cold_capacity:   # 0 is a multiple, but a page table holds pages
+                raise ShapeError(f"{fn}: cold_capacity {cold_capacity} must be a positive multiple of page_size "
+                                 f"{page_size} (a paged cold part holds whole pages, at least one)")
             pages = rows // page_size
             table = np.arange(pages) if page_table is None else args.ids(fn, "page_table", page_table, 0, pages - 1)
             if table.shape != (pages,):
