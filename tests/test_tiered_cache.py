@@ -105,3 +105,16 @@ def test_refused_gpu_kv_len_leaves_the_cache_as_it_was(dev, rng):
     q = rng.standard_normal((1, 1, 8)).astype(np.float32)
     out = cache.attention(dev.tensor(q), causal=True).numpy()
     np.testing.assert_allclose(out, R.attention(q, k, v, [2], np.arange(3)), atol=2e-5, rtol=0)
+
+
+def test_attention_refuses_what_the_cache_sets(dev):
+    """cache.attention(q, causal=True, hot_window=1) raised Python's "TypeError: dict() got multiple values for
+    keyword argument 'hot_window'"; now an ArgumentError naming the option and the ones there are."""
+    cache = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=4)
+    cache.append(*(dev.tensor(np.ones((1, 1, 8), np.float16)) for _ in range(2)))
+    q = dev.tensor(np.ones((1, 1, 8), np.float32))
+    for name, value in (("hot_window", 1), ("page_size", 4), ("mode", "int8"), ("causl", True)):
+        with pytest.raises(wg.ArgumentError, match=rf"^TieredKVCache.attention: {name}=.* is not an option .* the "
+                                                   r"options are sliding_window, softcap, scale, window, return_lse"):
+            cache.attention(q, causal=True, **{name: value})
+    assert cache.attention(q, causal=True, sliding_window=1, softcap=5.0).shape == (1, 1, 8)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wgraph import args
-from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.errors import ArgumentError, DtypeError, LimitError, ShapeError
 from wgraph.ops.core import tensor_arg
 from wgraph.ops.kv_cache import kv_write, quant_format
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
@@ -17,6 +17,10 @@ from wgraph.tensor import Tensor, TensorSpec
 if TYPE_CHECKING:
     from wgraph.api_types import Ids
     from wgraph.device import Device
+
+
+# what TieredKVCache.attention passes on to tiered_attention; the cache gives the rest
+ATTENTION_OPTIONS = ("sliding_window", "softcap", "scale", "window", "return_lse", "out")
 
 
 class TieredKVCache:
@@ -156,6 +160,11 @@ class TieredKVCache:
         kv_len: None: the host-tracked length; else an int or a u32 tensor (required once appends used a GPU
             kv_len).
         options: tiered_attention's other keywords (sliding_window, softcap, scale, window, return_lse, out)."""
+        for name, value in options.items():
+            if name not in ATTENTION_OPTIONS:  # else a raw TypeError: "dict() got multiple values for 'hot_window'"
+                raise ArgumentError(f"TieredKVCache.attention: {name}={args.show(value)} is not an option (the cache "
+                                    f"sets hot_window, page_table, page_size and mode); the options are "
+                                    f"{', '.join(ATTENTION_OPTIONS)}")
         if kv_len is None:
             if self.length is None:
                 raise ShapeError("TieredKVCache.attention: this cache's length lives on the GPU; pass kv_len=")
