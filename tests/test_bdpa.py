@@ -149,3 +149,15 @@ def test_bdpa_index_out_of_range_is_reported_and_its_key_skipped(dev, rng, field
     kv = _reconstruct(h)[keep]
     want = R.attention(q, R.rope(kv[:, 0], pos[keep], cos, sin), kv[:, 1], [255], pos[keep], causal=False)
     np.testing.assert_allclose(out.numpy(), want, atol=2e-5, rtol=0)
+
+
+def test_decompose_refuses_positions_that_are_not_integers(rng):
+    """positions [0.5, 1.7, 2.9] (or [0, 1, 2.5], or booleans) went into the u32 index truncated, as 0, 1, 2:
+    keys masked at positions they were not given, silently. Now an ArgumentError naming them."""
+    ids, k, v, _ = _sequence(rng)
+    for bad in (np.arange(L) + 0.5, list(range(L - 1)) + [L + 0.5], np.arange(L) % 2 == 0):
+        with pytest.raises(wg.ArgumentError, match=r"(?s)^bdpa_decompose: positions=.* must be integers"):
+            bdpa_decompose(k, v, ids, bad)
+    # integer arrays of any width, and lists of Python ints, are positions
+    for good in (np.arange(L, dtype=np.uint16), list(range(L)), np.arange(L, dtype=np.int64) * 3):
+        np.testing.assert_array_equal(bdpa_decompose(k, v, ids, good).index[:, 2], np.asarray(good))

@@ -97,9 +97,13 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
     if dim % 4 or dim % 2:
         raise ShapeError(f"bdpa_decompose: head_dim {dim} must be a multiple of 4 (int8 x4 per u32)")
     token_ids = np.asarray(token_ids)
+    given = positions
     positions = np.arange(L) if positions is None else np.asarray(positions)
     if token_ids.shape != (L,) or positions.shape != (L,):
         raise ShapeError(f"bdpa_decompose: token_ids {token_ids.shape} and positions {positions.shape} must be ({L},)")
+    # 2.5 or True went into the u32 index as position 2 or 1, silently (Python ints past int64 are objects)
+    if positions.dtype.kind not in "iu" and not (positions.dtype == object and all(map(args.is_int, positions))):
+        raise args.fail("bdpa_decompose", "positions", given, "integers (a list of them or an integer array)")
     if L and (positions.min() < 0 or positions.max() >= 2**32):
         raise LimitError(f"bdpa_decompose: positions must be in 0..2^32-1, got {positions.min()}..{positions.max()}")
     _, basis_id = np.unique(token_ids, return_inverse=True)
