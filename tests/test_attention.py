@@ -345,3 +345,18 @@ def test_fused_head_blocks_past_one(dev, rng, variant, hq, d):
     ok, err, base, bound = tolerance_check(out.numpy(), q, k, v, causal=True,
                                            out_dtype=np.float16 if dtype == "f16" else np.float32)
     assert ok, f"{variant}: error {err:.3g} > bound {bound:.3g}"
+
+
+@pytest.mark.parametrize("variant,start_pos", [("decode_splitk_g4_f32", 28), ("decode_splitk_g8_f16", 32),
+                                               ("decode_fused_g4_f16kv", 30)])
+def test_ring_decode_placed_by_start_pos(dev, rng, variant, start_pos):
+    """A ring of 12 rows holding the last 12 of 30 keys (positions 3..32), the decode query placed by start_pos
+    (32: where start_pos=None puts it). The split-K planner counted the query's visible keys against the ring's 12
+    rows instead of the 30 keys: the query sat past them, no chunk was dispatched, and the output was zeros."""
+    _skip_without_subgroups(dev, variant)
+    dtype = variant.rsplit("_", 1)[1]
+    q, k, v = _inputs(rng, dtype, 1, 12, 4, 2, 16)
+    opt = dict(causal=True, kv_layout="ring", kv_len=30, kv_start=3, start_pos=start_pos, sliding_window=6)
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant, **opt).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16 if dtype == "f16" else np.float32, **opt)
+    assert ok, f"{variant}: error {err:.3g} > bound {bound:.3g}"

@@ -203,7 +203,9 @@ def plan_facts(params: AttentionParams, specs) -> PlanFacts:
     span = _kv_span(params, k.shape[0], pages)
     capacity = _kv_span(attrs.evolve(params, kv_len=None), k.shape[0], pages)
     if S == 1 and params.kv_len is not None:
-        span = _decode_visible(params, k.shape[0], span)
+        # the query's position comes from the real kv_len: a ring's span is capped at its rows, and a start_pos
+        # measured against that cap put the query past the keys (no chunk dispatched: zeros, lse -inf)
+        span = _decode_visible(params, k.shape[0], params.kv_len)
     return PlanFacts(phase="decode" if S == 1 else "prefill", dtype=call_dtype(q.dtype, k.dtype), seq_len=S,
                      num_heads=Hq, head_dim=D, kv_span=span, layout=params.kv_layout, num_kv_heads=k.shape[1],
                      kv_capacity=capacity)
