@@ -360,3 +360,21 @@ def test_ring_decode_placed_by_start_pos(dev, rng, variant, start_pos):
     got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant, **opt).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16 if dtype == "f16" else np.float32, **opt)
     assert ok, f"{variant}: error {err:.3g} > bound {bound:.3g}"
+
+
+@pytest.mark.parametrize("variant,start_pos", [("decode_streaming_f32", 25), ("prefill_tiled_small_f16kv", 24)])
+def test_ring_window_wider_than_the_ring_for_queries_past_the_keys(dev, rng, variant, start_pos):
+    """A ring of 8 rows holds keys 12..19 of kv_len 20; queries placed by start_pos at 24.. with sliding_window 10
+    see keys from position 15 on, all stored: the call was refused because the window (10) is wider than the ring."""
+    S = 1 if variant.startswith("decode") else 3
+    dtype = variant.rsplit("_", 1)[1]
+    q, k, v = _inputs(rng, dtype, S, 8, 4, 2, 16)
+    opt = dict(causal=True, kv_layout="ring", kv_len=20, start_pos=start_pos, sliding_window=10)
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant, **opt).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, **opt)
+    assert ok, f"{variant}: error {err:.3g} > bound {bound:.3g}"
+    # placed at 20, the first query sees keys from position 11, which the ring no longer holds
+    with pytest.raises(wg.LimitError, match=r"ring of 8 rows holds the last 8 of kv_len 20 keys, but sliding_window "
+                                            r"10 lets queries see older ones \(the first query, at position 20, sees "
+                                            r"keys from position 11; the ring holds them from position 12\)"):
+        wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant, **dict(opt, start_pos=20))

@@ -168,12 +168,17 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         raise LimitError(f"attention: kv_len {params.kv_len} is above the k/v buffer's {L} rows")
     if params.kv_layout == "ring" and params.kv_len is not None and params.kv_len > L:
         # The ring keeps only the last L positions: every key a query needs must still be stored.
+        # The first query's window reaches furthest back (later queries' windows start later; keys after a query
+        # are newer, so stored). A window wider than the ring is fine for queries placed past the keys by start_pos.
         first_q = (params.kv_start + params.kv_len - S) if params.start_pos is None else params.start_pos
         oldest_needed = first_q - params.sliding_window + 1 - params.kv_start
-        if params.sliding_window == 0 or params.sliding_window > L or oldest_needed < params.kv_len - L:
+        if params.sliding_window == 0 or oldest_needed < params.kv_len - L:
+            w = params.sliding_window
+            oldest = max(params.kv_start, first_q - w + 1) if w else params.kv_start
             raise LimitError(f"attention: ring of {L} rows holds the last {L} of kv_len {params.kv_len} keys, but "
-                             f"sliding_window {params.sliding_window} lets queries see older ones (needs a window "
-                             f"<= {L} that also covers the first query)")
+                             f"sliding_window {w} lets queries see older ones (the first query, at position "
+                             f"{first_q}, sees keys from position {oldest}; the ring holds them from position "
+                             f"{params.kv_start + params.kv_len - L})")
     if params.variant is not None and params.variant not in registry():
         raise PlanError(f"attention: unknown variant {params.variant!r}")
     return TensorSpec((S, Hq, D), q.dtype)
