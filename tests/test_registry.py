@@ -167,12 +167,18 @@ def test_repeat_directive_unrolls_nested_blocks():
     text = "const N: u32 = 2u;\n//!repeat a N\n//!repeat b N + 1u\nx[$a][${b}u] = $a$b;\n//!end\n//!end\ntail"
     lines = expand_repeats(text, "t").split("\n")
     assert lines[1:] == [f"x[{a}][{b}u] = {a}{b};" for a in range(2) for b in range(3)] + ["tail"]
+    # $F and $FT are two variables (a name that is a prefix of another), each replaced alone
+    text = "//!repeat F 2\n//!repeat FT 3\nv[$F][$FT] = ${F}u + ${FT}u;\n//!end\n//!end"
+    assert expand_repeats(text, "t").split("\n") == [f"v[{f}][{t}] = {f}u + {t}u;" for f in range(2) for t in range(3)]
 
 
 @pytest.mark.parametrize("text, message", [
     ("//!repeat a 2\nx\n", "without //!end"),
     ("x\n//!end\n", "//!end without //!repeat"),
     ("//!repeat a M\nx\n//!end\n", "is not a constant integer expression"),
+    # an inner block reusing the outer's variable wrote "b0 b0 b0 b1 b1 b1" (the outer's number) for b0 b1 b2
+    ("//!repeat a 2\n//!repeat a 3\nb$a\n//!end\n//!end\n", "//!repeat a inside a //!repeat a block"),
+    ("//!repeat a 2\n//!repeat b 2\n//!repeat a 2\nb$a\n//!end\n//!end\n//!end\n", "//!repeat a inside"),
 ])
 def test_repeat_directive_errors(text, message):
     from wgraph.kernels.wgsl import expand_repeats

@@ -84,10 +84,12 @@ def expand_repeats(text: str, origin: str) -> str:
     return "\n".join(_expand_lines(text.split("\n"), consts, origin))
 
 
-def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: list[int] | None = None) -> list[str]:
+def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: list[int] | None = None,
+                  outer: tuple[str, ...] = ()) -> list[str]:
     """The text of `lines` with their blocks written out, as pieces to join with newlines (an innermost block's
     copies are one piece). Outermost blocks first, so an outer `$i` is a number before an inner block is
-    written out. `marks`: the lines holding `//!` (the caller's, when it knows them)."""
+    written out. `marks`: the lines holding `//!` (the caller's, when it knows them); `outer`: the variables
+    of the blocks around these lines."""
     # Most lines are no directive: find the ones that may be once and copy the lines between them in slices.
     if marks is None:
         marks = [k for k, line in enumerate(lines) if "//!" in line]
@@ -102,6 +104,10 @@ def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: 
                 raise RegistryError(f"{origin}: //!end without //!repeat")
             continue
         var, count_expr = m.groups()
+        if var in outer:
+            # the outer block has already written its number over every `$VAR` of the inner body, so the inner
+            # block would repeat the outer's number instead of counting: refuse rather than shadow silently
+            raise RegistryError(f"{origin}: //!repeat {var} inside a //!repeat {var} block; give it another name")
         count = eval_int(count_expr, consts)
         if count is None or count < 0:
             raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is not a constant integer expression")
@@ -124,7 +130,7 @@ def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: 
             continue
         inner = [mark - k - 1 for mark in marks[pos + 1:last]]
         for n in range(count):
-            out.extend(_expand_lines(str(n).join(pieces).split("\n"), consts, origin, inner))
+            out.extend(_expand_lines(str(n).join(pieces).split("\n"), consts, origin, inner, (*outer, var)))
     out.extend(lines[i:])
     return out
 
