@@ -69,10 +69,20 @@ def test_loads_and_derives_facts(tmp_path):
     (("[variants.k_f32]", "[variant.k_f32]"), r"unknown top-level tables \['variant'\]"),
     (('op = "test"', 'op = "test"\nmatrix = "nope"'), "unknown matrix 'nope'"),
     (('op = "test"', 'op = "test"\nrows = ["f32"]'), "'rows' needs a matrix"),
+    # the limit used to replace the define silently: the shader got 99 where the entry wrote 64
+    (('defines = { T = "f32" }', 'defines = { T = "f32", MAX_N = "64" }'),
+     "defines MAX_N='64' disagree with the limits / workgroup_size that set MAX_N='99'"),
+    (('defines = { T = "f32" }', 'defines = { T = "f32", WORKGROUP_SIZE_X = "32" }'),
+     "defines WORKGROUP_SIZE_X='32' disagree with the limits / workgroup_size that set WORKGROUP_SIZE_X='64'"),
 ])
 def test_errors(tmp_path, change, message):
     with pytest.raises(RegistryError, match=message.replace("{", r"\{").replace("(", r"\(")):
         write(tmp_path, GOOD.replace(*change))
+
+
+def test_a_define_equal_to_a_limit_is_kept(tmp_path):
+    k = write(tmp_path, GOOD.replace('defines = { T = "f32" }', 'defines = { T = "f32", MAX_N = "99" }'))["k_f32"]
+    assert k.limits["max_n"] == 99
 
 
 def test_workgroup_size_must_match_shader(tmp_path):

@@ -116,9 +116,17 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path, read) -> Kernel
         raise RegistryError(f"{where}: output_dtype {entry['output_dtype']!r} is not one of {sorted(DTYPES)}")
     limits = dict(entry.get("limits", {}))
     defines = {str(k): str(v) for k, v in entry.get("defines", {}).items()}
-    defines.update({k.upper(): str(v) for k, v in limits.items()})
-    defines["WORKGROUP_SIZE"] = ", ".join(map(str, size))
-    defines.update(WORKGROUP_SIZE_X=str(size[0]), WORKGROUP_SIZE_Y=str(size[1]), WORKGROUP_SIZE_Z=str(size[2]))
+    derived = {k.upper(): str(v) for k, v in limits.items()}
+    derived.update(WORKGROUP_SIZE=", ".join(map(str, size)), WORKGROUP_SIZE_X=str(size[0]),
+                   WORKGROUP_SIZE_Y=str(size[1]), WORKGROUP_SIZE_Z=str(size[2]))
+    # a limit (or the workgroup size) replacing a define of another value would give the shader a number the
+    # entry does not say it has; an equal value is the same text either way
+    clash = {n: (defines[n], v) for n, v in derived.items() if n in defines and defines[n] != v}
+    if clash:
+        raise RegistryError(f"{where}: defines {', '.join(f'{n}={a!r}' for n, (a, _) in clash.items())} "
+                            f"disagree with the limits / workgroup_size that set "
+                            f"{', '.join(f'{n}={b!r}' for n, (_, b) in clash.items())}")
+    defines.update(derived)
     source = wgsl.preprocess(path.read_text(), defines, shader_dir, f"{where} ({entry['file']})", read)
 
     entries = wgsl.parse_entry_points(source)
