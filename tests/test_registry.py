@@ -85,6 +85,17 @@ def test_a_define_equal_to_a_limit_is_kept(tmp_path):
     assert k.limits["max_n"] == 99
 
 
+def test_const_declared_twice_with_different_values_is_no_answer(tmp_path):
+    # STEP is 16 at module scope and 8 in a function (WGSL allows the shadow): Kernel.const said 8, the last one
+    shader = SHADER + ("const STEP: u32 = 16u;\n"
+                       "fn other() -> u32 { const STEP: u32 = 8u; const ONE = 1u; return STEP + ONE; }\n"
+                       "fn third() -> u32 { const ONE = 1u; return ONE; }\n")
+    k = write(tmp_path, GOOD, shader)["k_f32"]
+    assert k.const("ONE") == 1  # twice with one value: still known
+    with pytest.raises(PlanError, match="declares no integer const STEP \\(or declares it more than once"):
+        k.const("STEP")
+
+
 def test_workgroup_size_must_match_shader(tmp_path):
     shader = SHADER.replace("{{WORKGROUP_SIZE}}", "32")
     with pytest.raises(RegistryError, match=r"registry workgroup_size \(64, 1, 1\) but k.wgsl declares \(32, 1, 1\)"):

@@ -58,10 +58,12 @@ class Kernel:
         return x * y * z
 
     def const(self, name: str) -> int:
-        """The shader's integer const `name` (a tile size, a chunk step): PlanError if it declares none."""
+        """The shader's integer const `name` (a tile size, a chunk step): PlanError if it declares none, or
+        several of different values (wgsl.parse_consts)."""
         value = self.consts.get(name)
         if value is None:
-            raise PlanError(f"kernel {self.name} declares no integer const {name}")
+            raise PlanError(f"kernel {self.name} declares no integer const {name} (or declares it more than once, "
+                            f"with different values)")
         return value
 
     def specialized(self, constants: dict) -> Kernel:

@@ -182,10 +182,19 @@ def parse_overrides(text: str) -> dict[str, str]:
 
 
 def parse_consts(text: str) -> dict[str, int]:
-    """Module-scope `const` values that are integer expressions of literals and earlier consts."""
+    """Module-scope `const` values that are integer expressions of literals and earlier consts. A name declared
+    twice with different values (a function's const shadowing a module one: WGSL allows it) is left out: this
+    reader does not know scopes, and the last declaration is not the one a planner means."""
     values: dict[str, int] = {}
+    seen: dict[str, int | None] = {}  # every declaration's value, None where it is no integer expression
+    twice: set[str] = set()
     for name, expr in _CONST.findall(strip_comments(text)):
         value = eval_int(expr, values)
+        if name in twice or (name in seen and seen[name] != value):
+            twice.add(name)
+            values.pop(name, None)
+            continue
+        seen[name] = value
         if value is not None:
             values[name] = value
     return values
