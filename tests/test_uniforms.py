@@ -121,3 +121,38 @@ def test_uniform_cache_keys_on_full_bytes():
     cache.get(b"y" * 16)
     cache.get(b"z" * 16)  # evicts x, the least recently used
     assert released == [a] and len(cache) == 2
+
+
+@pytest.mark.parametrize("field, value, message", [
+    # a bool or a string became 1 / 5 / NaN through int() and float(): the kernel read a number nobody gave
+    ("a", True, r"Mixed.a is u32, got True \(bool\)"),
+    ("a", np.bool_(True), r"Mixed.a is u32, got .*True.* \(bool"),
+    ("a", "5", r"Mixed.a is u32, got '5' \(str\)"),
+    ("c", "nan", r"Mixed.c is f32, got 'nan' \(str\)"),
+    ("c", False, r"Mixed.c is f32, got False \(bool\)"),
+    # NaN / inf in an f32 field was packed as such (0x7fc00000, 0x7f800000)
+    ("c", float("nan"), r"Mixed.c is f32, got nan; it must be finite"),
+    ("c", -np.inf, r"Mixed.c is f32, got -inf; it must be finite"),
+    ("b", (1.0, np.float32("inf"), 2.0), r"Mixed.b is f32, got inf; it must be finite"),
+    ("e", (True, False, True, True), r"Mixed.e is u32, got .*True"),
+])
+def test_pack_refuses_values_that_are_not_finite_numbers(field, value, message):
+    layout = wgsl.struct_layout("Mixed", wgsl.parse_structs(MIXED), {})
+    ok = dict(a=1, b=(1, 2, 3), c=0.5, d=(1, 2), e=(1, 2, 3, 4), f=-1)
+    with pytest.raises(WgraphError, match=message):
+        pack_uniforms(layout, {**ok, field: value})
+
+
+def test_pack_takes_numpy_scalars_and_whole_floats():
+    layout = wgsl.struct_layout("Mixed", wgsl.parse_structs(MIXED), {})
+    got = pack_uniforms(layout, dict(a=np.uint32(7), b=np.array([1, 2, 3], np.float32), c=np.float64(0.5),
+                                     d=(1, 2), e=(1, 2.0, np.int64(3), 4), f=np.int32(-1)))
+    # by hand: a at 0, b at 16..27, c at 28, d at 32, e at 48..63, f at 64; 80 bytes
+    want = bytearray(80)
+    want[0:4] = (7).to_bytes(4, "little")
+    want[16:28] = np.array([1, 2, 3], "<f4").tobytes()
+    want[28:32] = np.array([0.5], "<f4").tobytes()
+    want[32:40] = np.array([1, 2], "<f4").tobytes()
+    want[48:64] = np.array([1, 2, 3, 4], "<u4").tobytes()
+    want[64:68] = b"\xff\xff\xff\xff"
+    assert got == bytes(want)

@@ -3,6 +3,8 @@ arenas' buffers by their full bytes."""
 
 from __future__ import annotations
 
+import math
+import numbers
 import struct as _struct
 from collections import OrderedDict
 
@@ -44,6 +46,10 @@ def pack_uniforms(layout: StructLayout, values: dict) -> bytes:
             raise WgraphError(f"uniform field {layout.name}.{f.name} is {f.type}: needs {count} values, got {len(items)}")
         step = 2 if scalar == "f16" else 4
         for i, item in enumerate(items):
+            # int() and float() take a bool, a string ("5", "nan") or None's cousins alike: a uniform is a number
+            if isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Real):
+                raise WgraphError(f"uniform field {layout.name}.{f.name} is {scalar}, got {item!r} "
+                                  f"({type(item).__name__}); give a number (int(flag) for a flag)")
             if scalar in ("u32", "i32"):
                 if isinstance(item, (float, np.floating)) and not float(item).is_integer():
                     raise WgraphError(f"uniform field {layout.name}.{f.name} is {scalar}, got non-integer {item}")
@@ -53,6 +59,8 @@ def pack_uniforms(layout: StructLayout, values: dict) -> bytes:
                 item = int(item)
             else:
                 item = float(item)
+                if not math.isfinite(item):  # a NaN or inf scale or eps poisons every output silently
+                    raise WgraphError(f"uniform field {layout.name}.{f.name} is {scalar}, got {item}; it must be finite")
             try:
                 _struct.pack_into(_SCALAR_CODES[scalar], out, f.offset + i * step, item)
             except (OverflowError, _struct.error):
