@@ -252,7 +252,7 @@ features = ["subgroup"]
 limits = { max_n = 7 }
 dtype = "{dt}"
 partner = "m_{wide}"
-per_row.f16 = { limits = { extra = 2 }, planner_fact = "f16 only" }
+per_row.f16 = { limits = { extra = 2 }, planner_fact = "f16 only", row_fact = "{dt} of {wide}" }
 
 [variants."m_{row}_short"]
 matrix = "dt"
@@ -278,6 +278,7 @@ def test_matrix_expands_one_variant_per_row(tmp_path):
     assert (f32.facts["dtype"], f16.facts["dtype"]) == ("f32", "f16")
     assert f32.facts["partner"] == f16.facts["partner"] == "m_f32"
     assert "planner_fact" not in f32.facts and f16.facts["planner_fact"] == "f16 only"
+    assert f16.facts["row_fact"] == "f16 of f32"  # per_row strings fill vars too (they were left "{dt} of {wide}")
     assert not {"matrix", "rows", "per_row"} & set(f16.facts)
 
 

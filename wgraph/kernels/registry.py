@@ -243,7 +243,8 @@ def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
         row_vars = row.get("vars", {})
         merged = _merge({k: v for k, v in row.items() if k != "vars"}, own)
         merged = {k: _fill_vars(v, row_vars, where) for k, v in merged.items()}
-        merged = _merge(merged, per_row.get(r, {}))
+        # a row's own keys fill `{name}` as the variant's do (per_row.f16 = { partner = "m_{wide}" })
+        merged = _merge(merged, {k: _fill_vars(v, row_vars, where) for k, v in per_row.get(r, {}).items()})
         made[name.replace("{row}", r) if "{row}" in name else f"{name}_{r}"] = merged
     return made
 
