@@ -100,6 +100,19 @@ def test_chat_prompt_and_stop_ids(tiny):
     assert model.generate_text(messages, 8, chat=True, stop_ids=[stop]) == text  # a message list works alike
 
 
+def test_stop_ids_as_a_set_or_a_range(tiny):
+    """docs/models.md: stop_ids is a list of ids, "a set of ids is taken too" (generate takes a set, frozenset or
+    range); generate_text refused {stop} with an ArgumentError. Now each stops where the list does."""
+    model, cfg, w = tiny
+    ids = model.tokenizer.encode("Hello world")
+    want, _ = ref.greedy(cfg, w, ids, 8)
+    stop = want[3]
+    kept, text = _expected(model, cfg, w, ids, 8, {stop})
+    for stops in ({stop}, frozenset([stop]), range(stop, stop + 1)):
+        assert model.generate_text("Hello world", 8, stop_ids=stops) == text, stops
+        assert model.last_stats["ids"] == kept and model.last_stats["stopped"]
+
+
 def test_sampled_text_follows_the_seed(tiny):
     model, _, _ = tiny
     a = model.generate_text("Hello", 6, temperature=0.9, top_k=20, seed=3, stop_ids=[])

@@ -93,6 +93,8 @@ def request_for_ids(model, ids: list[int], max_new_tokens, *, temperature=0.0, t
     if len(ids) + n > model.max_seq:
         raise LimitError(f"{where}: {len(ids)} prompt + {n} new tokens exceed the KV cache of {model.max_seq} "
                          f"positions (max_seq)")
+    if isinstance(stop_ids, (set, frozenset, range)):  # taken as generate takes them (check_ids wants a sequence)
+        stop_ids = list(stop_ids)
     stops = tok.stop_ids if stop_ids is None else tok.check_ids(stop_ids, f"{where}: stop_ids")
     return TextRequest(tuple(ids), n, temperature, top_k, top_p, seed, frozenset(stops), read_every, in_flight,
                        skip_special_tokens)
