@@ -113,6 +113,24 @@ def test_stop_ids_as_a_set_or_a_range(tiny):
         assert model.last_stats["ids"] == kept and model.last_stats["stopped"]
 
 
+def test_ids_past_the_tokenizers_vocabulary_have_no_text(tmp_path, dev):
+    """A model's vocabulary padded past its tokenizer's (Qwen2.5: 151936 rows, 151665 tokens) may generate an id
+    with no token: the stream raised LimitError ('StreamDecoder.push: id 719 ... outside the table's 701 rows')
+    midway. Such an id has no text (transformers' decode skips it); it is still one of the ids."""
+    cfg = tiny_config(vocab_size=768, eos_token_id=3)
+    w = random_weights(cfg, seed=5)
+    write_checkpoint(tmp_path, cfg, w)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny_files.TINY_TOKENIZER / name, tmp_path / name)
+    model = from_pretrained(tmp_path, dev, dtype="f32", max_seq=16)
+    tok = model.tokenizer
+    ids = tok.encode("Hello")
+    want, _ = ref.greedy(cfg, w, ids, 8)
+    assert any(t >= VOCAB for t in want)  # the case under test: the greedy ids hold one the tokenizer lacks
+    assert model.generate_text("Hello", 8, stop_ids=[], read_every=3) == tok.decode([t for t in want if t < VOCAB])
+    assert model.last_stats["ids"] == want
+
+
 def test_sampled_text_follows_the_seed(tiny):
     model, _, _ = tiny
     a = model.generate_text("Hello", 6, temperature=0.9, top_k=20, seed=3, stop_ids=[])

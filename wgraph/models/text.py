@@ -124,7 +124,9 @@ def stream(model, req: TextRequest) -> Iterator[str]:
             new = model.program.state("history").numpy()[s + len(out):s + made].tolist()
             hit = next((j for j, t in enumerate(new) if t in req.stop_ids), None)
             out += new if hit is None else new[:hit + 1]
-            piece = dec.push(new if hit is None else new[:hit])  # a stop id ends the text; it is not part of it
+            # a stop id ends the text; it is not part of it. An id past the tokenizer's vocabulary (a model's padded
+            # rows: Qwen2.5 has 151936 for 151665 tokens) has no token and no text, as transformers' decode skips it
+            piece = dec.push([t for t in (new if hit is None else new[:hit]) if t < tok.vocab_size])
             if piece:
                 yield piece
             if hit is not None or made == n:
