@@ -33,6 +33,18 @@ def halvings(n: int) -> int:
     return max(0, int(n).bit_length() - 1)
 
 
+def loop_cap_refusal(caps, count, in_features: int) -> str | None:
+    """Why a CPU adapter cannot run a GEMV whose invocations loop `count()` times over rows of `in_features` (past
+    CPU_LOOP_LIMIT), or None; `count` is called on CPU adapters only. caps None: any device can."""
+    if caps is None or not caps.is_cpu:
+        return None
+    n = count()
+    if n <= CPU_LOOP_LIMIT:
+        return None
+    return (f"loops {n} times per invocation for in_features {in_features}; {caps.adapter_name!r} (a CPU adapter) "
+            f"stops an invocation's loops at {CPU_LOOP_LIMIT}, silently")
+
+
 def check_cpu_loops(caps, iterations: int, what: str) -> None:
     """LimitError where a CPU adapter would silently cut one invocation's `iterations` loop iterations short.
     `what` starts the message (the op and the size that made the count)."""

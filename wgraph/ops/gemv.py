@@ -8,7 +8,7 @@ import attrs
 
 from wgraph.kernels.registry import Kernel, kernels_for
 from wgraph.ops.core import ceil_div
-from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT, halvings, loop
+from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
 
 FORM = "gemv"
 
@@ -75,10 +75,7 @@ def cpu_loop_refusal(kv: Kernel, s: GemvShape, caps) -> str | None:
     """Why a CPU adapter cannot run the call through `kv` (its loops past the adapter's cap), or None."""
     # lavapipe stops an invocation's loops at CPU_LOOP_LIMIT silently: a row of 4.5e6 ones through
     # gemv_r8_groups_wg_f32 summed to 4194336
-    if caps is None or not caps.is_cpu or cpu_loops(kv, s) <= CPU_LOOP_LIMIT:
-        return None
-    return (f"loops {cpu_loops(kv, s)} times per invocation for in_features {s.k}; {caps.adapter_name!r} (a CPU "
-            f"adapter) stops an invocation's loops at {CPU_LOOP_LIMIT}, silently")
+    return loop_cap_refusal(caps, lambda: cpu_loops(kv, s), s.k)
 
 
 def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | None:

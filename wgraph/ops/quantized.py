@@ -19,7 +19,7 @@ from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.ops.cpu_limits import CPU_LOOP_LIMIT, halvings, loop
+from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
 from wgraph.ops.gemv import core_constants, device_refusal
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -122,10 +122,7 @@ def cpu_loop_refusal(kv: Kernel, k: int, caps) -> str | None:
     cap), or None; caps None: any device can."""
     # lavapipe stops an invocation's loops at CPU_LOOP_LIMIT silently: 2 rows of x = W = ones(3407872) in Q5_0
     # through quant_gemv_r8_long (16 lanes, 6656 steps of 9 stage copies each) summed to 419456
-    if caps is None or not caps.is_cpu or gemv_cpu_loops(kv, k) <= CPU_LOOP_LIMIT:
-        return None
-    return (f"loops {gemv_cpu_loops(kv, k)} times per invocation for in_features {k}; {caps.adapter_name!r} (a CPU "
-            f"adapter) stops an invocation's loops at {CPU_LOOP_LIMIT}, silently")
+    return loop_cap_refusal(caps, lambda: gemv_cpu_loops(kv, k), k)
 
 
 def _refusal(kv: Kernel, n: int, k: int, swiglu: bool, caps, forced: bool) -> str | None:
