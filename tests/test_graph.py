@@ -486,6 +486,18 @@ def test_json_round_trip_and_dot(dev, rng):
     assert f"gemv_r8_f32 {_gemv_r8_workgroups(32)}x1x1" in pdot and "slot" in pdot
 
 
+def test_dot_edge_of_two_values_breaks_the_label_line():
+    """An edge carrying two values (add_rmsnorm's sum and normed, both into one add) labels them one per line,
+    as the node labels do (a raw newline, a line break to Graphviz). It was written "\\n" and then escaped again,
+    so Graphviz got an escaped backslash and showed the text \\n between the two values."""
+    g = wg.Graph("two")
+    x = g.input("x", (2, 4), "f32")
+    s, n = wg.ops.add_rmsnorm(x, x, g.const("w", np.ones(4, np.float32)))
+    g.output("y", wg.ops.add(s, n))
+    edge = [line for line in g.to_dot().split(";") if '"add_rmsnorm_1" -> "add_2"' in line]
+    assert edge == ['\n  "add_rmsnorm_1" -> "add_2" [label="add_rmsnorm_1:0 f32[2,4]\nadd_rmsnorm_1:1 f32[2,4]"]']
+
+
 def _scale_graph_json(params_name="wgraph.ops.elementwise:ScaleParams"):
     g = wg.Graph("j")
     x = g.input("x", (4,), "f32")

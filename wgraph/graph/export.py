@@ -36,7 +36,9 @@ def _dot(g, label_of) -> str:
         lines.append(f"  {_q(n)} [label={_q(label_of(node))}, shape={shape}];")
     for a, b, data in g.nx.edges(data=True):
         if data["values"]:
-            text = "\\n".join(f"{v} {_spec_text(g.values[v])}" for v in data["values"])
+            # a real newline, as the node labels have: _q doubles backslashes, so "\\n" reached Graphviz as an
+            # escaped backslash and an "n", shown as the text \n instead of a line break
+            text = "\n".join(f"{v} {_spec_text(g.values[v])}" for v in data["values"])
             lines.append(f"  {_q(a)} -> {_q(b)} [label={_q(text)}];")
         else:
             lines.append(f"  {_q(a)} -> {_q(b)} [style=dashed, label=\"order\"];")
