@@ -579,6 +579,19 @@ def test_ops_added_to_a_graph_read_from_json_take_free_names():
     assert len(again) == 4 and y.name in again.values
 
 
+def test_an_input_named_as_an_ops_output_leaves_the_op_a_free_name(dev):
+    """An input named "scale_1:0" (TensorFlow's spelling of a first output) is the default name of the first scale's
+    output: wg.ops.scale on it raised GraphError "output 'scale_1:0' is already a value of the graph". The op's
+    node now takes the next free name, and the graph runs as any other."""
+    g = wg.Graph("tf")
+    x = g.input("scale_1:0", (4,), "f32")
+    y = wg.ops.scale(x, 2.0)
+    assert y.name != x.name and g.producer[y.name] != "scale_1"
+    g.output("y", y)
+    xs = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+    np.testing.assert_array_equal(g.compile(dev).run(**{"scale_1:0": xs})["y"].numpy(), [2.0, -4.0, 1.0, 6.0])
+
+
 def test_from_json_names_params_nested_too_deep(monkeypatch):
     """Params nested deeper than Python's recursion (about 700 levels pass json.loads outside pytest, then
     decoding them recursed): a GraphError naming the node, not a RecursionError."""

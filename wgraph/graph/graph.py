@@ -48,6 +48,7 @@ class Graph:
         self._scope: list[str] = []
         self._last_writer: dict[str, str] = {}    # base value -> last node that writes it in place
         self._readers: dict[str, list[str]] = {}  # base value -> nodes reading it since that write
+        self._result_heads: set[str] = set()      # "n" of every value named "n:<digits>" (an op's default output name)
 
     # ---- building ----
 
@@ -145,7 +146,9 @@ class Graph:
                                  f"a value (use g.input, g.state or g.const)")
         self._counter += 1
         node_name = "/".join(self._scope + [f"{op.name}_{self._counter}"])
-        while node_name in self.nx:   # a graph read from a file holds names its node count does not predict
+        # a graph read from a file holds names its node count does not predict, and an input or state may be named
+        # as an op's output ("scale_1:0"): a name taken either way would make add() refuse this op
+        while node_name in self.nx or node_name in self._result_heads:
             self._counter += 1
             node_name = "/".join(self._scope + [f"{op.name}_{self._counter}"])
         node = self.add(Node(node_name, op.name, params, tuple(names), (), writes))
@@ -237,6 +240,9 @@ class Graph:
         is_view = node.op not in SOURCE_OPS and OPS[node.op].is_view
         for v, s in zip(outputs, out_specs):
             self.values[v] = Value(s.shape, s.dtype, graph=self, name=v)
+            head, colon, index = v.rpartition(":")
+            if colon and index.isdigit():
+                self._result_heads.add(head)
             self.producer[v] = node.name
             self.base[v] = self.base[node.inputs[0]] if is_view else v
         self._order_in_place(node)
