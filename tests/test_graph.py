@@ -498,6 +498,25 @@ def test_dot_edge_of_two_values_breaks_the_label_line():
     assert edge == ['\n  "add_rmsnorm_1" -> "add_2" [label="add_rmsnorm_1:0 f32[2,4]\nadd_rmsnorm_1:1 f32[2,4]"]']
 
 
+def test_dot_output_nodes_are_not_merged_with_nodes_of_the_same_id():
+    """An output's DOT node was "out:<name>": an input named "out:y" and an output "y" were one DOT node (the
+    input's box restyled as the output, the output's edge a loop on it); outputs "y" and "out:y" likewise."""
+    import networkx as nx
+
+    g = wg.Graph("ids")
+    x = g.input("out:y", (4,), "f32")
+    g.output("y", wg.ops.scale(x, 2.0))
+    g.output("out:y", x)
+    dot = g.to_dot()
+    # the DOT read back as a graph (its ids are quoted names without escapes here): 2 graph nodes, 2 output nodes
+    ids = re.findall(r'^  "([^"]*)" \[label=', dot, re.M)
+    edges = re.findall(r'^  "([^"]*)" -> "([^"]*)"', dot, re.M)
+    assert len(ids) == len(set(ids)) == 4
+    read = nx.DiGraph(edges)
+    assert read.number_of_nodes() == 4 and nx.is_directed_acyclic_graph(read)
+    assert sorted(d for _, d in read.out_degree()) == [0, 0, 1, 2]   # the input feeds scale and an output
+
+
 def _scale_graph_json(params_name="wgraph.ops.elementwise:ScaleParams"):
     g = wg.Graph("j")
     x = g.input("x", (4,), "f32")

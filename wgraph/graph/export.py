@@ -42,9 +42,16 @@ def _dot(g, label_of) -> str:
             lines.append(f"  {_q(a)} -> {_q(b)} [label={_q(text)}];")
         else:
             lines.append(f"  {_q(a)} -> {_q(b)} [style=dashed, label=\"order\"];")
+    taken = set(g.nx)
     for name, v in g.outputs.items():
-        lines.append(f"  {_q('out:' + name)} [label={_q(name)}, shape=ellipse, style=bold];")
-        lines.append(f"  {_q(g.producer[v])} -> {_q('out:' + name)} [label={_q(_spec_text(g.values[v]))}];")
+        # an output's own DOT node: "out:y" unless a node (an input named "out:y") or another output has that id,
+        # which DOT would merge into one node
+        oid = "out:" + name
+        while oid in taken:
+            oid = "out:" + oid
+        taken.add(oid)
+        lines.append(f"  {_q(oid)} [label={_q(name)}, shape=ellipse, style=bold];")
+        lines.append(f"  {_q(g.producer[v])} -> {_q(oid)} [label={_q(_spec_text(g.values[v]))}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
