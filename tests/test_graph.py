@@ -438,6 +438,21 @@ def test_a_program_runs_its_graph_as_compiled_when_the_graph_grows(dev):
     np.testing.assert_array_equal(g.compile(dev).run(x=xs, z=xs)["w"].numpy(), xs.astype(np.float64) * 2)
 
 
+def test_program_dot_draws_the_program_as_compiled_when_the_graph_grows(dev):
+    """prog.to_dot() drew the graph as it is now: a node and an output added after compile (which the program
+    never runs nor returns) were drawn as its own. It draws the compiled nodes and outputs; the graph's DOT has all."""
+    g = wg.Graph("grows")
+    x = g.input("x", (4,), "f32")
+    y = wg.ops.scale(x, 3.0)
+    g.output("y", y)
+    prog = g.compile(dev)
+    compiled = prog.to_dot()
+    g.output("z", wg.ops.silu(y))
+    assert prog.to_dot() == compiled
+    assert "silu" not in compiled and '"out:z"' not in compiled and '"scale_1" -> "out:y"' in compiled
+    assert '"scale_1" -> "silu_2"' in g.to_dot() and '"silu_2" -> "out:z"' in g.to_dot()
+
+
 def test_compile_names_a_value_past_the_devices_buffer_limit(dev):
     """A graph (file) whose state is (2^32 - 1)^4 f32 feeding two ops: compile raised dev.empty's ArgumentError
     'shape=(340282366604025813516997721482669850625,) must be a shape' for the intermediate's slot, naming neither

@@ -28,13 +28,18 @@ def _spec_text(v) -> str:
     return f"{v.dtype}[{','.join(map(str, v.shape))}]"
 
 
-def _dot(g, label_of) -> str:
+def _dot(g, label_of, order: list[str], outputs: dict[str, str]) -> str:
+    """`order`: the nodes to draw, in order; `outputs`: {output name: value}. A program's are those it was compiled
+    with: its graph may have grown since, and nodes it never runs are not drawn as its own."""
     lines = [f"digraph {_q(g.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
-    for n in g.topological_order():
+    drawn = set(order)
+    for n in order:
         node = g.node(n)
         shape = {"input": "ellipse", "state": "cylinder"}.get(node.op, "box")
         lines.append(f"  {_q(n)} [label={_q(label_of(node))}, shape={shape}];")
     for a, b, data in g.nx.edges(data=True):
+        if a not in drawn or b not in drawn:
+            continue
         if data["values"]:
             # a real newline, as the node labels have: _q doubles backslashes, so "\\n" reached Graphviz as an
             # escaped backslash and an "n", shown as the text \n instead of a line break
@@ -43,7 +48,7 @@ def _dot(g, label_of) -> str:
         else:
             lines.append(f"  {_q(a)} -> {_q(b)} [style=dashed, label=\"order\"];")
     taken = set(g.nx)
-    for name, v in g.outputs.items():
+    for name, v in outputs.items():
         # an output's own DOT node: "out:y" unless a node (an input named "out:y") or another output has that id,
         # which DOT would merge into one node
         oid = "out:" + name
@@ -57,7 +62,7 @@ def _dot(g, label_of) -> str:
 
 
 def graph_to_dot(g) -> str:
-    return _dot(g, lambda node: f"{node.name}\n{node.op}")
+    return _dot(g, lambda node: f"{node.name}\n{node.op}", g.topological_order(), g.outputs)
 
 
 def program_to_dot(prog) -> str:
@@ -71,7 +76,7 @@ def program_to_dot(prog) -> str:
         bufs = [f"{v} -> slot{slots[v]}" for v in node.outputs if v in slots]
         return "\n".join([node.name, node.op] + extra + bufs)
 
-    return _dot(prog.graph, label)
+    return _dot(prog.graph, label, prog.order, prog.outputs)
 
 
 # ---- JSON ----
