@@ -50,3 +50,13 @@ def test_no_scratch_line_without_scratch(dev):
     prog = g.compile(dev)
     assert prog.memory.scratch_requests == 0
     assert "temporary" not in prog.explain() and "scratch: 0 requests" in prog.explain(full=True)
+
+
+def test_memory_line_names_the_outputs_it_counts(dev):
+    """The short memory line said "inputs, weights and state 48 B" for an f32[4] input, an f32[4] weight and an
+    f32[4] output: 16 + 16 bytes of inputs and weights, the other 16 the output's own buffer, which it counts."""
+    g = wg.Graph("tiny")
+    x = g.input("x", (4,), "f32")
+    g.output("y", wg.ops.mul(x, g.const("w", np.ones(4, np.float32))))
+    words = " ".join(g.compile(dev).explain().split())
+    assert "inputs, outputs, weights and state 48 B;" in words   # 3 buffers of 4 f32

@@ -69,9 +69,10 @@ def short_text(prog) -> str:
         lines.append(line)
         if row.reason:
             lines += textwrap.wrap(f"why: {row.reason}", WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+    # persistent_bytes: every buffer of the program's own besides the slots, the outputs' among them
     memory = (f"memory: {m.intermediate_values} intermediate values share {m.intermediate_buffers} buffers "
               f"({_kib(m.intermediate_bytes)} at peak, {_kib(m.naive_bytes)} with one buffer each); inputs, "
-              f"weights and state {_kib(m.persistent_bytes)}; uniforms {_kib(m.uniform_bytes)}")
+              f"outputs, weights and state {_kib(m.persistent_bytes)}; uniforms {_kib(m.uniform_bytes)}")
     if m.scratch_requests:   # temporary buffers of multi-pass kernels (split-K partial results)
         memory += (f"; {m.scratch_requests} temporary buffers of split passes share {m.scratch_buffers} "
                    f"({_kib(m.scratch_bytes)}, {_kib(m.scratch_naive_bytes)} unshared)")
