@@ -577,3 +577,29 @@ def test_a_profiled_recording_whose_pending_flush_fails_is_discarded(dev, monkey
     with pytest.raises(RecordingError, match="the pending ops that write this tensor never ran"):
         pending.numpy()
     np.testing.assert_array_equal(wg.ops.scale(x, 3.0).numpy(), np.full(4, 3.0))
+
+
+def test_a_profiled_recording_that_dispatches_nothing_has_an_empty_profile(dev, monkeypatch):
+    """record(profile=True) holding only a write (or nothing) dispatches nothing: rec.profile() raised
+    RecordingError "device ... has no timestamp-query feature" on a device that has it. Now an empty table; a
+    device without timestamps still says so. The pending op before it is not the recording's: not in its rows."""
+    import attrs
+
+    if not dev.caps.has_timestamps:
+        pytest.skip("the device has no timestamp queries")
+    x = dev.tensor(np.ones(4, np.float32))
+    pending = wg.ops.scale(x, 5.0)
+    with dev.record(profile=True) as rec:
+        dev.write(x, np.full(4, 7.0, np.float32))
+    prof = rec.profile()
+    assert (prof.rows, prof.span_us) == ((), 0.0)
+    np.testing.assert_array_equal(pending.numpy(), np.full(4, 5.0))   # read 1 before the write
+    np.testing.assert_array_equal(x.numpy(), np.full(4, 7.0))
+    with dev.record(profile=True) as empty:
+        pass
+    assert empty.profile().rows == ()
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, has_timestamps=False))
+    with dev.record(profile=True) as rec2:
+        wg.ops.scale(x, 2.0)
+    with pytest.raises(RecordingError, match="has no timestamp-query feature"):
+        rec2.profile()

@@ -131,8 +131,10 @@ class Recording:
             raise RecordingError(f"profile() needs a submitted recording; {self.label} is {self.state}")
         if not self._want_profile:
             raise RecordingError(f"{self.label} was not made with record(profile=True)")
-        if self._timestamps is None:
+        if not self.caps.has_timestamps:
             raise RecordingError(f"device {self.caps.adapter_name!r} has no timestamp-query feature")
+        if self._timestamps is None:   # it dispatched nothing (only writes, or empty): no time to report
+            return ProfileTable((), self.caps.has_timestamps_inside_passes, 0.0)
         if self._ticks is None:
             self._ticks = self._timestamps.ticks_ns()
         return ProfileTable.from_ticks(self._labels, self._ticks, self._timestamps.inside_passes)
