@@ -94,3 +94,23 @@ def test_destroy_drops_pending_ops():
     assert len(dev.scheduler.pending) == 0
     with pytest.raises(DeviceError, match="lost or destroyed"):
         y.numpy()
+
+
+def test_writes_behind_a_pending_op_count_toward_pending_items(dev):
+    """One pending op, then 2 * PENDING_ITEMS + 3 dev.writes: every write joined the pending list and none was
+    submitted (71 items held, each write's bytes staged in upload buffers at the next read). Now a write is an item
+    like an op: the list goes at PENDING_ITEMS (the writes after it, nothing pending, are queue writes), and the
+    results keep the order of the calls."""
+    x = dev.tensor(np.ones(64, np.float32))
+    dev.flush()
+    before = dev.stats.snapshot()
+    y = wg.ops.scale(x, 2.0)                               # reads x = 1
+    n = 2 * PENDING_ITEMS + 3
+    for i in range(n):
+        dev.write(x, np.full(64, float(i), np.float32))
+    # the op and the first PENDING_ITEMS - 1 writes went in one submit; the writes after it are queue writes
+    assert dev.stats.since(before).submits == 1
+    assert dev.scheduler.pending == ()
+    z = wg.ops.scale(x, 4.0)                               # reads the last write
+    np.testing.assert_array_equal(y.numpy(), np.full(64, 2.0))
+    np.testing.assert_array_equal(z.numpy(), np.full(64, 4.0 * (n - 1)))

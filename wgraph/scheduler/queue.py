@@ -198,6 +198,10 @@ class Scheduler:
             self.check_current((tensor,))
             if self._pending is not None:
                 self._pending.append(write)
+                # a write is an item too: a run of writes behind one pending op held every write's bytes (and
+                # staged them all in upload buffers at the flush) until the next op call or read
+                if len(self._pending.items) >= PENDING_ITEMS:
+                    self.flush()
             else:
                 self.gpu.queue.write_buffer(tensor.buffer, 0, data)
 
