@@ -717,3 +717,22 @@ def test_quantize_refuses_values_no_block_holds(ggml_type):
     w[1, 7] = np.nan
     with pytest.raises(wg.ArgumentError, match=r"quantize: weights\[1, 7\] is nan \(1 values not finite\)"):
         quantize(w, ggml_type)
+
+
+def test_strided_host_words_and_bytes_are_read_in_order(dev):
+    """Host words given as a strided view (words[::2]) passed QuantizedWeight's checks, then raw(), dequantize(),
+    upload() and stack_rows raised numpy's bare ValueError; a strided memoryview of the bytes made from_bytes raise
+    BufferError. Both now read the blocks in order: the same rows as gguf decodes from the contiguous bytes."""
+    raw = np.random.default_rng(4).integers(0, 256, (3, 3 * 18), dtype=np.uint8)
+    raw[:, 1::18] &= 0x3B   # each block's f16 d finite (|d| < 2)
+    want = gguf_dequantize(raw, gguf.GGMLQuantizationType.Q4_0)
+    words = QuantizedWeight.from_bytes("Q4_0", (3, 96), raw).blocks
+    spread = np.zeros(2 * words.size, np.uint32)
+    spread[::2] = words
+    strided = QuantizedWeight("Q4_0", (3, 96), spread[::2])
+    np.testing.assert_array_equal(strided.raw(), raw)
+    np.testing.assert_array_equal(strided.dequantize(), want)
+    np.testing.assert_array_equal(stack_rows([strided, strided]).raw(), np.concatenate([raw, raw]))
+    np.testing.assert_allclose(wg.ops.embedding([2, 0], strided.upload(dev)).numpy(), want[[2, 0]], rtol=2e-7, atol=0)
+    doubled = np.repeat(raw.reshape(-1), 2)
+    np.testing.assert_array_equal(QuantizedWeight.from_bytes("Q4_0", (3, 96), memoryview(doubled)[::2]).raw(), raw)

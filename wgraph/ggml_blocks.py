@@ -222,7 +222,9 @@ class QuantizedWeight:
                 raise DtypeError(f"QuantizedWeight.from_bytes: raw blocks must be uint8, got {raw.dtype}")
             data = np.ascontiguousarray(raw).reshape(-1)
         elif isinstance(raw, (bytes, bytearray, memoryview)):
-            data = np.frombuffer(raw, np.uint8)
+            # np.frombuffer refuses a strided memoryview (BufferError); its bytes in order are the blocks
+            data = np.frombuffer(raw.tobytes() if isinstance(raw, memoryview) and not raw.c_contiguous else raw,
+                                 np.uint8)
         else:
             raise DtypeError(f"QuantizedWeight.from_bytes: raw must be bytes, a memoryview or a uint8 array, got "
                              f"{type(raw).__name__}")
@@ -241,7 +243,9 @@ class QuantizedWeight:
         if not isinstance(self.blocks, np.ndarray):
             raise DtypeError(f"QuantizedWeight.raw: the blocks are a {type(self.blocks).__name__}, not host data "
                              f"(read a Tensor back with .numpy())")
-        return self.blocks.view(np.uint8)[:self.nbytes].reshape(self.out_features, self.row_bytes)
+        # a strided view of words (blocks[::2]) passes the checks; viewing it as bytes needs contiguous words
+        return np.ascontiguousarray(self.blocks).view(np.uint8)[:self.nbytes].reshape(self.out_features,
+                                                                                     self.row_bytes)
 
     def dequantize(self) -> np.ndarray:
         """float32 [out_features, in_features] as GGML defines the blocks (the `gguf` package's dequantizer)."""
