@@ -616,10 +616,11 @@ def quantize_q3_k(a: np.ndarray) -> np.ndarray:
     """Q3_K blocks (uint8 [rows, row_bytes]) of float32 [rows, k], k a multiple of 256, as llama.cpp's
     quantize_row_q3_K_ref without its per-weight refinement: each sub-block of 16 gets the signed scale of least
     squared error over q in [-4, 3] (`_best_scales`: its peak near -4), rounded to a signed 6-bit multiple of the
-    block's f16 d (the largest to -32: `_signed_block_d`), and q = w / (d * scale) rounded into [-4, 3]."""
+    block's f16 d (the largest to -32: `_signed_block_d`; a d below f16's least subnormal kept at it, not 0), and
+    q = w / (d * scale) rounded into [-4, 3]."""
     rows, k = a.shape
     x = np.ascontiguousarray(a, np.float32).reshape(-1, 16, 16)
-    d, d32, sc = _signed_block_d(_best_scales(x, -4, 3), 32)
+    d, d32, sc = _signed_block_d(_best_scales(x, -4, 3), 32, keep_tiny=True)
     unit = (d32 * sc)[:, :, None]
     inv = np.divide(np.float32(1), unit, out=np.zeros(unit.shape, np.float32), where=unit != 0)
     q = (np.clip(np.rint(x * inv), -4, 3) + 4).astype(np.uint8).reshape(-1, 256)   # 0..7
