@@ -82,3 +82,20 @@ def test_decode_advance_batched_against_numpy(dev):
     with pytest.raises(ShapeError, match=r"history must be \[batch=3, positions >= 1\]"):
         wg.ops.decode_advance_batched(dev.tensor(nxt), token=token, history=dev.tensor(np.zeros(3, np.uint32)),
                                       pos=pos, kv_len=kv_len)
+
+
+def test_empty_u32_inputs_of_the_advance_are_shape_errors(dev):
+    """An empty u32 tensor (a batch of 0 sequences, a history of 0 positions) has the right dtype and the wrong
+    shape: both advances raised DtypeError for it (the batched op's own 'batch >= 1' ShapeError never ran); a
+    float tensor is still the DtypeError."""
+    u32 = lambda *shape: dev.tensor(np.zeros(shape, np.uint32))   # noqa: E731
+    with pytest.raises(ShapeError, match=r"decode_advance_batched: next_ids must be a u32 tensor of at least one "
+                                         r"value, got u32 \(0,\)"):
+        wg.ops.decode_advance_batched(u32(0), token=u32(0), history=u32(0, 4), pos=u32(0), kv_len=u32(0))
+    with pytest.raises(ShapeError, match=r"decode_advance_batched: history .* got u32 \(2, 0\)"):
+        wg.ops.decode_advance_batched(u32(2), token=u32(2), history=u32(2, 0), pos=u32(2), kv_len=u32(2))
+    with pytest.raises(ShapeError, match=r"decode_advance: pos .* got u32 \(0,\)"):
+        wg.ops.decode_advance(u32(1), token=u32(1), history=u32(4), pos=u32(0), kv_len=u32(1))
+    with pytest.raises(wg.DtypeError, match=r"decode_advance_batched: token .* got f32 \(2,\)"):
+        wg.ops.decode_advance_batched(u32(2), token=dev.tensor(np.zeros(2, np.float32)), history=u32(2, 4),
+                                      pos=u32(2), kv_len=u32(2))

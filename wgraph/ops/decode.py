@@ -26,7 +26,9 @@ def check_u32_inputs(op: str, names, specs) -> None:
     for name, s in zip(names, specs):
         if s is None or s.dtype != "u32" or s.size < 1:
             got = None if s is None else f"{s.dtype} {s.shape}"
-            raise DtypeError(f"{op}: {name} must be a u32 tensor of at least one value, got {got}")
+            # an empty u32 tensor has the right dtype and the wrong shape: a ShapeError, as the ops' own checks
+            error = ShapeError if s is not None and s.dtype == "u32" else DtypeError
+            raise error(f"{op}: {name} must be a u32 tensor of at least one value, got {got}")
 
 
 def _infer_advance(params, specs):
