@@ -345,8 +345,9 @@ def encode_steps(stats, encoder, steps, timestamps=None) -> None:
                 compute_pass.end()
             writes = None
             if per_pass_stamps:
-                writes = {"query_set": timestamps.query_set, "beginning_of_pass_write_index": 2 * n_dispatch,
-                          "end_of_pass_write_index": 2 * n_dispatch + 1}
+                query_set, index = timestamps.slot(n_dispatch)
+                writes = {"query_set": query_set, "beginning_of_pass_write_index": index,
+                          "end_of_pass_write_index": index + 1}
             compute_pass = encoder.begin_compute_pass(timestamp_writes=writes)
             pass_handle = compute_pass._internal
             current_pipeline = None
@@ -356,14 +357,15 @@ def encode_steps(stats, encoder, steps, timestamps=None) -> None:
             current_pipeline = pipeline
         set_bind_group(pass_handle, 0, group._internal, n_offsets, offsets)
         if inside_stamps:
-            compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch)
+            query_set, index = timestamps.slot(n_dispatch)
+            compute_pass._write_timestamp(query_set, index)
         if item.indirect is not None:
             args, args_offset = item.indirect
             dispatch_indirect(pass_handle, args.buffer._internal, args_offset)
         else:
             dispatch_workgroups(pass_handle, *item.workgroups)
         if inside_stamps:
-            compute_pass._write_timestamp(timestamps.query_set, 2 * n_dispatch + 1)
+            compute_pass._write_timestamp(query_set, index + 1)
         n_dispatch += 1
     stats.dispatches += n_dispatch
     if compute_pass is not None:

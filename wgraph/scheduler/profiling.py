@@ -10,8 +10,6 @@ from collections import defaultdict
 import attrs
 import wgpu
 
-from wgraph.errors import LimitError
-
 MAX_QUERIES = 4096  # WebGPU's (and wgpu's) most queries in one query set: a begin and an end per dispatch
 
 
@@ -29,22 +27,36 @@ def timestamp_period_ns(gpu) -> float:
 
 
 class Timestamps:
-    """Timestamp queries around each dispatch: inside the pass where the device can, else a pass each."""
+    """Timestamp queries around each dispatch: inside the pass where the device can, else a pass each.
+
+    A query set holds MAX_QUERIES stamps, so dispatch i's pair goes to set i // per_set (a program or recording
+    of any length is timed whole); each set is resolved into its own buffer and copied into one readback at
+    its first dispatch's place (a resolve's destination offset must be 256-aligned, a copy's only 4)."""
 
     def __init__(self, gpu, count: int, inside_passes: bool):
-        if 2 * count > MAX_QUERIES:   # else wgpu's raw GPUValidationError from create_query_set
-            raise LimitError(f"timing {count} dispatches takes {2 * count} timestamp queries; a query set holds at "
-                             f"most {MAX_QUERIES} ({MAX_QUERIES // 2} dispatches): profile fewer at once")
+        if count < 1:
+            raise ValueError(f"Timestamps: count={count} must be at least 1 (a dispatch to time)")
         self.period_ns = timestamp_period_ns(gpu)
         self.inside_passes = inside_passes
         self.count = count
-        self.query_set = gpu.create_query_set(type=wgpu.QueryType.timestamp, count=2 * count)
-        self.resolve = gpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        self.per_set = MAX_QUERIES // 2   # dispatches a set times: both stamps of one dispatch in the same set
+        firsts = range(0, count, self.per_set)
+        self.query_sets = [gpu.create_query_set(type=wgpu.QueryType.timestamp, count=2 * min(self.per_set, count - f))
+                           for f in firsts]
+        self.resolves = [gpu.create_buffer(size=8 * qs.count,
+                                           usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+                         for qs in self.query_sets]
         self.readback = gpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
 
+    def slot(self, dispatch: int):
+        """(query set, index of the begin stamp) of dispatch number `dispatch`; its end stamp is the next index."""
+        s, k = divmod(dispatch, self.per_set)
+        return self.query_sets[s], 2 * k
+
     def finish(self, encoder):
-        encoder.resolve_query_set(self.query_set, 0, 2 * self.count, self.resolve, 0)
-        encoder.copy_buffer_to_buffer(self.resolve, 0, self.readback, 0, 16 * self.count)
+        for i, (qs, resolve) in enumerate(zip(self.query_sets, self.resolves)):
+            encoder.resolve_query_set(qs, 0, qs.count, resolve, 0)
+            encoder.copy_buffer_to_buffer(resolve, 0, self.readback, 16 * i * self.per_set, 8 * qs.count)
 
     def ticks_ns(self) -> tuple[int, ...]:
         """(begin, end) of every dispatch, flat, in nanoseconds (the raw ticks times the timestamp period)."""

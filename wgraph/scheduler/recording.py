@@ -88,7 +88,7 @@ class Recording:
             dispatches = [i for i in self.items if isinstance(i, Dispatch)]
             self._labels = [d.label or d.kernel.name for d in dispatches]
             try:
-                # inside the try: a failure here (too many dispatches to time) must discard the recording as a failed
+                # inside the try: a failure here (making the query sets) must discard the recording as a failed
                 # submit does, or it stayed open with its outputs readable, holding a recycled buffer's old bytes
                 if self._want_profile and self.caps.has_timestamps and dispatches:
                     self._timestamps = Timestamps(scheduler.gpu, len(dispatches),
