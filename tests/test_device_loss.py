@@ -3,6 +3,8 @@ dev.recreate() (the explicit re-plan) bumps the epoch and invalidates every cach
 uniform cache, fallbacks, pool), old tensors, captured dispatches and compiled programs raise, and the same
 calls on new tensors re-plan and give the same answer. Each test uses its own device."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,62 @@ def test_live_buffer_count_returns_after_loss(fresh):
     del xs
     fresh.recreate()
     assert fresh.stats.live_buffers == base
+
+
+def test_recreate_inside_a_recording_is_refused_naming_it(fresh):
+    """dev.recreate() inside `with dev.record(label="step"):` replaced the device under the open recording: the
+    recording stayed bound to the old scheduler, the block's later op calls ran at once on the new device, and
+    leaving the block raised DeviceError. Now the recreate is refused at the call, naming the recording, and
+    changes nothing: the block goes on recording and submits once, with every op's result."""
+    x = fresh.tensor(np.arange(4, dtype=np.float32))
+    fresh.flush()
+    epoch, scheduler = fresh.epoch, fresh.scheduler
+    before = fresh.stats.snapshot()
+    with fresh.record(label="step") as rec:
+        y = wg.ops.scale(x, 2.0)
+        with pytest.raises(wg.RecordingError, match=r"dev.recreate\(\) inside step, open on this thread: .*leave "
+                                                    r"the `with dev.record\(\)` block first"):
+            fresh.recreate()
+        assert (fresh.epoch, fresh.scheduler, fresh.lost) == (epoch, scheduler, False)
+        z = wg.ops.scale(x, 3.0)
+        assert fresh.stats.since(before).submits == 0                      # still recorded, not run
+    assert "submitted" in repr(rec) and fresh.stats.since(before).submits == 1
+    np.testing.assert_array_equal(y.numpy(), [0.0, 2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(z.numpy(), [0.0, 3.0, 6.0, 9.0])
+    fresh.recreate()                                                        # outside the block: as before
+    assert fresh.epoch != epoch
+
+
+def test_a_recording_open_on_another_thread_across_recreate_raises_at_its_next_call(fresh):
+    """Thread B's recording was open while thread A re-created the device: B's next op call (on a tensor of the new
+    device) ran at once, outside the recording, and B's block ended in DeviceError only at its submit. Now that
+    call raises DeviceError naming B's recording (as would a dev.write or dev.tensor), nothing runs, and the block
+    (left by it) is discarded."""
+    import threading
+
+    opened, recreated, got = threading.Event(), threading.Event(), {}
+
+    def thread_b():
+        try:
+            with fresh.record(label="b-step") as rec:
+                got["rec"] = rec
+                opened.set()
+                recreated.wait(10)
+                before = fresh.stats.snapshot()
+                try:
+                    x = fresh.empty((4,), "f32")   # of the new device: the op call is what meets the recording
+                    wg.ops.scale(x, 2.0)
+                finally:
+                    got["submits"] = fresh.stats.since(before).submits
+        except Exception as e:   # noqa: BLE001 - the test checks it
+            got["error"] = e
+
+    b = threading.Thread(target=thread_b)
+    b.start()
+    opened.wait(10)
+    fresh.recreate()   # A has no recording open: allowed
+    recreated.set()
+    b.join(10)
+    assert isinstance(got.get("error"), DeviceError), got
+    assert re.search(r"b-step was opened on epoch \d+, which dev.recreate\(\) replaced", str(got["error"]))
+    assert got["submits"] == 0 and "discarded" in repr(got["rec"])

@@ -47,6 +47,12 @@ def _nested(e):
             pass
 
 
+def _recreate_in_recording(e):
+    fresh = e.fresh()   # not the session device: a regression would replace it
+    with fresh.record(label="step"):
+        fresh.recreate()
+
+
 def _kv_graph():
     g = wg.Graph("kv")
     kv_append((g.state("kc", (8, 2, 8)), g.state("vc", (8, 2, 8))), g.input("k", (3, 2, 8)), g.input("v", (3, 2, 8)), 0)
@@ -375,6 +381,9 @@ CATALOGUE = [
     ("cache-full", LimitError, r"cache full: writing 3 rows at position 6 \(pos \+ pos_offset\) needs 9 rows, the cache holds 8",
      lambda e: kv_append((e.f32(8, 2, 8), e.f32(8, 2, 8)), e.f32(3, 2, 8), e.f32(3, 2, 8), 6), True),
     ("nested-recording", RecordingError, r"a recording is already open on this thread", _nested, True),
+    ("recreate-in-recording", RecordingError, r"dev.recreate\(\) inside step, open on this thread: its ops are "
+                                              r"recorded for the device \(epoch \d+\) that recreate would replace",
+     _recreate_in_recording, True),
     ("use-after-submit", RecordingError, r"recording #\d+ was already submitted", _append_after_submit, True),
     ("submit-twice", RecordingError, r"recording #\d+ was already submitted", _submit_twice, True),
     ("read-inside-recording", RecordingError, r"is written by the open recording", _read_inside, True),

@@ -166,6 +166,7 @@ class Device:
     # ---- lifetime ----
 
     def _open(self):
+        old = getattr(self, "scheduler", None)   # a recreate's: each thread's open recordings carry over
         adapter = self.adapter
         features = [f for f in KNOWN_FEATURES if f in adapter.features]
         limits = {k: v for k, v in adapter.limits.items()}
@@ -198,7 +199,8 @@ class Device:
                                    stats=self.stats, pool=self.pool, pipelines=self.pipelines,
                                    bind_groups=self.bind_groups, empty=self.empty,
                                    max_tensor_bytes=self.caps.max_storage_binding_size,
-                                   uniform_alignment=self.caps.min_uniform_offset_alignment)
+                                   uniform_alignment=self.caps.min_uniform_offset_alignment,
+                                   recordings=old.recordings if old is not None else None)
         self.templates = TemplateCache(self.epoch)  # op templates of this epoch (scheduler/templates.py)
         self._staging = None
         self._fallbacks: dict = {}
@@ -223,7 +225,14 @@ class Device:
 
     def recreate(self) -> None:
         """Replace a lost device with a new one: a new epoch, and every cache, buffer and tensor of the old
-        one invalid (using an old tensor raises DeviceError)."""
+        one invalid (using an old tensor raises DeviceError). Refused (RecordingError naming it) inside a
+        `with dev.record():` block of this thread: its ops are recorded for the device being replaced, so leave
+        the block first. A recording open on another thread raises DeviceError at its next op call or write."""
+        rec = self.scheduler.recording
+        if rec is not None:
+            raise RecordingError(f"dev.recreate() inside {rec.label}, open on this thread: its ops are recorded for "
+                                 f"the device (epoch {self.epoch}) that recreate would replace; leave the "
+                                 f"`with dev.record()` block first (it submits, or an exception discards it)")
         with self.lock:
             if not self.lost:
                 self.destroy()
@@ -409,7 +418,9 @@ class Device:
 
     def record(self, profile: bool = False, label: str | None = None) -> Recording:
         """A recording: `with dev.record() as rec:` makes op calls and writes on this thread append instead
-        of submit. `label` names it in errors (default "recording #n").
+        of submit. `label` names it in errors (default "recording #n"). Its ops belong to this epoch of the
+        device: dev.recreate() inside the block is refused (RecordingError naming it); a recreate on another
+        thread makes the block's next op call or write raise DeviceError.
 
         profile: time each pass with timestamp queries (read with rec.profile()).
         label: the recording's name in errors; None: "recording #n".

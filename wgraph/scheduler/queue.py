@@ -46,7 +46,7 @@ class Scheduler:
     storage binding limit), and the uniform offset alignment."""
 
     def __init__(self, *, gpu, epoch: int, name: str, lock, stats, pool, pipelines, bind_groups, empty,
-                 max_tensor_bytes: int, uniform_alignment: int):
+                 max_tensor_bytes: int, uniform_alignment: int, recordings: threading.local | None = None):
         self.gpu = gpu
         self.epoch = epoch
         self.name = name  # the adapter, for error messages
@@ -65,7 +65,10 @@ class Scheduler:
         # not wait for the GPU then, which would submit the list half-appended and drop the rest of the call
         self.appending = False
         self.owned: set[int] = set()   # ids of the device's own buffers (error flag, fallbacks): never poisoned
-        self._local = threading.local()
+        # each thread's open recordings; a re-created device's scheduler takes the old one's, so a recording open
+        # across dev.recreate() on another thread is still found there, and refused (open_recording), rather than
+        # that thread's next op calls running at once on the new device
+        self._local = recordings if recordings is not None else threading.local()
         self.uniforms = UniformCache(self._new_uniform, self._release_uniform)
 
     def close(self) -> None:
@@ -99,6 +102,21 @@ class Scheduler:
         stack = getattr(self._local, "stack", None)
         return stack[-1] if stack else None
 
+    @property
+    def recordings(self) -> threading.local:
+        """Each thread's open recordings (a stack of at most one), handed on to the next epoch's scheduler."""
+        return self._local
+
+    def open_recording(self):
+        """The recording this thread's op call, run or write joins, if any; DeviceError when it was opened on an
+        earlier epoch (another thread re-created the device since: what it recorded died with the old one)."""
+        rec = self.recording
+        if rec is not None and rec.scheduler is not self:
+            raise DeviceError(f"{rec.label} was opened on epoch {rec.scheduler.epoch}, which dev.recreate() replaced "
+                              f"(the device is now epoch {self.epoch}): its ops died with the old device; leave its "
+                              f"`with dev.record()` block (an exception discards it) and record again")
+        return rec
+
     def push_recording(self, rec) -> None:
         stack = self._local.__dict__.setdefault("stack", [])
         if stack:
@@ -115,7 +133,7 @@ class Scheduler:
     def launch(self, template, inputs, outputs, made=()) -> None:
         """An op call, as its template filled with the call's tensors (CommandList.call): into the recording
         open on this thread (which remembers `made`, the outputs it returns), else the pending list."""
-        rec = self.recording
+        rec = self.open_recording()
         if rec is not None:
             rec.call(template, inputs, outputs, made)
             return
@@ -132,7 +150,7 @@ class Scheduler:
 
     def run(self, items, outputs=()) -> None:
         """Captured items (Dispatch, Copy, Write) into the open recording, else the pending list."""
-        rec = self.recording
+        rec = self.open_recording()
         if rec is not None:
             # now, not at its submit: the submit takes the pending ops of every thread in front of the recording,
             # and a failed one would leave them unusable (another thread's valid op, for this call's stale items)
@@ -190,7 +208,7 @@ class Scheduler:
         """`dev.write`'s bytes (padded to 4), in its place among the op calls around it: an item of the open
         recording, else of the pending list while immediate ops wait, else a queue write now."""
         write = Write(tensor, data, label=f"write {tensor.label or 'tensor'}")
-        rec = self.recording
+        rec = self.open_recording()
         if rec is not None:
             rec.append(write)
             return
