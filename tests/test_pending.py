@@ -114,3 +114,25 @@ def test_writes_behind_a_pending_op_count_toward_pending_items(dev):
     z = wg.ops.scale(x, 4.0)                               # reads the last write
     np.testing.assert_array_equal(y.numpy(), np.full(64, 2.0))
     np.testing.assert_array_equal(z.numpy(), np.full(64, 4.0 * (n - 1)))
+
+
+def test_wait_idle_counts_a_gpu_wait_only_when_something_was_submitted():
+    """dev.stats.gpu_waits counts waits for the GPU (device.py); Scheduler.wait_idle (what an allocation past the
+    deferred-destruction budget calls) added one on a device that had submitted nothing, where it waited for
+    nothing (dev.wait(fence 0) adds none). Now 0 there; 1, after the pending op's submit, once there is work."""
+    dev = wg.Device()
+    try:
+        x = dev.tensor(np.ones(4, np.float32))   # a queue write: no submit
+        before = dev.stats.snapshot()
+        dev.scheduler.wait_idle()
+        d = dev.stats.since(before)
+        assert (d.submits, d.gpu_waits) == (0, 0)
+        dev.wait(dev.fence())                    # nothing submitted yet either: fence 0, no wait
+        assert dev.stats.since(before).gpu_waits == 0
+        y = wg.ops.scale(x, 2.0)
+        dev.scheduler.wait_idle()
+        d = dev.stats.since(before)
+        assert (d.submits, d.gpu_waits, d.readbacks) == (1, 1, 0)
+        assert y.numpy().tolist() == [2.0] * 4
+    finally:
+        dev.destroy()

@@ -84,7 +84,9 @@ class Stats:
     bind_groups_created: int = 0
     readbacks: int = 0
     staging_buffers_created: int = 0
-    gpu_waits: int = 0  # waits for the GPU that were not a readback (deferred destruction past its budget)
+    # waits for the GPU that were not a readback (dev.wait, run_many's window, deferred destruction past its
+    # budget); a call with nothing submitted to wait for is not one
+    gpu_waits: int = 0
 
     def snapshot(self) -> Stats:
         """A copy of the counters now (they keep counting): pass it to `since` later."""

@@ -280,9 +280,9 @@ class Scheduler:
         with self.lock:
             self.check_open()
             self.flush()
-            if self.last_index:
+            if self.last_index:   # else nothing was ever submitted: no wait, none counted (as wait(0))
                 wait_for_index(self.gpu, self.last_index)
-            self.stats.gpu_waits += 1
+                self.stats.gpu_waits += 1
             self.completed(self.last_index)
 
     def completed(self, index: int) -> None:
