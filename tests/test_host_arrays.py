@@ -272,3 +272,25 @@ def test_signalling_nan_converts_without_a_warning(dev):
             got = dev.tensor(snan, dtype).numpy()
             assert got[0] == 1.0 and np.isnan(got[1]), (dtype, got)
         assert np.isnan(wg.dtypes.from_bf16(wg.dtypes.to_bf16(snan))[1])
+
+
+def test_python_numbers_round_to_a_float_dtype_as_dtype_converts(dev):
+    """Python numbers take the dtype the call needs and convert as dtype= does (README, docs/graphs.md): exact or
+    refused for i32/u32, rounded to the nearest value (ties to even) for f32/f16/bf16, as 0.1 is. So an int past
+    the float's exact integers rounds too: 2^24 + 1 = 16777217 is 16777216 in f32 (the tie goes to the even
+    significand), 2^24 + 3 is 16777220, never truncated to 16777218; the same in g.state's init, dev.write and a
+    run's input. Values by hand, not by numpy."""
+    assert dev.tensor([16777217, 16777219, -16777219], dtype="f32").numpy().tolist() == [16777216.0, 16777220.0,
+                                                                                        -16777220.0]
+    assert dev.tensor(0.1, dtype="f32").numpy().item() == 13421773 * 2.0**-27   # 0.100000001490116119384765625
+    assert dev.tensor([2049, 2051], dtype="f16").numpy().tolist() == [2048.0, 2052.0]   # f16: 11 significant bits
+    assert dev.tensor([257, 259], dtype="bf16").numpy().tolist() == [256.0, 260.0]      # bf16: 8
+    t = dev.empty((2,), "f32")
+    dev.write(t, [16777217, 16777219])
+    assert t.numpy().tolist() == [16777216.0, 16777220.0]
+    g = wg.Graph("ints")
+    s = g.state("s", (2,), "f32", init=[16777217, 16777219])
+    g.output("y", wg.ops.add(g.input("x", (2,), "f32"), s))
+    prog = g.compile(dev)
+    assert prog.run(x=[0, 0])["y"].numpy().tolist() == [16777216.0, 16777220.0]
+    assert prog.run(x=[16777219, 1])["y"].numpy().tolist() == [33554436.0, 16777220.0]   # 16777221 ties to even

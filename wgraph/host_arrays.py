@@ -1,6 +1,9 @@
 """The one rule for host data going to the GPU (`dev.tensor`, `dev.write`, `Program.run`): anything numpy can
 view (an ndarray, the buffer protocol, `__array__`: a memoryview, a torch CPU tensor), of a wgraph dtype as it
-is; a dtype conversion only when the caller asks for it (`dtype=`); a 0-d value stays 0-d."""
+is; a dtype conversion only when the caller asks for it (`dtype=`); a 0-d value stays 0-d. Python numbers and
+lists take the dtype the call needs, converted as `dtype=` converts: to i32/u32 exactly or refused, to f32/f16/bf16
+rounded to nearest even as any float is (0.1; an int past 2^24 in f32: 16777217 -> 16777216), past the range refused.
+The float64 refusal is about an array's dtype (data typed wider than wgraph stores), not about exact values."""
 
 from __future__ import annotations
 
