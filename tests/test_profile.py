@@ -114,7 +114,7 @@ def test_profile_of_more_dispatches_than_one_query_set_holds(dev, monkeypatch):
         pytest.skip("the device has no timestamp queries")
     assert profiling.MAX_QUERIES == 4096   # the real limit: this test's 2100 dispatches need two sets
     g = wg.Graph("long")
-    h = x = g.input("x", (4,), "f32")
+    h = g.input("x", (4,), "f32")
     for _ in range(2100):
         h = wg.ops.scale(h, 1.0)
     g.output("y", h)
