@@ -4,6 +4,7 @@ that networkx is imported only when a Graph is built (one fresh process for both
 registry's load and a device)."""
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,42 @@ def test_a_plain_script_prints_nothing_to_stderr(run):
 def test_networkx_is_imported_only_when_a_graph_is_built(run):
     assert run.returncode == 0, run.stderr
     assert run.stdout == "networkx: imported only by the Graph\n", run.stdout
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch):
+    """private_runtime_dir with the temp dir in tmp_path, XDG_RUNTIME_DIR unset, and the exit-time removals it
+    registers collected rather than run."""
+    from wgraph import process_setup
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("XDG_RUNTIME_DIR is set up on Linux only")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    at_exit = []
+    monkeypatch.setattr("atexit.register", lambda f, *a, **k: at_exit.append((f, a, k)))
+
+    def call():
+        process_setup.private_runtime_dir()
+        return os.environ["XDG_RUNTIME_DIR"]
+    return tmp_path, tmp_path / f"wgraph-runtime-{os.getuid()}", call, at_exit
+
+
+def test_a_loose_runtime_dir_of_this_user_is_made_private_and_used(runtime):
+    tmp, shared, call, at_exit = runtime
+    shared.mkdir()
+    shared.chmod(0o755)   # made by hand, or under another umask
+    assert call() == str(shared) and call() == str(shared)   # not a new temp dir at each start, left behind
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o700
+    assert sorted(tmp.iterdir()) == [shared] and at_exit == []
+
+
+def test_a_symlinked_runtime_dir_is_not_followed(runtime):
+    tmp, shared, call, at_exit = runtime
+    target = tmp / "elsewhere"
+    target.mkdir(mode=0o755)
+    shared.symlink_to(target)
+    path = Path(call())
+    assert path.parent == tmp and path not in (shared, target)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700 and stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert [(f.__name__, a) for f, a, _ in at_exit] == [("rmtree", (str(path),))]   # removed at the exit

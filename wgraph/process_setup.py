@@ -5,8 +5,10 @@ logged at INFO); at import, a filter on wgpu's logger that drops the lines an in
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -24,11 +26,36 @@ def private_runtime_dir() -> None:
         pass
     except OSError:
         return  # an unwritable temp dir: the loader only warns
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        path = tempfile.mkdtemp(prefix="wgraph-runtime-")  # someone else's or a loose one: a fresh 0700 dir
+    if not _own_private_dir(path):
+        # someone else's, a symlink or not a directory: a fresh 0700 dir for this process, removed at its exit
+        # (one was made, and left behind, by every process while the shared name was unusable)
+        try:
+            path = tempfile.mkdtemp(prefix="wgraph-runtime-")
+        except OSError:
+            return
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
     os.environ["XDG_RUNTIME_DIR"] = path
     log.info("XDG_RUNTIME_DIR was not set: set it to %s (a 0700 directory of this user) for the Vulkan loader", path)
+
+
+def _own_private_dir(path: str) -> bool:
+    """Whether `path` is a directory (not a symlink) of this user, made 0700 where its mode was looser (it is
+    ours to change: a 0755 one, made by hand or under another umask, was refused at each start for a new one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return False
+        if info.st_mode & 0o077:
+            os.fchmod(fd, stat.S_IMODE(info.st_mode) & 0o700)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 # wgpu's device-lost callback reasons that are not a loss: destroy() was called, or the device was released
