@@ -88,6 +88,27 @@ def test_a_shard_name_past_the_file_systems_limit_is_named(tmp_path):
         Checkpoint(tmp_path)
 
 
+class _BytesPath:
+    def __fspath__(self):
+        return b"/tmp"
+
+
+def test_an_empty_or_bytes_path_is_refused_not_the_working_directory(tmp_path, monkeypatch):
+    """"" is Path("."): Checkpoint("") and open_pretrained("") (python -m wgraph generate "") read the working
+    directory's checkpoint; a PathLike of bytes raised pathlib's TypeError."""
+    from wgraph.errors import ArgumentError
+    from wgraph.models import open_pretrained
+
+    write_checkpoint(tmp_path, tiny_config(), random_weights(tiny_config()))
+    monkeypatch.chdir(tmp_path)
+    for path in ("", _BytesPath()):
+        with pytest.raises(ArgumentError, match=r"Checkpoint: root=.* must be a directory path \(a non-empty str"):
+            Checkpoint(path)
+        with pytest.raises(ArgumentError, match=r"open_pretrained: path=.* must be a directory or \.gguf file path "
+                                                r"\(a non-empty str or os.PathLike of str\)"):
+            open_pretrained(path)
+
+
 def test_llama3_rope_scaling_matches_reference():
     scaling = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}

@@ -62,8 +62,8 @@ class Checkpoint:
     root: the checkpoint directory (*.safetensors, sharded with model.safetensors.index.json or not)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        if not isinstance(root, (str, os.PathLike)):
-            raise args.fail("Checkpoint", "root", root, "a directory path (str or os.PathLike)")
+        if not isinstance(root, (str, os.PathLike)) or not isinstance(os.fspath(root), str) or not os.fspath(root):
+            raise args.fail("Checkpoint", "root", root, "a directory path (a non-empty str or os.PathLike of str)")
         self.root = Path(root)
         if not self.root.is_dir():
             raise CheckpointError(f"{self.root} is not a directory")

@@ -122,8 +122,9 @@ def open_pretrained(path: str | os.PathLike[str]) -> PretrainedFiles:
 
 
 def _open(fn: str, path) -> PretrainedFiles:
-    if not isinstance(path, (str, os.PathLike)):
-        raise args.fail(fn, "path", path, "a directory or .gguf file path (str or os.PathLike)")
+    # "" is Path("."): the working directory was loaded; a PathLike of bytes made pathlib's TypeError
+    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str) or not os.fspath(path):
+        raise args.fail(fn, "path", path, "a directory or .gguf file path (a non-empty str or os.PathLike of str)")
     root = Path(path)
     if not root.is_dir() and not root.is_file():
         raise CheckpointError(f"{fn}: {root} is neither a checkpoint directory (config.json, *.safetensors) nor a "
