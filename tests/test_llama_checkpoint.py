@@ -109,6 +109,19 @@ def test_an_empty_or_bytes_path_is_refused_not_the_working_directory(tmp_path, m
             open_pretrained(path)
 
 
+def test_write_checkpoint_refuses_a_shard_count_it_cannot_write(tmp_path):
+    """shards=0 wrote config.json and no .safetensors file, without an error."""
+    from wgraph.errors import ArgumentError
+
+    cfg = tiny_config()
+    w = random_weights(cfg)
+    for shards in (0, -1, len(w) + 1, 2.0, True):
+        with pytest.raises(ArgumentError, match=rf"write_checkpoint: shards={shards} must be an integer in "
+                                                rf"\[1, {len(w)}\]"):
+            write_checkpoint(tmp_path / "x", cfg, w, shards=shards)
+        assert not (tmp_path / "x").exists()
+
+
 def test_llama3_rope_scaling_matches_reference():
     scaling = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import safetensors
 
+from wgraph import args
 from wgraph.dtypes import from_bf16, to_bf16
 
 STORAGE = ("f32", "f16", "bf16")
@@ -76,6 +77,8 @@ def write_checkpoint(path, cfg: dict, weights: dict[str, np.ndarray], *, storage
     (with model.safetensors.index.json when more than one)."""
     if storage not in STORAGE:
         raise ValueError(f"storage must be one of {STORAGE}, got {storage!r}")
+    # shards=0 wrote config.json and no tensor file, without an error; a float one raised range()'s TypeError
+    args.integer("write_checkpoint", "shards", shards, 1, max(1, len(weights)))
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps(cfg, indent=2))
