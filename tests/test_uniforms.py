@@ -143,6 +143,23 @@ def test_pack_refuses_values_that_are_not_finite_numbers(field, value, message):
         pack_uniforms(layout, {**ok, field: value})
 
 
+@pytest.mark.parametrize("field, value, message", [
+    # float() of an int past every float raised a bare OverflowError (2**1100 in an f32 field, or in a vector's)
+    ("c", 2**1100, r"Mixed\.c=1358298529\d+\.\.\. is outside f32's range"),
+    ("c", -2**1100, r"Mixed\.c=-1358298529\d+\.\.\. is outside f32's range"),
+    ("b", (1.0, 2**1100, 2.0), r"Mixed\.b=1358298529\d+\.\.\. is outside f32's range"),
+    ("a", 2**1100, r"Mixed\.a=1358298529\d+\.\.\. is outside u32 \[0, 4294967295\]"),
+    ("f", -2**1100, r"Mixed\.f=-1358298529\d+\.\.\. is outside i32 \[-2147483648, 2147483647\]"),
+    ("c", None, r"Mixed\.c is f32, got None \(NoneType\)"),
+    ("d", None, r"Mixed\.d is vec2<f32>: needs 2 values, got 1 \(None\)"),
+], ids=["f32-2^1100", "f32-neg-2^1100", "vec3-2^1100", "u32-2^1100", "i32-neg-2^1100", "f32-None", "vec2-None"])
+def test_pack_refuses_numbers_past_every_field_by_name(field, value, message):
+    layout = wgsl.struct_layout("Mixed", wgsl.parse_structs(MIXED), {})
+    ok = dict(a=1, b=(1, 2, 3), c=0.5, d=(1, 2), e=(1, 2, 3, 4), f=-1)
+    with pytest.raises(WgraphError, match=message):
+        pack_uniforms(layout, {**ok, field: value})
+
+
 def test_pack_takes_numpy_scalars_and_whole_floats():
     layout = wgsl.struct_layout("Mixed", wgsl.parse_structs(MIXED), {})
     got = pack_uniforms(layout, dict(a=np.uint32(7), b=np.array([1, 2, 3], np.float32), c=np.float64(0.5),

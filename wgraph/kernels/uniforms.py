@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from wgraph.args import show
 from wgraph.errors import LimitError, WgraphError
 from wgraph.kernels.wgsl import StructLayout
 
@@ -43,7 +44,8 @@ def pack_uniforms(layout: StructLayout, values: dict) -> bytes:
         value = values[f.name]
         items = list(np.ravel(value)) if count > 1 else [value]
         if len(items) != count:
-            raise WgraphError(f"uniform field {layout.name}.{f.name} is {f.type}: needs {count} values, got {len(items)}")
+            raise WgraphError(f"uniform field {layout.name}.{f.name} is {f.type}: needs {count} values, got {len(items)} "
+                              f"({show(value)})")
         step = 2 if scalar == "f16" else 4
         for i, item in enumerate(items):
             # int() and float() take a bool, a string ("5", "nan") or None's cousins alike: a uniform is a number
@@ -55,10 +57,15 @@ def pack_uniforms(layout: StructLayout, values: dict) -> bytes:
                     raise WgraphError(f"uniform field {layout.name}.{f.name} is {scalar}, got non-integer {item}")
                 lo, hi = (0, 2**32 - 1) if scalar == "u32" else (-(2**31), 2**31 - 1)
                 if not lo <= int(item) <= hi:
-                    raise WgraphError(f"uniform field {layout.name}.{f.name}={item} is outside {scalar} [{lo}, {hi}]")
+                    raise WgraphError(f"uniform field {layout.name}.{f.name}={show(item)} is outside {scalar} "
+                                      f"[{lo}, {hi}]")
                 item = int(item)
             else:
-                item = float(item)
+                try:
+                    item = float(item)
+                except OverflowError:   # a Python int (or Fraction) past every float: float() raised it bare
+                    raise LimitError(f"uniform field {layout.name}.{f.name}={show(item)} is outside {scalar}'s "
+                                     f"range") from None
                 if not math.isfinite(item):  # a NaN or inf scale or eps poisons every output silently
                     raise WgraphError(f"uniform field {layout.name}.{f.name} is {scalar}, got {item}; it must be finite")
             try:
