@@ -18,6 +18,7 @@ from wgraph.graph import GraphError
 from wgraph.ops.elementwise import BinaryParams
 from wgraph.ops.kv_cache import kv_append
 from wgraph.ops.tiered import tiered_attention
+from wgraph.scheduler.dispatch import Dispatch
 from attention_reference import attention_reference, visible_mask
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
@@ -179,6 +180,26 @@ def _set_params_class(data):
 
 def _short_init(data):
     [n for n in data["nodes"] if n["op"] == "state"][0]["init"] = "AAAAAA=="  # 4 of the state's 16 bytes
+
+
+def _scale_items_with_y(e, y):
+    """dev.run of `scale`'s captured dispatch with its second tensor (binding y, the output) replaced by `y`: the
+    first tensor alone was checked (a tensor of another device failed in wgpu at the flush, a poisoned one ran)."""
+    with e.dev.record() as rec:
+        wg.ops.scale(e.f32(4), 2.0)
+        d = rec.items[-1]   # the dispatch (after the write of dev.tensor's data)
+    return lambda: e.dev.run([Dispatch(d.kernel, d.uniforms, (d.tensors[0], y, *d.tensors[2:]), d.workgroups,
+                                       label="scale")])
+
+
+def _discarded(e):
+    """A tensor whose recording was discarded: poisoned, its bytes never written."""
+    try:
+        with e.dev.record():
+            t = wg.ops.scale(e.f32(4), 3.0)
+            raise KeyError("discard")
+    except KeyError:
+        return t
 
 
 def _lost(e, what):
@@ -448,6 +469,12 @@ CATALOGUE = [
      "program", True),
     ("tensor-of-old-epoch", DeviceError, r"was made before the device was re-created", "old-tensor", True),
     ("dispatches-of-old-epoch", DeviceError, r"a captured item of another device or of epoch \d+", "old-items", True),
+    ("run-foreign-tensor", DeviceError, r"^dev\.run: items\[0\] \(scale\), y: Tensor\(shape=\(4,\), dtype=f32, "
+     r"nbytes=16\) belongs to another device \('.*', epoch \d+; this one is epoch \d+\)",
+     staged(lambda e: _scale_items_with_y(e, e.other.tensor(np.ones(4, np.float32)))), True),
+    ("run-unusable-tensor", RecordingError, r"^dev\.run: items\[0\] \(scale\), y: Tensor 'scale\.out0'.*: this "
+     r"tensor was made inside recording #\d+ .* which was discarded", staged(lambda e: _scale_items_with_y(e, _discarded(e))),
+     True),
     ("program-of-old-epoch", DeviceError, r"the device is now epoch \d+: compile the graph again", "old-program", True),
 ]
 

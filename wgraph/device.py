@@ -435,9 +435,11 @@ class Device:
 
     def run(self, items: Any, outputs: tuple = ()) -> None:
         """Captured items (Dispatch, Copy, Write): appended to the open recording (which remembers `outputs`),
-        else to the pending list of immediate ops, submitted when PENDING_ITEMS wait or at the next flush.
+        else to the pending list of immediate ops, submitted when PENDING_ITEMS wait or at the next flush. Every
+        tensor of every item is checked first (DeviceError for another device's or an old epoch's, RecordingError
+        for an unusable one), naming the item and the binding.
 
-        items: the captured Dispatch / Copy / Write items.
+        items: a list of the captured Dispatch / Copy / Write items.
         outputs: the tensors the items write (a recording keeps them).
         """
         self.check_alive()

@@ -13,10 +13,12 @@ import threading
 
 import attrs
 
-from wgraph.errors import DeviceError, RecordingError
+from wgraph.args import show
+from wgraph.errors import ArgumentError, DeviceError, RecordingError, ShapeError
 from wgraph.kernels.uniforms import UniformCache
 from wgraph.scheduler.commands import CommandList
-from wgraph.scheduler.dispatch import Write
+from wgraph.scheduler.dispatch import Copy, Dispatch, Write
+from wgraph.tensor import Tensor
 from wgraph.scheduler.fence import submit_for_index, wait_for_index
 from wgraph.scheduler.pool import UNIFORM_USAGE
 
@@ -154,17 +156,63 @@ class Scheduler:
         if rec is not None:
             # now, not at its submit: the submit takes the pending ops of every thread in front of the recording,
             # and a failed one would leave them unusable (another thread's valid op, for this call's stale items)
-            rec.commands.check_device(items)
+            self.check_captured(items, outputs)
             rec.extend(items)
             if outputs:
                 rec.made(outputs)
             return
         with self.lock:
+            self.check_captured(items, outputs)  # now, not at the flush: the error belongs to this call
             pending = self._pending or self._start_pending()
-            pending.check_device(items)  # now, not at the flush: the error belongs to this call
             pending.extend(items)
             if len(pending.items) >= PENDING_ITEMS:
                 self.flush()
+
+    def check_captured(self, items, outputs=()) -> None:
+        """`dev.run`'s items, every tensor of each: a live Tensor of this device in its current epoch, not unusable
+        (poisoned: its recording was discarded, or the submit that writes it failed). An op call's tensors were
+        checked when it was made; captured items come back any time later, and only their first tensor was
+        checked: a tensor of another device further on failed in wgpu at the flush (a GPUValidationError that made
+        every pending op unusable), and a poisoned one was bound silently (its never-written bytes read)."""
+        fn = "dev.run"
+        if isinstance(items, (Dispatch, Copy, Write)) or not isinstance(items, (list, tuple)):
+            raise ArgumentError(f"{fn}: items={show(items)} must be a list of captured items (Dispatch, Copy, "
+                                f"Write), as list(rec.items) of a recording")
+        if not isinstance(outputs, (list, tuple)):
+            raise ArgumentError(f"{fn}: outputs={show(outputs)} must be a tuple of the Tensors the items write")
+        for i, item in enumerate(items):
+            if isinstance(item, Dispatch):
+                bindings = item.kernel.storage_bindings
+                if len(item.tensors) != len(bindings):
+                    raise ShapeError(f"{fn}: items[{i}] ({item.label}) holds {len(item.tensors)} tensors; kernel "
+                                     f"{item.kernel.name} has {len(bindings)} storage bindings")
+                named = [(b.name, t) for b, t in zip(bindings, item.tensors)]
+                if item.indirect is not None:
+                    named.append(("indirect", item.indirect[0]))
+            elif isinstance(item, Copy):
+                named = [("src", item.src), ("dst", item.dst)]
+            elif isinstance(item, Write):
+                named = [("dst", item.dst)]
+            else:
+                raise ArgumentError(f"{fn}: items[{i}]={show(item)} is not a captured item (Dispatch, Copy, Write)")
+            for name, t in named:
+                self._check_captured_tensor(f"{fn}: items[{i}] ({item.label}), {name}", t)
+        for j, t in enumerate(outputs):
+            self._check_captured_tensor(f"{fn}: outputs[{j}]", t)
+
+    def _check_captured_tensor(self, where: str, t) -> None:
+        if not isinstance(t, Tensor):
+            raise ShapeError(f"{where}: {show(t)} is not a wgraph Tensor")
+        if t.device.scheduler is not self:   # a re-created device's scheduler is its new one: this one
+            raise DeviceError(f"{where}: {t!r} belongs to another device ({t.device.caps.adapter_name!r}, epoch "
+                              f"{getattr(t.buffer, '_wgraph_epoch', None)}; this one is epoch {self.epoch})")
+        epoch = getattr(t.buffer, "_wgraph_epoch", None)
+        if epoch != self.epoch:
+            raise DeviceError(f"{where}: {t!r} is a captured item of another device or of epoch {epoch} (the device "
+                              f"is now epoch {self.epoch}); capture it again after dev.recreate()")
+        poison = t.poisoned
+        if poison is not None:
+            raise RecordingError(f"{where}: {t!r}: {poison}")
 
     def _start_pending(self) -> CommandList:
         self._pending = CommandList(self, label="wgraph.immediate")
