@@ -3,7 +3,9 @@ dev.recreate() (the explicit re-plan) bumps the epoch and invalidates every cach
 uniform cache, fallbacks, pool), old tensors, captured dispatches and compiled programs raise, and the same
 calls on new tensors re-plan and give the same answer. Each test uses its own device."""
 
+import gc
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -166,3 +168,31 @@ def test_a_recording_open_on_another_thread_across_recreate_raises_at_its_next_c
     assert isinstance(got.get("error"), DeviceError), got
     assert re.search(r"b-step was opened on epoch \d+, which dev.recreate\(\) replaced", str(got["error"]))
     assert got["submits"] == 0 and "discarded" in repr(got["rec"])
+
+
+@pytest.mark.parametrize("how", ["destroy", "recreate"])
+def test_a_buffer_released_on_another_thread_during_destroy_is_counted(fresh, how):
+    """A tensor that died on another thread while dev.destroy() (or dev.recreate()) held the device lock, after the
+    pool's clear(), waited in that pool's orphan deque, which no later call took in: live_buffers read 1 with
+    every buffer of the device gone (0), and after a re-creation stayed one above what lives."""
+    held = [fresh.tensor(np.ones(8, np.float32))]   # the device's one buffer (flush, no readback: no staging buffer)
+    fresh.flush()
+    assert fresh.stats.live_buffers == 1
+    clear = fresh.pipelines.clear
+
+    def clear_after_a_release_elsewhere():   # destroy calls it after pool.clear(), the lock held
+        other = threading.Thread(target=held.clear)   # the tensor's last reference dies on another thread
+        other.start()
+        other.join()
+        clear()
+
+    fresh.pipelines.clear = clear_after_a_release_elsewhere
+    getattr(fresh, how)()
+    gc.collect()
+    assert fresh.stats.live_buffers == 0
+    if how == "recreate":
+        t = fresh.tensor(np.ones(8, np.float32))   # the new epoch's one buffer
+        assert fresh.stats.live_buffers == 1
+        del t   # back to the pool: still a live buffer, which the next tensor of its size takes
+        fresh.tensor(np.ones(8, np.float32))
+        assert fresh.stats.live_buffers == 1

@@ -8,6 +8,7 @@ import itertools
 import logging
 import os
 import threading
+from collections import deque
 from typing import Any
 
 import attrs
@@ -162,6 +163,7 @@ class Device:
         # so op calls, recordings and programs on several threads are safe (docs/concurrency.md). Re-entrant:
         # a tensor finalizer may run inside a locked call on the same thread.
         self.lock = threading.RLock()
+        self._orphans: deque = deque()   # buffers released while the lock was held, for every epoch's pool
         self._open()
         _log_adapter(self.caps, chosen)
 
@@ -196,7 +198,8 @@ class Device:
         )
         self.pipelines = PipelineCache(self)
         self.bind_groups = BindGroupCache(self)
-        self.pool = BufferPool(self.wgpu, self.epoch, self.lock, self.stats, self.bind_groups.forget_buffer)
+        self.pool = BufferPool(self.wgpu, self.epoch, self.lock, self.stats, self.bind_groups.forget_buffer,
+                               orphans=self._orphans)
         self.scheduler = Scheduler(gpu=self.wgpu, epoch=self.epoch, name=self.caps.adapter_name, lock=self.lock,
                                    stats=self.stats, pool=self.pool, pipelines=self.pipelines,
                                    bind_groups=self.bind_groups, empty=self.empty,
@@ -224,6 +227,7 @@ class Device:
             self._fallbacks.clear()
             self._staging = None
             self._error_flag = None
+        self.pool.take_orphans()   # released on other threads while this held the lock: counted destroyed
 
     def recreate(self) -> None:
         """Replace a lost device with a new one: a new epoch, and every cache, buffer and tensor of the old
@@ -239,6 +243,7 @@ class Device:
             if not self.lost:
                 self.destroy()
             self._open()
+        self.pool.take_orphans()
 
     def check_alive(self) -> None:
         """DeviceError if the device is lost or destroyed (dev.recreate() replaces it)."""

@@ -40,7 +40,7 @@ class BufferPool:
     except `release`, which takes it."""
 
     def __init__(self, gpu, epoch: int, lock, stats, forget, budget_bytes: int = 256 << 20,
-                 deferred_budget_bytes: int = 64 << 20):
+                 deferred_budget_bytes: int = 64 << 20, orphans: deque | None = None):
         self._gpu = gpu
         self.epoch = epoch
         self._lock = lock  # release() comes from tensor finalizers on any thread
@@ -58,7 +58,11 @@ class BufferPool:
         self.deferred_bytes = 0  # bytes of the doomed buffers
         # Buffers released while another thread held the lock: a finalizer must never wait for it (the holder may
         # be waiting for this thread: compile workers run the garbage collector too). Taken in under the lock.
-        self._orphans: deque = deque()
+        # One deque for all of a device's pools (`orphans`): a buffer released into a pool after its clear() (by
+        # a thread that found the lock held by dev.destroy / dev.recreate) was never taken in, as no one calls a
+        # cleared pool again, and stats.live_buffers stayed one too high for good. The device's current pool
+        # takes such a buffer in at its next call and counts it destroyed (its epoch is an older one).
+        self._orphans: deque = deque() if orphans is None else orphans
 
     def acquire(self, nbytes: int, usage: int):
         self._take_orphans()
@@ -86,6 +90,7 @@ class BufferPool:
         holds the lock, the buffer waits in `_orphans` for the next acquire, release or collect."""
         if not self._lock.acquire(blocking=False):
             self._orphans.append((buffer, usage))   # deque.append: atomic, no lock
+            self.take_orphans(blocking=False)      # the holder may have let go between the try and the append
             return
         try:
             self._take_orphans()
@@ -93,9 +98,26 @@ class BufferPool:
         finally:
             self._lock.release()
 
+    def take_orphans(self, blocking: bool = True) -> None:
+        """Take in the buffers released while the lock was held (dev.destroy / dev.recreate call it after letting
+        go of the lock, which a release during them found held). Call without the lock held."""
+        if self._orphans and self._lock.acquire(blocking=blocking):
+            try:
+                self._take_orphans()
+            finally:
+                self._lock.release()
+
     def _take_orphans(self) -> None:
-        while self._orphans:
-            self._release(*self._orphans.popleft())
+        # bounded: a pool re-created since this one (a newer epoch) owns its own buffers in the shared deque
+        for _ in range(len(self._orphans)):
+            try:
+                buffer, usage = self._orphans.popleft()
+            except IndexError:   # another pool of the device took it in
+                return
+            if getattr(buffer, "_wgraph_epoch", -1) > self.epoch:
+                self._orphans.append((buffer, usage))   # a newer pool's: it takes it in at its next call
+            else:
+                self._release(buffer, usage)
 
     def _release(self, buffer, usage: int):
         # A tensor and its buffer that become garbage together in a reference cycle (an exception's traceback
@@ -143,8 +165,7 @@ class BufferPool:
             self._destroy(buf)
         self._doomed = []
         self.deferred_bytes = 0
-        while self._orphans:   # released while another thread held the lock: destroyed with the rest
-            self._destroy(self._orphans.popleft()[0])
+        self._take_orphans()   # released while another thread held the lock: destroyed with the rest (closed)
 
     @property
     def free_count(self) -> int:
