@@ -48,6 +48,35 @@ def test_advance_rejects_bad_buffers(dev):
                               pos=dev.tensor(_u32(0, 0)), kv_len=dev.tensor(_u32(0)))
 
 
+def test_advance_at_the_u32_limit_is_reported_not_wrapped(dev):
+    """pos and kv_len are u32 on the GPU: pos 2^32 - 2 advanced to 2^32 - 1 with kv_len 0 (p + 1 wrapped), pos
+    2^32 - 1 to position 0 (kv_len 1) over history[0], silently. Now that sequence is left as it was and the device
+    error flag names the op, the value and the limit; the largest position that fits (2^32 - 3) still advances, and
+    in a batch the other sequences do."""
+    top = 2**32 - 3
+    token, history = dev.tensor(_u32(0)), dev.tensor(_u32(5, 6, 7))
+    pos, kv_len = dev.tensor(_u32(top)), dev.tensor(_u32(9))
+    wg.ops.decode_advance(dev.tensor(_u32(77)), token=token, history=history, pos=pos, kv_len=kv_len)
+    assert (token.numpy()[0], pos.numpy()[0], kv_len.numpy()[0]) == (77, top + 1, top + 2)   # 2^32 - 1: fits
+    for start in (2**32 - 2, 2**32 - 1):
+        token, pos, kv_len = dev.tensor(_u32(0)), dev.tensor(_u32(start)), dev.tensor(_u32(9))
+        wg.ops.decode_advance(dev.tensor(_u32(77)), token=token, history=history, pos=pos, kv_len=kv_len)
+        with pytest.raises(wg.GpuValueError, match=rf"decode_advance: the GPU position pos .* was {start}; it must be "
+                                                   rf"<= {top}, the largest position whose new position"):
+            dev.check_errors()
+        assert (token.numpy()[0], pos.numpy()[0], kv_len.numpy()[0]) == (0, start, 9)
+        assert history.numpy().tolist() == [5, 6, 7]
+    starts = _u32(1, 2**32 - 2, 0)
+    token, pos, kv_len = dev.tensor(_u32(0, 0, 0)), dev.tensor(starts), dev.tensor(_u32(9, 9, 9))
+    history = dev.tensor(np.zeros((3, 4), np.uint32))
+    wg.ops.decode_advance_batched(dev.tensor(_u32(11, 12, 13)), token=token, history=history, pos=pos, kv_len=kv_len)
+    with pytest.raises(wg.GpuValueError, match=rf"was {2**32 - 2}; it must be <= {top}"):
+        dev.check_errors()
+    assert token.numpy().tolist() == [11, 0, 13] and pos.numpy().tolist() == [2, 2**32 - 2, 1]
+    assert kv_len.numpy().tolist() == [3, 9, 2]
+    assert history.numpy().tolist() == [[0, 0, 11, 0], [0, 0, 0, 0], [0, 13, 0, 0]]
+
+
 def test_fence_waits_without_readback(dev):
     x = dev.tensor(np.ones(64, np.float32))
     y = wg.ops.scale(x, 3.0)

@@ -81,6 +81,9 @@ SITES = {
                             "clamped to the last page"),
     "ERR_TIERED_QUERIES": Site("tiered_attention", "the GPU kv_len", ">=", "the queries (the last kv_len positions)",
                                "the queries before position 0 see no key when causal, every key when not"),
+    "ERR_DECODE_POSITION": Site("decode_advance", "the GPU position pos (decode_advance_batched: a sequence's pos[b])",
+                                "<=", "the largest position whose new position (pos + 1) and kv_len (pos + 2) fit "
+                                "u32", "that sequence's token, history, pos and kv_len not written"),
     "ERR_BDPA_BASIS": Site("bdpa_attention", "a basis id read from the GPU index", "<", "the basis rows",
                            "its key skipped, as if masked"),
     "ERR_BDPA_RESIDUAL": Site("bdpa_attention", "a residual id read from the GPU index", "<", "the residual rows",
