@@ -23,6 +23,61 @@ def test_offsets_follow_wgsl_rules():
     assert layout.size == 80
 
 
+ATTRIBUTED = """
+struct Attr { a: u32, @align(16) b: f32, @size(12) c: f32, d: vec2<f32>, @align(32) e: u32, f: f32 }
+"""
+
+
+def test_align_and_size_attributes_follow_wgsl_rules(dev, rng):
+    """@align(n) and @size(n) on members were matched and dropped: the packer put b at 4, c at 8, d at 16, e at 24,
+    f at 28, where the GPU reads 16, 20, 32, 64, 68. By hand from WGSL's structure member layout rules: a 0..4; b
+    aligned to 16: 16; c 20 with size 12; d (align 8) 32; e aligned to 32: 64; f 68, the end 72; AlignOf 32, so
+    the struct is 96 bytes (the uniform block and WGSL's SizeOf alike). The GPU reads back what was packed."""
+    layout = wgsl.struct_layout("Attr", wgsl.parse_structs(ATTRIBUTED), {})
+    assert [(f.name, f.offset, f.size) for f in layout.fields] == [
+        ("a", 0, 4), ("b", 16, 4), ("c", 20, 12), ("d", 32, 8), ("e", 64, 4), ("f", 68, 4)]
+    assert layout.size == 96
+    assert wgsl.type_align_size("Attr", wgsl.parse_structs(ATTRIBUTED), {}) == (32, 96)
+    _roundtrip(dev, "probe_attr", layout, ATTRIBUTED, rng)
+    consts = {"W": 8}
+    assert wgsl.struct_layout("C", wgsl.parse_structs("struct C { a: f32, @align(W * 2) b: f32 }"), consts).fields[1] \
+        .offset == 16   # a constant expression
+    for bad, message in (("@align(6) b: f32", r"@align\(6\) must be a power of 2"),
+                         ("@align(4) b: vec2<f32>", r"@align\(4\) must be a power of 2 and a multiple of the type's "
+                                                    r"alignment, 8"),
+                         ("@size(2) b: f32", r"@size\(2\) is below the type's size, 4"),
+                         ("@size(N) b: f32", r"@size\(N\) is not a constant integer expression")):
+        with pytest.raises(wgsl.RegistryError, match=rf"struct B, member b: .*{message}"):
+            wgsl.struct_layout("B", wgsl.parse_structs(f"struct B {{ a: u32, {bad} }}"), {})
+
+
+WORKGROUP_STRUCTS = """
+struct P { a: f32, b: f32 }
+struct Q { v: vec3<f32>, w: f32 }
+struct R { a: f32, v: vec3<f32> }
+struct Three { a: f32, b: f32, c: f32 }
+struct H { x: f16 }
+"""
+
+
+@pytest.mark.parametrize("decl, nbytes", [
+    # by hand from WGSL's rules: SizeOf(S) is the end of its last member rounded up to AlignOf(S), an array's
+    # stride SizeOf(E) rounded up to AlignOf(E); the 16-byte rounding of a uniform block is no part of either
+    ("var<workgroup> xs: array<P, 64>;", 8 * 64),    # P: align 4, size 8 (was 16 a struct: 1024)
+    ("var<workgroup> xs: array<Three, 10>;", 120),   # align 4, size 12 (was 160)
+    ("var<workgroup> xs: array<H, 3>;", 6),          # align 2, size 2 (was 48)
+    ("var<workgroup> one: P;", 8),
+    ("var<workgroup> xs: array<Q, 4>;", 64),         # v 0..12, w 12..16: align 16, size 16
+    ("var<workgroup> xs: array<R, 2>;", 64),         # a 0..4, v 16..28: align 16, size 32
+    ("var<workgroup> xs: array<array<P, 3>, 2>;", 48),
+], ids=["pair-f32", "three-f32", "f16", "one-struct", "vec3-first", "vec3-last", "nested-array"])
+def test_workgroup_struct_arrays_count_wgsl_bytes(decl, nbytes):
+    """The workgroup-memory count (Kernel.workgroup_memory, checked against the device's limit) took a struct's
+    size as the uniform block's, rounded up to 16 bytes, so arrays of small structs counted up to 8x their bytes."""
+    text = WORKGROUP_STRUCTS + decl
+    assert wgsl.workgroup_bytes(text, wgsl.parse_structs(text), {}) == nbytes
+
+
 def test_pack_errors():
     layout = wgsl.struct_layout("Mixed", wgsl.parse_structs(MIXED), {})
     ok = dict(a=1, b=(1, 2, 3), c=0.5, d=(1, 2), e=(1, 2, 3, 4), f=-1)

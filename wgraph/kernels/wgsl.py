@@ -19,7 +19,8 @@ _BINDING = re.compile(
     r"@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);"
 )
 _STRUCT = re.compile(r"struct\s+(\w+)\s*\{([^}]*)\}")
-_FIELD = re.compile(r"(?:@\w+\([^)]*\)\s*)*(\w+)\s*:\s*([\w<>,\s]+?)\s*(?:,|$)")
+_FIELD = re.compile(r"((?:@\w+(?:\s*\([^)]*\))?\s*)*)(\w+)\s*:\s*([\w<>,\s]+?)\s*(?:,|$)")
+_ATTRIBUTE = re.compile(r"@(\w+)(?:\s*\(([^)]*)\))?")
 _ENTRY = re.compile(r"@compute\s+@workgroup_size\(([^)]*)\)\s*fn\s+(\w+)")
 # A keyword pattern starts with the keyword and checks the word boundary behind it (`(?<!\wconst)` is `\bconst`):
 # a leading `\b` keeps `re` from skipping to the literal, 30x slower on the registry's 16 MB of kernel text.
@@ -249,7 +250,8 @@ class FieldLayout:
 
 @attrs.frozen
 class StructLayout:
-    """Field offsets of a WGSL struct; `size` is rounded to 16 bytes so it can back a uniform binding."""
+    """Field offsets of a WGSL struct; `size` is rounded to 16 bytes so it can back a uniform binding (WGSL's own
+    SizeOf rounds to the struct's alignment: type_align_size)."""
 
     name: str
     fields: tuple[FieldLayout, ...]
@@ -262,10 +264,14 @@ class StructLayout:
         raise KeyError(name)
 
 
-def parse_structs(text: str) -> dict[str, list[tuple[str, str]]]:
+def parse_structs(text: str) -> dict[str, list[tuple[str, str, tuple[tuple[str, str], ...]]]]:
+    """Each struct's members: (name, type, attributes as (name, argument text) pairs: @align(16) is ("align",
+    "16")). The attributes were matched and dropped: a member's @align / @size moved the GPU's offsets away from
+    the packer's."""
     structs = {}
     for name, body in _STRUCT.findall(strip_comments(text)):
-        structs[name] = [(f, t.replace(" ", "")) for f, t in _FIELD.findall(body.strip())]
+        structs[name] = [(f, t.replace(" ", ""), tuple((a, arg.strip()) for a, arg in _ATTRIBUTE.findall(attributes)))
+                         for attributes, f, t in _FIELD.findall(body.strip())]
     return structs
 
 
@@ -308,25 +314,54 @@ def type_align_size(type_: str, structs: dict, consts: dict[str, int]) -> tuple[
         stride = -(-size // align) * align
         return (align, stride * count)
     if type_ in structs:
-        layout = struct_layout(type_, structs, consts)
-        return (max(_field_aligns(type_, structs, consts)), layout.size)
+        _fields, align, end = _members(type_, structs, consts)
+        # WGSL's SizeOf(S): the end of its last member rounded up to AlignOf(S), not to 16 (the uniform block's
+        # rounding, StructLayout.size): an array<S, N> of an 8-byte S in workgroup memory counted 16 bytes each
+        return (align, _round_up(end, align))
     raise RegistryError(f"type {type_!r} has no known WGSL layout")
 
 
-def _field_aligns(name, structs, consts):
-    return [type_align_size(t, structs, consts)[0] for _, t in structs[name]]
+def _round_up(n: int, align: int) -> int:
+    return -(-n // align) * align
 
 
-def struct_layout(name: str, structs: dict, consts: dict[str, int]) -> StructLayout:
-    offset, fields, max_align = 0, [], 4
-    for field_name, type_ in structs[name]:
+def _member_attribute(struct: str, field: str, type_: str, attribute: str, arg: str, natural: int,
+                      consts: dict[str, int]) -> int:
+    """The value of a member's @align(n) (a power of 2, a multiple of the type's alignment) or @size(n) (at least the
+    type's size), by WGSL's rules."""
+    value = eval_int(arg, consts)
+    where = f"struct {struct}, member {field}: {type_}: @{attribute}({arg})"
+    if value is None:
+        raise RegistryError(f"{where} is not a constant integer expression")
+    if attribute == "align" and (value < 1 or value & (value - 1) or value % natural):
+        raise RegistryError(f"{where} must be a power of 2 and a multiple of the type's alignment, {natural}")
+    if attribute == "size" and value < natural:
+        raise RegistryError(f"{where} is below the type's size, {natural}")
+    return value
+
+
+def _members(name: str, structs: dict, consts: dict[str, int]) -> tuple[list[FieldLayout], int, int]:
+    """A struct's members by WGSL's layout rules (https://www.w3.org/TR/WGSL/#structure-member-layout), @align(n)
+    and @size(n) included: their layouts, AlignOf(S) and the end of the last member."""
+    offset, fields, max_align = 0, [], 1
+    for field_name, type_, attributes in structs[name]:
         align, size = type_align_size(type_, structs, consts)
-        offset = -(-offset // align) * align
+        for attribute, arg in attributes:
+            if attribute == "align":
+                align = _member_attribute(name, field_name, type_, attribute, arg, align, consts)
+            elif attribute == "size":
+                size = _member_attribute(name, field_name, type_, attribute, arg, size, consts)
+        offset = _round_up(offset, align)
         fields.append(FieldLayout(field_name, type_, offset, size))
         offset += size
         max_align = max(max_align, align)
-    size = -(-offset // max(max_align, 16)) * max(max_align, 16)
-    return StructLayout(name, tuple(fields), size)
+    return fields, max_align, offset
+
+
+def struct_layout(name: str, structs: dict, consts: dict[str, int]) -> StructLayout:
+    fields, align, end = _members(name, structs, consts)
+    block = max(align, 16)   # a uniform block: whole 16-byte rows
+    return StructLayout(name, tuple(fields), _round_up(end, block))
 
 
 _ALIAS = re.compile(r"alias(?<!\walias)\s+(\w+)\s*=\s*([^;]+);")  # `\balias`, see _CONST
