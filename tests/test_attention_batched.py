@@ -301,7 +301,8 @@ def test_a_batch_of_one_is_the_single_sequence_attention(dev, rng):
     wg.ops.attention_kvcache(q2, kc, kc, cache_seqlens=g2.state("l", (1,), "u32"), k_new=kn, v_new=kn, causal=True)
     wg.ops.attention_kvcache(q2, kc, kc, cache_seqlens=[3], causal=True, variant="batched_tiled_d128_f32")
     ops = [g2.node(n).op for n in g2.topological_order()]
-    assert ops.count("attention_batched") == 2 and "attention" not in ops
+    assert ops.count("attention_kvcache_new_rows") == 1 and ops.count("attention_batched") == 1
+    assert "attention" not in ops
 
 
 @pytest.mark.parametrize("mode", ["decode", "varlen"])
@@ -782,6 +783,58 @@ def test_kvcache_params_must_describe_the_caches(dev, rng):
     out = prog.run(q=q, lens=lens)["out"].numpy()
     for b in range(B):
         assert check(out[b], None, q[b], kv[b, :lens[b]], kv[b, :lens[b]], out_dtype=np.float32, causal=True) is None
+
+
+def test_kvcache_graph_file_seqlen_add_must_be_its_new_rows(dev, rng):
+    """attention_kvcache with k_new / v_new was two nodes, the append and the attention, whose seqlen_add (the rows it
+    counts past cache_seqlens) a graph file or Program.update could set apart from the append's rows: seqlen_add 0
+    left the new row out (out = the old keys' mean, 1.0 here), 2 read a row nothing wrote, silently. Now the call is
+    one node, whose params are checked against its k_new: an inconsistent file is refused when it is read."""
+    import json
+
+    import attrs
+
+    B, cap, H, D = 1, 8, 1, 4
+    g = wg.Graph("kvc")
+    kc, vc = g.state("kc", (B, cap, H, D), init=np.ones((B, cap, H, D), np.float32)), g.state("vc", (B, cap, H, D))
+    lens = g.state("lens", (B,), "u32", init=np.array([3], np.uint32))
+    gq, gk, gv = (g.input(n, (B, 1, H, D)) for n in ("q", "kn", "vn"))
+    g.output("o", wg.ops.attention_kvcache(gq, kc, vc, cache_seqlens=lens, k_new=gk, v_new=gv, causal=True))
+    text = g.to_json()
+
+    def edited(seqlen_add, rows=1):
+        data = json.loads(text)
+        (node,) = [n for n in data["nodes"] if "seqlen_add" in (n.get("params") or {}).get("fields", {})]
+        node["params"]["fields"]["seqlen_add"] = seqlen_add
+        for n in data["nodes"]:
+            if n["name"] in ("kn", "vn"):
+                n["shape"] = [B, rows, H, D]
+        return json.dumps(data)
+
+    for bad in (0, 2):
+        with pytest.raises(ShapeError, match=rf"attention_kvcache: seqlen_add {bad} is not the new rows per sequence, "
+                                             rf"1 \(k_new \(1, 1, 1, 4\)\)"):
+            wg.Graph.from_json(edited(bad))
+    with pytest.raises(LimitError, match=r"attention_kvcache: 9 new rows per sequence do not fit the capacity of 8"):
+        wg.Graph.from_json(edited(9, rows=9))   # the direct call's error for k_new of 9 rows
+    g2 = wg.Graph("plain")   # no new rows: seqlen_add must be 0
+    g2.output("o", wg.ops.attention_kvcache(g2.input("q", (B, 1, H, D)), g2.state("kc", (B, cap, H, D)),
+                                            g2.state("vc", (B, cap, H, D)), cache_seqlens=[3],
+                                            variant="batched_tiled_d128_f32", causal=True))
+    data = json.loads(g2.to_json())
+    next(n for n in data["nodes"] if n["op"] == "attention_batched")["params"]["fields"]["seqlen_add"] = 1
+    with pytest.raises(ShapeError, match=r"attention_kvcache: seqlen_add 1 is not the new rows per sequence, 0"):
+        wg.Graph.from_json(json.dumps(data))
+
+    prog = wg.Graph.from_json(edited(1)).compile(dev)
+    node = next(n for n, p in prog.params.items() if hasattr(p, "seqlen_add"))
+    with pytest.raises(ShapeError, match=r"seqlen_add 0 is not the new rows per sequence, 1"):
+        prog.update(node, attrs.evolve(prog.params[node], seqlen_add=0))
+    q = rng.standard_normal((B, 1, H, D)).astype(np.float32)
+    out = prog.run(q=q, kn=np.full((B, 1, H, D), 5, np.float32), vn=np.full((B, 1, H, D), 7, np.float32))["o"].numpy()
+    k = np.concatenate([np.ones((3, H, D)), np.full((1, H, D), 5.0)])   # 3 cached keys of ones, then the new row
+    v = np.concatenate([np.zeros((3, H, D)), np.full((1, H, D), 7.0)])
+    assert check(out[0], None, q[0], k, v, out_dtype=np.float32, causal=True) is None
 
 
 @pytest.mark.parametrize("lq", [[1, 1], [2, 0, 3]], ids=["decode", "prefill"])

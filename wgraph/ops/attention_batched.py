@@ -20,7 +20,7 @@ from wgraph.api_types import Ids, TensorT
 from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention import KV_LEN_MAX, call_dtype, require_causal, window_of
 from wgraph.ops.attention_planner import KernelPlan, PlanFacts, max_head_dim, plan
-from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
+from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.kernels.registry import kernel, registry, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -141,12 +141,20 @@ def _check_fields(op: str, p: BatchedParams) -> None:
         args.text(op, "variant", p.variant)
 
 
-def _infer(p: BatchedParams, specs):
+def _infer_attend(p: BatchedParams, specs):
     geo = _geometry(p, specs)
     q = specs[0]
     outs = (TensorSpec(q.shape, q.dtype),)
     if p.return_lse:
         outs += (TensorSpec((geo["Hq"], geo["q_rows"]), "f32"),)
+    return outs
+
+
+def _infer(p: BatchedParams, specs):
+    outs = _infer_attend(p, specs)
+    if p.seqlen_add != 0:   # a graph file's or Program.update's: the attention would count rows nothing wrote
+        raise ShapeError(f"attention_{p.mode}: seqlen_add {p.seqlen_add} is not the new rows per sequence, 0: this "
+                         f"node appends none (attention_kvcache with k_new / v_new is one {NEW_ROWS_OP} node)")
     return outs
 
 
@@ -263,8 +271,35 @@ def _encode_append(ctx, p: AppendParams, inputs, outputs):
         "k_cache": kc, "v_cache": vc}, workgroups=grid, label="attention_kvcache.append")]
 
 
-APPEND = register(OpDef("attention_kvcache_append", _infer_append, _encode_append,
-                        inputs=("k_new", "v_new", "k_cache", "v_cache", "cache_seqlens", "block_table?")))
+# attention_kvcache with new rows is ONE node, the append then the attention, so its params (seqlen_add: the rows the
+# attention counts past cache_seqlens) are checked against its own k_new: as two nodes, a graph file (or
+# Program.update) could set seqlen_add 0 or 2 for an append of 1 row, and the attention left out the new row or read
+# a row nothing wrote, silently.
+NEW_ROWS_OP = "attention_kvcache_new_rows"
+
+
+def _infer_new_rows(p: BatchedParams, specs):
+    outs = _infer_attend(p, specs[:6])
+    q, kc, vc, cu_q, lens, table, k_new, v_new = specs
+    if p.mode != "kvcache" or cu_q is not None:
+        raise ShapeError(f"{NEW_ROWS_OP}: new rows are appended to caches: mode must be 'kvcache' without "
+                         f"cu_seqlens_q, got mode {p.mode!r}")
+    _infer_append(AppendParams(p.page_size), (k_new, v_new, kc, vc, lens, table))
+    if p.seqlen_add != k_new.shape[1]:
+        raise ShapeError(f"attention_kvcache: seqlen_add {p.seqlen_add} is not the new rows per sequence, "
+                         f"{k_new.shape[1]} (k_new {k_new.shape})")
+    return outs
+
+
+def _encode_new_rows(ctx, p: BatchedParams, inputs, outputs):
+    q, kc, vc, cu_q, lens, table, k_new, v_new = inputs
+    return (_encode_append(ctx, AppendParams(p.page_size), (k_new, v_new, kc, vc, lens, table), ())
+            + _encode(ctx, p, inputs[:6], outputs))
+
+
+NEW_ROWS = register(OpDef(NEW_ROWS_OP, _infer_new_rows, _encode_new_rows, writes_inputs=(1, 2),
+                          inputs=("q", "k_cache", "v_cache", "cu_seqlens_q?", "cache_seqlens", "block_table?",
+                                  "k_new", "v_new")))
 
 
 @attrs.frozen
@@ -534,6 +569,4 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
     inputs = (q, k_cache, v_cache, None, cache_seqlens, block_table)
     if k_new is None:
         return apply(BATCHED, p, inputs, out=out)
-    _, result = apply_many([(APPEND, append_p, (k_new, v_new, k_cache, v_cache, cache_seqlens, block_table), None),
-                            (BATCHED, p, inputs, out)])
-    return result
+    return apply(NEW_ROWS, p, inputs + (k_new, v_new), out=out)
