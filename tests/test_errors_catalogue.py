@@ -522,7 +522,8 @@ def test_every_entry_is_documented():
 
 BEHAVIOURS = ("no-queries", "zero-length-kv", "nan-propagates", "inf-propagates", "fully-masked-row",
               # tested where their op is (docs/errors.md names each test)
-              "sdpa-nan-as-torch", "sample-nan-row", "elementwise-nonfinite", "batched-huge-window", "failing-call-leaves-buffers")
+              "sdpa-nan-as-torch", "sample-nan-row", "elementwise-nonfinite", "batched-huge-window", "failing-call-leaves-buffers",
+              "quant-nonfinite-scale")
 # prefill_flash_d64 stands for the GPU prefill kernels (one file, one code path); its larger head-dim classes
 # compile for tens of seconds cold on lavapipe.
 PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16", "prefill_flash_d64_f32",

@@ -737,3 +737,45 @@ def test_strided_host_words_and_bytes_are_read_in_order(dev):
     np.testing.assert_allclose(wg.ops.embedding([2, 0], strided.upload(dev)).numpy(), want[[2, 0]], rtol=2e-7, atol=0)
     doubled = np.repeat(raw.reshape(-1), 2)
     np.testing.assert_array_equal(QuantizedWeight.from_bytes("Q4_0", (3, 96), memoryview(doubled)[::2]).raw(), raw)
+
+
+def _set_scale(raw_row: np.ndarray, fmt, which: int, bits: int) -> None:
+    """Set the f16 `which` (0: d, 1: the min or dmin) of the first block of a raw row to `bits`."""
+    if fmt.name == "IQ1_M":   # d is the top nibbles of the 4 scale words
+        words = raw_row[48:56].view("<u2")
+        for i in range(4):
+            words[i] = (words[i] & 0x0FFF) | (((bits >> (4 * i)) & 0xF) << 12)
+    else:
+        at = fmt.halves_at + 2 * which
+        raw_row[at:at + 2].view("<u2")[0] = bits
+
+
+@pytest.mark.parametrize("ggml_type", TYPES)
+def test_nonfinite_block_scales_pass_through_to_what_reads_them(dev, rng, ggml_type):
+    """docs/errors.md `quant-nonfinite-scale`: a block whose f16 d (or min / dmin) is NaN or +-inf, as a hostile or
+    broken GGUF file can hold (quantize never makes one), is taken as it is, in every format: the GEMV outputs
+    that read the block are NaN for a NaN scale and not finite for an inf one (the kernels multiply the block's
+    sums by d: +-inf or NaN, where the float64 sum over the dequantized weights may give NaN), embedding_q's row
+    holds the gguf dequantizer's values (NaN and +-inf where it has them), and nothing else moves."""
+    fmt = FORMATS[ggml_type]
+    n, k = 3, fmt.block_weights
+    good = quantize(rng.standard_normal((n, k)).astype(np.float32), ggml_type)
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    fields = range(2 if fmt.halves == 2 else 1)
+    for which in fields:
+        for bits in (0x7E00, 0x7C00, 0xFC00):   # NaN, +inf, -inf
+            raw = good.raw().copy()
+            _set_scale(raw[1], fmt, which, bits)
+            qw = QuantizedWeight.from_bytes(ggml_type, (n, k), raw)
+            with np.errstate(invalid="ignore", over="ignore"):   # gguf's own inf * 0
+                w = gguf_dequantize(qw.raw(), gguf.GGMLQuantizationType[ggml_type]).astype(np.float64)
+            assert not np.isfinite(w[1]).all() and np.isfinite(w[[0, 2]]).all()
+            got = wg.ops.linear(dev.tensor(x), qw.upload(dev)).numpy()
+            want, scale = (x.astype(np.float64) @ w[[0, 2]].T), np.abs(x.astype(np.float64)) @ np.abs(w[[0, 2]]).T
+            np.testing.assert_array_less(np.abs(got[:, [0, 2]] - want), 2e-6 * scale + 1e-6)
+            case = f"{ggml_type} {'d' if which == 0 else 'min'} {bits:#06x}"
+            assert not np.isfinite(got[:, 1]).any(), case
+            if bits == 0x7E00:
+                assert np.isnan(got[:, 1]).all(), case
+            rows = wg.ops.embedding_q([0, 1, 2], qw.upload(dev)).numpy()
+            np.testing.assert_allclose(rows, w, rtol=1e-6, atol=1e-6, err_msg=case)   # NaN where w has NaN
