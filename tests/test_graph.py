@@ -501,6 +501,19 @@ def test_json_round_trip_and_dot(dev, rng):
     assert f"gemv_r8_f32 {_gemv_r8_workgroups(32)}x1x1" in pdot and "slot" in pdot
 
 
+def test_a_file_with_the_retired_two_node_kvcache_append_says_what_replaced_it():
+    """Graph files once held attention_kvcache with k_new / v_new as two nodes (attention_kvcache_append, then the
+    attention): the op is gone (one attention_kvcache_new_rows node checks seqlen_add against its k_new), and such
+    a file is refused naming the op and what replaced it, not as an unknown op among the registered ones."""
+    g = wg.Graph("old")
+    g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), 2.0))
+    data = json.loads(g.to_json())
+    data["nodes"][1]["op"] = "attention_kvcache_append"
+    with pytest.raises(GraphError, match=r"node 'scale_1': op 'attention_kvcache_append' is no longer read: "
+                                         r"attention_kvcache with k_new / v_new is one attention_kvcache_new_rows node"):
+        wg.Graph.from_json(json.dumps(data))
+
+
 def test_dot_edge_of_two_values_breaks_the_label_line():
     """An edge carrying two values (add_rmsnorm's sum and normed, both into one add) labels them one per line,
     as the node labels do (a raw newline, a line break to Graphviz). It was written "\\n" and then escaped again,

@@ -18,6 +18,13 @@ from wgraph.graph.nodes import GraphError, Node, StateSpec
 from wgraph.tensor import TensorSpec
 
 FORMAT = "wgraph.graph/1"
+# ops that files of this format held once and that no longer exist, with what replaced them: named in the error
+# (their nodes could not be checked as the ops that replaced them are)
+RETIRED_OPS = {
+    "attention_kvcache_append": "attention_kvcache with k_new / v_new is one attention_kvcache_new_rows node, whose "
+                                "seqlen_add is checked against its own k_new (as two nodes, a file could set it out of "
+                                "step with the append); build the graph again and save it",
+}
 
 
 def _q(s: str) -> str:
@@ -245,6 +252,8 @@ def graph_from_json(graph_class, text: str):
                                          f"({spec.nbytes} bytes); its init holds {len(init)} bytes")
                 g.states[node.name] = StateSpec(node.name, spec, init)
         else:
+            if op in RETIRED_OPS:
+                raise GraphError(f"{where}: op {op!r} is no longer read: {RETIRED_OPS[op]}")
             if "params" not in entry:
                 raise GraphError(f"{where}: the 'params' field is missing")
             try:
