@@ -305,3 +305,28 @@ def test_include_name_from_a_define(tmp_path):
     assert "fn piece() -> f32 { return 1.0; }" in k.source
     with pytest.raises(RegistryError, match="included file ../piece_a.wgsl does not exist"):
         write(tmp_path, toml.replace("piece_a.wgsl", "../piece_a.wgsl"), "//!include {{PIECE}}\n" + SHADER)
+
+
+def test_pipeline_cache_keys_on_the_kernels_code_not_only_its_name(dev, tmp_path):
+    """Two kernels of one name from two registries (a define apart: y = 2x and y = 3x; an entry point apart) are two
+    pipelines: the caches keyed on the name ran the first one's code for both (y = 2x where 3x was loaded)."""
+    from wgraph.kernels.uniforms import pack_uniforms
+    from wgraph.scheduler.dispatch import Dispatch
+
+    shader = SHADER.replace("* {{T}}(params.f)", "* {{T}}(params.f) * {{MUL}}")
+    shader += ("@compute @workgroup_size(64)\n"
+               "fn neg(@builtin(global_invocation_id) gid: vec3<u32>) { y[gid.x] = -x[gid.x]; }\n")
+    kernels = []
+    for i, (mul, entry) in enumerate([("2.0", "main"), ("3.0", "main"), ("2.0", "neg")]):
+        (tmp_path / str(i)).mkdir()
+        toml = GOOD.replace('T = "f32"', f'T = "f32", MUL = "{mul}"').replace('entry = "main"', f'entry = "{entry}"')
+        kernels.append(write(tmp_path / str(i), toml, shader)["k_f32"])
+    x = dev.tensor(np.array([1.0, -2.5, 4.0, 0.5], np.float32))
+    got = []
+    for k in kernels:
+        y = dev.empty((4,), "f32")
+        dev.run([Dispatch(k, pack_uniforms(k.uniform, {"n": 4, "f": 1.0}), (x, y), (1, 1, 1))])
+        got.append(y.numpy())
+    np.testing.assert_array_equal(got[0], [2.0, -5.0, 8.0, 1.0])
+    np.testing.assert_array_equal(got[1], [3.0, -7.5, 12.0, 1.5])
+    np.testing.assert_array_equal(got[2], [-1.0, 2.5, -4.0, -0.5])

@@ -20,21 +20,29 @@ def storage_binding_size(nbytes: int) -> int:
 class PipelineCache:
     """Compiled pipelines with explicit bind group layouts (shareable, unlike layout="auto"): one pipeline per
     (variant, overridable constants), one bind group layout per variant, which its specializations share (so
-    do its bind groups: BindGroupCache keys them by the variant's name)."""
+    do its bind groups: BindGroupCache keys them by the layout).
+
+    The keys hold the kernel's code (its preprocessed source and entry point), not only its name: a name is unique
+    within one registry, but two registries (load_registry of another directory) may name different code alike,
+    and keyed on the name the second ran the first one's pipeline (a define apart: y = 2x where 3x was loaded)."""
 
     def __init__(self, device):
         self._device = device
         self._pipelines: dict[tuple, tuple] = {}
-        self._layouts: dict[tuple[str, int], tuple] = {}
+        self._layouts: dict[tuple, tuple] = {}
 
     def _key(self, kernel: Kernel) -> tuple:
-        return kernel.name, tuple(kernel.constants.items()), self._device.epoch
+        # the source str hashes once (CPython caches it) and compares by identity first: a cheap key
+        return kernel.name, kernel.entry, kernel.source, tuple(kernel.constants.items()), self._device.epoch
+
+    def _layout_key(self, kernel: Kernel) -> tuple:
+        return kernel.name, kernel.source, self._device.epoch
 
     def get(self, kernel: Kernel):
         hit = self._pipelines.get(self._key(kernel))
         if hit is not None:
             return hit
-        layouts = self._layouts.get((kernel.name, self._device.epoch)) or self._create_layouts(kernel)
+        layouts = self._layouts.get(self._layout_key(kernel)) or self._create_layouts(kernel)
         return self._store(kernel, layouts, self._create_pipeline(kernel, layouts))
 
     def warm(self, kernels, threads: int | None = None) -> int:
@@ -43,13 +51,13 @@ class PipelineCache:
         pipeline is the driver's shader compiler (tens of ms a kernel on lavapipe), wgpu-native's objects may be
         created from several threads, and its calls release the GIL: a command list of many new kernels (a
         compiled model step) compiles them side by side. The caches are written by the calling thread."""
-        by_variant: dict[str, list[Kernel]] = {}
+        by_variant: dict[tuple, list[Kernel]] = {}
         seen = set()
         for k in kernels:
             key = self._key(k)
             if key not in self._pipelines and key not in seen:
                 seen.add(key)
-                by_variant.setdefault(k.name, []).append(k)
+                by_variant.setdefault(self._layout_key(k), []).append(k)
         work = list(by_variant.values())
         count = len(seen)
         threads = min(8, os.cpu_count() or 1) if threads is None else threads
@@ -60,12 +68,12 @@ class PipelineCache:
             return count
 
         def compile_variant(ks):
-            layouts = self._layouts.get((ks[0].name, self._device.epoch)) or self._create_layouts(ks[0], store=False)
+            layouts = self._layouts.get(self._layout_key(ks[0])) or self._create_layouts(ks[0], store=False)
             return layouts, [self._create_pipeline(k, layouts) for k in ks]
 
         with ThreadPoolExecutor(min(threads, len(work))) as pool:
             for ks, (layouts, made) in zip(work, pool.map(compile_variant, work)):
-                self._layouts.setdefault((ks[0].name, self._device.epoch), layouts)
+                self._layouts.setdefault(self._layout_key(ks[0]), layouts)
                 for k, pipeline in zip(ks, made):
                     self._store(k, layouts, pipeline)
         return count
@@ -102,7 +110,7 @@ class PipelineCache:
         layouts = (bgl, gpu.create_pipeline_layout(label=kernel.name, bind_group_layouts=[bgl]),
                    gpu.create_shader_module(label=kernel.name, code=kernel.source))
         if store:
-            self._layouts[(kernel.name, self._device.epoch)] = layouts
+            self._layouts[self._layout_key(kernel)] = layouts
         return layouts
 
     def clear(self):
@@ -111,7 +119,8 @@ class PipelineCache:
 
 
 class BindGroupCache:
-    """Bind groups keyed by (variant, epoch, uniform buffer, every bound buffer and size), LRU-bounded.
+    """Bind groups keyed by (bind group layout, epoch, uniform buffer, every bound buffer and size), LRU-bounded.
+    The layout, not the variant's name: two kernels of one name (from two registries) may bind differently.
 
     The key holds the buffer objects themselves, so a cached entry keeps its buffers alive and an id is
     never reused while cached. The uniform binding takes a dynamic offset, so one bind group serves every
@@ -130,7 +139,7 @@ class BindGroupCache:
             buffers.append(t.buffer)
             n = t.nbytes
             sizes.append(n + (-n % 4) if n > 4 else 4)  # == storage_binding_size(n)
-        key = (kernel.name, self._device.epoch, uniform_buffer, tuple(buffers), tuple(sizes))
+        key = (bgl, self._device.epoch, uniform_buffer, tuple(buffers), tuple(sizes))
         group = self._groups.get(key)
         if group is not None:
             self._groups.move_to_end(key)
