@@ -198,8 +198,9 @@ class Device:
         )
         self.pipelines = PipelineCache(self)
         self.bind_groups = BindGroupCache(self)
+        self._largest_buffer = self.caps.max_buffer_size // 4 * 4   # in whole words: what a binding may round to
         self.pool = BufferPool(self.wgpu, self.epoch, self.lock, self.stats, self.bind_groups.forget_buffer,
-                               orphans=self._orphans)
+                               max_bytes=self._largest_buffer, orphans=self._orphans)
         self.scheduler = Scheduler(gpu=self.wgpu, epoch=self.epoch, name=self.caps.adapter_name, lock=self.lock,
                                    stats=self.stats, pool=self.pool, pipelines=self.pipelines,
                                    bind_groups=self.bind_groups, empty=self.empty,
@@ -352,9 +353,15 @@ class Device:
         with self.lock:
             self.check_tensor(tensor)
             flag = self._error_flag
+            largest = self._largest_buffer
+            # a tensor within 16 bytes of max-buffer-size leaves no room for the flag beside it: read by itself next
+            flag_apart = flag is not None and nbytes + device_errors.FLAG_BYTES > largest
+            if flag_apart:
+                flag = None
             total = nbytes + (device_errors.FLAG_BYTES if flag is not None else 0)
             if self._staging is None or self._staging.size < total:
-                size = max(256, 1 << (total - 1).bit_length())
+                # a power of two, reused by smaller reads, but never past max-buffer-size (which need not be one)
+                size = min(max(256, 1 << (total - 1).bit_length()), largest)
                 self._staging = self.wgpu.create_buffer(
                     size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST, label="wgraph.staging")
                 self.stats.staging_buffers_created += 1
@@ -375,6 +382,8 @@ class Device:
                 if error is not None:
                     scheduler.write_buffer(flag.buffer, 0, bytes(device_errors.FLAG_BYTES))
                 data = data[:nbytes]
+            elif flag_apart:
+                self.read(self._error_flag)  # under the lock: nothing is submitted between the two readbacks
         if error is not None:
             raise error
         stored = np.frombuffer(data, info.numpy, count=tensor.size).reshape(tensor.shape)
@@ -484,6 +493,11 @@ def alloc(device: Device, spec: TensorSpec, label: str = "") -> Tensor:
             raise LimitError(
                 f"tensor {spec.shape} {spec.dtype} is {spec.nbytes} bytes; the device binds at most "
                 f"{device.caps.max_storage_binding_size} bytes per storage buffer"
+            )
+        if spec.nbytes > device._largest_buffer:  # an adapter may allow smaller buffers than bindings
+            raise LimitError(
+                f"tensor {spec.shape} {spec.dtype} is {spec.nbytes} bytes; the device makes buffers of at most "
+                f"{device.caps.max_buffer_size} bytes (whole 4-byte words: {device._largest_buffer})"
             )
         pool = device.pool
         if pool.deferred_bytes > pool.deferred_budget_bytes and not device.scheduler.appending:

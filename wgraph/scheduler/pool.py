@@ -40,9 +40,13 @@ class BufferPool:
     except `release`, which takes it."""
 
     def __init__(self, gpu, epoch: int, lock, stats, forget, budget_bytes: int = 256 << 20,
-                 deferred_budget_bytes: int = 64 << 20, orphans: deque | None = None):
+                 deferred_budget_bytes: int = 64 << 20, max_bytes: int | None = None,
+                 orphans: deque | None = None):
         self._gpu = gpu
         self.epoch = epoch
+        # the device's max-buffer-size in whole words: no size class rounds past it (an adapter's limit need not be
+        # a power of two: 1,000,000 bytes asked for a 1,048,576-byte buffer, a validation error for a legal tensor)
+        self.max_bytes = None if max_bytes is None else max_bytes // 4 * 4
         self._lock = lock  # release() comes from tensor finalizers on any thread
         self._stats = stats
         self._forget = forget
@@ -66,7 +70,10 @@ class BufferPool:
 
     def acquire(self, nbytes: int, usage: int):
         self._take_orphans()
-        key = (size_class(nbytes), usage)
+        size = size_class(nbytes)
+        if self.max_bytes is not None and size > self.max_bytes:
+            size = self.max_bytes
+        key = (size, usage)
         free = self._free.get(key)
         while free:
             self._free_bytes -= key[0]
