@@ -58,22 +58,30 @@ def fail(fn: str, name: str, value, rule: str, error: type = ArgumentError) -> W
     return error(f"{fn}: {name}={show(value)} must be {rule}")
 
 
+# Never numbers here: bools, and numpy's durations (np.timedelta64 subclasses np.signedinteger, so it is
+# numbers.Integral: np.timedelta64(5) was the integer 5, np.timedelta64(1, 'D') a raw TypeError from int())
+_NOT_NUMBERS = (bool, np.bool_, np.timedelta64)
+
+
 def is_int(value) -> bool:
     """Whether `value` is an integer: a Python or numpy integer (numbers.Integral), never a bool."""
     # A plain int answers first: the ABC check costs ~0.5 µs, and an attention call asks ~10 times.
-    return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)))
+    return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, _NOT_NUMBERS))
 
 
 def is_real(value) -> bool:
     """Whether `value` is a real number (numbers.Real: Python and numpy ints and floats), never a bool."""
     return type(value) is float or type(value) is int or (
-        isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)))
+        isinstance(value, numbers.Real) and not isinstance(value, _NOT_NUMBERS))
 
 
 def _compared(value):
-    """`value` as the range tests compare it: a numpy float as a Python float (exact). numpy compares an f16 with a
-    Python float in f16, where F32_MAX is inf and F32_TINY is 0: np.float16(inf) <= F32_MAX held."""
-    return float(value) if isinstance(value, np.floating) else value
+    """`value` as the range tests compare it: a numpy number as the Python number it is (exact). numpy compares an
+    f16 with a Python float in f16, where F32_MAX is inf and F32_TINY is 0: np.float16(inf) <= F32_MAX held; and its
+    integers wrap: abs(np.int64(-2**63)) is itself, negative (with an overflow warning)."""
+    if isinstance(value, np.floating):
+        return float(value)
+    return int(value) if isinstance(value, np.integer) else value
 
 
 def integer(fn: str, name: str, value, lo: int = 0, hi: int = U32_MAX) -> int:
@@ -117,7 +125,8 @@ def normal_real(fn: str, name: str, value, *, or_zero: bool = False) -> float:
     f32's smallest normal to its largest (or 0, where `or_zero`: off). A smaller one is 0 in the uniform (or a
     subnormal a GPU may flush to 0): eps=1e-50 normalised a row of zeros to NaN, softcap=1e-50 made a 0 score
     0 / 0."""
-    if (value == 0 and or_zero and is_real(value)) or (is_real(value) and F32_TINY <= _compared(value) <= F32_MAX):
+    # is_real first: `value == 0` of an array is an array, whose truth raised numpy's 'ambiguous' ValueError
+    if is_real(value) and ((or_zero and value == 0) or F32_TINY <= _compared(value) <= F32_MAX):
         return float(value)
     raise fail(fn, name, value, f"{'0 (off) or ' if or_zero else ''}a finite real in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
 

@@ -1,0 +1,73 @@
+"""The argument rules (wgraph/args.py) on values at their edges: every bad value is an ArgumentError naming the
+function, the argument and the value, never a raw numpy error or warning, and nothing is converted first."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph import args
+from wgraph.errors import ArgumentError
+
+
+REAL_RULES = [
+    lambda v: args.eps("rmsnorm", v),
+    lambda v: args.normal_real("attention", "softcap", v, or_zero=True),
+    lambda v: args.normal_real("softcap", "cap", v),
+    lambda v: args.factor("scale", "factor", v),
+    lambda v: args.real("f", "x", v),
+    lambda v: args.optional_real("f", "x", v),
+]
+
+
+@pytest.mark.parametrize("rule", REAL_RULES)
+@pytest.mark.parametrize("value", [np.array([1e-5, 1e-5]), np.array([0.0, 0.0]), np.timedelta64(1, "D"),
+                                   np.timedelta64(5)])
+def test_real_rules_refuse_arrays_and_durations(rule, value):
+    """eps=np.array([1e-5, 1e-5]) raised numpy's 'truth value of an array ... is ambiguous' ValueError (normal_real
+    compared it with 0 before asking whether it is a real); np.timedelta64 (a numpy integer subclass) passed as a
+    number or raised numpy's UFuncTypeError."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ArgumentError, match=r"=.* must be "):
+            rule(value)
+
+
+def test_the_most_negative_int64_is_the_number_it_is():
+    """scale(x, np.int64(-2**63)) was refused ('must be 0 or a finite real of magnitude in [1.1754944e-38,
+    3.4028235e+38]': abs() wrapped it to itself, negative, with numpy's overflow RuntimeWarning) where the Python int
+    -2**63, the same number (|x| = 9.2e18, within f32's range), passed; the positive rules refused it with the
+    warning, an error under -W error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for rule in (lambda v: args.factor("scale", "factor", v), lambda v: args.real("f", "x", v)):
+            assert rule(np.int64(-2**63)) == rule(-2**63) == -9223372036854775808.0
+        for rule in REAL_RULES[:3]:
+            with pytest.raises(ArgumentError, match=r"=np.int64\(-9223372036854775808\) must be"):
+                rule(np.int64(-2**63))
+
+
+@pytest.mark.parametrize("value", [np.timedelta64(5), np.timedelta64(1, "D")])
+def test_integer_rules_refuse_durations(value):
+    """np.timedelta64(5) was the integer 5 (numpy makes timedelta64 a signedinteger), np.timedelta64(1, 'D') a raw
+    TypeError from int()."""
+    for rule in (lambda v: args.integer("f", "x", v), lambda v: args.optional_integer("f", "x", v),
+                 lambda v: args.shape("f", "x", (v,)), lambda v: args.ids("f", "x", [v])):
+        with pytest.raises(ArgumentError, match="must be"):
+            rule(value)
+
+
+def test_numpy_scalars_within_the_rules_pass_as_python_numbers():
+    assert args.factor("scale", "factor", np.int64(-3)) == -3.0 and type(args.factor("s", "f", np.int64(-3))) is float
+    assert args.eps("rmsnorm", np.float16(1e-3)) == float(np.float16(1e-3))
+    assert args.normal_real("attention", "softcap", np.float32(0.0), or_zero=True) == 0.0
+    assert args.integer("f", "x", np.uint64(7)) == 7 and type(args.integer("f", "x", np.uint64(7))) is int
+
+
+def test_an_eps_array_is_an_argument_error_before_gpu_work(dev):
+    x, w = dev.tensor(np.ones((2, 4), np.float32)), dev.tensor(np.ones(4, np.float32))
+    before = dev.stats.snapshot()
+    with pytest.raises(ArgumentError, match=r"rmsnorm: eps=array\(\[1.e-05, 1.e-05\]\) must be a finite real"):
+        wg.ops.rmsnorm(x, w, eps=np.array([1e-5, 1e-5]))
+    assert dev.stats.since(before).dispatches == 0
