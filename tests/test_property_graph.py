@@ -106,3 +106,96 @@ def test_compiled_replay_equals_immediate(dev, p):
             if j < p["n_inputs"]:
                 w = w * np.float32(1.0)
             assert got[f"y{j}"].tobytes() == w.tobytes(), (run, j)
+
+
+# ---- the ops the test above leaves out, with state: each replay (and the same graph read back from its JSON) must
+# equal the immediate ops on tensors of their own byte for byte, state carried from run to run ----
+
+STATEFUL_KINDS = ("add_rmsnorm", "swiglu_linear", "residual_linear", "softmax", "transpose", "silu", "mul",
+                  "layernorm", "flat_add", "geglu", "scale_out", "kv_attention")
+
+
+@st.composite
+def stateful_programs(draw):
+    n_inputs = draw(st.integers(1, 2))
+    steps, n = [], n_inputs
+    for _ in range(draw(st.integers(2, 8))):
+        kind = draw(st.sampled_from(STATEFUL_KINDS))
+        steps.append((kind, [draw(st.integers(0, n - 1)) for _ in range(3)], draw(st.sampled_from((0.5, 1.25)))))
+        n += 2 if kind == "add_rmsnorm" else 1
+    outputs = sorted({n - 1} | set(draw(st.lists(st.integers(n_inputs, n - 1), max_size=2))))
+    return dict(n_inputs=n_inputs, steps=steps, outputs=outputs, seed=draw(st.integers(0, 2**31)))
+
+
+def _stateful_build(p, xs, W, state, S, D):
+    """The steps on `xs`: Tensors (immediate) or Values; `state` holds the KV ring, its GPU position and an
+    accumulator, written in place (kv_append, seqlens_advance, out=)."""
+    vals = list(xs)
+    for kind, (i, j, k), f in p["steps"]:
+        a, b, c = vals[i], vals[j], vals[k]
+        if kind == "add_rmsnorm":
+            vals += list(wg.ops.add_rmsnorm(a, b, W["norm"]))
+        elif kind == "swiglu_linear":
+            vals.append(wg.ops.linear(a, W["w_up"], activation="swiglu", norm=W["norm"]))
+        elif kind == "residual_linear":
+            vals.append(wg.ops.linear(a, W["w"], W["b"], residual=b))
+        elif kind == "softmax":
+            vals.append(wg.ops.softmax(a))
+        elif kind == "transpose":
+            vals.append(wg.ops.reshape(wg.ops.transpose01(wg.ops.reshape(a, S, HEADS, -1)), S, D))
+        elif kind == "silu":
+            vals.append(wg.ops.silu(a))
+        elif kind == "mul":
+            vals.append(wg.ops.mul(a, b))
+        elif kind == "layernorm":
+            vals.append(wg.ops.layernorm(a, W["norm"], W["b"]))
+        elif kind == "flat_add":
+            vals.append(wg.ops.reshape(wg.ops.add(wg.ops.reshape(a, S * D), wg.ops.reshape(b, S * D)), S, D))
+        elif kind == "geglu":
+            vals.append(wg.ops.geglu(wg.ops.linear(a, W["w_up"]), approximate="tanh"))
+        elif kind == "scale_out":
+            wg.ops.scale(a, f, out=state["acc"])
+            vals.append(wg.ops.add(state["acc"], b))
+        else:
+            wg.ops.kv_append((state["kc"], state["vc"]), wg.ops.reshape(a, S, HEADS, -1),
+                             wg.ops.reshape(b, S, HEADS, -1), state["pos"], layout="ring")
+            wg.ops.seqlens_advance(state["pos"], S)
+            q = wg.ops.rope(wg.ops.reshape(c, S, HEADS, -1), W["cos"], W["sin"], pos=state["pos"])
+            vals.append(wg.ops.reshape(wg.ops.attention(q, state["kc"], state["vc"], causal=False, kv_layout="ring"),
+                                       S, D))
+    return [vals[j] for j in p["outputs"]]
+
+
+@given(stateful_programs())
+def test_stateful_replay_and_json_equal_immediate(dev, p):
+    note(repr(p))
+    S, D = 3, 16
+    rng = np.random.default_rng(p["seed"])
+    cos, sin = wg.ops.rope_tables(64, D // HEADS)
+    W = {"w_up": (rng.standard_normal((2 * D, D)) / 4).astype(np.float32),
+         "w": (rng.standard_normal((D, D)) / 4).astype(np.float32), "b": rng.standard_normal(D).astype(np.float32),
+         "norm": rng.standard_normal(D).astype(np.float32), "cos": cos, "sin": sin}
+    ring = np.zeros((4 * S, HEADS, D // HEADS), np.float32)
+    init = {"kc": ring, "vc": ring, "pos": np.zeros(1, np.uint32), "acc": np.zeros((S, D), np.float32)}
+    g = wg.Graph("stateful")
+    xs = [g.input(f"x{i}", (S, D), "f32") for i in range(p["n_inputs"])]
+    consts = {k: g.const(k, v) for k, v in W.items()}
+    states = {k: g.state(k, v.shape, "u32" if v.dtype == np.uint32 else "f32", init=v) for k, v in init.items()}
+    for j, out in zip(p["outputs"], _stateful_build(p, xs, consts, states, S, D)):
+        g.output(f"y{j}", out)
+    progs = {"replay": g.compile(dev), "json": wg.Graph.from_json(g.to_json()).compile(dev)}
+    tensors = {k: dev.tensor(v) for k, v in W.items()}
+    state_tensors = {k: dev.tensor(v) for k, v in init.items()}
+    for run in range(3):   # inputs as numpy, then as Tensors: the same bytes either way
+        feeds = {f"x{i}": rng.standard_normal((S, D)).astype(np.float32) for i in range(p["n_inputs"])}
+        got = {name: {k: t.numpy() for k, t in prog.run(**(feeds if run != 1 else {k: dev.tensor(v) for k, v in
+                                                                                       feeds.items()})).items()}
+               for name, prog in progs.items()}
+        want = _stateful_build(p, [dev.tensor(feeds[f"x{i}"]) for i in range(p["n_inputs"])], tensors,
+                               state_tensors, S, D)
+        for j, w in zip(p["outputs"], want):
+            for name in progs:
+                assert got[name][f"y{j}"].tobytes() == w.numpy().tobytes(), (name, run, j)
+    for k, t in state_tensors.items():
+        for name, prog in progs.items():
+            assert prog.state(k).numpy().tobytes() == t.numpy().tobytes(), (name, k)
