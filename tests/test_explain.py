@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_transformer_layer_example_prints_100_columns(capsys):
     runpy.run_path(str(ROOT / "examples" / "transformer_layer.py"), run_name="__main__")
     out = capsys.readouterr().out
-    assert "kv_write_10" in out and "why: " in out   # the plan table is in it
+    assert "kv_append_10" in out and "why: " in out   # the plan table is in it
     too_wide = [line for line in out.splitlines() if len(line) > 100]
     assert not too_wide, too_wide
     assert "fallback." not in out and "device_errors" not in out and "scratch: 0" not in out

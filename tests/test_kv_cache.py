@@ -1,5 +1,8 @@
 """kv_append (contiguous, ring, paged; int or GPU position), kv_quantize / kv_dequantize against numpy."""
 
+import json
+
+import attrs
 import numpy as np
 import pytest
 
@@ -285,3 +288,58 @@ def test_gpu_position_before_zero_is_reported(dev, rng, mode):
     tc.append(dev.tensor(k[:1]), dev.tensor(k[:1]), kv_len=kv_len)
     dev.check_errors()
     np.testing.assert_array_equal(tc.hot_k.numpy()[0], k[0])
+
+
+def _append_graph(quantized: bool):
+    """kv_append (or kv_append_quantized, int8) of one row at position 0 into 6-row caches, as a graph."""
+    g = wg.Graph("append")
+    k_new, v_new = g.input("k_new", (1, 2, 8), "f16"), g.input("v_new", (1, 2, 8), "f16")
+    if quantized:
+        cache = tuple((g.state(f"{n}_packed", (6, 2, 2), "u32"), g.state(f"{n}_scales", (6, 2), "f16")) for n in "kv")
+        kv_append_quantized(cache, k_new, v_new, 0, mode="int8")
+    else:
+        kv_append((g.state("k_cache", (6, 2, 8), "f16"), g.state("v_cache", (6, 2, 8), "f16")), k_new, v_new, 0)
+    return g
+
+
+def _check_rows(prog, quantized: bool, want: dict):
+    """Each cache's rows against the float64 reference: `want` {"k": rows [6, 2, 8], "v": ...}."""
+    for n, rows in want.items():
+        if not quantized:
+            np.testing.assert_array_equal(prog.state(f"{n}_cache").numpy(), rows, err_msg=f"{n} cache")
+            continue
+        codes, scales = R.quantize(rows, "int8")
+        np.testing.assert_array_equal(prog.state(f"{n}_scales").numpy(), scales, err_msg=f"{n} scales")
+        assert np.abs(R.unpack(prog.state(f"{n}_packed").numpy(), "int8") - codes).max() <= 1, f"{n} codes"
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_append_in_a_graph_is_one_node_that_update_moves_whole(dev, rng, quantized):
+    """kv_append was two graph nodes (kv_write for k, kv_write for v), each with its own params: Program.update of
+    the first one's pos moved only the k rows, and the v rows kept landing at the old position (k at row 3, v at
+    row 0), silently. It is one node whose params place both writes; the graph file round trip keeps it so."""
+    g = _append_graph(quantized)
+    g2 = wg.Graph.from_json(g.to_json())
+    for graph in (g, g2):
+        prog = graph.compile(dev)
+        appends = [n for n in prog.order if graph.node(n).op.startswith("kv_")]
+        k1, v1, k2, v2 = (_rows(rng, 1) for _ in range(4))
+        want = {"k": np.zeros((6, 2, 8)), "v": np.zeros((6, 2, 8))}
+        prog.run(k_new=k1, v_new=v1)
+        want["k"][0], want["v"][0] = k1[0], v1[0]
+        prog.update(appends[0], attrs.evolve(prog.params[appends[0]], pos=3))
+        prog.run(k_new=k2, v_new=v2)
+        want["k"][3], want["v"][3] = k2[0], v2[0]
+        _check_rows(prog, quantized, want)
+        assert [graph.node(n).op for n in appends] == ["kv_append_quantized" if quantized else "kv_append"]
+
+
+def test_a_file_with_the_retired_kv_write_nodes_says_what_replaced_them():
+    """A graph file of the older two-node kv_append (op kv_write, one per cache) is refused naming the op and what
+    replaced it, not read as two nodes that a file or Program.update can move apart."""
+    data = json.loads(_append_graph(False).to_json())
+    node = next(n for n in data["nodes"] if n["op"] == "kv_append")
+    node["op"] = "kv_write"
+    with pytest.raises(wg.GraphError, match=r"op 'kv_write' is no longer read: kv_append \(and kv_append_quantized\) "
+                                            r"is one node"):
+        wg.Graph.from_json(json.dumps(data))

@@ -24,6 +24,9 @@ RETIRED_OPS = {
     "attention_kvcache_append": "attention_kvcache with k_new / v_new is one attention_kvcache_new_rows node, whose "
                                 "seqlen_add is checked against its own k_new (as two nodes, a file could set it out of "
                                 "step with the append); build the graph again and save it",
+    "kv_write": "kv_append (and kv_append_quantized) is one node of that name, whose one params place the k rows "
+                "and the v rows (as two kv_write nodes, a file or Program.update could move the k rows and leave the "
+                "v rows at the old position); build the graph again and save it",
 }
 
 

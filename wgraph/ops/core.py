@@ -268,21 +268,8 @@ def _aliasing_error(op: OpDef, inputs, outputs, error: AliasingError) -> Aliasin
                          f"own")
 
 
-def apply_many(calls) -> list:
-    """Several ops as one call, each validated, planned and captured before the first is launched: an error in
-    any of them leaves every buffer as it was (attention_kvcache's append, then its attention). `calls` holds
-    (op, params, inputs, out) tuples; the results come back in order. Graph symbols add their nodes one by one,
-    so a caller checks the later ops' params (their infer) before calling with symbols."""
-    queued: list = []
-    results = [apply(op, params, inputs, out, queue=queued) for op, params, inputs, out in calls]
-    for device, launch in queued:
-        device.scheduler.launch(*launch)
-    return results
-
-
-def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = None):
-    """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s).
-    queue: a list that takes (device, launch arguments) instead of the scheduler launching now (apply_many)."""
+def apply(op: OpDef, params, inputs: tuple, out=None):
+    """Run `op` on `inputs`: immediate, recorded or (for graph symbols) a graph node. Returns the output(s)."""
     # One pass over the inputs gathers the template key (shape, dtype per input) and, inline, the checks a
     # repeated call needs (device, epoch, poisoned, distinct buffers): this is the cost of every recorded op.
     # Any failed check takes the slow path below, which raises with the full message.
@@ -326,10 +313,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = No
             if id(t.buffer) in buffers:
                 break  # an output aliases an input: the slow path finds it and says so
         else:
-            if queue is None:
-                device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
-            else:
-                queue.append((device, (tpl, inputs, outputs, outputs if out is None else ())))
+            device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs
     _check_required(op, inputs)   # here, not above: a template never holds a None where one is required
     specs = tuple(None if x is None else x.spec for x in inputs)
@@ -340,10 +324,7 @@ def apply(op: OpDef, params, inputs: tuple, out=None, *, queue: list | None = No
     tpl = capture(device, op, params, inputs, outputs)
     if key is not None and tpl.reusable and _distinct_buffers(tensors, outputs):
         device.templates.put(key, tpl, epoch)   # the epoch its inputs were checked in
-    if queue is None:
-        device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
-    else:
-        queue.append((device, (tpl, inputs, outputs, outputs if out is None else ())))
+    device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
     return outputs[0] if len(outputs) == 1 else outputs
 
 

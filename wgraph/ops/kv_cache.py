@@ -16,7 +16,7 @@ from wgraph import args
 from wgraph.api_types import DTypeLike, TensorT
 from wgraph.errors import AliasingError, DtypeError, LimitError, ShapeError
 from wgraph.args import U32_MAX
-from wgraph.ops.core import OpDef, apply, apply_many, ceil_div, register, tensor_arg
+from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -177,8 +177,60 @@ def _encode_write(ctx, params: WriteParams, inputs, outputs):
     return [_write_dispatch(ctx, params, src, dst, scales, table, pos_t)]
 
 
-KV_WRITE = register(OpDef("kv_write", _infer_write, _encode_write,
-                          inputs=("k_new / v_new", "cache", "scales?", "page_table?", "pos?")))
+# Not registered: only TieredKVCache's immediate moves call it (a graph cannot hold TieredKVCache's tensors), so no
+# graph node is a kv_write. kv_append's k and v writes are one node (KV_APPEND below); a file of the older form, two
+# kv_write nodes, is refused by name (RETIRED_OPS in graph/export.py).
+KV_WRITE = OpDef("kv_write", _infer_write, _encode_write,
+                 inputs=("k_new / v_new", "cache", "scales?", "page_table?", "pos?"))
+
+
+@attrs.frozen
+class KVAppendParams:
+    """kv_append's (and kv_append_quantized's): where k_new's and v_new's rows go, one position for both. One
+    node holds both writes, so a graph file or Program.update moves the k rows and the v rows together (as two
+    nodes, updating one moved only its rows: k at the new position, v at the old one, silently)."""
+
+    layout: str
+    pos: int
+    page_size: int = 0
+    mode: str | None = None  # None: kv_append (plain copies); "int8"/"int4": kv_append_quantized
+
+    def write(self) -> WriteParams:
+        return WriteParams(self.layout, self.pos, self.page_size, mode=self.mode)
+
+
+def _append_pairs(mode: str | None, inputs) -> tuple[tuple, tuple]:
+    """The k write's and the v write's (src, dst, scales, page_table, pos) from a kv_append node's inputs."""
+    if mode is None:
+        k_new, v_new, kc, vc, table, pos_t = inputs
+        return (k_new, kc, None, table, pos_t), (v_new, vc, None, table, pos_t)
+    k_new, v_new, kp, ks, vp, vs, table, pos_t = inputs
+    return (k_new, kp, ks, table, pos_t), (v_new, vp, vs, table, pos_t)
+
+
+def _infer_append(quantized: bool):
+    op = "kv_append_quantized" if quantized else "kv_append"
+
+    def infer(params: KVAppendParams, specs):
+        # a graph file's or Program.update's params: the mode must be the op's kind (the inputs differ)
+        args.choice(op, "mode", params.mode, tuple(QUANT_MODES) if quantized else (None,))
+        pairs = _append_pairs(params.mode, specs)
+        _check_kv_pair(op, (pairs[0][0], pairs[1][0]), (pairs[0][1], pairs[1][1]))
+        for pair in pairs:
+            _infer_write(params.write(), pair)
+        return ()
+    return infer
+
+
+def _encode_append(ctx, params: KVAppendParams, inputs, outputs):
+    return [_write_dispatch(ctx, params.write(), *pair) for pair in _append_pairs(params.mode, inputs)]
+
+
+KV_APPEND = register(OpDef("kv_append", _infer_append(False), _encode_append,
+                           inputs=("k_new", "v_new", "k_cache", "v_cache", "page_table?", "pos?")))
+KV_APPEND_QUANTIZED = register(OpDef("kv_append_quantized", _infer_append(True), _encode_append,
+                                     inputs=("k_new", "v_new", "k_packed", "k_scales", "v_packed", "v_scales",
+                                             "page_table?", "pos?")))
 
 
 def _as_pos(op: str, pos, pos_offset) -> tuple[int, Tensor | None]:
@@ -213,8 +265,8 @@ def _write_params(op, pos, layout, page_size, pos_offset, n_rows, src_ring, src_
 def kv_append(cache: tuple[TensorT, TensorT], k_new: TensorT, v_new: TensorT, pos: int | TensorT, *,
               layout: str = "contiguous", page_table: TensorT | None = None, page_size: int = 0,
               pos_offset: int = 0) -> None:
-    """Write k_new, v_new into the cache at positions pos .. pos + n - 1, in place (two dispatches, validated
-    together: an error writes neither).
+    """Write k_new, v_new into the cache at positions pos .. pos + n - 1, in place (one op of two dispatches,
+    validated together: an error writes neither; in a graph one node, whose params place both).
 
     cache: (k_cache, v_cache) [rows, Hkv, D] tensors (in a graph: state values), f32, f16 or bf16 (bf16: Hkv * D
         even, rows copied as u32 words).
@@ -231,9 +283,9 @@ def kv_append(cache: tuple[TensorT, TensorT], k_new: TensorT, v_new: TensorT, po
     """
     k_cache, v_cache = _pair("kv_append", "cache", cache)
     _check_kv_pair("kv_append", (k_new, v_new), (k_cache, v_cache))
-    params, pos_t = _write_params("kv_append", pos, layout, page_size, pos_offset, None, 0, 0, None)
-    apply_many([(KV_WRITE, params, (new, dst, None, page_table, pos_t), None)
-                for new, dst in ((k_new, k_cache), (v_new, v_cache))])
+    _check_distinct("kv_append", "cache", k_cache, v_cache)
+    w, pos_t = _write_params("kv_append", pos, layout, page_size, pos_offset, None, 0, 0, None)
+    apply(KV_APPEND, KVAppendParams(w.layout, w.pos, w.page_size), (k_new, v_new, k_cache, v_cache, page_table, pos_t))
 
 
 def kv_append_quantized(cache: tuple[tuple[TensorT, TensorT], tuple[TensorT, TensorT]], k_new: TensorT,
@@ -258,11 +310,12 @@ def kv_append_quantized(cache: tuple[tuple[TensorT, TensorT], tuple[TensorT, Ten
     op = "kv_append_quantized"
     (kp, ks), (vp, vs) = (_pair(op, name, c) for name, c in zip(("cache[0]", "cache[1]"), _pair(op, "cache", cache)))
     _check_kv_pair(op, (k_new, v_new), (kp, vp))
+    _check_distinct(op, "cache", kp, vp)
     _check_distinct(op, "scales", ks, vs)
-    params, pos_t = _write_params(op, pos, layout, page_size, pos_offset, None, 0, 0,
-                                  args.choice(op, "mode", mode, tuple(QUANT_MODES)))
-    apply_many([(KV_WRITE, params, (new, dst, sc, page_table, pos_t), None)
-                for new, dst, sc in ((k_new, kp, ks), (v_new, vp, vs))])
+    w, pos_t = _write_params(op, pos, layout, page_size, pos_offset, None, 0, 0,
+                             args.choice(op, "mode", mode, tuple(QUANT_MODES)))
+    apply(KV_APPEND_QUANTIZED, KVAppendParams(w.layout, w.pos, w.page_size, w.mode),
+          (k_new, v_new, kp, ks, vp, vs, page_table, pos_t))
 
 
 def _pair(op: str, name: str, value) -> tuple:
@@ -274,7 +327,8 @@ def _pair(op: str, name: str, value) -> tuple:
 
 def _check_kv_pair(op: str, new: tuple, caches: tuple) -> None:
     """k and v go to the same positions: as many new rows each, caches of one dtype and as many rows (one
-    layout and page table serve both). Each write's own shapes are checked with it (_infer_write)."""
+    layout and page table serve both). Each write's own shapes are checked with it (_infer_write). Takes tensors,
+    graph values or specs (the op's infer checks a graph file's)."""
     (kn, vn), (kc, vc) = new, caches
     shapes = [getattr(x, "shape", None) for x in (kn, vn, kc, vc)]
     if any(s is None or len(s) < 1 for s in shapes):
@@ -288,7 +342,6 @@ def _check_kv_pair(op: str, new: tuple, caches: tuple) -> None:
     if kc.dtype != vc.dtype:
         raise DtypeError(f"{op}: the k cache is {kc.dtype} and the v cache {vc.dtype}; they must have one dtype "
                          f"(attention reads k and v in one dtype)")
-    _check_distinct(op, "cache", kc, vc)
 
 
 def _check_distinct(op: str, what: str, k, v) -> None:
