@@ -43,14 +43,16 @@ BAD = {"1.7": 1.7, "'3'": "3", "True": True, "None": None, "nan": math.nan, "inf
        "2**31": 2**31, "2**32": 2**32, "array": np.array(3)}
 # More bad values, each walked where its BAD label (the second; None: everywhere) is bad: numpy scalars of BAD's
 # values (the rules compare a numpy scalar as the Python number it is), -inf, a u64 past the range, a Python int past
-# a float's range (float() raises OverflowError on it), bytes and a complex.
+# a float's range (float() raises OverflowError on it), bytes, a complex and an array of two values (where a name is
+# expected, `value == "paged"` on it is an array, whose truth value numpy refuses with a raw ValueError).
 BAD_LIKE = {"np.float64(1.7)": (np.float64(1.7), "1.7"), "np.float32(1.7)": (np.float32(1.7), "1.7"),
             "np.bool_(True)": (np.bool_(True), "True"), "np.float32(nan)": (np.float32("nan"), "nan"),
             "np.float64(inf)": (np.float64("inf"), "inf"), "np.float16(inf)": (np.float16("inf"), "inf"),
             "-inf": (-math.inf, "inf"), "np.int64(-1)": (np.int64(-1), "-1"),
             "np.int64(2**31)": (np.int64(2**31), "2**31"),
             "np.uint64(2**32)": (np.uint64(2**32), "2**32"), "np.uint64(2**64-1)": (np.uint64(2**64 - 1), "2**32"),
-            "2**64": (2**64, "2**32"), "10**400": (10**400, None), "b'3'": (b"3", "'3'"), "1j": (1j, None)}
+            "2**64": (2**64, "2**32"), "10**400": (10**400, None), "b'3'": (b"3", "'3'"), "1j": (1j, None),
+            "np.array([1.0, 2.0])": (np.array([1.0, 2.0]), "array")}
 BAD_TENSORS = {"None": None, "1.7": 1.7, "'x'": "x", "array": np.ones((2, 2), np.float32)}
 
 # Shorthands for `valid`: the bad values a rule accepts.

@@ -378,3 +378,14 @@ def test_ring_window_wider_than_the_ring_for_queries_past_the_keys(dev, rng, var
                                             r"10 lets queries see older ones \(the first query, at position 20, sees "
                                             r"keys from position 11; the ring holds them from position 12\)"):
         wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant, **dict(opt, start_pos=20))
+
+
+def test_an_array_as_kv_layout_is_named_with_the_layouts(dev):
+    """kv_layout=np.array([1.0, 2.0]) raised numpy's 'truth value of an array ... is ambiguous' ValueError: with
+    kv_len left out, the default kv_len compared it with "paged" before its rule named it."""
+    q, k = dev.tensor(np.zeros((1, 2, 8), np.float32)), dev.tensor(np.zeros((4, 2, 8), np.float32))
+    want = r": kv_layout=array\(\[1\., 2\.\]\) must be one of 'contiguous', 'ring', 'paged'"
+    with pytest.raises(wg.ArgumentError, match="attention" + want):
+        wg.ops.attention(q, k, k, causal=True, kv_layout=np.array([1.0, 2.0]))
+    with pytest.raises(wg.ArgumentError, match="attention_plan" + want):
+        wg.ops.attention_plan(q.spec, k.spec, k.spec, causal=True, kv_layout=np.array([1.0, 2.0]))

@@ -416,6 +416,8 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
         rows = 0
     if layer is not None:
         args.integer(op, "layer", layer)
+    if type(kv_layout) is not str:   # named by its rule before anything compares it: an array == "paged" is an array
+        args.choice(op, "kv_layout", kv_layout, LAYOUTS)
     if kv_len is None:
         kv_len = _default_kv_len(k, kv_layout, page_table, page_size)
     if isinstance(kv_len, (Tensor, TensorSpec)):
