@@ -151,7 +151,6 @@ BOUNDS = {
     "attention_decode_subgroup.wgsl": _subgroup,
     "attention_decode_splitk.wgsl": _splitk,
     "attention_decode_fused.wgsl": _fused,
-    "attention_decode_fused_touch.wgsl": _fused,
     "attention_decode_single.wgsl": _single,
     # the batched kernels (wgraph/ops/attention_batched.py) share these kernels' loop nests (the same included
     # bodies, docs/kernels.md) and consts; kv_span is the longest sequence's keys, and a split-K kernel's chunks

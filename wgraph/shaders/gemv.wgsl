@@ -19,7 +19,7 @@ struct GemvParams {
 @group(0) @binding(5) var<storage, read> residual: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 
-//!include {{GEMV_CORE}}
+//!include gemv_core.wgsl
 
 fn w_row(p: u32) -> u32 {
   return p;

@@ -7,8 +7,3 @@ fn widen(word: vec4<u32>) -> array<vec4<f32>, 2> {
   return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y)),
                              vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w)));
 }
-
-// one word of W's i-th load (a touch: gemv_core_touch.wgsl)
-fn touch_word(i: u32) -> u32 {
-  return w[i].x;
-}

@@ -5,8 +5,3 @@ const PARTS: u32 = 1u;  // vec4<f32> per load
 fn widen(word: vec4<f32>) -> array<vec4<f32>, 1> {
   return array<vec4<f32>, 1>(word);
 }
-
-// one word of W's i-th load (a touch: gemv_core_touch.wgsl)
-fn touch_word(i: u32) -> u32 {
-  return bitcast<u32>(w[i].x);
-}
