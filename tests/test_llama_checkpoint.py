@@ -29,6 +29,23 @@ def test_storage_and_shards_read_back(tmp_path, storage, shards):
         assert np.array_equal(values, stored_values(a, storage)), name
 
 
+def test_model_safetensors_is_read_before_the_index_as_transformers_does(tmp_path):
+    """A directory holding model.safetensors AND model.safetensors.index.json with its shards (a re-save beside old
+    shards): transformers' from_pretrained tries SAFE_WEIGHTS_NAME before SAFE_WEIGHTS_INDEX_NAME and reads the
+    single file alone; wgraph read the index's shards, other weights than transformers', silently."""
+    from safetensors.numpy import load_file
+
+    cfg = tiny_config()
+    root = write_checkpoint(tmp_path / "both", cfg, random_weights(cfg, seed=1), shards=2)
+    single = write_checkpoint(tmp_path / "single", cfg, random_weights(cfg, seed=2)) / "model.safetensors"
+    single.rename(root / "model.safetensors")
+    expected = load_file(root / "model.safetensors")   # the values of the file transformers would load
+    ckpt = Checkpoint(root)
+    assert set(ckpt.where.values()) == {root / "model.safetensors"}
+    for name, a in expected.items():
+        assert np.array_equal(ckpt.get(name, a.shape), a), name
+
+
 def test_bf16_headers_are_parsed_once_a_file(tmp_path, monkeypatch):
     """BF16 tensors are read by hand through the header's data_offsets: each `get` parsed the whole JSON header
     again, so a file padding its header to safetensors' 100 MB limit cost 0.26 s a tensor (hours for a config of

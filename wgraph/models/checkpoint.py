@@ -22,6 +22,7 @@ from wgraph.models.config import DecoderConfig
 from wgraph.models.config_values import shown
 from wgraph.models.files import read_text
 
+SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64 << 20
 MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit on a file's JSON header
@@ -30,7 +31,13 @@ HEAD = "lm_head.weight"
 
 
 def _shard_names(root: Path) -> list[str]:
-    """The .safetensors files of a checkpoint: the index's shards, or every *.safetensors beside config.json."""
+    """The .safetensors files of a checkpoint: model.safetensors alone when it is there, else the index's shards,
+    else every *.safetensors beside config.json."""
+    # transformers' from_pretrained tries SAFE_WEIGHTS_NAME (model.safetensors) before SAFE_WEIGHTS_INDEX_NAME and
+    # then reads that file alone: a directory holding both (a re-save beside old shards) loads the single file
+    # there, so reading the index here would load other weights than transformers, silently
+    if (root / SINGLE_FILE).is_file():
+        return [SINGLE_FILE]
     index = root / INDEX_FILE
     if index.exists():
         text = read_text(index, MAX_INDEX_BYTES)
