@@ -288,6 +288,9 @@ CATALOGUE = [
                                      q_heads=2), True),
     ("block-format", UnsupportedError, r"quantize: ggml_type='TQ1_0' is not a block format wgraph computes on",
      lambda e: ggml_blocks.quantize(np.ones((2, 32), np.float32), "TQ1_0"), True),
+    ("quant-blocks-dtype", DtypeError, r"QuantizedWeight: blocks must be u32 words \(a native little-endian uint32 "
+     r"numpy array, a u32 Tensor or a graph value\) holding the Q8_0 bytes, got float32",
+     lambda e: ggml_blocks.QuantizedWeight("Q8_0", (1, 32), np.zeros(12, np.float32)), True),
     ("quantize-value", ArgumentError, r"quantize: weights\[0, 0:32\] reach \|w\| = 1e\+06, whose Q4_0 block scale is "
      r"past f16's largest, 65504 \(1 blocks\)", lambda e: ggml_blocks.quantize(np.full((1, 32), 1e6, np.float32), "Q4_0"),
      True),

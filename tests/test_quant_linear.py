@@ -525,6 +525,29 @@ def test_quantized_weight_checks_sizes():
     assert QuantizedWeight.from_bytes("Q6_K", (3, 256), raw[:630]).blocks.nbytes == 640  # 630 + 4, to 16
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ">u4"])
+def test_blocks_of_another_dtype_are_a_dtype_error(dtype):
+    """float32 or big-endian >u4 blocks of the right length were a ShapeError ('held as u32 [12]; blocks is float32
+    [12]'); a wrong dtype is a DtypeError in docs/errors.md's contract, naming the dtype and the u32 it needs."""
+    words = FORMATS["Q8_0"].words(1, 32)
+    with pytest.raises(wg.DtypeError, match=rf"QuantizedWeight: blocks must be u32 words .* holding the Q8_0 bytes, "
+                                            rf"got {np.dtype(dtype)}"):
+        QuantizedWeight("Q8_0", (1, 32), np.zeros(words, dtype))
+
+
+def test_graph_file_blocks_of_another_dtype_are_a_dtype_error():
+    """The op's own check (ops.quantized._check_blocks), met by a graph file whose blocks input is f32: a DtypeError
+    naming the dtype, as QuantizedWeight's (was a ShapeError)."""
+    words = FORMATS["Q8_0"].words(2, 32)
+    g = wg.Graph("q")
+    x, blocks = g.input("x", (1, 32)), g.input("b", (words,), dtype="u32")
+    g.output("y", wg.ops.linear(x, QuantizedWeight("Q8_0", (2, 32), blocks)))
+    text = g.to_json().replace('"u32"', '"f32"')
+    with pytest.raises(wg.DtypeError, match=rf"linear: a Q8_0 \[2, 32\] weight's blocks must be u32 \[{words}\], "
+                                            rf"got dtype f32"):
+        wg.Graph.from_json(text)
+
+
 def test_stack_rows_concatenates_blocks(rng):
     a, b = (quantize(rng.standard_normal((n, 64)).astype(np.float32), "Q4_0") for n in (3, 2))
     s = stack_rows([a, b])

@@ -174,7 +174,13 @@ class QuantizedWeight:
             raise DtypeError(f"QuantizedWeight: blocks must be a numpy uint32 array, a u32 Tensor or a graph value, "
                              f"got {type(self.blocks).__name__}")
         words = fmt.words(n, k)
-        if spec != ((words,), "u32"):
+        if spec[1] != "u32":   # a wrong dtype is a DtypeError (docs/errors.md), whatever the shape
+            endian = " (big-endian)" if isinstance(self.blocks, np.ndarray) and self.blocks.dtype.byteorder == ">" \
+                else ""
+            raise DtypeError(f"QuantizedWeight: blocks must be u32 words (a native little-endian uint32 numpy "
+                             f"array, a u32 Tensor or a graph value) holding the {self.ggml_type} bytes, got "
+                             f"{spec[1]}{endian}; make host blocks with QuantizedWeight.from_bytes (or quantize)")
+        if spec[0] != (words,):
             raise ShapeError(f"QuantizedWeight: a {self.ggml_type} {list(self.shape)} matrix is {fmt.nbytes(n, k)} "
                              f"bytes, held as u32 [{words}]; blocks is {spec[1]} {list(spec[0])}")
         # host words of a grid format end with the format's table, which the GEMV reads: zeros there gave ~0

@@ -32,7 +32,10 @@ FUSIONS = ("rmsnorm", "bias", "swiglu", "residual")  # what a plan's reason name
 
 def _check_blocks(spec, fmt: BlockFormat, n: int, k: int, where: str) -> None:
     words = fmt.words(n, k)
-    if spec is None or spec.dtype != "u32" or spec.shape != (words,):
+    if spec is not None and spec.dtype != "u32":   # a wrong dtype is a DtypeError (docs/errors.md)
+        raise DtypeError(f"{where}: a {fmt.name} [{n}, {k}] weight's blocks must be u32 [{words}], got dtype "
+                         f"{spec.dtype}")
+    if spec is None or spec.shape != (words,):
         got = "nothing" if spec is None else f"{spec.dtype} {list(spec.shape)}"
         raise ShapeError(f"{where}: a {fmt.name} [{n}, {k}] weight is u32 [{words}] of blocks, got {got}")
 
