@@ -50,6 +50,22 @@ def test_logits_past_the_binding_limit_are_refused_by_name(dev):
         BatchedDecoder(model, most + 1, max_seq=2)
 
 
+def test_a_head_dim_above_the_batched_kernels_is_refused_up_front(dev):
+    """A model of head_dim 512 (the single-sequence kernels take it) raised attention_kvcache's LimitError from
+    inside the step's graph build, naming neither BatchedDecoder nor the model; the constructor refuses it first,
+    with the limit the batched attention planner checks."""
+    from wgraph.models.random_checkpoint import random_weights, tiny_config
+    from wgraph.ops.attention_planner import max_head_dim
+
+    limit = max_head_dim("attention_batched")
+    cfg = tiny_config(num_hidden_layers=1, num_attention_heads=1, num_key_value_heads=1, head_dim=2 * limit,
+                      vocab_size=16, intermediate_size=32)
+    model = Llama.from_weights(LlamaConfig.from_dict(cfg), random_weights(cfg, seed=0), dev, dtype="f32", max_seq=8)
+    with pytest.raises(LimitError, match=rf"^BatchedDecoder: the model's head_dim {2 * limit} is above the batched "
+                                         rf"attention kernels' limit of {limit}"):
+        BatchedDecoder(model, 2, max_seq=4)
+
+
 @pytest.mark.parametrize("batch, count", [(1, 1), (3, 3), (8, 8), (8, 3)])
 def test_each_sequence_decodes_as_it_does_alone(tiny_llama, model, alone, batch, count):
     """B sequences of ragged prompts at once (count < batch: the rest of the batch decodes pads); the prompt of

@@ -30,6 +30,7 @@ from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.config import MAX_SEQ
 from wgraph.models.decode_span import check_room, run_scheduled, schedule, short_cache_rows
 from wgraph.models.llama import Llama, fused_qkv
+from wgraph.ops.attention_planner import max_head_dim
 from wgraph.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -130,6 +131,13 @@ class BatchedDecoder:
                                    f"rotated in part or in GPT-J pairs (qk_norm {c.qk_norm}, rotary dims {c.rope_dim} "
                                    f"of {c.head_dim}, interleaved {c.rope_interleaved}) are not batched yet: their "
                                    f"RoPE is not fused with the K/V append, which the batched step needs")
+        # the batched attention kernels take smaller heads than the single-sequence ones (512): refused here, by
+        # name, rather than by attention_kvcache's LimitError from inside the graph build; the limit is the one
+        # attention_batched's planner checks (the registry's kernels), not a copy of it
+        head_limit = max_head_dim("attention_batched")
+        if c.head_dim > head_limit:
+            raise LimitError(f"BatchedDecoder: the model's head_dim {c.head_dim} is above the batched attention "
+                             f"kernels' limit of {head_limit}; decode it one sequence at a time (generate)")
         most = dev.caps.max_workgroups_per_dim  # batched attention's grid has a dimension of B
         # batch: batched attention's grid has a dimension of B; max_seq: the model's RoPE tables' rows
         batch = args.integer("BatchedDecoder", "batch", batch, 1, most)
