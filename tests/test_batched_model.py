@@ -296,10 +296,18 @@ def test_bad_arguments_are_refused_before_gpu_work(model, dev):
         (A, r"read_every=0 must be an integer in \[1, ", ([[1]], 4), {"read_every": 0}),
         (LimitError, r"prompt 1 \(20 ids\) \+ 5 new tokens exceed the KV cache of 24 positions",
          ([[1], [1] * 20], 5), {}),
-        (A, r"stop_ids=\[2, \[3\]\] must be a list of ids .* not a mix", ([[1]], 4), {"stop_ids": [2, [3]]}),
+        (A, r"stop_ids=\[2, \[3\]\] must be a list of ids .* not a mix of ids and lists", ([[1]], 4),
+         {"stop_ids": [2, [3]]}),
         (A, r"stop_ids=\[\[2\]\] must be .* one such list per prompt \(2\)", ([[1], [2]], 4), {"stop_ids": [[2]]}),
         (A, rf"stop_ids=\[{v}\] {ids}", ([[1]], 4), {"stop_ids": [v]}),
         (A, r"stop_ids=2 must be a list of ids", ([[1]], 4), {"stop_ids": 2}),
+        # a generator, dict or None was refused as '... or one such list per prompt, not a mix': now what was given
+        (A, r"stop_ids=<generator .* must be a list of ids in \[0, \d+\] \(or a tuple, set, range or 1-D integer "
+            r"array of them\) shared by every prompt, or one such list per prompt \(1\); got a generator$",
+         ([[1]], 4), {"stop_ids": (i for i in [2])}),
+        (A, r"stop_ids=\{2: 3\} must be a list of ids .*; got a dict$", ([[1]], 4), {"stop_ids": {2: 3}}),
+        (A, r"stop_ids=None must be a list of ids .*; got None \(no stop ids: pass \(\)\)$", ([[1]], 4),
+         {"stop_ids": None}),
     ]
     before = dev.stats.snapshot()
     state = dec.program.state("history").numpy()

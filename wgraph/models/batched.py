@@ -387,14 +387,17 @@ def _check_room(where: str, seqs: list[np.ndarray], new: int, max_seq: int) -> N
 
 def _check_stop_ids(where: str, stop_ids, count: int, vocab: int) -> list[set[int]]:
     """Stop ids as one set per sequence, from ids shared by all or one list of ids per sequence."""
-    rule = (f"a list of ids in [0, {vocab - 1}] (shared by every prompt) or one such list per prompt ({count}), "
-            f"not a mix")
+    rule = (f"a list of ids in [0, {vocab - 1}] (or a tuple, set, range or 1-D integer array of them) shared by every "
+            f"prompt, or one such list per prompt ({count})")
     if isinstance(stop_ids, range) or (isinstance(stop_ids, np.ndarray) and stop_ids.ndim == 1):
         # ids shared by every prompt as Llama.generate takes them too (a range, a 1-D integer array)
         ids = list(stop_ids) if isinstance(stop_ids, range) else stop_ids
         return [set(args.ids(where, "stop_ids", ids, 0, vocab - 1).tolist())] * count
     if not isinstance(stop_ids, (list, tuple, set, frozenset)):
-        raise args.fail(where, "stop_ids", stop_ids, rule)
+        # a generator, dict, None, int...: not a mix of ids and lists, which the rule's last words used to say
+        kind = type(stop_ids).__name__
+        given = "None (no stop ids: pass ())" if stop_ids is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+        raise args.fail(where, "stop_ids", stop_ids, f"{rule}; got {given}")
     items = list(stop_ids)
     collections = (list, tuple, set, frozenset, range, np.ndarray)
     if items and all(isinstance(s, collections) for s in items):
@@ -404,5 +407,5 @@ def _check_stop_ids(where: str, stop_ids, count: int, vocab: int) -> list[set[in
         return [set(args.ids(where, f"stop_ids[{b}]", list(ids) if isinstance(ids, (set, frozenset, range)) else ids,
                              0, vocab - 1).tolist()) for b, ids in enumerate(items)]
     if any(isinstance(s, collections) for s in items):
-        raise args.fail(where, "stop_ids", stop_ids, rule)
+        raise args.fail(where, "stop_ids", stop_ids, rule + ", not a mix of ids and lists")
     return [set(args.ids(where, "stop_ids", items, 0, vocab - 1).tolist())] * count
