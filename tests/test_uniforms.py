@@ -228,3 +228,26 @@ def test_pack_takes_numpy_scalars_and_whole_floats():
     want[48:64] = np.array([1, 2, 3, 4], "<u4").tobytes()
     want[64:68] = b"\xff\xff\xff\xff"
     assert got == bytes(want)
+
+
+NUMBERS = "struct Numbers { u: u32, i: i32, f: f32 }"
+
+
+@pytest.mark.parametrize("u, i, f", [(2, -2, 2), (2**32 - 1, -(2**31), 2**24 + 1), (0, 2**31 - 1, 3**20)])
+def test_pack_cache_serves_an_int_key_to_the_equal_float_with_the_packers_own_bytes(u, i, f):
+    """ops.core._pack_cached keys on the values, where int 2 and float 2.0 are one key. That is safe because the
+    packer gives them one byte string: a whole float is an integer field's int (pack_uniforms takes it, refusing
+    only a fraction, which equals no int), and an int equal to a float is that float exactly in an f32 field. If
+    the packer ever refused a whole float (or rounded an int otherwise), the cache would serve an int call's bytes
+    for it: this fails first, and the key must then tell the types apart."""
+    from wgraph.ops import core
+
+    layout = wgsl.struct_layout("Numbers", wgsl.parse_structs(NUMBERS), {})
+    ints, floats = {"u": u, "i": i, "f": f}, {"u": float(u), "i": float(i), "f": float(f)}
+    assert ints == floats   # one cache key
+    for first, second in ((ints, floats), (floats, ints)):
+        core._PACKED.clear()
+        assert core._pack_cached(layout, first) == pack_uniforms(layout, first)
+        assert core._pack_cached(layout, second) == pack_uniforms(layout, second)
+    with pytest.raises(WgraphError, match=r"Numbers.u is u32, got non-integer 2.5"):
+        core._pack_cached(layout, {"u": 2.5, "i": 0, "f": 0.5})

@@ -100,7 +100,10 @@ def _declared_storage(k) -> tuple[dict, Any]:
 
 def _pack_cached(layout, values: dict) -> bytes:
     """pack_uniforms, remembered for values that are plain ints and non-zero, non-NaN floats (equal keys then
-    mean equal bytes; 0.0 == -0.0 and NaN != NaN would not)."""
+    mean equal bytes; 0.0 == -0.0 and NaN != NaN would not). An int and the float equal to it (2, 2.0) are one key
+    on purpose: the packer gives them one byte string in every field (a whole float is an integer field's int, a
+    fraction equals no int and raises; an f32 field packs the int as that float), so no type names in the key,
+    which every op call would pay for (tests/test_uniforms.py::test_pack_cache_serves_an_int_key_...)."""
     items = tuple(values.items())
     for _name, v in items:
         t = type(v)
