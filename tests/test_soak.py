@@ -4,6 +4,8 @@ soak` (figures in docs/benchmarks.md, "Soak")."""
 
 import re
 
+import pytest
+
 from wgraph.soak import RSS_MARGIN_BYTES, growth_after, main, soak_immediate, soak_replay, verdict
 
 
@@ -57,6 +59,17 @@ def test_the_last_step_is_sampled_and_a_run_without_two_samples_is_refused(dev, 
         main(["--steps", "12", "--calls", "12", "--warmup", "10", "--every", "7"])
     assert info.value.code == 2
     assert "--steps 12 leaves no sample after the warm-up of 10" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, value", [("--steps", -5), ("--steps", 1), ("--calls", 0)])
+def test_a_count_below_two_is_refused_by_name(capsys, name, value):
+    """--steps -5 said it 'leaves no sample after the warm-up of 1000', blaming the warm-up; it names the count,
+    the value and the minimum (two samples: after the first step and the last)."""
+    argv = ["--steps", "100", "--calls", "100", "--warmup", "0", "--every", "10", name, str(value)]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert f"{name} {value} must be at least 2 (growth is measured between two samples" in capsys.readouterr().err
 
 
 def test_rss_without_proc_is_in_bytes_on_macos_and_linux(monkeypatch):

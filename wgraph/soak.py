@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup < 0:
         ap.error(f"--warmup {args.warmup} must be at least 0")
     for name, n in (("--steps", args.steps), ("--calls", args.calls)):
+        if n < 2:   # said before the warm-up's rule, which blamed the warm-up for --steps -5
+            ap.error(f"{name} {n} must be at least 2 (growth is measured between two samples: after the first "
+                     f"and the last)")
         # growth is measured from the first sample at or after the warm-up to the last (samples after the first
         # step, every `every` and after the last): the first must come before the last
         first_after = 1 if args.warmup <= 1 else -(-args.warmup // args.every) * args.every
