@@ -71,3 +71,21 @@ def test_an_eps_array_is_an_argument_error_before_gpu_work(dev):
     with pytest.raises(ArgumentError, match=r"rmsnorm: eps=array\(\[1.e-05, 1.e-05\]\) must be a finite real"):
         wg.ops.rmsnorm(x, w, eps=np.array([1e-5, 1e-5]))
     assert dev.stats.since(before).dispatches == 0
+
+
+def test_choice_takes_a_str_subclass_by_its_characters_and_returns_the_plain_str():
+    """np.str_ (and any str subclass) was refused by choice, which took only type(value) is str. It is compared by
+    its characters (str.__str__: a subclass's own __eq__ or __str__ cannot make another value match) and the plain
+    str comes back, the value params hold."""
+    class Liar(str):
+        def __eq__(self, other):
+            return True
+        __hash__ = str.__hash__
+
+        def __str__(self):
+            return "tanh"
+
+    got = args.choice("gelu", "approximate", np.str_("tanh"), ("none", "tanh"))
+    assert got == "tanh" and type(got) is str
+    with pytest.raises(ArgumentError, match=r"gelu: approximate='erf' must be one of 'none', 'tanh'"):
+        args.choice("gelu", "approximate", Liar("erf"), ("none", "tanh"))

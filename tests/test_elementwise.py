@@ -277,3 +277,17 @@ def test_recorded_and_graph_equal_immediate(dev, rng):
     x64 = x.astype(np.float64)
     h = _silu(_gelu_tanh(x64[:, :6])) * _gelu_tanh(x64[:, 6:])
     np.testing.assert_allclose(immediate, (_silu(h) + bias) * h, rtol=1e-5, atol=1e-6)
+
+
+def test_a_numpy_string_is_a_choice_as_its_str(dev):
+    """np.str_('tanh') (a str subclass, as numpy hands back from an array of names) was refused by
+    `approximate`'s choice rule, which took only type(value) is str; it selects the tanh form, as 'tanh' does
+    (against the float64 tanh formula), and a numpy 'f32' names the dtype. A numpy 'erf' is still refused."""
+    x = np.linspace(-3, 3, 16, dtype=np.float32)
+    got = wg.ops.gelu(dev.tensor(x), approximate=np.str_("tanh")).numpy().astype(np.float64)
+    exact = _gelu_tanh(x.astype(np.float64))
+    assert np.all(np.abs(got - exact) <= _gelu_tanh_slack(x, exact) + 1e-7)
+    assert np.abs(got - _gelu(x.astype(np.float64))).max() > 1e-4   # the tanh form, not the erf one
+    assert dev.empty((2,), np.str_("f32")).dtype == "f32"
+    with pytest.raises(wg.ArgumentError, match=r"gelu: approximate=np.str_\('erf'\) must be one of 'none', 'tanh'"):
+        wg.ops.gelu(dev.tensor(x), approximate=np.str_("erf"))

@@ -166,9 +166,17 @@ def flag(fn: str, name: str, value) -> bool:
 
 
 def choice(fn: str, name: str, value, choices):
-    """`value`, one of `choices` (strings, and None where None is one); compared only once its type fits."""
+    """`value`, one of `choices` (strings, and None where None is one); compared only once its type fits. A str
+    subclass (numpy's np.str_, an enum.StrEnum member) is compared by its characters and returned as the plain str
+    the params hold."""
     if (value is None or type(value) is str) and value in choices:
         return value
+    if isinstance(value, str):
+        # type(value) is str alone refused np.str_("tanh"); str.__str__ reads the characters, never a subclass's own
+        # __eq__ / __str__, so the value compared is the one returned
+        plain = str.__str__(value)
+        if plain in choices:
+            return plain
     raise fail(fn, name, value, f"one of {', '.join(map(repr, choices))}")
 
 

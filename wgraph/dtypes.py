@@ -85,6 +85,8 @@ def _torch_name(value) -> str | None:
 def dtype_name_of(value) -> str | None:
     """wgraph's name of the dtype `value` spells: a wgraph name ("f32"), numpy's (np.float32, np.dtype("float32"),
     "float32", "<f4"), torch's (torch.float32, by name) or "bfloat16"; None when it spells no wgraph dtype."""
+    if isinstance(value, str) and type(value) is not str:   # np.str_("f32"), a StrEnum member: by their characters
+        value = str.__str__(value)
     if type(value) is str:
         if value in DTYPES:
             return value
