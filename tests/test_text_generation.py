@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,70 @@ def test_a_refused_stream_leaves_the_other_generation_alone(tiny):
         next(a)
     logits = model.step().numpy()[0]
     assert ref.rel_err(logits, ref.forward(cfg, w, other + [first])[-1]) < 1e-4
+
+
+def test_generate_text_from_two_threads_runs_one_call_at_a_time(tiny):
+    """generate_text streams: the model's lock was held for each prefill, run_steps and nothing else, so another
+    thread's generate_text came in between a stream's session check and its steps or read (this one raised that its
+    stream was paused, or returned the other prompt's text). Each call now holds the model whole."""
+    model, cfg, w = tiny
+    prompts = ["Hello world", "The cat sat"]
+    want = [_expected(model, cfg, w, model.tokenizer.encode(p), 8, set())[1] for p in prompts]
+    got, errors = [], []
+    barrier = threading.Barrier(2)
+
+    def run(i):
+        try:
+            barrier.wait()
+            for _ in range(3):
+                got.append((i, model.generate_text(prompts[i], 8, stop_ids=[], read_every=1)))
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # the threads switch often: every window between two locked calls is tried
+    try:
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[0]
+    assert sorted(got) == sorted((i, want[i]) for i in range(2) for _ in range(3))
+
+
+def test_a_stream_reads_its_own_session_when_another_generation_waits(tiny):
+    """A stream's prefill let go of the model's lock before the stream read `model.session`: a generate on another
+    thread between the two made the stream take that generation's session for its own, pass every check and read
+    the other prompt's ids as its text. The prefill and its session are now one locked step (the other generation
+    runs once the stream lets go)."""
+    model, cfg, w = tiny
+    ids = model.tokenizer.encode("Hello world")
+    _, text = _expected(model, cfg, w, ids, 6, set())
+    other = [5, 6, 7, 8, 9, 10, 11]
+    want_other, _ = ref.greedy(cfg, w, other, 6)
+    real_prefill, other_got = model.prefill, []
+
+    def prefill(*a, **kw):   # the stream's prefill, then another thread's generation at once, if it can run
+        out = real_prefill(*a, **kw)
+        t = threading.Thread(target=lambda: other_got.append(model.generate(other, 6)))
+        t.start()
+        t.join(0.3)   # it ran whole (the bug), or waits for the model's lock until the stream lets go
+        return out
+
+    model.prefill = prefill
+    try:
+        got = "".join(model.stream_text("Hello world", 6, read_every=6, stop_ids=[]))
+    finally:
+        del model.prefill
+    for _ in range(100):   # the other generation runs after the stream
+        if other_got:
+            break
+        time.sleep(0.05)
+    assert got == text
+    assert other_got == [want_other]
 
 
 def test_chat_prompt_and_stop_ids(tiny):

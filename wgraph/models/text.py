@@ -102,7 +102,11 @@ def request_for_ids(model, ids: list[int], max_new_tokens, *, temperature=0.0, t
 
 def stream(model, req: TextRequest) -> Iterator[str]:
     """Text pieces of the new tokens of `req` as they are read back; model.last_stats says what it took (the
-    prefill, which chose the first new token, and the decode steps after it)."""
+    prefill, which chose the first new token, and the decode steps after it). The model's lock is held from each
+    resume to the next piece (the prefill and the session it starts, each session check and the steps and read
+    after it, one locked step), let go only while the caller holds a piece: another thread's generation comes in
+    only while this stream is paused, where the session check finds it (between a check and its steps, or a
+    prefill and its session, it ran this stream's steps on the other's caches, or this stream read them)."""
     tok = model.tokenizer
     sample = None if req.temperature == 0 else SampleSettings(req.temperature, req.top_k, req.top_p, req.seed)
     n, s = req.max_new_tokens, len(req.ids)
@@ -111,38 +115,52 @@ def stream(model, req: TextRequest) -> Iterator[str]:
                             "decode_seconds": 0.0, "ids": [], "stopped": False, "submits": 0, "readbacks": 0}
         return
     dec = tok.stream_decoder(skip_special_tokens=req.skip_special_tokens)
-    t0 = time.perf_counter()
-    before = model.device.stats.snapshot()
-    model.prefill(req.ids, sample=sample)   # the decode program ends in argmax or in sample, as `sample` says
-    session = model.session
-    model.device.wait(model.device.fence())  # a wait, no readback: splits the time into prefill and decode
-    prefill = time.perf_counter() - t0
     made, out = 1, list[int]()  # prefill chose the first new id
+
+    def advance(step: bool) -> tuple[list[str], bool]:
+        """Lock held: decode steps (first, with `step`) and reads until a read gives text or the generation ends;
+        (its pieces, whether it ended)."""
+        nonlocal made, out
+        while True:
+            _check_session(model, session)
+            if step:
+                k = min(req.read_every - made % req.read_every, n - made)
+                model.run_steps(k, in_flight=req.in_flight)
+                made += k
+            step = True
+            if made == n or made % req.read_every == 0:
+                new = model.program.state("history").numpy()[s + len(out):s + made].tolist()
+                hit = next((j for j, t in enumerate(new) if t in req.stop_ids), None)
+                out += new if hit is None else new[:hit + 1]
+                # a stop id ends the text; it is not part of it. An id past the tokenizer's vocabulary (a model's
+                # padded rows: Qwen2.5 has 151936 for 151665 tokens) has no token and no text, as transformers'
+                # decode skips it
+                piece = dec.push([t for t in (new if hit is None else new[:hit]) if t < tok.vocab_size])
+                if hit is not None or made == n:
+                    tail = dec.flush()
+                    d = model.device.stats.since(before)
+                    seconds = time.perf_counter() - t0
+                    model.last_stats = {"tokens": len(out), "seconds": seconds, "prompt_tokens": s,
+                                        "prefill_seconds": prefill, "decode_seconds": seconds - prefill, "ids": out,
+                                        "stopped": hit is not None, "submits": d.submits, "readbacks": d.readbacks}
+                    return [p for p in (piece, tail) if p], True
+                if piece:
+                    return [piece], False
+
+    with model._lock:
+        t0 = time.perf_counter()
+        before = model.device.stats.snapshot()
+        model.prefill(req.ids, sample=sample)   # the decode program ends in argmax or in sample, as `sample` says
+        session = model.session
+        model.device.wait(model.device.fence())  # a wait, no readback: splits the time into prefill and decode
+        prefill = time.perf_counter() - t0
+        pieces, done = advance(False)
     while True:
-        _check_session(model, session)
-        if made == n or made % req.read_every == 0:
-            new = model.program.state("history").numpy()[s + len(out):s + made].tolist()
-            hit = next((j for j, t in enumerate(new) if t in req.stop_ids), None)
-            out += new if hit is None else new[:hit + 1]
-            # a stop id ends the text; it is not part of it. An id past the tokenizer's vocabulary (a model's padded
-            # rows: Qwen2.5 has 151936 for 151665 tokens) has no token and no text, as transformers' decode skips it
-            piece = dec.push([t for t in (new if hit is None else new[:hit]) if t < tok.vocab_size])
-            if piece:
-                yield piece
-            if hit is not None or made == n:
-                tail = dec.flush()
-                d = model.device.stats.since(before)
-                seconds = time.perf_counter() - t0
-                model.last_stats = {"tokens": len(out), "seconds": seconds, "prompt_tokens": s,
-                                    "prefill_seconds": prefill, "decode_seconds": seconds - prefill, "ids": out,
-                                    "stopped": hit is not None, "submits": d.submits, "readbacks": d.readbacks}
-                if tail:
-                    yield tail
-                return
-        k = min(req.read_every - made % req.read_every, n - made)
-        _check_session(model, session)  # again after the yield: a resumed stream's steps would run on the other's
-        model.run_steps(k, in_flight=req.in_flight)
-        made += k
+        yield from pieces   # the lock let go: a paused stream holds nothing
+        if done:
+            return
+        with model._lock:
+            pieces, done = advance(True)
 
 
 def _check_session(model, session: int) -> None:
@@ -172,5 +190,9 @@ def stream_text(model, prompt, max_new_tokens: int, **options) -> Iterator[str]:
 
 
 def generate_text(model, prompt, max_new_tokens: int, **options) -> str:
-    """The whole text of up to `max_new_tokens` new tokens (see make_request for the options)."""
-    return "".join(stream(model, _request(model, prompt, max_new_tokens, options, "generate_text")))
+    """The whole text of up to `max_new_tokens` new tokens (see make_request for the options). One call at a time
+    on a model, as generate: its stream never pauses, so the model's lock is held over the whole of it (let go
+    between pieces, another thread's generation came in and this one raised that its stream was paused)."""
+    req = _request(model, prompt, max_new_tokens, options, "generate_text")
+    with model._lock:
+        return "".join(stream(model, req))
