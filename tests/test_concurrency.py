@@ -397,3 +397,30 @@ def test_a_recording_that_fails_to_submit_leaves_other_threads_pending_ops_to_ru
     with pytest.raises(RecordingError, match="never ran"):
         z.numpy()
     dev.destroy()
+
+
+def test_threads_first_using_the_registry_at_once_share_one_load():
+    """registry() is functools.cache'd, which lets every thread that misses at once run the function: threads
+    making their first op call together each loaded the whole registry (0.4 s each, one GIL) and kept Kernel
+    objects of their own. A fresh process (the registry not loaded yet) and four threads asking at once."""
+    import subprocess
+
+    code = ("import threading\n"
+            "from wgraph.kernels.registry import registry\n"
+            "got, barrier = [], threading.Barrier(4)\n"
+            "def run():\n"
+            "    barrier.wait()\n"
+            "    got.append(registry())\n"
+            "ts = [threading.Thread(target=run) for _ in range(4)]\n"
+            "for t in ts: t.start()\n"
+            "for t in ts: t.join()\n"
+            "print(len(got), len({id(r) for r in got}), len({id(r['scale_f32']) for r in got}))\n")
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                         cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["4", "1", "1"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import tomllib
 from pathlib import Path
 from types import MappingProxyType
@@ -282,9 +283,20 @@ def load_registry(registry_dir: Path | None = None, shader_dir: Path | None = No
     return MappingProxyType(kernels)
 
 
+_registry_lock = threading.Lock()
+
+
 @functools.cache
 def registry() -> MappingProxyType:
     """The package's registry, loaded once."""
+    # functools.cache does not make a first call wait for another thread's: threads starting together each loaded
+    # the registry (0.4 s each, under one GIL) and kept their own Kernel objects, the cache keeping the last
+    with _registry_lock:
+        return _loaded_registry()
+
+
+@functools.cache
+def _loaded_registry() -> MappingProxyType:
     return load_registry()
 
 
