@@ -492,12 +492,14 @@ class Program:
                 self._commands.replace_step(i, d)
                 if self._commands.offsets[i] is not None:
                     self._commands.set_uniforms(i, d.uniforms)
-        self.params[node_name] = params
-        self._plans[node_name] = tpl.plan
-        rows = list(self.rows)
-        for i, d in zip(idx, made):
-            rows[i] = self._row(d, node_name)
-        self.rows = tuple(rows)
+            # under the lock with the steps: two threads updating nodes at once each read rows and wrote them back,
+            # and one's row (or params beside another's steps) could be lost
+            self.params[node_name] = params
+            self._plans[node_name] = tpl.plan
+            rows = list(self.rows)
+            for i, d in zip(idx, made):
+                rows[i] = self._row(d, node_name)
+            self.rows = tuple(rows)
 
     # ---- reporting ----
 
