@@ -226,6 +226,15 @@ def test_bad_requests_are_refused_before_gpu_work(tiny, dev, tmp_path):
         model.stream_text("Hello", 100)
     with pytest.raises(ArgumentError, match="generate_text: prompt=b'Hello' must be a str"):
         model.generate_text(b"Hello", 4)
+    with pytest.raises(ArgumentError, match=r"prompt=\[\{'role': 'user', 'content': 'Hi'\}\] must be a str \(a list "
+                       r"of messages needs chat=True; token ids go to model.generate"):
+        model.generate_text([{"role": "user", "content": "Hi"}], 4)
+    with pytest.raises(ArgumentError, match=r"prompt=\[1, 2\] must be a str .*model.generate\(ids, max_new_tokens\)"):
+        model.stream_text([1, 2], 4)
+    with pytest.raises(LimitError, match=r"positions \(max_seq\): load the model with a larger max_seq="):
+        model.generate_text("Hello", 100)
+    with pytest.raises(LimitError, match=r"positions \(max_seq\): load the model with a larger max_seq="):
+        model.generate([1, 2], 100)
     assert dev.stats.since(before).submits == 0
     path, _, _ = _write(tmp_path / "bare", with_tokenizer=False)
     bare = from_pretrained(path, dev, dtype="f32", max_seq=16)

@@ -602,7 +602,8 @@ class Llama:
             raise args.fail(fn, "progress", progress, "None or a function (tokens, seconds)")
         if ids.size + n > self.max_seq:
             raise LimitError(f"generate: {ids.size} prompt + {n} new tokens exceed the KV cache of {self.max_seq} "
-                             f"positions (max_seq)")
+                             f"positions (max_seq): load the model with a larger max_seq= or ask for fewer new "
+                             f"tokens")
         sample = None if temperature == 0 else SampleSettings(temperature, top_k, top_p, seed)
         if n == 0:
             self.last_stats = {"tokens": 0, "seconds": 0.0, "submits": 0, "readbacks": 0}

@@ -51,6 +51,9 @@ def prompt_ids(tok: Tokenizer, prompt, *, chat: bool, system: str | None, where:
     if not chat:
         if system is not None:
             raise ArgumentError(f"{where}: system={args.show(system)} needs chat=True")
+        if isinstance(prompt, (list, tuple)):  # "must be a str" alone hid the two likely meanings of a list
+            raise args.fail(where, "prompt", prompt, "a str (a list of messages needs chat=True; token ids go to "
+                            "model.generate(ids, max_new_tokens), which returns ids)")
         return tok.encode(args.text(where, "prompt", prompt))
     if isinstance(prompt, str):
         messages = [{"role": "user", "content": prompt}]
@@ -92,7 +95,7 @@ def request_for_ids(model, ids: list[int], max_new_tokens, *, temperature=0.0, t
                          f"({model.config.vocab_size})")
     if len(ids) + n > model.max_seq:
         raise LimitError(f"{where}: {len(ids)} prompt + {n} new tokens exceed the KV cache of {model.max_seq} "
-                         f"positions (max_seq)")
+                         f"positions (max_seq): load the model with a larger max_seq= or ask for fewer new tokens")
     if isinstance(stop_ids, (set, frozenset, range)):  # taken as generate takes them (check_ids wants a sequence)
         stop_ids = list(stop_ids)
     stops = tok.stop_ids if stop_ids is None else tok.check_ids(stop_ids, f"{where}: stop_ids")
