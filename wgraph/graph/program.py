@@ -277,8 +277,10 @@ class Program:
         name: the state's (or const's, or input's) name in the graph.
         """
         if type(name) is not str or (name not in self.states and name not in self.inputs):
+            late = type(name) is str and (name in self.graph.states or name in self.graph.inputs)
+            hint = " (added to the graph after it was compiled: compile the graph again to take it)" if late else ""
             raise GraphError(f"program {self.graph.name!r}: state(name={show(name)}): no such state or input; "
-                             f"states: {sorted(self.states)}")
+                             f"states: {sorted(self.states)}{hint}")
         return self.tensors[name]
 
     def reset_state(self, name: str | None = None) -> None:
@@ -341,8 +343,11 @@ class Program:
         want = self.inputs
         missing, extra = sorted(set(want) - set(inputs)), sorted(set(inputs) - set(want))
         if missing or extra:
+            late = [n for n in extra if n in self.graph.inputs]  # g.input(...) after compile: not this program's
+            hint = (f" ({late} added to the graph after it was compiled: compile the graph again to take them)"
+                    if late else "")
             raise GraphError(f"program {self.graph.name!r}: missing inputs {missing}, unknown inputs {extra}; "
-                             f"it takes {sorted(want)}")
+                             f"it takes {sorted(want)}{hint}")
         feeds = [(name, *self._feed(name, inputs[name], spec)) for name, spec in want.items()]
         owner = {id(self.tensors[name].buffer): name for name in want}
         for name, kind, data in feeds:
