@@ -389,3 +389,19 @@ def test_an_array_as_kv_layout_is_named_with_the_layouts(dev):
         wg.ops.attention(q, k, k, causal=True, kv_layout=np.array([1.0, 2.0]))
     with pytest.raises(wg.ArgumentError, match="attention_plan" + want):
         wg.ops.attention_plan(q.spec, k.spec, k.spec, causal=True, kv_layout=np.array([1.0, 2.0]))
+
+
+def test_an_i32_kv_len_tensor_says_how_to_make_a_u32_one(dev, rng):
+    """kv_len=dev.tensor(np.array([7], np.int32)) (numpy's default int is what a user writes first) said only
+    'must be an int or a u32 tensor with one value, got i32 (1,)'; it now says how to make the u32 tensor, and
+    that tensor then gives the float64 answer over the first 7 keys."""
+    q = rng.standard_normal((1, 2, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((9, 1, 8)).astype(np.float32) for _ in range(2))
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    with pytest.raises(wg.ShapeError, match=r"got i32 \(1,\) \(make it with dev.tensor\(np.array\(\[n\], "
+                                            r"np.uint32\)\)\)"):
+        wg.ops.attention(Q, K, V, causal=True, kv_len=dev.tensor(np.array([7], np.int32)))
+    out = wg.ops.attention(Q, K, V, causal=True, kv_len=dev.tensor(np.array([7], np.uint32))).numpy()
+    s = np.einsum("hd,jd->hj", q[0].astype(np.float64), k[:7, 0]) / np.sqrt(8)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(out[0], (p / p.sum(-1, keepdims=True)) @ v[:7, 0], atol=1e-5)

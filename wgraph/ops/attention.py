@@ -150,7 +150,8 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
     if params.kv_len is None:
         if kv_len_t is None or not kv_len_t.is_u32_scalar:
             got = "nothing" if kv_len_t is None else f"{kv_len_t.dtype} {kv_len_t.shape}"
-            raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {got}")
+            fix = "" if kv_len_t is None else " (make it with dev.tensor(np.array([n], np.uint32)))"
+            raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {got}{fix}")
     pages = 0
     if params.kv_layout == "paged":
         args.integer("attention", "page_size", params.page_size, 1)
