@@ -80,11 +80,15 @@ def test_no_command_is_a_usage_error_on_stderr(capsys):
 @pytest.mark.parametrize("argv", [["soak", "--steps", "2", "--calls", "2", "--warmup", "0"],
                                   ["generate", "model.gguf", "--prompt-ids", "1"],
                                   ["bench", "--only", "host", "--no-torch"]])
-def test_a_wgraph_error_is_a_message_and_exit_code_1(capsys, monkeypatch, argv):
+def test_a_wgraph_error_is_a_message_and_exit_code_1(capsys, monkeypatch, tmp_path, argv):
     """WGRAPH_ADAPTER naming no adapter raised DeviceError from default_device as a traceback in every command
     (generate caught wgraph's errors only after it had opened the device); now one line on stderr, exit code 1."""
     import wgraph
     from wgraph.errors import DeviceError
+
+    if argv[0] == "generate":   # a path that exists: generate refuses a missing one before it opens the device
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "model.gguf").touch()
 
     def no_device(*a, **k):
         raise DeviceError("WGRAPH_ADAPTER='nosuchgpu' matches none of: ['llvmpipe']")

@@ -119,3 +119,19 @@ def test_numeric_options_keep_their_values():
     assert (a.temperature, a.top_p, a.seed, a.max_seq, a.top_k, a.stop_ids) == (0.0, 1.0, 2**64 - 1, 2, 2**32 - 1,
                                                                                 [0, 2**32 - 1])
     assert str(a.temperature) == "0.0" and (a.max_new_tokens, a.in_flight, a.read_every) == (32, 8, 4)
+
+
+@pytest.mark.parametrize("path, said", [("/nonexistent.gguf", " (no such file or directory)"), ("/dev/null", "")])
+def test_a_missing_path_is_refused_before_the_device(capsys, monkeypatch, path, said):
+    """A path that is neither a directory nor a file printed 'loading ... compiling the decode program, then reading
+    the weights' and started the device before the error: now the error line at once, exit 1, no device."""
+    import wgraph
+
+    def no_device():
+        raise AssertionError("the device was started")
+
+    monkeypatch.setattr(wgraph, "default_device", no_device)
+    assert cli_main(["generate", path, "--prompt", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: generate: {path} is neither a checkpoint directory (config.json, *.safetensors) nor a "
+                   f".gguf file{said}\n")

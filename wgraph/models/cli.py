@@ -111,7 +111,13 @@ def _main(argv: list[str]) -> int:
     import wgraph as wg
     from wgraph.models import open_pretrained
     from wgraph.models import text
+    from wgraph.models.pretrained import checkpoint_path
 
+    try:   # a missing path: said before the device starts and the loading line promises a compile
+        checkpoint_path("generate", args.path)
+    except wg.WgraphError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     dev = wg.default_device()
     try:
         print(f"loading {args.path} on {dev.caps.adapter_name}: compiling the decode program, then reading the "

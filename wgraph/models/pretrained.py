@@ -121,15 +121,22 @@ def open_pretrained(path: str | os.PathLike[str]) -> PretrainedFiles:
     return _open("open_pretrained", path)
 
 
-def _open(fn: str, path) -> PretrainedFiles:
+def checkpoint_path(fn: str, path) -> Path:
+    """`path` as a Path to an existing directory or file, else the error `fn` raises; nothing read (the generate CLI
+    checks its path before it opens the device)."""
     # "" is Path("."): the working directory was loaded; a PathLike of bytes made pathlib's TypeError
     if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str) or not os.fspath(path):
         raise args.fail(fn, "path", path, "a directory or .gguf file path (a non-empty str or os.PathLike of str)")
     root = Path(path)
     if not root.is_dir() and not root.is_file():
+        missing = "" if root.exists() else " (no such file or directory)"
         raise CheckpointError(f"{fn}: {root} is neither a checkpoint directory (config.json, *.safetensors) nor a "
-                              f".gguf file")
-    return PretrainedFiles(root)
+                              f".gguf file{missing}")
+    return root
+
+
+def _open(fn: str, path) -> PretrainedFiles:
+    return PretrainedFiles(checkpoint_path(fn, path))
 
 
 def from_pretrained(path: str | os.PathLike[str], device: Device | None = None, *, dtype: DTypeLike | None = None,
