@@ -334,3 +334,16 @@ def test_cli_reads_the_tokenizer_once(tmp_path, capsys, monkeypatch, dev):
     model = files.load(dev, dtype="f32", max_seq=16)
     assert model.tokenizer is files.tokenizer and len(built) == 2   # built once more: these files were opened anew
     assert model.generate(ids, 3) == ref.greedy(cfg, w, ids, 3)[0]
+
+
+def test_cli_says_nothing_was_generated_for_no_new_tokens(tmp_path, capsys):
+    """--max-new-tokens 0 printed '0 tokens: prefill of N tokens 0.000 s', though the text API ran no prefill
+    (last_stats: 0 tokens, 0 submits): the line now says nothing was generated."""
+    from wgraph.__main__ import main as cli_main
+
+    path, _, _ = _write(tmp_path / "none")
+    assert cli_main(["generate", str(path), "--prompt", "Hello", "--max-new-tokens", "0", "--dtype", "f32"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "\n" and "tokens: prefill of" not in err
+    assert "no new tokens asked for (--max-new-tokens 0): nothing generated, no prefill of the " in err
+    assert "0 submits" in err

@@ -146,6 +146,10 @@ def _main(argv: list[str]) -> int:
         return 1
     st = model.last_stats
     print(file=sys.stdout)
+    if st["tokens"] == 0:   # max_new_tokens 0: the text API ran no prefill and no step (its stats are zeros)
+        print(f"no new tokens asked for (--max-new-tokens 0): nothing generated, no prefill of the "
+              f"{st['prompt_tokens']} prompt tokens ({st['submits']} submits)", file=sys.stderr)
+        return 0
     steps = st["tokens"] - 1  # prefill chose the first new token
     rate = f"{steps / st['decode_seconds']:.2f} tokens/s" if steps and st["decode_seconds"] > 0 else "no decode step"
     print(f"{st['tokens']} tokens: prefill of {st['prompt_tokens']} tokens {st['prefill_seconds']:.3f} s, then "
