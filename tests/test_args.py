@@ -89,3 +89,19 @@ def test_choice_takes_a_str_subclass_by_its_characters_and_returns_the_plain_str
     assert got == "tanh" and type(got) is str
     with pytest.raises(ArgumentError, match=r"gelu: approximate='erf' must be one of 'none', 'tanh'"):
         args.choice("gelu", "approximate", Liar("erf"), ("none", "tanh"))
+
+
+def test_text_takes_a_str_subclass_and_keeps_the_plain_str():
+    """args.text took only type(value) is str: wg.Graph(np.str_("g")) was refused ('Graph: name=np.str_('g') must
+    be a str') where choice takes it. The characters come back as a plain str, the name the graph keeps."""
+    class Liar(str):
+        def __str__(self):
+            return "other"
+
+    g = wg.Graph(np.str_("g"))
+    g.input(np.str_("x"), (2,))
+    g.state(Liar("s"), (2,))
+    assert type(g.name) is str and g.name == "g" and [(type(k), k) for k in (*g.inputs, *g.states)] == [
+        (str, "x"), (str, "s")]
+    with pytest.raises(ArgumentError, match=r"Graph: name=b'g' must be a str"):
+        wg.Graph(b"g")

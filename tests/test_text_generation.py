@@ -197,6 +197,25 @@ def test_ids_past_the_tokenizers_vocabulary_have_no_text(tmp_path, dev):
     assert model.last_stats["ids"] == want
 
 
+def test_a_str_subclass_prompt_is_its_text(tiny):
+    """np.str_("Hello") (what numpy hands back from an array of prompts) was refused, 'generate_text:
+    prompt=np.str_('Hello') must be a str', though args.choice takes str subclasses: text is read by its
+    characters and kept as a plain str, the system message too."""
+    import numpy as np
+
+    model, _, _ = tiny
+    want = model.generate_text("Hello", 2, stop_ids=[])
+    assert model.generate_text(np.str_("Hello"), 2, stop_ids=[]) == want
+    assert model.tokenizer.encode(np.str_("Hello")) == model.tokenizer.encode("Hello")
+    ids = model.tokenizer.apply_chat_template([{"role": "system", "content": "Be brief"},
+                                               {"role": "user", "content": "Hi"}], tokenize=True,
+                                              add_generation_prompt=True)
+    from wgraph.models import text
+
+    assert text.prompt_ids(model.tokenizer, np.str_("Hi"), chat=True, system=np.str_("Be brief"),
+                           where="generate_text") == ids
+
+
 def test_sampled_text_follows_the_seed(tiny):
     model, _, _ = tiny
     a = model.generate_text("Hello", 6, temperature=0.9, top_k=20, seed=3, stop_ids=[])

@@ -294,7 +294,7 @@ class Device:
         label: a name for the buffer.
         """
         dtype = args.optional_dtype_name("dev.tensor", "dtype", dtype)
-        args.text("dev.tensor", "label", label)
+        label = args.text("dev.tensor", "label", label)
         data = host_array(array, dtype, convert=True, where="dev.tensor")
         dtype = dtype_of_numpy(data.dtype)
         if dtype == "f16" and not self.caps.has_f16:
@@ -443,7 +443,7 @@ class Device:
         """
         args.flag("dev.record", "profile", profile)
         if label is not None:
-            args.text("dev.record", "label", label)
+            label = args.text("dev.record", "label", label)
         self.check_alive()
         return Recording(self.scheduler, self.caps, profile=profile, label=label)
 

@@ -59,6 +59,7 @@ class Graph:
         shape: a tuple of integers.
         dtype: wgraph's name ("f32", "f16", "bf16", "i32", "u32") or numpy's or torch's spelling of one.
         """
+        name = args.text("Graph.input", "name", name)   # a str subclass (np.str_) as the plain str
         spec = self._source_spec("input", name, shape, dtype)
         self.add(Node(name, "input", None, (), (name,)), specs=(spec,))
         self.inputs[name] = spec
@@ -73,6 +74,7 @@ class Graph:
         init: host data of that shape and dtype to fill it with at compile (Python numbers and lists take the dtype);
             None: zeros.
         """
+        name = args.text("Graph.state", "name", name)   # a str subclass (np.str_) as the plain str
         spec = self._source_spec("state", name, shape, dtype)
         data = None
         if init is not None:
@@ -92,7 +94,7 @@ class Graph:
         array: host data (its shape and, without dtype, its dtype are the value's).
         dtype: None (the array's own) or the dtype to convert to (wgraph's name or numpy's or torch's spelling).
         """
-        args.text("Graph.const", "name", name)
+        name = args.text("Graph.const", "name", name)
         dtype = args.optional_dtype_name("Graph.const", "dtype", dtype)
         arr = host_array(array, dtype, convert=dtype is not None, where=f"graph {self.name!r}: const {name!r}")
         return self.state(name, arr.shape, dtype_of_numpy(arr.dtype), init=arr)
@@ -103,7 +105,7 @@ class Graph:
         name: the key of `run`'s result dict.
         value: a value of this graph.
         """
-        args.text("Graph.output", "name", name)
+        name = args.text("Graph.output", "name", name)
         if not isinstance(value, Value) or value.graph is not self:
             raise GraphError(f"graph {self.name!r}: output {name!r} must be a value of this graph, got {value!r}")
         if name in self.outputs:

@@ -47,7 +47,7 @@ def prompt_ids(tok: Tokenizer, prompt, *, chat: bool, system: str | None, where:
     prompt ends it."""
     chat = args.flag(where, "chat", chat)
     if system is not None:
-        args.text(where, "system", system)
+        system = args.text(where, "system", system)
     if not chat:
         if system is not None:
             raise ArgumentError(f"{where}: system={args.show(system)} needs chat=True")
@@ -56,7 +56,7 @@ def prompt_ids(tok: Tokenizer, prompt, *, chat: bool, system: str | None, where:
                             "model.generate(ids, max_new_tokens), which returns ids)")
         return tok.encode(args.text(where, "prompt", prompt))
     if isinstance(prompt, str):
-        messages = [{"role": "user", "content": prompt}]
+        messages = [{"role": "user", "content": args.text(where, "prompt", prompt)}]   # np.str_ as a plain str
     elif isinstance(prompt, (list, tuple)):
         messages = list(prompt)
     else:

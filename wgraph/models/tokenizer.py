@@ -259,7 +259,7 @@ class Tokenizer:
                                     f"apply_chat_template that wgraph does not take{how}")
         add_generation_prompt = args.flag(fn, "add_generation_prompt", add_generation_prompt)
         if template is not None:
-            args.text(fn, "template", template)
+            template = args.text(fn, "template", template)
         tokenize = args.flag(fn, "tokenize", tokenize)
         if self.chat_template is None:
             raise CheckpointError("apply_chat_template: this tokenizer has no chat template (no chat_template in "

@@ -292,7 +292,7 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     eps = args.eps("linear", eps)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
-        args.text("linear", "variant", variant)  # a registry name: the plan names the choices
+        variant = args.text("linear", "variant", variant)  # a registry name: the plan names the choices
     split_k = args.optional_integer("linear", "split_k", split_k, 1)
     x_int8 = args.flag("linear", "x_int8", x_int8)
     if isinstance(w, QuantizedWeight):

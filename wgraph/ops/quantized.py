@@ -195,7 +195,7 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     n, k = args.integer(fn, "n", n, 1), args.integer(fn, "k", k, 1)
     ggml_type = block_format(ggml_type, fn).name
     if variant is not None:
-        args.text(fn, "variant", variant)
+        variant = args.text(fn, "variant", variant)
     swiglu = args.flag(fn, "swiglu", swiglu)
     if not (isinstance(fused, tuple) and all(type(name) is str and name in FUSIONS for name in fused)):
         raise args.fail(fn, "fused", fused, f"a tuple of names from {FUSIONS}")
@@ -404,7 +404,7 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
     eps = args.eps("linear", eps)
     activation = args.choice("linear", "activation", activation, ACTIVATIONS)
     if variant is not None:
-        args.text("linear", "variant", variant)  # a registry name: the plan names the choices
+        variant = args.text("linear", "variant", variant)  # a registry name: the plan names the choices
     x_int8 = args.flag("linear", "x_int8", x_int8)
     return apply(LINEAR_Q, QuantLinearParams(w.ggml_type, w.out_features, w.in_features, eps, activation, variant,
                                              x_int8), (x, w.blocks, b, norm, residual), out=out)
