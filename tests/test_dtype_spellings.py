@@ -132,8 +132,8 @@ def test_python_lists_take_dtype_or_say_how(dev):
 
 def test_float64_arrays_are_still_refused_without_dtype(dev):
     """No silent narrowing: a float64 array needs dtype= (then it is converted) or astype."""
-    with pytest.raises(wg.DtypeError, match=r"dev.tensor: got float64 data; wgraph stores f32 and f16 and never "
-                                            r"narrows silently"):
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: got float64 data; wgraph stores f32, f16, bf16, u32 and i32 "
+                                            r"and never narrows silently"):
         dev.tensor(np.ones(2))
     x = np.array([0.1, 1 / 3])
     np.testing.assert_array_equal(dev.tensor(x, dtype=np.float32).numpy(), x.astype(np.float32))

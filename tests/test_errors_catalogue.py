@@ -420,9 +420,9 @@ CATALOGUE = [
      _program(x=np.ones(5, np.float32)), True),
     ("program-input-dtype", DtypeError, r"input 'x': expects f32 \(float32\), got an array of int32; convert it "
      r"explicitly \(array.astype\(np.float32\)\)", _program(x=np.ones(4, np.int32)), True),
-    ("float64-implicit", DtypeError, r"^dev.tensor: got float64 data; wgraph stores f32 and f16 and never narrows "
-     r"silently: convert it explicitly \(dtype='f32' where the call takes dtype=", lambda e: e.dev.tensor(np.ones(4)),
-     True),
+    ("float64-implicit", DtypeError, r"^dev.tensor: got float64 data; wgraph stores f32, f16, bf16, u32 and i32 and "
+     r"never narrows silently: convert it explicitly \(dtype='f32' where the call takes dtype=",
+     lambda e: e.dev.tensor(np.ones(4)), True),
     ("bool-as-number", DtypeError, r"dev.write into .*: got booleans \(\[1, True\]\); pass numbers, or convert them "
      r"explicitly", lambda e: e.dev.write(e.u32(0, 0), [1, True]), True),
     ("value-has-no-data", GraphError, r"^Value\('x', shape=\(4,\), dtype=f32\) is a value of graph 'g': it has no data "

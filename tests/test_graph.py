@@ -366,7 +366,7 @@ def test_bad_inputs_at_run_time_submit_nothing(dev):
     _nothing_submitted(dev, lambda: prog.run(x=np.ones((3, 2), np.float32), pos=1), wg.ShapeError,
                        r"input 'x': expects shape \(2, 3\), got \(3, 2\)")
     _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float64), pos=1), wg.DtypeError,
-                       r"input 'x': got float64 data; wgraph stores f32 and f16 and never narrows silently")
+                       r"input 'x': got float64 data; wgraph stores f32, f16, bf16, u32 and i32 and never narrows")
     _nothing_submitted(dev, lambda: prog.run(x=ok.astype(np.float16), pos=1), wg.DtypeError,
                        r"input 'x': expects f32 \(float32\), got an array of float16")
     _nothing_submitted(dev, lambda: prog.run(x=ok, pos=-1), wg.DtypeError, r"input 'pos': -1 is outside u32's range")

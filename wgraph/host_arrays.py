@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from wgraph import args
-from wgraph.dtypes import dtype_info, dtype_of_numpy, to_bf16
+from wgraph.dtypes import DTYPES, dtype_info, dtype_of_numpy, to_bf16
 from wgraph.errors import DtypeError, LimitError
 
-FLOAT64 = ("got float64 data; wgraph stores f32 and f16 and never narrows silently: convert it explicitly "
+_STORED = ", ".join(list(DTYPES)[:-1]) + " and " + list(DTYPES)[-1]   # "f32, f16, bf16, u32 and i32"
+FLOAT64 = (f"got float64 data; wgraph stores {_STORED} and never narrows silently: convert it explicitly "
            "(dtype='f32' where the call takes dtype=, or array.astype(np.float32))")
 
 
