@@ -105,3 +105,47 @@ def test_text_takes_a_str_subclass_and_keeps_the_plain_str():
         (str, "x"), (str, "s")]
     with pytest.raises(ArgumentError, match=r"Graph: name=b'g' must be a str"):
         wg.Graph(b"g")
+
+
+
+def _str_entries(dev):
+    """The public entry points that take or look up a name, each given the name as `s(name)`: what each returns to
+    compare with the plain call (an op's output bytes, a plan, the node or state a lookup found)."""
+    rng = np.random.default_rng(0)
+    q, k, v = (dev.tensor(rng.standard_normal((3, 2, 32)).astype(np.float32)) for _ in range(3))
+    g = wg.Graph("strs")
+    x = g.input("x", (4,), "f32")
+    g.state("s", (4,), "f32")
+    g.output("y", wg.ops.scale(x, 2.0))
+    prog = g.compile(dev)
+    node = g.topological_order()[-1]
+    pages = dev.tensor(np.arange(3, dtype=np.uint32))
+    qkv = wg.ops.kv_quantize(k)
+    return {
+        "attention variant": lambda s: wg.ops.attention(
+            q, k, v, causal=True, variant=s("prefill_streaming_f32")).numpy().tobytes(),
+        "attention kv_layout": lambda s: wg.ops.attention(
+            q, k, v, causal=True, kv_layout=s("paged"), page_table=pages, page_size=1).numpy().tobytes(),
+        "attention_varlen variant": lambda s: wg.ops.attention_varlen(
+            q, k, v, [0, 3], [0, 3], max_seqlen_q=3, max_seqlen_k=3, causal=True,
+            variant=s("batched_tiled_d128_f32")).numpy().tobytes(),
+        "plan_linear_q fused": lambda s: wg.ops.plan_linear_q(1, 32, 64, "Q8_0", fused=(s("bias"),)),
+        "QuantizedKV mode": lambda s: wg.ops.kv_dequantize(
+            wg.ops.QuantizedKV(qkv.packed, qkv.scales, s("int8"), 32)).numpy().tobytes(),
+        "Graph.node": lambda s: g.node(s(node)),
+        "Graph.consumers": lambda s: g.consumers(s("x")),
+        "Program.state": lambda s: prog.state(s("s")),
+        "Program.reset_state": lambda s: prog.reset_state(s("s")),
+        "Program.update": lambda s: (prog.update(s(node), wg.ops.elementwise.ScaleParams(3.0)), prog.params[node]),
+    }
+
+
+@pytest.mark.parametrize("entry", [
+    "attention variant", "attention kv_layout", "attention_varlen variant", "plan_linear_q fused", "QuantizedKV mode",
+    "Graph.node", "Graph.consumers", "Program.state", "Program.reset_state", "Program.update"])
+def test_a_name_given_as_np_str_does_what_the_plain_str_does(dev, entry):
+    """Where a name is taken or looked up, np.str_("paged") is the str "paged" (args.plain_str, the rule of choice and
+    text): attention's variant and kv_layout, a varlen variant, plan_linear_q's fused names and QuantizedKV's mode
+    were refused, and Graph.node / consumers, Program.state / reset_state / update answered 'no such ...'."""
+    call = _str_entries(dev)[entry]
+    assert call(np.str_) == call(str)

@@ -171,13 +171,20 @@ def choice(fn: str, name: str, value, choices):
     the params hold."""
     if (value is None or type(value) is str) and value in choices:
         return value
-    if isinstance(value, str):
-        # type(value) is str alone refused np.str_("tanh"); str.__str__ reads the characters, never a subclass's own
-        # __eq__ / __str__, so the value compared is the one returned
-        plain = str.__str__(value)
-        if plain in choices:
-            return plain
+    plain = plain_str(value)   # type(value) is str alone refused np.str_("tanh")
+    if plain is not None and plain in choices:
+        return plain
     raise fail(fn, name, value, f"one of {', '.join(map(repr, choices))}")
+
+
+def plain_str(value) -> str | None:
+    """`value` as the plain str choice and text take it, or None where it is no str: a str subclass (numpy's np.str_,
+    an enum.StrEnum member) by its characters. For the callers that raise their own error (a lookup by name: "no
+    such node"), so a name is one rule everywhere. str.__str__ reads the characters, never a subclass's own __eq__
+    / __str__, so the value compared is the one returned."""
+    if type(value) is str:
+        return value
+    return str.__str__(value) if isinstance(value, str) else None
 
 
 def _dtype_rule(value, choices, optional: bool) -> str:
@@ -219,8 +226,9 @@ def text(fn: str, name: str, value) -> str:
     (numpy's np.str_, an enum.StrEnum member) is read by its characters, as `choice` reads one."""
     if type(value) is str:
         return value
-    if isinstance(value, str):   # type(value) is str alone refused np.str_("hi")
-        return str.__str__(value)
+    plain = plain_str(value)   # type(value) is str alone refused np.str_("hi")
+    if plain is not None:
+        return plain
     raise fail(fn, name, value, "a str")
 
 

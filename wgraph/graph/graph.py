@@ -290,10 +290,12 @@ class Graph:
 
         name: the node's name.
         """
-        if type(name) is not str or name not in self.nx:
+        # np.str_ by its characters: the names are plain strs (args.text)
+        key = name if type(name) is str else args.plain_str(name)
+        if key is None or key not in self.nx:
             raise GraphError(f"graph {self.name!r}: node(name={show(name)}): no such node; nodes: "
                              f"{self.topological_order()}")
-        return self.nx.nodes[name]["node"]
+        return self.nx.nodes[key]["node"]
 
     def topological_order(self) -> list[str]:
         """Node names in a deterministic topological order (ties broken by insertion order)."""
@@ -306,8 +308,11 @@ class Graph:
 
         value: a value's name.
         """
-        if type(value) is not str or value not in self.producer:
+        # np.str_ by its characters: the names are plain strs (args.text)
+        plain = value if type(value) is str else args.plain_str(value)
+        if plain is None or plain not in self.producer:
             raise GraphError(f"graph {self.name!r}: consumers(value={show(value)}): no such value")
+        value = plain
         return [n for n in self.nx.successors(self.producer[value]) if value in self.node(n).inputs]
 
     def compile(self, device: Device | None = None, *, shared_states: dict[str, Tensor] | None = None) -> Program:

@@ -276,12 +276,14 @@ class Program:
 
         name: the state's (or const's, or input's) name in the graph.
         """
-        if type(name) is not str or (name not in self.states and name not in self.inputs):
-            late = type(name) is str and (name in self.graph.states or name in self.graph.inputs)
+        # np.str_ by its characters: the names are plain strs (args.text)
+        key = name if type(name) is str else args.plain_str(name)
+        if key is None or (key not in self.states and key not in self.inputs):
+            late = key is not None and (key in self.graph.states or key in self.graph.inputs)
             hint = " (added to the graph after it was compiled: compile the graph again to take it)" if late else ""
             raise GraphError(f"program {self.graph.name!r}: state(name={show(name)}): no such state or input; "
                              f"states: {sorted(self.states)}{hint}")
-        return self.tensors[name]
+        return self.tensors[key]
 
     def reset_state(self, name: str | None = None) -> None:
         """Refill one state (or all) with its init data or zeros; shared states are left as they are. The write
@@ -289,9 +291,13 @@ class Program:
 
         name: the state to refill; None: every state.
         """
-        if name is not None and (type(name) is not str or name not in self.states):
-            raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; states: "
-                             f"{sorted(self.states)}")
+        if name is not None:
+            # np.str_ by its characters: the names are plain strs (args.text)
+            plain = name if type(name) is str else args.plain_str(name)
+            if plain is None or plain not in self.states:
+                raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; "
+                                 f"states: {sorted(self.states)}")
+            name = plain
         dev = self.device
         if dev.lost or dev.epoch != self.epoch:   # else wgpu's raw GPUValidationError for the old device's buffers
             raise DeviceError(f"program {self.graph.name!r}: reset_state(): the program was compiled for epoch "
@@ -457,9 +463,12 @@ class Program:
         params: the node's new params, of its class (prog.params[node_name] is the current one; attrs.evolve it).
         """
         g = self.graph
-        if type(node_name) is not str or node_name not in self.order:   # a node added after compile is not run
+        # np.str_ by its characters: the names are plain strs (args.text)
+        plain = node_name if type(node_name) is str else args.plain_str(node_name)
+        if plain is None or plain not in self.order:   # a node added after compile is not run
             raise GraphError(f"program {g.name!r}: update(node_name={show(node_name)}): no such node; nodes: "
                              f"{self.order}")
+        node_name = plain
         node = g.node(node_name)
         where = f"program {g.name!r}, node {node_name!r} ({node.op})"
         if not _runs_kernels(node):

@@ -418,7 +418,7 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
     if layer is not None:
         args.integer(op, "layer", layer)
     if type(kv_layout) is not str:   # named by its rule before anything compares it: an array == "paged" is an array
-        args.choice(op, "kv_layout", kv_layout, LAYOUTS)
+        kv_layout = args.choice(op, "kv_layout", kv_layout, LAYOUTS)   # np.str_("paged"): the plain str from here
     if kv_len is None:
         kv_len = _default_kv_len(k, kv_layout, page_table, page_size)
     if isinstance(kv_len, (Tensor, TensorSpec)):
@@ -441,7 +441,10 @@ def _params(op, q, k, kv_len, causal, scale, start_pos, kv_start, sliding_window
     page_size = args.integer(op, "page_size", page_size, 1 if kv_layout == "paged" else 0)
     left, right = window_of(window, sliding_window, op)
     if variant is not None and type(variant) is not str:
-        raise args.fail(op, "variant", variant, "None, a variant name or a KernelPath")
+        plain = args.plain_str(variant)   # np.str_ by its characters; the params hold the plain str
+        if plain is None:
+            raise args.fail(op, "variant", variant, "None, a variant name or a KernelPath")
+        variant = plain
     params = AttentionParams(
         causal=causal, scale=args.optional_real(op, "scale", scale),
         start_pos=args.optional_integer(op, "start_pos", start_pos), kv_start=args.integer(op, "kv_start", kv_start),

@@ -373,9 +373,12 @@ def _check_cu(op: str, name: str, cu: np.ndarray, total: int, max_len: int, max_
 def _options(op: str, causal, scale, window, softcap, return_lse, variant) -> dict:
     """The options both batched calls take, each checked by its rule (args.py)."""
     if variant is not None:
-        k = registry().get(variant) if type(variant) is str else None
+        # np.str_ by its characters, as args.choice reads one; the plain str from here
+        name = variant if type(variant) is str else args.plain_str(variant)
+        k = registry().get(name) if name is not None else None
         if k is None or k.op != "attention_batched":
             raise PlanError(f"{op}: variant={args.show(variant)} is not a batched attention kernel; None plans one")
+        variant = name
     return dict(causal=require_causal(op, causal), scale=args.optional_real(op, "scale", scale),
                 window=window_of(window, 0, op), softcap=args.normal_real(op, "softcap", softcap, or_zero=True),
                 return_lse=args.flag(op, "return_lse", return_lse), variant=variant)

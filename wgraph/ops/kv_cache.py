@@ -26,9 +26,11 @@ QUANT_MODES = {"int8": (8, 4, 127), "int4": (4, 8, 7)}  # bits, values per u32, 
 
 def quant_format(mode: str) -> tuple[int, int, int]:
     """(bits, values per u32, qmax) of a quantization mode."""
-    if type(mode) is not str or mode not in QUANT_MODES:
+    # np.str_("int8") by its characters, as args.choice reads one
+    plain = mode if type(mode) is str else args.plain_str(mode)
+    if plain is None or plain not in QUANT_MODES:
         raise ShapeError(f"quantization mode {mode!r} is not one of {sorted(QUANT_MODES)}")
-    return QUANT_MODES[mode]
+    return QUANT_MODES[plain]
 
 
 @attrs.frozen
@@ -379,7 +381,8 @@ class QuantizedKV:
     def __attrs_post_init__(self):
         for name in ("packed", "scales"):
             tensor_arg("QuantizedKV", name, getattr(self, name))
-        args.choice("QuantizedKV", "mode", self.mode, tuple(QUANT_MODES))
+        # the plain str choice returns (np.str_("int8") by its characters), as a call's params hold it
+        object.__setattr__(self, "mode", args.choice("QuantizedKV", "mode", self.mode, tuple(QUANT_MODES)))
         shape = self.packed.shape
         rows = (shape[0], shape[1], self.head_dim) if len(shape) == 3 else (0, 0, self.head_dim)
         _check_packed(self.mode, TensorSpec(shape, self.packed.dtype), TensorSpec(self.scales.shape, self.scales.dtype),

@@ -197,8 +197,10 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     if variant is not None:
         variant = args.text(fn, "variant", variant)
     swiglu = args.flag(fn, "swiglu", swiglu)
-    if not (isinstance(fused, tuple) and all(type(name) is str and name in FUSIONS for name in fused)):
+    names = tuple(map(args.plain_str, fused)) if isinstance(fused, tuple) else None   # np.str_ by its characters
+    if names is None or not all(name is not None and name in FUSIONS for name in names):
         raise args.fail(fn, "fused", fused, f"a tuple of names from {FUSIONS}")
+    fused = names
     from wgraph.device import Caps  # the device module imports the ops
 
     if caps is not None and not isinstance(caps, Caps):
