@@ -77,12 +77,12 @@ class CommandList:
                 if id(t.buffer) not in keep:
                     t.poison(reason)
 
-    def check_device(self, items=None) -> None:
-        """DeviceError unless every item (of this list, or `items`) was made on this device in its current
-        epoch (an item's first tensor stands for all: ctx.dispatch checked them together). Epochs are numbered
-        across devices, so the epoch names the device too."""
+    def check_device(self) -> None:
+        """DeviceError unless every item of this list was made on this device in its current epoch (an item's
+        first tensor stands for all: ctx.dispatch checked them together; dev.run's items were checked whole by
+        Scheduler.check_captured). Epochs are numbered across devices, so the epoch names the device too."""
         epoch = self.scheduler.epoch
-        for item in self.items if items is None else items:
+        for item in self.items:
             t = item.tensors[0] if item.tensors else None
             if t is not None and getattr(t.buffer, "_wgraph_epoch", None) != epoch:
                 raise DeviceError(
