@@ -224,8 +224,6 @@ def _mapped_dtype(fn: str, name: str, value, choices, optional: bool) -> str:
 def text(fn: str, name: str, value) -> str:
     """`value`, a str (a name: of a graph, a value, a state, a node; a prompt), as a plain str: a str subclass
     (numpy's np.str_, an enum.StrEnum member) is read by its characters, as `choice` reads one."""
-    if type(value) is str:
-        return value
     plain = plain_str(value)   # type(value) is str alone refused np.str_("hi")
     if plain is not None:
         return plain

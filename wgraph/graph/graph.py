@@ -291,7 +291,7 @@ class Graph:
         name: the node's name.
         """
         # np.str_ by its characters: the names are plain strs (args.text)
-        key = name if type(name) is str else args.plain_str(name)
+        key = args.plain_str(name)
         if key is None or key not in self.nx:
             raise GraphError(f"graph {self.name!r}: node(name={show(name)}): no such node; nodes: "
                              f"{self.topological_order()}")
@@ -309,7 +309,7 @@ class Graph:
         value: a value's name.
         """
         # np.str_ by its characters: the names are plain strs (args.text)
-        plain = value if type(value) is str else args.plain_str(value)
+        plain = args.plain_str(value)
         if plain is None or plain not in self.producer:
             raise GraphError(f"graph {self.name!r}: consumers(value={show(value)}): no such value")
         value = plain

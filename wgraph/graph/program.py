@@ -277,7 +277,7 @@ class Program:
         name: the state's (or const's, or input's) name in the graph.
         """
         # np.str_ by its characters: the names are plain strs (args.text)
-        key = name if type(name) is str else args.plain_str(name)
+        key = args.plain_str(name)
         if key is None or (key not in self.states and key not in self.inputs):
             late = key is not None and (key in self.graph.states or key in self.graph.inputs)
             hint = " (added to the graph after it was compiled: compile the graph again to take it)" if late else ""
@@ -293,7 +293,7 @@ class Program:
         """
         if name is not None:
             # np.str_ by its characters: the names are plain strs (args.text)
-            plain = name if type(name) is str else args.plain_str(name)
+            plain = args.plain_str(name)
             if plain is None or plain not in self.states:
                 raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; "
                                  f"states: {sorted(self.states)}")
@@ -464,7 +464,7 @@ class Program:
         """
         g = self.graph
         # np.str_ by its characters: the names are plain strs (args.text)
-        plain = node_name if type(node_name) is str else args.plain_str(node_name)
+        plain = args.plain_str(node_name)
         if plain is None or plain not in self.order:   # a node added after compile is not run
             raise GraphError(f"program {g.name!r}: update(node_name={show(node_name)}): no such node; nodes: "
                              f"{self.order}")

@@ -374,7 +374,7 @@ def _options(op: str, causal, scale, window, softcap, return_lse, variant) -> di
     """The options both batched calls take, each checked by its rule (args.py)."""
     if variant is not None:
         # np.str_ by its characters, as args.choice reads one; the plain str from here
-        name = variant if type(variant) is str else args.plain_str(variant)
+        name = args.plain_str(variant)
         k = registry().get(name) if name is not None else None
         if k is None or k.op != "attention_batched":
             raise PlanError(f"{op}: variant={args.show(variant)} is not a batched attention kernel; None plans one")

@@ -27,7 +27,7 @@ QUANT_MODES = {"int8": (8, 4, 127), "int4": (4, 8, 7)}  # bits, values per u32, 
 def quant_format(mode: str) -> tuple[int, int, int]:
     """(bits, values per u32, qmax) of a quantization mode."""
     # np.str_("int8") by its characters, as args.choice reads one
-    plain = mode if type(mode) is str else args.plain_str(mode)
+    plain = args.plain_str(mode)
     if plain is None or plain not in QUANT_MODES:
         raise ShapeError(f"quantization mode {mode!r} is not one of {sorted(QUANT_MODES)}")
     return QUANT_MODES[plain]
