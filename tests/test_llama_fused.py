@@ -1,7 +1,8 @@
 """The Llama decode step on the fused ops (norm + [q; k; v] GEMV, rope_kv_append, o_proj + residual, norm +
 [gate; up] + swiglu GEMV, down_proj + residual, norm + lm_head): its logits against the same weights run
 through separate ops (rmsnorm, linear, rope, kv_append, add, swiglu) and against the float64 numpy reference,
-greedy ids for 64 tokens, 6 dispatches per layer plus 4 per token (dev.stats), f16 KV caches for f16 models."""
+greedy ids for 64 tokens, 4 dispatches and the attention's plan per layer plus 4 per token (dev.stats), f16 KV
+caches for f16 models."""
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from wgraph.models import Llama
 from wgraph.models.config import LlamaConfig
 
 import llama_reference as ref
+from decode_plan import step_dispatches, whole_cache_attention_variants
 from llama_reference import rel_err
 
 PROMPT = [3, 14, 15]
@@ -69,17 +71,18 @@ def test_greedy_ids_for_64_tokens(tiny_llama, model):
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_six_dispatches_per_layer_plus_four(tiny_llama, model, dev, dtype):
+def test_four_dispatches_and_attention_per_layer_plus_four(tiny_llama, model, dev, dtype):
     m = model if dtype == "f32" else Llama.from_weights(LlamaConfig.from_dict(tiny_llama[0]), tiny_llama[1], dev, dtype="f16",
                                                         max_seq=96)
-    layers = m.config.num_hidden_layers
     m.prefill([3])
     before = dev.stats.snapshot()
     m.run_steps(5, in_flight=2)
     d = dev.stats.since(before)
-    # a layer: norm+qkv GEMV with RoPE and the K/V append in its epilogue, attention's chunks and combine,
-    # o_proj+residual, norm+gate_up+swiglu, down+residual; then embedding, norm+lm_head, argmax, decode_advance
-    assert (d.submits, d.dispatches) == (2, 5 * (6 * layers + 4))   # 4 + 1 steps a submit
+    # a layer: norm+qkv GEMV with RoPE and the K/V append in its epilogue, o_proj+residual, norm+gate_up+swiglu,
+    # down+residual and the attention the plan table gives this device (split-K's chunks and combine on lavapipe,
+    # the one-pass kernel over a short cache on a GPU); then embedding, norm+lm_head, argmax, decode_advance
+    assert (d.submits, d.dispatches) == (2, sum(step_dispatches(m, p) for p in range(1, 6)))   # 4 + 1 steps a submit
+    assert [r.variant for r in m.program.rows if r.op == "attention"] == whole_cache_attention_variants(m)
     ops_run = {r.op for r in m.program.rows}
     assert "linear_rope_kv_append" in ops_run
     assert not ops_run & {"rmsnorm", "add_rmsnorm", "add", "swiglu", "rope", "kv_append", "rope_kv_append"}, ops_run

@@ -1,8 +1,8 @@
 """A Llama decode step over QuantizedWeights: a tiny random model quantized to Q8_0 (and to Q4_K with tied
 embeddings, whose table is the lm_head too) gives the same greedy ids as the same weights dequantized to f32
 through the f32 Llama, in as many dispatches (the norms, swiglu and residual adds fused into the quantized
-GEMVs, RoPE and the KV append in the [q; k; v] GEMV's epilogue: 6 a layer and 4 a token, dev.stats);
-weight_bytes_per_token counts the blocks a step reads."""
+GEMVs, RoPE and the KV append in the [q; k; v] GEMV's epilogue: 4 a layer besides the attention the plan table
+gives the device, and 4 a token, dev.stats); weight_bytes_per_token counts the blocks a step reads."""
 
 import numpy as np
 import pytest
@@ -12,6 +12,8 @@ from wgraph.ggml_blocks import FORMATS
 from wgraph.models import Llama, LlamaConfig
 from wgraph.models.quantized import QuantizedLlama, checkpoint_formats, dequantize_checkpoint, quantize_checkpoint
 from wgraph.models.random_checkpoint import random_weights, tiny_config
+
+from decode_plan import step_dispatches, whole_cache_attention_variants
 
 
 def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
@@ -60,12 +62,14 @@ def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     assert all(r.variant.startswith("quant_gemv_r1_") for r in rows if r.op == "linear_q")
     qkv = [r.variant for r in rows if r.op == "linear_rope_kv_append_q"]
     assert qkv == [f"quant_gemv_rope_kv_r1_{ggml_type.lower()}_f32kv"] * config.num_hidden_layers
-    # a layer: norm+qkv GEMV with RoPE and the K/V append in its epilogue, attention's chunks and combine,
-    # o_proj+residual, norm+gate_up+swiglu, down+residual; then embedding, norm+lm_head, argmax, decode_advance
+    # a layer: norm+qkv GEMV with RoPE and the K/V append in its epilogue, o_proj+residual, norm+gate_up+swiglu,
+    # down+residual and the attention the plan table gives this device (split-K's two passes on lavapipe, one on a
+    # GPU over 48 rows); then embedding, norm+lm_head, argmax, decode_advance
     model.prefill(prompt)
     before = dev.stats.snapshot()
     model.run_steps(3, in_flight=1)
-    assert dev.stats.since(before).dispatches == 3 * (6 * config.num_hidden_layers + 4)
+    assert dev.stats.since(before).dispatches == sum(step_dispatches(model, p) for p in range(4, 7))
+    assert [r.variant for r in rows if r.op == "attention"] == whole_cache_attention_variants(model)
     assert rows[0].variant == f"quant_embedding_{ggml_type.lower()}"
     np.testing.assert_allclose(model.prefill(prompt).numpy(), reference.prefill(prompt).numpy(), rtol=1e-4, atol=1e-4)
 
