@@ -271,8 +271,17 @@ def test_architectures_without_fused_rope_are_refused(tmp_path, dev):
         BatchedDecoder(model, 2)
 
 
-def test_bad_arguments_are_refused_before_gpu_work(model, dev):
+def test_bad_arguments_are_refused_before_gpu_work(tiny_llama, model, dev):
     dec = BatchedDecoder(model, 3, max_seq=24)
+    # a layer's K cache [batch, max_seq, Hkv, D] (f32) past the device's binding limit with the batch in its grid's
+    # [1, max_workgroups_per_dim]: lavapipe's 128 MiB is reached by the model's 64 positions (batch 16385); a GPU's
+    # 2 GiB is not by 65535 x 64, so there a model of more positions (257 at 65535) is refused the same way
+    limit, most = dev.caps.max_storage_binding_size, dev.caps.max_workgroups_per_dim
+    row = model.config.num_key_value_heads * model.config.head_dim * 4   # one position's K bytes
+    long = model if most * model.max_seq * row > limit else Llama.from_weights(
+        LlamaConfig.from_dict(tiny_llama[0]), tiny_llama[1], dev, dtype="f32", max_seq=limit // (most * row) + 1)
+    over = limit // (long.max_seq * row) + 1
+    assert over <= most and over * long.max_seq * row > limit
     v = model.config.vocab_size
     A = ArgumentError
     lists = r"must be a list of 1 to 3 prompts \(the batch\), each a list of token ids"
@@ -320,8 +329,9 @@ def test_bad_arguments_are_refused_before_gpu_work(model, dev):
         (A, r"batch=2.0 must be an integer", (model, 2.0), {}),
         (A, r"max_seq=65 must be an integer in \[2, 64\] or None", (model, 2), {"max_seq": 65}),
         (A, r"max_seq=1 must be an integer in \[2, 64\]", (model, 2), {"max_seq": 1}),
-        (LimitError, r"a layer.s K cache for batch 60000 x max_seq 64 would take 491520000 bytes, above the device's 134217728",
-         (model, 60000), {}),
+        (LimitError, rf"a layer.s K cache for batch {over} x max_seq {long.max_seq} would take "
+                     rf"{over * long.max_seq * row} bytes, above the device's {limit} per storage buffer",
+         (long, over), {}),
         (A, r"model='llama' must be a Llama", ("llama", 2), {}),
     ]
 
