@@ -54,11 +54,21 @@ def test_rope_kv_append_batched_reports_positions_out_of_range(dev):
     with pytest.raises(GpuValueError, match="kv_append: .* was 4; it must be < 4, the cache capacity"):
         dev.check_errors()
     assert kc.numpy()[1].sum() == 0 and vc.numpy()[1].sum() == 0 and kc.numpy()[0, 1].sum() != 0
+    # past the tables only (a cache of 8 rows holds position 6): q's row zeros, no cache row written
+    k8, v8 = (dev.tensor(np.zeros((B, 8, hkv, d), np.float32)) for _ in range(2))
+    q = wg.ops.rope_kv_append_batched(qkv, dev.tensor(cos), dev.tensor(sin), (k8, v8),
+                                      dev.tensor(np.array([6, 0], np.uint32)), q_heads=hq)
+    with pytest.raises(GpuValueError, match="rope: .* was 6; it must be < 6, the table.s rows"):
+        q.numpy()
+    assert (q.numpy()[0] == 0).all() and (q.numpy()[1] != 0).any()
+    assert k8.numpy()[0].sum() == 0 and v8.numpy()[0].sum() == 0 and v8.numpy()[1, 0].sum() != 0
+    # past both (the cache of 4 rows): rope's report alone. The v heads' threads checked the capacity first and
+    # reported kv_append, the q and k heads' rope, and the flag kept whichever landed first: on an H100 kv_append's
     q = wg.ops.rope_kv_append_batched(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc),
                                       dev.tensor(np.array([6, 0], np.uint32)), q_heads=hq)
     with pytest.raises(GpuValueError, match="rope: .* was 6; it must be < 6, the table.s rows"):
         q.numpy()
-    assert (q.numpy()[0] == 0).all()  # beyond the tables: q's row zeros
+    assert (q.numpy()[0] == 0).all()
     with pytest.raises(ShapeError, match=r"pos must be u32 \[batch=2\]"):
         wg.ops.rope_kv_append_batched(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc),
                                       dev.tensor(np.array([1], np.uint32)), q_heads=hq)

@@ -71,7 +71,8 @@ def rope_kv_append_batched(qkv: TensorT, cos: TensorT, sin: TensorT, cache: tupl
     tables [max_pos, D / 2] f32), row b at position pos[b] (pos: u32 [B] on the GPU, read at dispatch time); the k
     heads, rotated, and the v heads are written into row pos[b] of sequence b of cache = (k_cache, v_cache)
     [B, capacity, kv_heads, D] (f32 or f16), in place. One dispatch. A position beyond the tables (q's row zeros,
-    no cache row written) or beyond the capacity (no cache row written) is reported on the device error flag.
+    no cache row written) or beyond the capacity (no cache row written) is reported on the device error flag; one
+    beyond both as beyond the tables.
 
     qkv: [B, (q_heads + 2 kv_heads) * D] f32, one row per sequence.
     cos, sin: the RoPE tables [max_pos, D / 2] f32 (rope_tables).

@@ -4,7 +4,9 @@
 // head_dim] (f32); its k heads, rotated, and its v heads go to row pos[b] of sequence b's cache ([B, capacity,
 // kv_heads, head_dim], T: f32 or f16). One thread per (row, head, i < half) writes elements i and i + half. A
 // position beyond the tables writes q as zeros and no cache row; one beyond the capacity writes no cache row;
-// both are reported on the device error flag (the sites of rope and kv_append).
+// both are reported on the device error flag (the sites of rope and kv_append). A position beyond both is
+// reported as rope's alone: every thread that sees it checks the tables first (the flag keeps the first report
+// to land, and which workgroup's lands first is a race on a GPU).
 {{ENABLE}}
 
 struct RopeKVBatchedParams {
@@ -49,12 +51,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let p = pos[b];
   let in_cache = p < params.capacity;
   if (h >= params.q_heads + params.kv_heads) {
+    if (p >= params.table_rows) {
+      return;   // past the tables: no cache row (the q and k heads' threads report it, as rope's)
+    }
     if (!in_cache) {
       report_error(ERR_KV_APPEND_POS, p, params.capacity);
       return;
-    }
-    if (p >= params.table_rows) {
-      return;   // past the tables: no cache row (the k heads' threads report it and write no k row)
     }
     let at = cache_at(b, p, h - params.q_heads - params.kv_heads);
     v_cache[at + i] = {{T}}(a);
