@@ -10,15 +10,17 @@ import wgraph as wg
 from wgraph.graph.nodes import SOURCE_OPS
 
 
-def _layers_graph(rng, layers: int = 2):
-    """Per layer: rmsnorm, linear [8, 256] x [256, 256], silu, under g.scope(f"layer{i}"); then a top-level scale."""
+def _layers_graph(rng, layers: int = 2, rows: int = 8, width: int = 256):
+    """Per layer: rmsnorm, linear [rows, width] x [width, width], silu, under g.scope(f"layer{i}"); then a
+    top-level scale."""
     g = wg.Graph("prof")
-    x = g.input("x", (8, 256), "f32")
+    x = g.input("x", (rows, width), "f32")
     h = x
     for i in range(layers):
         with g.scope(f"layer{i}"):
-            h = wg.ops.rmsnorm(h, g.const(f"norm{i}", np.ones(256, np.float32)))
-            h = wg.ops.linear(h, g.const(f"w{i}", rng.standard_normal((256, 256)).astype(np.float32) / 16))
+            h = wg.ops.rmsnorm(h, g.const(f"norm{i}", np.ones(width, np.float32)))
+            w = rng.standard_normal((width, width), dtype=np.float32) / np.float32(np.sqrt(width))
+            h = wg.ops.linear(h, g.const(f"w{i}", w))
             h = wg.ops.silu(h)
     g.output("y", wg.ops.scale(h, 0.5))
     return g
@@ -37,9 +39,14 @@ def _kernel_nodes(g) -> dict[str, str]:
 def test_profile_rows_cover_the_replay(dev, rng):
     if not dev.caps.has_timestamps:
         pytest.skip("the device has no timestamp queries (the UnsupportedError test covers it)")
-    g = _layers_graph(rng)
+    # The rows hold the time inside dispatches; the span adds the GPU's time between them (stamp writes, barriers,
+    # launches: ~1-2 us a dispatch on an H100), which no node owns. On a GPU [8, 256] kernels take a few us each,
+    # so the rows covered 0.86 of the span there: a GPU's layers are [256, 4096] (GEMMs long enough that the 7
+    # dispatches' gaps stay a few percent); lavapipe's stay tiny (its kernels take 50 us to 1 ms already)
+    rows, width = (8, 256) if dev.caps.is_cpu else (256, 4096)
+    g = _layers_graph(rng, rows=rows, width=width)
     prog = g.compile(dev)
-    a = rng.standard_normal((8, 256)).astype(np.float32)
+    a = rng.standard_normal((rows, width)).astype(np.float32)
     want = prog.run(x=a)["y"].numpy()
     before = dev.stats.snapshot()
     prof = prog.profile(x=a)
