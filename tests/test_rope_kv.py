@@ -78,6 +78,21 @@ def test_gpu_positions_beyond_tables_or_cache_are_reported(dev, rng):
     assert np.any(q.numpy()[1] != 0)  # position 20 is in the tables, past the 20-row cache: q is still rotated
 
 
+def test_gpu_position_beyond_tables_and_cache_is_reported_as_rope(dev, rng):
+    """A row past both the 8-row tables and the 8-row cache is rope's error on every device: the v heads' threads
+    checked the cache first and reported kv_append's, and the flag keeps whichever report lands first (a race
+    between workgroups on a GPU)."""
+    hq, hkv, d = 2, 1, 4
+    cos, sin = wg.ops.rope_tables(8, d)
+    qkv = dev.tensor(rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32))
+    kc, vc = dev.tensor(np.zeros((8, hkv, d), np.float32)), dev.tensor(np.zeros((8, hkv, d), np.float32))
+    wg.ops.rope_kv_append(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc), dev.tensor(np.array([7], np.uint32)),
+                          q_heads=hq)
+    with pytest.raises(wg.GpuValueError, match=r"rope: .* was 8; it must be < 8"):
+        dev.check_errors()
+    assert np.any(kc.numpy()[7] != 0) and np.any(vc.numpy()[7] != 0)  # row 7 fits both: written
+
+
 def test_errors(dev):
     cos, sin = (dev.tensor(t) for t in wg.ops.rope_tables(8, 4))
     kc, vc = dev.tensor(np.zeros((8, 1, 4), np.float32)), dev.tensor(np.zeros((8, 1, 4), np.float32))

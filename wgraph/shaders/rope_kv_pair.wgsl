@@ -30,9 +30,14 @@ fn rope_kv_target(r: u32, h: u32, i: u32) -> RopeKvTarget {
   let p = kv_pos(r);  // read once: the cache row below comes from it too (kv_rows_at)
   let in_table = p.y != 0 && p.x >= 0 && u32(p.x) < params.table_rows;
   if (h >= params.q_heads + params.kv_heads) {
+    // a position past the tables writes no cache row: the q heads' threads report it (as rope's) and the k heads'
+    // skip it, so v's do, before kv_rows_at could report it past the cache too (the flag keeps the first report
+    // to land: which workgroup's lands first is a race on a GPU)
+    if (!in_table) {
+      return RopeKvTarget(3u, 0u, 0.0, 0.0);
+    }
     let rows = kv_rows_at(r, p);
-    // a position past the tables writes no cache row: the k heads' threads skip it (and report it), so v's do
-    if (rows.x == 0xFFFFFFFFu || !in_table) {
+    if (rows.x == 0xFFFFFFFFu) {
       return RopeKvTarget(3u, 0u, 0.0, 0.0);
     }
     return RopeKvTarget(2u, (rows.x * params.kv_heads + h - params.q_heads - params.kv_heads) * 2u * half + i,
