@@ -93,6 +93,21 @@ def test_gpu_position_beyond_tables_and_cache_is_reported_as_rope(dev, rng):
     assert np.any(kc.numpy()[7] != 0) and np.any(vc.numpy()[7] != 0)  # row 7 fits both: written
 
 
+def test_gpu_position_made_negative_by_pos_offset_is_reported_as_such(dev, rng):
+    """GPU position 0 with pos_offset -1: row 0 sits at -1, before the tables and the cache. rope reported it as
+    'was 0; it must be < 8' (0 < 8: no reason given); it is 4294967295 now, as kv_append says of a negative row."""
+    hq, hkv, d = 2, 1, 4
+    cos, sin = wg.ops.rope_tables(8, d)
+    qkv = dev.tensor(rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32))
+    kc, vc = dev.tensor(np.zeros((8, hkv, d), np.float32)), dev.tensor(np.zeros((8, hkv, d), np.float32))
+    q = wg.ops.rope_kv_append(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc), dev.tensor(np.array([0], np.uint32)),
+                              q_heads=hq, pos_offset=-1)
+    with pytest.raises(wg.GpuValueError, match=r"rope: .*negative.* was 4294967295; it must be < 8"):
+        dev.check_errors()
+    assert np.all(q.numpy()[0] == 0) and np.any(q.numpy()[1] != 0)   # row 0 (at -1) zeros, row 1 (at 0) rotated
+    assert np.any(kc.numpy()[0] != 0) and np.all(kc.numpy()[1:] == 0)
+
+
 def test_errors(dev):
     cos, sin = (dev.tensor(t) for t in wg.ops.rope_tables(8, 4))
     kc, vc = dev.tensor(np.zeros((8, 1, 4), np.float32)), dev.tensor(np.zeros((8, 1, 4), np.float32))

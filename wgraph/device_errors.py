@@ -36,8 +36,7 @@ SITES = {
     "ERR_ATTENTION_KV_LEN": Site("attention", "the GPU kv_len (of attention_kvcache with one sequence: its "
                                  "cache_seqlens)", "<=", "the keys the k/v storage holds, at most 2^31 (a ring's too)",
                                  "clamped to the limit"),
-    "ERR_ROPE_POS": Site("rope", "the position of a row (GPU position + pos_offset + row index; 4294967295 when "
-                         "that passes 2^32 - 1)", "<", "the table's rows",
+    "ERR_ROPE_POS": Site("rope", _ROW_POS, "<", "the table's rows",
                          "the row written as zeros"),
     "ERR_KV_APPEND_POS": Site("kv_append", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",
                               "the row not written"),

@@ -49,7 +49,7 @@ fn rope_kv_target(r: u32, h: u32, i: u32) -> RopeKvTarget {
     c = cos_t[u32(p.x) * half + i];
     s = sin_t[u32(p.x) * half + i];
   } else if (p.y != 0) {
-    report_error(ERR_ROPE_POS, u32(max(p.x, 0)), params.table_rows);
+    report_error(ERR_ROPE_POS, select(u32(p.x), 0xFFFFFFFFu, p.x < 0), params.table_rows);  // negative: as kv_append's
   }
   if (h < params.q_heads) {
     return RopeKvTarget(0u, (r * params.q_heads + h) * 2u * half + i, c, s);
