@@ -47,12 +47,16 @@ fn round_block(row0: u32, r: u32, rows: u32, blk: u32) -> I8Block {
   a = max(a, abs(xs[$I + 1]));
   f = fma(xs[$I + 1], vec4<f32>(1.0 / 1024.0), f);
   //!end
-  // max passes over a NaN and pack_i8 makes it an int8 (0): the block's sum, scaled so that 32 finite x' cannot
-  // overflow it, is finite unless an x' is not; then m is that sum (NaN or inf) and so is every output the block
-  // feeds, as in the f32 GEMVs (a NaN where an inf x gives +-inf there). The test is on the float's exponent bits,
-  // which a compiler may not fold as it may a NaN compare.
+  // max passes over a NaN (NVIDIA returns the other operand) and pack_i8 makes it an int8: the block's sum, scaled
+  // so that 32 finite x' cannot overflow it, is finite unless an x' is not (NaN or inf); then m, so the step, is a
+  // NaN (made from the sum's bits: a constant NaN may be folded) and every output the block feeds is NaN (the float
+  // reference of the rounding: step = inf / 127, x / step = NaN). An inf step was not enough: inv = 0 makes
+  // x' * inv NaN for an inf x', whose low byte pack_i8 keeps (0 on lavapipe, 0xFF = -1 from NVIDIA's 0x7FFFFFFF),
+  // so inf * (a non-zero integer dot) gave +-inf outputs; a NaN step makes the values, whatever they round to,
+  // irrelevant. The test is on the float's exponent bits, which a compiler may not fold as it may a NaN compare.
   let s = f.x + f.y + f.z + f.w;
-  let m = select(max(max(a.x, a.y), max(a.z, a.w)), abs(s), (bitcast<u32>(s) & 0x7F800000u) == 0x7F800000u);
+  let non_finite = (bitcast<u32>(s) & 0x7F800000u) == 0x7F800000u;
+  let m = select(max(max(a.x, a.y), max(a.z, a.w)), bitcast<f32>(bitcast<u32>(s) | 0x7FC00000u), non_finite);
   // 127 / m is inf for m < 127 / f32's largest (~3.7e-37), which rounded such a block to zeros: it is rounded
   // scaled by 2^64 instead (exact; its step stays m / 127, below f32's normal range there, so a device that
   // flushes subnormals still gives zeros). A branch a block, taken by none but such blocks.
