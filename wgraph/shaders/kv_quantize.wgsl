@@ -76,7 +76,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (amax > reach) {
         report_error(KV_RANGE_ERROR_SITE, u32(min(amax, 4294967040.0)), u32(reach));
     }
-    var scale = f16_ceil(min(amax, reach) / QMAX);
+    // held at 65504 after the division too: NVIDIA divides by a reciprocal multiply (Vulkan allows 2.5 ulp), so
+    // int4's 458528 / 7 is 65504.004 there, which f16_ceil rounded up to the next f16, inf (an inf scale read back
+    // as NaN: q = round(x * 0) = 0 times inf)
+    var scale = f16_ceil(min(min(amax, reach) / QMAX, 65504.0));
     if (has_nan) {
         scale = bitcast<f32>(0x7fc00000u | (params.n_rows & 0u));
     }
