@@ -574,7 +574,9 @@ def test_zero_length_kv_gives_zeros(dev, rng, variant):
 def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where, softcap):
     """NaN in q[i, h] -> out[i, h] NaN; NaN in k/v row j, kv head g -> NaN exactly in the (query, q head)
     rows that see key j through head g (causal mask, GQA); every other row matches the reference. With a
-    softcap too: tanh_safe clamped a NaN score to +-15 on lavapipe, so the NaN of q or k was dropped."""
+    softcap too: tanh_safe clamped a NaN score to +-15 on lavapipe, so the NaN of q or k was dropped. The lse
+    of a row whose scores hold the NaN (q, k) is NaN, the others finite: decode_subgroup's merge skipped a
+    subgroup whose l was NaN (`l > 0` is false) and gave a finite lse, or -inf (every subgroup saw it)."""
     if lacks_subgroups(dev, variant):
         pytest.skip("no subgroups")
     dtype = variant.rsplit("_", 1)[1]
@@ -589,10 +591,14 @@ def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where, s
     else:
         a[where][j, 0, 3] = np.nan          # kv head 0 serves q heads 0, 1
         affected = visible_mask(S, L)[:, j][:, None] & (np.arange(4) < 2)[None, :]
-    got = wg.ops.attention(*(dev.tensor(a[n]) for n in "qkv"), causal=True, variant=variant, softcap=softcap).numpy()
-    got = got.astype(np.float64)
+    got, lse = wg.ops.attention(*(dev.tensor(a[n]) for n in "qkv"), causal=True, variant=variant, softcap=softcap,
+                                return_lse=True)
+    got = got.numpy().astype(np.float64)
     row_nan = np.isnan(got).any(axis=2)
     np.testing.assert_array_equal(row_nan, affected)
+    lse = lse.numpy().T                     # [Hq, S] -> [S, Hq]
+    np.testing.assert_array_equal(np.isnan(lse), affected if where != "v" else np.zeros_like(affected))
+    assert np.isfinite(lse[~np.isnan(lse)]).all()
     # a NaN score spoils the whole row; a NaN in v[j, g, 3] only output dim 3 of the rows that see it
     nan_elems = np.zeros(got.shape, bool)
     nan_elems[affected] = True

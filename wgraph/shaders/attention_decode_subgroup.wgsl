@@ -99,6 +99,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             ll += exp(sg_m[s] - mm) * sg_l[s];
         }
     }
+    // a subgroup that saw a NaN score (a NaN q or k) has l NaN, which `> 0.0` skipped: its acc (NaN) still made
+    // the output NaN through w * acc, but the lse came out finite, or -inf when every subgroup saw it; NaN in,
+    // NaN out for the lse too (docs/errors.md). Tested on the bits, as any NaN test here.
+    for (var s: u32 = 0u; s < nsg; s++) {
+        if (is_nan_f32(sg_l[s])) {
+            ll = sg_l[s];
+        }
+    }
     // Merge the subgroups' accumulators one subgroup per round (no float atomics in WGSL); the loop runs
     // over the constant MAX_SUBGROUPS so its barriers sit in uniform control flow.
     var w: f32 = 0.0;
@@ -119,6 +127,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var inv_l: f32 = 0.0;
     if (ll > 0.0) {
         inv_l = 1.0 / ll;                         // a row with every key masked stays 0, never NaN
+    }
+    if (is_nan_f32(ll)) {
+        inv_l = ll;                               // NaN in, NaN out, not through 0 * NaN alone
     }
     for (var d: u32 = t; d < D; d += WG) {
         out[q_index(i, h, d)] = {{OUT_T}}(acc_total[d] * inv_l);
