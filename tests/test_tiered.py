@@ -163,7 +163,8 @@ def test_tiered_errors(dev, rng):
 @pytest.mark.parametrize("where", [2, 8])   # a cold key, a hot one (hot window 4 of 10 keys)
 def test_tiered_nan_in_a_key_reaches_the_rows_that_see_it(dev, rng, where):
     """docs/errors.md ("NaN and Inf"): a NaN in a key makes the rows that see it NaN. The tiered loop dropped a NaN
-    score as if the key were masked: the output was attention without that key, silently."""
+    score as if the key were masked: the output was attention without that key, silently. The lse of those rows
+    is NaN too (it was -inf: `l > 0` is false for a NaN l)."""
     n, w = 10, 4
     k = rng.standard_normal((n, 1, 16)).astype(np.float16)
     v = rng.standard_normal((n, 1, 16)).astype(np.float16)
@@ -173,9 +174,10 @@ def test_tiered_nan_in_a_key_reaches_the_rows_that_see_it(dev, rng, where):
     cold_k = np.zeros((capacity, 1, 16), np.float16)
     cold_v = np.zeros_like(cold_k)
     cold_k[rows], cold_v[rows] = k[:cold_len], v[:cold_len]
-    out = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(cold_k),
-                           dev.tensor(cold_v), kv_len=n, causal=True).numpy()
-    assert np.isnan(out).all()   # both queries (positions 8 and 9) see key `where`
+    out, lse = tiered_attention(dev.tensor(q), dev.tensor(hot_k), dev.tensor(hot_v), dev.tensor(cold_k),
+                                dev.tensor(cold_v), kv_len=n, causal=True, return_lse=True)
+    assert np.isnan(out.numpy()).all()   # both queries (positions 8 and 9) see key `where`
+    assert np.isnan(lse.numpy()).all()
 
 
 def test_tiered_kv_len_past_i32_is_rejected(dev, rng):

@@ -103,6 +103,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (l > 0.0) {
         inv_l = 1.0 / l;
     }
+    // l is NaN once a seen score was (a NaN q or k: NVIDIA's max() drops it from m, exp(NaN - m) keeps it): NaN
+    // in, NaN out, for the output without relying on 0 * NaN and for the lse, where `l > 0` gave -inf
+    if (is_nan_f32(l)) {
+        inv_l = l;
+    }
     for (var a = 0u; a < ACC_N; a = a + 1u) {
         let d = tid + a * WG;
         if (d < D) {
@@ -114,6 +119,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var row_lse = bitcast<f32>(0xff800000u | (params.num_heads & 0u));
         if (l > 0.0) {
             row_lse = m + log(l);
+        }
+        if (is_nan_f32(l)) {
+            row_lse = l;
         }
         lse[h * params.seq_len + i] = row_lse;
     }
