@@ -21,6 +21,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (ml.y > 0.0) {
         inv_l = 1.0 / ml.y;           // a row with every key masked stays 0, never NaN
     }
+    if (is_nan_f32(ml.y)) {
+        inv_l = ml.y;                 // NaN in, NaN out (docs/errors.md), not through 0 * NaN alone
+    }
     for (var n: u32 = 0u; n < DIMS_PER_THREAD; n++) {
         let d = t + n * WG;
         if (d < params.head_dim) {

@@ -4,3 +4,12 @@
 fn is_nan_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
+
+// inf and finiteness tests on the bits too: a compiler may assume no infinities and fold `x == inf`
+fn is_inf_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+fn is_finite_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}

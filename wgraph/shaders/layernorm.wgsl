@@ -2,10 +2,7 @@
 // the variance as the mean of (x - mean)^2 (two passes: no cancellation), reduced in f32.
 {{ENABLE}}
 //!include row_reduce.wgsl
-
-fn is_finite_f32(v: f32) -> bool {
-  return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
-}
+//!include is_nan.wgsl
 
 struct LayerNormParams {
   rows: u32,
