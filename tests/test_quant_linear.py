@@ -137,14 +137,25 @@ def test_every_gemv_reads_w_from_the_blocks_buffer():
         assert "0x9E3779B9u" not in kv.source, kv.name
 
 
+F32_TINY = 2.0 ** -126  # f32's smallest normal
+
+
+def _i8_steps(m: np.ndarray) -> np.ndarray:
+    """The x_int8 step of blocks whose largest |x| is m: m / 127, and 2^-126 for m below 255 * 2^-127 (a step below
+    f32's normal range reads as 0 on a device that flushes subnormals: quant_i8_round.wgsl)."""
+    return np.where(m < 255 * 2.0 ** -127, F32_TINY, m.astype(np.float64) / 127)
+
+
 def _x_rounded(x: np.ndarray) -> np.ndarray:
     """x as an x_int8 GEMV rounds it (quant_i8_round.wgsl): per row of x and run of 32 weights, step = max |x| / 127
-    and x = step * round(x / step), in f32 as the kernel computes them."""
+    (2^-126 at least) and x = step * round(x / step), in f32 as the kernel computes them."""
     blocks = x.astype(np.float32).reshape(x.shape[0], -1, 32)
     m = np.abs(blocks).max(axis=2, keepdims=True)
-    inv = np.where(m > 0, np.float32(127) / np.where(m > 0, m, 1), 0).astype(np.float32)
+    tiny = m < np.float32(255 * 2.0 ** -127)
+    inv = np.where(tiny, np.float32(2.0 ** 126), np.float32(127) / np.where(tiny, 1, m)).astype(np.float32)
     q = np.round(blocks * inv)
-    return (q.astype(np.float64) * (m * np.float32(1 / 127))).reshape(x.shape)
+    step = np.where(tiny, np.float32(F32_TINY), m * np.float32(1 / 127)).astype(np.float64)
+    return (q.astype(np.float64) * step).reshape(x.shape)
 
 
 def _int8_check(got, c, eps=1e-5):
@@ -324,19 +335,32 @@ def test_x_int8_keeps_a_non_finite_x_non_finite(dev, rng):
     assert np.all(np.isnan(_fused_run(dev, c, variant="quant_gemv_r8_i8stage_q4_0", x_int8=True)))
 
 
-def test_x_int8_rounds_tiny_x(dev, rng):
+@pytest.mark.parametrize("ggml_type,variants", [
+    ("Q4_0", ("quant_gemv_r1_wide_xr", "quant_gemv_r8_i8stage")), ("Q4_1", ("quant_gemv_r1_wide_i8",)),
+    ("Q8_0", ("quant_gemv_r8_i8stage",)), ("Q5_K", ("quant_gemv_r8_k_i8stage",)),
+    ("Q6_K", ("quant_gemv_r8_k_i8stage",)), ("Q2_K", ("quant_gemv_r8_k_i8stage",)),
+])
+def test_x_int8_rounds_tiny_x(dev, rng, ggml_type, variants):
     """x whose largest |x| a block is below 127 / f32's largest (~3.7e-37) rounds as any other: 127 / max was inf
-    there and rounded the block to zeros (an output of 0 for a row of such x). Against float64: x rounded to the
-    nearest of its block's steps (max |x| / 127) moves an output by at most half a step times the |w| it meets."""
-    qw = quantize(rng.standard_normal((13, 96)).astype(np.float32), "Q4_0")
-    w = gguf_dequantize(qw.raw(), gguf.GGMLQuantizationType.Q4_0).astype(np.float64)
-    x = (rng.standard_normal((3, 96)) * np.array([[1e-37], [3e-38], [1.0]])).astype(np.float32)
+    there and rounded the block to zeros (an output of 0 for a row of such x). On a device that flushes subnormals
+    (Vulkan allows it: the H100) a block whose max is below 127 * 2^-126 (~1.5e-36) had a subnormal step, read as 0,
+    and d * step (sc * step in the K-quants) was subnormal for blocks up to ~1e-34: outputs of 0 where float64 gives
+    ~1e-36; the step is now 2^-126 at least and multiplied last. Against float64: x rounded to the nearest of its
+    block's steps moves an output by at most half a step times the |w| it meets."""
+    qw = quantize(rng.standard_normal((13, 256)).astype(np.float32), ggml_type)
+    w = gguf_dequantize(qw.raw(), gguf.GGMLQuantizationType[ggml_type]).astype(np.float64)
+    x = (rng.standard_normal((4, 256)) * np.array([[1e-37], [3e-38], [3e-36], [1.0]])).astype(np.float32)
     x[1, 40:] *= 1e6  # one row's blocks of very different sizes
-    step = np.repeat(np.abs(x.astype(np.float64)).reshape(3, -1, 32).max(-1) / 127, 32, axis=1)
+    # a subnormal x itself may be read as 0 (flushed): out of this test, whose x are 0 or normal
+    x[np.abs(x) < F32_TINY] = 0
+    step = np.repeat(_i8_steps(np.abs(x.astype(np.float64)).reshape(4, -1, 32).max(-1)), 32, axis=1)
     want = x.astype(np.float64) @ w.T
-    for variant in ("quant_gemv_r1_wide_xr_q4_0", "quant_gemv_r8_i8stage_q4_0"):
-        got = wg.ops.linear(dev.tensor(x), qw.upload(dev), variant=variant, x_int8=True).numpy()
-        assert np.all(np.abs(got - want) <= 0.51 * step @ np.abs(w).T + 1e-6 * np.abs(want)), variant
+    bound = 0.51 * step @ np.abs(w).T + 1e-6 * np.abs(want)
+    assert np.sum(np.abs(want[:3]) > bound[:3]) >= 13  # an output of 0 would show
+    for variant in variants:
+        got = wg.ops.linear(dev.tensor(x), qw.upload(dev), variant=f"{variant}_{ggml_type.lower()}",
+                            x_int8=True).numpy()
+        assert np.all(np.abs(got - want) <= bound), (variant, got, want)
 
 
 def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):

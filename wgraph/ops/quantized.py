@@ -185,10 +185,11 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     swiglu: whether the call fuses swiglu (W holds [gate; up] row pairs).
     fused: the names of the fused options, for the plan's reason.
     caps: the device capabilities to plan for (dev.caps); None: any device.
-    x_int8: also plan the GEMVs that round x to int8 per 32 weights and sum by integer dots, which the registry
-        lists ahead of the f32 ones where the H200 measured them faster (Q4_0, Q4_1 and Q5_K on wide outputs,
-        n >= 8192; Q4_0 and Q4_1 at n >= 65536 with x rounded once by a pre-pass, a second dispatch); where none
-        takes the call, x stays f32 (the reason says so). A forced `variant` must then be one that rounds x.
+    x_int8: also plan the GEMVs that round x to int8 per 32 weights (steps of max |x| / 127, f32's smallest normal
+        at least: docs/quantized.md) and sum by integer dots, which the registry lists ahead of the f32 ones where
+        the H200 measured them faster (Q4_0, Q4_1 and Q5_K on wide outputs, n >= 8192; Q4_0 and Q4_1 at
+        n >= 65536 with x rounded once by a pre-pass, a second dispatch); where none takes the call, x stays f32
+        (the reason says so). A forced `variant` must then be one that rounds x.
     """
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)

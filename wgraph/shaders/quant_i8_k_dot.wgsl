@@ -7,5 +7,7 @@ fn k_i8_dot(even: vec4<u32>, odd: vec4<u32>, sc_even: vec4<f32>, sc_odd: vec4<f3
                          dot4I8Packed(even.z, xp.even.z), dot4I8Packed(even.w, xp.even.w));
   let d_odd = vec4<i32>(dot4I8Packed(odd.x, xp.odd.x), dot4I8Packed(odd.y, xp.odd.y),
                         dot4I8Packed(odd.z, xp.odd.z), dot4I8Packed(odd.w, xp.odd.w));
-  return dot(sc_even * xp.st_even, exact_f32(d_even)) + dot(sc_odd * xp.st_odd, exact_f32(d_odd));
+  // the steps last: sc * step may be below f32's normal range (flushed to 0 on a device that flushes subnormals)
+  // where the product with the dot is not (quant_i8_round.wgsl)
+  return dot(xp.st_even, sc_even * exact_f32(d_even)) + dot(xp.st_odd, sc_odd * exact_f32(d_odd));
 }

@@ -1,8 +1,8 @@
 // Rounding x to int8 as it is staged (quant_x_i8_staged.wgsl: a lane a 32-weight block; quant_x_i8_staged_k.wgsl:
 // 8 lanes a 256-weight super-block): one thread takes a 32-weight block of a row of x, times norm_w with the fused
-// norm (x^2 summed first), step = max |x'| / 127 (llama.cpp rounds x per 32 likewise), the values round(x' / step)
-// as 8 words of 4 int8. The rounding puts a dot ~1e-3 (relative) off the float sum; a non-finite x' makes the
-// block's step NaN or inf, and the outputs it feeds NaN.
+// norm (x^2 summed first), step = max |x'| / 127 (llama.cpp rounds x per 32 likewise; 2^-126 at least, below), the
+// values round(x' / step) as 8 words of 4 int8. The rounding puts a dot ~1e-3 (relative) off the float sum; a
+// non-finite x' makes the block's step NaN or inf, and the outputs it feeds NaN.
 
 struct I8Block {
   q: array<u32, 8>,  // values 4i .. 4i + 3 in word i
@@ -57,23 +57,20 @@ fn round_block(row0: u32, r: u32, rows: u32, blk: u32) -> I8Block {
   let s = f.x + f.y + f.z + f.w;
   let non_finite = (bitcast<u32>(s) & 0x7F800000u) == 0x7F800000u;
   let m = select(max(max(a.x, a.y), max(a.z, a.w)), bitcast<f32>(bitcast<u32>(s) | 0x7FC00000u), non_finite);
-  // 127 / m is inf for m < 127 / f32's largest (~3.7e-37), which rounded such a block to zeros: it is rounded
-  // scaled by 2^64 instead (exact; its step stays m / 127, below f32's normal range there, so a device that
-  // flushes subnormals still gives zeros). A branch a block, taken by none but such blocks.
-  var ms = m;
-  if (m < 1e-30) {
-    //!repeat I 8
-    xs[$I] = xs[$I] * 18446744073709551616.0;
-    //!end
-    ms = m * 18446744073709551616.0;
-  }
-  let inv = select(127.0 / ms, 0.0, ms == 0.0);
+  // The step is never below f32's smallest normal, 2^-126: a device may flush subnormals to zero (Vulkan allows
+  // it; the H100 does), where a step m / 127 below it (m < 127 * 2^-126 ~ 1.5e-36, a normal m) read as 0 and the
+  // block's outputs were 0 (float64: ~1e-36). For m < 255 * 2^-127 (a bits test: a NaN m stays out; the margin
+  // keeps m * f32(1 / 127) normal above it) the step is 2^-126 and the values round(x' * 2^126), |value| < 127.5:
+  // ~m / 1.2e-38 levels each side, an x' off by at most half of f32's smallest normal (a flushing device's f32
+  // resolution). Above it 127 / m <= 8.5e37 stays finite. The readers multiply the step last: step * (d * dot).
+  let tiny = bitcast<u32>(m) < 0x03FF0000u;
+  let inv = select(127.0 / m, bitcast<f32>(0x7E800000u), tiny);
   var sum = 0;
   //!repeat I 8
   out.q[$I] = pack_i8(xs[$I] * inv);
   sum += dot4I8Packed(out.q[$I], 0x01010101u);
   //!end
-  out.step = m * (1.0 / 127.0);
+  out.step = select(m * (1.0 / 127.0), bitcast<f32>(0x00800000u), tiny);
   out.sum = f32(sum);
   return out;
 }

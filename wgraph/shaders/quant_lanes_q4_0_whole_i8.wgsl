@@ -22,5 +22,6 @@ fn unit_values(u: Unit) -> Values {
 }
 
 fn unit_dot(v: Values, xs: array<vec4<f32>, XV>, xp: XPart) -> f32 {
-  return v.d * xp.step * (f32(i8_block_dot(v.lo, v.hi, xp)) - 8.0 * xp.sum);
+  // the step last: d * step may be below f32's normal range where the product is not (quant_i8_round.wgsl)
+  return xp.step * (v.d * (f32(i8_block_dot(v.lo, v.hi, xp)) - 8.0 * xp.sum));
 }
