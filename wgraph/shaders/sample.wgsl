@@ -49,12 +49,16 @@ fn uniform01(row: u32, step: u32) -> f32 {
 // exp((v - m) / temperature): 1 at the row's max, exactly 0 below exp's f32 range and for v = -inf; 0 for a
 // NaN d (`d < -104` is false for NaN): every weight of a row whose max is +inf (it holds a NaN or +inf).
 // d is (v - m) * pow2 * rest, the first product exact: 1 / temperature may be past f32's max (temperature 1e-35)
-// or a subnormal (3e38). In a row spanning more than f32's max, v - m is -inf where d may still be finite (at a
-// temperature near f32's max): then the gap is taken as v / 2 - m / 2, times 2 pow2.
+// or a subnormal (3e38). In a row spanning more than f32's max (m >= 2^127 or v <= -2^127, of opposite signs) the
+// gap is v / 2 - m / 2, times 2 pow2, chosen from v and m alone: v - m is -inf there, and choosing by a test of
+// that -inf (or v / 2 - m / 2 folded to (v - m) / 2) failed on the H100 (Vulkan lets a compiler assume no
+// infinities: [3e38, -3e38, 0, 1e38] at temperature 3e38 never drew -3e38, whose float64 weight is e^-2).
+// Elsewhere the gap is v - m as before (halves of tiny logits would be subnormals, which a device may flush).
 fn weight(v: f32, m: f32) -> f32 {
-  let gap = v - m;
-  let scaled = select(gap * params.inv_temperature_pow2,
-                      (0.5 * v - 0.5 * m) * (2.0 * params.inv_temperature_pow2), is_inf(gap));
+  let far = v < 0.0 && 0.0 < m && (m >= 1.7014118e38 || v <= -1.7014118e38);
+  // the halves as two selects, no common factor a compiler could take out of the difference: (v - m) / 2 is -inf
+  let gap = select(v, 0.5 * v, far) - select(m, 0.5 * m, far);
+  let scaled = gap * select(params.inv_temperature_pow2, 2.0 * params.inv_temperature_pow2, far);
   let d = scaled * params.inv_temperature_rest;
   return select(exp_reduced(d), 0.0, d < -104.0 || is_nan(d));
 }
