@@ -139,6 +139,24 @@ def test_quantize_matches_reference_and_bound(dev, rng, mode, src):
     assert np.all(err <= scales.numpy().astype(np.float64)[..., None] * (0.5 + 1e-6) + 1e-30)
 
 
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("size", [3e-3, 2e-4, 1e-5])
+def test_quantize_rows_whose_scale_is_an_f16_subnormal(dev, rng, mode, size):
+    """Small rows (max |x| below 127 or 7 x f16's smallest normal, 6.1e-5: 7.8e-3 for int8, 4.3e-4 for int4) have
+    an f16 scale that is an f16 subnormal. A device may flush subnormals (Vulkan allows it for f16 as for f32), which
+    would store a scale of 0 and read such rows back as zeros; each must come back within half its scale of float64,
+    with the reference's scale."""
+    x = (rng.standard_normal((4, 2, 16)) * size).astype(np.float32)
+    qkv = kv_quantize(dev.tensor(x), mode)
+    codes, want_scales = R.quantize(x.astype(np.float64), mode)
+    np.testing.assert_array_equal(qkv.scales.numpy(), want_scales)
+    assert np.abs(R.unpack(qkv.packed.numpy(), mode) - codes).max() <= 1
+    back = kv_dequantize(qkv, dtype="f32").numpy().astype(np.float64)
+    err = np.abs(back - x.astype(np.float64))
+    assert np.all(err <= want_scales.astype(np.float64)[..., None] * (0.5 + 1e-3) + 1e-30), err.max()
+    assert np.abs(back).max() > 0.5 * np.abs(x).max()
+
+
 @pytest.mark.parametrize("mode,reach", [("int8", 127 * 65504), ("int4", 7 * 65504)])
 def test_quantize_nan_and_values_past_the_formats_reach(dev, rng, mode, reach):
     """A NaN made a finite code (max() dropped it): its (row, head) now reads back NaN, the others as they were.
