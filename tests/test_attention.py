@@ -4,6 +4,7 @@ a covering design over every variant x dtype x option, recorded vs immediate byt
 import inspect
 import zlib
 
+import attrs
 import numpy as np
 import pytest
 
@@ -257,16 +258,26 @@ def _splitk_for_group(group):
             return f"decode_splitk_g{g}"
 
 
+def _without_subgroups(dev):
+    """This device's caps less subgroups: where the planner picks a decode_splitk kernel on every device. With
+    subgroups a GPU plans the one-pass or fused decode first (GPU-tuned, never planned on lavapipe)."""
+    return attrs.evolve(dev.caps, has_subgroups=False)
+
+
 @pytest.mark.parametrize("hq,hkv", [(3, 1), (5, 1), (16, 1), (12, 4), (16, 2)])
 def test_splitk_head_groups(dev, rng, hq, hkv):
-    # Groups that leave a head block partial (3 of 4, 5 of 8) or need several blocks (16 = 2 x 8).
+    # Groups that leave a head block partial (3 of 4, 5 of 8) or need several blocks (16 = 2 x 8). The split-K
+    # kernel is named so a GPU runs it too (its planner takes decode_single at 200 keys); the planner's choice
+    # of G_TILE is checked with this device's caps less subgroups, where the split-K tier is the decode's.
+    variant = _splitk_for_group(hq // hkv) + "_f16"
     q, k, v = _inputs(rng, "f16", 1, 200, hq, hkv, 64)
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
-    plan = wg.ops.attention_plan(Q, K, V, causal=True, kv_len=190)
-    assert plan.variant == _splitk_for_group(hq // hkv) + "_f16"
+    assert wg.ops.attention_plan(Q, K, V, causal=True, kv_len=190, caps=_without_subgroups(dev)).variant == variant
+    plan = wg.ops.attention_plan(Q, K, V, causal=True, kv_len=190, variant=variant)
+    assert plan.variant == variant
     g_tile = int(plan.variant.split("_g")[1].split("_")[0])
     assert plan.workgroups[1:] == (hkv, -(-(hq // hkv) // g_tile))
-    got = wg.ops.attention(Q, K, V, causal=True, kv_len=190).numpy()
+    got = wg.ops.attention(Q, K, V, causal=True, kv_len=190, variant=variant).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16, kv_len=190)
     assert ok, (err, bound)
 
@@ -274,13 +285,17 @@ def test_splitk_head_groups(dev, rng, hq, hkv):
 def test_splitk_long_cache_is_split_within_chunk_max(dev, rng):
     # 8 kv heads x 1 block aim at SPLIT_TARGET 512 // 8 = 64 chunks; 16500 keys in 64 chunks would be 258
     # keys each, more than g8's scores buffer holds, so the planner raises num_chunks until every chunk fits.
+    # Named, so a GPU runs it too (with subgroups it plans decode_fused_g8, whose chunks hold 16384 keys); the
+    # planner picks it with this device's caps less subgroups.
+    variant = "decode_splitk_g8_f16"
     q, k, v = _inputs(rng, "f16", 1, 16500, 64, 8, 8)
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
-    plan = wg.ops.attention_plan(Q, K, V, causal=True)
-    assert plan.variant == "decode_splitk_g8_f16"
-    cmax = shader_const(registry()["decode_splitk_g8_f16"], "CHUNK_MAX")
+    assert wg.ops.attention_plan(Q, K, V, causal=True, caps=_without_subgroups(dev)).variant == variant
+    plan = wg.ops.attention_plan(Q, K, V, causal=True, variant=variant)
+    assert plan.variant == variant
+    cmax = shader_const(registry()[variant], "CHUNK_MAX")
     assert plan.max_chunks == -(-16500 // cmax) > 64
-    got = wg.ops.attention(Q, K, V, causal=True).numpy()
+    got = wg.ops.attention(Q, K, V, causal=True, variant=variant).numpy()
     ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16)
     assert ok, (err, bound)
 
