@@ -48,7 +48,11 @@ def test_short_rows_follow_the_plan_table(tiny, dev):
     for caps in (Caps.synthetic(), Caps.synthetic(is_cpu=True, has_subgroups=True), dev.caps):
         differs = _decode_variant(512, caps) != _decode_variant(2048, caps)
         assert short_cache_rows(graph, caps, 2048) == (512 if differs else None), caps
-    assert model.short_rows is None   # this device (lavapipe) plans the same kernel at every storage
+    # the model runs this device's answer (differs: dev.caps's, the loop's last): lavapipe plans the same kernel
+    # at every storage (the one-pass kernel is GPU-tuned), a GPU with subgroups (an H100) a second program
+    assert model.short_rows == (512 if differs else None)
+    if dev.caps.is_cpu:
+        assert model.short_rows is None
 
 
 @pytest.mark.parametrize("position, steps, want", [
@@ -166,7 +170,15 @@ def test_batched_short_rows_follow_the_plan_table(tiny, dev, batch):
         assert _batched_variant(2048, GPU, batch, paged=False)[1] != "single"
     assert tier == "single" and short == wg.kernels.registry.registry()[variant].facts["max_kv_span"]
     assert short_cache_rows(graph, GPU, short) is None
-    assert decoder.short_rows is None and decoder.short_page is None   # lavapipe: one kernel at every storage
+    # this device's answer from its plan table: lavapipe one kernel at every storage (no short program), a GPU
+    # with subgroups (an H100) the one-pass kernel over the first 512 rows, read as pages of 512 (2048 = 4 x 512)
+    if batch == 1:
+        differs = _decode_variant(512, dev.caps) != _decode_variant(2048, dev.caps)
+    else:
+        differs = _batched_variant(512, dev.caps, batch, paged=True) != _batched_variant(2048, dev.caps, batch, False)
+    assert (decoder.short_rows, decoder.short_page) == ((512, 512) if differs else (None, None))
+    if dev.caps.is_cpu:
+        assert decoder.short_rows is None
     # pages: the largest divisor of the capacity and the short rows, none under MIN_SHORT_PAGE rows
     assert short_pages(2048, 512) == 512 and short_pages(1536, 512) == 512 and short_pages(1600, 512) == 64
     assert short_pages(1000, 512) is None and short_pages(2048, None) is None
