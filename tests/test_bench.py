@@ -49,6 +49,14 @@ def _assert_image(path: Path):
         assert len(list(root.iter())) > 50  # axes, lines, labels: not an empty canvas
 
 
+def _host_attention_plan(phase, caps):
+    """The plan of the host section's attention call (bench/host.py's ATTENTION_SHAPES, f32, causal) for `caps`."""
+    from wgraph.bench.host import ATTENTION_SHAPES
+
+    q, kv = (wg.TensorSpec(shape, "f32") for shape in ATTENTION_SHAPES[phase])
+    return wg.ops.attention_plan(q, kv, kv, causal=True, caps=caps)
+
+
 def test_bench_json_has_every_field(tmp_path, dev):
     path = tmp_path / "bench.json"
     plot = ["--plot", str(tmp_path / "bench.svg")] if _has_matplotlib() else []
@@ -71,8 +79,9 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert r["status"] == "ok", r
         assert HOST <= set(r), (name, HOST - set(r))
         if name.startswith("attention"):
-            # a decode is split-K + combine, a prefill one dispatch
-            per_op = 2 if "decode" in name else 1
+            # a call's dispatches are its plan's on this device: lavapipe's decode is split-K + combine, a GPU
+            # with subgroups (an H100) runs the one-pass decode over these 256 keys; a prefill is one dispatch
+            per_op = len(_host_attention_plan(name.split("_")[1], dev.caps).dispatches)
             calls = 20 // per_op  # the floor's 20 dispatches
             assert (r["n_ops"], r["dispatches_per_run"], r["dispatches_per_op"]) == (calls, calls * per_op, per_op)
             # immediate calls share a submit per PENDING_ITEMS items (and the run's closing flush)
@@ -334,10 +343,17 @@ def test_bench_batched_rows(dev):
     """The batched section: every tiny shape runs in one or two dispatches and reports its throughput."""
     from wgraph.bench.batched import bench_batched, table
 
+    from wgraph.ops.attention_planner import PlanFacts, plan
+
     rows, _ = bench_batched(dev, "tiny", use_torch=False)
     assert [r["status"] for r in rows] == ["ok", "ok"], rows
     for r in rows:
-        assert r["dispatches"] == (2 if r["kind"] == "decode" else 1)
+        # the plan's dispatches on this device: lavapipe's decode is split-K + combine, a GPU with subgroups (an
+        # H100) runs the one-pass batched decode over 32 keys; a varlen prefill is one dispatch
+        n, decode = max(r["lengths"]), r["kind"] == "decode"
+        facts = PlanFacts("decode" if decode else "prefill", r["dtype"], 1 if decode else n, r["Hq"], r["D"], n,
+                          num_kv_heads=r["Hkv"], family="attention_batched", batch=r["B"])
+        assert r["dispatches"] == len(plan(facts, dev.caps).dispatches) in (1, 2), r
         assert r[{"decode": "gbps", "varlen": "tflops"}[r["kind"]]] > 0
         assert r["replay_us"] > 0
     assert "decode B=3" in table(rows)
@@ -400,12 +416,13 @@ def test_kernel_subsets_count_each_pass_of_a_split_k_decode(dev):
     k = dev.tensor(rng.standard_normal((64, 2, 32)).astype(np.float32))
     q = dev.tensor(rng.standard_normal((1, 4, 32)).astype(np.float32))
     kl = dev.tensor(np.array([40], np.uint32))
-    plan = wg.ops.attention_plan(q, k, k, causal=True, kv_len=kl)
+    variant = "decode_splitk_g4_f32"   # named: a GPU with subgroups plans the one-pass decode (one dispatch) here
+    plan = wg.ops.attention_plan(q, k, k, causal=True, kv_len=kl, variant=variant)
     names = [name for name, _ in plan.dispatches]
-    assert len(names) == 2 and "combine" in names[1] and "combine" not in names[0]
+    assert names == [variant, "decode_splitk_combine_f32"]
 
     def call():
-        wg.ops.attention(q, k, k, causal=True, kv_len=kl)
+        wg.ops.attention(q, k, k, causal=True, kv_len=kl, variant=variant)
     call()
     dev.sync()
     got = kernel_subsets_us(dev, call, 3, {"all": lambda n: True, "main": lambda n: n == names[0],
