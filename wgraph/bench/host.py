@@ -1,6 +1,7 @@
 """Host cost per dispatch: the same N tiny `scale` dispatches through a raw wgpu-py loop (the floor), wgraph
-immediate, wgraph recorded and a compiled graph's replay; then attention calls (a decode: split-K + combine,
-a prefill: one dispatch) immediate and recorded, whose per-dispatch cost is read against the same floor.
+immediate, wgraph recorded and a compiled graph's replay; then attention calls (a decode: split-K + combine, or
+one pass on a GPU with subgroups; a prefill: one dispatch) immediate and recorded, whose per-dispatch cost is
+read against the same floor.
 
 Two clocks per run: `host` stops when `queue.submit` has returned (the CPU time a caller pays); `wall`
 stops after waiting for the GPU too (map of a small buffer). Each is the median over `runs` runs."""
@@ -163,7 +164,7 @@ def _attention_calls(dev, phase: str, n_ops: int, recorded: bool):
     attention = wg.ops.attention
     dev.flush()
     before = dev.stats.dispatches
-    attention(q, k, v, causal=True, out=out)  # one call, to count its dispatches (a split-K decode: 2)
+    attention(q, k, v, causal=True, out=out)  # one call, to count its dispatches (a split-K decode: 2, one pass: 1)
     dev.flush()
     n_calls = max(1, n_ops // max(1, dev.stats.dispatches - before))
 
