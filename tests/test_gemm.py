@@ -3,10 +3,12 @@ configuration of the registry forced, both weight dtypes, odd M, N and K, bias a
 slices; the planner's rule on a fixed registry against a table; forced-argument errors. Bound (as
 tests/test_dense.py): the kernel's error is at most 2x that of the same math in f32 numpy, plus atol."""
 
+import attrs
 import numpy as np
 import pytest
 
 import wgraph as wg
+from wgraph.device import Caps
 from wgraph.kernels.registry import load_registry, registry, SHADER_DIR
 from wgraph.ops import dense
 
@@ -190,6 +192,32 @@ def test_plan_gemm_rule_against_a_table(monkeypatch, tmp_path):
     got = {shape: (p.variant, p.splits) for shape in RULE_TABLE
            for p in [dense.plan_gemm(*shape, "f32")]}
     assert got == RULE_TABLE
+
+
+# WebGPU's default limits (16 KiB of workgroup memory, 256 threads): the 128x128 GEMM (16896 B) cannot run there,
+# so the rule takes the next configuration that can; 32 KiB holds the 128x128 tile
+SMALL_DEVICE_TABLE = {(512, 4096, 4096): ("linear_gemm_64x128_f32w", "linear_gemm_128x128_f32w"),
+                      (64, 64, 64): ("linear_gemm_64x64_any_f32w", "linear_gemm_128x128_f32w"),
+                      (20, 64, 64): ("linear_gemm_32x128_f32w", "linear_gemm_32x128_f32w")}
+
+
+def test_plan_gemm_skips_configurations_the_device_cannot_run():
+    webgpu, roomy = Caps.synthetic(), Caps.synthetic(max_workgroup_storage=32768)
+    got = {shape: (dense.plan_linear(*shape, "f32", webgpu).variant, dense.plan_linear(*shape, "f32", roomy).variant)
+           for shape in SMALL_DEVICE_TABLE}
+    assert got == SMALL_DEVICE_TABLE
+    assert "linear_gemm_128x128_f32w needs 16896 B of workgroup memory, the device has 16384" in \
+        dense.plan_linear(64, 64, 64, "f32", webgpu).reason
+    with pytest.raises(wg.LimitError, match="linear_gemm_64x64_any_f32w needs 8704 B of workgroup memory, the device has 4096"):
+        dense.plan_linear(64, 64, 64, "f32", Caps.synthetic(max_workgroup_storage=4096))
+
+
+def test_a_16k_workgroup_memory_device_runs_the_gemm(dev, rng, monkeypatch):
+    """On a device of WebGPU's default 16 KiB the planned GEMM runs (it raised LimitError at encoding when the
+    planner took the 128x128 tile regardless of the device)."""
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, max_workgroup_storage=16384))
+    assert dense.plan_linear(64, 64, 64, "f32", dev.caps).variant == SMALL_DEVICE_TABLE[64, 64, 64][0]
+    _check(dev, rng, 64, 64, 64, "f32", bias=True)
 
 
 def test_registry_plans_every_shape():

@@ -151,16 +151,21 @@ def test_plan_is_the_first_registry_match(caps):
                      (14336, 4096), (4096, 14336), (38, 72)):
             for wdtype in ("f32", "f16"):
                 for swiglu in (False, True):
-                    p = plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu)
                     want = _first_match(rows, n, k, wdtype, caps, swiglu)
+                    if want is None and caps.max_workgroup_storage == 4096:  # no GEMM fits 4 KiB either
+                        with pytest.raises(wg.LimitError, match="needs .* B of workgroup memory, the device has 4096"):
+                            plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu)
+                        seen.add("LimitError")
+                        continue
+                    p = plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu)
                     if want is None:  # no GEMV takes it: the GEMM
                         assert registry()[p.variant].facts["form"] == "gemm", (rows, n, k, wdtype, swiglu)
                     else:
                         assert p.variant == want, (rows, n, k, wdtype, swiglu)
                     assert (f"{rows} rows <=" in p.reason) == (want is not None)
                     seen.add(p.variant)
-    if caps.max_workgroup_storage == 4096:  # no 8-row GEMV fits: tiled there
-        assert any(v.startswith("linear_gemm_") for v in seen) and not any(v.startswith("gemv_r8") for v in seen)
+    if caps.max_workgroup_storage == 4096:  # no 8-row GEMV fits, nor any GEMM: those calls are refused
+        assert "LimitError" in seen and not any(v.startswith(("gemv_r8", "linear_gemm_")) for v in seen)
     if caps is PLAIN:
         assert seen == {"gemv_r1_wg_f32", "gemv_r1_wg_f16", "gemv_r8_wg_f32", "gemv_r8_wg_f16"}
 

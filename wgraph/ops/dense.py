@@ -127,11 +127,11 @@ def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: b
                          why=f"forced: variant={variant}", steps=steps, separate=separate)
     if split_k is not None:
         return plan_gemm(rows, n, k, weight_dtype, split_k=split_k, why=f"split_k={split_k}: GEMM", steps=steps,
-                         separate=separate)
+                         separate=separate, caps=caps)
     kv, why = gemv.choose(s, caps) if rows >= 1 and k >= 1 else (None, f"{rows} rows of {k} features")
     if kv is not None:
         return LinearPlan(kv.name, why)
-    return plan_gemm(rows, n, k, weight_dtype, why=f"{why}: GEMM", steps=steps, separate=separate)
+    return plan_gemm(rows, n, k, weight_dtype, why=f"{why}: GEMM", steps=steps, separate=separate, caps=caps)
 
 
 def _gemm_kernels(weight_dtype: str) -> list:
@@ -156,20 +156,35 @@ def gemm_k_split(kv, k: int, splits: int) -> int:
     return ceil_div(ceil_div(k, max(splits, 1)), step) * step
 
 
+def _gemm_rule(takers: list, rows: int, n: int):
+    """The planning rule among GEMM configurations that take k: the first whose output has at least its
+    `min_tiles` tiles within its `max_rows`, else the first `fallback` (a small output: split K instead)."""
+    fits = [kv for kv in takers if "min_tiles" in kv.facts and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]
+            and rows <= kv.facts.get("max_rows", rows)]
+    fits = fits or [kv for kv in takers if kv.facts.get("fallback")]
+    return fits[0] if fits else None
+
+
 def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM", variant: str | None = None,
-              split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), separate: str = "") -> LinearPlan:
+              split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), separate: str = "",
+              caps=None) -> LinearPlan:
     """The first GEMM configuration (registry order) whose `k_multiple` divides k, whose `max_rows` (where it has
-    one) is at least rows and whose output has at least `min_tiles` tiles, else the one marked `fallback`; K cut
-    into slices while the tiles make fewer than its `fill_workgroups` workgroups."""
+    one) is at least rows and whose output has at least `min_tiles` tiles, else the first marked `fallback`; K cut
+    into slices while the tiles make fewer than its `fill_workgroups` workgroups. `caps` (None: any device) drops
+    the configurations the device cannot run (features, workgroup memory, threads) before the rule."""
     if variant is None:
         takers = [kv for kv in _gemm_kernels(weight_dtype) if _takes_k(kv, k)]
-        fits = [kv for kv in takers if "min_tiles" in kv.facts and gemm_tiles(kv, rows, n) >= kv.facts["min_tiles"]
-                and rows <= kv.facts.get("max_rows", rows)]
-        fits = fits or [kv for kv in takers if kv.facts.get("fallback")]  # a small output: split K instead
-        if not fits:
-            raise PlanError(f"linear: no GEMM kernel for {weight_dtype} weights takes {rows} rows, in_features {k} "
-                            f"(the registry's last GEMM should take any k and any tiles)")
-        kv = fits[0]
+        refused = {kv.name: no for kv in takers for no in [gemv.device_refusal(kv, caps)] if no}
+        runnable = [kv for kv in takers if kv.name not in refused]
+        kv = _gemm_rule(runnable, rows, n)
+        if kv is None:
+            cls = LimitError if refused else PlanError
+            raise cls(f"linear: no GEMM kernel for {weight_dtype} weights takes {rows} rows, in_features {k}"
+                      + (f" on {caps.adapter_name!r}: " + "; ".join(f"{v} {no}" for v, no in refused.items())
+                         if refused else " (the registry's last GEMM should take any k and any tiles)"))
+        preferred = _gemm_rule(takers, rows, n)
+        if preferred is not kv:  # the device cannot run the rule's first choice (a 16 KiB device, WebGPU's default)
+            why = f"{why} ({preferred.name} {refused[preferred.name]})"
     else:
         kv = kernel(variant)
     tiles = gemm_tiles(kv, rows, n)

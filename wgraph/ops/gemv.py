@@ -44,8 +44,8 @@ def workgroups(kv: Kernel, s: GemvShape) -> int:
 
 
 def device_refusal(kv: Kernel, caps) -> str | None:
-    """Why the device cannot run GEMV variant `kv` (its features, its workgroup memory), or None; caps None:
-    any device can."""
+    """Why the device cannot run kernel `kv` (a GEMV or GEMM variant: its features, workgroup memory, threads), or
+    None; caps None: any device can."""
     if caps is None:
         return None
     missing = sorted(set(kv.features) - caps.features)
@@ -53,6 +53,8 @@ def device_refusal(kv: Kernel, caps) -> str | None:
         return f"needs {', '.join(missing)}"
     if kv.workgroup_memory > caps.max_workgroup_storage:
         return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
+    if kv.threads > caps.max_invocations_per_workgroup:
+        return f"needs {kv.threads} threads per workgroup, the device allows {caps.max_invocations_per_workgroup}"
     return None
 
 
