@@ -37,7 +37,9 @@ VARLEN = [
 FLASH = [("batched_flash_d128_f32", ("f32", [3, 0, 1, 5], [7, 2, 1, 5], 4, 1, 32, True, (2, -1), 3.0)),
          # the GEMM-shaped kernel (experimental: forced): several query blocks and key tiles per sequence
          ("batched_gemm_d64_f32", ("f32", [70, 0, 5, 130], [70, 3, 9, 200], 4, 2, 64, True, (-1, -1), 0.0)),
-         ("batched_gemm_d128_f16", ("f16", [33, 80, 1], [50, 80, 0], 4, 1, 96, True, (20, -1), 2.0))]
+         ("batched_gemm_d128_f16", ("f16", [33, 80, 1], [50, 80, 0], 4, 1, 96, True, (20, -1), 2.0)),
+         # the tiled fallback of a 16 KiB device without subgroups (planned there only): 6-key tiles, head_dim 256
+         ("batched_tiled_small_f32", ("f32", [3, 0, 9, 1], [10, 2, 14, 7], 4, 2, 256, True, (-1, -1), 0.0))]
 
 
 def _varlen_cases():
@@ -459,6 +461,26 @@ def _caps():
     gpu = Caps.synthetic(has_f16=True, has_subgroups=True, max_workgroup_storage=49152)
     cpu = Caps.synthetic(is_cpu=True, has_f16=True, has_subgroups=True, max_workgroup_storage=32768)
     return gpu, cpu
+
+
+def test_a_16k_device_without_subgroups_has_batched_kernels():
+    """WebGPU's default limits on a GPU without subgroups (16 KiB of workgroup memory): the tiled classes d128
+    (17408 B) and d256 (16640 B) and split-K for GQA (16544 B) do not fit, and batched prefill and GQA decode had
+    no kernel (LimitError); the small tiled kernel (12480 B) serves them. A device with 32 KiB keeps d128."""
+    from wgraph.device import Caps
+    from wgraph.ops.attention_batched import batched_plan
+
+    webgpu = Caps.synthetic(has_f16=True)
+    roomy = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
+    geo = dict(dtype="f16", Hq=32, Hkv=8, D=128, B=8, layout=1)
+    table = {("varlen", 512, 512): ("batched_tiled_small_f16", "batched_tiled_d128_f16"),
+             ("kvcache", 1, 4096): ("batched_tiled_small_f16", "batched_splitk_g4_f16"),
+             ("kvcache", 1, 300): ("batched_tiled_small_f16", "batched_splitk_g4_f16")}
+    got = {shape: (batched_plan(_bparams(*shape), geo, webgpu).variant, batched_plan(_bparams(*shape), geo, roomy).variant)
+           for shape in table}
+    assert got == table
+    p = batched_plan(_bparams("varlen", 512, 512), geo, webgpu)
+    assert "needs 17408 bytes of workgroup memory; the device has 16384" in dict(p.rejected)["batched_tiled_d128_f16"]
 
 
 def test_batched_kernel_choice_and_the_cpu_loop_cap():
