@@ -203,12 +203,13 @@ SMALL_DEVICE_TABLE = {(512, 4096, 4096): ("linear_gemm_64x128_f32w", "linear_gem
 
 def test_plan_gemm_skips_configurations_the_device_cannot_run():
     webgpu, roomy = Caps.synthetic(), Caps.synthetic(max_workgroup_storage=32768)
-    got = {shape: (dense.plan_linear(*shape, "f32", webgpu).variant, dense.plan_linear(*shape, "f32", roomy).variant)
+    got = {shape: tuple(dense.plan_linear(*shape, "f32", caps).variant for caps in (webgpu, roomy))
            for shape in SMALL_DEVICE_TABLE}
     assert got == SMALL_DEVICE_TABLE
     assert "linear_gemm_128x128_f32w needs 16896 B of workgroup memory, the device has 16384" in \
         dense.plan_linear(64, 64, 64, "f32", webgpu).reason
-    with pytest.raises(wg.LimitError, match="linear_gemm_64x64_any_f32w needs 8704 B of workgroup memory, the device has 4096"):
+    with pytest.raises(wg.LimitError,
+                       match="linear_gemm_64x64_any_f32w needs 8704 B of workgroup memory, the device has 4096"):
         dense.plan_linear(64, 64, 64, "f32", Caps.synthetic(max_workgroup_storage=4096))
 
 
