@@ -31,6 +31,12 @@ def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
     return total
 
 
+def _rope_kv_gemv(dev, ggml_type: str) -> str:
+    """The norm+qkv GEMV the plan table gives one row of x on this device: subgroup sums, or the workgroup-memory
+    twin (`_wg_`) on a device without subgroups."""
+    return f"quant_gemv_rope_kv_r1_{'' if dev.caps.has_subgroups else 'wg_'}{ggml_type.lower()}_f32kv"
+
+
 @pytest.mark.parametrize("ggml_type, overrides", [
     ("Q8_0", dict(tie_word_embeddings=False)),
     ("Q5_0", dict(tie_word_embeddings=True)),  # llama.cpp's K-quant fallback for rows that are no 256-weight blocks
@@ -61,7 +67,7 @@ def test_greedy_ids_equal_the_dequantized_f32_model(dev, ggml_type, overrides):
     assert [quantized_ops.get(r.op, r.op) for r in rows] == [r.op for r in reference.program.rows]
     assert all(r.variant.startswith("quant_gemv_r1_") for r in rows if r.op == "linear_q")
     qkv = [r.variant for r in rows if r.op == "linear_rope_kv_append_q"]
-    assert qkv == [f"quant_gemv_rope_kv_r1_{ggml_type.lower()}_f32kv"] * config.num_hidden_layers
+    assert qkv == [_rope_kv_gemv(dev, ggml_type)] * config.num_hidden_layers
     # a layer: norm+qkv GEMV with RoPE and the K/V append in its epilogue, o_proj+residual, norm+gate_up+swiglu,
     # down+residual and the attention the plan table gives this device (split-K's two passes on lavapipe, one on a
     # GPU over 48 rows); then embedding, norm+lm_head, argmax, decode_advance
@@ -179,7 +185,7 @@ def test_mixed_stacks_are_dequantized_and_decode_as_the_f32_model(dev, mixture, 
                for name, w in weights.items())
     assert model.weight_bytes_per_token == want
     rows = model.program.rows
-    assert [r.variant for r in rows if r.op == "linear_rope_kv_append_q"] == [f"quant_gemv_rope_kv_r1_{base.lower()}_f32kv"]
+    assert [r.variant for r in rows if r.op == "linear_rope_kv_append_q"] == [_rope_kv_gemv(dev, base)]
     assert rows[0].variant == "quant_embedding_q6_k"
     assert {r.variant[-4:] for r in rows if r.op == "linear_q"} == {base.lower(), "q6_k"}
 
