@@ -7,3 +7,30 @@ from wgraph.kernels.registry import registry
 def lacks_subgroups(dev, variant: str | None) -> bool:
     """True when `variant` needs the subgroup feature and the device has none (None: the planner picks)."""
     return variant is not None and "subgroup" in registry()[variant].features and not dev.caps.has_subgroups
+
+
+def cannot_run(dev, variant: str) -> str | None:
+    """Why the device cannot run `variant` (a feature it lacks, more workgroup memory or threads than it has), or
+    None. A test that forces a kernel skips with it on such a device (WebGPU's default 16 KiB of workgroup
+    memory holds neither split-K decode, 16.5 KB, nor the GEMM-shaped flash kernels, 30 KB), where the planner
+    takes another kernel and a forced one is refused with LimitError."""
+    k = registry()[variant]
+    missing = sorted(set(k.features) - dev.caps.features)
+    if missing:
+        return f"{variant} needs {missing}"
+    room = dev.caps.max_workgroup_storage
+    if k.workgroup_memory > room:
+        return f"{variant} needs {k.workgroup_memory} B of workgroup memory, the device has {room}"
+    if k.threads > dev.caps.max_invocations_per_workgroup:
+        return f"{variant} needs {k.threads} threads, the device allows {dev.caps.max_invocations_per_workgroup}"
+    return None
+
+
+def skip_unless_runs(dev, *variants: str) -> None:
+    """pytest.skip when the device cannot run one of `variants` (see cannot_run)."""
+    import pytest
+
+    for v in variants:
+        why = cannot_run(dev, v)
+        if why:
+            pytest.skip(why)

@@ -7,6 +7,7 @@ import pytest
 
 import wgraph as wg
 from attention_reference import attention_reference, tolerance_check
+from kernel_support import skip_unless_runs
 from wgraph.errors import RecordingError
 from wgraph.graph import GraphError
 from wgraph.ops.core import OpDef, register
@@ -100,6 +101,7 @@ def _decode_graph(capacity, hq, hkv, d, kv_len, variant=None):
 
 
 def test_update_kv_len_of_split_k_decode(dev, rng):
+    skip_unless_runs(dev, SPLITK)   # split-K decode: 16.5 KB of workgroup memory
     hq, hkv, d, cap = 8, 2, 32, 600
     q = rng.standard_normal((1, hq, d)).astype(np.float32)
     k = rng.standard_normal((cap, hkv, d)).astype(np.float32)
@@ -341,6 +343,7 @@ def test_a_repeated_call_fills_its_template(dev, rng):
 def test_repeated_split_k_calls_share_scratch_in_one_list(dev, rng, mode):
     """A split-K decode's partial buffers are shared by the calls of one command list (the queue runs them
     one after another); every call still gets its own right answer."""
+    skip_unless_runs(dev, SPLITK)   # split-K decode: 16.5 KB of workgroup memory
     k = rng.standard_normal((256, 2, 16)).astype(np.float32)
     v = rng.standard_normal((256, 2, 16)).astype(np.float32)
     qs = [rng.standard_normal((1, 4, 16)).astype(np.float32) for _ in range(4)]
@@ -370,6 +373,7 @@ def test_repeated_split_k_calls_share_scratch_in_one_list(dev, rng, mode):
 def test_repeated_recorded_calls_share_their_scratch(dev, rng):
     """Split-K decodes in one recording bind the same scratch (an op's scratch lives only between its own
     dispatches, which run in order) and each still gets its own answer."""
+    skip_unless_runs(dev, SPLITK)   # split-K decode: 16.5 KB of workgroup memory
     k = rng.standard_normal((40, 2, 16)).astype(np.float32)
     v = rng.standard_normal((40, 2, 16)).astype(np.float32)
     qs = [rng.standard_normal((1, 4, 16)).astype(np.float32) for _ in range(6)]

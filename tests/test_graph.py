@@ -66,11 +66,16 @@ def test_replay_equals_immediate_and_creates_nothing(dev, rng):
     np.testing.assert_allclose(got, r.reshape(s, d) + x64 / 2, rtol=1e-4, atol=1e-4)
 
 
-def _gemv_r8_workgroups(n: int) -> int:
-    """Workgroups of gemv_r8_f32 for n output features: ceil(n / (slots x weight rows per slot))."""
+def _gemv_r8(dev) -> str:
+    """The 8-row f32 GEMV the plan table gives this device: subgroup sums, or the workgroup-memory variant."""
+    return "gemv_r8_f32" if dev.caps.has_subgroups else "gemv_r8_wg_f32"
+
+
+def _gemv_r8_workgroups(n: int, dev) -> int:
+    """Workgroups of the 8-row GEMV for n output features: ceil(n / (slots x weight rows per slot))."""
     from wgraph.kernels.registry import kernel
 
-    k = kernel("gemv_r8_f32")
+    k = kernel(_gemv_r8(dev))
     rows = k.threads // k.limits["lanes"] * k.limits["features_per_lane"]
     return -(-n // rows)
 
@@ -81,16 +86,16 @@ def test_compile_is_deterministic_and_explains(dev, rng):
     assert g.topological_order() == _block_graph(W, s, d).topological_order()
     prog = g.compile(dev)
     text = prog.explain(full=True)
-    for word in ("rmsnorm_f32", "gemv_r8_f32", "3 rows <= 8: GEMV", "rope_f32", "add_f32", "scale_f32",
+    for word in ("rmsnorm_f32", _gemv_r8(dev), "3 rows <= 8: GEMV", "rope_f32", "add_f32", "scale_f32",
                  "peak", "naive", "uniform arena", "fallback.gemv.norm"):
         assert word in text
-    assert [r.variant for r in prog.rows] == ["rmsnorm_f32", "gemv_r8_f32", "rope_f32", "scale_f32", "add_f32"]
+    assert [r.variant for r in prog.rows] == ["rmsnorm_f32", _gemv_r8(dev), "rope_f32", "scale_f32", "add_f32"]
     linear_row = prog.rows[1]  # no norm weight or residual: their bindings get fallbacks
     assert linear_row.reads == ("rmsnorm_1:0", "w", "fallback.gemv.norm", "b", "fallback.gemv.residual")
     assert linear_row.writes == ("linear_2:0",)
     # 32 features at (workgroup_size / lanes) slots x features_per_lane rows of W per workgroup (the registry's
     # gemv_r8 numbers); 10 u32/f32 uniforms
-    assert linear_row.workgroups == f"{_gemv_r8_workgroups(32)}x1x1" and linear_row.uniform_bytes == 48
+    assert linear_row.workgroups == f"{_gemv_r8_workgroups(32, dev)}x1x1" and linear_row.uniform_bytes == 48
     # one arena: every slice at the device's uniform alignment
     align = max(dev.caps.min_uniform_offset_alignment, 32)
     assert prog.memory.uniform_bytes <= sum(-(-r.uniform_bytes // align) * align for r in prog.rows)
@@ -501,7 +506,7 @@ def test_json_round_trip_and_dot(dev, rng):
     dot = g.to_dot()
     assert dot.startswith('digraph "block"') and '"rmsnorm_1" -> "linear_2"' in dot and "f32[3,32]" in dot
     pdot = g.compile(dev).to_dot()
-    assert f"gemv_r8_f32 {_gemv_r8_workgroups(32)}x1x1" in pdot and "slot" in pdot
+    assert f"{_gemv_r8(dev)} {_gemv_r8_workgroups(32, dev)}x1x1" in pdot and "slot" in pdot
 
 
 def test_a_file_with_the_retired_two_node_kvcache_append_says_what_replaced_it():
