@@ -1,5 +1,6 @@
 """`python -m wgraph bench` in-process on a tiny grid: every JSON field is there (no timing asserted)."""
 
+import attrs
 import json
 import math
 import re
@@ -339,12 +340,18 @@ def test_plot_of_a_json_that_is_no_bench_result_says_so(tmp_path, capsys):
         assert info.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_bench_batched_rows(dev):
-    """The batched section: every tiny shape runs in one or two dispatches and reports its throughput."""
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_bench_batched_rows(dev, monkeypatch, timestamps):
+    """The batched section: every tiny shape runs in one or two dispatches and reports its throughput; without
+    timestamp queries (a device lacking the feature) too, with its Program replay timed by the wall clock (the
+    replay was left out there, though it needs no timestamps)."""
     from wgraph.bench.batched import bench_batched, table
 
     from wgraph.ops.attention_planner import PlanFacts, plan
 
+    if not timestamps:
+        monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, has_timestamps=False,
+                                                       has_timestamps_inside_passes=False))
     rows, _ = bench_batched(dev, "tiny", use_torch=False)
     assert [r["status"] for r in rows] == ["ok", "ok"], rows
     for r in rows:
