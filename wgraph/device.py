@@ -55,10 +55,14 @@ class Caps:
     max_storage_binding_size: int = 128 << 20
     max_buffer_size: int = 256 << 20
     min_uniform_offset_alignment: int = 256
+    # storage bindings a kernel may have (ours take 1 to 13; a kernel past the device's limit is refused by name,
+    # not left to wgpu's validation). WebGPU's default is 8; native adapters usually offer more (lavapipe 32)
+    max_storage_buffers_per_stage: int = 16
 
     @classmethod
     def synthetic(cls, **facts) -> Caps:
-        """Caps for planner tests: WebGPU's default limits unless `facts` say otherwise."""
+        """Caps for planner tests: WebGPU's default limits unless `facts` say otherwise (storage buffers per stage:
+        16, where WebGPU's default 8 is below what the batched attention kernels bind)."""
         return cls(adapter_name=facts.pop("adapter_name", "synthetic"), **facts)
 
     @property
@@ -195,6 +199,7 @@ class Device:
             max_storage_binding_size=lim["max-storage-buffer-binding-size"],
             max_buffer_size=lim["max-buffer-size"],
             min_uniform_offset_alignment=lim["min-uniform-buffer-offset-alignment"],
+            max_storage_buffers_per_stage=lim["max-storage-buffers-per-shader-stage"],
         )
         self.pipelines = PipelineCache(self)
         self.bind_groups = BindGroupCache(self)

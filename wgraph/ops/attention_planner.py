@@ -172,6 +172,9 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
                             f"{caps.max_workgroup_storage}")
     if k.threads > caps.max_invocations_per_workgroup:
         return LimitError, f"needs {k.threads} threads per workgroup; the device allows {caps.max_invocations_per_workgroup}"
+    if len(k.storage_bindings) > caps.max_storage_buffers_per_stage:
+        return LimitError, (f"binds {len(k.storage_bindings)} storage buffers; the device allows "
+                            f"{caps.max_storage_buffers_per_stage} per shader stage")
     multiple = int(k.facts.get("head_dim_multiple", 1))
     if facts.head_dim % multiple:
         return UnsupportedError, f"takes head_dim a multiple of {multiple} (vector loads); got {facts.head_dim}"

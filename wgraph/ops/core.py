@@ -81,6 +81,10 @@ def _check_kernel_fits(k, caps) -> None:
     if k.workgroup_memory > caps.max_workgroup_storage:
         raise LimitError(f"kernel {k.name} declares {k.workgroup_memory} bytes of workgroup memory; "
                          f"the device allows {caps.max_workgroup_storage}")
+    storage = len(k.storage_bindings)
+    if storage > caps.max_storage_buffers_per_stage:  # else wgpu's validation error at pipeline creation
+        raise LimitError(f"kernel {k.name} binds {storage} storage buffers; the device allows "
+                         f"{caps.max_storage_buffers_per_stage} per shader stage")
     if len(_FITS) > 1024:
         _FITS.clear()
     _FITS[key] = (k, caps)

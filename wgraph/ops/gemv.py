@@ -55,6 +55,9 @@ def device_refusal(kv: Kernel, caps) -> str | None:
         return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
     if kv.threads > caps.max_invocations_per_workgroup:
         return f"needs {kv.threads} threads per workgroup, the device allows {caps.max_invocations_per_workgroup}"
+    if len(kv.storage_bindings) > caps.max_storage_buffers_per_stage:
+        return (f"binds {len(kv.storage_bindings)} storage buffers, the device allows "
+                f"{caps.max_storage_buffers_per_stage} per shader stage")
     return None
 
 
