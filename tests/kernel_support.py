@@ -34,3 +34,17 @@ def skip_unless_runs(dev, *variants: str) -> None:
         why = cannot_run(dev, v)
         if why:
             pytest.skip(why)
+
+
+def skip_unless_f16(dev, *dtypes) -> None:
+    """pytest.skip when the device lacks shader-f16 and a dtype of `dtypes` is f16 (wgraph's name or numpy's or
+    torch's spelling; none given: the test needs f16 regardless). bf16 is stored in u32 words and needs no feature.
+    A test of the refusal itself (UnsupportedError on such a device) must not call it."""
+    import pytest
+
+    from wgraph import args
+
+    if dev.caps.has_f16:
+        return
+    if not dtypes or any(d == "f16" or args.dtype_name_of(d) == "f16" for d in dtypes):
+        pytest.skip(f"needs the shader-f16 feature, which {dev.caps.adapter_name!r} lacks")

@@ -12,7 +12,7 @@ import wgraph as wg
 from wgraph.device import Caps
 from wgraph.kernels.registry import kernel, kernels_for, registry
 from wgraph.ops.dense import plan_linear
-from kernel_support import skip_unless_runs
+from kernel_support import skip_unless_f16, skip_unless_runs
 from linear_reference import fused_linear_reference
 
 NP = {"f32": np.float32, "f16": np.float16}
@@ -64,6 +64,7 @@ CASES = [
 
 @pytest.mark.parametrize("m,n,k,wdtype,opts", CASES)
 def test_fused_linear_gemv(dev, rng, m, n, k, wdtype, opts):
+    skip_unless_f16(dev, wdtype)
     c = _case(rng, m, n, k, wdtype, **opts)
     plan = plan_linear(m, n, k, wdtype, dev.caps, swiglu=opts["swiglu"], norm=opts["norm"],
                        residual=opts["residual"])
@@ -78,6 +79,7 @@ def test_fused_linear_gemv(dev, rng, m, n, k, wdtype, opts):
                                                   ("gemv_r8_wg_f32", 7, 18, 40, "f32")])
 def test_gemv_without_subgroups(dev, rng, variant, m, n, k, wdtype):
     """The workgroup-memory variants (devices without subgroups), forced here, with every option."""
+    skip_unless_f16(dev, wdtype)
     assert "subgroup" not in kernel(variant).features
     for swiglu in (False, True):
         c = _case(rng, m, n, k, wdtype, norm=True, bias=True, swiglu=swiglu, residual=True)
@@ -89,6 +91,7 @@ def test_long_row_class_forced(dev, rng, variant):
     """The long-row class (the 8B shape's o_proj and down_proj; planned only on GPUs for k, n >= 4096), forced
     on small odd shapes with every option, swiglu and not."""
     skip_unless_runs(dev, variant)   # subgroup sums
+    skip_unless_f16(dev, variant.rsplit("_", 1)[1])
     for n, swiglu in ((37, False), (38, True)):
         c = _case(rng, 1, n, 4104, variant.rsplit("_", 1)[1], norm=True, bias=True, swiglu=swiglu, residual=True)
         _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], swiglu)
@@ -109,6 +112,7 @@ def test_long_row_class_forced(dev, rng, variant):
 def test_gemv_row_groups(dev, rng, variant, groups, m, n, k, opts):
     assert kernel(variant).limits["row_groups"] == groups and kernel(variant).limits["prefetch"] == 1
     skip_unless_runs(dev, variant)   # the planned classes sum by subgroups
+    skip_unless_f16(dev, variant.rsplit("_", 1)[1])
     c = _case(rng, m, 2 * n if opts["swiglu"] else n, k, variant.rsplit("_", 1)[1], **opts)
     _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
 
@@ -116,6 +120,7 @@ def test_gemv_row_groups(dev, rng, variant, groups, m, n, k, opts):
 @pytest.mark.parametrize("m,k", [(11, 40), (1, 36)])  # more rows than a GEMV takes; f16 rows not 16-byte aligned
 def test_unfused_path_matches(dev, rng, m, k):
     """The tiled GEMM runs the options as dispatches of their own (rmsnorm, matmul, swiglu, add)."""
+    skip_unless_f16(dev)
     c = _case(rng, m, 14, k, "f16", norm=True, bias=True, swiglu=True, residual=True)
     plan = plan_linear(m, 14, k, "f16", dev.caps, swiglu=True, norm=True, residual=True)
     assert plan.variant.startswith("linear_gemm_") and plan.steps == ("rmsnorm", "matmul", "swiglu", "add")
@@ -182,6 +187,7 @@ def test_plan_falls_back_to_tiled_and_says_why():
 
 
 def test_forced_variant_errors(dev):
+    skip_unless_f16(dev)   # f16 weights
     x = dev.tensor(np.ones((2, 64), np.float32))
     w = dev.tensor(np.ones((8, 64), np.float16))
     with pytest.raises(wg.PlanError, match="takes at most 1 rows"):
@@ -235,6 +241,7 @@ def test_fused_linear_errors(dev):
 def test_gemv_recorded_and_in_a_graph(dev, rng):
     """Decode-shaped fused linears recorded in one submit and replayed from a graph: the same bytes as
     immediate, one dispatch each, and right against float64."""
+    skip_unless_f16(dev)
     c = _case(rng, 4, 24, 72, "f16", norm=True, bias=True, swiglu=True, residual=True)
     g = wg.Graph("gemv")
     gx = g.input("x", (4, 72), "f32")

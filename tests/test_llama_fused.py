@@ -15,6 +15,7 @@ from wgraph.models.config import LlamaConfig
 import llama_reference as ref
 from decode_plan import step_dispatches, whole_cache_attention_variants
 from llama_reference import rel_err
+from kernel_support import skip_unless_f16
 
 PROMPT = [3, 14, 15]
 
@@ -72,6 +73,7 @@ def test_greedy_ids_for_64_tokens(tiny_llama, model):
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_four_dispatches_and_attention_per_layer_plus_four(tiny_llama, model, dev, dtype):
+    skip_unless_f16(dev, dtype)
     m = model if dtype == "f32" else Llama.from_weights(LlamaConfig.from_dict(tiny_llama[0]), tiny_llama[1], dev, dtype="f16",
                                                         max_seq=96)
     m.prefill([3])
