@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from kernel_support import lacks_subgroups
+from kernel_support import lacks_subgroups, skip_unless_f16
 from wgraph import ggml_blocks
 from wgraph.errors import (AliasingError, ArgumentError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
                            ShapeError, UnsupportedError)
@@ -557,6 +557,7 @@ def test_zero_length_kv_gives_zeros(dev, rng, variant):
     if lacks_subgroups(dev, variant):
         pytest.skip("no subgroups")
     dtype = variant.rsplit("_", 1)[1]
+    skip_unless_f16(dev, dtype)
     S = 1 if variant.startswith("decode") else 5
     q, k, v = _qkv(rng, dtype, S, 6)
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
@@ -580,6 +581,7 @@ def test_nan_propagates_to_the_rows_that_see_it_only(dev, rng, variant, where, s
     if lacks_subgroups(dev, variant):
         pytest.skip("no subgroups")
     dtype = variant.rsplit("_", 1)[1]
+    skip_unless_f16(dev, dtype)
     S, L = (1, 300) if variant.startswith("decode") else (6, 40)
     q, k, v = _qkv(rng, dtype, S, L)
     a = {"q": q, "k": k, "v": v}

@@ -7,6 +7,7 @@ import wgraph as wg
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 
 import kv_reference as R
+from kernel_support import skip_unless_f16
 
 
 def _layout(rng, k, v, n, window, paged, page_size=4):
@@ -42,6 +43,7 @@ CASES = [  # S, Hq, Hkv, D, kv_len, hot_window, paged, causal, sliding_window, s
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("q_dtype", ["f32", "f16"])
 def test_tiered_f16(dev, rng, case, q_dtype):
+    skip_unless_f16(dev)   # f16 K and V
     S, hq, hkv, d, n, w, paged, causal, win, cap = case
     k = rng.standard_normal((n, hkv, d)).astype(np.float16)
     v = rng.standard_normal((n, hkv, d)).astype(np.float16)
