@@ -2,6 +2,7 @@
 its name (prefill_flash_* needs subgroups without saying so in its name)."""
 
 from wgraph.kernels.registry import registry
+from wgraph.ops.gemv import device_refusal
 
 
 def lacks_subgroups(dev, variant: str | None) -> bool:
@@ -10,20 +11,13 @@ def lacks_subgroups(dev, variant: str | None) -> bool:
 
 
 def cannot_run(dev, variant: str) -> str | None:
-    """Why the device cannot run `variant` (a feature it lacks, more workgroup memory or threads than it has), or
-    None. A test that forces a kernel skips with it on such a device (WebGPU's default 16 KiB of workgroup
-    memory holds neither split-K decode, 16.5 KB, nor the GEMM-shaped flash kernels, 30 KB), where the planner
-    takes another kernel and a forced one is refused with LimitError."""
-    k = registry()[variant]
-    missing = sorted(set(k.features) - dev.caps.features)
-    if missing:
-        return f"{variant} needs {missing}"
-    room = dev.caps.max_workgroup_storage
-    if k.workgroup_memory > room:
-        return f"{variant} needs {k.workgroup_memory} B of workgroup memory, the device has {room}"
-    if k.threads > dev.caps.max_invocations_per_workgroup:
-        return f"{variant} needs {k.threads} threads, the device allows {dev.caps.max_invocations_per_workgroup}"
-    return None
+    """Why the device cannot run `variant` (a feature it lacks, more workgroup memory, threads or storage buffers
+    than it has: gemv.device_refusal, which reads any kernel), or None. A test that forces a kernel skips with it
+    on such a device (WebGPU's default 16 KiB of workgroup memory holds neither split-K decode, 16.5 KB, nor the
+    GEMM-shaped flash kernels, 30 KB), where the planner takes another kernel and a forced one is refused with
+    LimitError."""
+    why = device_refusal(registry()[variant], dev.caps)
+    return f"{variant} {why}" if why else None
 
 
 def skip_unless_runs(dev, *variants: str) -> None:

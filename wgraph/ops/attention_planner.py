@@ -10,7 +10,7 @@ import functools
 import attrs
 
 from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
-from wgraph.ops.core import ceil_div
+from wgraph.ops.core import ceil_div, storage_refusal
 from wgraph.kernels.registry import Kernel, kernels_for, registry
 from wgraph.ops.attention_chunks import head_blocks, splitk_chunks
 from wgraph.ops.cpu_limits import CPU_DEVICE
@@ -172,9 +172,9 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
                             f"{caps.max_workgroup_storage}")
     if k.threads > caps.max_invocations_per_workgroup:
         return LimitError, f"needs {k.threads} threads per workgroup; the device allows {caps.max_invocations_per_workgroup}"
-    if len(k.storage_bindings) > caps.max_storage_buffers_per_stage:
-        return LimitError, (f"binds {len(k.storage_bindings)} storage buffers; the device allows "
-                            f"{caps.max_storage_buffers_per_stage} per shader stage")
+    no = storage_refusal(k, caps)
+    if no:
+        return LimitError, no
     multiple = int(k.facts.get("head_dim_multiple", 1))
     if facts.head_dim % multiple:
         return UnsupportedError, f"takes head_dim a multiple of {multiple} (vector loads); got {facts.head_dim}"

@@ -69,6 +69,15 @@ _PACKED: dict[tuple, tuple] = {}
 _PACKED_CAPACITY = 4096
 
 
+def storage_refusal(k, caps) -> str | None:
+    """Why the device cannot bind kernel `k`'s storage buffers (more than its per-stage limit: wgpu's validation
+    would fail at pipeline creation), or None: the one text the planners and the dispatch check give."""
+    n = len(k.storage_bindings)
+    if n > caps.max_storage_buffers_per_stage:
+        return f"binds {n} storage buffers; the device allows {caps.max_storage_buffers_per_stage} per shader stage"
+    return None
+
+
 def _check_kernel_fits(k, caps) -> None:
     """UnsupportedError / LimitError unless `caps` can run kernel `k`; a pass is remembered per (k, caps)."""
     key = (id(k), id(caps))
@@ -81,10 +90,9 @@ def _check_kernel_fits(k, caps) -> None:
     if k.workgroup_memory > caps.max_workgroup_storage:
         raise LimitError(f"kernel {k.name} declares {k.workgroup_memory} bytes of workgroup memory; "
                          f"the device allows {caps.max_workgroup_storage}")
-    storage = len(k.storage_bindings)
-    if storage > caps.max_storage_buffers_per_stage:  # else wgpu's validation error at pipeline creation
-        raise LimitError(f"kernel {k.name} binds {storage} storage buffers; the device allows "
-                         f"{caps.max_storage_buffers_per_stage} per shader stage")
+    no = storage_refusal(k, caps)
+    if no:
+        raise LimitError(f"kernel {k.name} {no}")
     if len(_FITS) > 1024:
         _FITS.clear()
     _FITS[key] = (k, caps)

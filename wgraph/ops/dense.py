@@ -182,7 +182,7 @@ def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM"
             raise cls(f"linear: no GEMM kernel for {weight_dtype} weights takes {rows} rows, in_features {k}"
                       + (f" on {caps.adapter_name!r}: " + "; ".join(f"{v} {no}" for v, no in refused.items())
                          if refused else " (the registry's last GEMM should take any k and any tiles)"))
-        preferred = _gemm_rule(takers, rows, n)
+        preferred = _gemm_rule(takers, rows, n) if refused else kv   # the rule again only where it dropped some
         if preferred is not kv:  # the device cannot run the rule's first choice (a 16 KiB device, WebGPU's default)
             why = f"{why} ({preferred.name} {refused[preferred.name]})"
     else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import attrs
 
 from wgraph.kernels.registry import Kernel, kernels_for
-from wgraph.ops.core import ceil_div
+from wgraph.ops.core import ceil_div, storage_refusal
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
 
 FORM = "gemv"
@@ -44,8 +44,8 @@ def workgroups(kv: Kernel, s: GemvShape) -> int:
 
 
 def device_refusal(kv: Kernel, caps) -> str | None:
-    """Why the device cannot run kernel `kv` (a GEMV or GEMM variant: its features, workgroup memory, threads), or
-    None; caps None: any device can."""
+    """Why the device cannot run kernel `kv` (a GEMV or GEMM variant: its features, workgroup memory, threads,
+    storage buffers), or None; caps None: any device can."""
     if caps is None:
         return None
     missing = sorted(set(kv.features) - caps.features)
@@ -55,10 +55,7 @@ def device_refusal(kv: Kernel, caps) -> str | None:
         return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
     if kv.threads > caps.max_invocations_per_workgroup:
         return f"needs {kv.threads} threads per workgroup, the device allows {caps.max_invocations_per_workgroup}"
-    if len(kv.storage_bindings) > caps.max_storage_buffers_per_stage:
-        return (f"binds {len(kv.storage_bindings)} storage buffers, the device allows "
-                f"{caps.max_storage_buffers_per_stage} per shader stage")
-    return None
+    return storage_refusal(kv, caps)
 
 
 def cpu_loops(kv: Kernel, s: GemvShape) -> int:
