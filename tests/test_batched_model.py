@@ -15,6 +15,7 @@ from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
 import llama_reference as ref
 from test_transformers_goldens import checkpoint, golden
 from llama_reference import rel_err
+from thread_runner import run_together
 
 PROMPTS = [[3], [3, 14, 15, 92, 65], list(range(5, 17)), [7, 7], [40, 2, 99, 1, 5, 6, 8], [60, 61, 62],
            [9, 8, 7, 6, 5, 4, 3, 2, 1], [11]]  # lengths 1, 5, 12, 2, 7, 3, 9, 1
@@ -196,25 +197,10 @@ def test_a_decoder_runs_new_prompts_each_call(model, alone):
 def test_one_call_at_a_time_on_a_decoder(model, alone):
     """Two threads generating on one decoder overwrote each other's prompts and read each other's ids (wrong ids
     in 11 of 12 calls of a probe); each call now runs whole, as a model's (docs/concurrency.md)."""
-    import threading
-
     dec = BatchedDecoder(model, 2)
     work = {0: (PROMPTS[:2], alone[:2]), 1: (PROMPTS[2:4], alone[2:4])}
-    got, errors = {0: [], 1: []}, []
-
-    def run(i):
-        try:
-            for _ in range(2):
-                got[i].append(dec.generate(work[i][0], STEPS, read_every=2))
-        except Exception as e:   # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
-    assert not errors and got == {i: [work[i][1]] * 2 for i in (0, 1)}
+    got = run_together(2, lambda i: [dec.generate(work[i][0], STEPS, read_every=2) for _ in range(2)])
+    assert got == [[work[i][1]] * 2 for i in (0, 1)]
 
 
 def test_weights_are_the_models_buffers(model):

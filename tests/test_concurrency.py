@@ -13,24 +13,7 @@ import pytest
 import wgraph as wg
 from wgraph.errors import RecordingError
 
-
-def _threads(n, target):
-    """Run target(i) on n threads started together; re-raise the first failure."""
-    errors, barrier = [], threading.Barrier(n)
-
-    def run(i):
-        try:
-            barrier.wait()
-            target(i)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
+from thread_runner import run_together
 
 
 def _thread_keeping(fn):
@@ -100,7 +83,7 @@ def test_programs_run_from_two_threads(dev, rng):
     def work(i):
         for s in runs[i]:
             got[i].append(progs[i].run(**s)["out"].numpy())
-    _threads(2, work)
+    run_together(2, work)
     for i in range(2):
         assert [x.tobytes() for x in got[i]] == [x.tobytes() for x in want[i]]
 
@@ -119,7 +102,7 @@ def test_recordings_on_two_threads_capture_their_own_ops(dev):
                 assert len(rec.items) == i + 3      # nothing from the other thread
             assert y.numpy()[0] == (i + 1) * 2.0 ** (i + 3)
         results[i] = True
-    _threads(2, work)
+    run_together(2, work)
     assert results == {0: True, 1: True}
     assert dev.stats.submits - before >= 2 * 20   # one submit per recording (+ readbacks)
 
@@ -135,7 +118,7 @@ def test_immediate_ops_and_reads_from_four_threads(dev, rng):
             got = wg.ops.attention(Q, K, K, causal=True).numpy()
             assert got.tobytes() == want.tobytes()
             assert wg.ops.add(Q, Q).numpy().tobytes() == (q + q).tobytes()
-    _threads(4, work)
+    run_together(4, work)
 
 
 def test_op_calls_of_another_thread_are_not_recorded(dev):

@@ -13,6 +13,7 @@ from wgraph.models.random_checkpoint import random_weights, stored_values, tiny_
 
 import llama_reference as ref
 from llama_reference import rel_err
+from thread_runner import run_together
 
 PROMPT = [3]          # its greedy continuation under seed 0 varies (no fixed point within 16 tokens)
 STEPS = 16
@@ -288,25 +289,10 @@ def test_one_generation_at_a_time_on_a_model(tiny, model32):
     """Two threads generating on one model interleaved their steps on its caches and position (wrong ids, or a
     GpuValueError naming a position); each call now runs whole. After a sampled run, prefill(sample=None) and the
     steps after it are greedy again (the steps kept sampling)."""
-    import threading
-
     cfg, w, _ = tiny
     want, _ = ref.greedy(cfg, w, PROMPT, STEPS)
-    got, errors = [], []
-
-    def run():
-        try:
-            for _ in range(2):
-                got.append(model32.generate(PROMPT, STEPS, read_every=2))
-        except Exception as e:   # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
-    assert not errors and got == [want] * 4
+    got = run_together(2, lambda _: [model32.generate(PROMPT, STEPS, read_every=2) for _ in range(2)])
+    assert got == [[want] * 2] * 2
     model32.generate(PROMPT, 4, temperature=0.9, seed=3)
     model32.prefill(PROMPT)
     for _ in range(STEPS - 1):

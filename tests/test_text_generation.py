@@ -15,6 +15,7 @@ import pytest
 
 import llama_reference as ref
 import tiny_files
+from thread_runner import run_together
 from wgraph.errors import ArgumentError, LimitError, NoTokenizerError, RecordingError
 from wgraph.models import from_pretrained
 from wgraph.models.random_checkpoint import random_weights, tiny_config, write_checkpoint
@@ -96,29 +97,14 @@ def test_generate_text_from_two_threads_runs_one_call_at_a_time(tiny):
     model, cfg, w = tiny
     prompts = ["Hello world", "The cat sat"]
     want = [_expected(model, cfg, w, model.tokenizer.encode(p), 8, set())[1] for p in prompts]
-    got, errors = [], []
-    barrier = threading.Barrier(2)
-
-    def run(i):
-        try:
-            barrier.wait()
-            for _ in range(3):
-                got.append((i, model.generate_text(prompts[i], 8, stop_ids=[], read_every=1)))
-        except Exception as e:   # noqa: BLE001 - reported below
-            errors.append(e)
-
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)   # the threads switch often: every window between two locked calls is tried
     try:
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        got = run_together(2, lambda i: [model.generate_text(prompts[i], 8, stop_ids=[], read_every=1)
+                                         for _ in range(3)], timeout=60)
     finally:
         sys.setswitchinterval(old)
-    assert not errors, errors[0]
-    assert sorted(got) == sorted((i, want[i]) for i in range(2) for _ in range(3))
+    assert got == [[want[i]] * 3 for i in range(2)]
 
 
 def test_a_stream_reads_its_own_session_when_another_generation_waits(tiny):
