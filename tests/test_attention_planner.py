@@ -390,3 +390,21 @@ def test_kernels_past_the_devices_storage_buffers_are_refused_by_name(dev, monke
                                             r"shader stage"):
         wg.ops.add(a, a)
     assert dev.stats.since(before).dispatches == 0
+
+
+def test_a_dispatch_past_the_devices_threads_per_workgroup_is_refused_by_name(dev, monkeypatch):
+    """The dispatch check read features, workgroup memory and storage buffers but not the threads per workgroup
+    (the planners did): a kernel of 64 threads on a device allowing 32 reached wgpu's validation at pipeline
+    creation. core.device_refusal is the one check: a LimitError naming the kernel and both numbers."""
+    import attrs
+
+    from wgraph.kernels.registry import registry
+
+    threads = registry()["add_f32"].threads
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, max_invocations_per_workgroup=threads // 2))
+    a = dev.tensor(np.ones(4, np.float32))
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.LimitError, match=rf"kernel add_f32 needs {threads} threads per workgroup; the device "
+                                            rf"allows {threads // 2}$"):
+        wg.ops.add(a, a)
+    assert dev.stats.since(before).dispatches == 0

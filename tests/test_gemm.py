@@ -208,10 +208,10 @@ def test_plan_gemm_skips_configurations_the_device_cannot_run():
     got = {shape: tuple(dense.plan_linear(*shape, "f32", caps).variant for caps in (webgpu, roomy))
            for shape in SMALL_DEVICE_TABLE}
     assert got == SMALL_DEVICE_TABLE
-    assert "linear_gemm_128x128_f32w needs 16896 B of workgroup memory, the device has 16384" in \
+    assert "linear_gemm_128x128_f32w needs 16896 bytes of workgroup memory; the device has 16384" in \
         dense.plan_linear(64, 64, 64, "f32", webgpu).reason
     with pytest.raises(wg.LimitError,
-                       match="linear_gemm_64x64_any_f32w needs 8704 B of workgroup memory, the device has 4096"):
+                       match="linear_gemm_64x64_any_f32w needs 8704 bytes of workgroup memory; the device has 4096"):
         dense.plan_linear(64, 64, 64, "f32", Caps.synthetic(max_workgroup_storage=4096))
 
 

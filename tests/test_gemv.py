@@ -161,7 +161,7 @@ def test_plan_is_the_first_registry_match(caps):
                 for swiglu in (False, True):
                     want = _first_match(rows, n, k, wdtype, caps, swiglu)
                     if want is None and caps.max_workgroup_storage == 4096:  # no GEMM fits 4 KiB either
-                        with pytest.raises(wg.LimitError, match="needs .* B of workgroup memory, the device has 4096"):
+                        with pytest.raises(wg.LimitError, match="needs .* bytes of workgroup memory; the device has 4096"):
                             plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu)
                         seen.add("LimitError")
                         continue

@@ -453,7 +453,7 @@ def test_plan_reasons_and_forcing():
         assert plan_linear_q(1, 100, 2048, t, kv.name).variant == kv.name
     with pytest.raises(wg.PlanError, match="variant 'quant_gemv_r1_q4_0' is not a Q8_0 GEMV"):
         plan_linear_q(1, 8, 256, "Q8_0", "quant_gemv_r1_q4_0")
-    with pytest.raises(wg.PlanError, match="forced variant quant_gemv_r1_q4_0 needs subgroup"):
+    with pytest.raises(wg.UnsupportedError, match=r"forced variant quant_gemv_r1_q4_0 needs features \['subgroup'\]"):
         plan_linear_q(1, 8, 256, "Q4_0", "quant_gemv_r1_q4_0", caps=PLAIN)
     assert "subgroup" not in kernel(plan_linear_q(1, 8, 256, "Q4_0", caps=PLAIN).variant).features
     small = attrs.evolve(SUBGROUPS, max_workgroup_storage=2048)  # the 8-row kernels do not fit: 1-row chunks

@@ -10,7 +10,7 @@ import functools
 import attrs
 
 from wgraph.errors import LimitError, PlanError, RegistryError, UnsupportedError
-from wgraph.ops.core import ceil_div, storage_refusal
+from wgraph.ops.core import ceil_div, device_refusal
 from wgraph.kernels.registry import Kernel, kernels_for, registry
 from wgraph.ops.attention_chunks import head_blocks, splitk_chunks
 from wgraph.ops.cpu_limits import CPU_DEVICE
@@ -155,9 +155,9 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
                            f"{facts.seq_len})")
     if k.facts.get("dtype") != facts.dtype:
         return PlanError, f"takes dtype {k.facts.get('dtype')}; the call is {facts.dtype}"
-    missing = sorted(set(k.features) - caps.features)
-    if missing:
-        return UnsupportedError, f"needs features {missing}, which {caps.adapter_name!r} lacks"
+    refused = device_refusal(k, caps)
+    if refused:
+        return refused
     if facts.head_dim > k.limits["max_head_dim"]:
         return LimitError, f"takes head_dim <= {k.limits['max_head_dim']}; got {facts.head_dim}"
     if facts.head_dim < k.limits.get("min_head_dim", 0) and not forced:
@@ -167,14 +167,6 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
     if group > k.limits.get("max_q_per_kv", group):
         return LimitError, (f"serves at most {k.limits['max_q_per_kv']} q heads per kv head; the call has "
                             f"{group} ({facts.num_heads}/{facts.num_kv_heads})")
-    if k.workgroup_memory > caps.max_workgroup_storage:
-        return LimitError, (f"needs {k.workgroup_memory} bytes of workgroup memory; the device has "
-                            f"{caps.max_workgroup_storage}")
-    if k.threads > caps.max_invocations_per_workgroup:
-        return LimitError, f"needs {k.threads} threads per workgroup; the device allows {caps.max_invocations_per_workgroup}"
-    no = storage_refusal(k, caps)
-    if no:
-        return LimitError, no
     multiple = int(k.facts.get("head_dim_multiple", 1))
     if facts.head_dim % multiple:
         return UnsupportedError, f"takes head_dim a multiple of {multiple} (vector loads); got {facts.head_dim}"

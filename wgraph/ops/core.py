@@ -78,21 +78,35 @@ def storage_refusal(k, caps) -> str | None:
     return None
 
 
+def device_refusal(k, caps) -> tuple[type, str] | None:
+    """Why the device of `caps` cannot run kernel `k` whatever the call (a feature it lacks: UnsupportedError;
+    more workgroup memory, threads per workgroup or storage buffers than it allows: LimitError), as (error class,
+    text after the kernel's name), or None. The one check the dispatch, the attention planner and the GEMV / GEMM
+    planners make, so a kernel is refused in the same words wherever it is met."""
+    missing = sorted(set(k.features) - caps.features)
+    if missing:
+        return UnsupportedError, f"needs features {missing}, which {caps.adapter_name!r} lacks"
+    if k.workgroup_memory > caps.max_workgroup_storage:
+        return LimitError, (f"needs {k.workgroup_memory} bytes of workgroup memory; the device has "
+                            f"{caps.max_workgroup_storage}")
+    if k.threads > caps.max_invocations_per_workgroup:
+        return LimitError, (f"needs {k.threads} threads per workgroup; the device allows "
+                            f"{caps.max_invocations_per_workgroup}")
+    no = storage_refusal(k, caps)
+    return (LimitError, no) if no else None
+
+
 def _check_kernel_fits(k, caps) -> None:
-    """UnsupportedError / LimitError unless `caps` can run kernel `k`; a pass is remembered per (k, caps)."""
+    """UnsupportedError / LimitError unless `caps` can run kernel `k` (device_refusal); a pass is remembered per
+    (k, caps)."""
     key = (id(k), id(caps))
     hit = _FITS.get(key)
     if hit is not None and hit[0] is k and hit[1] is caps:
         return
-    missing_features = sorted(set(k.features) - caps.features)
-    if missing_features:
-        raise UnsupportedError(f"kernel {k.name} needs features {missing_features}, which {caps.adapter_name!r} lacks")
-    if k.workgroup_memory > caps.max_workgroup_storage:
-        raise LimitError(f"kernel {k.name} declares {k.workgroup_memory} bytes of workgroup memory; "
-                         f"the device allows {caps.max_workgroup_storage}")
-    no = storage_refusal(k, caps)
-    if no:
-        raise LimitError(f"kernel {k.name} {no}")
+    refused = device_refusal(k, caps)
+    if refused:
+        cls, why = refused
+        raise cls(f"kernel {k.name} {why}")
     if len(_FITS) > 1024:
         _FITS.clear()
     _FITS[key] = (k, caps)

@@ -88,11 +88,11 @@ class LinearPlan:
 
 
 def _forced_gemv(kv, s: gemv.GemvShape, caps) -> str:
-    """The reason text of a forced GEMV; PlanError unless it can take the call, LimitError past a CPU adapter's
-    loop cap (caps None: skip the device)."""
+    """The reason text of a forced GEMV; gemv.forced_error's class unless it can take the call (caps None: skip
+    the device)."""
     no = gemv.refusal(kv, s, caps, forced=True)
     if no:
-        error = LimitError if no == gemv.cpu_loop_refusal(kv, s, caps) else PlanError  # as a forced GEMM's
+        error = gemv.forced_error(kv, no, caps, gemv.cpu_loop_refusal(kv, s, caps))
         raise error(f"linear: forced variant {kv.name} cannot take {s.rows} rows of W [{s.n}, {s.k}] "
                     f"{s.weight_dtype}: it {no}")
     return "forced: " + gemv.describe(kv, s)

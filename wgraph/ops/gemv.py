@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import attrs
 
+from wgraph.errors import LimitError, PlanError
 from wgraph.kernels.registry import Kernel, kernels_for
-from wgraph.ops.core import ceil_div, storage_refusal
+from wgraph.ops import core
+from wgraph.ops.core import ceil_div
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
 
 FORM = "gemv"
@@ -44,18 +46,20 @@ def workgroups(kv: Kernel, s: GemvShape) -> int:
 
 
 def device_refusal(kv: Kernel, caps) -> str | None:
-    """Why the device cannot run kernel `kv` (a GEMV or GEMM variant: its features, workgroup memory, threads,
-    storage buffers), or None; caps None: any device can."""
-    if caps is None:
-        return None
-    missing = sorted(set(kv.features) - caps.features)
-    if missing:
-        return f"needs {', '.join(missing)}"
-    if kv.workgroup_memory > caps.max_workgroup_storage:
-        return f"needs {kv.workgroup_memory} B of workgroup memory, the device has {caps.max_workgroup_storage}"
-    if kv.threads > caps.max_invocations_per_workgroup:
-        return f"needs {kv.threads} threads per workgroup, the device allows {caps.max_invocations_per_workgroup}"
-    return storage_refusal(kv, caps)
+    """Why the device cannot run kernel `kv` (a GEMV or GEMM variant; core.device_refusal's text), or None; caps
+    None: any device can."""
+    refused = None if caps is None else core.device_refusal(kv, caps)
+    return refused[1] if refused else None
+
+
+def forced_error(kv: Kernel, why: str, caps, cpu_why: str | None) -> type:
+    """The error a forced variant `kv` refused for `why` raises: the device's class where the device refused it
+    (core.device_refusal: UnsupportedError for a feature, LimitError for a limit, as at dispatch), LimitError
+    where `why` is a CPU adapter's loop cap (`cpu_why`), else PlanError (the call does not fit the kernel)."""
+    refused = None if caps is None else core.device_refusal(kv, caps)
+    if refused and refused[1] == why:
+        return refused[0]
+    return LimitError if why == cpu_why else PlanError
 
 
 def cpu_loops(kv: Kernel, s: GemvShape) -> int:

@@ -14,13 +14,13 @@ import attrs
 
 from wgraph import args
 from wgraph.api_types import Ids, TensorT
-from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
+from wgraph.errors import DtypeError, PlanError, ShapeError
 from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
-from wgraph.ops.gemv import core_constants, device_refusal
+from wgraph.ops.gemv import core_constants, device_refusal, forced_error
 from wgraph.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
                             f"{[kv.name for kv in _gemvs(ggml_type, candidates=True)]}")
         no = _refusal(chosen, n, k, swiglu, caps, forced=True)
         if no:
-            error = LimitError if no == cpu_loop_refusal(chosen, k, caps) else PlanError  # as a forced GEMV's
+            error = forced_error(chosen, no, caps, cpu_loop_refusal(chosen, k, caps))
             raise error(f"{where}: forced variant {variant} {no}")
         if x_int8 and not chosen.facts.get("x_int8"):
             rounding = [kv.name for kv in _x_int8_gemvs(ggml_type)]
