@@ -30,9 +30,14 @@ def skip_unless_runs(dev, *variants: str) -> None:
             pytest.skip(why)
 
 
-def skip_unless_f16(dev, *dtypes) -> None:
+F16_TAGS = ("f16", "f16kv", "f16w")   # the suffixes of kernel names (and test parameters) that mean f16 data
+
+
+def skip_unless_f16(dev, *dtypes, why: str = "") -> None:
     """pytest.skip when the device lacks shader-f16 and a dtype of `dtypes` is f16 (wgraph's name or numpy's or
-    torch's spelling; none given: the test needs f16 regardless). bf16 is stored in u32 words and needs no feature.
+    torch's spelling, or a kernel name's tag: f16kv, f16 K and V, and f16w, f16 weights; none given: the test needs
+    f16 regardless). bf16 is stored in u32 words and needs no feature.
+    why: what needs f16 where no dtype says so (quantized KV caches store f16 scales), added to the reason.
     A test of the refusal itself (UnsupportedError on such a device) must not call it."""
     import pytest
 
@@ -40,5 +45,20 @@ def skip_unless_f16(dev, *dtypes) -> None:
 
     if dev.caps.has_f16:
         return
-    if not dtypes or any(d == "f16" or args.dtype_name_of(d) == "f16" for d in dtypes):
-        pytest.skip(f"needs the shader-f16 feature, which {dev.caps.adapter_name!r} lacks")
+    if not dtypes or any(d in F16_TAGS or args.dtype_name_of(d) == "f16" for d in dtypes):
+        why = f" ({why})" if why else ""
+        pytest.skip(f"needs the shader-f16 feature, which {dev.caps.adapter_name!r} lacks{why}")
+
+
+QUANT_SCALES = "quantized KV caches store f16 scales"   # skip_unless_f16's why for kv_quantize and the quantized caches
+TIERED_HOT = "the tiered cache's hot ring is f16"
+BDPA_BASIS = "bdpa's basis and residual scales are f16"
+
+
+def f16_or_f32(dev):
+    """np.float16 where the device has shader-f16, else np.float32 (wgraph takes numpy's spelling of a dtype): for a
+    test whose dtype is not its point (a layout, an error message, a graph), so that it runs on a device without the
+    feature too, and as before on one with it."""
+    import numpy as np
+
+    return np.float16 if dev.caps.has_f16 else np.float32
