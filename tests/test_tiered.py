@@ -7,7 +7,7 @@ import wgraph as wg
 from wgraph.ops.tiered import tiered_attention, tiered_quant_attention
 
 import kv_reference as R
-from kernel_support import skip_unless_f16
+from kernel_support import TIERED_HOT, skip_unless_f16
 
 
 def _layout(rng, k, v, n, window, paged, page_size=4):
@@ -75,6 +75,7 @@ def _quant_bound(q, scale, k_scales, v_scales, v_abs_max, hq, hkv, d):
 @pytest.mark.parametrize("mode", ["int8", "int4"])
 @pytest.mark.parametrize("paged", [False, True])
 def test_tiered_quant(dev, rng, mode, paged):
+    skip_unless_f16(dev, why=TIERED_HOT)
     S, hq, hkv, d, n, w = 2, 4, 2, 32, 140, 16
     k = rng.standard_normal((n, hkv, d)).astype(np.float16)
     v = rng.standard_normal((n, hkv, d)).astype(np.float16)
@@ -108,6 +109,7 @@ def test_tiered_quant(dev, rng, mode, paged):
 
 
 def test_tiered_kv_len_from_gpu_tensor(dev, rng):
+    skip_unless_f16(dev, why=TIERED_HOT)
     hq, hkv, d, w = 2, 1, 16, 8
     k = rng.standard_normal((40, hkv, d)).astype(np.float16)
     v = rng.standard_normal((40, hkv, d)).astype(np.float16)
@@ -135,6 +137,7 @@ def test_tiered_kv_len_from_gpu_tensor(dev, rng):
 
 
 def test_tiered_errors(dev, rng):
+    skip_unless_f16(dev, why=TIERED_HOT)
     q = dev.tensor(np.zeros((1, 4, 16), np.float32))
     hot = dev.tensor(np.zeros((8, 2, 16), np.float16))
     cold = dev.tensor(np.zeros((10, 2, 16), np.float16))
@@ -167,6 +170,7 @@ def test_tiered_nan_in_a_key_reaches_the_rows_that_see_it(dev, rng, where):
     """docs/errors.md ("NaN and Inf"): a NaN in a key makes the rows that see it NaN. The tiered loop dropped a NaN
     score as if the key were masked: the output was attention without that key, silently. The lse of those rows
     is NaN too (it was -inf: `l > 0` is false for a NaN l)."""
+    skip_unless_f16(dev, why=TIERED_HOT)
     n, w = 10, 4
     k = rng.standard_normal((n, 1, 16)).astype(np.float16)
     v = rng.standard_normal((n, 1, 16)).astype(np.float16)
@@ -183,6 +187,7 @@ def test_tiered_nan_in_a_key_reaches_the_rows_that_see_it(dev, rng, where):
 
 
 def test_tiered_kv_len_past_i32_is_rejected(dev, rng):
+    skip_unless_f16(dev, why=TIERED_HOT)
     # a paged cold part's capacity is table length x page_size (pages may repeat), so kv_len could pass 2^31 - 1;
     # the kernels place query i at i32(kv_len) - S + i, negative there: every key masked, zeros, silently
     f16 = lambda *s: dev.tensor(rng.standard_normal(s).astype(np.float16))
@@ -211,6 +216,7 @@ def test_tiered_gpu_kv_len_below_the_queries_is_reported(dev, rng, causal):
     """The queries are the last kv_len positions, so an int kv_len below S is a ShapeError; a GPU one was not
     checked: with S = 3 and kv_len 2, query 0 sat at position -1 and gave zeros (causal) or attended every key (not
     causal), a plausible answer and no error. Now it is reported; the keys a query can see are as before."""
+    skip_unless_f16(dev, why=TIERED_HOT)
     hq, hkv, d, w, S, n = 2, 1, 16, 8, 3, 2
     k = rng.standard_normal((n, hkv, d)).astype(np.float16)
     v = rng.standard_normal((n, hkv, d)).astype(np.float16)
@@ -231,6 +237,7 @@ def test_tiered_very_negative_scores_are_not_masked(dev, rng, scale):
     """A key is masked by where it is, not by its score: every score of this row is below -5e29 (a large negative
     scale over positive q . k), which the loop's masked marker (-1e30) took for masked keys: zeros and lse -inf.
     float64: the softmax keeps the highest of those scores, so the output is that key's v (lse its score)."""
+    skip_unless_f16(dev, why=TIERED_HOT)
     d, n, hot = 8, 5, 2
     q = np.ones((1, 1, d), np.float32)
     k = (1 + rng.random((n, 1, d))).astype(np.float16)      # every q . k in (8, 16)

@@ -7,11 +7,13 @@ import wgraph as wg
 from wgraph.ops.tiered_cache import TieredKVCache
 
 import kv_reference as R
+from kernel_support import TIERED_HOT, skip_unless_f16
 
 
 @pytest.mark.parametrize("quant", [None, "int8", "int4"])
 @pytest.mark.parametrize("paged", [False, True])
 def test_growth_matches_reference(dev, rng, quant, paged):
+    skip_unless_f16(dev, why=TIERED_HOT)
     heads, dim, window, cap = 2, 16, 8, 48
     n = window + cap
     k = rng.standard_normal((n, heads, dim)).astype(np.float16)
@@ -62,6 +64,7 @@ def _checked_cold_rows(cache, packed, scales, x, quant):
 
 
 def test_cache_errors(dev):
+    skip_unless_f16(dev, why=TIERED_HOT)   # the cache makes its hot ring before its checks
     with pytest.raises(wg.ShapeError, match="^TieredKVCache: cold_capacity 10 must be a positive multiple of page"):
         TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=4, cold_capacity=10, page_size=4)
     # 0 is a multiple of 4: the message said it was not
@@ -78,6 +81,7 @@ def test_cache_errors(dev):
 def test_page_table_with_a_repeated_page_is_refused(dev, rng):
     """page_table=[1, 1] put cold positions 0..3 and 4..7 on one physical page: the second four overwrote the
     first, and attention over 10 rows was 0.64 off the float64 reference, silently. Now a ShapeError."""
+    skip_unless_f16(dev, why=TIERED_HOT)
     with pytest.raises(wg.ShapeError, match=r"^TieredKVCache: page_table \[1, 1\] repeats page id 1; .* each once"):
         TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=8, page_size=4, page_table=[1, 1])
     # a permutation is the pages' order: every cold row has its own place
@@ -94,6 +98,7 @@ def test_refused_gpu_kv_len_leaves_the_cache_as_it_was(dev, rng):
     the cache's length to None (GPU-tracked): the next host append raised "this cache was appended with a GPU
     kv_len" and attention "this cache's length lives on the GPU". Now the error names TieredKVCache.append's
     kv_len, and the cache goes on from the length it had."""
+    skip_unless_f16(dev, why=TIERED_HOT)
     k, v = (rng.standard_normal((3, 1, 8)).astype(np.float16) for _ in range(2))
     cache = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=4)
     cache.append(dev.tensor(k[:2]), dev.tensor(v[:2]))
@@ -110,6 +115,7 @@ def test_refused_gpu_kv_len_leaves_the_cache_as_it_was(dev, rng):
 def test_attention_refuses_what_the_cache_sets(dev):
     """cache.attention(q, causal=True, hot_window=1) raised Python's "TypeError: dict() got multiple values for
     keyword argument 'hot_window'"; now an ArgumentError naming the option and the ones there are."""
+    skip_unless_f16(dev, why=TIERED_HOT)
     cache = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=4)
     cache.append(*(dev.tensor(np.ones((1, 1, 8), np.float16)) for _ in range(2)))
     q = dev.tensor(np.ones((1, 1, 8), np.float32))
