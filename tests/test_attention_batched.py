@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from kernel_support import skip_unless_runs
+from kernel_support import BDPA_BASIS, TIERED_HOT, skip_unless_f16, skip_unless_runs
 from window_reference import check
 from wgraph.errors import DtypeError, LimitError, ShapeError
 
@@ -52,6 +52,7 @@ def test_varlen_matches_reference(dev, rng, variant, case):
     if variant is not None:
         skip_unless_runs(dev, variant)   # its features, its workgroup memory (16 KiB: no split-K, no GEMM flash)
     dtype, lq, lk, hq, hkv, d, causal, window, softcap = case
+    skip_unless_f16(dev, dtype)
     qt, kt, ot = NP[dtype]
     cq, ck = _cu(lq), _cu(lk)
     q = rng.standard_normal((cq[-1], hq, d)).astype(qt)
@@ -123,6 +124,7 @@ def test_kvcache_matches_reference(dev, rng, variant, case):
     if variant is not None:
         skip_unless_runs(dev, variant)   # its features, its workgroup memory (16 KiB: no split-K, no GEMM flash)
     dtype, lens, n_new, sq, hq, hkv, d, page_size, window, softcap, gpu_lens = case
+    skip_unless_f16(dev, dtype)
     qt, kt, ot = NP[dtype]
     B, cap = len(lens), 80 * (1 + (max(lens) + n_new) // 80)   # a multiple of every page size
     kc = rng.standard_normal((B, cap, hkv, d)).astype(kt)
@@ -408,6 +410,7 @@ def test_gpu_resident_bad_lengths_stay_in_bounds_and_set_the_error_flag(dev, rng
 
 def test_tiered_window_and_lse(dev, rng):
     """tiered_attention takes window (left, right) and returns lse (f16 hot ring of 8 + contiguous cold part)."""
+    skip_unless_f16(dev, why=TIERED_HOT)
     from wgraph.ops.tiered import tiered_attention
 
     S, n, w, window = 3, 30, 8, (4, 2)
@@ -425,6 +428,7 @@ def test_tiered_window_and_lse(dev, rng):
 
 def test_bdpa_window_and_lse(dev, rng):
     """bdpa_attention masks by the keys' original positions with window (left, right) and returns lse."""
+    skip_unless_f16(dev, why=BDPA_BASIS)
     import kv_reference as R
     from wgraph.ops.bdpa import bdpa_attention, bdpa_decompose, rope_table
 
@@ -655,6 +659,7 @@ def test_batched_dtype_mismatches_are_dtype_errors_naming_the_call(dev):
     and v of two dtypes a ShapeError, and k_new of another dtype than the caches a ShapeError ("v_new (2, 1, 1,
     16) must match k_new (2, 1, 1, 16)" for a v_new differing only in dtype). Each is a DtypeError naming the
     batched call and both dtypes now, before any GPU work."""
+    skip_unless_f16(dev)   # every case pairs f16 with f32
     f32, f16 = (lambda *s, dt=dt: dev.tensor(np.zeros(s, dt)) for dt in (np.float32, np.float16))
     q16, c32, c16 = f16(2, 1, 2, 16), f32(2, 4, 1, 16), f16(2, 4, 1, 16)
     before = dev.stats.snapshot()

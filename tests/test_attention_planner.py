@@ -11,6 +11,8 @@ from wgraph.device import Caps
 from wgraph.kernels.registry import registry
 from wgraph.ops.attention_planner import PlanFacts, plan
 
+from kernel_support import skip_unless_f16
+
 
 # Workgroup memory of split-K g1 (one q head per kv head, as in GRID) by dtype, from the shader's arrays.
 SPLITK_G1_BYTES = {"f32": 8456, "f16": 8328, "f16kv": 8328}
@@ -253,6 +255,7 @@ BAD = [
 
 @pytest.mark.parametrize("case,err,msg", BAD)
 def test_bad_input_fails_before_gpu_work(dev, case, err, msg):
+    skip_unless_f16(dev, *(case.get(f"{t}dtype", "f32") for t in "qkv"))
     case = dict(case)
     q = _t(dev, case.pop("q"), case.pop("qdtype", "f32"))
     kshape = case.pop("k")

@@ -7,6 +7,7 @@ import wgraph as wg
 from wgraph.ops.bdpa import bdpa_attention, bdpa_decompose, rope_table
 
 import kv_reference as R
+from kernel_support import BDPA_BASIS, skip_unless_f16
 
 L, HQ, HKV, D = 96, 4, 2, 32
 
@@ -44,6 +45,7 @@ def test_decomposition_shares_rows_and_meets_its_bound(rng):
 
 @pytest.mark.parametrize("window", [0, 40, 2**32 - 1])  # 2^32 - 1: no i32 wrap
 def test_bdpa_attention(dev, rng, window):
+    skip_unless_f16(dev, why=BDPA_BASIS)
     ids, k, v, pos = _sequence(rng)
     h = bdpa_decompose(k, v, ids, pos)
     cos, sin = R.rope_tables(256, D)
@@ -66,6 +68,7 @@ def test_bdpa_attention(dev, rng, window):
 
 
 def test_bdpa_kv_len_from_gpu_tensor(dev, rng):
+    skip_unless_f16(dev, why=BDPA_BASIS)
     ids, k, v, pos = _sequence(rng)
     h = bdpa_decompose(k, v, ids, pos)
     cos, sin = R.rope_tables(256, D)
@@ -87,6 +90,7 @@ def test_bdpa_kv_len_from_gpu_tensor(dev, rng):
 
 
 def test_bdpa_errors(dev, rng):
+    skip_unless_f16(dev, why=BDPA_BASIS)
     ids, k, v, pos = _sequence(rng)
     cache = bdpa_decompose(k, v, ids, pos).upload(dev)
     cos, sin = R.rope_tables(256, D)
@@ -114,6 +118,7 @@ def test_bdpa_errors(dev, rng):
 def test_bdpa_nan_in_a_key_reaches_the_output(dev, rng):
     """A NaN in a key the query sees makes its output NaN (docs/errors.md, "NaN and Inf"): the loop dropped a
     NaN score as if the key were masked (a finite output, 0.92 off the reference)."""
+    skip_unless_f16(dev, why=BDPA_BASIS)
     ids, k, v, pos = _sequence(rng)
     k[5, 0, 3] = np.nan
     cos, sin = R.rope_tables(256, D)
@@ -133,6 +138,7 @@ def test_bdpa_index_out_of_range_is_reported_and_its_key_skipped(dev, rng, field
     not checked on the host): a basis id, residual id or position past its table was read clamped by robust
     buffer access: no error, and an output 0.007 (basis id 1000), 0.061 (residual id 2^32 - 1), 0.020 (position
     256 of a 256-row table) off the reference without that key. Now the key is skipped (as masked) and reported."""
+    skip_unless_f16(dev, why=BDPA_BASIS)
     ids, k, v, pos = _sequence(rng)
     h = bdpa_decompose(k, v, ids, pos)
     cos, sin = R.rope_tables(256, D)

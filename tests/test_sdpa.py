@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from kernel_support import skip_unless_f16
 from sdpa_reference import sdpa_reference, sdpa_tolerance_check
 
 def _mask(rng, shape, kind):
@@ -74,6 +75,7 @@ def test_sdpa_matches_torch(dev):
 
 
 def test_sdpa_f16_and_a_fully_masked_row(dev, rng):
+    skip_unless_f16(dev)
     q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 7, 16)))
     for m, options in ((None, {"is_causal": True}), (_mask(rng, (5, 7), "bool"), {})):
         got = wg.ops.sdpa(dev.tensor(q), dev.tensor(k), dev.tensor(v), attn_mask=m, **options).numpy()
@@ -126,6 +128,7 @@ def test_sdpa_in_a_graph(dev, rng):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_transpose01(dev, rng, dtype):
+    skip_unless_f16(dev, dtype)
     x = rng.standard_normal((3, 70, 5)).astype(dtype)  # 1050 elements: more than one 256-thread workgroup
     np.testing.assert_array_equal(wg.ops.transpose01(dev.tensor(x)).numpy(), np.swapaxes(x, 0, 1))
     with pytest.raises(wg.ShapeError, match=r"transpose01: x must be \[A, B, D\], got \(3, 70\)"):
@@ -146,8 +149,10 @@ def test_sdpa_errors_before_gpu_work(dev):
         wg.ops.sdpa(q, k, k, attn_mask=np.ones((5, 6), bool), enable_gqa=True)
     with pytest.raises(wg.DtypeError, match=r"sdpa: attn_mask: got float64 data"):
         wg.ops.sdpa(q, k, k, attn_mask=np.zeros((5, 7)), enable_gqa=True)
-    with pytest.raises(wg.DtypeError, match=r"share one dtype, f32 or f16; got f32, f16, f16"):
-        wg.ops.sdpa(q, dev.tensor(np.ones((1, 4, 7, 8), np.float16)), dev.tensor(np.ones((1, 4, 7, 8), np.float16)))
+    if dev.caps.has_f16:   # an f16 tensor needs shader-f16
+        with pytest.raises(wg.DtypeError, match=r"share one dtype, f32 or f16; got f32, f16, f16"):
+            f16 = np.ones((1, 4, 7, 8), np.float16)
+            wg.ops.sdpa(q, dev.tensor(f16), dev.tensor(f16))
     with pytest.raises(wg.ShapeError, match=r"same batch axes"):
         wg.ops.sdpa(q, f32(2, 4, 7, 8), f32(2, 4, 7, 8))
     with pytest.raises(wg.ShapeError, match=r"sdpa: query must be a Tensor \(or a graph value\), got numpy.ndarray"):
@@ -296,7 +301,8 @@ def test_sdpa_empty_batch_checks_the_mask(dev):
         wg.ops.sdpa(q, k, k, attn_mask=np.ones((3, 3), bool))
     with pytest.raises(wg.DtypeError, match=r"sdpa: attn_mask: got float64 data"):
         wg.ops.sdpa(q, k, k, attn_mask=np.zeros((5, 7)))
-    with pytest.raises(wg.DtypeError, match=r"a GPU attn_mask is f32 .* got f16"):
-        wg.ops.sdpa(q, k, k, attn_mask=dev.tensor(np.zeros((5, 7), np.float16)))
+    if dev.caps.has_f16:   # an f16 tensor needs shader-f16
+        with pytest.raises(wg.DtypeError, match=r"a GPU attn_mask is f32 .* got f16"):
+            wg.ops.sdpa(q, k, k, attn_mask=dev.tensor(np.zeros((5, 7), np.float16)))
     for mask in (np.ones((5, 7), bool), np.zeros((0, 1, 5, 7), np.float32)):
         assert wg.ops.sdpa(q, k, k, attn_mask=mask).shape == (0, 2, 5, 8)
