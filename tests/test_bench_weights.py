@@ -7,9 +7,12 @@ import pytest
 import wgraph as wg
 from wgraph.bench import timing, weights
 
+from kernel_support import skip_unless_f16
+
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_gpu_fill_equals_numpy(dev, dtype):
+    skip_unless_f16(dev, dtype)
     t = dev.empty((6, 10), dtype)
     weights.fill(t, 123, 0.25)
     want = weights.rows(123, (6, 10), range(6), 0.25)

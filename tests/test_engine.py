@@ -7,6 +7,8 @@ import pytest
 import wgraph as wg
 from wgraph.scheduler.pool import size_class
 
+from kernel_support import skip_unless_f16
+
 
 def test_immediate_result_matches_numpy(dev, rng):
     a = rng.standard_normal(1000).astype(np.float32)
@@ -19,6 +21,7 @@ def test_immediate_result_matches_numpy(dev, rng):
 
 
 def test_f16(dev, rng):
+    skip_unless_f16(dev)
     a = rng.standard_normal(37).astype(np.float16)
     np.testing.assert_array_equal(wg.ops.scale(dev.tensor(a), 2.0).numpy(), a * np.float16(2))
 
@@ -199,8 +202,9 @@ def test_wrong_dtype(dev):
     x = dev.tensor(np.ones(4, np.uint32))
     _no_gpu_work(dev, lambda: wg.ops.scale(x, 2.0), wg.DtypeError, "scale has no kernel for .*u32")
     f = dev.tensor(np.ones(4, np.float32))
-    h = dev.tensor(np.ones(4, np.float16))
-    _no_gpu_work(dev, lambda: wg.ops.add(f, h), wg.DtypeError, "dtypes f32 and f16 differ")
+    other = "f16" if dev.caps.has_f16 else "bf16"   # a float dtype other than f32 that the device has
+    h = dev.tensor(np.ones(4, np.float32), other)
+    _no_gpu_work(dev, lambda: wg.ops.add(f, h), wg.DtypeError, f"dtypes f32 and {other} differ")
     _no_gpu_work(dev, lambda: dev.tensor(np.ones(3, np.int64)), wg.DtypeError, "numpy dtype int64")
 
 

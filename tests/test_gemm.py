@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from kernel_support import skip_unless_runs
+from kernel_support import f16_or_f32, skip_unless_f16, skip_unless_runs
 from wgraph.device import Caps
 from wgraph.kernels.registry import load_registry, registry, SHADER_DIR
 from wgraph.ops import dense
@@ -42,6 +42,7 @@ VEC4_K = [(9, 7, 4), (33, 65, 36), (65, 9, 68), (127, 33, 132), (130, 129, 20)]
 def test_every_configuration_against_float64(dev, rng, variant):
     skip_unless_runs(dev, variant)   # 32x256 and 128x128 exceed WebGPU's default 16 KiB of workgroup memory
     kv = registry()[variant]
+    skip_unless_f16(dev, kv.facts["weight_dtype"])
     cases = ANY_K if kv.limits["k_multiple"] == 1 else VEC4_K
     for i, (m, n, k) in enumerate(cases):
         _check(dev, rng, m, n, k, kv.facts["weight_dtype"], bias=i % 2 == 0, variant=variant)
@@ -51,6 +52,7 @@ def test_every_configuration_against_float64(dev, rng, variant):
 def test_split_k_against_float64(dev, rng, wdtype):
     """K in slices (the first pass writes partial sums to a scratch, the second adds them and the bias): two
     dispatches; slices that do not divide k, and more slices asked for than 16-deep steps exist."""
+    skip_unless_f16(dev, wdtype)
     for m, n, k, split, slices in ((33, 40, 100, 3, 3), (9, 70, 40, 3, 3), (17, 5, 36, 8, 3)):
         plan = dense.plan_linear(m, n, k, wdtype, None, split_k=split)
         assert plan.splits == slices and f"K in {slices} slices" in plan.reason
@@ -61,10 +63,11 @@ def test_split_k_against_float64(dev, rng, wdtype):
 
 def test_many_rows_planned(dev, rng):
     """300 rows (3 tiles of the tallest configuration) with batch dimensions, as a model's prefill calls it."""
+    wdt = f16_or_f32(dev)   # a model's f16 weights, f32 where the device lacks shader-f16
     x = rng.standard_normal((3, 100, 72)).astype(np.float32)
-    w = rng.standard_normal((50, 72)).astype(np.float16)
+    w = rng.standard_normal((50, 72)).astype(wdt)
     b = rng.standard_normal(50).astype(np.float32)
-    plan = dense.plan_linear(300, 50, 72, "f16", None)
+    plan = dense.plan_linear(300, 50, 72, wg.dtypes.dtype_name_of(wdt), None)
     assert registry()[plan.variant].facts["form"] == "gemm" and "300 rows > 8" in plan.reason
     got = wg.ops.linear(dev.tensor(x), dev.tensor(w), dev.tensor(b)).numpy()
     exact = x.astype(np.float64) @ w.astype(np.float64).T + b

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from kernel_support import skip_unless_runs
+from kernel_support import f16_or_f32, skip_unless_f16, skip_unless_runs
 from kv_reference import rope_rows
 from wgraph.kernels.registry import kernels_for
 from wgraph.ops.linear_rope_kv import plan_linear_rope_kv
@@ -46,6 +46,7 @@ def _two_ops(x, w, cos, sin, cache, pos, *, q_heads, b=None, norm=None, **kw):
     (8, 2, 1, 64, 48, "f32", "f16", False, True, False),
     (5, 3, 3, 8, 32, "f16", "f16", False, True, True)])
 def test_against_float64(dev, rng, rows, hq, hkv, d, k, wdt, kdt, gpu_pos, bias, norm):
+    skip_unless_f16(dev, wdt, kdt)
     cap, pos = 24, 11
     cos, sin = wg.ops.rope_tables(32, d)
     x, w, b, g, want = _case(rng, rows, hq, hkv, d, k, wdt, bias, norm)
@@ -85,7 +86,8 @@ def test_same_as_linear_then_rope_kv_append(dev, rng, rows, k):
 def test_ring_and_paged_layouts(dev, rng):
     hq, hkv, d, rows = 2, 1, 8, 3
     cos, sin = wg.ops.rope_tables(64, d)
-    x, w, b, g, want = _case(rng, rows, hq, hkv, d, 16, "f16", False, True)
+    wdt = wg.dtypes.dtype_name_of(f16_or_f32(dev))   # the weights' dtype is not the point: f32 where f16 is not
+    x, w, b, g, want = _case(rng, rows, hq, hkv, d, 16, wdt, False, True)
     k_want = rope_rows(want[:, hq:hq + hkv], cos, sin, np.arange(10, 13))
     zeros = lambda n: dev.tensor(np.zeros((n, hkv, d), np.float32))  # noqa: E731
     # a ring of 8 rows: positions 10..12 land on rows 2..4
@@ -170,6 +172,7 @@ def test_variants_the_planner_does_not_pick_here(dev, rng, fresh_templates, monk
     import wgraph.ops.linear_rope_kv as lrk
 
     skip_unless_runs(dev, name)   # the long-row classes sum by subgroups
+    skip_unless_f16(dev, wdt, kdt)
     monkeypatch.setattr(lrk, "plan_linear_rope_kv", lambda *a, **kw: lrk.LinearRopeKVPlan(name, "forced", True))
     hq, hkv, d, k, cap, pos = 4, 2, 8, 56, 12, 3
     cos, sin = wg.ops.rope_tables(16, d)

@@ -9,6 +9,7 @@ import pytest
 from gguf.quants import dequantize as gguf_dequantize
 
 import wgraph as wg
+from kernel_support import skip_unless_f16
 from kv_reference import rope_rows
 from wgraph.device import Caps
 from wgraph.ggml_blocks import FORMATS, quantize
@@ -51,6 +52,7 @@ def _want(x, qw, b, g, heads, d):
     ("IQ1_M", 2, 2, 1, 16, "f16", True, False, True)])
 def test_one_row_against_float64_in_one_dispatch(dev, rng, ggml_type, blocks, hq, hkv, d, kdt, gpu_pos, bias,
                                                  norm):
+    skip_unless_f16(dev, kdt)
     k = blocks * FORMATS[ggml_type].block_weights
     n = (hq + 2 * hkv) * d
     cap, pos = 20, 13
@@ -161,6 +163,7 @@ def test_fused_variant_past_a_cpu_adapters_loop_cap_is_passed_over():
 def test_workgroup_memory_variants(dev, rng, fresh_templates, monkeypatch, name, ggml_type):
     """The entries for devices without subgroups (the planner picks the subgroup ones on lavapipe), run by
     replacing the plan."""
+    skip_unless_f16(dev, name.rsplit("_", 1)[1])
     import wgraph.ops.linear_rope_kv_q as lrkq
 
     monkeypatch.setattr(lrkq, "plan_linear_rope_kv_q", lambda *a, **kw: lrkq.LinearRopeKVPlan(name, "forced", True))

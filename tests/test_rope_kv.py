@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from kernel_support import skip_unless_f16
 from kv_reference import rope_rows
 
 NP = {"f32": np.float32, "f16": np.float16}
@@ -16,6 +17,7 @@ NP = {"f32": np.float32, "f16": np.float16}
 @pytest.mark.parametrize("rows,hq,hkv,d,pos,gpu_pos", [(1, 4, 2, 8, 5, False), (3, 3, 1, 6, 0, True),
                                                        (8, 6, 3, 16, 9, False), (2, 5, 5, 4, 30, True)])
 def test_rope_kv_append(dev, rng, cache_dtype, rows, hq, hkv, d, pos, gpu_pos):
+    skip_unless_f16(dev, cache_dtype)
     cap = 40
     cos, sin = wg.ops.rope_tables(48, d)
     qkv = rng.standard_normal((rows, (hq + 2 * hkv) * d)).astype(np.float32)
@@ -119,8 +121,9 @@ def test_errors(dev):
     with pytest.raises(wg.LimitError, match="cache full"):
         big = [dev.tensor(t) for t in wg.ops.rope_tables(32, 4)]
         wg.ops.rope_kv_append(qkv, *big, (kc, vc), 7, q_heads=2)
-    with pytest.raises(wg.DtypeError, match="k cache f32 and v cache f16 differ"):
-        wg.ops.rope_kv_append(qkv, cos, sin, (kc, dev.tensor(np.zeros((8, 1, 4), np.float16))), 0, q_heads=2)
+    other = "f16" if dev.caps.has_f16 else "bf16"   # a cache dtype other than the k cache's that the device has
+    with pytest.raises(wg.DtypeError, match=f"k cache f32 and v cache {other} differ"):
+        wg.ops.rope_kv_append(qkv, cos, sin, (kc, dev.tensor(np.zeros((8, 1, 4), np.float32), other)), 0, q_heads=2)
     with pytest.raises(wg.ArgumentError, match="rope_kv_append: pos=1.0 must be an integer in \\[0, 4294967295\\] or a u32 GPU tensor"):
         wg.ops.rope_kv_append(qkv, cos, sin, (kc, vc), 1.0, q_heads=2)
 

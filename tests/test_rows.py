@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from kernel_support import skip_unless_f16
 
 F32_ULP = 2.0**-23
 
@@ -136,6 +137,7 @@ def test_layernorm_rows_whose_sum_overflows_f32_are_not_nan(dev, dtype):
     [1e38, -1e38] x 4 (the tree's partial sums met as inf + -inf; documented: zeros, then the bias). Now the first
     is the bias, as float64, and the second the documented zeros; a row with an inf or NaN stays NaN. f16 rows
     of 65504 (sum 5.2e5, in range) are the bias too."""
+    skip_unless_f16(dev, dtype)
     big = float(np.finfo(dtype).max)
     rows = np.array([[big] * 8, [-big] * 8, [big / 3, -big / 3] * 4, [1.0] * 7 + [np.inf], [1.0] * 7 + [np.nan]], dtype)
     w, b = np.ones(8, dtype), np.full(8, 0.5, dtype)
