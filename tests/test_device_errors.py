@@ -10,6 +10,7 @@ from wgraph.ops.dense import rope, rope_tables
 from wgraph.ops.kv_cache import kv_append, kv_append_quantized
 
 from attention_reference import tolerance_check
+from kernel_support import QUANT_SCALES, TIERED_HOT, f16_or_f32, skip_unless_f16
 
 
 def _u32(dev, value):
@@ -65,18 +66,20 @@ def test_rope_gpu_position_near_2_32_does_not_wrap(dev, rng):
 
 @pytest.mark.parametrize("pos", [7, 2**31 - 1, 2**32 - 1])
 def test_kv_append_gpu_position_beyond_capacity_writes_nothing_and_reports(dev, rng, pos):
-    kc, vc = (dev.tensor(np.zeros((8, 1, 8), np.float16)) for _ in range(2))
-    k = rng.standard_normal((2, 1, 8)).astype(np.float16)
+    dt = f16_or_f32(dev)
+    kc, vc = (dev.tensor(np.zeros((8, 1, 8), dt)) for _ in range(2))
+    k = rng.standard_normal((2, 1, 8)).astype(dt)
     kv_append((kc, vc), dev.tensor(k), dev.tensor(k), _u32(dev, pos))
     with pytest.raises(wg.GpuValueError, match=r"kv_append: the position of a row .* was \d+; it must be < \d+"):
         dev.check_errors()
-    want = np.zeros((8, 1, 8), np.float16)
+    want = np.zeros((8, 1, 8), dt)
     if pos == 7:
         want[7] = k[0]  # the row that fits is written
     np.testing.assert_array_equal(kc.numpy(), want)
 
 
 def test_kv_append_quantized_gpu_position_beyond_capacity_reports(dev, rng):
+    skip_unless_f16(dev, why=QUANT_SCALES)
     packed = [dev.tensor(np.zeros((4, 1, 2), np.uint32)) for _ in range(2)]
     scales = [dev.tensor(np.zeros((4, 1), np.float16)) for _ in range(2)]
     k = dev.tensor(rng.standard_normal((1, 1, 8)).astype(np.float32))
@@ -139,19 +142,21 @@ def test_kvcache_of_one_sequence_reports_a_page_id_past_the_pool(dev, rng):
 
 
 def test_kv_append_page_id_past_the_pool_writes_nothing_and_reports(dev, rng):
-    kc, vc = (dev.tensor(np.zeros((16, 1, 8), np.float16)) for _ in range(2))
-    k = rng.standard_normal((4, 1, 8)).astype(np.float16)
+    dt = f16_or_f32(dev)
+    kc, vc = (dev.tensor(np.zeros((16, 1, 8), dt)) for _ in range(2))
+    k = rng.standard_normal((4, 1, 8)).astype(dt)
     kv_append((kc, vc), dev.tensor(k), dev.tensor(k), 2, layout="paged", page_size=4,
               page_table=dev.tensor(BAD_TABLE))
     with pytest.raises(wg.GpuValueError, match=r"kv_append: a GPU page_table page id was 7; it must be < 4, the pages "
                                                r"the cache holds \(the row not written"):
         dev.check_errors()
-    want = np.zeros((16, 1, 8), np.float16)
+    want = np.zeros((16, 1, 8), dt)
     want[10:12] = k[:2]   # positions 2, 3 on page 2; positions 4, 5 (page id 7) not written anywhere
     np.testing.assert_array_equal(kc.numpy(), want)
 
 
 def test_kv_append_quantized_page_id_past_the_pool_reports(dev, rng):
+    skip_unless_f16(dev, why=QUANT_SCALES)
     packed = [dev.tensor(np.zeros((16, 1, 2), np.uint32)) for _ in range(2)]
     scales = [dev.tensor(np.zeros((16, 1), np.float16)) for _ in range(2)]
     k = dev.tensor(rng.standard_normal((4, 1, 8)).astype(np.float32))
@@ -181,6 +186,7 @@ def test_rope_kv_append_page_id_past_the_pool_reports(dev, rng):
 def test_tiered_page_id_past_the_cold_pool_is_clamped_and_reported(dev, rng):
     from wgraph.ops.tiered import tiered_attention
 
+    skip_unless_f16(dev, why=TIERED_HOT)
     q = rng.standard_normal((1, 2, 16)).astype(np.float32)
     hot = [dev.tensor(rng.standard_normal((4, 1, 16)).astype(np.float16)) for _ in range(2)]
     cold = [dev.tensor(rng.standard_normal((16, 1, 16)).astype(np.float16)) for _ in range(2)]

@@ -10,6 +10,7 @@ from wgraph.ops.kv_cache import kv_append
 from wgraph.ops.tiered_cache import TieredKVCache
 
 import kv_reference as R
+from kernel_support import TIERED_HOT, f16_or_f32, skip_unless_f16
 
 STEPS, HQ, HKV, D = 64, 4, 2, 16
 
@@ -22,16 +23,17 @@ def _capture(dev, step):
     return items, result
 
 
-def _inputs(rng):
-    k = rng.standard_normal((STEPS, HKV, D)).astype(np.float16)
-    v = rng.standard_normal((STEPS, HKV, D)).astype(np.float16)
+def _inputs(rng, kv_dtype=np.float16):
+    k = rng.standard_normal((STEPS, HKV, D)).astype(kv_dtype)
+    v = rng.standard_normal((STEPS, HKV, D)).astype(kv_dtype)
     q = rng.standard_normal((STEPS, 1, HQ, D)).astype(np.float32)
     return k, v, q
 
 
 def test_recorded_decode_step_replays_with_attention_op(dev, rng):
-    k, v, q = _inputs(rng)
-    caches = [tuple(dev.tensor(np.zeros((STEPS, HKV, D), np.float16)) for _ in range(2)) for _ in range(2)]
+    dt = f16_or_f32(dev)   # the replay is the point, not the caches' dtype
+    k, v, q = _inputs(rng, dt)
+    caches = [tuple(dev.tensor(np.zeros((STEPS, HKV, D), dt)) for _ in range(2)) for _ in range(2)]
     immediate = []
     for p in range(STEPS):
         kv_append(caches[0], dev.tensor(k[p:p + 1]), dev.tensor(v[p:p + 1]), p)
@@ -61,6 +63,7 @@ def test_recorded_decode_step_replays_with_attention_op(dev, rng):
 
 @pytest.mark.parametrize("quant", [None, "int8"])
 def test_recorded_tiered_decode_step_replays(dev, rng, quant):
+    skip_unless_f16(dev, why=TIERED_HOT)
     k, v, q = _inputs(rng)
     opts = dict(kv_heads=HKV, head_dim=D, hot_window=8, cold_capacity=STEPS, quant=quant, page_size=8,
                 page_table=rng.permutation(STEPS // 8))

@@ -12,6 +12,7 @@ from wgraph.ops.attention_planner import PlanFacts, attention_kernels, plan
 from wgraph.kernels.registry import registry
 
 from attention_reference import tolerance_check
+from kernel_support import TIERED_HOT, skip_unless_f16
 
 CPU = Caps.synthetic(is_cpu=True, has_f16=True, has_subgroups=True, subgroup_min_size=4, subgroup_max_size=128,
                      max_workgroup_storage=32768, max_invocations_per_workgroup=1024)
@@ -88,6 +89,7 @@ def test_tiered_decode_past_the_cap_raises_on_a_cpu_device(dev, rng):
     assert decode_loop_iterations(k, 16, 8000) <= CPU_LOOP_LIMIT < decode_loop_iterations(k, 16, 9000)
     if not dev.caps.is_cpu:
         pytest.skip("the cap is lavapipe's")
+    skip_unless_f16(dev, why=TIERED_HOT)
     hot = dev.tensor(np.zeros((8, 1, 16), np.float16))
     cold = dev.tensor(np.zeros((9000, 1, 16), np.float16))
     q = dev.tensor(np.ones((1, 1, 16), np.float32))
