@@ -168,7 +168,7 @@ class Env:
 
     def need_f16(self):
         if not self.f16:
-            pytest.skip("no shader-f16")
+            pytest.skip(f"needs the shader-f16 feature, which {self.dev.caps.adapter_name!r} lacks")
 
 
 def _graph_call(method, *args, **kwargs):
@@ -279,7 +279,8 @@ OPS = {
         tuple((c.packed, c.scales) for c in e.qcache), e.kn, e.kn, 1), dict(mode="int8")))[1],
         ("cache", "k_new", "v_new", "page_table"),
         {"page_size": (U32, "ignored unless layout='paged'"), "pos_offset": ({"-1"}, "an offset")}),
-    "kv_quantize": Case(lambda e: (wg.ops.kv_quantize, (e.kn,), {}), ("x", "out")),
+    # the scales it writes are f16 (a quantized cache's), from f32 rows too: the kernel needs shader-f16
+    "kv_quantize": Case(lambda e: (e.need_f16(), (wg.ops.kv_quantize, (e.kn,), {}))[1], ("x", "out")),
     "kv_dequantize": Case(lambda e: (e.need_f16(), (wg.ops.kv_dequantize, (e.qkv,), {}))[1],
                           ("qkv", "out"), data=("old_args",)),
     "tiered_attention": Case(lambda e: (e.need_f16(), (wg.ops.tiered_attention, (e.q, *e.hot, *e.cold),

@@ -135,6 +135,8 @@ def test_bench_json_has_every_field(tmp_path, dev):
     gemm = data["gemm"]
     assert gemm["rows"] and gemm["fma_f32_tflops"] == [r["tflops"] for r in data["fma"]["rows"] if r["type"] == "f32"][0]
     for r in gemm["rows"]:
+        if r["status"] == "unsupported" and r["weight_dtype"] == "f16" and not dev.caps.has_f16:
+            continue   # f16 weights need shader-f16: the row says so, as the f16 fma rows do
         assert r["status"] == "ok" and r["planned"], r
         assert GEMM <= set(r), GEMM - set(r)
         assert "gemm" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5

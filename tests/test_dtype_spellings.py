@@ -93,6 +93,8 @@ def test_every_dtype_argument_takes_the_spellings(dev):
     rows = wg.ops.embedding([2, 0], table, dtype=np.float32)
     assert rows.dtype == "f32"
     np.testing.assert_array_equal(rows.numpy(), [[4, 5], [0, 1]])
+    if not dev.caps.has_f16:
+        return   # kv_quantize writes f16 scales (a quantized cache's): it needs shader-f16
     qkv = wg.ops.kv_quantize(dev.tensor(np.zeros((2, 1, 8), np.float32)), "int8")
     assert wg.ops.kv_dequantize(qkv, dtype=np.dtype("float32")).dtype == "f32"
     with pytest.raises(wg.DtypeError, match=r"kv_dequantize: dtype=<class 'numpy.int32'> must be one of 'f16', 'f32'"):

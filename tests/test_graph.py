@@ -13,6 +13,8 @@ import pytest
 import wgraph as wg
 from wgraph.graph import GraphError
 
+from kernel_support import BDPA_BASIS, TIERED_HOT, f16_or_f32, skip_unless_f16
+
 
 def _block(x, w, b, norm_w, cos, sin, pos, heads):
     """The same code builds a graph (given Values) or runs immediately (given Tensors)."""
@@ -224,14 +226,15 @@ def test_update_takes_numpy_scalars_as_the_numbers_they_are(dev, rng):
     np.testing.assert_allclose(prog.run(q=qa, k=ka, v=va)["o"].numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
-def _int_kv_len_graph(rng, kind):
-    """A one-query attention of `kind` over f16 keys with an int kv_len (no kv_len tensor input)."""
+def _int_kv_len_graph(rng, kind, kv_dtype=np.float16):
+    """A one-query attention of `kind` over f16 keys (attention: of kv_dtype) with an int kv_len (no kv_len tensor
+    input)."""
     from wgraph.ops.bdpa import BDPACache, bdpa_attention, bdpa_decompose, rope_table
 
     g = wg.Graph(kind)
     q = g.input("q", (1, 4, 16), "f32")
     if kind == "attention":
-        k = g.const("k", rng.standard_normal((24, 2, 16)).astype(np.float16))
+        k = g.const("k", rng.standard_normal((24, 2, 16)).astype(kv_dtype))
         g.output("o", wg.ops.attention(q, k, k, causal=True, kv_len=20))
     elif kind == "tiered":
         hot, cold = (g.const(n, rng.standard_normal((r, 2, 16)).astype(np.float16)) for n, r in (("hot", 8), ("cold", 24)))
@@ -251,7 +254,8 @@ def test_update_to_gpu_kv_len_without_a_kv_len_input_is_refused(dev, rng, kind):
     """kv_len=None means "read the kv_len tensor": a node built with an int kv_len has none, so update() (and a
     graph file saying so) is refused by the op's own rule, naming the node and kv_len (tiered and bdpa compared
     None with an int: a TypeError), and the program runs on as compiled."""
-    g = _int_kv_len_graph(rng, kind)
+    skip_unless_f16(dev, "f32" if kind == "attention" else "f16", why=BDPA_BASIS if kind == "bdpa" else TIERED_HOT)
+    g = _int_kv_len_graph(rng, kind, f16_or_f32(dev))
     node = g.topological_order()[-1]
     prog = g.compile(dev)
     q = rng.standard_normal((1, 4, 16)).astype(np.float32)
