@@ -8,13 +8,8 @@ import pytest
 
 from wgraph.soak import RSS_MARGIN_BYTES, growth_after, main, soak_immediate, soak_replay, verdict
 
-from kernel_support import skip_unless_f16
-
-SOAK_F16 = "wgraph.soak's decode step and attention calls use f16 K and V"
-
 
 def test_compiled_decode_replay_does_not_grow(dev):
-    skip_unless_f16(dev, why=SOAK_F16)
     samples = soak_replay(dev, 300, every=50)
     buffers, rss = growth_after(samples, warmup=100)
     assert buffers == 0, samples
@@ -23,7 +18,6 @@ def test_compiled_decode_replay_does_not_grow(dev):
 
 
 def test_immediate_attention_does_not_grow(dev):
-    skip_unless_f16(dev, why=SOAK_F16)
     # kv_len cycles over 300 values: every length's template and the pool's buffers are made in the first 300
     samples = soak_immediate(dev, 600, every=50)
     buffers, rss = growth_after(samples, warmup=300)
@@ -44,7 +38,6 @@ def test_verdict_fails_on_growth():
 
 
 def test_soak_cli_ends_with_its_verdict(dev, capsys):
-    skip_unless_f16(dev, why=SOAK_F16)
     rc = main(["--steps", "40", "--calls", "40", "--every", "10", "--warmup", "20"])
     out, err = capsys.readouterr()
     last = out.strip().splitlines()[-1]
@@ -59,7 +52,6 @@ def test_the_last_step_is_sampled_and_a_run_without_two_samples_is_refused(dev, 
     """Samples came every `every` steps only: a run of 20 steps sampling every 1000 compared the first sample
     with itself and printed PASS having measured nothing. The last step is sampled too, and a run whose warm-up
     leaves no sample before the last is refused before it starts."""
-    skip_unless_f16(dev, why=SOAK_F16)
     import pytest
 
     assert [s[0] for s in soak_replay(dev, 23, every=10)] == [1, 10, 20, 23]

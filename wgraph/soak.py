@@ -16,6 +16,7 @@ import numpy as np
 from wgraph.cli_format import DefaultsFormatter
 
 HQ, HKV, D, CAPACITY = 4, 2, 32, 256
+KV_NUMPY = {"f16": np.float16, "f32": np.float32}
 RSS_MARGIN_BYTES = 4 << 20  # allocator noise; a leak of a buffer's worth per call would be far above it
 
 
@@ -32,15 +33,21 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
 
 
-def decode_step_graph():
-    """One decode step: append k/v at `pos` into a ring cache (program state), attend with kv_len from the GPU."""
+def kv_dtype(dev) -> str:
+    """The K/V dtype the soak runs: f16, a model's cache, where the device has shader-f16; else f32."""
+    return "f16" if dev.caps.has_f16 else "f32"
+
+
+def decode_step_graph(kv: str = "f16"):
+    """One decode step: append k/v (dtype `kv`) at `pos` into a ring cache (program state), attend with kv_len
+    from the GPU."""
     import wgraph as wg
 
     g = wg.Graph("soak_decode")
     q = g.input("q", (1, HQ, D), "f32")
-    k_new, v_new = g.input("k_new", (1, HKV, D), "f16"), g.input("v_new", (1, HKV, D), "f16")
+    k_new, v_new = g.input("k_new", (1, HKV, D), kv), g.input("v_new", (1, HKV, D), kv)
     pos, kv_len = g.input("pos", (1,), "u32"), g.input("kv_len", (1,), "u32")
-    kc, vc = g.state("k_cache", (CAPACITY, HKV, D), "f16"), g.state("v_cache", (CAPACITY, HKV, D), "f16")
+    kc, vc = g.state("k_cache", (CAPACITY, HKV, D), kv), g.state("v_cache", (CAPACITY, HKV, D), kv)
     wg.ops.kv_append((kc, vc), k_new, v_new, pos, layout="ring")
     g.output("out", wg.ops.attention(q, kc, vc, causal=True, kv_len=kv_len, kv_layout="ring"))
     return g
@@ -59,9 +66,9 @@ def soak_replay(dev, steps: int, every: int = 100, shown=None) -> list[tuple[int
     """`steps` replays of the compiled decode step (new q/k/v and position each step); samples every `every`.
     `shown`: a progress counter (wgraph.progress.bar) told of each sample's steps."""
     rng = np.random.default_rng(0)
-    prog = decode_step_graph().compile(dev)
+    prog = decode_step_graph(kv_dtype(dev)).compile(dev)
     q = rng.standard_normal((16, 1, HQ, D)).astype(np.float32)
-    kv = rng.standard_normal((16, 2, 1, HKV, D)).astype(np.float16)
+    kv = rng.standard_normal((16, 2, 1, HKV, D)).astype(KV_NUMPY[kv_dtype(dev)])
     samples = []
     for t in range(steps):
         out = prog.run(q=q[t % 16], k_new=kv[t % 16, 0], v_new=kv[t % 16, 1], pos=t, kv_len=t + 1)["out"]
@@ -79,8 +86,8 @@ def soak_immediate(dev, calls: int, every: int = 100, shown=None) -> list[tuple[
 
     rng = np.random.default_rng(0)
     Q = dev.tensor(rng.standard_normal((1, HQ, D)).astype(np.float32))
-    K = dev.tensor(rng.standard_normal((300, HKV, D)).astype(np.float16))
-    V = dev.tensor(rng.standard_normal((300, HKV, D)).astype(np.float16))
+    K = dev.tensor(rng.standard_normal((300, HKV, D)).astype(KV_NUMPY[kv_dtype(dev)]))
+    V = dev.tensor(rng.standard_normal((300, HKV, D)).astype(KV_NUMPY[kv_dtype(dev)]))
     samples = []
     for i in range(calls):
         out = wg.ops.attention(Q, K, V, causal=True, kv_len=1 + (i * 7) % 300)
