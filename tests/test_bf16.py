@@ -261,3 +261,14 @@ def test_kv_append_bf16(dev, rng):
     want_k, want_v = np.zeros((6, 2, 4), np.float32), np.zeros((6, 2, 4), np.float32)
     want_k[1:4], want_v[1:4], want_k[4:6], want_v[4:6] = k, v, k[:2], v[:2]
     assert np.array_equal(kc.numpy(), want_k) and np.array_equal(vc.numpy(), want_v)
+
+
+def test_big_endian_uint16_is_refused_as_native_uint16_is():
+    """A big-endian uint16 array (bf16 bits read from a file as '>u2') passed the uint16 refusal (an equality with
+    native uint16) and was rounded as numbers: 0x3F80 (1.0 as bits) became bf16 16256.0. It is refused as uint16 is,
+    naming the conversion that reads its bits right."""
+    raw = np.array([0x3F80, 0xC000], ">u2")
+    with pytest.raises(wg.DtypeError, match=r"to_bf16: a big-endian uint16 \(>u2\) array is ambiguous as bf16 data: "
+                                            r".*array\.astype\(np\.uint16\)\.view\(wgraph\.dtypes\.BF16_BITS\)"):
+        to_bf16(raw)
+    assert from_bf16(raw.astype(np.uint16).view(BF16_BITS)).tolist() == [1.0, -2.0]  # the advice, followed

@@ -178,10 +178,13 @@ def to_bf16(a, *, where: str = "to_bf16") -> np.ndarray:
         return a
     if a.dtype.kind not in "biuf":
         raise DtypeError(f"{where}: bf16 data must come from real numbers, got an array of {a.dtype}")
-    if a.dtype == np.uint16:  # bf16 bits out of torch (x.view(torch.uint16)) or a file look like this: never numbers
-        raise DtypeError(f"{where}: a uint16 array is ambiguous as bf16 data: bfloat16 bit patterns are "
-                         f"array.view(wgraph.dtypes.BF16_BITS) (from_bf16 reads uint16 so), numbers are "
-                         f"array.astype(np.float32)")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 2:  # bf16 bits out of torch (x.view(torch.uint16)) or a file
+        # look like this: never numbers; big-endian '>u2' too (it was taken as numbers, 0x3F80 becoming 16256.0)
+        swapped = a.dtype != np.uint16   # a view of big-endian words would read each pattern byte-swapped
+        raise DtypeError(f"{where}: a {'big-endian uint16 (>u2)' if swapped else 'uint16'} array is ambiguous as "
+                         f"bf16 data: bfloat16 bit patterns are "
+                         f"{'array.astype(np.uint16)' if swapped else 'array'}.view(wgraph.dtypes.BF16_BITS) "
+                         f"(from_bf16 reads uint16 so), numbers are array.astype(np.float32)")
     if a.dtype.kind == "f" and a.dtype.itemsize > 4:  # float64, long double: rounded from their own precision
         bits = _bf16_bits_from_f64(a)
     elif a.dtype.kind in "iu" and a.dtype.itemsize > 2:
