@@ -272,3 +272,17 @@ def test_big_endian_uint16_is_refused_as_native_uint16_is():
                                             r".*array\.astype\(np\.uint16\)\.view\(wgraph\.dtypes\.BF16_BITS\)"):
         to_bf16(raw)
     assert from_bf16(raw.astype(np.uint16).view(BF16_BITS)).tolist() == [1.0, -2.0]  # the advice, followed
+
+
+def test_bf16_bits_convert_to_the_dtype_asked_for(dev):
+    """dev.tensor(bits, dtype="f32") of a BF16_BITS array (wgraph's own bf16 on the host) was refused as 'f32 data
+    cannot come from an array of [('bf16', '<u2')]', though dtype= converts every other float array. Its values
+    convert as any float data does: exactly to f32, checked for range into f16, checked for integers into i32."""
+    bits = np.array([0x3FC0, 0xC000, 0x0001, 0x7F7F, 0xFF80], np.uint16)  # 1.5, -2, 2^-133, the largest, -inf
+    values = (bits.astype(np.uint32) << 16).view(np.float32)             # the definition: the top half of an f32
+    assert np.array_equal(dev.tensor(bits.view(BF16_BITS), "f32").numpy(), values)
+    assert dev.tensor(bits[1:2].view(BF16_BITS), "i32").numpy().tolist() == [-2]
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: 3.389531389\d*e\+38 is outside f16's range \+-65504"):
+        dev.tensor(bits.view(BF16_BITS), "f16")
+    with pytest.raises(wg.DtypeError, match=r"dev.tensor: 1.5 is not an integer; a i32 tensor holds integers"):
+        dev.tensor(bits.view(BF16_BITS), "i32")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from wgraph import args
-from wgraph.dtypes import DTYPES, dtype_info, dtype_of_numpy, to_bf16
+from wgraph.dtypes import BF16_BITS, DTYPES, dtype_info, dtype_of_numpy, from_bf16, to_bf16
 from wgraph.errors import DtypeError, LimitError
 
 _STORED = ", ".join(list(DTYPES)[:-1]) + " and " + list(DTYPES)[-1]   # "f32, f16, bf16, u32 and i32"
@@ -72,6 +72,8 @@ def _convert(arr: np.ndarray, dtype: str, value, where: str) -> np.ndarray:
     if dtype == "bf16":  # numpy has no bfloat16: rounded to its bit patterns (nearest even), overflow refused
         return to_bf16(arr, where=where)
     target = dtype_info(dtype).numpy
+    if arr.dtype == BF16_BITS:  # wgraph's own bf16 (its bit patterns): its values, exactly, not 'an array of
+        arr = from_bf16(arr)    # [('bf16', '<u2')]' refused as a dtype f32 data cannot come from
     if arr.dtype.kind not in "biuf":  # complex (the imaginary part would be dropped), strings, dates, ...
         raise DtypeError(f"{where}: {dtype} data cannot come from an array of {arr.dtype}")
     if target.kind == "f":  # never to inf silently: a finite value past the dtype's range is named
