@@ -286,3 +286,21 @@ def test_bf16_bits_convert_to_the_dtype_asked_for(dev):
         dev.tensor(bits.view(BF16_BITS), "f16")
     with pytest.raises(wg.DtypeError, match=r"dev.tensor: 1.5 is not an integer; a i32 tensor holds integers"):
         dev.tensor(bits.view(BF16_BITS), "i32")
+
+
+def test_bf16_bits_into_another_dtype_name_a_conversion_that_keeps_their_values(dev):
+    """bf16 bit patterns written into an f32 (or i32) tensor were refused with 'got an array of [('bf16', '<u2')];
+    convert it explicitly (array.astype(np.float32))', advice that, followed, reads the bits as numbers: 1.0 (0x3F80)
+    became 16256.0. The message names from_bf16 now, and following it writes the values."""
+    bits = to_bf16(np.array([1.0, -2.0], np.float32))
+    t = dev.tensor([0.0, 0.0], "f32")
+    with pytest.raises(wg.DtypeError, match=r"expects f32 \(float32\), got bfloat16 bit patterns \(BF16_BITS\); "
+                                            r"convert it explicitly \(wgraph\.dtypes\.from_bf16\(array\)\)"):
+        dev.write(t, bits)
+    dev.write(t, from_bf16(bits))
+    assert t.numpy().tolist() == [1.0, -2.0]
+    with pytest.raises(wg.DtypeError, match=r"expects i32 \(int32\), got bfloat16 bit patterns \(BF16_BITS\); .*"
+                                            r"\(wgraph\.dtypes\.from_bf16\(array\)\.astype\(np\.int32\)\)"):
+        dev.write(dev.tensor(np.zeros(2, np.int32)), bits)
+    with pytest.raises(wg.DtypeError, match=r"expects bf16 \(bfloat16 bit patterns\), got an array of float32"):
+        dev.write(dev.tensor([0.0], "bf16"), np.ones(1, np.float32))

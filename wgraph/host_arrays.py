@@ -134,9 +134,16 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
         except DtypeError as e:  # naming the dtypes wgraph stores, and where
             raise DtypeError(f"{where}: {e}") from None
     elif arr.dtype != dtype_info(dtype).numpy:
-        how = ("wgraph.dtypes.to_bf16(array)" if dtype == "bf16" else f"array.astype(np.{dtype_info(dtype).numpy})")
-        raise DtypeError(f"{where}: expects {dtype} ({dtype_info(dtype).numpy}), got an array of {arr.dtype}; "
-                         f"convert it explicitly ({how})")
+        target = dtype_info(dtype).numpy
+        if dtype == "bf16":
+            how = "wgraph.dtypes.to_bf16(array)"
+        elif arr.dtype == BF16_BITS:  # array.astype(np.float32) takes its bits as numbers: 1.0 (0x3F80) is 16256.0
+            how = "wgraph.dtypes.from_bf16(array)" + ("" if dtype == "f32" else f".astype(np.{target})")
+        else:
+            how = f"array.astype(np.{target})"
+        stored = "bfloat16 bit patterns" if dtype == "bf16" else target   # for bf16 not [('bf16', '<u2')]
+        got = "bfloat16 bit patterns (BF16_BITS)" if arr.dtype == BF16_BITS else f"an array of {arr.dtype}"
+        raise DtypeError(f"{where}: expects {dtype} ({stored}), got {got}; convert it explicitly ({how})")
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 
 
