@@ -120,9 +120,16 @@ def test_bench_json_has_every_field(tmp_path, dev):
     assert [r["status"] for r in data["batched_model"]["rows"]] == ["ok", "ok"], data["batched_model"]
 
     # the quantized decode: f16, each quick type, and the x_int8 twins (QuantizedLlama's option) beside theirs
-    quant_models = data["quant"]["models"]
+    quant_models = [r for r in data["quant"]["models"] if r["model"].startswith("wgraph")]
     assert [r["model"] for r in quant_models] == [f"wgraph {'f16' if dev.caps.has_f16 else 'f32'}", "wgraph Q4_0",
                                                   "wgraph Q4_0 x_int8", "wgraph Q4_K_M"]
+    # torch's f16 decode beside them where torch runs (a GPU with CUDA): eager and CUDA graphs, after wgraph's rows
+    torch_models = data["quant"]["models"][len(quant_models):]
+    if gemv["torch"].get("available"):
+        assert [r["model"] for r in torch_models] == ["torch f16 eager", "torch f16 cuda_graph"], torch_models
+        assert all(r["status"] == "ok" and r["tokens_per_s"] > 0 for r in torch_models), torch_models
+    else:
+        assert [r["status"] for r in torch_models] in ([], ["unavailable"]), torch_models
     assert all(r["status"] == "ok" and r["tokens_per_s"] > 0 for r in quant_models), quant_models
     # x_int8 plans the integer-dot GEMV for the one matrix of >= 8192 rows (the vocabulary's lm_head), no other
     assert [r["x_int8_gemvs"] for r in quant_models[1:]] == [0, 1, 0]
