@@ -277,6 +277,27 @@ def test_sample_rows_past_the_cpu_loop_cap_raise(dev):
     assert wg.ops.sample(x, top_k=50).numpy()[0] < 650000  # one search fits (zeros: any id is a candidate)
 
 
+@pytest.mark.parametrize("top_k,top_p,dim", [(5, 1.0, 1193727), (0, 1.0, 5588986)])
+def test_sample_rows_at_the_cpu_loop_cap_draw_or_raise(dev, top_k, top_p, dim):
+    """A row the loop count let through on lavapipe drew nothing: its output kept the value it had (12345), no
+    error (top_k alone at 1193727 values, no filter at 5588986; lavapipe also runs the loops of the filter that is
+    off). A row is refused or draws the float64 answer: the one id whose weight is not 0, the row's last (the
+    longest walk of the draw); a row 20 x 256 values shorter draws."""
+    if not dev.caps.is_cpu:
+        pytest.skip("the 65,535-iteration loop cap is lavapipe's")
+    for n in (dim, dim - 20 * 256):   # 20 fewer trips of each loop over the row
+        x = np.full((1, n), -200.0, np.float32)
+        x[0, -1] = 10.0
+        out = dev.tensor(np.array([12345], np.uint32))
+        try:
+            wg.ops.sample(dev.tensor(x), temperature=1.0, top_k=top_k, top_p=top_p, seed=1, out=out)
+        except wg.LimitError:
+            assert n == dim, n   # only the row at the old edge may be refused
+            continue
+        assert out.numpy().tolist() == [n - 1], n
+        del x
+
+
 def test_sample_errors(dev):
     x = dev.tensor(np.zeros((2, 10), np.float32))
     with pytest.raises(wg.ArgumentError, match=r"sample: temperature=-1.0 must be a finite real in \[0, "):

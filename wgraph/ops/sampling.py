@@ -31,12 +31,21 @@ class SampleSettings:
 def _sample_loops(variant: str, dim: int, top_k: bool, top_p: bool) -> int:
     """Loop iterations of one sample invocation: the max, each search (an outer loop of the shader's
     SEARCH_PASSES passes, each a stride over the row, a reduction and the 7-pivot walk), top-p's total, and the
-    draw (a chunk sum, the scan, the walk, two reductions)."""
+    draw (a chunk sum, the scan, the walk, two reductions). A filter that is off still costs on lavapipe (its
+    branch, which no invocation takes, ran out of budget 7 or more iterations early; deleted, it did not): an
+    off filter counts its loops as one pass of one trip each. Rows of 1193727 values with top_k alone, or of
+    5588986 with neither filter, were under the old count and over the cap: nothing was written, the output
+    kept its old value."""
     k = kernel(variant)
     passes, threads = wgsl.parse_consts(k.source)["SEARCH_PASSES"], k.threads
-    search = passes * (row_loops(dim, threads, 1, 1) + 8) + passes + 1
-    return (row_loops(dim, threads, 1, 1) + (search if top_k else 0)
-            + (row_loops(dim, threads, 1, 1) + search if top_p else 0) + row_loops(dim, threads, 2, 3))
+
+    def search(n: int, p: int) -> int:
+        return p * (row_loops(n, threads, 1, 1) + 8) + p + 1
+
+    top_k_loops = search(dim, passes) if top_k else search(1, 1)
+    top_p_loops = (row_loops(dim, threads, 1, 1) + search(dim, passes) if top_p
+                   else row_loops(1, threads, 1, 1) + search(1, 1))
+    return row_loops(dim, threads, 1, 1) + top_k_loops + top_p_loops + row_loops(dim, threads, 2, 3)
 
 
 # ---- argmax ----
