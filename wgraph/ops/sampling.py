@@ -123,9 +123,8 @@ def _infer_sample(params: SampleParams, specs):
     check_sampling("sample", params.temperature, params.top_k, params.top_p, params.seed)
     args.real("sample", "temperature", params.temperature, 0.0, open_lo=True)  # 0 is argmax: never a sample node
     args.integer("sample", "step", params.step)
-    if step_t is not None and not step_t.is_u32_scalar:
-        raise ShapeError(f"sample: a GPU step must be a u32 tensor with one value, got {step_t.shape} "
-                         f"{step_t.dtype}")
+    if step_t is not None:
+        _check_gpu_step(step_t)
     _sample_variant(x.dtype, x.shape[-1])
     return (TensorSpec(x.shape[:-1], "u32"),)
 
@@ -173,6 +172,11 @@ def _is_gpu(v) -> bool:
     return isinstance(v, Tensor) or getattr(v, "_wgraph_symbol_", False)
 
 
+def _check_gpu_step(spec) -> None:
+    if not spec.is_u32_scalar:
+        raise ShapeError(f"sample: a GPU step must be a u32 tensor with one value, got {spec.shape} {spec.dtype}")
+
+
 def check_sampling(fn: str, temperature, top_k, top_p, seed, prefix: str = "") -> tuple:
     """(temperature, top_k, top_p, seed) by their rules (args.py), for `fn` (sample, or a model's generate);
     temperature 0 is argmax, so it is allowed. `prefix` goes before each name in a message ("sample.")."""
@@ -210,7 +214,11 @@ def sample(logits: TensorT, *, temperature: float = 1.0, top_k: int = 0, top_p: 
     out: a u32 tensor [...] to write the ids into.
     """
     temperature, top_k, top_p, seed = check_sampling("sample", temperature, top_k, top_p, seed)
-    host_step = None if _is_gpu(step) else args.integer("sample", "step", step)
+    if _is_gpu(step):   # checked before temperature 0 goes to argmax, which reads no step: a bad one went unseen
+        _check_gpu_step(step.spec)
+        host_step = None
+    else:
+        host_step = args.integer("sample", "step", step)
     if temperature == 0:
         return argmax(logits, out=out)
     params = SampleParams(temperature, top_k, top_p, seed)
