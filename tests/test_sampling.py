@@ -317,8 +317,10 @@ def test_sample_errors(dev):
             wg.ops.sample(x, temperature=temperature, step=dev.tensor(np.zeros(2, np.uint32)))
     with pytest.raises(wg.ArgumentError, match=r"seed=-1 must be an integer in \[0, 18446744073709551615\]"):
         wg.ops.sample(x, seed=-1)
-    with pytest.raises(wg.ShapeError, match=r"x must be \[\.\.\., dim\] with dim >= 1"):
+    with pytest.raises(wg.ShapeError, match=r"argmax: x must be \[\.\.\., dim\] with dim >= 1, got \(3, 0\)"):
         wg.ops.argmax(dev.empty((3, 0), "f32"))
+    with pytest.raises(wg.ShapeError, match=r"sample: logits must be \[\.\.\., dim\] with dim >= 1, got \(0,\)"):
+        wg.ops.sample(dev.empty((0,), "f32"))   # named as sample names it (it said x)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

@@ -32,9 +32,10 @@ def row_count(shape: tuple[int, ...]) -> int:
     return math.prod(shape[:-1]) if shape else 1
 
 
-def check_rows(op: str, x: TensorSpec) -> None:
+def check_rows(op: str, x: TensorSpec, name: str = "x") -> None:
+    """`x` (the argument `name`) is [..., dim] with dim >= 1."""
     if len(x.shape) < 1 or x.shape[-1] == 0:
-        raise ShapeError(f"{op}: x must be [..., dim] with dim >= 1, got {x.shape}")
+        raise ShapeError(f"{op}: {name} must be [..., dim] with dim >= 1, got {x.shape}")
 
 
 # ---- softmax ----

@@ -119,7 +119,7 @@ def _sample_variant(dtype: str, dim: int) -> str:
 
 def _infer_sample(params: SampleParams, specs):
     x, step_t = specs
-    check_rows("sample", x)
+    check_rows("sample", x, "logits")   # sample's argument is logits
     check_sampling("sample", params.temperature, params.top_k, params.top_p, params.seed)
     args.real("sample", "temperature", params.temperature, 0.0, open_lo=True)  # 0 is argmax: never a sample node
     args.integer("sample", "step", params.step)
