@@ -1,6 +1,7 @@
 """argmax and sample on the GPU against numpy: argmax's ties, NaNs, -inf rows and a 128256-wide row; sample's
 reproducibility by (seed, step), a GPU step tensor, top_k=1 == argmax, and its empirical distribution over
-10k draws against the float64 top-k/top-p reference (a chi-square test at a fixed seed); out= and graphs."""
+10k draws against the float64 top-k/top-p reference (a chi-square test at a fixed seed), also for f16 logits, a
+[B, T, V] batch, top_k at V and V - 1 and a 5000-wide row; out=, graphs, argument checks and lavapipe's loop cap."""
 
 import numpy as np
 import pytest
@@ -147,6 +148,56 @@ def test_sample_ties_and_inf_match_the_documented_support(dev, logits, temperatu
     expected = n * p[support]
     chi2 = float(np.sum((counts[support] - expected) ** 2 / expected))
     assert chi2 < _chi_square_critical(support.sum() - 1), (chi2, counts[support], expected)
+
+
+def _chunk_edge_logits(rng):
+    """5000 logits (the 256-thread variant: 20 values a thread in the draw's scan) with 14 live ids at the first
+    and last values of threads' chunks and of the row; the rest weigh e^-40 at most."""
+    x = np.full(5000, -60.0)
+    live = [0, 19, 20, 39, 40, 2519, 2520, 4979, 4980, 4998, 4999, 1234, 3000, 3001]
+    x[live] = rng.standard_normal(len(live))
+    return x
+
+
+@pytest.mark.parametrize("case,temperature,top_k,top_p", [
+    ("f16", 0.9, 6, 0.95),         # f16 logits: the reference takes the f16 values
+    ("f16_extremes", 5000.0, 0, 1.0),   # +-65504 and -inf in f16 at a large temperature
+    ("batch", 1.1, 0, 0.8),        # [B, T, V]: every row of a 3-D batch draws from its own logits
+    ("top_k_V", 1.0, 24, 1.0),     # top_k == V: off
+    ("top_k_V-1", 1.0, 23, 1.0),   # top_k == V - 1 with a tie of two at the bottom: both kept, off in effect
+    ("wide", 1.0, 0, 1.0),         # V = 5000, live ids at the edges of the threads' chunks
+    ("wide", 0.8, 9, 0.9),
+])
+def test_sample_distribution_edges(dev, rng, case, temperature, top_k, top_p):
+    """Empirical frequencies against the float64 reference (chi-square, 0.999 quantile) and no id outside its
+    support, for f16 logits, a 3-D batch, top_k at V and V - 1, and a 5000-wide row."""
+    if case.startswith("f16") and not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    if case == "f16":
+        logits = (rng.standard_normal(37) * 2).astype(np.float16)
+    elif case == "f16_extremes":
+        logits = np.array([65504, -65504, 60000, 0, -np.inf, 65504, 30000], np.float16)
+    elif case == "batch":
+        logits = rng.standard_normal(30).astype(np.float32)
+    elif case.startswith("top_k"):
+        logits = np.round(rng.standard_normal(24), 1).astype(np.float32)
+        logits[[3, 17]] = logits.min() - 1.0   # the two smallest tie
+    else:
+        logits = _chunk_edge_logits(rng).astype(np.float32)
+    n = 1200 if case == "wide" else 6000
+    rows = np.tile(logits, (n, 1))
+    if case == "batch":
+        rows = rows.reshape(6, n // 6, logits.size)    # [B, T, V]
+    ids = wg.ops.sample(dev.tensor(rows), temperature=temperature, top_k=top_k, top_p=top_p, seed=31).numpy()
+    dev.check_errors()
+    assert ids.shape == rows.shape[:-1] and ids.dtype == np.uint32
+    p = reference_probs(logits.astype(np.float64), temperature, top_k, top_p)
+    counts = np.bincount(ids.ravel(), minlength=logits.size)
+    assert counts.size == logits.size and np.all(counts[p == 0] == 0), (counts, p)
+    support = p > 1e-9    # ids the reference gives less than this (e^-40) are not expected in n draws
+    expected = n * p[support]
+    chi2 = float(np.sum((counts[support] - expected) ** 2 / expected)) + float(counts[~support].sum())
+    assert chi2 < _chi_square_critical(max(support.sum() - 1, 1)), (chi2, counts[support], expected)
 
 
 def test_sample_reproducible_by_seed_and_step(dev, rng):
@@ -317,6 +368,28 @@ def test_sample_errors(dev):
             wg.ops.sample(x, temperature=temperature, step=dev.tensor(np.zeros(2, np.uint32)))
     with pytest.raises(wg.ArgumentError, match=r"seed=-1 must be an integer in \[0, 18446744073709551615\]"):
         wg.ops.sample(x, seed=-1)
+    for bad, match in [(dict(temperature=float("nan")), r"temperature=nan must be a finite real"),
+                       (dict(temperature=True), r"temperature=True must be a finite real"),
+                       (dict(top_k=True), r"top_k=True must be an integer"),
+                       (dict(top_k=2.0), r"top_k=2.0 must be an integer"),
+                       (dict(top_p=0), r"top_p=0 must be a finite real in \(0, 1\]"),
+                       (dict(top_p=np.float64(1.0000001)), r"top_p=np.float64\(1.0000001\) must be"),
+                       (dict(seed=2**64), r"seed=18446744073709551616 must be an integer in \[0, 1844674407370955161"),
+                       (dict(seed=np.int64(-1)), r"seed=np.int64\(-1\) must be an integer"),
+                       (dict(step=2**32), r"step=4294967296 must be an integer in \[0, 4294967295\]"),
+                       (dict(step=1.0), r"step=1.0 must be an integer")]:
+        with pytest.raises(wg.ArgumentError, match="^sample: " + match):
+            wg.ops.sample(x, **bad)
+    with pytest.raises(wg.ShapeError, match=r"sample: out= has shape \(2, 1\), the op makes \(2,\)"):
+        wg.ops.sample(x, out=dev.empty((2, 1), "u32"))
+    with pytest.raises(wg.DtypeError, match=r"sample: out= has dtype i32, the op makes u32"):
+        wg.ops.sample(x, out=dev.empty((2,), "i32"))
+    # numpy scalars are the numbers they hold: the same draws as Python's
+    y = dev.tensor(np.random.default_rng(0).standard_normal((64, 30)).astype(np.float32))
+    want = wg.ops.sample(y, temperature=0.5, top_k=7, top_p=0.75, seed=2**64 - 1, step=9).numpy()
+    got = wg.ops.sample(y, temperature=np.float64(0.5), top_k=np.int8(7), top_p=np.float32(0.75),
+                        seed=np.uint64(2**64 - 1), step=np.uint32(9)).numpy()
+    assert got.tobytes() == want.tobytes()
     with pytest.raises(wg.ShapeError, match=r"argmax: x must be \[\.\.\., dim\] with dim >= 1, got \(3, 0\)"):
         wg.ops.argmax(dev.empty((3, 0), "f32"))
     with pytest.raises(wg.ShapeError, match=r"sample: logits must be \[\.\.\., dim\] with dim >= 1, got \(0,\)"):
