@@ -384,6 +384,11 @@ def test_sample_errors(dev):
         wg.ops.sample(x, out=dev.empty((2, 1), "u32"))
     with pytest.raises(wg.DtypeError, match=r"sample: out= has dtype i32, the op makes u32"):
         wg.ops.sample(x, out=dev.empty((2,), "i32"))
+    # temperature 0 runs argmax: its refusals name sample, the call made, and say why argmax is there
+    with pytest.raises(wg.ShapeError, match=r"^sample \(temperature 0 is argmax\): argmax: out= has shape \(2, 1\)"):
+        wg.ops.sample(x, temperature=0, out=dev.empty((2, 1), "u32"))
+    with pytest.raises(wg.ShapeError, match=r"^sample \(temperature 0 is argmax\): argmax: x must be \[\.\.\., dim\]"):
+        wg.ops.sample(dev.empty((0,), "f32"), temperature=0)
     # numpy scalars are the numbers they hold: the same draws as Python's
     y = dev.tensor(np.random.default_rng(0).standard_normal((64, 30)).astype(np.float32))
     want = wg.ops.sample(y, temperature=0.5, top_k=7, top_p=0.75, seed=2**64 - 1, step=9).numpy()

@@ -11,7 +11,7 @@ import attrs
 
 from wgraph import args
 from wgraph.api_types import TensorT
-from wgraph.errors import LimitError, ShapeError
+from wgraph.errors import LimitError, ShapeError, WgraphError
 from wgraph.ops.core import ceil_div, OpDef, apply, register
 from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
 from wgraph.kernels import wgsl
@@ -220,7 +220,10 @@ def sample(logits: TensorT, *, temperature: float = 1.0, top_k: int = 0, top_p: 
     else:
         host_step = args.integer("sample", "step", step)
     if temperature == 0:
-        return argmax(logits, out=out)
+        try:
+            return argmax(logits, out=out)
+        except WgraphError as e:   # the caller called sample: "argmax: out= has ..." named an op it never called
+            raise type(e)(f"sample (temperature 0 is argmax): {e}") from None
     params = SampleParams(temperature, top_k, top_p, seed)
     if host_step is None:
         return apply(SAMPLE, params, (logits, step), out=out)
