@@ -395,3 +395,26 @@ def test_a_file_with_the_retired_kv_write_nodes_says_what_replaced_them():
     with pytest.raises(wg.GraphError, match=r"op 'kv_write' is no longer read: kv_append \(and kv_append_quantized\) "
                                             r"is one node"):
         wg.Graph.from_json(json.dumps(data))
+
+
+def test_update_to_a_negative_ring_position_is_refused(dev, rng):
+    """A ring's host position was checked for the ring's size alone: Program.update(pos=-1) (or a graph file) of a
+    kv_append into a ring passed, and the run wrote row 1 of the append at position 0 and skipped row 0, reported
+    only on the GPU. A negative int position is a LimitError in every layout; the program keeps its params."""
+    g = wg.Graph("ring")
+    kc, vc = g.state("kc", (4, 1, 4)), g.state("vc", (4, 1, 4))
+    k = g.input("k", (2, 1, 4), "f32")
+    kv_append((kc, vc), k, k, 0, layout="ring")
+    prog = g.compile(dev)
+    (node,) = [n for n in prog.order if n.startswith("kv_append")]
+    with pytest.raises(wg.LimitError, match=r"kv_append: position -1 \(pos \+ pos_offset\) is negative"):
+        prog.update(node, attrs.evolve(prog.params[node], pos=-1))
+    rows = rng.standard_normal((2, 1, 4)).astype(np.float32)
+    prog.run(k=rows)   # still at position 0
+    want = np.zeros((4, 1, 4), np.float32)
+    want[:2] = rows
+    np.testing.assert_array_equal(prog.state("kc").numpy(), want)
+    prog.update(node, attrs.evolve(prog.params[node], pos=7))   # 7 and 8: rows 3 and 0 of the ring
+    prog.run(k=rows)
+    want[3], want[0] = rows
+    np.testing.assert_array_equal(prog.state("kc").numpy(), want)

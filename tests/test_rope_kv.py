@@ -3,6 +3,7 @@ at those cache rows (f32 and f16 caches, odd head counts, 1-8 rows, int and GPU 
 layouts), nothing else written; one dispatch; GPU positions beyond the tables or the cache reported; in a
 graph, readers of the cache before the op see the old rows and readers after it the new ones."""
 
+import attrs
 import numpy as np
 import pytest
 
@@ -176,3 +177,25 @@ def test_gpu_position_beyond_tables_writes_neither_k_nor_v(dev, rng, batched):
         dev.check_errors()
     np.testing.assert_allclose(kc.numpy(), want_k, rtol=0, atol=1e-6)
     np.testing.assert_array_equal(vc.numpy(), want_v)
+
+
+def test_update_to_a_negative_ring_position_is_refused(dev, rng):
+    """rope_kv_append into a ring checked an int position against the tables (pos + rows <= table rows) and the
+    ring's size only: Program.update(pos=-1) passed, and each run wrote zeros for q with no cache row, reported on
+    the GPU alone. A negative int position is a LimitError now; the program keeps its params (q at position 2)."""
+    hq, hkv, d = 1, 1, 4
+    cos, sin = wg.ops.rope_tables(8, d)
+    g = wg.Graph("rope_ring")
+    qkv = g.input("qkv", (1, (hq + 2 * hkv) * d), "f32")
+    kc, vc = g.state("k", (3, hkv, d), "f32"), g.state("v", (3, hkv, d), "f32")
+    g.output("q", wg.ops.rope_kv_append(qkv, g.const("cos", cos), g.const("sin", sin), (kc, vc), 2, q_heads=hq,
+                                        layout="ring"))
+    prog = g.compile(dev)
+    (node,) = [n for n in prog.order if n.startswith("rope_kv_append")]
+    with pytest.raises(wg.LimitError, match=r"rope_kv_append: position -1 \(pos \+ pos_offset\) is negative"):
+        prog.update(node, attrs.evolve(prog.params[node], pos=-1))
+    x = rng.standard_normal((1, (hq + 2 * hkv) * d)).astype(np.float32)
+    q = prog.run(qkv=x)["q"].numpy()
+    heads = x.astype(np.float64).reshape(1, hq + 2 * hkv, d)
+    np.testing.assert_allclose(q[0, 0], rope_rows(heads[:, :hq], cos, sin, np.array([2]))[0, 0], atol=1e-6)
+    np.testing.assert_array_equal(prog.state("v").numpy()[2, 0], x[0, 2 * d:])

@@ -79,15 +79,16 @@ def _check_positions(params: WriteParams, n: int, capacity: int, has_pos_tensor:
     if n and params.pos + n - 1 > I32_MAX:
         raise LimitError(f"{op}: rows at positions {params.pos}..{params.pos + n - 1} (pos + pos_offset + row) pass "
                          f"{I32_MAX}, the largest position the kv kernels address (any layout, rings included)")
-    if params.layout == "ring":
-        if n > capacity:
-            raise LimitError(f"{op}: {n} rows into a ring of {capacity} rows would overwrite rows of the same append")
-        return
+    if params.layout == "ring" and n > capacity:
+        raise LimitError(f"{op}: {n} rows into a ring of {capacity} rows would overwrite rows of the same append")
     if has_pos_tensor:
         return  # known on the GPU only; the kernel writes nothing outside the cache
     first = params.pos
+    # a ring too: an int pos below 0 (Program.update, a graph file) wrote the rows from 0 on and skipped the rest
     if first < 0:
         raise LimitError(f"{op}: position {first} (pos + pos_offset) is negative")
+    if params.layout == "ring":
+        return   # any position >= 0 has a row
     if first >= capacity and n > 0:
         raise LimitError(f"{op}: position {first} (pos + pos_offset) is beyond the cache capacity of {capacity} rows")
     if first + n > capacity:
