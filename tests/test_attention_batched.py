@@ -898,3 +898,43 @@ def test_prefill_scores_below_minus_1e38_are_not_masked(dev, rng):
     want = p @ v[:, 0].astype(np.float64) / p.sum()
     np.testing.assert_allclose(out.numpy()[:, 0], np.broadcast_to(want, (3, d)), atol=1e-6)
     np.testing.assert_allclose(lse.numpy()[0], s.max() + np.log(p.sum()), rtol=1e-6)
+
+
+def test_kvcache_new_rows_into_a_row_another_key_is_read_from_are_refused(dev, rng):
+    """Two sequences sharing page 0 (a prefix of 1 key of 2) both appended their new row at position 1: the same
+    pool row 1, written by both (which k each then attended was the GPU's choice), silently. A host block_table
+    and cache_seqlens are checked: a new row whose pool row another key of the call is read from (another
+    sequence's, or another position of its own) is an AliasingError, nothing written. A shared prefix no new row
+    goes to still runs, against float64."""
+    page, Hkv, D = 2, 1, 8
+    pool_np = rng.standard_normal((4 * page, Hkv, D)).astype(np.float32)
+    kpool, vpool = dev.tensor(pool_np), dev.tensor(pool_np + 1)
+    new = rng.standard_normal((2, 1, Hkv, D)).astype(np.float32)
+    q = rng.standard_normal((2, 1, 2, D)).astype(np.float32)
+
+    def call(table, lens):
+        return wg.ops.attention_kvcache(dev.tensor(q), kpool, vpool, cache_seqlens=lens, k_new=dev.tensor(new),
+                                        v_new=dev.tensor(new), block_table=table, page_size=page, causal=True)
+
+    with pytest.raises(wg.AliasingError, match=r"attention_kvcache: sequence 0's new row at position 1 goes to pool "
+                                               r"row 1 \(block_table\[0, 0\] = 0, page_size 2\), which sequence 1 "
+                                               r"reads at position 1 too"):
+        call([[0, 1], [0, 2]], [1, 1])
+    with pytest.raises(wg.AliasingError, match=r"sequence 1's new row at position 2 goes to pool row 2 .*which "
+                                               r"sequence 0 reads at position 2 too"):
+        call([[0, 1], [0, 1]], [3, 2])           # sequence 1 overwrites sequence 0's key 2
+    with pytest.raises(wg.AliasingError, match=r"sequence 0's new row at position 2 goes to pool row 6 .*which "
+                                               r"sequence 0 reads at position 0 too"):
+        call([[3, 3], [1, 2]], [2, 0])           # a table naming one page twice: its own key 0
+    np.testing.assert_array_equal(kpool.numpy(), pool_np)   # every refusal wrote nothing
+    np.testing.assert_array_equal(vpool.numpy(), pool_np + 1)
+    table = np.array([[0, 1], [0, 2]])           # page 0 (keys 0, 1) shared; the new rows go to pages 1 and 2
+    out = call(table, [2, 2]).numpy()
+    want_k, want_v = pool_np.copy(), pool_np + 1
+    want_k[2] = want_v[2] = new[0, 0]
+    want_k[4] = want_v[4] = new[1, 0]
+    np.testing.assert_array_equal(kpool.numpy(), want_k)
+    np.testing.assert_array_equal(vpool.numpy(), want_v)
+    for b in range(2):
+        rows = [0, 1, table[b, 1] * page]       # keys 0, 1 in the shared page, key 2 the new row
+        assert check(out[b], None, q[b], want_k[rows], want_v[rows], out_dtype=np.float32, causal=True) is None

@@ -17,7 +17,7 @@ import numpy as np
 
 from wgraph import args
 from wgraph.api_types import Ids, TensorT
-from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError, WgraphError
+from wgraph.errors import AliasingError, DtypeError, LimitError, PlanError, ShapeError, WgraphError
 from wgraph.ops.attention import KV_LEN_MAX, call_dtype, require_causal, window_of
 from wgraph.ops.attention_planner import KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
@@ -370,6 +370,36 @@ def _check_cu(op: str, name: str, cu: np.ndarray, total: int, max_len: int, max_
         raise LimitError(f"{op}: sequence {b} has length {lens[b]} ({name}), above {max_name}={max_len}")
 
 
+def _check_new_rows_unshared(op: str, table: np.ndarray, lens: np.ndarray, n_new: int, page_size: int) -> None:
+    """AliasingError where a new row of a paged call lands on a pool row that another key of the call (another
+    sequence's, or another position of its own) is read from too: two sequences' new rows raced for the row (which
+    one each attended was the GPU's choice), or one overwrote a key another sequence attends (a shared page not
+    copied first). Shared pages that no new row goes to (a common prefix) are fine. Only the pages holding new
+    rows are expanded, so the cost follows the new rows, not the pool."""
+    B, max_pages = table.shape
+    ends = lens + n_new   # the keys each sequence attends
+    w_seq = np.repeat(np.arange(B), n_new)
+    w_pos = (lens[:, None] + np.arange(n_new)[None, :]).ravel()
+    w_rows = table[w_seq, w_pos // page_size] * page_size + w_pos % page_size
+    # every (sequence, page index) read whose page holds a new row, expanded to its positions that are read
+    read = np.arange(max_pages)[None, :] < -(-ends // page_size)[:, None]
+    seqs, idx = np.nonzero(read & np.isin(table, table[w_seq, w_pos // page_size]))
+    pos = (idx[:, None] * page_size + np.arange(page_size)[None, :]).ravel()
+    seqs = np.repeat(seqs, page_size)
+    keep = pos < ends[seqs]
+    seqs, pos = seqs[keep], pos[keep]
+    rows = table[seqs, pos // page_size] * page_size + pos % page_size
+    for b, t, row in zip(w_seq, w_pos, w_rows):
+        other = np.nonzero((rows == row) & ((seqs != b) | (pos != t)))[0]
+        if len(other):
+            b2, t2 = seqs[other[0]], pos[other[0]]
+            raise AliasingError(
+                f"{op}: sequence {b}'s new row at position {t} goes to pool row {row} (block_table[{b}, "
+                f"{t // page_size}] = {table[b, t // page_size]}, page_size {page_size}), which sequence {b2} "
+                f"reads at position {t2} too (block_table[{b2}, {t2 // page_size}]): the write would race with or "
+                f"overwrite that key; give the pages that take new rows to one sequence (copy a shared page first)")
+
+
 def _options(op: str, causal, scale, window, softcap, return_lse, variant) -> dict:
     """The options both batched calls take, each checked by its rule (args.py)."""
     if variant is not None:
@@ -555,6 +585,8 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
             raise LimitError(f"{op}: sequence {b}: cache_seqlens {cache_seqlens[b]} + {n_new} new rows = "
                              f"{cache_seqlens[b] + n_new} is above the capacity of {capacity}"
                              + (" (the most keys the attention kernels index)" if capacity == KV_LEN_MAX else ""))
+        if paged and n_new and not _is_device_value(block_table):
+            _check_new_rows_unshared(op, block_table, cache_seqlens, n_new, page_size)
     p = BatchedParams("kvcache", max_q=q.shape[1], max_k=capacity, page_size=page_size or 0, seqlen_add=n_new,
                       **options)
     append_p = AppendParams(page_size or 0)
