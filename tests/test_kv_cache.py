@@ -418,3 +418,35 @@ def test_update_to_a_negative_ring_position_is_refused(dev, rng):
     prog.run(k=rows)
     want[3], want[0] = rows
     np.testing.assert_array_equal(prog.state("kc").numpy(), want)
+
+
+def test_a_page_table_mapping_past_2_32_positions_appends(dev, rng):
+    """A page table of 2^20 + 2 pages of 4096 rows maps 2^32 + 8192 positions: kv_append at position 5 (int or GPU)
+    and rope_kv_append raised 'uniform field KVAppendParams.capacity=4294975488 is outside u32' (the capacity
+    field, u32, took the product). Positions stay below 2^31, so the field holds at most 2^31: the rows land at
+    page_table[t // 4096] * 4096 + t % 4096 and nothing else changes."""
+    page = 4096
+    table = np.zeros(2**20 + 2, np.uint32)
+    table[0] = 1                                      # logical page 0 is pool page 1
+    pt = dev.tensor(table)
+    init = rng.standard_normal((2 * page, 1, 2)).astype(np.float32)
+    kc, vc = dev.tensor(init), dev.tensor(init + 1)
+    k = rng.standard_normal((2, 1, 2)).astype(np.float32)
+    kv_append((kc, vc), dev.tensor(k), dev.tensor(k), 5, layout="paged", page_table=pt, page_size=page)
+    kv_append((kc, vc), dev.tensor(k[::-1].copy()), dev.tensor(k[::-1].copy()), dev.tensor(np.array([9], np.uint32)),
+              layout="paged", page_table=pt, page_size=page)
+    want_k, want_v = init.copy(), init + 1
+    want_k[page + 5:page + 7] = want_v[page + 5:page + 7] = k
+    want_k[page + 9:page + 11] = want_v[page + 9:page + 11] = k[::-1]
+    np.testing.assert_array_equal(kc.numpy(), want_k)
+    np.testing.assert_array_equal(vc.numpy(), want_v)
+    cos, sin = wg.ops.rope_tables(16, 2)
+    qkv = rng.standard_normal((1, 6)).astype(np.float32)   # one q, one k, one v head of 2
+    q = wg.ops.rope_kv_append(dev.tensor(qkv), dev.tensor(cos), dev.tensor(sin), (kc, vc), 12, q_heads=1,
+                              layout="paged", page_table=pt, page_size=page).numpy()
+    heads = qkv.astype(np.float64).reshape(1, 3, 2)
+    np.testing.assert_allclose(q[0], R.rope_rows(heads[:, :1], cos, sin, np.array([12]))[0], atol=1e-6)
+    want_k[page + 12] = R.rope_rows(heads[:, 1:2], cos, sin, np.array([12]))[0]
+    want_v[page + 12] = heads[0, 2:3]
+    np.testing.assert_allclose(kc.numpy(), want_k, atol=1e-6)
+    np.testing.assert_array_equal(vc.numpy(), want_v)

@@ -151,10 +151,21 @@ def _check_packed(mode: str, packed: TensorSpec, scales: TensorSpec | None, shap
         raise ShapeError(f"{op}: scales must be f16 {(n, heads)} (one per row and kv head) for packed {packed.shape}, got {got}")
 
 
+def _kernel_capacity(layout: str, rows: int, table, page_size: int) -> int:
+    """The `capacity` uniform of the kv kernels (kv_common.wgsl): the cache's rows, or the positions a page table
+    maps, at most 2^31. No position past I32_MAX is ever written (the host and the kernels refuse it), so the cap
+    changes nothing but the u32 field: a table of 2^20 + 2 pages of 4096 rows maps 2^32 + 8192 positions, and the
+    field's packing raised ("uniform field KVAppendParams.capacity=4294975488 is outside u32") for a call writing
+    position 5."""
+    if layout != "paged":
+        return rows   # a ring's rows are its modulus
+    return min(table.shape[0] * page_size, I32_MAX + 1)
+
+
 def _write_dispatch(ctx, params: WriteParams, src, dst, scales, table, pos_t):
     n = src.shape[0] if params.n_rows is None else params.n_rows
     heads, dim = src.shape[1], src.shape[2]
-    capacity = dst.shape[0] if params.layout != "paged" else table.shape[0] * params.page_size
+    capacity = _kernel_capacity(params.layout, dst.shape[0], table, params.page_size)
     common = {
         "n_rows": n, "capacity": capacity, "dst_layout": LAYOUTS[params.layout], "page_size": max(1, params.page_size),
         "pos": params.pos, "use_pos_buf": int(pos_t is not None), "src_layout": int(params.src_ring > 0),

@@ -12,7 +12,7 @@ from wgraph.errors import DtypeError, LimitError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.ops.kv_cache import (LAYOUTS, WriteParams, _cache_capacity, _check_pos_tensor, _check_positions,
-                                 _check_write_fields, _pair, _write_params)
+                                 _check_write_fields, _pair, _write_params, _kernel_capacity)
 from wgraph.tensor import TensorSpec
 
 
@@ -74,7 +74,7 @@ def kernel_uniforms(params: RopeKVParams, rows: int, specs) -> dict:
     cache, v cache, page table, position tensor) inputs."""
     cos_t, _sin, k_cache, _v, table, pos_t = specs
     _, hkv, d = k_cache.shape
-    capacity = k_cache.shape[0] if params.layout != "paged" else table.shape[0] * params.page_size
+    capacity = _kernel_capacity(params.layout, k_cache.shape[0], table, params.page_size)
     return {"n_rows": rows, "q_heads": params.q_heads, "kv_heads": hkv, "half": d // 2,
             "table_rows": cos_t.shape[0], "capacity": capacity, "dst_layout": LAYOUTS[params.layout],
             "page_size": max(1, params.page_size), "pos": params.pos, "use_pos_buf": int(pos_t is not None),
