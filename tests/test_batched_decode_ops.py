@@ -2,6 +2,7 @@
 per sequence, K/V rows into each sequence's cache, f32 and f16 caches; positions out of range reported on the
 device error flag) and decode_advance_batched (each sequence's decode_advance)."""
 
+import attrs
 import numpy as np
 import pytest
 
@@ -75,6 +76,28 @@ def test_rope_kv_append_batched_reports_positions_out_of_range(dev):
     with pytest.raises(ShapeError, match=r"qkv must be \[batch, .*\] = \[2, 24\] for 1 q heads .* got \(2, 32\)"):
         wg.ops.rope_kv_append_batched(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc),
                                       dev.tensor(np.array([1, 1], np.uint32)), q_heads=1)
+
+
+
+@pytest.mark.parametrize("bad", [True, 1.0, 0])
+def test_rope_kv_append_batched_update_checks_q_heads_by_its_rule(dev, bad):
+    """Program.update(q_heads=True) (or 1.0, from a graph file) reached q's TensorSpec and was refused as 'TensorSpec:
+    shape=(2, True, 4) must be a shape', and q_heads=0 as a ShapeError: the call itself says 'q_heads=True must be
+    an integer in [1, ...]' (ArgumentError). The node's params take the same rule as the call; 1 still runs."""
+    cos, sin = wg.ops.rope_tables(8, 4)
+    g = wg.Graph("batched_rope")
+    kc, vc = g.state("kc", (2, 4, 1, 4)), g.state("vc", (2, 4, 1, 4))
+    q = wg.ops.rope_kv_append_batched(g.input("qkv", (2, 12), "f32"), g.const("cos", cos), g.const("sin", sin),
+                                      (kc, vc), g.input("pos", (2,), "u32"), q_heads=1)
+    g.output("q", q)
+    prog = g.compile(dev)
+    node = g.producer[q.name]
+    with pytest.raises(wg.ArgumentError, match=rf"rope_kv_append_batched: q_heads={bad!r} must be an integer in "
+                                               rf"\[1, 4294967295\]"):
+        prog.update(node, attrs.evolve(prog.params[node], q_heads=bad))
+    qkv = np.arange(24, dtype=np.float32).reshape(2, 12)
+    out = prog.run(qkv=qkv, pos=np.array([0, 0], np.uint32))["q"].numpy()
+    np.testing.assert_array_equal(out, qkv[:, None, :4])   # position 0: cos 1, sin 0
 
 
 def test_decode_advance_batched_against_numpy(dev):

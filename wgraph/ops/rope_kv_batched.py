@@ -32,9 +32,11 @@ def _infer(params: RopeKVBatchedParams, specs):
     if k_cache.dtype != v_cache.dtype:
         raise DtypeError(f"{OP}: k cache {k_cache.dtype} and v cache {v_cache.dtype} differ")
     batch, _, hkv, d = k_cache.shape
-    hq = params.q_heads
-    if hq < 1 or d % 2:
-        raise ShapeError(f"{OP}: q_heads must be >= 1 and head_dim even, got q_heads {hq}, head_dim {d}")
+    # by its rule, as the call checks it: params from Program.update or a graph file (True, 1.0 reached q's
+    # TensorSpec and were named as a bad shape there)
+    hq = args.integer(OP, "q_heads", params.q_heads, 1)
+    if d % 2:
+        raise ShapeError(f"{OP}: head_dim must be even, got caches {k_cache.shape}")
     width = (hq + 2 * hkv) * d
     if qkv.shape != (batch, width):
         raise ShapeError(f"{OP}: qkv must be [batch, (q_heads + 2 kv_heads) * head_dim] = [{batch}, {width}] for "
