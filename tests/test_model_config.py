@@ -100,6 +100,10 @@ LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fre
     ("llama", "rope_parameters", {"rope_type": "llama3", "factor": 8.0}, r"lacks \['low_freq_factor'"),
     ("llama", "rope_parameters", "default", r'rope_parameters="default" must be an object or null'),
     ("llama", "rope_parameters", {"rope_type": "linear"}, r"lacks \['factor'\]"),
+    # null where transformers 5.25 computes with it (None ** ...: it fails to build the model); read as absent,
+    # they made a model of theta 10000
+    ("llama", "rope_parameters.rope_theta", None, r"rope_parameters\.rope_theta=null: transformers computes"),
+    ("llama", "rope_parameters.partial_rotary_factor", None, r'partial_rotary_factor=null \(rope_type "llama3"\)'),
     # the architecture
     ("llama", "model_type", "gpt2", r'model_type "gpt2" is not supported'),
     ("llama", "architectures", ["LlamaForSequenceClassification"], r"'LlamaForSequenceClassification'; supported"),
@@ -203,6 +207,25 @@ def test_null_means_what_transformers_reads():
     d = hf_config("qwen3")
     del d["model_type"]
     assert DecoderConfig.from_dict(d).model_type == "qwen3"
+
+
+def test_null_rope_theta_is_refused_where_transformers_fails():
+    """transformers 5.25 takes the RoPE base from the RoPE object (rope_scaling replacing rope_parameters), else
+    from the top-level rope_theta, and fails on null (`None ** ...`, checked by make_arch_checkpoints.py); wgraph
+    read a null as absent and made a model of theta 10000. A null top-level rope_theta beside a theta in the
+    object, and a null partial_rotary_factor in a default RoPE object, transformers runs: read alike."""
+    v4 = hf_config("llama", "v4")  # top-level rope_theta 500000 with llama3 rope_scaling
+    refused = [dict(v4, rope_theta=None, rope_scaling=None),
+               dict(v4, rope_theta=None),
+               dict(v4, rope_scaling={"type": "linear", "factor": 2.0, "rope_theta": None})]
+    for d in refused:
+        with pytest.raises(CheckpointError, match=r"rope_theta=null.*transformers computes the RoPE frequencies"):
+            DecoderConfig.from_dict(d)
+    base = DecoderConfig.from_dict(v4)
+    assert DecoderConfig.from_dict(dict(v4, rope_theta=None, rope_scaling=dict(v4["rope_scaling"],
+                                                                                rope_theta=500000.0))) == base
+    plain = with_key("qwen3", "rope_parameters.partial_rotary_factor", None)
+    assert DecoderConfig.from_dict(plain) == DecoderConfig.from_dict(hf_config("qwen3"))
 
 
 def test_partial_rotary_and_linear_rope():

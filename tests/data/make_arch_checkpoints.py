@@ -150,6 +150,33 @@ def check_refused() -> None:
             raise AssertionError(f"{case}: transformers ran partial_rotary_factor with {rope['rope_type']} RoPE")
 
 
+def fails(case: str, config: dict) -> bool:
+    """Whether transformers fails to build case's model from `config` (TypeError: it computes with a null)."""
+    try:
+        forward(case, config)
+    except TypeError:
+        return True
+    return False
+
+
+def check_nulls() -> None:
+    """What transformers does with null fields wgraph refuses (tests/test_model_config.py): a null rope_theta in
+    the RoPE object it uses, or at the top level with no theta in the object, and a null partial_rotary_factor in
+    a llama3 object fail; a null top-level rope_theta beside the object's theta and a null partial_rotary_factor
+    in a default object run as if absent (bit for bit); a null head_dim (Qwen2, Qwen3, Gemma 2) or Gemma 2's null
+    num_key_value_heads fail."""
+    v4 = json.loads((ROOT / "llama" / "config_v4.json").read_text())
+    for bad in (dict(v4, rope_theta=None, rope_scaling=None), dict(v4, rope_theta=None),
+                dict(v4, rope_scaling={"type": "linear", "factor": 2.0, "rope_theta": None}),
+                dict(v4, rope_scaling=dict(v4["rope_scaling"], partial_rotary_factor=None))):
+        assert fails("llama", bad), bad
+    same = dict(v4, rope_theta=None, rope_scaling=dict(v4["rope_scaling"], rope_theta=v4["rope_theta"]))
+    assert np.array_equal(forward("llama", same), forward("llama", v4))
+    qwen3 = json.loads((ROOT / "qwen3" / "config.json").read_text())
+    plain = dict(qwen3, rope_parameters=dict(qwen3["rope_parameters"], partial_rotary_factor=None))
+    assert np.array_equal(forward("qwen3", plain), forward("qwen3", qwen3))
+
+
 def make(name: str, seed: int) -> None:
     config_name, model_name, storage, args = CASES[name]
     cfg = getattr(transformers, config_name)(**{**SHAPE, **args})
@@ -183,3 +210,4 @@ if __name__ == "__main__":
     for i, case in enumerate(CASES):
         make(case, seed=100 + i)
     check_refused()
+    check_nulls()

@@ -95,6 +95,7 @@ def read_rope(d: dict) -> RopeSettings:
         found.update({f"{name}.{key}": v[key] for name, v in objs.items() if v.get(key) is not None})
         return found
 
+    _refuse_null_fields(d, objs)
     thetas = {where: real(where, v, lo=1.0) for where, v in stated("rope_theta").items()}
     if len(set(thetas.values())) > 1:
         raise CheckpointError(f"config.json: the RoPE base is given twice with different values ({thetas}); "
@@ -121,6 +122,27 @@ def read_rope(d: dict) -> RopeSettings:
             raise CheckpointError(f"config.json: llama3 RoPE scaling {fields} needs factor >= 1 and "
                                   f"low_freq_factor < high_freq_factor")
     return RopeSettings(next(iter(thetas.values()), DEFAULT_THETA), scaling)
+
+
+def _refuse_null_fields(d: dict, objs: dict) -> None:
+    """CheckpointError for a null RoPE field that transformers 5.25 computes with (`None ** ...`: it fails to build
+    the model), which wgraph read as absent (rope_theta 10000): `rope_theta: null` in the RoPE object it uses, or
+    at the top level with no theta in that object; `partial_rotary_factor: null` in a linear or llama3 object
+    (default RoPE never reads it). A null top-level partial_rotary_factor transformers skips, as wgraph does."""
+    for name, v in objs.items():
+        if "rope_theta" in v and v["rope_theta"] is None:
+            raise CheckpointError(f"config.json: {name}.rope_theta=null: transformers computes the RoPE "
+                                  f"frequencies with it and fails; give the base (a number > 1) or omit the key")
+        if "partial_rotary_factor" in v and v["partial_rotary_factor"] is None \
+                and v.get("rope_type", v.get("type")) in ("linear", "llama3"):
+            raise CheckpointError(f"config.json: {name}.partial_rotary_factor=null (rope_type "
+                                  f"{shown(v.get('rope_type', v.get('type')))}): transformers computes the rotary "
+                                  f"dims with it and fails; give 1.0 or omit the key")
+    if "rope_theta" in d and d["rope_theta"] is None and not any(v.get("rope_theta") is not None
+                                                                  for v in objs.values()):
+        raise CheckpointError("config.json: rope_theta=null and no RoPE object gives a rope_theta: transformers "
+                              "computes the RoPE frequencies with null and fails; give the base (a number > 1) "
+                              "or omit the key (then 10000)")
 
 
 def inv_freq(theta: float, scaling: RopeScaling | LinearRopeScaling | None, rotary_dim: int) -> np.ndarray:
