@@ -228,6 +228,22 @@ def test_null_rope_theta_is_refused_where_transformers_fails():
     assert DecoderConfig.from_dict(plain) == DecoderConfig.from_dict(hf_config("qwen3"))
 
 
+@pytest.mark.parametrize("case,key,then", [("qwen2", "head_dim", "hidden_size // num_attention_heads"),
+                                           ("qwen3", "head_dim", "128"), ("gemma2", "head_dim", "256"),
+                                           ("gemma2", "num_key_value_heads", "4")])
+def test_null_attention_sizes_are_refused_where_transformers_fails(case, key, then):
+    """head_dim: null (Qwen2, Qwen3, Gemma 2) and Gemma 2's num_key_value_heads: null: transformers 5.25 fails to
+    build the model (make_arch_checkpoints.py checks it), wgraph read them as absent: hidden / heads and all heads
+    (the tiny Qwen3 and Gemma 2 then loaded a model of head_dim 8 where transformers has none)."""
+    with pytest.raises(CheckpointError, match=rf"{key}=null: transformers' \w+ForCausalLM sizes its attention with "
+                                              rf"it and fails; give a number or omit the key \(then {then}\)"):
+        DecoderConfig.from_dict(with_key(case, key, None))
+    # where transformers reads null as absent, so does wgraph
+    assert DecoderConfig.from_dict(with_key("llama", "head_dim", None)).head_dim == 8
+    assert DecoderConfig.from_dict(with_key("mistral", "head_dim", None)).head_dim == 8
+    assert DecoderConfig.from_dict(with_key("qwen3", "num_key_value_heads", None)).num_key_value_heads == 4
+
+
 def test_partial_rotary_and_linear_rope():
     c = DecoderConfig.from_dict(with_key("qwen3", "partial_rotary_factor", 1.0))  # every dim: accepted
     assert (c.rotary_dim, c.rope_dim, len(c.inv_freq())) == (None, 16, 8)

@@ -175,6 +175,15 @@ def check_nulls() -> None:
     qwen3 = json.loads((ROOT / "qwen3" / "config.json").read_text())
     plain = dict(qwen3, rope_parameters=dict(qwen3["rope_parameters"], partial_rotary_factor=None))
     assert np.array_equal(forward("qwen3", plain), forward("qwen3", qwen3))
+    for case, key in (("qwen2", "head_dim"), ("qwen3", "head_dim"), ("gemma2", "head_dim"),
+                      ("gemma2", "num_key_value_heads")):
+        v5 = json.loads((ROOT / case / "config.json").read_text())
+        try:
+            forward(case, dict(v5, **{key: None}))
+        except Exception as e:  # Qwen2: TypeError (None ** ...); the others: StrictDataclassFieldValidationError
+            assert isinstance(e, TypeError) or "expected int, got NoneType" in str(e), (case, key, e)
+            continue
+        raise AssertionError(f"{case}: transformers ran {key}=null")
 
 
 def make(name: str, seed: int) -> None:

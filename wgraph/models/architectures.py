@@ -36,6 +36,8 @@ class Architecture:
     sliding_layers: str | None = None  # which layers `sliding_window` applies to when layer_types is absent:
                                       # "all" (Mistral), "from_max_window_layers" (Qwen2/3, with
                                       # use_sliding_window), "alternating" (Gemma 2: layers 0, 2, ...)
+    no_null: tuple[str, ...] = ()     # keys whose null transformers' model computes with and fails on (its
+                                      # attention sizes from None): refused rather than read as absent
     gemma_norms: bool = False         # (1 + w) norms, norms after attention and the MLP too, sqrt(hidden) embedding
                                       # scale, query_pre_attn_scalar, logit softcaps (Gemma 2)
 
@@ -54,14 +56,14 @@ ARCHITECTURES = {a.model_type: a for a in (
                  ("hidden_act", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"),
                  _defaults(num_key_value_heads=32, max_position_embeddings=32768, hidden_act="silu",
                            use_sliding_window=False, sliding_window=4096, max_window_layers=28, layer_types=None),
-                 qkv_bias=True, sliding_layers="from_max_window_layers"),
+                 qkv_bias=True, sliding_layers="from_max_window_layers", no_null=("head_dim",)),
     Architecture("qwen3", "Qwen3ForCausalLM",
                  ("hidden_act", "attention_bias", "use_sliding_window", "sliding_window", "max_window_layers",
                   "layer_types"),
                  _defaults(num_key_value_heads=32, head_dim=128, max_position_embeddings=32768, hidden_act="silu",
                            attention_bias=False, use_sliding_window=False, sliding_window=4096,
                            max_window_layers=28, layer_types=None),
-                 qkv_bias=None, qk_norm=True, sliding_layers="from_max_window_layers"),
+                 qkv_bias=None, qk_norm=True, sliding_layers="from_max_window_layers", no_null=("head_dim",)),
     Architecture("mistral", "MistralForCausalLM", ("hidden_act", "sliding_window"),
                  _defaults(num_key_value_heads=8, max_position_embeddings=131072, hidden_act="silu",
                            sliding_window=4096),
@@ -75,7 +77,8 @@ ARCHITECTURES = {a.model_type: a for a in (
                            query_pre_attn_scalar=256, sliding_window=4096, layer_types=None,
                            final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
                            use_bidirectional_attention=None),
-                 activation_key="hidden_activation", qkv_bias=None, gemma_norms=True, sliding_layers="alternating"),
+                 activation_key="hidden_activation", qkv_bias=None, gemma_norms=True, sliding_layers="alternating",
+                 no_null=("head_dim", "num_key_value_heads")),
 )}
 
 BY_CLASS = {a.causal_lm: a for a in ARCHITECTURES.values()}

@@ -226,6 +226,12 @@ class _Fields:
 
 def _read(f: _Fields, arch: Architecture) -> dict:
     """DecoderConfig's arguments from the checked fields of architecture `arch`."""
+    for key in arch.no_null:
+        if key in f.d and f.d[key] is None:
+            default = arch.defaults.get(key)
+            raise CheckpointError(f"config.json: {key}=null: transformers' {arch.causal_lm} sizes its attention with "
+                                  f"it and fails; give a number or omit the key (then "
+                                  f"{'hidden_size // num_attention_heads' if default is None else default})")
     hidden = f.integer("hidden_size", 1, MAX_DIM)
     heads = f.integer("num_attention_heads", 1, MAX_DIM)
     kv_heads = f.optional_integer("num_key_value_heads", 1, heads) or heads
