@@ -65,20 +65,13 @@ def exp_entry(src: str, name: str, config: dict) -> str:
 
 
 # Fused decode configurations per G_TILE (the registry's own is measured as the planned kernel). Each changes
-# what the profile says bounds the kernel: bytes in flight per SM (more workgroups: SPLIT_TARGET; more keys a
-# step: KEYS_PER_THREAD) against registers (DIMS_PER_LANE 8 halves q and acc per lane).
-FUSED = {
-    1: {"dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4), "t512": dict(SPLIT_TARGET=512),
-        "dpl8_u4_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4, SPLIT_TARGET=512),
-        "dpl8_u8_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=8, SPLIT_TARGET=512)},
-    4: {"dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4), "t512": dict(SPLIT_TARGET=512),
-        "dpl8_u4_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4, SPLIT_TARGET=512),
-        "dpl8_u2_t512": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=2, SPLIT_TARGET=512)},
-    # groups of 8: the f16 kernels spill (528 / 800 bytes a thread of local memory at 16 dims a lane,
-    # h200-pipeline-stats.log); 8 dims a lane halves q and acc per lane
-    8: {"dpl8": dict(DIMS_PER_LANE=8), "dpl8_u4": dict(DIMS_PER_LANE=8, KEYS_PER_THREAD=4),
-        "dpl8_t512": dict(DIMS_PER_LANE=8, SPLIT_TARGET=512)},
-}
+# what the profile says bounds the kernel: bytes of loads in flight per SM, which the registers bound.
+# Q_IN=workgroup reads q from workgroup memory instead of a copy in every lane's registers (G_TILE x
+# DIMS_PER_LANE floats a lane freed), alone or spent on more keys a step (KEYS_PER_THREAD). Earlier rounds'
+# configurations (more workgroups: SPLIT_TARGET; DIMS_PER_LANE 8; KEYS_PER_THREAD 4 with q in registers) are in
+# git and in h200-attention-ab*.log: none beat the registry's by more than 6%. batched_fused_g4's f16 rows took
+# qs_u4 after h100-attention-qs-ab.log (so its configurations here equal its planned kernel).
+FUSED = {g: {"qs": dict(Q_IN="workgroup"), "qs_u4": dict(Q_IN="workgroup", KEYS_PER_THREAD=4)} for g in (1, 4, 8)}
 # f32 prefill flash configurations at D=128 (the registry's: BLOCK_M 64, 2 threads a query, 8-key tiles)
 PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dict(TILE_N=4),
            "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}

@@ -11,3 +11,7 @@ const_assert DPL % ELEMS == 0u;
 // the slots' partial dots (when a slot spans subgroups), then the states' m and l, then their acc
 const RED_N: u32 = max(max(WG * DPL, 2u * G_TILE * WG), WG * U * G_TILE);
 var<workgroup> red: array<f32, RED_N>;
+
+// where the block's q sits (Q_IN: registers, a copy in every lane; workgroup, once, read by every slot each step):
+// Q_SHARED and the workgroup array qw (attention_fused_q.wgsl)
+//!include attention_fused_q_{{Q_IN}}.wgsl

@@ -42,7 +42,13 @@
             var d: f32 = 0.0;
 //!repeat p PPL
 //!repeat e PV4
-            d += dot(qr[(${hh}u * PPL + ${p}u) * PV4 + ${e}u], piece(kc[${u}u * PPL + ${p}u], ${e}u));
+            {
+                var qv = qr[(${hh}u * PPL + ${p}u) * PV4 + ${e}u];
+                if (Q_SHARED) {
+                    qv = qw[${hh}u * (MAX_D / 4u) + (${p}u * LPR + lane) * PV4 + ${e}u];
+                }
+                d += dot(qv, piece(kc[${u}u * PPL + ${p}u], ${e}u));
+            }
 //!end
 //!end
             s[${u}u * G_TILE + ${hh}u] = d;
