@@ -124,10 +124,12 @@ def test_package_registry_compiles_on_device(dev):
     kernels = []
     for k in registry().values():
         if set(k.features) <= dev.caps.features and k.workgroup_memory <= dev.caps.max_workgroup_storage:
-            # its overridable flags (bools: the registry refuses other types) all off and all on (every
-            # combination would be 8 pipelines an attention kernel; the numeric tests run the ones ops make); a
-            # tuning candidate all on only (every code path; the A/B that times it compiles both on its GPU)
-            values = (True,) if k.facts.get("candidate") else (False, True)
+            # its overridable flags (bools: the registry refuses other types) all on: every code path (every
+            # combination would be 8 pipelines an attention kernel; the numeric tests run the ones ops make). On a
+            # GPU all off too; a CPU adapter compiles slowly (~75 ms a kernel on lavapipe: the all-off half was
+            # ~20 s of the suite's 3 minutes), and its numeric tests compile the all-off pipelines calls use. A
+            # tuning candidate all on only (the A/B that times it compiles both on its GPU).
+            values = (True,) if k.facts.get("candidate") or dev.caps.is_cpu else (False, True)
             kernels += [k.specialized(dict.fromkeys(k.overrides, v)) for v in values] if k.overrides else [k]
     before = dev.stats.pipelines_created
     made = dev.pipelines.warm(kernels)
