@@ -16,8 +16,9 @@ def _rope(x, cos, sin):
     return np.concatenate([a * cos - b * sin, b * cos + a * sin], -1)
 
 
+@pytest.mark.parametrize("pair", [tuple, list])   # the cache as a list was refused (rope_kv_append takes either)
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_rope_kv_append_batched_against_numpy(dtype, dev):
+def test_rope_kv_append_batched_against_numpy(dtype, pair, dev):
     if dtype == "f16" and not dev.caps.has_f16:
         pytest.skip("no shader-f16")
     rng = np.random.default_rng(5)
@@ -29,7 +30,7 @@ def test_rope_kv_append_batched_against_numpy(dtype, dev):
     kc0 = rng.standard_normal((B, cap, hkv, d)).astype(np_dt)
     vc0 = rng.standard_normal((B, cap, hkv, d)).astype(np_dt)
     kc, vc = dev.tensor(kc0), dev.tensor(vc0)
-    q = wg.ops.rope_kv_append_batched(dev.tensor(qkv), dev.tensor(cos), dev.tensor(sin), (kc, vc),
+    q = wg.ops.rope_kv_append_batched(dev.tensor(qkv), dev.tensor(cos), dev.tensor(sin), pair((kc, vc)),
                                       dev.tensor(pos), q_heads=hq)
     x = qkv.reshape(B, hq + 2 * hkv, d).astype(np.float64)
     c64, s64 = cos.astype(np.float64)[pos][:, None, :], sin.astype(np.float64)[pos][:, None, :]

@@ -12,6 +12,7 @@ from wgraph import args
 from wgraph.api_types import TensorT
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.kernels.registry import kernel, select_variant
+from wgraph.ops.kv_cache import _pair
 from wgraph.ops.rope_kv import check_qkv_tables
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.tensor import TensorSpec
@@ -83,6 +84,5 @@ def rope_kv_append_batched(qkv: TensorT, cos: TensorT, sin: TensorT, cache: tupl
     q_heads: how many of qkv's heads are q heads (the rest split evenly into k and v).
     """
     q_heads = args.integer(OP, "q_heads", q_heads, 1)
-    if not isinstance(cache, tuple) or len(cache) != 2:
-        raise args.fail(OP, "cache", cache, "a (k_cache, v_cache) pair of tensors")
-    return apply(ROPE_KV_APPEND_BATCHED, RopeKVBatchedParams(q_heads), (qkv, cos, sin, cache[0], cache[1], pos))
+    k_cache, v_cache = _pair(OP, "cache", cache)   # a tuple or a list, as rope_kv_append and kv_append take
+    return apply(ROPE_KV_APPEND_BATCHED, RopeKVBatchedParams(q_heads), (qkv, cos, sin, k_cache, v_cache, pos))
