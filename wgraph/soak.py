@@ -14,9 +14,9 @@ import time
 import numpy as np
 
 from wgraph.cli_format import DefaultsFormatter
+from wgraph.dtypes import dtype_info
 
 HQ, HKV, D, CAPACITY = 4, 2, 32, 256
-KV_NUMPY = {"f16": np.float16, "f32": np.float32}
 RSS_MARGIN_BYTES = 4 << 20  # allocator noise; a leak of a buffer's worth per call would be far above it
 
 
@@ -66,9 +66,10 @@ def soak_replay(dev, steps: int, every: int = 100, shown=None) -> list[tuple[int
     """`steps` replays of the compiled decode step (new q/k/v and position each step); samples every `every`.
     `shown`: a progress counter (wgraph.progress.bar) told of each sample's steps."""
     rng = np.random.default_rng(0)
-    prog = decode_step_graph(kv_dtype(dev)).compile(dev)
+    kv_type = kv_dtype(dev)
+    prog = decode_step_graph(kv_type).compile(dev)
     q = rng.standard_normal((16, 1, HQ, D)).astype(np.float32)
-    kv = rng.standard_normal((16, 2, 1, HKV, D)).astype(KV_NUMPY[kv_dtype(dev)])
+    kv = rng.standard_normal((16, 2, 1, HKV, D)).astype(dtype_info(kv_type).numpy)
     samples = []
     for t in range(steps):
         out = prog.run(q=q[t % 16], k_new=kv[t % 16, 0], v_new=kv[t % 16, 1], pos=t, kv_len=t + 1)["out"]
@@ -86,8 +87,9 @@ def soak_immediate(dev, calls: int, every: int = 100, shown=None) -> list[tuple[
 
     rng = np.random.default_rng(0)
     Q = dev.tensor(rng.standard_normal((1, HQ, D)).astype(np.float32))
-    K = dev.tensor(rng.standard_normal((300, HKV, D)).astype(KV_NUMPY[kv_dtype(dev)]))
-    V = dev.tensor(rng.standard_normal((300, HKV, D)).astype(KV_NUMPY[kv_dtype(dev)]))
+    kv_numpy = dtype_info(kv_dtype(dev)).numpy
+    K = dev.tensor(rng.standard_normal((300, HKV, D)).astype(kv_numpy))
+    V = dev.tensor(rng.standard_normal((300, HKV, D)).astype(kv_numpy))
     samples = []
     for i in range(calls):
         out = wg.ops.attention(Q, K, V, causal=True, kv_len=1 + (i * 7) % 300)
