@@ -375,39 +375,37 @@ def test_gemm_prefill_planned_where_the_h200_confirmed_it():
     assert "experimental" in dict(plan(f32, gpu).rejected)["batched_gemm_d128_f32"]
 
 
+def _add_refused_before_gpu_work(dev, monkeypatch, match: str, **limits) -> None:
+    """wg.ops.add on the device with `limits` of its caps changed: a LimitError matching `match`, no dispatch."""
+    import attrs
+
+    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, **limits))
+    a = dev.tensor(np.ones(4, np.float32))
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.LimitError, match=match):
+        wg.ops.add(a, a)
+    assert dev.stats.since(before).dispatches == 0
+
+
 def test_kernels_past_the_devices_storage_buffers_are_refused_by_name(dev, monkeypatch):
     """A device that binds fewer storage buffers per shader stage than a kernel declares (WebGPU's default is 8;
     the batched attention kernels bind 9, the elementwise add 3 or more) failed in wgpu's validation at pipeline
     creation; the planner passes such kernels over with the reason, and a dispatch of one is a LimitError naming
     the kernel and the limit, before any GPU work."""
-    import attrs
-
     facts = PlanFacts("prefill", "f16", 33, 8, 128, 100, family="attention_batched", batch=2)
     with pytest.raises(wg.LimitError, match=r"batched_tiled_small_f16 binds 9 storage buffers; the device allows 8"):
         plan(facts, Caps.synthetic(has_f16=True, max_storage_buffers_per_stage=8))
     assert plan(facts, Caps.synthetic(has_f16=True, max_storage_buffers_per_stage=9)).variant
-    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, max_storage_buffers_per_stage=2))
-    a = dev.tensor(np.ones(4, np.float32))
-    before = dev.stats.snapshot()
-    with pytest.raises(wg.LimitError, match=r"kernel add_f32 binds \d+ storage buffers; the device allows 2 per "
-                                            r"shader stage"):
-        wg.ops.add(a, a)
-    assert dev.stats.since(before).dispatches == 0
+    _add_refused_before_gpu_work(dev, monkeypatch, r"kernel add_f32 binds \d+ storage buffers; the device allows 2 per "
+                                 r"shader stage", max_storage_buffers_per_stage=2)
 
 
 def test_a_dispatch_past_the_devices_threads_per_workgroup_is_refused_by_name(dev, monkeypatch):
     """The dispatch check read features, workgroup memory and storage buffers but not the threads per workgroup
     (the planners did): a kernel of 64 threads on a device allowing 32 reached wgpu's validation at pipeline
     creation. core.device_refusal is the one check: a LimitError naming the kernel and both numbers."""
-    import attrs
-
     from wgraph.kernels.registry import registry
 
     threads = registry()["add_f32"].threads
-    monkeypatch.setattr(dev, "caps", attrs.evolve(dev.caps, max_invocations_per_workgroup=threads // 2))
-    a = dev.tensor(np.ones(4, np.float32))
-    before = dev.stats.snapshot()
-    with pytest.raises(wg.LimitError, match=rf"kernel add_f32 needs {threads} threads per workgroup; the device "
-                                            rf"allows {threads // 2}$"):
-        wg.ops.add(a, a)
-    assert dev.stats.since(before).dispatches == 0
+    _add_refused_before_gpu_work(dev, monkeypatch, rf"kernel add_f32 needs {threads} threads per workgroup; the "
+                                 rf"device allows {threads // 2}$", max_invocations_per_workgroup=threads // 2)
