@@ -62,20 +62,29 @@ def test_ring_and_paged_layouts(dev, rng):
     np.testing.assert_array_equal(vc.numpy()[[10, 11, 4]], x[:, hq + hkv:].astype(np.float32))
 
 
+HQ = 2   # the position-report tests' q heads (one kv head, head_dim 4)
+
+
+def _two_rows(dev, rng, cache_rows: int):
+    """Two rows of qkv (2 q heads, 1 kv head, head_dim 4: HQ), the 8-row RoPE tables (numpy) and zeroed f32 k / v
+    caches of `cache_rows` rows: the position-report tests' call."""
+    cos, sin = wg.ops.rope_tables(8, 4)
+    qkv = dev.tensor(rng.standard_normal((2, (HQ + 2) * 4)).astype(np.float32))
+    kc, vc = (dev.tensor(np.zeros((cache_rows, 1, 4), np.float32)) for _ in range(2))
+    return qkv, cos, sin, kc, vc
+
+
 def test_gpu_positions_beyond_tables_or_cache_are_reported(dev, rng):
-    hq, hkv, d = 2, 1, 4
-    cos, sin = wg.ops.rope_tables(8, d)
-    qkv = dev.tensor(rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32))
-    kc, vc = dev.tensor(np.zeros((20, hkv, d), np.float32)), dev.tensor(np.zeros((20, hkv, d), np.float32))
+    qkv, cos, sin, kc, vc = _two_rows(dev, rng, cache_rows=20)
     q = wg.ops.rope_kv_append(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc), dev.tensor(np.array([7], np.uint32)),
-                              q_heads=hq)
+                              q_heads=HQ)
     with pytest.raises(wg.GpuValueError, match="rope"):
         dev.check_errors()
     got = q.numpy()
     assert np.all(got[1] == 0) and np.any(got[0] != 0)  # position 8 is past the 8-row tables: zeros
     assert np.all(kc.numpy()[8] == 0) and np.any(kc.numpy()[7] != 0)
-    q = wg.ops.rope_kv_append(qkv, dev.tensor(wg.ops.rope_tables(64, d)[0]), dev.tensor(wg.ops.rope_tables(64, d)[1]),
-                              (kc, vc), dev.tensor(np.array([19], np.uint32)), q_heads=hq)
+    cos64, sin64 = (dev.tensor(t) for t in wg.ops.rope_tables(64, 4))   # tables reaching past the 20-row cache
+    q = wg.ops.rope_kv_append(qkv, cos64, sin64, (kc, vc), dev.tensor(np.array([19], np.uint32)), q_heads=HQ)
     with pytest.raises(wg.GpuValueError, match="kv_append"):
         dev.check_errors()
     assert np.any(q.numpy()[1] != 0)  # position 20 is in the tables, past the 20-row cache: q is still rotated
@@ -85,12 +94,9 @@ def test_gpu_position_beyond_tables_and_cache_is_reported_as_rope(dev, rng):
     """A row past both the 8-row tables and the 8-row cache is rope's error on every device: the v heads' threads
     checked the cache first and reported kv_append's, and the flag keeps whichever report lands first (a race
     between workgroups on a GPU)."""
-    hq, hkv, d = 2, 1, 4
-    cos, sin = wg.ops.rope_tables(8, d)
-    qkv = dev.tensor(rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32))
-    kc, vc = dev.tensor(np.zeros((8, hkv, d), np.float32)), dev.tensor(np.zeros((8, hkv, d), np.float32))
+    qkv, cos, sin, kc, vc = _two_rows(dev, rng, cache_rows=8)
     wg.ops.rope_kv_append(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc), dev.tensor(np.array([7], np.uint32)),
-                          q_heads=hq)
+                          q_heads=HQ)
     with pytest.raises(wg.GpuValueError, match=r"rope: .* was 8; it must be < 8"):
         dev.check_errors()
     assert np.any(kc.numpy()[7] != 0) and np.any(vc.numpy()[7] != 0)  # row 7 fits both: written
@@ -99,12 +105,9 @@ def test_gpu_position_beyond_tables_and_cache_is_reported_as_rope(dev, rng):
 def test_gpu_position_made_negative_by_pos_offset_is_reported_as_such(dev, rng):
     """GPU position 0 with pos_offset -1: row 0 sits at -1, before the tables and the cache. rope reported it as
     'was 0; it must be < 8' (0 < 8: no reason given); it is 4294967295 now, as kv_append says of a negative row."""
-    hq, hkv, d = 2, 1, 4
-    cos, sin = wg.ops.rope_tables(8, d)
-    qkv = dev.tensor(rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32))
-    kc, vc = dev.tensor(np.zeros((8, hkv, d), np.float32)), dev.tensor(np.zeros((8, hkv, d), np.float32))
+    qkv, cos, sin, kc, vc = _two_rows(dev, rng, cache_rows=8)
     q = wg.ops.rope_kv_append(qkv, dev.tensor(cos), dev.tensor(sin), (kc, vc), dev.tensor(np.array([0], np.uint32)),
-                              q_heads=hq, pos_offset=-1)
+                              q_heads=HQ, pos_offset=-1)
     with pytest.raises(wg.GpuValueError, match=r"rope: .*negative.* was 4294967295; it must be < 8"):
         dev.check_errors()
     assert np.all(q.numpy()[0] == 0) and np.any(q.numpy()[1] != 0)   # row 0 (at -1) zeros, row 1 (at 0) rotated
