@@ -352,3 +352,26 @@ def test_cli_says_nothing_was_generated_for_no_new_tokens(tmp_path, capsys):
     assert out == "\n" and "tokens: prefill of" not in err
     assert "no new tokens asked for (--max-new-tokens 0): nothing generated, no prefill of the " in err
     assert "0 submits" in err
+
+
+def test_cli_text_on_a_stdout_that_cannot_encode_it(tmp_path, monkeypatch):
+    """A stdout whose encoding lacks a character of the text (PYTHONIOENCODING=ascii, a cp1252 console or file on
+    Windows) raised UnicodeEncodeError with a traceback at the first such piece, the generation cut off: such a
+    character is now written as a backslash escape, as Python writes stderr, and the rest follows."""
+    import io
+
+    from wgraph.__main__ import main as cli_main
+
+    path, cfg, w = _write(tmp_path / "m")
+    from wgraph.models.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_directory(path)
+    want, _ = ref.greedy(cfg, w, tok.encode("Hello world"), 12)
+    text = tok.decode(want)
+    assert not text.isascii()   # the case under test: this seed's text has characters ASCII lacks
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", out)
+    assert cli_main(["generate", str(path), "--prompt", "Hello world", "--max-new-tokens", "12", "--dtype", "f32",
+                     "--stop-ids", "", "--read-every", "1"]) == 0
+    out.flush()
+    assert out.buffer.getvalue().decode("ascii") == text.encode("ascii", "backslashreplace").decode("ascii") + "\n"

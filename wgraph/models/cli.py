@@ -139,7 +139,7 @@ def _main(argv: list[str]) -> int:
                                    top_p=args.top_p, seed=args.seed, stop_ids=args.stop_ids,
                                    read_every=args.read_every, in_flight=args.in_flight, where="generate")
         for piece in text.stream(model, req):
-            sys.stdout.write(piece)
+            sys.stdout.write(_writable(piece, sys.stdout))
             sys.stdout.flush()
     except wg.WgraphError as e:
         print(f"\nerror: {e}", file=sys.stderr)
@@ -156,6 +156,18 @@ def _main(argv: list[str]) -> int:
           f"{rate} ({st['seconds']:.3f} s in all) on {dev.caps.adapter_name} ({dtype} weights), "
           f"{st['submits']} submits, {st['readbacks']} readbacks", file=sys.stderr)
     return 0
+
+
+def _writable(piece: str, stream) -> str:
+    """`piece` as `stream` can write it: a character its encoding lacks as a backslash escape, as Python writes
+    stderr. The text is any Unicode; on an ASCII stdout (PYTHONIOENCODING=ascii, a cp1252 console on Windows) the
+    first such piece raised UnicodeEncodeError with a traceback and cut the generation off."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        piece.encode(encoding)
+        return piece
+    except UnicodeEncodeError:
+        return piece.encode(encoding, "backslashreplace").decode(encoding)
 
 
 def cache_positions(args, files, ids: list[int] | None) -> int | None:
