@@ -1,5 +1,7 @@
 """`python -m wgraph generate` and the bench's model row, in-process on tiny models."""
 
+import re
+
 import pytest
 
 from wgraph.__main__ import main as cli_main
@@ -135,3 +137,36 @@ def test_a_missing_path_is_refused_before_the_device(capsys, monkeypatch, path, 
     err = capsys.readouterr().err
     assert err == (f"error: generate: {path} is neither a checkpoint directory (config.json, *.safetensors) nor a "
                    f".gguf file{said}\n")
+
+
+def test_a_request_past_the_cache_is_refused_before_the_weights(tmp_path, capsys, monkeypatch):
+    """A prompt plus --max-new-tokens past --max-seq (or past the default cache, the tiny config's 256 positions)
+    was refused only after every weight was read and the decode program compiled, saying 'load the model with a
+    larger max_seq=', the Python argument: now before the load, naming both counts, the cache and --max-seq."""
+    import shutil
+
+    import tiny_files
+    from wgraph.models.pretrained import PretrainedFiles
+    from wgraph.models.tokenizer import Tokenizer
+
+    path = write_checkpoint(tmp_path, tiny_config(vocab_size=701), random_weights(tiny_config(vocab_size=701), seed=0))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny_files.TINY_TOKENIZER / name, path / name)
+    hello = len(Tokenizer.from_directory(path).encode("Hello"))
+
+    def no_load(*a, **kw):
+        raise AssertionError("the weights were read")
+
+    monkeypatch.setattr(PretrainedFiles, "load", no_load)
+    for argv, prompt, n, room, whose in [
+        (["--prompt-ids", "3,4,5", "--max-new-tokens", "10", "--max-seq", "8"], 3, 10, 8, "--max-seq"),
+        (["--prompt-ids", "3,4", "--max-new-tokens", "255"], 2, 255, 256, "the default"),
+        (["--prompt", "Hello", "--max-new-tokens", "7", "--max-seq", str(hello + 6)], hello, 7, hello + 6,
+         "--max-seq"),
+        (["--prompt", "Hello", "--chat", "--max-new-tokens", "256"], None, 256, 256, "the default"),
+    ]:
+        assert cli_main(["generate", str(path), *argv]) == 1
+        err = capsys.readouterr().err
+        said = r"\d+" if prompt is None else str(prompt)   # a chat's prompt: the template's tokens
+        counts = rf"{said} prompt \+ {n} new tokens exceed the KV cache of {room}"
+        assert re.search(counts + rf" positions \({whose}.*\): give --max-seq \d+ or more", err), err

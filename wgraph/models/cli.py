@@ -13,7 +13,7 @@ import time
 from wgraph import progress
 from wgraph.args import F32_MAX, U32_MAX, U64_MAX, integer, real
 from wgraph.cli_format import DefaultsFormatter
-from wgraph.errors import WgraphError
+from wgraph.errors import LimitError, WgraphError
 from wgraph.models.config import MAX_SEQ
 
 
@@ -128,7 +128,9 @@ def _main(argv: list[str]) -> int:
         if args.prompt is not None:   # no tokenizer: the text API's error, before the weights are read
             ids = text.prompt_ids(text.tokenizer_of(files, "generate"), args.prompt, chat=args.chat,
                                   system=args.system, where="generate")
-        model = files.load(dev, dtype=args.dtype, max_seq=cache_positions(args, files, ids), x_int8=args.x_int8)
+        positions = cache_positions(args, files, ids)
+        check_room(args, files, ids, positions)   # before the weights are read, naming the options
+        model = files.load(dev, dtype=args.dtype, max_seq=positions, x_int8=args.x_int8)
         dtype = weights_label(model)
         print(f"loaded in {time.perf_counter() - t0:.1f} s ({model.config.num_hidden_layers} layers, "
               f"{model.weight_bytes / 2**20:.1f} MiB of weights, a KV cache of {model.max_seq} positions); the first "
@@ -190,6 +192,22 @@ def cache_positions(args, files, ids: list[int] | None) -> int | None:
         return None   # the text API says there is no tokenizer
     wanted = max(2, prompt + max(args.max_new_tokens, 0))
     return wanted if wanted <= min(files.config.max_position_embeddings, DEFAULT_MAX_SEQ) else None
+
+
+def check_room(args, files, ids: list[int] | None, positions: int | None) -> None:
+    """LimitError where the prompt and --max-new-tokens do not fit the KV cache of `positions` (cache_positions;
+    None: the model's default, min(max_position_embeddings, DEFAULT_MAX_SEQ)). The model refused such a request
+    only once every weight was read, saying 'load the model with a larger max_seq=', the Python argument."""
+    from wgraph.models.llama import DEFAULT_MAX_SEQ
+
+    prompt = len(args.prompt_ids) if ids is None else len(ids)
+    n = args.max_new_tokens
+    room = positions if positions is not None else min(files.config.max_position_embeddings, DEFAULT_MAX_SEQ)
+    if prompt + n > room:
+        whose = ("--max-seq" if args.max_seq is not None
+                 else f"the default, min(max_position_embeddings, {DEFAULT_MAX_SEQ})")
+        raise LimitError(f"generate: {prompt} prompt + {n} new tokens exceed the KV cache of {room} positions "
+                         f"({whose}): give --max-seq {prompt + n} or more, or fewer --max-new-tokens")
 
 
 def weights_label(model) -> str:
