@@ -375,3 +375,20 @@ def test_cli_text_on_a_stdout_that_cannot_encode_it(tmp_path, monkeypatch):
                      "--stop-ids", "", "--read-every", "1"]) == 0
     out.flush()
     assert out.buffer.getvalue().decode("ascii") == text.encode("ascii", "backslashreplace").decode("ascii") + "\n"
+
+
+def test_a_prompt_that_is_not_unicode_text_is_named(tiny):
+    """A prompt holding a lone surrogate (a shell argument of invalid UTF-8) was refused as 'Tokenizer.encode: text
+    holds '\\udcff' at 18', with chat=True at its place in the rendered template, which the caller never saw: the
+    prompt (the system message) is now named with its own index, before it is rendered."""
+    model, _, _ = tiny
+    bad = b"hi \xff".decode("utf-8", "surrogateescape")
+    before = model.device.stats.snapshot()
+    for kwargs in ({}, {"chat": True}):
+        with pytest.raises(ArgumentError, match=r"^generate_text: prompt holds '\\udcff' at 3, not Unicode text"):
+            model.generate_text(bad, 2, **kwargs)
+    with pytest.raises(ArgumentError, match=r"^stream_text: system holds '\\udcff' at 3, not Unicode text"):
+        model.stream_text("hi", 2, chat=True, system=bad)
+    with pytest.raises(ArgumentError, match=r"^generate_text: prompt\[1\]\['content'\] holds '\\udcff' at 3, not "):
+        model.generate_text([{"role": "system", "content": "S"}, {"role": "user", "content": bad}], 2, chat=True)
+    assert model.device.stats.since(before).submits == 0

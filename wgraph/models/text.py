@@ -13,7 +13,7 @@ import attrs
 from wgraph import args
 from wgraph.errors import ArgumentError, LimitError, NoTokenizerError, RecordingError, ShapeError
 from wgraph.models.config import MAX_SEQ
-from wgraph.models.tokenizer import Tokenizer
+from wgraph.models.tokenizer import Tokenizer, unicode_text
 from wgraph.ops.sampling import SampleSettings, check_sampling
 
 
@@ -45,20 +45,25 @@ def prompt_ids(tok: Tokenizer, prompt, *, chat: bool, system: str | None, where:
     """The ids of a plain prompt (BOS as the tokenizer's files say) or of a chat: `prompt` is the user's message
     or a list of {"role", "content"} messages, `system` a system message put first; the template's generation
     prompt ends it."""
+    # text is checked as the caller gave it (unicode_text): encode's error named "Tokenizer.encode: text" and, for a
+    # chat, a place in the rendered template the caller never saw
     chat = args.flag(where, "chat", chat)
     if system is not None:
-        system = args.text(where, "system", system)
+        system = unicode_text(where, system, "system")
     if not chat:
         if system is not None:
             raise ArgumentError(f"{where}: system={args.show(system)} needs chat=True")
         if isinstance(prompt, (list, tuple)):  # "must be a str" alone hid the two likely meanings of a list
             raise args.fail(where, "prompt", prompt, "a str (a list of messages needs chat=True; token ids go to "
                             "model.generate(ids, max_new_tokens), which returns ids)")
-        return tok.encode(args.text(where, "prompt", prompt))
+        return tok.encode(unicode_text(where, prompt, "prompt"))
     if isinstance(prompt, str):
-        messages = [{"role": "user", "content": args.text(where, "prompt", prompt)}]   # np.str_ as a plain str
+        messages = [{"role": "user", "content": unicode_text(where, prompt, "prompt")}]   # np.str_ as a plain str
     elif isinstance(prompt, (list, tuple)):
         messages = list(prompt)
+        for i, m in enumerate(messages):   # the template checks the rest of a message
+            if isinstance(m, dict) and isinstance(m.get("content"), str):
+                unicode_text(where, m["content"], f"prompt[{i}]['content']")
     else:
         raise args.fail(where, "prompt", prompt, "a str or, with chat=True, a list of messages")
     if system is not None:

@@ -63,14 +63,14 @@ def _path(fn: str, name: str, value, more: str = ""):
     raise args.fail(fn, name, value, f"a path (str or os.PathLike){' ' + more if more else ''}")
 
 
-def _unicode_text(fn: str, text) -> str:
+def unicode_text(fn: str, text, name: str = "text") -> str:
     """A str that is Unicode text: a lone surrogate (a shell argument of invalid UTF-8 arrives as one) cannot be
-    encoded to UTF-8, which the tokenizer reads."""
-    text = args.text(fn, "text", text)
+    encoded to UTF-8, which the tokenizer reads. `name`: the argument, for the message."""
+    text = args.text(fn, name, text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ArgumentError(f"{fn}: text holds {text[e.start:e.end]!r} at {e.start}, not Unicode text (a lone "
+        raise ArgumentError(f"{fn}: {name} holds {text[e.start:e.end]!r} at {e.start}, not Unicode text (a lone "
                             f"surrogate: bytes that were not UTF-8?)") from None
     return text
 
@@ -208,7 +208,7 @@ class Tokenizer:
         text: the text.
         add_special_tokens: add BOS/EOS as the tokenizer's files say.
         """
-        text = _unicode_text("Tokenizer.encode", text)
+        text = unicode_text("Tokenizer.encode", text)
         add_special_tokens = args.flag("Tokenizer.encode", "add_special_tokens", add_special_tokens)
         with self._failures("encode"):
             return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
