@@ -170,3 +170,21 @@ def test_a_request_past_the_cache_is_refused_before_the_weights(tmp_path, capsys
         said = r"\d+" if prompt is None else str(prompt)   # a chat's prompt: the template's tokens
         counts = rf"{said} prompt \+ {n} new tokens exceed the KV cache of {room}"
         assert re.search(counts + rf" positions \({whose}.*\): give --max-seq \d+ or more", err), err
+
+
+def test_a_prompt_of_no_tokens_is_refused_before_the_weights(tmp_path, capsys, monkeypatch):
+    """--prompt "" on a tokenizer that adds no BOS (a qwen2 GGUF's) encodes to no ids: it was refused only after
+    every weight was read ('generate: the prompt encodes to no tokens'); now before the load."""
+    import tiny_files
+    from wgraph.models.pretrained import PretrainedFiles
+
+    cfg = tiny_files.tiny_model_config("llama", vocab_size=701)
+    path = tiny_files.write_model(tmp_path / "m.gguf", "llama", cfg, tiny_files.arch_weights("llama", cfg, seed=4),
+                                  tokenizer=tiny_files.byte_level_tokenizer("qwen2"))
+
+    def no_load(*a, **kw):
+        raise AssertionError("the weights were read")
+
+    monkeypatch.setattr(PretrainedFiles, "load", no_load)
+    assert cli_main(["generate", str(path), "--prompt", "", "--max-new-tokens", "2"]) == 1
+    assert "generate: --prompt '' encodes to no tokens (this tokenizer adds no BOS)" in capsys.readouterr().err

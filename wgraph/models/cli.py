@@ -13,7 +13,7 @@ import time
 from wgraph import progress
 from wgraph.args import F32_MAX, U32_MAX, U64_MAX, integer, real
 from wgraph.cli_format import DefaultsFormatter
-from wgraph.errors import LimitError, WgraphError
+from wgraph.errors import LimitError, ShapeError, WgraphError
 from wgraph.models.config import MAX_SEQ
 
 
@@ -195,11 +195,15 @@ def cache_positions(args, files, ids: list[int] | None) -> int | None:
 
 
 def check_room(args, files, ids: list[int] | None, positions: int | None) -> None:
-    """LimitError where the prompt and --max-new-tokens do not fit the KV cache of `positions` (cache_positions;
-    None: the model's default, min(max_position_embeddings, DEFAULT_MAX_SEQ)). The model refused such a request
-    only once every weight was read, saying 'load the model with a larger max_seq=', the Python argument."""
+    """ShapeError where --prompt makes no ids; LimitError where the prompt and --max-new-tokens do not fit the KV
+    cache of `positions` (cache_positions; None: the model's default, min(max_position_embeddings,
+    DEFAULT_MAX_SEQ)). The model refused either only once every weight was read (the cache saying 'load the model
+    with a larger max_seq=', the Python argument)."""
     from wgraph.models.llama import DEFAULT_MAX_SEQ
 
+    if ids is not None and not ids:   # a tokenizer that adds no BOS (a qwen2 GGUF's) makes no ids of --prompt ""
+        raise ShapeError(f"generate: --prompt {args.prompt!r} encodes to no tokens (this tokenizer adds no BOS); "
+                         f"give a prompt with text")
     prompt = len(args.prompt_ids) if ids is None else len(ids)
     n = args.max_new_tokens
     room = positions if positions is not None else min(files.config.max_position_embeddings, DEFAULT_MAX_SEQ)
