@@ -167,3 +167,32 @@ def test_decompose_refuses_positions_that_are_not_integers(rng):
     # integer arrays of any width, and lists of Python ints, are positions
     for good in (np.arange(L, dtype=np.uint16), list(range(L)), np.arange(L, dtype=np.int64) * 3):
         np.testing.assert_array_equal(bdpa_decompose(k, v, ids, good).index[:, 2], np.asarray(good))
+
+
+def test_decompose_keeps_a_nan_or_inf_to_its_own_row(dev, rng):
+    """Tokens [1, 2, 1, 3, 1] at positions [0, 1, 9, 2, 3]: a NaN in row 2's k and an inf in row 4's v (positions 9
+    and 3, after q_pos 2: causal masks both) went into token 1's f16 basis, the mean of rows 0, 2 and 4, so row 0
+    (position 0, seen) read NaN and every output was NaN where float64 is finite. Now a row holding NaN or inf has
+    a basis row of its own: the rows that see no such key are exact, and one that does is NaN where float64 is
+    (a NaN in v[j, g, d]: dim d of the q heads of kv head g only, docs/errors.md nan-propagates)."""
+    skip_unless_f16(dev, why=BDPA_BASIS)
+    hkv, d = 2, 8
+    # f16-exact K/V and one finite row per token: the decomposition is exact (residuals 0), so the kernel's f32
+    # math is the only error
+    k, v = (rng.standard_normal((5, hkv, d)).astype(np.float16).astype(np.float64) for _ in range(2))
+    k[2, 0, 3], v[4, 1, 5] = np.nan, np.inf
+    ids, pos = [1, 2, 1, 3, 1], np.array([0, 1, 9, 2, 3])
+    cos, sin = R.rope_tables(16, d)
+    cache, rope = bdpa_decompose(k, v, ids, pos).upload(dev), dev.tensor(rope_table(cos, sin))
+    q = rng.standard_normal((1, 4, d)).astype(np.float32)
+    out = bdpa_attention(dev.tensor(q), cache, rope, causal=True, q_pos=2).numpy()
+    seen = pos <= 2
+    want = R.attention(q, R.rope(k[seen], pos[seen], cos, sin), v[seen], [2], pos[seen])
+    np.testing.assert_allclose(out, want, atol=2e-5, rtol=0)
+    # seen: a NaN in v[0, 1, 6] reaches dim 6 of q heads 2 and 3 only
+    v[0, 1, 6] = np.nan
+    out = bdpa_attention(dev.tensor(q), bdpa_decompose(k, v, ids, pos).upload(dev), rope, causal=True,
+                         q_pos=2).numpy()
+    want = R.attention(q, R.rope(k[seen], pos[seen], cos, sin), v[seen], [2], pos[seen])
+    assert np.array_equal(np.isnan(out), np.isnan(want)) and np.isnan(want).sum() == 2
+    np.testing.assert_allclose(out, want, atol=2e-5, rtol=0)

@@ -1,7 +1,8 @@
 """BDPA (basis-decomposed paged attention), decode only.
 
 Each key/value row j is stored as basis[b] + residual[r] with (b, r, pos) = index[j]: the basis is the f16 mean
-of the pre-RoPE K (and V) of every row with the same token id, the residual the rest, int8 per (row, K|V, kv
+of the pre-RoPE K (and V) of every row with the same token id (a row holding NaN or inf has a basis row of its
+own, so they reach only the queries that see that row), the residual the rest, int8 per (row, K|V, kv
 head) in kv_quantize's format; identical quantized residuals (repeated tokens whose K/V depend on the token
 only) share a row. The kernel dequantizes, applies half-split RoPE to K at the original position `pos` from a
 (cos, sin) table, and masks by `pos`.
@@ -83,7 +84,8 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
     gives the format and the error bound); `.upload(dev)` makes the BDPACache bdpa_attention reads.
 
     k, v: pre-RoPE keys and values [L, Hkv, D] (real arrays; D a multiple of 4).
-    token_ids: [L], the token of each row (rows of one token share a basis row).
+    token_ids: [L], the token of each row (rows of one token share a basis row; a row holding NaN or inf has its
+        own).
     positions: [L], each row's original position in 0 .. 2^32 - 1; None: 0 .. L - 1."""
     try:
         k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
@@ -106,14 +108,21 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
         raise args.fail("bdpa_decompose", "positions", given, "integers (a list of them or an integer array)")
     if L and (positions.min() < 0 or positions.max() >= 2**32):
         raise LimitError(f"bdpa_decompose: positions must be in 0..2^32-1, got {positions.min()}..{positions.max()}")
-    _, basis_id = np.unique(token_ids, return_inverse=True)
-    basis_id = basis_id.reshape(-1)
+    _, token_group = np.unique(token_ids, return_inverse=True)
     kv = np.stack([k, v], axis=1)  # [L, 2, H, D]
+    finite = np.isfinite(kv)
+    # A row holding NaN or inf gets a basis row of its own (f16 keeps them element by element; its residual is 0
+    # there): in its token's shared mean it made every row of that token NaN, rows no query saw among them
+    # (docs/errors.md, nan-propagates: a NaN reaches the rows that see its key, nothing else).
+    own = ~finite.reshape(L, -1).all(axis=1)
+    _, basis_id = np.unique(np.where(own, L + np.arange(L), token_group.reshape(-1)), return_inverse=True)
+    basis_id = basis_id.reshape(-1)
     nb = int(basis_id.max()) + 1 if L else 0
     sums = np.zeros((nb, 2, heads, dim))
     np.add.at(sums, basis_id, kv)
     basis = (sums / np.bincount(basis_id, minlength=nb)[:, None, None, None]).astype(np.float16)
-    res = kv - basis.astype(np.float64)[basis_id]
+    with np.errstate(invalid="ignore"):   # inf - inf of an own row's non-finite element, zeroed here
+        res = np.where(finite, kv - basis.astype(np.float64)[basis_id], 0.0)
     scale = _f16_ceil(np.abs(res).max(axis=-1) / 127.0)
     s = scale.astype(np.float64)[..., None]
     codes = np.where(s > 0, np.rint(res / np.where(s > 0, s, 1)), 0).clip(-127, 127).astype(np.int64)
