@@ -196,3 +196,23 @@ def test_decompose_keeps_a_nan_or_inf_to_its_own_row(dev, rng):
     want = R.attention(q, R.rope(k[seen], pos[seen], cos, sin), v[seen], [2], pos[seen])
     assert np.array_equal(np.isnan(out), np.isnan(want)) and np.isnan(want).sum() == 2
     np.testing.assert_allclose(out, want, atol=2e-5, rtol=0)
+
+
+def test_decompose_refuses_values_past_f16(rng):
+    """k[0] = 1e5 (an f16 basis of inf) or rows +-1e7 of one token (basis 0, a residual scale 1e7 / 127, past
+    65504: inf) decomposed without a word, and bdpa_attention returned NaN for every query that saw the token's
+    rows. Now an ArgumentError naming the element and f16's largest."""
+    k, v = rng.standard_normal((4, 1, 8)), rng.standard_normal((4, 1, 8))
+    big = k.copy()
+    big[0, 0, 2] = 1e5
+    with pytest.raises(wg.ArgumentError, match=r"^bdpa_decompose: k\[0, 0, 2\] = 100000 is past f16's largest, 65504"):
+        bdpa_decompose(big, v, [1, 1, 2, 2])
+    pair = v.copy()
+    pair[2, 0, 7], pair[3, 0, 7] = 1e7, -1e7
+    with pytest.raises(wg.ArgumentError, match=r"^bdpa_decompose: v\[2, 0, 7\] = 1e\+07 is past f16's largest"):
+        bdpa_decompose(k, pair, [1, 1, 2, 2])
+    # f16's largest itself is a value: the basis holds it, the residuals are 0
+    edge = k.copy()
+    edge[:2] = -65504.0
+    h = bdpa_decompose(edge, v, [1, 1, 2, 2])
+    assert h.basis[0, 0].astype(np.float64).min() == -65504.0 and np.isfinite(h.residual_scale.astype(np.float64)).all()

@@ -294,6 +294,8 @@ CATALOGUE = [
     ("quantize-value", ArgumentError, r"quantize: weights\[0, 0:32\] reach \|w\| = 1e\+06, whose Q4_0 block scale is "
      r"past f16's largest, 65504 \(1 blocks\)", lambda e: ggml_blocks.quantize(np.full((1, 32), 1e6, np.float32), "Q4_0"),
      True),
+    ("bdpa-value", ArgumentError, r"bdpa_decompose: k\[0, 0, 2\] = 100000 is past f16's largest, 65504",
+     lambda e: wg.ops.bdpa_decompose(np.eye(1, 8, 2)[None] * 1e5, np.ones((1, 1, 8)), [0]), True),
     ("run-many-count", ArgumentError, r"Program.run_many: n=-1 must be an integer in \[0, 9223372036854775807\]",
      staged(lambda e: (lambda prog: lambda: prog.run_many(-1))(_graph().compile(e.dev))), True),
     ("query-position-past-u32", LimitError, r"start_pos 4294967294 \+ 4 queries reaches position 4294967297; "

@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 from numpy.typing import ArrayLike
 
-from wgraph.errors import DtypeError, LimitError, ShapeError
+from wgraph.errors import ArgumentError, DtypeError, LimitError, ShapeError
 from wgraph.ops.attention import require_causal, window_of
 from wgraph.ops.attention_loops import check_decode_loop
 from wgraph import args
@@ -36,6 +36,9 @@ from wgraph.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
     from wgraph.device import Device
+
+
+F16_MAX = 65504.0   # the largest finite f16
 
 
 def _f16_ceil(s: np.ndarray) -> np.ndarray:
@@ -83,7 +86,8 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
     """Decompose a prefix's keys and values on the host into basis + int8 residual rows (the module docstring
     gives the format and the error bound); `.upload(dev)` makes the BDPACache bdpa_attention reads.
 
-    k, v: pre-RoPE keys and values [L, Hkv, D] (real arrays; D a multiple of 4).
+    k, v: pre-RoPE keys and values [L, Hkv, D] (real arrays; D a multiple of 4; finite values within f16's
+        +-65504: an ArgumentError past it).
     token_ids: [L], the token of each row (rows of one token share a basis row; a row holding NaN or inf has its
         own).
     positions: [L], each row's original position in 0 .. 2^32 - 1; None: 0 .. L - 1."""
@@ -111,6 +115,13 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
     _, token_group = np.unique(token_ids, return_inverse=True)
     kv = np.stack([k, v], axis=1)  # [L, 2, H, D]
     finite = np.isfinite(kv)
+    # past f16's largest a token's basis (or a residual scale, past 127 x it) became inf, and the output NaN
+    over = np.argwhere(finite & (np.abs(kv) > F16_MAX))
+    if len(over):
+        j, part, h, d = (int(i) for i in over[0])
+        name = "kv"[part]
+        raise ArgumentError(f"bdpa_decompose: {name}[{j}, {h}, {d}] = {kv[j, part, h, d]:.6g} is past f16's largest, "
+                            f"{F16_MAX:.0f} (the basis and the residual scales are f16); scale {name} down")
     # A row holding NaN or inf gets a basis row of its own (f16 keeps them element by element; its residual is 0
     # there): in its token's shared mean it made every row of that token NaN, rows no query saw among them
     # (docs/errors.md, nan-propagates: a NaN reaches the rows that see its key, nothing else).
