@@ -216,3 +216,20 @@ def test_decompose_refuses_values_past_f16(rng):
     edge[:2] = -65504.0
     h = bdpa_decompose(edge, v, [1, 1, 2, 2])
     assert h.basis[0, 0].astype(np.float64).min() == -65504.0 and np.isfinite(h.residual_scale.astype(np.float64)).all()
+
+
+def test_zero_head_dim_or_kv_heads_are_shape_errors(dev, rng):
+    """head_dim 0 (bdpa_decompose: numpy's 'zero-size array to reduction operation maximum'; bdpa_attention: a
+    ZeroDivisionError from the default scale 1 / sqrt(0)) and a basis of 0 kv heads (a ZeroDivisionError from
+    hq % 0) escaped as Python's errors; now ShapeErrors naming the shape."""
+    skip_unless_f16(dev, why=BDPA_BASIS)
+    with pytest.raises(wg.ShapeError, match=r"^bdpa_decompose: head_dim 0 must be a positive multiple of 4"):
+        bdpa_decompose(np.ones((2, 1, 0)), np.ones((2, 1, 0)), [0, 1])
+    c = bdpa_decompose(np.ones((3, 1, 4)), np.ones((3, 1, 4)), [0, 1, 0]).upload(dev)
+    z = lambda *s, dt=np.float16: dev.tensor(np.zeros(s, dt))
+    empty = wg.ops.BDPACache(z(2, 2, 1, 0), z(2, 2, 1, 0, dt=np.uint32), z(2, 2, 1), c.index, 2)
+    with pytest.raises(wg.ShapeError, match=r"^bdpa_attention: head_dim must be >= 1, got q \(1, 1, 0\)"):
+        bdpa_attention(z(1, 1, 0, dt=np.float32), empty, z(8, 2, 0, dt=np.float32), q_pos=3, causal=True)
+    no_heads = wg.ops.BDPACache(z(2, 2, 0, 4), z(2, 2, 0, 1, dt=np.uint32), z(2, 2, 0), c.index, 2)
+    with pytest.raises(wg.ShapeError, match=r"^bdpa_attention: q heads 2 must be a multiple of kv heads 0"):
+        bdpa_attention(z(1, 2, 4, dt=np.float32), no_heads, z(8, 2, 2, dt=np.float32), q_pos=3, causal=True)

@@ -250,3 +250,19 @@ def test_tiered_very_negative_scores_are_not_masked(dev, rng, scale):
     p = np.exp(s - s.max())
     np.testing.assert_allclose(out.numpy()[0, 0], p @ v[:, 0].astype(np.float64) / p.sum(), atol=1e-6)
     np.testing.assert_allclose(lse.numpy()[0, 0], s.max() + np.log(p.sum()), rtol=1e-6)
+
+
+@pytest.mark.parametrize("quant", [None, "int8"])
+def test_tiered_head_dim_zero_is_a_shape_error(dev, quant):
+    """q, hot and cold [.., 0]: head_dim 0 passed every check and the default scale 1 / sqrt(0) raised Python's
+    ZeroDivisionError; now the op's ShapeError, as attention's."""
+    skip_unless_f16(dev, why=TIERED_HOT)
+    q = dev.tensor(np.zeros((1, 2, 0), np.float32))
+    hot = dev.tensor(np.zeros((4, 1, 0), np.float16))
+    name = "tiered_attention" if quant is None else "tiered_quant_attention"
+    with pytest.raises(wg.ShapeError, match=rf"^{name}: head_dim must be >= 1, got q \(1, 2, 0\)"):
+        if quant is None:
+            tiered_attention(q, hot, hot, hot, hot, kv_len=5, causal=True)
+        else:
+            packed, s = dev.tensor(np.zeros((4, 1, 0), np.uint32)), dev.tensor(np.zeros((4, 1), np.float16))
+            tiered_quant_attention(q, hot, hot, packed, packed, s, s, mode=quant, kv_len=5, causal=True)

@@ -100,8 +100,8 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
     L, heads, dim = k.shape
     if L == 0 or heads == 0:
         raise ShapeError(f"bdpa_decompose: k and v {k.shape} hold no rows; a cache has at least one")
-    if dim % 4 or dim % 2:
-        raise ShapeError(f"bdpa_decompose: head_dim {dim} must be a multiple of 4 (int8 x4 per u32)")
+    if dim % 4 or dim == 0:   # 0: numpy's "zero-size array to reduction operation maximum"
+        raise ShapeError(f"bdpa_decompose: head_dim {dim} must be a positive multiple of 4 (int8 x4 per u32)")
     token_ids = np.asarray(token_ids)
     given = positions
     positions = np.arange(L) if positions is None else np.asarray(positions)
@@ -176,13 +176,15 @@ def _infer(params: BDPAParams, specs):
     if len(q.shape) != 3 or q.shape[0] != 1:
         raise ShapeError(f"{op}: decode only, q must be [1, Hq, D], got {q.shape}")
     _, hq, dim = q.shape
+    if dim == 0:   # else 1 / sqrt(0), the default scale: a ZeroDivisionError
+        raise ShapeError(f"{op}: head_dim must be >= 1, got q {q.shape}")
     variant = select_variant(op, q_dtype=q.dtype)
     if dim > kernel(variant).limits["max_head_dim"] or dim % 4:
         raise LimitError(f"{op}: head_dim {dim} must be a multiple of 4 and at most {kernel(variant).limits['max_head_dim']}")
     if len(basis.shape) != 4 or basis.shape[1] != 2 or basis.shape[3] != dim or basis.dtype != "f16":
         raise ShapeError(f"{op}: basis must be f16 [B, 2, Hkv, {dim}], got {basis.dtype} {basis.shape}")
     hkv = basis.shape[2]
-    if hq % hkv:
+    if hkv == 0 or hq % hkv:   # 0: a ZeroDivisionError
         raise ShapeError(f"{op}: q heads {hq} must be a multiple of kv heads {hkv}")
     nr = residual.shape[0] if residual.shape else 0
     if residual.dtype != "u32" or residual.shape != (nr, 2, hkv, dim // 4):

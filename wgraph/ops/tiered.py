@@ -66,6 +66,8 @@ def _infer(params: TieredParams, specs):
     if len(q.shape) != 3:
         raise ShapeError(f"{op}: q must be [S, Hq, D], got {q.shape}")
     S, hq, dim = q.shape
+    if dim == 0:   # else 1 / sqrt(0), the default scale: a ZeroDivisionError
+        raise ShapeError(f"{op}: head_dim must be >= 1, got q {q.shape}")
     variant = _variant(params, q.dtype)
     max_d = kernel(variant).limits["max_head_dim"]
     if dim > max_d:
