@@ -233,3 +233,13 @@ def test_zero_head_dim_or_kv_heads_are_shape_errors(dev, rng):
     no_heads = wg.ops.BDPACache(z(2, 2, 0, 4), z(2, 2, 0, 1, dt=np.uint32), z(2, 2, 0), c.index, 2)
     with pytest.raises(wg.ShapeError, match=r"^bdpa_attention: q heads 2 must be a multiple of kv heads 0"):
         bdpa_attention(z(1, 2, 4, dt=np.float32), no_heads, z(8, 2, 2, dt=np.float32), q_pos=3, causal=True)
+
+
+def test_decompose_refuses_complex_kv(rng):
+    """k = 1 + 2j (complex128, or a list of Python complex) decomposed as its real part 1 (numpy's ComplexWarning
+    only): attention over keys that were not the caller's. Now the ShapeError for arrays that are not real."""
+    k, v = rng.standard_normal((2, 1, 4)), rng.standard_normal((2, 1, 4))
+    for bad_k, bad_v in ((k + 2j, v), (k, (v * 1j).tolist())):
+        with pytest.raises(wg.ShapeError, match=r"^bdpa_decompose: k and v must be real arrays \[L, Hkv, D\], got a "
+                                                r"complex [kv] \(complex128\)"):
+            bdpa_decompose(bad_k, bad_v, [0, 1])

@@ -91,6 +91,10 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
     token_ids: [L], the token of each row (rows of one token share a basis row; a row holding NaN or inf has its
         own).
     positions: [L], each row's original position in 0 .. 2^32 - 1; None: 0 .. L - 1."""
+    for name, x in (("k", k), ("v", v)):
+        if np.iscomplexobj(x):   # float64 of it kept the real part (numpy's ComplexWarning only)
+            raise ShapeError(f"bdpa_decompose: k and v must be real arrays [L, Hkv, D], got a complex {name} "
+                             f"({np.asarray(x).dtype})")
     try:
         k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
     except (TypeError, ValueError) as e:  # strings, objects, ragged lists
