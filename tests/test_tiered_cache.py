@@ -124,3 +124,26 @@ def test_attention_refuses_what_the_cache_sets(dev):
                                                    r"options are sliding_window, softcap, scale, window, return_lse"):
             cache.attention(q, causal=True, **{name: value})
     assert cache.attention(q, causal=True, sliding_window=1, softcap=5.0).shape == (1, 1, 8)
+
+
+def test_attention_kv_len_other_than_the_length_is_refused(dev, rng):
+    """A 5-row cache with a ring of 2: attention(kv_len=4) took slot 3 % 2 = 1 (holding row 3) and slot 2 % 2 = 0
+    (holding row 4, which overwrote row 2) for keys 2 and 3, 0.72 off the float64 attention over rows 0..3, and
+    kv_len=6 read a row never written; both silently. Now a ShapeError / LimitError naming both lengths; while
+    every row is hot (no slot reused) a prefix is still right, and kv_len=5 is the cache's attention."""
+    skip_unless_f16(dev, why=TIERED_HOT)
+    k, v = (rng.standard_normal((5, 1, 8)).astype(np.float16) for _ in range(2))
+    q = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    cache = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=4)
+    cache.append(dev.tensor(k), dev.tensor(v))
+    with pytest.raises(wg.ShapeError, match=r"^TieredKVCache.attention: kv_len 4 is below the cache's 5 rows; the ring "
+                                            r"holds the newest 2"):
+        cache.attention(dev.tensor(q), causal=True, kv_len=4)
+    with pytest.raises(wg.LimitError, match=r"^TieredKVCache.attention: kv_len 6 is past the cache's 5 rows"):
+        cache.attention(dev.tensor(q), causal=True, kv_len=np.int64(6))
+    out = cache.attention(dev.tensor(q), causal=True, kv_len=5).numpy()
+    np.testing.assert_allclose(out, R.attention(q, k, v, [4], np.arange(5)), atol=2e-5, rtol=0)
+    hot = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=8, cold_capacity=4)
+    hot.append(dev.tensor(k), dev.tensor(v))
+    out = hot.attention(dev.tensor(q), causal=True, kv_len=3).numpy()
+    np.testing.assert_allclose(out, R.attention(q, k[:3], v[:3], [2], np.arange(3)), atol=2e-5, rtol=0)

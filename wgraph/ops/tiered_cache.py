@@ -158,7 +158,7 @@ class TieredKVCache:
         q: queries [S, Hq, D].
         causal: required, True or False (as tiered_attention's).
         kv_len: None: the host-tracked length; else an int or a u32 tensor (required once appends used a GPU
-            kv_len).
+            kv_len). With a host-tracked length an int must be that length (or below it while every row is hot).
         options: tiered_attention's other keywords (sliding_window, softcap, scale, window, return_lse, out)."""
         for name, value in options.items():
             if name not in ATTENTION_OPTIONS:  # else a raw TypeError: "dict() got multiple values for 'hot_window'"
@@ -169,6 +169,17 @@ class TieredKVCache:
             if self.length is None:
                 raise ShapeError("TieredKVCache.attention: this cache's length lives on the GPU; pass kv_len=")
             kv_len = self.length
+        elif (self.length is not None and args.is_int(kv_len) and 0 <= kv_len <= args.U32_MAX
+              and kv_len != self.length):   # out of range: tiered_attention's ArgumentError
+            # the layout holds exactly `length` rows: past it rows were never written, and below it (once rows left
+            # the ring) the ring slots a prefix's newest rows map to hold later rows: attention over other keys
+            if kv_len > self.length:
+                raise LimitError(f"TieredKVCache.attention: kv_len {kv_len} is past the cache's {self.length} rows "
+                                 f"(the rows after them were never written)")
+            if self.length > self.hot_window:
+                raise ShapeError(f"TieredKVCache.attention: kv_len {kv_len} is below the cache's {self.length} rows; "
+                                 f"the ring holds the newest {self.hot_window}, so rows of a shorter prefix were "
+                                 f"overwritten: pass kv_len={self.length} (or None)")
         common = dict(kv_len=kv_len, causal=causal, hot_window=self.hot_window, page_table=self.page_table,
                       page_size=self.page_size, **options)
         if self.quant is None:
