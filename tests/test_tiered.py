@@ -266,3 +266,17 @@ def test_tiered_head_dim_zero_is_a_shape_error(dev, quant):
         else:
             packed, s = dev.tensor(np.zeros((4, 1, 0), np.uint32)), dev.tensor(np.zeros((4, 1), np.float16))
             tiered_quant_attention(q, hot, hot, packed, packed, s, s, mode=quant, kv_len=5, causal=True)
+
+
+def test_tiered_page_id_past_an_odd_f16_pool_of_one_value_rows_is_reported(dev, rng):
+    """An f16 cold pool of 3 rows of one value (kv_heads 1, head_dim 1) is 6 bytes, bound padded to 8: the kernel
+    counted arrayLength's 4 values as 4 rows, so page id 3 (page_size 1) passed its check and read the padding as
+    key 2, no error. The pool's pages now come from the host's shape: reported and clamped to the last page."""
+    skip_unless_f16(dev, why=TIERED_HOT)
+    k, v = (rng.standard_normal((4, 1, 1)).astype(np.float16) for _ in range(2))
+    q = rng.standard_normal((1, 1, 1)).astype(np.float32)
+    out = tiered_attention(dev.tensor(q), dev.tensor(k[3:]), dev.tensor(v[3:]), dev.tensor(k[:3]), dev.tensor(v[:3]),
+                           kv_len=4, causal=True, page_table=dev.tensor(np.array([0, 1, 3], np.uint32)), page_size=1)
+    with pytest.raises(wg.GpuValueError, match=r"tiered_attention: a GPU page_table page id was 3; it must be < 3"):
+        dev.check_errors()
+    np.testing.assert_allclose(out.numpy(), R.attention(q, k, v, [3], np.arange(4)), atol=2e-5, rtol=0)

@@ -140,6 +140,7 @@ def _encode(ctx, params: TieredParams, inputs, outputs):
         "len_cap": min(args.I32_MAX, params.hot_window + (table.shape[0] * params.page_size if table is not None
                                                           else cold_k.shape[0])),
         "cold_layout": int(table is not None), "cold_page_size": max(1, params.page_size),
+        "cold_pages": cold_k.shape[0] // max(1, params.page_size),
         "causal": int(params.causal), "sliding_window": params.sliding_window, "scale": scale,
         "softcap": params.softcap, "window_right": params.window_right, "write_lse": int(params.return_lse),
     }

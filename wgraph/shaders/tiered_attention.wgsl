@@ -11,10 +11,6 @@
 @group(0) @binding(7) var<storage, read> cold_v: array<{{KV_T}}>;
 @group(0) @binding(8) var<storage, read> page_table: array<u32>;
 
-fn cold_rows() -> u32 {   // the cold pool's rows (tiered_common.wgsl checks page ids against them)
-    return arrayLength(&cold_k) / (params.num_kv_heads * params.head_dim);
-}
-
 fn key_dot(j: u32, kvh: u32) -> f32 {
     let D = params.head_dim;
     var s = 0.0;

@@ -17,6 +17,7 @@ struct TieredParams {
     hot_window: u32,
     cold_layout: u32,
     cold_page_size: u32,
+    cold_pages: u32,       // physical pages of the cold pool (paged): ids at or past it are reported
     causal: u32,
     sliding_window: u32,
     scale: f32,
@@ -65,13 +66,14 @@ fn key_masked(j: u32, qpos: i32) -> bool {
     return false;
 }
 
-// Row of the cold part that holds key j; a page id past the cold pool (the including kernel's cold_rows()) is
-// clamped to the last page and reported.
+// Row of the cold part that holds key j; a page id past the cold pool (cold_pages, from the host's shape: an f16
+// pool's arrayLength counts the binding's padding to 4 bytes, a row of one f16 value) is clamped to the last page
+// and reported.
 fn cold_row(j: u32) -> u32 {
     if (params.cold_layout == 1u) {
         let ps = params.cold_page_size;
         var page = page_table[j / ps];
-        let pages = cold_rows() / ps;
+        let pages = params.cold_pages;
         if (page >= pages) {
             report_error(ERR_TIERED_PAGE, page, pages);
             page = pages - 1u;

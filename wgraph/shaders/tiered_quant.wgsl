@@ -16,10 +16,6 @@ enable f16;
 
 //!include kv_unpack.wgsl
 
-fn cold_rows() -> u32 {   // the cold pool's rows (tiered_common.wgsl checks page ids against them)
-    return arrayLength(&cold_k) / (params.num_kv_heads * (params.head_dim / VALS_PER_WORD));
-}
-
 fn key_dot(j: u32, kvh: u32) -> f32 {
     let D = params.head_dim;
     var s = 0.0;
