@@ -13,7 +13,9 @@ there keeps the only error the int8 step. Error bound: with s = f16ceil(max|res|
 every K/V element is within s/2 of the original (the residual is taken against the *f16-rounded* basis, so the
 basis adds nothing). RoPE is a rotation, so it keeps the L2 error of a key, ||e_k|| <= sqrt(D) * s_k / 2; a score
 moves by at most d = scale * ||q|| * sqrt(D) * max s_k / 2, and the output by at most
-(exp(2d) - 1) * max|v| + max s_v / 2.
+(exp(2d) - 1) * max|v| + max s_v / 2. That is the decomposition's error, in exact arithmetic: the kernel adds
+its f32 rounding (basis + residual and the dot product, ~2^-24 of |basis| and of |q| |k|), which passes d where
+the residuals are far below the basis (rows 1000 + r, |r| <= 8e-3: d 3.1e-5, the f32 score error 7.9e-5).
 """
 
 from __future__ import annotations
