@@ -581,6 +581,27 @@ def test_graph_file_blocks_of_another_dtype_are_a_dtype_error():
         wg.Graph.from_json(text)
 
 
+
+def test_graph_file_params_of_linear_q_are_checked_as_linears():
+    """A graph file's linear_q params reach infer unchecked by linear(): eps True ran as eps 1.0 and 1e-45 (a
+    subnormal in the f32 uniform) ran, "1e-5" was a bare TypeError, eps 0 and activation "gelu" ShapeErrors and
+    variant 5 a PlanError; each is now the ArgumentError of linear() and of the dense linear's graph node."""
+    import json
+
+    g = wg.Graph("q")
+    words = FORMATS["Q8_0"].words(2, 32)
+    x, blocks, norm = g.input("x", (1, 32)), g.input("b", (words,), dtype="u32"), g.input("n", (32,))
+    g.output("y", wg.ops.linear(x, QuantizedWeight("Q8_0", (2, 32), blocks), norm=norm, eps=1e-5))
+    data = json.loads(g.to_json())
+    wg.Graph.from_json(json.dumps(data))   # the unedited file builds
+    cases = [("eps", bad, "a finite real in") for bad in (True, 1e-45, "1e-5", 0)]
+    cases += [("activation", "gelu", "one of None, 'swiglu'"), ("variant", 5, "a str")]
+    for field, bad, rule in cases:
+        edited = json.loads(json.dumps(data))
+        next(n for n in edited["nodes"] if n["op"] == "linear_q")["params"]["fields"][field] = bad
+        with pytest.raises(wg.ArgumentError, match=rf"\(linear_q\): linear: {field}={bad!r} must be {rule}"):
+            wg.Graph.from_json(json.dumps(edited))
+
 def test_stack_rows_concatenates_blocks(rng):
     a, b = (quantize(rng.standard_normal((n, 64)).astype(np.float32), "Q4_0") for n in (3, 2))
     s = stack_rows([a, b])

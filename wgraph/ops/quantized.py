@@ -7,7 +7,6 @@ pick, as f32. `ops.linear` and `ops.embedding` call them when given a QuantizedW
 from __future__ import annotations
 
 import functools
-import math
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -301,18 +300,19 @@ def _infer_linear_q(params: QuantLinearParams, specs):
             raise ShapeError(f"linear: bias must be ({n},) for a [{n}, {k}] weight, got {b.shape}")
         if b.dtype != "f32":
             raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    if params.activation not in ACTIVATIONS:
-        raise ShapeError(f"linear: activation must be one of {ACTIVATIONS}, got {params.activation!r}")
+    # a graph file's params come here unchecked: each field by linear()'s rule, as the dense linear's infer (eps
+    # True passed as 1.0, 1e-45 as a subnormal, "1e-5" was a bare TypeError; activation "gelu" a ShapeError)
+    args.choice("linear", "activation", params.activation, ACTIVATIONS)
+    args.eps("linear", params.eps)
+    if params.variant is not None:
+        args.text("linear", "variant", params.variant)  # variant=5 was a PlanError
     swiglu = params.activation == "swiglu"
     if swiglu and n % 2:
         raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got a {fmt.name} "
                          f"[{n}, {k}] weight")
-    if norm is not None:
-        if norm.shape != (k,) or norm.dtype != "f32":
-            raise ShapeError(f"linear: norm weight must be f32 ({k},) for a [{n}, {k}] weight, got {norm.dtype} "
-                             f"{norm.shape}")
-        if not (math.isfinite(params.eps) and params.eps > 0):
-            raise ShapeError(f"linear: eps must be a finite number > 0, got {params.eps}")
+    if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
+        raise ShapeError(f"linear: norm weight must be f32 ({k},) for a [{n}, {k}] weight, got {norm.dtype} "
+                         f"{norm.shape}")
     out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
     if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
         raise ShapeError(f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} "
