@@ -238,6 +238,28 @@ def test_fused_linear_errors(dev):
         wg.ops.linear(x, w, residual=r, out=r)
 
 
+
+@pytest.mark.parametrize("rows", [2, 9])   # the GEMV and the GEMM
+def test_fused_option_of_another_dtype_is_a_dtype_error(dev, rows):
+    """A norm weight or residual of the right shape in f16 is a DtypeError, as an f16 bias is (it was a ShapeError,
+    which named no wrong shape); of a wrong shape it stays a ShapeError. linear_rope_kv_append's norm too."""
+    x = dev.tensor(np.ones((rows, 16), np.float32))
+    w = dev.tensor(np.ones((6, 16), np.float32))
+    with pytest.raises(wg.DtypeError, match=r"linear: bias must be f32, got f16"):
+        wg.ops.linear(x, w, dev.tensor(np.ones(6, np.float16)))
+    with pytest.raises(wg.DtypeError, match=r"linear: norm weight must be f32 \(16,\) for W \(6, 16\), got f16 "
+                                            r"\(16,\)"):
+        wg.ops.linear(x, w, norm=dev.tensor(np.ones(16, np.float16)))
+    with pytest.raises(wg.DtypeError, match=rf"linear: residual must be f32 \({rows}, 3\) \(the output's shape\), "
+                                            rf"got f16 \({rows}, 3\)"):
+        wg.ops.linear(x, w, activation="swiglu", residual=dev.tensor(np.ones((rows, 3), np.float16)))
+    with pytest.raises(wg.ShapeError, match=r"linear: norm weight must be f32 \(16,\) for W \(6, 16\), got f16 \(8,\)"):
+        wg.ops.linear(x, w, norm=dev.tensor(np.ones(8, np.float16)))
+    cos, sin = (dev.tensor(t) for t in wg.ops.rope_tables(16, 2))
+    cache = (dev.tensor(np.zeros((16, 1, 2), np.float32)), dev.tensor(np.zeros((16, 1, 2), np.float32)))
+    with pytest.raises(wg.DtypeError, match=r"linear_rope_kv_append: linear: norm weight must be f32 \(16,\)"):
+        wg.ops.linear_rope_kv_append(x, w, cos, sin, cache, 0, q_heads=1, norm=dev.tensor(np.ones(16, np.float16)))
+
 def test_gemv_recorded_and_in_a_graph(dev, rng):
     """Decode-shaped fused linears recorded in one submit and replayed from a graph: the same bytes as
     immediate, one dispatch each, and right against float64."""

@@ -310,13 +310,14 @@ def _infer_linear_q(params: QuantLinearParams, specs):
     if swiglu and n % 2:
         raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got a {fmt.name} "
                          f"[{n}, {k}] weight")
+    # a wrong shape is a ShapeError, a right shape of another dtype a DtypeError (as the bias's; f16 was a ShapeError)
     if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
-        raise ShapeError(f"linear: norm weight must be f32 ({k},) for a [{n}, {k}] weight, got {norm.dtype} "
-                         f"{norm.shape}")
+        raise (ShapeError if norm.shape != (k,) else DtypeError)(
+            f"linear: norm weight must be f32 ({k},) for a [{n}, {k}] weight, got {norm.dtype} {norm.shape}")
     out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
     if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
-        raise ShapeError(f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} "
-                         f"{residual.shape}")
+        raise (ShapeError if residual.shape != out.shape else DtypeError)(
+            f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} {residual.shape}")
     _plan(params, specs, None)  # a kernel takes it (a forced variant that cannot fails here, before GPU work)
     return (out,)
 
