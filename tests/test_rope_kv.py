@@ -130,6 +130,16 @@ def test_errors(dev):
         wg.ops.rope_kv_append(qkv, cos, sin, (kc, dev.tensor(np.zeros((8, 1, 4), np.float32), other)), 0, q_heads=2)
     with pytest.raises(wg.ArgumentError, match="rope_kv_append: pos=1.0 must be an integer in \\[0, 4294967295\\] or a u32 GPU tensor"):
         wg.ops.rope_kv_append(qkv, cos, sin, (kc, vc), 1.0, q_heads=2)
+    # tables of the right shape and another dtype: a DtypeError, as rope's (was a ShapeError); a wrong shape: ShapeError
+    half = dev.tensor(np.ones((8, 2), np.float32), other)
+    with pytest.raises(wg.DtypeError, match=rf"rope_kv_append: cos table must be f32 \[max_pos, 2\] for head_dim 4, "
+                                            rf"got {other} \(8, 2\)"):
+        wg.ops.rope_kv_append(qkv, half, sin, (kc, vc), 0, q_heads=2)
+    with pytest.raises(wg.DtypeError, match=rf"linear_rope_kv_append: sin table must be f32 .* got {other} \(8, 2\)"):
+        wg.ops.linear_rope_kv_append(qkv, dev.tensor(np.zeros((16, 16), np.float32)), cos, half, (kc, vc), 0, q_heads=2)
+    with pytest.raises(wg.ShapeError, match=r"rope_kv_append: cos table must be f32 \[max_pos, 2\] for head_dim 4, "
+                                            r"got f32 \(8, 3\)"):
+        wg.ops.rope_kv_append(qkv, dev.tensor(np.ones((8, 3), np.float32)), sin, (kc, vc), 0, q_heads=2)
 
 
 def test_in_a_graph_orders_cache_readers(dev, rng):

@@ -63,8 +63,10 @@ def check_qkv_tables(op: str, qkv, cos_t, sin_t, d: int) -> None:
         raise DtypeError(f"{op}: qkv must be f32, got {qkv.dtype}")
     for name, t in (("cos", cos_t), ("sin", sin_t)):
         if len(t.shape) != 2 or t.shape[1] != d // 2 or t.dtype != "f32":
-            raise ShapeError(f"{op}: {name} table must be f32 [max_pos, {d // 2}] for head_dim {d}, got {t.dtype} "
-                             f"{t.shape}")
+            # f16 tables of the right shape: a DtypeError, as rope's (it was a ShapeError naming no wrong shape)
+            shaped = len(t.shape) == 2 and t.shape[1] == d // 2
+            raise (DtypeError if shaped else ShapeError)(
+                f"{op}: {name} table must be f32 [max_pos, {d // 2}] for head_dim {d}, got {t.dtype} {t.shape}")
     if cos_t.shape != sin_t.shape:
         raise ShapeError(f"{op}: cos {cos_t.shape} and sin {sin_t.shape} tables differ")
 
