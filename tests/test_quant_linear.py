@@ -475,9 +475,11 @@ def test_bad_arguments_raise_before_gpu_work(dev, rng):
         wg.ops.linear(x, w, dev.tensor(np.zeros(3, np.float32)))
     with pytest.raises(wg.DtypeError, match="linear: w must be a QuantizedWeight, got Tensor"):
         wg.ops.linear_q(x, dev.tensor(np.zeros((4, 64), np.float32)))
-    with pytest.raises(wg.ShapeError, match=r"norm weight must be f32 \(64,\) for a \[4, 64\] weight, got f32 \(32,\)"):
+    with pytest.raises(wg.ShapeError,
+                       match=r"norm weight must be f32 \(64,\) for a Q8_0 \[4, 64\] weight, got f32 \(32,\)"):
         wg.ops.linear(x, w, norm=dev.tensor(np.ones(32, np.float32)))
-    with pytest.raises(wg.DtypeError, match=r"norm weight must be f32 \(64,\) for a \[4, 64\] weight, got f16 \(64,\)"):
+    with pytest.raises(wg.DtypeError,
+                       match=r"norm weight must be f32 \(64,\) for a Q8_0 \[4, 64\] weight, got f16 \(64,\)"):
         wg.ops.linear(x, w, norm=dev.tensor(np.ones(64, np.float16)))   # was a ShapeError, an f16 bias a DtypeError
     with pytest.raises(wg.DtypeError, match=r"residual must be f32 \(1, 4\) \(the output's shape\), got f16 \(1, 4\)"):
         wg.ops.linear(x, w, residual=dev.tensor(np.zeros((1, 4), np.float16)))

@@ -25,7 +25,7 @@ from wgraph.tensor import Tensor, TensorSpec
 
 # ---- linear ----
 
-ACTIVATIONS = (None, "swiglu")
+ACTIVATIONS = gemv.ACTIVATIONS
 
 
 @attrs.frozen
@@ -49,27 +49,9 @@ def _infer_linear(params: LinearParams, specs):
         raise ShapeError(f"linear: x has {x.shape[-1]} input features (shape {x.shape}), W {w.shape} takes {k}")
     if x.dtype != "f32":
         raise DtypeError(f"linear: x must be f32 (weights may be f32 or f16), got {x.dtype}")
-    if b is not None:
-        if b.shape != (n,):
-            raise ShapeError(f"linear: bias must be ({n},) for W {w.shape}, got {b.shape}")
-        if b.dtype != "f32":
-            raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    args.choice("linear", "activation", params.activation, ACTIVATIONS)
-    swiglu = params.activation == "swiglu"
-    if swiglu and n % 2:
-        raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got W {w.shape}")
-    args.eps("linear", params.eps)  # as linear() checks it: used with a norm
-    # a wrong shape is a ShapeError, a right shape of another dtype a DtypeError (as the bias's; f16 was a ShapeError)
-    if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
-        raise (ShapeError if norm.shape != (k,) else DtypeError)(
-            f"linear: norm weight must be f32 ({k},) for W {w.shape}, got {norm.dtype} {norm.shape}")
-    out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
-    if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
-        raise (ShapeError if residual.shape != out.shape else DtypeError)(
-            f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} {residual.shape}")
+    out = gemv.check_fused_options(f"W {w.shape}", x.shape, n, k, b, norm, residual, params.activation, params.eps)
     select_variant("linear", weight_dtype=w.dtype)  # a kernel for the weight dtype
     args.optional_integer("linear", "split_k", params.split_k, 1)   # params from a graph file: as linear() checks
-    args.choice("linear", "activation", params.activation, ACTIVATIONS)
     if params.variant is not None:
         args.text("linear", "variant", params.variant)  # variant=5 from a graph file was a PlanError
     if params.variant is not None or params.split_k is not None:

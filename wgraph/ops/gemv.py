@@ -6,13 +6,41 @@ from __future__ import annotations
 
 import attrs
 
-from wgraph.errors import LimitError, PlanError
+from wgraph import args
+from wgraph.errors import DtypeError, LimitError, PlanError, ShapeError
 from wgraph.kernels.registry import Kernel, kernels_for
 from wgraph.ops import core
 from wgraph.ops.core import ceil_div
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
+from wgraph.tensor import TensorSpec
 
 FORM = "gemv"
+ACTIVATIONS = (None, "swiglu")   # linear's epilogue activations: none, or SwiGLU over W's [gate; up] halves
+
+
+def check_fused_options(weight: str, x_shape: tuple, n: int, k: int, b, norm, residual, activation, eps):
+    """The checks `linear` makes of its fused options, for W [n, k] of any kind (f32 / f16 tensors, GGML blocks;
+    `weight` names it in the messages): bias, activation, the norm weight and eps, residual. The parameters may
+    come from a graph file, unchecked. A wrong shape is a ShapeError, the right shape of another dtype a
+    DtypeError. Returns the output's spec."""
+    if b is not None:
+        if b.shape != (n,):
+            raise ShapeError(f"linear: bias must be ({n},) for {weight}, got {b.shape}")
+        if b.dtype != "f32":
+            raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
+    args.choice("linear", "activation", activation, ACTIVATIONS)
+    swiglu = activation == "swiglu"
+    if swiglu and n % 2:
+        raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got {weight}")
+    args.eps("linear", eps)  # as linear() checks it: used with a norm
+    if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
+        raise (ShapeError if norm.shape != (k,) else DtypeError)(
+            f"linear: norm weight must be f32 ({k},) for {weight}, got {norm.dtype} {norm.shape}")
+    out = TensorSpec(tuple(x_shape[:-1]) + (n // 2 if swiglu else n,), "f32")
+    if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
+        raise (ShapeError if residual.shape != out.shape else DtypeError)(
+            f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} {residual.shape}")
+    return out
 
 
 @attrs.frozen

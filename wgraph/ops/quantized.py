@@ -19,13 +19,12 @@ from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, apply, ceil_div, register
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
-from wgraph.ops.gemv import core_constants, device_refusal, forced_error
+from wgraph.ops.gemv import ACTIVATIONS, check_fused_options, core_constants, device_refusal, forced_error
 from wgraph.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
     from wgraph.device import Caps
 
-ACTIVATIONS = (None, "swiglu")
 FUSIONS = ("rmsnorm", "bias", "swiglu", "residual")  # what a plan's reason names as fused into the GEMV
 
 
@@ -295,29 +294,11 @@ def _infer_linear_q(params: QuantLinearParams, specs):
         raise ShapeError(f"linear: x must be [..., {k}] for a {fmt.name} [{n}, {k}] weight, got {x.shape}")
     if x.dtype != "f32":
         raise DtypeError(f"linear: x must be f32 with a quantized weight, got {x.dtype}")
-    if b is not None:
-        if b.shape != (n,):
-            raise ShapeError(f"linear: bias must be ({n},) for a [{n}, {k}] weight, got {b.shape}")
-        if b.dtype != "f32":
-            raise DtypeError(f"linear: bias must be f32, got {b.dtype}")
-    # a graph file's params come here unchecked: each field by linear()'s rule, as the dense linear's infer (eps
-    # True passed as 1.0, 1e-45 as a subnormal, "1e-5" was a bare TypeError; activation "gelu" a ShapeError)
-    args.choice("linear", "activation", params.activation, ACTIVATIONS)
-    args.eps("linear", params.eps)
+    # a graph file's params come here unchecked: each field by linear()'s rules (eps True ran as 1.0)
+    out = check_fused_options(f"a {fmt.name} [{n}, {k}] weight", x.shape, n, k, b, norm, residual, params.activation,
+                              params.eps)
     if params.variant is not None:
         args.text("linear", "variant", params.variant)  # variant=5 was a PlanError
-    swiglu = params.activation == "swiglu"
-    if swiglu and n % 2:
-        raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got a {fmt.name} "
-                         f"[{n}, {k}] weight")
-    # a wrong shape is a ShapeError, a right shape of another dtype a DtypeError (as the bias's; f16 was a ShapeError)
-    if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
-        raise (ShapeError if norm.shape != (k,) else DtypeError)(
-            f"linear: norm weight must be f32 ({k},) for a [{n}, {k}] weight, got {norm.dtype} {norm.shape}")
-    out = TensorSpec(x.shape[:-1] + (n // 2 if swiglu else n,), "f32")
-    if residual is not None and (residual.shape != out.shape or residual.dtype != "f32"):
-        raise (ShapeError if residual.shape != out.shape else DtypeError)(
-            f"linear: residual must be f32 {out.shape} (the output's shape), got {residual.dtype} {residual.shape}")
     _plan(params, specs, None)  # a kernel takes it (a forced variant that cannot fails here, before GPU work)
     return (out,)
 
