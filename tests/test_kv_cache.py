@@ -450,3 +450,21 @@ def test_a_page_table_mapping_past_2_32_positions_appends(dev, rng):
     want_v[page + 12] = heads[0, 2:3]
     np.testing.assert_allclose(kc.numpy(), want_k, atol=1e-6)
     np.testing.assert_array_equal(vc.numpy(), want_v)
+
+
+def test_append_paged_page_id_past_an_odd_f16_cache_is_reported(dev):
+    """An f16 cache of 3 rows of one value (kv_heads 1, head_dim 1) is 6 bytes, bound as 8: the kernel counted its
+    pages from arrayLength, padding included, so page id 3 passed for a page of the cache. Into a prefix view of a
+    4-row cache it overwrote row 3, past the view (read [1, 2, 3, 9]); into a 3-row cache it wrote the padding; no
+    error either way. The pages come from the host's shape now: page id 3 is reported and nothing is written."""
+    if not dev.caps.has_f16:
+        pytest.skip("no shader-f16")
+    big_k = dev.tensor(np.array([1, 2, 3, 4], np.float16).reshape(4, 1, 1))
+    big_v = dev.tensor(np.array([1, 2, 3, 4], np.float16).reshape(4, 1, 1))
+    new = dev.tensor(np.full((1, 1, 1), 9, np.float16))
+    table = dev.tensor(np.array([0, 1, 3], np.uint32))
+    kv_append((big_k.prefix(3), big_v.prefix(3)), new, new, 2, layout="paged", page_table=table, page_size=1)
+    with pytest.raises(wg.GpuValueError, match=r"kv_append: a GPU page_table page id was 3; it must be < 3"):
+        dev.check_errors()
+    np.testing.assert_array_equal(big_k.numpy().ravel(), [1, 2, 3, 4])
+    np.testing.assert_array_equal(big_v.numpy().ravel(), [1, 2, 3, 4])

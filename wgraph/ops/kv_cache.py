@@ -177,7 +177,7 @@ def _write_dispatch(ctx, params: WriteParams, src, dst, scales, table, pos_t):
         variant = select_variant("kv_append", output_dtype=dst.dtype)
         row_words = heads * dim // kernel(variant).limits["elems_per_word"]  # bf16 rows copy as u32 words
         total = n * row_words
-        return ctx.dispatch(variant, uniforms=dict(common, row_elems=row_words),
+        return ctx.dispatch(variant, uniforms=dict(common, row_elems=row_words, cache_rows=dst.shape[0]),
                             bindings={"src": src, "dst": dst, "page_table": table, "pos_buf": pos_t},
                             workgroups=ctx.grid(ceil_div(total, kernel(variant).threads)), label="kv_append")
     variant = select_variant("kv_quantize", mode=params.mode, src_dtype=src.dtype)

@@ -13,6 +13,7 @@ struct KVAppendParams {
     src_layout: u32,
     src_ring: u32,
     src_row0: u32,
+    cache_rows: u32,   // dst's rows, from the host's shape (see cache_rows())
 }
 
 @group(0) @binding(0) var<uniform> params: KVAppendParams;
@@ -25,8 +26,11 @@ struct KVAppendParams {
 const KV_ERROR_SITE: u32 = ERR_KV_APPEND_POS;
 const KV_PAGE_ERROR_SITE: u32 = ERR_KV_APPEND_PAGE;
 
+// Not arrayLength(&dst) / row_elems: an f16 binding is padded to 4 bytes, so a cache of an odd number of rows of one
+// value (kv_heads 1, head_dim 1) had a row more, and a paged append to that page id wrote the padding with no report,
+// or, for a prefix view of a larger cache, the row after the view.
 fn cache_rows() -> u32 {
-    return arrayLength(&dst) / params.row_elems;
+    return params.cache_rows;
 }
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
