@@ -229,6 +229,23 @@ def test_aliasing_read_and_write(dev):
                  r"bound to y \(read_write\) and to x")
 
 
+def test_two_outputs_one_buffer_is_refused_after_a_cached_call(dev, rng):
+    """add_rmsnorm(..., out=(o, o)) was refused on a first call, but once a call with two tensors had cached the
+    template, the cached path checked the outputs against the inputs only: it ran with the sum and the norm both
+    written into o, silently. Refused on every call now, before any GPU work, and o keeps what it held."""
+    x, r = rng.standard_normal((2, 8)).astype(np.float32), rng.standard_normal((2, 8)).astype(np.float32)
+    X, R, W = dev.tensor(x), dev.tensor(r), dev.tensor(np.ones(8, np.float32))
+    s64 = x.astype(np.float64) + r
+    s, y = wg.ops.add_rmsnorm(X, R, W, out=(dev.empty((2, 8)), dev.empty((2, 8))))   # caches the template
+    np.testing.assert_allclose(s.numpy(), s64, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(y.numpy(), s64 / np.sqrt((s64**2).mean(-1, keepdims=True) + 1e-6), atol=1e-5, rtol=0)
+    o = dev.tensor(np.full((2, 8), 5, np.float32))
+    for out in ((o, o), (o, o.reshape(16).reshape(2, 8))):
+        _no_gpu_work(dev, lambda: wg.ops.add_rmsnorm(X, R, W, out=out), wg.AliasingError,
+                     r"^add_rmsnorm: out\[0\] and out\[1\] are one buffer")
+    np.testing.assert_array_equal(o.numpy(), 5)
+
+
 def test_aliasing_error_names_the_op_and_its_arguments(dev):
     """The kernel's check names its WGSL bindings (`y`, `step_buf`); the error says first which of the caller's
     arguments are one buffer, by the op's own names (views of one tensor included), read-only pairs left out."""

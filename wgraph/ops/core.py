@@ -340,7 +340,10 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
         outputs = _outputs(op, device, tpl.out_specs, out)
         for t in outputs:
             if id(t.buffer) in buffers:
-                break  # an output aliases an input: the slow path finds it and says so
+                break  # an output aliases an input or another output: the slow path finds it and says so
+            # outputs too: add_rmsnorm(..., out=(o, o)) was refused on its first call and, once a call with two
+            # tensors had cached the template, ran with both results written into o (which one won was a race)
+            buffers.add(id(t.buffer))
         else:
             device.scheduler.launch(tpl, inputs, outputs, outputs if out is None else ())
             return outputs[0] if len(outputs) == 1 else outputs
@@ -358,8 +361,8 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
 
 
 def _distinct_buffers(tensors, outputs) -> bool:
-    buffers = {id(t.buffer) for t in tensors}
-    return len(buffers) == len(tensors) and not any(id(t.buffer) in buffers for t in outputs)
+    """No buffer twice among the inputs and outputs (two outputs one buffer included)."""
+    return len({id(t.buffer) for t in (*tensors, *outputs)}) == len(tensors) + len(outputs)
 
 
 def _outputs(op: OpDef, device, specs, out) -> tuple[Tensor, ...]:
