@@ -334,6 +334,9 @@ CATALOGUE = [
     ("aliasing", AliasingError, r"one buffer is bound to out \(read_write\) and to q",
      lambda e: (lambda q: wg.ops.attention(q, e.f32(8, 2, 8), e.f32(8, 2, 8), causal=True, out=q))(e.f32(4, 2, 8)),
      True),
+    ("written-then-bound", AliasingError, r"kv_append: v_new and k_cache are one buffer .*which dispatch 0 \(kv_append\) "
+     r"writes and dispatch 1 \(kv_append\) binds again",
+     lambda e: (lambda c: kv_append((c, e.f32(8, 2, 8)), e.f32(1, 2, 8), c.prefix(1), 0))(e.f32(8, 2, 8)), True),
     ("kv-one-buffer", AliasingError, r"kv_append: the k cache and the v cache are one buffer .*the v rows would "
      r"overwrite the k rows", lambda e: (lambda c: kv_append((c, c), e.f32(3, 2, 8), e.f32(3, 2, 8), 0))(e.f32(8, 2, 8)),
      True),

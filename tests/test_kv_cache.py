@@ -468,3 +468,26 @@ def test_append_paged_page_id_past_an_odd_f16_cache_is_reported(dev):
         dev.check_errors()
     np.testing.assert_array_equal(big_k.numpy().ravel(), [1, 2, 3, 4])
     np.testing.assert_array_equal(big_v.numpy().ravel(), [1, 2, 3, 4])
+
+
+def test_append_of_new_rows_that_are_the_k_cache_is_refused(dev):
+    """kv_append is two dispatches, k then v; each alone binds no buffer twice, so v_new a view of the k cache
+    passed: the v dispatch copied the row the k dispatch had just written (v row 0 read [-1, -1], not the [0, 1]
+    given). Refused now, before any GPU work, naming the arguments; one tensor given as both k_new and v_new (read
+    twice, written never) still appends."""
+    k0 = np.arange(8, dtype=np.float32).reshape(4, 1, 2)
+    kc, vc = dev.tensor(k0), dev.tensor(k0 + 100)
+    new = dev.tensor(np.full((1, 1, 2), -1, np.float32))
+    before = dev.stats.snapshot()
+    for v_new in (kc.prefix(1), kc.reshape(8).reshape(4, 1, 2).prefix(1)):
+        with pytest.raises(wg.AliasingError, match=r"^kv_append: v_new and k_cache are one buffer .*dispatch 0 "
+                                                   r"\(kv_append\) writes and dispatch 1 \(kv_append\) binds again"):
+            kv_append((kc, vc), new, v_new, 0)
+    assert dev.stats.since(before).dispatches == 0
+    np.testing.assert_array_equal(kc.numpy(), k0)
+    np.testing.assert_array_equal(vc.numpy(), k0 + 100)
+    kv_append((kc, vc), new, new, 1)
+    want = k0.copy()
+    want[1] = -1
+    np.testing.assert_array_equal(kc.numpy(), want)
+    np.testing.assert_array_equal(vc.numpy()[1], [[-1, -1]])

@@ -277,7 +277,39 @@ def capture(device, op: OpDef, params, inputs: tuple, outputs: tuple) -> OpTempl
         dispatches = op.encode(ctx, params, tuple(inputs), outputs)
     except AliasingError as e:
         raise _aliasing_error(op, inputs, outputs, e) from None
+    if len(dispatches) > 1:
+        _check_written_then_bound(op, inputs, outputs, dispatches)
     return template_of(dispatches, inputs, outputs, ctx.scratch_made, ctx.fallbacks_used, ctx.plan)
+
+
+def _check_written_then_bound(op: OpDef, inputs, outputs, dispatches) -> None:
+    """AliasingError where one dispatch binds a buffer that an earlier dispatch of the call wrote through another
+    argument (a view of it, or one tensor given as two arguments). ctx.dispatch sees one dispatch at a time: kv_append
+    ((kc, vc), k_new, kc.prefix(1), 0) wrote k_new into kc's row 0, then copied that row, not the v_new given, into
+    vc. A buffer written and bound again through the same argument (an op's own output read by its next pass) is
+    the op's business; scratch, fallbacks and the error flag are no argument."""
+    places: dict[int, list[str]] = {}   # id(tensor) -> the arguments it is
+    named = [(op.input_name(i), x) for i, x in enumerate(inputs) if x is not None]
+    named += [("out=" if len(outputs) == 1 else f"out[{j}]", t) for j, t in enumerate(outputs)]
+    for name, t in named:
+        places.setdefault(id(t), []).append(name)
+    written: dict[int, tuple] = {}   # id(buffer) -> (the argument tensor that wrote it, the dispatch's index)
+    for k, d in enumerate(dispatches):
+        bound = list(zip(d.kernel.storage_bindings, d.tensors))
+        if d.indirect is not None:
+            bound.append((None, d.indirect[0]))
+        for _b, t in bound:
+            first = written.get(id(t.buffer)) if id(t) in places else None
+            if first is not None and (first[0] is not t or len(places[id(t)]) > 1):
+                names = [name for name, x in named if x.buffer is t.buffer]
+                raise AliasingError(
+                    f"{op.name}: {' and '.join(names)} are one buffer (views of one tensor count), which dispatch "
+                    f"{first[1]} ({dispatches[first[1]].label}) writes and dispatch {k} ({d.label}) binds again, so it "
+                    f"would see the values just written, not the ones given: give each written argument a tensor of "
+                    f"its own")
+        for b, t in bound:
+            if b is not None and b.writes and id(t) in places:
+                written.setdefault(id(t.buffer), (t, k))
 
 
 def _aliasing_error(op: OpDef, inputs, outputs, error: AliasingError) -> AliasingError:
