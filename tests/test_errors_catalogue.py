@@ -438,6 +438,9 @@ CATALOGUE = [
      r"dtype=f32, nbytes=16\): its data lives on the GPU", lambda e: bool(e.f32(4)), True),
     ("tensor-operator", DtypeError, r"^the \+ operator on Tensor\(shape=\(4,\), dtype=f32, nbytes=16\): its data lives "
      r"on the GPU, where Python cannot read it; wgraph's math is its ops", lambda e: e.f32(4) + 1.0, True),
+    ("tensor-deepcopy-or-pickle", DtypeError, r"^copy.deepcopy of Tensor\(shape=\(4,\), dtype=f32, nbytes=16\): its data "
+     r"lives on the GPU, where Python cannot copy it; copy.copy\(t\) is another handle",
+     lambda e: __import__("copy").deepcopy(e.f32(4)), True),
     ("value-truth-value", GraphError, r"^the truth value \(bool, if, assert, and/or\) of Value\('x', shape=\(4,\), "
      r"dtype=f32\) is a value of graph 'g': it has no data", lambda e: bool(wg.Graph("g").input("x", (4,))), True),
     ("not-an-array", DtypeError, r"dev.tensor: cannot view object as a numpy array", lambda e: e.dev.tensor(object()),

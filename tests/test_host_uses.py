@@ -66,3 +66,32 @@ def test_python_operators_indexing_and_len_of_a_tensor_name_what_to_do(dev, kind
             use(t)
         assert isinstance(info.value, TypeError)  # an `except TypeError` that caught Python's own still catches it
     np.testing.assert_array_equal(t.numpy(), 0)
+
+
+def test_copy_is_a_view_and_deepcopy_and_pickle_are_refused(dev):
+    """copy.copy(t) duplicated the slots, _base None included: a second owner of the buffer, so when both died the
+    buffer went back to the pool twice and the next two tensors were given it (writing b changed a: both read
+    [2, 2, 2, 2]). A copy is a view now (the owner stays alive, one release); deepcopy and pickle raised cffi's
+    TypeError ("cannot pickle '_cffi_backend._CDataBase' object") and are refused saying what to do."""
+    import copy
+    import pickle
+
+    t = dev.tensor(np.arange(4, dtype=np.float32))
+    c = copy.copy(t)
+    del t
+    np.testing.assert_array_equal(c.numpy(), [0, 1, 2, 3])   # the copy keeps the buffer's owner alive
+    del c
+    a = dev.tensor(np.full(4, 1, np.float32))
+    b = dev.tensor(np.full(4, 2, np.float32))
+    np.testing.assert_array_equal(a.numpy(), [1, 1, 1, 1])
+    np.testing.assert_array_equal(b.numpy(), [2, 2, 2, 2])
+    for c in (copy.copy(a), copy.copy(a.reshape(2, 2))):
+        assert c is not a and c.buffer is a.buffer and c._base is a
+        np.testing.assert_array_equal(c.numpy().ravel(), [1, 1, 1, 1])
+    with pytest.raises(wg.DtypeError, match=r"^copy.deepcopy of " + TENSOR.replace("Python cannot read it",
+                                                                                  "Python cannot copy it")
+                       + r"copy.copy\(t\) is another handle on the same buffer"):
+        copy.deepcopy([a])
+    with pytest.raises(wg.DtypeError, match=r"^pickling Tensor\(shape=\(4,\), dtype=f32, nbytes=16\): .*pickle "
+                                            r"t.numpy\(\)"):
+        pickle.dumps({"a": a})

@@ -140,6 +140,23 @@ class Tensor:
         rows = args.integer("Tensor.prefix", "rows", rows, 1, self.shape[0])
         return self._view(TensorSpec((rows, *self.shape[1:]), self.dtype))
 
+    def __copy__(self) -> Tensor:
+        """copy.copy(t): another handle on the same buffer (a view of all of it), as t.reshape(t.shape) is. The
+        default copy duplicated the slots, _base None included: a second owner, so the buffer went back to the pool
+        twice and two later tensors were given it (writing one changed the other)."""
+        return self._view(self.spec)
+
+    def __deepcopy__(self, memo: dict) -> NoReturn:
+        """copy.deepcopy(t) would copy the data, which lives on the GPU: refused (it raised cffi's TypeError)."""
+        raise DtypeError(f"copy.deepcopy of {self!r}: its data lives on the GPU, where Python cannot copy it; "
+                         f"copy.copy(t) is another handle on the same buffer, dev.tensor(t.numpy(), "
+                         f"dtype=t.dtype) a copy of the data")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        """Pickling a tensor would need its data, which lives on the GPU: refused, saying what to pickle instead."""
+        raise DtypeError(f"pickling {self!r}: its data lives on the GPU, where Python cannot read it; pickle "
+                         f"t.numpy() (and upload it again with dev.tensor)")
+
     @property
     def _owner(self) -> Tensor:
         """The tensor that owns the buffer: the one this view views, else itself."""
