@@ -317,3 +317,33 @@ def test_steps_past_the_cache_are_refused_on_the_host(tiny, model32, dev):
     with pytest.raises(wg.LimitError, match=r"step: 1 decode steps from position 64 pass .* at most 0 fit"):
         model32.step()
     assert model32.generate(PROMPT, 4) == ref.greedy(cfg, w, PROMPT, 4)[0]
+
+
+def test_a_step_before_any_prefill_is_refused(tiny, dev):
+    """A fresh model's step() ran from token 0 at position 0 with kv_len 0: its attention read no key, its logits were
+    those of no sequence (1.27 relative error from the float64 logits of the prompt [0]) and its id went into the
+    history, with no error. The decode state is empty until a prefill: step and run_steps now say so before any
+    GPU work, and the model decodes as ever once a prompt is prefilled."""
+    from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
+
+    cfg, w, _ = tiny
+    small = tiny_config(hidden_size=32, intermediate_size=64, head_dim=8, vocab_size=64)
+    sw = random_weights(small, seed=2)
+    models = [Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f32", max_seq=8),
+              QuantizedLlama.from_weights(LlamaConfig.from_dict(small), quantize_checkpoint(sw, "Q8_0"), dev,
+                                          max_seq=8)]
+    for model in models:
+        before = dev.stats.snapshot()
+        with pytest.raises(wg.RecordingError, match=r"^step: no prompt was prefilled on this model: .*call "
+                                                    r"prefill\(prompt_ids\) first"):
+            model.step()
+        with pytest.raises(wg.RecordingError, match=r"^run_steps: no prompt was prefilled"):
+            model.run_steps(2)
+        assert dev.stats.since(before).submits == 0
+        assert model.run_steps(0) == 0.0   # no step: nothing to refuse
+    model = models[0]
+    want_ids, want_logits = ref.greedy(cfg, w, PROMPT, 3)
+    model.prefill(PROMPT)
+    assert rel_err(model.step().numpy()[0], want_logits[1]) < 1e-4
+    model.run_steps(1)
+    assert model.program.state("history").numpy()[:4].tolist() == PROMPT + want_ids

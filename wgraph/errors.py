@@ -44,7 +44,8 @@ class DeviceError(WgraphError):
 
 class RecordingError(WgraphError):
     """A recording used after it was submitted or discarded, or nested wrongly; a tensor its discard (or a failed
-    submit) left unwritten; a model's text stream resumed after another generation replaced the state it reads."""
+    submit) left unwritten; a model's text stream resumed after another generation replaced the state it reads; a
+    model's decode step before any prefill."""
 
 
 class AliasingError(WgraphError, ValueError):

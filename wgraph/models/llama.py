@@ -34,7 +34,7 @@ import wgraph.ops as ops
 from wgraph import args
 from wgraph.device import Device
 from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
-from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
+from wgraph.errors import CheckpointError, DtypeError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
@@ -219,7 +219,7 @@ class Llama:
         self.short_rows = short_cache_rows(graph, device.caps, self.max_seq)
         self._short = None  # compiled on first use (_short_program)
         self._short_choose = ""
-        self._position: int | None = None  # the position the next decode step consumes (None: unknown)
+        self._position: int | None = None  # the position the next decode step consumes (None: no prefill yet)
         # One generation at a time: the caches, pos and history are the model's (two threads' generate calls
         # interleaved their steps). `session` counts prefills: a paused text stream checks that none came since.
         self._lock = threading.RLock()
@@ -466,7 +466,12 @@ class Llama:
     def _decode_programs(self, steps: int, fn: str) -> list[tuple[Any, int]]:
         """(program, steps) for the next `steps` decode steps, in order, and the position count moved past them:
         the short program while the position stays below short_rows, the whole cache's after it (and for every
-        step when the position is unknown). LimitError (naming `fn`) where they would pass the cache."""
+        step when the position is unknown). LimitError (naming `fn`) where they would pass the cache;
+        RecordingError before any prefill, whose caches hold nothing to decode from."""
+        if steps and self._position is None:
+            # the programs' token, pos and kv_len are zeros: a step attended no key and made an id of no sequence
+            raise RecordingError(f"{fn}: no prompt was prefilled on this model: its decode state (token, position, "
+                                 f"KV caches) holds nothing to decode from; call prefill(prompt_ids) first")
         check_room(fn, self._position, steps, self.max_seq)
         programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
                                             self.program)
@@ -561,7 +566,7 @@ class Llama:
 
     def step(self) -> Tensor:
         """One decode step (one submit, no host input): returns the program's logits output [1, V] for the
-        token it consumed (overwritten by the next step)."""
+        token it consumed (overwritten by the next step). RecordingError before any prefill."""
         with self._lock:
             (program, _), = self._decode_programs(1, "step")
             return program.run()["logits"]
@@ -638,7 +643,7 @@ class Llama:
         """Submit `n` decode steps back to back, `per_submit` to a submit, waiting (without a readback) only
         when `in_flight` submitted steps are not yet finished on the GPU (Program.run_many). Steps at positions
         below `short_rows` run the program planned for that many keys, the rest `program`. Returns the host
-        seconds spent encoding and submitting them.
+        seconds spent encoding and submitting them. RecordingError before any prefill (n > 0).
 
         n: how many steps.
         in_flight: the most steps unfinished on the GPU at once (whole submits: at least one).
