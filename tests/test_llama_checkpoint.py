@@ -2,6 +2,7 @@
 (no GPU work). Config reading: tests/test_model_config.py."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -241,3 +242,31 @@ def test_f16_overflow_is_refused_beside_an_inf_in_the_same_tensor(dev):
     with pytest.raises(CheckpointError, match=r"'model.layers.0.mlp.down_proj.weight' has values beyond the f16 "
                                               r"range \(\|x\| > 65504\), as 100000.0; load with dtype='f32'"):
         Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f16", max_seq=16)
+
+
+@pytest.mark.parametrize("dtype, name, value", [
+    ("f32", "model.layers.0.mlp.down_proj.weight", 1e39), ("f32", "model.norm.weight", 1e300),
+    ("f16", "model.layers.0.mlp.down_proj.weight", 1e300), ("f16", "model.layers.0.input_layernorm.weight", -1e39)])
+def test_float64_weights_beyond_the_stored_range_are_refused(dev, dtype, name, value):
+    """from_weights with float64 arrays (numpy's default) rounded them to f32 before the range check: a 1e39 or a
+    1e300 became inf in an f32 model (and in an f16 one) with only numpy's 'overflow encountered in cast' warning,
+    and the logits turned NaN. Refused by name now, as a 1e5 in an f16 model is; an inf given stays inf."""
+    import warnings
+
+    from kernel_support import skip_unless_f16
+
+    from wgraph.models import Llama
+
+    if dtype == "f16":
+        skip_unless_f16(dev)
+    cfg = tiny_config(num_hidden_layers=1, vocab_size=16, hidden_size=32, intermediate_size=32, head_dim=8)
+    w = {k: v.astype(np.float64) for k, v in random_weights(cfg).items()}
+    w[name][(0,) * w[name].ndim] = value
+    w[name][(1,) * w[name].ndim] = np.inf                      # loaded as it is (docs/models.md)
+    stored = "f32" if name.endswith("norm.weight") else dtype   # norms stay f32 in every dtype
+    limit = {"f32": r"3\.4028235e\+38", "f16": "65504"}[stored]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # numpy's overflow warning was all a caller saw
+        with pytest.raises(CheckpointError, match=rf"tensor '{name}' has values beyond the {stored} range "
+                                                  rf"\(\|x\| > {limit}\), as {re.escape(repr(value))}"):
+            Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype=dtype, max_seq=16)

@@ -710,12 +710,14 @@ def check_device(fn: str, device, required: bool = False) -> None:
 
 def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
     """A checkpoint array (float, or bf16 bit patterns) as state `pw` holds it: its values rounded to pw.values
-    (plus pw.offset, added in f32), stored as pw.dtype. Refuses values that f16 or bf16 cannot hold (they would
-    become inf)."""
+    (plus pw.offset, added in f32), stored as pw.dtype. Refuses values that f32, f16 or bf16 cannot hold (they
+    would become inf: a float64 array from_weights is given may hold any)."""
     if a.dtype != BF16_BITS and a.dtype.kind != "f":
         raise CheckpointError(f"tensor {name!r} has dtype {a.dtype}; expected floating point")
+    given = a  # the values as given: a float64 1e300 is inf once in f32, and the check below must see it finite
     if pw.offset:
-        a = np.float32(pw.offset) + _as_f32(a)
+        with np.errstate(over="ignore"):  # found and named below
+            a = np.float32(pw.offset) + _as_f32(a)
     if pw.values == "bf16":
         try:
             a = to_bf16(a, where=f"tensor {name!r}")
@@ -723,16 +725,18 @@ def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
             raise CheckpointError(f"{e}; load with dtype='f32'") from None
         return a if pw.dtype == "bf16" else from_bf16(a)
     want = np.float16 if pw.values == "f16" else np.float32
-    if a.dtype == want:
+    if a.dtype == want and given.dtype == want:
         return np.ascontiguousarray(a)
-    a = _as_f32(a)
     with np.errstate(over="ignore"):  # the overflow is found and named just below (numpy warned 'overflow in cast')
-        out = a.astype(want)
+        out = _as_f32(a).astype(want)
     # value by value: a whole-tensor test passed a tensor holding an inf or NaN anywhere, its 1e5 becoming inf silently
-    bad = np.isinf(out) & np.isfinite(a)
+    given = _as_f32(given) if given.dtype == BF16_BITS else given
+    bad = np.isinf(out) & np.isfinite(given)
     if bad.any():
-        raise CheckpointError(f"tensor {name!r} has values beyond the f16 range (|x| > 65504), as "
-                              f"{a[bad].flat[0].item()!r}; load with dtype='f32'")
+        limit, hint = ("65504", "; load with dtype='f32'") if want == np.float16 else \
+            (str(np.finfo(np.float32).max), ": the model computes in f32")
+        raise CheckpointError(f"tensor {name!r} has values beyond the {pw.values} range (|x| > {limit}), as "
+                              f"{given[bad].flat[0].item()!r}{hint}")
     return out
 
 
