@@ -270,3 +270,38 @@ def test_float64_weights_beyond_the_stored_range_are_refused(dev, dtype, name, v
         with pytest.raises(CheckpointError, match=rf"tensor '{name}' has values beyond the {stored} range "
                                                   rf"\(\|x\| > {limit}\), as {re.escape(repr(value))}"):
             Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype=dtype, max_seq=16)
+
+
+def test_from_weights_refuses_tensors_its_config_leaves_out(dev):
+    """from_pretrained refuses a checkpoint's model tensors the config does not use (Checkpoint.check_all_read);
+    from_weights read what it needed and dropped the rest: weights of 3 layers under a 2-layer config made a 2-layer
+    model, a q_proj bias under attention_bias=false was never added, and a tied config's own lm_head.weight, where
+    transformers computes the logits from it, was passed over for the embedding (a QuantizedLlama's alike). Each is
+    now a CheckpointError naming the tensors, before the model allocates; a tied lm_head equal to the embedding and
+    rotary inv_freq buffers pass, as from_pretrained lets them."""
+    from wgraph.models import Llama
+    from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
+
+    cfg = tiny_config(num_hidden_layers=3, vocab_size=16, hidden_size=32, intermediate_size=32, head_dim=8)
+    w = random_weights(cfg)
+    two = LlamaConfig.from_dict(dict(cfg, num_hidden_layers=2))
+    tied = LlamaConfig.from_dict(dict(cfg, tie_word_embeddings=True))
+    bias = dict(w, **{"model.layers.0.self_attn.q_proj.bias": np.ones(32, np.float32)})
+    before = dev.stats.snapshot()
+    cases = [(lambda: Llama.from_weights(two, w, dev, dtype="f32", max_seq=8),
+              r"Llama.from_weights: tensors \['model.layers.2.input_layernorm.weight', .*\] \(9 in all\) are not "
+              r"used by the llama model the config describes"),
+             (lambda: QuantizedLlama.from_weights(two, quantize_checkpoint(w, "Q8_0"), dev, max_seq=8),
+              r"QuantizedLlama.from_weights: tensors \['model.layers.2.input_layernorm.weight', .*\] \(9 in all\)"),
+             (lambda: Llama.from_weights(LlamaConfig.from_dict(cfg), bias, dev, dtype="f32", max_seq=8),
+              r"tensors \['model.layers.0.self_attn.q_proj.bias'\] \(1 in all\) are not used"),
+             (lambda: Llama.from_weights(tied, w, dev, dtype="f32", max_seq=8),
+              r"tensors \['lm_head.weight'\] \(1 in all\) are not used by the llama model the config describes \(a "
+              r"tied model's lm_head.weight is taken only where it equals model.embed_tokens.weight\)")]
+    for make, match in cases:
+        with pytest.raises(CheckpointError, match=match):
+            make()
+    assert dev.stats.since(before).buffers_created == 0
+    same = dict(w, **{"lm_head.weight": w["model.embed_tokens.weight"].copy(),
+                      "model.layers.0.self_attn.rotary_emb.inv_freq": np.ones(4, np.float32)})
+    assert Llama.from_weights(tied, same, dev, dtype="f32", max_seq=8).config.tie_word_embeddings

@@ -278,6 +278,8 @@ class Llama:
         check_device("Llama.from_weights", device)
         if not isinstance(weights, dict):
             raise args.fail("Llama.from_weights", "weights", weights, "a dict of arrays by Hugging Face tensor name")
+        if isinstance(config, DecoderConfig):   # else the constructor names it
+            check_all_used("Llama.from_weights", config, weights)
 
         def get(name, shape):
             if name not in weights:
@@ -699,6 +701,39 @@ class Llama:
 def check_options(fn: str, dtype, max_seq) -> tuple[str, int | None]:
     """(dtype, max_seq) of a model, by their rules (args.py); max_seq None: the config's, up to DEFAULT_MAX_SEQ."""
     return args.dtype_name(fn, "dtype", dtype, DTYPES), args.optional_integer(fn, "max_seq", max_seq, 2, MAX_SEQ)
+
+
+def check_all_used(fn: str, config: DecoderConfig, weights: dict) -> None:
+    """CheckpointError naming the model tensors (model.*, lm_head.*) of in-memory `weights` that a model of `config`
+    does not read, as from_pretrained refuses a checkpoint's (Checkpoint.check_all_read): a layer past
+    num_hidden_layers, a bias the config says it has not, a tied model's own lm_head.weight unless it equals the
+    embedding (transformers computes the logits from it then). Rotary inv_freq buffers are passed over."""
+    used = weight_shapes(config)
+    unused = sorted(n for n in weights if isinstance(n, str) and n.startswith(("model.", "lm_head."))
+                    and n not in used and not n.endswith("rotary_emb.inv_freq"))
+    head, table = "lm_head.weight", "model.embed_tokens.weight"
+    note = ""
+    if config.tie_word_embeddings and head in unused:
+        if _same_values(weights[head], weights.get(table)):
+            unused.remove(head)
+        else:
+            note = f" (a tied model's {head} is taken only where it equals {table})"
+    if unused:
+        raise CheckpointError(f"{fn}: tensors {unused[:5]} ({len(unused)} in all) are not used by the "
+                              f"{config.model_type} model the config describes{note}")
+
+
+def _same_values(a, b) -> bool:
+    """Whether two weights (float arrays, bf16 bit patterns or QuantizedWeights) hold the same values."""
+    def values(w):
+        if hasattr(w, "dequantize"):   # a QuantizedWeight
+            return w.dequantize()
+        w = np.asarray(w)
+        return _as_f32(w) if w.dtype == BF16_BITS else w
+    if b is None:
+        return False
+    x, y = values(a), values(b)
+    return x.shape == y.shape and bool(np.array_equal(x, y))
 
 
 def check_device(fn: str, device, required: bool = False) -> None:

@@ -20,8 +20,8 @@ from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, block_format, quantize, stack_rows
 from wgraph.models.config import LlamaConfig
 from wgraph.models.file_types import FILE_TYPES, tensor_format
-from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_device, check_options,
-                                 weight_shapes)
+from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_all_used, check_device,
+                                 check_options, weight_shapes)
 from wgraph.progress import bar as progress_bar
 
 if TYPE_CHECKING:
@@ -141,6 +141,8 @@ class QuantizedLlama(Llama):
         check_device(fn, device)
         if dtype != "f32":
             raise UnsupportedError(f"QuantizedLlama: non-quantized weights and activations are f32, got dtype={dtype!r}")
+        if isinstance(config, LlamaConfig) and isinstance(weights, dict):   # else the constructor names them
+            check_all_used(fn, config, weights)
         return cls(config, device or default_device(), weights, max_seq=max_seq, x_int8=x_int8)
 
     @classmethod
