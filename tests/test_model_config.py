@@ -370,12 +370,23 @@ def test_published_gemma2_9b_config_reads():
     (dict(norm_offset=math.nan), r"norm_offset=nan must be a finite number$"),
     (dict(embed_scale=math.inf), r"embed_scale=inf must be a finite number > 0"),
     (dict(head_dim=0), r"head_dim=0 must be an even number >= 2"),
+    (dict(num_hidden_layers=-1), r"num_hidden_layers=-1 must be an integer in \[1, 1024\]"),
+    (dict(num_hidden_layers=0), r"num_hidden_layers=0 must be an integer in \[1, 1024\]"),
+    (dict(hidden_size=0), r"hidden_size=0 must be an integer in \[1, 1048576\]"),
+    (dict(vocab_size=True), r"vocab_size=True must be an integer in \[1, 4194304\]"),
+    (dict(intermediate_size=64.0), r"intermediate_size=64\.0 must be an integer in \[1, 1048576\]"),
+    (dict(max_position_embeddings=0), r"max_position_embeddings=0 must be an integer in \[1, 16777216\]"),
+    (dict(num_key_value_heads=3), r"num_key_value_heads=3 must be an integer in \[1, 4\] dividing "
+                                  r"num_attention_heads=4"),
 ])
 def test_a_config_built_in_code_is_checked(change, match):
     """A DecoderConfig built in code (docs/models.md: rope_interleaved only this way) skipped from_dict's checks:
     rope_theta 0, -5 or NaN and a linear factor of 5e-324 built models whose cos / sin tables, and so logits, were
     NaN (no error); query_pre_attn_scalar 0 and head_dim 0 raised ZeroDivisionError as the model was built, -4 an
-    ArgumentError about a complex attention scale; a NaN norm_offset made NaN logits."""
+    ArgumentError about a complex attention scale; a NaN norm_offset made NaN logits. The sizes too: a Llama of
+    num_hidden_layers=-1 was built with no layer at all (its logits the embedding's through the final norm, no
+    error), hidden_size=0 raised a bare ZeroDivisionError, vocab_size=True a bare TypeError, 3 kv heads of 4 a
+    ShapeError from a graph node as the model was built."""
     base = DecoderConfig.from_dict(hf_config("gemma2"))
     with pytest.raises(CheckpointError, match=r"DecoderConfig: " + match):
         attrs.evolve(base, **change)

@@ -75,7 +75,20 @@ class DecoderConfig:
                                         # w > 0 for a sliding window of w keys; () means full everywhere
 
     def __attrs_post_init__(self):
-        if self.head_dim < 2 or self.head_dim % 2 or self.rotary_dim is not None and not (
+        # from_dict's bounds, for a DecoderConfig built in code: num_hidden_layers=-1 built a model of no layer (no
+        # error), hidden_size=0 raised a bare ZeroDivisionError, vocab_size=True a bare TypeError
+        for name, hi in (("vocab_size", MAX_VOCAB), ("hidden_size", MAX_DIM), ("intermediate_size", MAX_DIM),
+                         ("num_hidden_layers", MAX_LAYERS), ("num_attention_heads", MAX_DIM),
+                         ("num_key_value_heads", MAX_DIM), ("max_position_embeddings", MAX_POSITIONS)):
+            v = getattr(self, name)
+            if not (args.is_int(v) and 1 <= v <= hi):
+                raise CheckpointError(f"DecoderConfig: {name}={v!r} must be an integer in [1, {hi}]")
+        heads, kv_heads = self.num_attention_heads, self.num_key_value_heads
+        if kv_heads > heads or heads % kv_heads:
+            raise CheckpointError(f"DecoderConfig: num_key_value_heads={kv_heads} must be an integer in [1, {heads}] "
+                                  f"dividing num_attention_heads={heads}")
+        if not args.is_int(self.head_dim) or self.head_dim < 2 or self.head_dim % 2 \
+                or self.rotary_dim is not None and not (
                 2 <= self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0):
             raise CheckpointError(f"DecoderConfig: head_dim={self.head_dim} must be an even number >= 2 and "
                                   f"rotary_dim={self.rotary_dim} an even number in [2, head_dim]")
