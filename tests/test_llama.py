@@ -347,3 +347,27 @@ def test_a_step_before_any_prefill_is_refused(tiny, dev):
     assert rel_err(model.step().numpy()[0], want_logits[1]) < 1e-4
     model.run_steps(1)
     assert model.program.state("history").numpy()[:4].tolist() == PROMPT + want_ids
+
+
+def test_a_failed_prefill_leaves_no_half_state_to_step_from(tiny, dev, monkeypatch):
+    """prefill wrote the new prompt's position and history before its recording; where the recording then failed (a
+    lost device, an op's limit, an interrupt), the host kept counting the prompt before it, and step() decoded
+    from the new position over the old prompt's caches and token: logits of no sequence, no error. After a failed
+    prefill the model now refuses steps until a prefill succeeds, which decodes as the reference does."""
+    cfg, w, _ = tiny
+    model = Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f32", max_seq=16)
+    model.prefill([7, 8, 9, 10, 11, 12])
+    model.step()
+
+    def fail(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(model, "_logits", fail)   # the recording fails after the prompt's position and history are written
+        with pytest.raises(KeyboardInterrupt):
+            model.prefill(PROMPT)
+    with pytest.raises(wg.RecordingError, match=r"^step: no prompt was prefilled"):
+        model.step()
+    want_ids, want_logits = ref.greedy(cfg, w, PROMPT, 3)
+    model.prefill(PROMPT)
+    assert rel_err(model.step().numpy()[0], want_logits[1]) < 1e-4

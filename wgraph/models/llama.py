@@ -544,6 +544,9 @@ class Llama:
             return self._prefill(ids, all_logits, sample)
 
     def _prefill(self, ids: np.ndarray, all_logits: bool, sample: SampleSettings | None) -> Tensor:
+        # no position counted until the recording is in: a prefill that fails after writing pos and history (a lost
+        # device, an interrupt) leaves steps refused, not decoding from the new position over the old caches
+        self._position = None
         self._set_sampling(sample)   # the steps after it pick as the first id did (a sampled run's mode stayed)
         self.session += 1
         s = ids.size
