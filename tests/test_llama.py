@@ -371,3 +371,25 @@ def test_a_failed_prefill_leaves_no_half_state_to_step_from(tiny, dev, monkeypat
     want_ids, want_logits = ref.greedy(cfg, w, PROMPT, 3)
     model.prefill(PROMPT)
     assert rel_err(model.step().numpy()[0], want_logits[1]) < 1e-4
+
+
+def test_each_generate_starts_afresh_whatever_the_prompts_spelling(tiny, model32):
+    """A second generate (or prefill) sees nothing of the first's KV rows, position or history: a long prompt then a
+    short one gives the short one's reference ids, its prefill logits too; a prompt given as an int64 or uint32 array
+    or a list of numpy integers is the same prompt; a 2-D array, a negative id and an id past the vocabulary are
+    refused naming them."""
+    cfg, w, _ = tiny
+    long, short = list(range(20, 60)), [9, 4]
+    assert model32.generate(long, 5) == ref.greedy(cfg, w, long, 5)[0]
+    want = ref.greedy(cfg, w, short, 6)[0]
+    for spelling in (short, np.array(short, np.int64), np.array(short, np.uint32), [np.int16(9), np.uint64(4)]):
+        assert model32.generate(spelling, 6) == want
+    model32.generate(long, 3)
+    assert rel_err(model32.prefill(short, all_logits=True).numpy(), ref.forward(cfg, w, short)) < 1e-4
+    assert model32.program.state("history").numpy()[:3].tolist() == short + want[:1]
+    for bad, error, match in [(np.array([short]), wg.ArgumentError, r"prompt_ids=array\(\[\[9, 4\]\]\) must be a list"),
+                              ([9, -1], wg.ArgumentError, r"prompt_ids=\[9, -1\] must be a list of integers in \[0, "),
+                              ([9, 100], wg.LimitError, r"prompt_ids holds token id 100, outside the vocabulary "
+                                                        r"\[0, 100\)")]:
+        with pytest.raises(error, match=r"^generate: " + match):
+            model32.generate(bad, 2)
