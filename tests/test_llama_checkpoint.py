@@ -292,7 +292,8 @@ def test_from_weights_refuses_tensors_its_config_leaves_out(dev):
               r"Llama.from_weights: tensors \['model.layers.2.input_layernorm.weight', .*\] \(9 in all\) are not "
               r"used by the llama model the config describes"),
              (lambda: QuantizedLlama.from_weights(two, quantize_checkpoint(w, "Q8_0"), dev, max_seq=8),
-              r"QuantizedLlama.from_weights: tensors \['model.layers.2.input_layernorm.weight', .*\] \(9 in all\)"),
+              r"QuantizedLlama: tensors \['model.layers.2.input_layernorm.weight', .*\] \(9 in all\)"),
+             (lambda: QuantizedLlama(two, dev, w, max_seq=8), r"QuantizedLlama: tensors \['model.layers.2.input_"),
              (lambda: Llama.from_weights(LlamaConfig.from_dict(cfg), bias, dev, dtype="f32", max_seq=8),
               r"tensors \['model.layers.0.self_attn.q_proj.bias'\] \(1 in all\) are not used"),
              (lambda: Llama.from_weights(tied, w, dev, dtype="f32", max_seq=8),

@@ -118,6 +118,7 @@ class QuantizedLlama(Llama):
         check_device("QuantizedLlama", device, required=True)
         check_options("QuantizedLlama", "f32", max_seq)
         self.x_int8 = args.flag("QuantizedLlama", "x_int8", x_int8)
+        check_all_used("QuantizedLlama", config, weights)   # as from_pretrained refuses a file's (GGUF loader too)
         self._host = weights
         self._states = _weight_states(config, weights)
         super().__init__(config, device, self._get, dtype="f32", max_seq=max_seq)
@@ -141,8 +142,6 @@ class QuantizedLlama(Llama):
         check_device(fn, device)
         if dtype != "f32":
             raise UnsupportedError(f"QuantizedLlama: non-quantized weights and activations are f32, got dtype={dtype!r}")
-        if isinstance(config, LlamaConfig) and isinstance(weights, dict):   # else the constructor names them
-            check_all_used(fn, config, weights)
         return cls(config, device or default_device(), weights, max_seq=max_seq, x_int8=x_int8)
 
     @classmethod
