@@ -7,7 +7,7 @@ own ops: tests/test_batched_decode_ops.py."""
 import numpy as np
 import pytest
 
-from wgraph.errors import ArgumentError, LimitError, ShapeError, UnsupportedError
+from wgraph.errors import ArgumentError, LimitError, RecordingError, ShapeError, UnsupportedError
 from wgraph.models import Llama, LlamaConfig
 from wgraph.models.batched import BatchedDecoder
 from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
@@ -346,3 +346,24 @@ def test_steps_past_the_cache_are_refused_on_the_host(tiny_llama, model, dev):
     with pytest.raises(LimitError, match=r"BatchedDecoder.step: 1 decode steps from position 8 .* at most 0 fit"):
         dec.step()
     assert dec.generate([[5], [5, 6]], 3) == [ref.greedy(cfg, w, p, 3)[0] for p in ([5], [5, 6])]
+
+
+def test_a_step_before_any_prefill_is_refused(tiny_llama, model, dev):
+    """A fresh decoder's step() ran every row from token 0 at position 0 with kv_len 0: attention over no key, and an
+    id of no sequence written into each row's history, with no error (as Llama.step did). step and run_steps now say
+    so before any GPU work; once prompts are prefilled the step's logits are the float64 reference's."""
+    cfg, w = tiny_llama
+    dec = BatchedDecoder(model, 2, max_seq=8)
+    before = dev.stats.snapshot()
+    with pytest.raises(RecordingError, match=r"^BatchedDecoder.step: no prompts were prefilled on this decoder: "
+                                                r".*call prefill\(prompts\) first"):
+        dec.step()
+    with pytest.raises(RecordingError, match=r"^BatchedDecoder.run_steps: no prompts were prefilled"):
+        dec.run_steps(2)
+    assert dev.stats.since(before).submits == 0
+    assert dec.run_steps(0) == 0.0   # no step: nothing to refuse
+    prompts = [[3, 14], [7]]
+    dec.prefill(prompts)
+    logits = dec.step().numpy()
+    for b, p in enumerate(prompts):
+        assert rel_err(logits[b], ref.forward(cfg, w, p)[-1]) < 1e-4, f"sequence {b}"

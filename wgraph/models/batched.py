@@ -23,7 +23,7 @@ import numpy as np
 
 import wgraph.ops as ops
 from wgraph import args
-from wgraph.errors import LimitError, UnsupportedError
+from wgraph.errors import LimitError, RecordingError, UnsupportedError
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
@@ -164,7 +164,7 @@ class BatchedDecoder:
         self.short_page = short_pages(self.max_seq, rows)
         self.short_rows = rows if self.short_page else None
         self._short = None  # compiled on first use (_short_program)
-        self._position: int | None = None  # the most advanced sequence's next position (None: unknown)
+        self._position: int | None = None  # the most advanced sequence's next position (None: no prefill yet)
         # One call at a time: the caches, positions and history rows are the decoder's (two threads' generate
         # calls overwrote each other's prompts and read each other's ids)
         self._lock = threading.RLock()
@@ -229,7 +229,12 @@ class BatchedDecoder:
         """(program, steps) for the next `steps` steps, in order: the short program while every sequence's
         position stays below short_rows, the whole caches' after it (and for every step when the position is
         unknown); the position moves past them. LimitError (naming `fn`) where the most advanced sequence would
-        pass its cache."""
+        pass its cache; RecordingError before any prefill, whose caches hold nothing to decode from."""
+        if steps and self._position is None:
+            # the programs' tokens, positions and kv_lens are zeros: a step attended no key and wrote an id of no
+            # sequence into every row's history (Llama's step refuses the same)
+            raise RecordingError(f"{fn}: no prompts were prefilled on this decoder: its decode state (tokens, "
+                                 f"positions, KV caches) holds nothing to decode from; call prefill(prompts) first")
         check_room(fn, self._position, steps, self.max_seq)
         programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
                                             self.program)
@@ -255,6 +260,9 @@ class BatchedDecoder:
 
     def _start(self, seqs: list[np.ndarray]) -> None:
         dev, prog, B, L = self.device, self.program, self.batch, self.max_seq
+        # no position counted until the recording is in: a prefill that fails after writing the states leaves steps
+        # refused, not decoding from the new positions over the old caches
+        self._position = None
         padded = seqs + [PAD_PROMPT] * (B - len(seqs))
         lens = np.array([p.size for p in padded], np.uint32)
         history = np.zeros((B, L), np.uint32)
