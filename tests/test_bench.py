@@ -486,6 +486,19 @@ def test_json_and_plot_paths_that_cannot_be_written_are_refused_before_the_run(t
         assert f"{option} {tmp_path / 'f' / 'sub' / name}: {tmp_path / 'f'} is not a directory" in err
 
 
+def test_an_empty_json_or_plot_path_is_refused_before_the_run(capsys, monkeypatch):
+    """--json "" (or --plot "") was falsy: neither checked nor written, so the run's results were silently not
+    saved (exit 0); now a usage error before any GPU work."""
+    import wgraph
+
+    monkeypatch.setattr(wgraph, "default_device", lambda *a, **k: pytest.fail("the run started"))
+    for option in ("--json", "--plot"):
+        with pytest.raises(SystemExit) as info:
+            bench_main(["--only", "attention", "--grid", "tiny", "--no-torch", option, ""])
+        assert info.value.code == 2
+        assert f"{option} '': is empty; give a file path" in capsys.readouterr().err
+
+
 def _decode_row(**fields) -> dict:
     return {"status": "ok", "phase": "decode", "dtype": "f16", "Hq": 4, "Hkv": 2, "D": 32, "L": 64, "gbps": 3.0,
             **fields}

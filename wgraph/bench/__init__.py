@@ -90,6 +90,8 @@ def _unwritable(path: str) -> str | None:
     """Why a file cannot be written at `path` (its missing folders made first, as report.write_json and
     plot_result do), or None: a directory there, a file where a folder goes, a folder or file this user may not
     write."""
+    if not path:   # Path("") is the working folder: refused as one, not taken for "no file"
+        return "is empty; give a file path"
     p = Path(path)
     if p.is_dir():
         return "is a directory; give a file path"
@@ -118,9 +120,10 @@ def main(argv: list[str]) -> dict:
             ap.error(f"{name} {value} must be at least 1")
     for name, path in (("--json", args.json), ("--plot", args.plot)):
         # before the run, not after it: a path that cannot be written raised a traceback once the run was over
-        why = path and _unwritable(path)
+        # `is not None`: --json "" was falsy, so neither checked nor written (the run's results silently unsaved)
+        why = path is not None and _unwritable(path)
         if why:
-            ap.error(f"{name} {path}: {why}")
+            ap.error(f"{name} {path or repr(path)}: {why}")
     if args.plot and "attention" not in (args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)):
         # the plot draws the attention rows: without them it raised ValueError after the whole run
         ap.error(f"--plot draws the attention section's rows; --only {','.join(args.only or ())} runs none of them")
