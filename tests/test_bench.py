@@ -499,6 +499,33 @@ def test_an_empty_json_or_plot_path_is_refused_before_the_run(capsys, monkeypatc
         assert f"{option} '': is empty; give a file path" in capsys.readouterr().err
 
 
+def test_bench_json_is_strict_json_and_plot_reads_it_back(tmp_path):
+    """A non-finite field (a kernel that wrote NaN makes max_abs_diff_vs_torch NaN) was written as a bare NaN or
+    Infinity, which strict JSON readers refuse; numpy scalars were written by default=str as strings ("1.5").
+    Now the non-finite values are the strings float() reads back, numpy scalars their numbers, and plot still
+    reads the file."""
+    import numpy as np
+
+    from wgraph.bench.plot import main as plot_main
+    from wgraph.bench.report import write_json
+
+    row = _decode_row(max_abs_diff_vs_torch=float("nan"), ratio_to_torch=np.float64("inf"),
+                      torch_us=np.float32("-inf"), reps=np.int64(7), wall_us=np.float32(1.5), S=np.int32(1))
+    path = write_json(tmp_path / "r.json", {"attention": {"rows": [row]}, "elapsed_s": 2.5})
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not strict JSON")
+
+    back = json.loads(path.read_text(), parse_constant=refuse)["attention"]["rows"][0]
+    assert (back["max_abs_diff_vs_torch"], back["ratio_to_torch"], back["torch_us"]) == ("NaN", "Infinity",
+                                                                                         "-Infinity")
+    assert [float(back[k]) for k in ("ratio_to_torch", "torch_us")] == [np.inf, -np.inf]
+    assert np.isnan(float(back["max_abs_diff_vs_torch"]))
+    assert (back["reps"], back["wall_us"], back["S"], back["gbps"]) == (7, 1.5, 1, 3.0)
+    pytest.importorskip("matplotlib", reason="plots need matplotlib, an optional extra (pip install wgraph[plot])")
+    assert plot_main([str(path), str(tmp_path / "o.svg")]) == 0
+
+
 def _decode_row(**fields) -> dict:
     return {"status": "ok", "phase": "decode", "dtype": "f16", "Hq": 4, "Hkv": 2, "D": 32, "L": 64, "gbps": 3.0,
             **fields}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import wgpu
 
 import wgraph
@@ -161,8 +163,27 @@ def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def strict(x):
+    """`x` as strict JSON data: a non-finite float (a kernel that wrote NaN makes its error field NaN) as the string
+    "NaN", "Infinity" or "-Infinity" (float() reads each back), where json.dumps wrote the bare NaN and Infinity
+    that strict readers (jq, JavaScript, most JSON libraries) refuse; a numpy scalar as the Python number it holds
+    (json.dumps's default=str wrote np.float32(1.5) as the string "1.5")."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else NON_FINITE[repr(float(x))]
+    if isinstance(x, np.generic):
+        return strict(x.item())
+    if isinstance(x, dict):
+        return {k: strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict(v) for v in x]
+    return x
+
+
 def write_json(path: str | os.PathLike, result: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    path.write_text(json.dumps(strict(result), indent=1, default=str) + "\n")
     return path
