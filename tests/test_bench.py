@@ -550,6 +550,44 @@ def test_plot_refuses_a_row_value_no_bench_writes(tmp_path, capsys, row, message
     assert not (tmp_path / "o.png").exists()
 
 
+@pytest.mark.parametrize("result, message", [
+    # each said only as the exception inside plot (AttributeError: 'NoneType' object has no attribute 'get', ...)
+    ({"attention": None}, "attention is None, not an object as python -m wgraph bench --json writes"),
+    ({"attention": {"rows": 5}}, "attention.rows is 5, not a list of rows"),
+    ({"attention": {"rows": ["x"]}}, "attention row 0 is 'x', not an object"),
+    ({"attention": {"rows": [_decode_row(dtype=[1])]}}, "attention row 0: dtype=[1] is not a string"),
+    ({"attention": {"rows": [_decode_row(phase="both")]}}, "attention row 0: phase='both' is not one of prefill, "
+                                                           "decode"),
+    ({"attention": {"rows": [{k: v for k, v in _decode_row().items() if k != "Hq"}]}},
+     "attention row 0 (decode f16) has no Hq: every row that ran has them"),
+    ({"meta": [], "attention": {"rows": [_decode_row()]}}, "meta is [], not an object"),
+    ({"attention": {"torch": "cuda", "rows": [_decode_row()]}}, "attention.torch is 'cuda', not an object"),
+    # an integer past the float range: OverflowError from matplotlib, a traceback with exit code 1
+    ({"attention": {"rows": [_decode_row(L=10**400)]}}, "attention row 0 (decode f16): L=1000000000"),
+])
+def test_plot_names_the_field_a_hand_edited_json_got_wrong(tmp_path, capsys, result, message):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib, an optional extra (pip install wgraph[plot])")
+    from wgraph.bench.plot import main as plot_main
+
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    with pytest.raises(SystemExit) as info:
+        plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.png")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err and "Error" not in err, err
+    assert len(err) < 300 and not (tmp_path / "o.png").exists()
+
+
+def test_plot_of_two_rows_at_one_size_one_with_torch(tmp_path):
+    """Two rows of one path and size, one with a torch value and one without, raised TypeError comparing the torch
+    value with None as the points were sorted; they are sorted by size alone."""
+    pytest.importorskip("matplotlib", reason="plots need matplotlib, an optional extra (pip install wgraph[plot])")
+    from wgraph.bench.plot import main as plot_main
+
+    (tmp_path / "r.json").write_text(json.dumps({"attention": {"rows": [_decode_row(torch_gbps=2.0),
+                                                                        _decode_row()]}}))
+    assert plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.svg")]) == 0
+
+
 def test_plot_leaves_out_a_row_without_a_measured_time(tmp_path, capsys):
     """bench leaves gbps out of an ok row where no time was measured: alone in its panel, it raised matplotlib's
     'Data cannot be log-scaled because all values are <= 0'; it is left out, as the rows that did not run are."""

@@ -32,20 +32,55 @@ def _positive(i: int, row: dict, key: str, *, required: bool = False):
     value = row.get(key)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ValueError(f"attention row {i} ({row.get('phase')} {row.get('dtype')}): {key}={value!r} is not a "
-                         "positive finite number, as a bench result's are (the plot's axes are log)")
+    try:   # an integer past the float range (10**400 in the file) raised OverflowError, a traceback, as it was drawn
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        number = math.inf
+    if not 0 < number < math.inf:
+        raise ValueError(f"attention row {i} ({row.get('phase')} {row.get('dtype')}): {key}={_short(value)} is not "
+                         "a positive finite number, as a bench result's are (the plot's axes are log)")
+    return number
+
+
+def _short(value) -> str:
+    """repr(value), cut to 60 characters: a hand-edited file's value may be a whole list."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _object(value, where: str) -> dict:
+    """`value` where the bench writes an object (a JSON {}): else a ValueError naming the field. A list or a
+    number there raised AttributeError, said only as "'list' object has no attribute 'get'"."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} is {_short(value)}, not an object as python -m wgraph bench --json writes")
+    return value
+
+
+def _text(i: int, row: dict, key: str, allowed: tuple[str, ...] | None = None):
+    """row[key], a string (one of `allowed` where given), else a ValueError naming the row and the key."""
+    value = row.get(key)
+    if not isinstance(value, str) or (allowed and value not in allowed):
+        rule = f"one of {', '.join(allowed)}" if allowed else "a string"
+        raise ValueError(f"attention row {i}: {key}={_short(value)} is not {rule}, as a bench result's is")
     return value
 
 
 def _series(rows: list[dict]) -> dict:
     """{(phase, dtype): {label: [(size, wgraph, torch or None)]}} from the rows that ran and have a wgraph
     throughput (bench leaves it out where no time was measured)."""
+    if not isinstance(rows, list):
+        raise ValueError(f"attention.rows is {_short(rows)}, not a list of rows as python -m wgraph bench --json "
+                         "writes")
     panels: dict = {}
     for i, r in enumerate(rows):
-        if r.get("status") != "ok":
+        if _object(r, f"attention row {i}").get("status") != "ok":
             continue
-        prefill = r["phase"] == "prefill"
+        prefill = _text(i, r, "phase", ("prefill", "decode")) == "prefill"
+        _text(i, r, "dtype")
+        missing = [k for k in ("Hq", "Hkv", "D") + (("variant",) if r.get("forced") else ()) if k not in r]
+        if missing:
+            raise ValueError(f"attention row {i} ({r['phase']} {r['dtype']}) has no {', '.join(missing)}: every "
+                             "row that ran has them")
         label = f"{r['Hq']}/{r['Hkv']} heads, D={r['D']}" + (f", {r['variant']}" if r.get("forced") else "")
         size = _positive(i, r, "S" if prefill else "L", required=True)
         ours = _positive(i, r, "tflops" if prefill else "gbps")
@@ -64,7 +99,11 @@ def plot_result(result: dict, path) -> Path:
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    panels = _series(result.get("attention", {}).get("rows", []))
+    if not isinstance(result, dict):
+        raise ValueError(f"the file holds {_short(result)}, not an object: it is not a result of python -m wgraph "
+                         "bench --json")
+    attention = _object(result.get("attention", {}), "attention")
+    panels = _series(attention.get("rows", []))
     if not panels:
         raise ValueError("the bench result has no attention rows that ran: nothing to plot")
     keys = sorted(panels, key=lambda k: (k[0] != "prefill", k[1]))
@@ -77,7 +116,7 @@ def plot_result(result: dict, path) -> Path:
     for ax, key in zip(axes.flat, keys):
         phase, dtype = key
         for i, (label, points) in enumerate(sorted(panels[key].items())):
-            points.sort()
+            points.sort(key=lambda p: p[0])   # by size alone: a tie went on to compare a torch value with None
             color = f"C{i % 10}"
             sizes = [p[0] for p in points]
             ax.plot(sizes, [p[1] for p in points], "o-", color=color, label=f"wgraph {label}")
@@ -93,9 +132,9 @@ def plot_result(result: dict, path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         # beside the panel, never over it: the curves fill the panel (a prefill panel has many lines)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    meta = result.get("meta", {})
-    commit = (meta.get("git_commit") or "")[:10]
-    torch = result.get("attention", {}).get("torch", {})
+    meta = _object(result.get("meta", {}), "meta")
+    commit = str(meta.get("git_commit") or "")[:10]
+    torch = _object(attention.get("torch", {}), "attention.torch")
     beside = f"; dashed: torch {torch.get('torch_version', '')} SDPA" if has_torch else "; no torch rows"
     fig.suptitle(f"wgraph attention on {meta.get('adapter', '?')}\n({meta.get('date', '?')}, {commit}){beside}",
                  fontsize=9)  # two lines: one is wider than a one-panel figure
