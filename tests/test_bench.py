@@ -486,6 +486,24 @@ def test_json_and_plot_paths_that_cannot_be_written_are_refused_before_the_run(t
         assert f"{option} {tmp_path / 'f' / 'sub' / name}: {tmp_path / 'f'} is not a directory" in err
 
 
+@pytest.mark.parametrize("args, message", [
+    # each was accepted and ignored: the run went by without the profile, the variants, the runs asked for
+    (["--quick", "--profile"], "--profile is read by the model and batched_model sections only; --quick runs none"),
+    (["--only", "host,gemv", "--variants", "all"], "--variants all is read by the attention and gemm sections only; "
+                                                    "--only host,gemv runs none of them"),
+    (["--only", "gemv", "--runs", "21"], "--runs is read by the host section only; --only gemv runs none of them"),
+    (["--only", "attention", "--host-ops", "50"], "--host-ops is read by the host section only; --only attention"),
+    (["--only", "fma", "--budget-s", "30"], "--budget-s is read by the attention and gemm sections only; --only fma"),
+])
+def test_an_option_no_chosen_section_reads_is_refused_before_the_run(capsys, monkeypatch, args, message):
+    import wgraph
+
+    monkeypatch.setattr(wgraph, "default_device", lambda *a, **k: pytest.fail("the run started"))
+    with pytest.raises(SystemExit) as info:
+        bench_main(["--no-torch", *args])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_an_empty_json_or_plot_path_is_refused_before_the_run(capsys, monkeypatch):
     """--json "" (or --plot "") was falsy: neither checked nor written, so the run's results were silently not
     saved (exit 0); now a usage error before any GPU work."""

@@ -124,7 +124,18 @@ def main(argv: list[str]) -> dict:
         why = path is not None and _unwritable(path)
         if why:
             ap.error(f"{name} {path or repr(path)}: {why}")
-    if args.plot and "attention" not in (args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)):
+    running = args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)
+    # an option only some sections read, given where none of them runs, was accepted and ignored (--quick --profile
+    # printed no profile, --only gemv --runs 21 ran what it would have run anyway): said before the run instead
+    for option, given, readers in (("--profile", args.profile, ("model", "batched_model")),
+                                   ("--variants all", args.variants == "all", ("attention", "gemm")),
+                                   ("--host-ops", args.host_ops is not None, ("host",)),
+                                   ("--runs", args.runs is not None, ("host",)),
+                                   ("--budget-s", args.budget_s is not None, ("attention", "gemm"))):
+        if given and not set(readers) & set(running):
+            ap.error(f"{option} is read by the {' and '.join(readers)} section{'s' * (len(readers) > 1)} only; "
+                     f"{'--only ' + ','.join(running) if args.only else '--quick'} runs none of them")
+    if args.plot and "attention" not in running:
         # the plot draws the attention rows: without them it raised ValueError after the whole run
         ap.error(f"--plot draws the attention section's rows; --only {','.join(args.only or ())} runs none of them")
     if args.plot:
