@@ -72,6 +72,21 @@ def test_a_count_below_two_is_refused_by_name(capsys, name, value):
     assert f"{name} {value} must be at least 2 (growth is measured between two samples" in capsys.readouterr().err
 
 
+def test_a_doc_path_that_cannot_be_written_is_refused_before_the_run(capsys, monkeypatch, tmp_path):
+    """--write-doc under a file ran the whole soak, then raised NotADirectoryError before the verdict was printed
+    (a traceback, exit code 1 whatever the verdict); --write-doc "" was falsy and ignored. Both are now usage
+    errors before the device opens."""
+    import wgraph
+
+    monkeypatch.setattr(wgraph, "default_device", lambda *a, **k: pytest.fail("the run started"))
+    (tmp_path / "f").write_text("")
+    for path, said in ((str(tmp_path / "f" / "b.md"), f"{tmp_path / 'f'} is not a directory"),
+                       ("", "--write-doc '': is empty; give a file path")):
+        with pytest.raises(SystemExit) as info:
+            main(["--steps", "2", "--calls", "2", "--warmup", "0", "--write-doc", path])
+        assert info.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_rss_without_proc_is_in_bytes_on_macos_and_linux(monkeypatch):
     """Without /proc, RSS is getrusage's peak: ru_maxrss is bytes on macOS and KiB on Linux; it was multiplied by
     1024 on both, so a macOS soak saw 4 KiB of growth as 4 MiB and failed."""

@@ -159,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         if first_after >= n:
             ap.error(f"{name} {n} leaves no sample after the warm-up of {args.warmup} to measure growth from (samples "
                      f"every {args.every} and at the end): give more {name}, or a shorter --warmup or --every")
+    if args.write_doc is not None:
+        from wgraph.bench import _unwritable
+
+        why = _unwritable(args.write_doc)   # found after the run, its traceback came before the verdict
+        if why:
+            ap.error(f"--write-doc {args.write_doc or repr(args.write_doc)}: {why}")
     import wgraph as wg
     from wgraph import progress
 
@@ -177,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
              _row("immediate attention", args.calls, immediate, args.warmup, t2 - t1)]
     table = "\n".join(lines)
     print(f"device: {dev.caps.adapter_name}\n{table}")
-    if args.write_doc:
+    if args.write_doc is not None:
         _write_doc(args.write_doc, dev.caps.adapter_name, table, args)
     passed, line = verdict({"replay": replay, "immediate": immediate}, args.warmup)
     print(line)
