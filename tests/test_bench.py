@@ -504,6 +504,26 @@ def test_an_option_no_chosen_section_reads_is_refused_before_the_run(capsys, mon
     assert info.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_a_plot_of_no_attention_row_that_ran_is_an_error_after_the_json(tmp_path, capsys, monkeypatch, dev):
+    """--plot where no attention row ran (every shape failed on this device) raised plot_result's ValueError out of
+    the bench: a traceback after the run. Now one line on stderr, exit code 1, and the JSON written before it."""
+    pytest.importorskip("matplotlib", reason="plots need matplotlib, an optional extra (pip install wgraph[plot])")
+    from wgraph.bench import attention
+
+    failed = _decode_row(status="error", note="ShaderError: boom", S=1, variant=None)
+    monkeypatch.setattr(attention, "bench_attention", lambda *a, **k: ([failed], {"available": False, "note": "-"}))
+    json_path, plot_path = tmp_path / "r.json", tmp_path / "p.svg"
+    argv = ["bench", "--only", "attention", "--grid", "tiny", "--no-torch", "--json", str(json_path),
+            "--plot", str(plot_path)]
+    with pytest.raises(SystemExit) as info:
+        cli_main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 1 and "Traceback" not in err
+    assert (f"python -m wgraph bench: --plot {plot_path} not written: the bench result has no attention rows that "
+            f"ran: nothing to plot (the results are in {json_path})") in err
+    assert json.loads(json_path.read_text())["attention"]["rows"] == [failed] and not plot_path.exists()
+
+
 def test_an_empty_json_or_plot_path_is_refused_before_the_run(capsys, monkeypatch):
     """--json "" (or --plot "") was falsy: neither checked nor written, so the run's results were silently not
     saved (exit 0); now a usage error before any GPU work."""

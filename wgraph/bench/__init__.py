@@ -230,7 +230,11 @@ def main(argv: list[str]) -> dict:
     if args.plot:
         from wgraph.bench.plot import plot_result
 
-        print(f"wrote {plot_result(result, args.plot)}")
+        try:   # no attention row that ran (every shape failed here) raised ValueError: a traceback after the run
+            print(f"wrote {plot_result(result, args.plot)}")
+        except (ValueError, OSError) as e:
+            saved = f" (the results are in {args.json})" if args.json else ""
+            ap.exit(1, f"python -m wgraph bench: --plot {args.plot} not written: {e}{saved}\n")
     return result
 
 
