@@ -526,7 +526,7 @@ def test_a_plot_of_no_attention_row_that_ran_is_an_error_after_the_json(tmp_path
 
 def test_an_empty_json_or_plot_path_is_refused_before_the_run(capsys, monkeypatch):
     """--json "" (or --plot "") was falsy: neither checked nor written, so the run's results were silently not
-    saved (exit 0); now a usage error before any GPU work."""
+    saved (exit 0); now a usage error before any GPU work. So is one path for both."""
     import wgraph
 
     monkeypatch.setattr(wgraph, "default_device", lambda *a, **k: pytest.fail("the run started"))
@@ -535,6 +535,11 @@ def test_an_empty_json_or_plot_path_is_refused_before_the_run(capsys, monkeypatc
             bench_main(["--only", "attention", "--grid", "tiny", "--no-torch", option, ""])
         assert info.value.code == 2
         assert f"{option} '': is empty; give a file path" in capsys.readouterr().err
+    # one file for both: the plot was written over the JSON after the run (exit 0, the results lost)
+    with pytest.raises(SystemExit) as info:
+        bench_main(["--only", "attention", "--json", "out.svg", "--plot", "./out.svg"])
+    assert info.value.code == 2
+    assert "--json and --plot name one file, ./out.svg: the plot would replace the results" in capsys.readouterr().err
 
 
 def test_bench_json_is_strict_json_and_plot_reads_it_back(tmp_path):

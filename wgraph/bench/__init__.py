@@ -124,6 +124,9 @@ def main(argv: list[str]) -> dict:
         why = path is not None and _unwritable(path)
         if why:
             ap.error(f"{name} {path or repr(path)}: {why}")
+    if args.json and args.plot and Path(args.json).resolve() == Path(args.plot).resolve():
+        # the plot was written over the JSON after the run: the results lost, exit 0
+        ap.error(f"--json and --plot name one file, {args.plot}: the plot would replace the results")
     running = args.only or (QUICK_PLAN.sections if args.quick else SECTIONS)
     # an option only some sections read, given where none of them runs, was accepted and ignored (--quick --profile
     # printed no profile, --only gemv --runs 21 ran what it would have run anyway): said before the run instead
