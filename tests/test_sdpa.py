@@ -306,3 +306,18 @@ def test_sdpa_empty_batch_checks_the_mask(dev):
             wg.ops.sdpa(q, k, k, attn_mask=dev.tensor(np.zeros((5, 7), np.float16)))
     for mask in (np.ones((5, 7), bool), np.zeros((0, 1, 5, 7), np.float32)):
         assert wg.ops.sdpa(q, k, k, attn_mask=mask).shape == (0, 2, 5, 8)
+
+
+def test_sdpa_empty_batch_in_a_graph(dev):
+    """An empty batch gives an empty output eagerly (as torch), but in a graph sdpa without attn_mask passed the
+    attention op 0 folded heads, which raised ShapeError ("attention: heads and head_dim must be >= 1") at
+    g.output time; with attn_mask it already worked. Now both give the empty output, through to_json too."""
+    for qs, ks, options in (((0, 2, 5, 8), (0, 2, 7, 8), {}), ((0, 2, 1, 8), (0, 2, 7, 8), {"is_causal": True}),
+                            ((2, 0, 4, 3, 8), (2, 0, 2, 6, 8), {"enable_gqa": True})):
+        g = wg.Graph("empty")
+        Q, K, V = g.input("q", qs, "f32"), g.input("k", ks, "f32"), g.input("v", ks, "f32")
+        g.output("o", wg.ops.sdpa(Q, K, V, **options))
+        feeds = {"q": np.zeros(qs, np.float32), "k": np.zeros(ks, np.float32), "v": np.zeros(ks, np.float32)}
+        for graph in (g, wg.Graph.from_json(g.to_json())):
+            got = graph.compile(dev).run(**feeds)["o"].numpy()
+            assert got.shape == qs and got.dtype == np.float32

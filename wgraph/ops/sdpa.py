@@ -283,7 +283,9 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     q3 = _swap(query, B * hq, L, D)      # [L, B*Hq, D]
     k3 = _swap(key, B * hkv, S, D)       # [S, B*Hkv, D]
     v3 = _swap(value, B * hkv, S, D)
-    if attn_mask is None:
+    if attn_mask is None and B == 0:   # a graph's empty batch (eager returned above): attention takes no 0 heads
+        o3 = q3
+    elif attn_mask is None:
         o3 = attention(q3, k3, v3, causal=is_causal, start_pos=0, scale=scale)
     else:
         o3 = apply(SDPA_MASKED, params, (q3, k3, v3, mask))
