@@ -321,3 +321,32 @@ def test_sdpa_empty_batch_in_a_graph(dev):
         for graph in (g, wg.Graph.from_json(g.to_json())):
             got = graph.compile(dev).run(**feeds)["o"].numpy()
             assert got.shape == qs and got.dtype == np.float32
+
+
+def test_sdpa_mixed_inputs_refused_before_gpu_work(dev):
+    """Inputs of two devices, or Tensors mixed with graph values, were refused only by the op after the transposes
+    (attention / sdpa_masked): the other inputs' transposes had run on their devices (1 to 3 dispatches on each)
+    or been added to the graph as nodes nothing reads, and the error named `attention`. Now sdpa refuses them
+    first, naming itself and the inputs."""
+    other = wg.Device()
+    x = dev.tensor(np.ones((2, 3, 8), np.float32))
+    y = other.tensor(np.ones((2, 3, 8), np.float32))
+    g = wg.Graph("mixed")
+    q, m = g.input("q", (2, 3, 8), "f32"), g.input("m", (3, 3), "f32")
+    nodes = len(g.nx)
+    foreign_mask = other.tensor(np.ones((3, 3), np.float32))
+    cases = ((wg.DeviceError, r"sdpa: inputs live on different devices \(Device\(.*\) and Device\(.*\)\)",
+              (x, y, y), None),
+             (wg.DeviceError, r"sdpa: inputs live on different devices", (x, x, x), foreign_mask),
+             (wg.GraphError, r"sdpa: attn_mask is a value of graph 'mixed' but query is a Tensor; in a graph every "
+                             r"input must be a value", (x, x, x), m),
+             (wg.GraphError, r"sdpa: query is a value of graph 'mixed' but key is a Tensor", (q, x, x), None),
+             (wg.GraphError, r"sdpa: value belongs to graph 'other' and query to graph 'mixed'",
+              (q, q, wg.Graph("other").input("v", (2, 3, 8), "f32")), None))
+    for error, match, qkv, mask in cases:
+        before, before_other = dev.stats.snapshot(), other.stats.snapshot()
+        with pytest.raises(error, match=match):
+            wg.ops.sdpa(*qkv, attn_mask=mask)
+        x.numpy(), y.numpy()   # anything left pending is submitted here
+        assert dev.stats.since(before).dispatches == 0 and other.stats.since(before_other).dispatches == 0
+    assert len(g.nx) == nodes

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 
 from wgraph import args
 from wgraph.api_types import TensorT
-from wgraph.errors import DtypeError, LimitError, ShapeError, UnsupportedError, WgraphError
+from wgraph.errors import DeviceError, DtypeError, LimitError, ShapeError, UnsupportedError, WgraphError
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
 from wgraph.ops.cpu_limits import check_cpu_loops
@@ -157,6 +157,25 @@ def _symbolic(x) -> bool:
     return getattr(x, "_wgraph_symbol_", False)
 
 
+def _one_home(named: tuple) -> None:
+    """The (name, input) pairs are Tensors of one device or values of one graph. Checked before the first
+    transpose: the op that mixed them raised only after the other inputs' transposes had run on their devices (or
+    been added to a graph as nodes nothing reads)."""
+    from wgraph.graph.nodes import GraphError   # here: wgraph.graph imports the ops
+
+    first_name, first = named[0]
+    for name, x in named[1:]:
+        if _symbolic(x) != _symbolic(first):
+            (vname, v), tname = ((name, x), first_name) if _symbolic(x) else ((first_name, first), name)
+            raise GraphError(f"sdpa: {vname} is a value of graph {v.graph.name!r} but {tname} is a Tensor; in a graph "
+                             f"every input must be a value (g.input, g.state or g.const)")
+        if _symbolic(x) and x.graph is not first.graph:
+            raise GraphError(f"sdpa: {name} belongs to graph {x.graph.name!r} and {first_name} to graph "
+                             f"{first.graph.name!r}")
+        if not _symbolic(x) and x.device is not first.device:
+            raise DeviceError(f"sdpa: inputs live on different devices ({first.device!r} and {x.device!r})")
+
+
 def _mask_input(attn_mask, query, batch: tuple, target: tuple):
     """(mask tensor, graph value or flat host array, is boolean, strides (batch, head, query, key)) for a mask
     broadcastable to `target` = batch + (Hq, L, S)."""
@@ -233,6 +252,8 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
                              f"upload host data with dev.tensor(...)")
         if len(x.shape) < 2:
             raise ShapeError(f"sdpa: {name} must be [..., heads, rows, head_dim], got {x.shape}")
+    _one_home((("query", query), ("key", key), ("value", value))
+              + ((("attn_mask", attn_mask),) if isinstance(attn_mask, Tensor) or _symbolic(attn_mask) else ()))
     if key.shape != value.shape:
         raise ShapeError(f"sdpa: key {key.shape} and value {value.shape} differ; they must have one shape (the same "
                          f"keys and heads, as torch, and one head_dim: wgraph's kernels need it)")
