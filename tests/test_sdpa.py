@@ -350,3 +350,20 @@ def test_sdpa_mixed_inputs_refused_before_gpu_work(dev):
         x.numpy(), y.numpy()   # anything left pending is submitted here
         assert dev.stats.since(before).dispatches == 0 and other.stats.since(before_other).dispatches == 0
     assert len(g.nx) == nodes
+
+
+def test_sdpa_two_d_query_mask_axes(dev, rng):
+    """A 2-D query [L, D] has scores [L, S], but the mask was checked against [1, L, S] (the head axis sdpa adds):
+    a (1, L, S) mask was taken (torch refuses it: its in-place add cannot grow the scores to 3 axes) and the
+    errors named the scores (1, L, S). Now a mask of more than 2 axes is refused, naming (L, S); a mask of 2 axes
+    or fewer still runs, checked against the float64 reference."""
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((5, 8), (7, 8), (7, 8)))
+    Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.ShapeError, match=r"sdpa: attn_mask \(1, 5, 7\) has more axes than the scores \(5, 7\)"):
+        wg.ops.sdpa(Q, K, V, attn_mask=np.ones((1, 5, 7), bool))
+    with pytest.raises(wg.ShapeError, match=r"sdpa: attn_mask \(2, 7\) does not broadcast to the scores \(5, 7\)"):
+        wg.ops.sdpa(Q, K, V, attn_mask=np.ones((2, 7), bool))
+    assert dev.stats.since(before).dispatches == 0
+    for mask in (_mask(rng, (5, 7), "bool"), _mask(rng, (7,), "float")):
+        _check(wg.ops.sdpa(Q, K, V, attn_mask=mask).numpy(), q, k, v, attn_mask=mask)

@@ -199,11 +199,12 @@ def _mask_input(attn_mask, query, batch: tuple, target: tuple):
                 raise DtypeError(f"sdpa: attn_mask is bool (True takes part) or float (added), got {arr.dtype}")
         shape, data = arr.shape, arr
     n = len(target)
-    if len(shape) > n:
-        raise ShapeError(f"sdpa: attn_mask {shape} has more axes than the scores {target}")
+    scores = target[n - len(query.shape):]   # a 2-D query's scores are [L, S]: target's head axis is sdpa's own
+    if len(shape) > len(scores):   # torch refuses it too (its in-place add cannot grow the scores)
+        raise ShapeError(f"sdpa: attn_mask {shape} has more axes than the scores {scores}")
     padded = (1,) * (n - len(shape)) + tuple(shape)
     if any(m not in (1, t) for m, t in zip(padded, target)):
-        raise ShapeError(f"sdpa: attn_mask {shape} does not broadcast to the scores {target} ([..., Hq, L, S])")
+        raise ShapeError(f"sdpa: attn_mask {shape} does not broadcast to the scores {scores} ([..., Hq, L, S])")
     mask_batch, nb = padded[:-3], len(batch)
     if all(m == 1 for m in mask_batch):
         batch_size = 1
