@@ -367,3 +367,42 @@ def test_sdpa_two_d_query_mask_axes(dev, rng):
     assert dev.stats.since(before).dispatches == 0
     for mask in (_mask(rng, (5, 7), "bool"), _mask(rng, (7,), "float")):
         _check(wg.ops.sdpa(Q, K, V, attn_mask=mask).numpy(), q, k, v, attn_mask=mask)
+
+
+def test_sdpa_masked_node_of_a_graph_file_is_checked(dev, rng):
+    """sdpa() makes the sdpa_masked node's inputs fit, but a graph file's node comes as written: its infer never
+    checked v against k, head_dims, dtypes or the mask's dtype against mask_bool, so an edited file ran silently
+    wrong (a u32 mask read as f32 biases: every key took part; a v of 3 keys for k's 7 read past its end). Now
+    each raises naming what differs; the file as written still runs, checked against the float64 reference."""
+    import json
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 5, 8), (2, 7, 8), (2, 7, 8)))
+    keep = _mask(rng, (5, 7), "bool")
+    g = wg.Graph("file")
+    Q, K, V, M = g.input("q", q.shape, "f32"), g.input("k", k.shape, "f32"), g.input("v", v.shape, "f32"), \
+        g.input("m", keep.shape, "u32")
+    g.output("o", wg.ops.sdpa(Q, K, V, attn_mask=M))
+    text = g.to_json()
+    out = wg.Graph.from_json(text).compile(dev).run(q=q, k=k, v=v, m=keep.astype(np.uint32))["o"].numpy()
+    _check(out, q, k, v, attn_mask=keep)
+
+    def edited(change):
+        doc = json.loads(text)
+        for node in doc["nodes"]:
+            change(node)
+        return json.dumps(doc)
+
+    def mask_as_f32(node):
+        if node["op"] == "sdpa_masked":
+            node["params"]["fields"]["mask_bool"] = False
+
+    def short_v(node):   # v and its reshape of 3 keys, k's of 7
+        if node["name"] == "v":
+            node["shape"] = [2, 3, 8]
+        if node["op"] == "reshape" and node["inputs"] == ["v"]:
+            node["params"]["fields"]["shape"]["__tuple__"] = [2, 3, 8]
+
+    with pytest.raises(wg.DtypeError, match=r"sdpa: mask_bool=False reads attn_mask as f32, got u32"):
+        wg.Graph.from_json(edited(mask_as_f32)).compile(dev)
+    with pytest.raises(wg.ShapeError, match=r"sdpa: sdpa_masked's key \(7, 2, 8\) and value \(3, 2, 8\) must have "
+                                            r"one shape"):
+        wg.Graph.from_json(edited(short_v)).compile(dev)

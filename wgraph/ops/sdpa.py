@@ -111,6 +111,19 @@ def _infer_masked(params: SdpaMaskedParams, specs):
         raise args.fail("sdpa", "mask_strides", params.mask_strides, "a tuple of 4 integers")
     for name, stride in zip(("batch", "head", "query", "key"), params.mask_strides):
         args.integer("sdpa", f"mask_strides ({name})", stride)
+    # sdpa() makes these specs, but a graph file's sdpa_masked node comes here as written: a short v, another
+    # head_dim, dtype or mask kind were read past their ends or as the wrong type, a silently wrong output
+    for name, s in (("query", q), ("key", k), ("value", v)):
+        if len(s.shape) != 3:
+            raise ShapeError(f"sdpa: sdpa_masked's {name} must be [rows, folded heads, head_dim], got {s.shape}")
+    if v.shape != k.shape or k.shape[2] != q.shape[2]:
+        raise ShapeError(f"sdpa: sdpa_masked's key {k.shape} and value {v.shape} must have one shape, and the "
+                         f"head_dim of query {q.shape}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise DtypeError(f"sdpa: query, key and value must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
+    mask_dtype = "u32" if params.mask_bool else "f32"
+    if mask.dtype != mask_dtype:
+        raise DtypeError(f"sdpa: mask_bool={params.mask_bool} reads attn_mask as {mask_dtype}, got {mask.dtype}")
     L, folded, D = q.shape
     variant = select_variant("sdpa_masked", output_dtype=q.dtype)
     limit = kernel(variant).limits["max_head_dim"]
