@@ -33,6 +33,17 @@ CASES = [
     ("float-mask-batch", (2, 4, 5, 16), (2, 4, 7, 16), {"scale": 0.5}, ((2, 1, 5, 7), "float")),
     ("float-mask-inf", (3, 5, 16), (3, 70, 16), {}, ((5, 70), "-inf")),
     ("mask-partial-batch", (2, 3, 2, 4, 8), (2, 3, 2, 6, 8), {}, ((3, 1, 4, 6), "float")),
+    # the rest of torch's contract, each checked against torch 2.13's CPU SDPA too when this file was written
+    ("mask-B-H-1-S", (2, 3, 5, 8), (2, 3, 7, 8), {}, ((2, 3, 1, 7), "bool")),
+    ("mask-1-H-L-S", (2, 3, 5, 8), (2, 3, 7, 8), {}, ((1, 3, 5, 7), "float")),
+    ("mask-L-1", (2, 3, 5, 8), (2, 3, 7, 8), {}, ((5, 1), "-inf")),
+    ("mask-three-d", (3, 5, 8), (3, 7, 8), {}, ((3, 5, 7), "float")),
+    ("scale-0", (1, 2, 3, 8), (1, 2, 7, 8), {"scale": 0.0}, None),
+    ("scale-negative-mask", (1, 2, 3, 8), (1, 2, 7, 8), {"scale": -0.5}, ((3, 7), "float")),
+    ("no-keys-mask", (1, 2, 3, 8), (1, 2, 0, 8), {}, ((3, 0), "bool")),
+    ("no-keys-causal", (1, 2, 3, 8), (1, 2, 0, 8), {"is_causal": True}, None),
+    ("no-queries", (1, 2, 0, 8), (1, 2, 7, 8), {"is_causal": True}, None),
+    ("one-key", (1, 2, 3, 8), (1, 2, 1, 8), {"is_causal": True}, None),
 ]
 
 
