@@ -150,7 +150,8 @@ def test_sdpa_errors_before_gpu_work(dev):
     f32 = lambda *s: dev.tensor(np.ones(s, np.float32))  # noqa: E731
     q, k = f32(1, 4, 5, 8), f32(1, 2, 7, 8)
     before = dev.stats.snapshot()
-    with pytest.raises(wg.WgraphError, match=r"pass either attn_mask or is_causal=True, not both \(as torch\)"):
+    with pytest.raises(wg.WgraphError,
+                       match=r"pass either attn_mask or is_causal=True, not both \(torch's documented rule"):
         wg.ops.sdpa(q, q, q, attn_mask=np.ones((5, 5), bool), is_causal=True)
     with pytest.raises(wg.ShapeError, match=r"query has 4 heads and key 2; pass enable_gqa=True"):
         wg.ops.sdpa(q, k, k)

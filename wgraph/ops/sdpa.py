@@ -292,8 +292,8 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     if hq % hkv:
         raise ShapeError(f"sdpa: query heads {hq} is not a multiple of key/value heads {hkv}")
     if is_causal and attn_mask is not None:
-        raise WgraphError("sdpa: pass either attn_mask or is_causal=True, not both (as torch); fold the causal "
-                          "mask into attn_mask")
+        raise WgraphError("sdpa: pass either attn_mask or is_causal=True, not both (torch's documented rule; its "
+                          "2.13 CPU kernel combines them instead); fold the causal mask into attn_mask")
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     B = math.prod(batch)
     now = isinstance(query, Tensor)
