@@ -303,3 +303,21 @@ def test_a_numpy_string_is_a_choice_as_its_str(dev):
     assert dev.empty((2,), np.str_("f32")).dtype == "f32"
     with pytest.raises(wg.ArgumentError, match=r"gelu: approximate=np.str_\('erf'\) must be one of 'none', 'tanh'"):
         wg.ops.gelu(dev.tensor(x), approximate=np.str_("erf"))
+
+
+def test_indirect_of_the_wrong_dtype_or_size_names_the_op(dev):
+    """indirect= is u32 workgroup counts: an f32 or i32 one was a ShapeError ('indirect args must be ...') naming no
+    op; now a wrong dtype is the DtypeError every other tensor argument raises, too few values the ShapeError, both
+    naming the op, before any GPU work. Counts past the data write only the tensor's elements (x * 2, as numpy)."""
+    x = np.arange(-5, 5, dtype=np.float32)
+    t = dev.tensor(x)
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.DtypeError, match=r"scale: indirect must be a u32 tensor .* got f32 \(3,\)"):
+        wg.ops.scale(t, 2.0, indirect=dev.tensor(np.ones(3, np.float32)))
+    with pytest.raises(wg.DtypeError, match=r"add: indirect must be a u32 tensor .* got i32 \(4,\)"):
+        wg.ops.add(t, t, indirect=dev.tensor(np.ones(4, np.int32)))
+    with pytest.raises(wg.ShapeError, match=r"mul: indirect must hold at least 3 values .* got u32 \(2,\)"):
+        wg.ops.mul(t, t, indirect=dev.tensor(np.ones(2, np.uint32)))
+    assert dev.stats.since(before).dispatches == 0
+    got = wg.ops.scale(t, 2.0, indirect=dev.tensor(np.array([100, 1, 1], np.uint32))).numpy()
+    assert got.tolist() == (x.astype(np.float64) * 2).tolist()

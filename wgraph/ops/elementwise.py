@@ -32,9 +32,16 @@ def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
     return {"workgroups": ctx.grid(ceil_div(ceil_div(n, k.limits.get("elems_per_word", 1)), k.threads))}
 
 
-def _check_indirect(spec):
-    if spec is not None and (spec.dtype != "u32" or spec.size < 3):
-        raise ShapeError(f"indirect args must be a u32 tensor of at least 3 values (x, y, z), got {spec}")
+def _check_indirect(op: str, spec):
+    """`indirect=`: u32 workgroup counts [x, y, z]. A wrong dtype is a DtypeError, too few values a ShapeError, as
+    for every other tensor argument (an f32 indirect was a ShapeError that named no op)."""
+    if spec is None:
+        return
+    got = f"{spec.dtype} {spec.shape}"
+    if spec.dtype != "u32":
+        raise DtypeError(f"{op}: indirect must be a u32 tensor of workgroup counts (x, y, z), got {got}")
+    if spec.size < 3:
+        raise ShapeError(f"{op}: indirect must hold at least 3 values (x, y, z), got {got}")
 
 
 @attrs.frozen
@@ -85,7 +92,7 @@ def _unary(op: str):
         if rule is not None:
             rule(params.alpha)
         select_variant(op, output_dtype=x.dtype)
-        _check_indirect(indirect)
+        _check_indirect(op, indirect)
         return (TensorSpec(x.shape, x.dtype),)
 
     def encode(ctx, params: UnaryParams | ScaleParams, inputs, outputs):
@@ -106,7 +113,7 @@ def _binary(op: str):
             raise ShapeError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast: b's shape must equal a's or "
                              f"be a suffix of it (its trailing dims, as [S, H] with [H])")
         select_variant(op, output_dtype=a.dtype)
-        _check_indirect(indirect)
+        _check_indirect(op, indirect)
         return (TensorSpec(a.shape, a.dtype),)
 
     def encode(ctx, params, inputs, outputs):
