@@ -86,3 +86,21 @@ def test_fence_waits_without_readback(dev):
     assert np.array_equal(y.numpy(), np.full(64, 3.0, np.float32))
     with pytest.raises(wg.DeviceError, match="never issued"):
         dev.wait(dev.fence() + 1000)
+
+
+def test_advance_refuses_a_history_of_several_rows(dev):
+    """history is [L] (one sequence): a [2, 3] history was taken as 6 flat positions, so advancing from pos 3 wrote
+    next_id into history[1, 1], a second row, where the contract (history[p] while p < len(history) = 2) writes
+    nothing. Now it is a ShapeError naming the shape, before any GPU work; a [L] history still advances."""
+    hist = np.array([[1, 2, 3], [4, 5, 6]], np.uint32)
+    history, pos = dev.tensor(hist), dev.tensor(_u32(3))
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.ShapeError, match=r"decode_advance: history must be \[positions\] .* got shape \(2, 3\)"):
+        wg.ops.decode_advance(dev.tensor(_u32(77)), token=dev.tensor(_u32(0)), history=history, pos=pos,
+                              kv_len=dev.tensor(_u32(0)))
+    assert dev.stats.since(before).dispatches == 0
+    assert history.numpy().tolist() == hist.tolist() and pos.numpy().tolist() == [3]
+    flat = dev.tensor(hist.reshape(-1))
+    wg.ops.decode_advance(dev.tensor(_u32(77)), token=dev.tensor(_u32(0)), history=flat, pos=pos,
+                          kv_len=dev.tensor(_u32(0)))
+    assert flat.numpy().tolist() == [1, 2, 3, 4, 77, 6] and pos.numpy().tolist() == [4]

@@ -37,6 +37,11 @@ def _infer_advance(params, specs):
     for name, s in zip(names, specs):
         if name != "history" and s.size != 1:
             raise ShapeError(f"decode_advance: {name} must hold exactly one value, got shape {s.shape}")
+    history = specs[2]
+    # [L]: the kernel indexes the flat buffer, so a [2, 3] history took position 4 as history[1, 1], another row
+    if len(history.shape) != 1:
+        raise ShapeError(f"decode_advance: history must be [positions] (one sequence; decode_advance_batched takes "
+                         f"[batch, positions]), got shape {history.shape}")
     select_variant("decode_advance")
     return ()
 
