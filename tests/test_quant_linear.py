@@ -462,6 +462,23 @@ def test_plan_reasons_and_forcing():
     assert plan_linear_q(5, 64, 256, "Q4_1", caps=small).variant == "quant_gemv_r1_wg_q4_1"
 
 
+def test_plan_of_a_matrix_no_weight_can_have_is_refused():
+    """plan_linear_q(1, 5, 48, "Q4_0") (48 weights: one and a half Q4_0 blocks) and (1, 5, 100, "Q4_K") returned a
+    plan, its reason speaking of 32- and 256-weight blocks, for rows no QuantizedWeight can hold (GGML rows are whole
+    blocks: linear refuses them), and a [2^31, 2^20] Q4_K matrix (~1.3e15 bytes, past the kernels' u32 offsets) was
+    planned as well; now both are refused as QuantizedWeight and linear refuse them, naming the value and the limit."""
+    with pytest.raises(wg.ShapeError, match=r"plan_linear_q: in_features 48 is not a multiple of Q4_0's block of 32"):
+        plan_linear_q(1, 5, 48, "Q4_0")
+    with pytest.raises(wg.ShapeError, match=r"plan_linear_q: in_features 100 is not a multiple of Q4_K's block of 256"):
+        plan_linear_q(1, 5, 100, "Q4_K", "quant_gemv_r1_q4_k")
+    with pytest.raises(wg.ShapeError, match=r"in_features 16 is not a multiple of Q8_0's block of 32"):
+        plan_linear_q(3, 8, 16, "Q8_0", x_int8=True)
+    with pytest.raises(wg.LimitError, match=r"plan_linear_q: a Q4_K matrix of shape \(2147483648, 1048576\) is "
+                                            r"1266637395197952 bytes; the kernels address at most 4294967232"):
+        plan_linear_q(1, 2**31, 2**20, "Q4_K")
+    assert plan_linear_q(1, 5, 64, "Q4_0").row_chunks == 1   # whole blocks plan as before
+
+
 def test_bad_arguments_raise_before_gpu_work(dev, rng):
     qw = quantize(rng.standard_normal((4, 64)).astype(np.float32), "Q8_0")
     w = qw.upload(dev)

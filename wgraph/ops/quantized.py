@@ -177,7 +177,7 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
 
     rows: rows of x.
     n: output features (W's rows).
-    k: input features (W's columns).
+    k: input features (W's columns), whole blocks of the format (a ShapeError otherwise, as linear's).
     ggml_type: the weight's GGML block format ("Q8_0", "Q4_0", ...).
     variant: force one of the format's GEMVs by name; None: the first that takes the call.
     swiglu: whether the call fuses swiglu (W holds [gate; up] row pairs).
@@ -192,7 +192,10 @@ def plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | None
     fn = "plan_linear_q"
     rows = args.integer(fn, "rows", rows)
     n, k = args.integer(fn, "n", n, 1), args.integer(fn, "k", k, 1)
-    ggml_type = block_format(ggml_type, fn).name
+    fmt = block_format(ggml_type, fn)
+    ggml_type = fmt.name
+    # a matrix that cannot exist (k of part blocks, past the u32 byte offsets) has no plan: linear refuses it
+    check_matrix(fmt, (n, k), fn)
     if variant is not None:
         variant = args.text(fn, "variant", variant)
     swiglu = args.flag(fn, "swiglu", swiglu)
