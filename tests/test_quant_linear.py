@@ -759,6 +759,19 @@ def test_k_quantizers_keep_tiny_weights(rng, ggml_type):
     assert np.sqrt(((back - a) ** 2).mean() / (a ** 2).mean()) < 0.2
 
 
+@pytest.mark.parametrize("ggml_type", ["Q2_K", "Q4_K", "Q5_K"])
+def test_min_quantizers_are_no_worse_than_zeros_below_f16s_reach(rng, ggml_type):
+    """Weights of ~1e-7 (Q2_K ~3e-8): d kept at f16's least subnormal is past their scale, so each sub-block's
+    integer scale rounds to 0, and its min, rounded from the sub-block's least value (~2e-7 / 2^-24: 3), put every
+    weight at -dmin * 3 ~ -1.8e-7: relative RMS error 1.8 (Q4_K), 2.3 (Q5_K), 1.2 (Q2_K at 3e-8), worse than
+    writing zeros. Such a sub-block's min now comes from its mean: against float64, never worse than zeros, and
+    ~1e-6 weights as before (test_k_quantizers_keep_tiny_weights)."""
+    for size in (1e-7, 3e-8):
+        a = (rng.standard_normal((8, 256)) * size).astype(np.float64)
+        back = quantize(a.astype(np.float32), ggml_type).dequantize().astype(np.float64)
+        assert np.sqrt(((back - a) ** 2).mean() / (a ** 2).mean()) <= 1.0, size
+
+
 def test_graph_with_block_states_compiles_explains_and_round_trips(dev, rng):
     """A graph whose weight is a u32 state of blocks: compiled, replayed with new x, explained, and its JSON
     rebuilt (the op's params are a plain record)."""

@@ -453,14 +453,22 @@ def _min_search(x: np.ndarray, w: np.ndarray, nmax: int, rmin: float, rdelta: fl
     return scale, -lo
 
 
-def _min_block(scales: np.ndarray, mins: np.ndarray, top: int):
+def _min_block(scales: np.ndarray, mins: np.ndarray, top: int, means: np.ndarray):
     """A min-format block's f16 d and dmin from its sub-block scales and mins [blocks, sub-blocks] (min >= 0), as
     llama.cpp's K-quants: the largest of each / top; the integers (float32, 0..top) rounded from the f16 values.
     A d or dmin too small for f16 is kept at its least subnormal (`_block_d`'s keep_tiny), not 0: a d of 0 beside
-    a nonzero dmin (llama.cpp's, and this quantizer's before) decoded every weight of the block to -min."""
+    a nonzero dmin (llama.cpp's, and this quantizer's before) decoded every weight of the block to -min.
+    A sub-block whose scale still rounds to 0 decodes every weight to the one value -dmin * mn: its integer min
+    is then rounded from the sub-block's mean (`means`, the constant nearest its weights), not its least value."""
     d, d32 = _block_d(np.maximum(scales, 0), top, keep_tiny=True)
     dmin, dmin32 = _block_d(mins, top, keep_tiny=True)
-    return d, d32, _rounded(scales, d32, 0, top), dmin, dmin32, _rounded(mins, dmin32, 0, top)
+    sc, mn = _rounded(scales, d32, 0, top), _rounded(mins, dmin32, 0, top)
+    # weights of ~1e-7 in Q4_K: sc 0 (d at 2^-24 is past their scale) and mn 3 from a min of -2e-7 put every weight
+    # at -1.8e-7, relative RMS error 1.8 (Q5_K 2.3), worse than zeros; the mean's mn is 0 there
+    flat = sc == 0
+    if flat.any():
+        mn = np.where(flat, _rounded(np.maximum(-means, 0), dmin32, 0, top), mn)
+    return d, d32, sc, dmin, dmin32, mn
 
 
 def _nibbles(s: np.ndarray) -> np.ndarray:
@@ -480,7 +488,7 @@ def _k_quants(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     runs = x.reshape(-1, 32)
     w = np.sqrt((runs * runs).mean(axis=1, keepdims=True)) + np.abs(runs)
     step, mins = _min_search(runs, w, top, *((-1.0, 0.1, 20) if top == 15 else (-0.5, 0.1, 15)), mad=False)
-    d, d32, sc, dmin, dmin32, mn = _min_block(step.reshape(-1, 8), mins.reshape(-1, 8), 63)
+    d, d32, sc, dmin, dmin32, mn = _min_block(step.reshape(-1, 8), mins.reshape(-1, 8), 63, x.mean(axis=2))
     sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
     scale, offset = d32 * sc, dmin32 * mn
     q = _rounded(x + offset[:, :, None], scale[:, :, None], 0, top).astype(np.uint8)
@@ -598,7 +606,8 @@ def _two_bit_planes(q: np.ndarray) -> np.ndarray:
 def _q2_k_blocks(x: np.ndarray) -> np.ndarray:
     runs = x.reshape(-1, 16)
     step, mins = _min_search(runs, np.abs(runs), 3, -0.5, 0.1, 15, mad=True)
-    d, d32, sc, dmin, dmin32, mn = _min_block(step.reshape(-1, 16), mins.reshape(-1, 16), 15)
+    d, d32, sc, dmin, dmin32, mn = _min_block(step.reshape(-1, 16), mins.reshape(-1, 16), 15,
+                                              x.reshape(-1, 16, 16).mean(axis=2))
     sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
     q = _rounded(x.reshape(-1, 16, 16) + (dmin32 * mn)[:, :, None], (d32 * sc)[:, :, None], 0, 3).astype(np.uint8)
     out = np.empty((x.shape[0], 84), np.uint8)
