@@ -372,6 +372,32 @@ def test_x_int8_rounds_tiny_x(dev, rng, ggml_type, variants):
         assert np.all(np.abs(got - want) <= bound), (variant, got, want)
 
 
+def test_x_int8_gemvs_fuse_swiglu(dev, rng):
+    """A decode step's fused gate + up (swiglu, the norm, a bias and a residual) through each planned GEMV that
+    rounds x to int8 (an x_int8 Llama's gate + up run them), forced on a small shape, as many rows as it holds plus
+    one: against float64 with x (after the norm's weights) rounded as the kernels round it, then silu(gate) * up +
+    residual. (The other x_int8 tests leave swiglu out.)"""
+    eps, n = 1e-5, 24
+    for kv in kernels_for("linear_q"):
+        if not kv.facts.get("x_int8") or kv.facts.get("candidate") or cannot_run(dev, kv.name):
+            continue
+        t = kv.facts["ggml_type"]
+        k = FORMATS[t].block_weights * (5 if FORMATS[t].block_weights == 32 else 2)
+        m = kv.limits["max_rows"] + 1
+        qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), t)
+        w = gguf_dequantize(qw.raw(), gguf.GGMLQuantizationType[t]).astype(np.float64)
+        x = (rng.standard_normal((m, k)) * 2).astype(np.float32)
+        norm = (1 + 0.2 * rng.standard_normal(k)).astype(np.float32)
+        b, res = rng.standard_normal(n).astype(np.float32), rng.standard_normal((m, n // 2)).astype(np.float32)
+        got = wg.ops.linear(dev.tensor(x), qw.upload(dev), dev.tensor(b), norm=dev.tensor(norm), eps=eps,
+                            activation="swiglu", residual=dev.tensor(res), variant=kv.name, x_int8=True).numpy()
+        y = _x_rounded(x * norm) @ w.T / np.sqrt(np.mean(x.astype(np.float64) ** 2, -1, keepdims=True) + eps) + b
+        gate, up = y[:, :n // 2], y[:, n // 2:]
+        want = gate / (1 + np.exp(-gate)) * up + res
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(), err_msg=kv.name)
+
+
 def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):
     """The planning rule of registry/quant.toml, read off the registry facts: the first non-candidate GEMV of the
     format whose limits take the call (more rows than any holds: the taker with the most max_rows); those that
