@@ -389,6 +389,27 @@ def test_bad_inputs_at_run_time_submit_nothing(dev):
     assert dev.stats.since(before).submits == 2  # the run, then the readback
 
 
+def test_an_input_fed_a_graph_value_names_the_input(dev):
+    """prog.run(x=s) with s a graph Value (the state's symbol, where prog.state('s') was meant) raised the Value's own
+    GraphError, naming no program or input and telling a caller already running the program to make the value an
+    output and compile; it names the input now, and for a state of the program points at prog.state. Nothing runs."""
+    g = wg.Graph("val")
+    x = g.input("x", (4,), "f32")
+    s = g.state("s", (4,), init=np.arange(4, dtype=np.float32))
+    g.output("y", wg.ops.add(x, s))
+    prog = g.compile(dev)
+    for run in (lambda v: prog.run(x=v), lambda v: prog.run_many(1, x=v), lambda v: prog.profile(x=v)):
+        _nothing_submitted(dev, lambda: run(s), GraphError, r"^program 'val', input 'x': got Value\('s', .*\), a value of "
+                           r"graph 'val', which holds no data; a run takes host data or a Tensor \(this program's "
+                           r"buffer of state 's' is prog.state\('s'\)\)$")
+    other = wg.Graph("other").input("z", (4,), "f32")
+    _nothing_submitted(dev, lambda: prog.run(x=other), GraphError,
+                       r"^program 'val', input 'x': got Value\('z', .*\), a value of graph 'other', which holds no data; "
+                       r"a run takes host data or a Tensor$")
+    out = prog.run(x=prog.state("s"))["y"].numpy()   # what was meant: the state's tensor
+    np.testing.assert_array_equal(out, np.arange(4, dtype=np.float64) * 2)
+
+
 def test_an_input_fed_another_inputs_own_buffer_is_refused(dev):
     """Every input of a run is written (host data by a queue write before the submit, a Tensor by a copy at its
     start): a Tensor that is another input's own buffer (prog.state('y')) was read after that input's new value

@@ -18,7 +18,7 @@ from wgraph.args import show
 from wgraph.errors import (AliasingError, DeviceError, DtypeError, LimitError, RecordingError, ShapeError,
                            UnsupportedError, WgraphError)
 from wgraph.graph import explain, export
-from wgraph.graph.nodes import SOURCE_OPS, GraphError
+from wgraph.graph.nodes import SOURCE_OPS, GraphError, Value
 from wgraph.graph.profile import ProgramProfile
 from wgraph.host_arrays import host_array
 from wgraph.ops import core
@@ -337,6 +337,14 @@ class Program:
             if value.shape != spec.shape:
                 raise ShapeError(f"{where}: expects shape {spec.shape}, got a tensor of shape {value.shape}")
             return "copy", value
+        if isinstance(value, Value):
+            # the Value's own error (no data: "make it an output, compile, run") named no input and told a caller who
+            # is running the program to compile it; a state's data is the program's buffer of it
+            mine = value.graph is self.graph and value.name in self.states
+            raise GraphError(f"{where}: got {value!r}, a value of graph {value.graph.name!r}, which holds no data; "
+                             f"a run takes host data or a Tensor"
+                             + (f" (this program's buffer of state {value.name!r} is prog.state({value.name!r}))"
+                                if mine else ""))
         arr = host_array(value, spec.dtype, where=where)
         if arr.shape != spec.shape and not (arr.ndim == 0 and spec.size == 1):  # a scalar fills a 1-element input
             raise ShapeError(f"{where}: expects shape {spec.shape}, got {arr.shape}")
