@@ -464,6 +464,16 @@ def test_a_program_runs_its_graph_as_compiled_when_the_graph_grows(dev):
         prog.run(x=xs, q=xs)
     with pytest.raises(GraphError, match=r"state\(name='st'\): no such state.*\(added to the graph after it was compiled"):
         prog.state("st")
+    # reset_state said only 'no such state; states: []' for the state the graph gained (state() gave the hint)
+    with pytest.raises(GraphError, match=r"reset_state\(name='st'\): no such state; states: \[\] \(added to the graph after "
+                                         r"it was compiled: compile the graph again to take it\)$"):
+        prog.reset_state("st")
+    with pytest.raises(GraphError, match=r"reset_state\(name='x'\): no such state; states: \[\] \('x' is an input: every "
+                                         r"run writes it, there is nothing to refill\)$"):
+        prog.reset_state("x")
+    # state() takes an input's name too, and said 'states: []' alone, as if it took none
+    with pytest.raises(GraphError, match=r"state\(name='q'\): no such state or input; states: \[\], inputs: \['x'\]$"):
+        prog.state("q")
     prog.reset_state()
     new_node = g.producer[g.outputs["w"]]
     with pytest.raises(GraphError, match=rf"update\(node_name='{new_node}'\): no such node"):

@@ -281,8 +281,9 @@ class Program:
         if key is None or (key not in self.states and key not in self.inputs):
             late = key is not None and (key in self.graph.states or key in self.graph.inputs)
             hint = " (added to the graph after it was compiled: compile the graph again to take it)" if late else ""
+            # it takes an input's name too: listing only the states left those out of what it takes
             raise GraphError(f"program {self.graph.name!r}: state(name={show(name)}): no such state or input; "
-                             f"states: {sorted(self.states)}{hint}")
+                             f"states: {sorted(self.states)}, inputs: {sorted(self.inputs)}{hint}")
         return self.tensors[key]
 
     def reset_state(self, name: str | None = None) -> None:
@@ -295,8 +296,15 @@ class Program:
             # np.str_ by its characters: the names are plain strs (args.text)
             plain = args.plain_str(name)
             if plain is None or plain not in self.states:
+                # as state() says it: a state added after compile, or an input (which every run writes afresh)
+                if plain in self.inputs:
+                    hint = f" ({plain!r} is an input: every run writes it, there is nothing to refill)"
+                elif plain is not None and plain in self.graph.states:
+                    hint = " (added to the graph after it was compiled: compile the graph again to take it)"
+                else:
+                    hint = ""
                 raise GraphError(f"program {self.graph.name!r}: reset_state(name={show(name)}): no such state; "
-                                 f"states: {sorted(self.states)}")
+                                 f"states: {sorted(self.states)}{hint}")
             name = plain
         dev = self.device
         if dev.lost or dev.epoch != self.epoch:   # else wgpu's raw GPUValidationError for the old device's buffers
