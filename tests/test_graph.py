@@ -307,6 +307,35 @@ def test_run_many_keeps_a_window_of_replays_in_flight(dev):
             prog.run_many(**bad)
 
 
+def test_inputs_named_as_the_run_methods_own_parameters(dev):
+    """Graph input names are any text: an input called 'self' could never be fed (prog.run(self=...) was Python's
+    TypeError 'got multiple values for argument self', in run, run_many and profile), and one called 'in_flight' or
+    'per_submit' had its value taken by run_many's own argument (in_flight=3 set the window, then the input was
+    'missing' though given). 'self' is an input like any other now; run_many refuses the others by name."""
+    for name in ("self", "inputs"):
+        g = wg.Graph("kw")
+        g.output("y", wg.ops.scale(g.input(name, (2,), "f32"), 3.0))
+        prog = g.compile(dev)
+        np.testing.assert_array_equal(prog.run(**{name: [1.0, -2.0]})["y"].numpy(), [3.0, -6.0])
+        np.testing.assert_array_equal(prog(**{name: [0.5, 2.0]})["y"].numpy(), [1.5, 6.0])
+        prog.run_many(2, **{name: [4.0, 1.0]})
+        np.testing.assert_array_equal(prog.state(name).numpy(), [4.0, 1.0])
+        if dev.caps.has_timestamps:
+            assert [r.op for r in prog.profile(**{name: [1.0, 1.0]}).rows] == ["scale"]
+    for name in ("n", "in_flight", "per_submit"):
+        g = wg.Graph("kw")
+        g.output("k", g.input(name, (1,), "u32"))
+        g.output("y", wg.ops.scale(g.input("x", (1,), "f32"), 2.0))
+        prog = g.compile(dev)
+        kwargs = {"n": 2, name: 3, "x": 1.0} if name != "n" else {"n": 3, "x": 1.0}
+        _nothing_submitted(dev, lambda: prog.run_many(**kwargs), GraphError,
+                           rf"^program 'kw': run_many\(\): input '{name}' has the name of run_many's own {name}= "
+                           rf"argument, which would take its value: give the input another name \(run and profile "
+                           rf"take it as it is\)$")
+        out = prog.run(**{name: 3, "x": 1.0})   # run takes it
+        assert (out["k"].numpy().tolist(), out["y"].numpy().tolist()) == ([3], [2.0])
+
+
 def test_run_many_encodes_per_submit_replays_in_one_submit(dev):
     """per_submit=4: 10 replays in 3 submits (4, 4, 2), every replay's dispatches encoded, the counter where 10
     separate submits leave it; a program that writes its own input submits each replay alone."""

@@ -381,7 +381,9 @@ class Program:
                                     f"writes with {other!r}'s new value: pass a copy of it")
         return feeds
 
-    def run(self, **inputs: HostData | Tensor) -> dict[str, Tensor]:
+    # self positional-only: an input named 'self' is one of **inputs, not a second value for the parameter
+    # (prog.run(self=...) was Python's TypeError 'got multiple values for argument')
+    def run(self, /, **inputs: HostData | Tensor) -> dict[str, Tensor]:
         """Write `inputs` into the program's input buffers and run every node in one submit.
 
         inputs: one keyword per graph input: host data of its shape and dtype (Python numbers and lists take the
@@ -410,7 +412,7 @@ class Program:
 
     __call__ = run
 
-    def run_many(self, n: int, *, in_flight: int = 8, per_submit: int = 1, **inputs: HostData | Tensor) -> float:
+    def run_many(self, /, n: int, *, in_flight: int = 8, per_submit: int = 1, **inputs: HostData | Tensor) -> float:
         """Replay `n` times with the same `inputs` (a decode loop whose state lives on the GPU), submitting back
         to back while at most `in_flight` submits are unfinished on the GPU (scheduler/window.py: a fence
         wait, not a readback). Returns the host seconds spent in the replays themselves (encode and submit).
@@ -423,6 +425,13 @@ class Program:
             second replay in the same submit would not see the input written again).
         inputs: as `run`'s, the same for every replay.
         """
+        clash = [name for name in ("n", "in_flight", "per_submit") if name in self.inputs]
+        if clash:
+            # run_many's own keyword takes the value given for an input of its name: in_flight=3 set the window and
+            # the input was then 'missing' though given (n=... beside a positional n is Python's TypeError)
+            raise GraphError(f"program {self.graph.name!r}: run_many(): input {clash[0]!r} has the name of run_many's "
+                             f"own {clash[0]}= argument, which would take its value: give the input another name "
+                             f"(run and profile take it as it is)")
         n = args.integer("Program.run_many", "n", n, 0, args.I64_MAX)
         in_flight = args.integer("Program.run_many", "in_flight", in_flight, 1, args.U32_MAX)
         per_submit = args.integer("Program.run_many", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
@@ -445,7 +454,7 @@ class Program:
             window.submit(lambda: replay(k))
         return host
 
-    def profile(self, **inputs: HostData | Tensor) -> ProgramProfile:
+    def profile(self, /, **inputs: HostData | Tensor) -> ProgramProfile:
         """Run one replay with GPU timestamps around every dispatch and wait for it: GPU time per node, by op
         and by layer (graph scopes), as a ProgramProfile (`.table()` prints it). UnsupportedError where the
         device has no timestamp queries.
