@@ -382,6 +382,25 @@ def test_add_time_errors_name_the_node(dev):
     assert len(g) == 3  # none of the failed adds left a node behind
 
 
+def test_an_empty_out_is_refused_as_the_immediate_op_refuses_it(dev):
+    """out=() (or []) in a graph added a node with an output of its own, as if out= were not given, where the op run
+    immediately raises ShapeError 'out= has 0 tensors'. It is a ShapeError naming the graph and op now, and adds no
+    node; out=(s,) writes s as out=s does."""
+    g = wg.Graph("out")
+    x, s = g.input("x", (4,), "f32"), g.state("s", (4,))
+    for empty in ((), []):
+        with pytest.raises(wg.ShapeError, match=rf"^graph 'out', op scale: out={re.escape(repr(empty))} names no value; "
+                                                r"give the state value\(s\) the op writes, or leave out= None"):
+            wg.ops.scale(x, 2.0, out=empty)
+        with pytest.raises(wg.ShapeError, match="out= has 0 tensors"):   # the immediate op's own rule
+            wg.ops.scale(dev.tensor(np.ones(4, np.float32)), 2.0, out=empty)
+    assert len(g) == 2
+    wg.ops.scale(x, 2.0, out=(s,))
+    prog = g.compile(dev)
+    prog.run(x=np.array([1, 2, 3, 4], np.float32))
+    np.testing.assert_array_equal(prog.state("s").numpy(), [2, 4, 6, 8])
+
+
 def _nothing_submitted(dev, fn, exc, match):
     before = dev.stats.snapshot()
     with pytest.raises(exc, match=match):

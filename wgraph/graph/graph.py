@@ -166,6 +166,11 @@ class Graph:
     def _out_values(self, out, where: str) -> tuple[str, ...]:
         """`out=` in a graph: state values (or views of one) that the op writes in place, every run."""
         given = out if isinstance(out, (tuple, list)) else (out,)
+        if not given:
+            # out=() made a node with an output of its own, as if out= were not given; the op run immediately
+            # refuses it (ShapeError 'out= has 0 tensors')
+            raise ShapeError(f"{where}: out={out!r} names no value; give the state value(s) the op writes, or leave "
+                             f"out= None for a value of its own")
         names = []
         for v in given:
             if not isinstance(v, Value) or v.graph is not self:
