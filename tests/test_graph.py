@@ -401,6 +401,29 @@ def test_an_empty_out_is_refused_as_the_immediate_op_refuses_it(dev):
     np.testing.assert_array_equal(prog.state("s").numpy(), [2, 4, 6, 8])
 
 
+def test_out_a_state_the_node_reads_is_refused_when_the_node_is_added(dev):
+    """add(s, x, out=s) is refused by the op run immediately (one dispatch would write and bind one buffer again);
+    a graph took the node and refused it only at compile, so the graph and its JSON held a node no program could
+    run. AliasingError names the graph, node, argument and state when the node is added (a view of s too), and no
+    node is left; out= another state, reading s, is fine."""
+    g = wg.Graph("alias")
+    x, s, t = g.input("x", (4,), "f32"), g.state("s", (4,), init=[1.0, 2.0, 3.0, 4.0]), g.state("t", (4,))
+    with pytest.raises(wg.AliasingError, match=r"^graph 'alias', node 'add_\d+' \(add\): a \('s'\) and out= \('s'\) are "
+                                               r"one buffer \(the state 's'; views count\)"):
+        wg.ops.add(s, x, out=s)
+    with pytest.raises(wg.AliasingError, match=r"node 'scale_\d+' \(scale\): x \('reshape_\d+:0'\) and out= \('s'\) "
+                                               r"are one buffer \(the state 's'"):
+        wg.ops.scale(s.reshape(2, 2).reshape(4), 2.0, out=s)
+    S = dev.tensor(np.ones(4, np.float32))
+    with pytest.raises(wg.AliasingError, match="are one buffer"):   # the immediate op's own rule
+        wg.ops.add(S, S.reshape(2, 2).reshape(4), out=S)
+    assert [g.node(n).op for n in g.topological_order()] == ["input", "state", "state", "reshape", "reshape"]
+    wg.ops.add(s, x, out=t)
+    prog = g.compile(dev)
+    prog.run(x=np.full(4, 10, np.float32))
+    np.testing.assert_array_equal(prog.state("t").numpy(), [11, 12, 13, 14])
+
+
 def _nothing_submitted(dev, fn, exc, match):
     before = dev.stats.snapshot()
     with pytest.raises(exc, match=match):

@@ -13,7 +13,7 @@ from wgraph.api_types import DTypeLike, HostData, Shape
 from wgraph.args import show
 from wgraph.device import Device, default_device
 from wgraph.dtypes import dtype_of_numpy
-from wgraph.errors import ShapeError, WgraphError
+from wgraph.errors import AliasingError, ShapeError, WgraphError
 from wgraph.graph import export
 from wgraph.graph.nodes import SOURCE_OPS, GraphError, Node, StateSpec, Value
 from wgraph.graph.program import Program
@@ -230,6 +230,16 @@ class Graph:
             if have != out_specs:
                 raise GraphError(f"{where}: out= values are {[f'{s.dtype}{list(s.shape)}' for s in have]}; the op "
                                  f"makes {[f'{s.dtype}{list(s.shape)}' for s in out_specs]}")
+            # out= a state the node also reads (add(s, x, out=s), or a view of s): the op run immediately refuses it
+            # at the call (one dispatch would write and bind one buffer again); here it was refused only at compile,
+            # so the graph (and its JSON) held a node no program could run
+            written = {self.base[v]: v for v in node.writes}
+            for i, v in enumerate(node.inputs):
+                if v is not None and self.base[v] in written:
+                    raise AliasingError(f"{where}: {OPS[node.op].input_name(i)} ({v!r}) and out= "
+                                        f"({written[self.base[v]]!r}) are one buffer (the state {self.base[v]!r}; views "
+                                        f"count), which the node would write and read again, as the op run immediately "
+                                        f"refuses: give out= a state of its own")
             out_specs = ()
         outputs = tuple(node.outputs) or tuple(f"{node.name}:{i}" for i in range(len(out_specs)))
         if len(outputs) != len(out_specs):
