@@ -307,6 +307,28 @@ def test_run_many_keeps_a_window_of_replays_in_flight(dev):
             prog.run_many(**bad)
 
 
+def test_a_state_fed_as_an_input_is_read_as_it_was_when_each_replay_starts(dev):
+    """x fed prog.state('s') while the program writes s (s = 2s + x): each replay copies s into x at its start, so
+    three replays triple s three times however many share a submit (per_submit 1, 2, 3), against float64; one run
+    returns t = 3 s0 and leaves s = t. (Tensor inputs are copied again by every replay of a submit.)"""
+    g = wg.Graph("fb")
+    x = g.input("x", (4,), "f32")
+    s0 = np.array([1.0, -2.0, 0.5, 4.0], np.float32)
+    s = g.state("s", (4,), init=s0)
+    t = wg.ops.add(wg.ops.scale(s, 2.0), x)
+    wg.ops.scale(t, 1.0, out=s)
+    g.output("t", t)
+    prog = g.compile(dev)
+    for per_submit in (1, 2, 3):
+        prog.reset_state()
+        prog.run_many(3, per_submit=per_submit, x=prog.state("s"))
+        np.testing.assert_array_equal(prog.state("s").numpy(), s0.astype(np.float64) * 27)
+    prog.reset_state()
+    out = prog.run(x=prog.state("s"))["t"].numpy()
+    np.testing.assert_array_equal(out, s0.astype(np.float64) * 3)
+    np.testing.assert_array_equal(prog.state("s").numpy(), out)
+
+
 def test_inputs_named_as_the_run_methods_own_parameters(dev):
     """Graph input names are any text: an input called 'self' could never be fed (prog.run(self=...) was Python's
     TypeError 'got multiple values for argument self', in run, run_many and profile), and one called 'in_flight' or
