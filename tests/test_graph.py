@@ -503,6 +503,19 @@ def test_an_input_fed_a_graph_value_names_the_input(dev):
     np.testing.assert_array_equal(out, np.arange(4, dtype=np.float64) * 2)
 
 
+def test_a_state_init_or_const_given_a_graph_value_names_them():
+    """g.state('s2', init=v) and g.const('c', v) with v a graph Value raised the Value's own GraphError, naming neither
+    the state nor the const; they are named now, and nothing is added."""
+    g = wg.Graph("init")
+    x = g.input("x", (4,), "f32")
+    with pytest.raises(GraphError, match=r"^graph 'init': state 's2' init: got Value\('x', .*\), a value of graph 'init', "
+                                         r"which holds no data until a program runs; give host data"):
+        g.state("s2", (4,), init=x)
+    with pytest.raises(GraphError, match=r"^graph 'init': const 'c': got Value\('x', .*\), a value of graph 'init'"):
+        g.const("c", x)
+    assert list(g.nx) == ["x"]
+
+
 def test_an_input_fed_another_inputs_own_buffer_is_refused(dev):
     """Every input of a run is written (host data by a queue write before the submit, a Tensor by a copy at its
     start): a Tensor that is another input's own buffer (prog.state('y')) was read after that input's new value

@@ -26,6 +26,14 @@ def _node_error(exc: WgraphError, where: str) -> WgraphError:
     return type(exc)(f"{where}: {exc}")
 
 
+def _no_value(data, where: str) -> None:
+    """GraphError naming `where` for a graph Value given as host data: its own error (no data: "make it an output,
+    compile, run") named neither the graph's state nor the const it was given for."""
+    if isinstance(data, Value):
+        raise GraphError(f"{where}: got {data!r}, a value of graph {data.graph.name!r}, which holds no data until a "
+                         f"program runs; give host data (a numpy array or numbers)")
+
+
 class Graph:
     """Build with `g.input`, `g.state`, `g.const`, op calls on the values they return, and `g.output`; then
     `g.compile(dev)` gives a Program that replays the whole graph in one submit.
@@ -78,6 +86,7 @@ class Graph:
         spec = self._source_spec("state", name, shape, dtype)
         data = None
         if init is not None:
+            _no_value(init, f"graph {self.name!r}: state {name!r} init")
             arr = host_array(init, spec.dtype, where=f"graph {self.name!r}: state {name!r} init")
             if arr.shape != spec.shape:   # exactly: a (3, 2) init of a (2, 3) state is not its transpose
                 raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape} "
@@ -96,6 +105,7 @@ class Graph:
         """
         name = args.text("Graph.const", "name", name)
         dtype = args.optional_dtype_name("Graph.const", "dtype", dtype)
+        _no_value(array, f"graph {self.name!r}: const {name!r}")
         arr = host_array(array, dtype, convert=dtype is not None, where=f"graph {self.name!r}: const {name!r}")
         return self.state(name, arr.shape, dtype_of_numpy(arr.dtype), init=arr)
 
