@@ -4,7 +4,6 @@ recording belongs to its thread and captures only that thread's op calls."""
 
 import sys
 import threading
-import time
 
 import attrs
 import numpy as np
@@ -16,31 +15,37 @@ from wgraph.errors import RecordingError
 from thread_runner import run_together
 
 
-def _thread_keeping(fn):
-    """A started thread running fn(), and the dict whose "a" gets its result or the WgraphError it raised."""
+def _thread_keeping(fn, until: str | None = None):
+    """A started thread running fn(), the dict whose "a" gets its result or the WgraphError it raised, and an Event
+    set when the thread first enters a function named `until` (a profile hook of that thread alone). It replaced
+    polling sys._current_frames() from the main thread, which hung a fresh clone's suite (CPython 3.11.7: py-spy
+    found the main thread idle on that line for 13 minutes, the other thread waiting for the device lock)."""
     got = {}
+    reached = threading.Event()
+
+    def hook(frame, event, _arg):
+        if event == "call" and frame.f_code.co_name == until:
+            reached.set()
+            sys.setprofile(None)
 
     def run():
+        if until is not None:
+            sys.setprofile(hook)
         try:
             got["a"] = fn()
         except wg.WgraphError as e:
             got["a"] = e
+        finally:
+            sys.setprofile(None)
     t = threading.Thread(target=run)
     t.start()
-    return t, got
+    return t, got, reached
 
 
-def _wait_until_in(thread, function, timeout=10.0):
-    """Block until `thread` is inside a call of `function` (by name: its stack, as sys._current_frames shows it)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        frame = sys._current_frames().get(thread.ident)
-        while frame is not None:
-            if frame.f_code.co_name == function:
-                return
-            frame = frame.f_back
-        time.sleep(0.002)
-    raise AssertionError(f"{thread.name} never reached {function}()")
+def _wait_until_in(thread, reached: threading.Event, function: str, timeout=10.0):
+    """Block until `thread` has entered `function` (the Event _thread_keeping(..., until=function) sets)."""
+    if not reached.wait(timeout):
+        raise AssertionError(f"{thread.name} never reached {function}()")
 
 
 def _decode_graph(name, capacity=32):
@@ -191,8 +196,8 @@ def test_an_op_call_in_flight_across_recreate_raises_and_leaves_the_new_device_a
     x, y = dev.tensor(np.ones(16, np.float32)), dev.tensor(np.ones(16, np.float32))
     wg.ops.add(x, y).numpy()   # the template is cached: a repeated call checks epochs once, before it allocates
     with dev.lock:
-        t, got = _thread_keeping(lambda: wg.ops.add(x, y))
-        _wait_until_in(t, "alloc")   # A waits for the lock in its output's allocation
+        t, got, reached = _thread_keeping(lambda: wg.ops.add(x, y), until="alloc")
+        _wait_until_in(t, reached, "alloc")   # A waits for the lock in its output's allocation
         dev.recreate()
     t.join(30)
     assert isinstance(got["a"], wg.DeviceError), got["a"]
@@ -207,8 +212,8 @@ def test_an_allocation_that_waited_for_a_destroy_raises_device_error():
     make a buffer of 64 bytes ... Parent device is lost"). It raises DeviceError, as any call after a destroy."""
     dev = wg.Device()
     with dev.lock:
-        t, got = _thread_keeping(lambda: dev.empty((16,), "f32"))
-        _wait_until_in(t, "alloc")
+        t, got, reached = _thread_keeping(lambda: dev.empty((16,), "f32"), until="alloc")
+        _wait_until_in(t, reached, "alloc")
         dev.destroy()
     t.join(30)
     assert isinstance(got["a"], wg.DeviceError), got["a"]
@@ -283,7 +288,7 @@ def test_a_template_captured_across_recreate_is_not_cached_for_the_new_device(mo
     def call():
         return wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(k), causal=True,
                                 kv_len=dev.tensor(np.array([4], np.uint32)))
-    t, got = _thread_keeping(call)
+    t, got, _ = _thread_keeping(call)
     assert encoded.wait(30)
     dev.recreate()
     go.set()
@@ -307,7 +312,7 @@ def test_a_write_crossing_recreate_raises_and_leaves_the_new_device_alone():
             inside.set()
             go.wait(30)
             return np.ones(4, np.float32)
-    t, got = _thread_keeping(lambda: dev.write(x, Slow()) or "returned")
+    t, got, _ = _thread_keeping(lambda: dev.write(x, Slow()) or "returned")
     assert inside.wait(30)
     dev.recreate()
     y = wg.ops.scale(dev.tensor(np.full(4, 2, np.float32)), 1.0)   # waits in the new device's pending list
