@@ -227,9 +227,9 @@ class BatchedDecoder:
 
     def _programs(self, steps: int, fn: str) -> list[tuple[object, int]]:
         """(program, steps) for the next `steps` steps, in order: the short program while every sequence's
-        position stays below short_rows, the whole caches' after it (and for every step when the position is
-        unknown); the position moves past them. LimitError (naming `fn`) where the most advanced sequence would
-        pass its cache; RecordingError before any prefill, whose caches hold nothing to decode from."""
+        position stays below short_rows, the whole caches' after it; the position moves past them. LimitError
+        (naming `fn`) where the most advanced sequence would pass its cache; RecordingError before any prefill
+        (the position is None only then), whose caches hold nothing to decode from."""
         if steps and self._position is None:
             # the programs' tokens, positions and kv_lens are zeros: a step attended no key and wrote an id of no
             # sequence into every row's history (Llama's step refuses the same)

@@ -467,9 +467,9 @@ class Llama:
 
     def _decode_programs(self, steps: int, fn: str) -> list[tuple[Any, int]]:
         """(program, steps) for the next `steps` decode steps, in order, and the position count moved past them:
-        the short program while the position stays below short_rows, the whole cache's after it (and for every
-        step when the position is unknown). LimitError (naming `fn`) where they would pass the cache;
-        RecordingError before any prefill, whose caches hold nothing to decode from."""
+        the short program while the position stays below short_rows, the whole cache's after it. LimitError
+        (naming `fn`) where they would pass the cache; RecordingError before any prefill (the position is None
+        only then), whose caches hold nothing to decode from."""
         if steps and self._position is None:
             # the programs' token, pos and kv_len are zeros: a step attended no key and made an id of no sequence
             raise RecordingError(f"{fn}: no prompt was prefilled on this model: its decode state (token, position, "
