@@ -1,8 +1,11 @@
-"""The help formatter of wgraph's commands: every option's default in its help, said once."""
+"""What wgraph's commands share: the help formatter (every option's default in its help, said once) and the
+check of an output path before a run."""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -14,3 +17,24 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if "default" in text or action.default is None or action.default is False:
             return text
         return super()._get_help_string(action)
+
+
+def unwritable(path: str) -> str | None:
+    """Why a file cannot be written at `path` (its missing folders made first, as report.write_json and
+    plot_result do), or None: a directory there, a file where a folder goes, a folder or file this user may not
+    write."""
+    if not path:   # Path("") is the working folder: refused as one, not taken for "no file"
+        return "is empty; give a file path"
+    p = Path(path)
+    if p.is_dir():
+        return "is a directory; give a file path"
+    if p.exists():
+        return None if os.access(p, os.W_OK) else "is not writable"
+    folder = p.parent
+    while not folder.exists() and folder != folder.parent:   # the folders write_json would make
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory, so no file can be made under it"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None

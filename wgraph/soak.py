@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from wgraph.cli_format import DefaultsFormatter
+from wgraph.cli_format import DefaultsFormatter, unwritable
 from wgraph.dtypes import dtype_info
 
 HQ, HKV, D, CAPACITY = 4, 2, 32, 256
@@ -160,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{name} {n} leaves no sample after the warm-up of {args.warmup} to measure growth from (samples "
                      f"every {args.every} and at the end): give more {name}, or a shorter --warmup or --every")
     if args.write_doc is not None:
-        from wgraph.bench import _unwritable
-
-        why = _unwritable(args.write_doc)   # found after the run, its traceback came before the verdict
+        why = unwritable(args.write_doc)   # found after the run, its traceback came before the verdict
         if why:
             ap.error(f"--write-doc {args.write_doc or repr(args.write_doc)}: {why}")
     import wgraph as wg

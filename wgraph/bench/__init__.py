@@ -4,7 +4,6 @@ peak and the prefill GEMM, attention throughput; torch beside each where it is i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import attrs
 
 from wgraph.bench.grids import GRIDS
-from wgraph.cli_format import DefaultsFormatter
+from wgraph.cli_format import DefaultsFormatter, unwritable
 
 DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0, "decode": 180.0}
 SECTIONS = ("host", "gemv", "fma", "gemm", "attention", "batched", "model", "batched_model", "quant")
@@ -86,27 +85,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _unwritable(path: str) -> str | None:
-    """Why a file cannot be written at `path` (its missing folders made first, as report.write_json and
-    plot_result do), or None: a directory there, a file where a folder goes, a folder or file this user may not
-    write."""
-    if not path:   # Path("") is the working folder: refused as one, not taken for "no file"
-        return "is empty; give a file path"
-    p = Path(path)
-    if p.is_dir():
-        return "is a directory; give a file path"
-    if p.exists():
-        return None if os.access(p, os.W_OK) else "is not writable"
-    folder = p.parent
-    while not folder.exists() and folder != folder.parent:   # the folders write_json would make
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{folder} is not a directory, so no file can be made under it"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"the folder {folder} is not writable"
-    return None
-
-
 def _progress(msg: str):
     print(msg, file=sys.stderr, flush=True)
 
@@ -121,7 +99,7 @@ def main(argv: list[str]) -> dict:
     for name, path in (("--json", args.json), ("--plot", args.plot)):
         # before the run, not after it: a path that cannot be written raised a traceback once the run was over
         # `is not None`: --json "" was falsy, so neither checked nor written (the run's results silently unsaved)
-        why = path is not None and _unwritable(path)
+        why = path is not None and unwritable(path)
         if why:
             ap.error(f"{name} {path or repr(path)}: {why}")
     if args.json and args.plot and Path(args.json).resolve() == Path(args.plot).resolve():
