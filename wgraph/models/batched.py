@@ -23,12 +23,12 @@ import numpy as np
 
 import wgraph.ops as ops
 from wgraph import args
-from wgraph.errors import LimitError, RecordingError, UnsupportedError
+from wgraph.errors import LimitError, UnsupportedError
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.config import MAX_SEQ
-from wgraph.models.decode_span import check_room, run_scheduled, schedule, short_cache_rows
+from wgraph.models.decode_span import decode_steps, run_scheduled, short_cache_rows
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.ops.attention_planner import max_head_dim
 from wgraph.tensor import Tensor
@@ -230,14 +230,10 @@ class BatchedDecoder:
         position stays below short_rows, the whole caches' after it; the position moves past them. LimitError
         (naming `fn`) where the most advanced sequence would pass its cache; RecordingError before any prefill
         (the position is None only then), whose caches hold nothing to decode from."""
-        if steps and self._position is None:
-            # the programs' tokens, positions and kv_lens are zeros: a step attended no key and wrote an id of no
-            # sequence into every row's history (Llama's step refuses the same)
-            raise RecordingError(f"{fn}: no prompts were prefilled on this decoder: its decode state (tokens, "
-                                 f"positions, KV caches) holds nothing to decode from; call prefill(prompts) first")
-        check_room(fn, self._position, steps, self.max_seq)
-        programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
-                                            self.program)
+        programs, self._position = decode_steps(
+            fn, self._position, steps, self.max_seq, self.short_rows, self._short_program, self.program,
+            unprefilled="no prompts were prefilled on this decoder: its decode state (tokens, positions, KV caches) "
+                        "holds nothing to decode from; call prefill(prompts) first")
         return programs
 
     # ---- running ----

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import attrs
 
-from wgraph.errors import LimitError
+from wgraph.errors import LimitError, RecordingError
 from wgraph.graph import Graph
 from wgraph.models.config import submits_in_flight
 from wgraph.ops import attention_batched
@@ -83,6 +83,19 @@ def schedule(position: int | None, steps: int, short_rows: int | None, short_pro
     short, rest = split_steps(position, steps, short_rows)
     programs = [(p, n) for p, n in ((short_program() if short else None, short), (whole_program, rest)) if n]
     return programs, None if position is None else position + steps
+
+
+def decode_steps(fn: str, position: int | None, steps: int, cache_rows: int, short_rows: int | None,
+                 short_program: Callable[[], Any], whole_program: Any,
+                 unprefilled: str) -> tuple[list[tuple[Any, int]], int | None]:
+    """`schedule`'s (program, steps) list and position after them for a decoder's next `steps` steps, checked:
+    RecordingError `fn: unprefilled` where steps are asked before any prefill (position None: the programs'
+    token, position and kv_len are zeros, so a step would attend no key and make an id of no sequence);
+    `check_room`'s LimitError where they would pass the cache."""
+    if steps and position is None:
+        raise RecordingError(f"{fn}: {unprefilled}")
+    check_room(fn, position, steps, cache_rows)
+    return schedule(position, steps, short_rows, short_program, whole_program)
 
 
 def run_scheduled(programs: list[tuple[Any, int]], in_flight: int, per_submit: int) -> float:

@@ -34,14 +34,14 @@ import wgraph.ops as ops
 from wgraph import args
 from wgraph.device import Device
 from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
-from wgraph.errors import CheckpointError, DtypeError, LimitError, RecordingError, ShapeError, UnsupportedError
+from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
-from wgraph.models.decode_span import check_room, run_scheduled, schedule, short_cache_rows
+from wgraph.models.decode_span import decode_steps, run_scheduled, short_cache_rows
 from wgraph.ops.sampling import SampleSettings, check_sampling, check_settings
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
@@ -470,13 +470,10 @@ class Llama:
         the short program while the position stays below short_rows, the whole cache's after it. LimitError
         (naming `fn`) where they would pass the cache; RecordingError before any prefill (the position is None
         only then), whose caches hold nothing to decode from."""
-        if steps and self._position is None:
-            # the programs' token, pos and kv_len are zeros: a step attended no key and made an id of no sequence
-            raise RecordingError(f"{fn}: no prompt was prefilled on this model: its decode state (token, position, "
-                                 f"KV caches) holds nothing to decode from; call prefill(prompt_ids) first")
-        check_room(fn, self._position, steps, self.max_seq)
-        programs, self._position = schedule(self._position, steps, self.short_rows, self._short_program,
-                                            self.program)
+        programs, self._position = decode_steps(
+            fn, self._position, steps, self.max_seq, self.short_rows, self._short_program, self.program,
+            unprefilled="no prompt was prefilled on this model: its decode state (token, position, KV caches) holds "
+                        "nothing to decode from; call prefill(prompt_ids) first")
         return programs
 
     def _choose(self, logits, pos, sample: SampleSettings | None):
