@@ -230,11 +230,13 @@ def test_null_rope_theta_is_refused_where_transformers_fails():
 
 @pytest.mark.parametrize("case,key,then", [("qwen2", "head_dim", "hidden_size // num_attention_heads"),
                                            ("qwen3", "head_dim", "128"), ("gemma2", "head_dim", "256"),
-                                           ("gemma2", "num_key_value_heads", "4")])
+                                           ("gemma2", "num_key_value_heads", "4"),
+                                           ("mistral", "num_key_value_heads", "8")])
 def test_null_attention_sizes_are_refused_where_transformers_fails(case, key, then):
-    """head_dim: null (Qwen2, Qwen3, Gemma 2) and Gemma 2's num_key_value_heads: null: transformers 5.25 fails to
-    build the model (make_arch_checkpoints.py checks it), wgraph read them as absent: hidden / heads and all heads
-    (the tiny Qwen3 and Gemma 2 then loaded a model of head_dim 8 where transformers has none)."""
+    """head_dim: null (Qwen2, Qwen3, Gemma 2) and num_key_value_heads: null (Gemma 2, Mistral): transformers 5.25
+    fails to build the model (make_arch_checkpoints.py checks it), wgraph read them as absent: hidden / heads and
+    all heads (the tiny Qwen3 and Gemma 2 then loaded a model of head_dim 8 where transformers has none, the tiny
+    Mistral one of 4 KV heads)."""
     with pytest.raises(CheckpointError, match=rf"{key}=null: transformers' \w+ForCausalLM sizes its attention with "
                                               rf"it and fails; give a number or omit the key \(then {then}\)"):
         DecoderConfig.from_dict(with_key(case, key, None))

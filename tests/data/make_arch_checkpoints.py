@@ -163,8 +163,8 @@ def check_nulls() -> None:
     """What transformers does with null fields wgraph refuses (tests/test_model_config.py): a null rope_theta in
     the RoPE object it uses, or at the top level with no theta in the object, and a null partial_rotary_factor in
     a llama3 object fail; a null top-level rope_theta beside the object's theta and a null partial_rotary_factor
-    in a default object run as if absent (bit for bit); a null head_dim (Qwen2, Qwen3, Gemma 2) or Gemma 2's null
-    num_key_value_heads fail."""
+    in a default object run as if absent (bit for bit); a null head_dim (Qwen2, Qwen3, Gemma 2) or a null
+    num_key_value_heads (Gemma 2, Mistral) fail."""
     v4 = json.loads((ROOT / "llama" / "config_v4.json").read_text())
     for bad in (dict(v4, rope_theta=None, rope_scaling=None), dict(v4, rope_theta=None),
                 dict(v4, rope_scaling={"type": "linear", "factor": 2.0, "rope_theta": None}),
@@ -176,7 +176,7 @@ def check_nulls() -> None:
     plain = dict(qwen3, rope_parameters=dict(qwen3["rope_parameters"], partial_rotary_factor=None))
     assert np.array_equal(forward("qwen3", plain), forward("qwen3", qwen3))
     for case, key in (("qwen2", "head_dim"), ("qwen3", "head_dim"), ("gemma2", "head_dim"),
-                      ("gemma2", "num_key_value_heads")):
+                      ("gemma2", "num_key_value_heads"), ("mistral", "num_key_value_heads")):
         v5 = json.loads((ROOT / case / "config.json").read_text())
         try:
             forward(case, dict(v5, **{key: None}))

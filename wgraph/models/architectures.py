@@ -67,7 +67,7 @@ ARCHITECTURES = {a.model_type: a for a in (
     Architecture("mistral", "MistralForCausalLM", ("hidden_act", "sliding_window"),
                  _defaults(num_key_value_heads=8, max_position_embeddings=131072, hidden_act="silu",
                            sliding_window=4096),
-                 sliding_layers="all"),
+                 sliding_layers="all", no_null=("num_key_value_heads",)),
     Architecture("gemma2", "Gemma2ForCausalLM",
                  ("hidden_activation", "hidden_act", "attention_bias", "query_pre_attn_scalar", "sliding_window",
                   "layer_types", "final_logit_softcapping", "attn_logit_softcapping", "use_bidirectional_attention",
