@@ -484,3 +484,52 @@ def test_a_pre_tokenizer_name_that_is_not_a_string_is_named(tmp_path, value):
     with pytest.raises(CheckpointError, match=r"^GGUF file pre.gguf: tokenizer.ggml.pre must be a STRING, got "
                                               rf"{'ndarray' if isinstance(value, list) else 'int'}$"):
         Tokenizer.from_gguf(tmp_path / "pre.gguf")
+
+
+@pytest.mark.parametrize("prefix", [None, True, False])
+def test_spm_space_prefix_and_unknown_token_follow_the_file(tmp_path, prefix):
+    """A "llama" (SentencePiece-style) vocabulary: tokenizer.ggml.add_space_prefix=false was ignored ("a" took
+    "▁a", and decoding " a" dropped its space), and a character with no token nor byte token vanished from the
+    ids instead of becoming tokenizer.ggml.unknown_token_id. llama.cpp and transformers (GGUFLlamaConverter: the
+    file's unk token; Metaspace prepending only with add_space_prefix, Strip only then) agree; the reference is
+    that vocabulary in `tokenizers`, and the ids are spelled out as llama.cpp's SPM merges give them."""
+    import gguf
+    from tokenizers import decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as Backend
+
+    tokens = ["<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab"]
+    meta = {"model": "llama", "tokens": tokens, "token_types": [2, 3, 3, 1, 1, 1, 1, 1], "scores": [0.0] * 8,
+            "merges": ["▁ a", "a b"], "bos_token_id": 1, "eos_token_id": 2, "unknown_token_id": 0}
+    w = gguf.GGUFWriter(str(tmp_path / "spm.gguf"), "llama")
+    tiny_files.add_tokenizer(w, meta)
+    if prefix is not None:
+        w.add_add_space_prefix(prefix)
+    for step in (w.write_header_to_file, w.write_kv_data_to_file, w.write_tensors_to_file, w.close):
+        step()
+    tok = Tokenizer.from_gguf(tmp_path / "spm.gguf")
+    on = prefix is not False
+    ref = Backend(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=[("▁", "a"), ("a", "b")],
+                             unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    ref.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first" if on else "never",
+                                                 split=False)
+    ref.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+                                    + ([decoders.Strip(content=" ", left=1)] if on else []))
+    want = {"a": [6] if on else [4], "ab": [6, 5] if on else [7], "aé": [6, 0] if on else [4, 0],
+            "é b": [3, 0, 3, 5] if on else [0, 3, 5]}
+    if not on:
+        want[" a"] = [6]
+    for text, ids in want.items():
+        assert tok.encode(text, add_special_tokens=False) == ref.encode(text, add_special_tokens=False).ids == ids, text
+        assert tok.encode(text) == [1] + ids, text   # BOS: llama.cpp's default for SentencePiece files
+    for text in ("a", "ab", " a", "b a"):   # the prefix "▁" is dropped in decoding only where it was added
+        ids = ref.encode(text, add_special_tokens=False).ids
+        assert tok.decode(ids) == ref.decode(ids) == (text.removeprefix(" ") if on else text), text
+    if prefix is False:   # llama.cpp reads the key as a bool; a number is refused by name, not taken as truthy
+        w = gguf.GGUFWriter(str(tmp_path / "int.gguf"), "llama")
+        tiny_files.add_tokenizer(w, meta)
+        w.add_uint32("tokenizer.ggml.add_space_prefix", 0)
+        for step in (w.write_header_to_file, w.write_kv_data_to_file, w.write_tensors_to_file, w.close):
+            step()
+        with pytest.raises(CheckpointError, match=r"^GGUF file int.gguf: tokenizer.ggml.add_space_prefix=0 must be "
+                                                  r"a BOOL$"):
+            Tokenizer.from_gguf(tmp_path / "int.gguf")

@@ -154,13 +154,15 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
 
 
 def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: list[str] | None, gemma: bool,
-                   name: str) -> Backend:
+                   name: str, unk: str | None = None, add_prefix: bool = True) -> Backend:
+    """unk: the file's unknown token (a character none of whose bytes has a <0xNN> token becomes it; without
+    one it vanished from the ids); add_prefix: tokenizer.ggml.add_space_prefix, whether the text gets a leading
+    "▁" (and decoding drops it), as llama.cpp and transformers read it."""
     vocab = _vocab(tokens, tokens, name)
     merges = _pairs(merges_text, name) if merges_text is not None else generate_merges(vocab, scores, name)
     try:
-        model = (models.BPE(vocab=vocab, merges=merges, fuse_unk=True, unk_token="<unk>", dropout=None,
-                            byte_fallback=True) if gemma else
-                 models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, dropout=None))
+        model = models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, dropout=None,
+                           **({"unk_token": unk} if unk is not None else {}))
     except Exception as e:  # tokenizers raises its own exception type for merges of unknown tokens
         raise CheckpointError(f"GGUF file {name}: the vocabulary and merges do not form a BPE model: {e}") from None
     if gemma:
@@ -170,9 +172,10 @@ def _sentencepiece(tokens: list[str], scores: dict[str, float], merges_text: lis
         backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
         return backend
     backend = Backend(model)
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
-    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                         decoders.Strip(content=" ", left=1)])
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", split=False,
+                                                     prepend_scheme="first" if add_prefix else "never")
+    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+                                        + ([decoders.Strip(content=" ", left=1)] if add_prefix else []))
     return backend
 
 
@@ -194,28 +197,6 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
     pre = f.metadata.get("tokenizer.ggml.pre")
     if not isinstance(pre, (str, type(None))):   # an array raised numpy's ValueError from `pre in DIGITS_FIRST`
         raise CheckpointError(f"GGUF file {name}: tokenizer.ggml.pre must be a STRING, got {type(pre).__name__}")
-    if model == "gpt2":
-        if merges is None:
-            raise CheckpointError(f"GGUF file {name}: a gpt2 (byte-level BPE) tokenizer needs tokenizer.ggml.merges")
-        backend = _byte_level(tokens, merges, pre, name)
-        alphabet = set(bytes_to_unicode().values())
-    else:
-        gemma = arch in GEMMA_ARCHS
-        if gemma:  # Gemma stores runs of spaces as spaces; its pieces spell them "▁"; merges follow the order
-            tokens = ["▁" * len(t) if " " in t and not t.strip() else t for t in tokens]
-            scores = {t: -float(i) for i, t in enumerate(tokens)}
-        else:
-            scores = dict(zip(tokens, _numbers(f, "tokenizer.ggml.scores", n)))
-        backend = _sentencepiece(tokens, scores, merges, gemma, name)
-        alphabet = None
-    # control tokens are special; in a byte-level vocabulary one spelled outside the byte alphabet is a llama.cpp
-    # mislabel that would grow the vocabulary, so it is skipped (as transformers does)
-    control = [AddedToken(t, normalized=False, special=True) for t, k in zip(tokens, types)
-               if k == CONTROL and (alphabet is None or set(t) <= alphabet)]
-    backend.add_special_tokens(control)
-    vocab = backend.get_vocab()
-    backend.add_tokens([AddedToken(t, normalized=False, special=False) for t, k in zip(tokens, types)
-                        if k == USER_DEFINED and t in vocab])
 
     def token_id(key):
         full = f"tokenizer.ggml.{key}"
@@ -228,6 +209,35 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
         if not 0 <= v < n:
             raise CheckpointError(f"GGUF file {name}: {full}={v!r} is not a token id in [0, {n})")
         return v
+
+    if model == "gpt2":
+        if merges is None:
+            raise CheckpointError(f"GGUF file {name}: a gpt2 (byte-level BPE) tokenizer needs tokenizer.ggml.merges")
+        backend = _byte_level(tokens, merges, pre, name)
+        alphabet = set(bytes_to_unicode().values())
+    else:
+        gemma = arch in GEMMA_ARCHS
+        if gemma:  # Gemma stores runs of spaces as spaces; its pieces spell them "▁"; merges follow the order
+            tokens = ["▁" * len(t) if " " in t and not t.strip() else t for t in tokens]
+            scores = {t: -float(i) for i, t in enumerate(tokens)}
+        else:
+            scores = dict(zip(tokens, _numbers(f, "tokenizer.ggml.scores", n)))
+        unk_id = token_id("unknown_token_id")
+        add_prefix = f.metadata.get("tokenizer.ggml.add_space_prefix", True)  # llama.cpp: SPM prefixes by default
+        if not isinstance(add_prefix, bool):
+            raise CheckpointError(f"GGUF file {name}: tokenizer.ggml.add_space_prefix={add_prefix!r} must be a BOOL")
+        # a Gemma file that names no unknown token keeps the "<unk>" this module always gave it
+        unk = tokens[unk_id] if unk_id is not None else ("<unk>" if gemma else None)
+        backend = _sentencepiece(tokens, scores, merges, gemma, name, unk, add_prefix)
+        alphabet = None
+    # control tokens are special; in a byte-level vocabulary one spelled outside the byte alphabet is a llama.cpp
+    # mislabel that would grow the vocabulary, so it is skipped (as transformers does)
+    control = [AddedToken(t, normalized=False, special=True) for t, k in zip(tokens, types)
+               if k == CONTROL and (alphabet is None or set(t) <= alphabet)]
+    backend.add_special_tokens(control)
+    vocab = backend.get_vocab()
+    backend.add_tokens([AddedToken(t, normalized=False, special=False) for t, k in zip(tokens, types)
+                        if k == USER_DEFINED and t in vocab])
 
     # the string the backend holds at each special id (a byte-level vocabulary respells a token outside its
     # alphabet): the file's text would be a new token with a new id
