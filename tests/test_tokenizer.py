@@ -533,3 +533,27 @@ def test_spm_space_prefix_and_unknown_token_follow_the_file(tmp_path, prefix):
         with pytest.raises(CheckpointError, match=r"^GGUF file int.gguf: tokenizer.ggml.add_space_prefix=0 must be "
                                                   r"a BOOL$"):
             Tokenizer.from_gguf(tmp_path / "int.gguf")
+
+
+@pytest.mark.parametrize("pre", ["llama-bpe", "tekken", "gpt-2"])
+def test_llama3_family_splits_ignore_merges_and_add_bos_as_llama_cpp(tmp_path, pre):
+    """llama.cpp (llama-vocab.cpp) reads a byte-level vocabulary whose tokenizer.ggml.pre is of the Llama 3 family
+    (llama3, llama-bpe, ..., tekken) with ignore_merges, as Llama 3's own tokenizer.json: a word that is a token
+    is that token ("abc" here, which no merge makes, was "ab" "c"), and adds BOS when the file has no
+    add_bos_token (a Llama 3 GGUF without the key lost its BOS); other names (gpt-2) do neither. The reference is
+    the vocabulary in `tokenizers` with the tokenizer.json setting, and the ids spelled out."""
+    from tokenizers import models, pre_tokenizers
+    from tokenizers import Tokenizer as Backend
+
+    tokens = ["<|begin_of_text|>", "a", "b", "c", "Ġ", "ab", "abc", "Ġa", "Ġab"]
+    meta = {"model": "gpt2", "pre": pre, "tokens": tokens, "token_types": [3] + [1] * 8,
+            "merges": ["Ġ a", "Ġa b", "a b"], "bos_token_id": 0}
+    tok = Tokenizer.from_gguf(tiny_files.write_tokenizer_gguf(tmp_path / "t.gguf", meta))
+    llama3 = pre != "gpt-2"
+    ref = Backend(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=[("Ġ", "a"), ("Ġa", "b"), ("a", "b")],
+                             ignore_merges=llama3))
+    ref.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    ids = [6, 8] if llama3 else [5, 3, 8]
+    assert tok.encode("abc ab", add_special_tokens=False) == ref.encode("abc ab").ids == ids
+    assert tok.encode("abc ab") == ([0] if llama3 else []) + ids
+    assert tok.decode(tok.encode("abc ab")) == "abc ab"

@@ -43,6 +43,11 @@ PRE_TOKENIZER_SPLITS = {
 # ("\n\n1." was "\n" "\n" "1." where SmolLM2's own tokenizer and llama.cpp give "\n\n" "1.")
 DIGITS_FIRST = ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva")
 GEMMA_ARCHS = ("gemma", "gemma2", "gemma3")
+# tokenizer.ggml.pre names llama.cpp (llama-vocab.cpp) encodes with ignore_merges (a word that is a token is that one
+# token, whatever the merges; Llama 3's tokenizer.json says so too) and adds BOS to unless add_bos_token says not
+IGNORE_MERGES = ("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                 "jina-v5-nano", "tekken")
+BOS_BY_DEFAULT = (*IGNORE_MERGES, "chameleon")
 # the merges a vocabulary without tokenizer.ggml.merges implies, per token and per character of its tokens: SmolLM2's
 # 49,152 tokens (332,367 characters) imply 107,441 pairs holding 758,312 characters, about 2 of each
 IMPLIED_MERGES_PER_TOKEN = 64
@@ -136,7 +141,7 @@ def _byte_level(tokens: list[str], merges_text: list[str], pre: str | None, name
     merges = _pairs(merges_text, name)
     try:
         backend = Backend(models.BPE(vocab=vocab, merges=merges, dropout=None, continuing_subword_prefix="",
-                                     end_of_word_suffix="", fuse_unk=False))
+                                     end_of_word_suffix="", fuse_unk=False, ignore_merges=pre in IGNORE_MERGES))
     except Exception as e:  # tokenizers raises its own exception type for merges of unknown tokens
         raise CheckpointError(f"GGUF file {name}: the vocabulary and merges do not form a BPE model: {e}") from None
     split = PRE_TOKENIZER_SPLITS.get(pre)
@@ -242,7 +247,8 @@ def gguf_tokenizer_parts(f: GGUFFile) -> dict:
     # the string the backend holds at each special id (a byte-level vocabulary respells a token outside its
     # alphabet): the file's text would be a new token with a new id
     special = {ours: backend.id_to_token(i) for ours, key in SPECIAL_IDS.items() if (i := token_id(key)) is not None}
-    add_bos = f.metadata.get("tokenizer.ggml.add_bos_token", model == "llama")  # llama.cpp: SPM adds BOS
+    # llama.cpp's defaults: SPM adds BOS, and so do byte-level vocabularies of the Llama 3 family of splits
+    add_bos = f.metadata.get("tokenizer.ggml.add_bos_token", model == "llama" or pre in BOS_BY_DEFAULT)
     add_eos = f.metadata.get("tokenizer.ggml.add_eos_token", False)
     for key, v in (("add_bos_token", add_bos), ("add_eos_token", add_eos)):
         if not isinstance(v, bool):
