@@ -421,7 +421,8 @@ def _gguf_keys(src: GGUFFile, arch: str) -> list[str]:
                                     "attn_logit_softcapping", "attention.value_length", "rope.dimension_count")]
     more += ["tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id", "tokenizer.ggml.add_bos_token",
              "tokenizer.ggml.add_eos_token", "tokenizer.ggml.pre", "tokenizer.chat_template", "tokenizer.ggml.merges",
-             "tokenizer.ggml.scores", "tokenizer.ggml.unknown_token_id", "general.alignment"]
+             "tokenizer.ggml.scores", "tokenizer.ggml.unknown_token_id", "general.alignment",
+             "tokenizer.ggml.add_space_prefix"]
     return sorted({k for k in src.metadata if k != "general.architecture"} | set(more))
 
 
