@@ -468,3 +468,26 @@ def test_an_architecture_key_wgraph_does_not_read_is_refused_by_name(tmp_path, a
     fine = {f"{arch}.rope.scaling.finetuned": False, f"{arch}.expert_used_count": 0, "general.anything": 3}
     path = tiny_files.write_model(tmp_path / f"{arch}-fine.gguf", arch, cfg, weights, extra=fine)
     assert GGUFCheckpoint(path).config == _expected_config(arch, cfg)
+
+
+@pytest.mark.parametrize("layers,hidden,heads,kv_heads,head_dim,scalar", [
+    (46, 4608, 32, 16, 128, 144),   # gemma-2-27b: its config.json's query_pre_attn_scalar is hidden / heads
+    (42, 3584, 16, 8, 256, 256),    # gemma-2-9b and gemma-2-2b: head_dim
+    (26, 2304, 8, 4, 256, 256),
+])
+def test_gemma2_query_scale_follows_the_published_configs(tmp_path, layers, hidden, heads, kv_heads, head_dim, scalar):
+    """A Gemma 2 GGUF has no query_pre_attn_scalar key: llama.cpp scales queries by 1/sqrt(hidden / heads) for the
+    46-layer 27B and 1/sqrt(head_dim) otherwise. The expected values are the Hugging Face config.json's of each size
+    (metadata of the real sizes, one tiny tensor: no weights are read)."""
+    w = gguf.GGUFWriter(str(tmp_path / "g.gguf"), "gemma2")
+    for key, value in (("block_count", layers), ("embedding_length", hidden), ("attention.head_count", heads),
+                       ("attention.head_count_kv", kv_heads), ("attention.key_length", head_dim),
+                       ("attention.value_length", head_dim), ("context_length", 8192),
+                       ("feed_forward_length", 4 * hidden)):
+        w.add_uint32(f"gemma2.{key}", value)
+    w.add_float32("gemma2.attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_tensor("token_embd.weight", np.zeros((2, hidden), np.float32))
+    for step in (w.write_header_to_file, w.write_kv_data_to_file, w.write_tensors_to_file, w.close):
+        step()
+    cfg = GGUFCheckpoint(tmp_path / "g.gguf").config
+    assert (cfg["query_pre_attn_scalar"], cfg["head_dim"]) == (scalar, head_dim)
