@@ -132,6 +132,20 @@ def _graph(dev=None):
 
 
 @staged
+def _program_unusable_state(e):
+    """A program whose shared state was made inside a recording that was discarded after the compile."""
+    g = wg.Graph("cat")
+    g.output("y", wg.ops.scale(g.state("s", (4,)), 2.0))
+    try:
+        with e.dev.record(label="fill"):
+            prog = g.compile(e.dev, shared_states={"s": wg.ops.scale(e.f32(4), 3.0)})
+            raise KeyError("discard")
+    except KeyError:
+        pass
+    return prog.run
+
+
+@staged
 def _program_in_recording(e):
     prog = _graph().compile(e.dev)
 
@@ -486,6 +500,8 @@ CATALOGUE = [
     ("run-unusable-tensor", RecordingError, r"^dev\.run: items\[0\] \(scale\), y: Tensor 'scale\.out0'.*: this "
      r"tensor was made inside recording #\d+ .* which was discarded", staged(lambda e: _scale_items_with_y(e, _discarded(e))),
      True),
+    ("program-unusable-state", RecordingError, r"^program 'cat': shared state 's' \(Tensor 'scale\.out0'.*\) is "
+     r"unusable: this tensor was made inside fill .*which was discarded", _program_unusable_state, True),
     ("program-of-old-epoch", DeviceError, r"the device is now epoch \d+: compile the graph again", "old-program", True),
 ]
 

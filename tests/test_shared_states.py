@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from wgraph.errors import ShapeError
+from wgraph.errors import RecordingError, ShapeError
 from wgraph.graph import Graph, GraphError
 
 
@@ -79,3 +79,74 @@ def test_explain_names_a_shared_state_as_the_graph_value_it_is(dev):
     prog = ind.compile(dev, shared_states={"n": dev.tensor(np.array([1, 1, 1], np.uint32))})
     assert prog.rows[0].workgroups == "indirect(n+0)"
     np.testing.assert_array_equal(prog.run(x=np.ones(4, np.float32))["y"].numpy(), [3, 3, 3, 3])
+
+
+def _failing_submit(monkeypatch):
+    """CommandList.submit raises, as a driver's refusal would: what the failed list writes is poisoned."""
+    from wgraph.scheduler.commands import CommandList
+
+    def fail(self, timestamps=None):
+        raise RuntimeError("the driver said no")
+
+    monkeypatch.setattr(CommandList, "submit", fail)
+
+
+def test_a_state_poisoned_after_compile_is_refused_at_the_next_replay(dev, monkeypatch):
+    """A program checked the tensors it binds for poison at compile only: a shared state (or its own state) written
+    by a recording whose submit then failed was poisoned, and run / run_many / profile replayed reading the bytes
+    from before the write that never ran ([0, 2, 4, 6] for the 15s the recording meant). Each raises RecordingError
+    naming the state and the recording now, and submits nothing; programs that bind nothing poisoned still run."""
+    g = Graph("poisoned")
+    g.output("y", wg.ops.scale(g.state("s", (4,)), 2.0))
+    t = dev.tensor(np.arange(4, dtype=np.float32))
+    prog = g.compile(dev, shared_states={"s": t})
+    own = g.compile(dev)
+    clean = g.compile(dev, shared_states={"s": dev.tensor(np.ones(4, np.float32))})
+    np.testing.assert_array_equal(prog.run()["y"].numpy(), [0.0, 2.0, 4.0, 6.0])
+    x = dev.tensor(np.full(4, 5.0, np.float32))
+    dev.flush()
+    _failing_submit(monkeypatch)
+    with pytest.raises(RuntimeError, match="the driver said no"):
+        with dev.record(label="fill"):
+            wg.ops.scale(x, 3.0, out=t)
+            wg.ops.scale(x, 3.0, out=own.state("s"))
+    monkeypatch.undo()
+    before = dev.stats.snapshot()
+    for p, role in ((prog, "shared state"), (own, "state")):
+        for call in (p.run, lambda: p.run_many(2)) + ((p.profile,) if dev.caps.has_timestamps else ()):
+            with pytest.raises(RecordingError, match=rf"program 'poisoned': {role} 's' \(.*\) is unusable: fill never "
+                                                     rf"ran: its submit raised RuntimeError: the driver said no"):
+                call()
+    assert dev.stats.since(before).submits == 0
+    np.testing.assert_array_equal(clean.run()["y"].numpy(), [2.0] * 4)
+
+
+def test_a_shared_state_made_in_a_recording_later_discarded_is_refused(dev):
+    """Compiled inside a recording with a tensor that recording made: the tensor was fine at compile, and the
+    recording's discard poisoned it after; the program then ran reading a buffer never written."""
+    g = Graph("made_inside")
+    g.output("y", wg.ops.scale(g.state("s", (4,)), 2.0))
+    with pytest.raises(KeyError):
+        with dev.record(label="inside"):
+            t = wg.ops.scale(dev.tensor(np.ones(4, np.float32)), 4.0)
+            prog = g.compile(dev, shared_states={"s": t})
+            raise KeyError("discard")
+    with pytest.raises(RecordingError, match=r"shared state 's' .* made inside inside .*which was discarded"):
+        prog.run()
+
+
+def test_a_fed_tensor_poisoned_by_a_failed_flush_is_refused(dev, monkeypatch):
+    """The program's own input buffer written by pending ops whose flush failed: poisoned after compile, the run
+    went on (it rewrites the input, but the buffer stays unreadable, prog.state('x') included): named now."""
+    g = Graph("fed")
+    g.output("y", wg.ops.scale(g.input("x", (4,)), 2.0))
+    prog = g.compile(dev)
+    a = dev.tensor(np.ones(4, np.float32))
+    dev.flush()
+    wg.ops.scale(a, 3.0, out=prog.state("x"))
+    _failing_submit(monkeypatch)
+    with pytest.raises(RuntimeError, match="the driver said no"):
+        dev.flush()
+    monkeypatch.undo()
+    with pytest.raises(RecordingError, match=r"program 'fed': input buffer 'x' \(.*\) is unusable: the pending ops"):
+        prog.run(x=np.ones(4, np.float32))

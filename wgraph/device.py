@@ -168,6 +168,9 @@ class Device:
         # a tensor finalizer may run inside a locked call on the same thread.
         self.lock = threading.RLock()
         self._orphans: deque = deque()   # buffers released while the lock was held, for every epoch's pool
+        # tensors of this device ever poisoned (Tensor.poison): a Program checks the tensors it binds again only
+        # when this moved since it last looked, so a replay's check stays one integer comparison
+        self._poisons = 0
         self._open()
         _log_adapter(self.caps, chosen)
 

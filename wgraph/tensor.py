@@ -84,7 +84,13 @@ class Tensor:
         """Mark the tensor unusable (its recording was discarded): every later use raises with `reason`.
 
         reason: why, as the later error says it."""
-        self._owner._poison = args.text("Tensor.poison", "reason", reason)
+        reason = args.text("Tensor.poison", "reason", reason)
+        # counted with the mark under the device lock, which a Program's replay holds while it compares the count
+        # with the one it last checked its tensors at (graph/program.py): `+= 1` from two threads at once could
+        # lose a count, or take it back to a value a replay had already seen
+        with self.device.lock:
+            self._owner._poison = reason
+            self.device._poisons += 1
 
     @property
     def size(self) -> int:

@@ -173,6 +173,9 @@ class Program:
 
     def __init__(self, graph: Graph, device: Device, shared_states: dict[str, Tensor] | None = None) -> None:
         device.check_alive()
+        # read before the shared states are checked: a tensor poisoned from here on moves the count past it, and
+        # the first run checks again (_check_unusable)
+        self._poisons_seen = device._poisons
         self.shared = _check_shared(graph, device, {} if shared_states is None else shared_states)
         self.graph = graph
         self.device = device
@@ -398,6 +401,8 @@ class Program:
     def _run_locked(self, feeds, timestamps=None, repeats: int = 1) -> dict[str, Tensor]:
         # writes and the submit go through the scheduler, which submits pending immediate ops first
         scheduler = self.device.scheduler
+        if self.device._poisons != self._poisons_seen:   # a tensor of the device was poisoned since the last look
+            self._check_unusable(feeds)
         copies = []
         for name, kind, data in feeds:
             dst = self.tensors[name]
@@ -411,6 +416,32 @@ class Program:
         return {name: self.tensors[v] for name, v in self.outputs.items()}
 
     __call__ = run
+
+    def _check_unusable(self, feeds) -> None:
+        """RecordingError when a tensor this replay binds became unusable after it was compiled (or after the
+        run_many that feeds it began): a failed recording or flush wrote it, or it was made inside a recording
+        since discarded. The replay read its never-written bytes silently. Lock held."""
+        seen = self.device._poisons   # no poison lands during the look: Tensor.poison takes the lock held here
+        bound = [(self._role(name), name, t) for name, t in self.tensors.items()]
+        bound += [("input", name, data) for name, kind, data in feeds if kind == "copy"]
+        for role, name, t in bound:
+            reason = t.poisoned
+            if reason is not None:
+                fix = ("compile the graph again with a tensor that holds what it should read" if name in self.shared
+                       else "pass a tensor that holds what it should read" if role == "input"
+                       else "its bytes are not what the program last wrote: compile the graph again")
+                raise RecordingError(f"program {self.graph.name!r}: {role} {name!r} ({t!r}) is unusable: {reason}; "
+                                     f"{fix}")
+        self._poisons_seen = seen
+
+    def _role(self, name: str) -> str:
+        if name in self.shared:
+            return "shared state"
+        if name in self.states:
+            return "state"
+        if name in self.inputs:
+            return "input buffer"
+        return "output" if name in self.outputs.values() else "value"
 
     def run_many(self, /, n: int, *, in_flight: int = 8, per_submit: int = 1, **inputs: HostData | Tensor) -> float:
         """Replay `n` times with the same `inputs` (a decode loop whose state lives on the GPU), submitting back
