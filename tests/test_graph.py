@@ -358,6 +358,21 @@ def test_inputs_named_as_the_run_methods_own_parameters(dev):
         assert (out["k"].numpy().tolist(), out["y"].numpy().tolist()) == ([3], [2.0])
 
 
+def test_run_many_of_a_program_without_dispatches_waits_for_nothing(dev):
+    """A program that only views its input submits nothing: run_many's window still took the device's latest fence
+    (older work's, here a readback's) once per replay, and with in_flight=1 waited for it 4 times out of 5, counting 4
+    GPU waits for a call that had nothing in flight (dev.stats: a call with nothing submitted to wait for is none)."""
+    g = wg.Graph("view_only")
+    g.output("y", g.input("x", (4,)).reshape(2, 2))
+    prog = g.compile(dev)
+    wg.ops.scale(dev.tensor(np.ones(4, np.float32)), 2.0).numpy()   # a submission before: the fence run_many found
+    before = dev.stats.snapshot()
+    prog.run_many(5, in_flight=1, x=np.arange(4, dtype=np.float32))
+    d = dev.stats.since(before)
+    assert (d.submits, d.gpu_waits) == (0, 0)
+    np.testing.assert_array_equal(prog.run(x=np.arange(4, dtype=np.float32))["y"].numpy(), [[0, 1], [2, 3]])
+
+
 def test_run_many_encodes_per_submit_replays_in_one_submit(dev):
     """per_submit=4: 10 replays in 3 submits (4, 4, 2), every replay's dispatches encoded, the counter where 10
     separate submits leave it; a program that writes its own input submits each replay alone."""

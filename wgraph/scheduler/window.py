@@ -25,6 +25,11 @@ class InFlightWindow:
         scheduler = self._scheduler
         while len(self._fences) >= self.depth:
             scheduler.wait(self._fences.popleft())
+        before = scheduler.last_index
         result = run()
-        self._fences.append(scheduler.fence())
+        fence = scheduler.fence()
+        # a call that submitted nothing (a program without dispatches) has no work to wait for: its fence would be
+        # older work's, and the window waited for it (a GPU wait counted) as if it were in flight
+        if fence != before:
+            self._fences.append(fence)
         return result
