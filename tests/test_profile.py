@@ -142,3 +142,38 @@ def test_profile_of_more_dispatches_than_one_query_set_holds(dev, monkeypatch):
     assert prof.span_us == pytest.approx((ticks[-1] - ticks[0]) / 1000.0)
     # 2100 dispatches of 4 elements: lavapipe's own time between them is ~20% of the span (0.7-0.8 covered)
     assert 0.5 * prof.span_us < prof.total_us <= prof.span_us * 1.0001
+
+
+def test_profile_reads_its_timestamps_before_another_thread_destroys_the_device(monkeypatch):
+    """Program.profile read its timestamps after letting go of the device lock: a dev.destroy() on another thread in
+    between made the read wgpu's raw GPUValidationError ("Parent device is lost"). It reads them under the lock now:
+    the destroy waits for it, and the profile has its row. rec.profile() of a recording whose device was destroyed
+    since says DeviceError, naming the recording (wgpu's error as well)."""
+    import threading
+
+    from wgraph.scheduler import profiling
+
+    d = wg.Device()   # a device of its own: this test destroys it
+    if not d.caps.has_timestamps:
+        pytest.skip("the device has no timestamp queries")
+    g = wg.Graph("racy")
+    g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), 2.0))
+    prog = g.compile(d)
+    x = d.tensor(np.ones(4, np.float32))
+    with d.record(profile=True, label="timed") as rec:
+        wg.ops.scale(x, 3.0)
+    read, threads = profiling.Timestamps.ticks_ns, []
+
+    def ticks(self):
+        threads.append(threading.Thread(target=d.destroy))
+        threads[-1].start()
+        threads[-1].join(0.3)   # it waits for the device lock (the fix), or destroys at once (the bug)
+        return read(self)
+
+    monkeypatch.setattr(profiling.Timestamps, "ticks_ns", ticks)
+    prof = prog.profile(x=np.ones(4, np.float32))
+    threads[0].join()
+    assert d.lost and [r.op for r in prof.rows] == ["scale"] and prof.rows[0].gpu_us >= 0
+    with pytest.raises(wg.DeviceError, match=r"^timed: its timestamps died with device .* \(epoch \d+\), lost or "
+                                             r"destroyed before rec.profile\(\) read them"):
+        rec.profile()

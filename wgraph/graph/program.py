@@ -504,8 +504,13 @@ class Program:
             self._check_device()
             stamps = Timestamps(self.device.wgpu, len(self._owners), caps.has_timestamps_inside_passes)
             self._run_locked(feeds, stamps)
+            # read under the lock, as every call into wgpu is: a dev.destroy() on another thread between the submit
+            # and this map made it wgpu's raw GPUValidationError ("Parent device is lost")
+            ticks = stamps.ticks_ns()
+            scheduler = self.device.scheduler
+            scheduler.completed(scheduler.last_index)   # the map waited for every submission up to the profiled one
         ops = {n: self.graph.node(n).op for n in self._owners}
-        return ProgramProfile.from_ticks(self.graph.name, caps.adapter_name, self._owners, ops, stamps.ticks_ns(),
+        return ProgramProfile.from_ticks(self.graph.name, caps.adapter_name, self._owners, ops, ticks,
                                          stamps.inside_passes)
 
     def update(self, node_name: str, params: Any) -> None:

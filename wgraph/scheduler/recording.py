@@ -8,7 +8,7 @@ import itertools
 import threading
 import weakref
 
-from wgraph.errors import RecordingError
+from wgraph.errors import DeviceError, RecordingError
 from wgraph.scheduler.commands import CommandList
 from wgraph.scheduler.dispatch import Dispatch
 from wgraph.scheduler.profiling import ProfileTable, Timestamps
@@ -136,7 +136,13 @@ class Recording:
         if self._timestamps is None:   # it dispatched nothing (only writes, or empty): no time to report
             return ProfileTable((), self.caps.has_timestamps_inside_passes, 0.0)
         if self._ticks is None:
-            self._ticks = self._timestamps.ticks_ns()
+            scheduler = self.scheduler
+            with scheduler.lock:   # as every call into wgpu: not beside another thread's dev.destroy() or submit
+                if scheduler.closed:   # else the map was wgpu's raw GPUValidationError ("Parent device is lost")
+                    raise DeviceError(f"{self.label}: its timestamps died with device {scheduler.name!r} (epoch "
+                                      f"{scheduler.epoch}), lost or destroyed before rec.profile() read them; "
+                                      f"profile() right after the recording, before a dev.destroy() or recreate()")
+                self._ticks = self._timestamps.ticks_ns()
         return ProfileTable.from_ticks(self._labels, self._ticks, self._timestamps.inside_passes)
 
     def __enter__(self):
