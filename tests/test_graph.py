@@ -7,6 +7,7 @@ import base64
 import json
 import re
 
+import attrs
 import numpy as np
 import pytest
 
@@ -198,6 +199,34 @@ def test_update_rewrites_only_dirty_uniforms(dev, rng):
     assert prog.params["scale_4"].factor == -2.0 and g.node("scale_4").params.factor == 1.5
     np.testing.assert_array_equal(g.compile(dev).run(x=a)["y"].numpy(), ref_all_15(dev, a))
 
+
+
+def test_update_after_the_device_changed_under_it_is_a_device_error(monkeypatch):
+    """Program.update captures the node outside the device lock, then looks up pipelines and bind groups under it: a
+    dev.recreate() or dev.destroy() on another thread in between made those wgpu's raw GPUValidationError (the old
+    device's buffers on the new one; 'Parent device is lost'), params unchanged. DeviceError naming the epoch now.
+    (The other thread is simulated: the capture itself replaces the device.)"""
+    from wgraph.graph.program import Program
+
+    d = wg.Device()   # a device of its own: this test re-creates and destroys it
+    g = wg.Graph("upd")
+    g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), 2.0))
+    capture = Program._capture
+    for change, now in (("recreate", r"epoch \d+"),):   # a destroy ("the device is now lost") takes the same check
+        prog = g.compile(d)
+        node = next(iter(prog.params))
+
+        def racy(self, *a, change=change):
+            tpl = capture(self, *a)
+            getattr(d, change)()
+            return tpl
+
+        monkeypatch.setattr(Program, "_capture", racy)
+        with pytest.raises(wg.DeviceError, match=rf"^program 'upd' was compiled for .* epoch \d+; the device is now "
+                                                 rf"{now}: compile the graph again"):
+            prog.update(node, attrs.evolve(prog.params[node], factor=3.0))
+        monkeypatch.setattr(Program, "_capture", capture)
+        assert prog.params[node].factor == 2.0
 
 
 def test_update_takes_numpy_scalars_as_the_numbers_they_are(dev, rng):

@@ -324,13 +324,16 @@ class Program:
 
     # ---- running ----
 
-    def _check_device(self):
+    def _check_epoch(self):
         dev = self.device
         if dev.lost or dev.epoch != self.epoch:
             raise DeviceError(f"program {self.graph.name!r} was compiled for {dev.caps.adapter_name!r} epoch "
                               f"{self.epoch}; the device is now {'lost' if dev.lost else f'epoch {dev.epoch}'}: "
                               f"compile the graph again")
-        if dev.scheduler.recording is not None:
+
+    def _check_device(self):
+        self._check_epoch()
+        if self.device.scheduler.recording is not None:
             raise RecordingError(f"program {self.graph.name!r}: run() inside dev.record() is not supported; "
                                  f"a program submits by itself")
 
@@ -563,6 +566,9 @@ class Program:
                              f"with ({e}); compile the graph again") from None
         made = tpl.instantiate(*self._node_tensors(node_name), scratch)
         with self.device.lock:
+            # again under the lock: a dev.destroy() or recreate() on another thread since the capture made the
+            # pipeline and bind group lookups below wgpu's raw GPUValidationError (the old device's buffers)
+            self._check_epoch()
             for i, d in zip(idx, made):
                 self._commands.replace_step(i, d)
                 if self._commands.offsets[i] is not None:
