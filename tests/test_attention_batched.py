@@ -961,3 +961,23 @@ def test_kvcache_new_rows_into_a_row_another_key_is_read_from_are_refused(dev, r
     for b in range(2):
         rows = [0, 1, table[b, 1] * page]       # keys 0, 1 in the shared page, key 2 the new row
         assert check(out[b], None, q[b], want_k[rows], want_v[rows], out_dtype=np.float32, causal=True) is None
+
+
+@pytest.mark.parametrize("rows", [(4, 4), (0, 3)], ids=["q-rows", "k-rows"])
+def test_varlen_gpu_offsets_of_no_sequence_with_rows_are_refused(dev, rows):
+    """GPU cu_seqlens [0] (B = 0) with q of 4 rows ran no dispatch: out kept what its pooled buffer held (7s
+    here), and no error flag was set (a GPU [0, 2] for 4 rows is reported). B = 0 is known from the shape: a
+    ShapeError naming the rows, as host offsets [0] are."""
+    for _ in range(2):   # leave 7s in the pool, where an unwritten out would come from
+        dev.tensor(np.full((4, 2, 8), 7.0, np.float32)).numpy()
+    q = dev.tensor(np.ones((rows[0], 2, 8), np.float32))
+    k = dev.tensor(np.ones((rows[1], 2, 8), np.float32))
+    cu0 = dev.tensor(np.array([0], np.uint32))
+    name = "q" if rows[0] else "k"
+    with pytest.raises(ShapeError, match=rf"hold no sequence \(B = 0\), but {name} has {max(rows)} rows"):
+        wg.ops.attention_varlen(q, k, k, cu0, cu0, max_seqlen_q=4, max_seqlen_k=4, causal=True)
+    out = wg.ops.attention_varlen(dev.tensor(np.ones((0, 2, 8), np.float32)), dev.tensor(np.ones((0, 2, 8),
+                                  np.float32)), dev.tensor(np.ones((0, 2, 8), np.float32)), cu0, cu0, max_seqlen_q=0,
+                                  max_seqlen_k=0, causal=True)
+    assert out.shape == (0, 2, 8)
+    dev.check_errors()

@@ -82,6 +82,12 @@ def _geometry(p: BatchedParams, specs) -> dict:
         B = cu_q.shape[0] - 1
         _check_u32(f"{op}: cu_seqlens_q", cu_q, (B + 1,))
         _check_u32(f"{op}: cu_seqlens_k", kv_lens, (B + 1,))
+        # no sequence (offsets [0]) holds no row, known from the shape alone: a GPU [0] ran no dispatch, so it
+        # neither wrote q's rows (out kept what its buffer held) nor set the error flag a wrong last offset sets
+        for name, rows in (("q", total_q), ("k", total_k)):
+            if B == 0 and rows:
+                raise ShapeError(f"{op}: cu_seqlens of shape (1,) hold no sequence (B = 0), but {name} has {rows} "
+                                 f"rows; each row belongs to a sequence")
         geo = dict(B=B, q_rows=total_q, kv_rows=total_k, layout=0, pages=0, max_pages=0)
     else:
         B, Sq, Hq, D = _spec3(f"{op}: q", q, 4)
