@@ -1,6 +1,8 @@
 """Batched attention (attention_varlen, attention_kvcache, seqlens_advance) and window / lse on
 wg.ops.attention, against a float64 per-sequence reference with FlashAttention's rule (window_reference.py)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -981,3 +983,18 @@ def test_varlen_gpu_offsets_of_no_sequence_with_rows_are_refused(dev, rows):
                                   max_seqlen_k=0, causal=True)
     assert out.shape == (0, 2, 8)
     dev.check_errors()
+
+
+def test_kvcache_gpu_block_table_of_the_wrong_rank_is_named(dev):
+    """A 1-D GPU block_table (the single-sequence page_table's shape) gave a capacity of 0, so the call raised
+    LimitError 'sequence 0: cache_seqlens 1 + 0 new rows = 1 is above the capacity of 0' (with new rows: '1 new
+    rows per sequence do not fit the capacity of 0'), blaming the lengths; the table's shape is named now."""
+    q = dev.tensor(np.zeros((2, 1, 1, 8), np.float32))
+    pool = dev.tensor(np.zeros((3 * 4, 1, 8), np.float32))
+    new = dev.tensor(np.zeros((2, 1, 1, 8), np.float32))
+    for table in (np.array([0, 1], np.uint32), np.zeros((2, 1, 1), np.uint32)):
+        for extra in ({}, dict(k_new=new, v_new=new)):
+            with pytest.raises(ShapeError, match=rf"block_table must be u32 \[B=2, max_pages\], got u32 "
+                                                 rf"{re.escape(str(table.shape))}"):
+                wg.ops.attention_kvcache(q, pool, pool, cache_seqlens=[1, 2], block_table=dev.tensor(table),
+                                         page_size=4, causal=True, **extra)

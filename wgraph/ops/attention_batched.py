@@ -573,6 +573,10 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
                 b, i = bad[0]
                 raise LimitError(f"{op}: block_table[{b}, {i}] = {block_table[b, i]} (sequence {b}) is not a page "
                                  f"of the cache, which has {pages} pages")
+        else:   # its shape before the capacity it gives: a 1-D one gave capacity 0, named as the lengths' fault
+            t = _spec_of(block_table)
+            if len(t.shape) != 2 or t.dtype != "u32" or t.shape[0] != B:
+                raise ShapeError(f"{op}: block_table must be u32 [B={B}, max_pages], got {t.dtype} {t.shape}")
         capacity = _capacity(k_cache.shape, _spec_of(block_table).shape, page_size)
     else:
         if page_size is not None:
