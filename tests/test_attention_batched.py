@@ -998,3 +998,26 @@ def test_kvcache_gpu_block_table_of_the_wrong_rank_is_named(dev):
                                                  rf"{re.escape(str(table.shape))}"):
                 wg.ops.attention_kvcache(q, pool, pool, cache_seqlens=[1, 2], block_table=dev.tensor(table),
                                          page_size=4, causal=True, **extra)
+
+
+def test_batched_calls_name_themselves_in_out_and_aliasing_errors(dev):
+    """A wrong out= raised 'attention_batched: out= has shape (4, 2, 4), the op makes (4, 2, 8)' from an
+    attention_varlen call, and 'attention_batched: ...' / 'attention_kvcache_new_rows: ...' from attention_kvcache:
+    ops the caller never called. Each names the call now, with the same numbers."""
+    x = dev.tensor(np.zeros((4, 2, 8), np.float32))
+    varlen = dict(max_seqlen_q=4, max_seqlen_k=4, causal=True)
+    with pytest.raises(ShapeError, match=r"^attention_varlen: out= has shape \(4, 2, 4\), the op makes \(4, 2, 8\)$"):
+        wg.ops.attention_varlen(x, x, x, [0, 4], [0, 4], **varlen, out=dev.tensor(np.zeros((4, 2, 4), np.float32)))
+    with pytest.raises(DtypeError, match=r"^attention_varlen: out= has dtype f16, the op makes f32$"):
+        wg.ops.attention_varlen(x, x, x, [0, 4], [0, 4], **varlen, out=dev.tensor(np.zeros((4, 2, 8), np.float16)))
+    with pytest.raises(wg.AliasingError, match=r"^attention_varlen: q and k and v and out= are one buffer"):
+        wg.ops.attention_varlen(x, x, x, [0, 4], [0, 4], **varlen, out=x)
+    q = dev.tensor(np.zeros((2, 1, 2, 8), np.float32))
+    cache = dev.tensor(np.zeros((2, 4, 2, 8), np.float32))
+    wrong = dev.tensor(np.zeros((2, 1, 2, 4), np.float32))
+    with pytest.raises(ShapeError, match=r"^attention_kvcache: out= has shape \(2, 1, 2, 4\), the op makes "):
+        wg.ops.attention_kvcache(q, cache, cache, cache_seqlens=[1, 2], causal=True, out=wrong)
+    new = dev.tensor(np.zeros((2, 1, 2, 8), np.float32))
+    with pytest.raises(ShapeError, match=r"^attention_kvcache: out= has shape \(2, 1, 2, 4\), the op makes "):
+        wg.ops.attention_kvcache(q, cache, dev.tensor(np.zeros((2, 4, 2, 8), np.float32)), cache_seqlens=[1, 2],
+                                 k_new=new, v_new=new, causal=True, out=wrong)

@@ -474,7 +474,19 @@ def attention_varlen(q: TensorT, k: TensorT, v: TensorT, cu_seqlens_q: Ids, cu_s
     _plan_now(p, (q.spec, k.spec, v.spec, _spec_of(cus[0]), _spec_of(cus[1]), None), q)
     cus = [cu if _is_device_value(cu) else _upload(q, cu, f"{op}.{name}")
            for cu, name in zip(cus, ("cu_seqlens_q", "cu_seqlens_k"))]
-    return apply(BATCHED, p, (q, k, v, cus[0], cus[1], None), out=out)
+    return _apply_as(op, BATCHED, p, (q, k, v, cus[0], cus[1], None), out)
+
+
+def _apply_as(op: str, opdef: OpDef, p: BatchedParams, inputs: tuple, out) -> Any:
+    """apply(), its errors named by the call the caller made: the op's own name ("attention_batched: out= has shape
+    (4, 2, 4), the op makes (4, 2, 8)" for an attention_varlen call) named an op the caller never called."""
+    try:
+        return apply(opdef, p, inputs, out=out)
+    except WgraphError as e:
+        msg = str(e)
+        if not msg.startswith(f"{opdef.name}: "):
+            raise
+        raise type(e)(f"{op}: {msg[len(opdef.name) + 2:]}") from None
 
 
 def _fits(out, q, return_lse: bool) -> bool:
@@ -613,5 +625,5 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
         block_table = _upload(q, block_table, f"{op}.block_table")
     inputs = (q, k_cache, v_cache, None, cache_seqlens, block_table)
     if k_new is None:
-        return apply(BATCHED, p, inputs, out=out)
-    return apply(NEW_ROWS, p, inputs + (k_new, v_new), out=out)
+        return _apply_as(op, BATCHED, p, inputs, out)
+    return _apply_as(op, NEW_ROWS, p, inputs + (k_new, v_new), out)
