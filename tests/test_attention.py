@@ -435,3 +435,17 @@ def test_an_i32_kv_len_tensor_says_how_to_make_a_u32_one(dev, rng):
     s = np.einsum("hd,jd->hj", q[0].astype(np.float64), k[:7, 0]) / np.sqrt(8)
     p = np.exp(s - s.max(-1, keepdims=True))
     np.testing.assert_allclose(out[0], (p / p.sum(-1, keepdims=True)) @ v[:7, 0], atol=1e-5)
+
+
+def test_a_page_table_that_is_not_a_1d_tensor_is_named_without_kv_len(dev):
+    """With kv_len left out, the default kv_len read page_table.shape[0] first: a list raised 'AttributeError: 'list'
+    object has no attribute 'shape'', a 0-d u32 tensor or array 'IndexError: tuple index out of range' (attention
+    and attention_plan); with kv_len given, the same tables were ShapeErrors naming page_table. They are now too."""
+    q, pool = dev.tensor(np.zeros((1, 2, 8), np.float32)), dev.tensor(np.zeros((12, 1, 8), np.float32))
+    paged = dict(causal=True, kv_layout="paged", page_size=4)
+    for call, fn in (("attention", wg.ops.attention), ("attention_plan", wg.ops.attention_plan)):
+        with pytest.raises(wg.ShapeError, match=rf"{call}: page_table must be a Tensor.*got list"):
+            fn(q, pool, pool, page_table=[0, 1], **paged)
+        with pytest.raises(wg.ShapeError, match=r"paged layout needs page_table, a 1-D u32 tensor; got "
+                                                r"TensorSpec\(shape=\(\), dtype='u32'\)"):
+            fn(q, pool, pool, page_table=dev.tensor(np.array(3, np.uint32)), **paged)

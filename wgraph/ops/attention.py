@@ -473,8 +473,12 @@ def _default_kv_len(k, kv_layout, page_table, page_size):
     shape = getattr(k, "shape", None)   # one read of the property: every call without kv_len comes here
     if shape is None:
         return None  # k is not a tensor: apply names it
-    if kv_layout == "paged" and page_table is not None and args.is_int(page_size) and page_size > 0:
-        return min(shape[0], page_table.shape[0] * int(page_size))
+    # a table without a 1-D shape (a list, a 0-d tensor) raised AttributeError / IndexError here: its own check
+    # (apply's, validate's) names it
+    table_shape = getattr(page_table, "shape", None)
+    if (kv_layout == "paged" and isinstance(table_shape, tuple) and len(table_shape) == 1 and args.is_int(page_size)
+            and page_size > 0):
+        return min(shape[0], table_shape[0] * int(page_size))
     return shape[0]
 
 
