@@ -1021,3 +1021,13 @@ def test_batched_calls_name_themselves_in_out_and_aliasing_errors(dev):
     with pytest.raises(ShapeError, match=r"^attention_kvcache: out= has shape \(2, 1, 2, 4\), the op makes "):
         wg.ops.attention_kvcache(q, cache, dev.tensor(np.zeros((2, 4, 2, 8), np.float32)), cache_seqlens=[1, 2],
                                  k_new=new, v_new=new, causal=True, out=wrong)
+
+
+def test_a_batch_of_one_names_the_call_in_its_errors(dev):
+    """A batch of one runs the single-sequence attention: out= aliasing the k cache raised 'attention: k and out=
+    are one buffer ...', naming a call the caller never made; it names attention_kvcache now."""
+    cache = dev.tensor(np.zeros((1, 4, 1, 8), np.float32))
+    q = dev.tensor(np.zeros((1, 4, 1, 8), np.float32))
+    with pytest.raises(wg.AliasingError, match=r"^attention_kvcache \(one sequence\): k and out= are one buffer"):
+        wg.ops.attention_kvcache(q, cache, dev.tensor(np.zeros((1, 4, 1, 8), np.float32)), cache_seqlens=[2],
+                                 causal=True, out=cache)

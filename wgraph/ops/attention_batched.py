@@ -521,8 +521,14 @@ def _one_sequence(p: BatchedParams, q, k_cache, v_cache, cache_seqlens, block_ta
         k, v = (reshape(c, *c.shape[1:]) for c in (k_cache, v_cache))
     if out is not None:
         paged["out"] = out.reshape(sq, hq, d)
-    result = attention(reshape(q, sq, hq, d), k, v, causal=p.causal, scale=p.scale, kv_len=kv_len, window=p.window,
-                       softcap=p.softcap, return_lse=p.return_lse, **paged)
+    try:
+        result = attention(reshape(q, sq, hq, d), k, v, causal=p.causal, scale=p.scale, kv_len=kv_len,
+                           window=p.window, softcap=p.softcap, return_lse=p.return_lse, **paged)
+    except WgraphError as e:   # out= aliasing the cache said "attention: ...", a call the caller never made
+        msg = str(e)
+        if not msg.startswith("attention: "):
+            raise
+        raise type(e)(f"attention_kvcache (one sequence): {msg[len('attention: '):]}") from None
     if p.return_lse:
         return reshape(result[0], 1, sq, hq, d), result[1]
     return out if out is not None else reshape(result, 1, sq, hq, d)
