@@ -140,6 +140,17 @@ def test_write_checkpoint_refuses_a_shard_count_it_cannot_write(tmp_path):
         assert not (tmp_path / "x").exists()
 
 
+def test_write_checkpoint_refuses_a_storage_it_does_not_write(tmp_path):
+    """storage="bfloat16" raised a bare ValueError, not a WgraphError; storage=None the same."""
+    from wgraph.errors import ArgumentError
+
+    cfg = tiny_config()
+    for storage in ("bfloat16", "f64", None, np.float32):
+        with pytest.raises(ArgumentError, match=r"write_checkpoint: storage=.* must be one of 'f32', 'f16', 'bf16'"):
+            write_checkpoint(tmp_path / "x", cfg, {}, storage=storage)
+        assert not (tmp_path / "x").exists()
+
+
 def test_llama3_rope_scaling_matches_reference():
     scaling = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}

@@ -75,8 +75,8 @@ def write_checkpoint(path, cfg: dict, weights: dict[str, np.ndarray], *, storage
                      shards: int = 1) -> Path:
     """Write config.json and the weights as `storage` (f32, f16 or bf16) into `shards` .safetensors files
     (with model.safetensors.index.json when more than one)."""
-    if storage not in STORAGE:
-        raise ValueError(f"storage must be one of {STORAGE}, got {storage!r}")
+    # a bare ValueError, not a WgraphError (storage="bfloat16"); args.choice is ArgumentError, still a ValueError
+    storage = args.choice("write_checkpoint", "storage", storage, STORAGE)
     # shards=0 wrote config.json and no tensor file, without an error; a float one raised range()'s TypeError
     args.integer("write_checkpoint", "shards", shards, 1, max(1, len(weights)))
     root = Path(path)
