@@ -927,6 +927,20 @@ def test_state_init_must_have_the_states_shape():
     assert g.state("s", (2, 3), init=np.arange(6, dtype=np.float32).reshape(2, 3)).spec.shape == (2, 3)
 
 
+def test_a_number_inits_a_one_element_state(dev):
+    """g.state("pos", (1,), "u32", init=5) was a ShapeError (init of shape ()), while prog.run(pos=5) and
+    dev.write take a number for a one-element value (README: g.state's init takes Python numbers)."""
+    g = wg.Graph("scalar_init")
+    pos = g.state("pos", (1,), "u32", init=5)
+    s = g.state("s", (1, 1), "f32", init=2.5)
+    g.output("y", wg.ops.scale(s, 2.0))
+    prog = g.compile(dev)
+    assert pos.spec.shape == (1,) and prog.state("pos").numpy().tolist() == [5]
+    assert prog.run()["y"].numpy().tolist() == [[5.0]]
+    with pytest.raises(wg.ShapeError, match=r"state 't' is \(2,\); init has shape \(\)"):
+        g.state("t", (2,), "u32", init=5)   # a number fills one element, not two
+
+
 def _accumulator(dev):
     """A program whose run adds x into state s (init 0, 1, 2, 3) and returns the sum."""
     g = wg.Graph("acc")

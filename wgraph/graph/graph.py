@@ -79,8 +79,8 @@ class Graph:
         name: the state's name (prog.state(name) is its tensor).
         shape: a tuple of integers.
         dtype: wgraph's name ("f32", "f16", "bf16", "i32", "u32") or numpy's or torch's spelling of one.
-        init: host data of that shape and dtype to fill it with at compile (Python numbers and lists take the dtype);
-            None: zeros.
+        init: host data of that shape and dtype to fill it with at compile (Python numbers and lists take the dtype;
+            a number fills a one-element state); None: zeros.
         """
         name = args.text("Graph.state", "name", name)   # a str subclass (np.str_) as the plain str
         spec = self._source_spec("state", name, shape, dtype)
@@ -88,7 +88,9 @@ class Graph:
         if init is not None:
             _no_value(init, f"graph {self.name!r}: state {name!r} init")
             arr = host_array(init, spec.dtype, where=f"graph {self.name!r}: state {name!r} init")
-            if arr.shape != spec.shape:   # exactly: a (3, 2) init of a (2, 3) state is not its transpose
+            # exactly: a (3, 2) init of a (2, 3) state is not its transpose; a number fills a one-element state,
+            # as Program.run's inputs and dev.write take one (init=5 for a (1,) state was a ShapeError)
+            if arr.shape != spec.shape and not (arr.ndim == 0 and spec.size == 1):
                 raise ShapeError(f"graph {self.name!r}: state {name!r} is {spec.shape}; init has shape {arr.shape} "
                                  f"(it must have the state's shape)")
             data = arr.tobytes()
