@@ -609,3 +609,25 @@ def test_a_profiled_recording_that_dispatches_nothing_has_an_empty_profile(dev, 
         wg.ops.scale(x, 2.0)
     with pytest.raises(RecordingError, match="has no timestamp-query feature"):
         rec2.profile()
+
+
+def test_items_of_a_submitted_recording_are_refused_not_empty(dev):
+    """`list(rec.items)` taken after the block used to be [] (the recording had moved to a fresh command list), so
+    dev.run of it replayed nothing, silently; taken inside, the replay scales the new x."""
+    x = dev.tensor(np.ones(4, np.float32))
+    y = dev.tensor(np.zeros(4, np.float32))
+    with dev.record() as rec:
+        wg.ops.scale(x, 2.0, out=y)
+        inside = list(rec.items)
+    with pytest.raises(RecordingError, match="already submitted.*inside the with block"):
+        rec.items
+    dev.write(x, np.full(4, 5.0, np.float32))
+    dev.run(inside)
+    assert y.numpy().tolist() == [10.0] * 4
+    with pytest.raises(ZeroDivisionError):
+        with dev.record() as failed:
+            wg.ops.scale(x, 3.0, out=y)
+            1 / 0
+    with pytest.raises(RecordingError, match="already discarded"):
+        failed.items
+    assert y.numpy().tolist() == [10.0] * 4

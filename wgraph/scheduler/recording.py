@@ -37,6 +37,12 @@ class Recording:
 
     @property
     def items(self) -> list:
+        """The recorded items (dispatches, copies, writes) so far, for a replay with dev.run(list(rec.items)):
+        take them inside the `with` block. RecordingError once it was submitted or discarded (its items went
+        with that submit: an empty list then made dev.run replay nothing, silently)."""
+        if self.state != "open":
+            raise RecordingError(f"{self.label} was already {self.state}: its items went with it; take "
+                                 f"list(rec.items) inside the with block to replay them with dev.run")
         return self.commands.items
 
     def _check_open(self):
@@ -85,7 +91,7 @@ class Recording:
             pending = scheduler.take_pending()
             if pending:
                 self.commands.items[:0] = pending
-            dispatches = [i for i in self.items if isinstance(i, Dispatch)]
+            dispatches = [i for i in self.commands.items if isinstance(i, Dispatch)]
             self._labels = [d.label or d.kernel.name for d in dispatches]
             try:
                 # inside the try: a failure here (making the query sets) must discard the recording as a failed
@@ -161,4 +167,4 @@ class Recording:
         return False
 
     def __repr__(self) -> str:
-        return f"Recording({self.label!r}, {self.state}, items={len(self.items)})"
+        return f"Recording({self.label!r}, {self.state}, items={len(self.commands.items)})"
