@@ -292,3 +292,17 @@ def test_empty_weights(dev):
     got = wg.ops.linear(dev.tensor(np.ones((2, 0), np.float32)), dev.tensor(np.ones((3, 0), np.float32)), dev.tensor(b))
     assert np.array_equal(got.numpy(), np.stack([b, b]))
     assert registry()[plan_linear(1, 0, 8, "f32", SUBGROUPS).variant].facts["form"] == "gemm"
+
+
+@pytest.mark.parametrize("variant", ["gemv_r8_f32", "gemv_r1_wg_f32"])
+def test_forced_gemv_of_no_rows(dev, variant):
+    """A forced GEMV given 0 rows of x: an empty y and no dispatch, as the planned call (the GEMM) gives; it
+    dispatched with x's 4-byte stand-in bound where the GEMV reads vec4s (a wgpu validation error)."""
+    skip_unless_runs(dev, variant)
+    x, w = dev.tensor(np.ones((0, 16), np.float32)), dev.tensor(np.ones((6, 16), np.float32))
+    before = dev.stats.snapshot()
+    got = wg.ops.linear(x, w, dev.tensor(np.ones(6, np.float32)), norm=dev.tensor(np.ones(16, np.float32)),
+                        variant=variant).numpy()
+    assert got.shape == (0, 6) and dev.stats.since(before).dispatches == 0
+    assert np.array_equal(wg.ops.linear(dev.tensor(np.ones((1, 16), np.float32)), w, variant=variant).numpy(),
+                          np.full((1, 6), 16.0, np.float32))   # the device still runs work after it
