@@ -292,3 +292,31 @@ def test_empty_dimensions(dev):
         assert got.shape == (m, 5) and np.array_equal(got, np.broadcast_to(b, (m, 5)))
         assert dev.stats.since(before).dispatches == (1 if m else 0)
         assert np.array_equal(wg.ops.linear(x, w).numpy(), np.zeros((m, 5), np.float32))
+
+
+@pytest.mark.parametrize("wdtype", ["f32", "f16"])
+def test_nan_and_inf_stay_where_float64_puts_them(dev, rng, wdtype):
+    """A NaN in one row of x is NaN in that row's outputs only, an inf in x gives that row +-inf (NaN through
+    the norm: inf / inf), an inf weight gives its output column +-inf (NaN where it meets a 0 in x): as float64
+    numpy, in the GEMV (5 rows), the GEMM (40) and the split GEMM, whose partial sums and clamped edge rows must
+    not carry a row's NaN into another's."""
+    skip_unless_f16(dev, wdtype)
+    n, k = 9, 16
+    for m, split in ((5, None), (40, None), (40, 3)):
+        for norm in (None, np.ones(k, np.float32)):
+            x = rng.standard_normal((m, k)).astype(np.float32)
+            w = rng.standard_normal((n, k)).astype(np.float16 if wdtype == "f16" else np.float32)
+            x[1, 5], x[m - 1, 2], x[0, 0] = np.nan, -np.inf, 0.0   # the last row: the GEMM's clamped edge rows
+            w[n - 1, 3], w[2, 0] = np.inf, -np.inf                # w[2, 0] meets x[0, 0] = 0: NaN in row 0 only
+            got = wg.ops.linear(dev.tensor(x), dev.tensor(w), norm=None if norm is None else dev.tensor(norm),
+                                split_k=split).numpy()
+            with np.errstate(all="ignore"):
+                x64 = x.astype(np.float64)
+                if norm is not None:
+                    x64 = x64 / np.sqrt(np.mean(x64 * x64, -1, keepdims=True) + 1e-6)
+                exact = x64 @ w.astype(np.float64).T
+            finite = np.isfinite(exact)
+            assert 0 < finite.sum() < exact.size and np.isnan(exact).any() and np.isinf(exact).any()
+            assert np.array_equal(np.isnan(got), np.isnan(exact)), (m, split, norm is not None)
+            assert np.array_equal(got[np.isinf(exact)], exact[np.isinf(exact)]), (m, split, norm is not None)
+            assert np.allclose(got[finite], exact[finite], rtol=1e-5, atol=1e-4), (m, split, norm is not None)
