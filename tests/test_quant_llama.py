@@ -147,7 +147,8 @@ def test_file_types_follow_llama_cpp():
                                                       {i: "Q5_K" if i < 2 else "Q4_K" for i in range(16)}, "Q4_K",
                                                       "Q4_K")
     assert set(checkpoint_formats(w, "Q5_K_S").values()) == {"Q6_K", "Q5_K"}
-    untied = checkpoint_formats(dict(w, **{"lm_head.weight": np.zeros((4, 256))}), "Q4_K_M")
+    # an lm_head of other values than the table (one equal to it is a tied model's copy: the table's format)
+    untied = checkpoint_formats(dict(w, **{"lm_head.weight": np.ones((4, 256))}), "Q4_K_M")
     assert untied["lm_head.weight"] == "Q6_K" and untied["model.embed_tokens.weight"] == "Q4_K"
     for fmt in ("Q8_0", "Q2_K", "IQ4_XS"):   # block formats: every matrix
         assert set(checkpoint_formats(w, fmt).values()) == {fmt}
@@ -235,3 +236,28 @@ def test_a_quantized_vector_is_refused_by_name(dev, name):
     with pytest.raises(wg.CheckpointError, match=rf"tensor {name!r} is a Q8_0 QuantizedWeight of shape \[1, 64\]; "
                                                  r"the config needs a float array of shape \[64\]"):
         QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, max_seq=16)
+
+
+def test_a_tied_models_lm_head_copy_quantizes_as_its_table(dev):
+    """transformers' state_dict() of a tied model holds lm_head.weight beside the table (the same tensor), which
+    Llama.from_weights takes. quantize_checkpoint(w, "Q4_K_M") took that copy for the output (Q6_K) and the table for
+    an untied one's (Q4_K), so QuantizedLlama refused the copy ("not used ... taken only where it equals
+    model.embed_tokens.weight"); now the table is the output (Q6_K, llama.cpp's tied output) and the copy its same
+    blocks: the model's logits are the float64 forward's over the gguf-dequantized weights."""
+    import gguf
+    from llama_reference import forward, rel_err
+
+    cfg = tiny_config(hidden_size=256, intermediate_size=256, head_dim=64, num_hidden_layers=1,
+                      tie_word_embeddings=True)
+    weights = random_weights(cfg, seed=11)
+    weights["model.embed_tokens.weight"] *= 0.1
+    weights["lm_head.weight"] = weights["model.embed_tokens.weight"].copy()
+    formats = checkpoint_formats(weights, "Q4_K_M")
+    assert formats["model.embed_tokens.weight"] == formats["lm_head.weight"] == "Q6_K"
+    quantized = quantize_checkpoint(weights, "Q4_K_M")
+    model = QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), quantized, dev, max_seq=16)
+    assert model.block_formats == ("Q4_K", "Q6_K")
+    deq = {name: gguf.quants.dequantize(w.raw().reshape(w.shape[0], -1), gguf.GGMLQuantizationType[w.ggml_type])
+           if isinstance(w, wg.ggml_blocks.QuantizedWeight) else w for name, w in quantized.items()}
+    ids = [3, 14, 15, 92]
+    assert rel_err(model.prefill(ids, all_logits=True).numpy(), forward(cfg, deq, ids)) < 1e-5

@@ -20,8 +20,8 @@ from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, block_format, quantize, stack_rows
 from wgraph.models.config import LlamaConfig
 from wgraph.models.file_types import FILE_TYPES, tensor_format
-from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, check_all_used, check_device,
-                                 check_options, weight_shapes)
+from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, _same_values, check_all_used,
+                                 check_device, check_options, weight_shapes)
 from wgraph.progress import bar as progress_bar
 
 if TYPE_CHECKING:
@@ -56,10 +56,10 @@ def _role(name: str, output: str) -> str:
 def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
     """{HF name: block format} for every matrix of HF-named Llama weights quantized as `ggml_type`: one format for
     all (a block format), or the mixture of one of llama.cpp's K-quant file types (file_types.FILE_TYPES:
-    "Q4_K_M", "Q3_K_S", ...): e.g. Q4_K_M's output matrix (lm_head; a tied model's embed_tokens) Q6_K, v_proj and
-    down_proj Q6_K in the layers of llama.cpp's use_more_bits, every other matrix Q4_K; a matrix whose rows its
-    format's block does not divide takes llama.cpp's fallback (Q4_K -> Q5_0, ...) or, where that does not divide
-    them either, stays float (left out).
+    "Q4_K_M", "Q3_K_S", ...): e.g. Q4_K_M's output matrix (lm_head; a tied model's embed_tokens, and a copy of it
+    as lm_head.weight equal to it) Q6_K, v_proj and down_proj Q6_K in the layers of llama.cpp's use_more_bits,
+    every other matrix Q4_K; a matrix whose rows its format's block does not divide takes llama.cpp's fallback
+    (Q4_K -> Q5_0, ...) or, where that does not divide them either, stays float (left out).
 
     weights: {Hugging Face tensor name: array}; the 2-D ones are the matrices.
     ggml_type: a block format of wgraph.ggml_blocks.FORMATS, or a file type of file_types.FILE_TYPES.
@@ -70,12 +70,19 @@ def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
         return dict.fromkeys(matrices, ggml_type)
     layer_of = {name: int(m.group(1)) for name in matrices if (m := re.match(r"model\.layers\.(\d+)\.", name))}
     layers = max(layer_of.values(), default=-1) + 1
-    output = "lm_head.weight" if "lm_head.weight" in weights else "model.embed_tokens.weight"
+    head, table = "lm_head.weight", "model.embed_tokens.weight"
+    # a tied model's lm_head.weight beside its table (transformers' state_dict() holds both, the same tensor): the
+    # table is the output (llama.cpp's Q6_K), and the copy takes its format, so that it still equals the table once
+    # quantized (QuantizedLlama takes a tied model's lm_head only then); the copy had the output's Q6_K, the table Q4_K
+    copy = head in weights and table in weights and _same_values(weights[head], weights[table])
+    output = head if head in weights and not copy else table
     formats = {}
     for name in matrices:
         fmt = tensor_format(ggml_type, _role(name, output), layer_of.get(name, 0), layers, np.shape(weights[name])[1])
         if fmt is not None:
             formats[name] = fmt
+    if copy and table in formats:
+        formats[head] = formats[table]
     return formats
 
 
