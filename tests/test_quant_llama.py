@@ -261,3 +261,14 @@ def test_a_tied_models_lm_head_copy_quantizes_as_its_table(dev):
            if isinstance(w, wg.ggml_blocks.QuantizedWeight) else w for name, w in quantized.items()}
     ids = [3, 14, 15, 92]
     assert rel_err(model.prefill(ids, all_logits=True).numpy(), forward(cfg, deq, ids)) < 1e-5
+
+
+def test_the_float_llama_names_a_quantized_weight(dev):
+    """Llama.from_weights given QuantizedWeights (quantize_checkpoint's output, meant for QuantizedLlama) said
+    "tensor 'model.embed_tokens.weight' has shape [], the config needs [100, 64]" (np.asarray of a QuantizedWeight
+    is a 0-d object array); it names the tensor's format and shape and where blocks go."""
+    cfg = tiny_config(num_hidden_layers=1)
+    weights = quantize_checkpoint(random_weights(cfg), "Q8_0")
+    with pytest.raises(wg.CheckpointError, match=r"tensor 'model.embed_tokens.weight' is a Q8_0 QuantizedWeight "
+                                                 r"\[100, 64\]; Llama takes float arrays: QuantizedLlama.from_weights"):
+        Llama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, dtype="f32", max_seq=8)

@@ -35,6 +35,7 @@ from wgraph import args
 from wgraph.device import Device
 from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
 from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
+from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
@@ -284,6 +285,11 @@ class Llama:
         def get(name, shape):
             if name not in weights:
                 raise CheckpointError(f"tensor {name!r} is missing")
+            if isinstance(weights[name], QuantizedWeight):   # np.asarray made it a 0-d object array: "shape []"
+                w = weights[name]
+                raise CheckpointError(f"tensor {name!r} is a {w.ggml_type} QuantizedWeight {list(w.shape)}; Llama "
+                                      f"takes float arrays: QuantizedLlama.from_weights computes on GGML blocks "
+                                      f"(or dequantize_checkpoint(weights) gives their floats)")
             a = np.asarray(weights[name])
             if a.shape != tuple(shape):
                 raise CheckpointError(f"tensor {name!r} has shape {list(a.shape)}, the config needs {list(shape)}")
