@@ -272,3 +272,18 @@ def test_the_float_llama_names_a_quantized_weight(dev):
     with pytest.raises(wg.CheckpointError, match=r"tensor 'model.embed_tokens.weight' is a Q8_0 QuantizedWeight "
                                                  r"\[100, 64\]; Llama takes float arrays: QuantizedLlama.from_weights"):
         Llama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, dtype="f32", max_seq=8)
+
+
+def test_uploaded_blocks_are_refused_by_name_before_compiling(dev):
+    """A QuantizedWeight whose blocks are already on the GPU (qw.upload(dev)) compiled the whole program, then
+    raised dev.write's DtypeError naming the state ('l0.w_down'), not the tensor; it is a CheckpointError naming
+    the tensor before any GPU work (QuantizedLlama uploads host blocks itself)."""
+    cfg = tiny_config(num_hidden_layers=1)
+    weights = quantize_checkpoint(random_weights(cfg), "Q8_0")
+    name = "model.layers.0.mlp.down_proj.weight"
+    weights[name] = weights[name].upload(dev)
+    before = dev.stats.snapshot()
+    with pytest.raises(wg.CheckpointError, match=rf"tensor {name!r} is a Q8_0 QuantizedWeight whose blocks are a "
+                                                 r"Tensor, not host data"):
+        QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, max_seq=8)
+    assert dev.stats.since(before).dispatches == 0

@@ -247,6 +247,13 @@ def _weight_states(cfg: LlamaConfig, weights: dict) -> dict[str, WeightState]:
     for name, pw in _program_weights(cfg, "f32").items():
         shape, sources = pw.shape, pw.sources
         given = [weights.get(src) for src in sources]
+        for src, w in zip(sources, given):
+            # written into the program's states from the host: a Tensor's blocks raised dev.write's DtypeError on
+            # the state's name ('l0.w_down'), once the program had compiled
+            if isinstance(w, QuantizedWeight) and not isinstance(w.blocks, np.ndarray):
+                raise CheckpointError(f"tensor {src!r} is a {w.ggml_type} QuantizedWeight whose blocks are a "
+                                      f"{type(w.blocks).__name__}, not host data; QuantizedLlama takes host blocks "
+                                      f"(numpy: quantize, QuantizedWeight.from_bytes) and uploads them itself")
         kinds = {w.ggml_type if isinstance(w, QuantizedWeight) else None for w in given}
         kind = next(iter(kinds)) if len(kinds) == 1 else None
         if kind is None:
