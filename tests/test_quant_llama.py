@@ -287,3 +287,32 @@ def test_uploaded_blocks_are_refused_by_name_before_compiling(dev):
                                                  r"Tensor, not host data"):
         QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, max_seq=8)
     assert dev.stats.since(before).dispatches == 0
+
+
+def test_a_bf16_checkpoint_quantizes_from_its_values(dev):
+    """A bf16 checkpoint's tensors are bit patterns (dtypes.BF16_BITS, as Checkpoint.get and Llama.from_weights take
+    them); quantize_checkpoint(w, "Q8_0") quantized np.asarray(a, np.float32), the bits taken as numbers (1.0,
+    0x3F80, became 16256.0): the model's logits were as far from the bf16 model's as they are large, silently. Now
+    each matrix's blocks are the gguf package's Q8_0 of the bf16 values (bits << 16 as f32), and the model's
+    logits are the float64 forward's over those blocks dequantized by gguf."""
+    import gguf
+    from llama_reference import forward, rel_err
+    from wgraph.dtypes import to_bf16
+
+    cfg = tiny_config(num_hidden_layers=1)
+    bits = {name: to_bf16(a) for name, a in random_weights(cfg, seed=4).items()}
+    quantized = quantize_checkpoint(bits, "Q8_0")
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    values, deq = {}, {}
+    for name, b in bits.items():
+        values[name] = (b["bf16"].astype(np.uint32) << 16).view(np.float32)
+        if b.ndim == 2:
+            raw = gguf.quants.quantize(values[name], q8)
+            assert np.array_equal(quantized[name].raw().reshape(raw.shape), raw), name
+            deq[name] = gguf.quants.dequantize(raw, q8)
+        else:
+            assert quantized[name] is b   # a norm stays as it is given
+            deq[name] = values[name]
+    model = QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), quantized, dev, max_seq=8)
+    ids = [1, 17, 42]
+    assert rel_err(model.prefill(ids, all_logits=True).numpy(), forward(cfg, deq, ids)) < 1e-5

@@ -20,8 +20,8 @@ from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, block_format, quantize, stack_rows
 from wgraph.models.config import LlamaConfig
 from wgraph.models.file_types import FILE_TYPES, tensor_format
-from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, _same_values, check_all_used,
-                                 check_device, check_options, weight_shapes)
+from wgraph.models.llama import (Llama, ProgramWeight, _as_f32, _convert, _program_weights, _same_values,
+                                 check_all_used, check_device, check_options, weight_shapes)
 from wgraph.progress import bar as progress_bar
 
 if TYPE_CHECKING:
@@ -89,9 +89,11 @@ def checkpoint_formats(weights: dict, ggml_type: str) -> dict[str, str]:
 def quantize_checkpoint(weights: dict[str, np.ndarray], ggml_type: str) -> dict[str, np.ndarray | QuantizedWeight]:
     """HF-named float weights with every matrix (projections, embed_tokens, lm_head) quantized to `ggml_type`
     (wgraph.ggml_blocks.quantize), or to the formats of one of llama.cpp's K-quant file types ("Q4_K_M",
-    "Q3_K_M", ...: `checkpoint_formats`); vectors (the norms) stay as they are."""
+    "Q3_K_M", ...: `checkpoint_formats`); vectors (the norms) stay as they are. bf16 bit patterns (a bf16
+    checkpoint's tensors, dtypes.BF16_BITS) are quantized from their values (np.asarray(a, np.float32) took the
+    bits as numbers: 1.0, 0x3F80, was 16256.0)."""
     formats = checkpoint_formats(weights, ggml_type)
-    return {name: quantize(np.asarray(a, np.float32), formats[name]) if name in formats else a
+    return {name: quantize(_as_f32(np.asarray(a)), formats[name]) if name in formats else a
             for name, a in weights.items()}
 
 
