@@ -317,3 +317,20 @@ def test_from_weights_refuses_tensors_its_config_leaves_out(dev):
     same = dict(w, **{"lm_head.weight": w["model.embed_tokens.weight"].copy(),
                       "model.layers.0.self_attn.rotary_emb.inv_freq": np.ones(4, np.float32)})
     assert Llama.from_weights(tied, same, dev, dtype="f32", max_seq=8).config.tie_word_embeddings
+
+
+@pytest.mark.parametrize("storage", ["f32", "bf16"])
+def test_a_bf16_checkpoints_tensors_are_written_by_value(tmp_path, storage):
+    """Checkpoint.get's bf16 tensors (BF16_BITS bit patterns) written again: np.asarray(bits, np.float32) took
+    the bits as numbers (1.0, 0x3F80, written as 16256.0)."""
+    cfg = tiny_config()
+    w = random_weights(cfg, seed=5)
+    bf16 = Checkpoint(write_checkpoint(tmp_path / "bf16", cfg, w, storage="bf16"))
+    bits = {name: bf16.get(name, a.shape) for name, a in w.items()}
+    again = Checkpoint(write_checkpoint(tmp_path / storage, cfg, bits, storage=storage))
+    for name, b in bits.items():
+        # the bf16 value, by hand: its 16 bits are the high half of the float32's
+        want = (b.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        got = again.get(name, b.shape)
+        got = from_bf16(got) if storage == "bf16" else got
+        assert np.array_equal(got, want), name

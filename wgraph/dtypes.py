@@ -208,6 +208,13 @@ def from_bf16(bits: np.ndarray) -> np.ndarray:
     return _widen(np.ascontiguousarray(bits).view(np.uint16)).reshape(bits.shape)
 
 
+def as_f32(a) -> np.ndarray:
+    """Host values as float32: bf16 bit patterns (BF16_BITS) decoded by from_bf16, anything else cast
+    (np.asarray(bits, np.float32) of a BF16_BITS array takes the bits as numbers: 1.0, 0x3F80, is 16256.0)."""
+    a = np.asarray(a)
+    return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)
+
+
 def _widen(bits16: np.ndarray) -> np.ndarray:
     return (bits16.astype(np.uint32) << 16).view(np.float32)
 

@@ -33,7 +33,7 @@ import numpy as np
 import wgraph.ops as ops
 from wgraph import args
 from wgraph.device import Device
-from wgraph.dtypes import BF16_BITS, from_bf16, to_bf16
+from wgraph.dtypes import BF16_BITS, as_f32, from_bf16, to_bf16
 from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
 from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.kernels.registry import kernel, select_variant
@@ -735,7 +735,7 @@ def _same_values(a, b) -> bool:
         if hasattr(w, "dequantize"):   # a QuantizedWeight
             return w.dequantize()
         w = np.asarray(w)
-        return _as_f32(w) if w.dtype == BF16_BITS else w
+        return as_f32(w) if w.dtype == BF16_BITS else w
     if b is None:
         return False
     x, y = values(a), values(b)
@@ -758,7 +758,7 @@ def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
     given = a  # the values as given: a float64 1e300 is inf once in f32, and the check below must see it finite
     if pw.offset:
         with np.errstate(over="ignore"):  # found and named below
-            a = np.float32(pw.offset) + _as_f32(a)
+            a = np.float32(pw.offset) + as_f32(a)
     if pw.values == "bf16":
         try:
             a = to_bf16(a, where=f"tensor {name!r}")
@@ -769,9 +769,9 @@ def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
     if a.dtype == want and given.dtype == want:
         return np.ascontiguousarray(a)
     with np.errstate(over="ignore"):  # the overflow is found and named just below (numpy warned 'overflow in cast')
-        out = _as_f32(a).astype(want)
+        out = as_f32(a).astype(want)
     # value by value: a whole-tensor test passed a tensor holding an inf or NaN anywhere, its 1e5 becoming inf silently
-    given = _as_f32(given) if given.dtype == BF16_BITS else given
+    given = as_f32(given) if given.dtype == BF16_BITS else given
     bad = np.isinf(out) & np.isfinite(given)
     if bad.any():
         limit, hint = ("65504", "; load with dtype='f32'") if want == np.float16 else \
@@ -781,5 +781,3 @@ def _convert(a: np.ndarray, pw: ProgramWeight, name: str) -> np.ndarray:
     return out
 
 
-def _as_f32(a: np.ndarray) -> np.ndarray:
-    return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)

@@ -16,11 +16,12 @@ import attrs
 import numpy as np
 
 from wgraph import args
+from wgraph.dtypes import as_f32
 from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, block_format, quantize, stack_rows
 from wgraph.models.config import LlamaConfig
 from wgraph.models.file_types import FILE_TYPES, tensor_format
-from wgraph.models.llama import (Llama, ProgramWeight, _as_f32, _convert, _program_weights, _same_values,
+from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, _same_values,
                                  check_all_used, check_device, check_options, weight_shapes)
 from wgraph.progress import bar as progress_bar
 
@@ -93,7 +94,7 @@ def quantize_checkpoint(weights: dict[str, np.ndarray], ggml_type: str) -> dict[
     checkpoint's tensors, dtypes.BF16_BITS) are quantized from their values (np.asarray(a, np.float32) took the
     bits as numbers: 1.0, 0x3F80, was 16256.0)."""
     formats = checkpoint_formats(weights, ggml_type)
-    return {name: quantize(_as_f32(np.asarray(a)), formats[name]) if name in formats else a
+    return {name: quantize(as_f32(a), formats[name]) if name in formats else a
             for name, a in weights.items()}
 
 

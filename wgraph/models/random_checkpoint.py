@@ -12,7 +12,7 @@ import numpy as np
 import safetensors
 
 from wgraph import args
-from wgraph.dtypes import from_bf16, to_bf16
+from wgraph.dtypes import as_f32, from_bf16, to_bf16
 
 STORAGE = ("f32", "f16", "bf16")
 
@@ -89,7 +89,7 @@ def write_checkpoint(path, cfg: dict, weights: dict[str, np.ndarray], *, storage
     for fname, group in zip(files, groups):
         arrays = {}
         for name in group:
-            a = np.asarray(weights[name], np.float32)
+            a = as_f32(weights[name])   # bf16 bit patterns by value, not as numbers
             if storage == "bf16":
                 arrays[name] = ("bfloat16", to_bf16(a).view(np.uint16))
             else:
