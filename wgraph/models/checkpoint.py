@@ -16,7 +16,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 
 from wgraph import args
-from wgraph.dtypes import BF16_BITS, from_bf16
+from wgraph.dtypes import BF16_BITS, as_f32
 from wgraph.errors import CheckpointError
 from wgraph.models.config import DecoderConfig
 from wgraph.models.config_values import shown
@@ -133,7 +133,7 @@ class Checkpoint:
         """A tied model's file that holds its own lm_head.weight: accepted only where it equals the embedding
         (torch .bin conversions write both). transformers 5.25 does not tie two that differ (its logits come from
         lm_head.weight, whatever the config says), so such a file says two things."""
-        head, table = (_widened(self.get(name, shape)) for name in (HEAD, embed))
+        head, table = (as_f32(self.get(name, shape)) for name in (HEAD, embed))
         if not np.array_equal(head, table):
             raise CheckpointError(f"config.json: tie_word_embeddings=true, but {HEAD!r} in {self.where[HEAD].name} "
                                   f"differs from {embed!r}: transformers 5.25 does not tie them then (its logits come "
@@ -178,11 +178,6 @@ class Checkpoint:
         if arr.dtype != DTYPES[dtype] or arr.shape != got:  # what safetensors returned must be what it declared
             raise CheckpointError(f"tensor {name!r}: read {arr.dtype} {arr.shape}, declared {dtype} {got}")
         return arr
-
-
-def _widened(a: np.ndarray) -> np.ndarray:
-    """A tensor as `get` returns it, as float32 values (BF16 bit patterns widened exactly)."""
-    return from_bf16(a) if a.dtype == BF16_BITS else a.astype(np.float32)
 
 
 def _header_offsets(path: Path) -> tuple[int, dict]:
