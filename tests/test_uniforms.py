@@ -251,3 +251,25 @@ def test_pack_cache_serves_an_int_key_to_the_equal_float_with_the_packers_own_by
         assert core._pack_cached(layout, second) == pack_uniforms(layout, second)
     with pytest.raises(WgraphError, match=r"Numbers.u is u32, got non-integer 2.5"):
         core._pack_cached(layout, {"u": 2.5, "i": 0, "f": 0.5})
+
+
+BLOCK_COMMENTED = """
+struct Commented { a: u32, /* was_b: u32, /* nested */ was_c: vec4<f32>, */ b: f32, // c: u32, /* opens nothing
+  c: vec2<f32> }
+"""
+
+
+def test_block_comments_hide_members_consts_and_bindings(dev, rng):
+    """WGSL's /* */ comments (which nest) were kept by the parser: their members took offsets, so the packer put b
+    at 8 and c at 16 where the GPU reads b at 4, c at 8 (by hand: a 0..4, b 4..8, c aligned to 8: 8..16, 16 bytes).
+    A const or a binding inside one was read as declared too."""
+    layout = wgsl.struct_layout("Commented", wgsl.parse_structs(BLOCK_COMMENTED), {})
+    assert [(f.name, f.offset) for f in layout.fields] == [("a", 0), ("b", 4), ("c", 8)]
+    assert layout.size == 16
+    _roundtrip(dev, "probe_commented", layout, BLOCK_COMMENTED, rng)
+    text = "const T: u32 = 8u; /* const T: u32 = 4u; const U: u32 = 2u; */\n" \
+           "/* @group(0) @binding(3) var<storage, read> z: array<f32>; */"
+    assert wgsl.parse_consts(text) == {"T": 8}
+    assert wgsl.parse_bindings(text, "t") == ()
+    with pytest.raises(wgsl.RegistryError, match=r"block comment is never closed: '/\* a: u32"):
+        wgsl.parse_structs("struct S { b: f32, /* a: u32 }")

@@ -151,9 +151,33 @@ class BindingDecl:
         return self.access == "read_write"
 
 
+_COMMENT_OR_BLOCK = re.compile(r"//[^\n]*|/\*")
+_BLOCK_MARK = re.compile(r"/\*|\*/")
+
+
 @functools.lru_cache(maxsize=4)  # the loader reads six kinds of declaration from each kernel's text in turn
 def strip_comments(text: str) -> str:
-    return _COMMENT.sub("", text)
+    """`text` without its `// ...` and `/* ... */` comments (WGSL's block comments nest). Block comments were
+    kept: a member, const or binding inside one was read as declared (struct P { a: u32, /* old: u32, */ b: f32 }
+    packed b at 8, where the GPU reads 4)."""
+    if "/*" not in text:
+        return _COMMENT.sub("", text)
+    out, i = [], 0
+    while (m := _COMMENT_OR_BLOCK.search(text, i)) is not None:
+        out.append(text[i:m.start()])
+        i = m.end()
+        if m.group() != "/*":
+            continue   # a line comment (a `/*` inside one opens nothing)
+        depth = 1
+        while depth:
+            mark = _BLOCK_MARK.search(text, i)
+            if mark is None:
+                raise RegistryError(f"a /* block comment is never closed: {text[m.start():m.start() + 60]!r}")
+            depth += 1 if mark.group() == "/*" else -1
+            i = mark.end()
+        out.append(" ")   # a comment separates tokens as a blank does
+    out.append(text[i:])
+    return "".join(out)
 
 
 def parse_bindings(text: str, origin: str) -> tuple[BindingDecl, ...]:
