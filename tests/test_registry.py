@@ -220,6 +220,23 @@ def test_eval_int_takes_max_and_min(expr, want):
     assert eval_int(expr, {"A": 10, "B": 7}) == want
 
 
+@pytest.mark.parametrize("expr, want", [
+    # WGSL's integer division truncates toward zero (the spec's "e1 / e2"); Python's // floors: -7 / 2 read -4
+    ("-7 / 2", -3), ("7 / -2i", -3), ("-7 / -2", 3), ("(0 - A) / 4", -2), ("A / 4u", 2),
+    # a division by 0 raised Python's ZeroDivisionError out of the loader; it is no value, like any expression the
+    # reader cannot take; `**` is no WGSL operator, and max / min take two arguments
+    ("A / 0u", None), ("max(A, 2u / (B - 7u))", None), ("2 ** 3", None), ("max(1, 2, 3)", None),
+])
+def test_eval_int_divides_as_wgsl_does(expr, want):
+    from wgraph.kernels.wgsl import eval_int, expand_repeats, parse_consts
+
+    assert eval_int(expr, {"A": 10, "B": 7}) == want
+    if want is None:
+        assert parse_consts(f"const X: i32 = {expr};\nconst Y: u32 = 3u;") == {"Y": 3}
+        with pytest.raises(RegistryError, match="is not a constant integer expression"):
+            expand_repeats(f"//!repeat a {expr}\nx\n//!end", "t")
+
+
 def test_workgroup_memory_counts_alias_types_and_max(tmp_path):
     # an alias of vec4<f32> is 16 bytes; array<T4, max(N, 3)> with N = 5 is 5 of them; red is max(N * 8, 16) f32s
     shader = SHADER.replace("var<workgroup> tile: array<f32, TILE * 4u>;\nvar<workgroup> acc: vec4<f32>;",

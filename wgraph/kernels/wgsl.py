@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ast
 import functools
+import operator
 import re
 from pathlib import Path
 from typing import Callable
@@ -254,9 +256,40 @@ def _eval_int(expr: str, values: tuple) -> int | None:
     if not _INT_EXPR.fullmatch(expr):
         return None
     try:  # only digits, operators, commas and the two functions remain
-        return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(_INT_FUNCS)))
-    except (TypeError, SyntaxError):   # max(a) or a stray comma
+        return _int_value(ast.parse(expr.strip(), mode="eval").body)
+    except (SyntaxError, _NotInt):   # max(a), a stray comma, a division by 0
         return None
+
+
+class _NotInt(Exception):
+    pass
+
+
+def _div(a: int, b: int) -> int:
+    """WGSL's integer division: truncated toward zero (-7 / 2 is -3, where Python's -7 // 2 is -4); by 0 no value
+    (a shader-creation error in a const-expression; Python's ZeroDivisionError escaped the loader)."""
+    if b == 0:
+        raise _NotInt
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _div}
+
+
+def _int_value(node: ast.AST) -> int:
+    """The value of a parsed expression of int literals, + - * /, unary minus and max(a, b) / min(a, b)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return _BINARY[type(node.op)](_int_value(node.left), _int_value(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _int_value(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _INT_FUNCS
+            and len(node.args) == 2 and not node.keywords):   # WGSL's max and min take two arguments
+        return _INT_FUNCS[node.func.id](_int_value(node.args[0]), _int_value(node.args[1]))
+    raise _NotInt   # `**` (no WGSL operator), `//`, a call of anything else
 
 
 # ---- layout by WGSL's rules (https://www.w3.org/TR/WGSL/#alignment-and-size) ----
