@@ -273,3 +273,25 @@ def test_block_comments_hide_members_consts_and_bindings(dev, rng):
     assert wgsl.parse_bindings(text, "t") == ()
     with pytest.raises(wgsl.RegistryError, match=r"block comment is never closed: '/\* a: u32"):
         wgsl.parse_structs("struct S { b: f32, /* a: u32 }")
+
+
+@pytest.mark.parametrize("text, fields, size", [
+    # the member's type was matched lazily up to the first comma: `array<f32` (then "no known WGSL layout")
+    ("struct S { v: array<f32, 4>, m: f32 }", [("v", 0, 16), ("m", 16, 4)], 32),
+    # by hand: a 2 x (3 f32s) array is 24 bytes at 0, a vec3 aligns to 16: 32..44, c 44..48
+    ("struct S {\n  a: array<array<f32, 3>,\n 2>,\n  b: vec3<f32>,\n  c: f32,\n}",
+     [("a", 0, 24), ("b", 32, 12), ("c", 44, 4)], 48),
+    ("struct S { a: u32, e: array<vec4<u32>, 2>, f: f32 }", [("a", 0, 4), ("e", 16, 32), ("f", 48, 4)], 64),
+    # an attribute's argument holding a call: @align(max(8, 16)) is 16
+    ("struct S { a: f32, @align(max(8, 16)) b: f32 }", [("a", 0, 4), ("b", 16, 4)], 32),
+], ids=["array-member", "nested-array-member", "array-of-vec4", "align-call"])
+def test_struct_members_of_array_type_keep_their_commas(text, fields, size):
+    layout = wgsl.struct_layout("S", wgsl.parse_structs(text), {})
+    assert [(f.name, f.offset, f.size) for f in layout.fields] == fields
+    assert layout.size == size
+    # in workgroup memory, by WGSL's SizeOf: S { v: array<f32, 4>, m: f32 } aligns to 4 and is 20 bytes
+    tile = "struct T { v: array<f32, 4>, m: f32 }\nvar<workgroup> tiles: array<T, 8>;"
+    assert wgsl.workgroup_bytes(tile, wgsl.parse_structs(tile), {}) == 8 * 20
+    with pytest.raises(WgraphError, match=r"uniform field type array<vec4<u32>,2> cannot be packed"):
+        pack_uniforms(wgsl.struct_layout("S", wgsl.parse_structs(
+            "struct S { a: u32, e: array<vec4<u32>, 2>, f: f32 }"), {}), {"a": 1, "e": [0] * 8, "f": 0.5})

@@ -21,8 +21,12 @@ _BINDING = re.compile(
     r"@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);"
 )
 _STRUCT = re.compile(r"struct\s+(\w+)\s*\{([^}]*)\}")
-_FIELD = re.compile(r"((?:@\w+(?:\s*\([^)]*\))?\s*)*)(\w+)\s*:\s*([\w<>,\s]+?)\s*(?:,|$)")
-_ATTRIBUTE = re.compile(r"@(\w+)(?:\s*\(([^)]*)\))?")
+# A member's type is a name with an optional template list, nested up to three deep (array<array<vec4<f32>, 2>, 4>):
+# the commas inside one are the type's, not the struct's (a lazy match stopped at array<f32's comma)
+_TEMPLATE = r"<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>"
+_ARGS = r"\((?:[^()]|\([^()]*\))*\)"   # an attribute's arguments: @align(max(8, 16)) holds a call
+_FIELD = re.compile(rf"((?:@\w+(?:\s*{_ARGS})?\s*)*)(\w+)\s*:\s*(\w+\s*(?:{_TEMPLATE})?)\s*(?:,|$)")
+_ATTRIBUTE = re.compile(rf"@(\w+)(?:\s*({_ARGS}))?")
 _ENTRY = re.compile(r"@compute\s+@workgroup_size\(([^)]*)\)\s*fn\s+(\w+)")
 # A keyword pattern starts with the keyword and checks the word boundary behind it (`(?<!\wconst)` is `\bconst`):
 # a leading `\b` keeps `re` from skipping to the literal, 30x slower on the registry's 16 MB of kernel text.
@@ -327,7 +331,8 @@ def parse_structs(text: str) -> dict[str, list[tuple[str, str, tuple[tuple[str, 
     the packer's."""
     structs = {}
     for name, body in _STRUCT.findall(strip_comments(text)):
-        structs[name] = [(f, t.replace(" ", ""), tuple((a, arg.strip()) for a, arg in _ATTRIBUTE.findall(attributes)))
+        structs[name] = [(f, "".join(t.split()),
+                          tuple((a, arg[1:-1].strip()) for a, arg in _ATTRIBUTE.findall(attributes)))
                          for attributes, f, t in _FIELD.findall(body.strip())]
     return structs
 
