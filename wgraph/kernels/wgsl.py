@@ -116,8 +116,10 @@ def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: 
             # block would repeat the outer's number instead of counting: refuse rather than shadow silently
             raise RegistryError(f"{origin}: //!repeat {var} inside a //!repeat {var} block; give it another name")
         count = eval_int(count_expr, consts)
-        if count is None or count < 0:
+        if count is None:
             raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is not a constant integer expression")
+        if count < 0:   # an expression the reader took (`N - 8u` with N = 4): say its value, not that it has none
+            raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is {count}; a count is 0 or more")
         depth = 1
         for last, j in enumerate(marks[pos + 1:], start=pos + 1):
             depth += 1 if _REPEAT_LINE.match(lines[j]) else -1 if _END_LINE.match(lines[j]) else 0
