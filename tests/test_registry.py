@@ -80,6 +80,25 @@ def test_errors(tmp_path, change, message):
         write(tmp_path, GOOD.replace(*change))
 
 
+def test_a_bool_define_is_wgsl_text(dev, tmp_path):
+    """A TOML bool define became Python's `True`, which WGSL does not know: the kernel loaded and its first dispatch
+    died in the shader compiler. Now it is `true` / `false`, and the pipeline runs: y = x * (FLAG ? 3 : 5)."""
+    from wgraph.scheduler.dispatch import Dispatch
+    from wgraph.kernels.uniforms import pack_uniforms
+
+    shader = SHADER.replace("* {{T}}(params.f)", "* select(5.0, 3.0, FLAG)") + "const FLAG: bool = {{FLAG}};\n"
+    for flag, want in ((True, 3.0), (False, 5.0)):
+        k = write(tmp_path, GOOD.replace('T = "f32"', f'T = "f32", FLAG = {str(flag).lower()}'), shader)["k_f32"]
+        assert f"const FLAG: bool = {str(flag).lower()};" in k.source
+        x = dev.tensor(np.arange(4, dtype=np.float32))
+        y = dev.empty((4,), "f32")
+        dev.run([Dispatch(k, pack_uniforms(k.uniform, {"n": 4, "f": 1.0}), (x, y), (1, 1, 1))])
+        np.testing.assert_array_equal(y.numpy(), np.arange(4) * want)
+    with pytest.raises(RegistryError, match=r"registry variant k_f32: defines.N = \[1, 2\] is a list; a define is a "
+                                            r"string, a number or a bool"):
+        write(tmp_path, GOOD.replace('T = "f32"', 'T = "f32", N = [1, 2]'))
+
+
 def test_a_define_equal_to_a_limit_is_kept(tmp_path):
     k = write(tmp_path, GOOD.replace('defines = { T = "f32" }', 'defines = { T = "f32", MAX_N = "99" }'))["k_f32"]
     assert k.limits["max_n"] == 99

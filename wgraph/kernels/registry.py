@@ -118,8 +118,8 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path, read) -> Kernel
     if entry["output_dtype"] not in DTYPES:
         raise RegistryError(f"{where}: output_dtype {entry['output_dtype']!r} is not one of {sorted(DTYPES)}")
     limits = dict(entry.get("limits", {}))
-    defines = {str(k): str(v) for k, v in entry.get("defines", {}).items()}
-    derived = {k.upper(): str(v) for k, v in limits.items()}
+    defines = {str(k): _define_text(where, "defines", k, v) for k, v in entry.get("defines", {}).items()}
+    derived = {k.upper(): _define_text(where, "limits", k, v) for k, v in limits.items()}
     derived.update(WORKGROUP_SIZE=", ".join(map(str, size)), WORKGROUP_SIZE_X=str(size[0]),
                    WORKGROUP_SIZE_Y=str(size[1]), WORKGROUP_SIZE_Z=str(size[2]))
     # a limit (or the workgroup size) replacing a define of another value would give the shader a number the
@@ -170,6 +170,18 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path, read) -> Kernel
         consts=MappingProxyType(consts),
         overrides=MappingProxyType(_flags(where, source)),
     )
+
+
+def _define_text(where: str, table: str, key: str, value) -> str:
+    """The WGSL text a define (or a limit) puts in place of its placeholder. A TOML bool was written as Python spells
+    it (`true` became `True`, no WGSL name: a shader-compile traceback at the first dispatch), an array or a table as
+    its repr; a bool is now WGSL's `true` / `false`, and anything but a string or a number a load error."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise RegistryError(f"{where}: {table}.{key} = {value!r} is a {type(value).__name__}; a define is a string, "
+                        f"a number or a bool")
 
 
 def _flags(where: str, source: str) -> dict[str, str]:
