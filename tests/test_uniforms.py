@@ -190,6 +190,9 @@ def test_uniform_cache_keys_on_full_bytes():
     ("c", -np.inf, r"Mixed.c is f32, got -inf; it must be finite"),
     ("b", (1.0, np.float32("inf"), 2.0), r"Mixed.b is f32, got inf; it must be finite"),
     ("e", (True, False, True, True), r"Mixed.e is u32, got .*True"),
+    # numpy made one array of a list's items: the bool among ints became 1, the string among numbers a str array
+    ("e", (1, True, 2, 3), r"Mixed.e is u32, got True \(bool\)"),
+    ("b", [0.5, True, 2.0], r"Mixed.b is f32, got True \(bool\)"),
 ])
 def test_pack_refuses_values_that_are_not_finite_numbers(field, value, message):
     layout = wgsl.struct_layout("Mixed", wgsl.parse_structs(MIXED), {})

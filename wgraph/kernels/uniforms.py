@@ -42,7 +42,8 @@ def pack_uniforms(layout: StructLayout, values: dict) -> bytes:
     for f in layout.fields:
         scalar, count = _scalar_of(f.type)
         value = values[f.name]
-        items = list(np.ravel(value)) if count > 1 else [value]
+        # a list's items as given: np.ravel((1, True, 2, 3)) made one int array, and the True packed as 1 unrefused
+        items = [value] if count == 1 else list(value) if isinstance(value, (list, tuple)) else list(np.ravel(value))
         if len(items) != count:
             raise WgraphError(f"uniform field {layout.name}.{f.name} is {f.type}: needs {count} values, got {len(items)} "
                               f"({show(value)})")
