@@ -74,6 +74,13 @@ def test_loads_and_derives_facts(tmp_path):
      "defines MAX_N='64' disagree with the limits / workgroup_size that set MAX_N='99'"),
     (('defines = { T = "f32" }', 'defines = { T = "f32", WORKGROUP_SIZE_X = "32" }'),
      "defines WORKGROUP_SIZE_X='32' disagree with the limits / workgroup_size that set WORKGROUP_SIZE_X='64'"),
+    # a key of another TOML type raised Python's TypeError / AttributeError, or was taken apart into characters
+    (("workgroup_size = [64]", "workgroup_size = 64"), "registry variant k_f32: workgroup_size = 64 must be an array"),
+    (('op = "test"', 'op = "test"\nfeatures = "subgroup"'), "features = 'subgroup' must be an array"),
+    (('defines = { T = "f32" }', 'defines = "T"'), "defines = 'T' must be a table"),
+    (("limits = { max_n = 99 }", "limits = 99"), "limits = 99 must be a table"),
+    (('file = "k.wgsl"', "file = 5"), "file = 5 must be a string"),
+    (('output_dtype = "f32"', 'output_dtype = ["f32"]'), "output_dtype = .'f32'. must be a string"),
 ])
 def test_errors(tmp_path, change, message):
     with pytest.raises(RegistryError, match=message.replace("{", r"\{").replace("(", r"\(")):
@@ -325,6 +332,12 @@ def test_matrix_expands_one_variant_per_row(tmp_path):
 @pytest.mark.parametrize("change, message", [
     (('dtype = "{dt}"', 'dtype = "{nope}"'), r"names \{nope\}, which the row does not define"),
     (('per_row.f16', 'per_row.bf16'), "matrix 'dt' has no row 'bf16'"),
+    # a string was joined with the row's features character by character ("unknown feature 's'"), rows = "f16" read
+    # as rows 'f', '1', '6'
+    (('features = ["subgroup"]', 'features = "subgroup"'), "variant m: features = 'subgroup' must be an array"),
+    (('rows = ["f16"]', 'rows = "f16"'), "variant m_{row}_short: rows = 'f16' must be an array"),
+    (('per_row.f16 = { limits = { extra = 2 },', 'per_row.f16 = { limits = 2,'),
+     "variant m: per_row.f16: limits = 2 must be a table"),
 ])
 def test_matrix_errors(tmp_path, change, message):
     with pytest.raises(RegistryError, match=message):

@@ -100,8 +100,24 @@ def _specialized(k: Kernel, values: tuple) -> Kernel:
     return got[1]
 
 
+# The TOML type each key must have: a wrong one raised Python's TypeError or AttributeError from the loader
+# (workgroup_size = 64: 'int' object is not iterable), or was taken apart (features = "subgroup": unknown feature 's')
+_KEY_TYPES = {"file": (str, "a string"), "entry": (str, "a string"), "op": (str, "a string"),
+              "output_dtype": (str, "a string"), "workgroup_size": (list, "an array"), "features": (list, "an array"),
+              "defines": (dict, "a table"), "limits": (dict, "a table"), "rows": (list, "an array"),
+              "per_row": (dict, "a table"), "vars": (dict, "a table")}
+
+
+def _check_types(where: str, entry: dict) -> None:
+    for key, value in entry.items():
+        kind = _KEY_TYPES.get(key)
+        if kind is not None and not isinstance(value, kind[0]):
+            raise RegistryError(f"{where}: {key} = {value!r} must be {kind[1]}")
+
+
 def _kernel_from_entry(name: str, entry: dict, shader_dir: Path, read) -> Kernel:
     where = f"registry variant {name}"
+    _check_types(where, entry)
     for key in ("file", "entry", "workgroup_size", "output_dtype", "op"):
         if key not in entry:
             raise RegistryError(f"{where}: missing key {key!r}")
@@ -236,6 +252,7 @@ def _fill_vars(value, row_vars: dict, where: str):
 def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
     """One registry variant as the kernel entries it makes: itself, or one per row of its matrix."""
     where = f"registry variant {name}"
+    _check_types(where, entry)   # before a matrix row's features are joined with a string's characters
     if "matrix" not in entry:
         for key in ("rows", "per_row"):
             if key in entry:
@@ -249,6 +266,8 @@ def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
     for r in [*rows, *per_row]:
         if r not in matrix:
             raise RegistryError(f"{where}: matrix {entry['matrix']!r} has no row {r!r}; rows: {list(matrix)}")
+    for r, over in per_row.items():
+        _check_types(f"{where}: per_row.{r}", over if isinstance(over, dict) else {"per_row": over})
     own = {k: v for k, v in entry.items() if k not in _EXPANSION_KEYS}
     made = {}
     for r in rows:
@@ -283,6 +302,7 @@ def load_registry(registry_dir: Path | None = None, shader_dir: Path | None = No
                 if unknown:
                     raise RegistryError(f"{path.name}: matrix {mname!r} row {r!r} has unknown keys "
                                         f"{sorted(unknown)}; a row may set {sorted(_ROW_KEYS)}")
+                _check_types(f"{path.name}: matrix {mname!r} row {r!r}", row)
             matrices[mname] = rows
         variants += [(name, entry, path) for name, entry in data.get("variants", {}).items()]
     kernels: dict[str, Kernel] = {}
