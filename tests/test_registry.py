@@ -1,5 +1,6 @@
 """The shader registry: loading, derived facts, and every error it promises."""
 
+import re
 import textwrap
 
 import numpy as np
@@ -236,6 +237,23 @@ def test_repeat_directive_errors(text, message):
 
     with pytest.raises(RegistryError, match=message):
         expand_repeats(text, "t")
+
+
+@pytest.mark.parametrize("line", [
+    "//!include common.wgsl // helpers", "//!include common.wgsl other.wgsl", "//!inclde common.wgsl", "//!include",
+    "//!repeat a", "//!end here",
+])
+def test_a_malformed_directive_is_refused(tmp_path, line):
+    """A `//!` line that is no directive as written stayed a comment: `//!include common.wgsl // helpers` left the
+    file out without a word (the kernel then failed in the shader compiler); `//!repeat a` (no count) was reported
+    as an '//!end without //!repeat'."""
+    from wgraph.kernels.wgsl import preprocess
+
+    (tmp_path / "common.wgsl").write_text("fn twice(a: f32) -> f32 { return 2.0 * a; }\n")
+    assert "fn twice" in preprocess("//!include common.wgsl\nx", {}, tmp_path, "t")
+    with pytest.raises(RegistryError, match=rf"t: '{re.escape(line)}' is no directive; write `//!include FILE`"):
+        preprocess(f"{line}\nx $a\n//!end\n" if "repeat" in line else f"//!repeat a 1\n{line}\n//!end\n"
+                   if "end" in line else f"{line}\nx", {}, tmp_path, "t")
 
 
 @pytest.mark.parametrize("expr, want", [

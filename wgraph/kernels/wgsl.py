@@ -72,8 +72,23 @@ def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: st
             raise RegistryError(f"{origin}: included file {name} does not exist in {include_dir}")
         return _INCLUDE.sub(inline, included) if "//!include" in included else included  # most include none
 
-    text = _INCLUDE.sub(inline, text)
-    return expand_repeats(_PLACEHOLDER.sub(substitute, text), origin)
+    text = _PLACEHOLDER.sub(substitute, _INCLUDE.sub(inline, text))
+    if "//!" in text:
+        _check_directives(text, origin)
+    return expand_repeats(text, origin)
+
+
+_DIRECTIVE_LINE = re.compile(r"^[ \t]*//!.*$", re.M)
+
+
+def _check_directives(text: str, origin: str) -> None:
+    """RegistryError for a line starting `//!` that is no directive as written: `//!include a.wgsl // helpers` (or
+    `//!inclde`) stayed a comment, so the file was silently not included and the kernel failed in the shader
+    compiler (or ran without it); `//!repeat a` without a count was an '//!end without //!repeat'."""
+    for line in _DIRECTIVE_LINE.findall(text):
+        if not (_REPEAT_LINE.match(line) or _END_LINE.match(line)):
+            raise RegistryError(f"{origin}: {line.strip()!r} is no directive; write `//!include FILE`, "
+                                f"`//!repeat VAR COUNT` or `//!end` alone on the line")
 
 
 # `//!repeat VAR COUNT` ... `//!end`: the lines between are written COUNT times with `$VAR` (or `${VAR}`,
