@@ -107,6 +107,26 @@ def test_a_bool_define_is_wgsl_text(dev, tmp_path):
         write(tmp_path, GOOD.replace('T = "f32"', 'T = "f32", N = [1, 2]'))
 
 
+def test_binding_attributes_in_either_order(dev, tmp_path):
+    """`@binding(2) @group(0) var ...` (WGSL takes attributes in any order) was no binding to the loader: y was left
+    out of the kernel's bindings and its bind group layout. Read in either order, the kernel runs: y = x * f."""
+    from wgraph.scheduler.dispatch import Dispatch
+    from wgraph.kernels.uniforms import pack_uniforms
+
+    shader = SHADER.replace("@group(0) @binding(2) var<storage, read_write>",
+                            "@binding(2) @group(0)\nvar<storage, read_write>")
+    k = write(tmp_path, GOOD, shader)["k_f32"]
+    assert [(b.binding, b.name, b.access) for b in k.bindings] == [(0, "params", "read"), (1, "x", "read"),
+                                                                   (2, "y", "read_write")]
+    x, y = dev.tensor(np.arange(4, dtype=np.float32)), dev.empty((4,), "f32")
+    dev.run([Dispatch(k, pack_uniforms(k.uniform, {"n": 4, "f": 2.5}), (x, y), (1, 1, 1))])
+    np.testing.assert_array_equal(y.numpy(), np.arange(4) * 2.5)
+    # a declaration still not read (another attribute between) is an error naming it, not a binding left out
+    with pytest.raises(RegistryError, match=r"k_f32: binding declaration not understood: \['@group\(0\) @binding\(1\) "
+                                            r"@internal var<storage, read> x"):
+        write(tmp_path, GOOD, SHADER.replace("@binding(1) var", "@binding(1) @internal var"))
+
+
 def test_a_define_equal_to_a_limit_is_kept(tmp_path):
     k = write(tmp_path, GOOD.replace('defines = { T = "f32" }', 'defines = { T = "f32", MAX_N = "99" }'))["k_f32"]
     assert k.limits["max_n"] == 99

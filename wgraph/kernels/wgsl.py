@@ -17,9 +17,12 @@ from wgraph.errors import RegistryError
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _INCLUDE = re.compile(r"^[ \t]*//!include[ \t]+(\S+)[ \t]*$", re.M)
 _COMMENT = re.compile(r"//[^\n]*")
+# @group(g) @binding(b) or @binding(b) @group(g): WGSL takes attributes in any order
 _BINDING = re.compile(
-    r"@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);"
+    r"@(?:group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)|binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\))"
+    r"\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);"
 )
+_BINDING_ATTRIBUTE = re.compile(r"@binding\s*\(")
 _STRUCT = re.compile(r"struct\s+(\w+)\s*\{([^}]*)\}")
 # A member's type is a name with an optional template list, nested up to three deep (array<array<vec4<f32>, 2>, 4>):
 # the commas inside one are the type's, not the struct's (a lazy match stopped at array<f32's comma)
@@ -205,7 +208,18 @@ def strip_comments(text: str) -> str:
 
 def parse_bindings(text: str, origin: str) -> tuple[BindingDecl, ...]:
     decls = []
-    for group, binding, space, access, name, type_ in _BINDING.findall(strip_comments(text)):
+    code = strip_comments(text)
+    found = _BINDING.findall(code)
+    if len(found) != len(_BINDING_ATTRIBUTE.findall(code)):
+        # a declaration the pattern missed was no binding to the loader: missing from the bind group layout (wgpu's
+        # validation error at the first dispatch), or an op's bindings "did not match" a shader that declares them
+        read = {m.group(0) for m in _BINDING.finditer(code)}
+        other = [line.strip() for line in code.split("\n") if _BINDING_ATTRIBUTE.search(line)
+                 and not any(line.strip() in r or r in line for r in read)]
+        raise RegistryError(f"{origin}: binding declaration not understood: {other[:1] or '?'}; write "
+                            f"`@group(0) @binding(N) var<storage, read> name: type;` (or var<uniform>)")
+    for group_first, binding_second, binding_first, group_second, space, access, name, type_ in found:
+        group, binding = group_first or group_second, binding_second or binding_first
         if int(group) != 0:
             raise RegistryError(f"{origin}: binding {name} is in group {group}; wgraph kernels use group 0 only")
         if space not in ("uniform", "storage"):
