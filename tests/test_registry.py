@@ -127,6 +127,16 @@ def test_binding_attributes_in_either_order(dev, tmp_path):
         write(tmp_path, GOOD, SHADER.replace("@binding(1) var", "@binding(1) @internal var"))
 
 
+@pytest.mark.parametrize("attributes", ["@workgroup_size({{WORKGROUP_SIZE}}) @compute",
+                                        "@compute @workgroup_size(max(TILE * 4u, 16u), 1)",
+                                        "@workgroup_size(max(TILE, 64u))\n@compute"])
+def test_entry_point_attributes_in_either_order_and_with_calls(tmp_path, attributes):
+    """`@workgroup_size(64) @compute fn main` (either order is WGSL) was 'entry point not found; has []', and
+    `@workgroup_size(max(TILE * 4u, 16u))` was cut at its first ')' and split at the comma inside max."""
+    k = write(tmp_path, GOOD, SHADER.replace("@compute @workgroup_size({{WORKGROUP_SIZE}})", attributes))["k_f32"]
+    assert k.entry == "main" and k.workgroup_size == (64, 1, 1)   # TILE is 16
+
+
 def test_a_define_equal_to_a_limit_is_kept(tmp_path):
     k = write(tmp_path, GOOD.replace('defines = { T = "f32" }', 'defines = { T = "f32", MAX_N = "99" }'))["k_f32"]
     assert k.limits["max_n"] == 99

@@ -152,7 +152,7 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path, read) -> Kernel
     if entry["entry"] not in entries:
         raise RegistryError(f"{where}: entry point {entry['entry']!r} not found in {entry['file']}; has {sorted(entries)}")
     consts = wgsl.parse_consts(source)
-    declared = tuple(wgsl.eval_int(p, consts) for p in entries[entry["entry"]].split(",") if p.strip())
+    declared = tuple(wgsl.eval_int(p, consts) for p in wgsl.split_arguments(entries[entry["entry"]]))
     declared = declared + (1,) * (3 - len(declared))
     if declared != size:
         raise RegistryError(f"{where}: registry workgroup_size {size} but {entry['file']} declares {declared}")

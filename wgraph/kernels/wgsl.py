@@ -30,7 +30,9 @@ _TEMPLATE = r"<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>"
 _ARGS = r"\((?:[^()]|\([^()]*\))*\)"   # an attribute's arguments: @align(max(8, 16)) holds a call
 _FIELD = re.compile(rf"((?:@\w+(?:\s*{_ARGS})?\s*)*)(\w+)\s*:\s*(\w+\s*(?:{_TEMPLATE})?)\s*(?:,|$)")
 _ATTRIBUTE = re.compile(rf"@(\w+)(?:\s*({_ARGS}))?")
-_ENTRY = re.compile(r"@compute\s+@workgroup_size\(([^)]*)\)\s*fn\s+(\w+)")
+# @compute @workgroup_size(...) or @workgroup_size(...) @compute (WGSL takes either order), whose arguments may
+# hold a call (max(A, 2u))
+_ENTRY = re.compile(rf"@(?:compute\s*@workgroup_size\s*({_ARGS})|workgroup_size\s*({_ARGS})\s*@compute)\s*fn\s+(\w+)")
 # A keyword pattern starts with the keyword and checks the word boundary behind it (`(?<!\wconst)` is `\bconst`):
 # a leading `\b` keeps `re` from skipping to the literal, 30x slower on the registry's 16 MB of kernel text.
 _CONST = re.compile(r"const(?<!\wconst)\s+(\w+)\s*(?::\s*\w+\s*)?=\s*([^;]+);")
@@ -234,7 +236,22 @@ def parse_bindings(text: str, origin: str) -> tuple[BindingDecl, ...]:
 
 def parse_entry_points(text: str) -> dict[str, str]:
     """Entry point name -> its @workgroup_size argument text."""
-    return {name: size.strip() for size, name in _ENTRY.findall(strip_comments(text))}
+    return {name: (first or second)[1:-1].strip() for first, second, name in _ENTRY.findall(strip_comments(text))}
+
+
+def split_arguments(text: str) -> list[str]:
+    """`text` split at its commas outside parentheses and template brackets: "max(A, 2u), 1" is two arguments."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
 
 
 def parse_overrides(text: str) -> dict[str, str]:
