@@ -137,6 +137,19 @@ def test_entry_point_attributes_in_either_order_and_with_calls(tmp_path, attribu
     assert k.entry == "main" and k.workgroup_size == (64, 1, 1)   # TILE is 16
 
 
+def test_a_kernel_that_enables_f16_needs_the_feature(tmp_path):
+    """A shader enabling f16 in a variant whose features lack shader-f16 loaded, so the planners (which refuse a
+    kernel by its features) gave it to a device without f16, whose pipeline creation failed inside wgpu."""
+    shader = "{{ENABLE}}\n" + SHADER
+    assert write(tmp_path, GOOD.replace('T = "f32"', 'T = "f32", ENABLE = "// enable f16;"'), shader)["k_f32"]
+    with pytest.raises(RegistryError, match=r"k_f32: k.wgsl enables f16 but the variant's features \[\] lack "
+                                            r"'shader-f16'"):
+        write(tmp_path, GOOD.replace('T = "f32"', 'T = "f16", ENABLE = "enable f16;"'), shader)
+    k = write(tmp_path, GOOD.replace('T = "f32"', 'T = "f16", ENABLE = "enable f16;"')
+              .replace('op = "test"', 'op = "test"\nfeatures = ["shader-f16"]'), shader)["k_f32"]
+    assert k.features == ("shader-f16",)
+
+
 def test_a_define_equal_to_a_limit_is_kept(tmp_path):
     k = write(tmp_path, GOOD.replace('defines = { T = "f32" }', 'defines = { T = "f32", MAX_N = "99" }'))["k_f32"]
     assert k.limits["max_n"] == 99

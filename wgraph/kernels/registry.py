@@ -26,6 +26,7 @@ _KNOWN_KEYS = {"file", "entry", "workgroup_size", "features", "output_dtype", "o
 _EXPANSION_KEYS = {"matrix", "rows", "per_row"}  # how a variant expands; not facts of the kernels it makes
 _ROW_KEYS = {"features", "output_dtype", "defines", "limits", "vars"}
 _VAR = re.compile(r"\{(\w+)\}")
+_ENABLES_F16 = re.compile(r"\benable\s[^;]*\bf16\b")   # `enable f16;` (or `enable subgroups, f16;`)
 
 
 @attrs.frozen
@@ -157,6 +158,11 @@ def _kernel_from_entry(name: str, entry: dict, shader_dir: Path, read) -> Kernel
     if declared != size:
         raise RegistryError(f"{where}: registry workgroup_size {size} but {entry['file']} declares {declared}")
 
+    if "shader-f16" not in features and _ENABLES_F16.search(wgsl.strip_comments(source)):
+        # the planners refuse a kernel by its features: without shader-f16 among them, a device lacking it was
+        # given the kernel, and pipeline creation failed in wgpu's shader validation instead of UnsupportedError
+        raise RegistryError(f"{where}: {entry['file']} enables f16 but the variant's features {list(features)} lack "
+                            f"'shader-f16'")
     bindings = wgsl.parse_bindings(source, where)
     structs = wgsl.parse_structs(source)
     uniforms = [b for b in bindings if b.space == "uniform"]
