@@ -26,7 +26,7 @@ _KNOWN_KEYS = {"file", "entry", "workgroup_size", "features", "output_dtype", "o
 _EXPANSION_KEYS = {"matrix", "rows", "per_row"}  # how a variant expands; not facts of the kernels it makes
 _ROW_KEYS = {"features", "output_dtype", "defines", "limits", "vars"}
 _VAR = re.compile(r"\{(\w+)\}")
-_ENABLES_F16 = re.compile(r"\benable\s[^;]*\bf16\b")   # `enable f16;` (or `enable subgroups, f16;`)
+_ENABLES_F16 = re.compile(r"enable(?<!\wenable)\s[^;]*\bf16\b")   # `enable f16;`, `enable subgroups, f16;` (\b: wgsl._CONST)
 
 
 @attrs.frozen
