@@ -390,6 +390,26 @@ def test_matrix_expands_one_variant_per_row(tmp_path):
     assert not {"matrix", "rows", "per_row"} & set(f16.facts)
 
 
+def test_matrix_vars_fill_a_tables_strings(dev, tmp_path):
+    """A row's var in a define (defines = { T = "{dt}" }) reached the shader as the text `{dt}`: the registry loaded
+    and the first dispatch failed in the shader compiler. Filled, each row's kernel reads its own dtype."""
+    from wgraph.scheduler.dispatch import Dispatch
+    from wgraph.kernels.uniforms import pack_uniforms
+
+    variant = MATRIX_VARIANT.replace('workgroup_size = [64]\n', 'workgroup_size = [64]\n'
+                                     'defines = { T = "{dt}", S = "{wide}" }\n')
+    matrix = MATRIX.replace('defines = { T = "f32" }\n', "").replace('defines = { T = "f16" }\n', "")
+    reg = write(tmp_path, matrix, SHADER.replace("{{T}}(params.f)", "{{T}}({{S}}(params.f) + 0.5)"), "k.wgsl", variant)
+    assert "array<f32>" in reg["m_f32"].source and "array<f16>" in reg["m_f16"].source
+    assert "f32(params.f)" in reg["m_f16"].source
+    k = reg["m_f32"]
+    if not set(k.features) <= dev.caps.features:
+        pytest.skip(f"the device lacks {k.features}")
+    x, y = dev.tensor(np.arange(4, dtype=np.float32)), dev.empty((4,), "f32")
+    dev.run([Dispatch(k, pack_uniforms(k.uniform, {"n": 4, "f": 1.5}), (x, y), (1, 1, 1))])
+    np.testing.assert_array_equal(y.numpy(), np.arange(4) * 2.0)
+
+
 @pytest.mark.parametrize("change, message", [
     (('dtype = "{dt}"', 'dtype = "{nope}"'), r"names \{nope\}, which the row does not define"),
     (('per_row.f16', 'per_row.bf16'), "matrix 'dt' has no row 'bf16'"),

@@ -242,7 +242,10 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def _fill_vars(value, row_vars: dict, where: str):
-    """A variant's string value with each `{name}` replaced by the row's var `name`."""
+    """A variant's string value with each `{name}` replaced by the row's var `name`; a table's string values too
+    (defines = { OUT_T = "{out}" } reached the shader as `{out}`: a load, then a shader-compile error)."""
+    if isinstance(value, dict):
+        return {k: _fill_vars(v, row_vars, where) for k, v in value.items()}
     if not isinstance(value, str) or "{" not in value:
         return value
 
