@@ -298,3 +298,16 @@ def test_struct_members_of_array_type_keep_their_commas(text, fields, size):
     with pytest.raises(WgraphError, match=r"uniform field type array<vec4<u32>,2> cannot be packed"):
         pack_uniforms(wgsl.struct_layout("S", wgsl.parse_structs(
             "struct S { a: u32, e: array<vec4<u32>, 2>, f: f32 }"), {}), {"a": 1, "e": [0] * 8, "f": 0.5})
+
+
+@pytest.mark.parametrize("type_, align_size", [
+    # WGSL's alignment and size table: matCxR<T> is C columns of vecR<T> (a vec3 column takes 16 bytes)
+    ("mat4x4<f32>", (16, 64)), ("mat2x3f", (16, 32)), ("mat3x2<f32>", (8, 24)), ("mat2x2h", (4, 8)),
+    ("mat4x3<f16>", (8, 32)), ("array<mat2x2<f32>, 3>", (8, 48)), ("bool", (4, 4)),
+])
+def test_matrix_and_bool_types_have_wgsl_layouts(type_, align_size):
+    """A workgroup tile of a matrix type (or a bool flag in workgroup memory), both WGSL, failed the load with 'type
+    has no known WGSL layout'."""
+    assert wgsl.type_align_size(type_, {}, {}) == align_size
+    text = f"var<workgroup> tile: {type_};\nvar<workgroup> n: u32;"
+    assert wgsl.workgroup_bytes(text, {}, {}) == align_size[1] + 4

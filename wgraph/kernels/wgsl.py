@@ -347,6 +347,7 @@ def _int_value(node: ast.AST) -> int:
 # ---- layout by WGSL's rules (https://www.w3.org/TR/WGSL/#alignment-and-size) ----
 
 _SCALARS = {"f32": (4, 4), "u32": (4, 4), "i32": (4, 4), "f16": (2, 2)}
+_SHORT = {"f": "f32", "i": "i32", "u": "u32", "h": "f16"}   # vec3f, mat4x4h
 
 
 @attrs.frozen
@@ -411,6 +412,13 @@ def type_align_size(type_: str, structs: dict, consts: dict[str, int]) -> tuple[
         scalar = {"f": "f32", "i": "i32", "u": "u32", "h": "f16"}.get(m.group(2), m.group(2))
         s = _SCALARS[scalar][1]
         return (s * (4 if n == 3 else n), s * n)
+    m = re.fullmatch(r"mat([234])x([234])<(\w+)>", type_) or re.fullmatch(r"mat([234])x([234])([fh])", type_)
+    if m:   # C columns of vecR: AlignOf(vecR<T>), SizeOf(array<vecR<T>, C>) (a workgroup tile; was "no known layout")
+        column_align, column_size = type_align_size(f"vec{m.group(2)}<{_SHORT.get(m.group(3), m.group(3))}>", structs,
+                                                    consts)
+        return (column_align, int(m.group(1)) * _round_up(column_size, column_align))
+    if type_ == "bool":   # in workgroup memory (no host-shareable layout; implementations give it 4 bytes)
+        return (4, 4)
     m = re.fullmatch(r"atomic<(\w+)>", type_)
     if m:
         return _SCALARS[m.group(1)]
