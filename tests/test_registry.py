@@ -270,7 +270,9 @@ def test_repeat_directive_unrolls_nested_blocks():
     ("x\n//!end\n", "//!end without //!repeat"),
     ("//!repeat a M\nx\n//!end\n", "is not a constant integer expression"),
     # a negative count was "not a constant integer expression", which it is
-    ("const N: u32 = 4u;\n//!repeat a N - 8u\nx\n//!end\n", r"count 'N - 8u' is -4; a count is 0 or more"),
+    ("const N: u32 = 4u;\n//!repeat a N - 8u\nx\n//!end\n", r"count 'N - 8u' is -4; a count is 1 or more"),
+    # a count of 0 dropped the block's lines without a word (a tile divided down to nothing)
+    ("const D: u32 = 4u;\n//!repeat a D / 8u\nx\n//!end\n", r"count 'D / 8u' is 0; a count is 1 or more"),
     # an inner block reusing the outer's variable wrote "b0 b0 b0 b1 b1 b1" (the outer's number) for b0 b1 b2
     ("//!repeat a 2\n//!repeat a 3\nb$a\n//!end\n//!end\n", "//!repeat a inside a //!repeat a block"),
     ("//!repeat a 2\n//!repeat b 2\n//!repeat a 2\nb$a\n//!end\n//!end\n//!end\n", "//!repeat a inside"),

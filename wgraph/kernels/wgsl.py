@@ -138,8 +138,11 @@ def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: 
         count = eval_int(count_expr, consts)
         if count is None:
             raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is not a constant integer expression")
-        if count < 0:   # an expression the reader took (`N - 8u` with N = 4): say its value, not that it has none
-            raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is {count}; a count is 0 or more")
+        if count < 1:   # an expression the reader took (`N - 8u` with N = 4): say its value, not that it has none
+            # 0 too: a block unrolls a loop over a register array, and a count of 0 (a tile size divided down to
+            # nothing: D / 8u with D = 4) dropped the loop's lines without a word (its array<T, 0> then failed in the
+            # shader compiler, or nothing did and the kernel skipped that work)
+            raise RegistryError(f"{origin}: //!repeat count {count_expr!r} is {count}; a count is 1 or more")
         depth = 1
         for last, j in enumerate(marks[pos + 1:], start=pos + 1):
             depth += 1 if _REPEAT_LINE.match(lines[j]) else -1 if _END_LINE.match(lines[j]) else 0
@@ -149,8 +152,8 @@ def _expand_lines(lines: list[str], consts: dict[str, int], origin: str, marks: 
             raise RegistryError(f"{origin}: //!repeat without //!end")
         out.extend(lines[i:k])
         i = j + 1
-        if not count or j == k + 1:
-            continue  # no copies, or copies of no lines
+        if j == k + 1:
+            continue  # copies of no lines
         # The body split once at $VAR; copy n joins it with n (a number: no line breaks, no `//!`, made or lost)
         token = re.compile(r"\$\{" + var + r"\}|\$" + var + r"\b")
         pieces = token.split("\n".join(lines[k + 1:j]))
