@@ -243,6 +243,7 @@ def test_fused_linear_errors(dev):
 def test_fused_option_of_another_dtype_is_a_dtype_error(dev, rows):
     """A norm weight or residual of the right shape in f16 is a DtypeError, as an f16 bias is (it was a ShapeError,
     which named no wrong shape); of a wrong shape it stays a ShapeError. linear_rope_kv_append's norm too."""
+    skip_unless_f16(dev, why="the wrong options are f16 tensors")
     x = dev.tensor(np.ones((rows, 16), np.float32))
     w = dev.tensor(np.ones((6, 16), np.float32))
     with pytest.raises(wg.DtypeError, match=r"linear: bias must be f32, got f16"):
