@@ -34,10 +34,12 @@ def bytes_per_token(cfg: dict, weights: dict, ggml_type: str) -> int:
 
 
 def _gemv_class(dev, ggml_type: str) -> str:
-    """The GEMV class one row of x plans on this device: r1, unless its workgroup memory exceeds the device's (the
-    IQ formats' r1 GEMVs take 17 KB: a 16 KiB device plans their r8 GEMVs)."""
+    """The GEMV class one row of x plans on this device: r1, unless the device can run r1's subgroup GEMV but for
+    its workgroup memory (the IQ formats' r1 GEMVs take 17 KB: a 16 KiB device with subgroups plans their r8
+    GEMVs; one without subgroups, their r1 workgroup-memory twins, r1_wg, 9 KB)."""
     r1 = registry()[f"quant_gemv_r1_{ggml_type.lower()}"]
-    return "quant_gemv_r1_" if r1.workgroup_memory <= dev.caps.max_workgroup_storage else "quant_gemv_r8_"
+    fits = r1.workgroup_memory <= dev.caps.max_workgroup_storage
+    return "quant_gemv_r1_" if fits or not dev.caps.has_subgroups else "quant_gemv_r8_"
 
 
 def _rope_kv_gemv(dev, ggml_type: str) -> str:
