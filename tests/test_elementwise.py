@@ -321,3 +321,17 @@ def test_indirect_of_the_wrong_dtype_or_size_names_the_op(dev):
     assert dev.stats.since(before).dispatches == 0
     got = wg.ops.scale(t, 2.0, indirect=dev.tensor(np.array([100, 1, 1], np.uint32))).numpy()
     assert got.tolist() == (x.astype(np.float64) * 2).tolist()
+
+
+def test_silu_tail_where_sigmoid_is_subnormal(dev):
+    """silu(x) = x * sigmoid(x) is a normal f32 down to x ~ -91.9, while sigmoid(x) is subnormal below -87 (and was
+    cut to 0 below -88): silu(-89) = -1.98e-37 came out -0. Now within 8 ulp relative there, in silu and swiglu;
+    -inf and NaN stay NaN, and far below (-150.5, -1e30) the result underflows to 0."""
+    x = np.array([-87.5, -88.2, -88.7, -89.0, -90.0, -91.5], np.float32)
+    exact = _silu(x.astype(np.float64))
+    for got in (wg.ops.silu(dev.tensor(x)).numpy(),
+                wg.ops.swiglu(dev.tensor(np.concatenate([x, np.ones_like(x)])[None])).numpy()[0]):
+        assert np.all(np.abs(got - exact) <= 8 * F32_ULP * np.abs(exact)), (got, exact)
+    edge = wg.ops.silu(dev.tensor(np.array([-np.inf, np.nan, -150.5, -1e30, -87.0], np.float32))).numpy()
+    assert np.isnan(edge[:2]).all() and np.all(edge[2:4] == 0)
+    assert abs(edge[4] - _silu(-87.0)) <= 8 * F32_ULP * abs(_silu(-87.0))

@@ -15,8 +15,16 @@ fn sigmoid(y: f32) -> f32 {
   return select(1.0 / (1.0 + exp_reduced(-y)), 0.0, y < -88.0);
 }
 
+// Below x = -87, sigmoid(x) is subnormal (0 below its cut at -88) while x * sigmoid(x) stays a normal f32 down to
+// x ~ -91.9 (silu(-89) = -1.98e-37 came out -0): there 1 + e^x is 1 in f32, so silu = x e^x = (y e^r) 2^k, formed
+// at a normal scale and scaled down last (2^(k + 64) keeps ldexp's exponent normal; the exact * 2^-64 rounds once).
+// -inf keeps the formula's NaN (-inf * 0) and NaN its NaN: the tail branch takes finite x only.
 fn silu(x: f32) -> f32 {
-  return x * sigmoid(x);
+  let y = clamp(x, -150.0, -87.0);
+  let k = round(y * 1.44269504088896341);
+  let r = (y - k * 0.693359375) + k * 2.12194440e-4;
+  let tail = ldexp(y * exp(r), i32(k) + 64) * 5.42101086242752217e-20;
+  return select(x * sigmoid(x), tail, x < -87.0 && x >= -150.0);
 }
 
 // Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt 2) / 2; WGSL has no erf. Numerical Recipes' erfcc,
