@@ -323,10 +323,10 @@ def test_indirect_of_the_wrong_dtype_or_size_names_the_op(dev):
     assert got.tolist() == (x.astype(np.float64) * 2).tolist()
 
 
-def test_silu_tail_where_sigmoid_is_subnormal(dev):
-    """silu(x) = x * sigmoid(x) is a normal f32 down to x ~ -91.9, while sigmoid(x) is subnormal below -87 (and was
-    cut to 0 below -88): silu(-89) = -1.98e-37 came out -0. Now within 8 ulp relative there, in silu and swiglu;
-    -inf and NaN stay NaN, and far below (-150.5, -1e30) the result underflows to 0."""
+def test_sigmoid_tails_where_sigmoid_is_subnormal(dev):
+    """x * sigmoid(y) is a normal f32 where sigmoid(y) is subnormal (y < -87; it was cut to 0 below -88): silu(-89) =
+    -1.98e-37 and the tanh form's gelu(-10.05) = -3.9e-38 came out -0. Now within 8 ulp relative there (silu, swiglu,
+    the tanh gelu); -inf and NaN stay NaN, and far below (-150.5, -1e30) the result underflows to 0."""
     x = np.array([-87.5, -88.2, -88.7, -89.0, -90.0, -91.5], np.float32)
     exact = _silu(x.astype(np.float64))
     for got in (wg.ops.silu(dev.tensor(x)).numpy(),
@@ -335,3 +335,7 @@ def test_silu_tail_where_sigmoid_is_subnormal(dev):
     edge = wg.ops.silu(dev.tensor(np.array([-np.inf, np.nan, -150.5, -1e30, -87.0], np.float32))).numpy()
     assert np.isnan(edge[:2]).all() and np.all(edge[2:4] == 0)
     assert abs(edge[4] - _silu(-87.0)) <= 8 * F32_ULP * abs(_silu(-87.0))
+    xt = np.array([-10.0, -10.05, -10.1, -10.125], np.float32)          # 2u from -87.6 to -90.3
+    exact = _gelu_tanh(xt.astype(np.float64))
+    got = wg.ops.gelu(dev.tensor(xt), approximate="tanh").numpy()
+    assert np.all(np.abs(got - exact) <= 2 * _gelu_tanh_slack(xt, exact)), (got, exact)

@@ -15,16 +15,21 @@ fn sigmoid(y: f32) -> f32 {
   return select(1.0 / (1.0 + exp_reduced(-y)), 0.0, y < -88.0);
 }
 
-// Below x = -87, sigmoid(x) is subnormal (0 below its cut at -88) while x * sigmoid(x) stays a normal f32 down to
-// x ~ -91.9 (silu(-89) = -1.98e-37 came out -0): there 1 + e^x is 1 in f32, so silu = x e^x = (y e^r) 2^k, formed
-// at a normal scale and scaled down last (2^(k + 64) keeps ldexp's exponent normal; the exact * 2^-64 rounds once).
-// -inf keeps the formula's NaN (-inf * 0) and NaN its NaN: the tail branch takes finite x only.
+// x * sigmoid(y). Below y = -87, sigmoid(y) is subnormal (0 below its cut at -88) while x * sigmoid(y) can still be a
+// normal f32 (silu(-89) = -1.98e-37 and the tanh form's gelu(-10.05) = -3.9e-38 came out -0): there 1 + e^y is 1 in
+// f32, so x sigmoid(y) = x e^y = (x e^r) 2^k, formed at a normal scale and scaled down last (2^(k + 64) keeps
+// ldexp's exponent normal; the exact * 2^-64 rounds once). An infinite or NaN y keeps the formula's answer
+// (silu(-inf) = -inf * 0 = NaN): the tail branch takes finite y only.
+fn x_sigmoid(x: f32, y: f32) -> f32 {
+  let yc = clamp(y, -150.0, -87.0);
+  let k = round(yc * 1.44269504088896341);
+  let r = (yc - k * 0.693359375) + k * 2.12194440e-4;
+  let tail = ldexp(x * exp(r), i32(k) + 64) * 5.42101086242752217e-20;
+  return select(x * sigmoid(y), tail, y < -87.0 && y >= -150.0);
+}
+
 fn silu(x: f32) -> f32 {
-  let y = clamp(x, -150.0, -87.0);
-  let k = round(y * 1.44269504088896341);
-  let r = (y - k * 0.693359375) + k * 2.12194440e-4;
-  let tail = ldexp(y * exp(r), i32(k) + 64) * 5.42101086242752217e-20;
-  return select(x * sigmoid(x), tail, x < -87.0 && x >= -150.0);
+  return x_sigmoid(x, x);
 }
 
 // Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt 2) / 2; WGSL has no erf. Numerical Recipes' erfcc,
@@ -55,7 +60,7 @@ fn normal_cdf(x: f32) -> f32 {
 // 0.5 x (1 + tanh(u)) written as x * sigmoid(2u), u = sqrt(2 / pi) (x + 0.044715 x^3): the tanh form of GELU
 // without its cancellation at x << 0.
 fn gelu_tanh(x: f32) -> f32 {
-  return x * sigmoid(1.5957691216057307 * (x + 0.044715 * x * x * x));
+  return x_sigmoid(x, 1.5957691216057307 * (x + 0.044715 * x * x * x));
 }
 
 //!include tanh_small.wgsl
