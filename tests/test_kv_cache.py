@@ -205,6 +205,22 @@ def test_dequantize_reference_data(dev, rng, mode, dtype):
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=rtol, atol=1e-30)
 
 
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_dequantize_to_f16_keeps_f16s_largest_finite(dev, mode):
+    """An f16 row holding -65504 quantizes to a code times a scale just past f16's range (int8: scale 516, -127 x 516
+    = -65532; int4: scale 9360, -7 x 9360 = -65520), within scale / 2 of -65504 as promised, but
+    kv_dequantize(dtype="f16") rounded it to -inf. It is now clamped to f16's range: -65504, the nearest f16."""
+    skip_unless_f16(dev, why=QUANT_SCALES)
+    vpw = 4 if mode == "int8" else 8
+    x = np.resize(np.array([20736.0, 49312.0, 19824.0, -65504.0], np.float16), (1, 1, vpw))
+    qkv = kv_quantize(dev.tensor(x), mode)
+    out16 = kv_dequantize(qkv, dtype="f16").numpy().astype(np.float64)
+    out32 = kv_dequantize(qkv, dtype="f32").numpy().astype(np.float64)
+    assert np.all(np.isfinite(out16)) and np.all(out16[..., 3::4] == -65504.0), out16
+    assert np.all(np.abs(out32 - x) <= qkv.scales.numpy().astype(np.float64)[..., None] / 2), out32
+    assert np.all(out32[..., 3::4] < -65504.0)   # f32 keeps the code times the scale
+
 def test_append_quantized_paged(dev, rng):
     skip_unless_f16(dev, why=QUANT_SCALES)
     mode, page_size, table = "int4", 2, np.array([1, 3, 0, 2], np.uint32)

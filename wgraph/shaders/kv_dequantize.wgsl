@@ -24,5 +24,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let rh = idx / D;
     let d = idx % D;
     let word = packed[rh * (D / VALS_PER_WORD) + d / VALS_PER_WORD];
-    dst[idx] = {{T}}(unpack_value(word, d) * f32(scales[rh]));
+    // q * scale lies within scale / 2 of the value quantized, which an f16 held: an f16 row's -65504 (scale 516,
+    // q -127) is -65532 here, which rounded to -inf in f16. Held at the output's range, it is the nearest f16, -65504.
+    // A select, not clamp: a NaN scale (a row that held a NaN) must stay NaN, and clamp(NaN) gave -OUT_MAX.
+    let value = unpack_value(word, d) * f32(scales[rh]);
+    dst[idx] = {{T}}(select(value, sign(value) * {{OUT_MAX}}, abs(value) > {{OUT_MAX}}));
 }
