@@ -490,10 +490,17 @@ def _apply_as(op: str, opdef: OpDef, p: BatchedParams, inputs: tuple, out) -> An
 
 
 def _fits(out, q, return_lse: bool) -> bool:
-    """Whether `out` is a Tensor of q's device holding exactly a batch of one's output (else the batched path
-    takes the call, and its checks name what is wrong)."""
-    return (type(out) is Tensor and not return_lse and isinstance(q, Tensor) and out.device is q.device
-            and out.shape == q.shape and out.dtype == q.dtype)
+    """Whether `out` is a Tensor of q's device, or a state of q's graph, holding exactly a batch of one's output
+    (else the batched path takes the call, and its checks name what is wrong). A graph value takes the path a
+    Tensor takes, so a program plans the kernels the immediate call runs (the batched kernel's sums differ in
+    their last bits)."""
+    if return_lse or getattr(out, "shape", None) != q.shape or getattr(out, "dtype", None) != q.dtype:
+        return False
+    if type(out) is Tensor:
+        return isinstance(q, Tensor) and out.device is q.device
+    # a value that is no state goes the batched way too, whose error names it (not the view made of it here)
+    return bool(getattr(out, "_wgraph_symbol_", False) and getattr(q, "_wgraph_symbol_", False)
+                and out.graph is q.graph and out.graph.base.get(out.name) in out.graph.states)
 
 
 def _one_sequence(p: BatchedParams, q, k_cache, v_cache, cache_seqlens, block_table, out) -> Any:
