@@ -199,3 +199,122 @@ def test_stateful_replay_and_json_equal_immediate(dev, p):
     for k, t in state_tensors.items():
         for name, prog in progs.items():
             assert prog.state(k).numpy().tobytes() == t.numpy().tobytes(), (name, k)
+
+
+# ---- the decode ops, in all three modes: fused and quantized linear, KV appends at GPU positions that advance each
+# replay, attention with kv_len from a state, batched kvcache attention (a batch of one into out= too), token ids
+# fed back through a state; a compiled replay, a recording and the immediate ops give the same bytes ----
+
+DECODE_KINDS = ("linear", "qlinear", "rope_kv", "kvcache", "kvcache_one", "tokens", "sample", "varlen")
+
+
+@st.composite
+def decode_programs(draw):
+    n_inputs = draw(st.integers(1, 2))
+    steps, n = [], n_inputs
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(DECODE_KINDS))
+        opts = (draw(st.booleans()), draw(st.booleans()), draw(st.booleans()), draw(st.booleans()))
+        steps.append((kind, [draw(st.integers(0, n - 1)) for _ in range(3)], opts))
+        n += 1
+    outputs = sorted({n - 1} | set(draw(st.lists(st.integers(n_inputs, n - 1), max_size=2))))
+    return dict(S=draw(st.sampled_from((1, 3))), n_inputs=n_inputs, steps=steps, outputs=outputs,
+                seed=draw(st.integers(0, 2**31)))
+
+
+def _decode_build(p, xs, W, state, step):
+    """The steps on `xs` (Tensors or Values); `state` holds the caches, their GPU positions and lengths, a token."""
+    from wgraph.ops.quantized import QuantizedWeight
+
+    S, D, H = p["S"], 16, 32
+    vals = list(xs)
+    for i, (kind, (i0, i1, i2), (f0, f1, f2, f3)) in enumerate(p["steps"]):
+        a, b, c = vals[i0], vals[i1], vals[i2]
+        if kind in ("linear", "qlinear"):   # x [S, 32] -> [S, 32] through [64, 32] with swiglu, else [32, 32]
+            w = W["w_up"] if f2 else W["w"]
+            if kind == "qlinear":
+                w = QuantizedWeight("Q8_0" if f3 else "Q4_0", w.shape, W[f"q_{'up' if f2 else 'w'}_{int(f3)}"])
+            vals.append(wg.ops.linear(a, w, W["b64" if f2 else "b"] if f0 else None, norm=W["norm"] if f1 else None,
+                                      activation="swiglu" if f2 else None, residual=b if f3 else None))
+        elif kind == "rope_kv":             # qkv of 2 q heads and 2 kv heads, appended at the GPU position
+            cache, pos = (state["kc"], state["vc"]), state["pos"]
+            q = wg.ops.linear_rope_kv_append(a, W["w_qkv16" if f0 else "w_qkv"], W["cos"], W["sin"], cache, pos,
+                                             q_heads=HEADS, norm=W["norm"] if f1 else None)
+            wg.ops.seqlens_advance(pos, S)
+            vals.append(wg.ops.reshape(wg.ops.attention(q, *cache, causal=f2, kv_len=pos,
+                                                        sliding_window=4 if f3 else 0), S, H))
+        elif kind == "kvcache":             # S sequences of one query each, a new row each
+            q, kn, vn = (wg.ops.reshape(t, S, 1, HEADS, D) for t in (a, b, c))
+            out = wg.ops.attention_kvcache(q, state["bk"], state["bv"], cache_seqlens=state["lens"], k_new=kn,
+                                           v_new=vn, causal=f0, softcap=5.0 if f1 else 0.0)
+            wg.ops.seqlens_advance(state["lens"], 1)
+            vals.append(wg.ops.reshape(out, S, H))
+        elif kind == "kvcache_one":         # a batch of one: the single-sequence attention, into out= or not
+            q = wg.ops.reshape(wg.ops.add(a, b), 1, S, HEADS, D)
+            kw = dict(cache_seqlens=state["len1"] if f0 else [30], causal=f1, window=(3, -1) if f2 else (-1, -1))
+            if f3 or S > 1:   # out= a state ran the batched kernels in a program (over 16 keys: other bits)
+                wg.ops.attention_kvcache(q, state["k1"], state["k1"], out=state["o1"], **kw)
+                vals.append(wg.ops.reshape(wg.ops.scale(state["o1"], 1.0), S, H))
+            else:
+                vals.append(wg.ops.reshape(wg.ops.attention_kvcache(q, state["k1"], state["k1"], **kw), S, H))
+        elif kind == "tokens":              # the last replay's ids feed this one's embedding
+            e = wg.ops.embedding(state["tok"], W["table"])
+            wg.ops.argmax(wg.ops.add(a, e) if f0 else a, out=state["tok"])
+            vals.append(e)
+        elif kind == "sample":
+            ids = wg.ops.sample(a, temperature=0.5 if f0 else 1.0, top_k=5 if f1 else 0, top_p=0.9 if f2 else 1.0,
+                                seed=7, step=step)
+            vals.append(wg.ops.embedding(ids, W["table"]))
+        else:                               # packed rows of sequences [0, 1) and [1, S)
+            q, k, v = (wg.ops.reshape(t, S, HEADS, D) for t in (a, b, c))
+            cu = [0, 1, S] if S > 1 else [0, 1]
+            vals.append(wg.ops.reshape(wg.ops.attention_varlen(q, k, v, cu, cu, max_seqlen_q=S, max_seqlen_k=S,
+                                                               causal=f0, softcap=5.0 if f1 else 0.0), S, H))
+    return [vals[j] for j in p["outputs"]]
+
+
+@given(decode_programs())
+def test_decode_ops_replay_record_and_immediate_agree(dev, p):
+    from wgraph.ggml_blocks import quantize
+
+    note(repr(p))
+    S, D, H = p["S"], 16, 32
+    rng = np.random.default_rng(p["seed"])
+    cos, sin = wg.ops.rope_tables(32, D)
+    w = (rng.standard_normal((H, H)) / 6).astype(np.float32)
+    w_up = (rng.standard_normal((2 * H, H)) / 6).astype(np.float32)
+    w_qkv = (rng.standard_normal((6 * D, H)) / 6).astype(np.float32)
+    W = {"w": w, "w_up": w_up, "b": rng.standard_normal(H).astype(np.float32),
+         "b64": rng.standard_normal(2 * H).astype(np.float32), "norm": rng.standard_normal(H).astype(np.float32),
+         "w_qkv": w_qkv, "w_qkv16": w_qkv.astype(np.float16), "cos": cos, "sin": sin,
+         "table": rng.standard_normal((H, H)).astype(np.float32)}
+    for name, m in (("w", w), ("up", w_up)):
+        for f3, fmt in ((0, "Q4_0"), (1, "Q8_0")):
+            W[f"q_{name}_{f3}"] = quantize(m, fmt).blocks
+    init = {"kc": np.zeros((16, HEADS, D), np.float32), "vc": np.zeros((16, HEADS, D), np.float32),
+            "pos": np.array([1], np.uint32), "bk": rng.standard_normal((S, 8, HEADS, D)).astype(np.float32),
+            "bv": rng.standard_normal((S, 8, HEADS, D)).astype(np.float32),
+            "lens": rng.integers(0, 4, S).astype(np.uint32), "k1": rng.standard_normal((1, 40, HEADS, D)).astype(
+                np.float32), "len1": np.array([S + 30], np.uint32), "o1": np.zeros((1, S, HEADS, D), np.float32),
+            "tok": np.arange(S, dtype=np.uint32)}
+    g = wg.Graph("decode")
+    xs = [g.input(f"x{i}", (S, H), "f32") for i in range(p["n_inputs"])]
+    step = g.input("step", (1,), "u32")
+    consts = {k: g.const(k, v) for k, v in W.items()}
+    states = {k: g.state(k, v.shape, "u32" if v.dtype == np.uint32 else "f32", init=v) for k, v in init.items()}
+    for j, out in zip(p["outputs"], _decode_build(p, xs, consts, states, step)):
+        g.output(f"y{j}", out)
+    prog = g.compile(dev)
+    tensors = {k: dev.tensor(v) for k, v in W.items()}
+    now_states, rec_states = ({k: dev.tensor(v) for k, v in init.items()} for _ in range(2))
+    for run in range(2):
+        feeds = {f"x{i}": rng.standard_normal((S, H)).astype(np.float32) for i in range(p["n_inputs"])}
+        got = {k: t.numpy() for k, t in prog.run(step=run, **feeds).items()}
+        now = _decode_build(p, [dev.tensor(feeds[f"x{i}"]) for i in range(p["n_inputs"])], tensors, now_states, run)
+        with dev.record():
+            rec = _decode_build(p, [dev.tensor(feeds[f"x{i}"]) for i in range(p["n_inputs"])], tensors, rec_states,
+                                dev.tensor(np.array([run], np.uint32)))
+        for j, a, r in zip(p["outputs"], now, rec):
+            assert got[f"y{j}"].tobytes() == a.numpy().tobytes() == r.numpy().tobytes(), (run, j)
+    for k, t in now_states.items():
+        assert prog.state(k).numpy().tobytes() == t.numpy().tobytes() == rec_states[k].numpy().tobytes(), k
