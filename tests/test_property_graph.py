@@ -280,7 +280,7 @@ def test_decode_ops_replay_record_and_immediate_agree(dev, p):
     note(repr(p))
     S, D, H = p["S"], 16, 32
     rng = np.random.default_rng(p["seed"])
-    cos, sin = wg.ops.rope_tables(32, D)
+    cos, sin = wg.ops.rope_tables(32, D)   # positions 1 .. 30: 5 steps of 3 rows, 2 runs
     w = (rng.standard_normal((H, H)) / 6).astype(np.float32)
     w_up = (rng.standard_normal((2 * H, H)) / 6).astype(np.float32)
     w_qkv = (rng.standard_normal((6 * D, H)) / 6).astype(np.float32)
@@ -291,9 +291,9 @@ def test_decode_ops_replay_record_and_immediate_agree(dev, p):
     for name, m in (("w", w), ("up", w_up)):
         for f3, fmt in ((0, "Q4_0"), (1, "Q8_0")):
             W[f"q_{name}_{f3}"] = quantize(m, fmt).blocks
-    init = {"kc": np.zeros((16, HEADS, D), np.float32), "vc": np.zeros((16, HEADS, D), np.float32),
-            "pos": np.array([1], np.uint32), "bk": rng.standard_normal((S, 8, HEADS, D)).astype(np.float32),
-            "bv": rng.standard_normal((S, 8, HEADS, D)).astype(np.float32),
+    init = {"kc": np.zeros((32, HEADS, D), np.float32), "vc": np.zeros((32, HEADS, D), np.float32),
+            "pos": np.array([1], np.uint32), "bk": rng.standard_normal((S, 16, HEADS, D)).astype(np.float32),
+            "bv": rng.standard_normal((S, 16, HEADS, D)).astype(np.float32),
             "lens": rng.integers(0, 4, S).astype(np.uint32), "k1": rng.standard_normal((1, 40, HEADS, D)).astype(
                 np.float32), "len1": np.array([S + 30], np.uint32), "o1": np.zeros((1, S, HEADS, D), np.float32),
             "tok": np.arange(S, dtype=np.uint32)}
