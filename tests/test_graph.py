@@ -983,3 +983,11 @@ def test_reset_state_after_the_device_is_lost_or_recreated_is_a_device_error():
     with pytest.raises(wg.DeviceError, match=r"program 'acc': reset_state\(\).*the device is now epoch \d+: compile"):
         prog.reset_state("s")
     np.testing.assert_array_equal(_accumulator(d).run(x=np.ones(4, np.float32))["total"].numpy(), [1, 2, 3, 4])
+
+
+def test_host_data_for_an_op_input_in_a_graph_points_to_g_const(dev):
+    """A graph's op given host ids was told to upload them with dev.tensor, which a graph cannot take either."""
+    g = wg.Graph("host-ids")
+    table = g.input("table", (10, 4))
+    with pytest.raises(wg.errors.ShapeError, match=r"ids must be a Tensor .*in a graph: g.const\(name, data\)"):
+        wg.ops.embedding(np.array([1, 2], np.uint32), table)

@@ -259,7 +259,7 @@ def tensor_arg(fn: str, name: str, x):
     if isinstance(x, Tensor) or getattr(x, "_wgraph_symbol_", False):
         return x
     raise ShapeError(f"{fn}: {name} must be a Tensor (or a graph value), got {type_name(x)}; upload host data "
-                     f"with dev.tensor(...)")
+                     f"with dev.tensor(...) (in a graph: g.const(name, data), or g.input)")
 
 
 def type_name(x) -> str:
@@ -359,7 +359,8 @@ def apply(op: OpDef, params, inputs: tuple, out=None):
             return x.graph.add_op(op, params, inputs, out=out)
         else:
             raise ShapeError(f"{op.name}: {op.input_name(len(signature))} must be a Tensor (or a graph value), got "
-                             f"{type_name(x)}; upload host data with dev.tensor(...)")
+                             f"{type_name(x)}; upload host data with dev.tensor(...) (in a graph: g.const(name, data), "
+                             f"or g.input)")
     if not tensors:
         _check_required(op, inputs)
         raise ShapeError(f"{op.name}: no tensor inputs")

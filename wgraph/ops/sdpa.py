@@ -263,7 +263,7 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not (isinstance(x, Tensor) or _symbolic(x)):
             raise ShapeError(f"sdpa: {name} must be a Tensor (or a graph value), got {type_name(x)}; "
-                             f"upload host data with dev.tensor(...)")
+                             f"upload host data with dev.tensor(...) (in a graph: g.const(name, data), or g.input)")
         if len(x.shape) < 2:
             raise ShapeError(f"sdpa: {name} must be [..., heads, rows, head_dim], got {x.shape}")
     _one_home((("query", query), ("key", key), ("value", value))
