@@ -49,11 +49,13 @@ def gguf_tensors(arch: str, cfg: dict, weights: dict[str, np.ndarray]) -> dict[s
 
 
 def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, qtype=None, extra=None,
-                tokenizer: dict | None = None, extra_tensors: dict | None = None) -> Path:
+                tokenizer: dict | None = None, extra_tensors: dict | None = None, split_max_tensors: int = 0) -> Path:
     """A GGUF model file: metadata from the HF config `cfg` (keys as llama.cpp writes them), the weights as
     `qtype` (default F32; a function of the GGUF tensor name for one type a tensor; 1-D tensors stay F32 as
     llama.cpp keeps them; the K-quants and IQs by wgraph's quantizers, gguf has none), `extra` metadata {key: value},
-    `extra_tensors` {GGUF name: float32 array} written as they are."""
+    `extra_tensors` {GGUF name: float32 array} written as they are; split_max_tensors > 0: split as llama.cpp's
+    gguf-split splits, that many tensors a shard, into `<stem>-00001-of-0000n.gguf`, ... (the first one's path is
+    returned)."""
     heads = cfg["num_attention_heads"]
     u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
     meta = {"context_length": (cfg["max_position_embeddings"], u32), "embedding_length": (cfg["hidden_size"], u32),
@@ -73,7 +75,7 @@ def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, q
     meta = {f"{arch}.{k}": v for k, v in meta.items()}
     for key, value in (extra or {}).items():  # extra keys replace ours
         meta[key] = (value, gguf.GGUFValueType.get_type(value))
-    w = gguf.GGUFWriter(str(path), arch)
+    w = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors)
     for key, (value, vtype) in meta.items():
         w.add_key_value(key, value, vtype)
     if tokenizer:
@@ -95,6 +97,8 @@ def write_model(path, arch: str, cfg: dict, weights: dict[str, np.ndarray], *, q
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    if split_max_tensors:
+        return Path(path).with_name(f"{Path(path).stem}-00001-of-{len(w.tensors):05d}.gguf")
     return Path(path)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -281,3 +282,67 @@ class GGUFFile:
             raise CheckpointError(f"{where}: tensor {name!r} has rows of {dims[0]} values, not a multiple of the "
                                   f"{qtype.name} block of {per_block}")
         return dims[0] // per_block * block_bytes * math.prod(dims[1:])
+
+
+# llama.cpp's gguf-split names shard i (1-based) of n `<prefix>-%05d-of-%05d.gguf` (llama_split_path) and writes
+# split.no (0-based), split.count and split.tensors.count into every shard; the first holds the model's metadata
+SPLIT_NAME = re.compile(r"(.+)-(\d{5})-of-(\d{5})\.gguf")
+MAX_SPLITS = (1 << 16) - 1   # split.count is a UINT16
+
+
+def _split_field(f: GGUFFile, key: str, lo: int, hi: int) -> int:
+    where = f"GGUF file {f.path.name}"
+    if key not in f.metadata:
+        raise CheckpointError(f"{where}: metadata {key!r} is missing (the other shards of its split model have it)")
+    v, t = f.metadata[key], f.value_types[key]
+    if t[0] not in INTEGER_TYPES or not lo <= v <= hi:
+        raise CheckpointError(f"{where}: metadata {key}={v!r} must be an integer in [{lo}, {hi}]")
+    return v
+
+
+def open_split(path) -> GGUFFile:
+    """The GGUF file at `path`; where it is a shard of a model llama.cpp split over several files (split.count >
+    1), the first shard (its metadata is the model's) with the tensors of every shard. The sibling shards are found
+    by llama.cpp's naming rule; each must agree on split.count and split.tensors.count, hold the split.no its name
+    says, and no tensor may be in two shards; the shards' tensors must add up to split.tensors.count."""
+    f = GGUFFile(path)
+    if "split.count" not in f.metadata:
+        return f
+    count = _split_field(f, "split.count", 1, MAX_SPLITS)
+    if count == 1:   # one file (gguf-split given more tensors a shard than there are): read as llama.cpp reads it
+        return f
+    total = _split_field(f, "split.tensors.count", 0, MAX_TENSORS)
+    m = SPLIT_NAME.fullmatch(f.path.name)
+    if m is None or int(m.group(3)) != count:
+        raise CheckpointError(f"GGUF file {f.path.name}: split.count={count} but its name is not "
+                              f"'<model>-%05d-of-{count:05d}.gguf', llama.cpp's name of a shard of {count}")
+    shards = []
+    for i in range(1, count + 1):
+        p = f.path.with_name(f"{m.group(1)}-{i:05d}-of-{count:05d}.gguf")
+        if int(m.group(2)) == i:
+            shards.append(f)
+        elif not p.is_file():
+            raise CheckpointError(f"GGUF file {p.name}: shard {i} of the {count} of split model "
+                                  f"{f.path.name} is missing")
+        else:
+            shards.append(GGUFFile(p))
+    tensors: dict[str, GGUFTensor] = {}
+    where: dict[str, str] = {}
+    for i, s in enumerate(shards):
+        name = f"GGUF file {s.path.name}"
+        for key, want in (("split.no", i), ("split.count", count), ("split.tensors.count", total)):
+            got = _split_field(s, key, 0, MAX_SPLITS if key != "split.tensors.count" else MAX_TENSORS)
+            if got != want:
+                raise CheckpointError(f"{name}: metadata {key}={got}, but as shard {i + 1} of {shards[0].path.name}'s "
+                                      f"split of {count} it must be {want}")
+        for t, tensor in s.tensors.items():
+            if t in tensors:
+                raise CheckpointError(f"{name}: tensor {t!r} is also in {where[t]}: a tensor is in one shard only")
+            tensors[t], where[t] = tensor, s.path.name
+    if len(tensors) != total:
+        raise CheckpointError(f"GGUF file {shards[0].path.name}: its {count} shards hold {len(tensors)} tensors, "
+                              f"split.tensors.count={total}")
+    first = shards[0]
+    first.tensors = tensors   # each tensor's bytes are a view of its own shard's map, which the view keeps open
+    first.shards = tuple(s.path for s in shards)
+    return first

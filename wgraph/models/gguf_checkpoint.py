@@ -19,7 +19,7 @@ from wgraph import args
 from wgraph.errors import CheckpointError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight
 from wgraph.models.config import MAX_DIM, MAX_LAYERS, MAX_VOCAB
-from wgraph.models.gguf import FLOAT_TYPES, INTEGER_TYPES, GGUFFile, type_name
+from wgraph.models.gguf import FLOAT_TYPES, INTEGER_TYPES, GGUFFile, open_split, type_name
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma2")
 HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
@@ -46,7 +46,7 @@ class GGUFCheckpoint:
     """`config` (a config.json-style dict) and `get(hf_name, shape)` -> float32 array for a GGUF model file."""
 
     def __init__(self, path):
-        self.file = GGUFFile(path)
+        self.file = open_split(path)
         self.arch = _string(self.file, "general.architecture")
         if self.arch not in ARCHITECTURES:
             raise CheckpointError(f"GGUF file {self.file.path.name}: general.architecture {self.arch!r} is not "
