@@ -11,7 +11,7 @@ import pytest
 
 import tiny_files
 from wgraph.errors import CheckpointError
-from wgraph.models import from_pretrained
+from wgraph.models import Tokenizer, from_pretrained
 from wgraph.models.gguf import GGUFFile, open_split
 
 CFG = tiny_files.tiny_model_config("llama", vocab_size=300)
@@ -92,3 +92,12 @@ def test_a_broken_split_is_refused_naming_the_file_and_field(tmp_path, dev, case
     first = _hostile(tmp_path, case)
     with pytest.raises(CheckpointError, match=match):
         from_pretrained(first, dev, dtype="f32", max_seq=16)
+
+
+def test_the_tokenizer_of_any_shard_is_the_models(tmp_path):
+    """Tokenizer.from_gguf of a later shard read that shard alone, which holds no tokenizer metadata."""
+    one = _model(tmp_path / "one")
+    first = _model(tmp_path / "split", split_max_tensors=8)
+    whole = Tokenizer.from_gguf(one)
+    for shard in sorted(first.parent.glob("m-*.gguf")):
+        assert Tokenizer.from_gguf(shard).encode("Hello, shards") == whole.encode("Hello, shards"), shard.name

@@ -21,7 +21,7 @@ from wgraph.errors import ArgumentError, CheckpointError
 from wgraph.host_arrays import host_ids
 from wgraph.models.chat_template import ChatTemplate
 from wgraph.models.files import read_json, read_text
-from wgraph.models.gguf import GGUFFile
+from wgraph.models.gguf import GGUFFile, open_split
 from wgraph.models.gguf_tokenizer import gguf_tokenizer_parts
 
 if TYPE_CHECKING:
@@ -178,9 +178,11 @@ class Tokenizer:
     def from_gguf(cls, gguf: str | os.PathLike[str] | GGUFFile) -> Tokenizer:
         """The tokenizer of a GGUF file (a path or a parsed GGUFFile).
 
-        gguf: the .gguf file's path, or a parsed GGUFFile.
+        gguf: the .gguf file's path (any shard of a split model: the first holds the tokenizer), or a parsed GGUFFile.
         """
-        f = gguf if isinstance(gguf, GGUFFile) else GGUFFile(_path("Tokenizer.from_gguf", "gguf", gguf, "or a GGUFFile"))
+        # open_split: a split model's later shards hold no tokenizer metadata (the first shard's is the model's)
+        f = gguf if isinstance(gguf, GGUFFile) else open_split(_path("Tokenizer.from_gguf", "gguf", gguf,
+                                                                     "or a GGUFFile"))
         parts = gguf_tokenizer_parts(f)
         template = parts["chat_template"]
         return cls(parts["backend"], special=parts["special"], add_bos=parts["add_bos"], add_eos=parts["add_eos"],
