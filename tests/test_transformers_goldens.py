@@ -4,7 +4,6 @@ tests/data/make_arch_checkpoints.py), in both config formats: transformers 5's c
 wgraph's prefill logits must be within 1e-4 of transformers' float32 logits and its 16 greedy ids equal."""
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,25 +13,10 @@ from wgraph.errors import CheckpointError
 from wgraph.models import Llama, LlamaConfig
 from wgraph.models.llama import linear_weight_storage
 
+from transformers_data import FORMATS, checkpoint, golden
+
 DATA = Path(__file__).parent / "data" / "arch"
-FORMATS = {"v5": "config.json", "v4": "config_v4.json"}
 ATOL = 1e-4
-
-
-def checkpoint(tmp_path: Path, case: str, fmt: str) -> Path:
-    """A checkpoint directory of `case` whose config.json is the file of format `fmt`."""
-    src, out = DATA / case, tmp_path / f"{case}_{fmt}"
-    out.mkdir()
-    shutil.copy(src / "model.safetensors", out)
-    shutil.copy(src / FORMATS[fmt], out / "config.json")
-    return out
-
-
-def golden(case: str) -> dict:
-    with np.load(DATA / case / "golden.npz") as g:
-        return {k: g[k] for k in g.files}
-
-
 CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
 
 
@@ -41,9 +25,9 @@ CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
 def test_matches_transformers(case, fmt, tmp_path, dev):
     """Prefill logits of the prompt and the 16 greedy ids, then each decode step's logits (the program's
     output for the token it consumed) against transformers' logits at that position."""
-    g = golden(case)
+    g = golden(DATA / case)
     prompt, greedy, want = g["prompt"].tolist(), g["greedy"].tolist(), g["logits"]
-    model = Llama.from_pretrained(checkpoint(tmp_path, case, fmt), dev, dtype="f32", max_seq=32)
+    model = Llama.from_pretrained(checkpoint(DATA / case, tmp_path, fmt), dev, dtype="f32", max_seq=32)
     got = model.prefill(prompt, all_logits=True).numpy()
     np.testing.assert_allclose(got, want[:len(prompt)], rtol=0, atol=ATOL)
     assert model.generate(prompt, len(greedy)) == greedy
@@ -60,9 +44,9 @@ BF16_CASES = [c for c in CASES if json.loads((DATA / c / "config.json").read_tex
 def test_bf16_checkpoints_load_as_bf16(case, tmp_path, dev):
     """dtype="bf16" keeps a bf16 checkpoint's values exactly (activations, norms and KV caches are f32), so it
     computes what transformers computes in float32 from the same file."""
-    g = golden(case)
+    g = golden(DATA / case)
     prompt, greedy, want = g["prompt"].tolist(), g["greedy"].tolist(), g["logits"]
-    model = Llama.from_pretrained(checkpoint(tmp_path, case, "v5"), dev, dtype="bf16", max_seq=32)
+    model = Llama.from_pretrained(checkpoint(DATA / case, tmp_path, "v5"), dev, dtype="bf16", max_seq=32)
     st = model.program.state
     tied = model.config.tie_word_embeddings
     matrices = linear_weight_storage("bf16")  # bf16 once `linear` has a bf16 kernel, else f32 holding bf16 values
@@ -133,7 +117,7 @@ def test_tied_config_with_a_different_lm_head_is_refused(fmt, tmp_path, dev):
     equal to the embedding (torch .bin conversions write both) is accepted."""
     from safetensors.numpy import load_file, save_file
 
-    path = checkpoint(tmp_path, "llama", fmt)
+    path = checkpoint(DATA / "llama", tmp_path, fmt)
     cfg = json.loads((path / "config.json").read_text())
     (path / "config.json").write_text(json.dumps(dict(cfg, tie_word_embeddings=True)))
     with pytest.raises(CheckpointError, match=r"tie_word_embeddings=true, but 'lm_head\.weight' in model\.safetensors "

@@ -10,7 +10,6 @@ and each decode step's logits within 1e-4."""
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,9 @@ from wgraph.models import Checkpoint, Llama, LlamaConfig
 from wgraph.models.batched import BatchedDecoder
 from wgraph.models.llama import fused_qkv, weight_shapes
 
+from transformers_data import FORMATS, checkpoint, golden
+
 DATA = Path(__file__).parent / "data" / "arch_variants"
-FORMATS = {"v5": "config.json", "v4": "config_v4.json"}
 ATOL = 1e-4
 CASES = ("llama_linear_mqa", "qwen2_layer_types", "qwen3_bias_window", "mistral_long_window", "gemma2_variant")
 
@@ -47,19 +47,6 @@ EXPECTED = {
 SCALING = {"llama_linear_mqa": ("linear", 4.0), "qwen2_layer_types": ("llama3", 4.0),
            "qwen3_bias_window": ("linear", 2.0), "mistral_long_window": ("llama3", 8.0),
            "gemma2_variant": ("linear", 2.0)}
-
-
-def checkpoint(tmp_path: Path, case: str, fmt: str) -> Path:
-    src, out = DATA / case, tmp_path / f"{case}_{fmt}"
-    out.mkdir()
-    shutil.copy(src / "model.safetensors", out)
-    shutil.copy(src / FORMATS[fmt], out / "config.json")
-    return out
-
-
-def golden(case: str) -> dict:
-    with np.load(DATA / case / "golden.npz") as g:
-        return {k: g[k] for k in g.files}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -89,9 +76,9 @@ def test_tensor_names_and_shapes_are_transformers(case):
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 @pytest.mark.parametrize("case", CASES)
 def test_matches_transformers(case, fmt, tmp_path, dev):
-    g = golden(case)
+    g = golden(DATA / case)
     prompt, greedy, want = g["prompt"].tolist(), g["greedy"].tolist(), g["logits"]
-    model = Llama.from_pretrained(checkpoint(tmp_path, case, fmt), dev, dtype="f32", max_seq=32)
+    model = Llama.from_pretrained(checkpoint(DATA / case, tmp_path, fmt), dev, dtype="f32", max_seq=32)
     np.testing.assert_allclose(model.prefill(prompt, all_logits=True).numpy(), want[:len(prompt)], rtol=0, atol=ATOL)
     assert model.generate(prompt, len(greedy)) == greedy
     model.prefill(prompt)
@@ -104,9 +91,9 @@ def test_matches_transformers(case, fmt, tmp_path, dev):
                                   if json.loads((DATA / c / "config.json").read_text())["dtype"] == "bfloat16"])
 def test_bf16_model_matches_transformers(case, tmp_path, dev):
     """dtype="bf16" keeps a bf16 checkpoint's values exactly: transformers' float32 logits of the same file."""
-    g = golden(case)
+    g = golden(DATA / case)
     prompt, greedy, want = g["prompt"].tolist(), g["greedy"].tolist(), g["logits"]
-    model = Llama.from_pretrained(checkpoint(tmp_path, case, "v5"), dev, dtype="bf16", max_seq=32)
+    model = Llama.from_pretrained(checkpoint(DATA / case, tmp_path, "v5"), dev, dtype="bf16", max_seq=32)
     np.testing.assert_allclose(model.prefill(prompt, all_logits=True).numpy(), want[:len(prompt)], rtol=0, atol=ATOL)
     assert model.generate(prompt, len(greedy)) == greedy
 
@@ -116,9 +103,9 @@ def test_batched_decoder_matches_transformers(case, tmp_path, dev):
     """The batched step (its own RoPE / K/V append and attention kernels) on these heads, windows and RoPE tables:
     the golden prompt's ids in a batch with two other prompts are transformers' greedy ids; the others decode as
     they do alone."""
-    g = golden(case)
+    g = golden(DATA / case)
     prompt, greedy = g["prompt"].tolist(), g["greedy"].tolist()
-    model = Llama.from_pretrained(checkpoint(tmp_path, case, "v5"), dev, dtype="f32", max_seq=32)
+    model = Llama.from_pretrained(checkpoint(DATA / case, tmp_path, "v5"), dev, dtype="f32", max_seq=32)
     assert fused_qkv(model.config)
     others = [prompt[3:4], prompt[::-1][:6]]
     got = BatchedDecoder(model, 3).generate([others[0], prompt, others[1]], len(greedy))
