@@ -186,21 +186,22 @@ def check_nulls() -> None:
         raise AssertionError(f"{case}: transformers ran {key}=null")
 
 
-def make(name: str, seed: int) -> None:
-    config_name, model_name, storage, args = CASES[name]
+def build_case(name: str, config_name: str, model_name: str, storage, args: dict, seed: int, out: Path,
+               to_v4) -> tuple[dict, dict]:
+    """Case `name`: a random transformers model of config class `config_name` with SHAPE and `args`, saved in
+    `storage` into `out` with config_v4.json (`to_v4` of the saved config.json) and golden.npz (its logits and
+    greedy ids, which transformers must read to the same from the v4 file); (config.json, goldens)."""
     cfg = getattr(transformers, config_name)(**{**SHAPE, **args})
     model_cls = getattr(transformers, model_name)
     torch.manual_seed(seed)
     model = model_cls(cfg)
-    randomize(model, one_plus_norms=name.startswith("gemma"), embed_std=0.02 if name.startswith("gemma") else 0.1,
-              seed=seed)
-    out = ROOT / name
+    gemma = name.startswith("gemma")
+    randomize(model, one_plus_norms=gemma, embed_std=0.02 if gemma else 0.1, seed=seed)
     shutil.rmtree(out, ignore_errors=True)
     model.to(storage).save_pretrained(out)
-    for extra in ("generation_config.json",):  # not read by wgraph's loader
-        (out / extra).unlink(missing_ok=True)
+    (out / "generation_config.json").unlink(missing_ok=True)  # not read by wgraph's loader
     v5 = json.loads((out / "config.json").read_text())
-    (out / "config_v4.json").write_text(json.dumps(v4_config(v5), indent=2) + "\n")
+    (out / "config_v4.json").write_text(json.dumps(to_v4(v5), indent=2) + "\n")
     gold = goldens(out, model_cls)
     with tempfile.TemporaryDirectory() as tmp:  # transformers reads the v4 file to the same model
         shutil.copy(out / "model.safetensors", tmp)
@@ -209,6 +210,13 @@ def make(name: str, seed: int) -> None:
     assert np.array_equal(gold["logits"], gold4["logits"]) and np.array_equal(gold["greedy"], gold4["greedy"]), name
     assert len(set(gold["greedy"].tolist())) > 3, f"{name}: a greedy sequence that barely changes: {gold['greedy']}"
     np.savez(out / "golden.npz", **gold)
+    return v5, gold
+
+
+def make(name: str, seed: int) -> None:
+    config_name, model_name, storage, args = CASES[name]
+    out = ROOT / name
+    _, gold = build_case(name, config_name, model_name, storage, args, seed, out, v4_config)
     sizes = sum(p.stat().st_size for p in out.iterdir())
     print(f"{name}: greedy {gold['greedy'].tolist()}, {sizes} bytes", file=sys.stderr)
 

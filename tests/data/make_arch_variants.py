@@ -30,7 +30,7 @@ import torch
 import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_arch_checkpoints import SHAPE, goldens, randomize, v4_config  # noqa: E402
+from make_arch_checkpoints import build_case, v4_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent / "arch_variants"
 
@@ -130,28 +130,11 @@ def variant_v4(v5: dict, keep_layer_types: bool) -> dict:
 
 def make(name: str, seed: int) -> None:
     config_name, model_name, storage, args, keep_layer_types = CASES[name]
-    cfg = getattr(transformers, config_name)(**{**SHAPE, **args})
-    model_cls = getattr(transformers, model_name)
-    torch.manual_seed(seed)
-    model = model_cls(cfg)
-    gemma = name.startswith("gemma")
-    randomize(model, one_plus_norms=gemma, embed_std=0.02 if gemma else 0.1, seed=seed)
     out = ROOT / name
-    shutil.rmtree(out, ignore_errors=True)
-    model.to(storage).save_pretrained(out)
-    (out / "generation_config.json").unlink(missing_ok=True)  # not read by wgraph's loader
-    v5 = json.loads((out / "config.json").read_text())
+    v5, gold = build_case(name, config_name, model_name, storage, args, seed, out,
+                          lambda v5: variant_v4(v5, keep_layer_types))
     for key, want in args.items():  # transformers kept what the case asked for
         assert v5[key] == want, (name, key, v5[key], want)
-    (out / "config_v4.json").write_text(json.dumps(variant_v4(v5, keep_layer_types), indent=2) + "\n")
-    gold = goldens(out, model_cls)
-    with tempfile.TemporaryDirectory() as tmp:  # transformers reads the v4 file to the same model
-        shutil.copy(out / "model.safetensors", tmp)
-        shutil.copy(out / "config_v4.json", Path(tmp) / "config.json")
-        gold4 = goldens(Path(tmp), model_cls)
-    assert np.array_equal(gold["logits"], gold4["logits"]) and np.array_equal(gold["greedy"], gold4["greedy"]), name
-    assert len(set(gold["greedy"].tolist())) > 3, f"{name}: a greedy sequence that barely changes: {gold['greedy']}"
-    np.savez(out / "golden.npz", **gold)
     check_visible(name, gold)
     sizes = {p.name: p.stat().st_size for p in out.iterdir()}
     assert max(sizes.values()) < 200_000, sizes
