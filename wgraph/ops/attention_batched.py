@@ -9,6 +9,7 @@ depends on B when the lengths live on the GPU."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -478,15 +479,22 @@ def attention_varlen(q: TensorT, k: TensorT, v: TensorT, cu_seqlens_q: Ids, cu_s
 
 
 def _apply_as(op: str, opdef: OpDef, p: BatchedParams, inputs: tuple, out) -> Any:
-    """apply(), its errors named by the call the caller made: the op's own name ("attention_batched: out= has shape
-    (4, 2, 4), the op makes (4, 2, 8)" for an attention_varlen call) named an op the caller never called."""
-    try:
+    """apply(), its errors named by the call the caller made."""
+    with _errors_named(opdef.name, op):
         return apply(opdef, p, inputs, out=out)
+
+
+@contextlib.contextmanager
+def _errors_named(internal: str, caller: str):
+    """The WgraphErrors raised inside, their leading "internal: " said as "caller: ": "attention_batched: out= has
+    shape (4, 2, 4), the op makes (4, 2, 8)" for an attention_varlen call named an op the caller never called."""
+    try:
+        yield
     except WgraphError as e:
         msg = str(e)
-        if not msg.startswith(f"{opdef.name}: "):
+        if not msg.startswith(f"{internal}: "):
             raise
-        raise type(e)(f"{op}: {msg[len(opdef.name) + 2:]}") from None
+        raise type(e)(f"{caller}: {msg[len(internal) + 2:]}") from None
 
 
 def _fits(out, q, return_lse: bool) -> bool:
@@ -528,14 +536,9 @@ def _one_sequence(p: BatchedParams, q, k_cache, v_cache, cache_seqlens, block_ta
         k, v = (reshape(c, *c.shape[1:]) for c in (k_cache, v_cache))
     if out is not None:
         paged["out"] = out.reshape(sq, hq, d)
-    try:
+    with _errors_named("attention", "attention_kvcache (one sequence)"):   # out= aliasing the cache, say
         result = attention(reshape(q, sq, hq, d), k, v, causal=p.causal, scale=p.scale, kv_len=kv_len,
                            window=p.window, softcap=p.softcap, return_lse=p.return_lse, **paged)
-    except WgraphError as e:   # out= aliasing the cache said "attention: ...", a call the caller never made
-        msg = str(e)
-        if not msg.startswith("attention: "):
-            raise
-        raise type(e)(f"attention_kvcache (one sequence): {msg[len('attention: '):]}") from None
     if p.return_lse:
         return reshape(result[0], 1, sq, hq, d), result[1]
     return out if out is not None else reshape(result, 1, sq, hq, d)
