@@ -26,7 +26,7 @@ from wgraph.errors import DeviceError, DtypeError, LimitError, ShapeError, Unsup
 from wgraph.host_arrays import host_array, host_view
 from wgraph.ops.attention import attention, attention_plan
 from wgraph.ops.cpu_limits import check_cpu_loops
-from wgraph.ops.core import OpDef, apply, ceil_div, register, type_name
+from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.ops.dense import reshape
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
@@ -261,9 +261,7 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     enable_gqa = args.flag("sdpa", "enable_gqa", enable_gqa)
     scale = args.optional_real("sdpa", "scale", scale)
     for name, x in (("query", query), ("key", key), ("value", value)):
-        if not (isinstance(x, Tensor) or _symbolic(x)):
-            raise ShapeError(f"sdpa: {name} must be a Tensor (or a graph value), got {type_name(x)}; "
-                             f"upload host data with dev.tensor(...) (in a graph: g.const(name, data), or g.input)")
+        tensor_arg("sdpa", name, x)
         if len(x.shape) < 2:
             raise ShapeError(f"sdpa: {name} must be [..., heads, rows, head_dim], got {x.shape}")
     _one_home((("query", query), ("key", key), ("value", value))
