@@ -7,15 +7,15 @@ own ops: tests/test_batched_decode_ops.py."""
 import numpy as np
 import pytest
 
-from wgraph.errors import ArgumentError, LimitError, RecordingError, ShapeError, UnsupportedError
+from wgraph.errors import ArgumentError, LimitError, RecordingError, UnsupportedError
 from wgraph.models import Llama, LlamaConfig
 from wgraph.models.batched import BatchedDecoder
 from wgraph.models.quantized import QuantizedLlama, quantize_checkpoint
 
 import llama_reference as ref
-from test_transformers_goldens import checkpoint, golden
 from llama_reference import rel_err
 from thread_runner import run_together
+from transformers_data import ARCH, checkpoint, golden
 
 PROMPTS = [[3], [3, 14, 15, 92, 65], list(range(5, 17)), [7, 7], [40, 2, 99, 1, 5, 6, 8], [60, 61, 62],
            [9, 8, 7, 6, 5, 4, 3, 2, 1], [11]]  # lengths 1, 5, 12, 2, 7, 3, 9, 1
@@ -221,9 +221,9 @@ def test_architectures_match_transformers_goldens(case, tmp_path, dev):
     """Biases, sliding windows of 4 keys on some layers (Qwen2, Mistral, Gemma 2), Gemma 2's softcaps, sandwich
     norms and scaled embeddings: the golden prompt's ids in a batch with two other prompts are transformers'
     greedy ids; the others decode as they do alone."""
-    g = golden(case)
+    g = golden(ARCH / case)
     prompt, greedy = g["prompt"].tolist(), g["greedy"].tolist()
-    model = Llama.from_pretrained(checkpoint(tmp_path, case, "v5"), dev, dtype="f32", max_seq=32)
+    model = Llama.from_pretrained(checkpoint(ARCH / case, tmp_path, "v5"), dev, dtype="f32", max_seq=32)
     others = [prompt[3:4], prompt[::-1][:6]]
     got = BatchedDecoder(model, 3).generate([others[0], prompt, others[1]], len(greedy))
     assert got[1] == greedy
@@ -252,7 +252,7 @@ def test_quantized_model_decodes_as_alone(tiny_llama, dev):
 
 
 def test_architectures_without_fused_rope_are_refused(tmp_path, dev):
-    model = Llama.from_pretrained(checkpoint(tmp_path, "qwen3", "v5"), dev, dtype="f32", max_seq=16)
+    model = Llama.from_pretrained(checkpoint(ARCH / "qwen3", tmp_path, "v5"), dev, dtype="f32", max_seq=16)
     with pytest.raises(UnsupportedError, match=r"BatchedDecoder: qwen3 .*\(qk_norm True"):
         BatchedDecoder(model, 2)
 

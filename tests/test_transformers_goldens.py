@@ -4,7 +4,6 @@ tests/data/make_arch_checkpoints.py), in both config formats: transformers 5's c
 wgraph's prefill logits must be within 1e-4 of transformers' float32 logits and its 16 greedy ids equal."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +12,8 @@ from wgraph.errors import CheckpointError
 from wgraph.models import Llama, LlamaConfig
 from wgraph.models.llama import linear_weight_storage
 
-from transformers_data import FORMATS, checkpoint, golden
+from transformers_data import ARCH as DATA, FORMATS, checkpoint, golden
 
-DATA = Path(__file__).parent / "data" / "arch"
 ATOL = 1e-4
 CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
 

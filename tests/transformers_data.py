@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 FORMATS = {"v5": "config.json", "v4": "config_v4.json"}   # transformers 5's config.json, and 4's
+ARCH = Path(__file__).parent / "data" / "arch"              # one case per architecture (make_arch_checkpoints.py)
 
 
 def checkpoint(case_dir: Path, tmp_path: Path, fmt: str) -> Path:
