@@ -2,6 +2,7 @@
 copy of wgraph/shaders/ that experimental registry entries are added to, every kernel's entry expanded from it
 (matrix rows applied), and an entry written back as TOML. Import it before wgraph reads a registry."""
 import json
+import os
 import shutil
 import tomllib
 from pathlib import Path
@@ -37,3 +38,8 @@ def toml_value(v) -> str:
 def toml_entry(name: str, entry: dict) -> str:
     """Registry entry `name` as a [variants.name] table."""
     return f"[variants.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in entry.items())
+
+
+def env_list(name: str, parse):
+    """Environment variable `name` as a tuple of `parse`d comma-separated values (HEADS="32/8,16/16"), or None."""
+    return tuple(parse(v) for v in os.environ[name].split(",")) if os.environ.get(name) else None

@@ -21,7 +21,6 @@ the varlen prefill out of the batched section. FUSED=1 adds the fused kernel's c
 measured in h200-attention-ab*.log)."""
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 import ab_registry
+import ab_timing
+from ab_timing import states
 
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/attention_ab"))
@@ -36,10 +37,7 @@ OUT.mkdir(parents=True, exist_ok=True)
 SECTIONS = [a for a in sys.argv[1:]] or ["warm", "decode", "batched", "prefill"]
 
 
-def _env_list(name: str, parse):
-    return tuple(parse(v) for v in os.environ[name].split(",")) if os.environ.get(name) else None
-
-
+_env_list = ab_registry.env_list
 HEADS = _env_list("HEADS", lambda v: tuple(int(x) for x in v.split("/")))
 LENGTHS = _env_list("LENGTHS", int)
 DIMS = _env_list("DIMS", int)
@@ -110,56 +108,13 @@ def save():
 
 
 def span_us(call, n: int, warm_s: float = 0.2):
-    """(median span / n over 3 recordings, per-label µs per call): timestamps around every dispatch."""
-    call()
-    dev.sync()
-    until = time.perf_counter() + warm_s
-    while time.perf_counter() < until:
-        with dev.record():
-            for _ in range(n):
-                call()
-        dev.sync()
-    spans, kern = [], {}
-    for _ in range(3):
-        with dev.record(profile=True) as rec:
-            for _ in range(n):
-                call()
-        prof = rec.profile()
-        spans.append(prof.span_us / n)
-        kern = {r.label.split(".")[-1]: round(r.total_us / n, 2) for r in prof.rows}
-    return statistics.median(spans), kern
+    """ab_timing.span_us on this script's device."""
+    return ab_timing.span_us(dev, call, n, warm_s)
 
 
 def replay_us(build, n: int = N_CALLS, min_s: float = 0.15):
-    """Wall µs per call of a compiled Program of `n` calls (`build(graph)` adds one call and returns its value),
-    replayed back to back after 0.2 s of replays; and whether the host kept the GPU fed (submit time < wall)."""
-    g = wg.Graph("ab")
-    for i in range(n):
-        g.output(f"o{i}", build(g, i))
-    prog = g.compile(dev)
-    prog.run()
-    dev.sync()
-    t0 = time.perf_counter()
-    runs = 0
-    while time.perf_counter() - t0 < 0.2:
-        prog.run()
-        runs += 1
-        if runs % 4 == 0:
-            dev.sync()
-    dev.sync()
-    per_run = (time.perf_counter() - t0) / runs
-    reps = max(3, int(min_s / max(per_run, 1e-6)))
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        prog.run()
-    t_submit = time.perf_counter() - t0
-    dev.sync()
-    wall = time.perf_counter() - t0
-    return wall / (reps * n) * 1e6, t_submit < 0.8 * wall
-
-
-def states(g, arrays, dtypes):
-    return [g.state(f"s{i}", a.shape, d, init=a) for i, (a, d) in enumerate(zip(arrays, dtypes))]
+    """ab_timing.replay_us on this script's device."""
+    return ab_timing.replay_us(dev, build, n, min_s)
 
 
 def measure(label: str, call, build, work: float, unit: str, torch_us=None, extra=None, n: int = N_CALLS) -> dict:
