@@ -52,7 +52,7 @@ R8 = [(64, 2, 1, 128), (256, 2, 1, 256), (64, 2, 1, 128, 1, 1), (256, 2, 1, 256,
 # 2 for f16) against features_per_lane 16-byte W loads, so L1 moves x / W = RPG * PARTS / (ft * I) (f16; half for
 # f32): today's gemv_r8_long f16 8, gemv_r8 / _wide 2. The set aims at x / W <= 1 (f16) at moderate registers
 # (a thread holds (ft + 1) * RPG sums and RPG * PARTS x vec4s per step) and workgroup memory (the cross-subgroup
-# partials take threads * I * (ft + 1) floats, sized for 8-lane subgroups: <= 24 KB here, so 9+ workgroups of 256
+# partials take threads * I * (ft + 1) floats, sized for 8-lane subgroups: <= 25 KB here, so 9 workgroups of 256
 # fit an SM), lanes * I <= 256 (a block of I slots within one workgroup); a few at x / W = 2 or without prefetch
 # as controls. Comments: x / W for f16, K-lanes a row.
 R8 += [(32, 2, 1, 256, 1, 1, 8),    # gemv_r8_long's ft 2 / 8 rows a thread with I = 8: x / W 1; 32 K-lanes
