@@ -8,14 +8,9 @@ gemv.wgsl), forced through `linear(variant=)`. Writes $OUT/gemv_ab.json (every r
 configurations by GPU time (best first), then, for each planning class of registry/gemv.toml, the
 configuration with the least total time over the class's shapes beside the entry's own: the numbers to write
 into that entry.
-Every candidate's output is checked against float64 (bench_gemv's max_rel_err_vs_float64; past REL_TOL the row
-is marked "wrong", left out of the winners, and the run exits 1 at the end).
-Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates).
-R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch[,interleave]]];...":
+Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...":
 the 1-row / 2..8-row candidates (row_groups: threads sharing a weight load, each taking rows / row_groups rows of
-x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0; interleave: slots
-taking turns as the innermost thread index, sharing each x load, default 1). ROWS=1: only the 1-row shapes;
-ROWS=2..8: the 8-row shapes and the decode step's fused forms
+x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
 (f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the shapes left run the planned variant only
 (marked in the JSON), so the run stays within a device session's limits. Printed: a line a shape (VERBOSE=1:
 a line a configuration), then per shape the best TOP (default 5) and the planned, then per class the winner."""
@@ -35,7 +30,7 @@ OUT.mkdir(parents=True, exist_ok=True)
 BUDGET_S = float(os.environ.get("BUDGET_S", "150"))
 EXP = Path("/tmp/gemv_ab_shaders")
 
-# (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch[, interleave]]]) per row count
+# (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch]]) per row count
 R1 = [(32, 1, 4, 256), (64, 1, 4, 256), (128, 1, 4, 256), (256, 1, 2, 256), (32, 2, 4, 256), (64, 2, 4, 256),
       (32, 1, 8, 256)]
 # 2..8 rows: gemv_r8's and gemv_r8_long's configurations, also prefetched ("_p"), 4 weight rows per slot; then
@@ -47,29 +42,6 @@ R8 = [(64, 2, 1, 128), (256, 2, 1, 256), (64, 2, 1, 128, 1, 1), (256, 2, 1, 256,
       (128, 2, 1, 256, 4, 1), (128, 4, 1, 256, 4, 1), (256, 4, 1, 256, 4, 1),
       (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 8, 1, 256, 8),
       (256, 2, 1, 256, 8, 1), (256, 4, 1, 256, 8, 1), (256, 8, 1, 256, 8, 1)]
-# then interleaved slots (interleave I: I slots take turns as the innermost thread index, so I neighbours load the
-# same x, one L1 wavefront). Per warp-step a thread loads RPG * PARTS vec4s of x (RPG = 8 / row_groups rows, PARTS =
-# 2 for f16) against features_per_lane 16-byte W loads, so L1 moves x / W = RPG * PARTS / (ft * I) (f16; half for
-# f32): today's gemv_r8_long f16 8, gemv_r8 / _wide 2. The set aims at x / W <= 1 (f16) at moderate registers
-# (a thread holds (ft + 1) * RPG sums and RPG * PARTS x vec4s per step) and workgroup memory (the cross-subgroup
-# partials take threads * I * (ft + 1) floats, sized for 8-lane subgroups: <= 25 KB here, so 9 workgroups of 256
-# fit an SM), lanes * I <= 256 (a block of I slots within one workgroup); a few at x / W = 2 or without prefetch
-# as controls. Comments: x / W for f16, K-lanes a row.
-R8 += [(32, 2, 1, 256, 1, 1, 8),    # gemv_r8_long's ft 2 / 8 rows a thread with I = 8: x / W 1; 32 K-lanes
-       (64, 2, 1, 256, 1, 1, 4),    # the same at I = 4 (x / W 2), 64 K-lanes: fewer steps on long rows
-       (32, 2, 1, 256, 1, 1, 4),    # I = 4, x / W 2, two blocks a workgroup: more slots in flight
-       (32, 4, 1, 256, 1, 1, 4),    # ft 4 at I = 4: x / W 1 with fewer rows of x per W load than I = 8
-       (16, 4, 1, 128, 1, 1, 8),    # ft 4, I = 8: x / W 0.5, 16 K-lanes (long chains, most reuse; 128: 21 KB)
-       (16, 2, 1, 128, 1, 1, 8),    # I = 8 in workgroups of 128: x / W 1, more workgroups for narrow outputs
-       (8, 2, 2, 128, 1, 1, 8),     # 8 K-lanes, 2 steps in flight: x / W 1, a warp reads 4 x 64 B of 8 rows
-       (32, 1, 2, 256, 1, 1, 8),    # ft 1: x / W 2, the fewest registers (9 sums), 2 steps in flight
-       (32, 2, 2, 256, 1, 0, 8),    # control: I = 8 without prefetch, 2 plain steps in flight
-       (128, 4, 1, 256, 2, 1, 2),   # gemv_r8 / _wide (2 groups, ft 4) with I = 2: x / W 1, 64 K-lanes
-       (64, 4, 1, 256, 2, 1, 2),    # the same with 32 K-lanes, two blocks a workgroup
-       (32, 2, 1, 256, 2, 1, 4),    # 2 groups of 4 rows at I = 4: x / W 1, 16 K-lanes, 15 sums a thread
-       (16, 4, 1, 256, 2, 1, 4),    # 2 groups, ft 4, I = 4: x / W 0.5, 8 K-lanes
-       (16, 2, 1, 256, 2, 1, 4),    # 2 groups, ft 2, I = 4: x / W 1, 8 K-lanes, fewer registers
-       (32, 2, 1, 256, 4, 1, 2)]    # 4 groups of 2 rows (the f32 long class's split) at I = 2: x / W 1
 if SMALL:  # every 2..8-row candidate (each compiled and checked against float64 on the tiny shapes)
     R1 = R1[:1] + R1[4:5]
 if os.environ.get("R1"):
@@ -78,32 +50,17 @@ if os.environ.get("R8"):
     R8 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R8"].split(";")]
 ROWS = int(os.environ["ROWS"]) if os.environ.get("ROWS") else None
 VERBOSE = os.environ.get("VERBOSE") == "1"  # a line per (shape, configuration) as it is timed
-REL_TOL = 1e-4  # max |got - float64| / max |float64| of a right kernel (the H200 A/Bs: <= 4e-7)
 
 
 def unpack(c) -> tuple[int, ...]:
-    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch, interleave)."""
-    if not 4 <= len(c) <= 7:
-        sys.exit(f"candidate {c}: 4 to 7 fields (lanes, ft, unroll, threads[, row_groups[, prefetch[, interleave]]])")
-    return tuple(c) + (1, 0, 1)[len(c) - 4:]
+    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch)."""
+    return (*c, 1, 0)[:6] if len(c) == 4 else (*c, 0)[:6]
 
 
 def config_name(rows: int, c) -> str:
-    lanes, ft, unroll, threads, groups, prefetch, inter = unpack(c)
+    lanes, ft, unroll, threads, groups, prefetch = unpack(c)
     return (f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}" + (f"_g{groups}" if groups > 1 else "")
-            + ("_p" if prefetch else "") + (f"_i{inter}" if inter > 1 else ""))
-
-
-def check_candidates():
-    """A candidate whose lanes / row_groups / interleave make no kernel ends the run here, naming it (the shader's
-    const_asserts would fail each compile with naga's message, the run going on)."""
-    from wgraph.ops.gemv import layout_refusal  # reads no registry
-    for rows, configs in ((1, R1), (8, R8)):
-        for c in configs:
-            lanes, ft, unroll, threads, groups, prefetch, inter = unpack(c)
-            no = layout_refusal(dict(max_rows=rows, lanes=lanes, row_groups=groups, interleave=inter), threads)
-            if no:
-                sys.exit(f"candidate {c} ({config_name(rows, c)}): {no}")
+            + ("_p" if prefetch else ""))
 
 
 def write_registry():
@@ -111,12 +68,12 @@ def write_registry():
     entries = []
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:
-            lanes, ft, unroll, threads, groups, prefetch, inter = unpack(c)
+            lanes, ft, unroll, threads, groups, prefetch = unpack(c)
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
                            f'file = "gemv.wgsl"\nentry = "main"\nworkgroup_size = [{threads}]\nfeatures = ["subgroup"]\n'
                            f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
                            f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
-                           f'row_groups = {groups}, prefetch = {prefetch}, interleave = {inter} }}\n'
+                           f'row_groups = {groups}, prefetch = {prefetch} }}\n'
                            f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')
     # read after gemv.toml, whose last subgroup entries take any shape: the planner never reaches these
     (EXP / "registry" / "zz_gemv_ab.toml").write_text("\n".join(entries))
@@ -128,7 +85,6 @@ def planned_variant(s) -> str:
     return plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, dev.caps, swiglu=s.swiglu).variant
 
 
-check_candidates()
 write_registry()
 import wgraph.kernels.registry as R  # noqa: E402
 
@@ -173,9 +129,6 @@ for s in shapes:
               + (f", {len(rows) - len(ok)} not ok" if len(ok) < len(rows) else ""), flush=True)
     for r in rows:
         r["planned_variant"] = planned_variant(s)
-        if r["status"] == "ok" and not r.get("max_rel_err_vs_float64", 1.0) <= REL_TOL:  # NaN too
-            r.update(status="wrong", note=f"max rel err vs float64 {r.get('max_rel_err_vs_float64')} > {REL_TOL}")
-            print(f"WRONG: {s.label()} {r['config']}: {r['note']}", flush=True)
     RES["rows"] += rows
     (OUT / "gemv_ab.json").write_text(json.dumps(RES, indent=1, default=str))
 
@@ -213,17 +166,9 @@ for (cls, dt, sw), per_config in sorted(by_class.items()):
     print(f"{cls:16} {dt} {sw:6}: {len(shapes_of):2d} shapes; planned {totals['planned']:9.1f} us; best {best} "
           f"{totals[best]:9.1f} us" + (f" -> lanes = {k.limits['lanes']}, features_per_lane = "
                                        f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, prefetch = {k.limits['prefetch']}, "
-                                       f"interleave = {k.limits['interleave']}, "
                                        f"workgroup_size = [{k.threads}]" if k else ""))
     summary[f"{cls} {dt} {sw}".strip()] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best}
 RES["summary"] = summary
 RES["elapsed_s"] = time.perf_counter() - t0
 (OUT / "gemv_ab.json").write_text(json.dumps(RES, indent=1, default=str))
 print(f"\nwrote {OUT / 'gemv_ab.json'} in {RES['elapsed_s']:.0f} s")
-checked = [r for r in RES["rows"] if r["status"] in ("ok", "wrong")]
-bad = [r for r in RES["rows"] if r["status"] in ("wrong", "error")]
-print(f"{len(checked)} (shape, configuration) rows checked against float64 (rel tol {REL_TOL}); "
-      f"{sum(r['status'] == 'wrong' for r in bad)} wrong, {sum(r['status'] == 'error' for r in bad)} errors"
-      + "".join(f"\n  {r['status']}: {r['config']} {r['note'][:300]}" for r in bad))
-if bad:
-    sys.exit(1)

@@ -4,8 +4,6 @@ the row-group candidates (forced) and the tiled GEMM's unfused path compute the 
 call (dev.stats); the plan is the first registry variant whose facts take the call. Bound: the kernel's error
 is at most 2x that of the same math done in f32 numpy, plus an atol."""
 
-import re
-
 import attrs
 import numpy as np
 import pytest
@@ -13,7 +11,6 @@ import pytest
 import wgraph as wg
 from wgraph.device import Caps
 from wgraph.kernels.registry import kernel, kernels_for, registry
-from wgraph.ops import gemv
 from wgraph.ops.dense import plan_linear
 from kernel_support import skip_unless_f16, skip_unless_runs
 from linear_reference import fused_linear_reference
@@ -118,47 +115,6 @@ def test_gemv_row_groups(dev, rng, variant, groups, m, n, k, opts):
     skip_unless_f16(dev, variant.rsplit("_", 1)[1])
     c = _case(rng, m, 2 * n if opts["swiglu"] else n, k, variant.rsplit("_", 1)[1], **opts)
     _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
-
-
-# the interleaved core (interleave slots take turns as the innermost thread index; registry/gemv.toml's two
-# candidates, forced): _shuffle's block (2 slots x 4 lanes in 2 row groups) is one 8-lane subgroup on lavapipe,
-# summed by shuffles 2 and 4 threads apart; _blocks' (4 slots x 16 lanes) spans subgroups, its partials go
-# through workgroup memory. 1, 3 and 8 rows; n not a multiple of a workgroup's rows (64; 32), k with a tail
-# past the unrolled steps; each option alone and all together, f16 and f32 weights
-@pytest.mark.parametrize("variant", ["gemv_r8_il_shuffle", "gemv_r8_il_blocks"])
-@pytest.mark.parametrize("wdtype", ["f16", "f32"])
-@pytest.mark.parametrize("m,n,k,opts", [
-    (8, 70, 136, dict(norm=True, bias=True, swiglu=True, residual=True)),
-    (3, 37, 264, dict(norm=True, bias=False, swiglu=False, residual=False)),
-    (1, 45, 40, dict(norm=False, bias=True, swiglu=False, residual=True)),
-    (8, 9, 8, dict(norm=False, bias=False, swiglu=False, residual=False)),
-])
-def test_gemv_interleaved(dev, rng, variant, wdtype, m, n, k, opts):
-    name = f"{variant}_{wdtype}"
-    lim = kernel(name).limits
-    assert lim["interleave"] > 1 and lim["row_groups"] * lim["interleave"] <= 8
-    skip_unless_runs(dev, name)   # subgroup sums
-    skip_unless_f16(dev, wdtype)
-    if opts["swiglu"]:
-        n = n // (2 * lim["features_per_lane"]) * 2 * lim["features_per_lane"]  # gates and ups: an even ft divides n
-    c = _case(rng, m, n, k, wdtype, **opts)
-    _check(_run(dev, c, variant=name), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
-
-
-def test_gemv_layouts_named():
-    """Every GEMV entry's lanes / row_groups / interleave make a kernel; a bad one is refused naming the value."""
-    for kv in kernels_for("linear"):
-        if kv.facts.get("form") == "gemv":
-            assert gemv.layout_refusal(kv.limits, kv.threads) is None, kv.name
-    lim = dict(max_rows=8, lanes=16, row_groups=2, interleave=2)
-    for change, want in ((dict(interleave=3), "interleave = 3 must be a power of two"),
-                         (dict(interleave=8), r"row_groups \* interleave = 2 \* 8 must be <= 8"),
-                         (dict(lanes=2, row_groups=1), r"lanes \* interleave = 2 \* 2 must be a multiple of 8"),
-                         (dict(row_groups=16), "row_groups = 16 must divide max_rows = 8")):
-        assert re.search(want, gemv.layout_refusal({**lim, **change}, 256))
-    assert re.search(r"workgroup_size 32 must be a multiple of lanes \* interleave = 16 \* 4",
-                     gemv.layout_refusal({**lim, "interleave": 4, "row_groups": 1}, 32))
-    assert gemv.layout_refusal(lim, 256) is None
 
 
 @pytest.mark.parametrize("m,k", [(11, 40), (1, 36)])  # more rows than a GEMV takes; f16 rows not 16-byte aligned

@@ -90,31 +90,6 @@ def forced_error(kv: Kernel, why: str, caps, cpu_why: str | None) -> type:
     return LimitError if why == cpu_why else PlanError
 
 
-SG_FLOOR = 8  # gemv_slot_totals.wgsl's: the narrowest subgroup that sums by shuffles
-
-
-def layout_refusal(lim, threads: int) -> str | None:
-    """Why GEMV limits `lim` (a registry entry's, or an A/B candidate's) with `threads` per workgroup make no
-    kernel (the shader's const_asserts, said with the numbers), or None. lanes: threads of a slot; row_groups:
-    neighbours of a slot sharing each weight load; interleave: slots taking turns as the innermost thread index
-    (gemv_core.wgsl), so a block of lanes * interleave threads holds interleave slots."""
-    lanes, groups, inter = lim["lanes"], lim.get("row_groups", 1), lim.get("interleave", 1)
-    for name, v in (("lanes", lanes), ("row_groups", groups), ("interleave", inter)):
-        if not isinstance(v, int) or v < 1 or v & (v - 1):
-            return f"{name} = {v!r} must be a power of two >= 1"
-    if lim["max_rows"] % groups or lanes % groups:
-        return f"row_groups = {groups} must divide max_rows = {lim['max_rows']} and lanes = {lanes}"
-    if groups * inter > SG_FLOOR:
-        return (f"row_groups * interleave = {groups} * {inter} must be <= {SG_FLOOR} (a subgroup of {SG_FLOOR} "
-                f"holds every row group of its slots)")
-    if lanes * inter % SG_FLOOR:
-        return (f"lanes * interleave = {lanes} * {inter} must be a multiple of {SG_FLOOR} (a block of interleaved "
-                f"slots is whole subgroups)")
-    if threads % (lanes * inter):
-        return f"workgroup_size {threads} must be a multiple of lanes * interleave = {lanes} * {inter}"
-    return None
-
-
 def cpu_loops(kv: Kernel, s: GemvShape) -> int:
     """Loop iterations of one invocation of GEMV variant `kv` (gemv_core.wgsl, counted as ops/cpu_limits.py
     counts them; an upper bound): the walk along a weight row in steps of unroll x (lanes / row_groups) 16-byte
@@ -124,9 +99,8 @@ def cpu_loops(kv: Kernel, s: GemvShape) -> int:
     klanes = lim["lanes"] // lim["row_groups"]
     loads = ceil_div(s.k, lim["k_multiple"])
     sums_per_slot = (lim["features_per_lane"] + 1) * lim["max_rows"]
-    partials = max(1, lim["lanes"] * lim.get("interleave", 1) // SG_FLOOR)
-    sums = (loop(halvings(lim["lanes"])) + loop(ceil_div(sums_per_slot, lim["lanes"]), loop(partials))
-            + loop(ceil_div(lim["max_rows"], lim["lanes"]), loop(klanes)))
+    sums = (loop(halvings(lim["lanes"])) + loop(ceil_div(sums_per_slot, lim["lanes"]), loop(lim["lanes"] // 8))
+            + loop(klanes))
     return (loop(ceil_div(loads, lim["unroll"] * klanes)) + 2 * loop(lim["unroll"]) + sums
             + loop(ceil_div(lim["features_per_lane"] * lim["max_rows"], lim["lanes"])))
 
@@ -142,7 +116,7 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n);
     caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
     lim = kv.limits
-    no = layout_refusal(lim, kv.threads) or device_refusal(kv, caps)
+    no = device_refusal(kv, caps)
     if no:
         return no
     if s.rows > lim["max_rows"]:
@@ -194,8 +168,6 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     groups = lim["row_groups"]
     split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
              if groups > 1 else f"{lanes} lanes per row")
-    inter = lim.get("interleave", 1)
-    split += f", {inter} slots interleaved (one x load per {inter} threads)" if inter > 1 else ""
     return (f"{s.rows} rows <= {lim['max_rows']}{' (' + ', '.join(rules) + ')' if rules else ''}: GEMV, "
             f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {split}, "
             f"{lim['unroll'] * ft} 16-byte {s.weight_dtype} loads in flight per lane"

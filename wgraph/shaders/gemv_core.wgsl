@@ -9,11 +9,6 @@
 // A slot's threads are LANES / ROW_GROUPS K-lanes (they split a weight row) times ROW_GROUPS row groups
 // (neighbouring threads, so one load instruction serves them all: they read the same 16 bytes of W), group g
 // taking rows g * RPG .. of x: more rows of x cost more threads instead of a longer chain per thread.
-// INTERLEAVE slots (neighbouring slots, so neighbouring weight rows) take turns as the innermost thread index:
-// thread t of a block of LANES * INTERLEAVE is lane (t / INTERLEAVE) of slot t % INTERLEAVE, so the INTERLEAVE
-// neighbours read x at the same address (one L1 wavefront serves them: x traffic / INTERLEAVE) while one W load
-// instruction of a subgroup reads INTERLEAVE rows, a contiguous run of 16 bytes per K-lane in each (1: a slot's
-// lanes are neighbours). A slot's shuffles then pair threads INTERLEAVE apart (gemv_slot_totals.wgsl).
 // Lanes walk a row in steps of UNROLL x FT 16-byte loads; with PREFETCH, a step's loads are issued while the
 // step before is summed.
 //!include {{W_LOAD}}
@@ -30,7 +25,6 @@ const MAX_ROWS: u32 = {{MAX_ROWS}}u;
 const UNROLL: u32 = {{UNROLL}}u;
 const ROW_GROUPS: u32 = {{ROW_GROUPS}}u;
 const PREFETCH: bool = {{PREFETCH}}u != 0u;  // software-pipelined weight loads (gemv())
-const INTERLEAVE: u32 = {{INTERLEAVE}}u;  // slots interleaved as the innermost thread index (1: none)
 const SLOTS: u32 = THREADS / LANES;
 const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
 //!include gemv_slot_totals.wgsl
@@ -65,11 +59,10 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
 }
 
 // Thread t (numbered so a slot's lanes share a subgroup where there are subgroups) of workgroup `group`;
-// `width`: lanes of a slot (an aligned group of them) that one subgroup sums by shuffles (1: none).
+// `width`: lanes of an aligned group that one subgroup sums by shuffles (1: none).
 fn gemv(t: u32, group: u32, width: u32) {
-  let block = t % (LANES * INTERLEAVE);  // the thread's place in its block of INTERLEAVE slots
-  let slot_local = t / (LANES * INTERLEAVE) * INTERLEAVE + block % INTERLEAVE;
-  let lane = block / INTERLEAVE;
+  let slot_local = t / LANES;
+  let lane = t % LANES;
   let rg = lane % ROW_GROUPS;  // row group
   let slot = group * SLOTS + slot_local;
   let loads = params.k / W_PER_LOAD;  // 16-byte loads per weight row

@@ -5,9 +5,7 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_size) sg_size: u32,
         @builtin(subgroup_invocation_id) sg_lane: u32) {
-  // a subgroup holds sg_size / INTERLEAVE lanes of each of its slots (gemv_core.wgsl)
-  gemv(sg * sg_size + sg_lane, wid.x + wid.y * groups.x,
-       select(1u, min(LANES, sg_size / INTERLEAVE), sg_size >= SG_FLOOR));
+  gemv(sg * sg_size + sg_lane, wid.x + wid.y * groups.x, select(1u, min(LANES, sg_size), sg_size >= SG_FLOOR));
 }
 
 fn shuffle_xor(v: f32, mask: u32) -> f32 {

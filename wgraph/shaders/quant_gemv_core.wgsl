@@ -20,7 +20,6 @@ const BLOCK_BYTES: u32 = {{BLOCK_BYTES}}u;
 const LPB: u32 = {{LANES_PER_BLOCK}}u;
 const SLOTS: u32 = THREADS / LANES;
 const ROW_GROUPS: u32 = 1u;  // every thread takes every row of x (gemv_slot_totals.wgsl)
-const INTERLEAVE: u32 = 1u;  // a slot's lanes are neighbouring threads (gemv_slot_totals.wgsl)
 const BPS: u32 = LANES / LPB;           // blocks a slot takes per step
 const XB: u32 = BLOCK_WEIGHTS / 4u;     // x vectors per block
 const XV: u32 = XB / LPB;               // x vectors a lane takes per block
