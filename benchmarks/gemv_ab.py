@@ -8,6 +8,8 @@ gemv.wgsl), forced through `linear(variant=)`. Writes $OUT/gemv_ab.json (every r
 configurations by GPU time (best first), then, for each planning class of registry/gemv.toml, the
 configuration with the least total time over the class's shapes beside the entry's own: the numbers to write
 into that entry.
+Every candidate's output is checked against float64 (bench_gemv's max_rel_err_vs_float64; past REL_TOL the row
+is marked "wrong", left out of the winners, and the run exits 1 at the end).
 Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...":
 the 1-row / 2..8-row candidates (row_groups: threads sharing a weight load, each taking rows / row_groups rows of
 x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
@@ -50,6 +52,7 @@ if os.environ.get("R8"):
     R8 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R8"].split(";")]
 ROWS = int(os.environ["ROWS"]) if os.environ.get("ROWS") else None
 VERBOSE = os.environ.get("VERBOSE") == "1"  # a line per (shape, configuration) as it is timed
+REL_TOL = 1e-4  # max |got - float64| / max |float64| of a right kernel (the H200 A/Bs: <= 4e-7)
 
 
 def unpack(c) -> tuple[int, ...]:
@@ -129,6 +132,9 @@ for s in shapes:
               + (f", {len(rows) - len(ok)} not ok" if len(ok) < len(rows) else ""), flush=True)
     for r in rows:
         r["planned_variant"] = planned_variant(s)
+        if r["status"] == "ok" and not r.get("max_rel_err_vs_float64", 1.0) <= REL_TOL:  # NaN too
+            r.update(status="wrong", note=f"max rel err vs float64 {r.get('max_rel_err_vs_float64')} > {REL_TOL}")
+            print(f"WRONG: {s.label()} {r['config']}: {r['note']}", flush=True)
     RES["rows"] += rows
     (OUT / "gemv_ab.json").write_text(json.dumps(RES, indent=1, default=str))
 
@@ -172,3 +178,10 @@ RES["summary"] = summary
 RES["elapsed_s"] = time.perf_counter() - t0
 (OUT / "gemv_ab.json").write_text(json.dumps(RES, indent=1, default=str))
 print(f"\nwrote {OUT / 'gemv_ab.json'} in {RES['elapsed_s']:.0f} s")
+checked = [r for r in RES["rows"] if r["status"] in ("ok", "wrong")]
+bad = [r for r in RES["rows"] if r["status"] in ("wrong", "error")]
+print(f"{len(checked)} (shape, configuration) rows checked against float64 (rel tol {REL_TOL}); "
+      f"{sum(r['status'] == 'wrong' for r in bad)} wrong, {sum(r['status'] == 'error' for r in bad)} errors"
+      + "".join(f"\n  {r['status']}: {r['config']} {r['note'][:300]}" for r in bad))
+if bad:
+    sys.exit(1)

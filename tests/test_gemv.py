@@ -98,19 +98,21 @@ def test_long_row_class_forced(dev, rng, variant):
 
 
 # the row-group core (threads of a slot share each weight load, each taking max_rows / row_groups rows of x;
-# prefetched loads, 1 and 2 steps with a tail), forced: the planned 8-row classes (2 groups; f32 long rows 4)
-# and the workgroup-memory candidate (4 groups); rows that fill one group or all; each option alone and together
-@pytest.mark.parametrize("variant,groups,m,n,k,opts", [
-    ("gemv_r8_f16", 2, 8, 14, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
-    ("gemv_r8_f32", 2, 3, 9, 268, dict(norm=True, bias=False, swiglu=False, residual=False)),
-    ("gemv_r8_wide_f16", 2, 1, 10, 72, dict(norm=False, bias=True, swiglu=False, residual=False)),
-    ("gemv_r8_long_f32", 4, 6, 22, 36, dict(norm=False, bias=False, swiglu=True, residual=False)),
-    ("gemv_r8_long_f32", 4, 7, 9, 520, dict(norm=True, bias=True, swiglu=False, residual=True)),
-    ("gemv_r8_groups_wg_f32", 4, 7, 18, 100, dict(norm=True, bias=True, swiglu=True, residual=True)),
-    ("gemv_r8_groups_wg_f16", 4, 2, 11, 392, dict(norm=False, bias=False, swiglu=False, residual=True)),
+# prefetched loads, 1 and 2 steps with a tail), forced: the planned 8-row classes (f16: 2 groups, long rows 4;
+# f32: 1 group, long rows 2, not prefetched) and the workgroup-memory candidate (4 groups); rows that fill one group
+# or all; each option alone and together
+@pytest.mark.parametrize("variant,groups,prefetch,m,n,k,opts", [
+    ("gemv_r8_f16", 2, 1, 8, 14, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_f32", 1, 0, 3, 9, 268, dict(norm=True, bias=False, swiglu=False, residual=False)),
+    ("gemv_r8_wide_f16", 2, 1, 1, 10, 72, dict(norm=False, bias=True, swiglu=False, residual=False)),
+    ("gemv_r8_long_f16", 4, 1, 6, 22, 40, dict(norm=False, bias=False, swiglu=True, residual=False)),
+    ("gemv_r8_long_f16", 4, 1, 7, 9, 520, dict(norm=True, bias=True, swiglu=False, residual=True)),
+    ("gemv_r8_long_f32", 2, 0, 5, 13, 264, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_groups_wg_f32", 4, 1, 7, 18, 100, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_groups_wg_f16", 4, 1, 2, 11, 392, dict(norm=False, bias=False, swiglu=False, residual=True)),
 ])
-def test_gemv_row_groups(dev, rng, variant, groups, m, n, k, opts):
-    assert kernel(variant).limits["row_groups"] == groups and kernel(variant).limits["prefetch"] == 1
+def test_gemv_row_groups(dev, rng, variant, groups, prefetch, m, n, k, opts):
+    assert kernel(variant).limits["row_groups"] == groups and kernel(variant).limits["prefetch"] == prefetch
     skip_unless_runs(dev, variant)   # the planned classes sum by subgroups
     skip_unless_f16(dev, variant.rsplit("_", 1)[1])
     c = _case(rng, m, 2 * n if opts["swiglu"] else n, k, variant.rsplit("_", 1)[1], **opts)
