@@ -14,7 +14,7 @@ import pytest
 from wgraph.errors import CheckpointError
 from wgraph.models import DecoderConfig
 from wgraph.models.config_keys import HARMLESS, HARMLESS_AT_DEFAULT
-from wgraph.models.rope import LinearRopeScaling
+from wgraph.models.rope import LinearRopeScaling, RopeScaling
 
 DATA = Path(__file__).parent / "data" / "arch"
 CASES = ("llama", "llama_bias", "qwen2", "qwen3", "mistral", "gemma2")
@@ -393,3 +393,34 @@ def test_a_config_built_in_code_is_checked(change, match):
     with pytest.raises(CheckpointError, match=r"DecoderConfig: " + match):
         attrs.evolve(base, **change)
     assert attrs.evolve(base, rope_theta=2.0, norm_offset=-1.0, query_pre_attn_scalar=0.5).attention_scale == 2 ** 0.5
+
+
+@pytest.mark.parametrize("scaling,match", [
+    (LinearRopeScaling(-2.0), r"LinearRopeScaling\(factor=-2\.0\): factor must be a finite number > 0"),
+    (LinearRopeScaling("2"), r"LinearRopeScaling\(factor='2'\): factor must be"),
+    (LinearRopeScaling(True), r"LinearRopeScaling\(factor=True\): factor must be"),
+    (RopeScaling(8.0, 4.0, 1.0, 16), r"RopeScaling\(factor=8\.0, low_freq_factor=4\.0.* needs .*low_freq_factor < "),
+    (RopeScaling(8.0, 2.0, 2.0, 16), r"RopeScaling.*low_freq_factor=2\.0, high_freq_factor=2\.0.* needs"),
+    (RopeScaling(-8.0, 1.0, 4.0, 16), r"RopeScaling\(factor=-8\.0.* needs .*factor >= 1"),
+    (RopeScaling(8.0, 0.0, 4.0, 16), r"RopeScaling.*low_freq_factor=0\.0.* needs finite factors > 0"),
+    (RopeScaling(8.0, 1.0, 4.0, 0), r"RopeScaling.*original_max_position_embeddings=0\) needs .*integer in "
+                                      r"\[1, 16777216\]"),
+    (RopeScaling(8.0, 1.0, 4.0, 16.5), r"RopeScaling.*original_max_position_embeddings=16\.5\) needs"),
+    ({"rope_type": "linear", "factor": 2.0}, r"\{'rope_type': 'linear', 'factor': 2\.0\} must be None, a "
+                                             r"LinearRopeScaling or a RopeScaling"),
+])
+def test_rope_scaling_built_in_code_follows_the_config_rules(scaling, match):
+    """A DecoderConfig's rope_scaling built in code was checked only for finite frequencies: LinearRopeScaling(-2.0)
+    built a model rotating every pair backwards, RopeScaling with low_freq_factor >= high_freq_factor or
+    original_max_position_embeddings 0 (both refused in a config.json) another band split than Llama 3's (no
+    error); a string factor raised a bare TypeError, low_freq_factor 0 a ZeroDivisionError, a dict an
+    AttributeError. Each is a CheckpointError naming the value, by read_rope's rules."""
+    base = DecoderConfig.from_dict(hf_config("llama"))
+    with pytest.raises(CheckpointError, match=r"^DecoderConfig: rope_scaling=" + match):
+        attrs.evolve(base, rope_scaling=scaling)
+    # what a config.json may say, in code too: a linear factor below 1 (transformers only warns) and Llama 3's own
+    assert attrs.evolve(base, rope_scaling=LinearRopeScaling(0.5)).inv_freq()[0] == 2.0
+    llama3 = attrs.evolve(base, rope_scaling=RopeScaling(8.0, 1.0, 4.0, 8192))
+    assert llama3 == DecoderConfig.from_dict(dict(hf_config("llama"), rope_parameters={
+        "rope_type": "llama3", "rope_theta": base.rope_theta, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}))

@@ -22,7 +22,7 @@ from wgraph.models import config_values as check
 from wgraph.models.config_keys import harmless
 from wgraph.models.config_values import shown
 from wgraph.models.files import read_json
-from wgraph.models.rope import LinearRopeScaling, RopeScaling, RopeSettings, inv_freq, read_rope
+from wgraph.models.rope import LinearRopeScaling, RopeScaling, RopeSettings, check_scaling, inv_freq, read_rope
 
 MAX_DIM = 1 << 20            # any one size (hidden, intermediate, heads x head_dim); a bound against absurd files
 MAX_VOCAB = 1 << 22
@@ -104,6 +104,7 @@ class DecoderConfig:
         if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) \
                 or not math.isfinite(self.rope_theta) or self.rope_theta <= 1:
             raise CheckpointError(f"DecoderConfig: rope_theta={self.rope_theta!r} must be a finite number > 1")
+        check_scaling("DecoderConfig", self.rope_scaling)
         with np.errstate(all="ignore"):
             inv = self.inv_freq()
             peak = float(np.max(inv, initial=0.0)) * (MAX_SEQ - 1)

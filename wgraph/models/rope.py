@@ -11,6 +11,8 @@ rotate part of each head)."""
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 
@@ -143,6 +145,32 @@ def _refuse_null_fields(d: dict, objs: dict) -> None:
         raise CheckpointError("config.json: rope_theta=null and no RoPE object gives a rope_theta: transformers "
                               "computes the RoPE frequencies with null and fails; give the base (a number > 1) "
                               "or omit the key (then 10000)")
+
+
+def check_scaling(where: str, s) -> None:
+    """CheckpointError unless `s` is None or a scaling whose fields follow read_rope's rules for a config.json: a
+    DecoderConfig built in code was checked only for finite frequencies, so LinearRopeScaling(-2.0) negated them,
+    RopeScaling(8.0, 4.0, 1.0, 16) (low >= high) and original_max_position_embeddings=0 made other bands than
+    transformers computes, and LinearRopeScaling("2") or a dict raised a bare TypeError / AttributeError."""
+    def number(v) -> bool:
+        return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+    if s is None:
+        return
+    if isinstance(s, LinearRopeScaling):
+        if not (number(s.factor) and s.factor > 0):
+            raise CheckpointError(f"{where}: rope_scaling={s!r}: factor must be a finite number > 0")
+        return
+    if not isinstance(s, RopeScaling):
+        raise CheckpointError(f"{where}: rope_scaling={s!r} must be None, a LinearRopeScaling or a RopeScaling "
+                              f"(llama3)")
+    reals = (s.factor, s.low_freq_factor, s.high_freq_factor)
+    orig = s.original_max_position_embeddings
+    if not (all(number(v) and v > 0 for v in reals) and s.factor >= 1 and s.low_freq_factor < s.high_freq_factor
+            and type(orig) is int and 1 <= orig <= 1 << 24):
+        raise CheckpointError(f"{where}: rope_scaling={s!r} needs finite factors > 0 with factor >= 1 and "
+                              f"low_freq_factor < high_freq_factor, and original_max_position_embeddings an integer "
+                              f"in [1, {1 << 24}]")
 
 
 def inv_freq(theta: float, scaling: RopeScaling | LinearRopeScaling | None, rotary_dim: int) -> np.ndarray:
