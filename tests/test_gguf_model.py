@@ -327,6 +327,11 @@ def test_other_architectures_are_refused(tmp_path):
     ({"llama.attention.causal": False}, r"attention.causal=False: only causal \(decoder\) attention"),
     ({"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0, "llama.rope.scaling.attn_factor": 3.0},
      r"attn_factor=3.0 scales the rotated values \(llama.cpp's mscale\)"),
+    # yarn of factor 1 was read as no scaling, its attn_factor dropped with no error (llama.cpp still scales by it)
+    ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 1.0, "llama.rope.scaling.attn_factor": 0.5,
+      "llama.rope.scaling.original_context_length": 64},
+     r"attn_factor=0.5 scales the rotated values \(llama.cpp's mscale\); wgraph takes it with yarn scaling \(factor "
+     r"!= 1\) only"),
 ])
 def test_bad_metadata_is_refused_by_name(tmp_path, extra, match):
     cfg = tiny_files.tiny_model_config("llama")

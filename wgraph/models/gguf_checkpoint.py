@@ -318,9 +318,11 @@ def _rope_scaling(f: GGUFFile, arch: str, cfg: dict) -> dict | None:
     else:
         factor = _number(f, f"{arch}.rope.scale_linear", 1.0)
     attn_factor = f"{arch}.rope.scaling.attn_factor"
-    if kind != "yarn" and attn_factor in f.metadata and _number(f, attn_factor, None) != 1.0:
+    # yarn of factor 1 is read as no scaling below, which would drop the attn_factor too (llama.cpp still scales
+    # cos and sin by it): refused as with the other types
+    if (kind != "yarn" or factor == 1.0) and attn_factor in f.metadata and _number(f, attn_factor, None) != 1.0:
         raise CheckpointError(f"GGUF file {name}: {attn_factor}={f.metadata[attn_factor]!r} scales the rotated "
-                              f"values (llama.cpp's mscale); wgraph takes it with yarn scaling only")
+                              f"values (llama.cpp's mscale); wgraph takes it with yarn scaling (factor != 1) only")
     freqs = f.tensors.get(ROPE_FREQS)
     if freqs is not None:
         if kind != "none" and factor != 1.0:
