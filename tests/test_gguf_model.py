@@ -320,7 +320,9 @@ def test_other_architectures_are_refused(tmp_path):
 @pytest.mark.parametrize("extra,match", [
     ({"llama.expert_count": 8}, "mixture-of-experts"),
     ({"llama.rope.dimension_count": 8}, r"rope.dimension_count=8 differs from the head dim 16"),
-    ({"llama.rope.scaling.type": "longrope"}, "rope.scaling.type 'longrope' is not supported"),
+    # the supported types: the message said 'yarn' was one, which the config rules then refuse
+    ({"llama.rope.scaling.type": "longrope"}, r"rope.scaling.type 'longrope' is not supported \(supported: 'none', "
+                                              r"'linear' and Llama 3's rope_freqs; 'yarn' is read, then refused"),
     ({"llama.block_count": 0}, r"block_count=0 must be in"),
     ({"llama.context_length": "long"}, "context_length' must be one integer, got STRING"),
     ({"llama.expert_count": [0, 0]}, r"expert_count' must be one integer, got an array"),   # raised ValueError

@@ -330,8 +330,8 @@ def _rope_scaling(f: GGUFFile, arch: str, cfg: dict) -> dict | None:
                                   f"{factor}")
         return _llama3_from_factors(freqs.dequantized().astype(np.float64), cfg, name)
     if kind not in ("none", "linear", "yarn"):
-        raise CheckpointError(f"GGUF file {name}: rope.scaling.type {kind!r} is not supported "
-                              f"(only 'none', 'linear', 'yarn' and Llama 3's rope_freqs)")
+        raise CheckpointError(f"GGUF file {name}: rope.scaling.type {kind!r} is not supported (supported: 'none', "
+                              f"'linear' and Llama 3's rope_freqs; 'yarn' is read, then refused by the config rules)")
     if kind == "none" or factor == 1.0:
         return None
     if kind == "linear":
