@@ -45,6 +45,25 @@ def test_prefill_and_greedy_decode_match_reference_f32(tiny, model32):
     assert st("history").numpy()[5:5 + STEPS + 1].tolist() == want_ids
 
 
+def test_positions_past_max_position_embeddings_as_transformers_computes_them(tiny, dev):
+    """max_seq may exceed the config's max_position_embeddings (docs/models.md): RoPE goes on past the trained
+    context as transformers' rotary embedding does (positions are not clipped, wrapped or refused), so prompt and
+    decode steps at positions 8..23 of a model trained for 8 match the float64 reference there; the cache's end
+    is a LimitError."""
+    cfg = dict(tiny[0], max_position_embeddings=8)
+    w = tiny[1]
+    model = Llama.from_weights(LlamaConfig.from_dict(cfg), w, dev, dtype="f32", max_seq=24)
+    assert model.max_seq == 24 and model.rope_tables()[0].shape[0] == 24
+    prompt = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]   # positions 0..9: past 8 already
+    assert rel_err(model.prefill(prompt, all_logits=True).numpy(), ref.forward(cfg, w, prompt)) < 1e-4
+    want_ids, want_logits = ref.greedy(cfg, w, prompt, 15)
+    for i in range(14):   # step i consumes the id at position 10 + i and appends its K/V row there: up to row 23
+        assert rel_err(model.step().numpy()[0], want_logits[i + 1]) < 1e-4, f"step {i}"
+    assert model.program.state("history").numpy()[10:24].tolist() == want_ids[:14]
+    with pytest.raises(wg.LimitError, match=r"step: 1 decode steps from position 24 pass the KV cache of 24"):
+        model.step()
+
+
 def test_one_submit_and_no_readback_per_token(model32, dev):
     n, every = 12, 4
     before = dev.stats.snapshot()
