@@ -257,6 +257,21 @@ def test_llama3_rope_freqs_become_rope_scaling(tmp_path):
         GGUFCheckpoint(path)
 
 
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "gemma2"])
+def test_rope_freqs_outside_llama_are_refused(tmp_path, arch):
+    """llama.cpp reads rope_freqs (Llama 3's per-frequency divisors) for its llama architecture only; a qwen2,
+    qwen3 or gemma2 file holding it (which llama.cpp's loader refuses: an unexpected tensor) was read as Llama 3
+    rope scaling, a model no other reader makes. Refused, naming the tensor and the architecture."""
+    cfg = dict(tiny_files.tiny_model_config(arch), hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
+               head_dim=64, rope_theta=500000.0)
+    factors = _llama3_factors(500000.0, 64, 8.0, 1.0, 4.0, 8192)
+    weights = dict(tiny_files.arch_weights(arch, cfg, seed=1), **{"rope_freqs.weight": factors})
+    path = tiny_files.write_model(tmp_path / "f.gguf", arch, cfg, weights)
+    with pytest.raises(CheckpointError, match=rf"f.gguf: tensor 'rope_freqs.weight' in a {arch} file: only "
+                                              rf"llama.cpp's llama architecture reads it"):
+        GGUFCheckpoint(path)
+
+
 def test_rope_freqs_whose_fit_has_no_blend_band_are_refused():
     """Factors whose fitted high_freq_factor is 1.0 to the 6 digits kept (a band of width 0) are refused as not Llama
     3's: the check divided by high - 1 = 0 first (a RuntimeWarning, then a comparison with infinities)."""

@@ -324,6 +324,11 @@ def _rope_scaling(f: GGUFFile, arch: str, cfg: dict) -> dict | None:
         raise CheckpointError(f"GGUF file {name}: {attn_factor}={f.metadata[attn_factor]!r} scales the rotated "
                               f"values (llama.cpp's mscale); wgraph takes it with yarn scaling (factor != 1) only")
     freqs = f.tensors.get(ROPE_FREQS)
+    if freqs is not None and arch != "llama":
+        # llama.cpp's qwen2, qwen3 and gemma2 load no rope_freqs (its loader counts the tensor as unexpected and
+        # refuses the file); read as Llama 3 scaling it made a model neither llama.cpp nor transformers runs
+        raise CheckpointError(f"GGUF file {name}: tensor {ROPE_FREQS!r} in a {arch} file: only llama.cpp's llama "
+                              f"architecture reads it (Llama 3 rope scaling)")
     if freqs is not None:
         if kind != "none" and factor != 1.0:
             raise CheckpointError(f"GGUF file {name}: both rope_freqs and rope.scaling.type={kind!r} with factor "
