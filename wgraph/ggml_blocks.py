@@ -169,6 +169,9 @@ class QuantizedWeight:
     def __attrs_post_init__(self):
         fmt = block_format(self.ggml_type, "QuantizedWeight")
         n, k = check_matrix(fmt, self.shape, "QuantizedWeight")
+        # the checked plain ints: a numpy shape (np.int16(200), np.int16(256)) passed the checks, and the byte
+        # counts later computed from it wrapped (raw() and upload raised numpy's reshape ValueError)
+        object.__setattr__(self, "shape", (n, k))
         spec = _blocks_spec(self.blocks)
         if spec is None:
             raise DtypeError(f"QuantizedWeight: blocks must be a numpy uint32 array, a u32 Tensor or a graph value, "

@@ -1,0 +1,130 @@
+"""The API fuzz: test_api_walk.py checks that bad values are refused; this module checks that valid values given in
+another spelling are the same value. For every public callable of the walk's table (its good call), each scalar,
+shape or id-list parameter is given a few canonical values (its good call's, small ints, reals, pairs); where the
+canonical call succeeds, numpy's spellings of the value (np.int64 / np.uint8 / np.int16 / np.float32 / np.bool_
+scalars, a tuple of numpy integers, a list for a tuple) must give the same result: equal tensors and arrays, equal
+plain Python fields (a record that keeps np.int16(200) where 200 was checked is not the same: later arithmetic on
+it wraps). Where the spelling is refused, the refusal must be a WgraphError naming the parameter.
+
+Plus the composite arguments the table-driven walk cannot reach (QuantizedWeight's shape held past its checks)."""
+
+from __future__ import annotations
+
+import inspect
+
+import attrs
+import numpy as np
+import pytest
+
+import wgraph as wg
+from wgraph import ggml_blocks
+from wgraph.ggml_blocks import QuantizedWeight
+
+from test_api_walk import CASES, Env, _names
+
+# Calls whose result depends on more than their arguments (a decoder's position, a timing): not compared.
+STATEFUL = ("run_steps", "run_many", "Llama.step", "BatchedDecoder.step", "profile", "Llama.generate",
+            "BatchedDecoder.generate", "Llama.prefill", "BatchedDecoder.prefill", "generate_text", "stream_text")
+# Canonical values tried for every parameter (besides the good call's own); each is only compared where the
+# canonical call itself succeeds.
+CANONICAL = [0, 1, 3, 0.5, 2.0, True, False, (2, 8), (8, 32), (-1, 0), (2,), [1, 2]]
+
+
+def _spellings(v) -> list:
+    """numpy's spellings of the canonical value `v` (each exactly `v`)."""
+    if type(v) is bool:
+        return [np.bool_(v)]
+    if type(v) is int:
+        kinds = (np.int64, np.uint64, np.int32, np.uint32, np.int16, np.uint8)
+        return [k(v) for k in kinds if np.iinfo(k).min <= v <= np.iinfo(k).max]
+    if type(v) is float:
+        return [k(v) for k in (np.float64, np.float32, np.float16) if float(k(v)) == v]
+    if isinstance(v, (tuple, list)) and v and all(type(x) is int for x in v):
+        out = [type(v)(k(x) for x in v) for k in (np.int64, np.int16, np.uint8)
+               if all(np.iinfo(k).min <= x <= np.iinfo(k).max for x in v)]
+        return out + [list(v) if type(v) is tuple else tuple(v)]
+    return []
+
+
+def _result(r, depth=0):
+    """A call's result as comparable data: tensors and arrays by shape, dtype and bytes, records by field, plain
+    values with their type (np.int64(8) is not 8 here)."""
+    if isinstance(r, wg.Tensor):
+        return ("Tensor", r.shape, r.dtype, r.numpy().tobytes())
+    if isinstance(r, np.ndarray):
+        return ("array", r.shape, str(r.dtype), r.tobytes())
+    if isinstance(r, (tuple, list)):
+        return (type(r).__name__,) + tuple(_result(x, depth + 1) for x in r)
+    if isinstance(r, dict):
+        return ("dict",) + tuple((k, _result(v, depth + 1)) for k, v in r.items())
+    if attrs.has(type(r)) and depth < 3:
+        return (type(r).__name__,) + tuple((f.name, _result(getattr(r, f.name), depth + 1))
+                                           for f in attrs.fields(type(r)))
+    if r is None or isinstance(r, (int, float, str, bytes, np.generic)):
+        return (type(r).__name__, r)
+    return (type(r).__name__,)   # an object of its own (a Graph value, a model): its type only
+
+
+@pytest.fixture(scope="module")
+def env(dev, tmp_path_factory):
+    return Env(dev, tmp_path_factory.mktemp("fuzz"))
+
+
+FUZZED = sorted(n for n, c in CASES.items() if c.build is not None and not c.skip_good
+                and not any(s in n for s in STATEFUL))
+
+
+@pytest.mark.parametrize("name", FUZZED)
+def test_numpy_spellings_of_valid_values_are_the_same_value(env, name):
+    case = CASES[name]
+    fn, args, kwargs = case.build(env)
+    sig = inspect.signature(fn)
+    good = sig.bind(*args, **kwargs)
+    failures = []
+    for p in sig.parameters.values():
+        if p.name in case.tensors or p.name in case.data or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        own = good.arguments.get(p.name, p.default)
+        values = ([] if own is p.empty else [own]) + [c for c in CANONICAL if not (type(c) is type(own) and c == own)]
+        for canonical in values:
+            def call(value):
+                f, a, k = case.build(env)
+                b = inspect.signature(f).bind(*a, **k)
+                b.arguments[p.name] = value
+                out = _result(f(*b.args, **b.kwargs))
+                env.dev.sync()
+                return out
+            try:
+                want = call(canonical)
+            except wg.WgraphError:
+                continue   # not a valid value here: the walk checks refusals
+            for spelled in _spellings(canonical):
+                try:
+                    got = call(spelled)
+                except wg.WgraphError as e:
+                    if not _names(str(e), p.name):
+                        failures.append(f"{p.name}={spelled!r}: refused without naming {p.name!r}: {e}")
+                    continue
+                except Exception as e:  # noqa: BLE001 - a raw error is what this test finds
+                    failures.append(f"{p.name}={spelled!r} ({canonical!r} runs): {type(e).__name__}: {e}")
+                    continue
+                if got != want:
+                    failures.append(f"{p.name}={spelled!r} gives another result than {canonical!r}")
+    assert not failures, f"{name}:\n" + "\n".join(failures)
+
+
+def test_quantized_weight_holds_its_checked_shape():
+    """QuantizedWeight kept the shape as given: (np.int16(200), np.int16(256)) passed check_matrix, and the byte
+    counts computed from it later wrapped in int16 (raw() and upload raised numpy's 'cannot reshape' ValueError;
+    np.uint8 an OverflowError)."""
+    w = np.random.default_rng(3).standard_normal((200, 256)).astype(np.float32)
+    q = ggml_blocks.quantize(w, "Q8_0")
+    want = q.dequantize()
+    assert want.shape == (200, 256) and np.abs(want - w).max() < 0.05   # Q8_0 of N(0, 1): ~0.02 at most
+    for kind in (np.int16, np.uint8, np.int64):
+        shape = (kind(200), kind(256)) if kind is not np.uint8 else (kind(200), 256)
+        qn = QuantizedWeight("Q8_0", shape, q.blocks)
+        assert qn.shape == (200, 256) and all(type(d) is int for d in qn.shape), kind
+        assert qn.nbytes == 200 * 272   # 8 blocks of 34 bytes a row
+        np.testing.assert_array_equal(qn.raw(), q.raw())
+        np.testing.assert_array_equal(qn.dequantize(), want)
