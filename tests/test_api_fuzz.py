@@ -6,7 +6,8 @@ scalars, a tuple of numpy integers, a list for a tuple) must give the same resul
 plain Python fields (a record that keeps np.int16(200) where 200 was checked is not the same: later arithmetic on
 it wraps). Where the spelling is refused, the refusal must be a WgraphError naming the parameter.
 
-Plus the composite arguments the table-driven walk cannot reach (QuantizedWeight's shape held past its checks)."""
+Plus the composite arguments the table-driven walk cannot reach (kernel_path's layer keys; QuantizedWeight's shape
+held past its checks)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,18 @@ def test_quantized_weight_holds_its_checked_shape():
         assert qn.nbytes == 200 * 272   # 8 blocks of 34 bytes a row
         np.testing.assert_array_equal(qn.raw(), q.raw())
         np.testing.assert_array_equal(qn.dequantize(), want)
+
+
+@pytest.mark.parametrize("key", ["defualt", "layer3", "-1", " 3", True, 3.0, 2**40, "9" * 5000])
+def test_kernel_path_refuses_a_layer_key_no_layer_matches(key):
+    """A phase table's key that no layer's lookup (str(layer)) matches was kept as str(key): the variant was
+    silently never forced ({"prefill": {"defualt": name}} forced nothing, nor {True: name} or {3.0: name})."""
+    with pytest.raises(wg.PlanError, match=r"kernel_path: prefill key .* is not 'default' or a layer index"):
+        wg.kernel_path({"prefill": {key: "prefill_tiled_small_f32"}})
+
+
+@pytest.mark.parametrize("key", [3, np.int64(3), "3", "03", np.str_("3")])
+def test_kernel_path_layer_keys(key):
+    path = wg.kernel_path({"prefill": {key: "prefill_tiled_small_f32", np.str_("default"): "prefill_streaming_f32"}})
+    assert path.variant("prefill", 3) == "prefill_tiled_small_f32"
+    assert path.variant("prefill", 2) == path.variant("prefill") == "prefill_streaming_f32"

@@ -381,8 +381,24 @@ def kernel_path(spec: dict[str, Any] | str | os.PathLike[str]) -> KernelPath:
             k = registry().get(name) if isinstance(name, str) else None   # a list or dict (any JSON / TOML) too
             if k is None or k.op != "attention" or k.facts.get("phase") != phase:
                 raise PlanError(f"kernel_path: {name!r} is not a {phase} attention variant")
-        table[phase] = {str(a): b for a, b in entry.items()} if isinstance(entry, dict) else entry
+        table[phase] = {_layer_key(phase, a): b for a, b in entry.items()} if isinstance(entry, dict) else entry
     return KernelPath(table)
+
+
+def _layer_key(phase: str, key) -> str:
+    """A phase table's key as KernelPath.variant looks it up: "default", or a layer index as its decimal str (an
+    int key 3, or TOML / JSON's "3"). Anything else is refused: "defualt", True, 3.0 or "layer3" were kept as
+    str(key), which no layer's lookup (str(layer)) ever matches, so the variant was silently never forced."""
+    plain = args.plain_str(key)
+    if plain == "default":
+        return plain
+    if args.is_int(key) and 0 <= key <= args.U32_MAX:
+        return str(int(key))
+    if plain is not None and plain.isascii() and plain.isdigit() and len(plain.lstrip("0")) <= 10 \
+            and int(plain) <= args.U32_MAX:
+        return str(int(plain))   # "03" is layer 3's
+    raise PlanError(f"kernel_path: {phase} key {args.show(key)} is not 'default' or a layer index (an integer in "
+                    f"[0, {args.U32_MAX}], or its decimal str as a TOML / JSON key)")
 
 
 def _resolve_variant(variant, seq_len: int, layer) -> str | None:
