@@ -6,6 +6,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -557,3 +558,17 @@ def test_llama3_family_splits_ignore_merges_and_add_bos_as_llama_cpp(tmp_path, p
     assert tok.encode("abc ab", add_special_tokens=False) == ref.encode("abc ab").ids == ids
     assert tok.encode("abc ab") == ([0] if llama3 else []) + ids
     assert tok.decode(tok.encode("abc ab")) == "abc ab"
+
+
+def test_a_batch_of_ids_is_refused_not_run_together(tokenizers):
+    """decode([[5, 78], [78, 5]]) (a batch's rows, a 2-D array) was the text of [5, 78, 78, 5], the rows run
+    together; it is refused naming ids, as StreamDecoder.push and generate_text's stop_ids are. One id (an int, a
+    0-d array) and one sequence (a list, a 1-D array) still decode."""
+    tok = tokenizers["directory"]
+    row = tok.decode([5, 78])
+    assert tok.decode(np.array([5, 78])) == row and tok.decode(78) == tok.decode(np.array(78)) == tok.decode([78])
+    for batch in ([[5, 78], [78, 5]], np.array([[5, 78]]), [[5], [78]]):
+        with pytest.raises(ArgumentError, match=r"Tokenizer.decode: ids=.* must be one sequence of token ids"):
+            tok.decode(batch)
+    with pytest.raises(ArgumentError, match=r"StreamDecoder.push: ids=\[\[78\]\] must be one sequence"):
+        tok.stream_decoder().push([[78]])

@@ -239,7 +239,12 @@ class Tokenizer:
         ids: token ids (a list, tuple or numpy integer array).
         where: the caller's name, for the message.
         """
-        return host_ids(ids, self.vocab_size, args.text("Tokenizer.check_ids", "where", where)).reshape(-1).tolist()
+        where = args.text("Tokenizer.check_ids", "where", where)
+        arr = host_ids(ids, self.vocab_size, where)
+        if arr.ndim > 1:   # decode([[5, 78], [78, 5]]) (a batch's rows) was one text of the rows run together
+            raise args.fail(where, "ids", ids, "one sequence of token ids (a list or 1-D array; decode a batch "
+                                               "row by row)")
+        return arr.reshape(-1).tolist()
 
     def apply_chat_template(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True,
                             template: str | None = None, tokenize: bool = False, **kwargs: Any) -> str | list[int]:
