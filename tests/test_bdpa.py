@@ -169,6 +169,22 @@ def test_decompose_refuses_positions_that_are_not_integers(rng):
         np.testing.assert_array_equal(bdpa_decompose(k, v, ids, good).index[:, 2], np.asarray(good))
 
 
+def test_decompose_refuses_token_ids_that_are_not_ids():
+    """token_ids went to np.unique unchecked: [True, 2, 1, 3] gave rows 0 and 2 one basis row (True == 1), 1.5 and
+    "a" were ids, a ragged list raised numpy's raw ValueError and [None] * 4 a raw TypeError; a ragged positions
+    list the raw ValueError too. Now the id-list rule's ArgumentError naming them (docs/errors.md)."""
+    k = np.ones((4, 1, 8))
+    for bad in ([True, 2, 1, 3], [1.5, 2, 1, 3], ["a", "b", "a", "c"], [[1], [2, 3], 1, 3], [None] * 4,
+                [-1, 2, 1, 3], np.array([1.0, 2.0, 1.0, 3.0])):
+        with pytest.raises(wg.ArgumentError, match=r"(?s)^bdpa_decompose: token_ids=.* must be a list of integers"):
+            bdpa_decompose(k, k, bad)
+    with pytest.raises(wg.ArgumentError, match=r"(?s)^bdpa_decompose: positions=.* must be integers"):
+        bdpa_decompose(k, k, [1, 2, 1, 3], [[0], [1, 2], 3, 4])
+    # integer ids of any spelling group rows by token: rows 0 and 2 share basis row 0
+    for good in ([1, 2, 1, 3], (1, 2, 1, 3), np.array([1, 2, 1, 3], np.uint8), [np.int64(1), 2, 1, 3]):
+        np.testing.assert_array_equal(bdpa_decompose(k, k, good).index[:, 0], [0, 1, 0, 2])
+
+
 def test_decompose_keeps_a_nan_or_inf_to_its_own_row(dev, rng):
     """Tokens [1, 2, 1, 3, 1] at positions [0, 1, 9, 2, 3]: a NaN in row 2's k and an inf in row 4's v (positions 9
     and 3, after q_pos 2: causal masks both) went into token 1's f16 basis, the mean of rows 0, 2 and 4, so row 0

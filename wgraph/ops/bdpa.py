@@ -108,9 +108,14 @@ def bdpa_decompose(k: ArrayLike, v: ArrayLike, token_ids: ArrayLike, positions: 
         raise ShapeError(f"bdpa_decompose: k and v {k.shape} hold no rows; a cache has at least one")
     if dim % 4 or dim == 0:   # 0: numpy's "zero-size array to reduction operation maximum"
         raise ShapeError(f"bdpa_decompose: head_dim {dim} must be a positive multiple of 4 (int8 x4 per u32)")
-    token_ids = np.asarray(token_ids)
+    # token ids by the id-list rule: [True, 2, 1, 3] shared row 2's basis (True == 1), 1.5 and "a" were ids, a
+    # ragged list raised numpy's raw ValueError and [None] * L a raw TypeError from np.unique
+    token_ids = args.ids("bdpa_decompose", "token_ids", token_ids)
     given = positions
-    positions = np.arange(L) if positions is None else np.asarray(positions)
+    try:
+        positions = np.arange(L) if positions is None else np.asarray(positions)
+    except ValueError:   # a ragged list: numpy's raw "inhomogeneous shape" ValueError
+        raise args.fail("bdpa_decompose", "positions", given, "integers (a list of them or an integer array)") from None
     if token_ids.shape != (L,) or positions.shape != (L,):
         raise ShapeError(f"bdpa_decompose: token_ids {token_ids.shape} and positions {positions.shape} must be ({L},)")
     # 2.5 or True went into the u32 index as position 2 or 1, silently (Python ints past int64 are objects)
