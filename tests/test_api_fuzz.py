@@ -144,3 +144,13 @@ def test_kernel_path_layer_keys(key):
     path = wg.kernel_path({"prefill": {key: "prefill_tiled_small_f32", np.str_("default"): "prefill_streaming_f32"}})
     assert path.variant("prefill", 3) == "prefill_tiled_small_f32"
     assert path.variant("prefill", 2) == path.variant("prefill") == "prefill_streaming_f32"
+
+
+def test_quantize_refuses_a_ragged_list_by_name():
+    """quantize([[1.0] * 32, [1.0] * 31], "Q8_0") raised numpy's raw 'inhomogeneous shape' ValueError (host data
+    follows host_arrays' rule: a DtypeError naming the call); a regular list of float32 values still quantizes."""
+    with pytest.raises(wg.DtypeError, match=r"^quantize: cannot view list as a numpy array"):
+        ggml_blocks.quantize([[1.0] * 32, [1.0] * 31], "Q8_0")
+    w = [[np.float32(i / 8) for i in range(32)]]
+    np.testing.assert_array_equal(ggml_blocks.quantize(w, "Q8_0").dequantize(),
+                                  ggml_blocks.quantize(np.array(w, np.float32), "Q8_0").dequantize())

@@ -19,6 +19,7 @@ import numpy as np
 
 from wgraph import args
 from wgraph.errors import ArgumentError, DtypeError, LimitError, ShapeError, UnsupportedError
+from wgraph.host_arrays import host_view
 
 if TYPE_CHECKING:
     from wgraph.device import Device
@@ -315,7 +316,7 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     ggml_type: a name of FORMATS ("Q8_0", "Q4_K", "IQ4_XS", ...).
     """
     fmt = block_format(ggml_type, "quantize")
-    a = np.asarray(weights)
+    a = host_view(weights, "quantize")   # a ragged list was numpy's raw 'inhomogeneous shape' ValueError
     if a.dtype != np.float32:
         raise DtypeError(f"quantize: weights must be float32, got {a.dtype}")
     shape = tuple(int(d) for d in a.shape)
