@@ -154,3 +154,22 @@ def test_quantize_refuses_a_ragged_list_by_name():
     w = [[np.float32(i / 8) for i in range(32)]]
     np.testing.assert_array_equal(ggml_blocks.quantize(w, "Q8_0").dequantize(),
                                   ggml_blocks.quantize(np.array(w, np.float32), "Q8_0").dequantize())
+
+
+def test_from_weights_names_a_ragged_tensor(dev):
+    """Llama.from_weights and QuantizedLlama.from_weights viewed each weight with np.asarray / np.shape: a ragged
+    list raised numpy's raw 'inhomogeneous shape' ValueError; a malformed weight is a CheckpointError naming the
+    tensor (docs/errors.md)."""
+    from wgraph.models import Llama
+    from wgraph.models.config import LlamaConfig
+    from wgraph.models.quantized import QuantizedLlama
+    from wgraph.models.random_checkpoint import random_weights, tiny_config
+
+    cfg = tiny_config(num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=16, vocab_size=64)
+    weights = random_weights(cfg)
+    weights["model.norm.weight"] = [[1.0]] * 16 + [[1.0, 2.0]] * 16
+    with pytest.raises(wg.CheckpointError, match=r"^tensor 'model.norm.weight' cannot be viewed as an array"):
+        Llama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, dtype="f32", max_seq=8)
+    with pytest.raises(wg.CheckpointError, match=r"^tensor 'model.norm.weight' cannot be viewed as an array"):
+        QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, max_seq=8)

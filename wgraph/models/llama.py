@@ -290,7 +290,7 @@ class Llama:
                 raise CheckpointError(f"tensor {name!r} is a {w.ggml_type} QuantizedWeight {list(w.shape)}; Llama "
                                       f"takes float arrays: QuantizedLlama.from_weights computes on GGML blocks "
                                       f"(or dequantize_checkpoint(weights) gives their floats)")
-            a = np.asarray(weights[name])
+            a = host_weight(name, weights[name])
             if a.shape != tuple(shape):
                 raise CheckpointError(f"tensor {name!r} has shape {list(a.shape)}, the config needs {list(shape)}")
             return a
@@ -727,6 +727,15 @@ def check_all_used(fn: str, config: DecoderConfig, weights: dict) -> None:
     if unused:
         raise CheckpointError(f"{fn}: tensors {unused[:5]} ({len(unused)} in all) are not used by the "
                               f"{config.model_type} model the config describes{note}")
+
+
+def host_weight(name: str, w) -> np.ndarray:
+    """A weight from_weights is given (an array, a list) as a numpy array; CheckpointError naming the tensor where
+    numpy cannot view it (a ragged list raised numpy's raw 'inhomogeneous shape' ValueError)."""
+    try:
+        return np.asarray(w)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"tensor {name!r} cannot be viewed as an array ({type(e).__name__}: {e})") from None
 
 
 def _same_values(a, b) -> bool:

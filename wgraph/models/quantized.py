@@ -21,7 +21,7 @@ from wgraph.errors import CheckpointError, UnsupportedError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, block_format, quantize, stack_rows
 from wgraph.models.config import LlamaConfig
 from wgraph.models.file_types import FILE_TYPES, tensor_format
-from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, _same_values,
+from wgraph.models.llama import (Llama, ProgramWeight, _convert, _program_weights, _same_values, host_weight,
                                  check_all_used, check_device, check_options, weight_shapes)
 from wgraph.progress import bar as progress_bar
 
@@ -186,7 +186,9 @@ class QuantizedLlama(Llama):
         if name not in self._host:
             raise CheckpointError(f"tensor {name!r} is missing")
         w = self._host[name]
-        have = w.shape if isinstance(w, QuantizedWeight) else np.shape(w)
+        if not isinstance(w, QuantizedWeight):
+            w = host_weight(name, w)
+        have = w.shape
         if tuple(have) != tuple(shape):
             raise CheckpointError(f"tensor {name!r} has shape {list(have)}, the config needs {list(shape)}")
         return w
