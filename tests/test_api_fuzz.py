@@ -114,6 +114,71 @@ def test_numpy_spellings_of_valid_values_are_the_same_value(env, name):
     assert not failures, f"{name}:\n" + "\n".join(failures)
 
 
+def _hostile_elements(v) -> dict:
+    """A list / tuple parameter's good value `v` with one element made hostile (a bool, a float, None, a str, -1,
+    2**64, NaN, a list, numpy's float and bool scalars, a complex, 2.0), made ragged or nested, or given as a
+    bool, float or 2-D array, or empty; for a list of lists, an inner list made ragged or holding a bad value."""
+    kind = type(v)
+    if kind not in (list, tuple):
+        return {}
+    if v and all(type(x) is int for x in v):
+        out = {f"[{b!r}, ...]": kind([b] + list(v[1:])) for b in (True, 1.5, None, "1", -1, 2**64, float("nan"), [1],
+                                                                  np.float32(1), np.bool_(True), 1j, 2.0)}
+        return out | {"ragged": kind([list(v)] + list(v[1:])) if len(v) > 1 else kind([[v[0]], [v[0], v[0]]]),
+                      "nested": kind([list(v)]), "bool array": np.array([True] * len(v)),
+                      "float array": np.array(v, float), "2-D array": np.array([v]), "empty": kind()}
+    if v and all(isinstance(x, list) and x for x in v):
+        return {"ragged inner": [x + [1] if i == 0 else x for i, x in enumerate(v)],
+                **{f"inner [{b!r}, ...]": [[b] + x[1:] for x in v] for b in (True, 1.5, None)}}
+    return {}
+
+
+# The hostile spellings that are valid for a parameter ("callable parameter", else any callable's parameter of
+# that name), with the reason.
+_ANY_SHAPE = ({"nested", "2-D array", "empty"}, "embedding ids of any shape ([B, S] gives rows [B, S, H])")
+ELEMENT_VALID = {
+    "window": ({"[-1, ...]"}, "-1 is an unbounded side"),
+    "ops.embedding ids": _ANY_SHAPE, "ops.embedding_q ids": _ANY_SHAPE,
+    "ids": ({"empty"}, "no ids: decode([]) is ''"),   # one sequence: a batch [[...]] ran its rows together
+    "shape": ({"empty"}, "() is a 0-d tensor's shape"),
+    "prompts": ({"ragged inner"}, "prompts of different lengths"),
+}
+
+
+@pytest.mark.parametrize("name", FUZZED)
+def test_hostile_elements_of_list_arguments_are_refused_by_name(env, name):
+    """Every list or tuple parameter (ids, shapes, windows, offsets, prompts) with one hostile element, ragged,
+    nested or empty: a WgraphError naming the parameter, or a value its ELEMENT_VALID entry declares; never a raw
+    numpy / Python error (bdpa_decompose's token_ids [[1], [2, 3], 1, 3] was numpy's ValueError, [None] * 4 a
+    TypeError) and never a silent acceptance ([True, 2, 1, 3] were token ids)."""
+    case = CASES[name]
+    fn, args, kwargs = case.build(env)
+    sig = inspect.signature(fn)
+    good = sig.bind(*args, **kwargs)
+    failures = []
+    for p in sig.parameters.values():
+        if p.name in case.tensors or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        valid = ELEMENT_VALID.get(f"{name} {p.name}", ELEMENT_VALID.get(p.name, (set(), "")))[0]
+        for label, value in _hostile_elements(good.arguments.get(p.name, p.default)).items():
+            if label in valid:
+                continue
+            f, a, k = case.build(env)
+            b = inspect.signature(f).bind(*a, **k)
+            b.arguments[p.name] = value
+            try:
+                f(*b.args, **b.kwargs)
+            except wg.WgraphError as e:
+                if not _names(str(e), p.name):
+                    failures.append(f"{p.name} {label}: the message does not name {p.name!r}: {e}")
+            except Exception as e:  # noqa: BLE001 - a raw error is what this test finds
+                failures.append(f"{p.name} {label}: {type(e).__name__}: {e}")
+            else:
+                failures.append(f"{p.name} {label}: accepted")
+            env.dev.sync()
+    assert not failures, f"{name}:\n" + "\n".join(failures)
+
+
 def test_quantized_weight_holds_its_checked_shape():
     """QuantizedWeight kept the shape as given: (np.int16(200), np.int16(256)) passed check_matrix, and the byte
     counts computed from it later wrapped in int16 (raw() and upload raised numpy's 'cannot reshape' ValueError;
