@@ -238,3 +238,17 @@ def test_from_weights_names_a_ragged_tensor(dev):
         Llama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, dtype="f32", max_seq=8)
     with pytest.raises(wg.CheckpointError, match=r"^tensor 'model.norm.weight' cannot be viewed as an array"):
         QuantizedLlama.from_weights(LlamaConfig.from_dict(cfg), weights, dev, max_seq=8)
+
+
+def test_a_path_the_system_cannot_look_up_is_a_checkpoint_error(tmp_path):
+    """A path with a name past the file system's limit made Path.is_dir() / is_file() raise a raw OSError (File name
+    too long) from open_pretrained, from_pretrained, Checkpoint and Tokenizer.from_directory; one holding a NUL byte
+    made os.stat's raw ValueError (embedded null byte) from DecoderConfig.from_file, Tokenizer.from_gguf and
+    Llama.from_pretrained. Each is a CheckpointError naming the path now."""
+    from wgraph.models import Checkpoint, DecoderConfig, Tokenizer, open_pretrained
+
+    calls = (open_pretrained, Checkpoint, Tokenizer.from_directory, Tokenizer.from_gguf, DecoderConfig.from_file)
+    for path in (tmp_path / ("y" * 300) / "config.json", "x" * 5000, str(tmp_path / "a\0b")):
+        for call in calls:
+            with pytest.raises(wg.CheckpointError, match=r"^cannot read .*(File name too long|embedded null byte)"):
+                call(path)

@@ -20,7 +20,7 @@ from wgraph.dtypes import BF16_BITS, as_f32
 from wgraph.errors import CheckpointError
 from wgraph.models.config import DecoderConfig
 from wgraph.models.config_values import shown
-from wgraph.models.files import read_text
+from wgraph.models.files import kind, read_text
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -72,7 +72,7 @@ class Checkpoint:
         if not isinstance(root, (str, os.PathLike)) or not isinstance(os.fspath(root), str) or not os.fspath(root):
             raise args.fail("Checkpoint", "root", root, "a directory path (a non-empty str or os.PathLike of str)")
         self.root = Path(root)
-        if not self.root.is_dir():
+        if kind(self.root) != "dir":
             raise CheckpointError(f"{self.root} is not a directory")
         self.where: dict[str, Path] = {}
         self.read: set[str] = set()   # the names `get` has read (unused(): the rest)

@@ -12,11 +12,25 @@ from pathlib import Path
 from wgraph.errors import CheckpointError
 
 
+def kind(path: Path) -> str | None:
+    """What is at `path` (symlinks followed): "dir", "file" (a regular one), "other" (a device, a FIFO), or None
+    where nothing is; a CheckpointError naming the path where the system refuses to look it up. Path.is_dir() and
+    is_file() raised a name past the file system's limit raw (OSError: File name too long) and took a symlink loop
+    for nothing there."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as e:   # ValueError: a NUL byte in the name
+        raise CheckpointError(f"cannot read {path}: {e}") from None
+    return "dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
+
+
 def regular_file(path: Path) -> os.stat_result:
     """The stat of `path` (symlinks followed), which must be a regular file."""
     try:
         st = os.stat(path)
-    except OSError as e:
+    except (OSError, ValueError) as e:   # ValueError: a NUL byte in the name (os.stat's raw 'embedded null byte')
         raise CheckpointError(f"cannot read {path}: {e}") from None
     if not stat.S_ISREG(st.st_mode):
         raise CheckpointError(f"{path} is not a regular file (a directory, a device or a FIFO): refused")

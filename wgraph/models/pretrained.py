@@ -11,6 +11,7 @@ import os
 
 from wgraph import args
 from wgraph.errors import ArgumentError, CheckpointError
+from wgraph.models.files import kind
 from wgraph.models.gguf_checkpoint import GGUFCheckpoint
 from wgraph.models.tokenizer import Tokenizer
 
@@ -128,8 +129,9 @@ def checkpoint_path(fn: str, path) -> Path:
     if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str) or not os.fspath(path):
         raise args.fail(fn, "path", path, "a directory or .gguf file path (a non-empty str or os.PathLike of str)")
     root = Path(path)
-    if not root.is_dir() and not root.is_file():
-        missing = "" if root.exists() else " (no such file or directory)"
+    found = kind(root)
+    if found not in ("dir", "file"):
+        missing = " (no such file or directory)" if found is None else ""
         raise CheckpointError(f"{fn}: {root} is neither a checkpoint directory (config.json, *.safetensors) nor a "
                               f".gguf file{missing}")
     return root

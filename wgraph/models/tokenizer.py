@@ -20,7 +20,7 @@ from wgraph import args
 from wgraph.errors import ArgumentError, CheckpointError
 from wgraph.host_arrays import host_ids
 from wgraph.models.chat_template import ChatTemplate
-from wgraph.models.files import read_json, read_text
+from wgraph.models.files import kind, read_json, read_text
 from wgraph.models.gguf import GGUFFile, open_split
 from wgraph.models.gguf_tokenizer import gguf_tokenizer_parts
 
@@ -150,7 +150,7 @@ class Tokenizer:
         """
         root = Path(_path("Tokenizer.from_directory", "path", path))
         tj = root / "tokenizer.json"
-        if not tj.is_file():
+        if kind(tj) != "file":
             raise CheckpointError(f"{root}: no tokenizer.json (wgraph reads tokenizers in that format only)")
         text = read_text(tj, MAX_TOKENIZER_BYTES)
         with _tokenizers_failures(f"{tj}: not a tokenizer.json that `tokenizers` reads"):
