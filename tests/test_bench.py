@@ -524,6 +524,20 @@ def test_a_plot_of_no_attention_row_that_ran_is_an_error_after_the_json(tmp_path
     assert json.loads(json_path.read_text())["attention"]["rows"] == [failed] and not plot_path.exists()
 
 
+def test_a_json_path_no_file_can_have_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    """--json with a name past the file system's limit raised Path.is_dir()'s OSError (File name too long) as a
+    traceback; one holding a NUL byte passed the check (is_dir() and exists() take it for nothing there) and its
+    write failed after the run. Both are usage errors before any GPU work now."""
+    import wgraph
+
+    monkeypatch.setattr(wgraph, "default_device", lambda *a, **k: pytest.fail("the run started"))
+    for path, why in ((str(tmp_path / ("y" * 300) / "out.json"), "cannot be a file path (File name too long)"),
+                      (str(tmp_path / "a\0b.json"), "holds a NUL byte, which no file name can")):
+        with pytest.raises(SystemExit) as info:
+            bench_main(["--only", "attention", "--grid", "tiny", "--no-torch", "--json", path])
+        assert info.value.code == 2 and f"--json {path}: {why}" in capsys.readouterr().err
+
+
 def test_an_empty_json_or_plot_path_is_refused_before_the_run(capsys, monkeypatch):
     """--json "" (or --plot "") was falsy: neither checked nor written, so the run's results were silently not
     saved (exit 0); now a usage error before any GPU work. So is one path for both."""

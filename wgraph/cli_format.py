@@ -25,7 +25,15 @@ def unwritable(path: str) -> str | None:
     write."""
     if not path:   # Path("") is the working folder: refused as one, not taken for "no file"
         return "is empty; give a file path"
-    p = Path(path)
+    if "\0" in path:   # Path.is_dir() / exists() take it for nothing there: the write after the run raised
+        return "holds a NUL byte, which no file name can"
+    try:
+        return _unwritable(Path(path))
+    except OSError as e:   # a name past the file system's limit: is_dir()'s raw OSError (File name too long)
+        return f"cannot be a file path ({e.strerror})"
+
+
+def _unwritable(p: Path) -> str | None:
     if p.is_dir():
         return "is a directory; give a file path"
     if p.exists():
