@@ -380,6 +380,13 @@ def test_published_gemma2_9b_config_reads():
     (dict(max_position_embeddings=0), r"max_position_embeddings=0 must be an integer in \[1, 16777216\]"),
     (dict(num_key_value_heads=3), r"num_key_value_heads=3 must be an integer in \[1, 4\] dividing "
                                   r"num_attention_heads=4"),
+    # flags were taken by truth: tie_word_embeddings="no" tied a model without lm_head.weight, silently
+    (dict(tie_word_embeddings="no"), r"tie_word_embeddings='no' must be True or False"),
+    (dict(qkv_bias=1), r"qkv_bias=1 must be True or False"),
+    (dict(rope_interleaved=None), r"rope_interleaved=None must be True or False"),
+    # rotary_dim=4.0 passed (4.0 % 2 == 0) and reached Graph.state as a shape (8, 2.0)
+    (dict(rotary_dim=4.0), r"rotary_dim=4\.0 must be an integer"),
+    (dict(rms_norm_eps=True), r"rms_norm_eps=True must be a finite number > 0"),
 ])
 def test_a_config_built_in_code_is_checked(change, match):
     """A DecoderConfig built in code (docs/models.md: rope_interleaved only this way) skipped from_dict's checks:
@@ -424,3 +431,21 @@ def test_rope_scaling_built_in_code_follows_the_config_rules(scaling, match):
     assert llama3 == DecoderConfig.from_dict(dict(hf_config("llama"), rope_parameters={
         "rope_type": "llama3", "rope_theta": base.rope_theta, "factor": 8.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}))
+
+
+def test_a_config_built_in_code_holds_plain_values():
+    """Numbers by args' rule: np.float32(1e-6) as rms_norm_eps, np.int64(10000) as rope_theta and np.float16(1.0) as
+    embed_scale were refused where np.float64 and Python numbers passed; numpy integers passed the size checks and
+    stayed numpy integers in the config. Each is held as the plain value it is, so the configs are equal."""
+    base = DecoderConfig.from_dict(hf_config("gemma2"))
+    spelled = attrs.evolve(base, rms_norm_eps=np.float32(0.5), rope_theta=np.int64(10000), embed_scale=np.float16(2.0),
+                           hidden_size=np.int16(base.hidden_size), head_dim=np.uint8(base.head_dim),
+                           rotary_dim=np.int64(base.head_dim // 2), tie_word_embeddings=np.bool_(True),
+                           layer_windows=tuple(map(np.int32, base.layer_windows)))
+    plain = attrs.evolve(base, rms_norm_eps=0.5, rope_theta=10000.0, embed_scale=2.0, rotary_dim=base.head_dim // 2,
+                         tie_word_embeddings=True)
+    assert spelled == plain
+    for f in attrs.fields(DecoderConfig):
+        value = getattr(spelled, f.name)
+        assert not isinstance(value, np.generic) and not any(isinstance(v, np.generic) for v in (
+            value if isinstance(value, tuple) else ())), (f.name, value)

@@ -83,6 +83,21 @@ class DecoderConfig:
             v = getattr(self, name)
             if not (args.is_int(v) and 1 <= v <= hi):
                 raise CheckpointError(f"DecoderConfig: {name}={v!r} must be an integer in [1, {hi}]")
+            object.__setattr__(self, name, int(v))   # the plain int checked, not the numpy integer given
+        # flags by args' rule: tie_word_embeddings="no" was truthy, so a model without lm_head.weight was tied
+        for name in ("tie_word_embeddings", "rope_interleaved", "qkv_bias", "o_bias", "mlp_bias", "qk_norm",
+                     "sandwich_norms"):
+            v = getattr(self, name)
+            if not (v is True or v is False or isinstance(v, np.bool_)):
+                raise CheckpointError(f"DecoderConfig: {name}={v!r} must be True or False")
+            object.__setattr__(self, name, bool(v))
+        # sizes by args' rule, kept plain: rotary_dim=4.0 passed (4.0 % 2 == 0) and reached Graph.state's shape
+        for name in ("head_dim", "rotary_dim"):
+            v = getattr(self, name)
+            if args.is_int(v):
+                object.__setattr__(self, name, int(v))
+            elif v is not None or name == "head_dim":
+                raise CheckpointError(f"DecoderConfig: {name}={v!r} must be an integer")
         heads, kv_heads = self.num_attention_heads, self.num_key_value_heads
         if kv_heads > heads or heads % kv_heads:
             raise CheckpointError(f"DecoderConfig: num_key_value_heads={kv_heads} must be an integer in [1, {heads}] "
@@ -95,15 +110,18 @@ class DecoderConfig:
         # from_dict checks these by the config.json rules; a DecoderConfig built in code is checked here: a
         # rope_theta of 0, < 0 or NaN made NaN cos / sin tables (NaN logits, no error), a query_pre_attn_scalar of
         # 0 a ZeroDivisionError, a negative one a complex attention scale
+        # numbers by args' rule (numbers.Real, never a bool), kept as plain floats: np.float32(1e-6) was refused
+        # where np.float64 passed
         for name in ("rms_norm_eps", "norm_offset", "embed_scale", "query_pre_attn_scalar"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                                  or v <= 0 and name != "norm_offset"):
+            if v is not None and (not args.is_real(v) or not math.isfinite(v) or v <= 0 and name != "norm_offset"):
                 raise CheckpointError(f"DecoderConfig: {name}={v!r} must be a finite number"
                                       + ("" if name == "norm_offset" else " > 0"))
-        if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) \
-                or not math.isfinite(self.rope_theta) or self.rope_theta <= 1:
+            if v is not None:
+                object.__setattr__(self, name, float(v))
+        if not args.is_real(self.rope_theta) or not math.isfinite(self.rope_theta) or self.rope_theta <= 1:
             raise CheckpointError(f"DecoderConfig: rope_theta={self.rope_theta!r} must be a finite number > 1")
+        object.__setattr__(self, "rope_theta", float(self.rope_theta))
         check_scaling("DecoderConfig", self.rope_scaling)
         with np.errstate(all="ignore"):
             inv = self.inv_freq()
@@ -114,9 +132,10 @@ class DecoderConfig:
         if self.activation not in ACTIVATION_NAMES:
             raise CheckpointError(f"DecoderConfig: activation {self.activation!r} is not one of {ACTIVATION_NAMES}")
         if self.layer_windows and (len(self.layer_windows) != self.num_hidden_layers
-                                   or any(type(w) is not int or w < 0 for w in self.layer_windows)):
+                                   or any(not args.is_int(w) or w < 0 for w in self.layer_windows)):
             raise CheckpointError(f"DecoderConfig: layer_windows {self.layer_windows} must hold one integer >= 0 "
                                   f"per layer ({self.num_hidden_layers})")
+        object.__setattr__(self, "layer_windows", tuple(map(int, self.layer_windows)))
 
     @property
     def rope_dim(self) -> int:
