@@ -1,10 +1,10 @@
 """The API fuzz: test_api_walk.py checks that bad values are refused; this module checks that valid values given in
 another spelling are the same value. For every public callable of the walk's table (its good call), each scalar,
-shape or id-list parameter is given a few canonical values (its good call's, small ints, reals, pairs); where the
-canonical call succeeds, numpy's spellings of the value (np.int64 / np.uint8 / np.int16 / np.float32 / np.bool_
-scalars, a tuple of numpy integers, a list for a tuple) must give the same result: equal tensors and arrays, equal
-plain Python fields (a record that keeps np.int16(200) where 200 was checked is not the same: later arithmetic on
-it wraps). Where the spelling is refused, the refusal must be a WgraphError naming the parameter.
+shape, name or id-list parameter is given a few canonical values (its good call's, small ints, reals, pairs, names);
+where the canonical call succeeds, numpy's spellings of the value (np.int64 / np.uint8 / np.int16 / np.float32 /
+np.bool_ / np.str_ scalars, a tuple of numpy integers, a list for a tuple) must give the same result: equal tensors
+and arrays, equal plain Python fields (a record that keeps np.int16(200) where 200 was checked is not the same: later
+arithmetic on it wraps). Where the spelling is refused, the refusal must be a WgraphError naming the parameter.
 
 Plus the composite arguments the table-driven walk cannot reach (kernel_path's layer keys; QuantizedWeight's shape
 held past its checks)."""
@@ -28,13 +28,16 @@ STATEFUL = ("run_steps", "run_many", "Llama.step", "BatchedDecoder.step", "profi
             "BatchedDecoder.generate", "Llama.prefill", "BatchedDecoder.prefill", "generate_text", "stream_text")
 # Canonical values tried for every parameter (besides the good call's own); each is only compared where the
 # canonical call itself succeeds.
-CANONICAL = [0, 1, 3, 0.5, 2.0, True, False, (2, 8), (8, 32), (-1, 0), (2,), [1, 2]]
+CANONICAL = [0, 1, 3, 0.5, 2.0, True, False, (2, 8), (8, 32), (-1, 0), (2,), [1, 2], "f32", "int4", "paged",
+             "swiglu", "tanh", "Q4_K"]
 
 
 def _spellings(v) -> list:
     """numpy's spellings of the canonical value `v` (each exactly `v`)."""
     if type(v) is bool:
         return [np.bool_(v)]
+    if type(v) is str:   # a name: numpy's str subclass is the same characters
+        return [np.str_(v)]
     if type(v) is int:
         kinds = (np.int64, np.uint64, np.int32, np.uint32, np.int16, np.uint8)
         return [k(v) for k in kinds if np.iinfo(k).min <= v <= np.iinfo(k).max]

@@ -173,6 +173,7 @@ class QuantizedWeight:
         # the checked plain ints: a numpy shape (np.int16(200), np.int16(256)) passed the checks, and the byte
         # counts later computed from it wrapped (raw() and upload raised numpy's reshape ValueError)
         object.__setattr__(self, "shape", (n, k))
+        object.__setattr__(self, "ggml_type", fmt.name)   # np.str_("Q8_0") as the plain str params hold (args.choice)
         spec = _blocks_spec(self.blocks)
         if spec is None:
             raise DtypeError(f"QuantizedWeight: blocks must be a numpy uint32 array, a u32 Tensor or a graph value, "
