@@ -441,7 +441,8 @@ def test_a_config_built_in_code_holds_plain_values():
     spelled = attrs.evolve(base, rms_norm_eps=np.float32(0.5), rope_theta=np.int64(10000), embed_scale=np.float16(2.0),
                            hidden_size=np.int16(base.hidden_size), head_dim=np.uint8(base.head_dim),
                            rotary_dim=np.int64(base.head_dim // 2), tie_word_embeddings=np.bool_(True),
-                           layer_windows=tuple(map(np.int32, base.layer_windows)))
+                           layer_windows=tuple(map(np.int32, base.layer_windows)),
+                           activation=np.str_(base.activation))
     plain = attrs.evolve(base, rms_norm_eps=0.5, rope_theta=10000.0, embed_scale=2.0, rotary_dim=base.head_dim // 2,
                          tie_word_embeddings=True)
     assert spelled == plain

@@ -129,8 +129,9 @@ class DecoderConfig:
         if not (np.isfinite(inv).all() and math.isfinite(peak)):
             raise CheckpointError(f"DecoderConfig: rope_scaling={self.rope_scaling!r} gives inverse frequencies "
                                   f"{inv.tolist()[:4]}...; the angles of {MAX_SEQ} positions must be finite")
-        if self.activation not in ACTIVATION_NAMES:
+        if args.plain_str(self.activation) not in ACTIVATION_NAMES:
             raise CheckpointError(f"DecoderConfig: activation {self.activation!r} is not one of {ACTIVATION_NAMES}")
+        object.__setattr__(self, "activation", args.plain_str(self.activation))   # np.str_ as the plain str
         if self.layer_windows and (len(self.layer_windows) != self.num_hidden_layers
                                    or any(not args.is_int(w) or w < 0 for w in self.layer_windows)):
             raise CheckpointError(f"DecoderConfig: layer_windows {self.layer_windows} must hold one integer >= 0 "
