@@ -255,3 +255,18 @@ def test_a_path_the_system_cannot_look_up_is_a_checkpoint_error(tmp_path):
         for call in calls:
             with pytest.raises(wg.CheckpointError, match=r"^cannot read .*(File name too long|embedded null byte)"):
                 call(path)
+
+
+def test_tensor_spec_takes_the_dtype_spellings_every_call_takes():
+    """TensorSpec((2,), np.float32) (for attention_plan) was refused as "unknown dtype <class 'numpy.float32'>" where
+    every call takes numpy's and torch's spellings of a dtype (args.dtype_name); a dtype wgraph lacks is the
+    DtypeError naming TensorSpec's dtype."""
+    for spelled, name in ((np.float32, "f32"), ("float16", "f16"), (np.dtype("<u4"), "u32"), ("bfloat16", "bf16")):
+        assert wg.TensorSpec((2,), spelled) == wg.TensorSpec((2,), name)
+        assert type(wg.TensorSpec((2,), spelled).dtype) is str
+    q, k = wg.TensorSpec((9, 4, 64), np.float32), wg.TensorSpec((40, 2, 64), "float32")
+    assert wg.ops.attention_plan(q, k, k, causal=True) == wg.ops.attention_plan(
+        wg.TensorSpec((9, 4, 64), "f32"), wg.TensorSpec((40, 2, 64), "f32"), wg.TensorSpec((40, 2, 64), "f32"),
+        causal=True)
+    with pytest.raises(wg.DtypeError, match=r"^TensorSpec: dtype=<class 'numpy.float64'> must be one of"):
+        wg.TensorSpec((2,), np.float64)
