@@ -243,6 +243,10 @@ def bench_attention(dev, shapes, *, variants: str = "planned", budget_s: float =
                     row["ratio_to_torch"] = row["torch_us"] / us  # > 1: wgraph faster
                     if row.get("replay_us"):
                         row["ratio_to_torch_replay"] = row["torch_us"] / row["replay_us"]
+                    if "torch_graph_ms" in torch_res:
+                        row["torch_graph_us"] = torch_res["torch_graph_ms"] * 1e3
+                        if row.get("replay_us"):
+                            row["ratio_to_torch_graph_replay"] = row["torch_graph_us"] / row["replay_us"]
                 except Exception as e:  # noqa: BLE001
                     row["torch_note"] = f"torch failed: {type(e).__name__}: {e}"
             del out

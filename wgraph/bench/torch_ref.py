@@ -62,10 +62,36 @@ def run_sdpa(shape, q_np, k_np, v_np, reps: int, want_output: bool = True) -> di
 
     out = call()
     result = {"torch_ms": cuda_time_ms(call, reps), "torch_reps": reps, "torch_note": "; ".join(notes)}
+    if shape.S == 1:
+        # a decode call's eager time is mostly torch's launch cost below ~65536 keys (h200-decode-ablation.log:
+        # 34.5 -> 41.4 us from 4096 to 32768 keys at 32/8 D=128); the same call replayed from a CUDA graph is its
+        # GPU time, the reference wgraph's replayed Program compares with
+        try:
+            result["torch_graph_ms"] = cuda_time_ms(graph_replay(call), reps)
+        except Exception as e:  # noqa: BLE001 - the eager reference stands without it
+            notes.append(f"no CUDA graph time ({type(e).__name__}: {e})")
+            result["torch_note"] = "; ".join(notes)
     if want_output:
         result["output"] = out[0].permute(1, 0, 2).float().cpu().numpy()
     del q, k, v, out
     return result
+
+
+def graph_replay(call):
+    """`call` captured once in a CUDA graph (after two warm calls on a side stream, as torch's docs do); returns
+    the graph's replay, which launches the captured kernels without the host work of the call."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph.replay
 
 
 def cuda_time_ms(call, reps: int) -> float:
