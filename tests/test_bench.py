@@ -195,6 +195,21 @@ def test_f16_prefill_as_a_fraction_of_the_fma_peak():
     assert "fraction_of_fma_peak" not in no_fma["attention"]["rows"][0] and fma_fraction_lines(no_fma) == ""
 
 
+def test_attention_table_shows_torch_graph_time_of_decode_rows():
+    """A decode row with torch's CUDA-graph time prints it and the replay's ratio to it in the last two columns; a
+    row without them prints '-' there (the values are not computed by the table: it prints what the row holds)."""
+    from wgraph.bench.report import attention_table
+
+    base = dict(status="ok", phase="decode", S=1, L=32768, Hq=32, Hkv=8, D=128, dtype="f16", variant="v", tier="t",
+                gpu_us=76.8, wall_us=None, gbps=1748.0, torch_gbps=3350.0, ratio_to_torch=0.522, replay_us=68.2,
+                ratio_to_torch_replay=0.587)
+    with_graph = attention_table([dict(base, torch_graph_us=31.25, ratio_to_torch_graph_replay=0.4582)])
+    without = attention_table([base])
+    assert with_graph.splitlines()[0].split()[-2:] == ["us", "ratio"]
+    assert with_graph.splitlines()[2].split()[-2:] == ["31.2", "0.458"]
+    assert without.splitlines()[2].split()[-2:] == ["-", "-"]
+
+
 def test_sections_skip_with_a_note_when_their_api_is_absent(monkeypatch, tmp_path, dev):
     monkeypatch.delattr(wg.ops, "attention", raising=False)
     if hasattr(wg, "Graph"):
