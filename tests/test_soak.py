@@ -105,3 +105,28 @@ def test_rss_without_proc_is_in_bytes_on_macos_and_linux(monkeypatch):
     assert soak.rss_bytes() == 5 << 20
     monkeypatch.setattr(sys, "platform", "linux")
     assert soak.rss_bytes() == 5 << 30
+
+
+def test_the_decode_step_attends_over_the_rings_keys(dev):
+    """The soak's decode step past its ring (CAPACITY + 3 steps) attends over the newest CAPACITY keys, as float64
+    does; it attended with no window, so a GPU kv_len past the ring is now reported (docs/errors.md)."""
+    import numpy as np
+
+    from wgraph.dtypes import dtype_info
+    from wgraph.soak import CAPACITY, HKV, HQ, D, decode_step_graph, kv_dtype
+
+    rng = np.random.default_rng(1)
+    kv_type = kv_dtype(dev)
+    prog = decode_step_graph(kv_type).compile(dev)
+    steps = CAPACITY + 3
+    q = rng.standard_normal((1, HQ, D)).astype(np.float32)
+    k, v = (rng.standard_normal((steps, 1, HKV, D)).astype(dtype_info(kv_type).numpy) for _ in range(2))
+    for t in range(steps):
+        out = prog.run(q=q, k_new=k[t], v_new=v[t], pos=t, kv_len=t + 1)["out"]
+    got = out.numpy()
+    keys, vals = k[-CAPACITY:, 0].astype(np.float64), v[-CAPACITY:, 0].astype(np.float64)   # [CAPACITY, HKV, D]
+    for h in range(HQ):
+        s = keys[:, h // (HQ // HKV)] @ q[0, h].astype(np.float64) / np.sqrt(D)
+        p = np.exp(s - s.max())
+        want = (p / p.sum()) @ vals[:, h // (HQ // HKV)]
+        np.testing.assert_allclose(got[0, h], want, atol=2e-3, rtol=2e-3)

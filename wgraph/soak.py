@@ -40,7 +40,7 @@ def kv_dtype(dev) -> str:
 
 def decode_step_graph(kv: str = "f16"):
     """One decode step: append k/v (dtype `kv`) at `pos` into a ring cache (program state), attend with kv_len
-    from the GPU."""
+    from the GPU over the newest CAPACITY keys (the ring's: a window wider than the ring is reported)."""
     import wgraph as wg
 
     g = wg.Graph("soak_decode")
@@ -49,7 +49,8 @@ def decode_step_graph(kv: str = "f16"):
     pos, kv_len = g.input("pos", (1,), "u32"), g.input("kv_len", (1,), "u32")
     kc, vc = g.state("k_cache", (CAPACITY, HKV, D), kv), g.state("v_cache", (CAPACITY, HKV, D), kv)
     wg.ops.kv_append((kc, vc), k_new, v_new, pos, layout="ring")
-    g.output("out", wg.ops.attention(q, kc, vc, causal=True, kv_len=kv_len, kv_layout="ring"))
+    g.output("out", wg.ops.attention(q, kc, vc, causal=True, kv_len=kv_len, kv_layout="ring",
+                                     sliding_window=CAPACITY))
     return g
 
 
@@ -192,7 +193,8 @@ def _write_doc(path: str, adapter: str, table: str, args) -> None:
     section = (f"## Soak\n\n`python -m wgraph soak --steps {args.steps} --calls {args.calls}` "
                f"(progress on stderr while it runs; `wgraph/soak.py`; the CI version, 300 replays and 600 calls, is `tests/test_soak.py`) on {adapter}. "
                f"The decode step is a compiled graph (kv_append into a {CAPACITY}-row ring cache held as program "
-               f"state, then attention with kv_len read from the GPU), replayed with new q/k/v and position each "
+               f"state, then attention over its newest {CAPACITY} keys, sliding_window {CAPACITY}, with kv_len read "
+               f"from the GPU), replayed with new q/k/v and position each "
                f"step; the immediate run calls `attention` with a fresh output and kv_len cycling over 300 values "
                f"(300 op templates and uniform contents). Live GPU buffers are "
                f"`dev.stats.live_buffers` (created minus destroyed, pool included); RSS from /proc/self/statm; "
