@@ -36,6 +36,84 @@ def test_attention_gpu_kv_len_beyond_rows_is_clamped_and_reported(dev, rng, S, v
     assert ok, (err, bound)  # clamped to the 8 rows the storage holds: nothing read out of bounds
 
 
+# A ring of `rows` rows holds key position p at row p % rows (the last `rows` keys). With a GPU kv_len past the rows
+# and a window wider than the ring (no window at all: every key), the kernels attended over the ring's keys only,
+# silently, where the same int kv_len is refused (LimitError "ring of 4 rows holds the last 4 of kv_len 9 ...").
+RING_KERNELS = [(1, None), (1, "decode_single_f32"), (1, "decode_splitk_g4_f32"), (1, "decode_chunked_f32"),
+                (3, None), (3, "prefill_streaming_f32"), (3, "prefill_gemm_d64_f32")]
+
+
+def _ring_of(keys, rows):
+    """The ring of `rows` rows a cache holds after appending `keys` [n, Hkv, D] at positions 0..n-1."""
+    ring = np.zeros((rows,) + keys.shape[1:], keys.dtype)
+    for p in range(len(keys)):
+        ring[p % rows] = keys[p]
+    return ring
+
+
+@pytest.mark.parametrize("S,variant", RING_KERNELS)
+def test_ring_gpu_kv_len_past_the_ring_without_a_window_is_reported(dev, rng, S, variant):
+    from kernel_support import lacks_subgroups
+
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
+    q = rng.standard_normal((S, 4, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((4, 2, 16)).astype(np.float32) for _ in range(2))
+    tq, tk, tv = dev.tensor(q), dev.tensor(k), dev.tensor(v)
+    with pytest.raises(wg.LimitError, match=r"ring of 4 rows holds the last 4 of kv_len 9 keys, but sliding_window 0"):
+        wg.ops.attention(tq, tk, tv, causal=True, kv_layout="ring", kv_len=9, variant=variant)   # int: unchanged
+    out = wg.ops.attention(tq, tk, tv, causal=True, kv_layout="ring", kv_len=_u32(dev, 9), variant=variant)
+    with pytest.raises(wg.GpuValueError, match=r"attention: the GPU kv_len of a ring \(kv_layout='ring'\) was 9; it "
+                                               r"must be <= 4, the largest kv_len whose keys the queries see the "
+                                               r"ring still holds \(its rows"):
+        out.numpy()
+    dev.check_errors()   # the read cleared the flag
+    # kv_len equal to the ring's rows, no window: every key is stored, nothing reported
+    out = wg.ops.attention(tq, tk, tv, causal=True, kv_layout="ring", kv_len=_u32(dev, 4), variant=variant)
+    ok, err, _, bound = tolerance_check(out.numpy(), q, k, v, out_dtype=np.float32, causal=True, kv_len=4)
+    assert ok, (err, bound)
+
+
+@pytest.mark.parametrize("S,variant", RING_KERNELS)
+def test_ring_gpu_kv_len_far_past_the_ring_with_a_window_that_fits(dev, rng, S, variant):
+    """Ring of 4 rows (decode; 6 for 3 queries), sliding_window 4, GPU kv_len 13: every query sees its 4 newest keys,
+    all in the ring; the same as attention over the 13 keys laid out contiguously, in float64."""
+    from kernel_support import lacks_subgroups
+
+    if lacks_subgroups(dev, variant):
+        pytest.skip("device has no subgroups")
+    rows = 4 if S == 1 else 6
+    q = rng.standard_normal((S, 4, 16)).astype(np.float32)
+    k_all, v_all = (rng.standard_normal((13, 2, 16)).astype(np.float32) for _ in range(2))
+    k, v = _ring_of(k_all, rows), _ring_of(v_all, rows)
+    for window in (dict(sliding_window=4), dict(window=(3, 0))):
+        out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, kv_layout="ring",
+                               kv_len=_u32(dev, 13), variant=variant, **window)
+        ok, err, _, bound = tolerance_check(out.numpy(), q, k_all, v_all, out_dtype=np.float32, causal=True,
+                                            sliding_window=4)
+        assert ok, (window, err, bound)
+
+
+@pytest.mark.parametrize("variant", ["decode_streaming_f32", "prefill_tiled_small_f32"])
+def test_ring_gpu_kv_len_with_queries_placed_by_start_pos(dev, rng, variant):
+    """Ring of 8 rows, sliding_window 10, kv_len 20 (keys 12..19 stored): queries placed at 24.. see keys from 15 on,
+    all stored; placed at 20 the first sees from 11, which the ring dropped: reported, as an int kv_len is refused
+    (the largest kv_len that keeps position 11 in the ring is 19)."""
+    S = 1 if variant.startswith("decode") else 3
+    q = rng.standard_normal((S, 4, 16)).astype(np.float32)
+    k_all, v_all = (rng.standard_normal((20, 2, 16)).astype(np.float32) for _ in range(2))
+    k, v = _ring_of(k_all, 8), _ring_of(v_all, 8)
+    opt = dict(causal=True, kv_layout="ring", sliding_window=10, variant=variant)
+    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=_u32(dev, 20), start_pos=24, **opt)
+    ok, err, _, bound = tolerance_check(out.numpy(), q, k_all, v_all, out_dtype=np.float32, causal=True, kv_len=20,
+                                        start_pos=24, sliding_window=10)
+    assert ok, (err, bound)
+    wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), kv_len=_u32(dev, 20), start_pos=20, **opt)
+    with pytest.raises(wg.GpuValueError, match=r"the GPU kv_len of a ring \(kv_layout='ring'\) was 20; it must be "
+                                               r"<= 19"):
+        dev.check_errors()
+
+
 def test_a_plain_read_checks_the_flag_in_its_own_submit(dev, rng):
     x = dev.tensor(np.arange(4, dtype=np.float32))
     dev.error_flag()  # exists, as after any kernel that reports

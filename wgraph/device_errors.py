@@ -36,6 +36,11 @@ SITES = {
     "ERR_ATTENTION_KV_LEN": Site("attention", "the GPU kv_len (of attention_kvcache with one sequence: its "
                                  "cache_seqlens)", "<=", "the keys the k/v storage holds, at most 2^31 (a ring's too)",
                                  "clamped to the limit"),
+    "ERR_ATTENTION_RING": Site("attention", "the GPU kv_len of a ring (kv_layout='ring')", "<=",
+                               "the largest kv_len whose keys the queries see the ring still holds (its rows; more "
+                               "where the window keeps every query within them; an int kv_len past it is a "
+                               "LimitError)",
+                               "the keys older than the ring counted as masked"),
     "ERR_ROPE_POS": Site("rope", _ROW_POS, "<", "the table's rows",
                          "the row written as zeros"),
     "ERR_KV_APPEND_POS": Site("kv_append", _ROW_POS, "<", "the cache capacity, or 2^31 for a ring",

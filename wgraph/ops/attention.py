@@ -522,8 +522,9 @@ def attention(q: TensorT, k: TensorT, v: TensorT, *, causal: bool, scale: float 
     softcap: c > 0 caps the scaled scores as c * tanh(s / c) (Gemma 2); 0 is off.
     kv_layout: how k/v rows hold key positions: "contiguous" (key j at row j), "ring" (a ring of L rows: key
         position p at row p % L; only the last L keys are stored, so kv_len may exceed L when the window keeps
-        every query within them: an int kv_len is checked for it, a GPU kv_len is not, and keys older than the
-        ring then count as masked) or "paged" (rows in pages of page_size, mapped by page_table).
+        every query within them: an int kv_len past that is a LimitError, a GPU one is reported (GpuValueError at
+        the next sync; keys older than the ring count as masked)) or "paged" (rows in pages of page_size, mapped
+        by page_table).
     page_table: "paged" only: a 1-D u32 tensor; key j is at row page_table[j // page_size] * page_size +
         j % page_size.
     page_size: "paged" only: rows per page (k/v rows must be whole pages); ignored otherwise.

@@ -30,6 +30,7 @@ const ERR_BDPA_RESIDUAL: u32 = 22u;
 const ERR_BDPA_POSITION: u32 = 23u;
 const ERR_TIERED_QUERIES: u32 = 24u;
 const ERR_DECODE_POSITION: u32 = 25u;
+const ERR_ATTENTION_RING: u32 = 26u;
 
 fn report_error(site: u32, value: u32, limit: u32) {
     // Word 0 goes from 0 to a site code once; only that winner writes value and limit. A weak exchange may
