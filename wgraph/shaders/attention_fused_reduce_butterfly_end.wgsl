@@ -1,0 +1,1 @@
+    // (REDUCE = "butterfly": every lane of a slot holds each head's m already)
