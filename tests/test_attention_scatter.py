@@ -1,8 +1,10 @@
 """The REDUCE = "scatter" candidates of the fused split-K decode (decode_fused_scatter_g1/_g4/_g8: experimental, so
-forced) against float64. On lavapipe's 8-lane subgroups head_dim 32 and 64 take the shuffle path: with
-lanes-a-row LPR >= the pairs of a step NV = keys x heads (g1 at D 32 and 64, g4 f32 at D 64) each lane ends with
-one pair's sum and takes its exp; with LPR < NV (g4 f16 / g8 at D 32 and 64) the sums go back to every lane; D 128
-(16 lanes a row) sums through workgroup memory. tests/test_subgroup_sizes.py runs D 128 on 16-lane subgroups."""
+forced) against float64. A key row spans LPR = head_dim / 8 lanes and a step holds NV = keys x heads pairs; on
+lavapipe's 8-lane subgroups head_dim 8-64 take the shuffle path. Where a lane ends with C = NV / LPR <= G_TILE pairs
+(C heads of one key: g1 at D 32 and 64, g4 at D 16-64, g8 at D 16-64) it takes their exps itself, on the path for
+that C (1, 2, 4, 8); where C > G_TILE (g1 at D 16, g4 f16 at D 8 and 16, g8 at D 8) the sums go back to every lane;
+D 128 (16 lanes a row) sums through workgroup memory. tests/test_subgroup_sizes.py runs D 128 on 16-lane
+subgroups."""
 
 import zlib
 
@@ -39,6 +41,12 @@ CASES = [
     ("decode_fused_scatter_g8_f16", (8, 1), 32, 300, dict(sliding_window=17)),
     ("decode_fused_scatter_g8_f16kv", (8, 2), 64, 3, {}),
     ("decode_fused_scatter_g8_f16", (8, 1), 128, 67, dict(kv_len=40, gpu_kv_len=True)),
+    ("decode_fused_scatter_g1_f16", (4, 4), 16, 67, {}),
+    ("decode_fused_scatter_g4_f32", (8, 2), 16, 300, dict(sliding_window=17)),
+    ("decode_fused_scatter_g4_f16", (8, 2), 16, 67, dict(softcap=2.5, scale=0.4)),
+    ("decode_fused_scatter_g4_f16kv", (8, 2), 8, 300, {}),
+    ("decode_fused_scatter_g8_f16", (8, 1), 16, 64, dict(paged=8, kv_len=50)),
+    ("decode_fused_scatter_g8_f32", (8, 2), 8, 3, {}),
 ]
 
 
