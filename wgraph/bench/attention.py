@@ -194,7 +194,7 @@ def bench_attention(dev, shapes, *, variants: str = "planned", budget_s: float =
     start = time.perf_counter()
     for i, s in enumerate(shapes):
         base = {**attrs.asdict(s), "flops": flops(s), "bytes": bytes_moved(s),
-                "flops_convention": "4*S*L*Hq*D, causal S==L halved, causal S<L exact pairs"}
+                "flops_convention": "4*S*L*Hq*D, causal S==L halved, causal S!=L exact pairs"}
         if time.perf_counter() - start > budget_s:
             rows.append({**base, "status": "skipped", "note": f"time budget of {budget_s:.0f} s spent"})
             continue

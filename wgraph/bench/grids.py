@@ -51,14 +51,17 @@ GRIDS = {
 
 def flops(s: Shape) -> float:
     """4*S*L*Hq*D (QK^T and PV, a multiply-add each); causal with S == L counts half (the FlashAttention
-    convention); causal with S < L (bottom-right aligned) counts the unmasked (query, key) pairs exactly."""
+    convention); causal with S != L (bottom-right aligned) counts the unmasked (query, key) pairs exactly."""
     if not s.causal or s.phase == "decode":
         pairs = s.S * s.L
     elif s.S == s.L:
         pairs = s.S * s.L / 2
     else:
-        offset = s.L - s.S  # query i sees keys 0 .. offset + i
-        pairs = s.S * offset + s.S * (s.S + 1) / 2
+        # query i sees keys 0 .. L - S + i: with S > L its first S - L queries see none (S * (L - S) + S(S+1)/2
+        # went below the true count there, and negative from S > 2L + 1)
+        first = max(0, s.S - s.L)  # the first query that sees a key
+        seen = s.S - first  # queries that see keys: 1 .. min(S, L) keys, then L each
+        pairs = (s.L - seen) * seen + seen * (seen + 1) / 2
     return 4.0 * pairs * s.Hq * s.D
 
 
