@@ -1,5 +1,6 @@
 """The bench's accounting against counts made here from first principles: FLOPs from numpy's causal masks, bytes
-from the nbytes of the arrays the bench makes (or would make) and GGML block sizes from the `gguf` package."""
+from the nbytes of the arrays the bench makes (or would make), GGML block sizes from the `gguf` package, and the
+GB/s of a torch row on what torch itself reads and writes (its time stubbed: no CUDA here)."""
 
 import numpy as np
 import pytest
@@ -76,3 +77,31 @@ def test_quant_gemv_bytes_are_gguf_block_sizes_for_every_format():
 
 def test_gemm_flops_are_two_a_multiply_add():
     assert gemm.GemmShape(37, 3072, 576, "f16").flops == 2 * 37 * 3072 * 576
+
+
+def test_quant_torch_f16_gbps_counts_f16_x_and_y(dev, monkeypatch):
+    """torch's f16 GEMV reads W, x and writes y all in f16 (x and y were counted at 4 bytes); its time stubbed."""
+    monkeypatch.setattr(quant, "_torch_gemv_us", lambda *a, **k: 10.0)
+    s = quant.QuantGemvShape("Q4_0", 8, 64, 256, "small")
+    (row,) = quant.bench_quant_gemv(dev, [s], copy_gbps=None, all_variants=False, use_torch=True, target_s=0.001,
+                                    progress=lambda _: None)
+    torch_bytes = sum(np.zeros(shape, np.float16).nbytes for shape in ((64, 256), (8, 256), (8, 64)))
+    assert row["torch_f16_us"] == 10.0
+    assert row["torch_f16_gbps"] == pytest.approx(torch_bytes / 10e-6 / 1e9)
+
+
+@pytest.mark.parametrize("shape", [gemv.GemvShape(2, 64, 256, "f16"),
+                                   gemv.GemvShape(1, 64, 256, "f16", norm=True, swiglu=True, residual=True)])
+def test_gemv_torch_gbps_counts_what_f_linear_moves(dev, monkeypatch, shape):
+    """torch's row is F.linear alone with x cast to the weights' dtype: W, x and all out_features of y in f16,
+    no norm weight or residual (wgraph's f32 x and y, and a fused row's extras, were counted)."""
+    monkeypatch.setattr(gemv, "_torch_linear", lambda s, st, reps: {
+        "torch_us": 10.0, "output": np.zeros((s.rows, s.outputs), np.float32)})
+    (row,) = gemv.bench_gemv(dev, [shape], copy_gbps=None, use_torch=True, torch_available=True, rounds=1,
+                             target_us=10.0, max_reps=4)
+    arrays = [np.zeros((shape.out_features, shape.in_features), np.float16),
+              np.zeros((shape.rows, shape.in_features), np.float16), np.zeros((shape.rows, shape.out_features),
+                                                                              np.float16)]
+    assert row["status"] == "ok" and row["torch_us"] == 10.0
+    assert row["torch_gbps"] == pytest.approx(sum(a.nbytes for a in arrays) / 10e-6 / 1e9)
+    assert row["ratio_to_torch"] == pytest.approx(10.0 / row["gpu_us"])

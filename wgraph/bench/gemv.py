@@ -62,6 +62,13 @@ class GemvShape:
         return (self.weight_bytes + 4 * self.rows * (self.in_features + self.outputs * (2 if self.residual else 1))
                 + 4 * self.in_features * self.norm)
 
+    @property
+    def torch_bytes(self) -> int:
+        """What torch's F.linear reads and writes: W, x (cast to the weights' dtype) and all out_features of y in
+        the weights' dtype; a fused row's norm weight and residual are not its (it runs F.linear alone)."""
+        itemsize = 2 if self.weight_dtype == "f16" else 4
+        return self.weight_bytes + itemsize * self.rows * (self.in_features + self.out_features)
+
 
 # Llama-3.2-1B and Llama-3.1-8B: hidden, intermediate, vocab, q heads * head_dim, kv heads * head_dim
 MODELS = {"1B": (2048, 8192, 128256, 32 * 64, 8 * 64), "8B": (4096, 14336, 128256, 32 * 128, 8 * 128)}
@@ -322,7 +329,7 @@ def bench_gemv(dev, shapes, *, copy_gbps: float | None, use_torch: bool, torch_a
             if planned is not None and use_torch and torch_available:
                 try:
                     t = _torch_linear(s, st, max(planned["reps"], 20))
-                    planned.update(torch_us=t["torch_us"], torch_gbps=s.bytes / (t["torch_us"] * 1e-6) / 1e9,
+                    planned.update(torch_us=t["torch_us"], torch_gbps=s.torch_bytes / (t["torch_us"] * 1e-6) / 1e9,
                                    ratio_to_torch=t["torch_us"] / planned["gpu_us"],
                                    torch_note="F.linear alone" if s.fused else "")
                     if not s.fused:  # both on weight copy 0

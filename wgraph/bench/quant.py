@@ -228,7 +228,8 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
                                                               max(1, min(8, -(-CACHE_BYTES // (2 * s.out_features
                                                                                                 * s.in_features)))),
                                                               max(reps, 20))
-                        f16_bytes = 2 * s.out_features * s.in_features + 4 * s.rows * (s.in_features + s.out_features)
+                        # torch's own traffic: W, x and y all f16 (x and y were counted as f32: 4 bytes)
+                        f16_bytes = 2 * (s.out_features * s.in_features + s.rows * (s.in_features + s.out_features))
                         row.update(torch_f16_us=torch_us, torch_f16_gbps=f16_bytes / (torch_us * 1e-6) / 1e9,
                                    speedup_vs_torch_f16=torch_us / us)
             except (WgraphError, MemoryError) as e:
