@@ -427,6 +427,13 @@ def test_bench_batched_model_rows(dev):
         assert len(r["ids"][0]) == out["steps"]
     assert rows[0]["ids"][0] == rows[1]["ids"][0]
     assert "tiny-llama" in table(out) and "torch graph" in table(out)
+    # TINY by hand: hidden 128, intermediate 256, 4/2 heads of 32, vocab 512, 2 layers, tied: per layer q and o
+    # 128 x 128, k and v 64 x 128, gate, up and down 256 x 128; the table once (the lm_head); 5 f32 norms of 128
+    matrices = 2 * (2 * 128 * 128 + 2 * 64 * 128 + 3 * 256 * 128) + 512 * 128
+    itemsize = 2 if out["dtype"] == "f16" else 4
+    assert out["weight_bytes_per_token"] == itemsize * matrices + 4 * 5 * 128
+    for r in rows:   # 2 flops a weight a sequence; the norms are no matmul (they were counted as 2 weights each)
+        assert r["matmul_tflops"] == pytest.approx(2 * r["batch"] * matrices / (r["ms_per_step"] * 1e-3) / 1e12)
 
 
 def test_copy_ceiling_moves_the_bytes_it_reports(dev):

@@ -7,6 +7,7 @@ present. `--quick` and CPU adapters run the tiny config at B = 1 and 8."""
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from wgraph.bench import timing
@@ -30,7 +31,7 @@ def _wgraph_row(dev, model, batch: int, steps: int, progress, profile: bool) -> 
            "gpu_ms_per_step": statistics.median(gpu) / 1e3 if None not in gpu else None,
            "dispatches_per_step": len(dec.program.rows), "submits_per_step": submits / steps,
            "weight_gbps": model.weight_bytes_per_token / dt / 1e9,
-           "matmul_tflops": 2.0 * batch * model.weight_bytes_per_token / _itemsize(model.dtype) / dt / 1e12,
+           "matmul_tflops": 2.0 * batch * matmul_weights(model.config) / dt / 1e12,
            "ids": ids}
     if profile:
         from wgraph.bench.model import _profile
@@ -46,8 +47,14 @@ def _single_ms(dev, model, steps: int) -> float:
     return timed_steps(dev, model, [1], steps)[0] * 1e3
 
 
-def _itemsize(dtype: str) -> int:
-    return 2 if dtype == "f16" else 4
+def matmul_weights(cfg: LlamaConfig) -> int:
+    """Weight elements a decode step multiplies by its B rows: every matrix once, a tied embedding table as the
+    lm_head (an untied one gives a token one row: no product). Not weight_bytes_per_token over the matrices'
+    itemsize, which also counted the f32 norm weights, as two elements each at f16."""
+    from wgraph.models.llama import weight_shapes
+
+    return sum(math.prod(shape) for name, shape in weight_shapes(cfg).items()
+               if len(shape) == 2 and (name != "model.embed_tokens.weight" or cfg.tie_word_embeddings))
 
 
 def bench_batched_models(dev, *, quick: bool, use_torch: bool, progress, profile: bool = False) -> dict:
@@ -64,6 +71,7 @@ def bench_batched_models(dev, *, quick: bool, use_torch: bool, progress, profile
     progress(f"batched model: seeded weights for {name} on the GPU")
     model = SeededLlama(cfg, dev, dtype=dtype, max_seq=max_seq)
     out["weight_bytes_per_token"] = model.weight_bytes_per_token
+    out["matmul_weights"] = matmul_weights(cfg)
     out["single_sequence_ms_per_step"] = _single_ms(dev, model, steps)
     for batch in batches:
         try:
