@@ -105,3 +105,142 @@ def test_gemv_torch_gbps_counts_what_f_linear_moves(dev, monkeypatch, shape):
     assert row["status"] == "ok" and row["torch_us"] == 10.0
     assert row["torch_gbps"] == pytest.approx(sum(a.nbytes for a in arrays) / 10e-6 / 1e9)
     assert row["ratio_to_torch"] == pytest.approx(10.0 / row["gpu_us"])
+
+
+def _spy_program_us(monkeypatch, programs: dict) -> list:
+    """timing.program_us replaced: the real replay (the program's position advances, a step past its rows would be
+    flagged at the next readback), the position each replay consumed recorded, and a GPU time told by the program
+    (`programs`: program -> µs), so the row's GPU ms says which programs it replayed."""
+    from wgraph.bench import timing
+
+    real, seen = timing.program_us, []
+
+    def fake(prog):
+        seen.append((prog, int(prog.state("pos").numpy().max())))
+        real(prog)
+        return programs[prog]
+
+    monkeypatch.setattr(timing, "program_us", fake)
+    return seen
+
+
+def _one_step_dispatches(dev, prog) -> int:
+    """Dispatches one run of `prog` makes, counted by dev.stats (not from the program's rows)."""
+    dev.sync()
+    before = dev.stats.snapshot()
+    prog.run()
+    dev.sync()
+    return dev.stats.since(before).dispatches
+
+
+def test_model_rows_report_the_programs_the_timed_steps_ran(dev, monkeypatch):
+    """A model whose first 8 positions run the short program (forced: lavapipe plans one attention kernel for
+    every storage), timed 16 steps from a 1-token prompt: 7 steps at positions 1..7 on the short program, 9 on the
+    whole cache's. The row's GPU ms a step were the whole cache's program's alone (3.0 for the 7 * 1.0 + 9 * 3.0
+    over 16 = 2.125 here); its dispatches a step are now the two programs' (each counted by dev.stats) weighted
+    by their steps, and the short program is replayed only at positions below its rows."""
+    import wgraph.models.llama as llama_module
+    from wgraph.bench import model as bench_model
+
+    monkeypatch.setattr(llama_module, "short_cache_rows", lambda graph, caps, rows: 8)
+    built = []
+    real_init = bench_model.SeededLlama.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        built.append(self)
+
+    monkeypatch.setattr(bench_model.SeededLlama, "__init__", init)
+    monkeypatch.setattr(bench_model, "TINY", dict(bench_model.TINY, num_hidden_layers=1))
+
+    class ByProgram(dict):
+        def __missing__(self, prog):
+            m = built[0]
+            return 1000.0 if prog is m._short else 3000.0 if prog is m.program else None
+
+    seen = _spy_program_us(monkeypatch, ByProgram())
+    row = bench_model.bench_model(dev, "tiny-llama", bench_model.TINY, copy_gbps=None, use_torch=False,
+                                  progress=lambda _msg: None)
+    assert row["status"] == "ok", row
+    m = built[0]
+    assert m.short_rows == 8 and m._short is not None
+    assert {p for p, _ in seen} == {m._short, m.program}   # before: the whole cache's program alone
+    assert all(pos < 8 for p, pos in seen if p is m._short)
+    if dev.caps.has_timestamps:
+        assert row["gpu_ms_per_token"] == pytest.approx((7 * 1.0 + 9 * 3.0) / 16)
+    m.prefill([1])   # the short program's steps at positions below its rows
+    short_d, whole_d = _one_step_dispatches(dev, m._short), _one_step_dispatches(dev, m.program)
+    assert [(p["program"], p["steps"], p["dispatches"]) for p in row["programs"]] == [("short", 7, short_d),
+                                                                                       ("whole", 9, whole_d)]
+    assert row["dispatches_per_token"] == pytest.approx((7 * short_d + 9 * whole_d) / 16)
+
+
+@pytest.fixture(scope="module")
+def forced_seeded(dev):
+    """The bench's seeded tiny model (one layer) with a 32-position cache whose first 8 positions run the short
+    program (forced, as tests/test_decode_span.py does: lavapipe plans one attention kernel for every storage)."""
+    import wgraph.models.llama as llama_module
+    from wgraph.bench.model import TINY, SeededLlama
+    from wgraph.models import LlamaConfig
+
+    real = llama_module.short_cache_rows
+    llama_module.short_cache_rows = lambda graph, caps, rows: 8
+    try:
+        model = SeededLlama(LlamaConfig.from_dict(dict(TINY, num_hidden_layers=1)), dev,
+                            dtype="f16" if dev.caps.has_f16 else "f32", max_seq=32)
+    finally:
+        llama_module.short_cache_rows = real
+    assert model.short_rows == 8
+    return model
+
+
+def test_quant_decode_rows_report_the_programs_the_timed_steps_ran(dev, forced_seeded, monkeypatch):
+    """quant's decode row, 16 steps from [1] on the forced model: 7 on the short program, 9 on the whole cache's;
+    its GPU ms a step were the whole cache's program's alone."""
+    m = forced_seeded
+    m.generate([1], 2)   # the short program compiled
+    seen = _spy_program_us(monkeypatch, {m._short: 1000.0, m.program: 3000.0})
+    row = quant._decode_row(dev, m, label="wgraph", steps=16, prompt=[1], copy_gbps=None)
+    assert {p for p, _ in seen} == {m._short, m.program}
+    assert all(pos < 8 for p, pos in seen if p is m._short)
+    if dev.caps.has_timestamps:
+        assert row["gpu_ms_per_step"] == pytest.approx((7 * 1.0 + 9 * 3.0) / 16)
+    m.prefill([1])
+    short_d, whole_d = _one_step_dispatches(dev, m._short), _one_step_dispatches(dev, m.program)
+    assert row["dispatches_per_token"] == pytest.approx((7 * short_d + 9 * whole_d) / 16)
+
+
+def test_batched_model_rows_report_the_programs_the_timed_steps_ran(dev, forced_seeded, monkeypatch):
+    """The batched model's row, B = 2, 10 steps from 1-token prompts (each the step's first input, at position
+    0) with the batch's short program forced at 8 rows: 8 steps on it (positions 0..7), 2 on the whole caches'
+    program; its GPU ms a step were the whole caches' program's alone."""
+    import wgraph.models.batched as batched_module
+    from wgraph.bench import batched_model
+
+    made = []
+
+    class Forced(batched_module.BatchedDecoder):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr(batched_module, "short_cache_rows", lambda graph, caps, rows: 8)
+    monkeypatch.setattr(batched_module, "MIN_SHORT_PAGE", 8)
+    monkeypatch.setattr(batched_model, "BatchedDecoder", Forced)
+
+    class ByProgram(dict):
+        def __missing__(self, prog):
+            return 1000.0 if prog is made[0]._short else 3000.0 if prog is made[0].program else None
+
+    seen = _spy_program_us(monkeypatch, ByProgram())
+    row = batched_model._wgraph_row(dev, forced_seeded, 2, 10, lambda _msg: None, False)
+    dec = made[0]
+    assert dec.short_rows == 8 and dec._short is not None
+    assert {p for p, _ in seen} == {dec._short, dec.program}
+    assert all(pos < 8 for p, pos in seen if p is dec._short)
+    if dev.caps.has_timestamps:
+        assert row["gpu_ms_per_step"] == pytest.approx((8 * 1.0 + 2 * 3.0) / 10)
+    dec.prefill([[1], [2]])
+    short_d, whole_d = _one_step_dispatches(dev, dec._short), _one_step_dispatches(dev, dec.program)
+    assert [(p["program"], p["steps"]) for p in row["programs"]] == [("short", 8), ("whole", 2)]
+    assert row["dispatches_per_step"] == pytest.approx((8 * short_d + 2 * whole_d) / 10)

@@ -8,10 +8,8 @@ present. `--quick` and CPU adapters run the tiny config at B = 1 and 8."""
 from __future__ import annotations
 
 import math
-import statistics
 
-from wgraph.bench import timing
-from wgraph.bench.model import LLAMA_1B, TINY, SeededLlama, timed_steps, torch_weights
+from wgraph.bench.model import LLAMA_1B, TINY, SeededLlama, ran_programs, step_costs, timed_steps, torch_weights
 from wgraph.models import LlamaConfig
 from wgraph.models.batched import BatchedDecoder
 
@@ -25,11 +23,12 @@ def _wgraph_row(dev, model, batch: int, steps: int, progress, profile: bool) -> 
     prompts = [[1 + b] for b in range(batch)]
     dec.generate(prompts, min(steps, 16))  # warm-up: pipelines, clocks
     dt, host, submits, ids = timed_steps(dev, dec, prompts, steps)
-    gpu = [timing.program_us(dec.program) for _ in range(8)]  # each a step more: positions stay < max_seq
+    # the programs the timed steps ran (the short one at a long cache's first positions) replayed: each replay a
+    # step more, positions stay < max_seq
+    programs, dispatches, gpu_ms = step_costs(dev, dec, prompts, ran_programs(dec, steps))
     row = {"batch": batch, "status": "ok", "steps": steps, "ms_per_step": dt * 1e3, "tokens_per_s": batch / dt,
-           "host_ms_per_step": host / steps * 1e3,
-           "gpu_ms_per_step": statistics.median(gpu) / 1e3 if None not in gpu else None,
-           "dispatches_per_step": len(dec.program.rows), "submits_per_step": submits / steps,
+           "host_ms_per_step": host / steps * 1e3, "gpu_ms_per_step": gpu_ms, "programs": programs,
+           "dispatches_per_step": dispatches, "submits_per_step": submits / steps,
            "weight_gbps": model.weight_bytes_per_token / dt / 1e9,
            "matmul_tflops": 2.0 * batch * matmul_weights(model.config) / dt / 1e12,
            "ids": ids}

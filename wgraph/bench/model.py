@@ -128,21 +128,23 @@ def bench_model(dev, name: str, config: dict, *, copy_gbps: float | None, use_to
     # bytes a decode step reads: every matrix once, the norms, and one row of the embedding table
     row["weight_bytes"] = model.weight_bytes
     row["weight_bytes_per_token"] = model.weight_bytes_per_token
-    row["dispatches_per_token"] = len(model.program.rows)
 
     progress(f"model: decoding {steps} tokens")
     model.generate(prompt, steps + 1, in_flight=8)  # warm-up: pipelines, clocks
     dt, host, submits, ids = timed_steps(dev, model, prompt, steps)
     # the same steps one a submit: what a submit's fixed cost (host and GPU) takes of a token
     dt_1, host_1, submits_1, ids_1 = timed_steps(dev, model, prompt, steps, per_submit=1)
+    # the programs the timed steps ran: the short one at the first positions of a long cache, the whole cache's
+    ran = ran_programs(model, steps)
     row["one_step_a_submit"] = {"ms_per_token": dt_1 * 1e3, "tokens_per_s": 1.0 / dt_1,
                                 "host_ms_per_token": host_1 / steps * 1e3, "submits": submits_1,
                                 "same_ids": ids_1 == ids}
-    try:  # GPU time of one step, from a replay in one stamped pass (each advances the model by a token)
-        gpu = [timing.program_us(model.program) for _ in range(8)]
-        gpu_ms = statistics.median(gpu) / 1e3 if None not in gpu else None
+    try:  # GPU time of one step, from replays in one stamped pass (each advances the model by a token)
+        programs, dispatches, gpu_ms = step_costs(dev, model, prompt, ran)
     except Exception as e:  # noqa: BLE001 - the other columns stand without it
-        gpu_ms, row["note"] = None, f"{row['note']}; GPU time per step not measured: {type(e).__name__}: {e}"
+        programs, dispatches, gpu_ms = step_costs(dev, model, prompt, ran, gpu=False)
+        row["note"] = f"{row['note']}; GPU time per step not measured: {type(e).__name__}: {e}"
+    row.update(programs=programs, dispatches_per_token=dispatches)
     if profile:
         row["profile"] = _profile(model.program, progress)
     # host_ms_per_token near ms_per_token: the host's encoding bounds the rate, not the GPU
@@ -191,6 +193,45 @@ def timed_steps(dev, runner, prompt, steps: int, **run) -> tuple[float, float, i
     if history.ndim == 2:   # a batch: a row a sequence, its prompt first
         return dt, host, submits, [row[len(p):len(p) + steps].tolist() for row, p in zip(history, prompt)]
     return dt, host, submits, history[len(prompt):len(prompt) + steps + 1].tolist()
+
+
+def ran_programs(runner, steps: int) -> list[tuple[str, object, int]]:
+    """(name, program, steps) of the programs the last `steps` decode steps of `runner` (a Llama or a
+    BatchedDecoder) ran, in order, by the runner's own rule (decode_span.split_steps from the position they
+    started at): "short" (the program planned for the first short_rows positions) while the position was below
+    short_rows, "whole" (`runner.program`) after. A long cache's first steps run the short program, so a step's
+    GPU time and dispatches are these programs', not `program`'s alone."""
+    from wgraph.models.decode_span import split_steps
+
+    short, rest = split_steps(runner._position - steps, steps, runner.short_rows)
+    return [(name, prog, n) for name, prog, n in (("short", runner._short_program() if short else None, short),
+                                                  ("whole", runner.program, rest)) if n]
+
+
+def step_costs(dev, runner, prompt, ran: list[tuple[str, object, int]], replays: int = 8,
+               gpu: bool = True) -> tuple[list[dict], int | float, float | None]:
+    """What a step of the timed steps cost, from the programs they ran (`ran`: ran_programs'): per program a dict
+    (its name, steps, cache rows, dispatches a step, GPU ms of a step); the dispatches and GPU ms of a step over
+    the timed steps (each program's weighted by its steps). A program's GPU ms: the median of `replays` replays
+    in a stamped pass at positions it serves (the whole cache's from where the timed steps left the position,
+    the short one's from a fresh prefill of `prompt`, within its rows); None without timestamps or `gpu`."""
+    rows = []
+    for name, prog, n in sorted(ran, key=lambda r: r[0] != "whole"):  # the whole cache's first: no prefill
+        ms = None
+        if gpu:
+            if name == "short":
+                runner.prefill(prompt)
+            count = replays if name == "whole" else max(1, min(replays, runner.short_rows - runner._position))
+            us = [timing.program_us(prog) for _ in range(count)]   # each advances the GPU's position a step
+            ms = statistics.median(us) / 1e3 if None not in us else None
+        rows.append({"program": name, "steps": n, "cache_rows": runner.short_rows if name == "short"
+                     else runner.max_seq, "dispatches": len(prog.rows), "gpu_ms": ms})
+    rows.sort(key=lambda r: r["program"] != "short")
+    steps = sum(r["steps"] for r in rows)
+    dispatches = sum(r["dispatches"] * r["steps"] for r in rows) / steps
+    gpu_ms = (sum(r["gpu_ms"] * r["steps"] for r in rows) / steps
+              if all(r["gpu_ms"] is not None for r in rows) else None)
+    return rows, int(dispatches) if dispatches == int(dispatches) else round(dispatches, 3), gpu_ms
 
 
 def _profile(program, progress) -> dict:
@@ -255,6 +296,10 @@ def table(row: dict) -> str:
         f"encoding {row['host_ms_per_token']:.3f} ms per token, GPU "
         + (f"{gpu:.3f} ms per step (one replay, stamped pass)" if gpu else "time not measured (no timestamps)"),
     ]
+    if len(row.get("programs", ())) > 1:   # a long cache's first steps ran the short program
+        lines.append("           steps by program: " + "; ".join(
+            f"{p['program']} ({p['cache_rows']} cache rows) {p['steps']} steps, {p['dispatches']} dispatches"
+            + (f", GPU {p['gpu_ms']:.3f} ms" if p.get("gpu_ms") else "") for p in row["programs"]))
     one = row.get("one_step_a_submit")
     if one:
         lines.append(f"  a step a submit {one['tokens_per_s']:9.1f} tokens/s  {one['ms_per_token']:8.3f} ms/token, host "

@@ -300,8 +300,11 @@ def quantize_weights(weights: dict, ggml_type: str, workers: int, chunk_rows: in
 
 def _decode_row(dev, model, *, label: str, steps: int, prompt: list, copy_gbps: float | None) -> dict:
     """Greedy decode rate of a loaded model: `steps` tokens submitted back to back after a warm-up; the host's
-    encoding time per token; the GPU time of one step (a replay in one stamped pass) and per op (a replay with
-    every dispatch stamped: each stamp pair adds ~7 us on the H200, so the split, not the sum, is the news)."""
+    encoding time per token; the GPU time and dispatches of one step (of the programs the timed steps ran, by
+    their steps: model.step_costs) and per op (a replay of the whole cache's program with every dispatch stamped:
+    each stamp pair adds ~7 us on the H200, so the split, not the sum, is the news)."""
+    from wgraph.bench.model import ran_programs, step_costs
+
     model.generate(prompt, steps + 1, in_flight=8)  # warm-up: pipelines, clocks
     model.prefill(prompt)
     dev.sync()
@@ -309,15 +312,16 @@ def _decode_row(dev, model, *, label: str, steps: int, prompt: list, copy_gbps: 
     host = model.run_steps(steps, in_flight=8)
     dev.sync()
     dt = (time.perf_counter() - t0) / steps
+    ran = ran_programs(model, steps)   # the short program at a long cache's first positions, the whole cache's
+    programs, dispatches, _ = step_costs(dev, model, prompt, ran, gpu=False)
     per_token = model.weight_bytes_per_token
-    row = {"model": label, "status": "ok", "note": "", "weight_bytes_per_token": per_token,
-           "dispatches_per_token": len(model.program.rows), "ms_per_token": dt * 1e3, "tokens_per_s": 1.0 / dt,
+    row = {"model": label, "status": "ok", "note": "", "weight_bytes_per_token": per_token, "programs": programs,
+           "dispatches_per_token": dispatches, "ms_per_token": dt * 1e3, "tokens_per_s": 1.0 / dt,
            "x_int8_gemvs": model.x_int8_gemvs,
            "host_ms_per_token": host / steps * 1e3, "weight_gbps": per_token / dt / 1e9,
            "fraction_of_copy_bandwidth": per_token / dt / 1e9 / copy_gbps if copy_gbps else None}
     try:
-        gpu = [timing.program_us(model.program) for _ in range(8)]
-        row["gpu_ms_per_step"] = statistics.median(gpu) / 1e3 if None not in gpu else None
+        row["programs"], _, row["gpu_ms_per_step"] = step_costs(dev, model, prompt, ran)
         prof = model.program.profile()
         row["by_op_stamped"] = {g.name: {"dispatches": g.dispatches, "gpu_us": g.gpu_us} for g in prof.by_op()}
     except Exception as e:  # noqa: BLE001 - the rate stands without the GPU split
