@@ -101,7 +101,7 @@ if not dev.caps.has_subgroups:
     sys.exit(f"{dev.caps.adapter_name} has no subgroups: the candidates need them")
 t0 = time.perf_counter()
 torch_info = torch_ref.probe()
-copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if SMALL else "full"])
+copy = gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, "quick" if SMALL else "full"))
 print(f"copy kernel: {copy['gbps']:.1f} GB/s", flush=True)
 floor = gemv.dispatch_floor(dev)
 print(f"dispatch floor: {floor}", flush=True)

@@ -103,7 +103,7 @@ dev = wg.default_device()
 if not dev.caps.has_subgroups:
     sys.exit(f"{dev.caps.adapter_name} has no subgroups: the candidates need them")
 t0 = time.perf_counter()
-copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if SMALL else "full"])
+copy = gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, "quick" if SMALL else "full"))
 print(f"copy kernel: {copy['gbps']:.1f} GB/s", flush=True)
 calls = quant.SMALL_CALLS if SMALL else (quant.LLAMA_1B_CALLS if ROWS == 1 else quant.LLAMA_1B_MULTI_ROW)
 # the big shapes first: they are the target; the budget cuts the small ones short

@@ -79,7 +79,7 @@ def plan(rows, n, k, weight_dtype, cache_dtype, caps, *, norm=False):
 
 LRK.plan_linear_rope_kv = plan
 t0 = time.perf_counter()
-copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if SMALL else "full"])
+copy = gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, "quick" if SMALL else "full"))
 print(f"copy kernel: {copy['gbps']:.1f} GB/s", flush=True)
 RES = {"meta": report.machine_meta(dev, ["benchmarks/rope_ab.py"]), "copy": copy, "candidates": CANDIDATES, "rows": []}
 rng = np.random.default_rng(0)

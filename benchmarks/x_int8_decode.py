@@ -16,7 +16,7 @@ if __name__ == "__main__":   # the quantizer's worker processes import this file
     quant.MODEL_TYPES = ("Q4_0", "Q4_1", "Q5_K_M")
     quant.MODEL_X_INT8 = quant.MODEL_TYPES
     dev = wg.default_device()
-    copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES["full"])
+    copy = gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, "full"))
     rows = quant.bench_quant_models(dev, big=True, copy_gbps=copy["gbps"], use_torch=False, progress=print)
     print(quant.model_table(rows))
     if len(sys.argv) > 1:

@@ -244,6 +244,56 @@ def test_every_grid_name_sizes_every_section():
             assert section_grid(name, table) == (name if name in table else "full")
 
 
+H100 = wg.Caps.synthetic(adapter_name="NVIDIA H100 80GB HBM3", has_f16=True, has_timestamps=True,
+                         max_storage_binding_size=(1 << 32) - 4, max_buffer_size=1 << 40)
+LAVAPIPE = wg.Caps.synthetic(adapter_name="llvmpipe (LLVM 15.0.6, 256 bits) (CPU) via Vulkan", is_cpu=True,
+                             has_f16=True)
+L2 = 60e6   # past any H100's / H200's 50 MB L2
+
+
+def test_copy_size_is_past_a_gpu_l2_and_small_on_lavapipe():
+    """The copy kernel's bytes (read, and as many written) under every grid: on a GPU more than 2x an L2 of 60 MB,
+    also within WebGPU's default 128 MiB binding (the tiny and quick grids' 1 and 16 MiB fit an H100's 50 MB L2:
+    "of copy" fractions of a copy out of the cache); on lavapipe the grid's own size, small under --quick."""
+    from wgraph.bench import gemv, grids
+
+    default = wg.Caps.synthetic()   # a GPU with WebGPU's default limits: 128 MiB a binding
+    for name in sorted(set(grids.GRIDS) | set(gemv.COPY_BYTES)):
+        for caps in (H100, default):
+            assert min(gemv.copy_bytes(caps, name), caps.max_storage_binding_size) > 2 * L2, (name, caps)
+    assert gemv.copy_bytes(LAVAPIPE, "tiny") == 1 << 20 and gemv.copy_bytes(LAVAPIPE, "quick") == 16 << 20
+    assert gemv.copy_bytes(LAVAPIPE, "full") == gemv.copy_bytes(H100, "full") == 512 << 20
+
+
+class _CopyAsked(Exception):
+    pass
+
+
+@pytest.mark.parametrize("caps, least, most", [(H100, 2 * L2, math.inf), (LAVAPIPE, 0, 16 << 20)])
+def test_quick_model_and_quant_sections_copy_past_a_gpu_l2(monkeypatch, caps, least, most):
+    """--quick's model copy bandwidth and the quant section's (no gemv section before them) ask copy_bandwidth for
+    more than 2x a 60 MB L2 on a GPU (16 MiB and 1 MiB before), at most 16 MiB on lavapipe."""
+    import argparse
+    import types
+
+    from wgraph import bench
+    from wgraph.bench import gemv, model
+
+    asked = []
+
+    def copy_bandwidth(dev, nbytes):
+        asked.append(nbytes)
+        raise _CopyAsked
+
+    monkeypatch.setattr(gemv, "copy_bandwidth", copy_bandwidth)
+    dev = types.SimpleNamespace(caps=caps)
+    with pytest.raises(_CopyAsked):
+        model.copy_gbps(dev, {}, quick=True)
+    with pytest.raises(_CopyAsked):
+        bench._quant_section(dev, argparse.Namespace(quick=True, no_torch=True), "quick", {})
+    assert len(asked) == 2 and all(least < n <= most for n in asked), asked
+
+
 def test_cli_usage(capsys):
     assert cli_main([]) == 2
     assert cli_main(["nonsense"]) == 2

@@ -153,7 +153,7 @@ def main(argv: list[str]) -> dict:
         from wgraph.bench import gemv, torch_ref
 
         torch_info = torch_ref.probe() if not args.no_torch else {"available": False, "note": "disabled (--no-torch)"}
-        copy = gemv.copy_bandwidth(dev, gemv.COPY_BYTES[section_grid(grid, gemv.COPY_BYTES)])
+        copy = gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, section_grid(grid, gemv.COPY_BYTES)))
         _progress(f"copy kernel: {copy['gbps']:.4g} GB/s over {copy['bytes_copied'] >> 20} MiB")
         floor = gemv.dispatch_floor(dev)
         rows = gemv.bench_gemv(dev, gemv.GEMV_GRIDS[section_grid(grid, gemv.GEMV_GRIDS)], copy_gbps=copy["gbps"], use_torch=not args.no_torch,
@@ -293,7 +293,8 @@ def _quant_section(dev, args, grid: str, result: dict):
     big = not (args.quick or grid in ("tiny", "quick") or dev.caps.is_cpu)
     use_torch = not args.no_torch and bool(torch_ref.probe().get("available"))
     target_s = 0.1 if big else 0.03
-    copy = result.get("gemv", {}).get("copy") or gemv.copy_bandwidth(dev, gemv.COPY_BYTES["full" if big else "tiny"])
+    copy = (result.get("gemv", {}).get("copy")
+            or gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, "full" if big else "tiny")))
     floor = quant.dispatch_floor(dev, target_s)
     rows = quant.bench_quant_gemv(dev, quant.gemv_shapes(big), copy_gbps=copy["gbps"], all_variants=big,
                                   use_torch=use_torch, target_s=target_s, progress=_progress)

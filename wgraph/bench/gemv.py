@@ -115,7 +115,19 @@ GEMV_GRIDS = {
     "small": tuple(GemvShape(1, n, k, dt, name) for dt in ("f16", "f32") for name, n, k in model_matrices("1B")),
     "full": _full(),
 }
-COPY_BYTES = {"tiny": 1 << 20, "quick": 16 << 20, "small": 256 << 20, "full": 512 << 20}
+COPY_BYTES = {"tiny": 1 << 20, "quick": 16 << 20, "small": 256 << 20, "full": 512 << 20}  # by grid, on a CPU
+# the least a GPU's copy kernel copies whatever the grid: source and destination (2x) far past its last-level cache
+# (50 MB on an H100 / H200), else the "of copy" fractions are of a copy served from the cache
+GPU_COPY_BYTES = 256 << 20
+
+
+def copy_bytes(caps, grid: str) -> int:
+    """Bytes the copy kernel copies (read, and as many written) for the bandwidth every "of copy" fraction is of,
+    under `grid` (COPY_BYTES' row, the full one for a grid it lacks) on an adapter of `caps`: the grid's on a CPU
+    adapter (lavapipe: --quick stays fast; its "cache" is the host's), at least GPU_COPY_BYTES on a GPU, where
+    the tiny and quick grids' 1 and 16 MiB fit the L2. copy_bandwidth bounds it by the device's binding size."""
+    size = COPY_BYTES[grid if grid in COPY_BYTES else "full"]
+    return size if caps.is_cpu else max(size, GPU_COPY_BYTES)
 
 
 def _gpu_us(dev, call, reps: int, batches: int = 3) -> tuple[list[float], str]:

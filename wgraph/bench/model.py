@@ -275,7 +275,7 @@ def copy_gbps(dev, result: dict, quick: bool) -> float | None:
         from wgraph.bench import gemv
     except ImportError:
         return None
-    return gemv.copy_bandwidth(dev, gemv.COPY_BYTES["quick" if quick else "full"])["gbps"]
+    return gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, "quick" if quick else "full"))["gbps"]
 
 
 def table(row: dict) -> str:
