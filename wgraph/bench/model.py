@@ -294,7 +294,8 @@ def table(row: dict) -> str:
            else " (no copy bandwidth measured)"),
         f"           {row['dispatches_per_token']} dispatches, {row['submits_per_token']:.2f} submits per token; host "
         f"encoding {row['host_ms_per_token']:.3f} ms per token, GPU "
-        + (f"{gpu:.3f} ms per step (stamped replays of the programs the steps ran)" if gpu else "time not measured (no timestamps)"),
+        + (f"{gpu:.3f} ms per step (stamped replays of the programs the steps ran)" if gpu
+           else "time not measured (no timestamps)"),
     ]
     if len(row.get("programs", ())) > 1:   # a long cache's first steps ran the short program
         lines.append("           steps by program: " + "; ".join(

@@ -460,7 +460,7 @@ def model_table(rows: list[dict]) -> str:
         if "host_ms_per_token" in r:
             gpu = r.get("gpu_ms_per_step")
             lines.append(f"  {'':22} host encoding {r['host_ms_per_token']:.3f} ms/token, GPU "
-                         + (f"{gpu:.3f} ms per step (one replay, stamped pass)" if gpu else "time not measured"))
+                         + (f"{gpu:.3f} ms per step (stamped replays)" if gpu else "time not measured"))
         if r.get("by_op_stamped"):
             lines.append(f"  {'':22} stamped by op: " + ", ".join(
                 f"{op} {v['gpu_us']:.0f} us/{v['dispatches']}" for op, v in r["by_op_stamped"].items()))
