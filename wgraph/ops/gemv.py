@@ -101,8 +101,14 @@ def cpu_loops(kv: Kernel, s: GemvShape) -> int:
     sums_per_slot = (lim["features_per_lane"] + 1) * lim["max_rows"]
     sums = (loop(halvings(lim["lanes"])) + loop(ceil_div(sums_per_slot, lim["lanes"]), loop(lim["lanes"] // 8))
             + loop(klanes))
-    return (loop(ceil_div(loads, lim["unroll"] * klanes)) + 2 * loop(lim["unroll"]) + sums
-            + loop(ceil_div(lim["features_per_lane"] * lim["max_rows"], lim["lanes"])))
+    outs = loop(ceil_div(lim["features_per_lane"] * lim["max_rows"], lim["lanes"]))
+    stage = lim.get("x_stage", 0)
+    if stage:  # gemv_walk_staged.wgsl: stages of x_stage steps, each copied by the workgroup, then its steps
+        step = lim["unroll"] * klanes
+        pieces = stage * step * (lim["k_multiple"] // 4)   # vec4s of a row of x a stage holds
+        copy = loop(ceil_div(s.rows * pieces, kv.threads)) + loop(ceil_div(pieces, kv.threads))
+        return loop(ceil_div(ceil_div(loads, step), stage), copy + loop(stage)) + sums + outs
+    return loop(ceil_div(loads, lim["unroll"] * klanes)) + 2 * loop(lim["unroll"]) + sums + outs
 
 
 def cpu_loop_refusal(kv: Kernel, s: GemvShape, caps) -> str | None:
@@ -119,6 +125,11 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     no = device_refusal(kv, caps)
     if no:
         return no
+    if lim.get("x_stage", 0) != kv.consts.get("X_STAGE", 0):
+        # the limit and the walk are set apart (x_stage, defines GEMV_WALK): a mismatch would run another
+        # kernel than the entry says (x read from storage, or staged with no limit to plan by)
+        return (f"has x_stage = {lim.get('x_stage', 0)} but its shader stages {kv.consts.get('X_STAGE', 0)} steps "
+                f"of x (x_stage >= 1 needs GEMV_WALK = \"gemv_walk_staged.wgsl\")")
     if s.rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"
     if s.n < 1 or s.k < 1:
@@ -172,6 +183,7 @@ def describe(kv: Kernel, s: GemvShape) -> str:
             f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {split}, "
             f"{lim['unroll'] * ft} 16-byte {s.weight_dtype} loads in flight per lane"
             + (", each x load feeding " + str(ft) + " rows" if ft > 1 else "")
+            + (f", x staged in workgroup memory {lim['x_stage']} steps at a time" if lim.get("x_stage") else "")
             + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
 
 
