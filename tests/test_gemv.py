@@ -119,6 +119,53 @@ def test_gemv_row_groups(dev, rng, variant, groups, prefetch, m, n, k, opts):
     _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
 
 
+# x staged in workgroup memory (x_stage: gemv_walk_staged.wgsl), forced: the planned 8-row classes' configurations
+# (f16 prefetched, 1 step a stage of 512 weights; f32 2 and 4 steps, 512 weights) and the candidate without
+# subgroups (2 steps of 2 unrolled loads: 256 / 128 weights a stage); K of several stages with a tail step, an
+# exact multiple, less than one stage or one step; 1, 3, 8 rows (and 5, 7); n not a multiple of a workgroup's rows;
+# each option alone and together
+STAGED = [
+    ("gemv_r8_staged_f16", 8, 14, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_staged_f16", 3, 10, 72, dict(norm=True, bias=False, swiglu=False, residual=False)),
+    ("gemv_r8_staged_f16", 1, 9, 1024, dict(norm=False, bias=False, swiglu=False, residual=True)),
+    ("gemv_r8_staged_f32", 8, 9, 1100, dict(norm=True, bias=True, swiglu=False, residual=False)),
+    ("gemv_r8_staged_f32", 3, 22, 100, dict(norm=False, bias=False, swiglu=True, residual=True)),
+    ("gemv_r8_long_staged_f16", 7, 9, 1096, dict(norm=True, bias=True, swiglu=False, residual=True)),
+    ("gemv_r8_long_staged_f16", 1, 12, 136, dict(norm=True, bias=False, swiglu=True, residual=False)),
+    ("gemv_r8_long_staged_f32", 5, 13, 660, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_long_staged_f32", 8, 7, 36, dict(norm=False, bias=False, swiglu=False, residual=False)),
+    ("gemv_r8_staged_wg_f16", 1, 11, 392, dict(norm=False, bias=False, swiglu=False, residual=True)),
+    ("gemv_r8_staged_wg_f32", 8, 18, 100, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_staged_wg_f32", 3, 5, 8, dict(norm=True, bias=False, swiglu=False, residual=False)),
+]
+
+
+@pytest.mark.parametrize("variant,m,n,k,opts", STAGED)
+def test_gemv_x_staged(dev, rng, variant, m, n, k, opts):
+    kv = kernel(variant)
+    assert kv.limits["x_stage"] == kv.const("X_STAGE") >= 1 and "var<workgroup> xs" in kv.source
+    skip_unless_runs(dev, variant)
+    skip_unless_f16(dev, variant.rsplit("_", 1)[1])
+    c = _case(rng, m, 2 * n if opts["swiglu"] else n, k, variant.rsplit("_", 1)[1], **opts)
+    _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
+
+
+def test_x_stage_zero_reads_x_from_storage():
+    """Every other GEMV kernel has x_stage 0 and the storage walk; a limit that disagrees with the shader is refused
+    (the entry would run another kernel than it says)."""
+    from wgraph.ops.gemv import GemvShape, refusal
+    for kv in registry().values():
+        if kv.facts.get("form") == "gemv" and kv.op == "linear" and not kv.limits.get("x_stage"):
+            assert "X_STAGE" not in kv.consts and "var<workgroup> xs" not in kv.source, kv.name
+    s = GemvShape(rows=8, n=16, k=64, weight_dtype="f16")
+    plain, staged = kernel("gemv_r8_f16"), kernel("gemv_r8_staged_f16")
+    assert refusal(staged, s, None) is None
+    assert "x_stage = 2 but its shader stages 0" in refusal(
+        attrs.evolve(plain, limits={**plain.limits, "x_stage": 2}), s, None)
+    assert "x_stage = 0 but its shader stages 1" in refusal(
+        attrs.evolve(staged, limits={**staged.limits, "x_stage": 0}), s, None)
+
+
 @pytest.mark.parametrize("m,k", [(11, 40), (1, 36)])  # more rows than a GEMV takes; f16 rows not 16-byte aligned
 def test_unfused_path_matches(dev, rng, m, k):
     """The tiled GEMM runs the options as dispatches of their own (rmsnorm, matmul, swiglu, add)."""
