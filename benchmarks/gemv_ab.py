@@ -10,10 +10,14 @@ configuration with the least total time over the class's shapes beside the entry
 into that entry.
 Every candidate's output is checked against float64 (bench_gemv's max_rel_err_vs_float64; past REL_TOL the row
 is marked "wrong", left out of the winners, and the run exits 1 at the end).
-Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates). R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...":
-the 1-row / 2..8-row candidates (row_groups: threads sharing a weight load, each taking rows / row_groups rows of
-x, default 1; prefetch 1: a step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's fused forms
-(f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the shapes left run the planned variant only
+Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates).
+R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch[,x_stage]]];...": the 1-row / 2..8-row candidates
+(row_groups: threads sharing a weight load, each taking rows / row_groups rows of x, default 1; prefetch 1: a
+step's weights loaded while the step before is summed, default 0; x_stage N >= 1: x staged in workgroup memory N
+steps at a time, gemv_walk_staged.wgsl, default 0: read from the storage buffer; a candidate past the device's
+workgroup memory is skipped). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's
+fused forms (f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the
+shapes left run the planned variant only
 (marked in the JSON), so the run stays within a device session's limits. Printed: a line a shape (VERBOSE=1:
 a line a configuration), then per shape the best TOP (default 5) and the planned, then per class the winner."""
 import json
@@ -32,7 +36,7 @@ OUT.mkdir(parents=True, exist_ok=True)
 BUDGET_S = float(os.environ.get("BUDGET_S", "150"))
 EXP = Path("/tmp/gemv_ab_shaders")
 
-# (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch]]) per row count
+# (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch[, x_stage]]]) per row count
 R1 = [(32, 1, 4, 256), (64, 1, 4, 256), (128, 1, 4, 256), (256, 1, 2, 256), (32, 2, 4, 256), (64, 2, 4, 256),
       (32, 1, 8, 256)]
 # 2..8 rows: gemv_r8's and gemv_r8_long's configurations, also prefetched ("_p"), 4 weight rows per slot; then
@@ -43,7 +47,19 @@ R8 = [(64, 2, 1, 128), (256, 2, 1, 256), (64, 2, 1, 128, 1, 1), (256, 2, 1, 256,
       (64, 2, 1, 256, 4), (128, 2, 1, 256, 4), (256, 2, 1, 256, 4), (128, 4, 1, 256, 4), (128, 2, 2, 256, 4),
       (128, 2, 1, 256, 4, 1), (128, 4, 1, 256, 4, 1), (256, 4, 1, 256, 4, 1),
       (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 8, 1, 256, 8),
-      (256, 2, 1, 256, 8, 1), (256, 4, 1, 256, 8, 1), (256, 8, 1, 256, 8, 1)]
+      (256, 2, 1, 256, 8, 1), (256, 4, 1, 256, 8, 1), (256, 8, 1, 256, 8, 1),
+      # x staged in workgroup memory x_stage steps at a time (its reads have no bounds checks): the planned
+      # classes' configurations (f16 gemv_r8 / gemv_r8_wide, then gemv_r8_long; f32 gemv_r8, then gemv_r8_long)
+      # staging 1, 2 and 4 steps where they fit 48 KB (a step of 64 K-lanes of f16 x for 8 rows is 16 KB); the
+      # staged copy serves the workgroup's threads / lanes slots (1 in gemv_r8_long f16: no saving but the
+      # bounds checks' share), so f16 also with 4 and 8 slots of 32 and 16 K-lanes (smaller steps; 13.4 KB in
+      # workgroups of 128, within WebGPU's default 16 KB)
+      (128, 4, 1, 256, 2, 1, 1), (128, 4, 1, 256, 2, 0, 1), (128, 4, 1, 256, 2, 1, 2), (64, 4, 1, 128, 2, 1, 1),
+      (64, 4, 1, 256, 2, 1, 1), (64, 4, 1, 256, 2, 1, 2), (64, 4, 1, 256, 2, 1, 4),
+      (32, 4, 1, 256, 2, 1, 2), (32, 4, 1, 256, 2, 1, 4),
+      (256, 4, 1, 256, 4, 1, 1), (256, 4, 1, 256, 4, 1, 2),
+      (64, 2, 1, 128, 1, 0, 1), (64, 2, 1, 128, 1, 0, 2), (64, 2, 1, 128, 1, 0, 4),
+      (64, 2, 1, 256, 2, 0, 1), (64, 2, 1, 256, 2, 0, 2), (64, 2, 1, 256, 2, 0, 4)]
 if SMALL:  # every 2..8-row candidate (each compiled and checked against float64 on the tiny shapes)
     R1 = R1[:1] + R1[4:5]
 if os.environ.get("R1"):
@@ -56,14 +72,14 @@ REL_TOL = 1e-4  # max |got - float64| / max |float64| of a right kernel (the H20
 
 
 def unpack(c) -> tuple[int, ...]:
-    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch)."""
-    return (*c, 1, 0)[:6] if len(c) == 4 else (*c, 0)[:6]
+    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch, x_stage)."""
+    return (*c, 1, 0, 0)[:7] if len(c) == 4 else (*c, 0, 0)[:7]
 
 
 def config_name(rows: int, c) -> str:
-    lanes, ft, unroll, threads, groups, prefetch = unpack(c)
+    lanes, ft, unroll, threads, groups, prefetch, x_stage = unpack(c)
     return (f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}" + (f"_g{groups}" if groups > 1 else "")
-            + ("_p" if prefetch else ""))
+            + ("_p" if prefetch else "") + (f"_x{x_stage}" if x_stage else ""))
 
 
 def write_registry():
@@ -71,12 +87,13 @@ def write_registry():
     entries = []
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:
-            lanes, ft, unroll, threads, groups, prefetch = unpack(c)
+            lanes, ft, unroll, threads, groups, prefetch, x_stage = unpack(c)
+            walk = ', GEMV_WALK = "gemv_walk_staged.wgsl"' if x_stage else ""  # the walk that reads x_stage
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
                            f'file = "gemv.wgsl"\nentry = "main"\nworkgroup_size = [{threads}]\nfeatures = ["subgroup"]\n'
-                           f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
+                           f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl"{walk} }}\n'
                            f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
-                           f'row_groups = {groups}, prefetch = {prefetch} }}\n'
+                           f'row_groups = {groups}, prefetch = {prefetch}, x_stage = {x_stage} }}\n'
                            f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')
     # read after gemv.toml, whose last subgroup entries take any shape: the planner never reaches these
     (EXP / "registry" / "zz_gemv_ab.toml").write_text("\n".join(entries))
@@ -172,6 +189,7 @@ for (cls, dt, sw), per_config in sorted(by_class.items()):
     print(f"{cls:16} {dt} {sw:6}: {len(shapes_of):2d} shapes; planned {totals['planned']:9.1f} us; best {best} "
           f"{totals[best]:9.1f} us" + (f" -> lanes = {k.limits['lanes']}, features_per_lane = "
                                        f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, prefetch = {k.limits['prefetch']}, "
+                                       f"x_stage = {k.limits['x_stage']}, "
                                        f"workgroup_size = [{k.threads}]" if k else ""))
     summary[f"{cls} {dt} {sw}".strip()] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best}
 RES["summary"] = summary
