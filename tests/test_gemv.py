@@ -120,10 +120,10 @@ def test_gemv_row_groups(dev, rng, variant, groups, prefetch, m, n, k, opts):
 
 
 # x staged in workgroup memory (x_stage: gemv_walk_staged.wgsl), forced: the planned 8-row classes' configurations
-# (f16 prefetched, 1 step a stage of 512 weights; f32 2 and 4 steps, 512 weights) and the candidate without
-# subgroups (2 steps of 2 unrolled loads: 256 / 128 weights a stage); K of several stages with a tail step, an
-# exact multiple, less than one stage or one step; 1, 3, 8 rows (and 5, 7); n not a multiple of a workgroup's rows;
-# each option alone and together
+# (f16 prefetched, 1 step a stage of 512 weights; f32 2 and 4 steps, 512 weights, not prefetched) and the one
+# without subgroups (2 steps of 2 unrolled loads, prefetched: 256 / 128 weights a stage); K of several stages with
+# a tail step, an exact multiple, less than one stage or one step; 1, 3, 8 rows (and 5, 7); n not a multiple of a
+# workgroup's rows; each option alone and together
 STAGED = [
     ("gemv_r8_staged_f16", 8, 14, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
     ("gemv_r8_staged_f16", 3, 10, 72, dict(norm=True, bias=False, swiglu=False, residual=False)),
