@@ -153,3 +153,43 @@ def test_a_name_given_as_np_str_does_what_the_plain_str_does(dev, entry):
         skip_unless_f16(dev, why=QUANT_SCALES)
     call = _str_entries(dev)[entry]
     assert call(np.str_) == call(str)
+
+
+@pytest.mark.parametrize("spell", [2, 2.0, np.float32(2), -0.0, 0.0, np.float64(-0.0)], ids=repr)
+def test_a_scale_factor_is_one_value_however_spelled_and_wherever_given(dev, spell):
+    """scale's factor is the float the rule returns, +0.0 for either zero, by a direct call, in a graph and through
+    Program.update: update kept ScaleParams(2) an int and ScaleParams(-0.0) gave -0 outputs where scale(x, 0.0) gives
+    +0 (np.float32 * -0.0 flips every sign)."""
+    canon = float(spell) + 0.0
+    host = np.array([1.0, -1.0, 0.0, 3.0], np.float32)
+    want = (host * np.float32(canon)).tobytes()   # float64 -> f32 exact here; +0.0 keeps x's signs
+
+    def graph(factor):
+        g = wg.Graph("canon")
+        g.output("y", wg.ops.scale(g.input("x", (4,), "f32"), factor))
+        return g
+
+    assert wg.ops.scale(dev.tensor(host), spell).numpy().tobytes() == want
+    assert graph(spell).to_json() == graph(canon).to_json()
+    g = graph(5.0)
+    prog = g.compile(dev)
+    node = g.topological_order()[-1]
+    prog.update(node, wg.ops.elementwise.ScaleParams(spell))
+    got = prog.params[node]
+    assert type(got.factor) is float and repr(got.factor) == repr(canon)
+    assert prog.run(x=host)["y"].numpy().tobytes() == want
+
+
+def test_a_zero_softcap_is_plus_zero_whichever_zero_came_first():
+    """softcap=-0.0 (off, as 0.0) was kept: the op's params cache finds -0.0 == 0.0, so after a -0.0 call a graph made
+    with 0.0 said "softcap": -0.0 in its JSON (and the other way round)."""
+    def graph(cap):
+        g = wg.Graph("cap")
+        q = g.input("q", (4, 2, 16), "f32")
+        g.output("o", wg.ops.attention(q, q, q, causal=True, softcap=cap))
+        return g.to_json()
+
+    first = graph(-0.0)
+    assert first == graph(0.0) and '"softcap": 0.0' in first and "-0.0" not in first
+    assert args.normal_real("f", "cap", -0.0, or_zero=True).hex() == "0x0.0p+0"
+    assert args.real("f", "x", -0.0).hex() == args.optional_real("f", "x", np.float32(-0.0)).hex() == "0x0.0p+0"

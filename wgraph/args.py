@@ -44,11 +44,21 @@ def _plain(value):
     return value
 
 
+def _canonical_float(value):
+    """A float field's value as the real rules below return it: a float, and +0.0 for either zero (a field that is 0
+    for 'off' is off either way, and a params cache that finds -0.0 == 0.0 must not keep the first one's sign)."""
+    return float(value) + 0.0 if is_real(value) else value
+
+
 def plain_params(params):
-    """An op's attrs params with every numpy scalar field made the Python value it is: what `Program.update` is
-    given comes from the caller (attrs.evolve(params, kv_start=np.int16(32700))), and an op's arithmetic on a numpy
-    field is numpy's (int16 wraps, 1 / np.float16(1e-5) is inf), where a call's rules above return plain values."""
+    """An op's attrs params with every numpy scalar field made the Python value it is, and every float field (`float`
+    or `float | None`) the float the real rules return: what `Program.update` is given comes from the caller
+    (attrs.evolve(params, kv_start=np.int16(32700)), ScaleParams(2), ScaleParams(-0.0)), and an op's arithmetic on a
+    numpy field is numpy's (int16 wraps, 1 / np.float16(1e-5) is inf), where a call's rules above return plain
+    values. ScaleParams(2) kept an int factor and ScaleParams(-0.0) gave -0 outputs where scale(x, 0.0) gives +0."""
     changes = {f.name: _plain(getattr(params, f.name)) for f in attrs.fields(type(params)) if f.init}
+    changes.update({f.name: _canonical_float(changes[f.name]) for f in attrs.fields(type(params))
+                    if f.init and str(f.type).split(" |")[0] in ("float", "<class 'float'>")})
     changes = {k: v for k, v in changes.items() if v is not getattr(params, k)}
     return attrs.evolve(params, **changes) if changes else params
 
@@ -110,13 +120,14 @@ def real(fn: str, name: str, value, lo: float = -F32_MAX, hi: float = F32_MAX, *
     every real that goes into a uniform is an f32."""
     # NaN fails every comparison and +-inf is past any finite bound: the range test is the finiteness test.
     # A plain float answers first: an op call (scale's factor, an eps) asks on every call.
+    # + 0.0: -0.0 is 0.0 (see factor): a params cache finds -0.0 == 0.0 and kept the first one's sign
     if type(value) is float:
         if (lo < value if open_lo else lo <= value) and value <= hi:
-            return value
+            return value + 0.0
     elif is_real(value):
         v = _compared(value)
         if (lo < v if open_lo else lo <= v) and v <= hi:
-            return float(value)
+            return float(value) + 0.0
     raise fail(fn, name, value, f"a finite real in {'(' if open_lo else '['}{lo:.8g}, {hi:.8g}]")
 
 
@@ -126,8 +137,10 @@ def normal_real(fn: str, name: str, value, *, or_zero: bool = False) -> float:
     subnormal a GPU may flush to 0): eps=1e-50 normalised a row of zeros to NaN, softcap=1e-50 made a 0 score
     0 / 0."""
     # is_real first: `value == 0` of an array is an array, whose truth raised numpy's 'ambiguous' ValueError
+    # + 0.0: softcap=-0.0 is off as 0.0 is; a params cache finds -0.0 == 0.0, so the first of the two kept its sign
+    # in every later graph's JSON
     if is_real(value) and ((or_zero and value == 0) or F32_TINY <= _compared(value) <= F32_MAX):
-        return float(value)
+        return float(value) + 0.0
     raise fail(fn, name, value, f"{'0 (off) or ' if or_zero else ''}a finite real in [{F32_TINY:.8g}, {F32_MAX:.8g}]")
 
 
@@ -152,7 +165,7 @@ def optional_real(fn: str, name: str, value) -> float | None:
     if value is None:
         return None
     if is_real(value) and -F32_MAX <= _compared(value) <= F32_MAX:
-        return float(value)
+        return float(value) + 0.0   # -0.0 is 0.0, as in real
     raise fail(fn, name, value, f"a finite real in [{-F32_MAX:.8g}, {F32_MAX:.8g}] or None")
 
 
