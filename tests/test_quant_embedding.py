@@ -61,3 +61,20 @@ def test_graph_gathers_the_row_argmax_picks(dev, rng):
     lv = rng.standard_normal((1, 16)).astype(np.float32)
     got = prog.run(logits=lv)["row"].numpy()
     np.testing.assert_allclose(got, gguf_rows(qw)[[int(lv.argmax())]], rtol=2e-7, atol=0)
+
+
+def test_errors_name_the_call_made_embedding_or_embedding_q(dev, rng):
+    """A quantized gather's errors name the call the user made: embedding_q's own said "embedding:" (its work was
+    embedding's), and an unuploaded or out-of-range call to embedding_q named a function it never called."""
+    qw = quantize(rng.standard_normal((10, 32)).astype(np.float32), "Q8_0")
+    table = qw.upload(dev)
+    f32_ids = dev.tensor(np.ones(2, np.float32))
+    for fn in ("embedding", "embedding_q"):
+        call = getattr(wg.ops, fn)
+        with pytest.raises(wg.LimitError, match=rf"^{fn}: id 10 at index 1 is outside the table's 10 rows"):
+            call([2, 10], table)
+        with pytest.raises(wg.DtypeError, match=rf"^{fn}: ids must be u32, got f32"):
+            call(f32_ids, table)
+        with pytest.raises(wg.DtypeError, match=rf"^{fn}: the Q8_0 weight's blocks are host data"):
+            call([2], qw)
+

@@ -15,7 +15,7 @@ from wgraph.host_arrays import host_ids
 from wgraph.errors import DtypeError, ShapeError
 from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
-from wgraph.ops.quantized import embedding_q
+from wgraph.ops.quantized import _gather_q
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.tensor import Tensor, TensorSpec
 
@@ -78,7 +78,7 @@ def embedding(ids: Ids, table: TensorT | QuantizedWeight, *, dtype: DTypeLike | 
     if isinstance(table, QuantizedWeight):
         if dtype not in (None, "f32"):
             raise DtypeError(f"embedding: a quantized table's rows are f32, got dtype={dtype!r}")
-        return embedding_q(ids, table, out=out)
+        return _gather_q(ids, table, out, "embedding")
     params = EmbeddingParams(dtype)
     tensor_arg("embedding", "table", table)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table, Tensor):

@@ -405,25 +405,31 @@ class QuantEmbeddingParams:
     """The table's format and logical shape [vocab, hidden] (its blocks are the op's second input)."""
 
     ggml_type: str
-    vocab: int = attrs.field(converter=lambda d: args.integer("embedding", "vocab", d, 1))
-    hidden: int = attrs.field(converter=lambda d: args.integer("embedding", "hidden", d, 1))
+    vocab: int = attrs.field(converter=lambda d: args.integer("embedding_q", "vocab", d, 1))
+    hidden: int = attrs.field(converter=lambda d: args.integer("embedding_q", "hidden", d, 1))
 
 
-def _embedding_variant(ggml_type: str) -> str:
+def _embedding_variant(ggml_type: str, where: str = "embedding_q") -> str:
     for kv in kernels_for("embedding_q"):
         if kv.facts.get("ggml_type") == ggml_type:
             return kv.name
-    raise PlanError(f"embedding: no kernel gathers {ggml_type} rows; the registry's embedding_q kernels are "
+    raise PlanError(f"{where}: no kernel gathers {ggml_type} rows; the registry's embedding_q kernels are "
                     f"{[kv.name for kv in kernels_for('embedding_q')]}")
 
 
-def _infer_embedding_q(params: QuantEmbeddingParams, specs):
-    ids, blocks = specs
-    fmt = block_format(params.ggml_type, "embedding")
-    v, h = check_matrix(fmt, (params.vocab, params.hidden), "embedding")
-    _check_blocks(blocks, fmt, v, h, "embedding")
+def _check_ids(ids, where: str) -> None:
     if ids.dtype != "u32":
-        raise DtypeError(f"embedding: ids must be u32, got {ids.dtype}")
+        raise DtypeError(f"{where}: ids must be u32, got {ids.dtype}")
+
+
+def _infer_embedding_q(params: QuantEmbeddingParams, specs):
+    # named as the op: what reaches infer unchecked is a graph's node (a graph file, Program.update); the calls
+    # check ids and the kernel first under their own names (embedding or embedding_q)
+    ids, blocks = specs
+    fmt = block_format(params.ggml_type, "embedding_q")
+    v, h = check_matrix(fmt, (params.vocab, params.hidden), "embedding_q")
+    _check_blocks(blocks, fmt, v, h, "embedding_q")
+    _check_ids(ids, "embedding_q")
     _embedding_variant(fmt.name)
     return (TensorSpec(ids.shape + (h,), "f32"),)
 
@@ -449,11 +455,19 @@ def embedding_q(ids: Ids, table: QuantizedWeight, *, out: TensorT | None = None)
     table: the QuantizedWeight [vocab, hidden] (its blocks on the device).
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
+    return _gather_q(ids, table, out, "embedding_q")
 
-    table = _weight(table, "embedding", "table")
+
+def _gather_q(ids: Ids, table: QuantizedWeight, out: TensorT | None, where: str) -> Any:
+    """embedding_q's work, its errors naming `where`: the call the user made (embedding of a quantized table comes
+    here too; its errors said "embedding:" from embedding_q's own call)."""
+    table = _weight(table, where, "table")
     params = QuantEmbeddingParams(table.ggml_type, table.out_features, table.in_features)
+    _embedding_variant(table.ggml_type, where)
     if isinstance(ids, Tensor) or getattr(ids, "_wgraph_symbol_", False) or not isinstance(table.blocks, Tensor):
+        if isinstance(getattr(ids, "dtype", None), str):
+            _check_ids(ids, where)
         return apply(EMBEDDING_Q, params, (ids, table.blocks), out=out)
-    host = host_ids(ids, table.out_features, "embedding")
+    host = host_ids(ids, table.out_features, where)
     return apply(EMBEDDING_Q, params, (table.blocks.device.tensor(host, "u32"), table.blocks), out=out)
 
