@@ -78,3 +78,9 @@ def test_errors_name_the_call_made_embedding_or_embedding_q(dev, rng):
         with pytest.raises(wg.DtypeError, match=rf"^{fn}: the Q8_0 weight's blocks are host data"):
             call([2], qw)
 
+
+def test_prefix_of_a_tensor_without_rows_says_it_has_none(dev):
+    """prefix(1) of a (0, 4) tensor said rows must be 'an integer in [1, 0]', a range nothing is in."""
+    with pytest.raises(wg.ShapeError, match=r"^Tensor.prefix\(rows=1\): the tensor of shape \(0, 4\) has no rows"):
+        dev.empty((0, 4), "f32").prefix(1)
+

@@ -145,6 +145,9 @@ class Tensor:
         rows: in [1, shape[0]]."""
         if self.ndim == 0:
             raise ShapeError("Tensor.prefix: a 0-dimensional tensor has no rows")
+        if self.shape[0] == 0:   # [1, 0] is no range: say why no rows= can do
+            raise ShapeError(f"Tensor.prefix(rows={args.show(rows)}): the tensor of shape {self.shape} has no rows "
+                             f"(its first dim is 0), so no prefix of 1 row or more")
         rows = args.integer("Tensor.prefix", "rows", rows, 1, self.shape[0])
         return self._view(TensorSpec((rows, *self.shape[1:]), self.dtype))
 
