@@ -84,3 +84,10 @@ def test_prefix_of_a_tensor_without_rows_says_it_has_none(dev):
     with pytest.raises(wg.ShapeError, match=r"^Tensor.prefix\(rows=1\): the tensor of shape \(0, 4\) has no rows"):
         dev.empty((0, 4), "f32").prefix(1)
 
+
+@pytest.mark.parametrize("shape", [(0, 32), (4, 0)])
+def test_quantize_of_an_empty_matrix_names_weights(shape):
+    """quantize(weights of shape (0, 32)) said "shape=(0, 32) must be a tuple ...": quantize has no shape argument."""
+    with pytest.raises(wg.ShapeError, match=rf"^quantize: weights must be \[out_features, in_features\] with both >= "
+                                           rf"1, got shape \({shape[0]}, {shape[1]}\)$"):
+        quantize(np.zeros(shape, np.float32), "Q8_0")

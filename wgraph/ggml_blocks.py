@@ -323,6 +323,8 @@ def quantize(weights: np.ndarray, ggml_type: str) -> QuantizedWeight:
     shape = tuple(int(d) for d in a.shape)
     if len(shape) != 2:
         raise ShapeError(f"quantize: weights must be [out_features, in_features], got shape {shape}")
+    if min(shape) < 1:   # check_matrix's "shape=" names no argument of quantize
+        raise ShapeError(f"quantize: weights must be [out_features, in_features] with both >= 1, got shape {shape}")
     check_matrix(fmt, shape, "quantize")
     bad = np.argwhere(~np.isfinite(a))
     if bad.size:
