@@ -412,3 +412,56 @@ def test_each_generate_starts_afresh_whatever_the_prompts_spelling(tiny, model32
                                                         r"\[0, 100\)")]:
         with pytest.raises(error, match=r"^generate: " + match):
             model32.generate(bad, 2)
+
+
+def _unblocked_tables(n: int, inv: np.ndarray, dtype) -> tuple[bytes, bytes]:
+    """The reference: the whole float64 angle array at once, cos and sin rounded once to dtype."""
+    angles = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(angles).astype(dtype).tobytes(), np.sin(angles).astype(dtype).tobytes()
+
+
+class _RopeOnly:
+    """What Llama.rope_tables reads: max_seq and config.inv_freq() (a Llama-3-like 0.5 ** i spread)."""
+
+    def __init__(self, max_seq: int, inv: np.ndarray):
+        self.max_seq, self.config = max_seq, attrs.make_class("C", [])()
+        self.config.inv_freq = lambda: inv
+
+
+@pytest.mark.parametrize("n, block", [(5, None), (23, 7), (21, 7), (65536 + 3, None)])
+def test_rope_tables_in_position_blocks_equal_the_whole_float64_tables(monkeypatch, n, block):
+    """Llama.rope_tables and ops.rope_tables build the tables in blocks of positions (the whole float64 angle, cos
+    and sin at max_seq 2**20, head_dim 256 were ~3 GB of temporaries): the bytes are the unblocked ones, at sizes
+    within one block, crossing blocks with a tail, ending on a block's edge, and past the real block size."""
+    from wgraph.ops import dense
+
+    if block is not None:
+        monkeypatch.setattr(dense, "ROPE_BLOCK_ROWS", block)
+    inv = 0.5 ** np.arange(4, dtype=np.float64) * 1.3
+    cos, sin = Llama.rope_tables(_RopeOnly(n, inv))
+    assert cos.dtype == sin.dtype == np.float32 and cos.shape == sin.shape == (n, 4)
+    assert (cos.tobytes(), sin.tobytes()) == _unblocked_tables(n, inv, np.float32)
+    theirs = 10000.0 ** (-np.arange(0, 3, dtype=np.float64) * 2.0 / 6)
+    for dtype in (np.float16, np.float32, np.float64):
+        c, s = wg.ops.rope_tables(n, 6, dtype=dtype)
+        assert (c.tobytes(), s.tobytes()) == _unblocked_tables(n, theirs, dtype)
+
+
+def test_rope_tables_temporaries_are_one_block(monkeypatch):
+    """With blocks of 64 positions the float64 temporaries are 64 x 16 x 8 bytes at a time, whatever max_seq: the
+    peak allocation is the two f32 tables and little more (it held three 512 KB float64 arrays)."""
+    import tracemalloc
+
+    from wgraph.ops import dense
+
+    monkeypatch.setattr(dense, "ROPE_BLOCK_ROWS", 64)
+    inv = 0.9 ** np.arange(16, dtype=np.float64)
+    model = _RopeOnly(4096, inv)
+    tracemalloc.start()
+    try:
+        cos, sin = Llama.rope_tables(model)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak - cos.nbytes - sin.nbytes < 64 * 1024, peak
+    assert (cos.tobytes(), sin.tobytes()) == _unblocked_tables(4096, inv, np.float32)

@@ -37,6 +37,7 @@ from wgraph.dtypes import BF16_BITS, as_f32, from_bf16, to_bf16
 from wgraph.errors import CheckpointError, DtypeError, LimitError, ShapeError, UnsupportedError
 from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.kernels.registry import kernel, select_variant
+from wgraph.ops.dense import cos_sin_rows
 from wgraph.graph import Graph
 from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
@@ -324,8 +325,8 @@ class Llama:
 
     def rope_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """cos and sin [max_seq, rope_dim / 2] (f32) of the config's (possibly scaled) frequencies."""
-        angles = np.arange(self.max_seq, dtype=np.float64)[:, None] * self.config.inv_freq()[None, :]
-        return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        # in blocks of positions: the whole float64 angle, cos and sin arrays were ~3 GB at max_seq 2**20
+        return cos_sin_rows(self.max_seq, self.config.inv_freq(), np.float32)
 
     # ---- the forward pass, on graph values (decode) or Tensors (prefill) alike ----
 

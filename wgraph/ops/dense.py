@@ -421,8 +421,26 @@ def rope_tables(max_pos: int, head_dim: int, base: float = 10000.0,
                         "'f32', 'f16', 'float32' and torch.float32 spell them too)")
     dtype = dt
     inv = base ** (-np.arange(0, head_dim // 2, dtype=np.float64) * 2.0 / head_dim)
-    angles = np.arange(max_pos, dtype=np.float64)[:, None] * inv[None, :]
-    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+    return cos_sin_rows(max_pos, inv, dtype)
+
+
+# Positions a block of cos_sin_rows: its float64 temporaries are 8 bytes x this x the columns (64 MiB at 128 columns)
+ROPE_BLOCK_ROWS = 65536
+
+
+def cos_sin_rows(max_pos: int, inv: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of position x inv [max_pos, inv.size] as `dtype`, in blocks of ROPE_BLOCK_ROWS positions: the whole
+    float64 angle, cos and sin arrays at once were ~3 GB of temporaries at max_pos 2**20 with 128 frequencies. Each
+    element is the float64 product, cos and sin rounded once to `dtype`, as the unblocked form gave them."""
+    cos = np.empty((max_pos, inv.size), dtype)
+    sin = np.empty((max_pos, inv.size), dtype)
+    for lo in range(0, max_pos, ROPE_BLOCK_ROWS):
+        hi = min(lo + ROPE_BLOCK_ROWS, max_pos)
+        angles = np.arange(lo, hi, dtype=np.float64)[:, None] * inv[None, :]
+        cos[lo:hi] = np.cos(angles)   # the assignment's cast is astype's: float64 rounded once to `dtype`
+        np.sin(angles, out=angles)
+        sin[lo:hi] = angles
+    return cos, sin
 
 
 # ---- reshape: a view ----
