@@ -18,16 +18,7 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let h = wid.x;
-    let b = wid.y;
-    let sq = seq_q(b);
-    let sk = seq_k(b);
-    enter_seq(b, sk.x);
-    let S = sq.y;
-    let i0 = (nwg.z - 1u - wid.z) * BLOCK_M;
-    if (i0 >= S) {
-        return;                          // the whole workgroup: past this sequence's queries
-    }
+//!include attention_batched_qblock.wgsl
     let g = h / (params.num_heads / params.num_kv_heads);
     let D4 = params.head_dim / 4u;
 
