@@ -5,14 +5,7 @@
 struct KVAppendParams {
     n_rows: u32,
     row_elems: u32,
-    capacity: u32,
-    dst_layout: u32,
-    page_size: u32,
-    pos: i32,
-    use_pos_buf: u32,
-    src_layout: u32,
-    src_ring: u32,
-    src_row0: u32,
+//!include kv_common_fields.wgsl
     cache_rows: u32,   // dst's rows, from the host's shape (see cache_rows())
 }
 

@@ -7,14 +7,7 @@ struct KVQuantizeParams {
     n_rows: u32,
     kv_heads: u32,
     head_dim: u32,
-    capacity: u32,
-    dst_layout: u32,
-    page_size: u32,
-    pos: i32,
-    use_pos_buf: u32,
-    src_layout: u32,
-    src_ring: u32,
-    src_row0: u32,
+//!include kv_common_fields.wgsl
 }
 
 @group(0) @binding(0) var<uniform> params: KVQuantizeParams;
