@@ -46,13 +46,8 @@ fn table_word(i: u32) -> u32 {
 
 @compute @workgroup_size({{WORKGROUP_SIZE}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let t = gid.x + gid.y * groups.x * {{WORKGROUP_SIZE_X}}u;
-  if (t >= params.n) {
-    return;
-  }
-  let s = t / params.hidden;
-  let h = t % params.hidden;
-  let id = ids[s];
+  // t, s, h, id: output t is element h of token s, whose table row is ids[s] (returns past the n outputs)
+//!include embedding_ids.wgsl
   if (id >= params.vocab) {
     if (h == 0u) {
       report_error(ERR_EMBEDDING_ID, id, params.vocab);
