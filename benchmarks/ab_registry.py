@@ -4,6 +4,7 @@ copy of wgraph/shaders/ that experimental registry entries are added to, every k
 import json
 import os
 import shutil
+import sys
 import tomllib
 from pathlib import Path
 
@@ -43,3 +44,13 @@ def toml_entry(name: str, entry: dict) -> str:
 def env_list(name: str, parse):
     """Environment variable `name` as a tuple of `parse`d comma-separated values (HEADS="32/8,16/16"), or None."""
     return tuple(parse(v) for v in os.environ[name].split(",")) if os.environ.get(name) else None
+
+
+def sub(text: str, old: str, new: str, count: int = 1) -> str:
+    """`text` with `old` (which must occur `count` times: else the planned kernel changed and an ablation made from
+    it would silently measure something else) replaced by `new`. The ablation scripts' one edit rule."""
+    found = text.count(old)
+    if found != count:
+        raise SystemExit(f"ablation: {old!r} occurs {found} times in the planned kernel's WGSL, expected {count}; "
+                         f"update {Path(sys.argv[0]).name} to the kernel")
+    return text.replace(old, new)

@@ -65,14 +65,7 @@ FLAT = ab_registry.copy_shaders(EXP)
 
 # ---- the ablated kernels: text substitutions of the planned kernel's WGSL, each checked to apply ----
 
-def sub(text: str, old: str, new: str, count: int = 1) -> str:
-    """`text` with `old` (which must occur `count` times: else the planned kernel changed and the ablation with
-    it would silently measure something else) replaced by `new`."""
-    found = text.count(old)
-    if found != count:
-        raise SystemExit(f"ablation: {old!r} occurs {found} times in the planned kernel's WGSL, expected {count}; "
-                         f"update benchmarks/decode_ablation.py to the kernel")
-    return text.replace(old, new)
+sub = ab_registry.sub
 
 
 MAIN_FILE = FLAT[PLANNED]["file"]

@@ -68,14 +68,7 @@ FLAT = ab_registry.copy_shaders(EXP)
 
 # ---- the ablated kernels: text edits of the planned kernel's WGSL, each checked to apply exactly once ----
 
-def sub(text: str, old: str, new: str, count: int = 1) -> str:
-    """`text` with `old` (which must occur `count` times: else the planned kernel changed and the ablation with
-    it would silently measure something else) replaced by `new`."""
-    found = text.count(old)
-    if found != count:
-        raise SystemExit(f"ablation: {old!r} occurs {found} times in the planned kernel's WGSL, expected {count}; "
-                         f"update benchmarks/prefill_ablation.py to the kernel")
-    return text.replace(old, new)
+sub = ab_registry.sub
 
 
 def cut(text: str, start: str, end: str, new: str) -> str:
