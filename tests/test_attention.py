@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
+from attention_calls import run_attention
 from attention_reference import tolerance_check
 from window_reference import check
 from kernel_support import cannot_run, skip_unless_f16, skip_unless_runs
@@ -95,21 +96,7 @@ def _inputs(rng, dtype, S, rows, hq, hkv, d):
 
 
 def _run(dev, variant, q, k, v, opt):
-    kw = {"causal": opt.get("causal", True)}
-    ref = dict(kw)
-    for key in ("start_pos", "kv_start", "sliding_window", "softcap", "scale", "kv_len"):
-        if key in opt:
-            kw[key] = ref[key] = opt[key]
-    if opt.get("rows"):
-        kw["kv_layout"] = ref["kv_layout"] = "ring"
-    if opt.get("paged"):
-        table = PAGE_TABLE[: k.shape[0] // opt["paged"]]
-        kw.update(kv_layout="paged", page_table=dev.tensor(np.array(table, np.uint32)), page_size=opt["paged"])
-        ref.update(kv_layout="paged", page_table=table, page_size=opt["paged"])
-    if opt.get("gpu_kv_len"):
-        kw["kv_len"] = dev.tensor(np.array([opt["kv_len"]], np.uint32))
-    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant, **kw)
-    return out, ref
+    return run_attention(dev, variant, q, k, v, opt, PAGE_TABLE)
 
 
 def _skip_without_subgroups(dev, variant):

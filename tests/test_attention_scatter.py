@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 import pytest
 
-import wgraph as wg
+from attention_calls import run_attention
 from attention_reference import attention_reference, tolerance_check
 from kernel_support import skip_unless_f16, skip_unless_runs
 from wgraph.kernels.registry import registry
@@ -58,18 +58,7 @@ def _inputs(rng, dtype, rows, hq, hkv, d):
 
 
 def _run(dev, variant, q, k, v, opt):
-    kw = {"causal": True}
-    ref = dict(kw)
-    for key in ("sliding_window", "softcap", "scale", "kv_len"):
-        if key in opt:
-            kw[key] = ref[key] = opt[key]
-    if opt.get("paged"):
-        table = PAGE_TABLE[: k.shape[0] // opt["paged"]]
-        kw.update(kv_layout="paged", page_table=dev.tensor(np.array(table, np.uint32)), page_size=opt["paged"])
-        ref.update(kv_layout="paged", page_table=table, page_size=opt["paged"])
-    if opt.get("gpu_kv_len"):
-        kw["kv_len"] = dev.tensor(np.array([opt["kv_len"]], np.uint32))
-    out = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), variant=variant, **kw)
+    out, ref = run_attention(dev, variant, q, k, v, opt, PAGE_TABLE)
     return out.numpy(), ref
 
 
