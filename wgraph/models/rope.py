@@ -120,7 +120,7 @@ def read_rope(d: dict) -> RopeSettings:
     elif kind == "llama3":
         scaling = RopeScaling(fields["factor"], fields["low_freq_factor"], fields["high_freq_factor"],
                               int(fields["original_max_position_embeddings"]))
-        if not (scaling.factor >= 1 and scaling.low_freq_factor < scaling.high_freq_factor):
+        if not _llama3_bands(scaling):
             raise CheckpointError(f"config.json: llama3 RoPE scaling {fields} needs factor >= 1 and "
                                   f"low_freq_factor < high_freq_factor")
     return RopeSettings(next(iter(thetas.values()), DEFAULT_THETA), scaling)
@@ -147,6 +147,12 @@ def _refuse_null_fields(d: dict, objs: dict) -> None:
                               "or omit the key (then 10000)")
 
 
+def _llama3_bands(s: RopeScaling) -> bool:
+    """Whether Llama 3 scaling's factors make its bands (factor >= 1, low_freq_factor < high_freq_factor): the rule
+    read_rope applies to a config.json and check_scaling to a scaling built in code."""
+    return s.factor >= 1 and s.low_freq_factor < s.high_freq_factor
+
+
 def check_scaling(where: str, s) -> None:
     """CheckpointError unless `s` is None or a scaling whose fields follow read_rope's rules for a config.json: a
     DecoderConfig built in code was checked only for finite frequencies, so LinearRopeScaling(-2.0) negated them,
@@ -166,7 +172,7 @@ def check_scaling(where: str, s) -> None:
                               f"(llama3)")
     reals = (s.factor, s.low_freq_factor, s.high_freq_factor)
     orig = s.original_max_position_embeddings
-    if not (all(number(v) and v > 0 for v in reals) and s.factor >= 1 and s.low_freq_factor < s.high_freq_factor
+    if not (all(number(v) and v > 0 for v in reals) and _llama3_bands(s)
             and type(orig) is int and 1 <= orig <= 1 << 24):
         raise CheckpointError(f"{where}: rope_scaling={s!r} needs finite factors > 0 with factor >= 1 and "
                               f"low_freq_factor < high_freq_factor, and original_max_position_embeddings an integer "
