@@ -169,13 +169,14 @@ def optional_real(fn: str, name: str, value) -> float | None:
     raise fail(fn, name, value, f"a finite real in [{-F32_MAX:.8g}, {F32_MAX:.8g}] or None")
 
 
-def flag(fn: str, name: str, value) -> bool:
-    """`value` as a bool: True or False (a numpy bool too), never 0, 1, None or a string."""
+def flag(fn: str, name: str, value, error: type = ArgumentError) -> bool:
+    """`value` as a bool: True or False (a numpy bool too), never 0, 1, None or a string; else `error` (a config's
+    field: CheckpointError)."""
     if value is True or value is False:
         return value
     if isinstance(value, np.bool_):
         return bool(value)
-    raise fail(fn, name, value, "True or False")
+    raise fail(fn, name, value, "True or False", error)
 
 
 def choice(fn: str, name: str, value, choices):

@@ -87,10 +87,7 @@ class DecoderConfig:
         # flags by args' rule: tie_word_embeddings="no" was truthy, so a model without lm_head.weight was tied
         for name in ("tie_word_embeddings", "rope_interleaved", "qkv_bias", "o_bias", "mlp_bias", "qk_norm",
                      "sandwich_norms"):
-            v = getattr(self, name)
-            if not (v is True or v is False or isinstance(v, np.bool_)):
-                raise CheckpointError(f"DecoderConfig: {name}={v!r} must be True or False")
-            object.__setattr__(self, name, bool(v))
+            object.__setattr__(self, name, args.flag("DecoderConfig", name, getattr(self, name), CheckpointError))
         # sizes by args' rule, kept plain: rotary_dim=4.0 passed (4.0 % 2 == 0) and reached Graph.state's shape
         for name in ("head_dim", "rotary_dim"):
             v = getattr(self, name)
