@@ -29,7 +29,6 @@ import numpy as np
 
 import ab_registry
 import ab_timing
-from ab_timing import states
 
 SMALL = os.environ.get("SMALL") == "1"
 OUT = Path(os.environ.get("OUT", "/tmp/attention_ab"))
@@ -94,7 +93,7 @@ import wgraph.kernels.registry as R  # noqa: E402
 
 R.SHADER_DIR = EXP
 import wgraph as wg  # noqa: E402
-from wgraph.bench import torch_ref, warmup  # noqa: E402
+from wgraph.bench import timing, torch_ref, warmup  # noqa: E402
 
 from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
 
@@ -116,8 +115,9 @@ def span_us(call, n: int, warm_s: float = 0.2):
 
 
 def replay_us(build, n: int = N_CALLS, min_s: float = 0.15):
-    """ab_timing.replay_us on this script's device."""
-    return ab_timing.replay_us(dev, build, n, min_s)
+    """(µs per call, GPU-bound) of `n` calls made by `build` replayed on this script's device (the bench's timer)."""
+    replay = timing.replay_time(dev, timing.compile_calls(dev, build, n), n, min_s)
+    return replay.us_per_call, replay.gpu_bound
 
 
 def measure(label: str, call, build, work: float, unit: str, torch_us=None, extra=None, n: int = N_CALLS) -> dict:
@@ -223,7 +223,7 @@ def section_decode():
 
                     def build(gr, i, var=var):
                         if i == 0:
-                            build.st = states(gr, arrays, ("f16",) * 3)
+                            build.st = timing.states(gr, arrays, ("f16",) * 3)
                         return wg.ops.attention(*build.st, causal=True, variant=var)
 
                     r = measure(f"{plan.variant}{' (planned)' if var is None else ''}",
@@ -273,7 +273,7 @@ def section_batched():
 
             def build(gr, i, var=var):
                 if i == 0:
-                    build.st = states(gr, (q, kc, vc, lens), ("f16", "f16", "f16", "u32"))
+                    build.st = timing.states(gr, (q, kc, vc, lens), ("f16", "f16", "f16", "u32"))
                 a, b_, c, ln = build.st
                 return wg.ops.attention_kvcache(a, b_, c, cache_seqlens=ln, causal=True, variant=var)
 
@@ -286,7 +286,7 @@ def section_batched():
 
             def build1(gr, i):
                 if i == 0:
-                    build1.st = states(gr, (q[0], kc[0], vc[0]), ("f16",) * 3)
+                    build1.st = timing.states(gr, (q[0], kc[0], vc[0]), ("f16",) * 3)
                 return wg.ops.attention(*build1.st, causal=True)
 
             row["single"] = measure("single-sequence attention (planned)", lambda: wg.ops.attention(
@@ -313,7 +313,7 @@ def section_batched():
 
         def build(gr, i, var=var):
             if i == 0:
-                build.st = states(gr, (q, k, v, cu), ("f16", "f16", "f16", "u32"))
+                build.st = timing.states(gr, (q, k, v, cu), ("f16", "f16", "f16", "u32"))
             a, b_, c, cc = build.st
             return wg.ops.attention_varlen(a, b_, c, cc, cc, max_seqlen_q=m, max_seqlen_k=m, causal=True, variant=var)
 
@@ -325,7 +325,7 @@ def section_batched():
 
     def build1(gr, i):
         if i == 0:
-            build1.st = states(gr, (q, k, v), ("f16",) * 3)
+            build1.st = timing.states(gr, (q, k, v), ("f16",) * 3)
         return wg.ops.attention(*build1.st, causal=True)
 
     row["single"] = measure(f"single-sequence flash, {n} rows", lambda: wg.ops.attention(Q, K, V, causal=True, out=out1),
@@ -355,7 +355,7 @@ def section_prefill():
 
             def build(gr, i, var=var):
                 if i == 0:
-                    build.st = states(gr, arrays, ("f32",) * 3)
+                    build.st = timing.states(gr, arrays, ("f32",) * 3)
                 return wg.ops.attention(*build.st, causal=True, variant=var)
 
             r = measure(var or "planned", lambda: wg.ops.attention(*tensors, causal=True, variant=var, out=out), build,

@@ -26,7 +26,7 @@ same K/V bytes and torch:
                     head) pair; checked against float64 as A is
   SB scatter_no_kv  S with B's edit (K/V made from the key's index): the candidate's math alone, beside B
 
-Every attention ablation is timed as attention_ab.py times (ab_timing): `replay` (a compiled Program of 20 calls,
+Every attention ablation is timed as attention_ab.py times: `replay` (the bench's timer: a Program of 20 calls,
 wall clock), `span` (timestamps around every dispatch, with each kernel's time), plus its passes alone; median of
 3 rounds taken in turns. Then per ablation the least-squares line time = a + b * keys over the lengths >= 16384
 (a: the fixed part, b: ns a key; FIT_FROM changes 16384). HEADS="32/8", DIMS="128,64",
@@ -169,7 +169,7 @@ entries.append(ab_registry.toml_entry("x_abl_read", {"op": "x_abl_read", "file":
 import wgraph.kernels.registry as R  # noqa: E402
 
 R.SHADER_DIR = EXP
-from wgraph.bench import torch_ref, warmup  # noqa: E402
+from wgraph.bench import timing, torch_ref, warmup  # noqa: E402
 
 TORCH = False if SMALL else torch_ref.probe()["available"]
 if TORCH:
@@ -177,7 +177,7 @@ if TORCH:
 import wgraph as wg  # noqa: E402
 from wgraph.bench.copy_kernel import BENCH_COPY, CopyParams  # noqa: E402
 from wgraph.bench.grids import Shape  # noqa: E402
-from wgraph.bench.timing import kernel_subsets_us  # noqa: E402
+
 from wgraph.ops import attention_loops  # noqa: E402
 from wgraph.ops.core import OpDef, apply, ceil_div, register  # noqa: E402
 from wgraph.tensor import TensorSpec  # noqa: E402
@@ -251,16 +251,16 @@ class Case:
 
     def __init__(self, label: str, call, build, passes: bool):
         self.label, self.call, self.passes = label, call, passes
-        self.prog = ab_timing.compile_calls(dev, build, N_CALLS, label.replace(" ", "_"))
+        self.prog = timing.compile_calls(dev, build, N_CALLS, label.replace(" ", "_"))
         self.rounds: list[dict] = []
 
     def time_round(self) -> dict:
         r = {}
         r["span_us"], r["split"] = ab_timing.span_us(dev, self.call, N_CALLS, WARM_S)
-        r["replay_us"], r["gpu_bound"] = ab_timing.replay_prog_us(dev, self.prog, N_CALLS, min_s=WARM_S,
-                                                                  warm_s=WARM_S)
+        replay = timing.replay_time(dev, self.prog, N_CALLS, min_s=WARM_S, warm_s=WARM_S)
+        r["replay_us"], r["gpu_bound"] = replay.us_per_call, replay.gpu_bound
         if self.passes:
-            alone = kernel_subsets_us(dev, self.call, N_CALLS, PASSES, batches=3)
+            alone = timing.kernel_subsets_us(dev, self.call, N_CALLS, PASSES, batches=3)
             r["alone_us"] = None if alone is None else {k: round(v[0], 2) for k, v in alone.items()}
         self.rounds.append(r)
         return r
@@ -283,7 +283,7 @@ def attention_case(label, arrays, tensors, var):
 
     def build(g, i):
         if i == 0:
-            build.st = ab_timing.states(g, arrays, ("f16",) * 3)
+            build.st = timing.states(g, arrays, ("f16",) * 3)
         return wg.ops.attention(*build.st, causal=True, variant=var)
 
     case = Case(label, lambda: wg.ops.attention(*tensors, causal=True, variant=var, out=out), build, True)
@@ -296,7 +296,7 @@ def read_case(label, arrays, tensors, groups):
 
     def build(g, i):
         if i == 0:
-            build.st = ab_timing.states(g, arrays[1:], ("f16",) * 2)
+            build.st = timing.states(g, arrays[1:], ("f16",) * 2)
         return apply(X_READ, ReadParams(groups), tuple(build.st))
 
     return Case(label, lambda: apply(X_READ, ReadParams(groups), tuple(tensors[1:]), out=y), build, False)
@@ -308,7 +308,7 @@ def copy_case(label, nbytes):
 
     def build(g, i):
         if i == 0:
-            build.st = ab_timing.states(g, (np.full(nbytes // 4, 1.0, np.float32),), ("f32",))
+            build.st = timing.states(g, (np.full(nbytes // 4, 1.0, np.float32),), ("f32",))
         return apply(BENCH_COPY, CopyParams(), tuple(build.st))
 
     return Case(label, lambda: apply(BENCH_COPY, CopyParams(), (x,), out=y), build, False)

@@ -244,3 +244,29 @@ def test_batched_model_rows_report_the_programs_the_timed_steps_ran(dev, forced_
     short_d, whole_d = _one_step_dispatches(dev, dec._short), _one_step_dispatches(dev, dec.program)
     assert [(p["program"], p["steps"]) for p in row["programs"]] == [("short", 8), ("whole", 2)]
     assert row["dispatches_per_step"] == pytest.approx((8 * short_d + 2 * whole_d) / 10)
+
+
+def test_replay_timer_waits_for_the_gpu_once_per_phase_not_per_replay(dev):
+    """timing.replay_time (the bench's decode/batched replay column and the A/B scripts'): replays go through
+    run_many's in-flight window, and the GPU is read back once after the first run, once after the warm replays
+    and once after the timed ones, however many replays there are (the old timer read back every 4 replays,
+    leaving the GPU idle through each round trip). Every timed replay and warm replay is a submit of its own."""
+    import wgraph as wg
+    from wgraph.bench import timing
+
+    x = np.arange(64, dtype=np.float32)
+
+    def build(g, i):
+        if i == 0:
+            build.st = timing.states(g, (x,), ("f32",))
+        return wg.ops.scale(build.st[0], 2.0)
+
+    prog = timing.compile_calls(dev, build, 3)
+    np.testing.assert_array_equal(prog.run()["out2"].numpy(), x * 2.0)   # each call's output is its own, computed
+    dev.sync()
+    before = dev.stats.snapshot()
+    t = timing.replay_time(dev, prog, 3, min_s=0.05, warm_s=0.01)
+    done = dev.stats.since(before)
+    assert done.readbacks == 3
+    assert done.submits >= 1 + 4 + 3 and done.submits - 1 - 3 > 4   # more replays than one old sync interval
+    assert t.us_per_call > 0 and isinstance(t.gpu_bound, bool)

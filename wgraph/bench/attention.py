@@ -98,39 +98,6 @@ def _gpu_times_us(dev, call, reps: int, batches: int = 3) -> list[float] | None:
     return times
 
 
-def replay_us(dev, build, calls: int = 20, min_s: float = 0.1) -> float:
-    """Wall µs per call of a compiled Program of `calls` calls (`build(graph, i)` adds call i and returns its output)
-    replayed back to back: no timestamps between dispatches, the GPU kept fed (a replay costs the host a few µs a
-    dispatch), so this is GPU time as torch's CUDA-event loop measures it."""
-    g = wg.Graph("bench_replay")
-    for i in range(calls):
-        g.output(f"out{i}", build(g, i))
-    prog = g.compile(dev)
-    prog.run()
-    dev.sync()
-    t0 = time.perf_counter()
-    runs = 0
-    while time.perf_counter() - t0 < WARM_S:
-        prog.run()
-        runs += 1
-        if runs % 4 == 0:
-            dev.sync()   # at most 4 runs in flight
-    dev.sync()
-    reps = max(3, int(min_s / max((time.perf_counter() - t0) / runs, 1e-6)))
-    t0 = time.perf_counter()
-    for i in range(reps):
-        prog.run()
-        if i % 4 == 3:
-            dev.sync()
-    dev.sync()
-    return (time.perf_counter() - t0) / (reps * calls) * 1e6
-
-
-def graph_states(g, arrays, dtypes) -> list:
-    """Program states holding `arrays` (what replay_us's builders attend over)."""
-    return [g.state(f"in{i}", a.shape, d, init=a) for i, (a, d) in enumerate(zip(arrays, dtypes))]
-
-
 def measure(dev, s: Shape, tensors, variant: str | None, target_s: float, max_reps: int, arrays=None) -> dict:
     q, k, v = tensors
     kw = {"causal": s.causal, "variant": variant}
@@ -161,10 +128,10 @@ def measure(dev, s: Shape, tensors, variant: str | None, target_s: float, max_re
 
         def build(g, i):
             if i == 0:
-                build.st = graph_states(g, arrays, (dts[0], dts[1], dts[1]))
+                build.st = timing.states(g, arrays, (dts[0], dts[1], dts[1]))
             return wg.ops.attention(*build.st, **kw)
 
-        row["replay_us"] = replay_us(dev, build)
+        row["replay_us"] = timing.replay_us(dev, build)
     row["_out"] = out
     return row
 

@@ -13,7 +13,7 @@ import numpy as np
 
 import wgraph as wg
 from wgraph.bench import timing, torch_ref
-from wgraph.bench.attention import _gpu_times_us, graph_states, replay_us
+from wgraph.bench.attention import _gpu_times_us
 from wgraph.bench.grids import itemsizes
 
 
@@ -113,14 +113,14 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     wall = timing.wall_us(dev, call, reps)
     row = {"reps": reps, "dispatches": dispatches, "gpu_us": statistics.median(gpu) if gpu else None,
            "wall_us": wall, "time_source": "timestamp-span" if gpu else "wall+sync", "_out": out}
-    row["replay_us"] = replay_us(dev, _builder(s, arrays))   # wall clock: no timestamp queries needed
+    row["replay_us"] = timing.replay_us(dev, _builder(s, arrays))   # wall clock: no timestamp queries needed
     if gpu and s.kind == "decode" and s.B == 1:
         row.update(_single_sequence(dev, s, arrays, reps, call))
     return row
 
 
 def _builder(s: BatchedShape, arrays):
-    """replay_us's builder: the same batched call on Program states."""
+    """timing.replay_us's builder: the same batched call on Program states."""
     dt = "f16" if s.dtype == "f16" else "f32"
     kvdt = "f32" if s.dtype == "f32" else "f16"
     if s.kind == "decode":
@@ -130,7 +130,7 @@ def _builder(s: BatchedShape, arrays):
 
     def build(g, i):
         if i == 0:
-            build.st = graph_states(g, (*arrays, *extra), (dt, kvdt, kvdt, "u32"))
+            build.st = timing.states(g, (*arrays, *extra), (dt, kvdt, kvdt, "u32"))
         q, k, v, x = build.st
         if s.kind == "decode":
             return wg.ops.attention_kvcache(q, k, v, cache_seqlens=x, causal=True)
@@ -161,11 +161,11 @@ def _single_sequence(dev, s: BatchedShape, arrays, reps: int, batched_call) -> d
 
     def build(g, i):
         if i == 0:
-            build.st = graph_states(g, (q, k, v), (dt, kvdt, kvdt))
+            build.st = timing.states(g, (q, k, v), (dt, kvdt, kvdt))
         return wg.ops.attention(*build.st, causal=True)
 
     return {"single_variant": wg.ops.attention_plan(tq, tk, tv, causal=True).variant,
-            "single_gpu_us": statistics.median(gpu), "single_replay_us": replay_us(dev, build),
+            "single_gpu_us": statistics.median(gpu), "single_replay_us": timing.replay_us(dev, build),
             "single_gpu_len_variant": wg.ops.attention_plan(tq, tk, tv, causal=True, kv_len=kv_len).variant,
             "single_gpu_len_gpu_us": statistics.median(gpu_len),
             "turns_single_gpu_len_gpu_us": statistics.median(turns["single"]),

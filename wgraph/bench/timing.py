@@ -11,6 +11,7 @@ import statistics
 import struct
 import time
 
+import attrs
 import wgpu
 
 from wgraph.scheduler import profiling
@@ -166,3 +167,61 @@ def wall_us(dev, call, reps: int) -> float:
             call()
     dev.sync()
     return (time.perf_counter() - t0) / reps * 1e6
+
+
+# The one replay timer (the bench's decode and batched rows, benchmarks/ab_timing.py's A/B scripts): a Program's
+# replays submitted back to back through Program.run_many's in-flight window (a fence wait for the oldest of
+# REPLAY_IN_FLIGHT, never a readback), then one GPU wait. A readback between replays (what the bench did before
+# 2026-12-06: dev.sync() every 4 runs of 20 calls) leaves the GPU idle through each round trip: on an H100 it
+# added ~10 µs to every decode call of the grid (28.4 against 19.1 µs at kv 4096, 32/8 D128).
+REPLAY_IN_FLIGHT = 8
+
+
+@attrs.frozen
+class ReplayTime:
+    """A replay's wall µs per call, and whether the host kept the GPU fed (its encode and submit time was under
+    0.8 of the wall time: else the time is the host's, not the GPU's)."""
+
+    us_per_call: float
+    gpu_bound: bool
+
+
+def compile_calls(dev, build, calls: int, name: str = "bench_replay"):
+    """A Program of `calls` calls: `build(graph, i)` adds call i and returns its value (each call an output)."""
+    import wgraph as wg
+
+    g = wg.Graph(name)
+    for i in range(calls):
+        g.output(f"out{i}", build(g, i))
+    return g.compile(dev)
+
+
+def states(g, arrays, dtypes) -> list:
+    """Graph states in0, in1, ... initialised to `arrays` with `dtypes` (a replayed call's inputs, kept on the GPU)."""
+    return [g.state(f"in{i}", a.shape, d, init=a) for i, (a, d) in enumerate(zip(arrays, dtypes))]
+
+
+def replay_time(dev, prog, calls: int, min_s: float = 0.1, warm_s: float = 0.2) -> ReplayTime:
+    """Wall µs per call of `prog` (which holds `calls` calls) replayed back to back for about `min_s` seconds,
+    after `warm_s` seconds of untimed replays (an idle GPU's clocks take a while to rise); at least 3 replays
+    are timed. No timestamps between dispatches: GPU time as torch's CUDA-event loop measures it."""
+    prog.run()
+    dev.sync()
+    t0 = time.perf_counter()
+    runs = 0
+    while time.perf_counter() - t0 < warm_s or runs == 0:
+        prog.run_many(4, in_flight=REPLAY_IN_FLIGHT)
+        runs += 4
+    dev.sync()
+    per_run = (time.perf_counter() - t0) / runs
+    reps = max(3, int(min_s / max(per_run, 1e-6)))
+    t0 = time.perf_counter()
+    host = prog.run_many(reps, in_flight=REPLAY_IN_FLIGHT)
+    dev.sync()
+    wall = time.perf_counter() - t0
+    return ReplayTime(wall / (reps * calls) * 1e6, host < 0.8 * wall)
+
+
+def replay_us(dev, build, calls: int = 20, min_s: float = 0.1) -> float:
+    """replay_time's µs per call of a Program of `calls` calls made by compile_calls(dev, build, calls)."""
+    return replay_time(dev, compile_calls(dev, build, calls), calls, min_s).us_per_call

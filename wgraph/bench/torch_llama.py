@@ -8,6 +8,8 @@ import statistics
 
 import numpy as np
 
+from wgraph.bench import torch_ref
+
 
 class TorchLlama:
     """Decode-only Llama in torch on CUDA: f16 weights, f32 norms and softmax, a static [max_seq] KV cache
@@ -101,17 +103,7 @@ def decode_timings(m, restart, steps: int):
         run = m.step
         if mode == "cuda_graph":
             restart()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(2):
-                    m.step()
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            restart()
-            with torch.cuda.graph(graph):
-                m.step()
-            run = graph.replay
+            run = torch_ref.graph_replay(m.step, before_capture=restart)
         restart()
         for _ in range(min(steps, 4)):
             run()

@@ -77,9 +77,11 @@ def run_sdpa(shape, q_np, k_np, v_np, reps: int, want_output: bool = True) -> di
     return result
 
 
-def graph_replay(call):
+def graph_replay(call, before_capture=None):
     """`call` captured once in a CUDA graph (after two warm calls on a side stream, as torch's docs do); returns
-    the graph's replay, which launches the captured kernels without the host work of the call."""
+    the graph's replay, which launches the captured kernels without the host work of the call.
+    `before_capture()`, if given, runs between the warm calls and the capture (a decode step resets its position:
+    what the host work of the captured call reads is frozen into the graph)."""
     import torch
 
     stream = torch.cuda.Stream()
@@ -88,6 +90,8 @@ def graph_replay(call):
         for _ in range(2):
             call()
     torch.cuda.current_stream().wait_stream(stream)
+    if before_capture is not None:
+        before_capture()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call()
