@@ -88,10 +88,9 @@ def write_registry():
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:
             lanes, ft, unroll, threads, groups, prefetch, x_stage = unpack(c)
-            walk = ', GEMV_WALK = "gemv_walk_staged.wgsl"' if x_stage else ""  # the walk that reads x_stage
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
                            f'file = "gemv.wgsl"\nentry = "main"\nworkgroup_size = [{threads}]\nfeatures = ["subgroup"]\n'
-                           f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl"{walk} }}\n'
+                           f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
                            f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
                            f'row_groups = {groups}, prefetch = {prefetch}, x_stage = {x_stage} }}\n'
                            f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')

@@ -125,11 +125,6 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     no = device_refusal(kv, caps)
     if no:
         return no
-    if lim.get("x_stage", 0) != kv.consts.get("X_STAGE", 0):
-        # the limit and the walk are set apart (x_stage, defines GEMV_WALK): a mismatch would run another
-        # kernel than the entry says (x read from storage, or staged with no limit to plan by)
-        return (f"has x_stage = {lim.get('x_stage', 0)} but its shader stages {kv.consts.get('X_STAGE', 0)} steps "
-                f"of x (x_stage >= 1 needs GEMV_WALK = \"gemv_walk_staged.wgsl\")")
     if s.rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"
     if s.n < 1 or s.k < 1:

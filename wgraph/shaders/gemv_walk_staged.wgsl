@@ -1,5 +1,5 @@
-// The GEMV core's K walk with x staged in workgroup memory (a variant's GEMV_WALK = "gemv_walk_staged.wgsl" and
-// x_stage = N >= 1; gemv_walk.wgsl is the walk that reads x from the storage buffer). Why: the 8-row GEMVs are
+// The GEMV core's K walk with x staged in workgroup memory (a variant's limit x_stage = N >= 1, which alone picks
+// this walk; x_stage 0 gemv_walk.wgsl, which reads x from the storage buffer). Why: the 8-row GEMVs are
 // bound by instruction issue, and a storage load of x costs the load plus the driver's bounds check (3
 // instructions; docs/benchmarks.md "The machine code") while a thread loads RPG x PARTS vec4s of x per weight
 // load; a workgroup-memory read has no bounds check. Every slot's lane i reads the same x pieces at a step (x
