@@ -45,14 +45,16 @@ def check_fused_options(weight: str, x_shape: tuple, n: int, k: int, b, norm, re
 
 @attrs.frozen
 class GemvShape:
-    """What the GEMV choice depends on: rows of x, W [n, k] and its dtype, and whether a lane pairs row r with
-    row r + n / 2 (swiglu: W holds [gate; up]; linear_rope_kv_append's rotation pairs)."""
+    """What the GEMV choice depends on: rows of x, W [n, k] and its dtype, whether a lane pairs row r with
+    row r + n / 2 (swiglu: W holds [gate; up]; linear_rope_kv_append's rotation pairs) and whether the call fuses
+    an RMSNorm (a variant with the fact fused_norm takes only those: where it measured faster)."""
 
     rows: int
     n: int
     k: int
     weight_dtype: str
     swiglu: bool = False
+    norm: bool = False
 
 
 def gemv_kernels(weight_dtype: str, op: str = "linear", **facts) -> tuple[Kernel, ...]:
@@ -119,8 +121,8 @@ def cpu_loop_refusal(kv: Kernel, s: GemvShape, caps) -> str | None:
 
 
 def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | None:
-    """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n);
-    caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
+    """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n,
+    fused_norm); caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
     lim = kv.limits
     no = device_refusal(kv, caps)
     if no:
@@ -143,6 +145,8 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
             return f"is for in_features >= {kv.facts['min_k']}"
         if s.n < kv.facts.get("min_n", 0):
             return f"is for out_features >= {kv.facts['min_n']}"
+        if kv.facts.get("fused_norm") and not s.norm:
+            return "is for calls with a fused norm"
     return None
 
 
@@ -171,6 +175,7 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     per_wg = kv.threads // lanes * ft
     rules = [f"k >= {kv.facts['min_k']}"] if kv.facts.get("min_k") else []
     rules += [f"n >= {kv.facts['min_n']}"] if kv.facts.get("min_n") else []
+    rules += ["fused norm"] if kv.facts.get("fused_norm") else []
     groups = lim["row_groups"]
     split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
              if groups > 1 else f"{lanes} lanes per row")
