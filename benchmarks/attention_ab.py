@@ -68,10 +68,7 @@ def exp_entry(src: str, name: str, config: dict) -> str:
 # configurations (more workgroups: SPLIT_TARGET; DIMS_PER_LANE 8; KEYS_PER_THREAD 4 with q in registers) are in
 # git and in h200-attention-ab*.log: none beat the registry's by more than 6%. batched_fused_g4's f16 rows took
 # qs_u4 after h100-attention-qs-ab.log (so its configurations here equal its planned kernel).
-# scatter: the registry's own configuration with REDUCE = "scatter" (decode_fused_scatter_g*: a reduce-scatter of the
-# dots and one exp per (key, head) pair; docs/attention.md), so it is an A/B of the reduction alone.
-FUSED = {g: {"qs": dict(Q_IN="workgroup"), "qs_u4": dict(Q_IN="workgroup", KEYS_PER_THREAD=4),
-             "scatter": dict(REDUCE="scatter")} for g in (1, 4, 8)}
+FUSED = {g: {"qs": dict(Q_IN="workgroup"), "qs_u4": dict(Q_IN="workgroup", KEYS_PER_THREAD=4)} for g in (1, 4, 8)}
 # f32 prefill flash configurations at D=128 (the registry's: BLOCK_M 64, 2 threads a query, 8-key tiles)
 PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dict(TILE_N=4),
            "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}

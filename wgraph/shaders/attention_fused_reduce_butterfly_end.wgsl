@@ -1,1 +1,0 @@
-    // (REDUCE = "butterfly": every lane of a slot holds each head's m already)
