@@ -270,3 +270,25 @@ def test_replay_timer_waits_for_the_gpu_once_per_phase_not_per_replay(dev):
     assert done.readbacks == 3
     assert done.submits >= 1 + 4 + 3 and done.submits - 1 - 3 > 4   # more replays than one old sync interval
     assert t.us_per_call > 0 and isinstance(t.gpu_bound, bool)
+
+
+def test_replay_timer_refuses_a_program_of_no_calls(dev):
+    """`calls` divides the replay time: 0 calls (a Program that compile_calls made of none) was a ZeroDivisionError
+    after the replays; it is an ArgumentError before any GPU work. warm_s=0 still replays (and times) the Program."""
+    import wgraph as wg
+    from wgraph.bench import timing
+
+    x = np.arange(8, dtype=np.float32)
+
+    def build(g, i):
+        if i == 0:
+            build.st = timing.states(g, (x,), ("f32",))
+        return wg.ops.scale(build.st[0], 2.0)
+
+    prog = timing.compile_calls(dev, build, 1)
+    with pytest.raises(wg.ArgumentError, match="calls"):
+        timing.replay_time(dev, prog, 0, min_s=0.0, warm_s=0.0)
+    with pytest.raises(wg.ArgumentError, match="calls"):
+        timing.replay_us(dev, build, 0)
+    t = timing.replay_time(dev, prog, 1, min_s=0.0, warm_s=0.0)
+    assert t.us_per_call > 0

@@ -14,6 +14,7 @@ import time
 import attrs
 import wgpu
 
+from wgraph import args
 from wgraph.scheduler import profiling
 from wgraph.scheduler.commands import Copy
 from wgraph.scheduler.recording import Recording
@@ -187,9 +188,11 @@ class ReplayTime:
 
 
 def compile_calls(dev, build, calls: int, name: str = "bench_replay"):
-    """A Program of `calls` calls: `build(graph, i)` adds call i and returns its value (each call an output)."""
+    """A Program of `calls` calls: `build(graph, i)` adds call i and returns its value (each call an output).
+    ArgumentError for fewer than 1 call (a Program of none has nothing to time)."""
     import wgraph as wg
 
+    calls = args.integer("compile_calls", "calls", calls, 1)
     g = wg.Graph(name)
     for i in range(calls):
         g.output(f"out{i}", build(g, i))
@@ -204,7 +207,9 @@ def states(g, arrays, dtypes) -> list:
 def replay_time(dev, prog, calls: int, min_s: float = 0.1, warm_s: float = 0.2) -> ReplayTime:
     """Wall µs per call of `prog` (which holds `calls` calls) replayed back to back for about `min_s` seconds,
     after `warm_s` seconds of untimed replays (an idle GPU's clocks take a while to rise); at least 3 replays
-    are timed. No timestamps between dispatches: GPU time as torch's CUDA-event loop measures it."""
+    are timed. No timestamps between dispatches: GPU time as torch's CUDA-event loop measures it. `calls` < 1 is an
+    ArgumentError (it divides the time: a Program of 0 calls was a ZeroDivisionError after its replays)."""
+    calls = args.integer("replay_time", "calls", calls, 1)
     prog.run()
     dev.sync()
     t0 = time.perf_counter()
