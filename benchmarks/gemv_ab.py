@@ -99,9 +99,11 @@ def write_registry():
 
 
 def planned_variant(s) -> str:
-    """The registry/gemv.toml entry that plans shape `s` now (its class)."""
+    """The registry/gemv.toml entry that plans shape `s` now (its class), with the shape's fused norm and residual
+    as the planned row ran it (a fused norm plans gemv_r8_wide_norm where the shape without one plans gemv_r8_wide)."""
     from wgraph.ops.dense import plan_linear
-    return plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, dev.caps, swiglu=s.swiglu).variant
+    return plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, dev.caps, swiglu=s.swiglu, norm=s.norm,
+                       residual=s.residual).variant
 
 
 write_registry()
