@@ -35,6 +35,7 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "prefill_flash_d256": ("prefill", 256),
     "prefill_gemm_d64": ("prefill", 64),     # experimental (the planner passes over them): forced
     "prefill_gemm_d128": ("prefill", 128),
+    "prefill_gemm_d128_long": ("prefill", 128),   # f16 only, planned from 2048 keys: forced here
 }
 DTYPES = ("f32", "f16", "f16kv")
 HEADS = ((1, 1), (2, 1), (4, 2), (8, 8), (8, 2), (4, 1), (2, 2), (8, 4))
@@ -74,10 +75,11 @@ def _cases():
     cases = []
     n = 0
     for kind, (phase, max_d) in KINDS.items():
-        max_group = registry()[f"{kind}_f32"].limits.get("max_q_per_kv", 99)
+        dtypes = [dt for dt in DTYPES if f"{kind}_{dt}" in registry()]   # an entry may have some rows only
+        max_group = registry()[f"{kind}_{dtypes[0]}"].limits.get("max_q_per_kv", 99)
         heads = [(hq, hkv) for hq, hkv in HEADS if hq // hkv <= max_group]
         for name, opt in OPTIONS:
-            dtype = DTYPES[n % 3]
+            dtype = dtypes[n % len(dtypes)] if len(dtypes) < len(DTYPES) else DTYPES[n % 3]
             hq, hkv = heads[n % len(heads)]
             dims = _head_dims(f"{kind}_{dtype}", max_d)
             d = dims[n % len(dims)]
@@ -167,6 +169,8 @@ GEMM_TILES = [  # (variant, S, L, Hq, Hkv, D, causal, window, softcap)
     ("prefill_gemm_d128_f32", 100, 77, 2, 2, 128, False, (-1, -1), 0.0),
     ("prefill_gemm_d128_f16kv", 70, 140, 4, 1, 96, False, (40, 10), 2.5),
     ("prefill_gemm_d128_f16", 129, 129, 2, 1, 128, True, (-1, -1), 0.0),
+    ("prefill_gemm_d128_long_f16", 129, 200, 4, 2, 128, True, (-1, -1), 0.0),   # 32-key tiles
+    ("prefill_gemm_d128_long_f16", 70, 97, 2, 1, 96, True, (20, 5), 3.0),
 ]
 
 

@@ -52,6 +52,10 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
         # D 65..128; the rest stay experimental (the H200 A/B did not confirm them)
         if dtype == "f32" and d <= 128 and mem >= 30976:
             return f"prefill_gemm_d{64 if d <= 64 else 128}_f32"
+        # f16 over 2048 keys or more: the 32-key-tile entry first (64 x 5 + 32 x 5 + 8 x 32 + 32 x 16 vec4s of
+        # Q, K, V and p, plus 64 f32 corrections: 20224 bytes)
+        if dtype == "f16" and 64 < d <= 128 and span >= 2048 and mem >= 20224:
+            return "prefill_gemm_d128_long_f16"
         if dtype == "f16" and 64 < d <= 128 and mem >= 30976:
             return "prefill_gemm_d128_f16"
         for cls, need in ((64, 8192), (128, 8192), (256, 16384)):
@@ -104,7 +108,17 @@ def test_plan_table_rows():
     p = plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg)
     assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (64, 32, 1))
     assert dict(p.rejected)["prefill_gemm_d64_f32"] == "takes head_dim <= 64; got 128"
-    assert plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), sg).variant == "prefill_gemm_d128_f16"
+    # f16 at 2048 keys and more: 32-key tiles (20224 bytes); below, the 64-key entry
+    p = plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), sg)
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_long_f16", "gemm", (64, 32, 1))
+    p = plan(PlanFacts("prefill", "f16", 2047, 32, 128, 2047), sg)
+    assert p.variant == "prefill_gemm_d128_f16"
+    assert dict(p.rejected)["prefill_gemm_d128_long_f16"] == "kv span 2047 < 2048, where it is slower"
+    assert plan(PlanFacts("prefill", "f16", 1, 32, 128, 2048), sg).variant == "prefill_gemm_d128_long_f16"
+    small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=20223)
+    assert "needs 20224 bytes" in dict(plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), small).rejected)[
+        "prefill_gemm_d128_long_f16"]
+    assert plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg).variant == "prefill_gemm_d128_f32"
     # f16 at D <= 64: the flash kernel (the GEMM-shaped d64 f16 entry is experimental; d128 is for D >= 65)
     p = plan(PlanFacts("prefill", "f16", 4096, 32, 64, 4096), sg)
     assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d64_f16", "flash", (32, 32, 1))
