@@ -79,7 +79,7 @@ def _cases():
         max_group = registry()[f"{kind}_{dtypes[0]}"].limits.get("max_q_per_kv", 99)
         heads = [(hq, hkv) for hq, hkv in HEADS if hq // hkv <= max_group]
         for name, opt in OPTIONS:
-            dtype = dtypes[n % len(dtypes)] if len(dtypes) < len(DTYPES) else DTYPES[n % 3]
+            dtype = dtypes[n % len(dtypes)]
             hq, hkv = heads[n % len(heads)]
             dims = _head_dims(f"{kind}_{dtype}", max_d)
             d = dims[n % len(dims)]
