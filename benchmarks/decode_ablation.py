@@ -13,6 +13,10 @@ same K/V bytes and torch:
                     + prologue (params, range, q into workgroup memory, barrier) + merge + partial stores
   D1 empty_load1    n = 0 known only at run time: D + the pipeline's first loads (issued, never used) and the
                     planned kernel's registers
+  D2 empty_nomerge  D without the chunk's merge (no shuffles, workgroup-memory rounds or barriers): each head's
+                    partials stored straight from the lanes' registers, as many stores as the merge makes
+  D3 launch         D2 without the stores: nothing left but the launch of A's grid and its early returns (the
+                    compiler drops the dead rest): the floor of one pass of this grid
   E  chunk pass     each ablation's chunk pass dispatched alone (every call's combine left out of the pass:
                     wgraph.bench.timing.kernel_subsets_us), beside the span's per-kernel split
   F  combine        the combine pass alone, the same way
@@ -96,6 +100,23 @@ FOLD = """//!repeat i U * PPL
 """
 
 
+MERGE_INCLUDE = "//!include attention_fused_merge.wgsl"
+EMPTY_N = "    let n = 0u;                                   // ablation D"
+# D2: each head's (m, l) by thread 0 and its D sums by the first threads, from the lanes' own registers (the merge's
+# store count; acc[0] keeps the registers live; the values are not attention)
+NO_MERGE = """    // ablation D2: no merge
+    if (t == 0u) {
+//!repeat hh G_TILE
+        if (${hh}u < ng) {
+            store_ml(${hh}u, m[$hh], l[$hh]);
+        }
+//!end
+    }
+    for (var i: u32 = t; i < ng * D; i += WG) {
+        store_acc(i / D, i % D, acc[0].x, 0.0);
+    }"""
+
+
 def ablation_sources() -> dict:
     """{tag: {file name: WGSL}} of every ablated kernel (its main file and, where changed, its steps)."""
     steps_b = sub(sub(STEPS, K_LOAD, "= fake_kv(r + ${p}u * LPR, 0u);", 2), V_LOAD,
@@ -103,9 +124,11 @@ def ablation_sources() -> dict:
     head, _ = sub(STEPS, DOTS, DOTS).split(DOTS)
     steps_c = sub(head, LOOP, "    var fold = vec4<u32>(0u);\n" + LOOP) + FOLD
 
-    def main(tag: str, steps: bool, n_line: str | None = None, extra: str = "") -> dict:
+    def main(tag: str, steps: bool, n_line: str | None = None, extra: str = "", merge: str | None = None) -> dict:
         text = sub(MAIN, HEAD_INCLUDE, KEEP_BINDINGS)
         text = sub(text, "@compute", extra + "\n@compute") if extra else text
+        if merge is not None:
+            text = sub(text, MERGE_INCLUDE, merge)
         if steps:
             text = sub(text, STEPS_INCLUDE, f"//!include x_abl_steps_{tag}.wgsl")
         if n_line:
@@ -115,9 +138,11 @@ def ablation_sources() -> dict:
     return {
         "no_kv": {**main("no_kv", True, extra=FAKE_FN), "x_abl_steps_no_kv.wgsl": steps_b},
         "loads_only": {**main("loads_only", True), "x_abl_steps_loads_only.wgsl": steps_c},
-        "empty": main("empty", False, "    let n = 0u;                                   // ablation D"),
+        "empty": main("empty", False, EMPTY_N),
         "empty_load1": main("empty_load1", False,
                             "    let n = select(0u, min(chunk, range.y - lo), params.num_chunks == 0u);  // D1"),
+        "empty_nomerge": main("empty_nomerge", False, EMPTY_N, merge=NO_MERGE),
+        "launch": main("launch", False, EMPTY_N, merge="    // ablation D3: no merge, no stores\n"),
     }
 
 
@@ -148,7 +173,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   }
 }
 """
-ABLATIONS = {tag: f"x_abl_g4_f16_{tag}" for tag in ("no_kv", "loads_only", "empty", "empty_load1")}
+ABLATIONS = {tag: f"x_abl_g4_f16_{tag}" for tag in ("no_kv", "loads_only", "empty", "empty_load1", "empty_nomerge",
+                                                    "launch")}
 entries = []
 for tag, files in ablation_sources().items():
     for name, text in files.items():
@@ -212,7 +238,7 @@ dev = wg.default_device()
 print(dev.caps, flush=True)
 RES = {"caps": str(dev.caps), "torch": TORCH, "planned": PLANNED, "ablations": ABLATIONS, "fit_from": FIT_FROM,
        "rows": [],
-       "note": "only the planned kernel (A) computes attention and is checked against float64; B, C, D, D1 and the "
+       "note": "only the planned kernel (A) computes attention and is checked against float64; B, C and D-D3 and the "
                "read kernels compute nothing meaningful and are not checked"}
 RES["prepare"] = warmup.prepare(dev, TORCH)
 WARM_S = 0.05 if SMALL else 0.15
@@ -333,7 +359,8 @@ def run_shape(hq: int, hkv: int, D: int, L: int) -> dict:
     if not diff < 1e-2:
         raise SystemExit(f"{PLANNED} at {s.label()} is {diff:.3g} from the float64 reference (limit 1e-2)")
     for tag, label in (("no_kv", "B no_kv"), ("loads_only", "C loads_only"), ("empty", "D empty"),
-                       ("empty_load1", "D1 empty_load1")):
+                       ("empty_load1", "D1 empty_load1"), ("empty_nomerge", "D2 empty_nomerge"),
+                       ("launch", "D3 launch")):
         cases[label] = attention_case(label, arrays, tensors, ABLATIONS[tag])
     grid = int(np.prod(forced.workgroups))
     row["read_grid_workgroups"] = grid
