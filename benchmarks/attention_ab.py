@@ -18,7 +18,8 @@ $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes
 batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
 the varlen prefill out of the batched section. FUSED=1 adds the fused kernel's configurations (FUSED below,
-measured in h200-attention-ab*.log)."""
+measured in h200-attention-ab*.log) and the decode kernels with the combine pass that loads its first chunks before
+their max is known (COMBINE_PF below; outputs bit-equal to the planned pair's)."""
 import json
 import os
 import sys
@@ -56,6 +57,8 @@ def exp_entry(src: str, name: str, config: dict) -> str:
             e["workgroup_size"] = [value, 1, 1]
         elif key == "DIMS_PER_LANE":
             e["limits"]["dims_per_lane"] = e["head_dim_multiple"] = value
+        elif key == "COMBINE":
+            e["combine"] = value
         else:
             e["defines"][key] = str(value)
     return ab_registry.toml_entry(name, e)
@@ -75,7 +78,44 @@ PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dic
 # batched flash at D=128 for the ragged varlen rows (short sequences: smaller query blocks)
 VARLEN = {"bm32": dict(BLOCK_M=32, WG=64)}
 
-extra = []
+# The combine pass with each thread's first UNROLL chunks' (m, acc) loaded before the chunks' max is known, so the
+# weighted sum waits for one memory round trip, not two (the combine alone takes ~5 us a call: docs/benchmarks.md,
+# the decode ablation); the same sums in the same order. The fused decode kernels with it: configuration "cpf".
+MERGE = (EXP / "attention_combine_merge.wgsl").read_text()
+GROUPS = "    let groups = WG / D4;\n    let d4 = t % D4;\n    let grp = t / D4;\n"
+PREFETCH = GROUPS + """    var pm: array<f32, UNROLL>;                   // the thread's first UNROLL chunks' m and acc
+    var pa: array<vec4<f32>, UNROLL>;
+//!repeat u UNROLL
+    pm[$u] = MASKED;
+    pa[$u] = vec4<f32>(0.0);
+    if (grp < groups && grp + ${u}u * groups < n) {
+        pm[$u] = part_ml[(first + grp + ${u}u * groups) * 2u];
+        pa[$u] = part_acc[(first + grp + ${u}u * groups) * D4 + d4];
+    }
+//!end
+"""
+FIRST_SUMS = """    if (grp < groups) {
+//!repeat u UNROLL
+        if (grp + ${u}u * groups < n) {
+            acc += exp(pm[$u] - m) * pa[$u];
+        }
+//!end
+        for (var c0: u32 = grp + groups * UNROLL; c0 < n; c0 += groups * UNROLL) {"""
+merge_pf = ab_registry.sub(MERGE, "    var st = vec2<f32>(MASKED, 0.0);", PREFETCH + "    var st = vec2<f32>(MASKED, 0.0);")
+merge_pf = ab_registry.sub(merge_pf, "\n" + GROUPS, "\n", 1)
+merge_pf = ab_registry.sub(merge_pf, """    if (grp < groups) {
+        for (var c0: u32 = grp; c0 < n; c0 += groups * UNROLL) {""", FIRST_SUMS)
+(EXP / "x_combine_merge_pf.wgsl").write_text(merge_pf)
+COMBINE_FILE = FLAT["decode_splitk_combine_f16"]["file"]
+(EXP / "x_combine_pf.wgsl").write_text(ab_registry.sub((EXP / COMBINE_FILE).read_text(),
+                                                        "//!include attention_combine_merge.wgsl",
+                                                        "//!include x_combine_merge_pf.wgsl"))
+COMBINE_PF = {"cpf": dict(COMBINE="x_combine_pf_f16")}
+
+extra = [ab_registry.toml_entry("x_combine_pf_f16", {**FLAT["decode_splitk_combine_f16"], "file": "x_combine_pf.wgsl"})]
+for g in FUSED:
+    for tag, conf in COMBINE_PF.items():
+        extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
 for g, confs in FUSED.items():
     for tag, conf in confs.items():
         extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
@@ -98,6 +138,7 @@ dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
 RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
+                                                                 "combine": COMBINE_PF,
                                                                  "prefill": PREFILL, "varlen": VARLEN}}
 N_CALLS = 5 if SMALL else 20
 
@@ -207,7 +248,7 @@ def section_decode():
                     print(f"  {'torch':44} {row['torch_us']:8.1f} us", flush=True)
                 plan_name = None
                 variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16"]
-                variants += [f"x_fused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]
+                variants += [f"x_fused_g{g}_f16_{tag}" for tag in [*FUSED.get(g, {}), *COMBINE_PF] if FUSED_CONFIGS]
                 for var in variants:
                     try:
                         plan = wg.ops.attention_plan(*tensors, causal=True, variant=var)
