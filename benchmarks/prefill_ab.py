@@ -14,7 +14,7 @@ the configuration with the least total time over the class's shapes. Writes $OUT
 Env: SMALL=1 a smoke run on lavapipe (tiny shapes); BUDGET_S (150): past it, the shapes left run the planned
 kernel and torch only; N (4): calls per recording; SECTIONS ("prefill,varlen"); CONFIGS: other candidates,
 "tag:KEY=V,KEY=V;..." (KEY: a define of attention_prefill_gemm.wgsl or WG, the workgroup size), applied to both
-head-dim classes."""
+head-dim classes; and always the LOOPS candidates (the body's unrolled loops as run-time loops: text edits)."""
 import json
 import os
 import statistics
@@ -61,15 +61,54 @@ FLAT = ab_registry.copy_shaders(EXP)  # every kernel's entry, expanded
 
 
 def exp_entry(src: str, name: str, config: dict) -> str:
-    """Kernel `src`'s expanded registry entry renamed with `config` applied (WG: the workgroup size; anything else
-    a define); it stays experimental, so only `variant=` runs it."""
+    """Kernel `src`'s expanded registry entry renamed with `config` applied (WG: the workgroup size; FILE: the
+    kernel's main file; anything else a define); it stays experimental, so only `variant=` runs it."""
     e = {**FLAT[src], "experimental": True, "defines": dict(FLAT[src].get("defines", {}))}
     for key, value in config.items():
         if key == "WG":
             e["workgroup_size"] = [value, 1, 1]
+        elif key == "FILE":
+            e["file"] = value
         else:
             e["defines"][key] = str(value)
     return ab_registry.toml_entry(name, e)
+
+
+# Candidates that edit the kernel's text: the body's unrolled loops over a chunk's head-dim vec4s (S = Q K^T) and
+# over a V chunk's keys (P V) as run-time loops, so the compiler hoists fewer workgroup-memory loads into registers:
+# 167 registers a thread x 256 threads is one workgroup an SM (h100-prefill-decode-pipeline-stats-1206.json), and
+# the QK side costs 4x the P.V FMAs (h100-prefill-ablation-1206.log). tag -> (QK loop, P.V loop) run-time.
+LOOPS = {"qkloop": (True, False), "pvloop": (False, True), "loops": (True, True)}
+BODY = (EXP / "attention_gemm_body.wgsl").read_text()
+GEMM_MAIN = FLAT["prefill_gemm_d128_f32"]["file"]
+
+
+def loop_body(qk: bool, pv: bool) -> str:
+    """attention_gemm_body.wgsl with the chosen //!repeat blocks as run-time loops (the same sums, same order)."""
+    text = BODY
+    if qk:
+        text = ab_registry.sub(text, "//!repeat c DC4\n            {\n",
+                               "            for (var c: u32 = 0u; c < DC4; c++) {\n")
+        text = ab_registry.sub(text, "            }\n//!end\n            workgroupBarrier();             // the chunk",
+                               "            }\n            workgroupBarrier();             // the chunk")
+        text = ab_registry.sub(text, "][${c}u];", "][c];", 2)
+    if pv:
+        text = ab_registry.sub(text, "//!repeat kk VC\n                {\n",
+                               "                for (var kk: u32 = 0u; kk < VC; kk++) {\n", 2)
+        text = ab_registry.sub(text, "                }\n//!end\n            } else {",
+                               "                }\n            } else {")
+        text = ab_registry.sub(text, "                }\n//!end\n            }\n            workgroupBarrier();",
+                               "                }\n            }\n            workgroupBarrier();")
+        text = ab_registry.sub(text, "ps[k0 + ${kk}u]", "ps[k0 + kk]", 2)
+        text = ab_registry.sub(text, "vs[${kk}u]", "vs[kk]", 2)
+    return text
+
+
+for tag, (qk, pv) in LOOPS.items():
+    (EXP / f"x_gemm_body_{tag}.wgsl").write_text(loop_body(qk, pv))
+    (EXP / f"x_prefill_gemm_{tag}.wgsl").write_text(ab_registry.sub(
+        (EXP / GEMM_MAIN).read_text(), "//!include attention_gemm_body.wgsl", f"//!include x_gemm_body_{tag}.wgsl"))
+TEXT_CONFIGS = {tag: {"FILE": f"x_prefill_gemm_{tag}.wgsl"} for tag in LOOPS}
 
 
 def cand(D: int, dt: str, tag: str) -> str:
@@ -77,7 +116,7 @@ def cand(D: int, dt: str, tag: str) -> str:
 
 
 _extra = [exp_entry(f"prefill_gemm_d{D}_{dt}", cand(D, dt, tag), conf)
-          for D in (64, 128) for dt in ("f32", "f16") for tag, conf in CONFIGS.items()]
+          for D in (64, 128) for dt in ("f32", "f16") for tag, conf in {**CONFIGS, **TEXT_CONFIGS}.items()]
 _extra += [exp_entry("batched_gemm_d128_f16", f"x_bgemm_d128_f16_{tag}", conf) for tag, conf in CONFIGS.items()]
 (EXP / "registry" / "zz_prefill_ab.toml").write_text("\n\n".join(_extra) + "\n")
 
@@ -88,12 +127,32 @@ import wgraph as wg  # noqa: E402
 from wgraph.bench import torch_ref, warmup  # noqa: E402
 from wgraph.bench.fma import fma_peak  # noqa: E402
 from wgraph.bench.grids import Shape, flops  # noqa: E402
+from wgraph.ops import attention_loops  # noqa: E402
+from wgraph.ops.core import ceil_div  # noqa: E402
+from wgraph.ops.cpu_limits import halvings, loop  # noqa: E402
+
+
+def loop_bound(qk: bool, pv: bool):
+    """A CPU adapter's loop count of a LOOPS candidate: attention_loops' GEMM count with the run-time loops inside
+    the head-dim chunks (DC4 trips) and the V chunks (VC trips)."""
+    def bound(k, f, caps) -> int:
+        bm, bn, dc4, vc, row4, lpr = (attention_loops.kconst(k, n)
+                                      for n in ("BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR"))
+        tile = (loop(row4 // dc4, loop(dc4) if qk else 0) + 2 * loop(halvings(lpr))
+                + loop(bn // vc, loop(vc) if pv else 0))
+        return loop(ceil_div(f.kv_span + bm - 1, bn), tile) + loop(halvings(lpr))
+    return bound
+
+
+for _tag, (_qk, _pv) in LOOPS.items():
+    attention_loops.BOUNDS[f"x_prefill_gemm_{_tag}.wgsl"] = loop_bound(_qk, _pv)
+ALL_CONFIGS = {**CONFIGS, **TEXT_CONFIGS}
 
 T0 = time.perf_counter()
 dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
-RES = {"caps": str(dev.caps), "configs": CONFIGS, "budget_s": BUDGET_S, "n_calls": N_CALLS, "rows": []}
+RES = {"caps": str(dev.caps), "configs": ALL_CONFIGS, "budget_s": BUDGET_S, "n_calls": N_CALLS, "rows": []}
 
 
 def save():
@@ -139,7 +198,7 @@ def candidates(D: int, dt: str, full: bool):
     out = [("planned", None)]
     if full:
         out.append(("gemm", f"prefill_gemm_d{cls}_{dt}"))
-        out += [(f"gemm_{tag}", cand(cls, dt, tag)) for tag in CONFIGS]
+        out += [(f"gemm_{tag}", cand(cls, dt, tag)) for tag in [*CONFIGS, *TEXT_CONFIGS]]
     return out
 
 
@@ -277,7 +336,7 @@ def summary():
         base = totals.get("planned")
         print(f"  d{cls} {dt} ({n} shapes): " + ", ".join(
             f"{label} {t / 1e3:.2f} ms" + (f" ({base / t:.2f}x planned)" if base else "") for label, t in ranked)
-            + f"  -> winner {ranked[0][0]} {CONFIGS.get(ranked[0][0].removeprefix('gemm_'), '')}")
+            + f"  -> winner {ranked[0][0]} {ALL_CONFIGS.get(ranked[0][0].removeprefix('gemm_'), '')}")
     targets()
 
 
