@@ -18,8 +18,8 @@ $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes
 batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
 the varlen prefill out of the batched section. FUSED=1 adds the fused kernel's configurations (FUSED below,
-measured in h200-attention-ab*.log) and the decode kernels with the combine pass that loads its first chunks before
-their max is known (COMBINE_PF below; outputs bit-equal to the planned pair's)."""
+measured in h200-attention-ab*.log) and FUSED_TEXT's decode candidates: the combine pass loading its first chunks
+before their max is known (cpf; outputs bit-equal to the planned pair's), the steps' q.k dots as fma chains (fdot)."""
 import json
 import os
 import sys
@@ -59,6 +59,8 @@ def exp_entry(src: str, name: str, config: dict) -> str:
             e["limits"]["dims_per_lane"] = e["head_dim_multiple"] = value
         elif key == "COMBINE":
             e["combine"] = value
+        elif key == "FILE":
+            e["file"] = value
         else:
             e["defines"][key] = str(value)
     return ab_registry.toml_entry(name, e)
@@ -110,11 +112,23 @@ COMBINE_FILE = FLAT["decode_splitk_combine_f16"]["file"]
 (EXP / "x_combine_pf.wgsl").write_text(ab_registry.sub((EXP / COMBINE_FILE).read_text(),
                                                         "//!include attention_combine_merge.wgsl",
                                                         "//!include x_combine_merge_pf.wgsl"))
-COMBINE_PF = {"cpf": dict(COMBINE="x_combine_pf_f16")}
+FUSED_TEXT = {"cpf": dict(COMBINE="x_combine_pf_f16")}
+# The fused decode steps' partial q.k dots by fused multiply-adds into the running sum (quant_fma_dot.wgsl's
+# fma_dot: 4 instructions a vec4 where dot() and an add take 5), configuration "fdot": the chunk pass at D=128 is
+# bound by its math on the H200 (docs/benchmarks.md, the decode ablation)
+STEPS_FDOT = ab_registry.sub((EXP / "attention_fused_steps.wgsl").read_text(),
+                             "                d += dot(qv, piece(kc[${u}u * PPL + ${p}u], ${e}u));",
+                             "                d = fma_dot(qv, piece(kc[${u}u * PPL + ${p}u], ${e}u), d);")
+(EXP / "x_fused_steps_fdot.wgsl").write_text(STEPS_FDOT)
+FUSED_FILE = FLAT["decode_fused_g4_f16"]["file"]
+(EXP / "x_decode_fused_fdot.wgsl").write_text(ab_registry.sub(ab_registry.sub(
+    (EXP / FUSED_FILE).read_text(), "//!include attention_fused_steps.wgsl", "//!include x_fused_steps_fdot.wgsl"),
+    "\n@compute", "\n//!include quant_fma_dot.wgsl\n\n@compute"))
+FUSED_TEXT["fdot"] = dict(FILE="x_decode_fused_fdot.wgsl")
 
 extra = [ab_registry.toml_entry("x_combine_pf_f16", {**FLAT["decode_splitk_combine_f16"], "file": "x_combine_pf.wgsl"})]
 for g in FUSED:
-    for tag, conf in COMBINE_PF.items():
+    for tag, conf in FUSED_TEXT.items():
         extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
 for g, confs in FUSED.items():
     for tag, conf in confs.items():
@@ -133,12 +147,16 @@ import wgraph as wg  # noqa: E402
 from wgraph.bench import timing, torch_ref, warmup  # noqa: E402
 
 from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
+from wgraph.ops import attention_loops  # noqa: E402
+
+# a CPU adapter's loop count of the fdot copy: the planned file's (only the dot's instructions differ)
+attention_loops.BOUNDS["x_decode_fused_fdot.wgsl"] = attention_loops.BOUNDS[FUSED_FILE]
 
 dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
 RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
-                                                                 "combine": COMBINE_PF,
+                                                                 "fused_text": FUSED_TEXT,
                                                                  "prefill": PREFILL, "varlen": VARLEN}}
 N_CALLS = 5 if SMALL else 20
 
@@ -248,7 +266,7 @@ def section_decode():
                     print(f"  {'torch':44} {row['torch_us']:8.1f} us", flush=True)
                 plan_name = None
                 variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16"]
-                variants += [f"x_fused_g{g}_f16_{tag}" for tag in [*FUSED.get(g, {}), *COMBINE_PF] if FUSED_CONFIGS]
+                variants += [f"x_fused_g{g}_f16_{tag}" for tag in [*FUSED.get(g, {}), *FUSED_TEXT] if FUSED_CONFIGS]
                 for var in variants:
                     try:
                         plan = wg.ops.attention_plan(*tensors, causal=True, variant=var)
