@@ -129,18 +129,18 @@ from wgraph.bench.fma import fma_peak  # noqa: E402
 from wgraph.bench.grids import Shape, flops  # noqa: E402
 from wgraph.ops import attention_loops  # noqa: E402
 from wgraph.ops.core import ceil_div  # noqa: E402
-from wgraph.ops.cpu_limits import halvings, loop  # noqa: E402
+from wgraph.ops.cpu_limits import loop  # noqa: E402
 
 
 def loop_bound(qk: bool, pv: bool):
-    """A CPU adapter's loop count of a LOOPS candidate: attention_loops' GEMM count with the run-time loops inside
-    the head-dim chunks (DC4 trips) and the V chunks (VC trips)."""
+    """A CPU adapter's loop count of a LOOPS candidate: the planned GEMM file's count (attention_loops) plus, in each
+    tile, the run-time loops' trips: DC4 in each head-dim chunk (qk), VC in each V chunk (pv)."""
+    planned = attention_loops.BOUNDS[GEMM_MAIN]
+
     def bound(k, f, caps) -> int:
-        bm, bn, dc4, vc, row4, lpr = (attention_loops.kconst(k, n)
-                                      for n in ("BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR"))
-        tile = (loop(row4 // dc4, loop(dc4) if qk else 0) + 2 * loop(halvings(lpr))
-                + loop(bn // vc, loop(vc) if pv else 0))
-        return loop(ceil_div(f.kv_span + bm - 1, bn), tile) + loop(halvings(lpr))
+        bm, bn, dc4, vc, row4 = (attention_loops.kconst(k, n) for n in ("BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4"))
+        inner = (row4 // dc4) * loop(dc4) * qk + (bn // vc) * loop(vc) * pv
+        return planned(k, f, caps) + ceil_div(f.kv_span + bm - 1, bn) * inner
     return bound
 
 

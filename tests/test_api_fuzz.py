@@ -78,12 +78,25 @@ FUZZED = sorted(n for n, c in CASES.items() if c.build is not None and not c.ski
                 and not any(s in n for s in STATEFUL))
 
 
+def _bound(case, env):
+    """The case's signature and its good call's arguments bound to it."""
+    fn, args, kwargs = case.build(env)
+    sig = inspect.signature(fn)
+    return sig, sig.bind(*args, **kwargs)
+
+
+def _call_with(case, env, name: str, value):
+    """The case's call, made afresh, with parameter `name` given `value`: its result."""
+    fn, args, kwargs = case.build(env)
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.arguments[name] = value
+    return fn(*bound.args, **bound.kwargs)
+
+
 @pytest.mark.parametrize("name", FUZZED)
 def test_numpy_spellings_of_valid_values_are_the_same_value(env, name):
     case = CASES[name]
-    fn, args, kwargs = case.build(env)
-    sig = inspect.signature(fn)
-    good = sig.bind(*args, **kwargs)
+    sig, good = _bound(case, env)
     failures = []
     for p in sig.parameters.values():
         if p.name in case.tensors or p.name in case.data or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -92,10 +105,7 @@ def test_numpy_spellings_of_valid_values_are_the_same_value(env, name):
         values = ([] if own is p.empty else [own]) + [c for c in CANONICAL if not (type(c) is type(own) and c == own)]
         for canonical in values:
             def call(value):
-                f, a, k = case.build(env)
-                b = inspect.signature(f).bind(*a, **k)
-                b.arguments[p.name] = value
-                out = _result(f(*b.args, **b.kwargs))
+                out = _result(_call_with(case, env, p.name, value))
                 env.dev.sync()
                 return out
             try:
@@ -155,9 +165,7 @@ def test_hostile_elements_of_list_arguments_are_refused_by_name(env, name):
     numpy / Python error (bdpa_decompose's token_ids [[1], [2, 3], 1, 3] was numpy's ValueError, [None] * 4 a
     TypeError) and never a silent acceptance ([True, 2, 1, 3] were token ids)."""
     case = CASES[name]
-    fn, args, kwargs = case.build(env)
-    sig = inspect.signature(fn)
-    good = sig.bind(*args, **kwargs)
+    sig, good = _bound(case, env)
     failures = []
     for p in sig.parameters.values():
         if p.name in case.tensors or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -166,11 +174,8 @@ def test_hostile_elements_of_list_arguments_are_refused_by_name(env, name):
         for label, value in _hostile_elements(good.arguments.get(p.name, p.default)).items():
             if label in valid:
                 continue
-            f, a, k = case.build(env)
-            b = inspect.signature(f).bind(*a, **k)
-            b.arguments[p.name] = value
             try:
-                f(*b.args, **b.kwargs)
+                _call_with(case, env, p.name, value)
             except wg.WgraphError as e:
                 if not _names(str(e), p.name):
                     failures.append(f"{p.name} {label}: the message does not name {p.name!r}: {e}")

@@ -246,22 +246,28 @@ def test_batched_model_rows_report_the_programs_the_timed_steps_ran(dev, forced_
     assert row["dispatches_per_step"] == pytest.approx((8 * short_d + 2 * whole_d) / 10)
 
 
-def test_replay_timer_waits_for_the_gpu_once_per_phase_not_per_replay(dev):
-    """timing.replay_time (the bench's decode/batched replay column and the A/B scripts'): replays go through
-    run_many's in-flight window, and the GPU is read back once after the first run, once after the warm replays
-    and once after the timed ones, however many replays there are (the old timer read back every 4 replays,
-    leaving the GPU idle through each round trip). Every timed replay and warm replay is a submit of its own."""
+def _doubling_calls(dev, x, calls: int):
+    """(a Program of `calls` calls of scale(x, 2.0) on a state holding x, its builder) made by the bench's timer."""
     import wgraph as wg
     from wgraph.bench import timing
-
-    x = np.arange(64, dtype=np.float32)
 
     def build(g, i):
         if i == 0:
             build.st = timing.states(g, (x,), ("f32",))
         return wg.ops.scale(build.st[0], 2.0)
 
-    prog = timing.compile_calls(dev, build, 3)
+    return timing.compile_calls(dev, build, calls), build
+
+
+def test_replay_timer_waits_for_the_gpu_once_per_phase_not_per_replay(dev):
+    """timing.replay_time (the bench's decode/batched replay column and the A/B scripts'): replays go through
+    run_many's in-flight window, and the GPU is read back once after the first run, once after the warm replays
+    and once after the timed ones, however many replays there are (the old timer read back every 4 replays,
+    leaving the GPU idle through each round trip). Every timed replay and warm replay is a submit of its own."""
+    from wgraph.bench import timing
+
+    x = np.arange(64, dtype=np.float32)
+    prog, _ = _doubling_calls(dev, x, 3)
     np.testing.assert_array_equal(prog.run()["out2"].numpy(), x * 2.0)   # each call's output is its own, computed
     dev.sync()
     before = dev.stats.snapshot()
@@ -278,14 +284,7 @@ def test_replay_timer_refuses_a_program_of_no_calls(dev):
     import wgraph as wg
     from wgraph.bench import timing
 
-    x = np.arange(8, dtype=np.float32)
-
-    def build(g, i):
-        if i == 0:
-            build.st = timing.states(g, (x,), ("f32",))
-        return wg.ops.scale(build.st[0], 2.0)
-
-    prog = timing.compile_calls(dev, build, 1)
+    prog, build = _doubling_calls(dev, np.arange(8, dtype=np.float32), 1)
     with pytest.raises(wg.ArgumentError, match="calls"):
         timing.replay_time(dev, prog, 0, min_s=0.0, warm_s=0.0)
     with pytest.raises(wg.ArgumentError, match="calls"):
