@@ -11,12 +11,9 @@ into that entry.
 Every candidate's output is checked against float64 (bench_gemv's max_rel_err_vs_float64; past REL_TOL the row
 is marked "wrong", left out of the winners, and the run exits 1 at the end).
 Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates).
-R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch[,x_stage[,mac]]]];...": the 1-row / 2..8-row candidates
+R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...": the 1-row / 2..8-row candidates
 (row_groups: threads sharing a weight load, each taking rows / row_groups rows of x, default 1; prefetch 1: a
-step's weights loaded while the step before is summed, default 0; x_stage N >= 1: x staged in workgroup memory N
-steps at a time, gemv_walk_staged.wgsl, default 0: read from the storage buffer; a candidate past the device's
-workgroup memory is skipped; mac 1: each 4-term product summed by fused multiply-adds, not dot() and an
-add). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's
+step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8: the 8-row shapes and the decode step's
 fused forms (f16), with that many rows (BatchedDecoder's at B = ROWS). BUDGET_S (default 150): past it, the
 shapes left run the planned variant only
 (marked in the JSON), so the run stays within a device session's limits. Printed: a line a shape (VERBOSE=1:
@@ -37,7 +34,7 @@ OUT.mkdir(parents=True, exist_ok=True)
 BUDGET_S = float(os.environ.get("BUDGET_S", "150"))
 EXP = Path("/tmp/gemv_ab_shaders")
 
-# (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch[, x_stage]]]) per row count
+# (lanes, features_per_lane, unroll, threads[, row_groups[, prefetch]]) per row count
 R1 = [(32, 1, 4, 256), (64, 1, 4, 256), (128, 1, 4, 256), (256, 1, 2, 256), (32, 2, 4, 256), (64, 2, 4, 256),
       (32, 1, 8, 256)]
 # 2..8 rows: gemv_r8's and gemv_r8_long's configurations, also prefetched ("_p"), 4 weight rows per slot; then
@@ -48,25 +45,8 @@ R8 = [(64, 2, 1, 128), (256, 2, 1, 256), (64, 2, 1, 128, 1, 1), (256, 2, 1, 256,
       (64, 2, 1, 256, 4), (128, 2, 1, 256, 4), (256, 2, 1, 256, 4), (128, 4, 1, 256, 4), (128, 2, 2, 256, 4),
       (128, 2, 1, 256, 4, 1), (128, 4, 1, 256, 4, 1), (256, 4, 1, 256, 4, 1),
       (128, 2, 1, 128, 8), (256, 2, 1, 256, 8), (256, 4, 1, 256, 8), (256, 8, 1, 256, 8),
-      (256, 2, 1, 256, 8, 1), (256, 4, 1, 256, 8, 1), (256, 8, 1, 256, 8, 1),
-      # x staged in workgroup memory x_stage steps at a time (its reads have no bounds checks): the planned
-      # classes' configurations (f16 gemv_r8 / gemv_r8_wide, then gemv_r8_long; f32 gemv_r8, then gemv_r8_long)
-      # staging 1, 2 and 4 steps where they fit 48 KB (a step of 64 K-lanes of f16 x for 8 rows is 16 KB); the
-      # staged copy serves the workgroup's threads / lanes slots (1 in gemv_r8_long f16: no saving but the
-      # bounds checks' share), so f16 also with 4 and 8 slots of 32 and 16 K-lanes (smaller steps; 13.4 KB in
-      # workgroups of 128, within WebGPU's default 16 KB)
-      (128, 4, 1, 256, 2, 1, 1), (128, 4, 1, 256, 2, 0, 1), (128, 4, 1, 256, 2, 1, 2), (64, 4, 1, 128, 2, 1, 1),
-      (64, 4, 1, 256, 2, 1, 1), (64, 4, 1, 256, 2, 1, 2), (64, 4, 1, 256, 2, 1, 4),
-      (32, 4, 1, 256, 2, 1, 2), (32, 4, 1, 256, 2, 1, 4),
-      (256, 4, 1, 256, 4, 1, 1), (256, 4, 1, 256, 4, 1, 2),
-      (64, 2, 1, 128, 1, 0, 1), (64, 2, 1, 128, 1, 0, 2), (64, 2, 1, 128, 1, 0, 4),
-      (64, 2, 1, 256, 2, 0, 1), (64, 2, 1, 256, 2, 0, 2), (64, 2, 1, 256, 2, 0, 4),
-      # the planned classes' configurations (f16 gemv_r8 and gemv_r8_wide, gemv_r8_long, gemv_r8_wide_norm; f32
-      # gemv_r8, gemv_r8_long) with each 4-term product summed by fused multiply-adds into its total (mac 1)
-      # instead of dot() and an add: in the H200's machine code of gemv_r8_wide_f16 (h200-pipeline-sass.log) the
-      # dots are an FMUL, 3 FFMA and an FADD each, and the 8-row GEMVs are bound by instruction issue
-      (128, 4, 1, 256, 2, 1, 0, 1), (256, 4, 1, 256, 4, 1, 0, 1), (32, 4, 1, 256, 2, 1, 2, 1),
-      (64, 2, 1, 128, 1, 0, 0, 1), (64, 2, 1, 256, 2, 0, 0, 1)]
+      (256, 2, 1, 256, 8, 1), (256, 4, 1, 256, 8, 1), (256, 8, 1, 256, 8, 1)]
+# x staged in workgroup memory and dot() instead of fma4 were candidates until 2026-12-06 (h100-gemv-r8-fma-1206.log)
 if SMALL:  # every 2..8-row candidate (each compiled and checked against float64 on the tiny shapes)
     R1 = R1[:1] + R1[4:5]
 if os.environ.get("R1"):
@@ -79,55 +59,28 @@ REL_TOL = 1e-4  # max |got - float64| / max |float64| of a right kernel (the H20
 
 
 def unpack(c) -> tuple[int, ...]:
-    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch, x_stage, mac)."""
-    return (*c, 1, 0, 0, 0)[:8] if len(c) == 4 else (*c, 0, 0, 0)[:8]
+    """A candidate as (lanes, features_per_lane, unroll, threads, row_groups, prefetch)."""
+    return (*c, 1, 0)[:6] if len(c) == 4 else (*c, 0)[:6]
 
 
 def config_name(rows: int, c) -> str:
-    lanes, ft, unroll, threads, groups, prefetch, x_stage, mac = unpack(c)
+    lanes, ft, unroll, threads, groups, prefetch = unpack(c)
     return (f"ab_r{rows}_l{lanes}_f{ft}_u{unroll}_t{threads}" + (f"_g{groups}" if groups > 1 else "")
-            + ("_p" if prefetch else "") + (f"_x{x_stage}" if x_stage else "") + ("_fma" if mac else ""))
-
-
-# mac 1: the walks' 4-term products as fused multiply-adds into the total (copies of gemv.wgsl, its core and walks)
-FMA4 = """
-// a 4-term product summed into acc by fused multiply-adds (dot() and an add cost an FMUL and an FADD more)
-fn fma4(a: vec4<f32>, b: vec4<f32>, acc: f32) -> f32 {
-  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
-}
-"""
-
-
-def write_fma_files():
-    """x_gemv_fma.wgsl: gemv.wgsl whose walks sum with fma4 (the same products, summed in another order)."""
-    sub = ab_registry.sub
-    for walk in ("gemv_walk.wgsl", "gemv_walk_staged.wgsl"):
-        text = (EXP / walk).read_text()
-        text = sub(text, "(*vals)[FT * RPG + ${R}u] += dot(x${R}_$P, x${R}_$P);",
-                   "(*vals)[FT * RPG + ${R}u] = fma4(x${R}_$P, x${R}_$P, (*vals)[FT * RPG + ${R}u]);")
-        text = sub(text, "(*vals)[${F}u * RPG + ${R}u] += dot(ws[${F}u][${P}u], x${R}_$P);",
-                   "(*vals)[${F}u * RPG + ${R}u] = fma4(ws[${F}u][${P}u], x${R}_$P, (*vals)[${F}u * RPG + ${R}u]);")
-        (EXP / f"x_{walk[:-5]}_fma.wgsl").write_text(FMA4 + text)
-    core = sub((EXP / "gemv_core.wgsl").read_text(), "//!include gemv_walk_staged.wgsl if X_STAGE else gemv_walk.wgsl",
-               "//!include x_gemv_walk_staged_fma.wgsl if X_STAGE else x_gemv_walk_fma.wgsl")
-    (EXP / "x_gemv_core_fma.wgsl").write_text(core)
-    (EXP / "x_gemv_fma.wgsl").write_text(sub((EXP / "gemv.wgsl").read_text(), "//!include gemv_core.wgsl",
-                                             "//!include x_gemv_core_fma.wgsl"))
+            + ("_p" if prefetch else ""))
 
 
 def write_registry():
     ab_registry.copy_shaders(EXP)
-    write_fma_files()
     entries = []
     for rows, configs in ((1, R1), (8, R8)):
         for c in configs:
-            lanes, ft, unroll, threads, groups, prefetch, x_stage, mac = unpack(c)
+            lanes, ft, unroll, threads, groups, prefetch = unpack(c)
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
-                           f'file = "{"x_gemv_fma.wgsl" if mac else "gemv.wgsl"}"\nentry = "main"\n'
+                           f'file = "gemv.wgsl"\nentry = "main"\n'
                            f'workgroup_size = [{threads}]\nfeatures = ["subgroup"]\n'
                            f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
                            f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
-                           f'row_groups = {groups}, prefetch = {prefetch}, x_stage = {x_stage} }}\n'
+                           f'row_groups = {groups}, prefetch = {prefetch} }}\n'
                            f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')
     # read after gemv.toml, whose last subgroup entries take any shape: the planner never reaches these
     (EXP / "registry" / "zz_gemv_ab.toml").write_text("\n".join(entries))
@@ -135,7 +88,7 @@ def write_registry():
 
 def planned_variant(s) -> str:
     """The registry/gemv.toml entry that plans shape `s` now (its class), with the shape's fused norm and residual
-    as the planned row ran it (a fused norm plans gemv_r8_wide_norm where the shape without one plans gemv_r8_wide)."""
+    as the planned row ran it."""
     from wgraph.ops.dense import plan_linear
     return plan_linear(s.rows, s.out_features, s.in_features, s.weight_dtype, dev.caps, swiglu=s.swiglu, norm=s.norm,
                        residual=s.residual).variant
@@ -224,8 +177,8 @@ for (cls, dt, sw), per_config in sorted(by_class.items()):
     k = kernel(best) if best != "planned" else None
     print(f"{cls:16} {dt} {sw:6}: {len(shapes_of):2d} shapes; planned {totals['planned']:9.1f} us; best {best} "
           f"{totals[best]:9.1f} us" + (f" -> lanes = {k.limits['lanes']}, features_per_lane = "
-                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, row_groups = {k.limits['row_groups']}, prefetch = {k.limits['prefetch']}, "
-                                       f"x_stage = {k.limits['x_stage']}, "
+                                       f"{k.limits['features_per_lane']}, unroll = {k.limits['unroll']}, "
+                                       f"row_groups = {k.limits['row_groups']}, prefetch = {k.limits['prefetch']}, "
                                        f"workgroup_size = [{k.threads}]" if k else ""))
     summary[f"{cls} {dt} {sw}".strip()] = {"shapes": sorted(map(list, shapes_of)), "totals_us": totals, "best": best}
 RES["summary"] = summary

@@ -119,49 +119,6 @@ def test_gemv_row_groups(dev, rng, variant, groups, prefetch, m, n, k, opts):
     _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
 
 
-# x staged in workgroup memory (x_stage: gemv_walk_staged.wgsl), forced: the planned 8-row classes' configurations
-# (f16 prefetched, 1 step a stage of 512 weights; f32 2 and 4 steps, 512 weights, not prefetched) and the one
-# without subgroups (2 steps of 2 unrolled loads, prefetched: 256 / 128 weights a stage); K of several stages with
-# a tail step, an exact multiple, less than one stage or one step; 1, 3, 8 rows (and 5, 7); n not a multiple of a
-# workgroup's rows; each option alone and together
-STAGED = [
-    ("gemv_r8_staged_f16", 8, 14, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
-    ("gemv_r8_staged_f16", 3, 10, 72, dict(norm=True, bias=False, swiglu=False, residual=False)),
-    ("gemv_r8_staged_f16", 1, 9, 1024, dict(norm=False, bias=False, swiglu=False, residual=True)),
-    ("gemv_r8_staged_f32", 8, 9, 1100, dict(norm=True, bias=True, swiglu=False, residual=False)),
-    ("gemv_r8_staged_f32", 3, 22, 100, dict(norm=False, bias=False, swiglu=True, residual=True)),
-    ("gemv_r8_long_staged_f16", 7, 9, 1096, dict(norm=True, bias=True, swiglu=False, residual=True)),
-    ("gemv_r8_long_staged_f16", 1, 12, 136, dict(norm=True, bias=False, swiglu=True, residual=False)),
-    ("gemv_r8_long_staged_f32", 5, 13, 660, dict(norm=True, bias=True, swiglu=True, residual=True)),
-    ("gemv_r8_long_staged_f32", 8, 7, 36, dict(norm=False, bias=False, swiglu=False, residual=False)),
-    ("gemv_r8_staged_wg_f16", 1, 11, 392, dict(norm=False, bias=False, swiglu=False, residual=True)),
-    ("gemv_r8_staged_wg_f32", 8, 18, 100, dict(norm=True, bias=True, swiglu=True, residual=True)),
-    ("gemv_r8_staged_wg_f32", 3, 5, 8, dict(norm=True, bias=False, swiglu=False, residual=False)),
-]
-
-
-@pytest.mark.parametrize("variant,m,n,k,opts", STAGED)
-def test_gemv_x_staged(dev, rng, variant, m, n, k, opts):
-    kv = kernel(variant)
-    assert kv.limits["x_stage"] == kv.const("X_STAGE") >= 1 and "var<workgroup> xs" in kv.source
-    skip_unless_runs(dev, variant)
-    skip_unless_f16(dev, variant.rsplit("_", 1)[1])
-    c = _case(rng, m, 2 * n if opts["swiglu"] else n, k, variant.rsplit("_", 1)[1], **opts)
-    _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
-
-
-def test_x_stage_alone_picks_the_walk():
-    """The limit x_stage is the one knob (gemv_core.wgsl includes gemv_walk_staged.wgsl where it is not 0): every
-    GEMV kernel with x_stage 0 reads x from storage, every other stages x_stage steps (its X_STAGE)."""
-    seen = set()
-    for kv in registry().values():
-        if kv.facts.get("form") == "gemv":
-            stage = kv.limits["x_stage"]
-            assert kv.consts.get("X_STAGE", 0) == stage and ("var<workgroup> xs" in kv.source) == bool(stage), kv.name
-            seen.add(stage)
-    assert seen == {0, 1, 2, 4}
-
-
 @pytest.mark.parametrize("m,k", [(11, 40), (1, 36)])  # more rows than a GEMV takes; f16 rows not 16-byte aligned
 def test_unfused_path_matches(dev, rng, m, k):
     """The tiled GEMM runs the options as dispatches of their own (rmsnorm, matmul, swiglu, add)."""
@@ -175,7 +132,7 @@ def test_unfused_path_matches(dev, rng, m, k):
     _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
 
 
-def _first_match(rows, n, k, wdtype, caps, swiglu, norm):
+def _first_match(rows, n, k, wdtype, caps, swiglu):
     """The planning rule of registry/gemv.toml, read off the registry facts: the first GEMV variant whose
     limits and speed rules take the call."""
     for kv in kernels_for("linear"):
@@ -186,7 +143,7 @@ def _first_match(rows, n, k, wdtype, caps, swiglu, norm):
             continue
         if swiglu and (lim["features_per_lane"] % 2 or n % lim["features_per_lane"]):
             continue
-        if k >= f["min_k"] and n >= f["min_n"] and (norm or not f.get("fused_norm")):
+        if k >= f["min_k"] and n >= f["min_n"]:
             return kv.name
     return None
 
@@ -203,68 +160,24 @@ def test_plan_is_the_first_registry_match(caps):
         for n, k in ((512, 2048), (2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192), (128256, 4096),
                      (14336, 4096), (4096, 14336), (38, 72)):
             for wdtype in ("f32", "f16"):
-                for swiglu, norm in ((False, False), (True, False), (False, True), (True, True)):
-                    want = _first_match(rows, n, k, wdtype, caps, swiglu, norm)
+                for swiglu in (False, True):
+                    want = _first_match(rows, n, k, wdtype, caps, swiglu)
                     if want is None and caps.max_workgroup_storage == 4096:  # no GEMM fits 4 KiB either
                         with pytest.raises(wg.LimitError, match="needs .* bytes of workgroup memory; the device has 4096"):
-                            plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu, norm=norm)
+                            plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu)
                         seen.add("LimitError")
                         continue
-                    p = plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu, norm=norm)
+                    p = plan_linear(rows, n, k, wdtype, caps, swiglu=swiglu)
                     if want is None:  # no GEMV takes it: the GEMM
-                        assert registry()[p.variant].facts["form"] == "gemm", (rows, n, k, wdtype, swiglu, norm)
+                        assert registry()[p.variant].facts["form"] == "gemm", (rows, n, k, wdtype, swiglu)
                     else:
-                        assert p.variant == want, (rows, n, k, wdtype, swiglu, norm)
+                        assert p.variant == want, (rows, n, k, wdtype, swiglu)
                     assert (f"{rows} rows <=" in p.reason) == (want is not None)
                     seen.add(p.variant)
     if caps.max_workgroup_storage == 4096:  # no 8-row GEMV fits, nor any GEMM: those calls are refused
         assert "LimitError" in seen and not any(v.startswith(("gemv_r8", "linear_gemm_")) for v in seen)
     if caps is PLAIN:
         assert seen == {"gemv_r1_wg_f32", "gemv_r1_wg_f16", "gemv_r8_wg_f32", "gemv_r8_wg_f16"}
-
-
-@pytest.mark.parametrize("rows", [2, 5, 8])
-def test_wide_f16_with_a_fused_norm_plans_x_staged(rows):
-    """2..8 rows of f16 x through >= 8192 outputs that fuse an RMSNorm (the lm_head; gate / up with swiglu) plan
-    gemv_r8_wide_norm (x staged 2 steps a stage: faster in h100-gemv-r8-xstage-1206.json); the same calls without a
-    norm keep gemv_r8_wide (staging lost there), f32, one row and the long class theirs."""
-    for n, k in ((8192, 64), (16384, 2048), (128256, 2048), (28672, 4096), (128256, 4096)):
-        for swiglu in (False, True):
-            p = plan_linear(rows, n, k, "f16", SUBGROUPS, swiglu=swiglu, norm=True, residual=swiglu)
-            assert p.variant == "gemv_r8_wide_norm_f16", (n, k, swiglu)
-            assert "n >= 8192, fused norm" in p.reason and "x staged in workgroup memory 2 steps" in p.reason
-            assert plan_linear(rows, n, k, "f16", SUBGROUPS, swiglu=swiglu).variant == "gemv_r8_wide_f16"
-    assert plan_linear(rows, 8192, 64, "f32", SUBGROUPS, norm=True).variant == "gemv_r8_f32"
-    assert plan_linear(rows, 4096, 4096, "f16", SUBGROUPS, norm=True).variant == "gemv_r8_long_f16"
-    assert plan_linear(1, 8192, 64, "f16", SUBGROUPS, norm=True).variant == "gemv_r1_wide_f16"
-    # a device of WebGPU's default 16 KiB of workgroup memory cannot hold its stage (18.8 KB): gemv_r8_wide
-    small = attrs.evolve(SUBGROUPS, max_workgroup_storage=16384)
-    assert plan_linear(rows, 8192, 64, "f16", small, norm=True).variant == "gemv_r8_wide_f16"
-
-
-# the planned x-staged wide class (gemv_r8_wide_norm_f16: 16 K-lanes x 2 row groups, a step 128 f16 weights, a
-# stage 2 steps) through the planner against float64: 2..8 rows; k (a multiple of the class's k_multiple, 8) of
-# less than a step, a step and a tail, a stage and a tail, two stages and a tail; W rows past a workgroup's 32; the
-# norm alone and with swiglu, bias, residual
-WIDE_NORM = [
-    (2, 8200, 72, dict(norm=True, bias=False, swiglu=False, residual=False)),
-    (3, 8200, 200, dict(norm=True, bias=True, swiglu=True, residual=False)),
-    (5, 8196, 264, dict(norm=True, bias=False, swiglu=False, residual=True)),
-    (7, 8228, 136, dict(norm=True, bias=False, swiglu=True, residual=False)),
-    (8, 8192, 520, dict(norm=True, bias=True, swiglu=True, residual=True)),
-]
-
-
-@pytest.mark.parametrize("m,n,k,opts", WIDE_NORM)
-def test_wide_norm_class_planned(dev, rng, m, n, k, opts):
-    variant = "gemv_r8_wide_norm_f16"
-    skip_unless_runs(dev, variant)   # subgroup sums, 18.8 KB of workgroup memory
-    skip_unless_f16(dev)
-    assert k % kernel(variant).limits["k_multiple"] == 0
-    plan = plan_linear(m, n, k, "f16", dev.caps, swiglu=opts["swiglu"], norm=True, residual=opts["residual"])
-    assert plan.variant == variant
-    c = _case(rng, m, n, k, "f16", **opts)
-    _check(_run(dev, c), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
 
 
 def test_plan_falls_back_to_tiled_and_says_why():

@@ -145,33 +145,6 @@ def test_plan_is_the_first_registry_match(dev):
     assert plan_linear_rope_kv(1, 32, 16, "f32", "f32", dev.caps).variant == want
 
 
-
-def test_plan_gives_the_gemv_rule_the_fused_norm(monkeypatch):
-    """The fused kernel is chosen by linear's GEMV rules, fused_norm among them (a variant with it takes only calls
-    that fuse an RMSNorm): plan_linear_rope_kv built its GemvShape without the norm, so such a variant was refused
-    for a call with one. Here every linear_rope_kv_append variant is given the fact."""
-    import attrs
-
-    import wgraph.ops.gemv as gemv
-    import wgraph.ops.linear_rope_kv as lrk
-
-    real = gemv.gemv_kernels
-
-    def with_fact(weight_dtype, op="linear", **facts):
-        found = real(weight_dtype, op, **facts)
-        return found if op != lrk.OP else tuple(attrs.evolve(kv, facts={**kv.facts, "fused_norm": True})
-                                                for kv in found)
-
-    monkeypatch.setattr(gemv, "gemv_kernels", with_fact)
-    lrk.plan_linear_rope_kv.cache_clear()
-    try:
-        normed = plan_linear_rope_kv(1, 3072, 2048, "f16", "f16", None, norm=True)
-        plain = plan_linear_rope_kv(1, 3072, 2048, "f16", "f16", None)
-    finally:
-        lrk.plan_linear_rope_kv.cache_clear()
-    assert normed.fused and normed.variant == "gemv_rope_kv_r1_f16w_f16kv" and "fused norm" in normed.reason
-    assert not plain.fused and "is for calls with a fused norm" in plain.reason
-
 def test_bad_arguments_leave_the_caches(dev, rng):
     hq, hkv, d = 2, 1, 8
     cos, sin = wg.ops.rope_tables(8, d)

@@ -286,7 +286,6 @@ def test_repeat_directive_errors(text, message):
 
 @pytest.mark.parametrize("line", [
     "//!include common.wgsl // helpers", "//!include common.wgsl other.wgsl", "//!inclde common.wgsl", "//!include",
-    "//!include common.wgsl if A", "//!include common.wgsl if A else",
     "//!repeat a", "//!end here",
 ])
 def test_a_malformed_directive_is_refused(tmp_path, line):
@@ -442,23 +441,6 @@ def test_include_name_from_a_define(tmp_path):
     assert "fn piece() -> f32 { return 1.0; }" in k.source
     with pytest.raises(RegistryError, match="included file ../piece_a.wgsl does not exist"):
         write(tmp_path, toml.replace("piece_a.wgsl", "../piece_a.wgsl"), "//!include {{PIECE}}\n" + SHADER)
-
-
-def test_include_chosen_by_an_integer_define(tmp_path):
-    """`//!include A if NAME else B`: one limit picks the body (a GEMV's x_stage: the staged walk) with no second
-    define to agree with it; NAME must be an integer define."""
-    (tmp_path / "walk_staged.wgsl").write_text("fn walk() -> u32 { return {{STAGE}}u; }\n")
-    (tmp_path / "walk.wgsl").write_text("fn walk() -> u32 { return 0u; }\n")
-    shader = "//!include walk_staged.wgsl if STAGE else walk.wgsl\n" + SHADER
-    for stage, body in ((0, "return 0u;"), (2, "return 2u;")):
-        toml = GOOD.replace("limits = { max_n = 99 }", f"limits = {{ max_n = 99, stage = {stage} }}")
-        k = write(tmp_path, toml, shader)["k_f32"]
-        assert body in k.source and "//!include" not in k.source
-    with pytest.raises(RegistryError, match=r"//!include ... if STAGE: STAGE must be a define holding an integer, "
-                                            r"got None"):
-        write(tmp_path, GOOD, shader)
-    with pytest.raises(RegistryError, match=r"STAGE must be a define holding an integer, got 'two'"):
-        write(tmp_path, GOOD.replace('T = "f32"', 'T = "f32", STAGE = "two"'), shader)
 
 
 def test_pipeline_cache_keys_on_the_kernels_code_not_only_its_name(dev, tmp_path):

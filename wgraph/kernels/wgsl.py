@@ -15,9 +15,7 @@ import attrs
 from wgraph.errors import RegistryError
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-# `//!include FILE`, or `//!include FILE if NAME else OTHER`: FILE where the define NAME (a limit: an integer) is not
-# 0, else OTHER, so one limit picks a body and its numbers (a GEMV's x_stage: the staged walk and its stage)
-_INCLUDE = re.compile(r"^[ \t]*//!include[ \t]+(\S+)(?:[ \t]+if[ \t]+(\w+)[ \t]+else[ \t]+(\S+))?[ \t]*$", re.M)
+_INCLUDE = re.compile(r"^[ \t]*//!include[ \t]+(\S+)[ \t]*$", re.M)
 _COMMENT = re.compile(r"//[^\n]*")
 # @group(g) @binding(b) or @binding(b) @group(g): WGSL takes attributes in any order
 _BINDING = re.compile(
@@ -58,8 +56,7 @@ def include_reader() -> Callable[[Path, str], str | None]:
 def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: str,
                read: Callable[[Path, str], str | None] | None = None) -> str:
     """Inline `//!include` lines (whose file name may be a `{{NAME}}`, so a variant's defines choose a
-    body: the K/V piece readers; or chosen by an integer define: `//!include A if NAME else B`), then replace every
-    `{{NAME}}`; an unknown NAME is an error. `read` is an
+    body: the K/V piece readers), then replace every `{{NAME}}`; an unknown NAME is an error. `read` is an
     `include_reader()` shared by the kernels of one load."""
     seen: set[str] = set()
     read = read or include_reader()
@@ -70,16 +67,8 @@ def preprocess(text: str, defines: dict[str, str], include_dir: Path, origin: st
             raise RegistryError(f"{origin}: placeholder {{{{{name}}}}} has no value; defined: {sorted(defines)}")
         return str(defines[name])
 
-    def chosen(name: str) -> bool:
-        value = defines.get(name)
-        if value is None or not re.fullmatch(r"-?\d+", str(value)):
-            raise RegistryError(f"{origin}: //!include ... if {name}: {name} must be a define holding an integer, "
-                                f"got {value!r}")
-        return int(value) != 0
-
     def inline(match: re.Match) -> str:
-        name = _PLACEHOLDER.sub(substitute, match.group(1) if match.group(2) is None or chosen(match.group(2))
-                                else match.group(3))
+        name = _PLACEHOLDER.sub(substitute, match.group(1))
         if name in seen:
             raise RegistryError(f"{origin}: {name} is included twice (or recursively)")
         seen.add(name)
@@ -104,8 +93,7 @@ def _check_directives(text: str, origin: str) -> None:
     for line in _DIRECTIVE_LINE.findall(text):
         if not (_REPEAT_LINE.match(line) or _END_LINE.match(line)):
             raise RegistryError(f"{origin}: {line.strip()!r} is no directive; write `//!include FILE`, "
-                                f"`//!include FILE if NAME else OTHER`, `//!repeat VAR COUNT` or `//!end` alone "
-                                f"on the line")
+                                f"`//!repeat VAR COUNT` or `//!end` alone on the line")
 
 
 # `//!repeat VAR COUNT` ... `//!end`: the lines between are written COUNT times with `$VAR` (or `${VAR}`,

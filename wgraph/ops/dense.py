@@ -88,7 +88,7 @@ def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: b
     """The GEMV for 1..8 rows (the first variant of registry/gemv.toml that takes the call: ops/gemv.py), else
     the GEMM (`plan_gemm`, registry/gemm.toml) with the fused options as dispatches of their own. `variant` /
     `split_k` force a kernel / the GEMM's K slices (PlanError, LimitError if they cannot take the call)."""
-    s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu, norm)
+    s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu)
     steps = tuple(name for name, on in (("rmsnorm", norm), ("matmul", True), ("swiglu", swiglu), ("add", residual))
                   if on)
     separate = "" if len(steps) == 1 else f"; {', '.join(x for x in steps if x != 'matmul')} as dispatches of their own"
@@ -209,7 +209,7 @@ def _encode_linear(ctx, params: LinearParams, inputs, outputs):
     if kv.facts.get("form") == gemv.FORM:
         if m == 0:  # y is empty; a forced GEMV's x (4 bytes bound) is too small to bind as vec4s
             return []
-        s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu", norm is not None)
+        s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu")
         return [gemv.dispatch(ctx, kv, s, x=x, w=w, bias=b, norm=norm, residual=residual, y=y, eps=params.eps)]
     # the GEMM, with what a GEMV fuses as dispatches of their own: rmsnorm, matmul, swiglu, add
     made = []

@@ -45,16 +45,14 @@ def check_fused_options(weight: str, x_shape: tuple, n: int, k: int, b, norm, re
 
 @attrs.frozen
 class GemvShape:
-    """What the GEMV choice depends on: rows of x, W [n, k] and its dtype, whether a lane pairs row r with
-    row r + n / 2 (swiglu: W holds [gate; up]; linear_rope_kv_append's rotation pairs) and whether the call fuses
-    an RMSNorm (a variant with the fact fused_norm takes only those: where it measured faster)."""
+    """What the GEMV choice depends on: rows of x, W [n, k] and its dtype, and whether a lane pairs row r with
+    row r + n / 2 (swiglu: W holds [gate; up]; linear_rope_kv_append's rotation pairs)."""
 
     rows: int
     n: int
     k: int
     weight_dtype: str
     swiglu: bool = False
-    norm: bool = False
 
 
 def gemv_kernels(weight_dtype: str, op: str = "linear", **facts) -> tuple[Kernel, ...]:
@@ -104,12 +102,6 @@ def cpu_loops(kv: Kernel, s: GemvShape) -> int:
     sums = (loop(halvings(lim["lanes"])) + loop(ceil_div(sums_per_slot, lim["lanes"]), loop(lim["lanes"] // 8))
             + loop(klanes))
     outs = loop(ceil_div(lim["features_per_lane"] * lim["max_rows"], lim["lanes"]))
-    stage = lim.get("x_stage", 0)
-    if stage:  # gemv_walk_staged.wgsl: stages of x_stage steps, each copied by the workgroup, then its steps
-        step = lim["unroll"] * klanes
-        pieces = stage * step * (lim["k_multiple"] // 4)   # vec4s of a row of x a stage holds
-        copy = loop(ceil_div(s.rows * pieces, kv.threads)) + loop(ceil_div(pieces, kv.threads))
-        return loop(ceil_div(ceil_div(loads, step), stage), copy + loop(stage)) + sums + outs
     return loop(ceil_div(loads, lim["unroll"] * klanes)) + 2 * loop(lim["unroll"]) + sums + outs
 
 
@@ -121,8 +113,8 @@ def cpu_loop_refusal(kv: Kernel, s: GemvShape, caps) -> str | None:
 
 
 def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | None:
-    """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n,
-    fused_norm); caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
+    """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n);
+    caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
     lim = kv.limits
     no = device_refusal(kv, caps)
     if no:
@@ -145,8 +137,6 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
             return f"is for in_features >= {kv.facts['min_k']}"
         if s.n < kv.facts.get("min_n", 0):
             return f"is for out_features >= {kv.facts['min_n']}"
-        if kv.facts.get("fused_norm") and not s.norm:
-            return "is for calls with a fused norm"
     return None
 
 
@@ -175,7 +165,6 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     per_wg = kv.threads // lanes * ft
     rules = [f"k >= {kv.facts['min_k']}"] if kv.facts.get("min_k") else []
     rules += [f"n >= {kv.facts['min_n']}"] if kv.facts.get("min_n") else []
-    rules += ["fused norm"] if kv.facts.get("fused_norm") else []
     groups = lim["row_groups"]
     split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
              if groups > 1 else f"{lanes} lanes per row")
@@ -183,7 +172,6 @@ def describe(kv: Kernel, s: GemvShape) -> str:
             f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {split}, "
             f"{lim['unroll'] * ft} 16-byte {s.weight_dtype} loads in flight per lane"
             + (", each x load feeding " + str(ft) + " rows" if ft > 1 else "")
-            + (f", x staged in workgroup memory {lim['x_stage']} steps at a time" if lim.get("x_stage") else "")
             + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
 
 

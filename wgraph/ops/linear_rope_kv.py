@@ -46,7 +46,7 @@ def plan_linear_rope_kv(rows: int, n: int, k: int, weight_dtype: str, cache_dtyp
     """The first variant of registry/gemv_rope_kv.toml for the weight and cache dtypes that takes the call (the
     GEMV's rules, rows paired as swiglu's), else linear's plan followed by rope_kv_append."""
     kernels = gemv.gemv_kernels(weight_dtype, OP, cache_dtype=cache_dtype)
-    s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu=True, norm=norm)
+    s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu=True)
     if not kernels:
         kv, why = None, f"no fused kernel for {weight_dtype} weights and {cache_dtype} caches"
     elif rows < 1 or k < 1:
@@ -89,7 +89,7 @@ def _encode(ctx, params: LinearRopeKVParams, inputs, outputs):
         return made
     ctx.chose(plan)
     kv = kernel(plan.variant)
-    s = gemv.GemvShape(rows, n, k, w.dtype, swiglu=True, norm=norm is not None)
+    s = gemv.GemvShape(rows, n, k, w.dtype, swiglu=True)
     uniforms = {**gemv.core_uniforms(kv, s, bias=b, norm=norm, residual=None, eps=params.eps),
                 **rope_kv.kernel_uniforms(params.rope, rows, rest)}
     bindings = {**gemv.core_bindings(ctx, x=x, w=w, bias=b, norm=norm), **rope_kv.kernel_bindings(ctx, rest, q)}

@@ -29,7 +29,7 @@ const SLOTS: u32 = THREADS / LANES;
 const KLANES: u32 = LANES / ROW_GROUPS;  // threads that split one weight row
 //!include gemv_slot_totals.wgsl
 
-//!include gemv_walk_staged.wgsl if X_STAGE else gemv_walk.wgsl
+//!include gemv_walk.wgsl
 // 1 / rms of row r of x (1 without a norm) from a slot's totals at tot[at ..]
 fn row_scale(at: u32, r: u32) -> f32 {
   if (!HAS_NORM) {
