@@ -18,8 +18,7 @@ $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes
 batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
 the varlen prefill out of the batched section. FUSED=1 adds the fused kernel's configurations (FUSED below,
-measured in h200-attention-ab*.log) and FUSED_TEXT's decode candidates: the combine pass loading its first chunks
-before their max is known (cpf; outputs bit-equal to the planned pair's), the steps' q.k dots as fma chains (fdot)."""
+measured in h200-attention-ab*.log)."""
 import json
 import os
 import sys
@@ -57,10 +56,6 @@ def exp_entry(src: str, name: str, config: dict) -> str:
             e["workgroup_size"] = [value, 1, 1]
         elif key == "DIMS_PER_LANE":
             e["limits"]["dims_per_lane"] = e["head_dim_multiple"] = value
-        elif key == "COMBINE":
-            e["combine"] = value
-        elif key == "FILE":
-            e["file"] = value
         else:
             e["defines"][key] = str(value)
     return ab_registry.toml_entry(name, e)
@@ -80,56 +75,7 @@ PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dic
 # batched flash at D=128 for the ragged varlen rows (short sequences: smaller query blocks)
 VARLEN = {"bm32": dict(BLOCK_M=32, WG=64)}
 
-# The combine pass with each thread's first UNROLL chunks' (m, acc) loaded before the chunks' max is known, so the
-# weighted sum waits for one memory round trip, not two (the combine alone takes ~5 us a call: docs/benchmarks.md,
-# the decode ablation); the same sums in the same order. The fused decode kernels with it: configuration "cpf".
-MERGE = (EXP / "attention_combine_merge.wgsl").read_text()
-GROUPS = "    let groups = WG / D4;\n    let d4 = t % D4;\n    let grp = t / D4;\n"
-PREFETCH = GROUPS + """    var pm: array<f32, UNROLL>;                   // the thread's first UNROLL chunks' m and acc
-    var pa: array<vec4<f32>, UNROLL>;
-//!repeat u UNROLL
-    pm[$u] = MASKED;
-    pa[$u] = vec4<f32>(0.0);
-    if (grp < groups && grp + ${u}u * groups < n) {
-        pm[$u] = part_ml[(first + grp + ${u}u * groups) * 2u];
-        pa[$u] = part_acc[(first + grp + ${u}u * groups) * D4 + d4];
-    }
-//!end
-"""
-FIRST_SUMS = """    if (grp < groups) {
-//!repeat u UNROLL
-        if (grp + ${u}u * groups < n) {
-            acc += exp(pm[$u] - m) * pa[$u];
-        }
-//!end
-        for (var c0: u32 = grp + groups * UNROLL; c0 < n; c0 += groups * UNROLL) {"""
-merge_pf = ab_registry.sub(MERGE, "    var st = vec2<f32>(MASKED, 0.0);", PREFETCH + "    var st = vec2<f32>(MASKED, 0.0);")
-merge_pf = ab_registry.sub(merge_pf, "\n" + GROUPS, "\n", 1)
-merge_pf = ab_registry.sub(merge_pf, """    if (grp < groups) {
-        for (var c0: u32 = grp; c0 < n; c0 += groups * UNROLL) {""", FIRST_SUMS)
-(EXP / "x_combine_merge_pf.wgsl").write_text(merge_pf)
-COMBINE_FILE = FLAT["decode_splitk_combine_f16"]["file"]
-(EXP / "x_combine_pf.wgsl").write_text(ab_registry.sub((EXP / COMBINE_FILE).read_text(),
-                                                        "//!include attention_combine_merge.wgsl",
-                                                        "//!include x_combine_merge_pf.wgsl"))
-FUSED_TEXT = {"cpf": dict(COMBINE="x_combine_pf_f16")}
-# The fused decode steps' partial q.k dots by fused multiply-adds into the running sum (quant_fma_dot.wgsl's
-# fma_dot: 4 instructions a vec4 where dot() and an add take 5), configuration "fdot": the chunk pass at D=128 is
-# bound by its math on the H200 (docs/benchmarks.md, the decode ablation)
-STEPS_FDOT = ab_registry.sub((EXP / "attention_fused_steps.wgsl").read_text(),
-                             "                d += dot(qv, piece(kc[${u}u * PPL + ${p}u], ${e}u));",
-                             "                d = fma_dot(qv, piece(kc[${u}u * PPL + ${p}u], ${e}u), d);")
-(EXP / "x_fused_steps_fdot.wgsl").write_text(STEPS_FDOT)
-FUSED_FILE = FLAT["decode_fused_g4_f16"]["file"]
-(EXP / "x_decode_fused_fdot.wgsl").write_text(ab_registry.sub(ab_registry.sub(
-    (EXP / FUSED_FILE).read_text(), "//!include attention_fused_steps.wgsl", "//!include x_fused_steps_fdot.wgsl"),
-    "\n@compute", "\n//!include quant_fma_dot.wgsl\n\n@compute"))
-FUSED_TEXT["fdot"] = dict(FILE="x_decode_fused_fdot.wgsl")
-
-extra = [ab_registry.toml_entry("x_combine_pf_f16", {**FLAT["decode_splitk_combine_f16"], "file": "x_combine_pf.wgsl"})]
-for g in FUSED:
-    for tag, conf in FUSED_TEXT.items():
-        extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
+extra = []
 for g, confs in FUSED.items():
     for tag, conf in confs.items():
         extra.append(exp_entry(f"decode_fused_g{g}_f16", f"x_fused_g{g}_f16_{tag}", conf))
@@ -147,16 +93,11 @@ import wgraph as wg  # noqa: E402
 from wgraph.bench import timing, torch_ref, warmup  # noqa: E402
 
 from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
-from wgraph.ops import attention_loops  # noqa: E402
-
-# a CPU adapter's loop count of the fdot copy: the planned file's (only the dot's instructions differ)
-attention_loops.BOUNDS["x_decode_fused_fdot.wgsl"] = attention_loops.BOUNDS[FUSED_FILE]
 
 dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
 RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
-                                                                 "fused_text": FUSED_TEXT,
                                                                  "prefill": PREFILL, "varlen": VARLEN}}
 N_CALLS = 5 if SMALL else 20
 
@@ -266,7 +207,7 @@ def section_decode():
                     print(f"  {'torch':44} {row['torch_us']:8.1f} us", flush=True)
                 plan_name = None
                 variants = [None, f"decode_splitk_g{g}_f16", f"decode_fused_g{g}_f16"]
-                variants += [f"x_fused_g{g}_f16_{tag}" for tag in [*FUSED.get(g, {}), *FUSED_TEXT] if FUSED_CONFIGS]
+                variants += [f"x_fused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]
                 for var in variants:
                     try:
                         plan = wg.ops.attention_plan(*tensors, causal=True, variant=var)
