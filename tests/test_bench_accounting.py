@@ -278,6 +278,29 @@ def test_replay_timer_waits_for_the_gpu_once_per_phase_not_per_replay(dev):
     assert t.us_per_call > 0 and isinstance(t.gpu_bound, bool)
 
 
+def test_replay_timer_reports_the_hosts_share(dev, monkeypatch):
+    """replay_time's host_us_per_call is the timed replays' own host seconds (what run_many returns) over the calls
+    they made, and gpu_bound says whether that is under 0.8 of the wall time (a host-bound replay's time is the
+    host's, not the kernels')."""
+    from wgraph.bench import timing
+
+    prog, _ = _doubling_calls(dev, np.arange(16, dtype=np.float32), 2)
+    seen = []
+    real = prog.run_many
+
+    def counted(n, **kw):
+        host = real(n, **kw)
+        seen.append((n, host))
+        return host
+
+    monkeypatch.setattr(prog, "run_many", counted)
+    t = timing.replay_time(dev, prog, 2, min_s=0.02, warm_s=0.0)
+    reps, host = seen[-1]          # the timed replays are the last run_many
+    assert t.host_us_per_call == pytest.approx(host / (reps * 2) * 1e6)
+    assert 0 < t.host_us_per_call and t.gpu_bound == (t.host_us_per_call < 0.8 * t.us_per_call)
+    assert timing.ReplayTime(10.0, 7.9).gpu_bound and not timing.ReplayTime(10.0, 8.0).gpu_bound
+
+
 def test_replay_timer_refuses_a_program_of_no_calls(dev):
     """`calls` divides the replay time: 0 calls (a Program that compile_calls made of none) was a ZeroDivisionError
     after the replays; it is an ArgumentError before any GPU work. warm_s=0 still replays (and times) the Program."""
@@ -288,6 +311,6 @@ def test_replay_timer_refuses_a_program_of_no_calls(dev):
     with pytest.raises(wg.ArgumentError, match="calls"):
         timing.replay_time(dev, prog, 0, min_s=0.0, warm_s=0.0)
     with pytest.raises(wg.ArgumentError, match="calls"):
-        timing.replay_us(dev, build, 0)
+        timing.replay(dev, build, 0)
     t = timing.replay_time(dev, prog, 1, min_s=0.0, warm_s=0.0)
     assert t.us_per_call > 0

@@ -131,7 +131,8 @@ def measure(dev, s: Shape, tensors, variant: str | None, target_s: float, max_re
                 build.st = timing.states(g, arrays, (dts[0], dts[1], dts[1]))
             return wg.ops.attention(*build.st, **kw)
 
-        row["replay_us"] = timing.replay_us(dev, build)
+        replay = timing.replay(dev, build)
+        row["replay_us"], row["replay_host_us"] = replay.us_per_call, replay.host_us_per_call
     row["_out"] = out
     return row
 
