@@ -15,6 +15,9 @@ same K/V bytes and torch:
                     planned kernel's registers
   D2 empty_nomerge  D without the chunk's merge (no shuffles, workgroup-memory rounds or barriers): each head's
                     partials stored straight from the lanes' registers, as many stores as the merge makes
+  D2a empty_shuffles  D2 after the merge's subgroup butterfly (its shuffles, no workgroup-memory rounds): the
+                    butterfly's cost over D2
+  D2b empty_rounds  D without the butterfly (the workgroup-memory rounds and barriers alone): the rounds' cost
   D3 launch         D2 without the stores: nothing left but the launch of A's grid and its early returns (the
                     compiler drops the dead rest): the floor of one pass of this grid
   E  chunk pass     each ablation's chunk pass dispatched alone (every call's combine left out of the pass:
@@ -117,6 +120,17 @@ NO_MERGE = """    // ablation D2: no merge
     }"""
 
 
+# The merge (attention_fused_merge.wgsl) in its two halves: the subgroup butterfly, then the states left merged
+# through workgroup memory (from `let ST`)
+MERGE = (EXP / "attention_fused_merge.wgsl").read_text()
+ROUNDS_AT = "    let ST = max(sg_live, LPR);"
+BUTTERFLY_AT = "    for (var mask: u32 = LPR; mask < sg_live; mask *= 2u) {"
+MERGE_SHUFFLES = "    // ablation D2a: the butterfly, then D2's stores\n" + MERGE.split(ROUNDS_AT)[0] + NO_MERGE
+MERGE_ROUNDS = ("    // ablation D2b: no butterfly\n" + MERGE.split(BUTTERFLY_AT)[0] + ROUNDS_AT
+                + MERGE.split(ROUNDS_AT)[1])
+assert MERGE.count(ROUNDS_AT) == 1 and MERGE.count(BUTTERFLY_AT) == 1, "attention_fused_merge.wgsl changed"
+
+
 def ablation_sources() -> dict:
     """{tag: {file name: WGSL}} of every ablated kernel (its main file and, where changed, its steps)."""
     steps_b = sub(sub(STEPS, K_LOAD, "= fake_kv(r + ${p}u * LPR, 0u);", 2), V_LOAD,
@@ -142,6 +156,8 @@ def ablation_sources() -> dict:
         "empty_load1": main("empty_load1", False,
                             "    let n = select(0u, min(chunk, range.y - lo), params.num_chunks == 0u);  // D1"),
         "empty_nomerge": main("empty_nomerge", False, EMPTY_N, merge=NO_MERGE),
+        "empty_shuffles": main("empty_shuffles", False, EMPTY_N, merge=MERGE_SHUFFLES),
+        "empty_rounds": main("empty_rounds", False, EMPTY_N, merge=MERGE_ROUNDS),
         "launch": main("launch", False, EMPTY_N, merge="    // ablation D3: no merge, no stores\n"),
     }
 
@@ -174,7 +190,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 }
 """
 ABLATIONS = {tag: f"x_abl_g4_f16_{tag}" for tag in ("no_kv", "loads_only", "empty", "empty_load1", "empty_nomerge",
-                                                    "launch")}
+                                                    "empty_shuffles", "empty_rounds", "launch")}
 entries = []
 for tag, files in ablation_sources().items():
     for name, text in files.items():
@@ -360,6 +376,7 @@ def run_shape(hq: int, hkv: int, D: int, L: int) -> dict:
         raise SystemExit(f"{PLANNED} at {s.label()} is {diff:.3g} from the float64 reference (limit 1e-2)")
     for tag, label in (("no_kv", "B no_kv"), ("loads_only", "C loads_only"), ("empty", "D empty"),
                        ("empty_load1", "D1 empty_load1"), ("empty_nomerge", "D2 empty_nomerge"),
+                       ("empty_shuffles", "D2a empty_shuffles"), ("empty_rounds", "D2b empty_rounds"),
                        ("launch", "D3 launch")):
         cases[label] = attention_case(label, arrays, tensors, ABLATIONS[tag])
     grid = int(np.prod(forced.workgroups))
