@@ -107,12 +107,7 @@ def measure(dev, s: Shape, tensors, variant: str | None, target_s: float, max_re
     def call():
         wg.ops.attention(q, k, v, out=out, **kw)
 
-    dev.sync()
-    t0 = time.perf_counter()
-    call()
-    dev.sync()
-    estimate = time.perf_counter() - t0
-    reps = int(max(1, min(max_reps, target_s / max(estimate, 1e-6))))
+    estimate, reps = timing.reps_for(dev, call, target_s, max_reps)
     gpu = _gpu_times_us(dev, call, reps)
     # a call slower than the whole target (a fallback kernel at a long S): its one timed call is the wall
     # time, so a slow shape costs 3 calls instead of 4 and the budget stays near its mark

@@ -103,12 +103,7 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     call()
     dev.flush()
     dispatches = dev.stats.since(before).dispatches
-    dev.sync()
-    t0 = time.perf_counter()
-    call()
-    dev.sync()
-    estimate = time.perf_counter() - t0
-    reps = int(max(1, min(max_reps, target_s / max(estimate, 1e-6))))
+    _, reps = timing.reps_for(dev, call, target_s, max_reps)
     gpu = _gpu_times_us(dev, call, reps)
     wall = timing.wall_us(dev, call, reps)
     row = {"reps": reps, "dispatches": dispatches, "gpu_us": statistics.median(gpu) if gpu else None,

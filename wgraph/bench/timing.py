@@ -142,15 +142,23 @@ def warm(dev, call, seconds: float) -> None:
         dev.sync()
 
 
-def time_calls(dev, call, target_s: float, max_reps: int, warm_s: float = 0.3) -> tuple[float, int, str]:
-    """GPU µs per call (median of batches of back-to-back calls, after `warm_s` seconds of them: an idle GPU's
-    clocks take a while to rise), reps per batch, and the clock used. Batches are sized from one call's time,
-    so a slow configuration warms in a few calls, not in a fixed count of them."""
+def reps_for(dev, call, target_s: float, max_reps: int) -> tuple[float, int]:
+    """One call's wall seconds (the GPU idle before it and waited for after it) and the calls a batch takes to
+    last about `target_s`, 1 to `max_reps`: the bench's timers size their batches from it, so a slow
+    configuration is timed in a few calls, not in a fixed count of them."""
     dev.sync()
     t0 = time.perf_counter()
     call()
     dev.sync()
-    reps = int(max(1, min(max_reps, target_s / max(time.perf_counter() - t0, 1e-6))))
+    once = time.perf_counter() - t0
+    return once, int(max(1, min(max_reps, target_s / max(once, 1e-6))))
+
+
+def time_calls(dev, call, target_s: float, max_reps: int, warm_s: float = 0.3) -> tuple[float, int, str]:
+    """GPU µs per call (median of batches of back-to-back calls, after `warm_s` seconds of them: an idle GPU's
+    clocks take a while to rise), reps per batch, and the clock used. Batches are sized from one call's time,
+    so a slow configuration warms in a few calls, not in a fixed count of them."""
+    _, reps = reps_for(dev, call, target_s, max_reps)
     warm(dev, call, warm_s)
     gpu = calls_us(dev, call, reps)
     if gpu:
