@@ -25,10 +25,9 @@ import wgraph.ops as ops
 from wgraph import args
 from wgraph.errors import LimitError, UnsupportedError
 from wgraph.graph import Graph
-from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.config import MAX_SEQ
-from wgraph.models.decode_span import decode_steps, run_scheduled, short_cache_rows
+from wgraph.models.decode_span import decode_steps, run_scheduled, run_steps_args, short_cache_rows
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.ops.attention_planner import max_head_dim
 from wgraph.tensor import Tensor
@@ -298,9 +297,7 @@ class BatchedDecoder:
         in_flight: the most steps unfinished on the GPU at once (whole submits: at least one).
         per_submit: steps encoded into one submit: a submit's fixed cost is paid once for them.
         """
-        n = args.integer("BatchedDecoder.run_steps", "n", n, 0, MAX_SEQ)
-        in_flight = args.integer("BatchedDecoder.run_steps", "in_flight", in_flight, 1, MAX_SEQ)
-        per_submit = args.integer("BatchedDecoder.run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
+        n, in_flight, per_submit = run_steps_args("BatchedDecoder.run_steps", n, in_flight, per_submit)
         with self._lock:
             return run_scheduled(self._programs(n, "BatchedDecoder.run_steps"), in_flight, per_submit)
 

@@ -13,9 +13,11 @@ from typing import Any, Callable
 
 import attrs
 
+from wgraph import args
 from wgraph.errors import LimitError, RecordingError
 from wgraph.graph import Graph
-from wgraph.models.config import submits_in_flight
+from wgraph.graph.program import MAX_PER_SUBMIT
+from wgraph.models.config import MAX_SEQ, submits_in_flight
 from wgraph.ops import attention_batched
 from wgraph.ops.attention import plan_facts
 from wgraph.ops.attention_planner import attention_kernels, plan
@@ -96,6 +98,13 @@ def decode_steps(fn: str, position: int | None, steps: int, cache_rows: int, sho
         raise RecordingError(f"{fn}: {unprefilled}")
     check_room(fn, position, steps, cache_rows)
     return schedule(position, steps, short_rows, short_program, whole_program)
+
+
+def run_steps_args(fn: str, n: int, in_flight: int, per_submit: int) -> tuple[int, int, int]:
+    """A decoder's run_steps arguments (n, in_flight, per_submit), each checked by its rule (args.py): n steps
+    from 0 to MAX_SEQ, in_flight steps from 1 to MAX_SEQ, per_submit steps from 1 to MAX_PER_SUBMIT."""
+    return (args.integer(fn, "n", n, 0, MAX_SEQ), args.integer(fn, "in_flight", in_flight, 1, MAX_SEQ),
+            args.integer(fn, "per_submit", per_submit, 1, MAX_PER_SUBMIT))
 
 
 def run_scheduled(programs: list[tuple[Any, int]], in_flight: int, per_submit: int) -> float:

@@ -39,11 +39,10 @@ from wgraph.ggml_blocks import QuantizedWeight
 from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.dense import cos_sin_rows
 from wgraph.graph import Graph
-from wgraph.graph.program import MAX_PER_SUBMIT
 from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
-from wgraph.models.decode_span import decode_steps, run_scheduled, short_cache_rows
+from wgraph.models.decode_span import decode_steps, run_scheduled, run_steps_args, short_cache_rows
 from wgraph.ops.sampling import SampleSettings, check_sampling, check_settings
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
@@ -658,9 +657,7 @@ class Llama:
         in_flight: the most steps unfinished on the GPU at once (whole submits: at least one).
         per_submit: steps encoded into one submit: a submit's fixed cost is paid once for them.
         """
-        n = args.integer("run_steps", "n", n, 0, MAX_SEQ)
-        in_flight = args.integer("run_steps", "in_flight", in_flight, 1, MAX_SEQ)
-        per_submit = args.integer("run_steps", "per_submit", per_submit, 1, MAX_PER_SUBMIT)
+        n, in_flight, per_submit = run_steps_args("run_steps", n, in_flight, per_submit)
         with self._lock:
             return run_scheduled(self._decode_programs(n, "run_steps"), in_flight, per_submit)
 
