@@ -5,6 +5,7 @@
 // workgroups instead of one SM). Ties go to the lowest index and a NaN beats every number (the first NaN
 // wins), as numpy.argmax.
 {{ENABLE}}
+//!include is_nan.wgsl
 //!include sampling_common.wgsl
 
 struct ArgmaxParams {

@@ -1,6 +1,7 @@
 // The second pass of a chunked argmax (argmax.wgsl): out[row] = the index of the best of the row's chunk pairs
 // (value bits, index) in `parts`, by argmax's order (NaN first, larger values, lower indices). One workgroup
 // per row.
+//!include is_nan.wgsl
 //!include sampling_common.wgsl
 
 struct ArgmaxMergeParams {

@@ -60,7 +60,7 @@ fn weight(v: f32, m: f32) -> f32 {
   let gap = select(v, 0.5 * v, far) - select(m, 0.5 * m, far);
   let scaled = gap * select(params.inv_temperature_pow2, 2.0 * params.inv_temperature_pow2, far);
   let d = scaled * params.inv_temperature_rest;
-  return select(exp_reduced(d), 0.0, d < -104.0 || is_nan(d));
+  return select(exp_reduced(d), 0.0, d < -104.0 || is_nan_f32(d));
 }
 
 fn workgroup_min_u32(lid: u32, v: u32) -> u32 {
@@ -161,7 +161,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   var m = -3.40282347e38;
   for (var i = lid.x; i < params.dim; i = i + WG) {
     let v = f32(x[base + i]);
-    m = max(m, select(v, bitcast<f32>(0x7f800000u), is_nan(v)));
+    m = max(m, select(v, bitcast<f32>(0x7f800000u), is_nan_f32(v)));
   }
   m = workgroup_max(lid.x, m);
 

@@ -1,24 +1,16 @@
 // What argmax and sample share: the (value, index) order of argmax and the ordered u32 key of an f32.
+// NaN is tested by is_nan.wgsl's is_nan_f32 (on the bits), which the including kernel brings: argmax and
+// argmax_merge include it, sample through elementwise_math.wgsl (a file included twice is a load error).
 
 const NO_INDEX: u32 = 0xffffffffu;  // "no candidate yet": beaten by anything
-
-// by its bits: the compiler may assume no NaNs and fold `v != v` away
-fn is_nan(v: f32) -> bool {
-  return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
-// by its bits, as is_nan: the compiler may assume no infinities too
-fn is_inf(v: f32) -> bool {
-  return (bitcast<u32>(v) & 0x7fffffffu) == 0x7f800000u;
-}
 
 // does (v, i) come before (w, j) in argmax's order? NaN first, then larger values, then lower indices
 fn beats(v: f32, i: u32, w: f32, j: u32) -> bool {
   if (i == NO_INDEX || j == NO_INDEX) {
     return j == NO_INDEX && i != NO_INDEX;
   }
-  let nv = is_nan(v);
-  if (nv != is_nan(w)) {
+  let nv = is_nan_f32(v);
+  if (nv != is_nan_f32(w)) {
     return nv;
   }
   if (nv || v == w) {
