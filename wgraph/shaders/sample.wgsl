@@ -27,6 +27,7 @@ struct SampleParams {
 @group(0) @binding(2) var<storage, read> step_buf: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
 //!include device_errors.wgsl
+//!include row_max.wgsl
 
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const SEARCH_PASSES: u32 = 11u;  // 8^11 > 2^32
@@ -158,12 +159,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let base = row * params.dim;
   // the row's max, +inf when it holds a NaN or +inf: torch's softmax is NaN there (exp(inf - inf)) and its
   // multinomial raises, so nothing is drawn (every weight is 0: the id 0xffffffff and the device error flag)
-  var m = -3.40282347e38;
-  for (var i = lid.x; i < params.dim; i = i + WG) {
-    let v = f32(x[base + i]);
-    m = max(m, select(v, bitcast<f32>(0x7f800000u), is_nan_f32(v)));
-  }
-  m = workgroup_max(lid.x, m);
+  let m = row_max_nan_as_inf(lid.x, base);
 
   // top-k: the largest key K with count(key >= K) >= top_k, which is the key of the k-th largest value
   var lo = 0u;

@@ -13,6 +13,7 @@ struct SoftmaxParams {
 @group(0) @binding(0) var<uniform> params: SoftmaxParams;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> y: array<{{T}}>;
+//!include row_max.wgsl
 
 // exp(x - m), exactly 0 below exp's f32 range (and for x = -inf, whatever m is)
 fn shifted_exp(v: f32, m: f32) -> f32 {
@@ -28,15 +29,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     return;
   }
   let base = row * params.dim;
-  // +inf and NaN from the uniform, out of constant evaluation (WGSL has no literal for them)
-  let inf = bitcast<f32>(0x7f800000u | (params.dim & 0u));
+  // NaN from the uniform, out of constant evaluation (WGSL has no literal for it)
   let nan = bitcast<f32>(0x7fc00000u | (params.dim & 0u));
-  var m = -3.40282347e38;
-  for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
-    let v = f32(x[base + i]);
-    m = max(m, select(v, inf, is_nan_f32(v)));
-  }
-  m = workgroup_max(lid.x, m);
+  let m = row_max_nan_as_inf(lid.x, base);
   var s = 0.0;
   for (var i = lid.x; i < params.dim; i = i + {{WORKGROUP_SIZE_X}}u) {
     s = s + shifted_exp(f32(x[base + i]), m);
