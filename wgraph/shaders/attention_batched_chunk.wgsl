@@ -3,10 +3,5 @@
     let c = wid.x;
 //!include attention_batched_head.wgsl
     let span = range.y - range.x;
-    if (c >= splitk_count(span)) {
-        return;                                  // the whole workgroup: a surplus chunk
-    }
-    let chunk = splitk_chunk(span);
-    let lo = range.x + c * chunk;
-    let n = min(chunk, range.y - lo);
+//!include attention_splitk_chunk.wgsl
     let qrow = sq.x + sq.y - 1u;

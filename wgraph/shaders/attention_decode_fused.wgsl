@@ -30,12 +30,7 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {
 //!include attention_splitk_head.wgsl
-    if (c >= splitk_count(span)) {
-        return;                                   // the whole workgroup: a surplus chunk
-    }
-    let chunk = splitk_chunk(span);
-    let lo = range.x + c * chunk;
-    let n = min(chunk, range.y - lo);
+//!include attention_splitk_chunk.wgsl
 
 //!include attention_fused_lanes.wgsl
     let q0 = h0 * D;

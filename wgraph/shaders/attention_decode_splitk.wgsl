@@ -30,12 +30,7 @@
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
 //!include attention_splitk_head.wgsl
-    if (c >= splitk_count(span)) {
-        return;                                  // the whole workgroup: a surplus chunk
-    }
-    let chunk = splitk_chunk(span);
-    let lo = range.x + c * chunk;
-    let n = min(chunk, range.y - lo);
+//!include attention_splitk_chunk.wgsl
 
 //!include attention_splitk_lanes.wgsl
 //!repeat hh G_TILE
