@@ -15,13 +15,7 @@
 // attention_decode_splitk_combine.wgsl merges the chunks.
 // Dispatch: (chunks, num_kv_heads, head blocks) (grid "splitk", attention_splitk_head.wgsl).
 {{ENABLE_F16}}
-//!include attention_params.wgsl
-//!include attention_decode_splitk_common.wgsl
-@group(0) @binding(1) var<storage, read> q: array<{{Q_T}}>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;   // 16-byte pieces: ELEMS dims each
-@group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
-@group(0) @binding(7) var<storage, read_write> part_ml: array<f32>;
-@group(0) @binding(8) var<storage, read_write> part_acc: array<f32>;
+//!include attention_splitk_bindings.wgsl
 
 //!include attention_fused_consts.wgsl
 //!include attention_fused_store_partials.wgsl
