@@ -61,24 +61,40 @@ class TorchLlama:
         a, b = x[..., :half].float(), x[..., half:].float()
         return self.torch.cat([a * cos - b * sin, b * cos + a * sin], -1).half()
 
-    def step(self):
-        """One token: embed self.token at self.pos, all layers, greedy next id into self.token; pos += 1."""
+    def _mask(self):
+        """Keys after the current position are not there yet: [max_seq], True where masked."""
+        return self.positions > self.pos
+
+    def _attend(self, i: int, q, k, v, mask):
+        """Layer i's attention of the step: k, v [1, Hkv, D] written to the cache at self.pos, then q [1, Hq, D]
+        over the whole cache masked by `mask`; the output [1, Hq * D]."""
         torch, c = self.torch, self.cfg
         hq, hkv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        x = self.embed[self.token]  # [1, H]
-        mask = self.positions > self.pos  # keys after the current position are not there yet
+        self.k[i].index_copy_(0, self.pos, k)
+        self.v[i].index_copy_(0, self.pos, v)
+        kk = self.k[i].repeat_interleave(hq // hkv, 1)  # [max_seq, Hq, D]
+        vv = self.v[i].repeat_interleave(hq // hkv, 1)
+        s = torch.einsum("hd,lhd->hl", q[0].float(), kk.float()) / d ** 0.5
+        p = torch.softmax(s.masked_fill(mask[None, :], float("-inf")), -1)
+        return torch.einsum("hl,lhd->hd", p, vv.float()).half().reshape(1, hq * d)
+
+    def _keep(self, nxt):
+        """The step's greedy id into the history at the new position."""
+        self.history.index_copy_(0, self.pos, nxt)
+
+    def step(self):
+        """One token per row of self.token (one here; TorchLlamaBatch's B): embed self.token at self.pos, all
+        layers (the attention is _attend's, the cache layout's), greedy next ids into self.token; pos += 1."""
+        torch, c = self.torch, self.cfg
+        hq, hkv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        rows = self.token.shape[0]
+        x = self.embed[self.token]  # [rows, H]
+        mask = self._mask()
         for i, w in enumerate(self.layers):
             qkv = self._rms(x, w["attn_norm"]) @ w["wqkv"].T
             q, k, v = qkv.split([hq * d, hkv * d, hkv * d], -1)
-            q, k = self._rope(q.view(1, hq, d)), self._rope(k.view(1, hkv, d))
-            self.k[i].index_copy_(0, self.pos, k)
-            self.v[i].index_copy_(0, self.pos, v.view(1, hkv, d))
-            kk = self.k[i].repeat_interleave(hq // hkv, 1)  # [max_seq, Hq, D]
-            vv = self.v[i].repeat_interleave(hq // hkv, 1)
-            s = torch.einsum("hd,lhd->hl", q[0].float(), kk.float()) / d ** 0.5
-            p = torch.softmax(s.masked_fill(mask[None, :], float("-inf")), -1)
-            o = torch.einsum("hl,lhd->hd", p, vv.float()).half().reshape(1, hq * d)
-            x = x + o @ w["wo"].T
+            q, k = self._rope(q.view(rows, hq, d)), self._rope(k.view(rows, hkv, d))  # cos/sin rows of self.pos
+            x = x + self._attend(i, q, k, v.view(rows, hkv, d), mask) @ w["wo"].T
             gu = self._rms(x, w["mlp_norm"]) @ w["w_gate_up"].T
             g, u = gu.chunk(2, -1)
             x = x + (torch.nn.functional.silu(g) * u) @ w["w_down"].T
@@ -86,7 +102,7 @@ class TorchLlama:
         nxt = logits.float().argmax(-1)
         self.token.copy_(nxt)
         self.pos.add_(1)
-        self.history.index_copy_(0, self.pos, nxt)
+        self._keep(nxt)
 
     def reset(self, token: int, pos: int):
         self.token.fill_(token)

@@ -24,30 +24,24 @@ class TorchLlamaBatch(TorchLlama):
         self.history = torch.zeros(b, max_seq, dtype=torch.long, device=device)
         self.rows = torch.arange(b, device=device)
 
-    def step(self):
-        """One token per sequence: embed self.token at self.pos, all layers, greedy next ids; pos += 1."""
+    def _mask(self):
+        """[B, max_seq]: keys after each sequence's position."""
+        return self.positions[None, :] > self.pos[:, None]
+
+    def _attend(self, i: int, q, k, v, mask):
+        """Layer i's attention of the step: k, v [B, Hkv, D] written to each sequence's cache at its position,
+        then q [B, Hq, D] over its whole cache masked by `mask`; the output [B, Hq * D]."""
         torch, c, b = self.torch, self.cfg, self.batch
         hq, hkv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        x = self.embed[self.token]  # [B, H]
-        mask = self.positions[None, :] > self.pos[:, None]  # [B, max_seq]: keys after each position
-        for i, w in enumerate(self.layers):
-            qkv = self._rms(x, w["attn_norm"]) @ w["wqkv"].T
-            q, k, v = qkv.split([hq * d, hkv * d, hkv * d], -1)
-            q, k = self._rope(q.view(b, hq, d)), self._rope(k.view(b, hkv, d))  # cos/sin rows of self.pos
-            self.k[i][self.rows, :, self.pos] = k
-            self.v[i][self.rows, :, self.pos] = v.view(b, hkv, d)
-            qg = q.view(b, hkv, hq // hkv, d)  # q head h reads kv head h // (Hq / Hkv)
-            s = torch.matmul(qg, self.k[i].transpose(-1, -2)).float() / d ** 0.5  # [B, Hkv, G, max_seq]
-            p = torch.softmax(s.masked_fill(mask[:, None, None, :], float("-inf")), -1).half()
-            o = torch.matmul(p, self.v[i]).reshape(b, hq * d)
-            x = x + o @ w["wo"].T
-            gu = self._rms(x, w["mlp_norm"]) @ w["w_gate_up"].T
-            g, u = gu.chunk(2, -1)
-            x = x + (torch.nn.functional.silu(g) * u) @ w["w_down"].T
-        logits = self._rms(x, self.norm) @ self.lm_head.T
-        nxt = logits.float().argmax(-1)
-        self.token.copy_(nxt)
-        self.pos.add_(1)
+        self.k[i][self.rows, :, self.pos] = k
+        self.v[i][self.rows, :, self.pos] = v
+        qg = q.view(b, hkv, hq // hkv, d)  # q head h reads kv head h // (Hq / Hkv)
+        s = torch.matmul(qg, self.k[i].transpose(-1, -2)).float() / d ** 0.5  # [B, Hkv, G, max_seq]
+        p = torch.softmax(s.masked_fill(mask[:, None, None, :], float("-inf")), -1).half()
+        return torch.matmul(p, self.v[i]).reshape(b, hq * d)
+
+    def _keep(self, nxt):
+        """Each sequence's greedy id into its history at its new position."""
         self.history[self.rows, self.pos] = nxt
 
     def reset(self, tokens, pos: int):
