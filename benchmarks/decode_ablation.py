@@ -72,7 +72,9 @@ sub = ab_registry.sub
 
 
 MAIN_FILE = FLAT[PLANNED]["file"]
-MAIN = (EXP / MAIN_FILE).read_text()
+# the chunk's bounds written out in the main file (its include inlined), so an ablation can replace its `n`
+CHUNK_INCLUDE = "//!include attention_splitk_chunk.wgsl"
+MAIN = sub((EXP / MAIN_FILE).read_text(), CHUNK_INCLUDE, (EXP / "attention_splitk_chunk.wgsl").read_text())
 STEPS = (EXP / "attention_fused_steps.wgsl").read_text()
 STEPS_INCLUDE = "//!include attention_fused_steps.wgsl"
 N_LINE = "    let n = min(chunk, range.y - lo);"

@@ -116,7 +116,7 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
 
 
 def _builder(s: BatchedShape, arrays):
-    """timing.replay_us's builder: the same batched call on Program states."""
+    """timing.replay's builder: the same batched call on Program states."""
     dt = "f16" if s.dtype == "f16" else "f32"
     kvdt = "f32" if s.dtype == "f32" else "f16"
     if s.kind == "decode":
