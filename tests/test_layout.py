@@ -2,6 +2,7 @@
 that calls the GPU queue (scheduler/queue.py), and a Device that delegates submission to its scheduler."""
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
@@ -19,6 +20,13 @@ def _modules() -> dict[str, Path]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out
+
+
+@functools.cache
+def _trees() -> dict[str, tuple[Path, ast.AST]]:
+    """Each module's path and parsed source, read once for the tests below (each parsed the whole package: ~0.6 s
+    each on the CI machine); the trees are only walked, never changed."""
+    return {name: (path, ast.parse(path.read_text(), str(path))) for name, path in _modules().items()}
 
 
 def _imports(tree: ast.AST, module: str, is_package: bool, modules):
@@ -45,11 +53,10 @@ def _imports(tree: ast.AST, module: str, is_package: bool, modules):
 
 
 def _import_graph() -> nx.DiGraph:
-    modules = _modules()
+    modules = _trees()
     g = nx.DiGraph()
     g.add_nodes_from(modules)
-    for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
+    for name, (path, tree) in modules.items():
         for target in _imports(tree, name, path.name == "__init__.py", modules):
             if target in modules and target != name:
                 g.add_edge(name, target)
@@ -91,8 +98,8 @@ def test_only_the_scheduler_calls_the_queue():
     """Queue writes and submits keep the order of the calls only if one module makes them all (it flushes the
     pending immediate ops first). The host bench's raw-wgpu floor bypasses wgraph on purpose."""
     found = {}
-    for name, path in _modules().items():
-        lines = _queue_calls(ast.parse(path.read_text()))
+    for name, (_, tree) in _trees().items():
+        lines = _queue_calls(tree)
         if lines:
             found[name] = lines
     assert set(found) == {"wgraph.scheduler.queue", "wgraph.bench.host"}, found
