@@ -1,9 +1,7 @@
-// A 4-term product summed into acc by fused multiply-adds: dot() and an add compile to an FMUL, 3 FFMA and an
-// FADD (the H200's machine code of gemv_r8_wide_f16, h200-pipeline-sass.log), 4 FFMA here, and the 8-row GEMVs
-// are bound by instruction issue (gemv_ab.py's mac candidates, h100-gemv-r8-fma-1206.log: up to 12% less time).
-fn fma4(a: vec4<f32>, b: vec4<f32>, acc: f32) -> f32 {
-  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
-}
+// Each 4-term product summed into its total by fused multiply-adds (fma_dot): dot() and an add compile to an
+// FMUL, 3 FFMA and an FADD (the H200's machine code of gemv_r8_wide_f16, h200-pipeline-sass.log), and the 8-row
+// GEMVs are bound by instruction issue (gemv_ab.py's mac candidates, h100-gemv-r8-fma-1206.log: up to 12% less time).
+//!include fma_dot.wgsl
 
 // One 16-byte load's share: chunk c of the slot's FT weight rows (widened: ws) times chunk c of the RPG rows of
 // x of row group rg.
@@ -21,13 +19,13 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
     //!repeat P PARTS
     var x${R}_$P = x[r$R * xrow + c * PARTS + ${P}u];
     if (HAS_NORM) {
-      (*vals)[FT * RPG + ${R}u] = fma4(x${R}_$P, x${R}_$P, (*vals)[FT * RPG + ${R}u]);
+      (*vals)[FT * RPG + ${R}u] = fma_dot(x${R}_$P, x${R}_$P, (*vals)[FT * RPG + ${R}u]);
       x${R}_$P = x${R}_$P * g$P;
     }
     //!end
     //!repeat F FT
     //!repeat P PARTS
-    (*vals)[${F}u * RPG + ${R}u] = fma4(ws[${F}u][${P}u], x${R}_$P, (*vals)[${F}u * RPG + ${R}u]);
+    (*vals)[${F}u * RPG + ${R}u] = fma_dot(ws[${F}u][${P}u], x${R}_$P, (*vals)[${F}u * RPG + ${R}u]);
     //!end
     //!end
   }

@@ -7,7 +7,7 @@ const_assert LPB == 8u && XV == 8u;
 //!include quant_x_contiguous.wgsl
 
 //!include quant_x_plain.wgsl
-//!include quant_fma_dot.wgsl
+//!include fma_dot.wgsl
 //!include quant_bytes4.wgsl
 
 struct Unit {

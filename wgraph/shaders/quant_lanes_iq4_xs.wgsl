@@ -7,7 +7,7 @@ const_assert LPB == 8u && XV == 8u;
 //!include quant_x_contiguous.wgsl
 
 //!include quant_x_plain.wgsl
-//!include quant_fma_dot.wgsl
+//!include fma_dot.wgsl
 
 struct Unit {
   q: array<u32, 4>,  // the lane's sub-block's quant words

@@ -8,7 +8,7 @@ const_assert LPB == 1u;
 const WORDS: u32 = 6u;
 
 //!include quant_x_sums.wgsl
-//!include quant_fma_dot.wgsl
+//!include fma_dot.wgsl
 //!include quant_units_whole.wgsl
 //!include quant_values_once.wgsl
 
