@@ -35,7 +35,18 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
 // Thread t (numbered so a slot's lanes share a subgroup where there are subgroups) of workgroup `group`;
 // `width`: lanes of an aligned group that one subgroup sums by shuffles (1: none).
 fn gemv(t: u32, group: u32, width: u32) {
-//!include gemv_walk_slot.wgsl
+  let slot_local = t / LANES;
+  let lane = t % LANES;
+  let rg = lane % ROW_GROUPS;  // row group
+  let slot = group * SLOTS + slot_local;
+  let loads = params.k / W_PER_LOAD;  // 16-byte loads per weight row
+  // the slot's rows (through the including kernel's w_row); a slot past the end reads a real row and drops
+  // its sums
+  //!repeat F FT
+  let wbase$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * loads;
+  //!end
+  prepare_epilogue(slot, lane, 0u, params.m);  // the epilogue's own loads, issued before the sums
+  var vals: array<f32, VT>;
   var i = lane / ROW_GROUPS;
   if (PREFETCH) {
     // the next step's words are loaded before this step's are summed, so they are in flight through its FMAs
