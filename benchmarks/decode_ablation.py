@@ -127,10 +127,11 @@ NO_MERGE = """    // ablation D2: no merge
 MERGE = (EXP / "attention_fused_merge.wgsl").read_text()
 ROUNDS_AT = "    let ST = max(sg_live, LPR);"
 BUTTERFLY_AT = "    for (var mask: u32 = LPR; mask < sg_live; mask *= 2u) {"
+for at in (ROUNDS_AT, BUTTERFLY_AT):
+    sub(MERGE, at, at)   # the edit rule's check: each cut falls at one place, else the merge changed
 MERGE_SHUFFLES = "    // ablation D2a: the butterfly, then D2's stores\n" + MERGE.split(ROUNDS_AT)[0] + NO_MERGE
 MERGE_ROUNDS = ("    // ablation D2b: no butterfly\n" + MERGE.split(BUTTERFLY_AT)[0] + ROUNDS_AT
                 + MERGE.split(ROUNDS_AT)[1])
-assert MERGE.count(ROUNDS_AT) == 1 and MERGE.count(BUTTERFLY_AT) == 1, "attention_fused_merge.wgsl changed"
 
 
 def ablation_sources() -> dict:

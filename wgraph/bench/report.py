@@ -125,13 +125,15 @@ def attention_table(rows: list[dict]) -> str:
         lines.append(f"{shape} {name:28} {str(r['tier']):12} {_f(r['gpu_us'] or r['wall_us'], '10.1f')} "
                      f"{_f(thru, '10.4g')} {'TFLOP/s' if prefill else 'GB/s':7} "
                      f"{_f(torch, '9.4g')} {_f(r.get('ratio_to_torch'), '7.3g')} {_f(r.get('replay_us'), '9.1f')} "
-                     f"{_f(r.get('replay_host_us'), '7.1f')} {_f(r.get('ratio_to_torch_replay'), '7.3g')} {_f(r.get('fraction_of_fma_peak'), '6.2f')} "
+                     f"{_f(r.get('replay_host_us'), '7.1f')} {_f(r.get('ratio_to_torch_replay'), '7.3g')} "
+                     f"{_f(r.get('fraction_of_fma_peak'), '6.2f')} "
                      f"{_f(r.get('torch_graph_us'), '8.1f')} {_f(r.get('ratio_to_torch_graph_replay'), '7.3g')}")
     lines.append("gpu us: timestamp queries around the op's dispatches (median), else wall time with a GPU wait. "
                  "ratio = torch time / wgraph time (> 1: wgraph faster). * = variant forced, not planned. "
                  "replay us (decode): a compiled Program of 20 calls replayed back to back, wall clock (no "
-                 "timestamps between dispatches), and its ratio to torch; host us: the host's encode and submit time per "
-                 "call in those replays (past 0.8 of replay us the host, not the GPU, sets the replay's pace). of FMA: f16 prefill TFLOP/s over the f16 "
+                 "timestamps between dispatches), and its ratio to torch; host us: the host's encode and submit "
+                 "time per call in those replays (past 0.8 of replay us the host, not the GPU, sets the replay's "
+                 "pace). of FMA: f16 prefill TFLOP/s over the f16 "
                  "FMA peak of the same run (bench --only fma). graph us (decode): torch's call replayed from a CUDA "
                  "graph (no host launch cost), and the replay's ratio to it.")
     return "\n".join(lines)
