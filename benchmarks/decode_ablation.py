@@ -214,7 +214,7 @@ TORCH = False if SMALL else torch_ref.probe()["available"]
 if TORCH:
     warmup.init_torch_cuda()   # torch's CUDA context before the first wgraph device
 import wgraph as wg  # noqa: E402
-from wgraph.bench.copy_kernel import BENCH_COPY, CopyParams  # noqa: E402
+from wgraph.bench.memory_kernels import BENCH_COPY, CopyParams  # noqa: E402
 from wgraph.bench.grids import Shape  # noqa: E402
 
 from wgraph.ops import attention_loops  # noqa: E402

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 
 import wgraph as wg
@@ -100,9 +101,9 @@ def test_bench_json_has_every_field(tmp_path, dev):
         assert GEMV <= set(r), GEMV - set(r)
         assert "gemv" in r["variant"] and r["max_rel_err_vs_float64"] < 1e-5
         assert ("ratio_to_torch" in r) == bool(gemv["torch"].get("available"))
-        # the same bytes through the copy kernel: the row's ceiling, set beside it
-        assert r["copy_same_bytes_us"] > 0 and r["of_size_ceiling"] == pytest.approx(
-            r["fraction_of_copy"] / r["copy_same_bytes_fraction"])
+        # the same bytes through the read kernel: the row's ceiling, set beside it
+        assert r["read_same_bytes_us"] > 0 and r["of_size_ceiling"] == pytest.approx(
+            r["fraction_of_copy"] / r["read_same_bytes_fraction"])
 
     model = data["model"]["rows"][0]
     assert model["status"] == "ok", model
@@ -492,12 +493,36 @@ def test_bench_batched_model_rows(dev):
         assert r["matmul_tflops"] == pytest.approx(2 * r["batch"] * matrices / (r["ms_per_step"] * 1e-3) / 1e12)
 
 
-def test_copy_ceiling_moves_the_bytes_it_reports(dev):
+def test_read_ceiling_reads_the_bytes_it_reports(dev):
     from wgraph.bench import gemv
 
-    c = gemv.copy_ceiling(dev, 4096 + 40, target_us=50.0, max_reps=4)
-    # 4136 bytes moved = 2068 read + written; 16-byte words: 2064 read, 4128 moved
-    assert c["copy_correct"] and c["bytes_moved"] == 4128 and c["gpu_us"] > 0
+    c = gemv.read_ceiling(dev, 4096 + 40, target_us=50.0, max_reps=4)
+    # 4136 bytes: 258 whole 16-byte words, 4128 bytes read a call
+    assert c["bytes_read"] == 4128 and c["gpu_us"] > 0
+    assert c["gbps"] == pytest.approx(4128 / (c["gpu_us"] * 1e-6) / 1e9)
+
+
+@pytest.mark.parametrize("words", [1000, 256 * 65535 + 300])
+def test_read_kernel_sums_every_word_a_thread_reads(dev, words):
+    """The read kernel's loads are real: a thread whose words' lane sum is `magic` writes their sum, so with
+    magic set to thread 0's sum (numpy: words 0, stride, 2 stride, ... wrapping u32 adds) y holds it, and with the
+    bench's magic y is untouched. The second size passes the workgroups a dimension allows (threads stride over
+    the rest: 268 MB, run on a GPU's device job)."""
+    from wgraph.bench.memory_kernels import BENCH_READ, ReadParams
+    from wgraph.ops.core import apply
+
+    if words > 256 * dev.caps.max_workgroups_per_dim and dev.caps.is_cpu:
+        pytest.skip("268 MB of reads: the strided case runs on a GPU")
+    groups = min(-(-words // 256), dev.caps.max_workgroups_per_dim)
+    x = np.random.default_rng(words).integers(0, 2**32, (words, 4), dtype=np.uint64).astype(np.uint32)
+    mine = x[::groups * 256].sum(axis=0, dtype=np.uint64) % 2**32   # thread 0's words
+    magic = int(mine.sum() % 2**32)
+    tx = dev.tensor(x.reshape(-1))
+    y = dev.tensor(np.zeros(4, np.uint32))
+    apply(BENCH_READ, ReadParams(), (tx,), out=y)
+    assert (y.numpy() == 0).all()
+    apply(BENCH_READ, ReadParams(magic=magic), (tx,), out=y)
+    assert y.numpy().tolist() == mine.tolist()
 
 
 def test_kernel_subsets_count_each_pass_of_a_split_k_decode(dev):

@@ -47,17 +47,17 @@ def test_random_blocks_are_valid_in_every_format():
         assert np.isfinite(w).all() and (abs(w) < 20).all() and (abs(w) > 0).any(), t
 
 
-def test_a_planned_row_has_its_same_bytes_copy_ceiling(dev):
-    """With the copy bandwidth known, the planned row carries the copy kernel's time over the row's own bytes (half
-    read, half written, 16-byte words) and that rate as a fraction of the copy bandwidth."""
+def test_a_planned_row_has_its_same_bytes_read_ceiling(dev):
+    """With the copy bandwidth known, the planned row carries the read kernel's time over the row's own bytes
+    (16-byte words) and that rate as a fraction of the copy bandwidth."""
     s = quant.QuantGemvShape("Q4_0", 1, 64, 256, "norm+small", norm=True)
     (row,) = quant.bench_quant_gemv(dev, [s], copy_gbps=1.0, all_variants=False, use_torch=False, target_s=0.001,
                                     progress=lambda _: None)
-    assert row["status"] == "ok" and row["copy_same_bytes_us"] > 0
-    moved = 2 * (s.bytes // 2 // 16 * 16)
-    assert moved == 64 * 8 * 18 + 4 * 256 + 4 * 64 + 4 * 256  # blocks (64 rows of 8), x, y, norm weight: 11,520
-    assert row["copy_same_bytes_fraction"] * 1e9 * row["copy_same_bytes_us"] * 1e-6 == pytest.approx(moved)
-    assert row["of_size_ceiling"] == pytest.approx(row["fraction_of_copy"] / row["copy_same_bytes_fraction"])
+    assert row["status"] == "ok" and row["read_same_bytes_us"] > 0
+    read = s.bytes // 16 * 16
+    assert read == 64 * 8 * 18 + 4 * 256 + 4 * 64 + 4 * 256  # blocks (64 rows of 8), x, y, norm weight: 11,520
+    assert row["read_same_bytes_fraction"] * 1e9 * row["read_same_bytes_us"] * 1e-6 == pytest.approx(read)
+    assert row["of_size_ceiling"] == pytest.approx(row["fraction_of_copy"] / row["read_same_bytes_fraction"])
 
 
 def test_step_gemv_sums_count_each_call_of_the_1b_step():
@@ -65,7 +65,7 @@ def test_step_gemv_sums_count_each_call_of_the_1b_step():
     without a ceiling on every call is left out."""
     def row(t, matrix, us, ceil, rows=1, planned=True):
         return {"ggml_type": t, "matrix": matrix, "rows": rows, "planned": planned, "status": "ok", "gpu_us": us,
-                "copy_same_bytes_us": ceil}
+                "read_same_bytes_us": ceil}
 
     times = {"norm+qkv": (7.0, 3.0), "o_proj+residual": (6.0, 2.5), "norm+gate_up+swiglu": (11.0, 6.0),
              "down_proj+residual": (8.0, 4.0), "norm+lm_head": (80.0, 40.0)}
@@ -75,7 +75,7 @@ def test_step_gemv_sums_count_each_call_of_the_1b_step():
     (s,) = quant.step_gemv_sums(rows, 16)
     assert s["ggml_type"] == "Q4_0" and s["dispatches"] == 65
     assert s["planned_us"] == pytest.approx(16 * (7 + 6 + 11 + 8) + 80)      # 592
-    assert s["copy_ceiling_us"] == pytest.approx(16 * (3 + 2.5 + 6 + 4) + 40)  # 288
+    assert s["read_ceiling_us"] == pytest.approx(16 * (3 + 2.5 + 6 + 4) + 40)  # 288
 
 
 def test_distinct_outputs_are_distinct_with_one_weight_copy(dev, monkeypatch):

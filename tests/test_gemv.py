@@ -86,17 +86,6 @@ def test_gemv_without_subgroups(dev, rng, variant, m, n, k, wdtype):
         _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], swiglu)
 
 
-@pytest.mark.parametrize("variant", ["gemv_r1_long_f16", "gemv_r1_long_f32"])
-def test_long_row_class_forced(dev, rng, variant):
-    """The long-row class (the 8B shape's o_proj and down_proj; planned only on GPUs for k, n >= 4096), forced
-    on small odd shapes with every option, swiglu and not."""
-    skip_unless_runs(dev, variant)   # subgroup sums
-    skip_unless_f16(dev, variant.rsplit("_", 1)[1])
-    for n, swiglu in ((37, False), (38, True)):
-        c = _case(rng, 1, n, 4104, variant.rsplit("_", 1)[1], norm=True, bias=True, swiglu=swiglu, residual=True)
-        _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], swiglu)
-
-
 # the row-group core (threads of a slot share each weight load, each taking max_rows / row_groups rows of x;
 # prefetched loads, 1 and 2 steps with a tail), forced: the planned 8-row classes (f16: 2 groups, long rows 4;
 # f32: 1 group, long rows 2, not prefetched) and the workgroup-memory candidate (4 groups); rows that fill one group
@@ -198,7 +187,7 @@ def test_forced_variant_errors(dev):
         wg.ops.linear(x, w, variant="gemv_r8_f32")
     with pytest.raises(wg.PlanError, match="swiglu needs an even features_per_lane"):
         wg.ops.linear(dev.tensor(np.ones((1, 64), np.float32)), dev.tensor(np.ones((6, 64), np.float16)),
-                      activation="swiglu", variant="gemv_r1_wide_f16")  # 4 weight rows per slot: 6 is no multiple
+                      activation="swiglu", variant="gemv_r8_wide_f16")  # 4 weight rows per slot: 6 is no multiple
     with pytest.raises(wg.PlanError, match="'rmsnorm_f32' is not a linear kernel"):
         wg.ops.linear(x, w, variant="rmsnorm_f32")
 

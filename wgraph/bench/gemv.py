@@ -20,7 +20,7 @@ import numpy as np
 
 import wgraph as wg
 from wgraph.bench import timing, torch_ref, weights
-from wgraph.bench.copy_kernel import BENCH_COPY, CopyParams
+from wgraph.bench.memory_kernels import BENCH_COPY, BENCH_READ, CopyParams, ReadParams
 from wgraph.errors import WgraphError
 from wgraph.ops.core import apply
 
@@ -175,14 +175,34 @@ def copy_bandwidth(dev, nbytes: int) -> dict:
             **_timed_copy(dev, nbytes, 1, warm_s=1.0, target_us=20000.0, max_reps=50)}
 
 
-def copy_ceiling(dev, moved_bytes: int, *, target_us: float = 3000.0, max_reps: int = 400) -> dict:
-    """The copy kernel moving `moved_bytes` a call (half read, half written), calls chained in one pass and
-    cycling over copies that do not fit the last-level cache, timed as the GEMV rows are: what one pass over
-    that many bytes reaches on this stack, its dispatch floor and ramp included. A GEMV reading those bytes
-    cannot do better, so `fraction_of_copy` (of the big copy's rate) is the ceiling of a row of that size."""
-    half = max(16, moved_bytes // 2 // 16 * 16)
-    copies = 1 if dev.caps.is_cpu else max(1, min(MAX_COPIES, -(-CACHE_BYTES // half)))
-    return _timed_copy(dev, half, copies, warm_s=0.05, target_us=target_us, max_reps=max_reps)
+def read_ceiling(dev, read_bytes: int, *, target_us: float = 3000.0, max_reps: int = 400) -> dict:
+    """The read kernel reading `read_bytes` a call (16-byte words, one a thread), calls chained in one pass and
+    cycling over copies that do not fit the last-level cache, timed as the GEMV rows are: what one pass that
+    only reads that many bytes reaches on this stack, its dispatch floor and ramp included. A GEMV reading those
+    bytes cannot do better, so its `fraction_of_copy` (of the big copy's rate) is the ceiling of a row of that
+    size. (A copy of the same bytes is no ceiling: below the cache's size its one output buffer stays in the
+    cache, and an H100 copied 32 MB that way in 11.0 us where reading them took 13.2:
+    benchmarks/read_ceiling.py, h100-read-ceiling-1206.log.)"""
+    nbytes = max(16, read_bytes // 16 * 16)
+    copies = 1 if dev.caps.is_cpu else max(1, min(MAX_COPIES, -(-CACHE_BYTES // nbytes)))
+    xs = []
+    for i in range(copies):
+        x = dev.empty((nbytes // 4,), "f32")
+        weights.fill(x, 1 + i, 1.0)
+        xs.append(x)
+    y = dev.empty((4,), "u32")
+    state = {"i": 0}
+
+    def call():
+        apply(BENCH_READ, ReadParams(), (xs[state["i"] % copies],), out=y)
+        state["i"] += 1
+
+    call()
+    timing.warm(dev, call, 0.05)
+    us, source = _gpu_us(dev, call, _reps(dev, call, target_us, max_reps))
+    med = statistics.median(us)
+    return {"bytes_read": nbytes, "gpu_us": med, "gpu_us_all": us, "time_source": source, "copies": copies,
+            "gbps": nbytes / (med * 1e-6) / 1e9}
 
 
 def dispatch_floor(dev) -> dict:
@@ -334,9 +354,9 @@ def bench_gemv(dev, shapes, *, copy_gbps: float | None, use_torch: bool, torch_a
                     r["fraction_of_copy"] = r["gbps"] / copy_gbps
             planned = next((r for r, _c in made if r["config"] == "planned"), None)
             if planned is not None and copy_gbps:
-                ceiling = copy_ceiling(dev, s.bytes, target_us=target_us, max_reps=max_reps)
-                planned.update(copy_same_bytes_us=ceiling["gpu_us"],
-                               copy_same_bytes_fraction=ceiling["gbps"] / copy_gbps,
+                ceiling = read_ceiling(dev, s.bytes, target_us=target_us, max_reps=max_reps)
+                planned.update(read_same_bytes_us=ceiling["gpu_us"],
+                               read_same_bytes_fraction=ceiling["gbps"] / copy_gbps,
                                of_size_ceiling=planned["fraction_of_copy"] / (ceiling["gbps"] / copy_gbps))
             if planned is not None and use_torch and torch_available:
                 try:

@@ -22,7 +22,7 @@ import numpy as np
 
 import wgraph as wg
 from wgraph.bench import timing, torch_ref
-from wgraph.bench.gemv import CACHE_BYTES, copy_ceiling
+from wgraph.bench.gemv import CACHE_BYTES, read_ceiling
 from wgraph.bench.timing import time_calls
 from wgraph.errors import WgraphError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
@@ -215,10 +215,10 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
                 if copy_gbps:
                     row["fraction_of_copy"] = row["gbps"] / copy_gbps
                 if planned and copy_gbps and not row["compute_only"]:
-                    # the copy kernel moving this call's bytes in a chain: no one-pass kernel over them does better
-                    ceiling = copy_ceiling(dev, s.bytes, target_us=target_s * 1e6)
-                    row.update(copy_same_bytes_us=ceiling["gpu_us"],
-                               copy_same_bytes_fraction=ceiling["gbps"] / copy_gbps,
+                    # the read kernel reading this call's bytes in a chain: no one-pass kernel over them does better
+                    ceiling = read_ceiling(dev, s.bytes, target_us=target_s * 1e6)
+                    row.update(read_same_bytes_us=ceiling["gpu_us"],
+                               read_same_bytes_fraction=ceiling["gbps"] / copy_gbps,
                                of_size_ceiling=row["fraction_of_copy"] / (ceiling["gbps"] / copy_gbps))
                 if planned:
                     us2, _, _ = time_calls(dev, lambda: call(True), target_s, 400)
@@ -402,19 +402,19 @@ def bench_quant_models(dev, *, big: bool, copy_gbps: float | None, use_torch: bo
 def step_gemv_sums(rows: list[dict], layers: int) -> list[dict]:
     """For each format whose one-row planned GEMVs cover every call of the 1B step (LLAMA_1B_CALLS): the step's
     GEMV time, `layers` x (norm + qkv, o_proj, gate + up, down) + the lm_head, as planned and with every call at
-    the copy kernel's time on its own bytes (`copy_same_bytes_us`): a floor of the GEMVs' share of a decode step
+    the read kernel's time on its own bytes (`read_same_bytes_us`): a floor of the GEMVs' share of a decode step
     under this dispatch structure, measured call by call (the attention, RoPE and embedding dispatches come on
     top of it)."""
     out = []
     for t in dict.fromkeys(r["ggml_type"] for r in rows):
         calls = {r["matrix"]: r for r in rows if r["ggml_type"] == t and r["rows"] == 1 and r.get("planned")
-                 and r["status"] == "ok" and "copy_same_bytes_us" in r}
+                 and r["status"] == "ok" and "read_same_bytes_us" in r}
         if set(calls) != set(LLAMA_1B_CALLS):
             continue
         count = {name: 1 if name == "norm+lm_head" else layers for name in LLAMA_1B_CALLS}
         out.append({"ggml_type": t, "layers": layers,
                     "planned_us": sum(count[n] * calls[n]["gpu_us"] for n in count),
-                    "copy_ceiling_us": sum(count[n] * calls[n]["copy_same_bytes_us"] for n in count),
+                    "read_ceiling_us": sum(count[n] * calls[n]["read_same_bytes_us"] for n in count),
                     "dispatches": sum(count.values())})
     return out
 
@@ -432,19 +432,19 @@ def gemv_table(copy: dict, floor: dict, rows: list[dict], sums: list[dict] = ())
             continue
         mark = "*" if r["planned"] else " "
         frac = f"{r['fraction_of_copy']:7.3f}" if r.get("fraction_of_copy") else f"{'-':>7}"
-        ceil = f"{r['copy_same_bytes_fraction']:7.3f}" if "copy_same_bytes_fraction" in r else f"{'':7}"
+        ceil = f"{r['read_same_bytes_fraction']:7.3f}" if "read_same_bytes_fraction" in r else f"{'':7}"
         indep = f"{r['distinct_outputs_gpu_us']:8.2f}" if "distinct_outputs_gpu_us" in r else f"{'':8}"
         torch_us = f"{r['torch_f16_us']:12.2f}" if "torch_f16_us" in r else f"{'':12}"
         lines.append(f"{shape} {r['variant'] + mark:28} {r['gpu_us']:8.2f} {r['gbps']:7.4g} {frac} {ceil} {indep} {torch_us}")
     lines.append("GB/s: (blocks + x + y (+ norm weight, residual) bytes) / GPU time per call, calls writing one output "
-                 "(each waits for the last); * planned; ceiling: the fraction of the copy bandwidth the copy kernel "
-                 "itself reaches moving the planned row's bytes in a chain of calls (its dispatch floor and ramp "
+                 "(each waits for the last); * planned; ceiling: the fraction of the copy bandwidth a kernel that only "
+                 "reads reaches on the planned row's bytes in a chain of calls (its dispatch floor and ramp "
                  "included: no one-pass kernel over that many bytes does better); indep us: the planned kernel with "
                  "distinct outputs (calls may overlap); torch: F.linear alone with f16 weights")
     for r in sums:
         lines.append(f"{r['ggml_type']}: the step's {r['dispatches']} GEMVs ({r['layers']} x (norm+qkv, o_proj, "
-                     f"gate_up, down) + lm_head) {r['planned_us']:.1f} us as planned, {r['copy_ceiling_us']:.1f} us "
-                     f"at their same-bytes copy ceilings")
+                     f"gate_up, down) + lm_head) {r['planned_us']:.1f} us as planned, {r['read_ceiling_us']:.1f} us "
+                     f"at their same-bytes read ceilings")
     return "\n".join(lines)
 
 

@@ -157,12 +157,12 @@ def gemv_table(copy: dict, rows: list[dict], floor: dict | None = None) -> str:
             lines.append(f"{shape} {name[:26]:26} {r['status']}: {r['note'][:80]}")
             continue
         lines.append(f"{shape} {name[:26]:26} {r['gpu_us']:8.2f} {r['gbps']:6.0f} "
-                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('copy_same_bytes_fraction'), '7.3f')} "
+                     f"{_f(r.get('fraction_of_copy'), '7.3f')} {_f(r.get('read_same_bytes_fraction'), '7.3f')} "
                      f"{_f(r.get('torch_us'), '8.2f')} "
                      f"{_f(r.get('ratio_to_torch'), '6.3g')}")
     lines.append("GB/s: (W + x + y (+ residual, norm weight) bytes) / GPU time per call, calls chained in one pass; "
-                 "of copy: fraction of the copy kernel's bandwidth in this run; ceiling: the fraction the copy kernel "
-                 "itself reaches moving the row's bytes in a chain of calls (floor and ramp included: no one-pass kernel "
+                 "of copy: fraction of the copy kernel's bandwidth in this run; ceiling: the fraction a kernel that only "
+                 "reads reaches on the row's bytes in a chain of calls (floor and ramp included: no one-pass kernel "
                  "over that many bytes does better); ratio = torch time / wgraph time "
                  "(torch: F.linear alone on fused rows).")
     return "\n".join(lines)

@@ -45,7 +45,7 @@ def init_torch_cuda() -> bool:
 def steady_work(dev, seconds: float, nbytes: int = 256 << 20) -> list[float]:
     """Keep the GPU busy for `seconds` with back-to-back copies (two recordings in flight, no idle gap between
     them); returns the GPU µs of each timed copy batch, so a caller sees the clocks come up."""
-    from wgraph.bench.copy_kernel import BENCH_COPY, CopyParams
+    from wgraph.bench.memory_kernels import BENCH_COPY, CopyParams
     from wgraph.ops.core import apply
 
     nbytes = min(nbytes, dev.caps.max_storage_binding_size) // 16 * 16
