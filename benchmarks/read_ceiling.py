@@ -9,7 +9,9 @@ buffers that cycle (totalling >= CACHE_BYTES, so no call finds its bytes cached)
 - copy_cycled_y: the same with y cycling too;
 - read_l{L}: B bytes read, L 16-byte loads per thread all issued before any is used (grid = B / (16 L) threads),
   summed and written only where the sum equals a value it never takes (so the loads stay and nothing is stored);
-- read_gs{W}: a grid-stride read over W workgroups a streaming multiprocessor's worth (4 loads in flight a step).
+- read_gs{W}: a grid-stride read over W workgroups a streaming multiprocessor's worth (4 loads in flight a step);
+- read_l1_x{K}: read_l1 plus, per 16-byte word (8 f16 weights of a row of K), the two 16-byte words of an f32
+  x of K that a one-row GEMV multiplies them by (x stays in the cache): what a GEMV's x loads add to its reads.
 Raw wgpu (nothing of wgraph in the way); GPU time per call from timestamp queries around the pass when the
 device has them (else wall time over the submit), median of RUNS passes of CALLS calls.
 Usage: python benchmarks/read_ceiling.py [--json PATH] [--small]."""
@@ -52,15 +54,32 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }"""
 
 
+READ_X = """
+@group(0) @binding(0) var<storage, read> x: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> y: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<u32>>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let n = arrayLength(&x);
+  let words = arrayLength(&v) / 2u;  // 16-byte f16 words per row of W
+  if (gid.x < n) {
+    let c = gid.x % words;
+    let s = x[gid.x] + v[2u * c] + v[2u * c + 1u];
+    if (all(s == vec4<u32>(0xdeadbeefu))) { y[gid.x % arrayLength(&y)] = s; }
+  }
+}"""
+XS = [2048, 8192]
+
+
 def pipeline(dev, src):
     sm = dev.create_shader_module(code=src)
     return dev.create_compute_pipeline(layout="auto", compute={"module": sm, "entry_point": "main"})
 
 
-def bind(dev, pl, x, y):
+def bind(dev, pl, x, y, v=None):
     return dev.create_bind_group(layout=pl.get_bind_group_layout(0), entries=[
-        {"binding": 0, "resource": {"buffer": x, "offset": 0, "size": x.size}},
-        {"binding": 1, "resource": {"buffer": y, "offset": 0, "size": y.size}}])
+        {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+        for i, b in enumerate((x, y) if v is None else (x, y, v))])
 
 
 class Timer:
@@ -115,6 +134,8 @@ def main():
     for L in READ_LOADS:
         pls[f"read_l{L}"] = pipeline(dev, READ.replace("LOADSu", f"{L}u").replace("LOADS", str(L)))
     pls["read_gs"] = pipeline(dev, READ.replace("LOADSu", "4u").replace("LOADS", "4"))
+    pls["read_x"] = pipeline(dev, READ_X)
+    vecs = {k: dev.create_buffer(size=4 * k, usage=U.STORAGE) for k in XS}
     rows = []
     for mb in sizes:
         nbytes = mb << 20
@@ -137,6 +158,10 @@ def main():
             groups = -(-words // (256 * L))
             if groups <= 65535:
                 kinds[f"read_l{L}"] = (f"read_l{L}", [(groups, bind(dev, pls[f"read_l{L}"], x, tiny)) for x in xs])
+        if -(-words // 256) <= 65535:
+            for k in XS:
+                kinds[f"read_l1_x{k}"] = ("read_x", [(-(-words // 256), bind(dev, pls["read_x"], x, tiny, vecs[k]))
+                                                     for x in xs])
         for waves in GS_WAVES:
             kinds[f"read_gs{waves}"] = ("read_gs", [(SMS * waves, bind(dev, pls["read_gs"], x, tiny)) for x in xs])
         for name, (pl, gb) in kinds.items():
@@ -153,7 +178,7 @@ def main():
     print(f"\nfraction of the {sizes[-1]} MB cycled copy's {big:.0f} GB/s (best read kernel / copies):")
     for mb in sizes:
         at = {r["kernel"]: r for r in rows if r["mb"] == mb}
-        best = max((r for k, r in at.items() if k.startswith("read")), key=lambda r: r["gbps"])
+        best = max((r for k, r in at.items() if k.startswith("read") and "_x" not in k), key=lambda r: r["gbps"])
         print(f"{mb:5d} MB read {best['gbps'] / big:.3f} ({best['kernel']}, {best['us']:.2f} us)  "
               f"copy fixed y {at['copy_fixed_y']['gbps'] / big:.3f}  cycled y {at['copy_cycled_y']['gbps'] / big:.3f}")
     if args.json:
