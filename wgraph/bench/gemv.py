@@ -143,36 +143,40 @@ def _reps(dev, call, target_us: float, max_reps: int) -> int:
     return int(max(4, min(max_reps, target_us / max(est, 1e-3))))
 
 
-def _timed_copy(dev, nbytes: int, copies: int, *, warm_s: float, target_us: float, max_reps: int) -> dict:
-    """The copy kernel over `nbytes` (a multiple of 16) a call, calls chained in one pass cycling over `copies`
-    sources: its median GPU µs, GB/s of (read + write) and whether the first call copied exactly."""
+def _sources(dev, nbytes: int, copies: int) -> list:
+    """`copies` buffers of `nbytes` (a multiple of 16) of distinct seeded values: the sources calls take in turn."""
     xs = []
     for i in range(copies):
         x = dev.empty((nbytes // 4,), "f32")
         weights.fill(x, 1 + i, 1.0)
         xs.append(x)
-    y = dev.empty(xs[0].shape, "f32")
+    return xs
+
+
+def _timed_chain(dev, op, params, xs: list, out, *, warm_s: float, target_us: float, max_reps: int) -> dict:
+    """A call = `op` on the next of `xs` writing `out`, calls chained in one pass cycling over them, timed as the
+    GEMV rows are: the median GPU µs, every batch's, and where the times came from."""
     state = {"i": 0}
 
     def call():
-        apply(BENCH_COPY, CopyParams(), (xs[state["i"] % copies],), out=y)
+        apply(op, params, (xs[state["i"] % len(xs)],), out=out)
         state["i"] += 1
 
     call()
-    ok = bool(np.array_equal(y.numpy(), xs[0].numpy()))
     timing.warm(dev, call, warm_s)
     us, source = _gpu_us(dev, call, _reps(dev, call, target_us, max_reps))
-    med = statistics.median(us)
-    return {"bytes_moved": 2 * nbytes, "gpu_us": med, "gpu_us_all": us, "time_source": source, "copies": copies,
-            "gbps": 2 * nbytes / (med * 1e-6) / 1e9, "copy_correct": ok}
+    return {"gpu_us": statistics.median(us), "gpu_us_all": us, "time_source": source, "copies": len(xs)}
 
 
 def copy_bandwidth(dev, nbytes: int) -> dict:
     """GB/s of the plain copy kernel over `nbytes` (bounded by the device's binding size): (read + write) / time,
-    after a second of copies that raises the clocks."""
+    after a second of copies that raises the clocks; and whether it copied exactly."""
     nbytes = min(nbytes, dev.caps.max_storage_binding_size) // 16 * 16
-    return {"bytes_copied": nbytes,
-            **_timed_copy(dev, nbytes, 1, warm_s=1.0, target_us=20000.0, max_reps=50)}
+    xs = _sources(dev, nbytes, 1)
+    y = dev.empty(xs[0].shape, "f32")
+    t = _timed_chain(dev, BENCH_COPY, CopyParams(), xs, y, warm_s=1.0, target_us=20000.0, max_reps=50)
+    return {"bytes_copied": nbytes, "bytes_moved": 2 * nbytes, **t, "gbps": 2 * nbytes / (t["gpu_us"] * 1e-6) / 1e9,
+            "copy_correct": bool(np.array_equal(y.numpy(), xs[0].numpy()))}
 
 
 def read_ceiling(dev, read_bytes: int, *, target_us: float = 3000.0, max_reps: int = 400) -> dict:
@@ -185,24 +189,9 @@ def read_ceiling(dev, read_bytes: int, *, target_us: float = 3000.0, max_reps: i
     benchmarks/read_ceiling.py, h100-read-ceiling-1206.log.)"""
     nbytes = max(16, read_bytes // 16 * 16)
     copies = 1 if dev.caps.is_cpu else max(1, min(MAX_COPIES, -(-CACHE_BYTES // nbytes)))
-    xs = []
-    for i in range(copies):
-        x = dev.empty((nbytes // 4,), "f32")
-        weights.fill(x, 1 + i, 1.0)
-        xs.append(x)
-    y = dev.empty((4,), "u32")
-    state = {"i": 0}
-
-    def call():
-        apply(BENCH_READ, ReadParams(), (xs[state["i"] % copies],), out=y)
-        state["i"] += 1
-
-    call()
-    timing.warm(dev, call, 0.05)
-    us, source = _gpu_us(dev, call, _reps(dev, call, target_us, max_reps))
-    med = statistics.median(us)
-    return {"bytes_read": nbytes, "gpu_us": med, "gpu_us_all": us, "time_source": source, "copies": copies,
-            "gbps": nbytes / (med * 1e-6) / 1e9}
+    t = _timed_chain(dev, BENCH_READ, ReadParams(), _sources(dev, nbytes, copies), dev.empty((4,), "u32"),
+                     warm_s=0.05, target_us=target_us, max_reps=max_reps)
+    return {"bytes_read": nbytes, **t, "gbps": nbytes / (t["gpu_us"] * 1e-6) / 1e9}
 
 
 def dispatch_floor(dev) -> dict:
