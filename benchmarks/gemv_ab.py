@@ -15,8 +15,9 @@ R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...": the 1-row / 2..8-
 (row_groups: threads sharing a weight load, each taking rows / row_groups rows of x, default 1; prefetch 1: a
 step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8:
 the 8-row shapes and the decode step's fused forms (f16), with that many rows (BatchedDecoder's at B = ROWS).
-BUDGET_S (default 150): past it, the shapes left run the planned variant only (marked in the JSON), so the run stays within a device session's limits. Printed: a line a shape (VERBOSE=1:
-a line a configuration), then per shape the best TOP (default 5) and the planned, then per class the winner."""
+BUDGET_S (default 150): past it, the shapes left run the planned variant only (marked in the JSON), so the run
+stays within a device session's limits. Printed: a line a shape (VERBOSE=1: a line a configuration), then per
+shape the best TOP (default 5) and the planned, then per class the winner."""
 import json
 import os
 import sys

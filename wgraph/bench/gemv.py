@@ -194,6 +194,16 @@ def read_ceiling(dev, read_bytes: int, *, target_us: float = 3000.0, max_reps: i
     return {"bytes_read": nbytes, **t, "gbps": nbytes / (t["gpu_us"] * 1e-6) / 1e9}
 
 
+def ceiling_fields(dev, nbytes: int, fraction_of_copy: float, copy_gbps: float, *, target_us: float,
+                   max_reps: int = 400) -> dict:
+    """A planned row's ceiling (the GEMV and quantized GEMV tables' `ceiling` column): read_ceiling on the row's
+    bytes as µs and as a fraction of the copy bandwidth, and the row's own fraction over it (of_size_ceiling)."""
+    ceiling = read_ceiling(dev, nbytes, target_us=target_us, max_reps=max_reps)
+    share = ceiling["gbps"] / copy_gbps
+    return {"read_same_bytes_us": ceiling["gpu_us"], "read_same_bytes_fraction": share,
+            "of_size_ceiling": fraction_of_copy / share}
+
+
 def dispatch_floor(dev) -> dict:
     """GPU time per call of a linear too small to matter (one row, [8, 256] f16) in a chain of calls, timed as
     the GEMV rows are (two stamps per pass) and with a stamp pair around every dispatch, which is what the
@@ -343,10 +353,8 @@ def bench_gemv(dev, shapes, *, copy_gbps: float | None, use_torch: bool, torch_a
                     r["fraction_of_copy"] = r["gbps"] / copy_gbps
             planned = next((r for r, _c in made if r["config"] == "planned"), None)
             if planned is not None and copy_gbps:
-                ceiling = read_ceiling(dev, s.bytes, target_us=target_us, max_reps=max_reps)
-                planned.update(read_same_bytes_us=ceiling["gpu_us"],
-                               read_same_bytes_fraction=ceiling["gbps"] / copy_gbps,
-                               of_size_ceiling=planned["fraction_of_copy"] / (ceiling["gbps"] / copy_gbps))
+                planned.update(ceiling_fields(dev, s.bytes, planned["fraction_of_copy"], copy_gbps,
+                                              target_us=target_us, max_reps=max_reps))
             if planned is not None and use_torch and torch_available:
                 try:
                     t = _torch_linear(s, st, max(planned["reps"], 20))

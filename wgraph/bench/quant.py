@@ -22,7 +22,7 @@ import numpy as np
 
 import wgraph as wg
 from wgraph.bench import timing, torch_ref
-from wgraph.bench.gemv import CACHE_BYTES, read_ceiling
+from wgraph.bench.gemv import CACHE_BYTES, ceiling_fields
 from wgraph.bench.timing import time_calls
 from wgraph.errors import WgraphError
 from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize
@@ -216,10 +216,8 @@ def bench_quant_gemv(dev, shapes, *, copy_gbps: float | None, all_variants: bool
                     row["fraction_of_copy"] = row["gbps"] / copy_gbps
                 if planned and copy_gbps and not row["compute_only"]:
                     # the read kernel reading this call's bytes in a chain: no one-pass kernel over them does better
-                    ceiling = read_ceiling(dev, s.bytes, target_us=target_s * 1e6)
-                    row.update(read_same_bytes_us=ceiling["gpu_us"],
-                               read_same_bytes_fraction=ceiling["gbps"] / copy_gbps,
-                               of_size_ceiling=row["fraction_of_copy"] / (ceiling["gbps"] / copy_gbps))
+                    row.update(ceiling_fields(dev, s.bytes, row["fraction_of_copy"], copy_gbps,
+                                              target_us=target_s * 1e6))
                 if planned:
                     us2, _, _ = time_calls(dev, lambda: call(True), target_s, 400)
                     row.update(distinct_outputs_gpu_us=us2, distinct_outputs_gbps=s.bytes / (us2 * 1e-6) / 1e9)
