@@ -58,7 +58,7 @@ CASES = [
     (1, 8194, 64, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
     (3, 9, 4112, "f32", dict(norm=True, bias=True, swiglu=False, residual=True)),      # 2..8 rows, long
     (8, 14, 4104, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
-    (5, 8196, 64, "f16", dict(norm=True, bias=False, swiglu=True, residual=True)),     # 2..8 rows, wide f16
+    (5, 8200, 64, "f16", dict(norm=True, bias=False, swiglu=True, residual=True)),     # 2..8 rows, wide f16
 ]
 
 
@@ -88,12 +88,14 @@ def test_gemv_without_subgroups(dev, rng, variant, m, n, k, wdtype):
 
 # the row-group core (threads of a slot share each weight load, each taking max_rows / row_groups rows of x;
 # prefetched loads, 1 and 2 steps with a tail), forced: the planned 8-row classes (f16: 2 groups, long rows 4;
-# f32: 1 group, long rows 2, not prefetched) and the workgroup-memory candidate (4 groups); rows that fill one group
+# f32: 1 group, long rows 2, not prefetched; wide f16 8 weight rows a slot, 4 on long rows) and the workgroup-memory candidate (4 groups); rows that fill one group
 # or all; each option alone and together
 @pytest.mark.parametrize("variant,groups,prefetch,m,n,k,opts", [
     ("gemv_r8_f16", 2, 1, 8, 14, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
     ("gemv_r8_f32", 1, 0, 3, 9, 268, dict(norm=True, bias=False, swiglu=False, residual=False)),
     ("gemv_r8_wide_f16", 2, 1, 1, 10, 72, dict(norm=False, bias=True, swiglu=False, residual=False)),
+    ("gemv_r8_wide_f16", 2, 1, 8, 12, 136, dict(norm=True, bias=True, swiglu=True, residual=True)),
+    ("gemv_r8_wide_long_f16", 2, 1, 5, 8, 264, dict(norm=True, bias=False, swiglu=True, residual=True)),
     ("gemv_r8_long_f16", 4, 1, 6, 22, 40, dict(norm=False, bias=False, swiglu=True, residual=False)),
     ("gemv_r8_long_f16", 4, 1, 7, 9, 520, dict(norm=True, bias=True, swiglu=False, residual=True)),
     ("gemv_r8_long_f32", 2, 0, 5, 13, 264, dict(norm=True, bias=True, swiglu=True, residual=True)),
@@ -167,6 +169,8 @@ def test_plan_is_the_first_registry_match(caps):
         assert "LimitError" in seen and not any(v.startswith(("gemv_r8", "linear_gemm_")) for v in seen)
     if caps is PLAIN:
         assert seen == {"gemv_r1_wg_f32", "gemv_r1_wg_f16", "gemv_r8_wg_f32", "gemv_r8_wg_f16"}
+    if caps is SUBGROUPS:  # the wide f16 outputs' two classes: rows shorter than 4096 and the rest
+        assert {"gemv_r8_wide_f16", "gemv_r8_wide_long_f16"} <= seen
 
 
 def test_plan_falls_back_to_tiled_and_says_why():
@@ -187,7 +191,7 @@ def test_forced_variant_errors(dev):
         wg.ops.linear(x, w, variant="gemv_r8_f32")
     with pytest.raises(wg.PlanError, match="swiglu needs an even features_per_lane"):
         wg.ops.linear(dev.tensor(np.ones((1, 64), np.float32)), dev.tensor(np.ones((6, 64), np.float16)),
-                      activation="swiglu", variant="gemv_r8_wide_f16")  # 4 weight rows per slot: 6 is no multiple
+                      activation="swiglu", variant="gemv_r8_wide_f16")  # 8 weight rows per slot: 6 is no multiple
     with pytest.raises(wg.PlanError, match="'rmsnorm_f32' is not a linear kernel"):
         wg.ops.linear(x, w, variant="rmsnorm_f32")
 
