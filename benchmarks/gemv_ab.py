@@ -14,7 +14,8 @@ Knobs: SMALL=1: a smoke run (lavapipe-sized shapes, a few candidates).
 R1 / R8="lanes,ft,unroll,threads[,row_groups[,prefetch]];...": the 1-row / 2..8-row candidates
 (row_groups: threads sharing a weight load, each taking rows / row_groups rows of x, default 1; prefetch 1: a
 step's weights loaded while the step before is summed, default 0). ROWS=1: only the 1-row shapes; ROWS=2..8:
-the 8-row shapes and the decode step's fused forms (f16), with that many rows (BatchedDecoder's at B = ROWS).
+the 8-row shapes and the decode step's fused forms (f16), with that many rows (BatchedDecoder's at B = ROWS);
+ROWS=9..32: the same with the R8 candidates taking up to ROWS rows (max_rows), beside the planned tiled GEMM.
 BUDGET_S (default 150): past it, the shapes left run the planned variant only (marked in the JSON), so the run
 stays within a device session's limits. Printed: a line a shape (VERBOSE=1: a line a configuration), then per
 shape the best TOP (default 5) and the planned, then per class the winner."""
@@ -54,6 +55,7 @@ if os.environ.get("R1"):
 if os.environ.get("R8"):
     R8 = [tuple(int(v) for v in c.split(",")) for c in os.environ["R8"].split(";")]
 ROWS = int(os.environ["ROWS"]) if os.environ.get("ROWS") else None
+MULTI_ROWS = max(8, ROWS or 0)  # the R8 candidates' max_rows
 VERBOSE = os.environ.get("VERBOSE") == "1"  # a line per (shape, configuration) as it is timed
 REL_TOL = 1e-4  # max |got - float64| / max |float64| of a right kernel (the H200 A/Bs: <= 4e-7)
 
@@ -72,7 +74,7 @@ def config_name(rows: int, c) -> str:
 def write_registry():
     ab_registry.copy_shaders(EXP)
     entries = []
-    for rows, configs in ((1, R1), (8, R8)):
+    for rows, configs in ((1, R1), (MULTI_ROWS, R8)):
         for c in configs:
             lanes, ft, unroll, threads, groups, prefetch = unpack(c)
             entries.append(f'[variants.{config_name(rows, c)}]\nmatrix = "gemv_weights"\nop = "linear"\n'
@@ -81,8 +83,9 @@ def write_registry():
                            f'defines = {{ GEMV_ENTRY = "gemv_entry_subgroup.wgsl" }}\n'
                            f'limits = {{ max_rows = {rows}, lanes = {lanes}, features_per_lane = {ft}, unroll = {unroll}, '
                            f'row_groups = {groups}, prefetch = {prefetch} }}\n'
-                           f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = 0\n')
-    # read after gemv.toml, whose last subgroup entries take any shape: the planner never reaches these
+                           f'form = "gemv"\nweight_dtype = "{{dt}}"\nmin_k = 0\nmin_n = {1 << 30}\n')
+    # never planned: a forced variant skips the speed rule min_n, the planner does not (past 8 rows it would
+    # otherwise take them before the tiled GEMM)
     (EXP / "registry" / "zz_gemv_ab.toml").write_text("\n".join(entries))
 
 
@@ -123,7 +126,7 @@ RES = {"meta": report.machine_meta(dev, ["benchmarks/gemv_ab.py"]), "copy": copy
 RES["budget_s"] = BUDGET_S
 for s in shapes:
     configs = R1 if s.rows == 1 else R8
-    variants = [None] + [f"{config_name(1 if s.rows == 1 else 8, c)}_{s.weight_dtype}" for c in configs]
+    variants = [None] + [f"{config_name(1 if s.rows == 1 else MULTI_ROWS, c)}_{s.weight_dtype}" for c in configs]
     if time.perf_counter() - t0 > BUDGET_S:
         variants = [None]
         RES.setdefault("planned_only_past_budget", []).append(s.label())
