@@ -6,10 +6,10 @@
 #     packaging hypothesis sortedcontainers
 # On the GPU machine (the device tool, carry .gl and .whl), from the project root:
 #   JOBS="rc gemv model" JOB_LIMIT=200 OUT=$OUT bash benchmarks/device_run.sh; tail -c 12000 $OUT/summary.log
-# Each job writes $OUT/<job>.log (and its JSON where it makes one: $OUT/r1/, $OUT/r8/ for the A/Bs); $OUT/summary.log holds the date, the tree
-# (git log -1 of the copy's .git, which the device tool does not move: write the tree into $OUT/TREE yourself
-# when it matters), the GPU and its clocks, and each job's exit code, seconds and last TAIL bytes (3000). The device
-# tool brings back 8 files of $OUT: tar the folder into one when there are more.
+# Each job writes $OUT/<job>.log (and its JSON where it makes one; the A/Bs' in $OUT/r1/, $OUT/r8/); $OUT/summary.log
+# holds the date, the tree (git log -1 of the copy's .git, which the device tool does not move: write the tree into
+# $OUT/TREE yourself when it matters), the GPU and its clocks, and each job's exit code, seconds and last TAIL bytes
+# (3000). The device tool brings back 8 files of $OUT: tar the folder into one when there are more.
 # Jobs: rc (benchmarks/read_ceiling.py), r1 / r8 (gemv_ab.py at ROWS=1 / 8; R1 / R8 pass through), gemv
 # (bench --only gemv --grid full), model, bmodel (batched_model), grid (attention --grid decode), batched, quant,
 # gemm (fma,gemm --grid decode --variants all), rope (rope_ab.py), dabl (decode_ablation.py), tests (TESTS, the

@@ -88,8 +88,8 @@ def test_gemv_without_subgroups(dev, rng, variant, m, n, k, wdtype):
 
 # the row-group core (threads of a slot share each weight load, each taking max_rows / row_groups rows of x;
 # prefetched loads, 1 and 2 steps with a tail), forced: the planned 8-row classes (f16: 2 groups, long rows 4;
-# f32: 1 group, long rows 2, not prefetched; wide f16 8 weight rows a slot, not prefetched, 4 on long rows) and the workgroup-memory candidate (4 groups); rows that fill one group
-# or all; each option alone and together
+# f32: 1 group, long rows 2, not prefetched; wide f16 8 weight rows a slot, not prefetched, and 4 on wide long rows)
+# and the workgroup-memory candidate (4 groups); rows that fill one group or all; each option alone and together
 @pytest.mark.parametrize("variant,groups,prefetch,m,n,k,opts", [
     ("gemv_r8_f16", 2, 1, 8, 14, 1040, dict(norm=True, bias=True, swiglu=True, residual=True)),
     ("gemv_r8_f32", 1, 0, 3, 9, 268, dict(norm=True, bias=False, swiglu=False, residual=False)),
@@ -169,7 +169,7 @@ def test_plan_is_the_first_registry_match(caps):
         assert "LimitError" in seen and not any(v.startswith(("gemv_r8", "linear_gemm_")) for v in seen)
     if caps is PLAIN:
         assert seen == {"gemv_r1_wg_f32", "gemv_r1_wg_f16", "gemv_r8_wg_f32", "gemv_r8_wg_f16"}
-    if caps is SUBGROUPS:  # the wide f16 outputs' two classes: rows shorter than 4096 and the rest
+    if caps is SUBGROUPS:  # the wide f16 outputs' two classes (8 weight rows a slot; 4 on wide long rows)
         assert {"gemv_r8_wide_f16", "gemv_r8_wide_long_f16"} <= seen
 
 
