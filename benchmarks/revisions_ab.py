@@ -15,8 +15,9 @@ On the GPU machine, from the project root:
 
 The table takes every section of the bench JSON that has `rows` (model, gemv, batched_model, ...), and the lists of
 rows a section holds under other keys (quant's `gemv` and `models`, named quant.gemv, quant.models): a row
-is named by its text fields, and its numbers are the ones in METRICS it has (and, with --profile, each op's
-stamped GPU us); each is the median over the rounds, then the ratio to the first revision's."""
+is named by its text fields (a planned row without its variant, which a planner change changes), and its numbers
+are the ones in METRICS it has (and, with --profile, each op's stamped GPU us); each is the median over the
+rounds, then the ratio to the first revision's."""
 
 from __future__ import annotations
 
@@ -102,7 +103,10 @@ def run(bench_args: list[str], rounds: int, warm_s: float, out: Path, folder: Pa
 
 
 def _row_name(row: dict) -> str:
-    return " ".join(f"{row[f]}" for f in NAME_FIELDS if isinstance(row.get(f), (str, int)) and
+    """The row's text fields; a planned row (`planned` true) without its variant, which is what a planner A/B
+    changes: the same call under each revision's plan is one row."""
+    fields = [f for f in NAME_FIELDS if not (f == "variant" and row.get("planned") is True)]
+    return " ".join(f"{row[f]}" for f in fields if isinstance(row.get(f), (str, int)) and
                     not isinstance(row.get(f), bool))
 
 

@@ -62,6 +62,22 @@ def test_rows_that_differ_in_their_shape_keep_their_own_numbers():
     assert sorted(rab.row_numbers({"model": {"rows": same}}).values()) == [1.0, 2.0]
 
 
+def test_a_planned_row_is_one_row_whatever_variant_each_revision_planned():
+    """A planner A/B: the same gemm call planned as 64x128 by one revision and 128x128 by the next is one row of
+    the table (named without its variant), with both revisions' numbers; a forced variant keeps its name."""
+    def result(variant, tflops):
+        return {"gemm": {"rows": [
+            {"rows": 512, "out_features": 2048, "in_features": 8192, "weight_dtype": "f16", "variant": variant,
+             "config": "planned", "planned": True, "status": "ok", "tflops": tflops},
+            {"rows": 512, "out_features": 2048, "in_features": 8192, "weight_dtype": "f16", "variant": variant,
+             "config": f"{variant} split_k=1", "planned": False, "status": "ok", "tflops": 1.0}]}}
+    text = rab.table({"old": [result("linear_gemm_64x128_f16w", 28.8)],
+                      "new": [result("linear_gemm_128x128_f16w", 35.4)]})
+    planned = [line for line in text.splitlines() if "planned" in line and "tflops" in line]
+    assert len(planned) == 1 and "28.8" in planned[0] and "35.4" in planned[0] and "(1.229x)" in planned[0]
+    assert "2 numbers not in every revision's results are left out" in text  # the forced rows differ by variant
+
+
 def test_table_medians_and_ratios():
     runs = {"0-main": [_model(100.0, 50.0), _model(90.0, 60.0), _model(110.0, 40.0)],
             "1-new": [_model(120.0, 30.0), _model(130.0, 35.0), _model(125.0, 20.0, {"gbps": 3.0})]}
