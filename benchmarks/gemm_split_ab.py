@@ -7,8 +7,9 @@ planned: a forced `variant=` reaches them). The f32 FMA peak of the same run is 
 Writes $OUT/gemm_split_ab.json (every row: wgraph.bench.gemm's fields, each checked against float64 on a sample)
 and prints, per shape, the configurations by TFLOP/s; then, per split rule (workgroups the split aims at), the
 fraction of the FMA peak each rule would reach over the shapes: the numbers for gemm.toml's fill_workgroups.
-Knobs: ROWS="128,256,512", DTYPES="f16,f32", SPLITS="1,2,3,4,6,8,12,16", BUDGET_S (default 240), SMALL=1 (a
-lavapipe-sized smoke run: 40 rows of a [64, 256] matrix)."""
+Knobs: ROWS="128,256,512", DTYPES="f16,f32", SPLITS="1,2,3,4,6,8,12,16", MATRICES="2048x2048,512x2048" (out x
+in), MIN_SPLIT_K (default: each configuration's min_split_k; a split leaving slices shorter than it is not
+timed), BUDGET_S (default 240), SMALL=1 (a lavapipe-sized smoke run: 40 rows of a [64, 256] matrix)."""
 import json
 import os
 import sys
@@ -25,7 +26,9 @@ EXP = Path("/tmp/gemm_split_ab_shaders")
 ROWS = ab_registry.env_list("ROWS", int) or ((40,) if SMALL else (128, 256, 512))
 DTYPES = ab_registry.env_list("DTYPES", str) or ("f16", "f32")
 SPLITS = ab_registry.env_list("SPLITS", int) or (1, 2, 3, 4, 6, 8, 12, 16)
-MATRICES = ((64, 256),) if SMALL else ((2048, 2048), (512, 2048), (8192, 2048), (2048, 8192))
+MATRICES = (ab_registry.env_list("MATRICES", lambda v: tuple(int(d) for d in v.split("x")))
+            or (((64, 256),) if SMALL else ((2048, 2048), (512, 2048), (8192, 2048), (2048, 8192))))
+MIN_SPLIT_K = int(os.environ["MIN_SPLIT_K"]) if os.environ.get("MIN_SPLIT_K") else None
 TILES = ("128x128", "64x128")  # the configurations whose 32-k slice twins are added
 REL_TOL = 1e-4
 
@@ -62,7 +65,7 @@ def configs(s, variants):
                 or s.in_features % kv.limits["k_multiple"] or s.rows > kv.facts.get("max_rows", s.rows)):
             continue
         out += [(kv.name, n) for n in SPLITS if n <= kv.facts["max_splits"]
-                and s.in_features // n >= min(kv.facts["min_split_k"], s.in_features)]
+                and s.in_features // n >= min(MIN_SPLIT_K or kv.facts["min_split_k"], s.in_features)]
     return out
 
 
