@@ -54,7 +54,8 @@ import wgraph.kernels.registry as R  # noqa: E402
 R.SHADER_DIR = EXP
 import wgraph as wg  # noqa: E402
 from wgraph.bench import fma, gemm, report  # noqa: E402
-from wgraph.kernels.registry import kernels_for  # noqa: E402
+from wgraph.kernels.registry import kernel, kernels_for  # noqa: E402
+from wgraph.ops.dense import gemm_tiles  # noqa: E402
 
 
 def configs(s, variants):
@@ -96,9 +97,7 @@ for target in (128, 264, 396, 528):
                 == (s.rows, s.out_features, s.in_features, s.weight_dtype)]
         by_variant = {}
         for r in same:
-            tiles = -(-s.rows // int(r["variant"].split("_")[2].split("x")[0]))
-            tiles *= -(-s.out_features // int(r["variant"].split("_")[2].split("x")[1]))
-            gap = abs(tiles * r["splits"] - target)
+            gap = abs(gemm_tiles(kernel(r["variant"]), s.rows, s.out_features) * r["splits"] - target)
             if r["variant"] not in by_variant or gap < by_variant[r["variant"]][0]:
                 by_variant[r["variant"]] = (gap, r)
         if by_variant:
