@@ -64,6 +64,8 @@ CASES = [
 
 @pytest.mark.parametrize("m,n,k,wdtype,opts", CASES)
 def test_fused_linear_gemv(dev, rng, m, n, k, wdtype, opts):
+    """The call as planned on this device, and (forced, where it differs: a CPU adapter plans its own class) as a
+    GPU plans it, so the GPU classes run here too."""
     skip_unless_f16(dev, wdtype)
     c = _case(rng, m, n, k, wdtype, **opts)
     plan = plan_linear(m, n, k, wdtype, dev.caps, swiglu=opts["swiglu"], norm=opts["norm"],
@@ -73,6 +75,12 @@ def test_fused_linear_gemv(dev, rng, m, n, k, wdtype, opts):
     got = _run(dev, c)
     assert dev.stats.since(before).dispatches == 1  # norm, bias, swiglu and residual fused into the GEMV
     _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
+    gpu = plan_linear(m, n, k, wdtype, SUBGROUPS, swiglu=opts["swiglu"], norm=opts["norm"],
+                      residual=opts["residual"]).variant
+    assert (gpu == plan.variant) == (not dev.caps.is_cpu or not kernel(plan.variant).facts.get("cpu_only"))
+    if gpu != plan.variant:
+        skip_unless_runs(dev, gpu)
+        _check(_run(dev, c, variant=gpu), c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
 
 
 @pytest.mark.parametrize("variant,m,n,k,wdtype", [("gemv_r1_wg_f16", 1, 38, 72, "f16"),
@@ -130,6 +138,8 @@ def _first_match(rows, n, k, wdtype, caps, swiglu):
         lim, f = kv.limits, kv.facts
         if f.get("form") != "gemv" or f["weight_dtype"] != wdtype or not set(kv.features) <= caps.features:
             continue
+        if f.get("cpu_only") and not caps.is_cpu:
+            continue
         if kv.workgroup_memory > caps.max_workgroup_storage or rows > lim["max_rows"] or k % lim["k_multiple"]:
             continue
         if swiglu and (lim["features_per_lane"] % 2 or n % lim["features_per_lane"]):
@@ -141,10 +151,11 @@ def _first_match(rows, n, k, wdtype, caps, swiglu):
 
 SUBGROUPS = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
 PLAIN = Caps.synthetic()
+CPU = attrs.evolve(SUBGROUPS, is_cpu=True)
 
 
-@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, attrs.evolve(SUBGROUPS, max_workgroup_storage=4096)],
-                         ids=["subgroups", "plain", "small-workgroup-memory"])
+@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, attrs.evolve(SUBGROUPS, max_workgroup_storage=4096), CPU],
+                         ids=["subgroups", "plain", "small-workgroup-memory", "cpu"])
 def test_plan_is_the_first_registry_match(caps):
     seen = set()
     for rows in (1, 2, 8):
@@ -171,6 +182,25 @@ def test_plan_is_the_first_registry_match(caps):
         assert seen == {"gemv_r1_wg_f32", "gemv_r1_wg_f16", "gemv_r8_wg_f32", "gemv_r8_wg_f16"}
     if caps is SUBGROUPS:  # the wide f16 outputs' two classes (8 weight rows a slot; 4 on wide long rows)
         assert {"gemv_r8_wide_f16", "gemv_r8_wide_long_f16"} <= seen
+        assert not any(kernel(v).facts.get("cpu_only") for v in seen if v.startswith("gemv_"))
+    if caps is CPU:  # a CPU adapter's own classes, and the GPU's where swiglu's pairs do not fit 8 rows a slot
+        assert {"gemv_r1_cpu_f32", "gemv_r1_cpu_f16", "gemv_r8_cpu_f32", "gemv_r8_cpu_f16", "gemv_r1_f16"} <= seen
+
+
+def test_cpu_classes_are_planned_only_on_a_cpu_adapter(dev, rng):
+    """gemv_r1_cpu / gemv_r8_cpu (registry fact cpu_only) take a CPU adapter's calls, say why not on a GPU, and run
+    anywhere when forced, with every option."""
+    assert plan_linear(1, 64, 64, "f32", CPU).variant == "gemv_r1_cpu_f32"
+    assert plan_linear(1, 64, 64, "f32", CPU).reason.startswith("1 rows <= 1 (a CPU adapter): GEMV")
+    assert plan_linear(1, 64, 64, "f32", SUBGROUPS).variant == "gemv_r1_f32"
+    assert plan_linear(5, 64, 64, "f32", CPU).variant == "gemv_r8_cpu_f32"
+    from wgraph.ops import gemv
+    assert gemv.refusal(kernel("gemv_r1_cpu_f32"), gemv.GemvShape(1, 64, 64, "f32"), SUBGROUPS) == \
+        "is for CPU adapters"
+    for variant, m in (("gemv_r1_cpu_f32", 1), ("gemv_r8_cpu_f32", 8), ("gemv_r8_cpu_f32", 3)):
+        skip_unless_runs(dev, variant)
+        c = _case(rng, m, 2 * 24, 72, "f32", norm=True, bias=True, swiglu=True, residual=True)
+        _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
 
 
 def test_plan_falls_back_to_tiled_and_says_why():
@@ -269,7 +299,8 @@ def test_gemv_recorded_and_in_a_graph(dev, rng):
     g.output("y", y)
     prog = g.compile(dev)
     assert [r.variant for r in prog.rows] == [plan_linear(4, 24, 72, "f16", dev.caps, swiglu=True).variant]
-    assert "4 rows <= 8: GEMV" in prog.explain(full=True)
+    text = prog.explain(full=True)
+    assert "4 rows <= 8" in text and ": GEMV, " in text
     before = dev.stats.snapshot()
     with dev.record():
         y1 = wg.ops.linear(dev.tensor(c["x"]), dev.tensor(c["w"]), dev.tensor(c["b"]), norm=dev.tensor(c["norm"]),

@@ -70,8 +70,11 @@ def test_replay_equals_immediate_and_creates_nothing(dev, rng):
 
 
 def _gemv_r8(dev) -> str:
-    """The 8-row f32 GEMV the plan table gives this device: subgroup sums, or the workgroup-memory variant."""
-    return "gemv_r8_f32" if dev.caps.has_subgroups else "gemv_r8_wg_f32"
+    """The 8-row f32 GEMV the plan table gives this device: a CPU adapter's own class, subgroup sums, or the
+    workgroup-memory variant."""
+    if not dev.caps.has_subgroups:
+        return "gemv_r8_wg_f32"
+    return "gemv_r8_cpu_f32" if dev.caps.is_cpu else "gemv_r8_f32"
 
 
 def _gemv_r8_workgroups(n: int, dev) -> int:
@@ -89,7 +92,7 @@ def test_compile_is_deterministic_and_explains(dev, rng):
     assert g.topological_order() == _block_graph(W, s, d).topological_order()
     prog = g.compile(dev)
     text = prog.explain(full=True)
-    for word in ("rmsnorm_f32", _gemv_r8(dev), "3 rows <= 8: GEMV", "rope_f32", "add_f32", "scale_f32",
+    for word in ("rmsnorm_f32", _gemv_r8(dev), "3 rows <= 8", ": GEMV, ", "rope_f32", "add_f32", "scale_f32",
                  "peak", "naive", "uniform arena", "fallback.gemv.norm"):
         assert word in text
     assert [r.variant for r in prog.rows] == ["rmsnorm_f32", _gemv_r8(dev), "rope_f32", "scale_f32", "add_f32"]

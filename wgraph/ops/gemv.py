@@ -113,12 +113,15 @@ def cpu_loop_refusal(kv: Kernel, s: GemvShape, caps) -> str | None:
 
 
 def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | None:
-    """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n);
-    caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
+    """Why variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_k, min_n, a
+    `cpu_only` variant's adapter class); caps None skips the device's (features, workgroup memory, a CPU adapter's
+    loop cap) and plans as for a GPU."""
     lim = kv.limits
     no = device_refusal(kv, caps)
     if no:
         return no
+    if not forced and kv.facts.get("cpu_only") and not (caps is not None and caps.is_cpu):
+        return "is for CPU adapters"
     if s.rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"
     if s.n < 1 or s.k < 1:
@@ -165,6 +168,7 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     per_wg = kv.threads // lanes * ft
     rules = [f"k >= {kv.facts['min_k']}"] if kv.facts.get("min_k") else []
     rules += [f"n >= {kv.facts['min_n']}"] if kv.facts.get("min_n") else []
+    rules += ["a CPU adapter"] if kv.facts.get("cpu_only") else []
     groups = lim["row_groups"]
     split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
              if groups > 1 else f"{lanes} lanes per row")
