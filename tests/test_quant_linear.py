@@ -61,9 +61,19 @@ def test_gemv_odd_sizes_and_rows(dev, rng, ggml_type):
         qw = quantize(w, ggml_type)
         x = rng.standard_normal((m, k)).astype(np.float32)
         bias = rng.standard_normal(n).astype(np.float32) if m % 2 else None
-        got = wg.ops.linear(dev.tensor(x), qw.upload(dev), None if bias is None else dev.tensor(bias)).numpy()
-        assert got.shape == (m, n)
-        check(got, x, qw, bias)
+        for variant in _planned_and_gpu(dev, m, n, k, ggml_type):
+            got = wg.ops.linear(dev.tensor(x), qw.upload(dev), None if bias is None else dev.tensor(bias),
+                                variant=variant).numpy()
+            assert got.shape == (m, n)
+            check(got, x, qw, bias)
+
+
+def _planned_and_gpu(dev, m, n, k, ggml_type, swiglu=False) -> list:
+    """None (the call as this device plans it) and, where a GPU plans another GEMV (a CPU adapter plans its own
+    class), that variant forced, so the GPU classes run here too."""
+    here = plan_linear_q(m, n, k, ggml_type, swiglu=swiglu, caps=dev.caps).variant
+    gpu = plan_linear_q(m, n, k, ggml_type, swiglu=swiglu, caps=SUBGROUPS).variant
+    return [None] if gpu == here or cannot_run(dev, gpu) else [None, gpu]
 
 
 def test_gemv_keeps_leading_dims_writes_out_and_takes_no_rows(dev, rng):
@@ -124,10 +134,12 @@ FUSED_CASES = [
 def test_fused_options_in_one_dispatch(dev, rng, ggml_type):
     for m, n, blocks, opts in FUSED_CASES:
         c = _fused_case(rng, ggml_type, m, n, blocks, **opts)
-        before = dev.stats.snapshot()
-        got = _fused_run(dev, c)
-        assert dev.stats.since(before).dispatches == 1, (m, n, opts)  # norm, bias, swiglu, residual fused
-        _fused_check(got, c)
+        k = blocks * FORMATS[ggml_type].block_weights
+        for variant in _planned_and_gpu(dev, m, n, k, ggml_type, opts["swiglu"]):
+            before = dev.stats.snapshot()
+            got = _fused_run(dev, c, variant=variant)
+            assert dev.stats.since(before).dispatches == 1, (m, n, opts)  # norm, bias, swiglu, residual fused
+            _fused_check(got, c)
 
 
 def test_every_gemv_reads_w_from_the_blocks_buffer():
@@ -407,6 +419,8 @@ def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):
         lim, f = kv.limits, kv.facts
         if f["ggml_type"] != ggml_type or f.get("candidate") or (f.get("x_int8") and not x_int8):
             continue
+        if f.get("cpu_only") and not (caps is not None and caps.is_cpu):
+            continue
         if caps is not None and (not set(kv.features) <= caps.features
                                  or kv.workgroup_memory > caps.max_workgroup_storage):
             continue
@@ -420,10 +434,11 @@ def _first_match(rows, n, k, ggml_type, caps, swiglu, x_int8=False):
 
 SUBGROUPS = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
 PLAIN = Caps.synthetic()
+CPU = attrs.evolve(SUBGROUPS, is_cpu=True)
 
 
 @pytest.mark.parametrize("x_int8", [False, True], ids=["x-f32", "x-int8"])
-@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, None], ids=["subgroups", "plain", "any-device"])
+@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, None, CPU], ids=["subgroups", "plain", "any-device", "cpu"])
 def test_plan_is_the_first_registry_match(caps, x_int8):
     seen = set()
     for t in TYPES:
@@ -437,12 +452,15 @@ def test_plan_is_the_first_registry_match(caps, x_int8):
                     assert p.row_chunks == -(-rows // want.limits["max_rows"])
                     assert ("chunks of" in p.reason) == (rows > want.limits["max_rows"])
                     seen.add(p.variant.rsplit("_", 2)[0])
+    rounding = {"quant_gemv_r1_wide_xr", "quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8"} if x_int8 else set()
+    gpu = {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_long", "quant_gemv_r8", "quant_gemv_r8_long",
+           "quant_gemv_r8_whole"}
     if caps is PLAIN:
         assert seen == {"quant_gemv_r1_wg", "quant_gemv_r8_wg"}
+    elif caps is CPU:  # its own classes for Q8_0 / Q4_0 / Q4_1 (Q4_0's long rows too); the GPU's for the rest
+        assert seen == (gpu - {"quant_gemv_r1_long"}) | rounding | {"quant_gemv_r1_cpu", "quant_gemv_r8_cpu"}
     else:
-        rounding = {"quant_gemv_r1_wide_xr", "quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8"} if x_int8 else set()
-        assert seen == {"quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_long", "quant_gemv_r8", "quant_gemv_r8_long",
-                        "quant_gemv_r8_whole"} | rounding
+        assert seen == gpu | rounding
 
 
 def test_plan_reasons_and_forcing():

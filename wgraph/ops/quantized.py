@@ -127,11 +127,14 @@ def cpu_loop_refusal(kv: Kernel, k: int, caps) -> str | None:
 
 
 def _refusal(kv: Kernel, n: int, k: int, swiglu: bool, caps, forced: bool) -> str | None:
-    """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_n, min_k);
-    caps None skips the device's (features, workgroup memory, a CPU adapter's loop cap)."""
+    """Why GEMV variant `kv` cannot take the call (None: it can). `forced` skips the speed rules (min_n, min_k, a
+    `cpu_only` variant's adapter class); caps None skips the device's (features, workgroup memory, a CPU adapter's
+    loop cap) and plans as for a GPU."""
     no = device_refusal(kv, caps)
     if no:
         return no
+    if not forced and kv.facts.get("cpu_only") and not (caps is not None and caps.is_cpu):
+        return "is for CPU adapters"
     ft = kv.limits["features_per_lane"]
     if swiglu and (ft % 2 or n % ft):
         return f"swiglu needs an even features_per_lane that divides {n}, it has {ft}"
@@ -265,6 +268,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
              f"so x stays f32; ")
     if rows <= g.limits["max_rows"]:
         rules = [f"{side} >= {g.facts[fact]}" for side, fact in (("n", "min_n"), ("k", "min_k")) if g.facts.get(fact)]
+        rules += ["a CPU adapter"] if g.facts.get("cpu_only") else []
         rules = f" ({', '.join(rules)})" if rules else ""
         sums = "quants against x in int8 by integer dots" if rounds else "blocks dequantized in registers"
         return QuantLinearPlan(g.name, 1 if rows else 0,
