@@ -140,8 +140,10 @@ def test_plan_is_the_first_registry_match(dev):
         plan = plan_linear_rope_kv(rows, 3072, k, "f16", "f16", None)
         assert not plan.fused and "rope_kv_append" in plan.reason and plan.variant.startswith("linear_gemm")
     assert {kv.facts["cache_dtype"] for kv in kernels_for("linear_rope_kv_append")} == {"f32", "f16"}
-    # on this device the 1-row subgroup kernel runs (lavapipe), or its workgroup-memory twin without subgroups
-    want = "gemv_rope_kv_r1_f32w_f32kv" if dev.caps.has_subgroups else "gemv_rope_kv_r1_wg_f32w_f32kv"
+    # on this device: a CPU adapter's own class (lavapipe), the 1-row subgroup kernel, or its workgroup-memory twin
+    # without subgroups
+    want = ("gemv_rope_kv_r1_wg_f32w_f32kv" if not dev.caps.has_subgroups
+            else "gemv_rope_kv_r1_cpu_f32w_f32kv" if dev.caps.is_cpu else "gemv_rope_kv_r1_f32w_f32kv")
     assert plan_linear_rope_kv(1, 32, 16, "f32", "f32", dev.caps).variant == want
 
 
@@ -162,13 +164,18 @@ def test_bad_arguments_leave_the_caches(dev, rng):
 
 
 @pytest.mark.parametrize("name,rows,wdt,kdt", [("gemv_rope_kv_r1_wg_f16w_f16kv", 1, "f16", "f16"),
+                                               # the GPU's 1-row class (a CPU adapter plans its own) and the CPU's
+                                               ("gemv_rope_kv_r1_f32w_f32kv", 1, "f32", "f32"),
+                                               ("gemv_rope_kv_r1_f16w_f16kv", 1, "f16", "f16"),
+                                               ("gemv_rope_kv_r1_cpu_f16w_f32kv", 1, "f16", "f32"),
                                                ("gemv_rope_kv_r8_wg_f32w_f32kv", 6, "f32", "f32"),
                                                ("gemv_rope_kv_r8_long_f16w_f32kv", 2, "f16", "f32"),
                                                # the 8B shape's class, its epilogue's loads taken ahead of the sums
                                                ("gemv_rope_kv_r1_long_f16w_f16kv", 1, "f16", "f16"),
                                                ("gemv_rope_kv_r1_long_f32w_f32kv", 1, "f32", "f32")])
 def test_variants_the_planner_does_not_pick_here(dev, rng, fresh_templates, monkeypatch, name, rows, wdt, kdt):
-    # the workgroup-memory entries (devices without subgroups) and the long-row classes, run by replacing the plan
+    # the workgroup-memory entries (devices without subgroups), the long-row classes and the 1-row class of the
+    # adapter class this device is not, run by replacing the plan
     import wgraph.ops.linear_rope_kv as lrk
 
     skip_unless_runs(dev, name)   # the long-row classes sum by subgroups

@@ -9,7 +9,7 @@ import pytest
 from gguf.quants import dequantize as gguf_dequantize
 
 import wgraph as wg
-from kernel_support import skip_unless_f16
+from kernel_support import skip_unless_f16, skip_unless_runs
 from kv_reference import rope_rows
 from wgraph.device import Caps
 from wgraph.ggml_blocks import FORMATS, quantize
@@ -109,12 +109,14 @@ def test_more_rows_run_linear_then_rope_kv_append(dev, rng):
 
 SUBGROUPS = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768)
 PLAIN = Caps.synthetic()
+CPU = Caps.synthetic(has_subgroups=True, max_workgroup_storage=32768, is_cpu=True)
 
 
-@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, None], ids=["subgroups", "plain", "any-device"])
+@pytest.mark.parametrize("caps", [SUBGROUPS, PLAIN, None, CPU], ids=["subgroups", "plain", "any-device", "cpu"])
 def test_plan_is_the_first_registry_match(caps):
-    """The first variant of the format and cache dtype (registry order) whose features the device has, for one row;
-    the plain GEMV's plan (linear_q) otherwise. Every format and cache dtype has a fused kernel."""
+    """The first variant of the format and cache dtype (registry order) whose features the device has (a CPU
+    adapter's own class only on one), for one row; the plain GEMV's plan (linear_q) otherwise. Every format and
+    cache dtype has a fused kernel."""
     assert {(kv.facts["ggml_type"], kv.facts["cache_dtype"]) for kv in kernels_for("linear_rope_kv_append_q")} == {
         (t, c) for t in FORMATS for c in ("f32", "f16")}
     for kv in kernels_for("linear_rope_kv_append_q"):  # the layout as the format's own
@@ -126,7 +128,8 @@ def test_plan_is_the_first_registry_match(caps):
                 plan = plan_linear_rope_kv_q(rows, 3072, 2048, t, cdt, caps)
                 takers = [kv for kv in kernels_for("linear_rope_kv_append_q")
                           if kv.facts["ggml_type"] == t and kv.facts["cache_dtype"] == cdt
-                          and (caps is None or set(kv.features) <= caps.features)]
+                          and (caps is None or set(kv.features) <= caps.features)
+                          and (not kv.facts.get("cpu_only") or (caps is not None and caps.is_cpu))]
                 if rows == 1 and takers:
                     assert plan.fused and plan.variant == takers[0].name, (t, cdt, caps)
                 else:
@@ -149,7 +152,11 @@ def test_fused_variant_past_a_cpu_adapters_loop_cap_is_passed_over():
     assert plan_linear_rope_kv_q(1, 96, 21000 * 1024, "Q4_0", "f32", cpu).variant == "quant_gemv_rope_kv_r1_q4_0_f32kv"
 
 
-@pytest.mark.parametrize("name,ggml_type", [("quant_gemv_rope_kv_r1_wg_q4_k_f32kv", "Q4_K"),
+@pytest.mark.parametrize("name,ggml_type", [("quant_gemv_rope_kv_r1_q8_0_f32kv", "Q8_0"),  # a GPU's, for a CPU
+                                            ("quant_gemv_rope_kv_r1_q4_0_f16kv", "Q4_0"),  # adapter plans its own
+                                            ("quant_gemv_rope_kv_r1_q4_1_f32kv", "Q4_1"),
+                                            ("quant_gemv_rope_kv_r1_cpu_q4_1_f16kv", "Q4_1"),
+                                            ("quant_gemv_rope_kv_r1_wg_q4_k_f32kv", "Q4_K"),
                                             ("quant_gemv_rope_kv_r1_wg_q4_0_f16kv", "Q4_0"),
                                             ("quant_gemv_rope_kv_r1_wg_q5_k_f16kv", "Q5_K"),
                                             ("quant_gemv_rope_kv_r1_wg_q5_0_f32kv", "Q5_0"),
@@ -160,9 +167,11 @@ def test_fused_variant_past_a_cpu_adapters_loop_cap_is_passed_over():
                                             ("quant_gemv_rope_kv_r1_wg_iq3_xxs_f32kv", "IQ3_XXS"),
                                             ("quant_gemv_rope_kv_r1_wg_iq2_s_f16kv", "IQ2_S"),
                                             ("quant_gemv_rope_kv_r1_wg_iq1_m_f32kv", "IQ1_M")])
-def test_workgroup_memory_variants(dev, rng, fresh_templates, monkeypatch, name, ggml_type):
-    """The entries for devices without subgroups (the planner picks the subgroup ones on lavapipe), run by
-    replacing the plan."""
+def test_variants_the_planner_does_not_pick_here(dev, rng, fresh_templates, monkeypatch, name, ggml_type):
+    """The entries for devices without subgroups (the planner picks the subgroup ones on lavapipe) and the 1-row
+    classes of the adapter class this device is not (a GPU's on a CPU adapter, a CPU's on a GPU), run by replacing
+    the plan."""
+    skip_unless_runs(dev, name)
     skip_unless_f16(dev, name.rsplit("_", 1)[1])
     import wgraph.ops.linear_rope_kv_q as lrkq
 

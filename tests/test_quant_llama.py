@@ -43,8 +43,11 @@ def _gemv_class(dev, ggml_type: str) -> str:
 
 
 def _rope_kv_gemv(dev, ggml_type: str) -> str:
-    """The norm+qkv GEMV the plan table gives one row of x on this device: subgroup sums, or the workgroup-memory
-    twin (`_wg_`) where the device cannot run that (no subgroups; 16 KiB for the IQ formats' 17 KB)."""
+    """The norm+qkv GEMV the plan table gives one row of x on this device: a CPU adapter's own class for Q8_0, Q4_0
+    and Q4_1 (subgroups), subgroup sums, or the workgroup-memory twin (`_wg_`) where the device cannot run that (no
+    subgroups; 16 KiB for the IQ formats' 17 KB)."""
+    if dev.caps.is_cpu and dev.caps.has_subgroups and ggml_type in ("Q8_0", "Q4_0", "Q4_1"):
+        return f"quant_gemv_rope_kv_r1_cpu_{ggml_type.lower()}_f32kv"
     sums = f"quant_gemv_rope_kv_r1_{ggml_type.lower()}_f32kv"
     return sums if cannot_run(dev, sums) is None else f"quant_gemv_rope_kv_r1_wg_{ggml_type.lower()}_f32kv"
 

@@ -58,10 +58,12 @@ class QuantLinearRopeKVParams:
 
 
 def _refusal(kv, rows: int, n: int, k: int, caps) -> str | None:
-    """Why fused variant `kv` cannot take the call (None: it can); caps None: any device."""
+    """Why fused variant `kv` cannot take the call (None: it can); caps None: any device (planned as for a GPU)."""
     no = device_refusal(kv, caps)
     if no:
         return no
+    if kv.facts.get("cpu_only") and not (caps is not None and caps.is_cpu):
+        return "is for CPU adapters"
     lim = kv.limits
     if rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"
