@@ -96,6 +96,15 @@ def device_refusal(k, caps) -> tuple[type, str] | None:
     return (LimitError, no) if no else None
 
 
+def adapter_refusal(k, caps) -> str | None:
+    """Why the planner passes over kernel `k` for the adapter class of `caps` (a speed rule: a forced call still runs
+    it), or None: a `cpu_only` kernel (a CPU adapter's own GEMV shapes) is for CPU adapters; caps None plans as for a
+    GPU. The one rule of the GEMV planners (plain, quantized, fused QKV + RoPE)."""
+    if k.facts.get("cpu_only") and not (caps is not None and caps.is_cpu):
+        return "is for CPU adapters"
+    return None
+
+
 def _check_kernel_fits(k, caps) -> None:
     """UnsupportedError / LimitError unless `caps` can run kernel `k` (device_refusal); a pass is remembered per
     (k, caps)."""

@@ -120,8 +120,9 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     no = device_refusal(kv, caps)
     if no:
         return no
-    if not forced and kv.facts.get("cpu_only") and not (caps is not None and caps.is_cpu):
-        return "is for CPU adapters"
+    no = None if forced else core.adapter_refusal(kv, caps)
+    if no:
+        return no
     if s.rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"
     if s.n < 1 or s.k < 1:

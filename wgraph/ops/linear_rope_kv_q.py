@@ -14,7 +14,7 @@ from wgraph import args
 from wgraph.errors import ShapeError, WgraphError
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops import rope_kv
-from wgraph.ops.core import OpDef, register
+from wgraph.ops.core import OpDef, adapter_refusal, register
 from wgraph.ops.gemv import core_constants, device_refusal
 from wgraph.ops.quantized import (LINEAR_Q, QuantLinearParams, _infer_linear_q, core_bindings, core_uniforms,
                                   cpu_loop_refusal, describe_gemv, plan_linear_q)
@@ -62,8 +62,9 @@ def _refusal(kv, rows: int, n: int, k: int, caps) -> str | None:
     no = device_refusal(kv, caps)
     if no:
         return no
-    if kv.facts.get("cpu_only") and not (caps is not None and caps.is_cpu):
-        return "is for CPU adapters"
+    no = adapter_refusal(kv, caps)
+    if no:
+        return no
     lim = kv.limits
     if rows > lim["max_rows"]:
         return f"takes at most {lim['max_rows']} rows"

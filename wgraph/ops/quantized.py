@@ -17,7 +17,7 @@ from wgraph.errors import DtypeError, PlanError, ShapeError
 from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
-from wgraph.ops.core import OpDef, apply, ceil_div, register
+from wgraph.ops.core import OpDef, adapter_refusal, apply, ceil_div, register
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
 from wgraph.ops.gemv import ACTIVATIONS, check_fused_options, core_constants, device_refusal, forced_error
 from wgraph.tensor import Tensor, TensorSpec
@@ -133,8 +133,9 @@ def _refusal(kv: Kernel, n: int, k: int, swiglu: bool, caps, forced: bool) -> st
     no = device_refusal(kv, caps)
     if no:
         return no
-    if not forced and kv.facts.get("cpu_only") and not (caps is not None and caps.is_cpu):
-        return "is for CPU adapters"
+    no = None if forced else adapter_refusal(kv, caps)
+    if no:
+        return no
     ft = kv.limits["features_per_lane"]
     if swiglu and (ft % 2 or n % ft):
         return f"swiglu needs an even features_per_lane that divides {n}, it has {ft}"
