@@ -96,6 +96,28 @@ def device_refusal(k, caps) -> tuple[type, str] | None:
     return (LimitError, no) if no else None
 
 
+# The GEMV planners' size rules (registry facts): a side of W below the fact's value plans another kernel (a forced
+# call still runs this one). side -> (fact, the argument it names)
+_SIZE_RULES = {"n": ("min_n", "out_features"), "k": ("min_k", "in_features")}
+
+
+def size_refusal(k, sizes: dict[str, int]) -> str | None:
+    """Why the planner passes over GEMV kernel `k` for a W of `sizes` ({"n": out_features, "k": in_features},
+    checked in that dict's order), or None: the first side below the kernel's min_n / min_k."""
+    for side, size in sizes.items():
+        fact, name = _SIZE_RULES[side]
+        if size < k.facts.get(fact, 0):
+            return f"is for {name} >= {k.facts[fact]}"
+    return None
+
+
+def speed_rules(k, sides: str) -> list[str]:
+    """The speed rules a GEMV plan reason names for kernel `k` ("k >= 256", "n >= 4096", "a CPU adapter"): the
+    size rules of `sides` ("kn" or "nk", in that order), then the adapter class."""
+    rules = [f"{side} >= {k.facts[_SIZE_RULES[side][0]]}" for side in sides if k.facts.get(_SIZE_RULES[side][0])]
+    return rules + (["a CPU adapter"] if k.facts.get("cpu_only") else [])
+
+
 def adapter_refusal(k, caps) -> str | None:
     """Why the planner passes over kernel `k` for the adapter class of `caps` (a speed rule: a forced call still runs
     it), or None: a `cpu_only` kernel (a CPU adapter's own GEMV shapes) is for CPU adapters; caps None plans as for a

@@ -136,12 +136,7 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     no = cpu_loop_refusal(kv, s, caps)
     if no:
         return no
-    if not forced:
-        if s.k < kv.facts.get("min_k", 0):
-            return f"is for in_features >= {kv.facts['min_k']}"
-        if s.n < kv.facts.get("min_n", 0):
-            return f"is for out_features >= {kv.facts['min_n']}"
-    return None
+    return None if forced else core.size_refusal(kv, {"k": s.k, "n": s.n})
 
 
 def choose(s: GemvShape, caps, kernels: tuple[Kernel, ...] | None = None) -> tuple[Kernel | None, str]:
@@ -167,9 +162,7 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     lim = kv.limits
     ft, lanes = lim["features_per_lane"], lim["lanes"]
     per_wg = kv.threads // lanes * ft
-    rules = [f"k >= {kv.facts['min_k']}"] if kv.facts.get("min_k") else []
-    rules += [f"n >= {kv.facts['min_n']}"] if kv.facts.get("min_n") else []
-    rules += ["a CPU adapter"] if kv.facts.get("cpu_only") else []
+    rules = core.speed_rules(kv, "kn")
     groups = lim["row_groups"]
     split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
              if groups > 1 else f"{lanes} lanes per row")

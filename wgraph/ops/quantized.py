@@ -17,7 +17,7 @@ from wgraph.errors import DtypeError, PlanError, ShapeError
 from wgraph.host_arrays import host_ids
 from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check_matrix
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
-from wgraph.ops.core import OpDef, adapter_refusal, apply, ceil_div, register
+from wgraph.ops.core import OpDef, adapter_refusal, apply, ceil_div, register, size_refusal, speed_rules
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
 from wgraph.ops.gemv import ACTIVATIONS, check_fused_options, core_constants, device_refusal, forced_error
 from wgraph.tensor import Tensor, TensorSpec
@@ -142,11 +142,7 @@ def _refusal(kv: Kernel, n: int, k: int, swiglu: bool, caps, forced: bool) -> st
     no = cpu_loop_refusal(kv, k, caps)
     if no:
         return no
-    if not forced and n < kv.facts.get("min_n", 0):
-        return f"is for out_features >= {kv.facts['min_n']}"
-    if not forced and k < kv.facts.get("min_k", 0):
-        return f"is for in_features >= {kv.facts['min_k']}"
-    return None
+    return None if forced else size_refusal(kv, {"n": n, "k": k})
 
 
 def describe_gemv(kv: Kernel, n: int, swiglu: bool) -> str:
@@ -268,8 +264,7 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
         x = (f"x_int8: no {ggml_type} GEMV that rounds x to int8 is planned for this call (none was faster here), "
              f"so x stays f32; ")
     if rows <= g.limits["max_rows"]:
-        rules = [f"{side} >= {g.facts[fact]}" for side, fact in (("n", "min_n"), ("k", "min_k")) if g.facts.get(fact)]
-        rules += ["a CPU adapter"] if g.facts.get("cpu_only") else []
+        rules = speed_rules(g, "nk")
         rules = f" ({', '.join(rules)})" if rules else ""
         sums = "quants against x in int8 by integer dots" if rounds else "blocks dequantized in registers"
         return QuantLinearPlan(g.name, 1 if rows else 0,
