@@ -203,6 +203,24 @@ def test_cpu_classes_are_planned_only_on_a_cpu_adapter(dev, rng):
         _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
 
 
+def test_size_rules_refuse_below_min_k_and_min_n_unless_forced():
+    """A GEMV class whose registry fact min_k / min_n the call's W is below is passed over with the side named
+    (plain and quantized planners); a forced call skips the rule."""
+    from wgraph.ops import gemv, quantized
+    long_ = next(k for k in kernels_for("linear") if k.facts.get("min_k", 0) > 1 and "max_rows" in k.limits)
+    wide = next(k for k in kernels_for("linear") if k.facts.get("min_n", 0) > 1 and "max_rows" in k.limits)
+    dt = long_.facts["weight_dtype"]
+    small_k = gemv.GemvShape(1, 64, long_.facts["min_k"] - 8, dt)
+    assert gemv.refusal(long_, small_k, None) == f"is for in_features >= {long_.facts['min_k']}"
+    assert gemv.refusal(long_, small_k, None, forced=True) is None
+    small_n = gemv.GemvShape(1, wide.facts["min_n"] - 8, 64, wide.facts["weight_dtype"])
+    assert gemv.refusal(wide, small_n, None) == f"is for out_features >= {wide.facts['min_n']}"
+    q = next(k for k in kernels_for("linear_q") if k.facts.get("min_k", 0) > 1)
+    assert quantized._refusal(q, 64, q.facts["min_k"] - 32, False, None, False) == \
+        f"is for in_features >= {q.facts['min_k']}"
+    assert quantized._refusal(q, 64, q.facts["min_k"] - 32, False, None, True) is None
+
+
 def test_plan_falls_back_to_tiled_and_says_why():
     p = plan_linear(9, 64, 64, "f32", SUBGROUPS)
     assert p.variant.startswith("linear_gemm_") and "9 rows > 8" in p.reason
