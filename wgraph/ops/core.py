@@ -111,11 +111,12 @@ def size_refusal(k, sizes: dict[str, int]) -> str | None:
     return None
 
 
-def speed_rules(k, sides: str) -> list[str]:
-    """The speed rules a GEMV plan reason names for kernel `k` ("k >= 256", "n >= 4096", "a CPU adapter"): the
-    size rules of `sides` ("kn" or "nk", in that order), then the adapter class."""
+def speed_rules(k, sides: str) -> str:
+    """The speed rules a GEMV plan reason names for kernel `k`, as its parenthesis (" (k >= 256, a CPU adapter)";
+    "" without any): the size rules of `sides` ("kn" or "nk", in that order), then the adapter class."""
     rules = [f"{side} >= {k.facts[_SIZE_RULES[side][0]]}" for side in sides if k.facts.get(_SIZE_RULES[side][0])]
-    return rules + (["a CPU adapter"] if k.facts.get("cpu_only") else [])
+    rules += ["a CPU adapter"] if k.facts.get("cpu_only") else []
+    return f" ({', '.join(rules)})" if rules else ""
 
 
 def adapter_refusal(k, caps) -> str | None:

@@ -162,11 +162,10 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     lim = kv.limits
     ft, lanes = lim["features_per_lane"], lim["lanes"]
     per_wg = kv.threads // lanes * ft
-    rules = core.speed_rules(kv, "kn")
     groups = lim["row_groups"]
     split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
              if groups > 1 else f"{lanes} lanes per row")
-    return (f"{s.rows} rows <= {lim['max_rows']}{' (' + ', '.join(rules) + ')' if rules else ''}: GEMV, "
+    return (f"{s.rows} rows <= {lim['max_rows']}{core.speed_rules(kv, 'kn')}: GEMV, "
             f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {split}, "
             f"{lim['unroll'] * ft} 16-byte {s.weight_dtype} loads in flight per lane"
             + (", each x load feeding " + str(ft) + " rows" if ft > 1 else "")

@@ -265,7 +265,6 @@ def _plan_linear_q(rows: int, n: int, k: int, ggml_type: str, variant: str | Non
              f"so x stays f32; ")
     if rows <= g.limits["max_rows"]:
         rules = speed_rules(g, "nk")
-        rules = f" ({', '.join(rules)})" if rules else ""
         sums = "quants against x in int8 by integer dots" if rounds else "blocks dequantized in registers"
         return QuantLinearPlan(g.name, 1 if rows else 0,
                                f"{x}{rows} rows <= {g.limits['max_rows']}{rules}: {ggml_type} GEMV ({sums}), "
