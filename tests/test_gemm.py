@@ -102,7 +102,7 @@ op = "linear"
 file = "linear_gemm.wgsl"
 entry = "main"
 workgroup_size = [128]
-defines = { ALIGN = "vec4", TILE_M = "32", TILE_N = "128", TILE_K = "16", THREAD_M = "4", THREAD_N = "8", K_UNROLL = "16" }
+defines = { ALIGN = "vec4", TILE_M = "32", TILE_N = "128", TILE_K = "16", THREAD_M = "4", THREAD_N = "8", K_UNROLL = "16", W_QUAD = "4" }
 limits = { k_multiple = 4 }
 weight_dtype = "{wdt}"
 form = "gemm"
@@ -118,7 +118,7 @@ op = "linear"
 file = "linear_gemm.wgsl"
 entry = "main"
 workgroup_size = [256]
-defines = { ALIGN = "vec4", TILE_M = "128", TILE_N = "128", TILE_K = "16", THREAD_M = "8", THREAD_N = "8", K_UNROLL = "16" }
+defines = { ALIGN = "vec4", TILE_M = "128", TILE_N = "128", TILE_K = "16", THREAD_M = "8", THREAD_N = "8", K_UNROLL = "16", W_QUAD = "1" }
 limits = { k_multiple = 4 }
 weight_dtype = "{wdt}"
 form = "gemm"
@@ -134,7 +134,7 @@ op = "linear"
 file = "linear_gemm.wgsl"
 entry = "main"
 workgroup_size = [256]
-defines = { ALIGN = "vec4", TILE_M = "64", TILE_N = "64", TILE_K = "16", THREAD_M = "4", THREAD_N = "4", K_UNROLL = "16" }
+defines = { ALIGN = "vec4", TILE_M = "64", TILE_N = "64", TILE_K = "16", THREAD_M = "4", THREAD_N = "4", K_UNROLL = "16", W_QUAD = "1" }
 limits = { k_multiple = 4 }
 weight_dtype = "{wdt}"
 form = "gemm"
@@ -149,7 +149,7 @@ op = "linear"
 file = "linear_gemm.wgsl"
 entry = "main"
 workgroup_size = [256]
-defines = { ALIGN = "any", TILE_M = "64", TILE_N = "64", TILE_K = "16", THREAD_M = "4", THREAD_N = "4", K_UNROLL = "16" }
+defines = { ALIGN = "any", TILE_M = "64", TILE_N = "64", TILE_K = "16", THREAD_M = "4", THREAD_N = "4", K_UNROLL = "16", W_QUAD = "1" }
 limits = { k_multiple = 1 }
 weight_dtype = "{wdt}"
 form = "gemm"
