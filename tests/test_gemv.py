@@ -36,10 +36,10 @@ def _case(rng, m, n, k, wdtype, *, norm, bias, swiglu, residual):
                 residual=rng.standard_normal((m, out)).astype(np.float32) if residual else None, swiglu=swiglu)
 
 
-def _run(dev, c, variant=None, eps=1e-5):
+def _run(dev, c, variant=None, eps=1e-5, split_k=None):
     t = {key: dev.tensor(c[key]) if c[key] is not None else None for key in ("x", "w", "b", "norm", "residual")}
     return wg.ops.linear(t["x"], t["w"], t["b"], norm=t["norm"], eps=eps, residual=t["residual"],
-                         activation="swiglu" if c["swiglu"] else None, variant=variant).numpy()
+                         activation="swiglu" if c["swiglu"] else None, variant=variant, split_k=split_k).numpy()
 
 
 # rows 1..8, odd output features, k a multiple of the 16-byte load with an unroll tail; each option alone and
@@ -129,6 +129,28 @@ def test_unfused_path_matches(dev, rng, m, k):
     got = _run(dev, c)
     assert dev.stats.since(before).dispatches == 4
     _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
+
+
+@pytest.mark.parametrize("m,n,k,wdtype,opts", [
+    (11, 14, 40, "f16", dict(norm=True, bias=True, swiglu=True, residual=True)),
+    (33, 38, 264, "f32", dict(norm=False, bias=False, swiglu=True, residual=False)),
+    (9, 17, 72, "f32", dict(norm=False, bias=True, swiglu=False, residual=True)),
+    (20, 6, 36, "f16", dict(norm=True, bias=False, swiglu=False, residual=False)),
+])
+def test_split_gemm_sum_applies_swiglu_and_residual(dev, rng, m, n, k, wdtype, opts):
+    """A GEMM whose K is cut into slices: its summing pass adds the bias and applies swiglu and the residual, so
+    the call is the norm (when there is one), the GEMM and the summing pass; odd sizes, f16 k not 16-byte aligned."""
+    skip_unless_f16(dev, wdtype)
+    c = _case(rng, m, n, k, wdtype, **opts)
+    plan = plan_linear(m, n, k, wdtype, dev.caps, swiglu=opts["swiglu"], norm=opts["norm"],
+                       residual=opts["residual"], split_k=3)
+    assert plan.splits == 3 and plan.steps == (("rmsnorm",) if opts["norm"] else ()) + ("matmul",)
+    epilogue = [name for name in ("swiglu", "add") if opts[{"swiglu": "swiglu", "add": "residual"}[name]]]
+    assert ("summing pass that applies " + ", ".join(epilogue) in plan.reason) == bool(epilogue), plan.reason
+    before = dev.stats.snapshot()
+    got = _run(dev, c, split_k=3)
+    assert dev.stats.since(before).dispatches == 2 + opts["norm"]
+    _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], c["swiglu"])
 
 
 def _first_match(rows, n, k, wdtype, caps, swiglu):

@@ -91,7 +91,6 @@ def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: b
     s = gemv.GemvShape(rows, n, k, weight_dtype, swiglu)
     steps = tuple(name for name, on in (("rmsnorm", norm), ("matmul", True), ("swiglu", swiglu), ("add", residual))
                   if on)
-    separate = "" if len(steps) == 1 else f"; {', '.join(x for x in steps if x != 'matmul')} as dispatches of their own"
     if variant is not None:
         kv = registry().get(variant)
         if kv is None or kv.op != "linear":
@@ -108,14 +107,18 @@ def plan_linear(rows: int, n: int, k: int, weight_dtype: str, caps, *, swiglu: b
             raise ShapeError(f"linear: variant {variant} needs in_features % {kv.limits['k_multiple']} == 0"
                              f"{' and > 0' if kv.limits['k_multiple'] > 1 else ''}, got {k}")
         return plan_gemm(rows, n, k, weight_dtype, variant=variant, split_k=split_k,
-                         why=f"forced: variant={variant}", steps=steps, separate=separate)
+                         why=f"forced: variant={variant}", steps=steps)
     if split_k is not None:
         return plan_gemm(rows, n, k, weight_dtype, split_k=split_k, why=f"split_k={split_k}: GEMM", steps=steps,
-                         separate=separate, caps=caps)
+                         caps=caps)
     kv, why = gemv.choose(s, caps) if rows >= 1 and k >= 1 else (None, f"{rows} rows of {k} features")
     if kv is not None:
         return LinearPlan(kv.name, why)
-    return plan_gemm(rows, n, k, weight_dtype, why=f"{why}: GEMM", steps=steps, separate=separate, caps=caps)
+    return plan_gemm(rows, n, k, weight_dtype, why=f"{why}: GEMM", steps=steps, caps=caps)
+
+
+# what a split GEMM's summing pass (linear_gemm_sum.wgsl) applies to the sums, in this order
+SUM_EPILOGUE = ("swiglu", "add")
 
 
 def _gemm_kernels(weight_dtype: str) -> list:
@@ -150,12 +153,13 @@ def _gemm_rule(takers: list, rows: int, n: int):
 
 
 def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM", variant: str | None = None,
-              split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), separate: str = "",
-              caps=None) -> LinearPlan:
+              split_k: int | None = None, steps: tuple[str, ...] = ("matmul",), caps=None) -> LinearPlan:
     """The first GEMM configuration (registry order) whose `k_multiple` divides k, whose `max_rows` (where it has
     one) is at least rows and whose output has at least `min_tiles` tiles, else the first marked `fallback`; K cut
     into slices while the tiles make fewer than its `fill_workgroups` workgroups. `caps` (None: any device) drops
-    the configurations the device cannot run (features, workgroup memory, threads) before the rule."""
+    the configurations the device cannot run (features, workgroup memory, threads) before the rule. `steps`: the
+    call's dispatches in order around "matmul"; where K is cut, the summing pass applies the epilogue steps
+    (swiglu, add) and they are no dispatches of their own."""
     if variant is None:
         takers = [kv for kv in _gemm_kernels(weight_dtype) if _takes_k(kv, k)]
         refused = {kv.name: no for kv in takers for no in [gemv.device_refusal(kv, caps)] if no}
@@ -185,9 +189,16 @@ def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM"
     tile = f"{kv.const('TILE_M')}x{kv.const('TILE_N')}"
     reason = (f"{why}, {tile} tiles ({tiles} workgroup{'s' if tiles != 1 else ''}), {kv.const('THREAD_M')}x{kv.const('THREAD_N')} outputs "
               f"per thread, " + ("loads of 4 along K" if kv.limits["k_multiple"] == 4 else "element loads"))
+    epilogue = [x for x in steps if x in SUM_EPILOGUE]
     if splits > 1:
         reason += f"; K in {splits} slices of {k_split} ({tiles * splits} workgroups) and a summing pass"
-    return LinearPlan(kv.name, reason + separate, steps, splits)
+        if epilogue:
+            reason += f" that applies {', '.join(epilogue)}"
+        steps = tuple(x for x in steps if x not in SUM_EPILOGUE)
+    separate = [x for x in steps if x != "matmul"]
+    if separate:
+        reason += f"; {', '.join(separate)} as dispatches of their own"
+    return LinearPlan(kv.name, reason, steps, splits)
 
 
 def linear_plan(specs, params: LinearParams, caps) -> LinearPlan:
@@ -211,12 +222,16 @@ def _encode_linear(ctx, params: LinearParams, inputs, outputs):
             return []
         s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu")
         return [gemv.dispatch(ctx, kv, s, x=x, w=w, bias=b, norm=norm, residual=residual, y=y, eps=params.eps)]
-    # the GEMM, with what a GEMV fuses as dispatches of their own: rmsnorm, matmul, swiglu, add
+    # the GEMM, with what a GEMV fuses as dispatches of their own (rmsnorm, matmul, swiglu, add; a split GEMM's
+    # summing pass applies swiglu and add)
     made = []
     if norm is not None:
         normed = ctx.scratch(x.shape, "f32", "linear.normed")
         made += RMSNORM.encode(ctx, RmsNormParams(params.eps), (x, norm), (normed,))
         x = normed
+    if plan.splits > 1:
+        return made + _encode_gemm(ctx, kv, plan, (x, w, b, y), (m, n, k),
+                                   SumEpilogue(params.activation == "swiglu", residual))
     after = plan.steps[plan.steps.index("matmul") + 1:]
     mm = y if not after else ctx.scratch(x.shape[:-1] + (n,), "f32", "linear.matmul")
     made += _encode_gemm(ctx, kv, plan, (x, w, b, mm), (m, n, k))
@@ -229,7 +244,16 @@ def _encode_linear(ctx, params: LinearParams, inputs, outputs):
     return made
 
 
-def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims):
+@attrs.frozen
+class SumEpilogue:
+    """What a split GEMM's summing pass applies after the bias: silu(gate) * up of each row's [gate | up] halves,
+    then a residual (a tensor of y's shape, or None)."""
+
+    swiglu: bool = False
+    residual: Tensor | None = None
+
+
+def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims, epilogue: SumEpilogue = SumEpilogue()):
     x, w, b, y = tensors
     m, n, k = dims
     if not m or not n:
@@ -252,12 +276,15 @@ def _encode_gemm(ctx, kv, plan: LinearPlan, tensors, dims):
                              bindings={"x": x, "w": w, "bias": bias, "y": y}, workgroups=groups, label="linear")]
     parts = ctx.scratch((plan.splits, m, n), "f32", "linear.split_k")
     total = kernel("linear_gemm_sum")
+    outputs = m * n // 2 if epilogue.swiglu else m * n
+    residual = epilogue.residual if epilogue.residual is not None else ctx.fallback("linear.residual")
     return [ctx.dispatch(kv.name, uniforms={**uniforms, "has_bias": 0},
                          bindings={"x": x, "w": w, "bias": bias, "y": parts}, workgroups=groups, label="linear"),
-            ctx.dispatch(total.name, uniforms={"count": m * n, "n": n, "splits": plan.splits,
-                                               "has_bias": int(b is not None)},
-                         bindings={"parts": parts, "bias": bias, "y": y},
-                         workgroups=ctx.grid(ceil_div(m * n, total.threads)), label="linear.split_k_sum")]
+            ctx.dispatch(total.name, uniforms={"outputs": outputs, "n": n, "part_size": m * n, "splits": plan.splits,
+                                               "has_bias": int(b is not None), "swiglu": int(epilogue.swiglu),
+                                               "has_residual": int(epilogue.residual is not None)},
+                         bindings={"parts": parts, "bias": bias, "residual": residual, "y": y},
+                         workgroups=ctx.grid(ceil_div(outputs, total.threads)), label="linear.split_k_sum")]
 
 
 LINEAR = register(OpDef("linear", _infer_linear, _encode_linear, inputs=("x", "w", "b?", "norm?", "residual?")))
