@@ -197,7 +197,8 @@ def plan_gemm(rows: int, n: int, k: int, weight_dtype: str, *, why: str = "GEMM"
         steps = tuple(x for x in steps if x not in SUM_EPILOGUE)
     separate = [x for x in steps if x != "matmul"]
     if separate:
-        reason += f"; {', '.join(separate)} as dispatches of their own"
+        reason += f"; {', '.join(separate)} as " + ("a dispatch of its own" if len(separate) == 1
+                                                     else "dispatches of their own")
     return LinearPlan(kv.name, reason, steps, splits)
 
 
