@@ -63,7 +63,7 @@ def _infer_linear(params: LinearParams, specs):
 class LinearPlan:
     """How `linear` runs for one call: the matmul's kernel, why, and the dispatches in order (the fused GEMV is
     one; the GEMM runs the norm, swiglu and residual as dispatches of their own); a GEMM whose `splits` > 1 sums
-    its K slices in a second pass."""
+    its K slices in a second pass, which applies swiglu and the residual (`steps` then ends at "matmul")."""
 
     variant: str
     reason: str
