@@ -3,7 +3,8 @@ the reference the f32 prefill target (issue 25: >= 0.6x torch's f32 SDPA) is mea
 
 For each shape (16/16 and 32/8 heads, D = 128, causal, S = 2048 / 4096): torch's default choice, then each backend
 alone (flash, mem-efficient, math; a backend that refuses the call is reported as such), CUDA events over ITERS
-calls after a warm-up, TFLOP/s on the causal half; and the CUDA kernels of the default call from torch.profiler,
+calls after a warm-up (the bench's torch timer, `wgraph.bench.torch_ref.cuda_time_ms`), TFLOP/s as the bench counts
+them (`wgraph.bench.grids.flops`: the causal half); and the CUDA kernels of the default call from torch.profiler,
 which name the instruction class (`fmha_cutlassF_f32_..._sm80`: xformers' kernel, whose f32 GEMMs run on tensor
 cores as 3xTF32 on SM80 and later, `cutlass::arch::OpMultiplyAddFastF32`; a `gemm` of the math backend: cuBLAS).
 Needs torch with CUDA (the GPU machine). Usage: python benchmarks/torch_sdpa_backends.py [--json PATH]."""
@@ -14,23 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel  # torch >= 2.3
 
+from wgraph.bench.grids import Shape, flops
+from wgraph.bench.torch_ref import cuda_time_ms
+
 SHAPES = [(16, 16, 128, 2048), (16, 16, 128, 4096), (32, 8, 128, 4096)]
 ITERS = 20
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
             "math": SDPBackend.MATH}
-
-
-def time_ms(fn) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(ITERS):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / ITERS
 
 
 def kernels(fn) -> list[str]:
@@ -47,12 +38,12 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False  # the math backend's matmuls on the FP32 ALUs, as the bench's GEMMs
     rows = []
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
-    for dtype in (torch.float32, torch.float16):
+    for name_dt, dtype in (("f32", torch.float32), ("f16", torch.float16)):
         for hq, hkv, d, s in SHAPES:
             q = torch.randn(1, hq, s, d, device="cuda", dtype=dtype)
             k = torch.randn(1, hkv, s, d, device="cuda", dtype=dtype).repeat_interleave(hq // hkv, dim=1)
             v = torch.randn_like(k)
-            flops = 4 * hq * s * s * d / 2  # QK^T and PV, 2 FLOP a multiply-add, the causal half
+            work = flops(Shape("prefill", s, s, hq, hkv, d, name_dt))
 
             def call():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -62,11 +53,11 @@ def main() -> None:
             for name, backend in {"default": None, **BACKENDS}.items():
                 try:
                     if backend is None:
-                        ms = time_ms(call)
+                        ms = cuda_time_ms(call, ITERS)
                     else:
                         with sdpa_kernel(backend):
-                            ms = time_ms(call)
-                    row[name] = {"ms": round(ms, 4), "tflops": round(flops / ms / 1e9, 2)}
+                            ms = cuda_time_ms(call, ITERS)
+                    row[name] = {"ms": round(ms, 4), "tflops": round(work / ms / 1e9, 2)}
                 except RuntimeError as e:
                     row[name] = {"refused": str(e).splitlines()[0][:120]}
             rows.append(row)

@@ -145,7 +145,7 @@ def test_split_gemm_sum_applies_swiglu_and_residual(dev, rng, m, n, k, wdtype, o
     plan = plan_linear(m, n, k, wdtype, dev.caps, swiglu=opts["swiglu"], norm=opts["norm"],
                        residual=opts["residual"], split_k=3)
     assert plan.splits == 3 and plan.steps == (("rmsnorm",) if opts["norm"] else ()) + ("matmul",)
-    epilogue = [name for name in ("swiglu", "add") if opts[{"swiglu": "swiglu", "add": "residual"}[name]]]
+    epilogue = [step for step, option in (("swiglu", "swiglu"), ("add", "residual")) if opts[option]]
     assert ("summing pass that applies " + ", ".join(epilogue) in plan.reason) == bool(epilogue), plan.reason
     before = dev.stats.snapshot()
     got = _run(dev, c, split_k=3)
