@@ -117,7 +117,14 @@ def _kvcache_cases():
              ("batched_single_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
              ("batched_single_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True)),
              ("batched_single_f16kv", ("f16kv", [33, 0, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
-             ("batched_single_f16kv", ("f16kv", [0, 5], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True))]
+             ("batched_single_f16kv", ("f16kv", [0, 5], 0, 1, 4, 2, 32, 0, (-1, -1), 0.0, True)),
+             # its 4-heads-a-workgroup entry (planned for many sequences of GQA groups >= 4) forced: paged with a
+             # window, softcap and new rows; two head blocks of 4; 7 heads a kv head (a block of 4 and one of 3);
+             # MHA (3 idle head slots); empty sequences
+             ("batched_single_g4_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
+             ("batched_single_g4_f16kv", ("f16kv", [33, 0, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
+             ("batched_single_g4_f16", ("f16", [70, 3, 0, 129], 0, 1, 14, 2, 64, 0, (-1, -1), 0.0, True)),
+             ("batched_single_g4_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True))]
     return cases + [pytest.param(v, c, id=f"{v}-B{len(c[1])}-new{c[2]}") for v, c in fused]
 
 
@@ -467,6 +474,31 @@ def _caps():
     gpu = Caps.synthetic(has_f16=True, has_subgroups=True, max_workgroup_storage=49152)
     cpu = Caps.synthetic(is_cpu=True, has_f16=True, has_subgroups=True, max_workgroup_storage=32768)
     return gpu, cpu
+
+
+@pytest.mark.parametrize("hq,hkv", [(32, 8), (28, 4), (64, 8), (16, 16), (16, 8)])
+@pytest.mark.parametrize("B", [1, 8, 15, 16, 32, 64])
+def test_many_sequences_of_a_short_cache_serve_4_heads_a_workgroup(hq, hkv, B):
+    """A decode step over caches of <= 512 keys takes the one-pass kernel; from 16 sequences (the entry's
+    min_batch, from the H100 A/B) with >= 4 q heads a kv head its 4-heads-a-workgroup entry, whose grid is
+    (1, Hkv x head blocks of 4, B); fewer sequences or a smaller group keep one head a workgroup, and the plan says
+    why it passed the other over."""
+    from wgraph.ops.attention_batched import batched_plan
+
+    gpu, _ = _caps()
+    geo = dict(dtype="f16", Hq=hq, Hkv=hkv, D=64, B=B, layout=1)
+    p = batched_plan(_bparams("kvcache", 1, 256), geo, gpu)
+    group = hq // hkv
+    if B >= 16 and group >= 4:
+        assert p.variant == "batched_single_g4_f16"
+        assert p.workgroups == (1, hkv * -(-group // 4), B) and len(p.dispatches) == 1
+    else:
+        assert p.variant == "batched_single_f16" and p.workgroups == (1, hq, B)
+        why = dict(p.rejected)["batched_single_g4_f16"]
+        assert why == (f"batch {B} < 16, where it is slower" if B < 16
+                       else f"{group} q heads per kv head < 4, where it is slower")
+    # past 512 keys a sequence: split-K, whatever the batch
+    assert batched_plan(_bparams("kvcache", 1, 1024), geo, gpu).tier in ("fused", "splitk")
 
 
 def test_a_16k_device_without_subgroups_has_batched_kernels():

@@ -288,6 +288,14 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
             if held > int(k.facts.get("max_kv_span", held)):  # a speed rule, as min_kv_span, on the storage's keys
                 rejected.append((k.name, f"kv capacity {held} > {k.facts['max_kv_span']}, where it is slower"))
                 continue
+            if facts.batch < int(k.facts.get("min_batch", 0)):  # a speed rule, as min_kv_span, on the sequences
+                rejected.append((k.name, f"batch {facts.batch} < {k.facts['min_batch']}, where it is slower"))
+                continue
+            group = facts.num_heads // (facts.num_kv_heads or facts.num_heads)
+            if group < int(k.facts.get("min_q_per_kv", 0)):  # a speed rule: a workgroup's head slots left idle
+                rejected.append((k.name, f"{group} q heads per kv head < {k.facts['min_q_per_kv']}, where it is "
+                                         f"slower"))
+                continue
             why = misfit(k, facts, caps)
             if why is not None:
                 rejected.append((k.name, why[1]))
