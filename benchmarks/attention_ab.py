@@ -17,7 +17,8 @@ GPU-bound, as torch's CUDA-event loop is). `python benchmarks/attention_ab.py de
 $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes). HEADS="64/8,..." (decode and
 batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
-the varlen prefill out of the batched section. FUSED=1 adds the fused kernel's configurations (FUSED below,
+the varlen prefill out of the batched section; KV (4096) the batched section's cache length (<= 512: the
+one-pass kernel's configurations SINGLE too), BATCHES="1,8,32,64" its batch sizes. FUSED=1 adds the fused kernel's configurations (FUSED below,
 measured in h200-attention-ab*.log)."""
 import json
 import os
@@ -42,6 +43,7 @@ LENGTHS = _env_list("LENGTHS", int)
 DIMS = _env_list("DIMS", int)
 VARLEN_ROWS = os.environ.get("VARLEN", "1") != "0"
 FUSED_CONFIGS = os.environ.get("FUSED") == "1"
+BATCHES = _env_list("BATCHES", int) or (1, 8, 32, 64)
 EXP = Path("/tmp/attention_ab_shaders")
 FLAT = ab_registry.copy_shaders(EXP)  # every kernel's entry, expanded
 
@@ -74,6 +76,16 @@ PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dic
            "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}
 # batched flash at D=128 for the ragged varlen rows (short sequences: smaller query blocks)
 VARLEN = {"bm32": dict(BLOCK_M=32, WG=64)}
+# The batched one-pass decode (tier single: short caches, the batched model's) with several q heads of a kv head
+# a workgroup: B x Hq workgroups at G_TILE 1 (1024 at B = 32, 32 q heads) against B x Hkv x Hq / Hkv / G_TILE, each
+# key row read once for G_TILE heads
+# and fewer threads (a workgroup's slots merge through workgroup memory at the end: fewer slots, less merging).
+# h100-attention-single-g-1206.log (the first set: G_TILE 2 / 4 at 256 threads, 4 at 128): G_TILE 2 and 4 at 256
+# threads no faster, 4 at 128 threads 2.2x at B = 32 (batched_single_g4 since); h100-attention-single-g2-1206.log
+# this set
+SINGLE = {"g1_wg128": dict(WG=128), "g1_wg64": dict(WG=64), "g2_wg128": dict(G_TILE=2, WG=128),
+          "g4_wg128": dict(G_TILE=4, WG=128), "g4_wg64": dict(G_TILE=4, WG=64),
+          "g4_wg128_k4": dict(G_TILE=4, WG=128, KEYS_PER_THREAD=4), "g4_wg128_qs": dict(G_TILE=4, WG=128, Q_IN="workgroup")}
 
 extra = []
 for g, confs in FUSED.items():
@@ -84,6 +96,8 @@ for tag, conf in PREFILL.items():
     extra.append(exp_entry("prefill_flash_d128_f32", f"x_flash_d128_f32_{tag}", conf))
 for tag, conf in VARLEN.items():
     extra.append(exp_entry("batched_flash_d128_f16", f"x_bflash_d128_f16_{tag}", conf))
+for tag, conf in SINGLE.items():
+    extra.append(exp_entry("batched_single_f16", f"x_bsingle_f16_{tag}", conf))
 (EXP / "registry" / "zz_experiments.toml").write_text("\n\n".join(extra) + "\n")
 
 import wgraph.kernels.registry as R  # noqa: E402
@@ -98,7 +112,7 @@ dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
 RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
-                                                                 "prefill": PREFILL, "varlen": VARLEN}}
+                                                                 "prefill": PREFILL, "varlen": VARLEN, "single": SINGLE}}
 N_CALLS = 5 if SMALL else 20
 
 
@@ -136,7 +150,8 @@ def measure(label: str, call, build, work: float, unit: str, torch_us=None, extr
         r.update(extra)
     tor = f" x_torch span {r.get('span_x_torch', float('nan')):.3f} replay {r.get('replay_x_torch', float('nan')):.3f}"
     print(f"  {label:44} span {r['span_us']:8.1f} us replay {r['replay_us']:8.1f} us ({r['replay_thru']:8.1f} {unit})"
-          f"{tor if torch_us else ''} {r['kernel_us']}{'' if r['gpu_bound'] else ' HOST-BOUND'}", flush=True)
+          f"{tor if torch_us else ''} {r['kernel_us']}{'' if r['gpu_bound'] else ' HOST-BOUND'}"
+          + (f" diff {r['diff_vs_planned']:.1e}" if "diff_vs_planned" in r else ""), flush=True)
     return r
 
 
@@ -240,11 +255,13 @@ def section_decode():
 # ---- batched ----
 
 def section_batched():
-    hq, hkv, D, L = (8, 2, 32, 128) if SMALL else (32, 8, 128, 4096)
+    hq, hkv, D, L = (8, 2, 32, 128) if SMALL else (32, 8, 128, int(os.environ.get("KV", "4096")))
     if HEADS:
         hq, hkv = HEADS[0]
+    if DIMS:
+        D = DIMS[0]
     rows = RES.setdefault("batched", [])
-    for B in ((1, 8) if SMALL else (1, 8, 32, 64)):
+    for B in ((1, 8) if SMALL else BATCHES):
         rng = np.random.default_rng(0)
         q = rng.uniform(-1, 1, (B, 1, hq, D)).astype(np.float16)
         kc = rng.uniform(-1, 1, (B, L, hkv, D)).astype(np.float16)
@@ -261,12 +278,16 @@ def section_batched():
             print(f"  {'torch (' + t['torch_how'] + ')':44} {row['torch_us']:8.1f} us", flush=True)
         g = hq // hkv
         for var in (None, f"batched_fused_g{g}_f16", f"batched_splitk_g{g}_f16",
-                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS]):
+                    *[f"x_bfused_g{g}_f16_{tag}" for tag in FUSED.get(g, {}) if FUSED_CONFIGS],
+                    *(["batched_single_f16"] + [f"x_bsingle_f16_{tag}" for tag in SINGLE] if L <= 512 else [])):
             try:
                 out = wg.ops.attention_kvcache(Q, K, V, cache_seqlens=LENS, causal=True, variant=var)
             except wg.WgraphError as e:
                 row["res"].append({"label": var, "error": f"{type(e).__name__}: {e}"})
                 continue
+            got = out.numpy().astype(np.float64)
+            planned_out = got if var is None else planned_out
+            diff = float(np.abs(got - planned_out).max())   # against the planned kernel's output
 
             def build(gr, i, var=var):
                 if i == 0:
@@ -276,7 +297,7 @@ def section_batched():
 
             row["res"].append(measure(var or "planned", lambda: wg.ops.attention_kvcache(
                 Q, K, V, cache_seqlens=LENS, causal=True, variant=var, out=out), build, work, "GB/s",
-                row.get("torch_us")))
+                row.get("torch_us"), extra={"diff_vs_planned": diff}))
         if B == 1:   # the single-sequence kernel on the same shape
             q1, k1, v1 = Q.reshape(1, hq, D), K.reshape(L, hkv, D), V.reshape(L, hkv, D)
             out1 = wg.ops.attention(q1, k1, v1, causal=True)

@@ -16,7 +16,8 @@ Env: SMALL=1 a smoke run (lavapipe-sized shapes, two formats); TYPES=Q4_0,Q4_K,.
 run the planned variant and its bound only; TARGET_S (default 0.1): seconds of calls per timing; ROUNDS (default
 2): a shape's configurations timed that many times in turns, the least kept (a single timing of a small matrix can
 read several times too long); SKIP: registry
-variants and candidates (names without the format) left out, with their twins; TWINS: the variants whose compute-only
+variants and candidates (names without the format) left out, with their twins; CALLS: only these 1B calls
+(names as wgraph/bench/quant.py's LLAMA_1B_CALLS, comma-separated); TWINS: the variants whose compute-only
 twin is timed (names without the format; default: the list below). ROWS=2..8: the 1B matrices' rows
 of x in prefill chunks and batched decode (gate_proj, down_proj) with that many rows instead, the candidates
 then on quant_gemv_r8's form (fewer weight rows a slot, more steps in flight: the 8-row Q4_K GEMV holds 217
@@ -43,13 +44,31 @@ ROWS_CLASS = 1 if ROWS == 1 else 8   # the max_rows of the registry entries the 
 EXP = Path("/tmp/quant_ab_shaders")
 REGISTERS = "quant_words_registers.wgsl"
 
-# This file's candidates: (name, limits, per-format limits), on quant_gemv_r1_ft4's form
+# This file's candidates: (name, limits, per-format table as a registry entry's per_row, formats or None for the
+# base's), on quant_gemv_r1_ft4's form
+WHOLE = {f: {"defines": {"QTYPE_LANES": f"quant_lanes_{f}_whole.wgsl"}} for f in ("q4_0", "q4_1")}
 CANDIDATES = [
-    ("ab_l32_f8_u1", {"lanes": 32, "features_per_lane": 8, "unroll": 1}, {}),
-    ("ab_l64_f4_u1", {"lanes": 64, "features_per_lane": 4, "unroll": 1}, {"q8_0": {"unroll": 2}}),
+    ("ab_l32_f8_u1", {"lanes": 32, "features_per_lane": 8, "unroll": 1}, {}, None),
+    ("ab_l64_f4_u1", {"lanes": 64, "features_per_lane": 4, "unroll": 1}, {"q8_0": {"limits": {"unroll": 2}}}, None),
     # the wide entry's shape with one step in flight (fewer registers: the fused norm's x and norm_w loads of two
     # steps held the wide Q4_1 kernel at 80 registers once HAS_NORM became a compiled-in constant)
-    ("ab_l32_f4_u1", {"lanes": 32, "features_per_lane": 4, "unroll": 1}, {"q8_0": {"unroll": 2}}),
+    ("ab_l32_f4_u1", {"lanes": 32, "features_per_lane": 4, "unroll": 1}, {"q8_0": {"limits": {"unroll": 2}}}, None),
+    # whole Q4_0 / Q4_1 blocks a lane (quant_gemv_r1's shape for them) with every load of a 2048-wide row in flight
+    # at once: both steps' blocks loaded before the first sum and x staged once (the planned one loads a step's
+    # blocks after the step before is summed: two memory round trips a row); or 64 lanes, one step a row
+    ("ab_whole_s2_pf", {"lanes": 32, "features_per_lane": 2, "unroll": 1, "lanes_per_block": 1, "stage_steps": 2,
+                        "prefetch": 1}, WHOLE, ["q4_0", "q4_1"]),
+    ("ab_whole_l64_f2", {"lanes": 64, "features_per_lane": 2, "unroll": 1, "lanes_per_block": 1}, WHOLE,
+     ["q4_0", "q4_1"]),
+    ("ab_whole_l64_f1", {"lanes": 64, "features_per_lane": 1, "unroll": 1, "lanes_per_block": 1}, WHOLE,
+     ["q4_0", "q4_1"]),
+    # the long rows (down_proj, 8192 k: 4 steps at 64 lanes)
+    ("ab_whole_l128_f1", {"lanes": 128, "features_per_lane": 1, "unroll": 1, "lanes_per_block": 1}, WHOLE,
+     ["q4_0", "q4_1"]),
+    ("ab_whole_l64_f2_s2", {"lanes": 64, "features_per_lane": 2, "unroll": 1, "lanes_per_block": 1, "stage_steps": 2,
+                            "prefetch": 1}, WHOLE, ["q4_0", "q4_1"]),
+    ("ab_whole_l64_f4", {"lanes": 64, "features_per_lane": 4, "unroll": 1, "lanes_per_block": 1}, WHOLE,
+     ["q4_0", "q4_1"]),
 ]
 # registry variants whose compute-only twin is timed (besides the planned one's)
 TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8", "quant_gemv_r1_ft4",
@@ -60,10 +79,10 @@ if SMALL:
 BASE = "quant_gemv_r1_ft4"
 if ROWS > 1:   # candidates on the multi-row entry's form
     BASE = "quant_gemv_r8"
-    CANDIDATES = [("ab_r8_f1", {"lanes": 32, "features_per_lane": 1, "unroll": 1}, {}),
-                  ("ab_r8_f1_u2", {"lanes": 32, "features_per_lane": 1, "unroll": 2}, {}),
-                  ("ab_r8_l64_f1", {"lanes": 64, "features_per_lane": 1, "unroll": 1}, {}),
-                  ("ab_r8_f2_u2", {"lanes": 32, "features_per_lane": 2, "unroll": 2}, {})]
+    CANDIDATES = [("ab_r8_f1", {"lanes": 32, "features_per_lane": 1, "unroll": 1}, {}, None),
+                  ("ab_r8_f1_u2", {"lanes": 32, "features_per_lane": 1, "unroll": 2}, {}, None),
+                  ("ab_r8_l64_f1", {"lanes": 64, "features_per_lane": 1, "unroll": 1}, {}, None),
+                  ("ab_r8_f2_u2", {"lanes": 32, "features_per_lane": 2, "unroll": 2}, {}, None)]
     TWINS = ["quant_gemv_r8", "ab_r8_f1"]
 if os.environ.get("TWINS"):
     TWINS = os.environ["TWINS"].split(",")
@@ -77,12 +96,13 @@ def write_registry() -> None:
                and "subgroup" in e.get("features", [])}
     entries = {}
     base = quant[BASE]
-    for name, limits, per_row in CANDIDATES:
+    for name, limits, per_row, formats in CANDIDATES:
         entries[name] = {**{k: v for k, v in base.items() if k != "per_row"},
-                         "limits": {"max_rows": ROWS_CLASS, **limits},
-                         "per_row": {r: {"limits": lim} for r, lim in per_row.items()}, "candidate": True}
-        if not per_row:
-            del entries[name]["per_row"]
+                         "limits": {"max_rows": ROWS_CLASS, **limits}, "candidate": True}
+        if per_row:
+            entries[name]["per_row"] = per_row
+        if formats:
+            entries[name]["rows"] = formats
     for name, e in {**one_row, **entries}.items():
         twin = {**e, "defines": {**e.get("defines", {}), "QUANT_WORDS": REGISTERS}, "candidate": True, "min_n": 0,
                 "compute_only": True}
@@ -106,6 +126,8 @@ t0 = time.perf_counter()
 copy = gemv.copy_bandwidth(dev, gemv.copy_bytes(dev.caps, "quick" if SMALL else "full"))
 print(f"copy kernel: {copy['gbps']:.1f} GB/s", flush=True)
 calls = quant.SMALL_CALLS if SMALL else (quant.LLAMA_1B_CALLS if ROWS == 1 else quant.LLAMA_1B_MULTI_ROW)
+if os.environ.get("CALLS"):  # only these calls (their names in wgraph/bench/quant.py)
+    calls = {name: calls[name] for name in os.environ["CALLS"].split(",")}
 # the big shapes first: they are the target; the budget cuts the small ones short
 order = sorted(calls.items(), key=lambda kv: -kv[1][0] * kv[1][1])
 shapes = [quant.QuantGemvShape(t, ROWS, n, k, name, *opts) for name, (n, k, *opts) in order for t in TYPES]
