@@ -124,7 +124,10 @@ def _kvcache_cases():
              ("batched_single_g4_f32", ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
              ("batched_single_g4_f16kv", ("f16kv", [33, 0, 150], 1, 1, 8, 1, 32, 8, (-1, -1), 0.0, False)),
              ("batched_single_g4_f16", ("f16", [70, 3, 0, 129], 0, 1, 14, 2, 64, 0, (-1, -1), 0.0, True)),
-             ("batched_single_g4_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True))]
+             ("batched_single_g4_f16", ("f16", [70, 3, 0], 0, 1, 2, 2, 64, 0, (-1, -1), 0.0, True)),
+             ("batched_single_g4_wg64_f32",
+              ("f32", [9, 40, 0, 1, 63, 17, 30, 2], 1, 1, 8, 2, 32, 16, (20, -1), 2.0, True)),
+             ("batched_single_g4_wg64_f16", ("f16", [70, 3, 0, 129], 0, 1, 14, 2, 64, 0, (-1, -1), 0.0, True))]
     return cases + [pytest.param(v, c, id=f"{v}-B{len(c[1])}-new{c[2]}") for v, c in fused]
 
 
@@ -477,26 +480,30 @@ def _caps():
 
 
 @pytest.mark.parametrize("hq,hkv", [(32, 8), (28, 4), (64, 8), (16, 16), (16, 8)])
-@pytest.mark.parametrize("B", [1, 8, 15, 16, 32, 64])
+@pytest.mark.parametrize("B", [1, 8, 15, 16, 32, 63, 64, 100])
 def test_many_sequences_of_a_short_cache_serve_4_heads_a_workgroup(hq, hkv, B):
-    """A decode step over caches of <= 512 keys takes the one-pass kernel; from 16 sequences (the entry's
-    min_batch, from the H100 A/B) with >= 4 q heads a kv head its 4-heads-a-workgroup entry, whose grid is
-    (1, Hkv x head blocks of 4, B); fewer sequences or a smaller group keep one head a workgroup, and the plan says
-    why it passed the other over."""
+    """A decode step over caches of <= 512 keys takes the one-pass kernel; from 16 sequences (the entries'
+    min_batch, from the H100 A/Bs) with >= 4 q heads a kv head its 4-heads-a-workgroup entries (128 threads, 64 from
+    64 sequences), whose grid is (1, Hkv x head blocks of 4, B); fewer sequences or a smaller group keep one head a
+    workgroup, and the plan says why it passed the others over."""
     from wgraph.ops.attention_batched import batched_plan
 
     gpu, _ = _caps()
     geo = dict(dtype="f16", Hq=hq, Hkv=hkv, D=64, B=B, layout=1)
     p = batched_plan(_bparams("kvcache", 1, 256), geo, gpu)
     group = hq // hkv
-    if B >= 16 and group >= 4:
-        assert p.variant == "batched_single_g4_f16"
+    if B >= 16 and group >= 4:   # 64 threads a workgroup from 64 sequences, 128 below
+        assert p.variant == ("batched_single_g4_wg64_f16" if B >= 64 else "batched_single_g4_f16")
         assert p.workgroups == (1, hkv * -(-group // 4), B) and len(p.dispatches) == 1
+        if B < 64:
+            assert dict(p.rejected)["batched_single_g4_wg64_f16"] == f"batch {B} < 64, where it is slower"
     else:
         assert p.variant == "batched_single_f16" and p.workgroups == (1, hq, B)
-        why = dict(p.rejected)["batched_single_g4_f16"]
-        assert why == (f"batch {B} < 16, where it is slower" if B < 16
-                       else f"{group} q heads per kv head < 4, where it is slower")
+        why = dict(p.rejected)
+        assert why["batched_single_g4_f16"] == (f"batch {B} < 16, where it is slower" if B < 16
+                                                else f"{group} q heads per kv head < 4, where it is slower")
+        assert why["batched_single_g4_wg64_f16"] == (f"batch {B} < 64, where it is slower" if B < 64
+                                                     else f"{group} q heads per kv head < 4, where it is slower")
     # past 512 keys a sequence: split-K, whatever the batch
     assert batched_plan(_bparams("kvcache", 1, 1024), geo, gpu).tier in ("fused", "splitk")
 
