@@ -18,8 +18,8 @@ $OUT/attention_ab.json as it goes. SMALL=1: a smoke run on lavapipe (tiny shapes
 batched heads; default 32/8 and 16/16 for decode, 32/8 batched), LENGTHS="4096,..." (decode kv lengths) and
 DIMS="128" narrow the decode and batched sections to other shapes (GQA groups of 8: HEADS=64/8); VARLEN=0 leaves
 the varlen prefill out of the batched section; KV (4096) the batched section's cache length (<= 512: the
-one-pass kernel's configurations SINGLE too), BATCHES="1,8,32,64" its batch sizes. FUSED=1 adds the fused kernel's configurations (FUSED below,
-measured in h200-attention-ab*.log)."""
+one-pass kernel's configurations SINGLE too), BATCHES="1,8,32,64" its batch sizes. FUSED=1 adds the fused kernel's
+configurations (FUSED below, measured in h200-attention-ab*.log)."""
 import json
 import os
 import sys
@@ -76,16 +76,16 @@ PREFILL = {"bm128_t2_n8": dict(BLOCK_M=128, WG=256, TILE_N=8), "bm64_t2_n4": dic
            "bm32_t4_n8": dict(BLOCK_M=32, THREADS_PER_QUERY=4, TILE_N=8)}
 # batched flash at D=128 for the ragged varlen rows (short sequences: smaller query blocks)
 VARLEN = {"bm32": dict(BLOCK_M=32, WG=64)}
-# The batched one-pass decode (tier single: short caches, the batched model's) with several q heads of a kv head
-# a workgroup: B x Hq workgroups at G_TILE 1 (1024 at B = 32, 32 q heads) against B x Hkv x Hq / Hkv / G_TILE, each
-# key row read once for G_TILE heads
-# and fewer threads (a workgroup's slots merge through workgroup memory at the end: fewer slots, less merging).
-# h100-attention-single-g-1206.log (the first set: G_TILE 2 / 4 at 256 threads, 4 at 128): G_TILE 2 and 4 at 256
-# threads no faster, 4 at 128 threads 2.2x at B = 32 (batched_single_g4 since); h100-attention-single-g2-1206.log
-# this set
+# The batched one-pass decode (tier single: short caches, the batched model's) configured from batched_single_f16:
+# several q heads of a kv head a workgroup (B x Hkv x Hq / Hkv / G_TILE workgroups, each key row read once for G_TILE
+# heads, against B x Hq at G_TILE 1: 1024 at B = 32 of 32 q heads) and fewer threads (a workgroup's slots merge
+# through workgroup memory at the end: fewer slots, less merging). The first set (h100-attention-single-g-1206.log:
+# G_TILE 2 / 4 at 256 threads, no faster; 4 at 128, 2.2x at B = 32) made batched_single_g4; this one
+# (h100-attention-single-g2-1206.log, -kv256-, -kv512-) batched_single_g4_wg64.
 SINGLE = {"g1_wg128": dict(WG=128), "g1_wg64": dict(WG=64), "g2_wg128": dict(G_TILE=2, WG=128),
           "g4_wg128": dict(G_TILE=4, WG=128), "g4_wg64": dict(G_TILE=4, WG=64),
-          "g4_wg128_k4": dict(G_TILE=4, WG=128, KEYS_PER_THREAD=4), "g4_wg128_qs": dict(G_TILE=4, WG=128, Q_IN="workgroup")}
+          "g4_wg128_k4": dict(G_TILE=4, WG=128, KEYS_PER_THREAD=4),
+          "g4_wg128_qs": dict(G_TILE=4, WG=128, Q_IN="workgroup")}
 
 extra = []
 for g, confs in FUSED.items():
@@ -111,8 +111,9 @@ from wgraph.bench.grids import Shape, bytes_moved, flops  # noqa: E402
 dev = wg.default_device()
 print(dev.caps, flush=True)
 TORCH = torch_ref.probe()["available"]
-RES = {"caps": str(dev.caps), "sections": SECTIONS, "configs": {"fused": {str(g): c for g, c in FUSED.items()},
-                                                                 "prefill": PREFILL, "varlen": VARLEN, "single": SINGLE}}
+RES = {"caps": str(dev.caps), "sections": SECTIONS,
+       "configs": {"fused": {str(g): c for g, c in FUSED.items()}, "prefill": PREFILL, "varlen": VARLEN,
+                   "single": SINGLE}}
 N_CALLS = 5 if SMALL else 20
 
 
@@ -286,8 +287,9 @@ def section_batched():
                 row["res"].append({"label": var, "error": f"{type(e).__name__}: {e}"})
                 continue
             got = out.numpy().astype(np.float64)
-            planned_out = got if var is None else planned_out
-            diff = float(np.abs(got - planned_out).max())   # against the planned kernel's output
+            if var is None:   # the planned kernel runs first: every candidate is compared with its output
+                planned_out = got
+            diff = float(np.abs(got - planned_out).max())
 
             def build(gr, i, var=var):
                 if i == 0:

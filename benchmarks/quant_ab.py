@@ -55,20 +55,18 @@ CANDIDATES = [
     ("ab_l32_f4_u1", {"lanes": 32, "features_per_lane": 4, "unroll": 1}, {"q8_0": {"limits": {"unroll": 2}}}, None),
     # whole Q4_0 / Q4_1 blocks a lane (quant_gemv_r1's shape for them) with every load of a 2048-wide row in flight
     # at once: both steps' blocks loaded before the first sum and x staged once (the planned one loads a step's
-    # blocks after the step before is summed: two memory round trips a row); or 64 lanes, one step a row
+    # blocks after the step before is summed: two memory round trips a row); or 64 lanes, one step a row. 64 lanes x
+    # 2 rows (ab_whole_l64_f2 in h100-quant-whole-*-ab-1206.log) is quant_gemv_r1_long's shape since.
     ("ab_whole_s2_pf", {"lanes": 32, "features_per_lane": 2, "unroll": 1, "lanes_per_block": 1, "stage_steps": 2,
-                        "prefetch": 1}, WHOLE, ["q4_0", "q4_1"]),
-    ("ab_whole_l64_f2", {"lanes": 64, "features_per_lane": 2, "unroll": 1, "lanes_per_block": 1}, WHOLE,
-     ["q4_0", "q4_1"]),
-    ("ab_whole_l64_f1", {"lanes": 64, "features_per_lane": 1, "unroll": 1, "lanes_per_block": 1}, WHOLE,
-     ["q4_0", "q4_1"]),
+                        "prefetch": 1}, WHOLE, list(WHOLE)),
+    ("ab_whole_l64_f1", {"lanes": 64, "features_per_lane": 1, "unroll": 1, "lanes_per_block": 1}, WHOLE, list(WHOLE)),
     # the long rows (down_proj, 8192 k: 4 steps at 64 lanes)
     ("ab_whole_l128_f1", {"lanes": 128, "features_per_lane": 1, "unroll": 1, "lanes_per_block": 1}, WHOLE,
-     ["q4_0", "q4_1"]),
+     list(WHOLE)),
     ("ab_whole_l64_f2_s2", {"lanes": 64, "features_per_lane": 2, "unroll": 1, "lanes_per_block": 1, "stage_steps": 2,
-                            "prefetch": 1}, WHOLE, ["q4_0", "q4_1"]),
+                            "prefetch": 1}, WHOLE, list(WHOLE)),
     ("ab_whole_l64_f4", {"lanes": 64, "features_per_lane": 4, "unroll": 1, "lanes_per_block": 1}, WHOLE,
-     ["q4_0", "q4_1"]),
+     list(WHOLE)),
 ]
 # registry variants whose compute-only twin is timed (besides the planned one's)
 TWINS = ["quant_gemv_r1_wide", "quant_gemv_r1", "quant_gemv_r1_wide_i8", "quant_gemv_r1_wide_k_i8", "quant_gemv_r1_ft4",

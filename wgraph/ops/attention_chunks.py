@@ -9,8 +9,7 @@ from wgraph.ops.core import ceil_div
 
 def head_blocks(k: Kernel, facts) -> int:
     """Blocks of the kernel's G_TILE q heads per kv head: a decode kernel's workgroups along its head axis."""
-    hkv = facts.num_kv_heads or facts.num_heads
-    return ceil_div(facts.num_heads // hkv, k.const("G_TILE"))
+    return ceil_div(facts.q_per_kv, k.const("G_TILE"))
 
 
 def splitk_chunks(k: Kernel, facts) -> tuple[int, int, int]:

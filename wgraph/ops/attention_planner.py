@@ -43,6 +43,11 @@ class PlanFacts:
     batch: int = 1
     kv_capacity: int = 0
 
+    @property
+    def q_per_kv(self) -> int:
+        """q heads per kv head (the GQA group; 1 without GQA)."""
+        return self.num_heads // (self.num_kv_heads or self.num_heads)
+
 
 @attrs.frozen
 class Rule:
@@ -163,7 +168,7 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
     if facts.head_dim < k.limits.get("min_head_dim", 0) and not forced:
         # a speed rule (the kernel computes any smaller head_dim right): a smaller head-dim class is faster there
         return PlanError, f"is for head_dim >= {k.limits['min_head_dim']}; got {facts.head_dim}"
-    group = facts.num_heads // (facts.num_kv_heads or facts.num_heads)
+    group = facts.q_per_kv
     if group > k.limits.get("max_q_per_kv", group):
         return LimitError, (f"serves at most {k.limits['max_q_per_kv']} q heads per kv head; the call has "
                             f"{group} ({facts.num_heads}/{facts.num_kv_heads})")
@@ -186,6 +191,22 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
         why = cpu_misfit(k, facts, caps)
         if why is not None:
             return LimitError, why
+    return None
+
+
+def speed_refusal(k: Kernel, facts: PlanFacts) -> str | None:
+    """The speed rule (a registry fact from an A/B, not a limit: forcing still runs the kernel) that passes kernel `k`
+    over for this call, as the comparison that failed, or None: min_kv_span on the keys a query sees; max_kv_span on
+    the keys the storage holds (so a Program moving an int kv_len within it keeps its kernels); min_batch on the
+    sequences; min_q_per_kv on the GQA group (a workgroup serving several q heads would leave slots idle)."""
+    held = facts.kv_capacity or facts.kv_span
+    rules = (("min_kv_span", facts.kv_span, "kv span {} < {}"), ("max_kv_span", held, "kv capacity {} > {}"),
+             ("min_batch", facts.batch, "batch {} < {}"),
+             ("min_q_per_kv", facts.q_per_kv, "{} q heads per kv head < {}"))
+    for fact, value, text in rules:
+        bound = k.facts.get(fact)
+        if bound is not None and (value > int(bound) if fact.startswith("max") else value < int(bound)):
+            return text.format(value, bound)
     return None
 
 
@@ -281,20 +302,9 @@ def plan(facts: PlanFacts, caps, variant: str | None = None, rules: tuple[Rule, 
             if k.facts.get("experimental"):  # a candidate the H200 has not confirmed yet (forcing still runs it)
                 rejected.append((k.name, "experimental: not planned until an H200 A/B confirms it"))
                 continue
-            if facts.kv_span < int(k.facts.get("min_kv_span", 0)):  # a speed rule (forcing still runs it)
-                rejected.append((k.name, f"kv span {facts.kv_span} < {k.facts['min_kv_span']}, where it is slower"))
-                continue
-            held = facts.kv_capacity or facts.kv_span
-            if held > int(k.facts.get("max_kv_span", held)):  # a speed rule, as min_kv_span, on the storage's keys
-                rejected.append((k.name, f"kv capacity {held} > {k.facts['max_kv_span']}, where it is slower"))
-                continue
-            if facts.batch < int(k.facts.get("min_batch", 0)):  # a speed rule, as min_kv_span, on the sequences
-                rejected.append((k.name, f"batch {facts.batch} < {k.facts['min_batch']}, where it is slower"))
-                continue
-            group = facts.num_heads // (facts.num_kv_heads or facts.num_heads)
-            if group < int(k.facts.get("min_q_per_kv", 0)):  # a speed rule: a workgroup's head slots left idle
-                rejected.append((k.name, f"{group} q heads per kv head < {k.facts['min_q_per_kv']}, where it is "
-                                         f"slower"))
+            slower = speed_refusal(k, facts)
+            if slower is not None:
+                rejected.append((k.name, f"{slower}, where it is slower"))
                 continue
             why = misfit(k, facts, caps)
             if why is not None:
