@@ -1,5 +1,5 @@
-"""Prefill on a CPU adapter (lavapipe), run from the project root: 37 rows through one 576 -> 3072 `linear`
-(f32 and f16 weights), and a 37-token prefill of a random model of SmolLM2-135M's shape (hidden 576,
+"""Prefill on a CPU adapter (lavapipe), run from the project root: 37 rows (ROWS=n: n) through one 576 -> 3072
+`linear` (f32 and f16 weights), and a prefill of as many tokens of a random model of SmolLM2-135M's shape (hidden 576,
 intermediate 1536, 30 layers, 9/3 heads x 64, vocab 49152). Prints the median wall time of each and the
 process CPU time (lavapipe's worker threads included: what the work costs, whatever else loads the
 machine); `JSON=path` also writes them. Before/after the register-tiled GEMM: docs/benchmarks.md."""
@@ -11,15 +11,14 @@ import time
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench.model import random_f16_weights
+from wgraph.bench.model import SeededLlama
 from wgraph.models.config import LlamaConfig
-from wgraph.models.llama import Llama
 
 SMOLLM2_135M = {"model_type": "llama", "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
                 "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64,
                 "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "max_position_embeddings": 2048,
                 "tie_word_embeddings": True, "hidden_act": "silu"}
-ROWS = 37
+ROWS = int(os.environ.get("ROWS", "37"))  # 9-32: a CPU adapter plans its 32-row GEMV class, past 32 the GEMM
 
 
 def timed(call, runs: int) -> tuple[float, float]:
@@ -48,12 +47,12 @@ def main():
             y.numpy()
 
         wall, cpu = timed(call, 5)
-        result[f"linear_37x576x3072_{dt}"] = {"wall_s": wall, "cpu_s": cpu}
+        result[f"linear_{ROWS}x576x3072_{dt}"] = {"wall_s": wall, "cpu_s": cpu}
         print(f"linear {ROWS} rows 576 -> 3072 {dt} weights: {wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU",
               flush=True)
     cfg = LlamaConfig.from_dict(SMOLLM2_135M)
     dtype = "f16" if dev.caps.has_f16 else "f32"
-    model = Llama.from_weights(cfg, random_f16_weights(cfg), dev, dtype=dtype, max_seq=64)
+    model = SeededLlama(cfg, dev, dtype=dtype, max_seq=64)  # the bench's seeded weights, filled on the GPU
     ids = rng.integers(0, cfg.vocab_size, ROWS)
     model.prefill(ids).numpy()  # warm: pipelines
     wall, cpu = timed(lambda: model.prefill(ids).numpy(), int(os.environ.get("RUNS", "3")))

@@ -24,6 +24,8 @@ class _TorchDtype:
     def __str__(self):
         return f"torch.{self.name}"
 
+    __repr__ = __str__  # as torch's own: a test id, the same in every process
+
 
 _TorchDtype.__module__, _TorchDtype.__name__ = "torch", "dtype"
 

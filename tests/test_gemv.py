@@ -180,7 +180,7 @@ CPU = attrs.evolve(SUBGROUPS, is_cpu=True)
                          ids=["subgroups", "plain", "small-workgroup-memory", "cpu"])
 def test_plan_is_the_first_registry_match(caps):
     seen = set()
-    for rows in (1, 2, 8):
+    for rows in (1, 2, 8) + ((9, 32, 33) if caps.is_cpu else ()):
         for n, k in ((512, 2048), (2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192), (128256, 4096),
                      (14336, 4096), (4096, 14336), (38, 72)):
             for wdtype in ("f32", "f16"):
@@ -205,8 +205,11 @@ def test_plan_is_the_first_registry_match(caps):
     if caps is SUBGROUPS:  # the wide f16 outputs' two classes (8 weight rows a slot; 4 on wide long rows)
         assert {"gemv_r8_wide_f16", "gemv_r8_wide_long_f16"} <= seen
         assert not any(kernel(v).facts.get("cpu_only") for v in seen if v.startswith("gemv_"))
-    if caps is CPU:  # a CPU adapter's own classes, and the GPU's where swiglu's pairs do not fit 8 rows a slot
-        assert {"gemv_r1_cpu_f32", "gemv_r1_cpu_f16", "gemv_r8_cpu_f32", "gemv_r8_cpu_f16", "gemv_r1_f16"} <= seen
+    if caps is CPU:  # a CPU adapter's own classes (up to 32 rows: a short prompt), and the GPU's where swiglu's pairs
+        # do not fit 8 rows a slot; past 32 rows the GEMM
+        assert {"gemv_r1_cpu_f32", "gemv_r1_cpu_f16", "gemv_r8_cpu_f32", "gemv_r8_cpu_f16", "gemv_r1_f16",
+                "gemv_r32_cpu_f32", "gemv_r32_cpu_f16"} <= seen
+        assert any(v.startswith("linear_gemm_") for v in seen)
 
 
 def test_cpu_classes_are_planned_only_on_a_cpu_adapter(dev, rng):
@@ -216,10 +219,14 @@ def test_cpu_classes_are_planned_only_on_a_cpu_adapter(dev, rng):
     assert plan_linear(1, 64, 64, "f32", CPU).reason.startswith("1 rows <= 1 (a CPU adapter): GEMV")
     assert plan_linear(1, 64, 64, "f32", SUBGROUPS).variant == "gemv_r1_f32"
     assert plan_linear(5, 64, 64, "f32", CPU).variant == "gemv_r8_cpu_f32"
+    assert [plan_linear(m, 64, 64, "f32", CPU).variant for m in (9, 32)] == ["gemv_r32_cpu_f32"] * 2
+    assert plan_linear(33, 64, 64, "f32", CPU).reason.startswith("33 rows > 32 (a GEMV's most): GEMM")
+    assert plan_linear(9, 64, 64, "f32", SUBGROUPS).variant.startswith("linear_gemm_")
     from wgraph.ops import gemv
     assert gemv.refusal(kernel("gemv_r1_cpu_f32"), gemv.GemvShape(1, 64, 64, "f32"), SUBGROUPS) == \
         "is for CPU adapters"
-    for variant, m in (("gemv_r1_cpu_f32", 1), ("gemv_r8_cpu_f32", 8), ("gemv_r8_cpu_f32", 3)):
+    for variant, m in (("gemv_r1_cpu_f32", 1), ("gemv_r8_cpu_f32", 8), ("gemv_r8_cpu_f32", 3), ("gemv_r32_cpu_f32", 9),
+                       ("gemv_r32_cpu_f32", 32)):
         skip_unless_runs(dev, variant)
         c = _case(rng, m, 2 * 24, 72, "f32", norm=True, bias=True, swiglu=True, residual=True)
         _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], True)

@@ -145,7 +145,8 @@ def choose(s: GemvShape, caps, kernels: tuple[Kernel, ...] | None = None) -> tup
     kernels = gemv_kernels(s.weight_dtype) if kernels is None else kernels
     if not kernels:
         return None, f"no GEMV kernel for {s.weight_dtype} weights"
-    most = max(kv.limits["max_rows"] for kv in kernels)
+    # the adapter class's most: a CPU adapter's own prefill classes take more rows than any GPU GEMV
+    most = max((kv.limits["max_rows"] for kv in kernels if core.adapter_refusal(kv, caps) is None), default=0)
     if s.rows > most:
         return None, f"{s.rows} rows > {most} (a GEMV's most)"
     why: dict[str, list[str]] = {}
