@@ -1,5 +1,6 @@
 """The package's layout, read from its source: no import circle (module level or inside functions), one module
-that calls the GPU queue (scheduler/queue.py), and a Device that delegates submission to its scheduler."""
+that calls the GPU queue (scheduler/queue.py), a Device that delegates submission to its scheduler, and bench scripts
+and examples that import only what the package has."""
 
 import ast
 import functools
@@ -109,3 +110,32 @@ def test_device_delegates_submission():
     methods = [k for k, v in vars(Device).items() if callable(v) or isinstance(v, property)]
     assert len(methods) <= 20, sorted(methods)
     assert not {"pending", "recording", "queue_write", "submit", "take_pending"} & set(methods)
+
+
+def _wgraph_names(tree: ast.AST):
+    """(module, name or None) for each `import wgraph...` / `from wgraph... import name` of a script."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, None) for a in node.names if a.name.split(".")[0] == "wgraph")
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "wgraph":
+            yield from ((node.module, a.name) for a in node.names)
+
+
+def test_scripts_import_what_the_package_has():
+    """The bench scripts and examples run rarely (on a GPU, by hand); a name the package dropped or moved must fail
+    here, not on the GPU machine (benchmarks/prefill_cpu.py imported a removed helper for days)."""
+    import importlib
+
+    root = PACKAGE.parent
+    scripts = sorted((root / "benchmarks").glob("*.py")) + sorted((root / "examples").glob("*.py"))
+    checked, missing = 0, []
+    for path in scripts:
+        for module, name in _wgraph_names(ast.parse(path.read_text(), str(path))):
+            mod = importlib.import_module(module)
+            if name is not None and not hasattr(mod, name):
+                try:   # `from wgraph.bench import gemv`: a submodule
+                    importlib.import_module(f"{module}.{name}")
+                except ModuleNotFoundError:
+                    missing.append(f"{path.relative_to(root)}: {module}.{name}")
+            checked += 1
+    assert checked > 50 and not missing, missing
