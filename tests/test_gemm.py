@@ -298,11 +298,12 @@ def test_empty_dimensions(dev):
 def test_nan_and_inf_stay_where_float64_puts_them(dev, rng, wdtype):
     """A NaN in one row of x is NaN in that row's outputs only, an inf in x gives that row +-inf (NaN through
     the norm: inf / inf), an inf weight gives its output column +-inf (NaN where it meets a 0 in x): as float64
-    numpy, in the GEMV (5 rows), the GEMM (40) and the split GEMM, whose partial sums and clamped edge rows must
-    not carry a row's NaN into another's."""
+    numpy, in the GEMV (5 rows), 40 rows as planned (a CPU adapter's GEMV in passes of 32 rows, a GPU's GEMM), the
+    GEMM (split_k=1) and the split GEMM, whose partial sums and clamped edge rows must not carry a row's NaN into
+    another's."""
     skip_unless_f16(dev, wdtype)
     n, k = 9, 16
-    for m, split in ((5, None), (40, None), (40, 3)):
+    for m, split in ((5, None), (40, None), (40, 1), (40, 3)):
         for norm in (None, np.ones(k, np.float32)):
             x = rng.standard_normal((m, k)).astype(np.float32)
             w = rng.standard_normal((n, k)).astype(np.float16 if wdtype == "f16" else np.float32)

@@ -162,7 +162,9 @@ def _first_match(rows, n, k, wdtype, caps, swiglu):
             continue
         if f.get("cpu_only") and not caps.is_cpu:
             continue
-        if kv.workgroup_memory > caps.max_workgroup_storage or rows > lim["max_rows"] or k % lim["k_multiple"]:
+        if kv.workgroup_memory > caps.max_workgroup_storage or k % lim["k_multiple"]:
+            continue
+        if rows > lim["max_rows"] and not f.get("row_passes"):  # a prefill class takes any rows, in passes
             continue
         if swiglu and (lim["features_per_lane"] % 2 or n % lim["features_per_lane"]):
             continue
@@ -180,7 +182,7 @@ CPU = attrs.evolve(SUBGROUPS, is_cpu=True)
                          ids=["subgroups", "plain", "small-workgroup-memory", "cpu"])
 def test_plan_is_the_first_registry_match(caps):
     seen = set()
-    for rows in (1, 2, 8) + ((9, 32, 33) if caps.is_cpu else ()):
+    for rows in (1, 2, 8) + ((9, 32, 33, 300) if caps.is_cpu else ()):
         for n, k in ((512, 2048), (2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192), (128256, 4096),
                      (14336, 4096), (4096, 14336), (38, 72)):
             for wdtype in ("f32", "f16"):
@@ -196,7 +198,7 @@ def test_plan_is_the_first_registry_match(caps):
                         assert registry()[p.variant].facts["form"] == "gemm", (rows, n, k, wdtype, swiglu)
                     else:
                         assert p.variant == want, (rows, n, k, wdtype, swiglu)
-                    assert (f"{rows} rows <=" in p.reason) == (want is not None)
+                    assert (f"{rows} rows <=" in p.reason or f"{rows} rows in " in p.reason) == (want is not None)
                     seen.add(p.variant)
     if caps.max_workgroup_storage == 4096:  # no 8-row GEMV fits, nor any GEMM: those calls are refused
         assert "LimitError" in seen and not any(v.startswith(("gemv_r8", "linear_gemm_")) for v in seen)
@@ -205,8 +207,8 @@ def test_plan_is_the_first_registry_match(caps):
     if caps is SUBGROUPS:  # the wide f16 outputs' two classes (8 weight rows a slot; 4 on wide long rows)
         assert {"gemv_r8_wide_f16", "gemv_r8_wide_long_f16"} <= seen
         assert not any(kernel(v).facts.get("cpu_only") for v in seen if v.startswith("gemv_"))
-    if caps is CPU:  # a CPU adapter's own classes (up to 32 rows: a short prompt), and the GPU's where swiglu's pairs
-        # do not fit 8 rows a slot; past 32 rows the GEMM
+    if caps is CPU:  # a CPU adapter's own classes (a prompt's rows in passes of 32), the GPU's where swiglu's pairs
+        # do not fit 8 rows a slot, the GEMM where k is not a multiple of a GEMV's load
         assert {"gemv_r1_cpu_f32", "gemv_r1_cpu_f16", "gemv_r8_cpu_f32", "gemv_r8_cpu_f16", "gemv_r1_f16",
                 "gemv_r32_cpu_f32", "gemv_r32_cpu_f16"} <= seen
         assert any(v.startswith("linear_gemm_") for v in seen)
@@ -219,17 +221,23 @@ def test_cpu_classes_are_planned_only_on_a_cpu_adapter(dev, rng):
     assert plan_linear(1, 64, 64, "f32", CPU).reason.startswith("1 rows <= 1 (a CPU adapter): GEMV")
     assert plan_linear(1, 64, 64, "f32", SUBGROUPS).variant == "gemv_r1_f32"
     assert plan_linear(5, 64, 64, "f32", CPU).variant == "gemv_r8_cpu_f32"
-    assert [plan_linear(m, 64, 64, "f32", CPU).variant for m in (9, 32)] == ["gemv_r32_cpu_f32"] * 2
-    assert plan_linear(33, 64, 64, "f32", CPU).reason.startswith("33 rows > 32 (a GEMV's most): GEMM")
+    assert [plan_linear(m, 64, 64, "f32", CPU).variant for m in (9, 32, 33, 300)] == ["gemv_r32_cpu_f32"] * 4
+    assert plan_linear(33, 64, 64, "f32", CPU).reason.startswith("33 rows in 2 passes of 32 (a CPU adapter): GEMV")
+    assert plan_linear(300, 64, 64, "f32", CPU).reason.startswith("300 rows in 10 passes of 32")
+    assert plan_linear(33, 64, 64, "f32", SUBGROUPS).reason.startswith("33 rows > 8 (a GEMV's most): GEMM")
     assert plan_linear(9, 64, 64, "f32", SUBGROUPS).variant.startswith("linear_gemm_")
     from wgraph.ops import gemv
     assert gemv.refusal(kernel("gemv_r1_cpu_f32"), gemv.GemvShape(1, 64, 64, "f32"), SUBGROUPS) == \
         "is for CPU adapters"
     for variant, m in (("gemv_r1_cpu_f32", 1), ("gemv_r8_cpu_f32", 8), ("gemv_r8_cpu_f32", 3), ("gemv_r32_cpu_f32", 9),
-                       ("gemv_r32_cpu_f32", 32)):
+                       ("gemv_r32_cpu_f32", 32), ("gemv_r32_cpu_f32", 33), ("gemv_r32_cpu_f32", 97)):
         skip_unless_runs(dev, variant)
         c = _case(rng, m, 2 * 24, 72, "f32", norm=True, bias=True, swiglu=True, residual=True)
-        _check(_run(dev, c, variant=variant), c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
+        before = dev.stats.snapshot()
+        got = _run(dev, c, variant=variant)
+        # a pass of up to 32 rows of x a dispatch: each pass's rows of y from its own rows of x and residual
+        assert dev.stats.since(before).dispatches == (-(-m // 32) if "r32" in variant else 1)
+        _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
 
 
 def test_size_rules_refuse_below_min_k_and_min_n_unless_forced():

@@ -222,7 +222,7 @@ def _encode_linear(ctx, params: LinearParams, inputs, outputs):
         if m == 0:  # y is empty; a forced GEMV's x (4 bytes bound) is too small to bind as vec4s
             return []
         s = gemv.GemvShape(m, n, k, w.dtype, params.activation == "swiglu")
-        return [gemv.dispatch(ctx, kv, s, x=x, w=w, bias=b, norm=norm, residual=residual, y=y, eps=params.eps)]
+        return gemv.dispatch(ctx, kv, s, x=x, w=w, bias=b, norm=norm, residual=residual, y=y, eps=params.eps)
     # the GEMM, with what a GEMV fuses as dispatches of their own (rmsnorm, matmul, swiglu, add; a split GEMM's
     # summing pass applies swiglu and add)
     made = []

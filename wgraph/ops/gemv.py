@@ -123,7 +123,7 @@ def refusal(kv: Kernel, s: GemvShape, caps, *, forced: bool = False) -> str | No
     no = None if forced else core.adapter_refusal(kv, caps)
     if no:
         return no
-    if s.rows > lim["max_rows"]:
+    if s.rows > lim["max_rows"] and not kv.facts.get("row_passes"):
         return f"takes at most {lim['max_rows']} rows"
     if s.n < 1 or s.k < 1:
         return f"needs a non-empty W, got [{s.n}, {s.k}]"
@@ -145,9 +145,10 @@ def choose(s: GemvShape, caps, kernels: tuple[Kernel, ...] | None = None) -> tup
     kernels = gemv_kernels(s.weight_dtype) if kernels is None else kernels
     if not kernels:
         return None, f"no GEMV kernel for {s.weight_dtype} weights"
-    # the adapter class's most: a CPU adapter's own prefill classes take more rows than any GPU GEMV
-    most = max((kv.limits["max_rows"] for kv in kernels if core.adapter_refusal(kv, caps) is None), default=0)
-    if s.rows > most:
+    # the adapter class's most: a CPU adapter's prefill class takes any rows, in passes (registry fact row_passes)
+    eligible = [kv for kv in kernels if core.adapter_refusal(kv, caps) is None]
+    most = max((kv.limits["max_rows"] for kv in eligible), default=0)
+    if s.rows > most and not any(kv.facts.get("row_passes") for kv in eligible):
         return None, f"{s.rows} rows > {most} (a GEMV's most)"
     why: dict[str, list[str]] = {}
     for kv in kernels:
@@ -166,16 +167,25 @@ def describe(kv: Kernel, s: GemvShape) -> str:
     groups = lim["row_groups"]
     split = (f"{lanes // groups} lanes per row x {groups} row groups of {lim['max_rows'] // groups} rows of x"
              if groups > 1 else f"{lanes} lanes per row")
-    return (f"{s.rows} rows <= {lim['max_rows']}{core.speed_rules(kv, 'kn')}: GEMV, "
+    rows = (f"{s.rows} rows <= {lim['max_rows']}" if s.rows <= lim["max_rows"] else
+            f"{s.rows} rows in {row_passes(kv, s)} passes of {lim['max_rows']}")
+    return (f"{rows}{core.speed_rules(kv, 'kn')}: GEMV, "
             f"{per_wg} rows of W per workgroup ({workgroups(kv, s)} workgroups), {split}, "
             f"{lim['unroll'] * ft} 16-byte {s.weight_dtype} loads in flight per lane"
             + (", each x load feeding " + str(ft) + " rows" if ft > 1 else "")
             + (", subgroup sums" if "subgroup" in kv.features else ", workgroup-memory sums"))
 
 
-def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float) -> dict:
-    """The GEMV core's uniform fields (shaders/gemv_fields.wgsl) for a call."""
-    return {"m": s.rows, "n": s.n, "k": s.k, "slots": slots(kv, s), "out_n": s.n // 2 if s.swiglu else s.n,
+def row_passes(kv: Kernel, s: GemvShape) -> int:
+    """Dispatches of a call: one, or with registry fact `row_passes` (a CPU adapter's prefill class) one a
+    max_rows rows of x, each reading all of W (on lavapipe 3-4x less time than the tiled GEMM's one)."""
+    return max(1, ceil_div(s.rows, kv.limits["max_rows"])) if kv.facts.get("row_passes") else 1
+
+
+def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float, row0: int = 0) -> dict:
+    """The GEMV core's uniform fields (shaders/gemv_fields.wgsl) for a call, or for its pass from row `row0` of x."""
+    rows = min(s.rows - row0, kv.limits["max_rows"]) if kv.facts.get("row_passes") else s.rows
+    return {"m": rows, "row0": row0, "n": s.n, "k": s.k, "slots": slots(kv, s), "out_n": s.n // 2 if s.swiglu else s.n,
             "has_bias": int(bias is not None), "has_residual": int(residual is not None),
             "swiglu": int(s.swiglu), "eps": eps}
 
@@ -192,10 +202,13 @@ def core_bindings(ctx, *, x, w, bias, norm) -> dict:
             "bias": bias if bias is not None else ctx.fallback("linear.bias")}
 
 
-def dispatch(ctx, kv: Kernel, s: GemvShape, *, x, w, bias, norm, residual, y, eps: float):
-    """The GEMV's one dispatch (norm, bias, residual may be None)."""
-    uniforms = core_uniforms(kv, s, bias=bias, norm=norm, residual=residual, eps=eps)
+def dispatch(ctx, kv: Kernel, s: GemvShape, *, x, w, bias, norm, residual, y, eps: float) -> list:
+    """The GEMV's dispatches (norm, bias, residual may be None): one, or one a pass of max_rows rows of x
+    (row_passes)."""
     bindings = {**core_bindings(ctx, x=x, w=w, bias=bias, norm=norm),
                 "residual": residual if residual is not None else ctx.fallback("gemv.residual"), "y": y}
-    return ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings, workgroups=ctx.grid(workgroups(kv, s)),
-                        label="linear", constants=core_constants(norm=norm))
+    step = kv.limits["max_rows"]
+    return [ctx.dispatch(kv.name, bindings=bindings, workgroups=ctx.grid(workgroups(kv, s)), label="linear",
+                         uniforms=core_uniforms(kv, s, bias=bias, norm=norm, residual=residual, eps=eps, row0=p * step),
+                         constants=core_constants(norm=norm))
+            for p in range(row_passes(kv, s))]

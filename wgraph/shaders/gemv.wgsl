@@ -37,10 +37,11 @@ fn epilogue(slot: u32, at: u32, lane: u32) {
     if (r < params.m && row < params.out_n) {
       let scale = row_scale(at, r);
       var v = slot_output(at, o, row, scale);
+      let at_y = (params.row0 + r) * params.out_n + row;
       if (params.has_residual != 0u) {
-        v = v + residual[r * params.out_n + row];
+        v = v + residual[at_y];
       }
-      y[r * params.out_n + row] = v;
+      y[at_y] = v;
     }
   }
 }

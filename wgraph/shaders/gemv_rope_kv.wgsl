@@ -31,5 +31,5 @@ struct GemvRopeKVParams {
 //!include gemv_rope_kv_epilogue.wgsl
 
 fn epilogue(slot: u32, at: u32, lane: u32) {
-  rope_kv_epilogue(slot, at, lane, 0u, params.m);
+  rope_kv_epilogue(slot, at, lane, params.row0, params.m);
 }

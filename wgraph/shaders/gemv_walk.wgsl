@@ -17,7 +17,7 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
   let r$R = rg * RPG + ${R}u;
   if (r$R < params.m) {
     //!repeat P PARTS
-    var x${R}_$P = x[r$R * xrow + c * PARTS + ${P}u];
+    var x${R}_$P = x[(params.row0 + r$R) * xrow + c * PARTS + ${P}u];
     if (HAS_NORM) {
       (*vals)[FT * RPG + ${R}u] = fma_dot(x${R}_$P, x${R}_$P, (*vals)[FT * RPG + ${R}u]);
       x${R}_$P = x${R}_$P * g$P;
@@ -45,7 +45,7 @@ fn gemv(t: u32, group: u32, width: u32) {
   //!repeat F FT
   let wbase$F = w_row(min(slot + ${F}u * params.slots, params.n - 1u)) * loads;
   //!end
-  prepare_epilogue(slot, lane, 0u, params.m);  // the epilogue's own loads, issued before the sums
+  prepare_epilogue(slot, lane, params.row0, params.m);  // the epilogue's own loads, issued before the sums
   var vals: array<f32, VT>;
   var i = lane / ROW_GROUPS;
   if (PREFETCH) {
