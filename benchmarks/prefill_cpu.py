@@ -1,8 +1,8 @@
 """Prefill on a CPU adapter (lavapipe), run from the project root: 37 rows (ROWS=n: n) through one 576 -> 3072
-`linear` (f32 and f16 weights), and a prefill of as many tokens of a random model of SmolLM2-135M's shape (hidden 576,
-intermediate 1536, 30 layers, 9/3 heads x 64, vocab 49152). Prints the median wall time of each and the
-process CPU time (lavapipe's worker threads included: what the work costs, whatever else loads the
-machine); `JSON=path` also writes them. Before/after the register-tiled GEMM: docs/benchmarks.md."""
+`linear` (f32 and f16 weights), and a prefill of as many tokens through the bench's seeded model of SmolLM2-135M's
+shape (hidden 576, intermediate 1536, 30 layers, 9/3 heads x 64, vocab 49152). Prints the median wall time of each
+and the process CPU time (lavapipe's worker threads included: what the work costs, whatever else loads the machine);
+`JSON=path` also writes them. Before/after the register-tiled GEMM and the CPU GEMV's row passes: docs/benchmarks.md."""
 import json
 import os
 import statistics
@@ -18,7 +18,7 @@ SMOLLM2_135M = {"model_type": "llama", "vocab_size": 49152, "hidden_size": 576, 
                 "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64,
                 "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "max_position_embeddings": 2048,
                 "tie_word_embeddings": True, "hidden_act": "silu"}
-ROWS = int(os.environ.get("ROWS", "37"))  # 9-32: a CPU adapter plans its 32-row GEMV class, past 32 the GEMM
+ROWS = int(os.environ.get("ROWS", "37"))  # from 9 rows a CPU adapter plans its GEMV in passes of 32 rows
 
 
 def timed(call, runs: int) -> tuple[float, float]:
