@@ -54,6 +54,12 @@ JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)), max_leaves=6)
 
 
+# a damaged file's tensor bytes (moved by another general.alignment, overwritten) hold whatever block scales they
+# hold: the gguf package's dequantizer then computes inf * 0 or NaN and numpy warns; what the read must do is
+# asserted (no exception but WgraphError, bounded time), the values of a damaged tensor are not
+DAMAGED_VALUES = pytest.mark.filterwarnings("ignore::RuntimeWarning:gguf.quants")
+
+
 def _read(fn, seconds: float = SECONDS):
     """fn()'s result, or the WgraphError it raised; any other exception fails the test, and so does taking longer
     than `seconds`."""
@@ -426,6 +432,7 @@ def _gguf_keys(src: GGUFFile, arch: str) -> list[str]:
     return sorted({k for k in src.metadata if k != "general.architecture"} | set(more))
 
 
+@DAMAGED_VALUES
 @FUZZ
 @given(st.sampled_from(["llama", "gemma2", "qwen2"]), st.data())
 def test_gguf_metadata_of_any_type(gguf_models, arch, data):
@@ -444,6 +451,7 @@ def test_gguf_metadata_of_any_type(gguf_models, arch, data):
     _read(lambda: _read_gguf(path))
 
 
+@DAMAGED_VALUES
 @FUZZ
 @given(st.sampled_from(["llama", "gemma2", "qwen2"]),
        st.lists(st.tuples(st.integers(0, 1 << 15), st.integers(0, 255)), min_size=1, max_size=4),
