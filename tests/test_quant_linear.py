@@ -195,9 +195,8 @@ def _int8_check(got, c, eps=1e-5):
 
 def test_every_gemv_variant_forced(dev, rng):
     """Each shipped GEMV kernel (tuning candidates and the variants without subgroups included) on one odd shape
-    with every option, as many rows as it holds plus one (two chunks): 24 features (12 with swiglu: divisible by
-    every features_per_lane), 2 blocks of
-    the K-quants (16 of the 32-weight formats). A variant with an odd features_per_lane refuses swiglu by name. The
+    with every option, as many rows as it holds plus one (two chunks): 48 features (24 with swiglu: divisible by
+    every features_per_lane, 1 to 16), 2 blocks of the K-quants (16 of the 32-weight formats). A variant with an odd features_per_lane refuses swiglu by name. The
     x_int8 variants against x rounded as they round it. (Their pipelines, norm compiled in, are compiled side by
     side first: PipelineCache.warm.)"""
     # those the device can run (a device without subgroups runs the _wg_ variants only)
@@ -208,14 +207,14 @@ def test_every_gemv_variant_forced(dev, rng):
         blocks = 2 if FORMATS[t].block_weights == 256 else 16
         pairs = kv.limits["features_per_lane"] % 2 == 0
         int8 = kv.facts.get("x_int8", False)
-        c = _fused_case(rng, t, kv.limits["max_rows"] + 1, 24, blocks, norm=True, bias=True, swiglu=pairs and not int8,
+        c = _fused_case(rng, t, kv.limits["max_rows"] + 1, 48, blocks, norm=True, bias=True, swiglu=pairs and not int8,
                         residual=True)
         if int8:
             _int8_check(_fused_run(dev, c, variant=kv.name), c)
         else:
             _fused_check(_fused_run(dev, c, variant=kv.name), c)
         if not pairs:
-            c = _fused_case(rng, t, 1, 24, blocks, norm=False, bias=False, swiglu=True, residual=False)
+            c = _fused_case(rng, t, 1, 48, blocks, norm=False, bias=False, swiglu=True, residual=False)
             with pytest.raises(wg.PlanError, match=f"forced variant {kv.name} swiglu needs an even features_per_lane"):
                 _fused_run(dev, c, variant=kv.name)
 
