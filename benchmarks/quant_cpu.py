@@ -3,6 +3,7 @@
 that model's greedy decode (seeded random weights quantized by wgraph's quantizer), milliseconds a token.
 
     python benchmarks/quant_cpu.py [FORMAT ...]        # default: Q8_0 Q4_0
+    ROWS=8 MODEL=0 python benchmarks/quant_cpu.py Q8_0 # the GEMVs with 8 rows of x (a prompt's chunk), no model
 
 Each time is the best of ROUNDS (default 3) timings of CALLS calls (3), the kernels of the run timed in turns. To
 compare two revisions, run it under each in turns with the other tree first on the path (the copy of this file in
@@ -18,6 +19,8 @@ import numpy as np
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 CALLS = int(os.environ.get("CALLS", "3"))
+ROWS = int(os.environ.get("ROWS", "1"))
+MODEL = os.environ.get("MODEL", "1") == "1"
 SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                num_key_value_heads=3, head_dim=64, vocab_size=49152, rms_norm_eps=1e-5, rope_theta=100000.0,
                max_position_embeddings=2048, tie_word_embeddings=True, architectures=["LlamaForCausalLM"],
@@ -43,15 +46,15 @@ def kernels(dev, fmt: str, rng) -> None:
 
     for n, k in SHAPES:
         qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), fmt)
-        w, x = qw.upload(dev), dev.tensor(rng.standard_normal((1, k)).astype(np.float32))
+        w, x = qw.upload(dev), dev.tensor(rng.standard_normal((ROWS, k)).astype(np.float32))
 
         def calls():
             for _ in range(CALLS):
                 y = wg.ops.linear(x, w)
             y.numpy()
 
-        variant = plan_linear_q(1, n, k, fmt, caps=dev.caps).variant
-        print(f"{fmt} [{n}, {k}]  {variant:28s} {best_of(calls) / CALLS * 1e3:8.2f} ms", flush=True)
+        variant = plan_linear_q(ROWS, n, k, fmt, caps=dev.caps).variant
+        print(f"{fmt} [{n}, {k}] {ROWS} row(s)  {variant:28s} {best_of(calls) / CALLS * 1e3:8.2f} ms", flush=True)
 
 
 def model(dev, fmt: str) -> None:
@@ -76,7 +79,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     for fmt in sys.argv[1:] or ["Q8_0", "Q4_0"]:
         kernels(dev, fmt, rng)
-        model(dev, fmt)
+        if MODEL:
+            model(dev, fmt)
 
 
 if __name__ == "__main__":
