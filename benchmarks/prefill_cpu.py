@@ -11,13 +11,9 @@ import time
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench.model import SeededLlama
+from wgraph.bench.model import SMOLLM2_135M, SeededLlama
 from wgraph.models.config import LlamaConfig
 
-SMOLLM2_135M = {"model_type": "llama", "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
-                "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64,
-                "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "max_position_embeddings": 2048,
-                "tie_word_embeddings": True, "hidden_act": "silu"}
 ROWS = int(os.environ.get("ROWS", "37"))  # from 9 rows a CPU adapter plans its GEMV in passes of 32 rows
 
 

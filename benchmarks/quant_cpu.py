@@ -21,12 +21,13 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 CALLS = int(os.environ.get("CALLS", "3"))
 ROWS = int(os.environ.get("ROWS", "1"))
 MODEL = os.environ.get("MODEL", "1") == "1"
-SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-               num_key_value_heads=3, head_dim=64, vocab_size=49152, rms_norm_eps=1e-5, rope_theta=100000.0,
-               max_position_embeddings=2048, tie_word_embeddings=True, architectures=["LlamaForCausalLM"],
-               model_type="llama")
-# the decode step's GEMVs (out, in): the lm_head, gate+up, down, q+k+v, o
-SHAPES = [(49152, 576), (3072, 576), (576, 1536), (960, 576), (576, 576)]
+
+
+def decode_gemvs(cfg) -> list[tuple[int, int]]:
+    """The decode step's GEMVs, (out_features, in_features): the lm_head, gate+up, down, q+k+v, o."""
+    h, i, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * d
+    return [(cfg.vocab_size, h), (2 * i, h), (h, i), (qkv, h), (cfg.num_attention_heads * d, h)]
 
 
 def best_of(fn) -> float:
@@ -39,12 +40,12 @@ def best_of(fn) -> float:
     return best
 
 
-def kernels(dev, fmt: str, rng) -> None:
+def kernels(dev, cfg, fmt: str, rng) -> None:
     import wgraph as wg
     from wgraph.ggml_blocks import quantize
     from wgraph.ops.quantized import plan_linear_q
 
-    for n, k in SHAPES:
+    for n, k in decode_gemvs(cfg):
         qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), fmt)
         w, x = qw.upload(dev), dev.tensor(rng.standard_normal((ROWS, k)).astype(np.float32))
 
@@ -57,13 +58,11 @@ def kernels(dev, fmt: str, rng) -> None:
         print(f"{fmt} [{n}, {k}] {ROWS} row(s)  {variant:28s} {best_of(calls) / CALLS * 1e3:8.2f} ms", flush=True)
 
 
-def model(dev, fmt: str) -> None:
+def model(dev, cfg, fmt: str) -> None:
     from wgraph.bench.model import seeded_host_weights
     from wgraph.bench.quant import quantize_weights
-    from wgraph.models import LlamaConfig
     from wgraph.models.quantized import QuantizedLlama
 
-    cfg = LlamaConfig.from_dict(SMOLLM2)
     m = QuantizedLlama.from_weights(cfg, quantize_weights(seeded_host_weights(cfg), fmt, 1), dev, max_seq=64)
     tokens = 16
     t = best_of(lambda: m.generate([1, 2, 3], tokens))
@@ -73,14 +72,17 @@ def model(dev, fmt: str) -> None:
 
 def main() -> None:
     import wgraph as wg
+    from wgraph.bench.model import SMOLLM2_135M
+    from wgraph.models import LlamaConfig
 
     dev = wg.default_device()
     print(f"{wg.__file__} on {dev.caps.adapter_name}", flush=True)
+    cfg = LlamaConfig.from_dict(SMOLLM2_135M)
     rng = np.random.default_rng(0)
     for fmt in sys.argv[1:] or ["Q8_0", "Q4_0"]:
-        kernels(dev, fmt, rng)
+        kernels(dev, cfg, fmt, rng)
         if MODEL:
-            model(dev, fmt)
+            model(dev, cfg, fmt)
 
 
 if __name__ == "__main__":

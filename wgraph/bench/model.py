@@ -27,6 +27,11 @@ LLAMA_8B = dict(LLAMA_1B, hidden_size=4096, intermediate_size=14336, num_hidden_
                 tie_word_embeddings=False, rope_scaling={**_LLAMA3_ROPE, "factor": 8.0})
 TINY = dict(LLAMA_1B, vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, head_dim=32)
+# SmolLM2-135M's shape (the real model of the demo and tests, a Llama): the CPU adapter benchmarks' model
+SMOLLM2_135M = dict(model_type="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
+                    num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64,
+                    rms_norm_eps=1e-5, rope_theta=100000.0, max_position_embeddings=2048, tie_word_embeddings=True,
+                    hidden_act="silu")
 MODELS = {"llama-3.2-1b-shaped": LLAMA_1B, "llama-3.1-8b-shaped": LLAMA_8B}
 
 

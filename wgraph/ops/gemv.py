@@ -185,7 +185,8 @@ def row_passes(kv: Kernel, s: GemvShape) -> int:
 def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float, row0: int = 0) -> dict:
     """The GEMV core's uniform fields (shaders/gemv_fields.wgsl) for a call, or for its pass from row `row0` of x
     (a one-pass call's rows are at most max_rows: refusal)."""
-    return {"m": min(s.rows - row0, kv.limits["max_rows"]), "row0": row0, "n": s.n, "k": s.k, "slots": slots(kv, s), "out_n": s.n // 2 if s.swiglu else s.n,
+    return {"m": min(s.rows - row0, kv.limits["max_rows"]), "row0": row0, "n": s.n, "k": s.k, "slots": slots(kv, s),
+            "out_n": s.n // 2 if s.swiglu else s.n,
             "has_bias": int(bias is not None), "has_residual": int(residual is not None),
             "swiglu": int(s.swiglu), "eps": eps}
 
