@@ -23,7 +23,7 @@ SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
 KNOWN_FEATURES = ("shader-f16", "subgroup", "timestamp-query", "timestamp-query-inside-passes")
 
 _KNOWN_KEYS = {"file", "entry", "workgroup_size", "features", "output_dtype", "op", "defines", "limits"}
-_EXPANSION_KEYS = {"matrix", "rows", "per_row"}  # how a variant expands; not facts of the kernels it makes
+_EXPANSION_KEYS = {"matrix", "rows", "per_var", "per_row"}  # how a variant expands; not facts of its kernels
 _ROW_KEYS = {"features", "output_dtype", "defines", "limits", "vars"}
 _VAR = re.compile(r"\{(\w+)\}")
 _ENABLES_F16 = re.compile(r"enable(?<!\wenable)\s[^;]*\bf16\b")   # `enable f16;`, `enable subgroups, f16;` (\b: wgsl._CONST)
@@ -106,7 +106,7 @@ def _specialized(k: Kernel, values: tuple) -> Kernel:
 _KEY_TYPES = {"file": (str, "a string"), "entry": (str, "a string"), "op": (str, "a string"),
               "output_dtype": (str, "a string"), "workgroup_size": (list, "an array"), "features": (list, "an array"),
               "defines": (dict, "a table"), "limits": (dict, "a table"), "rows": (list, "an array"),
-              "per_row": (dict, "a table"), "vars": (dict, "a table")}
+              "per_var": (dict, "a table"), "per_row": (dict, "a table"), "vars": (dict, "a table")}
 
 
 def _check_types(where: str, entry: dict) -> None:
@@ -258,12 +258,31 @@ def _fill_vars(value, row_vars: dict, where: str):
     return _VAR.sub(var, value)
 
 
+def _per_var(where: str, per_var: dict, rows_vars: list[dict]) -> dict[str, dict]:
+    """A variant's `per_var.<var>.<value> = { ... }` tables, checked: the var is one every row of the variant
+    defines, the value one some row has (a misspelt value overrode nothing, silently), each override a table."""
+    for var, values in per_var.items():
+        at = f"{where}: per_var.{var}"
+        _check_types(at, {"per_var": values})
+        missing = [i for i, v in enumerate(rows_vars) if var not in v]
+        if missing:
+            defined = sorted(set.intersection(*(set(v) for v in rows_vars))) if rows_vars else []
+            raise RegistryError(f"{at}: not a var of every row of the variant (the vars all its rows define: "
+                                f"{defined})")
+        have = sorted({str(v[var]) for v in rows_vars})
+        for value, over in values.items():
+            if value not in have:
+                raise RegistryError(f"{at}.{value}: no row of the variant has {var} = {value!r} (its values: {have})")
+            _check_types(f"{at}.{value}", over if isinstance(over, dict) else {"per_var": over})
+    return per_var
+
+
 def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
     """One registry variant as the kernel entries it makes: itself, or one per row of its matrix."""
     where = f"registry variant {name}"
     _check_types(where, entry)   # before a matrix row's features are joined with a string's characters
     if "matrix" not in entry:
-        for key in ("rows", "per_row"):
+        for key in ("rows", "per_var", "per_row"):
             if key in entry:
                 raise RegistryError(f"{where}: {key!r} needs a matrix")
         return {name: entry}
@@ -277,6 +296,7 @@ def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
             raise RegistryError(f"{where}: matrix {entry['matrix']!r} has no row {r!r}; rows: {list(matrix)}")
     for r, over in per_row.items():
         _check_types(f"{where}: per_row.{r}", over if isinstance(over, dict) else {"per_row": over})
+    per_var = _per_var(where, entry.get("per_var", {}), [matrix[r].get("vars", {}) for r in rows])
     own = {k: v for k, v in entry.items() if k not in _EXPANSION_KEYS}
     made = {}
     for r in rows:
@@ -284,8 +304,12 @@ def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
         row_vars = row.get("vars", {})
         merged = _merge({k: v for k, v in row.items() if k != "vars"}, own)
         merged = {k: _fill_vars(v, row_vars, where) for k, v in merged.items()}
-        # a row's own keys fill `{name}` as the variant's do (per_row.f16 = { partner = "m_{wide}" })
-        merged = _merge(merged, {k: _fill_vars(v, row_vars, where) for k, v in per_row.get(r, {}).items()})
+        # then the overrides of each of the row's var values (in per_var's order), then the row's own: the more
+        # rows an override names, the earlier it applies. Their strings fill `{name}` as the variant's do
+        # (per_row.f16 = { partner = "m_{wide}" })
+        overs = [vals[str(row_vars[var])] for var, vals in per_var.items() if str(row_vars[var]) in vals]
+        for over in [*overs, per_row.get(r, {})]:
+            merged = _merge(merged, {k: _fill_vars(v, row_vars, where) for k, v in over.items()})
         made[name.replace("{row}", r) if "{row}" in name else f"{name}_{r}"] = merged
     return made
 
