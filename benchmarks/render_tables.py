@@ -1,4 +1,5 @@
-"""Markdown tables for docs/benchmarks.md from a bench JSON (the H200 section)."""
+"""Markdown tables of a bench JSON's attention rows (prefill TFLOP/s, decode GB/s, beside torch where it ran), for
+docs/measurements.md:  python benchmarks/render_tables.py benchmarks/results/NAME.json"""
 import json, sys
 
 d = json.load(open(sys.argv[1]))

@@ -1,6 +1,6 @@
 """Bringing the GPU to the state every timed shape sees: the clocks raised by steady work, torch's CUDA context
 made (when torch is in the run), and the GPU's clocks read where `nvidia-smi` exists, so a slow first shape is
-explained, not guessed at (docs/benchmarks.md, "The first shape")."""
+explained, not guessed at (docs/measurements.md, "The first shape")."""
 
 from __future__ import annotations
 
