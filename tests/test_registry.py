@@ -427,41 +427,30 @@ def test_matrix_errors(tmp_path, change, message):
         write(tmp_path, MATRIX, SHADER, "k.wgsl", MATRIX_VARIANT.replace(*change))
 
 
-# three rows, two of which share a var value (kind = "float"): per_var overrides by value, per_row by row
-MATRIX_KINDS = """
-[matrix.kinds.f32]
-output_dtype = "f32"
-defines = { T = "f32" }
-vars = { dt = "f32", kind = "float" }
-
-[matrix.kinds.f16]
-features = ["shader-f16"]
-output_dtype = "f16"
-defines = { T = "f16" }
-vars = { dt = "f16", kind = "float" }
-
-[matrix.kinds.u32]
+# MATRIX and a third row: f32 and f16 share a var value (wide = "f32"), u32 does not
+MATRIX_U32 = MATRIX + """
+[matrix.dt.u32]
 output_dtype = "u32"
 defines = { T = "u32" }
-vars = { dt = "u32", kind = "int" }
+vars = { dt = "u32", wide = "u32" }
 """
 
 PER_VAR_VARIANT = """
 [variants.v]
-matrix = "kinds"
+matrix = "dt"
 op = "test"
 file = "k.wgsl"
 entry = "main"
 workgroup_size = [64]
 limits = { max_n = 7 }
-per_var.kind.float = { limits = { extra = 1 }, note = "a float: {dt}" }
+per_var.wide.f32 = { limits = { extra = 1 }, note = "a float: {dt}" }
 per_var.dt.f16 = { limits = { half = 1 } }
 per_row.f16 = { limits = { extra = 2 } }
 """
 
 
 def test_per_var_overrides_every_row_of_a_value_and_per_row_applies_after(tmp_path):
-    reg = write(tmp_path, MATRIX_KINDS, SHADER, "k.wgsl", PER_VAR_VARIANT)
+    reg = write(tmp_path, MATRIX_U32, SHADER, "k.wgsl", PER_VAR_VARIANT)
     assert list(reg) == ["v_f32", "v_f16", "v_u32"]
     assert dict(reg["v_f32"].limits) == {"max_n": 7, "extra": 1}
     assert dict(reg["v_f16"].limits) == {"max_n": 7, "extra": 2, "half": 1}   # per_row's extra over per_var's
@@ -471,24 +460,26 @@ def test_per_var_overrides_every_row_of_a_value_and_per_row_applies_after(tmp_pa
 
 
 @pytest.mark.parametrize("change, message", [
-    (("per_var.kind.float", "per_var.kinds.float"),
-     r"per_var.kinds: not a var of every row of the variant \(the vars all its rows define: \['dt', 'kind'\]\)"),
+    (("per_var.wide.f32", "per_var.wides.f32"),
+     r"per_var.wides: not a var of every row of the variant \(the vars all its rows define: \['dt', 'wide'\]\)"),
     # a misspelt value overrode no row, silently
-    (("per_var.kind.float", "per_var.kind.floats"),
-     r"per_var.kind.floats: no row of the variant has kind = 'floats' \(its values: \['float', 'int'\]\)"),
+    (("per_var.wide.f32", "per_var.wide.f64"),
+     r"per_var.wide.f64: no row of the variant has wide = 'f64' \(its values: \['f32', 'u32'\]\)"),
     # a value no row of the variant's `rows` has
-    (("limits = { max_n = 7 }", 'limits = { max_n = 7 }\nrows = ["u32", "f16"]\nper_var.dt.f32 = { limits = { x = 1 } }'),
+    (("limits = { max_n = 7 }",
+      'limits = { max_n = 7 }\nrows = ["u32", "f16"]\nper_var.dt.f32 = { limits = { x = 1 } }'),
      r"per_var.dt.f32: no row of the variant has dt = 'f32' \(its values: \['f16', 'u32'\]\)"),
-    (("per_var.dt.f16 = { limits = { half = 1 } }", "per_var.dt.f16 = 3"), r"per_var.dt.f16: per_var = 3 must be a table"),
+    (("per_var.dt.f16 = { limits = { half = 1 } }", "per_var.dt.f16 = 3"),
+     r"per_var.dt.f16: per_var = 3 must be a table"),
     (("per_var.dt.f16 = { limits = { half = 1 } }", "per_var.dt = 3"), r"per_var.dt: per_var = 3 must be a table"),
     (("{ limits = { half = 1 } }", "{ limits = 1 }"), r"per_var.dt.f16: limits = 1 must be a table"),
-    (('matrix = "kinds"\n', ""), r"'per_var' needs a matrix"),
+    (('matrix = "dt"\n', ""), r"'per_var' needs a matrix"),
 ])
 def test_per_var_errors(tmp_path, change, message):
     variant = PER_VAR_VARIANT.replace(*change)
     assert variant != PER_VAR_VARIANT
     with pytest.raises(RegistryError, match=message):
-        write(tmp_path, MATRIX_KINDS, SHADER, "k.wgsl", variant)
+        write(tmp_path, MATRIX_U32, SHADER, "k.wgsl", variant)
 
 
 def test_matrix_defined_twice_and_variant_defined_twice(tmp_path):
