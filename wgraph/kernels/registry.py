@@ -264,8 +264,7 @@ def _per_var(where: str, per_var: dict, rows_vars: list[dict]) -> dict[str, dict
     for var, values in per_var.items():
         at = f"{where}: per_var.{var}"
         _check_types(at, {"per_var": values})
-        missing = [i for i, v in enumerate(rows_vars) if var not in v]
-        if missing:
+        if any(var not in v for v in rows_vars):
             defined = sorted(set.intersection(*(set(v) for v in rows_vars))) if rows_vars else []
             raise RegistryError(f"{at}: not a var of every row of the variant (the vars all its rows define: "
                                 f"{defined})")
@@ -304,9 +303,8 @@ def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
         row_vars = row.get("vars", {})
         merged = _merge({k: v for k, v in row.items() if k != "vars"}, own)
         merged = {k: _fill_vars(v, row_vars, where) for k, v in merged.items()}
-        # then the overrides of each of the row's var values (in per_var's order), then the row's own: the more
-        # rows an override names, the earlier it applies. Their strings fill `{name}` as the variant's do
-        # (per_row.f16 = { partner = "m_{wide}" })
+        # then the overrides of the row's var values (in per_var's order), then the row's own, last; their strings
+        # fill `{name}` as the variant's do (per_row.f16 = { partner = "m_{wide}" })
         overs = [vals[str(row_vars[var])] for var, vals in per_var.items() if str(row_vars[var]) in vals]
         for over in [*overs, per_row.get(r, {})]:
             merged = _merge(merged, {k: _fill_vars(v, row_vars, where) for k, v in over.items()})
