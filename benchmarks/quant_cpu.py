@@ -23,13 +23,6 @@ ROWS = int(os.environ.get("ROWS", "1"))
 MODEL = os.environ.get("MODEL", "1") == "1"
 
 
-def decode_gemvs(cfg) -> list[tuple[int, int]]:
-    """The decode step's GEMVs, (out_features, in_features): the lm_head, gate+up, down, q+k+v, o."""
-    h, i, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
-    qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * d
-    return [(cfg.vocab_size, h), (2 * i, h), (h, i), (qkv, h), (cfg.num_attention_heads * d, h)]
-
-
 def best_of(fn) -> float:
     fn()  # the first call compiles
     best = float("inf")
@@ -42,10 +35,12 @@ def best_of(fn) -> float:
 
 def kernels(dev, cfg, fmt: str, rng) -> None:
     import wgraph as wg
+    from wgraph.bench.gemv import decode_shapes, model_dims
     from wgraph.ggml_blocks import quantize
     from wgraph.ops.quantized import plan_linear_q
 
-    for n, k in decode_gemvs(cfg):
+    # the decode step's GEMVs (q + k + v, o, gate + up, down, the lm_head), unfused here
+    for n, k in [(s.out_features, s.in_features) for s in decode_shapes("SmolLM2-135M", model_dims(cfg))]:
         qw = quantize((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), fmt)
         w, x = qw.upload(dev), dev.tensor(rng.standard_normal((ROWS, k)).astype(np.float32))
 

@@ -89,9 +89,17 @@ def model_matrices(model: str) -> list[tuple[str, int, int]]:
     return [(f"{model} {name}", n, k) for name, n, k in out]
 
 
-def decode_shapes(model: str, dtype: str = "f16") -> list[GemvShape]:
-    """The fused GEMVs of one decode step (one row): what wgraph's Llama decode runs."""
-    h, i, v, q, kv = MODELS[model]
+def model_dims(cfg) -> tuple[int, int, int, int, int]:
+    """A LlamaConfig's dimensions as MODELS holds them: hidden, intermediate, vocab, q heads * head_dim, kv heads *
+    head_dim."""
+    return (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_attention_heads * cfg.head_dim,
+            cfg.num_key_value_heads * cfg.head_dim)
+
+
+def decode_shapes(model: str, dims: tuple[int, int, int, int, int], dtype: str = "f16") -> list[GemvShape]:
+    """The fused GEMVs of one decode step (one row): what wgraph's Llama decode runs, for a model of `dims` (a row
+    of MODELS, or model_dims of a config) named `model` in the labels."""
+    h, i, v, q, kv = dims
     return [GemvShape(1, q + 2 * kv, h, dtype, f"{model} norm+qkv", norm=True),
             GemvShape(1, h, q, dtype, f"{model} o_proj+residual", residual=True),
             GemvShape(1, 2 * i, h, dtype, f"{model} norm+gate_up+swiglu", norm=True, swiglu=True),
@@ -104,7 +112,7 @@ def _full() -> tuple[GemvShape, ...]:
     of time keeps its candidates for what the decode runs)."""
     plain = [GemvShape(m, n, k, dt, name) for dt in ("f16", "f32") for m in (1, 8)
              for model in MODELS for name, n, k in model_matrices(model)]
-    return tuple([s for model in MODELS for s in decode_shapes(model)] + plain)
+    return tuple([s for model, dims in MODELS.items() for s in decode_shapes(model, dims)] + plain)
 
 
 GEMV_GRIDS = {
