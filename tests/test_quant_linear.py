@@ -196,9 +196,9 @@ def _int8_check(got, c, eps=1e-5):
 def test_every_gemv_variant_forced(dev, rng):
     """Each shipped GEMV kernel (tuning candidates and the variants without subgroups included) on one odd shape
     with every option, as many rows as it holds plus one (two chunks): 48 features (24 with swiglu: divisible by
-    every features_per_lane, 1 to 16), 2 blocks of the K-quants (16 of the 32-weight formats). A variant with an odd features_per_lane refuses swiglu by name. The
-    x_int8 variants against x rounded as they round it. (Their pipelines, norm compiled in, are compiled side by
-    side first: PipelineCache.warm.)"""
+    every features_per_lane, 1 to 16), 2 blocks of the K-quants (16 of the 32-weight formats). A variant with an odd
+    features_per_lane refuses swiglu by name. The x_int8 variants against x rounded as they round it. (Their
+    pipelines, norm compiled in, are compiled side by side first: PipelineCache.warm.)"""
     # those the device can run (a device without subgroups runs the _wg_ variants only)
     runnable = [kv for kv in kernels_for("linear_q") if cannot_run(dev, kv.name) is None]
     dev.pipelines.warm([kv.specialized({"HAS_NORM": True}) for kv in runnable])

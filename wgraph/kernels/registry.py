@@ -258,6 +258,11 @@ def _fill_vars(value, row_vars: dict, where: str):
     return _VAR.sub(var, value)
 
 
+def _check_override(where: str, key: str, over) -> None:
+    """A per_var / per_row override: a table, whose keys have their types."""
+    _check_types(where, over if isinstance(over, dict) else {key: over})
+
+
 def _per_var(where: str, per_var: dict, rows_vars: list[dict]) -> dict[str, dict]:
     """A variant's `per_var.<var>.<value> = { ... }` tables, checked: the var is one every row of the variant
     defines, the value one some row has (a misspelt value overrode nothing, silently), each override a table."""
@@ -272,7 +277,7 @@ def _per_var(where: str, per_var: dict, rows_vars: list[dict]) -> dict[str, dict
         for value, over in values.items():
             if value not in have:
                 raise RegistryError(f"{at}.{value}: no row of the variant has {var} = {value!r} (its values: {have})")
-            _check_types(f"{at}.{value}", over if isinstance(over, dict) else {"per_var": over})
+            _check_override(f"{at}.{value}", "per_var", over)
     return per_var
 
 
@@ -294,7 +299,7 @@ def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
         if r not in matrix:
             raise RegistryError(f"{where}: matrix {entry['matrix']!r} has no row {r!r}; rows: {list(matrix)}")
     for r, over in per_row.items():
-        _check_types(f"{where}: per_row.{r}", over if isinstance(over, dict) else {"per_row": over})
+        _check_override(f"{where}: per_row.{r}", "per_row", over)
     per_var = _per_var(where, entry.get("per_var", {}), [matrix[r].get("vars", {}) for r in rows])
     own = {k: v for k, v in entry.items() if k not in _EXPANSION_KEYS}
     made = {}
@@ -305,7 +310,7 @@ def expand_variant(name: str, entry: dict, matrices: dict) -> dict[str, dict]:
         merged = {k: _fill_vars(v, row_vars, where) for k, v in merged.items()}
         # then the overrides of the row's var values (in per_var's order), then the row's own, last; their strings
         # fill `{name}` as the variant's do (per_row.f16 = { partner = "m_{wide}" })
-        overs = [vals[str(row_vars[var])] for var, vals in per_var.items() if str(row_vars[var]) in vals]
+        overs = [vals[value] for var, vals in per_var.items() if (value := str(row_vars[var])) in vals]
         for over in [*overs, per_row.get(r, {})]:
             merged = _merge(merged, {k: _fill_vars(v, row_vars, where) for k, v in over.items()})
         made[name.replace("{row}", r) if "{row}" in name else f"{name}_{r}"] = merged
