@@ -432,7 +432,7 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
     doubled to 2^40, squaring an int 40 times ran for ever, and a loop that wrote nothing was never timed
     (the time limit was checked as the template wrote). Each is refused by name now, before it is made (limits made
     small here so that the test is quick)."""
-    import wgraph.models.chat_template as ct
+    import wgraph.models.chat_sandbox as ct
 
     monkeypatch.setattr(ct, "MAX_PROMPT_CHARS", 1 << 16)
     monkeypatch.setattr(ct, "MAX_RENDER_SECONDS", 0.3)
@@ -440,7 +440,7 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
     double = "{% set ns = namespace(s='a') %}{% for i in range(60) %}{% set ns.s = X %}{% endfor %}{{ ns.s|length }}"
     refused = {"{{ ('a'|center(10**12))|length }}": "a center width of 1000000000000 is larger",
                "{{ 'a'.ljust(10**12)|length }}": "a ljust width of 1000000000000",
-               "{{ ('%1000000000000d' % 1)|length }}": "a printf width or precision of 1000000000000",
+               "{{ ('%1000000000000d' % 1)|length }}": "a printf width of 1000000000000",
                "{{ '{:1000000000000}'.format(1)|length }}": "a format width or precision of 1000000000000",
                "{{ messages|tojson(indent=10**12) }}": "a tojson indentation of 6000000000000",
                "{{ lipsum(n=5000)|length }}": r"lipsum\(n=5000, max=100\) makes more than 131072 words",
@@ -448,8 +448,8 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
                double.replace("X", "ns.s + ns.s"): "a '\\+' concatenation of 131072",
                "{% macro d(s) %}{{ s }}{{ s }}{% endmacro %}" + double.replace("X", "d(ns.s)"):
                    "a block's text of 131072",
-               double.replace("X", "[ns.s, ns.s]").replace("|length", ""): "a value of more than 65536 items and "
-                                                                               "characters",
+               double.replace("X", "[ns.s, ns.s]").replace("|length", ""): r"a value of 98302 items and characters "
+                                                                               r"\(nested lists, dicts",
                "{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}":
                    "a product of 3247-bit and 3247-bit integers",
                "{% set s = 'x' * 60000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}":
@@ -463,6 +463,72 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
                                   "{{ messages|tojson(indent=1) }}|"
                                   "{% for c in 'ab' %}{{ loop.index }}{{ c }}{% endfor %}"}, "test")
     assert ok.render(msgs) == '  ab  |  7|  x|a1|[\n {\n  "role": "user",\n  "content": "hi"\n }\n]|1a2b'
+
+
+def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
+    """Widths and single values were bounded, but a value used many times in one call was made whole before
+    its size was checked: `s.join(l)` (len(s) x len(l)), `('{0}' * n).format(s)`, `'%(a)s' * n % {'a': s}`, n fields
+    of a wide spec, `indent(w)` of n lines, a wordwrap / urlize string at every line or link, 60 million
+    characters each here against a limit of 65,536 (with the real limit, terabytes). `sum(start=[])` of n lists
+    copied n^2 / 2 items inside one call, unchecked by the time limit (hours for 5 million). A list holding
+    another twice, doubled in a loop, was only checked where it was written, so comparing or hashing two of them,
+    or writing a namespace holding one, walked 2^40 items. Each is refused now by what it would make, named, before
+    it is made (format's fields as they are made: at most twice the limit; a literal or a result as it is made)."""
+    import wgraph.models.chat_sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
+    monkeypatch.setattr(sandbox, "MAX_RENDER_SECONDS", 0.3)
+    msgs = [{"role": "user", "content": "hi"}]
+    s = "{% set s = 'x' * 60000 %}{% set l = ['a'] * 1000 %}"
+    dag = ("{% set ns = namespace(x=[1], y=[1]) %}{% for i in range(40) %}{% set ns.x = [ns.x, ns.x] %}"
+           "{% set ns.y = [ns.y, ns.y] %}{% endfor %}")
+    refused = {s + "{{ s.join(l)|length }}": "a join of 59941000 ",
+               s + "{{ ('{0}' * 1000).format(s)|length }}": "a format's fields of 120000 ",
+               "{{ ('{:60000}' * 1000).format(*range(1000))|length }}": "a format's fields of 120000 ",
+               s + "{{ ('{a}' * 1000).format_map({'a': s})|length }}": "a format's fields of 120000 ",
+               s + "{{ ('%(a)s' * 1000 % {'a': s})|length }}": "a printf of 60013000 ",
+               s + "{{ ('%(a(b)c)s' * 1000 % {'a(b)c': s})|length }}": "a printf of 600",
+               "{{ ('%60000d%60000d' % (1, 2))|length }}": "a printf of 120",
+               s + "{{ ('%(a)s' * 1000)|format(a=s)|length }}": "a printf of 60013000 ",
+               "{{ ('\\n' * 1000)|indent(60000, true, true)|length }}": "an indent of 60061000 ",
+               "{{ ('a ' * 1000)|wordwrap(1, wrapstring='x' * 60000)|length }}": "a wordwrap of 120062000 ",
+               "{{ ('www.a.com ' * 1000)|urlize(target='x' * 60000)|length }}": "a urlize of 300070000 ",
+               s + "{{ l|tojson(separators=(s, ':'))|length }}": "a tojson's separators of 60121002 ",
+               # a list [x, x] doubled k times holds 4 * 2^k - 2 items: the 15th is refused as it is made, so no
+               # value compared (==), hashed (a dict key) or written (a namespace's repr) walks 2^40 of them
+               dag + "{{ ns.x == ns.y }}": "a value of 131070 items",
+               dag.replace("[ns.x, ns.x]", "(ns.x, ns.x)") + "{{ {ns.x: 1} }}": "a value of 131070 items",
+               dag.replace("[ns.x, ns.x]", "[ns.x] * 2") + "{{ ns }}": "a value of 131070 items",
+               "{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me|length }}": "a namespace that holds itself"}
+    for src, match in refused.items():
+        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
+                                                    r"refused the conversation: " + re.escape(match)):
+            ChatTemplate({"default": src}, "test").render(msgs)
+    # within the limits each renders as Python's own str operations and sum do (written out on the right)
+    ok = {"{{ '-'.join(['a', 'b']) }}": "-".join(["a", "b"]),
+          "{{ '{0}{0}{1!r}{2:>4}'.format('a', 'b', 7) }}": "{0}{0}{1!r}{2:>4}".format("a", "b", 7),
+          "{{ '{a}:{a}'.format_map({'a': 1}) }}": "{a}:{a}".format_map({"a": 1}),
+          "{{ '%(a)s-%(a)s %(a(b)c)r' % {'a': 'q', 'a(b)c': 'z'} }}":
+              "%(a)s-%(a)s %(a(b)c)r" % {"a": "q", "a(b)c": "z"},
+          "{{ '%5.1f|%-4d|%#x|%*d|%.2s|%%|%c' % (2.25, 7, 255, 3, 1, 'abc', 65) }}":
+              "%5.1f|%-4d|%#x|%*d|%.2s|%%|%c" % (2.25, 7, 255, 3, 1, "abc", 65),
+          "{{ '%(k)s'|format(k='v') }}{{ '%s%s'|format(1, 2) }}": "v12",
+          "{{ 'x\\ny'|indent(2, true) }}": "  x\n  y",
+          "{{ 'a b c'|wordwrap(1, wrapstring='--') }}": "a--b--c",
+          "{{ [[1], [2, 3]]|sum(start=[0]) }}{{ [(1,), (2,)]|sum(start=()) }}": str([0, 1, 2, 3]) + str((1, 2)),
+          "{{ [{'a': [1]}, {'a': [2]}]|sum(attribute='a', start=[]) }}{{ [0.1, 0.2, 0.3]|sum }}":
+              str([1, 2]) + str(sum([0.1, 0.2, 0.3])),
+          "{{ {'a': [1, 2]}|tojson(separators=(';', '='), indent=1) }}":
+              json.dumps({"a": [1, 2]}, separators=(";", "="), indent=1),
+          "{% set ns = namespace(a=[1, (2, 'b')]) %}{{ ns }}{{ {'k': 'v'}.items() }}":
+              "<Namespace {'a': [1, (2, 'b')]}>" + str({"k": "v"}.items())}
+    for src, want in ok.items():
+        assert ChatTemplate({"default": src}, "test").render(msgs) == want, src
+    # a sum of lists checks the render's time limit at each list it adds (5,000 here), not once before them all
+    ticks = []
+    monkeypatch.setattr(sandbox, "_tick", lambda: ticks.append(1))
+    assert ChatTemplate({"default": "{{ ([[1]] * 5000)|sum(start=[])|length }}"}, "test").render(msgs) == "5000"
+    assert len(ticks) >= 5000
 
 
 @pytest.mark.parametrize("value", [[1, 2], 3])
