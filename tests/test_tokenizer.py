@@ -468,12 +468,13 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
 def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
     """Widths and single values were bounded, but a value used many times in one call was made whole before
     its size was checked: `s.join(l)` (len(s) x len(l)), `('{0}' * n).format(s)`, `'%(a)s' * n % {'a': s}`, n fields
-    of a wide spec, `indent(w)` of n lines, a wordwrap / urlize string at every line or link, 60 million
-    characters each here against a limit of 65,536 (with the real limit, terabytes). `sum(start=[])` of n lists
-    copied n^2 / 2 items inside one call, unchecked by the time limit (hours for 5 million). A list holding
-    another twice, doubled in a loop, was only checked where it was written, so comparing or hashing two of them,
-    or writing a namespace holding one, walked 2^40 items. Each is refused now by what it would make, named, before
-    it is made (format's fields as they are made: at most twice the limit; a literal or a result as it is made)."""
+    of a wide spec, `indent(w)` of n lines, a wordwrap / urlize string at every line or link, n items of a map
+    held by a list: 60 million characters each here against a limit of 65,536 (with the real limit, terabytes).
+    `sum(start=[])` of n lists copied n^2 / 2 items inside one call, unchecked by the time limit (hours for 5
+    million). A list holding another twice, doubled in a loop, was only checked where it was written, so comparing
+    or hashing two of them, or writing a namespace holding one, walked 2^40 items. Each is refused now by what it
+    would make, named, before it is made (format's fields and a map's items as they are made: at most twice the
+    limit; a literal or a result as it is made)."""
     import wgraph.models.chat_sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
@@ -494,6 +495,7 @@ def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
                "{{ ('a ' * 1000)|wordwrap(1, wrapstring='x' * 60000)|length }}": "a wordwrap of 120062000 ",
                "{{ ('www.a.com ' * 1000)|urlize(target='x' * 60000)|length }}": "a urlize of 300070000 ",
                s + "{{ l|tojson(separators=(s, ':'))|length }}": "a tojson's separators of 60121002 ",
+               "{{ range(1000)|map('center', 60000)|list|length }}": "a filter's items of 120000 ",
                # a list [x, x] doubled k times holds 4 * 2^k - 2 items: the 15th is refused as it is made, so no
                # value compared (==), hashed (a dict key) or written (a namespace's repr) walks 2^40 of them
                dag + "{{ ns.x == ns.y }}": "a value of 131070 items",

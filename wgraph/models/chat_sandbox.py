@@ -17,6 +17,7 @@ import re
 import string
 import threading
 import time
+import types
 from collections.abc import Mapping
 
 import attrs
@@ -377,6 +378,21 @@ def _steps(items):
         yield item
 
 
+def _counted(items):
+    """A filter's generator (map, select, unique, batch, ...) read through: its items, measured as they are read
+    and added up, at most MAX_PROMPT_CHARS. Each item alone was bounded where it was made, but a consumer that
+    holds them all (list, join, sort, dict) held n of them before it could check: `range(1000)|map('center',
+    10**7)|list` made 10^10 characters."""
+    total = 0
+    for item in items:
+        _tick()
+        total += len(item) if isinstance(item, str) else _measure(item).items if isinstance(item, _CONTAINERS) else 1
+        if total > MAX_PROMPT_CHARS:
+            _refuse(f"a filter's items of {total} characters and items so far are more than chat templates make "
+                    f"(at most {MAX_PROMPT_CHARS})")
+        yield item
+
+
 def bounded_filter(name: str, f):
     """A filter that ticks the time limit, checks what it would make before and what it made after."""
     skip = 1 if _PassArg.from_obj(f) is not None else 0
@@ -391,7 +407,8 @@ def bounded_filter(name: str, f):
         for v in (*args[skip:], *kwargs.values()):
             _sized(v)
         _check_filter(name, args[skip:], kwargs)
-        return _made(f(*args, **kwargs))
+        made = _made(f(*args, **kwargs))
+        return _counted(made) if isinstance(made, types.GeneratorType) else made
     return run
 
 
