@@ -297,7 +297,7 @@ def test_a_template_is_bounded_work_and_its_errors_are_named():
                    "range\\(\\) made more than 131072 items in one render",
                "{{ 1/0 }}": "failed: ZeroDivisionError", "{{ 1 + 'a' }}": "failed: TypeError",
                "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}": "failed: RecursionError",
-               "{{ 'x'|wordwrap(0) }}": "failed: ValueError"}
+               "{{ '{:q}'.format(1) }}": "failed: ValueError"}
     for src, match in refused.items():
         t = ChatTemplate({"default": src}, "test")   # compiles at once: nothing folded
         with pytest.raises(ChatTemplateError, match=r"the chat template \(test, 'default'\) .*" + match):
@@ -468,13 +468,12 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
 def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
     """Widths and single values were bounded, but a value used many times in one call was made whole before
     its size was checked: `s.join(l)` (len(s) x len(l)), `('{0}' * n).format(s)`, `'%(a)s' * n % {'a': s}`, n fields
-    of a wide spec, `indent(w)` of n lines, a wordwrap / urlize string at every line or link, n items of a map
-    held by a list: 60 million characters each here against a limit of 65,536 (with the real limit, terabytes).
-    `sum(start=[])` of n lists copied n^2 / 2 items inside one call, unchecked by the time limit (hours for 5
-    million). A list holding another twice, doubled in a loop, was only checked where it was written, so comparing
-    or hashing two of them, or writing a namespace holding one, walked 2^40 items. Each is refused now by what it
-    would make, named, before it is made (format's fields and a map's items as they are made: at most twice the
-    limit; a literal or a result as it is made)."""
+    of a wide spec, `indent(w)` of n lines, n items of a map held by a list: 60 million characters each here
+    against a limit of 65,536 (with the real limit, terabytes). `sum(start=[])` of n lists copied n^2 / 2 items
+    inside one call, unchecked by the time limit (hours for 5 million). A list holding another twice, doubled in a
+    loop, was only checked where it was written, so comparing or hashing two of them, or writing a namespace holding
+    one, walked 2^40 items. Each is refused now by what it would make, named, before it is made (format's fields
+    and a map's items as they are made: at most twice the limit; a literal or a result as it is made)."""
     import wgraph.models.chat_sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
@@ -492,8 +491,6 @@ def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
                "{{ ('%60000d%60000d' % (1, 2))|length }}": "a printf of 120",
                s + "{{ ('%(a)s' * 1000)|format(a=s)|length }}": "a printf of 60013000 ",
                "{{ ('\\n' * 1000)|indent(60000, true, true)|length }}": "an indent of 60061000 ",
-               "{{ ('a ' * 1000)|wordwrap(1, wrapstring='x' * 60000)|length }}": "a wordwrap of 120062000 ",
-               "{{ ('www.a.com ' * 1000)|urlize(target='x' * 60000)|length }}": "a urlize of 300070000 ",
                s + "{{ l|tojson(separators=(s, ':'))|length }}": "a tojson's separators of 60121002 ",
                "{{ range(1000)|map('center', 60000)|list|length }}": "a filter's items of 120000 ",
                # a list [x, x] doubled k times holds 4 * 2^k - 2 items: the 15th is refused as it is made, so no
@@ -501,7 +498,8 @@ def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
                dag + "{{ ns.x == ns.y }}": "a value of 131070 items",
                dag.replace("[ns.x, ns.x]", "(ns.x, ns.x)") + "{{ {ns.x: 1} }}": "a value of 131070 items",
                dag.replace("[ns.x, ns.x]", "[ns.x] * 2") + "{{ ns }}": "a value of 131070 items",
-               "{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me|length }}": "a namespace that holds itself"}
+               "{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me|length }}":
+                   "a namespace attribute cannot hold a namespace"}
     for src, match in refused.items():
         with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
                                                     r"refused the conversation: " + re.escape(match)):
@@ -516,7 +514,6 @@ def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
               "%5.1f|%-4d|%#x|%*d|%.2s|%%|%c" % (2.25, 7, 255, 3, 1, "abc", 65),
           "{{ '%(k)s'|format(k='v') }}{{ '%s%s'|format(1, 2) }}": "v12",
           "{{ 'x\\ny'|indent(2, true) }}": "  x\n  y",
-          "{{ 'a b c'|wordwrap(1, wrapstring='--') }}": "a--b--c",
           "{{ [[1], [2, 3]]|sum(start=[0]) }}{{ [(1,), (2,)]|sum(start=()) }}": str([0, 1, 2, 3]) + str((1, 2)),
           "{{ [{'a': [1]}, {'a': [2]}]|sum(attribute='a', start=[]) }}{{ [0.1, 0.2, 0.3]|sum }}":
               str([1, 2]) + str(sum([0.1, 0.2, 0.3])),
@@ -640,3 +637,48 @@ def test_a_batch_of_ids_is_refused_not_run_together(tokenizers):
             tok.decode(batch)
     with pytest.raises(ArgumentError, match=r"StreamDecoder.push: ids=\[\[78\]\] must be one sequence"):
         tok.stream_decoder().push([[78]])
+
+
+def test_a_template_cannot_grow_what_the_checks_did_not_see(monkeypatch):
+    """What an independent review of the bounded sandbox found past its checks (each made far more than the limit,
+    or ran without end, before): a list of 1200-digit ints counted an item each (written: 2000x the limit); a
+    namespace linked to another, grown after it was measured; glibc's strftime widths ('%1500c'); an int filter of
+    a long hex string and ints doubled by '-' (quadratic '//' after); round to 10^8 digits; bytes (encode,
+    to_bytes); a translate table as a list; a format width passed as a string ('{0:{1}}'); lipsum's counts as
+    floats; and pprint, wordwrap and urlize, whose work their input does not bound (quadratic on one long word),
+    are not offered. Each is refused by name."""
+    import wgraph.models.chat_sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
+    msgs = [{"role": "user", "content": "hi"}]
+    chain = ("{% set ns = namespace(head=none) %}{% for i in range(3) %}{% set n = namespace(v='a' ~ i) %}"
+             "{% set n.next = ns.head %}{% set ns.head = n %}{% endfor %}")
+    refused = {"{% set x = ('9' * 1200)|int %}{{ [x] * 100 }}": r"a value of \d+ items",   # 120,000 digits
+               "{{ [-1.2345678901234567e-300] * 3000 }}": "a value of 75000 items",   # 3000 x (24 + 1)
+               chain: "a namespace attribute cannot hold a namespace",
+               "{{ strftime_now('%1500c') }}": "a field width",
+               "{{ strftime_now('%d' * 200) }}": "a format of 400 characters",
+               "{{ ('f' * 2000)|int(base=16) }}": "the int filter's result of 8000 bits",
+               "{% set ns = namespace(n=3) %}{% for i in range(5000) %}{% set ns.n = ns.n - (0 - ns.n) %}"
+               "{% endfor %}": "a '-' result of 4097 bits",
+               "{{ 1|round(100000000, 'ceil') }}": "round to 100000000 digits",
+               "{{ 'a'.encode()|length }}": r"encode\(\) makes bytes",
+               "{{ (0).to_bytes(3000000000, 'big')|length }}": r"to_bytes\(\) makes bytes",
+               "{{ ('a' * 4000).translate(['x' * 600] * 98)|length }}": "a translate of 2400000 ",
+               "{{ '{0:{1}}'.format('a', '3000000000')|length }}": "a format width or precision of 3000000000",
+               "{{ lipsum(1, false, 30000000.0, 30000001.0) }}": "failed: TypeError",
+               "{{ {'k': 'v'}|pprint }}": "the pprint filter is not offered",
+               "{{ 'a b'|wordwrap(1) }}": "the wordwrap filter is not offered",
+               "{{ 'see www.a.com'|urlize }}": "the urlize filter is not offered"}
+    for src, match in refused.items():
+        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
+                                                    r".*" + match):
+            ChatTemplate({"default": src}, "test").render(msgs)
+    # within the limits: what Python itself makes
+    ok = {"{% set x = ('9' * 40)|int %}{{ [x] * 2 }}": str([int("9" * 40)] * 2),
+          "{{ strftime_now('%Y') == strftime_now('%Y') }} {{ 10 - 3 }} {{ 2.5|round(1) }}": "True 7 2.5",
+          "{% set ns = namespace(a=[1, 'b']) %}{% set ns.c = {'d': 2} %}{{ ns.a }}{{ ns.c }}": "[1, 'b']{'d': 2}",
+          "{{ 'ab'.translate({97: 'xy'}) }}{{ 'ab'.translate(['0'] * 98) }}": "xyb" + "ab".translate(["0"] * 98),
+          "{{ '{0:{1}}|'.format('a', '3') }}": "{0:{1}}|".format("a", "3")}
+    for src, want in ok.items():
+        assert ChatTemplate({"default": src}, "test").render(msgs) == want, src

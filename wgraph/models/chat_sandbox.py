@@ -13,11 +13,13 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import operator
 import re
 import string
 import threading
 import time
 import types
+from collections import Counter
 from collections.abc import Mapping
 
 import attrs
@@ -31,7 +33,8 @@ from markupsafe import Markup
 MAX_PROMPT_CHARS = 1 << 24     # a rendered conversation, and any value a template makes
 MAX_RANGE_ITEMS = 1 << 17      # range() items of one render, all calls together
 MAX_RENDER_SECONDS = 10.0      # checked at each write, loop item, call, filter, operator and attribute
-MAX_POWER_BITS = 4096          # an integer power's or product's result
+MAX_POWER_BITS = 4096          # an integer power's, product's, sum's or int filter's result
+MAX_ROUND_DIGITS = 400         # round's precision (a float has 17 significant digits, exponents to 10^+-324)
 _RENDER = threading.local()    # .deadline: the time.monotonic() the render in this thread must end by
 _DIGITS = re.compile(r"\d+")
 _PRINTF_FLAGS = "#0- +"
@@ -65,6 +68,12 @@ def _size(n: int, what: str) -> None:
 
 
 _VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+_BYTES_METHODS = frozenset({"encode", "to_bytes"})   # str.encode, int.to_bytes: templates make text, not bytes
+_UNBOUNDED_FILTERS = {   # jinja filters whose work their input's size does not bound: not offered
+    "pprint": "indents a dict's values by its keys' width and re-reads each nested level",
+    "wordwrap": "copies the rest of a long word for each line it breaks (quadratic)",
+    "urlize": "scans each word with a backtracking pattern (quadratic)",
+}
 _CONTAINERS = (list, tuple, dict, *_VIEWS, jinja2.utils.Namespace)
 
 
@@ -81,8 +90,9 @@ def _parts(v) -> list:
 @attrs.frozen
 class _Measure:
     """What a value holds, counted through every list, dict and namespace in it as often as it appears.
-    items: its strings' characters and its containers' lengths (a namespace 1); text: at least len(repr()) of it
-    (a character of a string may take 10, '\\U000e0001'; an int a digit per 3 bits; a float 320, %f of 1e308;
+    items: its text's length as str() writes it, near enough: its strings' characters, its numbers' digits (an int
+    a digit per 3 bits, a float 24: repr's most), 5 for True / None, its containers' lengths (a namespace 1);
+    text: at least len(repr()) of it (a character of a string may take 10, '\\U000e0001'; a float 320, %f of 1e308;
     a container 20 and 4 an item more); lines / depths: its lines as indented JSON (an item each, a dict's key on
     its value's line, and a nonempty container's closing bracket) and their levels added up, the value at level 0."""
 
@@ -90,39 +100,61 @@ class _Measure:
     text: int = 0
     lines: int = 0
     depths: int = 0
+    spaces: int = 0   # namespaces in it
 
     def __add__(self, other: _Measure) -> _Measure:
         return _Measure(self.items + other.items, self.text + other.text, self.lines + other.lines,
-                        self.depths + other.depths)
+                        self.depths + other.depths, self.spaces + other.spaces)
+
+    def times(self, n: int) -> _Measure:
+        return _Measure(self.items * n, self.text * n, self.lines * n, self.depths * n, self.spaces * n)
+
+
+_FIXED = {type(None): (5, 5), bool: (5, 5), float: (24, 320)}   # a scalar's (items, text) whatever its value
 
 
 def _leaves(parts: list, kinds: set) -> _Measure:
     """The _Measure of the values in parts that hold no others (`kinds`: their types), each one level below their
-    container; all strings or all ints (a prompt's text, token ids) counted without a Python loop."""
+    container; strings, ints and fixed-size scalars counted without a Python loop where they are all one kind."""
+    n = len(parts)
     if kinds <= {str}:
         items = sum(map(len, parts))
-        return _Measure(items, 10 * items + 2 * len(parts), len(parts), len(parts))
+        return _Measure(items, 10 * items + 2 * n, n, n)
     if kinds <= {int}:
-        return _Measure(len(parts), sum(map(int.bit_length, parts)) // 3 + 4 * len(parts), len(parts), len(parts))
-    items = text = n = 0
-    for c in parts:
+        digits = sum(map(int.bit_length, parts)) // 3 + n
+        return _Measure(digits, digits + 3 * n, n, n)
+    if len(kinds) == 1 and next(iter(kinds)) in _FIXED:
+        items, text = _FIXED[next(iter(kinds))]
+        return _Measure(items * n, text * n, n, n)
+    items = text = leaves = 0
+    for i, c in enumerate(parts):
+        if i % 65536 == 65535:
+            _tick()
         if isinstance(c, _CONTAINERS):
             continue
-        n += 1
+        leaves += 1
         if isinstance(c, str):
             items += len(c)
             text += 10 * len(c) + 2
-            continue
-        items += 1
-        text += (5 if c is None or isinstance(c, bool) else c.bit_length() // 3 + 4 if isinstance(c, int) else
-                 320 if isinstance(c, float) else len(repr(c)))
-    return _Measure(items, text, n, n)
+        elif type(c) in _FIXED:
+            items += _FIXED[type(c)][0]
+            text += _FIXED[type(c)][1]
+        elif isinstance(c, int):
+            items += c.bit_length() // 3 + 1
+            text += c.bit_length() // 3 + 4
+        else:
+            r = len(repr(c))
+            items += r
+            text += r
+    return _Measure(items, text, leaves, leaves)
 
 
 def _measure(value) -> _Measure:
     """value's _Measure (a container's), refused past MAX_PROMPT_CHARS items (a namespace that holds itself: at
     once). Each list, dict or namespace is walked once however often it appears (`{% set ns.x = [ns.x, ns.x] %}`
-    40 times is 2^40 items in 41 lists), and the walk ticks the time limit."""
+    40 times is 2^40 items in 41 lists; `[[]] * 2^24` one inner list, counted 2^24 times), and the walk ticks the
+    time limit."""
+    _tick()
     measured, open_parts, stack, steps = {}, {}, [(value, False)], 0
     while stack:
         v, done = stack.pop()
@@ -130,26 +162,35 @@ def _measure(value) -> _Measure:
         if not done:
             if key in measured:
                 continue
-            if key in open_parts:
-                _refuse("a namespace that holds itself (through its lists, dicts or attributes) is larger than "
-                        "chat templates make")
+            if key in open_parts:   # a cycle: settable keeps namespaces out of namespaces, so none is made; the
+                _refuse("a value that holds itself is larger than chat templates make")   # walk must not loop
             steps += 1
             if steps % 1024 == 0:
                 _tick()
             parts = _parts(v)
             kinds = set(map(type, parts))
-            inner = [c for c in parts if isinstance(c, _CONTAINERS)] if kinds - {str, int} else []
-            open_parts[key] = (inner, _leaves(parts, kinds), len(parts))
+            inner: dict = {}   # id -> [container, how often v holds it]
+            leaves = _leaves(parts, kinds) if not kinds - {str, int, *_FIXED} else _Measure()
+            if kinds - {str, int, *_FIXED}:   # each distinct value once, with its count (C loops: [[]] * 2^24)
+                counts, distinct = Counter(map(id, parts)), dict(zip(map(id, parts), parts))
+                for c_id, count in counts.items():
+                    c = distinct[c_id]
+                    if isinstance(c, _CONTAINERS):
+                        inner[c_id] = [c, count]
+                    else:
+                        leaves += _leaves([c], {type(c)}).times(count)
+            open_parts[key] = (inner, leaves, len(parts))
             stack.append((v, True))
-            stack.extend((c, False) for c in inner)
+            stack.extend((c, False) for c, _ in inner.values())
             continue
         inner, m, n = open_parts.pop(key)
-        for c in inner:
+        for c, count in inner.values():
             k = measured[id(c)][1]
-            m += _Measure(k.items, k.text, k.lines, k.depths + k.lines)
+            m += _Measure(k.items, k.text, k.lines, k.depths + k.lines, k.spaces).times(count)
         own = len(v) if hasattr(v, "__len__") else 1
         keys = own if isinstance(v, dict) else 0   # a JSON key is on its value's line
-        m = _Measure(m.items + own, m.text + 20 + 4 * n, m.lines + 1 + bool(n) - keys, m.depths - keys)
+        m = _Measure(m.items + own, m.text + 20 + 4 * n, m.lines + 1 + bool(n) - keys, m.depths - keys,
+                     m.spaces + isinstance(v, jinja2.utils.Namespace))
         if m.items > MAX_PROMPT_CHARS:
             _refuse(f"a value of {m.items} items and characters (nested lists, dicts and namespaces counted "
                     f"through) is larger than chat templates make (at most {MAX_PROMPT_CHARS})")
@@ -179,9 +220,16 @@ def _made(value):
     (_sized), no more than a prompt either. So no value a template holds expands past MAX_PROMPT_CHARS, and what
     walks one (str, ==, in, hash, repr) is bounded: `ns.x == ns.y` of two lists doubled 40 times compared 2^40
     pairs, `{(ns.t, ns.t): 1}` hashed 2^40 tuples."""
+    if isinstance(value, (bytes, bytearray)):
+        _refuse("a chat template made bytes; chat templates make text")
     if isinstance(value, (str, list, tuple, dict)):
         _size(len(value), "a value")
     return _sized(value)
+
+
+def _bits(n: int, what: str) -> None:
+    if n.bit_length() > MAX_POWER_BITS:
+        _refuse(f"{what} of {n.bit_length()} bits is larger than chat templates compute (at most {MAX_POWER_BITS})")
 
 
 def _width(n, what: str) -> None:
@@ -276,6 +324,8 @@ class _BudgetFormatter:
     made = 0
 
     def format_field(self, value, format_spec):
+        for digits in _DIGITS.findall(format_spec):   # nested fields ('{0:{1}}') are filled in by now
+            _size(int(digits), "a format width or precision")
         text = super().format_field(value, format_spec)
         self.made += len(text)
         _size(self.made, "a format's fields")
@@ -292,7 +342,7 @@ class _BoundedEscapeFormatter(_BudgetFormatter, SandboxedEscapeFormatter):
 
 def _joined(sep: str, items) -> list:
     """items (materialized) whose str()s joined by sep fit a prompt."""
-    items = list(items)
+    items = _sized(list(items))
     _size(sum(len(str(x)) for x in items) + len(sep) * max(len(items) - 1, 0), "a join")
     return items
 
@@ -308,6 +358,8 @@ def _replaced(s, old, new, count) -> None:
 def _str_method(obj, args: tuple, kwargs) -> tuple:
     """What a str method would make, from its arguments, before it runs; returns the arguments to run it with
     (join's iterable read once, into a list, to be measured)."""
+    if getattr(obj, "__name__", "") in _BYTES_METHODS and isinstance(getattr(obj, "__self__", None), (str, int)):
+        _refuse(f"{obj.__name__}() makes bytes, which chat templates do not make")
     if not isinstance(getattr(obj, "__self__", None), str):
         return args
     s, name = obj.__self__, getattr(obj, "__name__", "")
@@ -320,8 +372,9 @@ def _str_method(obj, args: tuple, kwargs) -> tuple:
                 _size(len(s) + s.count("\t") * max(v, 0), "an expandtabs")
     elif name == "replace" and len(args) >= 2:
         _replaced(s, args[0], args[1], args[2] if len(args) > 2 else kwargs.get("count", -1))
-    elif name == "translate" and args and isinstance(args[0], dict):
-        longest = max((len(v) for v in args[0].values() if isinstance(v, str)), default=1)
+    elif name == "translate" and args and isinstance(args[0], (dict, list, tuple)):   # a table maps or indexes
+        table = args[0].values() if isinstance(args[0], dict) else args[0]
+        longest = max((len(v) for v in table if isinstance(v, str)), default=1)
         _size(len(s) * max(longest, 1), "a translate")
     elif name == "join" and len(args) == 1:
         return (_joined(s, args[0]),)
@@ -342,12 +395,10 @@ def _check_filter(name: str, args: list, kwargs: dict) -> None:
         width, text = arg(1, "width"), str(args[0])
         _width(width, "an indent width")
         _size(max(unit(width), 0) * (text.count("\n") + 1) + len(text), "an indent")
-    elif name == "wordwrap":   # each line ends in wrapstring; a line holds at least one character
-        text = str(args[0])
-        _size(len(text) + (len(text) + 1) * unit(arg(3, "wrapstring")), "a wordwrap")
-    elif name == "urlize":   # each link (a word, 2 characters with its space) gets target and rel
-        text = str(args[0])
-        _size(len(text) + (len(text) // 2 + 1) * (unit(arg(3, "target")) + unit(arg(4, "rel"))), "a urlize")
+    elif name == "round":   # 10 ** precision, made in full for an int or with method ceil / floor
+        precision = arg(1, "precision", 0)
+        if isinstance(precision, int) and abs(precision) > MAX_ROUND_DIGITS:
+            _refuse(f"round to {precision} digits is past the {MAX_ROUND_DIGITS} chat templates compute")
     elif name == "tojson" and isinstance(args[0], _CONTAINERS):   # chat_template's (value, ensure_ascii, indent,
         indent, separators = arg(2, "indent"), arg(3, "separators")   # separators, sort_keys)
         step = indent if isinstance(indent, int) and not isinstance(indent, bool) else len(str(indent or ""))
@@ -401,15 +452,32 @@ def bounded_filter(name: str, f):
     def run(*args, **kwargs):
         _tick()
         args = list(args)
+        for v in (*args[skip:], *kwargs.values()):
+            _sized(v)
         if name == "join" and len(args) > skip:   # an iterator is read once: check the items, join those
             sep = args[skip + 1] if len(args) > skip + 1 else kwargs.get("d", "")
             args[skip] = _joined(str(sep), args[skip])
-        for v in (*args[skip:], *kwargs.values()):
-            _sized(v)
         _check_filter(name, args[skip:], kwargs)
         made = _made(f(*args, **kwargs))
+        if isinstance(made, int) and not isinstance(made, bool):
+            _bits(made, f"the {name} filter's result")
         return _counted(made) if isinstance(made, types.GeneratorType) else made
     return run
+
+
+def _not_offered(name: str):
+    def refuse(*args, **kwargs):
+        _refuse(f"the {name} filter is not offered to chat templates: it {_UNBOUNDED_FILTERS[name]}")
+    return refuse
+
+
+def settable(value):
+    """A value a namespace attribute may be set to: measured, and holding no namespace (a namespace inside
+    another, or in a list one holds, would let what holds it grow after it was measured: a chain linked from its
+    head, a tree grown from its root)."""
+    if isinstance(value, jinja2.utils.Namespace) or (isinstance(value, _CONTAINERS) and _measure(value).spaces):
+        _refuse("a namespace attribute cannot hold a namespace in chat templates")
+    return value
 
 
 def _sequence_sum(numeric_sum):
@@ -431,6 +499,7 @@ def _sequence_sum(numeric_sum):
 
 
 def _lipsum(n=5, html=True, min=20, max=100):  # noqa: A002 - jinja's names
+    n, min, max = (operator.index(v) for v in (n, min, max))   # a float count (30000000.0) was not checked
     for v in (n, min, max):
         _width(v, "a lipsum count")
     if all(isinstance(v, int) for v in (n, min, max)) and n * builtins.max(min, max, 1) > MAX_RANGE_ITEMS:
@@ -486,13 +555,14 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     _str_method, _check_filter, _made). `{{ ... }}` writes through finalize; a filter added later goes through
     bounded_filter."""
 
-    intercepted_binops = frozenset({"**", "*", "+", "%"})
+    intercepted_binops = frozenset({"**", "*", "+", "-", "%"})
     code_generator_class = _Generator
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, finalize=_written, **kwargs)
         self.filters["sum"] = _sequence_sum(self.filters["sum"])
         self.filters = {name: bounded_filter(name, f) for name, f in self.filters.items()}
+        self.filters.update({name: _not_offered(name) for name in _UNBOUNDED_FILTERS})
         self.filters["wgraph.steps"] = _steps   # no template can name it: it is not an identifier
         self.globals["lipsum"] = _lipsum
 
@@ -552,6 +622,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context, operator, left, right):
         _tick()
+        if operator in "+-" and all(isinstance(v, int) for v in (left, right)):   # 2n as n + n or n - (0 - n)
+            _bits(max(abs(left), abs(right)) * 2, f"a '{operator}' result")
+        if operator in "*+" and (isinstance(left, (bytes, bytearray)) or isinstance(right, (bytes, bytearray))):
+            _refuse("a chat template made bytes; chat templates make text")
         if operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
             _size(len(left) + len(right), "a '+' concatenation")
         if operator == "%" and isinstance(left, str):

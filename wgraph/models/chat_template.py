@@ -8,6 +8,7 @@ time; anything a template raises is a ChatTemplateError (CheckpointError at load
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime
 
@@ -16,10 +17,11 @@ import jinja2.ext
 
 from wgraph.errors import ChatTemplateError, CheckpointError
 from wgraph.models import chat_sandbox
-from wgraph.models.chat_sandbox import BoundedEnvironment, RangeBudget, bounded_filter
+from wgraph.models.chat_sandbox import BoundedEnvironment, RangeBudget, bounded_filter, settable
 from wgraph.models.config_values import shown
 
 MAX_TEMPLATE_CHARS = 1 << 20
+MAX_STRFTIME_CHARS = 256
 
 
 def _raise_exception(message):
@@ -30,7 +32,15 @@ def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+_STRFTIME_WIDTH = re.compile(r"%[-_^#0]*[1-9]")   # glibc's field widths: '%1500c' pads to 1500 characters
+
+
 def _strftime_now(fmt):
+    fmt = str(fmt)
+    if len(fmt) > MAX_STRFTIME_CHARS or _STRFTIME_WIDTH.search(fmt):
+        raise jinja2.exceptions.SecurityError(f"strftime_now: a format of {len(fmt)} characters or with a field "
+                                              f"width is more than chat templates use (at most {MAX_STRFTIME_CHARS} "
+                                              f"characters, no widths)")
     return datetime.now().strftime(fmt)
 
 
@@ -40,13 +50,14 @@ class _Namespace(jinja2.utils.Namespace):
     def __init__(*args, **kwargs):
         self, args = args[0], args[1:]
         values = dict(*args, **kwargs)
-        for name in values:
+        for name, value in values.items():
             _Namespace._check(name)
+            settable(value)
         jinja2.utils.Namespace.__init__(self, values)
 
     def __setitem__(self, name, value):
         _Namespace._check(name)
-        jinja2.utils.Namespace.__setitem__(self, name, value)
+        jinja2.utils.Namespace.__setitem__(self, name, settable(value))
 
     @staticmethod
     def _check(name):
