@@ -658,7 +658,7 @@ def test_a_template_cannot_grow_what_the_checks_did_not_see(monkeypatch):
                chain: "a namespace attribute cannot hold a namespace",
                "{{ strftime_now('%1500c') }}": "a field width",
                "{{ strftime_now('%d' * 200) }}": "a format of 400 characters",
-               "{{ ('f' * 2000)|int(base=16) }}": "the int filter's result of 8000 bits",
+               "{{ ('f' * 2000)|int(base=16) }}": "an int of 8000 bits",
                "{% set ns = namespace(n=3) %}{% for i in range(5000) %}{% set ns.n = ns.n - (0 - ns.n) %}"
                "{% endfor %}": "a '-' result of 4097 bits",
                "{{ 1|round(100000000, 'ceil') }}": "round to 100000000 digits",
@@ -680,5 +680,41 @@ def test_a_template_cannot_grow_what_the_checks_did_not_see(monkeypatch):
           "{% set ns = namespace(a=[1, 'b']) %}{% set ns.c = {'d': 2} %}{{ ns.a }}{{ ns.c }}": "[1, 'b']{'d': 2}",
           "{{ 'ab'.translate({97: 'xy'}) }}{{ 'ab'.translate(['0'] * 98) }}": "xyb" + "ab".translate(["0"] * 98),
           "{{ '{0:{1}}|'.format('a', '3') }}": "{0:{1}}|".format("a", "3")}
+    for src, want in ok.items():
+        assert ChatTemplate({"default": src}, "test").render(msgs) == want, src
+
+
+def test_a_template_cannot_outrun_the_checks_in_one_call_or_in_many(monkeypatch):
+    """A second review's findings: work quadratic inside one C call (strip / trim with a long set of characters,
+    a reverse search for a long separator in CPython 3.11, // of ints from int.from_bytes or a 0x literal, a sort of
+    millions of items: 15 s to hours, the time limit checked only after it), and many values each within the limit
+    held at once (sixty variables, a block's parts, a slice a recursion level: gigabytes). Each is refused by name
+    before it runs; what one render makes in all has a budget (limits made small here)."""
+    import wgraph.models.chat_sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
+    monkeypatch.setattr(sandbox, "MAX_RENDER_MADE", 1 << 18)
+    monkeypatch.setattr(sandbox, "MAX_ORDERED_ITEMS", 100)
+    msgs = [{"role": "user", "content": "hi"}]
+    s = "{% set s = 'x' * 60000 %}"
+    refused = {"{{ ('a' * 10000)|trim('b' * 10000) }}": "trim's characters would take 100000000 steps",
+               "{{ ('a' * 10000).rstrip('b' * 10000) }}": "rstrip's characters would take 100000000 steps",
+               "{{ ('a' * 20000).rfind('ab' ~ 'a' * 5000) }}": "rfind's reverse search would take 75019996 steps",
+               "{{ (0).from_bytes([255] * 600, 'big') }}": "an int of 4800 bits",
+               "{{ 0x" + "f" * 1100 + " // 3 }}": "a '//' operand of 4400 bits",
+               "{{ range(101)|list|sort|length }}": "sort of 101 items",
+               "{{ range(101)|map('string')|unique|list|length }}": "unique of 101 items",
+               s + "{% set a = s ~ 1 %}{% set b = s ~ 2 %}{% set c = s ~ 3 %}{% set d = s ~ 4 %}{% set e = s ~ 5 %}":
+                   "the render made more than 262144 characters and items in all",
+               s + "{% macro m(x, n) %}{{ m(x[1:], n + 1) if n < 20 }}{% endmacro %}{{ m(s, 0) }}":
+                   "the render made more than 262144"}
+    for src, match in refused.items():
+        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
+                                                    r"refused the conversation: " + re.escape(match)):
+            ChatTemplate({"default": src}, "test").render(msgs)
+    ok = {"{{ ' ab '|trim }}|{{ 'xaby'|trim('xy') }}|{{ 'a,b,c'.rsplit(',', 1) }}|{{ 'abcab'.rfind('ab') }}":
+              "ab|ab|" + str("a,b,c".rsplit(",", 1)) + "|3",
+          "{{ 'abcdef'[1:3] }}{{ [1, 2, 3][::-1] }}{{ [3, 1, 2]|sort }}{{ 7 // 2 }}{{ 0xff }}":
+              "bc[3, 2, 1][1, 2, 3]3255"}
     for src, want in ok.items():
         assert ChatTemplate({"default": src}, "test").render(msgs) == want, src

@@ -5,8 +5,10 @@ hung the load), `range` has a budget for a whole render (`RangeBudget`), as has 
 string or list that `~`, `+`, `%`, a method or a filter would make longer than a prompt is refused before it is made
 (widths, counts, format specs and repeated fields included: `'a'|center(10**10)` allocated 10 GB, `{% set ns.s =
 ns.s ~ ns.s %}` 40 times 2^40 bytes, `s.join(l)` and `('{0}' * n).format(s)` len(s) times n), and the render has a
-time limit (`render_deadline`), checked at each loop iteration, call, filter, operator and attribute, not only as it
-writes: a loop that writes nothing ran without end. A refusal is a jinja SecurityError naming what and how large."""
+time limit and a budget of all it makes (`render_limits`: many values, each within the limit, held at once or
+made over and over in a recursion), the time checked at each loop iteration, call, filter, operator and attribute,
+not only as it writes: a loop that writes nothing ran without end. A refusal is a jinja SecurityError naming what
+and how large."""
 
 from __future__ import annotations
 
@@ -33,9 +35,13 @@ from markupsafe import Markup
 MAX_PROMPT_CHARS = 1 << 24     # a rendered conversation, and any value a template makes
 MAX_RANGE_ITEMS = 1 << 17      # range() items of one render, all calls together
 MAX_RENDER_SECONDS = 10.0      # checked at each write, loop item, call, filter, operator and attribute
+MAX_RENDER_MADE = 8 * MAX_PROMPT_CHARS   # the characters and items of every value one render makes, added up
+MAX_SCAN = 1 << 26             # len(s) x len(chars) of a strip, (len(s) - len(sep)) x len(sep) of a reverse search
+MAX_ORDERED_ITEMS = 1 << 17    # items sort, dictsort, groupby, unique, min and max order in one call
 MAX_POWER_BITS = 4096          # an integer power's, product's, sum's or int filter's result
 MAX_ROUND_DIGITS = 400         # round's precision (a float has 17 significant digits, exponents to 10^+-324)
-_RENDER = threading.local()    # .deadline: the time.monotonic() the render in this thread must end by
+_RENDER = threading.local()    # .deadline: the time.monotonic() the render in this thread must end by; .left: of
+                               # MAX_RENDER_MADE
 _DIGITS = re.compile(r"\d+")
 _PRINTF_FLAGS = "#0- +"
 
@@ -45,14 +51,25 @@ def _refuse(what: str):
 
 
 @contextlib.contextmanager
-def render_deadline():
-    """The time limit of one render in this thread, from now; yields the time.monotonic() it ends at."""
+def render_limits():
+    """The time limit and the budget of what it makes of one render in this thread, from now; yields the
+    time.monotonic() it ends at."""
     deadline = time.monotonic() + MAX_RENDER_SECONDS
-    _RENDER.deadline = deadline
+    _RENDER.deadline, _RENDER.left = deadline, MAX_RENDER_MADE
     try:
         yield deadline
     finally:
-        _RENDER.deadline = None
+        _RENDER.deadline = _RENDER.left = None
+
+
+def _charge(n: int) -> None:
+    """n characters or items made, against the render's budget (each value alone is within a prompt, but sixty of
+    them in sixty variables, or a slice a recursion level, held gigabytes)."""
+    left = getattr(_RENDER, "left", None)
+    if left is not None:
+        _RENDER.left = left - n
+        if _RENDER.left < 0:
+            _refuse(f"the render made more than {MAX_RENDER_MADE} characters and items in all")
 
 
 def _tick() -> None:
@@ -69,6 +86,7 @@ def _size(n: int, what: str) -> None:
 
 _VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 _BYTES_METHODS = frozenset({"encode", "to_bytes"})   # str.encode, int.to_bytes: templates make text, not bytes
+_ORDERING = frozenset({"sort", "dictsort", "groupby", "unique", "min", "max"})   # one uninterrupted C sort
 _UNBOUNDED_FILTERS = {   # jinja filters whose work their input's size does not bound: not offered
     "pprint": "indents a dict's values by its keys' width and re-reads each nested level",
     "wordwrap": "copies the rest of a long word for each line it breaks (quadratic)",
@@ -222,14 +240,23 @@ def _made(value):
     pairs, `{(ns.t, ns.t): 1}` hashed 2^40 tuples."""
     if isinstance(value, (bytes, bytearray)):
         _refuse("a chat template made bytes; chat templates make text")
+    if isinstance(value, int) and not isinstance(value, bool):
+        _bits(value, "an int")   # int.from_bytes, the int filter: // and % are quadratic past this
     if isinstance(value, (str, list, tuple, dict)):
         _size(len(value), "a value")
+        _charge(len(value))
     return _sized(value)
 
 
 def _bits(n: int, what: str) -> None:
     if n.bit_length() > MAX_POWER_BITS:
         _refuse(f"{what} of {n.bit_length()} bits is larger than chat templates compute (at most {MAX_POWER_BITS})")
+
+
+def _scan(n: int, what: str) -> None:
+    """Work done inside one C call that is more than linear in its input, refused past MAX_SCAN steps."""
+    if n > MAX_SCAN:
+        _refuse(f"{what} would take {n} steps in one call, past the {MAX_SCAN} chat templates run")
 
 
 def _width(n, what: str) -> None:
@@ -378,6 +405,10 @@ def _str_method(obj, args: tuple, kwargs) -> tuple:
         _size(len(s) * max(longest, 1), "a translate")
     elif name == "join" and len(args) == 1:
         return (_joined(s, args[0]),)
+    elif name in ("strip", "lstrip", "rstrip") and args and isinstance(args[0], str):   # each character stripped
+        _scan(len(s) * len(args[0]), f"{name}'s characters")                               # searches all of chars
+    elif name in ("rfind", "rindex", "rsplit", "rpartition") and args and isinstance(args[0], str):
+        _scan((len(s) - len(args[0])) * len(args[0]), f"{name}'s reverse search")   # (n - m) x m in CPython 3.11
     return args
 
 
@@ -395,6 +426,11 @@ def _check_filter(name: str, args: list, kwargs: dict) -> None:
         width, text = arg(1, "width"), str(args[0])
         _width(width, "an indent width")
         _size(max(unit(width), 0) * (text.count("\n") + 1) + len(text), "an indent")
+    elif name == "trim" and isinstance(arg(1, "chars"), str):
+        _scan(len(str(args[0])) * len(arg(1, "chars")), "trim's characters")
+    elif name in _ORDERING and hasattr(args[0], "__len__") and len(args[0]) > MAX_ORDERED_ITEMS:
+        _refuse(f"{name} of {len(args[0])} items is more than chat templates order in one call (at most "
+                f"{MAX_ORDERED_ITEMS})")
     elif name == "round":   # 10 ** precision, made in full for an int or with method ceil / floor
         precision = arg(1, "precision", 0)
         if isinstance(precision, int) and abs(precision) > MAX_ROUND_DIGITS:
@@ -454,13 +490,13 @@ def bounded_filter(name: str, f):
         args = list(args)
         for v in (*args[skip:], *kwargs.values()):
             _sized(v)
+        if name in _ORDERING and len(args) > skip and isinstance(args[skip], types.GeneratorType):
+            args[skip] = list(args[skip])   # its items counted as read (_counted); its length checked below
         if name == "join" and len(args) > skip:   # an iterator is read once: check the items, join those
             sep = args[skip + 1] if len(args) > skip + 1 else kwargs.get("d", "")
             args[skip] = _joined(str(sep), args[skip])
         _check_filter(name, args[skip:], kwargs)
         made = _made(f(*args, **kwargs))
-        if isinstance(made, int) and not isinstance(made, bool):
-            _bits(made, f"the {name} filter's result")
         return _counted(made) if isinstance(made, types.GeneratorType) else made
     return run
 
@@ -525,6 +561,15 @@ class _Generator(CodeGenerator):
         visit(node, frame)
         self.write(")")
 
+    def visit_Getitem(self, node, frame):
+        """A slice (`x[1:]`, which jinja writes as Python, not through getitem) is a new value: made, charged."""
+        if isinstance(node.arg, nodes.Slice) and node.ctx == "load":
+            self.write("environment.wgraph_made(")
+            super().visit_Getitem(node, frame)
+            self.write(")")
+        else:
+            super().visit_Getitem(node, frame)
+
     def visit_List(self, node, frame):
         self._made(super().visit_List, node, frame)
 
@@ -555,7 +600,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     _str_method, _check_filter, _made). `{{ ... }}` writes through finalize; a filter added later goes through
     bounded_filter."""
 
-    intercepted_binops = frozenset({"**", "*", "+", "-", "%"})
+    intercepted_binops = frozenset({"**", "*", "+", "-", "//", "/", "%"})   # never folded at compile either
     code_generator_class = _Generator
 
     def __init__(self, *args, **kwargs):
@@ -571,6 +616,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         """The text of a macro, a {% set %} block or a call block: sized before it is joined."""
         parts = list(parts)
         _size(sum(len(p) for p in parts), "a block's text")
+        _charge(sum(len(p) for p in parts))
         return "".join(parts)
 
     @staticmethod
@@ -584,7 +630,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         for v in values:
             _sized(v)
         _size(sum(len(str(v)) for v in values), "a '~' concatenation")
-        return join(values)
+        made = join(values)
+        _charge(len(made))
+        return made
 
     def getattr(self, obj, attribute):
         _tick()
@@ -624,6 +672,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         _tick()
         if operator in "+-" and all(isinstance(v, int) for v in (left, right)):   # 2n as n + n or n - (0 - n)
             _bits(max(abs(left), abs(right)) * 2, f"a '{operator}' result")
+        if operator in ("//", "/", "%") and all(isinstance(v, int) for v in (left, right)):   # quadratic in bits:
+            _bits(max(abs(left), abs(right)), f"a '{operator}' operand")   # a 0x... literal of 10^6 digits
         if operator in "*+" and (isinstance(left, (bytes, bytearray)) or isinstance(right, (bytes, bytearray))):
             _refuse("a chat template made bytes; chat templates make text")
         if operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):

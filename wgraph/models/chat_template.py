@@ -168,7 +168,7 @@ class ChatTemplate:
         where = f"apply_chat_template: the chat template ({self.source}, {name!r})"
         limit, parts, size = chat_sandbox.MAX_PROMPT_CHARS, [], 0
         try:
-            with chat_sandbox.render_deadline() as deadline:
+            with chat_sandbox.render_limits() as deadline:
                 for part in self._compiled[name].generate(messages=chat, add_generation_prompt=add_generation_prompt,
                                                           **variables):
                     parts.append(part)
