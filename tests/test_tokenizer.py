@@ -465,6 +465,18 @@ def test_a_template_cannot_allocate_or_loop_without_bound(monkeypatch):
     assert ok.render(msgs) == '  ab  |  7|  x|a1|[\n {\n  "role": "user",\n  "content": "hi"\n }\n]|1a2b'
 
 
+def _check_templates(refused: dict, rendered: dict) -> None:
+    """Each template of `refused` raises a ChatTemplateError that says, after the template's name, the text (a
+    regex) it maps to; each of `rendered` renders a one-message conversation as the text it maps to."""
+    msgs = [{"role": "user", "content": "hi"}]
+    for src, match in refused.items():
+        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
+                                                    r".*" + match):
+            ChatTemplate({"default": src}, "test").render(msgs)
+    for src, want in rendered.items():
+        assert ChatTemplate({"default": src}, "test").render(msgs) == want, src
+
+
 def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
     """Widths and single values were bounded, but a value used many times in one call was made whole before
     its size was checked: `s.join(l)` (len(s) x len(l)), `('{0}' * n).format(s)`, `'%(a)s' * n % {'a': s}`, n fields
@@ -500,10 +512,6 @@ def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
                dag.replace("[ns.x, ns.x]", "[ns.x] * 2") + "{{ ns }}": "a value of 131070 items",
                "{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me|length }}":
                    "a namespace attribute cannot hold a namespace"}
-    for src, match in refused.items():
-        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
-                                                    r"refused the conversation: " + re.escape(match)):
-            ChatTemplate({"default": src}, "test").render(msgs)
     # within the limits each renders as Python's own str operations and sum do (written out on the right)
     ok = {"{{ '-'.join(['a', 'b']) }}": "-".join(["a", "b"]),
           "{{ '{0}{0}{1!r}{2:>4}'.format('a', 'b', 7) }}": "{0}{0}{1!r}{2:>4}".format("a", "b", 7),
@@ -521,8 +529,7 @@ def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
               json.dumps({"a": [1, 2]}, separators=(";", "="), indent=1),
           "{% set ns = namespace(a=[1, (2, 'b')]) %}{{ ns }}{{ {'k': 'v'}.items() }}":
               "<Namespace {'a': [1, (2, 'b')]}>" + str({"k": "v"}.items())}
-    for src, want in ok.items():
-        assert ChatTemplate({"default": src}, "test").render(msgs) == want, src
+    _check_templates({src: re.escape(match) for src, match in refused.items()}, ok)
     # a sum of lists checks the render's time limit at each list it adds (5,000 here), not once before them all
     ticks = []
     monkeypatch.setattr(sandbox, "_tick", lambda: ticks.append(1))
@@ -650,7 +657,6 @@ def test_a_template_cannot_grow_what_the_checks_did_not_see(monkeypatch):
     import wgraph.models.chat_sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
-    msgs = [{"role": "user", "content": "hi"}]
     chain = ("{% set ns = namespace(head=none) %}{% for i in range(3) %}{% set n = namespace(v='a' ~ i) %}"
              "{% set n.next = ns.head %}{% set ns.head = n %}{% endfor %}")
     refused = {"{% set x = ('9' * 1200)|int %}{{ [x] * 100 }}": r"a value of \d+ items",   # 120,000 digits
@@ -670,18 +676,13 @@ def test_a_template_cannot_grow_what_the_checks_did_not_see(monkeypatch):
                "{{ {'k': 'v'}|pprint }}": "the pprint filter is not offered",
                "{{ 'a b'|wordwrap(1) }}": "the wordwrap filter is not offered",
                "{{ 'see www.a.com'|urlize }}": "the urlize filter is not offered"}
-    for src, match in refused.items():
-        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
-                                                    r".*" + match):
-            ChatTemplate({"default": src}, "test").render(msgs)
     # within the limits: what Python itself makes
     ok = {"{% set x = ('9' * 40)|int %}{{ [x] * 2 }}": str([int("9" * 40)] * 2),
           "{{ strftime_now('%Y') == strftime_now('%Y') }} {{ 10 - 3 }} {{ 2.5|round(1) }}": "True 7 2.5",
           "{% set ns = namespace(a=[1, 'b']) %}{% set ns.c = {'d': 2} %}{{ ns.a }}{{ ns.c }}": "[1, 'b']{'d': 2}",
           "{{ 'ab'.translate({97: 'xy'}) }}{{ 'ab'.translate(['0'] * 98) }}": "xyb" + "ab".translate(["0"] * 98),
           "{{ '{0:{1}}|'.format('a', '3') }}": "{0:{1}}|".format("a", "3")}
-    for src, want in ok.items():
-        assert ChatTemplate({"default": src}, "test").render(msgs) == want, src
+    _check_templates(refused, ok)
 
 
 def test_a_template_cannot_outrun_the_checks_in_one_call_or_in_many(monkeypatch):
@@ -695,7 +696,6 @@ def test_a_template_cannot_outrun_the_checks_in_one_call_or_in_many(monkeypatch)
     monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
     monkeypatch.setattr(sandbox, "MAX_RENDER_MADE", 1 << 18)
     monkeypatch.setattr(sandbox, "MAX_ORDERED_ITEMS", 100)
-    msgs = [{"role": "user", "content": "hi"}]
     s = "{% set s = 'x' * 60000 %}"
     refused = {"{{ ('a' * 10000)|trim('b' * 10000) }}": "trim's characters would take 100000000 steps",
                "{{ ('a' * 10000).rstrip('b' * 10000) }}": "rstrip's characters would take 100000000 steps",
@@ -708,13 +708,8 @@ def test_a_template_cannot_outrun_the_checks_in_one_call_or_in_many(monkeypatch)
                    "the render made more than 262144 characters and items in all",
                s + "{% macro m(x, n) %}{{ m(x[1:], n + 1) if n < 20 }}{% endmacro %}{{ m(s, 0) }}":
                    "the render made more than 262144"}
-    for src, match in refused.items():
-        with pytest.raises(ChatTemplateError, match=r"^apply_chat_template: the chat template \(test, 'default'\) "
-                                                    r"refused the conversation: " + re.escape(match)):
-            ChatTemplate({"default": src}, "test").render(msgs)
     ok = {"{{ ' ab '|trim }}|{{ 'xaby'|trim('xy') }}|{{ 'a,b,c'.rsplit(',', 1) }}|{{ 'abcab'.rfind('ab') }}":
               "ab|ab|" + str("a,b,c".rsplit(",", 1)) + "|3",
           "{{ 'abcdef'[1:3] }}{{ [1, 2, 3][::-1] }}{{ [3, 1, 2]|sort }}{{ 7 // 2 }}{{ 0xff }}":
               "bc[3, 2, 1][1, 2, 3]3255"}
-    for src, want in ok.items():
-        assert ChatTemplate({"default": src}, "test").render(msgs) == want, src
+    _check_templates({src: re.escape(match) for src, match in refused.items()}, ok)
