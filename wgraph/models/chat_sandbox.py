@@ -309,7 +309,9 @@ def _printf(fmt: str, values) -> None:
     mapping key's value as often as the key is named), added up with the format's own length."""
     positional = list(values) if isinstance(values, tuple) else [values]
     taken, total = 0, len(fmt)
-    for key, width, precision, kind in _printf_conversions(fmt):
+    for count, (key, width, precision, kind) in enumerate(_printf_conversions(fmt)):
+        if count % 65536 == 65535:
+            _tick()
         extra = 0
         for spec, what in ((width, "width"), (precision, "precision")):
             if spec == "*":
