@@ -515,6 +515,8 @@ def test_a_template_cannot_multiply_a_value_by_naming_it_again(monkeypatch):
     # within the limits each renders as Python's own str operations and sum do (written out on the right)
     ok = {"{{ '-'.join(['a', 'b']) }}": "-".join(["a", "b"]),
           "{{ '{0}{0}{1!r}{2:>4}'.format('a', 'b', 7) }}": "{0}{0}{1!r}{2:>4}".format("a", "b", 7),
+          # a value past the limit beside a nested spec is a value, not a width
+          "{{ '{0:{1}}'.format(70000, 3) }}": "{0:{1}}".format(70000, 3),
           "{{ '{a}:{a}'.format_map({'a': 1}) }}": "{a}:{a}".format_map({"a": 1}),
           "{{ '%(a)s-%(a)s %(a(b)c)r' % {'a': 'q', 'a(b)c': 'z'} }}":
               "%(a)s-%(a)s %(a(b)c)r" % {"a": "q", "a(b)c": "z"},

@@ -17,7 +17,6 @@ import contextlib
 import functools
 import operator
 import re
-import string
 import threading
 import time
 import types
@@ -129,10 +128,11 @@ class _Measure:
 
 
 _FIXED = {type(None): (5, 5), bool: (5, 5), float: (24, 320)}   # a scalar's (items, text) whatever its value
+_SCALARS = frozenset({str, int, *_FIXED})
 
 
 def _leaves(parts: list, kinds: set) -> _Measure:
-    """The _Measure of the values in parts that hold no others (`kinds`: their types), each one level below their
+    """The _Measure of parts, values that hold no others (`kinds`: their types), each one level below their
     container; strings, ints and fixed-size scalars counted without a Python loop where they are all one kind."""
     n = len(parts)
     if kinds <= {str}:
@@ -144,13 +144,10 @@ def _leaves(parts: list, kinds: set) -> _Measure:
     if len(kinds) == 1 and next(iter(kinds)) in _FIXED:
         items, text = _FIXED[next(iter(kinds))]
         return _Measure(items * n, text * n, n, n)
-    items = text = leaves = 0
+    items = text = 0
     for i, c in enumerate(parts):
         if i % 65536 == 65535:
             _tick()
-        if isinstance(c, _CONTAINERS):
-            continue
-        leaves += 1
         if isinstance(c, str):
             items += len(c)
             text += 10 * len(c) + 2
@@ -164,7 +161,7 @@ def _leaves(parts: list, kinds: set) -> _Measure:
             r = len(repr(c))
             items += r
             text += r
-    return _Measure(items, text, leaves, leaves)
+    return _Measure(items, text, n, n)
 
 
 def _measure(value) -> _Measure:
@@ -188,8 +185,10 @@ def _measure(value) -> _Measure:
             parts = _parts(v)
             kinds = set(map(type, parts))
             inner: dict = {}   # id -> [container, how often v holds it]
-            leaves = _leaves(parts, kinds) if not kinds - {str, int, *_FIXED} else _Measure()
-            if kinds - {str, int, *_FIXED}:   # each distinct value once, with its count (C loops: [[]] * 2^24)
+            if kinds <= _SCALARS:
+                leaves = _leaves(parts, kinds)
+            else:   # each distinct value once, with its count (C loops: [[]] * 2^24)
+                leaves = _Measure()
                 counts, distinct = Counter(map(id, parts)), dict(zip(map(id, parts), parts))
                 for c_id, count in counts.items():
                     c = distinct[c_id]
@@ -333,22 +332,10 @@ def _printf(fmt: str, values) -> None:
     _size(total, "a printf")
 
 
-def _format_spec(fmt: str, args, kwargs) -> None:
-    """`fmt.format(...)`: no width or precision in a spec larger than a prompt; a spec that takes its width from
-    the arguments ('{:{w}}') has them checked as widths. (The fields' text together is _BudgetFormatter's.)"""
-    for _, field, spec, _ in string.Formatter().parse(fmt):
-        if field is None or not spec:
-            continue
-        for digits in _DIGITS.findall(spec):
-            _size(int(digits), "a format width or precision")
-        if "{" in spec:
-            for v in (*args, *kwargs.values()):
-                _width(v, "a format width from the arguments")
-
-
 class _BudgetFormatter:
-    """A string.Formatter whose fields' text, added up field by field as it is made, stays within a prompt: one
-    argument named n times ('{0}' * n) or n fields of a wide spec made n times their text before."""
+    """A string.Formatter that checks each field's spec before it formats the field (its widths and precisions,
+    nested fields '{0:{1}}' filled in, at most a prompt) and adds up the fields' text as it is made, within a
+    prompt: one argument named n times ('{0}' * n) or n fields of a wide spec made n times their text before."""
 
     made = 0
 
@@ -440,10 +427,11 @@ def _check_filter(name: str, args: list, kwargs: dict) -> None:
     elif name == "tojson" and isinstance(args[0], _CONTAINERS):   # chat_template's (value, ensure_ascii, indent,
         indent, separators = arg(2, "indent"), arg(3, "separators")   # separators, sort_keys)
         step = indent if isinstance(indent, int) and not isinstance(indent, bool) else len(str(indent or ""))
+        m = _measure(args[0])
         if step:   # each item and closing bracket is a line indented `step` per level it is nested
-            _size(max(step, 0) * _measure(args[0]).depths, "a tojson indentation")
+            _size(max(step, 0) * m.depths, "a tojson indentation")
         if isinstance(separators, (list, tuple)):   # an item separator after each item, a key one after each key
-            _size(_measure(args[0]).lines * sum(len(str(x)) for x in separators), "a tojson's separators")
+            _size(m.lines * sum(len(str(x)) for x in separators), "a tojson's separators")
     elif name in ("slice", "batch"):
         n = arg(1, "slices" if name == "slice" else "linecount")
         if isinstance(n, int) and not isinstance(n, bool) and n > MAX_RANGE_ITEMS:
@@ -556,8 +544,8 @@ class _Generator(CodeGenerator):
         super().visit_Template(node, frame)
 
     def _made(self, visit, node, frame):
-        """A list, tuple or dict literal through BoundedEnvironment.wgraph_made (not a tuple assigned to)."""
-        if getattr(node, "ctx", "load") != "load":   # only a Tuple has a ctx
+        """A literal or slice through BoundedEnvironment.wgraph_made (not one assigned to)."""
+        if getattr(node, "ctx", "load") != "load":   # List and Dict have no ctx
             return visit(node, frame)
         self.write("environment.wgraph_made(")
         visit(node, frame)
@@ -565,10 +553,8 @@ class _Generator(CodeGenerator):
 
     def visit_Getitem(self, node, frame):
         """A slice (`x[1:]`, which jinja writes as Python, not through getitem) is a new value: made, charged."""
-        if isinstance(node.arg, nodes.Slice) and node.ctx == "load":
-            self.write("environment.wgraph_made(")
-            super().visit_Getitem(node, frame)
-            self.write(")")
+        if isinstance(node.arg, nodes.Slice):
+            self._made(super().visit_Getitem, node, frame)
         else:
             super().visit_Getitem(node, frame)
 
@@ -617,8 +603,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def concat(parts):
         """The text of a macro, a {% set %} block or a call block: sized before it is joined."""
         parts = list(parts)
-        _size(sum(len(p) for p in parts), "a block's text")
-        _charge(sum(len(p) for p in parts))
+        length = sum(map(len, parts))
+        _size(length, "a block's text")
+        _charge(length)
         return "".join(parts)
 
     @staticmethod
@@ -653,7 +640,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     def wrap_str_format(self, value):
         """A str's format / format_map, as jinja's sandbox wraps it (fields read through getattr / getitem), with
-        its specs' widths checked before and its fields' text added up as it is made (_BudgetFormatter)."""
+        each field's spec checked before it is formatted and the fields' text added up as made (_BudgetFormatter)."""
         if super().wrap_str_format(value) is None:
             return None
         fmt, is_map = value.__self__, value.__name__ == "format_map"
@@ -664,7 +651,6 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
                 if kwargs or len(args) != 1:
                     raise TypeError("format_map() takes exactly one argument and no keywords")
                 args, kwargs = (), args[0]
-            _format_spec(fmt, args, kwargs if isinstance(kwargs, Mapping) else {})
             formatter = (_BoundedEscapeFormatter(self, escape=fmt.escape) if isinstance(fmt, Markup)
                          else _BoundedFormatter(self))
             return _made(type(fmt)(formatter.vformat(fmt, args, kwargs)))
