@@ -715,3 +715,30 @@ def test_a_template_cannot_outrun_the_checks_in_one_call_or_in_many(monkeypatch)
           "{{ 'abcdef'[1:3] }}{{ [1, 2, 3][::-1] }}{{ [3, 1, 2]|sort }}{{ 7 // 2 }}{{ 0xff }}":
               "bc[3, 2, 1][1, 2, 3]3255"}
     _check_templates({src: re.escape(match) for src, match in refused.items()}, ok)
+
+
+def test_title_and_urlencode_make_no_more_than_their_result(monkeypatch):
+    """Left by the reviews: jinja's `title` split the whole text into a list of pieces and another of their results
+    (1.6 GB for 5.5 million short words, a prompt's size), `urlencode` a list of one string a UTF-8 byte (888 MB for
+    16 million non-BMP characters, before its result was checked). title runs a chunk at a time, cut at a separator,
+    and equals jinja's on any text (chunks made 1-5 characters here, so every cut is met); urlencode is refused by
+    what it would make (3 characters a byte), before it runs."""
+    import random
+
+    import jinja2.filters
+    import wgraph.models.chat_sandbox as sandbox
+
+    pieces = list("aB -\t\n({[<)]}>ßǅﬁİ1_.\u00a0\u2003\x1c\x85Σς")
+    texts = ["".join(random.Random(i).choices(pieces, k=i % 15)) for i in range(3000)]
+    for chunk in (1, 2, 5):
+        monkeypatch.setattr(sandbox, "_TITLE_CHUNK", chunk)
+        assert [sandbox._title(t) for t in texts] == [jinja2.filters.do_title(t) for t in texts]
+    monkeypatch.setattr(sandbox, "MAX_PROMPT_CHARS", 1 << 16)
+    refused = {"{{ ('\U0001F600' * 5462)|urlencode }}": "a urlencode of 65544 ",
+               "{{ {'k': 'é' * 10922}|urlencode }}": "a urlencode of 65537 ",
+               "{{ [('k', 'é' * 10922)]|urlencode }}": "a urlencode of 65537 "}
+    ok = {"{{ ('\U0001F600' * 5461)|urlencode|length }}": "65532",
+          "{{ 'a b/é'|urlencode }}|{{ {'a b': 'c&d'}|urlencode }}": "a%20b/%C3%A9|a+b=c%26d",
+          "{{ [('k', 1)]|urlencode }}": "k=1",
+          "{{ 'hello wORLD-x (y'|title }}": "Hello World-X (Y"}
+    _check_templates({src: re.escape(match) for src, match in refused.items()}, ok)
