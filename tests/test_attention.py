@@ -186,6 +186,29 @@ def test_gemm_prefill_partial_tiles(dev, rng, variant, S, L, hq, hkv, d, causal,
     assert msg is None, f"{variant}: {msg}"
 
 
+@pytest.mark.parametrize("variant", ["prefill_flash_d64_f16", "prefill_flash_d128_f16", "prefill_flash_d256_f16",
+                                     "batched_flash_d64_f16", "batched_flash_d128_f16"])
+def test_flash_f16_sums_p_v_in_f32(dev, variant):
+    """The f16 flash kernels summed a tile's P.V in vec4<f16> FMAs (8 or 16 keys) before adding it to the f32
+    accumulator, each add rounded to the partial sum's f16 step: up to 1.6x FlashAttention's error bound on random
+    data (found by a torch-oracle probe). Here made plain: equal scores (p = 1) and a V of 1024 at every 8th key and
+    0.25 at the others, whose quarters an f16 sum past 1024 (a step of 1) dropped: 0.24 of a mean near 150."""
+    _skip_without_subgroups(dev, variant)
+    d = 64 if "d64" in variant else 128
+    q = np.zeros((2, 2, d), np.float16)
+    k = np.ones((33, 1, d), np.float16)
+    v = np.full((33, 1, d), 0.25, np.float16)
+    v[::8] = 1024.0
+    if variant.startswith("batched"):
+        cu = dev.tensor(np.array([0, 2], np.uint32)), dev.tensor(np.array([0, 33], np.uint32))
+        got = wg.ops.attention_varlen(dev.tensor(q), dev.tensor(k), dev.tensor(v), *cu, max_seqlen_q=2,
+                                      max_seqlen_k=33, causal=True, variant=variant).numpy()
+    else:
+        got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, variant=variant).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float16, causal=True)
+    assert ok, (variant, err, bound)
+
+
 @pytest.mark.parametrize("S,D", [(512, 64), (384, 32), (130, 64)])
 def test_large_tile_lavapipe_sizes(dev, rng, S, D):
     # docs/lavapipe.md: a flash-style kernel at the 32 KB limit returned wrong rows on lavapipe at S=512, D=64.

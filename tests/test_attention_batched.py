@@ -33,9 +33,9 @@ VARLEN = [
 ]
 
 
-# The flash kernel (GPU-tuned, planned only on GPUs) forced once, in the variant lavapipe compiles fastest (its
-# f16 variants take 25-50 s each there; their packed-f16 math is the single-sequence kernel's, tested in
-# test_attention.py, and the sequence indexing all variants share is dtype-free).
+# The flash kernel (GPU-tuned, planned only on GPUs) forced once here: the sequence indexing all its variants
+# share is dtype-free, and their f16 tiles are the single-sequence kernel's, tested in test_attention.py (with
+# the batched f16 variants in test_flash_f16_sums_p_v_in_f32).
 FLASH = [("batched_flash_d128_f32", ("f32", [3, 0, 1, 5], [7, 2, 1, 5], 4, 1, 32, True, (2, -1), 3.0)),
          # the GEMM-shaped kernel (experimental: forced): several query blocks and key tiles per sequence
          ("batched_gemm_d64_f32", ("f32", [70, 0, 5, 130], [70, 3, 9, 200], 4, 2, 64, True, (-1, -1), 0.0)),

@@ -46,6 +46,8 @@ GRIDS = {
     "full": _grid((512, 1024, 2048, 4096, 8192), (1024, 4096, 16384, 32768), SPEC_HEADS, SPEC_DIMS, ("f32", "f16")),
     # the full grid's f16 decode rows alone: bandwidth against kv length, beside torch
     "decode": _grid((), (1024, 4096, 16384, 32768), SPEC_HEADS, SPEC_DIMS, ("f16",)),
+    # the full grid's prefill rows at two lengths, f32 and f16 (the prefill targets; A/Bs of the prefill kernels)
+    "prefill": _grid((1024, 4096), (), SPEC_HEADS, SPEC_DIMS, ("f32", "f16")),
 }
 
 

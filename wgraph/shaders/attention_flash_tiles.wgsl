@@ -4,11 +4,11 @@
             let kk = idx / ROW4;
             let d4 = idx % ROW4;
             var kx = vec4<f32>(0.0);
-            var vx = vec4<MT>(0.0);
+            var vx = vec4<VT>(0.0);
             if (kk < n_keys && d4 < D4) {
                 let at = (kv_row(base + kk) * params.num_kv_heads + g) * D4 + d4;
                 kx = vec4<f32>(kv_k4(at));
-                vx = vec4<MT>(kv_v4(at));
+                vx = vec4<VT>(kv_v4(at));
             }
             k_tile[idx] = kx;
             v_tile[idx] = vx;
@@ -84,38 +84,19 @@
         }
 //!end
 
-        // P.V. A key a row does not see is skipped, not multiplied by 0: a NaN in that key's V must not
-        // reach this row (docs/errors.md). The branch is uniform wherever a tile is fully visible.
-        if (PACKED_F16) {
-//!repeat r R
-            {
-//!repeat n DPT4
-                var pv$n = vec4<MT>(0.0);
-//!end
-//!repeat kk TILE_N
-                if (s[${r}u * TILE_N + ${kk}u] != 0.0) {
-                    let p = vec4<MT>(MT(s[${r}u * TILE_N + ${kk}u]));
-//!repeat n DPT4
-                    pv$n = fma(p, v_tile[${kk}u * ROW4 + part + ${n}u * TPQ], pv$n);
-//!end
-                }
-//!end
-//!repeat n DPT4
-                o[${r}u * DPT4 + ${n}u] += vec4<f32>(pv$n);
-//!end
-            }
-//!end
-        } else {
+        // P.V in f32, each product added to the f32 accumulator. A key a row does not see is skipped, not
+        // multiplied by 0: a NaN in that key's V must not reach this row (docs/errors.md). The branch is uniform
+        // wherever a tile is fully visible. (A tile's P.V summed in vec4<f16> FMAs before it was added broke
+        // FlashAttention's error rule by up to 1.6x: 8 or 16 f16 roundings of a sum near 1.)
 //!repeat kk TILE_N
 //!repeat r R
-            if (s[${r}u * TILE_N + ${kk}u] != 0.0) {
-                let p = s[${r}u * TILE_N + ${kk}u];
+        if (s[${r}u * TILE_N + ${kk}u] != 0.0) {
+            let p = s[${r}u * TILE_N + ${kk}u];
 //!repeat n DPT4
-                o[${r}u * DPT4 + ${n}u] += p * vec4<f32>(v_tile[${kk}u * ROW4 + part + ${n}u * TPQ]);
-//!end
-            }
-//!end
+            o[${r}u * DPT4 + ${n}u] += p * vec4<f32>(v_tile[${kk}u * ROW4 + part + ${n}u * TPQ]);
 //!end
         }
+//!end
+//!end
         workgroupBarrier();               // the tiles are rewritten by the next step
     }

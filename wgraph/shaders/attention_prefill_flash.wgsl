@@ -9,10 +9,9 @@
 // read from workgroup memory feeds 4 * R FMAs. Tiles beyond the block's key range (causal, window) are
 // never visited, and the blocks with the most keys start first (block index reversed).
 // q.k is always f32: summing it in f16 was tried and broke FlashAttention's error rule by 8-85x wherever
-// scores are large (peaky softmax), so it would be a silent wrong answer on real activations. MT is the
-// type of the V tile and of a tile's P.V sum: f32, or f16 for the packed-f16 variants (PACKED_F16 with
-// MT f16): p is in [0, 1], so P.V in vec4<f16> FMAs (two lanes an instruction) over one tile, folded into
-// the f32 accumulators after each tile, stays within the rule; softmax state is f32.
+// scores are large (peaky softmax), so it would be a silent wrong answer on real activations. P.V is f32 too
+// (a tile's sum in vec4<f16> FMAs broke the rule by up to 1.6x), as is the softmax state; the f16 variants
+// keep their V tile in f16 (V_TILE_T), half the workgroup memory.
 // Loops over register arrays are unrolled with //!repeat. Dispatch: (ceil(seq_len / BLOCK_M), num_heads, 1).
 {{ENABLE_F16}}
 //!include attention_prefill_vec4_bindings.wgsl
