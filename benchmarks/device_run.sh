@@ -33,6 +33,7 @@ job() {
     grid) python3 -m wgraph bench --only attention --grid decode --json "$OUT/decode_grid.json" ;;
     batched) python3 -m wgraph bench --only batched --json "$OUT/batched.json" ;;
     quant) python3 -m wgraph bench --only quant --json "$OUT/quant.json" ;;
+    prefab) python3 benchmarks/revisions_ab.py run --rounds 1 -- --only attention --grid prefill --no-torch ;;
     gemm) python3 -m wgraph bench --only fma,gemm --grid decode --variants all --json "$OUT/gemm.json" ;;
     gemmfull) python3 -m wgraph bench --only fma,gemm --grid full --json "$OUT/gemm_full.json" ;;
     rope) python3 benchmarks/rope_ab.py ;;
