@@ -161,6 +161,12 @@ def test_sdpa_errors_before_gpu_work(dev):
         wg.ops.sdpa(q, k, k, attn_mask=np.ones((5, 6), bool), enable_gqa=True)
     with pytest.raises(wg.DtypeError, match=r"sdpa: attn_mask: got float64 data"):
         wg.ops.sdpa(q, k, k, attn_mask=np.zeros((5, 7)), enable_gqa=True)
+    # an integer host mask, whatever its width, is named as one (int64 / uint8 got host_array's offer of u32 / i32
+    # storage or byte packing, which sdpa then refused)
+    for dt in (np.int64, np.uint8, np.int8, np.int32, np.uint32):
+        with pytest.raises(wg.DtypeError, match=r"^sdpa: attn_mask is bool \(True takes part\) or float \(added\), "
+                                                rf"got {np.dtype(dt)}; a 0 / 1 mask is mask.astype\(bool\)$"):
+            wg.ops.sdpa(q, k, k, attn_mask=np.ones((5, 7), dt), enable_gqa=True)
     if dev.caps.has_f16:   # an f16 tensor needs shader-f16
         with pytest.raises(wg.DtypeError, match=r"share one dtype, f32 or f16; got f32, f16, f16"):
             f16 = np.ones((1, 4, 7, 8), np.float16)

@@ -202,6 +202,9 @@ def _mask_input(attn_mask, query, batch: tuple, target: tuple):
             raise ShapeError("sdpa: in a graph, attn_mask must be a graph value (g.const or g.input), not host data")
         arr = host_view(attn_mask, "sdpa: attn_mask")
         boolean = arr.dtype == bool
+        if not boolean and arr.dtype.kind in "iu":   # before host_array, whose message offers u32 / i32 and packing
+            raise DtypeError(f"sdpa: attn_mask is bool (True takes part) or float (added), got {arr.dtype}; a 0 / 1 "
+                             f"mask is mask.astype(bool)")
         if boolean:
             arr = arr.astype(np.uint32)
         else:
@@ -252,7 +255,9 @@ def sdpa(query: TensorT, key: TensorT, value: TensorT, attn_mask: TensorT | Arra
     attn_mask: None, or a mask broadcastable to [..., Hq, L, S] (host data or a GPU tensor).
     dropout_p: 0.0 only (torch's argument, in torch's place: inference attention has no dropout).
     is_causal: top-left causal masking (not with attn_mask).
-    scale: the scores' factor; None: 1 / sqrt(D).
+    scale: the scores' factor; None: 1 / sqrt(D). A scale so large that every score a query sees is below -1e38
+        (1e37 can do it, with either sign) gives that query zeros where torch keeps its highest score's value
+        row: the prefill kernels' masked score (docs/attention.md, "Output").
     enable_gqa: allow Hq a multiple of Hkv (grouped-query attention).
     """
     if args.real("sdpa", "dropout_p", dropout_p, 0.0, 1.0) != 0.0:
