@@ -611,6 +611,22 @@ def test_a_profiled_recording_that_dispatches_nothing_has_an_empty_profile(dev, 
         rec2.profile()
 
 
+def test_items_are_a_copy_that_a_submit_does_not_change(dev):
+    """rec.items was the recording's own list, which at the submit takes the immediate calls pending before the
+    recording at its front: items taken as they were grew from 1 to 2, and dev.run(items) ran the earlier
+    seqlens_advance again (lens 2 where the one call made it 1). Found by a probe of the graph layer."""
+    lens = dev.tensor(np.zeros(1, np.uint32))
+    x = dev.tensor(np.ones(4, np.float32))
+    dev.sync()
+    wg.ops.seqlens_advance(lens, 1)   # immediate: pending when the recording starts
+    with dev.record() as rec:
+        wg.ops.scale(x, 2.0)
+        items = rec.items
+    assert len(items) == 1 and lens.numpy().tolist() == [1]
+    dev.run(items)
+    assert lens.numpy().tolist() == [1]
+
+
 def test_items_of_a_submitted_recording_are_refused_not_empty(dev):
     """`list(rec.items)` taken after the block used to be [] (the recording had moved to a fresh command list), so
     dev.run of it replayed nothing, silently; taken inside, the replay scales the new x."""

@@ -37,13 +37,15 @@ class Recording:
 
     @property
     def items(self) -> list:
-        """The recorded items (dispatches, copies, writes) so far, for a replay with dev.run(list(rec.items)):
+        """The recorded items (dispatches, copies, writes) so far, a copy, for a replay with dev.run(rec.items):
         take them inside the `with` block. RecordingError once it was submitted or discarded (its items went
-        with that submit: an empty list then made dev.run replay nothing, silently)."""
+        with that submit: an empty list then made dev.run replay nothing, silently). A copy: the recording's own
+        list grows, and at its submit takes the immediate calls pending before it at its front, so a list taken
+        as it was replayed those calls again (a seqlens_advance made lens 2 where one step made it 1)."""
         if self.state != "open":
             raise RecordingError(f"{self.label} was already {self.state}: its items went with it; take "
-                                 f"list(rec.items) inside the with block to replay them with dev.run")
-        return self.commands.items
+                                 f"rec.items inside the with block to replay them with dev.run")
+        return list(self.commands.items)
 
     def _check_open(self):
         if self.state != "open":
