@@ -241,8 +241,9 @@ def test_candidate_variants_match_phase_and_dtype():
 def test_every_grid_name_sizes_every_section():
     """--grid decode is attention's grid; the gemv and batched sections run their full sizes under it (they
     raised KeyError before), and under any grid they have they run that one."""
-    from wgraph.bench import batched, gemv, grids, section_grid
+    from wgraph.bench import DEFAULT_BUDGET_S, batched, gemv, grids, section_grid
 
+    assert set(DEFAULT_BUDGET_S) == set(grids.GRIDS)   # `--grid prefill` without a budget was a KeyError
     for table in (gemv.GEMV_GRIDS, gemv.COPY_BYTES, batched.GRIDS):
         assert section_grid("decode", table) == "full" and "decode" not in table
         for name in grids.GRIDS:

@@ -13,7 +13,7 @@ import attrs
 from wgraph.bench.grids import GRIDS
 from wgraph.cli_format import DefaultsFormatter, unwritable
 
-DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0, "decode": 180.0}
+DEFAULT_BUDGET_S = {"tiny": 60.0, "quick": 75.0, "small": 240.0, "full": 420.0, "decode": 180.0, "prefill": 240.0}
 SECTIONS = ("host", "gemv", "fma", "gemm", "attention", "batched", "model", "batched_model", "quant")
 
 

@@ -1,4 +1,3 @@
-alias VT = {{V_TILE_T}};   // the V tile's type in workgroup memory: f16 where K/V are f16 (half the bytes)
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
 const BLOCK_M: u32 = {{BLOCK_M}}u;
 const TPQ: u32 = {{THREADS_PER_QUERY}}u;
@@ -13,4 +12,4 @@ const_assert WG == ROW_STEP * TPQ;
 const_assert TPQ <= 4u;
 
 var<workgroup> k_tile: array<vec4<f32>, TILE4>;
-var<workgroup> v_tile: array<vec4<VT>, TILE4>;
+var<workgroup> v_tile: array<vec4<f32>, TILE4>;   // f32 whatever K/V's dtype: widened once, at the load

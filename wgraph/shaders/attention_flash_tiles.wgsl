@@ -4,11 +4,11 @@
             let kk = idx / ROW4;
             let d4 = idx % ROW4;
             var kx = vec4<f32>(0.0);
-            var vx = vec4<VT>(0.0);
+            var vx = vec4<f32>(0.0);
             if (kk < n_keys && d4 < D4) {
                 let at = (kv_row(base + kk) * params.num_kv_heads + g) * D4 + d4;
                 kx = vec4<f32>(kv_k4(at));
-                vx = vec4<VT>(kv_v4(at));
+                vx = vec4<f32>(kv_v4(at));
             }
             k_tile[idx] = kx;
             v_tile[idx] = vx;
