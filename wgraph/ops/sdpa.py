@@ -202,17 +202,16 @@ def _mask_input(attn_mask, query, batch: tuple, target: tuple):
             raise ShapeError("sdpa: in a graph, attn_mask must be a graph value (g.const or g.input), not host data")
         arr = host_view(attn_mask, "sdpa: attn_mask")
         boolean = arr.dtype == bool
-        if not boolean and arr.dtype.kind in "iu":   # before host_array, whose message offers u32 / i32 and packing
-            raise DtypeError(f"sdpa: attn_mask is bool (True takes part) or float (added), got {arr.dtype}; a 0 / 1 "
-                             f"mask is mask.astype(bool)")
         if boolean:
             arr = arr.astype(np.uint32)
         else:
-            arr = host_array(arr, where="sdpa: attn_mask")  # float64 raises here as everywhere
+            if arr.dtype.kind not in "iu":   # an integer mask skips host_array, whose message offers u32 / i32 storage
+                arr = host_array(arr, where="sdpa: attn_mask")  # float64 raises here as everywhere
             if arr.dtype == np.float16:
                 arr = arr.astype(np.float32)  # exact: f16 values are f32 values
             if arr.dtype != np.float32:
-                raise DtypeError(f"sdpa: attn_mask is bool (True takes part) or float (added), got {arr.dtype}")
+                raise DtypeError(f"sdpa: attn_mask is bool (True takes part) or float (added), got {arr.dtype}; a 0 / "
+                                 f"1 mask is mask.astype(bool)")
         shape, data = arr.shape, arr
     n = len(target)
     scores = target[n - len(query.shape):]   # a 2-D query's scores are [L, S]: target's head axis is sdpa's own

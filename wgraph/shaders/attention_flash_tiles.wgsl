@@ -93,7 +93,7 @@
         if (s[${r}u * TILE_N + ${kk}u] != 0.0) {
             let p = s[${r}u * TILE_N + ${kk}u];
 //!repeat n DPT4
-            o[${r}u * DPT4 + ${n}u] += p * vec4<f32>(v_tile[${kk}u * ROW4 + part + ${n}u * TPQ]);
+            o[${r}u * DPT4 + ${n}u] += p * v_tile[${kk}u * ROW4 + part + ${n}u * TPQ];
 //!end
         }
 //!end
