@@ -240,6 +240,20 @@ def test_cpu_classes_are_planned_only_on_a_cpu_adapter(dev, rng):
         _check(got, c["x"], c["w"], c["b"], c["norm"], c["residual"], True)
 
 
+def test_walk_drops_its_row_test_only_where_a_dispatch_serves_every_row():
+    """ALL_ROWS (gemv_core.wgsl) compiles out the walk's per-step test of each row of x: set for a dispatch of
+    exactly max_rows rows (one row in a one-row class; a full pass of 32), clear for fewer (the last pass of 33)."""
+    from wgraph.ops import gemv
+    want = {("gemv_r1_f16", 1): [True], ("gemv_r8_f16", 8): [True], ("gemv_r8_f16", 5): [False],
+            ("gemv_r32_cpu_f32", 32): [True], ("gemv_r32_cpu_f32", 33): [True, False],
+            ("gemv_r32_cpu_f32", 97): [True, True, True, False], ("gemv_r32_cpu_f32", 9): [False]}
+    for (variant, m), flags in want.items():
+        kv, s = kernel(variant), gemv.GemvShape(m, 64, 64, variant.rsplit("_", 1)[1])
+        got = [gemv.walk_constants(kv, s, norm=None, row0=p * kv.limits["max_rows"])
+               for p in range(gemv.row_passes(kv, s))]
+        assert got == [{"HAS_NORM": False, "ALL_ROWS": f} for f in flags], (variant, m)
+
+
 def test_size_rules_refuse_below_min_k_and_min_n_unless_forced():
     """A GEMV class whose registry fact min_k / min_n the call's W is below is passed over with the side named
     (plain and quantized planners); a forced call skips the rule."""

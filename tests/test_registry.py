@@ -228,21 +228,24 @@ def test_overridable_constants_specialize_a_kernel(dev):
     """A shader's `override` constants are the kernel's: each set of values is one Kernel record (one pipeline,
     compiled once), the registry's own needs them all, and a wrong name or type is refused by name."""
     k = registry()["gemv_r1_f32"]
-    assert dict(k.overrides) == {"HAS_NORM": "bool"}
-    on, off = k.specialized({"HAS_NORM": True}), k.specialized({"HAS_NORM": 0})
-    assert on is k.specialized({"HAS_NORM": 1}) and off is not on and off.name == on.name == k.name
-    assert dict(on.constants) == {"HAS_NORM": True} and dict(off.constants) == {"HAS_NORM": False}
+    assert dict(k.overrides) == {"ALL_ROWS": "bool", "HAS_NORM": "bool"}
+    on, off = (k.specialized({"HAS_NORM": True, "ALL_ROWS": True}),
+               k.specialized({"HAS_NORM": 0, "ALL_ROWS": 1}))
+    assert on is k.specialized({"ALL_ROWS": 1, "HAS_NORM": 1}) and off is not on and off.name == on.name == k.name
+    assert dict(on.constants) == {"ALL_ROWS": True, "HAS_NORM": True}
+    assert dict(off.constants) == {"ALL_ROWS": True, "HAS_NORM": False}
     before = dev.stats.pipelines_created
     assert dev.pipelines.get(on)[0] is not dev.pipelines.get(off)[0]
-    assert dev.pipelines.get(on)[0] is dev.pipelines.get(k.specialized({"HAS_NORM": True}))[0]
+    assert dev.pipelines.get(on)[0] is dev.pipelines.get(k.specialized({"HAS_NORM": True, "ALL_ROWS": True}))[0]
     assert dev.stats.pipelines_created - before <= 2
     assert dev.pipelines.get(on)[1] is dev.pipelines.get(off)[1]  # one bind group layout: bind groups are shared
-    with pytest.raises(PlanError, match=r"needs its overridable constants \['HAS_NORM'\]"):
+    with pytest.raises(PlanError, match=r"needs its overridable constants \['ALL_ROWS', 'HAS_NORM'\]"):
         dev.pipelines.get(k)
-    with pytest.raises(PlanError, match=r"declares overridable constants \['HAS_NORM'\]; got \['HAS_NROM'\]"):
-        k.specialized({"HAS_NROM": True})
+    with pytest.raises(PlanError, match=r"declares overridable constants \['ALL_ROWS', 'HAS_NORM'\]; "
+                                        r"got \['ALL_ROWS', 'HAS_NROM'\]"):
+        k.specialized({"HAS_NROM": True, "ALL_ROWS": True})
     with pytest.raises(PlanError, match="HAS_NORM is a bool, got 2"):
-        k.specialized({"HAS_NORM": 2})
+        k.specialized({"HAS_NORM": 2, "ALL_ROWS": True})
     with pytest.raises(PlanError, match="declares overridable constants \\[\\]"):
         registry()["scale_f32"].specialized({"HAS_NORM": True})
 

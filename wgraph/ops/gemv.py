@@ -182,19 +182,29 @@ def row_passes(kv: Kernel, s: GemvShape) -> int:
     return max(1, ceil_div(s.rows, kv.limits["max_rows"])) if kv.facts.get("row_passes") else 1
 
 
+def pass_rows(kv: Kernel, s: GemvShape, row0: int = 0) -> int:
+    """Rows of x a dispatch from row `row0` of x serves (a one-pass call's rows are at most max_rows: refusal)."""
+    return min(s.rows - row0, kv.limits["max_rows"])
+
+
 def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float, row0: int = 0) -> dict:
-    """The GEMV core's uniform fields (shaders/gemv_fields.wgsl) for a call, or for its pass from row `row0` of x
-    (a one-pass call's rows are at most max_rows: refusal)."""
-    return {"m": min(s.rows - row0, kv.limits["max_rows"]), "row0": row0, "n": s.n, "k": s.k, "slots": slots(kv, s),
+    """The GEMV core's uniform fields (shaders/gemv_fields.wgsl) for a call, or for its pass from row `row0` of x."""
+    return {"m": pass_rows(kv, s, row0), "row0": row0, "n": s.n, "k": s.k, "slots": slots(kv, s),
             "out_n": s.n // 2 if s.swiglu else s.n,
             "has_bias": int(bias is not None), "has_residual": int(residual is not None),
             "swiglu": int(s.swiglu), "eps": eps}
 
 
 def core_constants(*, norm) -> dict:
-    """The GEMV cores' overridable constants for a call (shaders/gemv_core.wgsl and quant_gemv_core.wgsl
-    declare the same): RMSNorm folded in or not."""
+    """The quantized GEMV core's overridable constants for a call (shaders/quant_gemv_core.wgsl): RMSNorm folded
+    in or not."""
     return {"HAS_NORM": norm is not None}
+
+
+def walk_constants(kv: Kernel, s: GemvShape, *, norm, row0: int = 0) -> dict:
+    """The GEMV core's overridable constants (shaders/gemv_core.wgsl) for a dispatch from row `row0` of x: RMSNorm
+    folded in or not, and whether it serves all max_rows rows of x (the walk's per-row test compiled out)."""
+    return {**core_constants(norm=norm), "ALL_ROWS": pass_rows(kv, s, row0) == kv.limits["max_rows"]}
 
 
 def core_bindings(ctx, *, x, w, bias, norm) -> dict:
@@ -211,5 +221,5 @@ def dispatch(ctx, kv: Kernel, s: GemvShape, *, x, w, bias, norm, residual, y, ep
     step = kv.limits["max_rows"]
     return [ctx.dispatch(kv.name, bindings=bindings, workgroups=ctx.grid(workgroups(kv, s)), label="linear",
                          uniforms=core_uniforms(kv, s, bias=bias, norm=norm, residual=residual, eps=eps, row0=p * step),
-                         constants=core_constants(norm=norm))
+                         constants=walk_constants(kv, s, norm=norm, row0=p * step))
             for p in range(row_passes(kv, s))]

@@ -15,7 +15,7 @@ fn accumulate(c: u32, rg: u32, ws: array<array<vec4<f32>, PARTS>, FT>, vals: ptr
   //!end
   //!repeat R RPG
   let r$R = rg * RPG + ${R}u;
-  if (r$R < params.m) {
+  if (ALL_ROWS || r$R < params.m) {
     //!repeat P PARTS
     var x${R}_$P = x[(params.row0 + r$R) * xrow + c * PARTS + ${P}u];
     if (HAS_NORM) {
