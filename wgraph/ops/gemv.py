@@ -203,8 +203,12 @@ def core_constants(*, norm) -> dict:
 
 def walk_constants(kv: Kernel, s: GemvShape, *, norm, row0: int = 0) -> dict:
     """The GEMV core's overridable constants (shaders/gemv_core.wgsl) for a dispatch from row `row0` of x: RMSNorm
-    folded in or not, and whether it serves all max_rows rows of x (the walk's per-row test compiled out)."""
-    return {**core_constants(norm=norm), "ALL_ROWS": pass_rows(kv, s, row0) == kv.limits["max_rows"]}
+    folded in or not, and whether it serves all max_rows rows of x of a class of several (the walk's per-row test
+    compiled out). On an H100 (benchmarks/results/h100-gemv-allrows-ab-1207.log, the two trees in turns) that took
+    the 8-row f16 GEMVs 0.61-0.94x the time, but the one-row f16 walk, whose one test is 0 < m, ran 1.00-1.03x:
+    a one-row class keeps its test."""
+    full = kv.limits["max_rows"] > 1 and pass_rows(kv, s, row0) == kv.limits["max_rows"]
+    return {**core_constants(norm=norm), "ALL_ROWS": full}
 
 
 def core_bindings(ctx, *, x, w, bias, norm) -> dict:
