@@ -61,6 +61,18 @@ def test_past_the_limit_is_a_limit_error_before_any_buffer(small):
     assert small.stats.buffers_created == before
 
 
+def test_an_op_output_past_the_limit_names_the_op(small):
+    """An op whose output passes the limit from small inputs (an embedding of many ids) said "tensor (...) f32 is N
+    bytes" without the op: it names the output it was making, before any GPU work."""
+    ids = small.tensor(np.zeros(LIMIT // 16 + 1, np.uint32))
+    table = small.tensor(np.ones((2, 4), np.float32))
+    before = small.stats.snapshot()
+    with pytest.raises(LimitError, match=rf"tensor \({LIMIT // 16 + 1}, 4\) f32 \(embedding.out0\) is "
+                                         rf"{(LIMIT // 16 + 1) * 16} bytes; the device binds at most {LIMIT} bytes"):
+        wg.ops.embedding(ids, table)
+    assert small.stats.since(before).dispatches == 0
+
+
 def test_max_buffer_size_below_the_binding_limit_is_a_limit_error_before_any_buffer():
     """An adapter may allow smaller buffers than storage bindings: a tensor between the two passed the binding check
     and reached wgpu (the pool's 'could not make a buffer', after a GPU call, not naming the limit)."""

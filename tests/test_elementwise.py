@@ -323,6 +323,24 @@ def test_indirect_of_the_wrong_dtype_or_size_names_the_op(dev):
     assert got.tolist() == (x.astype(np.float64) * 2).tolist()
 
 
+def test_indirect_counts_cover_elements_as_documented(dev, rng):
+    """docs/ops.md, "Indirect dispatch": 256 elements a workgroup (bf16 512), element i in workgroup i // 256 at
+    (w % x, w // x). Counts [2, 2, 1] cover 1024 elements, [2, 1, 1] the first 512; a count past the device's
+    limit is skipped by WebGPU without an error: the output keeps its bytes (the documented hazard)."""
+    n = 1000
+    x = rng.standard_normal(n).astype(np.float32)
+    t = dev.tensor(x)
+    counts = lambda c: dev.tensor(np.array(c, np.uint32))   # noqa: E731
+    out = dev.tensor(np.full(n, -7.0, np.float32))
+    assert wg.ops.scale(t, 2.0, indirect=counts([2, 2, 1]), out=out).numpy().tolist() == (x * 2.0).tolist()
+    out = dev.tensor(np.full(n, -7.0, np.float32))
+    got = wg.ops.scale(t, 2.0, indirect=counts([2, 1, 1]), out=out).numpy()
+    assert got[:512].tolist() == (x[:512] * 2.0).tolist() and (got[512:] == -7.0).all()
+    if dev.caps.max_workgroups_per_dim == 65535:
+        out = dev.tensor(np.full(n, -7.0, np.float32))
+        assert (wg.ops.scale(t, 2.0, indirect=counts([65536, 1, 1]), out=out).numpy() == -7.0).all()
+
+
 def test_sigmoid_tails_where_sigmoid_is_subnormal(dev):
     """x * sigmoid(y) is a normal f32 where sigmoid(y) is subnormal (y < -87; it was cut to 0 below -88): silu(-89) =
     -1.98e-37 and the tanh form's gelu(-10.05) = -3.9e-38 came out -0. Now within 8 ulp relative there (silu, swiglu,

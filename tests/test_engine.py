@@ -144,7 +144,11 @@ def test_profile_table_by_label(dev):
         y = wg.ops.scale(x, 2.0)
         wg.ops.add(y, y)
         wg.ops.scale(y, 3.0)
+    before = dev.stats.snapshot()
     table = rec.profile()
+    d = dev.stats.since(before)
+    assert d.readbacks == 1 and d.buffers_destroyed == 2   # the stamps' readback counted, their buffers destroyed
+    assert rec.profile().rows == table.rows and dev.stats.since(before).readbacks == 1   # a second call reuses them
     assert {r.label: r.count for r in table.rows} == {"scale": 2, "add": 1}
     assert all(r.total_us >= 0 for r in table.rows)
     assert "scale" in str(table)

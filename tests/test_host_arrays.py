@@ -205,6 +205,17 @@ def test_booleans_are_not_numbers_unless_asked(dev):
     np.testing.assert_array_equal(dev.tensor(np.array([True, False]), dtype="u32").numpy(), [1, 0])
 
 
+def test_text_is_not_offered_a_conversion_to_numbers(dev):
+    """A string where numbers go was told "convert it explicitly (array.astype(np.uint32))", which reads '3' as 3:
+    text is refused as text, nothing written."""
+    t = dev.tensor(np.array([7, 7], np.uint32))
+    for value in ("3", np.array(["3", "4"]), np.array([b"3", b"4"])):
+        with pytest.raises(wg.DtypeError, match=r"dev.write into .*: expects u32 \(uint32\), got text \(.*\): "
+                                                r"pass numbers$"):
+            dev.write(t, value)
+    assert t.numpy().tolist() == [7, 7]
+
+
 def test_write_takes_the_tensors_shape_or_flat_data(dev, rng):
     """dev.write of a (3, 2) array into a (2, 3) tensor (a transpose forgotten) has the right count and wrote it in
     order, silently; prog.run refused the same. The tensor's shape (sizes of 1 aside) or flat data are taken."""

@@ -50,7 +50,10 @@ def test_profile_rows_cover_the_replay(dev, rng):
     want = prog.run(x=a)["y"].numpy()
     before = dev.stats.snapshot()
     prof = prog.profile(x=a)
-    assert dev.stats.since(before).submits == 1                       # one replay
+    d = dev.stats.since(before)
+    assert d.submits == 1                                               # one replay
+    # its stamps' resolve buffer and readback count as made, read back once and destroyed (they were uncounted)
+    assert d.readbacks == 1 and d.buffers_created == d.buffers_destroyed == 2
     np.testing.assert_array_equal(prog.tensors[g.outputs["y"]].numpy(), want)  # a real replay: same result
     nodes = _kernel_nodes(g)
     assert [r.node for r in prof.rows] == list(nodes)                   # every node once, in program order
@@ -134,6 +137,7 @@ def test_profile_of_more_dispatches_than_one_query_set_holds(dev, monkeypatch):
     prof = prog.profile(x=a)
     d = dev.stats.since(before)
     assert d.submits == 1 and d.dispatches == 2100                     # one replay, all of it
+    assert d.readbacks == 1 and d.buffers_created == d.buffers_destroyed == 3   # two sets' resolves, one readback
     np.testing.assert_array_equal(prog.tensors[g.outputs["y"]].numpy(), a)
     assert [r.node for r in prof.rows] == list(_kernel_nodes(g)) and len(prof.rows) == 2100
     assert all(r.dispatches == 1 and r.gpu_us > 0 for r in prof.rows)  # the second set's stamps were resolved too

@@ -497,14 +497,15 @@ def alloc(device: Device, spec: TensorSpec, label: str = "") -> Tensor:
     with device.lock:
         # under the lock: a dev.destroy() on another thread that this call waited for closed the pool it would take
         device.check_alive()
+        what = f"tensor {spec.shape} {spec.dtype}" + (f" ({label})" if label else "")   # an op's output names it
         if spec.nbytes > device.caps.max_storage_binding_size:
             raise LimitError(
-                f"tensor {spec.shape} {spec.dtype} is {spec.nbytes} bytes; the device binds at most "
+                f"{what} is {spec.nbytes} bytes; the device binds at most "
                 f"{device.caps.max_storage_binding_size} bytes per storage buffer"
             )
         if spec.nbytes > device._largest_buffer:  # an adapter may allow smaller buffers than bindings
             raise LimitError(
-                f"tensor {spec.shape} {spec.dtype} is {spec.nbytes} bytes; the device makes buffers of at most "
+                f"{what} is {spec.nbytes} bytes; the device makes buffers of at most "
                 f"{device.caps.max_buffer_size} bytes (whole 4-byte words: {device._largest_buffer})"
             )
         pool = device.pool

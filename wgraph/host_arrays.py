@@ -143,6 +143,8 @@ def host_array(value, dtype: str | None = None, *, convert: bool = False, where:
             how = f"array.astype(np.{target})"
         stored = "bfloat16 bit patterns" if dtype == "bf16" else target   # for bf16 not [('bf16', '<u2')]
         got = "bfloat16 bit patterns (BF16_BITS)" if arr.dtype == BF16_BITS else f"an array of {arr.dtype}"
+        if arr.dtype.kind in "SU":   # text: astype would read '3' as the number 3, which nothing here asked for
+            raise DtypeError(f"{where}: expects {dtype} ({stored}), got text ({args.show(value)}): pass numbers")
         raise DtypeError(f"{where}: expects {dtype} ({stored}), got {got}; convert it explicitly ({how})")
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 

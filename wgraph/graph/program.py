@@ -505,7 +505,8 @@ class Program:
             raise GraphError(f"program {self.graph.name!r} has no dispatches to profile")
         with self.device.lock:
             self._check_device()
-            stamps = Timestamps(self.device.wgpu, len(self._owners), caps.has_timestamps_inside_passes)
+            stamps = Timestamps(self.device.wgpu, len(self._owners), caps.has_timestamps_inside_passes,
+                                self.device.stats)
             self._run_locked(feeds, stamps)
             # read under the lock, as every call into wgpu is: a dev.destroy() on another thread between the submit
             # and this map made it wgpu's raw GPUValidationError ("Parent device is lost")

@@ -159,7 +159,9 @@ def scale(x: TensorT, factor: float, *, indirect: TensorT | None = None, out: Te
     x: the input (f32, f16 or bf16).
     factor: 0, or a finite real of magnitude from f32's smallest normal to its largest (a smaller one is 0 in f32).
     indirect: None, or a u32 tensor [x, y, z] of workgroup counts the GPU reads at dispatch time (a recorded
-        dispatch sized by an earlier kernel).
+        dispatch sized by an earlier kernel): 256 elements a workgroup (bf16 512), each count at most
+        dev.caps.max_workgroups_per_dim, past which WebGPU skips the dispatch and nothing is written
+        (docs/ops.md, "Indirect dispatch").
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
     return apply(OPDEFS["scale"], ScaleParams(_ALPHA_RULES["scale"](factor)), (x, indirect), out=out)
@@ -203,7 +205,9 @@ def add(a: TensorT, b: TensorT, *, indirect: TensorT | None = None, out: TensorT
     a: the first operand.
     b: the second, of a's shape or of its trailing dims, a's dtype.
     indirect: None, or a u32 tensor [x, y, z] of workgroup counts the GPU reads at dispatch time (a recorded
-        dispatch sized by an earlier kernel).
+        dispatch sized by an earlier kernel): 256 elements a workgroup (bf16 512), each count at most
+        dev.caps.max_workgroups_per_dim, past which WebGPU skips the dispatch and nothing is written
+        (docs/ops.md, "Indirect dispatch").
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
     return apply(OPDEFS["add"], BinaryParams(), (a, b, indirect), out=out)
@@ -215,7 +219,9 @@ def mul(a: TensorT, b: TensorT, *, indirect: TensorT | None = None, out: TensorT
     a: the first operand.
     b: the second, of a's shape or of its trailing dims, a's dtype.
     indirect: None, or a u32 tensor [x, y, z] of workgroup counts the GPU reads at dispatch time (a recorded
-        dispatch sized by an earlier kernel).
+        dispatch sized by an earlier kernel): 256 elements a workgroup (bf16 512), each count at most
+        dev.caps.max_workgroups_per_dim, past which WebGPU skips the dispatch and nothing is written
+        (docs/ops.md, "Indirect dispatch").
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
     """
     return apply(OPDEFS["mul"], BinaryParams(), (a, b, indirect), out=out)

@@ -31,9 +31,10 @@ class Timestamps:
 
     A query set holds MAX_QUERIES stamps, so dispatch i's pair goes to set i // per_set (a program or recording
     of any length is timed whole); each set is resolved into its own buffer and copied into one readback at
-    its first dispatch's place (a resolve's destination offset must be 256-aligned, a copy's only 4)."""
+    its first dispatch's place (a resolve's destination offset must be 256-aligned, a copy's only 4). Its buffers
+    count in `stats` (the device's Stats) as made, and as destroyed once ticks_ns has read them (a readback)."""
 
-    def __init__(self, gpu, count: int, inside_passes: bool):
+    def __init__(self, gpu, count: int, inside_passes: bool, stats):
         if count < 1:
             raise ValueError(f"Timestamps: count={count} must be at least 1 (a dispatch to time)")
         self.period_ns = timestamp_period_ns(gpu)
@@ -47,6 +48,8 @@ class Timestamps:
                                            usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
                          for qs in self.query_sets]
         self.readback = gpu.create_buffer(size=16 * count, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self.stats = stats
+        stats.buffers_created += len(self.resolves) + 1
 
     def slot(self, dispatch: int):
         """(query set, index of the begin stamp) of dispatch number `dispatch`; its end stamp is the next index."""
@@ -63,6 +66,10 @@ class Timestamps:
         self.readback.map_sync(wgpu.MapMode.READ)
         ticks = struct.unpack(f"<{2 * self.count}Q", self.readback.read_mapped())
         self.readback.unmap()
+        self.stats.readbacks += 1
+        for buffer in (*self.resolves, self.readback):
+            buffer.destroy()
+        self.stats.buffers_destroyed += len(self.resolves) + 1
         if self.period_ns == 1.0:
             return ticks
         return tuple(round(t * self.period_ns) for t in ticks)

@@ -100,7 +100,7 @@ class Recording:
                 # submit does, or it stayed open with its outputs readable, holding a recycled buffer's old bytes
                 if self._want_profile and self.caps.has_timestamps and dispatches:
                     self._timestamps = Timestamps(scheduler.gpu, len(dispatches),
-                                                  self.caps.has_timestamps_inside_passes)
+                                                  self.caps.has_timestamps_inside_passes, scheduler.stats)
                 self.commands.submit(self._timestamps)
             except BaseException as e:   # the recorded ops never ran
                 # the pending ops put in front were other calls' (other threads' too): they wait again for the
