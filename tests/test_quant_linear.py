@@ -198,10 +198,12 @@ def test_every_gemv_variant_forced(dev, rng):
     with every option, as many rows as it holds plus one (two chunks): 48 features (24 with swiglu: divisible by
     every features_per_lane, 1 to 16), 2 blocks of the K-quants (16 of the 32-weight formats). A variant with an odd
     features_per_lane refuses swiglu by name. The x_int8 variants against x rounded as they round it. (Their
-    pipelines, norm compiled in, are compiled side by side first: PipelineCache.warm.)"""
+    pipelines, norm compiled in, are compiled side by side first: PipelineCache.warm.) The rows' second chunk is
+    partial in a class of several rows (the step's per-row test compiled in: ALL_ROWS off), full in a one-row one."""
+    from wgraph.ops.quantized import walk_constants
     # those the device can run (a device without subgroups runs the _wg_ variants only)
     runnable = [kv for kv in kernels_for("linear_q") if cannot_run(dev, kv.name) is None]
-    dev.pipelines.warm([kv.specialized({"HAS_NORM": True}) for kv in runnable])
+    dev.pipelines.warm([kv.specialized(walk_constants(kv, kv.limits["max_rows"] + 1, norm=True)) for kv in runnable])
     for kv in runnable:
         t = kv.facts["ggml_type"]
         blocks = 2 if FORMATS[t].block_weights == 256 else 16

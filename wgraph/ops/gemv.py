@@ -196,8 +196,8 @@ def core_uniforms(kv: Kernel, s: GemvShape, *, bias, norm, residual, eps: float,
 
 
 def core_constants(*, norm) -> dict:
-    """The quantized GEMV core's overridable constants for a call (shaders/quant_gemv_core.wgsl): RMSNorm folded
-    in or not."""
+    """HAS_NORM, the overridable constant of every kernel that folds RMSNorm in (the GEMV cores, quant_x_round):
+    the norm's prologue compiled in or out."""
     return {"HAS_NORM": norm is not None}
 
 

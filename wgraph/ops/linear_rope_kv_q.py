@@ -15,9 +15,9 @@ from wgraph.errors import ShapeError, WgraphError
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops import rope_kv
 from wgraph.ops.core import OpDef, adapter_refusal, register
-from wgraph.ops.gemv import core_constants, device_refusal
+from wgraph.ops.gemv import device_refusal
 from wgraph.ops.quantized import (LINEAR_Q, QuantLinearParams, _infer_linear_q, core_bindings, core_uniforms,
-                                  cpu_loop_refusal, describe_gemv, plan_linear_q)
+                                  cpu_loop_refusal, describe_gemv, plan_linear_q, walk_constants)
 from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append_q"
@@ -142,7 +142,7 @@ def _encode(ctx, params: QuantLinearRopeKVParams, inputs, outputs):
     bindings = {**core_bindings(ctx, x=x, blocks=blocks, bias=b, norm=norm), **rope_kv.kernel_bindings(ctx, rest, q)}
     return [ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings,
                          workgroups=ctx.grid(uniforms["groups_per_chunk"]), label="linear_rope_kv_append",
-                         constants=core_constants(norm=norm))]
+                         constants=walk_constants(kv, rows, norm=norm))]
 
 
 # inputs 6 and 7 (the caches) are written in place besides the output q

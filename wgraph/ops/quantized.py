@@ -313,6 +313,13 @@ def core_uniforms(kv: Kernel, m: int, n: int, k: int, swiglu: bool, *, bias, nor
             "has_residual": int(residual is not None), "swiglu": int(swiglu), "eps": eps}
 
 
+def walk_constants(kv: Kernel, m: int, *, norm) -> dict:
+    """The quantized GEMV core's overridable constants (shaders/quant_gemv_core.wgsl) for a call of m rows of x:
+    RMSNorm folded in or not, and whether every chunk of max_rows rows is full (the step's per-row test compiled
+    out)."""
+    return {**core_constants(norm=norm), "ALL_ROWS": m % kv.limits["max_rows"] == 0}
+
+
 def core_bindings(ctx, *, x, blocks, bias, norm) -> dict:
     """The quantized GEMV core's inputs (bias and norm may be None: the fallbacks bind)."""
     return {"x": x, "blocks": blocks, "heads": blocks,
@@ -336,7 +343,7 @@ def _encode_linear_q(ctx, params: QuantLinearParams, inputs, outputs):
                 "residual": residual if residual is not None else ctx.fallback("linear_q.residual"), "y": y}
     return rounding + [ctx.dispatch(plan.variant, uniforms=uniforms, bindings=bindings,
                                     workgroups=ctx.grid(uniforms["groups_per_chunk"] * plan.row_chunks),
-                                    label="linear_q", constants=core_constants(norm=norm))]
+                                    label="linear_q", constants=walk_constants(kv, m, norm=norm))]
 
 
 # x as the x_rounded GEMVs stage it (shaders/quant_x_round.wgsl): three 16-byte vectors a 32-value block and row
