@@ -199,7 +199,8 @@ def test_every_gemv_variant_forced(dev, rng):
     every features_per_lane, 1 to 16), 2 blocks of the K-quants (16 of the 32-weight formats). A variant with an odd
     features_per_lane refuses swiglu by name. The x_int8 variants against x rounded as they round it. (Their
     pipelines, norm compiled in, are compiled side by side first: PipelineCache.warm.) The rows' second chunk is
-    partial in a class of several rows (the step's per-row test compiled in: ALL_ROWS off), full in a one-row one."""
+    partial (the step's per-row test compiled in: ALL_ROWS off; test_fused_options_in_one_dispatch's 8 rows run
+    the planned 8-row classes with it on)."""
     from wgraph.ops.quantized import walk_constants
     # those the device can run (a device without subgroups runs the _wg_ variants only)
     runnable = [kv for kv in kernels_for("linear_q") if cannot_run(dev, kv.name) is None]

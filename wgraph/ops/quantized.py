@@ -315,9 +315,13 @@ def core_uniforms(kv: Kernel, m: int, n: int, k: int, swiglu: bool, *, bias, nor
 
 def walk_constants(kv: Kernel, m: int, *, norm) -> dict:
     """The quantized GEMV core's overridable constants (shaders/quant_gemv_core.wgsl) for a call of m rows of x:
-    RMSNorm folded in or not, and whether every chunk of max_rows rows is full (the step's per-row test compiled
-    out)."""
-    return {**core_constants(norm=norm), "ALL_ROWS": m % kv.limits["max_rows"] == 0}
+    RMSNorm folded in or not, and whether every chunk of a class of several rows is full (the step's per-row test
+    compiled out). On an H100 (h100-quant-allrows-ab-1207.log, quant_ab.py under both trees in one run) that took
+    the 8-row GEMVs of Q4_0 / Q4_K / Q8_0 / Q4_1 / Q6_K 0.79-0.95x the time; the one-row ones read within their
+    noise (two trees with the same one-row code differed by up to 1.45x on the small matrices), so a one-row class
+    keeps its test, as the f16 walk's does (gemv.walk_constants)."""
+    rows = kv.limits["max_rows"]
+    return {**core_constants(norm=norm), "ALL_ROWS": rows > 1 and m % rows == 0}
 
 
 def core_bindings(ctx, *, x, blocks, bias, norm) -> dict:

@@ -10,9 +10,10 @@
 // (Kernel.specialized), so a GEMV without a norm carries none of the prologue's instructions in its loop
 // (as a uniform flag, the driver predicated both paths of every step: issue slots in both).
 override HAS_NORM: bool;
-// Every chunk of MAX_ROWS rows of x is full (params.m a multiple of MAX_ROWS): accumulate's test of each row against
-// the chunk's rows, a branch per row of x per step inside the loop, is compiled out (ops/quantized.py's
-// walk_constants; the f16 GEMV's ALL_ROWS, gemv_core.wgsl). A grid's padding chunks (rows 0) walk no blocks.
+// Every chunk of MAX_ROWS > 1 rows of x is full (params.m a multiple of MAX_ROWS): accumulate's test of each row
+// against the chunk's rows, a branch per row of x per step inside the loop, is compiled out (ops/quantized.py's
+// walk_constants: the 8-row GEMVs 0.79-0.95x the time on an H100; the f16 GEMV's ALL_ROWS, gemv_core.wgsl). A
+// grid's padding chunks (rows 0) walk no blocks.
 override ALL_ROWS: bool;
 const THREADS: u32 = {{WORKGROUP_SIZE_X}}u;
 const LANES: u32 = {{LANES}}u;
