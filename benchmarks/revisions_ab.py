@@ -47,10 +47,15 @@ NAME_FIELDS = ("model", "shape", "call", "name", "kind", "phase", "S", "L", "Hq"
 
 
 def prepare(revisions: list[str], folder: Path = FOLDER) -> list[dict]:
-    """Each revision's wgraph/ (git archive) in folder/<i>-<name>; returns and writes the manifest."""
+    """Each revision's wgraph/ (git archive) in folder/<i>-<name>; returns and writes the manifest. The trees of an
+    earlier prepare are removed first: a script that walks folder/*/ ran two stale revisions beside the two asked
+    for (a device run's 220 s, 2026-12-07)."""
     if not revisions:
         raise SystemExit("prepare: name at least one revision (e.g. main my-branch)")
     folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        if old.is_dir() and re.match(r"\d+-", old.name):   # a prepared tree, never anything else there
+            shutil.rmtree(old)
     manifest = []
     for i, rev in enumerate(revisions):
         commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,

@@ -92,7 +92,9 @@ def test_table_medians_and_ratios():
 @needs_git
 def test_prepare_archives_the_revision(tmp_path):
     head = _git("rev-parse", "HEAD").strip()
+    (tmp_path / "0-stale" / "wgraph").mkdir(parents=True)   # an earlier prepare's tree: gone after this one
     manifest = rab.prepare(["HEAD"], tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0-HEAD", "manifest.json"]
     assert manifest == [{"name": "0-HEAD", "revision": "HEAD", "commit": head, "folder": "0-HEAD"}]
     assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
     tree = tmp_path / "0-HEAD" / "wgraph"
