@@ -233,6 +233,29 @@ def test_implied_merges_are_bounded_work(tmp_path):
         Tokenizer.from_gguf(path)
 
 
+def test_reasoning_tuples_and_the_generation_tag_render_as_transformers():
+    """What transformers 5.25 does before and while rendering (checked against it by a probe,
+    /work/tmp/probe_text): a message's reasoning under any of its names reaches a template that reads another
+    (reasoning_content from the first of reasoning_content / thinking / reasoning; thinking unless the message has
+    one), where it silently vanished; a tuple shows as a tuple; `{% generation %}` renders its body (it was an
+    unknown tag, the whole tokenizer refused at load)."""
+    names = ChatTemplate({"default": "{% for m in messages %}{{ m.reasoning_content }}/{{ m.thinking }}/"
+                                     "{{ m.reasoning }};{% endfor %}"}, "test")
+    msgs = [{"role": "assistant", "content": "A", "reasoning_content": "X", "thinking": "Y"},
+            {"role": "assistant", "content": "B", "thinking": "Z"}, {"role": "user", "content": "u"},
+            {"role": "assistant", "content": "C", "reasoning": "R", "thinking": None}]
+    assert names.render(msgs, add_generation_prompt=False) == "X/Y/;Z/Z/;//;R/R/R;"
+    qwen = ChatTemplate({"default": "{% for m in messages %}{% if m.reasoning_content is string %}<think>"
+                                    "{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}|{% endfor %}"}, "test")
+    assert qwen.render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "A", "reasoning": "why"}],
+                       add_generation_prompt=False) == "q|<think>why</think>A|"
+    shown = ChatTemplate({"default": "{{ messages[0].content }}"}, "test")
+    assert shown.render([{"role": "user", "content": ("a", "b")}]) == "('a', 'b')"
+    gen = ChatTemplate({"default": "{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}"
+                                   "{% endfor %}"}, "test")
+    assert gen.render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "A"}]) == "qA"
+
+
 def test_template_sandbox_and_helpers():
     t = ChatTemplate({"default": "{{ messages[0]['content'] | tojson }} {{ strftime_now('%Y') | length }}"
                                  "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
@@ -565,9 +588,9 @@ def test_a_pre_tokenizer_name_that_is_not_a_string_is_named(tmp_path, value):
 def test_spm_space_prefix_and_unknown_token_follow_the_file(tmp_path, prefix):
     """A "llama" (SentencePiece-style) vocabulary: tokenizer.ggml.add_space_prefix=false was ignored ("a" took
     "▁a", and decoding " a" dropped its space), and a character with no token nor byte token vanished from the
-    ids instead of becoming tokenizer.ggml.unknown_token_id. llama.cpp and transformers (GGUFLlamaConverter: the
-    file's unk token; Metaspace prepending only with add_space_prefix, Strip only then) agree; the reference is
-    that vocabulary in `tokenizers`, and the ids are spelled out as llama.cpp's SPM merges give them."""
+    ids instead of becoming tokenizer.ggml.unknown_token_id. llama.cpp reads the key so (transformers 5.25's GGUF
+    loader prepends "▁" whatever the key says: docs/models.md); the reference is that vocabulary in `tokenizers`,
+    and the ids are spelled out as llama.cpp's SPM merges give them."""
     import gguf
     from tokenizers import decoders, models, pre_tokenizers
     from tokenizers import Tokenizer as Backend

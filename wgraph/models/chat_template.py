@@ -1,6 +1,7 @@
 """Chat templates (Jinja, from tokenizer_config.json, chat_template.jinja or a GGUF file's tokenizer.chat_template)
 rendered as transformers renders them (utils/chat_template_utils.py): a sandbox with trim_blocks and lstrip_blocks,
-the loopcontrols extension, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII, and the tokenizer's
+the loopcontrols extension and the `generation` tag, `raise_exception`, `strftime_now`, a `tojson` that keeps
+non-ASCII, reasoning fields aliased as transformers aliases them, and the tokenizer's
 special tokens as variables. The sandbox (`chat_sandbox.BoundedEnvironment`) keeps a template from reaching Python
 internals, since a template file is data, never code, and bounds its work: sizes of what it makes and the render's
 time; anything a template raises is a ChatTemplateError (CheckpointError at load) naming the template."""
@@ -75,8 +76,26 @@ class _Dict:
         return dict.fromkeys(*args, **kwargs)
 
 
+class _Generation(jinja2.ext.Extension):
+    """`{% generation %}...{% endgeneration %}`: transformers' AssistantTracker tag, which marks the assistant's text
+    for its return_assistant_tokens_mask; here it renders its body as it is (a template using it was refused at
+    load as an unknown tag)."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    @staticmethod
+    def _body(caller):
+        return caller()
+
+
 def _environment() -> BoundedEnvironment:
-    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                             extensions=[jinja2.ext.loopcontrols, _Generation])
     env.filters["tojson"] = bounded_filter("tojson", _tojson)
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, namespace=_Namespace,
                        dict=_Dict())
@@ -90,10 +109,26 @@ def _plain(value, where: str):
         return value
     if isinstance(value, dict):
         return {_plain(k, where): _plain(v, where) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):
         return [_plain(v, where) for v in value]
+    if isinstance(value, tuple):   # as transformers keeps it: a template shows ('a', 'b'), not ['a', 'b']
+        return tuple(_plain(v, where) for v in value)
     raise ChatTemplateError(f"apply_chat_template: {where} holds a {type(value).__name__}; only JSON values "
                             f"(str, numbers, bool, None, lists, dicts) reach a template")
+
+
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")   # transformers' names for one message's reasoning
+
+
+def _reasoning_aliased(message: dict) -> dict:
+    """A message's reasoning under the names templates read, as transformers 5 fills them before rendering
+    (chat_template_utils._alias_reasoning_fields): the first of REASONING_FIELDS the message has becomes its
+    `reasoning_content` (Qwen3's templates read it) and, unless the message has one, its `thinking` (gpt-oss's);
+    without it a message's `reasoning` vanished from the prompt of a template that reads another name."""
+    reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
+    if reasoning is None:
+        return message
+    return {"thinking": reasoning, **message, "reasoning_content": reasoning}
 
 
 class ChatTemplate:
@@ -161,7 +196,8 @@ class ChatTemplate:
             raise ChatTemplateError("apply_chat_template: messages is empty; a conversation needs at least one "
                                     "message")
         # transformers drops None-valued keys (APIs send content=None) before rendering
-        chat = [_plain({k: v for k, v in m.items() if v is not None}, f"message {i}") for i, m in enumerate(messages)]
+        chat = [_reasoning_aliased(_plain({k: v for k, v in m.items() if v is not None}, f"message {i}"))
+                for i, m in enumerate(messages)]
         variables = {"tools": None, "documents": None, **(special_tokens or {}),
                      **_plain(kwargs, "a template variable")}
         variables["range"] = RangeBudget()
