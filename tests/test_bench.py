@@ -385,6 +385,8 @@ def test_plot_errors_name_the_fix(tmp_path, monkeypatch):
 
     with pytest.raises(ValueError, match=r"the format comes from the extension, one of \('.png', '.svg'\)"):
         check_plot_path(tmp_path / "x.jpg")
+    with pytest.raises(ValueError, match=r"^plot path '': the format"):   # as typed: Path("") said '.'
+        check_plot_path("")
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     with pytest.raises(ImportError, match=r"plotting needs matplotlib, an optional extra: pip install wgraph\[plot\]"):
         check_plot_path(tmp_path / "x.png")

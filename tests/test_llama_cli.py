@@ -100,7 +100,12 @@ def test_system_needs_chat(capsys):
     ("--read-every", "0", "an integer in [1, 1048576]"),
     ("--stop-ids", "2,-1", "comma-separated integers in [0, 4294967295]"),
     ("--prompt-ids", str(2**32), "comma-separated integers in [0, 4294967295]"),
-    ("--prompt-ids", ",", "at least one token id"),
+    ("--prompt-ids", "", "at least one token id"), ("--stop-ids", " ", "at least one token id"),
+    ("--prompt-ids", ",", "comma-separated integers in [0, 4294967295]"),
+    ("--stop-ids", "1,,2", "comma-separated integers in [0, 4294967295]"),   # it was 1,2 without a word
+    ("--max-new-tokens", "1_0", "an integer in [0, 1048576]"),   # int() took it as 10, a fullwidth 4 as 4
+    ("--max-new-tokens", "\uff14", "an integer in [0, 1048576]"),
+    ("--prompt-ids", "1_0", "comma-separated integers in [0, 4294967295]"),
 ])
 def test_numeric_options_are_checked_as_parsed(capsys, option, value, rule):
     """A numeric option outside the rule of the Python argument it becomes was refused only after the device was
@@ -111,6 +116,36 @@ def test_numeric_options_are_checked_as_parsed(capsys, option, value, rule):
         cli_main(["generate", "model.gguf", *prompt, f"{option}={value}"])
     assert info.value.code == 2
     assert f"argument {option}: expected {rule}, got {value!r}" in capsys.readouterr().err
+
+
+def test_sampling_options_without_a_temperature_are_refused(capsys):
+    """--seed, --top-k and --top-p with the default --temperature 0 (greedy) were ignored without a word: the same
+    ids whatever the seed. Refused at once (exit 2), naming them; with a temperature they parse."""
+    from wgraph.models.cli import parser
+
+    with pytest.raises(SystemExit) as info:
+        cli_main(["generate", "model.gguf", "--prompt-ids", "1,2", "--seed", "7", "--top-k", "5"])
+    assert info.value.code == 2
+    assert "--top-k, --seed only shape sampling, and --temperature 0 is greedy" in capsys.readouterr().err
+    a = parser().parse_args(["m.gguf", "--prompt-ids", "1", "--temperature", "0.7", "--seed", "7"])
+    assert (a.temperature, a.seed, a.top_k, a.top_p) == (0.7, 7, None, None)   # defaults set by _main (SAMPLING)
+    assert parser().parse_args(["m.gguf", "--prompt-ids", "1", "--stop-ids", "none"]).stop_ids == []
+
+
+def test_ids_past_the_vocabulary_are_refused_before_the_weights(tmp_path, capsys):
+    """--prompt-ids / --stop-ids past the vocabulary were refused after every weight was read, naming the Python
+    argument (stop_ids=[701] 'must be a list of integers', 'outside the table's 701 rows'): now before the load,
+    naming the option (exit 1, no 'loaded in')."""
+    cfg = tiny_config()
+    path = write_checkpoint(tmp_path, cfg, random_weights(cfg, seed=0), storage="f16")
+    vocab = cfg["vocab_size"]
+    for option, ids in (("--prompt-ids", f"1,{vocab}"), ("--stop-ids", f"{vocab + 3}")):
+        prompt = [] if option == "--prompt-ids" else ["--prompt-ids", "1,2"]
+        assert cli_main(["generate", str(path), *prompt, option, ids, "--dtype", "f32"]) == 1
+        err = capsys.readouterr().err
+        bad = ids.split(",")[-1]
+        assert f"generate: {option} holds id {bad}, past the model's vocabulary of {vocab} ids (0 to {vocab - 1})" \
+            in err and "loaded in" not in err
 
 
 def test_numeric_options_keep_their_values():

@@ -292,7 +292,7 @@ def test_cli_stops_quietly_when_stdout_closes(tmp_path, what):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         r = subprocess.run([sys.executable, "-m", "wgraph", "generate", str(path), *what, "--max-new-tokens", "3",
-                            "--dtype", "f32", "--stop-ids", ""], stdout=write, stderr=subprocess.PIPE, text=True,
+                            "--dtype", "f32", "--stop-ids", "none"], stdout=write, stderr=subprocess.PIPE, text=True,
                            env=env, cwd=ROOT, timeout=300)
     finally:
         os.close(write)
@@ -372,7 +372,7 @@ def test_cli_text_on_a_stdout_that_cannot_encode_it(tmp_path, monkeypatch):
     out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
     monkeypatch.setattr(sys, "stdout", out)
     assert cli_main(["generate", str(path), "--prompt", "Hello world", "--max-new-tokens", "12", "--dtype", "f32",
-                     "--stop-ids", "", "--read-every", "1"]) == 0
+                     "--stop-ids", "none", "--read-every", "1"]) == 0
     out.flush()
     assert out.buffer.getvalue().decode("ascii") == text.encode("ascii", "backslashreplace").decode("ascii") + "\n"
 

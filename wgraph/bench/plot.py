@@ -13,9 +13,9 @@ FORMATS = (".png", ".svg")
 
 def check_plot_path(path) -> Path:
     """The path, once its format is known and matplotlib importable; errors say what to do."""
-    path = Path(path)
+    typed, path = path, Path(path)   # the message shows the path as typed: Path("") is "."
     if path.suffix.lower() not in FORMATS:
-        raise ValueError(f"plot path {str(path)!r}: the format comes from the extension, one of {FORMATS}")
+        raise ValueError(f"plot path {str(typed)!r}: the format comes from the extension, one of {FORMATS}")
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -17,18 +17,27 @@ from wgraph.errors import LimitError, ShapeError, WgraphError
 from wgraph.models.config import MAX_SEQ
 
 
+def _digits(text: str) -> int:
+    """A number written in ASCII digits (int() also took '1_0' as 10 and a fullwidth '４' as 4); ValueError else."""
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()):
+        raise ValueError(text)
+    return int(t)
+
+
 def _ids(text: str) -> list[int]:
+    """Comma-separated ids; an empty one ('1,,2', '') is refused: an empty --stop-ids (an unset shell variable) turned
+    the tokenizer's eos stop off without a word. `none` is --stop-ids' own way to stop at no id."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected at least one token id, got {text!r}")
     try:
-        return [integer("generate", "id", int(t)) for t in text.split(",") if t.strip()]
+        return [integer("generate", "id", _digits(t)) for t in text.split(",")]
     except (ValueError, WgraphError):
         raise argparse.ArgumentTypeError(f"expected comma-separated integers in [0, {U32_MAX}], got {text!r}") from None
 
 
-def _prompt_ids(text: str) -> list[int]:
-    ids = _ids(text)
-    if not ids:   # refused only after the weights were read: 'error: generate: prompt_ids is empty'
-        raise argparse.ArgumentTypeError(f"expected at least one token id, got {text!r}")
-    return ids
+def _stop_ids(text: str) -> list[int]:
+    return [] if text.strip() == "none" else _ids(text)
 
 
 # The numeric options are checked as they are parsed, by the rules of the Python calls they go to (args.py), with
@@ -38,7 +47,7 @@ def _integer(lo: int, hi: int):
     """An argparse type: an integer in [lo, hi] (wgraph.args.integer's test)."""
     def parse(text: str) -> int:
         try:
-            return integer("generate", "option", int(text), lo, hi)
+            return integer("generate", "option", _digits(text), lo, hi)
         except (ValueError, WgraphError):
             raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text!r}") from None
     return parse
@@ -62,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a Hugging Face directory (config.json, *.safetensors, tokenizer.json) or a .gguf file")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--prompt", help="the prompt text (needs a tokenizer: tokenizer.json or the GGUF's vocabulary)")
-    what.add_argument("--prompt-ids", type=_prompt_ids,
+    what.add_argument("--prompt-ids", type=_ids,
                       help="the prompt as token ids, e.g. 1,2,3 (prints ids, not text)")
     p.add_argument("--chat", action="store_true", help="render --prompt as a user message with the chat template")
     p.add_argument("--system", help="a system message before the prompt (with --chat)")
@@ -76,14 +85,16 @@ def parser() -> argparse.ArgumentParser:
                    "plus --max-new-tokens where that is within min(max_position_embeddings, 2048), else that)")
     p.add_argument("--temperature", type=_real(0.0, F32_MAX), default=0.0,
                    help="0 is greedy; > 0 samples on the GPU")
-    p.add_argument("--top-k", type=_integer(0, U32_MAX), default=0,
-                   help="keep the k most likely ids when sampling (0: all)")
-    p.add_argument("--top-p", type=_real(0.0, 1.0, open_lo=True), default=1.0,
-                   help="keep the smallest set of ids with this mass when sampling")
-    p.add_argument("--seed", type=_integer(0, U64_MAX), default=0,
-                   help="sampling seed: the same seed gives the same text")
-    p.add_argument("--stop-ids", type=_ids, help="stop at the first of these ids (default: the tokenizer's eos "
-                                                 "ids with --prompt, none with --prompt-ids)")
+    # the sampling options' defaults are set after the parse (SAMPLING): given with --temperature 0 they are refused,
+    # where they were ignored without a word
+    p.add_argument("--top-k", type=_integer(0, U32_MAX),
+                   help="keep the k most likely ids when sampling (0: all; default 0)")
+    p.add_argument("--top-p", type=_real(0.0, 1.0, open_lo=True),
+                   help="keep the smallest set of ids with this mass when sampling (default 1)")
+    p.add_argument("--seed", type=_integer(0, U64_MAX),
+                   help="sampling seed: the same seed gives the same text (default 0)")
+    p.add_argument("--stop-ids", type=_stop_ids, help="stop at the first of these ids, or `none` (default: the "
+                                                      "tokenizer's eos ids with --prompt, none with --prompt-ids)")
     p.add_argument("--in-flight", type=_integer(1, MAX_SEQ), default=8,
                    help="decode steps submitted ahead of the GPU")
     p.add_argument("--read-every", type=_integer(1, MAX_SEQ), default=4,
@@ -101,9 +112,19 @@ def main(argv: list[str]) -> int:
         return 1
 
 
+SAMPLING = {"top_k": 0, "top_p": 1.0, "seed": 0}   # the sampling options' defaults
+
+
 def _main(argv: list[str]) -> int:
     p = parser()
     args = p.parse_args(argv)
+    given = [f"--{k.replace('_', '-')}" for k in SAMPLING if getattr(args, k) is not None]
+    if given and args.temperature == 0:
+        p.error(f"{', '.join(given)} only shape sampling, and --temperature 0 is greedy: give a temperature > 0 or "
+                f"drop them")
+    for k, default in SAMPLING.items():
+        if getattr(args, k) is None:
+            setattr(args, k, default)
     if (args.system is not None or args.chat) and args.prompt is None:   # ids are the prompt as it is
         p.error("--chat and --system need --prompt (with --prompt-ids the ids are the whole prompt)")
     if args.system is not None and not args.chat:   # a plain prompt has no place for it
@@ -195,15 +216,21 @@ def cache_positions(args, files, ids: list[int] | None) -> int | None:
 
 
 def check_room(args, files, ids: list[int] | None, positions: int | None) -> None:
-    """ShapeError where --prompt makes no ids; LimitError where the prompt and --max-new-tokens do not fit the KV
-    cache of `positions` (cache_positions; None: the model's default, min(max_position_embeddings,
-    DEFAULT_MAX_SEQ)). The model refused either only once every weight was read (the cache saying 'load the model
-    with a larger max_seq=', the Python argument)."""
+    """ShapeError where --prompt makes no ids; LimitError where --prompt-ids or --stop-ids hold an id past the
+    vocabulary, or the prompt and --max-new-tokens do not fit the KV cache of `positions` (cache_positions; None:
+    the model's default, min(max_position_embeddings, DEFAULT_MAX_SEQ)). The model refused these only once every
+    weight was read, naming the Python arguments (the cache saying 'load the model with a larger max_seq=')."""
     from wgraph.models.llama import DEFAULT_MAX_SEQ
 
     if ids is not None and not ids:   # a tokenizer that adds no BOS (a qwen2 GGUF's) makes no ids of --prompt ""
         raise ShapeError(f"generate: --prompt {args.prompt!r} encodes to no tokens (this tokenizer adds no BOS); "
                          f"give a prompt with text")
+    vocab = files.config.vocab_size   # ids past it were refused only once every weight was read
+    for option, given in (("--prompt-ids", args.prompt_ids), ("--stop-ids", args.stop_ids)):
+        past = [i for i in given or () if i >= vocab]
+        if past:
+            raise LimitError(f"generate: {option} holds id {past[0]}, past the model's vocabulary of {vocab} ids "
+                             f"(0 to {vocab - 1})")
     prompt = len(args.prompt_ids) if ids is None else len(ids)
     n = args.max_new_tokens
     room = positions if positions is not None else min(files.config.max_position_embeddings, DEFAULT_MAX_SEQ)
