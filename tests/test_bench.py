@@ -396,8 +396,10 @@ def test_plot_errors_name_the_fix(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--runs", "-1"], "--runs -1 must be at least 1"),            # an AttributeError traceback after the run
-    (["--host-ops", "0"], "--host-ops 0 must be at least 1"),      # 0 ran the default 1000
+    (["--runs", "-1"], "--runs -1 must be in [1, 1000]"),          # an AttributeError traceback after the run
+    (["--host-ops", "0"], "--host-ops 0 must be in [1, 1000000]"),  # 0 ran the default 1000
+    (["--host-ops", str(2**64)], f"--host-ops {2**64} must be in [1, 1000000]"),   # a graph grown out of memory
+    (["--runs", "1001"], "--runs 1001 must be in [1, 1000]"),
     (["--budget-s", "nan"], "argument --budget-s: expected a finite number of seconds > 0, got 'nan'"),
     (["--budget-s", "-1"], "argument --budget-s: expected a finite number of seconds > 0, got '-1'"),
     (["--budget-s", "0"], "argument --budget-s: expected a finite number of seconds > 0, got '0'"),

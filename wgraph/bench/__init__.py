@@ -52,8 +52,9 @@ def parser() -> argparse.ArgumentParser:
                    help="planned: the planner's pick per shape; all: also every other variant that accepts it "
                    "(attention, gemm)")
     p.add_argument("--host-ops", type=int, help=f"dispatches per host-cost run (default 1000, {QUICK_PLAN.host_ops} "
-                   "with --quick)")
-    p.add_argument("--runs", type=int, help=f"host-cost runs per mode (median; default 9, {QUICK_PLAN.runs} with --quick)")
+                   f"with --quick; at most {MAX_HOST_OPS})")
+    p.add_argument("--runs", type=int, help=f"host-cost runs per mode (median; default 9, {QUICK_PLAN.runs} with "
+                   f"--quick; at most {MAX_RUNS})")
     p.add_argument("--budget-s", type=_seconds, help="seconds for the attention section and for the gemm section; "
                    "shapes left are listed skipped (default by grid: "
                    f"{', '.join(f'{g} {b:g}' for g, b in DEFAULT_BUDGET_S.items())})")
@@ -89,13 +90,17 @@ def _progress(msg: str):
     print(msg, file=sys.stderr, flush=True)
 
 
+MAX_HOST_OPS, MAX_RUNS = 1_000_000, 1000   # --host-ops, --runs
+
+
 def main(argv: list[str]) -> dict:
     """Run the benchmark; print tables; return (and with --json write) the result."""
     ap = parser()
     args = ap.parse_args(argv)
-    for name, value in (("--runs", args.runs), ("--host-ops", args.host_ops)):
-        if value is not None and value < 1:
-            ap.error(f"{name} {value} must be at least 1")
+    # at most: a host-cost run records --host-ops dispatches in one graph (2**64 grew it until memory ran out)
+    for name, value, most in (("--runs", args.runs, MAX_RUNS), ("--host-ops", args.host_ops, MAX_HOST_OPS)):
+        if value is not None and not 1 <= value <= most:
+            ap.error(f"{name} {value} must be in [1, {most}]")
     for name, path in (("--json", args.json), ("--plot", args.plot)):
         # before the run, not after it: a path that cannot be written raised a traceback once the run was over
         # `is not None`: --json "" was falsy, so neither checked nor written (the run's results silently unsaved)
