@@ -251,7 +251,7 @@ def test_walk_drops_its_row_test_only_where_a_dispatch_serves_every_row():
             ("gemv_r32_cpu_f32", 97): [True, True, True, False], ("gemv_r32_cpu_f32", 9): [False]}
     for (variant, m), flags in want.items():
         kv, s = kernel(variant), gemv.GemvShape(m, 64, 64, variant.rsplit("_", 1)[1])
-        got = [gemv.walk_constants(kv, s, norm=None, row0=p * kv.limits["max_rows"])
+        got = [gemv.walk_constants(kv, gemv.pass_rows(kv, s, p * kv.limits["max_rows"]), norm=None)
                for p in range(gemv.row_passes(kv, s))]
         assert got == [{"HAS_NORM": False, "ALL_ROWS": f} for f in flags], (variant, m)
 

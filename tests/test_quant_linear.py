@@ -201,7 +201,7 @@ def test_every_gemv_variant_forced(dev, rng):
     pipelines, norm compiled in, are compiled side by side first: PipelineCache.warm.) The rows' second chunk is
     partial (the step's per-row test compiled in: ALL_ROWS off; test_fused_options_in_one_dispatch's 8 rows run
     the planned 8-row classes with it on)."""
-    from wgraph.ops.quantized import walk_constants
+    from wgraph.ops.gemv import walk_constants
     # those the device can run (a device without subgroups runs the _wg_ variants only)
     runnable = [kv for kv in kernels_for("linear_q") if cannot_run(dev, kv.name) is None]
     dev.pipelines.warm([kv.specialized(walk_constants(kv, kv.limits["max_rows"] + 1, norm=True)) for kv in runnable])

@@ -201,14 +201,15 @@ def core_constants(*, norm) -> dict:
     return {"HAS_NORM": norm is not None}
 
 
-def walk_constants(kv: Kernel, s: GemvShape, *, norm, row0: int = 0) -> dict:
-    """The GEMV core's overridable constants (shaders/gemv_core.wgsl) for a dispatch from row `row0` of x: RMSNorm
-    folded in or not, and whether it serves all max_rows rows of x of a class of several (the walk's per-row test
-    compiled out). On an H100 (benchmarks/results/h100-gemv-allrows-ab-1207.log, the two trees in turns) that took
-    the 8-row f16 GEMVs 0.61-0.94x the time, but the one-row f16 walk, whose one test is 0 < m, ran 1.00-1.03x:
-    a one-row class keeps its test."""
-    full = kv.limits["max_rows"] > 1 and pass_rows(kv, s, row0) == kv.limits["max_rows"]
-    return {**core_constants(norm=norm), "ALL_ROWS": full}
+def walk_constants(kv: Kernel, rows: int, *, norm) -> dict:
+    """The overridable constants of a GEMV walk (shaders/gemv_core.wgsl, quant_gemv_core.wgsl) for a dispatch
+    serving `rows` rows of x (a pass's: pass_rows; a quantized call's, in chunks of max_rows): RMSNorm folded in
+    or not, and ALL_ROWS where every chunk of a class of several rows is full (the walk's per-row test compiled
+    out). On an H100 that took the 8-row GEMVs 0.61-0.94x the time in f16 (h100-gemv-allrows-ab-1207.log) and
+    0.79-0.95x in Q4_0 / Q4_K / Q8_0 / Q4_1 / Q6_K (h100-quant-allrows-ab-1207.log); the one-row f16 walk, whose
+    one test is 0 < m, ran 1.00-1.03x and the quantized ones within their noise, so a one-row class keeps it."""
+    most = kv.limits["max_rows"]
+    return {**core_constants(norm=norm), "ALL_ROWS": most > 1 and rows % most == 0}
 
 
 def core_bindings(ctx, *, x, w, bias, norm) -> dict:
@@ -225,5 +226,5 @@ def dispatch(ctx, kv: Kernel, s: GemvShape, *, x, w, bias, norm, residual, y, ep
     step = kv.limits["max_rows"]
     return [ctx.dispatch(kv.name, bindings=bindings, workgroups=ctx.grid(workgroups(kv, s)), label="linear",
                          uniforms=core_uniforms(kv, s, bias=bias, norm=norm, residual=residual, eps=eps, row0=p * step),
-                         constants=walk_constants(kv, s, norm=norm, row0=p * step))
+                         constants=walk_constants(kv, pass_rows(kv, s, p * step), norm=norm))
             for p in range(row_passes(kv, s))]

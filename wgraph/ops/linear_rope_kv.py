@@ -94,7 +94,7 @@ def _encode(ctx, params: LinearRopeKVParams, inputs, outputs):
                 **rope_kv.kernel_uniforms(params.rope, rows, rest)}
     bindings = {**gemv.core_bindings(ctx, x=x, w=w, bias=b, norm=norm), **rope_kv.kernel_bindings(ctx, rest, q)}
     return [ctx.dispatch(kv.name, uniforms=uniforms, bindings=bindings, workgroups=ctx.grid(gemv.workgroups(kv, s)),
-                         label=OP, constants=gemv.walk_constants(kv, s, norm=norm))]
+                         label=OP, constants=gemv.walk_constants(kv, gemv.pass_rows(kv, s), norm=norm))]
 
 
 # inputs 6 and 7 (the caches) are written in place besides the output q

@@ -15,9 +15,9 @@ from wgraph.errors import ShapeError, WgraphError
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops import rope_kv
 from wgraph.ops.core import OpDef, adapter_refusal, register
-from wgraph.ops.gemv import device_refusal
+from wgraph.ops.gemv import device_refusal, walk_constants
 from wgraph.ops.quantized import (LINEAR_Q, QuantLinearParams, _infer_linear_q, core_bindings, core_uniforms,
-                                  cpu_loop_refusal, describe_gemv, plan_linear_q, walk_constants)
+                                  cpu_loop_refusal, describe_gemv, plan_linear_q)
 from wgraph.ops.rope_kv import ROPE_KV_APPEND, RopeKVParams, check_rope_kv
 
 OP = "linear_rope_kv_append_q"

@@ -19,7 +19,8 @@ from wgraph.ggml_blocks import BlockFormat, QuantizedWeight, block_format, check
 from wgraph.kernels.registry import Kernel, kernel, kernels_for
 from wgraph.ops.core import OpDef, adapter_refusal, apply, ceil_div, register, size_refusal, speed_rules
 from wgraph.ops.cpu_limits import halvings, loop, loop_cap_refusal
-from wgraph.ops.gemv import ACTIVATIONS, check_fused_options, core_constants, device_refusal, forced_error
+from wgraph.ops.gemv import (ACTIVATIONS, check_fused_options, core_constants, device_refusal, forced_error,
+                             walk_constants)
 from wgraph.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
@@ -311,17 +312,6 @@ def core_uniforms(kv: Kernel, m: int, n: int, k: int, swiglu: bool, *, bias, nor
             "slots": gemv_slots(kv, n, swiglu), "out_n": n // 2 if swiglu else n,
             "groups_per_chunk": gemv_workgroups(kv, n, swiglu), "has_bias": int(bias is not None),
             "has_residual": int(residual is not None), "swiglu": int(swiglu), "eps": eps}
-
-
-def walk_constants(kv: Kernel, m: int, *, norm) -> dict:
-    """The quantized GEMV core's overridable constants (shaders/quant_gemv_core.wgsl) for a call of m rows of x:
-    RMSNorm folded in or not, and whether every chunk of a class of several rows is full (the step's per-row test
-    compiled out). On an H100 (h100-quant-allrows-ab-1207.log, quant_ab.py under both trees in one run) that took
-    the 8-row GEMVs of Q4_0 / Q4_K / Q8_0 / Q4_1 / Q6_K 0.79-0.95x the time; the one-row ones read within their
-    noise (two trees with the same one-row code differed by up to 1.45x on the small matrices), so a one-row class
-    keeps its test, as the f16 walk's does (gemv.walk_constants)."""
-    rows = kv.limits["max_rows"]
-    return {**core_constants(norm=norm), "ALL_ROWS": rows > 1 and m % rows == 0}
 
 
 def core_bindings(ctx, *, x, blocks, bias, norm) -> dict:

@@ -11,7 +11,7 @@
 // (as a uniform flag, the driver predicated both paths of every step: issue slots in both).
 override HAS_NORM: bool;
 // Every chunk of MAX_ROWS > 1 rows of x is full (params.m a multiple of MAX_ROWS): accumulate's test of each row
-// against the chunk's rows, a branch per row of x per step inside the loop, is compiled out (ops/quantized.py's
+// against the chunk's rows, a branch per row of x per step inside the loop, is compiled out (ops/gemv.py's
 // walk_constants: the 8-row GEMVs 0.79-0.95x the time on an H100; the f16 GEMV's ALL_ROWS, gemv_core.wgsl). A
 // grid's padding chunks (rows 0) walk no blocks.
 override ALL_ROWS: bool;
