@@ -769,3 +769,28 @@ def test_plot_leaves_out_a_row_without_a_measured_time(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         plot_main([str(tmp_path / "r.json"), str(tmp_path / "o.svg")])
     assert info.value.code == 2 and "no attention rows that ran: nothing to plot" in capsys.readouterr().err
+
+
+def test_steady_work_reuses_its_buffers_and_waits_only_on_its_stamped_recordings(dev):
+    """The timers' warm-up (timing.warm) keeps the GPU busy with copies: after the first call no buffer is made
+    (the pair is kept for the device), each recording holds COPIES_A_RECORDING copies, and the host waits for the
+    GPU (a readback) only on every STAMP_EVERY-th recording and once at the end: waiting on every recording
+    left an H100 idle enough that its clock stayed low (h100-cold-probe-1207.log)."""
+    from wgraph.bench import warmup
+
+    warmup.steady_work(dev, 0.0, nbytes=1 << 16)   # makes the pair, runs nothing
+    held = warmup._COPY_BUFFERS[dev]
+    assert [t.nbytes for t in held] == [1 << 16, 1 << 16]
+    words = np.random.default_rng(3).integers(0, 2**32, size=(1 << 14,), dtype=np.uint32)
+    dev.write(held[0], words)
+    dev.sync()
+    before = dev.stats.snapshot()
+    trace = warmup.steady_work(dev, 0.3, nbytes=1 << 16)
+    d = dev.stats.since(before)
+    assert warmup._COPY_BUFFERS[dev] is held
+    recordings = d.compute_passes   # one pass a recording (d.submits also counts the last wait's copy)
+    assert recordings >= 1 and d.dispatches == recordings * warmup.COPIES_A_RECORDING
+    stamped = -(-recordings // warmup.STAMP_EVERY) if dev.caps.has_timestamps else 0
+    assert len(trace) == stamped
+    assert d.readbacks <= stamped + 1
+    np.testing.assert_array_equal(held[1].numpy(), words)

@@ -130,16 +130,19 @@ def program_us(prog) -> float | None:
 
 
 def warm(dev, call, seconds: float) -> None:
-    """Keep the GPU busy with `call` for `seconds`: an idle GPU's clocks take a while to rise (the H200 idles
-    at 345 MHz, and the host's preparation of the next shape leaves it idle)."""
+    """Bring the GPU's clocks up before `call` is timed: `seconds` of steady copies (warmup.steady_work), then
+    `call` twice (its pipelines, bind groups and uniforms). Repeating the call itself does not raise them: an H100
+    idle at 345 MHz stayed there through 0.3 s of a 6 µs quantized GEMV recorded 20 calls a time (the host's
+    recording left the GPU idle most of the time), which then read 24.5 µs against 6.0 after a second of copies
+    (benchmarks/results/h100-cold-probe-1207.log); the host's preparation of a shape leaves the GPU idle."""
     if dev.caps.is_cpu:
         return
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        with dev.record():
-            for _ in range(20):
-                call()
-        dev.sync()
+    from wgraph.bench import warmup
+
+    warmup.steady_work(dev, seconds)
+    call()
+    call()
+    dev.sync()
 
 
 def reps_for(dev, call, target_s: float, max_reps: int) -> tuple[float, int]:

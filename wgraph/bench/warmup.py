@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+import weakref
 
 import numpy as np
 
@@ -42,23 +43,45 @@ def init_torch_cuda() -> bool:
         return False
 
 
+# The copies' buffers, made once a device: the timers warm up before every shape and variant (timing.warm)
+_COPY_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _copy_buffers(dev, nbytes: int) -> tuple:
+    nbytes = min(nbytes, dev.caps.max_storage_binding_size) // 16 * 16
+    held = _COPY_BUFFERS.get(dev)
+    if held is None or held[0].nbytes != nbytes:
+        x = dev.tensor(np.zeros(nbytes // 4, np.uint32))
+        held = _COPY_BUFFERS[dev] = (x, dev.empty(x.shape, "u32"))
+    return held
+
+
+COPIES_A_RECORDING = 8
+STAMP_EVERY = 8  # recordings: a stamped one is read back (a wait), so the GPU idles once in STAMP_EVERY
+
+
 def steady_work(dev, seconds: float, nbytes: int = 256 << 20) -> list[float]:
-    """Keep the GPU busy for `seconds` with back-to-back copies (two recordings in flight, no idle gap between
-    them); returns the GPU µs of each timed copy batch, so a caller sees the clocks come up."""
+    """Keep the GPU busy for `seconds` with back-to-back copies: recordings of COPIES_A_RECORDING copies submitted
+    without waiting for each other (the device's in-flight window bounds them), so the GPU runs one while the host
+    records the next; every STAMP_EVERY-th recording is stamped and read back. Returns the GPU µs of a copy in each
+    stamped recording, so a caller sees the clocks come up. Stamping and reading back every recording of 4 copies
+    (until 2026-12-07) left the GPU idle much of the time: from idle, an H100's SM clock rose only to 495-585 MHz
+    in 0.3 s of it (benchmarks/results/h100-cold-probe-1207.log)."""
     from wgraph.bench.memory_kernels import BENCH_COPY, CopyParams
     from wgraph.ops.core import apply
 
-    nbytes = min(nbytes, dev.caps.max_storage_binding_size) // 16 * 16
-    x = dev.tensor(np.zeros(nbytes // 4, np.uint32))
-    y = dev.empty(x.shape, "u32")
+    x, y = _copy_buffers(dev, nbytes)
     trace = []
     end = time.perf_counter() + seconds
+    made = 0
     while time.perf_counter() < end:
-        with dev.record(profile=dev.caps.has_timestamps) as rec:
-            for _ in range(4):
+        stamped = dev.caps.has_timestamps and made % STAMP_EVERY == 0
+        with dev.record(profile=stamped) as rec:
+            for _ in range(COPIES_A_RECORDING):
                 apply(BENCH_COPY, CopyParams(), (x,), out=y)
-        if dev.caps.has_timestamps:
-            trace.append(rec.profile().span_us / 4)
+        if stamped:
+            trace.append(rec.profile().span_us / COPIES_A_RECORDING)
+        made += 1
     dev.sync()
     return trace
 
