@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 import wgraph as wg
-from wgraph.bench import timing, torch_ref
+from wgraph.bench import timing, torch_ref, warmup
 from wgraph.bench.grids import Shape, bytes_moved, flops
 from wgraph.errors import WgraphError
 
@@ -77,18 +77,17 @@ def _gpu_times_us(dev, call, reps: int, batches: int = 3) -> list[float] | None:
     """GPU time per call (µs), one value per batch: `reps` back-to-back calls in one recording, timed from
     the first dispatch's start to the last one's end (timestamp queries), divided by reps. This is how
     torch's CUDA events time its calls; a call submitted alone would leave the GPU idle (and its clocks
-    low) in between. Batches are first run untimed for WARM_S seconds (at least one): a GPU left idle needs
-    that long of steady work to ramp its clocks up, and a shape timed right after idling reads slow."""
+    low) in between. First WARM_S seconds of steady copies (warmup.steady_work: a GPU left idle needs that long of
+    steady work to ramp its clocks up, and batches of short calls, whose recording keeps the host busier than the
+    GPU, did not raise them on an H100), then one untimed batch."""
     if not dev.caps.has_timestamps:
         return None
-    warm_until = time.perf_counter() + WARM_S
-    while True:
-        with dev.record():
-            for _ in range(reps):
-                call()
-        dev.sync()
-        if time.perf_counter() >= warm_until:
-            break
+    if not dev.caps.is_cpu:   # a CPU adapter's "GPU" is the host's cores: no clocks to raise
+        warmup.steady_work(dev, WARM_S)
+    with dev.record():
+        for _ in range(reps):
+            call()
+    dev.sync()
     times = []
     for _ in range(batches):
         with dev.record(profile=True) as rec:
@@ -149,8 +148,6 @@ def bench_attention(dev, shapes, *, variants: str = "planned", budget_s: float =
     torch_info = torch_ref.probe() if use_torch else {"available": False, "note": "disabled (--no-torch)"}
     if not ok:
         return [], {**torch_info, "section_note": note}
-    from wgraph.bench import warmup
-
     torch_info["warmup"] = warmup.prepare(dev, bool(torch_info.get("available")))
     rng = np.random.default_rng(0)
     rows = []
