@@ -297,6 +297,8 @@ CATALOGUE = [
      lambda e: wg.ops.linear(e.f32(2, 16), e.f32(6, 16), activation="gelu"), True),
     ("norm-eps", ArgumentError, r"rmsnorm: eps=1e-50 must be a finite real in \[1.1754944e-38, 3.4028235e\+38\]",
      lambda e: wg.ops.rmsnorm(e.f32(2, 4), e.f32(4), eps=1e-50), True),
+    ("norm-empty-row", ShapeError, r"rmsnorm: x must be \[\.\.\., dim\] with dim >= 1, got \(2, 0\)",
+     lambda e: wg.ops.rmsnorm(e.f32(2, 0), e.f32(0)), True),
     ("rope-kv-position", ArgumentError, r"rope_kv_append: pos=1.0 must be an integer in \[0, 4294967295\] or a u32 GPU tensor",
      lambda e: wg.ops.rope_kv_append(e.f32(2, 32), e.f32(8, 4), e.f32(8, 4), (e.f32(8, 1, 8), e.f32(8, 1, 8)), 1.0,
                                      q_heads=2), True),
@@ -557,7 +559,7 @@ def test_every_entry_is_documented():
 BEHAVIOURS = ("no-queries", "zero-length-kv", "nan-propagates", "inf-propagates", "fully-masked-row",
               # tested where their op is (docs/errors.md names each test)
               "sdpa-nan-as-torch", "sample-nan-row", "elementwise-nonfinite", "batched-huge-window", "failing-call-leaves-buffers",
-              "quant-nonfinite-scale")
+              "quant-nonfinite-scale", "norm-square-overflow")
 # prefill_flash_d64 stands for the GPU prefill kernels (one file, one code path); its larger head-dim classes
 # compile for tens of seconds cold on lavapipe.
 PREFILL = ("prefill_tiled_large_f32", "prefill_tiled_small_f16kv", "prefill_streaming_f16", "prefill_flash_d64_f32",

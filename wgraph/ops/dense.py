@@ -308,7 +308,8 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     x: [..., in] f32.
     w: the weight W [out, in], f32 or f16 (or a QuantizedWeight).
     b: a bias [out] f32, or None.
-    norm: an RMSNorm weight [in] applied to x first, or None.
+    norm: an RMSNorm weight [in] applied to x first (in >= 1; a row of x whose f32 sum of squares overflows
+        normalises to zeros, as rmsnorm), or None.
     eps: the fused RMSNorm's, a finite real > 0.
     activation: None or "swiglu".
     residual: f32 of the output's shape, added last, or None.

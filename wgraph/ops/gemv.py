@@ -33,6 +33,8 @@ def check_fused_options(weight: str, x_shape: tuple, n: int, k: int, b, norm, re
     if swiglu and n % 2:
         raise ShapeError(f"linear: activation='swiglu' needs W [2 * n, in] holding [gate; up], got {weight}")
     args.eps("linear", eps)  # as linear() checks it: used with a norm
+    if norm is not None and k == 0:   # the mean square of an empty row is 0 / 0 (rmsnorm refuses one too)
+        raise ShapeError(f"linear: norm= needs W's in_features >= 1 (an empty row has no mean square), got {weight}")
     if norm is not None and (norm.shape != (k,) or norm.dtype != "f32"):
         raise (ShapeError if norm.shape != (k,) else DtypeError)(
             f"linear: norm weight must be f32 ({k},) for {weight}, got {norm.dtype} {norm.shape}")

@@ -30,8 +30,8 @@ def _check_affine(op: str, x: TensorSpec, eps: float, **tensors) -> None:
     for name, t in tensors.items():
         if t is None:
             continue
-        if len(x.shape) < 1 or t.shape != x.shape[-1:]:
-            raise ShapeError(f"{op}: {name} must be ({x.shape[-1] if x.shape else '?'},) for x {x.shape}, got {t.shape}")
+        if t.shape != x.shape[-1:]:   # x is [..., dim >= 1]: check_rows first
+            raise ShapeError(f"{op}: {name} must be ({x.shape[-1]},) for x {x.shape}, got {t.shape}")
         if t.dtype != x.dtype:
             raise DtypeError(f"{op}: {name} dtype {t.dtype} differs from x's {x.dtype}")
     args.eps(op, eps)
@@ -39,6 +39,7 @@ def _check_affine(op: str, x: TensorSpec, eps: float, **tensors) -> None:
 
 def _infer_rmsnorm(params: RmsNormParams, specs):
     x, w = specs
+    check_rows("rmsnorm", x)   # a 0-d x was blamed on the weight; an empty row has no mean square
     _check_affine("rmsnorm", x, params.eps, weight=w)
     if x.dtype == "bf16" and x.shape[-1] % 2:
         raise ShapeError(f"rmsnorm: a bf16 row is written as u32 words of two elements, so its length must be even; "
@@ -55,7 +56,7 @@ def _encode_rmsnorm(ctx, params: RmsNormParams, inputs, outputs):
     # the sum of squares over the row's elements, then the writes (over u32 words of two for bf16)
     writes = ceil_div(dim, 2 * threads) if x.dtype == "bf16" else ceil_div(dim, threads)
     check_row_loops(ctx, "rmsnorm", dim, row_loops(dim, threads, 1, 1) + loop(writes))
-    rows = x.size // dim if dim else 0
+    rows = row_count(x.shape)
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
                          bindings={"x": x, "weight": w, "y": y}, workgroups=ctx.grid(rows), label="rmsnorm")]
 
@@ -66,8 +67,10 @@ RMSNORM = register(OpDef("rmsnorm", _infer_rmsnorm, _encode_rmsnorm, inputs=("x"
 def rmsnorm(x: TensorT, weight: TensorT, *, eps: float = 1e-6, out: TensorT | None = None) -> TensorT:
     """`x / sqrt(mean(x**2, -1) + eps) * weight` over the last axis (f32, f16 or bf16 with an even last dim; f32
     reduction). x [..., D] with weight [D]: a per-head norm of [rows, heads, head_dim] takes weight [head_dim].
+    A row whose f32 sum of squares overflows (|x| past ~1.8e19 / sqrt(D)) comes out as zeros, as torch's f32
+    RMSNorm gives (docs/errors.md, `norm-square-overflow`).
 
-    x: [..., D].
+    x: [..., D], D >= 1.
     weight: [D], x's dtype.
     eps: added to the mean square, a finite real > 0.
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
@@ -110,9 +113,10 @@ LAYERNORM = register(OpDef("layernorm", _infer_layernorm, _encode_layernorm, inp
 def layernorm(x: TensorT, weight: TensorT, bias: TensorT | None = None, *, eps: float = 1e-5,
               out: TensorT | None = None) -> TensorT:
     """`(x - mean) / sqrt(var + eps) * weight + bias` over the last axis (biased variance, as torch); f32 or f16
-    with f32 reductions; bias optional.
+    with f32 reductions; bias optional. A row whose f32 variance overflows comes out as zeros plus bias
+    (docs/errors.md, `norm-square-overflow`).
 
-    x: [..., D].
+    x: [..., D], D >= 1.
     weight: [D], x's dtype.
     bias: [D], x's dtype, or None (no bias).
     eps: added to the variance, a finite real > 0.
@@ -130,9 +134,9 @@ class AddRmsNormParams:
 
 def _infer_add_rmsnorm(params: AddRmsNormParams, specs):
     x, r, w = specs
-    if len(x.shape) < 1 or r.shape != x.shape or w.shape != x.shape[-1:]:
-        dim = x.shape[-1] if x.shape else "?"
-        raise ShapeError(f"add_rmsnorm: x and residual must have one shape and weight be ({dim},); "
+    check_rows("add_rmsnorm", x)
+    if r.shape != x.shape or w.shape != x.shape[-1:]:
+        raise ShapeError(f"add_rmsnorm: x and residual must have one shape and weight be ({x.shape[-1]},); "
                          f"got x {x.shape}, residual {r.shape}, weight {w.shape}")
     if not x.dtype == r.dtype == w.dtype:
         raise DtypeError(f"add_rmsnorm: x, residual and weight must share a dtype, got {x.dtype}, {r.dtype}, {w.dtype}")
@@ -146,7 +150,7 @@ def _encode_add_rmsnorm(ctx, params: AddRmsNormParams, inputs, outputs):
     variant = select_variant("add_rmsnorm", output_dtype=x.dtype)
     dim = x.shape[-1]
     check_row_loops(ctx, "add_rmsnorm", dim, row_loops(dim, kernel(variant).threads, 2, 1))
-    rows = x.size // dim if dim else 0
+    rows = row_count(x.shape)
     return [ctx.dispatch(variant, uniforms={"rows": rows, "dim": dim, "eps": params.eps},
                          bindings={"x": x, "r": r, "weight": w, "sum": s, "y": y}, workgroups=ctx.grid(rows),
                          label="add_rmsnorm")]
@@ -157,9 +161,10 @@ ADD_RMSNORM = register(OpDef("add_rmsnorm", _infer_add_rmsnorm, _encode_add_rmsn
 
 def add_rmsnorm(x: TensorT, residual: TensorT, weight: TensorT, *, eps: float = 1e-6,
                 out: tuple[TensorT, TensorT] | None = None) -> tuple[TensorT, TensorT]:
-    """(s, rmsnorm(s, weight)) with s = x + residual, over the last axis (f32 or f16; f32 reduction).
+    """(s, rmsnorm(s, weight)) with s = x + residual, over the last axis (f32 or f16; f32 reduction); a row of s
+    whose f32 sum of squares overflows normalises to zeros (rmsnorm).
 
-    x: [..., D].
+    x: [..., D], D >= 1.
     residual: x's shape and dtype.
     weight: [D], x's dtype.
     eps: added to the mean square, a finite real > 0.
