@@ -94,6 +94,10 @@ def test_append_errors(dev, rng):
         kv_append((kc, vc), k, k, 6)
     with pytest.raises(wg.LimitError, match=r"position 8 \(pos \+ pos_offset\) is beyond the cache capacity of 8"):
         kv_append((kc, vc), k, k, 8)
+    none = rows(0)   # no rows: the end of the cache is a position, past it is not (it read "cache full ... 9 rows")
+    kv_append((kc, vc), none, none, 8)
+    with pytest.raises(wg.LimitError, match=r"position 9 \(pos \+ pos_offset\) is beyond the cache capacity of 8"):
+        kv_append((kc, vc), none, none, 9)
     with pytest.raises(wg.ArgumentError, match=r"kv_append: pos=-1 must be an integer in \[0, 4294967295\] or a "):
         kv_append((kc, vc), k, k, -1)
     with pytest.raises(wg.ArgumentError, match=r"kv_append: pos=-2 must be an integer in \[0, "):   # not row 1

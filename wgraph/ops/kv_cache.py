@@ -89,7 +89,9 @@ def _check_positions(params: WriteParams, n: int, capacity: int, has_pos_tensor:
         raise LimitError(f"{op}: position {first} (pos + pos_offset) is negative")
     if params.layout == "ring":
         return   # any position >= 0 has a row
-    if first >= capacity and n > 0:
+    # 0 rows may append at the end (first == capacity), not past it: that was refused as "cache full ... needs
+    # capacity + 1 rows" though nothing is written
+    if first > capacity or (first == capacity and n > 0):
         raise LimitError(f"{op}: position {first} (pos + pos_offset) is beyond the cache capacity of {capacity} rows")
     if first + n > capacity:
         raise LimitError(f"{op}: cache full: writing {n} rows at position {first} (pos + pos_offset) needs "
