@@ -367,3 +367,47 @@ def test_a_step_before_any_prefill_is_refused(tiny_llama, model, dev):
     logits = dec.step().numpy()
     for b, p in enumerate(prompts):
         assert rel_err(logits[b], ref.forward(cfg, w, p)[-1]) < 1e-4, f"sequence {b}"
+
+
+def test_a_prefill_that_fails_inside_its_recording_leaves_steps_refused(model, alone, monkeypatch):
+    """The position was counted before the prefill's recording: a prefill failing inside it (a lost device, an
+    interrupt; here the prompt's embedding raises) left steps accepted, decoding the new prompts' positions over the
+    old caches (wrong ids, no error). Steps are refused until a prefill completes, and the next one decodes right."""
+    dec = BatchedDecoder(model, 2, max_seq=32)
+    dec.generate(PROMPTS[:2], 3)
+
+    class Interrupted(RuntimeError):
+        pass
+
+    def interrupted(*_args, **_kw):
+        raise Interrupted("inside the prefill's recording")
+
+    monkeypatch.setattr(dec, "_embed", interrupted)
+    with pytest.raises(Interrupted):
+        dec.prefill([PROMPTS[1], PROMPTS[4]])
+    monkeypatch.undo()
+    with pytest.raises(RecordingError, match=r"BatchedDecoder.step: no prompts were prefilled on this decoder"):
+        dec.step()
+    with pytest.raises(RecordingError, match=r"BatchedDecoder.run_steps: no prompts were prefilled"):
+        dec.run_steps(1)
+    assert dec.generate([PROMPTS[1], PROMPTS[4]], STEPS) == [alone[1], alone[4]]
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["Llama", "BatchedDecoder"])
+def test_a_progress_callback_cannot_reenter_the_generation(model, alone, batched):
+    """progress() runs inside generate, on its thread, under the model's re-entrant lock: a callback that called
+    generate on the same model reset the caches and positions mid-run and the outer call returned ids of neither
+    (no error). The inner call is refused, naming itself and the callback; the model works after it."""
+    dec = BatchedDecoder(model, 2, max_seq=32) if batched else model
+    name = "BatchedDecoder" if batched else "Llama"
+    where = "BatchedDecoder.generate" if batched else "generate"   # as each names itself in its other errors
+    prompts = [PROMPTS[1], PROMPTS[3]] if batched else PROMPTS[1]
+
+    def progress(_done, _seconds):
+        dec.generate(prompts, 2)
+
+    with pytest.raises(RecordingError, match=rf"^{where}: called from inside {name}.generate's progress "
+                                             r"callback; the generation in progress owns the caches"):
+        dec.generate(prompts, STEPS, read_every=4, progress=progress)
+    want = [alone[1], alone[3]] if batched else alone[1]
+    assert dec.generate(prompts, STEPS, read_every=4, progress=lambda *_: None) == want

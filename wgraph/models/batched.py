@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -28,6 +27,7 @@ from wgraph.graph import Graph
 from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.config import MAX_SEQ
 from wgraph.models.decode_span import decode_steps, run_scheduled, run_steps_args, short_cache_rows
+from wgraph.models.session import SessionLock
 from wgraph.models.llama import Llama, fused_qkv
 from wgraph.ops.attention_planner import max_head_dim
 from wgraph.tensor import Tensor
@@ -164,9 +164,8 @@ class BatchedDecoder:
         self.short_rows = rows if self.short_page else None
         self._short = None  # compiled on first use (_short_program)
         self._position: int | None = None  # the most advanced sequence's next position (None: no prefill yet)
-        # One call at a time: the caches, positions and history rows are the decoder's (two threads' generate
-        # calls overwrote each other's prompts and read each other's ids)
-        self._lock = threading.RLock()
+        # One call at a time: the caches, positions and history rows are the decoder's (models/session.py)
+        self._lock = SessionLock("BatchedDecoder")
         self.last_stats: dict = {}
 
     # ---- the step ----
@@ -249,7 +248,7 @@ class BatchedDecoder:
         where = "BatchedDecoder.prefill"
         seqs = _check_prompts(where, prompts, self.config.vocab_size, self.batch)
         _check_room(where, seqs, 1, self.max_seq)  # the first step's id lands at each prompt's length
-        with self._lock:
+        with self._lock("BatchedDecoder.prefill"):
             self._start(seqs)
         return seqs
 
@@ -265,7 +264,6 @@ class BatchedDecoder:
             history[b, :p.size] = p
         dev.write(prog.state("token"), np.array([p[-1] for p in padded], np.uint32))
         dev.write(prog.state("pos"), lens - 1)
-        self._position = int(lens.max()) - 1
         dev.write(prog.state("kv_len"), lens)
         dev.write(prog.state("history"), history)
         glob, layers, caches = self._weights(prog.state)
@@ -280,11 +278,12 @@ class BatchedDecoder:
                 slots = [SlotKV(k, v, table, L) for k, v in flat]
                 x = self._embed(dev.tensor(p[:-1], "u32", label=f"sequence{b}.prompt"), glob["embed"])
                 self._forward(x, glob, layers, slots, 0, rows, rows, lambda _name: contextlib.nullcontext())
+        self._position = int(lens.max()) - 1
 
     def step(self) -> Tensor:
         """One batched decode step (one submit, no host input): the logits output [B, V] of the tokens it
         consumed (overwritten by the next step of the same program)."""
-        with self._lock:
+        with self._lock("BatchedDecoder.step"):
             (program, _), = self._programs(1, "BatchedDecoder.step")
             return program.run()["logits"]
 
@@ -298,7 +297,7 @@ class BatchedDecoder:
         per_submit: steps encoded into one submit: a submit's fixed cost is paid once for them.
         """
         n, in_flight, per_submit = run_steps_args("BatchedDecoder.run_steps", n, in_flight, per_submit)
-        with self._lock:
+        with self._lock("BatchedDecoder.run_steps"):
             return run_scheduled(self._programs(n, "BatchedDecoder.run_steps"), in_flight, per_submit)
 
     def generate(self, prompts: Sequence[Ids], max_new_tokens: int, *, stop_ids: Iterable[int] = (), in_flight: int = 8,
@@ -315,7 +314,8 @@ class BatchedDecoder:
         stop_ids: ids that end a sequence (found at a read).
         in_flight: the most steps unfinished on the GPU at once.
         read_every: read the ids back every this many steps; None: once, at the end.
-        progress: None, or a function (steps, seconds) called after each read.
+        progress: None, or a function (steps, seconds) called after each read. It runs inside the generation: a
+            call from it into this model is refused (RecordingError).
         """
         where = "BatchedDecoder.generate"
         seqs = _check_prompts(where, prompts, self.config.vocab_size, self.batch)
@@ -330,7 +330,7 @@ class BatchedDecoder:
         if n == 0:
             self.last_stats = {"steps": 0, "tokens": 0, "seconds": 0.0, "submits": 0, "readbacks": 0}
             return out
-        with self._lock:
+        with self._lock("BatchedDecoder.generate"):
             return self._generate(seqs, n, stops, in_flight, every, progress, out)
 
     def _generate(self, seqs: list[np.ndarray], n: int, stops: list[set[int]], in_flight: int, every: int,
@@ -353,7 +353,8 @@ class BatchedDecoder:
                 out[b] += new if hit is None else new[:hit + 1]
                 done[b] = hit is not None
             if progress is not None:
-                progress(made, time.perf_counter() - t0)
+                with self._lock.callback():
+                    progress(made, time.perf_counter() - t0)
         d = dev.stats.since(before)
         self.last_stats = {"steps": made, "tokens": sum(map(len, out)), "seconds": time.perf_counter() - t0,
                            "submits": d.submits, "readbacks": d.readbacks}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -43,6 +42,7 @@ from wgraph.models.config import STEPS_PER_SUBMIT
 from wgraph.models.checkpoint import Checkpoint
 from wgraph.models.config import MAX_SEQ, DecoderConfig
 from wgraph.models.decode_span import decode_steps, run_scheduled, run_steps_args, short_cache_rows
+from wgraph.models.session import SessionLock
 from wgraph.ops.sampling import SampleSettings, check_sampling, check_settings
 from wgraph.progress import bar as progress_bar
 from wgraph.tensor import Tensor
@@ -223,7 +223,7 @@ class Llama:
         self._position: int | None = None  # the position the next decode step consumes (None: no prefill yet)
         # One generation at a time: the caches, pos and history are the model's (two threads' generate calls
         # interleaved their steps). `session` counts prefills: a paused text stream checks that none came since.
-        self._lock = threading.RLock()
+        self._lock = SessionLock(type(self).__name__)
         self.session = 0
         t1 = time.perf_counter()
         self._load(get_weight)
@@ -543,7 +543,7 @@ class Llama:
         s = ids.size
         if s >= self.max_seq:
             raise LimitError(f"prefill: {s} prompt tokens leave no room in the KV cache of {self.max_seq} positions")
-        with self._lock:
+        with self._lock("prefill"):
             return self._prefill(ids, all_logits, sample)
 
     def _prefill(self, ids: np.ndarray, all_logits: bool, sample: SampleSettings | None) -> Tensor:
@@ -575,7 +575,7 @@ class Llama:
     def step(self) -> Tensor:
         """One decode step (one submit, no host input): returns the program's logits output [1, V] for the
         token it consumed (overwritten by the next step). RecordingError before any prefill."""
-        with self._lock:
+        with self._lock("step"):
             (program, _), = self._decode_programs(1, "step")
             return program.run()["logits"]
 
@@ -600,7 +600,8 @@ class Llama:
         stop_ids: ids that end generation (found at a read).
         in_flight: the most decode steps unfinished on the GPU at once.
         read_every: read the ids back every this many tokens; None: once, at the end.
-        progress: None, or a function (tokens so far, seconds) called at every read.
+        progress: None, or a function (tokens so far, seconds) called at every read. It runs inside the generation: a
+            call from it into this model is refused (RecordingError).
         """
         fn = "generate"
         ids = self._check_ids(prompt_ids, "prompt_ids", fn)
@@ -621,7 +622,7 @@ class Llama:
         if n == 0:
             self.last_stats = {"tokens": 0, "seconds": 0.0, "submits": 0, "readbacks": 0}
             return []
-        with self._lock:
+        with self._lock("generate"):
             return self._generate(ids, n, sample, stops, in_flight, every, progress)
 
     def _generate(self, ids, n: int, sample, stops: set, in_flight: int, every: int, progress) -> list[int]:
@@ -637,7 +638,8 @@ class Llama:
                 hit = next((j for j, t in enumerate(new) if t in stops), None)
                 out += new if hit is None else new[:hit + 1]
                 if progress is not None:
-                    progress(len(out), time.perf_counter() - t0)
+                    with self._lock.callback():
+                        progress(len(out), time.perf_counter() - t0)
                 if hit is not None or made == n:
                     d = self.device.stats.since(before)
                     self.last_stats = {"tokens": len(out), "seconds": time.perf_counter() - t0,
@@ -658,7 +660,7 @@ class Llama:
         per_submit: steps encoded into one submit: a submit's fixed cost is paid once for them.
         """
         n, in_flight, per_submit = run_steps_args("run_steps", n, in_flight, per_submit)
-        with self._lock:
+        with self._lock("run_steps"):
             return run_scheduled(self._decode_programs(n, "run_steps"), in_flight, per_submit)
 
     # ---- text in, text out (wgraph/models/text.py); from_pretrained attaches the files' tokenizer ----

@@ -155,7 +155,7 @@ def stream(model, req: TextRequest) -> Iterator[str]:
                 if piece:
                     return [piece], False
 
-    with model._lock:
+    with model._lock("stream_text"):
         t0 = time.perf_counter()
         before = model.device.stats.snapshot()
         model.prefill(req.ids, sample=sample)   # the decode program ends in argmax or in sample, as `sample` says
@@ -167,7 +167,7 @@ def stream(model, req: TextRequest) -> Iterator[str]:
         yield from pieces   # the lock let go: a paused stream holds nothing
         if done:
             return
-        with model._lock:
+        with model._lock("stream_text"):
             pieces, done = advance(True)
 
 
@@ -202,5 +202,5 @@ def generate_text(model, prompt, max_new_tokens: int, **options) -> str:
     on a model, as generate: its stream never pauses, so the model's lock is held over the whole of it (let go
     between pieces, another thread's generation came in and this one raised that its stream was paused)."""
     req = _request(model, prompt, max_new_tokens, options, "generate_text")
-    with model._lock:
+    with model._lock("generate_text"):
         return "".join(stream(model, req))
