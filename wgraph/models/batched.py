@@ -310,7 +310,8 @@ class BatchedDecoder:
         sequence has stopped or max_new_tokens steps ran). `progress(steps, seconds)` is called after each read.
 
         prompts: 1..batch lists of token ids.
-        max_new_tokens: the most new ids per sequence.
+        max_new_tokens: the most new ids per sequence; 0 returns empty lists and runs nothing (the prompts are not
+            prefilled: step() goes on from the previous ones).
         stop_ids: ids that end a sequence (found at a read).
         in_flight: the most steps unfinished on the GPU at once.
         read_every: read the ids back every this many steps; None: once, at the end.

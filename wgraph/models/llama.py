@@ -592,7 +592,8 @@ class Llama:
         prompt give the same ids.
 
         prompt_ids: the prompt's token ids.
-        max_new_tokens: the most new ids.
+        max_new_tokens: the most new ids; 0 returns [] and runs nothing (the prompt is not prefilled: step() goes
+            on from the previous prompt).
         temperature: a finite real >= 0; 0 is greedy.
         top_k: keep the k most likely ids (0: all).
         top_p: keep the fewest most likely ids whose probability reaches it, in (0, 1].
