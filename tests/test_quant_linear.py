@@ -850,6 +850,39 @@ def test_host_words_of_a_grid_format_must_end_with_its_table(ggml_type):
     assert QuantizedWeight(ggml_type, w.shape, w.blocks.copy()).nbytes == w.nbytes
 
 
+@pytest.mark.parametrize("ggml_type", ["IQ2_XXS", "IQ1_M"])
+def test_gpu_words_of_a_grid_format_must_end_with_its_table(dev, ggml_type):
+    """The same check for a GPU tensor, by a readback of its table: a tensor of the raw bytes padded as the other
+    formats are (no table) was taken and linear / embedding_q gave zeros where dequantize() was right. A tensor
+    holding the table is taken (checked once: a decoder makes its weights over the same states at each prefill),
+    upload's needs no readback, and inside an open recording the check is refused rather than skipped."""
+    w = quantize(np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32), ggml_type)
+    table = FORMATS[ggml_type].table_at(*w.shape)
+    bad = w.blocks.copy()
+    bad[table:] = 0
+    with pytest.raises(wg.ShapeError, match=rf"the last {FORMATS[ggml_type].table_words} words of {ggml_type} blocks "
+                                            r"hold the format's grid table, and these do not"):
+        QuantizedWeight(ggml_type, w.shape, dev.tensor(bad, "u32"))
+    good = dev.tensor(w.blocks, "u32")
+    before = dev.stats.snapshot()
+    qw = QuantizedWeight(ggml_type, w.shape, good)
+    assert dev.stats.since(before).readbacks == 1
+    before = dev.stats.snapshot()
+    qw = qw.with_blocks(good)   # checked already
+    uploaded = w.upload(dev)
+    assert dev.stats.since(before).readbacks == 0
+    x = np.random.default_rng(2).standard_normal((1, 256)).astype(np.float32)
+    want = x.astype(np.float64) @ w.dequantize().astype(np.float64).T
+    for weight in (qw, uploaded):
+        got = wg.ops.linear(dev.tensor(x), weight).numpy()
+        assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    fresh = dev.tensor(w.blocks, "u32")
+    with dev.record():
+        with pytest.raises(wg.RecordingError, match=r"checked for its grid table by a readback, which an open "
+                                                    r"recording cannot make"):
+            QuantizedWeight(ggml_type, w.shape, fresh)
+
+
 def test_iq4_xs_quantizer_keeps_a_positive_largest_scale():
     """IQ4_XS's 6-bit sub-block scales are -32..31: d = max|scale| / 32 put a block whose largest scale is positive
     (its peak negative: the peak maps to -127) at +32, clipped to 31 (a constant row of -0.37 decoded 3.1% off).

@@ -12,6 +12,7 @@ The IQ1, IQ2 and IQ3 grid formats' tensors hold their grid after that (`format_t
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Sequence
 
 import attrs
@@ -155,10 +156,42 @@ def _blocks_spec(blocks) -> tuple[tuple, str] | None:
     return None
 
 
+# GPU tensors whose grid table was read back and matched (or that upload made from checked host words), with the
+# format: a decoder's prefill makes its weights over the same program states each time, one check each
+_TABLE_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _table_words(blocks: Any, first: int, count: int, fmt: str) -> np.ndarray | None:
+    """Words first .. first + count - 1 of host blocks or of a GPU tensor's (read back by a copy of that range);
+    None for a graph value (its data is the program's) and a tensor already checked for `fmt`. RecordingError
+    inside an open recording, which cannot read a tensor back before it submits."""
+    if isinstance(blocks, np.ndarray):
+        return blocks[first:first + count]
+    from wgraph.tensor import Tensor
+
+    if not isinstance(blocks, Tensor) or _TABLE_CHECKED.get(blocks) == fmt:
+        return None
+    from wgraph.errors import RecordingError
+    from wgraph.scheduler.dispatch import Copy
+
+    dev = blocks.device
+    if dev.scheduler.recording is not None:
+        raise RecordingError("QuantizedWeight: a grid format's blocks tensor is checked for its grid table by a "
+                             "readback, which an open recording cannot make; make the weight before the recording")
+    tail = dev.empty((count,), "u32", label="grid table check")
+    dev.run([Copy(blocks, tail, 4 * count, src_offset=4 * first, label="grid table check")])
+    words = tail.numpy()
+    if np.array_equal(words, format_table(fmt)):
+        _TABLE_CHECKED[blocks] = fmt
+    return words
+
+
 @attrs.frozen(eq=False)
 class QuantizedWeight:
     """A weight matrix [out_features, in_features] as GGML blocks: `blocks` is a u32 array of
-    `BlockFormat.words` words holding the raw bytes: numpy (host), a Tensor (GPU) or a graph Value.
+    `BlockFormat.words` words holding the raw bytes: numpy (host; the caller's array, not a copy), a Tensor (GPU)
+    or a graph Value. A grid format's words end with its table (checked for host words and, by a readback, for a
+    tensor: docs/quantized.md).
 
     ggml_type: the block format (a name of FORMATS: "Q8_0", "Q4_K", "IQ4_XS", ...).
     shape: (out_features, in_features); in_features a multiple of the format's block size."""
@@ -188,13 +221,16 @@ class QuantizedWeight:
         if spec[0] != (words,):
             raise ShapeError(f"QuantizedWeight: a {self.ggml_type} {list(self.shape)} matrix is {fmt.nbytes(n, k)} "
                              f"bytes, held as u32 [{words}]; blocks is {spec[1]} {list(spec[0])}")
-        # host words of a grid format end with the format's table, which the GEMV reads: zeros there gave ~0
-        # (a GPU tensor is checked where it is made: upload copies host words that passed here)
-        if fmt.table_words and isinstance(self.blocks, np.ndarray) and not np.array_equal(
-                self.blocks[fmt.table_at(n, k):], format_table(fmt.name)):
-            raise ShapeError(f"QuantizedWeight: the last {fmt.table_words} words of {self.ggml_type} blocks hold the "
-                             f"format's grid table, and these do not; make host weights with "
-                             f"QuantizedWeight.from_bytes (or quantize), which appends it")
+        # the words of a grid format end with the format's table, which the kernels read: zeros there gave zeros
+        # (linear and embedding_q, no error). Host words are compared here, a GPU tensor's by a readback of its
+        # table (16 KB at most; a tensor made from raw bytes padded as the other formats are lacked it); a graph
+        # value's data is the program's (a state's init of host words that passed here)
+        if fmt.table_words:
+            tail = _table_words(self.blocks, fmt.table_at(n, k), fmt.table_words, fmt.name)
+            if tail is not None and not np.array_equal(tail, format_table(fmt.name)):
+                raise ShapeError(f"QuantizedWeight: the last {fmt.table_words} words of {self.ggml_type} blocks hold "
+                                 f"the format's grid table, and these do not; make weights with "
+                                 f"QuantizedWeight.from_bytes (or quantize), which appends it, and .upload(device)")
 
     @property
     def format(self) -> BlockFormat:
@@ -224,7 +260,8 @@ class QuantizedWeight:
 
         ggml_type: the block format (a name of FORMATS: "Q8_0", "Q4_K", "IQ4_XS", ...).
         shape: (out_features, in_features).
-        raw: the blocks' bytes.
+        raw: the blocks' bytes, read in C order whatever the array's shape (gguf's reader gives [out_features,
+            row_bytes]; a transposed view's C order is other bytes).
         """
         fmt = block_format(ggml_type, "QuantizedWeight.from_bytes")
         n, k = check_matrix(fmt, shape, "QuantizedWeight.from_bytes")
@@ -277,7 +314,10 @@ class QuantizedWeight:
             raise args.fail("QuantizedWeight.upload", "device", device, "a wgraph Device")
         label = args.text("QuantizedWeight.upload", "label", label)
         self.raw()  # host data only
-        return attrs.evolve(self, blocks=device.tensor(self.blocks, "u32", label=label or f"{self.ggml_type} blocks"))
+        blocks = device.tensor(self.blocks, "u32", label=label or f"{self.ggml_type} blocks")
+        if self.format.table_words:
+            _TABLE_CHECKED[blocks] = self.ggml_type   # copied from host words this weight checked
+        return attrs.evolve(self, blocks=blocks)
 
     def with_blocks(self, blocks: Any) -> QuantizedWeight:
         """The same format and shape over other blocks (a program's state tensor, a graph value).
