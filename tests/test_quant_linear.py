@@ -836,16 +836,25 @@ def test_graph_with_block_states_compiles_explains_and_round_trips(dev, rng):
     assert wg.Graph.from_json(g.to_json()).to_json() == g.to_json()
 
 
+def _without_table(ggml_type: str, rows: int, seed: int):
+    """A quantized [rows, 256] weight and its words with zeros where the grid table goes."""
+    w = quantize(np.random.default_rng(seed).standard_normal((rows, 256)).astype(np.float32), ggml_type)
+    bad = w.blocks.copy()
+    bad[FORMATS[ggml_type].table_at(*w.shape):] = 0
+    return w, bad
+
+
+def _no_table_error(ggml_type: str):
+    return pytest.raises(wg.ShapeError, match=rf"the last {FORMATS[ggml_type].table_words} words of {ggml_type} "
+                                              r"blocks hold the format's grid table, and these do not")
+
+
 @pytest.mark.parametrize("ggml_type", [f for f in FORMATS if FORMATS[f].table_words])
 def test_host_words_of_a_grid_format_must_end_with_its_table(ggml_type):
     """QuantizedWeight of host words checks the grid table the GEMV reads after the blocks: words holding the raw
     bytes and zeros there were taken, and the GPU product came out ~0 where dequantize() was right."""
-    w = quantize(np.random.default_rng(0).standard_normal((8, 256)).astype(np.float32), ggml_type)
-    table = FORMATS[ggml_type].table_at(*w.shape)
-    bad = w.blocks.copy()
-    bad[table:] = 0
-    with pytest.raises(wg.ShapeError, match=rf"the last {FORMATS[ggml_type].table_words} words of {ggml_type} blocks "
-                                            r"hold the format's grid table, and these do not"):
+    w, bad = _without_table(ggml_type, 8, 0)
+    with _no_table_error(ggml_type):
         QuantizedWeight(ggml_type, w.shape, bad)
     assert QuantizedWeight(ggml_type, w.shape, w.blocks.copy()).nbytes == w.nbytes
 
@@ -856,12 +865,8 @@ def test_gpu_words_of_a_grid_format_must_end_with_its_table(dev, ggml_type):
     formats are (no table) was taken and linear / embedding_q gave zeros where dequantize() was right. A tensor
     holding the table is taken (checked once: a decoder makes its weights over the same states at each prefill),
     upload's needs no readback, and inside an open recording the check is refused rather than skipped."""
-    w = quantize(np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32), ggml_type)
-    table = FORMATS[ggml_type].table_at(*w.shape)
-    bad = w.blocks.copy()
-    bad[table:] = 0
-    with pytest.raises(wg.ShapeError, match=rf"the last {FORMATS[ggml_type].table_words} words of {ggml_type} blocks "
-                                            r"hold the format's grid table, and these do not"):
+    w, bad = _without_table(ggml_type, 4, 1)
+    with _no_table_error(ggml_type):
         QuantizedWeight(ggml_type, w.shape, dev.tensor(bad, "u32"))
     good = dev.tensor(w.blocks, "u32")
     before = dev.stats.snapshot()
