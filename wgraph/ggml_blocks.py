@@ -161,16 +161,17 @@ def _blocks_spec(blocks) -> tuple[tuple, str] | None:
 _TABLE_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _table_words(blocks: Any, first: int, count: int, fmt: str) -> np.ndarray | None:
-    """Words first .. first + count - 1 of host blocks or of a GPU tensor's (read back by a copy of that range);
-    None for a graph value (its data is the program's) and a tensor already checked for `fmt`. RecordingError
-    inside an open recording, which cannot read a tensor back before it submits."""
+def _table_missing(blocks: Any, first: int, fmt: BlockFormat) -> bool:
+    """Whether words first .. of host blocks or of a GPU tensor (read back by a copy of that range) differ from
+    `fmt`'s grid table; False for a graph value (its data is the program's) and for a tensor already checked.
+    RecordingError inside an open recording, which cannot read a tensor back before it submits."""
+    table = format_table(fmt.name)
     if isinstance(blocks, np.ndarray):
-        return blocks[first:first + count]
+        return not np.array_equal(blocks[first:first + table.size], table)
     from wgraph.tensor import Tensor
 
-    if not isinstance(blocks, Tensor) or _TABLE_CHECKED.get(blocks) == fmt:
-        return None
+    if not isinstance(blocks, Tensor) or _TABLE_CHECKED.get(blocks) == fmt.name:
+        return False
     from wgraph.errors import RecordingError
     from wgraph.scheduler.dispatch import Copy
 
@@ -178,12 +179,12 @@ def _table_words(blocks: Any, first: int, count: int, fmt: str) -> np.ndarray | 
     if dev.scheduler.recording is not None:
         raise RecordingError("QuantizedWeight: a grid format's blocks tensor is checked for its grid table by a "
                              "readback, which an open recording cannot make; make the weight before the recording")
-    tail = dev.empty((count,), "u32", label="grid table check")
-    dev.run([Copy(blocks, tail, 4 * count, src_offset=4 * first, label="grid table check")])
-    words = tail.numpy()
-    if np.array_equal(words, format_table(fmt)):
-        _TABLE_CHECKED[blocks] = fmt
-    return words
+    tail = dev.empty((table.size,), "u32", label="grid table check")
+    dev.run([Copy(blocks, tail, 4 * table.size, src_offset=4 * first, label="grid table check")])
+    if not np.array_equal(tail.numpy(), table):
+        return True
+    _TABLE_CHECKED[blocks] = fmt.name
+    return False
 
 
 @attrs.frozen(eq=False)
@@ -225,12 +226,10 @@ class QuantizedWeight:
         # (linear and embedding_q, no error). Host words are compared here, a GPU tensor's by a readback of its
         # table (16 KB at most; a tensor made from raw bytes padded as the other formats are lacked it); a graph
         # value's data is the program's (a state's init of host words that passed here)
-        if fmt.table_words:
-            tail = _table_words(self.blocks, fmt.table_at(n, k), fmt.table_words, fmt.name)
-            if tail is not None and not np.array_equal(tail, format_table(fmt.name)):
-                raise ShapeError(f"QuantizedWeight: the last {fmt.table_words} words of {self.ggml_type} blocks hold "
-                                 f"the format's grid table, and these do not; make weights with "
-                                 f"QuantizedWeight.from_bytes (or quantize), which appends it, and .upload(device)")
+        if fmt.table_words and _table_missing(self.blocks, fmt.table_at(n, k), fmt):
+            raise ShapeError(f"QuantizedWeight: the last {fmt.table_words} words of {self.ggml_type} blocks hold "
+                             f"the format's grid table, and these do not; make weights with "
+                             f"QuantizedWeight.from_bytes (or quantize), which appends it, and .upload(device)")
 
     @property
     def format(self) -> BlockFormat:

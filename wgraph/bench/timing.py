@@ -15,6 +15,7 @@ import attrs
 import wgpu
 
 from wgraph import args
+from wgraph.bench import warmup
 from wgraph.scheduler import profiling
 from wgraph.scheduler.commands import Copy
 from wgraph.scheduler.recording import Recording
@@ -137,8 +138,6 @@ def warm(dev, call, seconds: float) -> None:
     (benchmarks/results/h100-cold-probe-1207.log); the host's preparation of a shape leaves the GPU idle."""
     if dev.caps.is_cpu:
         return
-    from wgraph.bench import warmup
-
     warmup.steady_work(dev, seconds)
     call()
     call()
