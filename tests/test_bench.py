@@ -459,7 +459,7 @@ def _check_batched_rows(dev, rows):
 
 def test_bench_batched_b1_beside_the_single_sequence_kernel(dev):
     """B = 1 rows time the single-sequence kernel twice: with an int kv_len and with kv_len on the GPU (as the batched
-    call reads cache_seqlens); the table prints both."""
+    call reads cache_seqlens), each also replayed; the table prints both."""
     import numpy as np
 
     from wgraph.bench.batched import BatchedShape, _arrays, measure, table
@@ -468,7 +468,7 @@ def test_bench_batched_b1_beside_the_single_sequence_kernel(dev):
     row = measure(dev, s, _arrays(s, np.random.default_rng(0)), 0.01, 3)
     if row["time_source"] != "timestamp-span":
         pytest.skip("the device has no timestamp queries: the B = 1 comparison needs GPU times")
-    assert row["single_gpu_us"] > 0 and row["single_gpu_len_gpu_us"] > 0
+    assert row["single_gpu_us"] > 0 and row["single_gpu_len_gpu_us"] > 0 and row["single_gpu_len_replay_us"] > 0
     assert row["single_variant"].startswith("decode_") and row["single_gpu_len_variant"].startswith("decode_")
     row.update(status="ok", kind="decode", label="decode B=1", gbps=1.0)
     text = table([row])

@@ -160,10 +160,18 @@ def _single_sequence(dev, s: BatchedShape, arrays, reps: int, batched_call) -> d
             build.st = timing.states(g, (q, k, v), (dt, kvdt, kvdt))
         return wg.ops.attention(*build.st, causal=True)
 
+    def build_len(g, i):
+        # like for like with the batched replay: kv_len a GPU state, as cache_seqlens is there
+        if i == 0:
+            build_len.st = timing.states(g, (q, k, v, np.array([s.lengths[0]], np.uint32)), (dt, kvdt, kvdt, "u32"))
+        q_, k_, v_, n_ = build_len.st
+        return wg.ops.attention(q_, k_, v_, causal=True, kv_len=n_)
+
     return {"single_variant": wg.ops.attention_plan(tq, tk, tv, causal=True).variant,
             "single_gpu_us": statistics.median(gpu), "single_replay_us": timing.replay(dev, build).us_per_call,
             "single_gpu_len_variant": wg.ops.attention_plan(tq, tk, tv, causal=True, kv_len=kv_len).variant,
             "single_gpu_len_gpu_us": statistics.median(gpu_len),
+            "single_gpu_len_replay_us": timing.replay(dev, build_len).us_per_call,
             "turns_single_gpu_len_gpu_us": statistics.median(turns["single"]),
             "turns_batched_gpu_us": statistics.median(turns["batched"])}
 
@@ -310,7 +318,7 @@ def table(rows: list[dict]) -> str:
                          f"{'':48} {r['single_replay_us']:9.1f}")
         if r.get("single_gpu_len_gpu_us"):
             lines.append(f"{'  the same, kv_len on the GPU: ' + r['single_gpu_len_variant']:55} "
-                         f"{r['single_gpu_len_gpu_us']:10.1f}")
+                         f"{r['single_gpu_len_gpu_us']:10.1f} {'':48} {r['single_gpu_len_replay_us']:9.1f}")
         if r.get("turns_batched_gpu_us"):
             lines.append(f"{'  in turns: the batch of one / kv_len on the GPU':55} {r['turns_batched_gpu_us']:10.1f} "
                          f"/ {r['turns_single_gpu_len_gpu_us']:.1f}")
