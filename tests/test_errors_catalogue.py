@@ -327,8 +327,10 @@ CATALOGUE = [
                                 e.f16(1024, 1, 16), kv_len=2**31 + 8, causal=True, page_size=1024,
                                 page_table=e.dev.tensor(np.zeros(2**21 + 1, np.uint32)), sliding_window=4), True),
     ("kv-len-above-rows", LimitError, r"kv_len 9 is above the k/v buffer's 8 rows", lambda e: attn(e, kv_len=9), True),
-    ("kv-len-tensor-dtype", ShapeError, r"kv_len must be an int or a u32 tensor with one value",
+    ("kv-len-tensor-dtype", DtypeError, r"kv_len must be an int or a u32 tensor with one value",
      lambda e: attn(e, kv_len=e.f32(1)), True),
+    ("kv-len-tensor-shape", ShapeError, r"kv_len must be an int or a u32 tensor with one value, got u32 \(2,\)",
+     lambda e: attn(e, kv_len=e.dev.tensor(np.array([1, 2], np.uint32))), True),
     ("paged-no-table", ShapeError, r"paged layout needs page_table, a 1-D u32 tensor",
      lambda e: attn(e, kv_layout="paged", page_size=4), True),
     ("page-table-short", LimitError, r"page table too short: kv_len 8 needs 2 pages of 4, the table has 1",
@@ -393,7 +395,7 @@ CATALOGUE = [
      lambda e: wg.Device(power_preference="fast"), True),
     ("update-wrong-params", GraphError, r"update\(\): params must be the node's class ScaleParams, got BinaryParams", _update_wrong_params, True),
     ("unknown-dtype", DtypeError, r"dev.empty: dtype='f64' must be one of 'bf16', 'f16', 'f32', 'i32', 'u32' "
-     r"\(numpy's and torch's spellings of them too: .*\); float64: wgraph computes in f32",
+     r"\(or numpy's or torch's spelling of one, such as 'bfloat16', torch.bfloat16\); float64: wgraph computes in f32",
      lambda e: e.dev.empty((4,), "f64"), True),
     ("list-without-dtype", DtypeError, r"dev.tensor: a Python list has no dtype of its own \(numpy would make it "
      r"float64, which wgraph lacks\); say which with dtype=, as in dev.tensor\(x, dtype='f32'\)",
@@ -682,3 +684,37 @@ def test_softcap_below_f32s_smallest_normal_is_refused(dev, rng):
     tiny = float(np.finfo(np.float32).tiny)   # the smallest accepted: every score capped to about 0
     got = wg.ops.attention(dev.tensor(np.zeros((1, 4, 16), np.float32)), k, v, causal=True, softcap=tiny).numpy()
     np.testing.assert_allclose(got, np.broadcast_to(np.repeat(v.numpy().mean(0), 2, axis=0), got.shape), atol=1e-6)
+
+
+def test_u32_index_tensors_of_another_dtype_are_dtype_errors(dev):
+    """A GPU position, length, step or table given as f32 (or bf16) raised ShapeError at these sites, where every
+    other tensor argument's wrong dtype is a DtypeError; now a DtypeError, and a u32 of the wrong shape stays a
+    ShapeError. No dispatch runs for a refused call."""
+    f32 = lambda *s: dev.tensor(np.zeros(s, np.float32))  # noqa: E731
+    u32 = lambda *s: dev.tensor(np.zeros(s, np.uint32))  # noqa: E731
+    x, tab = f32(2, 1, 8), f32(16, 4)
+    cache = (f32(8, 1, 8), f32(8, 1, 8))
+    k_new = f32(1, 1, 8)
+    calls = {
+        "rope pos": lambda t: wg.ops.rope(x, tab, tab, pos=t),
+        "kv_append pos": lambda t: wg.ops.kv_append(cache, k_new, k_new, t),
+        "kv_append page_table": lambda t: wg.ops.kv_append(cache, k_new, k_new, 0, layout="paged", page_table=t,
+                                                           page_size=4),
+        "attention page_table": lambda t: wg.ops.attention(f32(1, 1, 8), *cache, causal=True, kv_layout="paged",
+                                                           page_table=t, page_size=4),
+        "seqlens_advance": lambda t: wg.ops.seqlens_advance(t),
+        "sample step": lambda t: wg.ops.sample(f32(1, 16), temperature=1.0, step=t),
+    }
+    good_shape = {"rope pos": (1,), "kv_append pos": (1,), "kv_append page_table": (2,),
+                  "attention page_table": (2,), "seqlens_advance": (2,), "sample step": (1,)}
+    bad_shape = {"rope pos": (2,), "kv_append pos": (2,), "kv_append page_table": (2, 1),
+                 "attention page_table": (2, 1), "seqlens_advance": (2, 1), "sample step": (2,)}
+    dev.flush()
+    before = dev.stats.snapshot()
+    for name, call in calls.items():
+        with pytest.raises(DtypeError, match="u32"):
+            call(f32(*good_shape[name]))
+        with pytest.raises(ShapeError) as e:
+            call(u32(*bad_shape[name]))
+        assert not isinstance(e.value, DtypeError), name
+    assert dev.stats.since(before).dispatches == 0

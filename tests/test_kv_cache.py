@@ -319,6 +319,18 @@ def test_dequantize_names_what_it_was_given(dev):
         kv_dequantize(qkv.packed, qkv.scales, "int4")
 
 
+def test_dequantize_dtype_error_spells_only_what_it_takes(dev):
+    """kv_dequantize(dtype="bf16") is refused (f32 or f16 out); its message listed 'bfloat16' among the spellings it
+    takes. It now spells one of its own choices."""
+    skip_unless_f16(dev, why=QUANT_SCALES)
+    qkv = kv_quantize(dev.tensor(np.ones((2, 1, 8), np.float32)), "int4")
+    with pytest.raises(wg.DtypeError, match=r"^kv_dequantize: dtype='bfloat16' must be one of 'f16', 'f32' \(or "
+                                            r"numpy's or torch's spelling of one, such as 'float16', np.float16, "
+                                            r"torch.float16\)$") as e:
+        kv_dequantize(qkv, dtype="bfloat16")
+    assert "bfloat16'," not in str(e.value) and "bfloat16)" not in str(e.value)
+
+
 @pytest.mark.parametrize("mode", [None, "int8"])
 def test_gpu_position_before_zero_is_reported(dev, rng, mode):
     """A GPU position plus a negative pos_offset below 0 (a decode step's kv_len - 1 with kv_len still 0) wrote

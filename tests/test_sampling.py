@@ -362,7 +362,7 @@ def test_sample_errors(dev):
     with pytest.raises(wg.ArgumentError, match=r"top_k=-3 must be an integer in \[0, 4294967295\]"):
         wg.ops.sample(x, top_k=-3)
     for temperature in (1.0, 0):   # temperature 0 is argmax, which reads no step: a bad one was never seen
-        with pytest.raises(wg.ShapeError, match=r"GPU step must be a u32 tensor with one value, got \(1,\) f32"):
+        with pytest.raises(wg.DtypeError, match=r"GPU step must be a u32 tensor with one value, got \(1,\) f32"):
             wg.ops.sample(x, temperature=temperature, step=dev.tensor(np.zeros(1, np.float32)))
         with pytest.raises(wg.ShapeError, match=r"GPU step must be a u32 tensor with one value, got \(2,\) u32"):
             wg.ops.sample(x, temperature=temperature, step=dev.tensor(np.zeros(2, np.uint32)))

@@ -102,8 +102,9 @@ def test_refused_gpu_kv_len_leaves_the_cache_as_it_was(dev, rng):
     k, v = (rng.standard_normal((3, 1, 8)).astype(np.float16) for _ in range(2))
     cache = TieredKVCache(dev, kv_heads=1, head_dim=8, hot_window=2, cold_capacity=4)
     cache.append(dev.tensor(k[:2]), dev.tensor(v[:2]))
-    for bad in (np.array([3], np.float32), np.array([3, 3], np.uint32)):
-        with pytest.raises(wg.ShapeError, match=r"^TieredKVCache.append: kv_len must be a u32 tensor with one value"):
+    # a wrong dtype is a DtypeError, a u32 of two values a ShapeError
+    for bad, error in ((np.array([3], np.float32), wg.DtypeError), (np.array([3, 3], np.uint32), wg.ShapeError)):
+        with pytest.raises(error, match=r"^TieredKVCache.append: kv_len must be a u32 tensor with one value"):
             cache.append(dev.tensor(k[2:]), dev.tensor(v[2:]), kv_len=dev.tensor(bad))
     assert cache.length == 2
     cache.append(dev.tensor(k[2:]), dev.tensor(v[2:]))

@@ -16,7 +16,7 @@ import numbers
 import attrs
 import numpy as np
 
-from wgraph.dtypes import DTYPES, F32_MAX, dtype_instead, dtype_name_of
+from wgraph.dtypes import ALIASES, DTYPES, F32_MAX, dtype_instead, dtype_name_of
 from wgraph.errors import ArgumentError, DtypeError, WgraphError
 
 U32_MAX = 0xFFFFFFFF
@@ -203,8 +203,12 @@ def plain_str(value) -> str | None:
 
 def _dtype_rule(value, choices, optional: bool) -> str:
     """What a dtype argument must be, and what to do instead where `value` spells a dtype wgraph lacks."""
-    rule = (f"one of {', '.join(map(repr, choices))}{' or None' if optional else ''} (numpy's and torch's "
-            f"spellings of them too: np.float32, 'float32', torch.float16, 'bfloat16')")
+    # the example spells one of these choices ('bfloat16' was shown where bf16 was refused)
+    long = [{v: k for k, v in ALIASES.items()}[c] for c in choices if c in ALIASES.values()]
+    example = "" if not long else ", ".join(
+        [f"'{long[0]}'"] + ([] if long[0] == "bfloat16" else [f"np.{long[0]}"]) + [f"torch.{long[0]}"])
+    rule = (f"one of {', '.join(map(repr, choices))}{' or None' if optional else ''}"
+            + (f" (or numpy's or torch's spelling of one, such as {example})" if example else ""))
     instead = dtype_instead(value)
     return f"{rule}; {instead}" if instead else rule
 

@@ -49,6 +49,20 @@ class TensorSpec:
         """A u32 of exactly one value: the one rule for a GPU kv_len, position or step (a kernel reads [0])."""
         return self.dtype == "u32" and self.size == 1
 
+    def check_u32_scalar(self, message: str) -> None:
+        """Raise `message` unless is_u32_scalar (require's classes)."""
+        require(self, "u32", self.size == 1, message)
+
+
+def require(spec: TensorSpec | None, dtype: str, shape_ok: bool, message: str) -> None:
+    """Raise `message` unless `spec` is there, of `dtype`, and `shape_ok`: a DtypeError for another dtype (as for
+    every tensor argument: a bf16 or f32 kv_len, position or page table was a ShapeError), a ShapeError for a
+    missing tensor or its shape."""
+    if spec is None or (spec.dtype == dtype and not shape_ok):
+        raise ShapeError(message)
+    if spec.dtype != dtype:
+        raise DtypeError(message)
+
 
 class Tensor:
     """A GPU tensor. Its buffer goes back to the device's pool when the last reference (views included) dies.

@@ -22,7 +22,7 @@ from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
 from wgraph.ops.cpu_limits import note_cpu_work
 from wgraph.kernels.registry import registry
 from wgraph.api_types import TensorT
-from wgraph.tensor import Tensor, TensorSpec
+from wgraph.tensor import Tensor, TensorSpec, require
 
 if TYPE_CHECKING:
     from wgraph.device import Caps
@@ -148,15 +148,16 @@ def validate(params: AttentionParams, specs) -> TensorSpec:
         raise LimitError(f"attention: kv_len {params.kv_len} is above {KV_LEN_MAX}, the most keys the attention "
                          f"kernels index (a ring holds the same keys from kv_start + x with kv_len - x)")
     if params.kv_len is None:
-        if kv_len_t is None or not kv_len_t.is_u32_scalar:
-            got = "nothing" if kv_len_t is None else f"{kv_len_t.dtype} {kv_len_t.shape}"
-            fix = "" if kv_len_t is None else " (make it with dev.tensor(np.array([n], np.uint32)))"
-            raise ShapeError(f"attention: kv_len must be an int or a u32 tensor with one value, got {got}{fix}")
+        if kv_len_t is None:
+            raise ShapeError("attention: kv_len must be an int or a u32 tensor with one value, got nothing")
+        kv_len_t.check_u32_scalar(f"attention: kv_len must be an int or a u32 tensor with one value, got "
+                                  f"{kv_len_t.dtype} {kv_len_t.shape} (make it with dev.tensor(np.array([n], "
+                                  f"np.uint32)))")
     pages = 0
     if params.kv_layout == "paged":
         args.integer("attention", "page_size", params.page_size, 1)
-        if page_table is None or page_table.dtype != "u32" or len(page_table.shape) != 1:
-            raise ShapeError(f"attention: paged layout needs page_table, a 1-D u32 tensor; got {page_table}")
+        require(page_table, "u32", page_table is not None and len(page_table.shape) == 1,
+                f"attention: paged layout needs page_table, a 1-D u32 tensor; got {page_table}")
         if L % params.page_size:
             raise ShapeError(f"attention: k/v rows {L} are not whole pages of page_size {params.page_size}")
         pages = page_table.shape[0]

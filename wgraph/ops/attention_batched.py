@@ -23,7 +23,7 @@ from wgraph.ops.attention import KV_LEN_MAX, call_dtype, require_causal, window_
 from wgraph.ops.attention_planner import KernelPlan, PlanFacts, max_head_dim, plan
 from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.kernels.registry import kernel, registry, select_variant
-from wgraph.tensor import Tensor, TensorSpec
+from wgraph.tensor import Tensor, TensorSpec, require
 
 
 @attrs.frozen
@@ -51,9 +51,8 @@ def _spec3(name: str, s: TensorSpec | None, dims: int) -> tuple:
 
 
 def _check_u32(name: str, s: TensorSpec | None, shape: tuple):
-    if s is None or s.dtype != "u32" or s.shape != shape:
-        got = None if s is None else f"{s.dtype} {s.shape}"
-        raise ShapeError(f"{name} must be u32 {shape}, got {got}")
+    got = None if s is None else f"{s.dtype} {s.shape}"
+    require(s, "u32", s is not None and s.shape == shape, f"{name} must be u32 {shape}, got {got}")
 
 
 def _heads(op: str, Hq: int, D: int, Hkv: int, Dk: int, q_dtype: str, k: TensorSpec, v: TensorSpec) -> str:
@@ -100,8 +99,8 @@ def _geometry(p: BatchedParams, specs) -> dict:
             geo = dict(B=B, q_rows=B * Sq, kv_rows=B * cap, layout=1, pages=0, max_pages=0)
         else:
             rows, Hkv, Dk = _spec3(f"{op}: k_cache (paged: [pages * page_size, Hkv, D])", k, 3)
-            if len(table.shape) != 2 or table.dtype != "u32" or table.shape[0] != B:
-                raise ShapeError(f"{op}: block_table must be u32 [B={B}, max_pages], got {table.dtype} {table.shape}")
+            require(table, "u32", len(table.shape) == 2 and table.shape[0] == B,
+                    f"{op}: block_table must be u32 [B={B}, max_pages], got {table.dtype} {table.shape}")
             if p.page_size < 1 or rows % p.page_size:
                 raise ShapeError(f"{op}: a paged cache of {rows} rows needs page_size > 0 dividing it, "
                                  f"got {p.page_size}")
@@ -316,8 +315,8 @@ class AdvanceParams:
 
 def _infer_advance(p: AdvanceParams, specs):
     (lens,) = specs
-    if lens is None or lens.dtype != "u32" or len(lens.shape) != 1:
-        raise ShapeError(f"seqlens_advance: cache_seqlens must be a 1-D u32 tensor, got {lens}")
+    require(lens, "u32", lens is not None and len(lens.shape) == 1,
+            f"seqlens_advance: cache_seqlens must be a 1-D u32 tensor, got {lens}")
     args.integer("seqlens_advance", "n", p.add)
     return ()
 
@@ -603,8 +602,8 @@ def attention_kvcache(q: TensorT, k_cache: TensorT, v_cache: TensorT, *, cache_s
                                  f"of the cache, which has {pages} pages")
         else:   # its shape before the capacity it gives: a 1-D one gave capacity 0, named as the lengths' fault
             t = _spec_of(block_table)
-            if len(t.shape) != 2 or t.dtype != "u32" or t.shape[0] != B:
-                raise ShapeError(f"{op}: block_table must be u32 [B={B}, max_pages], got {t.dtype} {t.shape}")
+            require(t, "u32", len(t.shape) == 2 and t.shape[0] == B,
+                    f"{op}: block_table must be u32 [B={B}, max_pages], got {t.dtype} {t.shape}")
         capacity = _capacity(k_cache.shape, _spec_of(block_table).shape, page_size)
     else:
         if page_size is not None:

@@ -34,7 +34,7 @@ from wgraph import args
 from wgraph.ops.core import OpDef, apply, register, tensor_arg, type_name
 from wgraph.ops.kv_cache import select_variant
 from wgraph.kernels.registry import kernel
-from wgraph.tensor import Tensor, TensorSpec
+from wgraph.tensor import Tensor, TensorSpec, require
 
 if TYPE_CHECKING:
     from wgraph.device import Device
@@ -198,21 +198,21 @@ def _infer(params: BDPAParams, specs):
     if hkv == 0 or hq % hkv:   # 0: a ZeroDivisionError
         raise ShapeError(f"{op}: q heads {hq} must be a multiple of kv heads {hkv}")
     nr = residual.shape[0] if residual.shape else 0
-    if residual.dtype != "u32" or residual.shape != (nr, 2, hkv, dim // 4):
-        raise ShapeError(f"{op}: residual must be u32 [R, 2, {hkv}, {dim // 4}], got {residual.dtype} {residual.shape}")
+    require(residual, "u32", residual.shape == (nr, 2, hkv, dim // 4),
+            f"{op}: residual must be u32 [R, 2, {hkv}, {dim // 4}], got {residual.dtype} {residual.shape}")
     if rscale.dtype != "f16" or rscale.shape != (nr, 2, hkv):
         raise ShapeError(f"{op}: residual_scale must be f16 {(nr, 2, hkv)} for residual {residual.shape}, "
                          f"got {rscale.dtype} {rscale.shape}")
-    if index.dtype != "u32" or len(index.shape) != 2 or index.shape[1] != 3:
-        raise ShapeError(f"{op}: index must be u32 [L, 3], got {index.dtype} {index.shape}")
+    require(index, "u32", len(index.shape) == 2 and index.shape[1] == 3,
+            f"{op}: index must be u32 [L, 3], got {index.dtype} {index.shape}")
     if rope.dtype != "f32" or len(rope.shape) != 3 or rope.shape[1:] != (2, dim // 2):
         raise ShapeError(f"{op}: rope must be f32 [positions, 2, {dim // 2}], got {rope.dtype} {rope.shape}")
     if len_t is None and params.kv_len is None:  # params from a graph file or Program.update: no kv_len tensor
         raise ShapeError(f"{op}: kv_len must be an int or a u32 tensor with one value, got nothing")
     if len_t is None and params.kv_len > index.shape[0]:
         raise LimitError(f"{op}: kv_len {params.kv_len} is beyond the index's {index.shape[0]} rows")
-    if len_t is not None and not len_t.is_u32_scalar:
-        raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
+    if len_t is not None:
+        len_t.check_u32_scalar(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
     out = TensorSpec(q.shape, kernel(variant).output_dtype)
     return (out, TensorSpec((hq, 1), "f32")) if params.return_lse else (out,)
 

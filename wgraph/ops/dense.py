@@ -378,8 +378,9 @@ def _infer_rope(params: RopeParams, specs):
     if x.shape[0] and params.pos + x.shape[0] > cos_t.shape[0]:
         raise LimitError(f"rope: positions {params.pos}..{params.pos + x.shape[0] - 1} (pos + pos_offset + row) "
                          f"exceed the table's {cos_t.shape[0]} rows")
-    if pos_t is not None and not pos_t.is_u32_scalar:
-        raise ShapeError(f"rope: a GPU position must be a u32 tensor with one value, got {pos_t.shape} {pos_t.dtype}")
+    if pos_t is not None:
+        pos_t.check_u32_scalar(f"rope: a GPU position must be a u32 tensor with one value, got {pos_t.shape} "
+                               f"{pos_t.dtype}")
     return (TensorSpec(x.shape, x.dtype),)
 
 

@@ -18,7 +18,7 @@ from wgraph.errors import AliasingError, DtypeError, LimitError, ShapeError
 from wgraph.args import U32_MAX
 from wgraph.ops.core import OpDef, apply, ceil_div, register, tensor_arg
 from wgraph.kernels.registry import kernel, select_variant
-from wgraph.tensor import Tensor, TensorSpec
+from wgraph.tensor import Tensor, TensorSpec, require
 
 LAYOUTS = {"contiguous": 0, "ring": 1, "paged": 2}
 QUANT_MODES = {"int8": (8, 4, 127), "int4": (4, 8, 7)}  # bits, values per u32, qmax
@@ -58,8 +58,8 @@ def _cache_capacity(params: WriteParams, rows: int, table: TensorSpec | None, op
         return rows
     if table is None:
         raise ShapeError(f"{op}: layout='paged' needs page_table= (a u32 tensor of physical page ids)")
-    if table.dtype != "u32" or len(table.shape) != 1:
-        raise ShapeError(f"{op}: page_table must be a 1-D u32 tensor, got {table.shape} {table.dtype}")
+    require(table, "u32", len(table.shape) == 1,
+            f"{op}: page_table must be a 1-D u32 tensor, got {table.shape} {table.dtype}")
     if params.page_size <= 0 or rows % params.page_size:
         raise ShapeError(f"{op}: a paged cache of {rows} rows needs a page_size > 0 that divides it, "
                          f"got page_size={params.page_size}")
@@ -67,8 +67,9 @@ def _cache_capacity(params: WriteParams, rows: int, table: TensorSpec | None, op
 
 
 def _check_pos_tensor(spec: TensorSpec | None, op: str):
-    if spec is not None and not spec.is_u32_scalar:
-        raise ShapeError(f"{op}: a GPU position must be a u32 tensor with one value, got {spec.shape} {spec.dtype}")
+    if spec is not None:
+        spec.check_u32_scalar(f"{op}: a GPU position must be a u32 tensor with one value, got {spec.shape} "
+                              f"{spec.dtype}")
 
 
 I32_MAX = 2**31 - 1  # the kv kernels compute positions in i32 (a negative one is a row to skip)
@@ -145,9 +146,8 @@ def _check_packed(mode: str, packed: TensorSpec, scales: TensorSpec | None, shap
     if dim % vpw:
         raise ShapeError(f"{op}: head_dim {dim} must be a multiple of {vpw} for {mode} ({vpw} values per u32)")
     want = (n, heads, dim // vpw)
-    if packed.dtype != "u32" or packed.shape != want:
-        raise ShapeError(f"{op}: packed {mode} data must be u32 {want} for rows {shape} (n, kv_heads, head_dim), got "
-                         f"{packed.dtype} {packed.shape}")
+    require(packed, "u32", packed.shape == want, f"{op}: packed {mode} data must be u32 {want} for rows {shape} "
+            f"(n, kv_heads, head_dim), got {packed.dtype} {packed.shape}")
     if scales is None or scales.dtype != "f16" or scales.shape != (n, heads):
         got = None if scales is None else f"{scales.dtype} {scales.shape}"
         raise ShapeError(f"{op}: scales must be f16 {(n, heads)} (one per row and kv head) for packed {packed.shape}, got {got}")

@@ -15,7 +15,7 @@ from wgraph.kernels.registry import kernel, select_variant
 from wgraph.ops.kv_cache import _pair
 from wgraph.ops.rope_kv import check_qkv_tables
 from wgraph.ops.core import OpDef, apply, ceil_div, register
-from wgraph.tensor import TensorSpec
+from wgraph.tensor import TensorSpec, require
 
 OP = "rope_kv_append_batched"
 
@@ -43,9 +43,9 @@ def _infer(params: RopeKVBatchedParams, specs):
         raise ShapeError(f"{OP}: qkv must be [batch, (q_heads + 2 kv_heads) * head_dim] = [{batch}, {width}] for "
                          f"{hq} q heads and caches {k_cache.shape}, got {qkv.shape}")
     check_qkv_tables(OP, qkv, cos_t, sin_t, d)
-    if pos is None or pos.dtype != "u32" or pos.shape != (batch,):
-        got = None if pos is None else f"{pos.dtype} {pos.shape}"
-        raise ShapeError(f"{OP}: pos must be u32 [batch={batch}] (one position per sequence), got {got}")
+    got = None if pos is None else f"{pos.dtype} {pos.shape}"
+    require(pos, "u32", pos is not None and pos.shape == (batch,),
+            f"{OP}: pos must be u32 [batch={batch}] (one position per sequence), got {got}")
     select_variant(OP, cache_dtype=k_cache.dtype)
     return (TensorSpec((batch, hq, d), "f32"),)
 

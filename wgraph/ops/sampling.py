@@ -11,7 +11,7 @@ import attrs
 
 from wgraph import args
 from wgraph.api_types import TensorT
-from wgraph.errors import LimitError, ShapeError, WgraphError
+from wgraph.errors import LimitError, WgraphError
 from wgraph.ops.core import ceil_div, OpDef, apply, register
 from wgraph.ops.rows import check_row_loops, check_rows, row_count, row_loops
 from wgraph.kernels import wgsl
@@ -173,8 +173,7 @@ def _is_gpu(v) -> bool:
 
 
 def _check_gpu_step(spec) -> None:
-    if not spec.is_u32_scalar:
-        raise ShapeError(f"sample: a GPU step must be a u32 tensor with one value, got {spec.shape} {spec.dtype}")
+    spec.check_u32_scalar(f"sample: a GPU step must be a u32 tensor with one value, got {spec.shape} {spec.dtype}")
 
 
 def check_sampling(fn: str, temperature, top_k, top_p, seed, prefix: str = "") -> tuple:

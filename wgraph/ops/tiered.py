@@ -18,7 +18,7 @@ from wgraph.ops.attention_loops import check_decode_loop
 from wgraph.ops.core import OpDef, apply, register, tensor_arg
 from wgraph.ops.kv_cache import _check_packed, quant_format, select_variant
 from wgraph.kernels.registry import kernel
-from wgraph.tensor import Tensor, TensorSpec
+from wgraph.tensor import Tensor, TensorSpec, require
 
 
 @attrs.frozen
@@ -98,8 +98,8 @@ def _infer(params: TieredParams, specs):
     if cold_k.shape[0] != cold_v.shape[0]:
         raise ShapeError(f"{op}: cold_k has {cold_k.shape[0]} rows, cold_v {cold_v.shape[0]}")
     if table is not None:
-        if table.dtype != "u32" or len(table.shape) != 1:
-            raise ShapeError(f"{op}: page_table must be a 1-D u32 tensor, got {table.shape} {table.dtype}")
+        require(table, "u32", len(table.shape) == 1,
+                f"{op}: page_table must be a 1-D u32 tensor, got {table.shape} {table.dtype}")
         if params.page_size <= 0 or cold_rows % params.page_size:
             raise ShapeError(f"{op}: a paged cold part of {cold_rows} rows needs a page_size that divides it, "
                              f"got {params.page_size}")
@@ -107,8 +107,7 @@ def _infer(params: TieredParams, specs):
     else:
         cold_capacity = cold_rows
     if len_t is not None:
-        if not len_t.is_u32_scalar:
-            raise ShapeError(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
+        len_t.check_u32_scalar(f"{op}: kv_len tensor must be u32 with one value, got {len_t.shape} {len_t.dtype}")
     else:
         n = params.kv_len
         if n is None:  # params from a graph file or Program.update: None reads a kv_len tensor, and there is none

@@ -115,9 +115,9 @@ class TieredKVCache:
             tensor_arg("TieredKVCache.append", name, x)
         if kv_len is not None:
             tensor_arg("TieredKVCache.append", "kv_len", kv_len)
-            if not TensorSpec(kv_len.shape, kv_len.dtype).is_u32_scalar:
-                raise ShapeError(f"TieredKVCache.append: kv_len must be a u32 tensor with one value (the length after "
-                                 f"the append), got {kv_len.shape} {kv_len.dtype}")
+            TensorSpec(kv_len.shape, kv_len.dtype).check_u32_scalar(
+                f"TieredKVCache.append: kv_len must be a u32 tensor with one value (the length after the append), "
+                f"got {kv_len.shape} {kv_len.dtype}")
         if k_new.shape != v_new.shape or k_new.shape[1:] != (self.kv_heads, self.head_dim):
             raise ShapeError(f"TieredKVCache.append: new rows {k_new.shape}/{v_new.shape} must be [n, {self.kv_heads}, {self.head_dim}]")
         if k_new.dtype != "f16" or v_new.dtype != "f16":   # checked before the first of the moves below runs
