@@ -12,7 +12,8 @@ from gguf.quants import dequantize as gguf_dequantize
 import wgraph as wg
 from wgraph.bench.quant import random_blocks
 from wgraph.device import Caps
-from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, quantize_q4_k, stack_rows
+from wgraph.ggml_blocks import FORMATS, QuantizedWeight, quantize, stack_rows
+from wgraph.ggml_quantizers import quantize_q4_k
 from wgraph.kernels.registry import kernel, kernels_for
 from wgraph.ops.quantized import plan_linear_q
 from kernel_support import cannot_run, skip_unless_runs
@@ -573,7 +574,7 @@ def test_bad_arguments_raise_before_gpu_work(dev, rng):
 def test_iq4_quantizers_pick_the_nearest_table_value(rng):
     """quantize(.., "IQ4_NL") / "IQ4_XS": under the scale each block (sub-block) stores, every weight is the table
     value nearest to it (brute force over the 16, float64), and a block's peak is exact up to its f16 scale."""
-    from wgraph.ggml_blocks import IQ4_VALUES
+    from wgraph.ggml_quantizers import IQ4_VALUES
 
     a = rng.standard_normal((4, 512)).astype(np.float32)
     a[1, :256] = 0
@@ -784,7 +785,7 @@ def test_min_search_follows_make_qkx2_quants(rng, nmax, rmin, nstep, mad):
     squared errors come from float32 sums (1e-4 relative for Q5_K), so near-ties go another way and llama.cpp's
     sequential search (each better fit moves the start of the next roundings) takes another path, as often to a
     lower error as a higher: 1-4% of runs differ on seeds tried (Q5_K the most)."""
-    from wgraph.ggml_blocks import _min_search
+    from wgraph.ggml_quantizers import _min_search
 
     n = 16 if nmax == 3 else 32
     x = rng.standard_t(4, (300, n)).astype(np.float32)
