@@ -253,7 +253,7 @@ def test_quantize_shape_errors(dev, rng):
     packed, scales = q8.packed, q8.scales
     with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(4, 2\).*got f16 \(4, 3\)"):
         QuantizedKV(packed, dev.tensor(np.zeros((4, 3), np.float16)), "int8", 12)
-    with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(4, 2\).*got f32 \(4, 2\)"):
+    with pytest.raises(wg.DtypeError, match=r"scales must be f16 \(4, 2\).*got f32 \(4, 2\)"):   # dtype: DtypeError
         QuantizedKV(packed, dev.tensor(np.zeros((4, 2), np.float32)), "int8", 12)
     with pytest.raises(wg.ShapeError, match=r"scales must be f16 \(3, 2\).*got f16 \(4, 2\)"):
         QuantizedKV(dev.tensor(np.zeros((3, 2, 3), np.uint32)), scales, "int8", 12)

@@ -148,9 +148,9 @@ def _check_packed(mode: str, packed: TensorSpec, scales: TensorSpec | None, shap
     want = (n, heads, dim // vpw)
     require(packed, "u32", packed.shape == want, f"{op}: packed {mode} data must be u32 {want} for rows {shape} "
             f"(n, kv_heads, head_dim), got {packed.dtype} {packed.shape}")
-    if scales is None or scales.dtype != "f16" or scales.shape != (n, heads):
-        got = None if scales is None else f"{scales.dtype} {scales.shape}"
-        raise ShapeError(f"{op}: scales must be f16 {(n, heads)} (one per row and kv head) for packed {packed.shape}, got {got}")
+    got = None if scales is None else f"{scales.dtype} {scales.shape}"
+    require(scales, "f16", scales is not None and scales.shape == (n, heads),
+            f"{op}: scales must be f16 {(n, heads)} (one per row and kv head) for packed {packed.shape}, got {got}")
 
 
 def _kernel_capacity(layout: str, rows: int, table, page_size: int) -> int:
