@@ -469,6 +469,7 @@ def test_bench_batched_b1_beside_the_single_sequence_kernel(dev):
     if row["time_source"] != "timestamp-span":
         pytest.skip("the device has no timestamp queries: the B = 1 comparison needs GPU times")
     assert row["single_gpu_us"] > 0 and row["single_gpu_len_gpu_us"] > 0 and row["single_gpu_len_replay_us"] > 0
+    assert row["turns_batched_replay_us"] > 0 and row["turns_single_gpu_len_replay_us"] > 0
     assert row["single_variant"].startswith("decode_") and row["single_gpu_len_variant"].startswith("decode_")
     row.update(status="ok", kind="decode", label="decode B=1", gbps=1.0)
     text = table([row])

@@ -112,7 +112,36 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     row["replay_us"], row["replay_host_us"] = replay.us_per_call, replay.host_us_per_call
     if gpu and s.kind == "decode" and s.B == 1:
         row.update(_single_sequence(dev, s, arrays, reps, call))
+        row.update(_replays_in_turns(dev, s, arrays))
     return row
+
+
+def _replays_in_turns(dev, s: BatchedShape, arrays, rounds: int = 3, calls: int = 20) -> dict:
+    """B = 1's replay beside the single-sequence kernel's with kv_len on the GPU, the two Programs compiled once
+    and replayed in turns (`rounds` each, medians), so neither takes the clocks' ramp or drift alone: the rows'
+    own replays are timed at different points of the section."""
+    progs = {"batched": timing.compile_calls(dev, _builder(s, arrays), calls),
+             "single": timing.compile_calls(dev, _single_len_builder(s, arrays), calls)}
+    got: dict[str, list] = {name: [] for name in progs}
+    for _ in range(rounds):
+        for name, prog in progs.items():
+            got[name].append(timing.replay_time(dev, prog, calls).us_per_call)
+    return {"turns_batched_replay_us": statistics.median(got["batched"]),
+            "turns_single_gpu_len_replay_us": statistics.median(got["single"])}
+
+
+def _single_len_builder(s: BatchedShape, arrays):
+    """timing.replay's builder: the single-sequence call on sequence 0, kv_len a GPU state (as cache_seqlens is)."""
+    q, k, v = (a[0] for a in arrays)
+    dt = "f16" if s.dtype == "f16" else "f32"
+    kvdt = "f32" if s.dtype == "f32" else "f16"
+
+    def build(g, i):
+        if i == 0:
+            build.st = timing.states(g, (q, k, v, np.array([s.lengths[0]], np.uint32)), (dt, kvdt, kvdt, "u32"))
+        q_, k_, v_, n_ = build.st
+        return wg.ops.attention(q_, k_, v_, causal=True, kv_len=n_)
+    return build
 
 
 def _builder(s: BatchedShape, arrays):
@@ -160,18 +189,11 @@ def _single_sequence(dev, s: BatchedShape, arrays, reps: int, batched_call) -> d
             build.st = timing.states(g, (q, k, v), (dt, kvdt, kvdt))
         return wg.ops.attention(*build.st, causal=True)
 
-    def build_len(g, i):
-        # like for like with the batched replay: kv_len a GPU state, as cache_seqlens is there
-        if i == 0:
-            build_len.st = timing.states(g, (q, k, v, np.array([s.lengths[0]], np.uint32)), (dt, kvdt, kvdt, "u32"))
-        q_, k_, v_, n_ = build_len.st
-        return wg.ops.attention(q_, k_, v_, causal=True, kv_len=n_)
-
     return {"single_variant": wg.ops.attention_plan(tq, tk, tv, causal=True).variant,
             "single_gpu_us": statistics.median(gpu), "single_replay_us": timing.replay(dev, build).us_per_call,
             "single_gpu_len_variant": wg.ops.attention_plan(tq, tk, tv, causal=True, kv_len=kv_len).variant,
             "single_gpu_len_gpu_us": statistics.median(gpu_len),
-            "single_gpu_len_replay_us": timing.replay(dev, build_len).us_per_call,
+            "single_gpu_len_replay_us": timing.replay(dev, _single_len_builder(s, arrays)).us_per_call,
             "turns_single_gpu_len_gpu_us": statistics.median(turns["single"]),
             "turns_batched_gpu_us": statistics.median(turns["batched"])}
 
@@ -320,8 +342,10 @@ def table(rows: list[dict]) -> str:
             lines.append(f"{'  the same, kv_len on the GPU: ' + r['single_gpu_len_variant']:55} "
                          f"{r['single_gpu_len_gpu_us']:10.1f} {'':48} {r['single_gpu_len_replay_us']:9.1f}")
         if r.get("turns_batched_gpu_us"):
+            replays = (f"{r['turns_batched_replay_us']:.1f} / {r['turns_single_gpu_len_replay_us']:.1f}"
+                       if r.get("turns_batched_replay_us") else "")
             lines.append(f"{'  in turns: the batch of one / kv_len on the GPU':55} {r['turns_batched_gpu_us']:10.1f} "
-                         f"/ {r['turns_single_gpu_len_gpu_us']:.1f}")
+                         f"/ {r['turns_single_gpu_len_gpu_us']:.1f}{'':40} {replays}")
     lines.append("decode: one attention_kvcache call for the whole batch (cache_seqlens on the GPU); varlen: one "
                  "attention_varlen call. torch: SDPA as a padded batch or a per-sequence loop, the faster. "
                  "ratio = torch time / wgraph time (> 1: wgraph faster). replay us: a compiled Program of 20 calls "
