@@ -6,15 +6,17 @@ import re
 import threading
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
 import wgraph as wg
-from kernel_support import lacks_subgroups, skip_unless_f16
+from kernel_support import BDPA_BASIS, lacks_subgroups, skip_unless_f16
 from wgraph import ggml_blocks
 from wgraph.errors import (AliasingError, ArgumentError, DeviceError, DtypeError, LimitError, PlanError, RecordingError,
                            ShapeError, UnsupportedError)
 from wgraph.graph import GraphError
+from wgraph.ops.bdpa import rope_table
 from wgraph.ops.elementwise import BinaryParams
 from wgraph.ops.kv_cache import kv_append
 from wgraph.ops.tiered import tiered_attention
@@ -716,5 +718,35 @@ def test_u32_index_tensors_of_another_dtype_are_dtype_errors(dev):
             call(f32(*good_shape[name]))
         with pytest.raises(ShapeError) as e:
             call(u32(*bad_shape[name]))
+        assert not isinstance(e.value, DtypeError), name
+    assert dev.stats.since(before).dispatches == 0
+
+
+def test_float_tensor_arguments_of_another_dtype_are_dtype_errors(dev, rng):
+    """bdpa_attention's f16 basis and residual_scale and its f32 RoPE table of another dtype raised ShapeError (one
+    check of dtype and shape, as the u32 sites above did); now a DtypeError with the same message, and the right
+    dtype of the wrong shape stays a ShapeError. No dispatch runs for a refused call."""
+    skip_unless_f16(dev, why=BDPA_BASIS)
+    L, hkv, D = 8, 2, 16
+    cache = wg.ops.bdpa_decompose(rng.standard_normal((L, hkv, D)), rng.standard_normal((L, hkv, D)),
+                                  np.arange(L) % 3).upload(dev)
+    rope = dev.tensor(rope_table(*wg.ops.rope_tables(32, D)))
+    q = dev.tensor(np.zeros((1, 2 * hkv, D), np.float32))
+    calls = {
+        "basis": lambda t: wg.ops.bdpa_attention(q, attrs.evolve(cache, basis=t), rope, causal=True, q_pos=0),
+        "residual_scale": lambda t: wg.ops.bdpa_attention(q, attrs.evolve(cache, residual_scale=t), rope,
+                                                          causal=True, q_pos=0),
+        "rope": lambda t: wg.ops.bdpa_attention(q, cache, t, causal=True, q_pos=0),
+    }
+    given = {"basis": cache.basis, "residual_scale": cache.residual_scale, "rope": rope}
+    dev.flush()
+    before = dev.stats.snapshot()
+    for name, call in calls.items():
+        host, dtype = given[name].numpy(), given[name].dtype
+        other = np.float32 if dtype == "f16" else np.float16
+        with pytest.raises(DtypeError, match=rf"bdpa_attention: {name} must be {dtype} "):
+            call(dev.tensor(host.astype(other)))
+        with pytest.raises(ShapeError, match=rf"bdpa_attention: {name} must be {dtype} ") as e:
+            call(dev.tensor(np.ascontiguousarray(host[:, :1])))   # the right dtype, a dimension cut to 1
         assert not isinstance(e.value, DtypeError), name
     assert dev.stats.since(before).dispatches == 0

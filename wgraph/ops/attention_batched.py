@@ -250,9 +250,9 @@ def _infer_append(p: AppendParams, specs):
         raise DtypeError(f"attention_kvcache: k_new {k_new.dtype} and v_new {v_new.dtype} must have the caches' "
                          f"dtype, {kc.dtype}")
     seqs = table.shape[0] if table is not None else kc.shape[0]
-    if seqs != B or vc.shape != kc.shape or vc.dtype != kc.dtype:
-        raise ShapeError(f"attention_kvcache: k_new holds {B} sequences; the caches {kc.shape} / {vc.shape} "
-                         f"(block_table {None if table is None else table.shape}) must hold as many and match")
+    require(vc, kc.dtype, seqs == B and vc.shape == kc.shape,
+            f"attention_kvcache: k_new holds {B} sequences; the caches {kc.shape} / {vc.shape} "
+            f"(block_table {None if table is None else table.shape}) must hold as many and match")
     _check_u32("attention_kvcache: cache_seqlens", lens, (B,))
     select_variant("attention_batched_append", output_dtype=kc.dtype)
     return ()

@@ -192,21 +192,21 @@ def _infer(params: BDPAParams, specs):
     variant = select_variant(op, q_dtype=q.dtype)
     if dim > kernel(variant).limits["max_head_dim"] or dim % 4:
         raise LimitError(f"{op}: head_dim {dim} must be a multiple of 4 and at most {kernel(variant).limits['max_head_dim']}")
-    if len(basis.shape) != 4 or basis.shape[1] != 2 or basis.shape[3] != dim or basis.dtype != "f16":
-        raise ShapeError(f"{op}: basis must be f16 [B, 2, Hkv, {dim}], got {basis.dtype} {basis.shape}")
+    require(basis, "f16", len(basis.shape) == 4 and basis.shape[1] == 2 and basis.shape[3] == dim,
+            f"{op}: basis must be f16 [B, 2, Hkv, {dim}], got {basis.dtype} {basis.shape}")
     hkv = basis.shape[2]
     if hkv == 0 or hq % hkv:   # 0: a ZeroDivisionError
         raise ShapeError(f"{op}: q heads {hq} must be a multiple of kv heads {hkv}")
     nr = residual.shape[0] if residual.shape else 0
     require(residual, "u32", residual.shape == (nr, 2, hkv, dim // 4),
             f"{op}: residual must be u32 [R, 2, {hkv}, {dim // 4}], got {residual.dtype} {residual.shape}")
-    if rscale.dtype != "f16" or rscale.shape != (nr, 2, hkv):
-        raise ShapeError(f"{op}: residual_scale must be f16 {(nr, 2, hkv)} for residual {residual.shape}, "
-                         f"got {rscale.dtype} {rscale.shape}")
+    require(rscale, "f16", rscale.shape == (nr, 2, hkv),
+            f"{op}: residual_scale must be f16 {(nr, 2, hkv)} for residual {residual.shape}, "
+            f"got {rscale.dtype} {rscale.shape}")
     require(index, "u32", len(index.shape) == 2 and index.shape[1] == 3,
             f"{op}: index must be u32 [L, 3], got {index.dtype} {index.shape}")
-    if rope.dtype != "f32" or len(rope.shape) != 3 or rope.shape[1:] != (2, dim // 2):
-        raise ShapeError(f"{op}: rope must be f32 [positions, 2, {dim // 2}], got {rope.dtype} {rope.shape}")
+    require(rope, "f32", len(rope.shape) == 3 and rope.shape[1:] == (2, dim // 2),
+            f"{op}: rope must be f32 [positions, 2, {dim // 2}], got {rope.dtype} {rope.shape}")
     if len_t is None and params.kv_len is None:  # params from a graph file or Program.update: no kv_len tensor
         raise ShapeError(f"{op}: kv_len must be an int or a u32 tensor with one value, got nothing")
     if len_t is None and params.kv_len > index.shape[0]:
