@@ -438,11 +438,12 @@ def test_an_array_as_kv_layout_is_named_with_the_layouts(dev):
 def test_an_i32_kv_len_tensor_says_how_to_make_a_u32_one(dev, rng):
     """kv_len=dev.tensor(np.array([7], np.int32)) (numpy's default int is what a user writes first) said only
     'must be an int or a u32 tensor with one value, got i32 (1,)'; it now says how to make the u32 tensor, and
-    that tensor then gives the float64 answer over the first 7 keys."""
+    that tensor then gives the float64 answer over the first 7 keys. A DtypeError since 2026-12-07 (the dtype is
+    what is wrong), as every tensor argument's."""
     q = rng.standard_normal((1, 2, 8)).astype(np.float32)
     k, v = (rng.standard_normal((9, 1, 8)).astype(np.float32) for _ in range(2))
     Q, K, V = dev.tensor(q), dev.tensor(k), dev.tensor(v)
-    with pytest.raises(wg.ShapeError, match=r"got i32 \(1,\) \(make it with dev.tensor\(np.array\(\[n\], "
+    with pytest.raises(wg.DtypeError, match=r"got i32 \(1,\) \(make it with dev.tensor\(np.array\(\[n\], "
                                             r"np.uint32\)\)\)"):
         wg.ops.attention(Q, K, V, causal=True, kv_len=dev.tensor(np.array([7], np.int32)))
     out = wg.ops.attention(Q, K, V, causal=True, kv_len=dev.tensor(np.array([7], np.uint32))).numpy()
