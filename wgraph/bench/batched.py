@@ -340,7 +340,9 @@ def table(rows: list[dict]) -> str:
                          f"{'':48} {r['single_replay_us']:9.1f}")
         if r.get("single_gpu_len_gpu_us"):
             lines.append(f"{'  the same, kv_len on the GPU: ' + r['single_gpu_len_variant']:55} "
-                         f"{r['single_gpu_len_gpu_us']:10.1f} {'':48} {r['single_gpu_len_replay_us']:9.1f}")
+                         f"{r['single_gpu_len_gpu_us']:10.1f}"
+                         + (f" {'':48} {r['single_gpu_len_replay_us']:9.1f}" if r.get("single_gpu_len_replay_us")
+                            else ""))   # rows of JSON files made before it was timed have none
         if r.get("turns_batched_gpu_us"):
             replays = (f"{r['turns_batched_replay_us']:.1f} / {r['turns_single_gpu_len_replay_us']:.1f}"
                        if r.get("turns_batched_replay_us") else "")
