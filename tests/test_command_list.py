@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import wgraph as wg
-from attention_reference import attention_reference, tolerance_check
+from attention_reference import tolerance_check
 from kernel_support import skip_unless_runs
 from wgraph.errors import RecordingError
 from wgraph.graph import GraphError

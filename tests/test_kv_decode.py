@@ -4,7 +4,6 @@ positions, equals 64 immediate steps with int positions; also TieredKVCache grow
 import numpy as np
 import pytest
 
-import wgraph as wg
 from wgraph.ops.attention import attention
 from wgraph.ops.kv_cache import kv_append
 from wgraph.ops.tiered_cache import TieredKVCache

@@ -7,7 +7,6 @@ caches for f16 models."""
 import numpy as np
 import pytest
 
-import wgraph as wg
 import wgraph.ops as ops
 from wgraph.models import Llama
 from wgraph.models.config import LlamaConfig

@@ -12,8 +12,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 import wgraph as wg
 from test_api_walk import _callable, _public
 
