@@ -175,6 +175,32 @@ def test_indirect_counts_from_a_gpu_value(dev, rng):
     np.testing.assert_array_equal(second[256:], first[256:])  # untouched since the first run
 
 
+@pytest.mark.parametrize("view", [False, True])
+def test_a_graph_files_indirect_counts_ask_for_no_more_than_the_data_needs(dev, rng, view):
+    """A 600-byte graph file whose state init held indirect counts [65535, 65535, 1] for 1024 elements read,
+    compiled and ran 4.3e9 workgroups (~55 minutes on lavapipe: a hang driven by a number in a file, found by a
+    fuzz of the readers). from_json now refuses counts past what the node's data needs (1024 elements: 4
+    workgroups), the state read directly or through a reshape view; the exact need still loads and runs right."""
+    def text(counts):
+        g = wg.Graph("indirect")
+        x = g.input("x", (1024,), "f32")
+        args = g.state("args", (3,), "u32", init=np.array(counts, np.uint32))
+        g.output("y", wg.ops.scale(x, 3.0, indirect=args.reshape(1, 3).reshape(3) if view else args))
+        return g.to_json()
+
+    for counts in ([65535, 65535, 1], [5, 1, 1], [1, 1, 5], [2, 2, 2]):
+        with pytest.raises(wg.GraphError, match=rf"reads state 'args' as its indirect workgroup counts, whose "
+                                                rf"init asks for {' x '.join(map(str, counts))} workgroups; its "
+                                                rf"1024 elements need 4 \(a file's counts may ask for no more\)"):
+            wg.Graph.from_json(text(counts))
+    for counts in ([4, 1, 1], [2, 2, 1], [1, 1, 1]):
+        prog = wg.Graph.from_json(text(counts)).compile(dev)
+        a = rng.standard_normal(1024).astype(np.float32)
+        got = prog.run(x=a)["y"].numpy()
+        covered = 256 * int(np.prod(counts))   # a workgroup covers 256 elements (docs/ops.md)
+        np.testing.assert_array_equal(got[:covered], a[:covered] * np.float32(3))
+
+
 def test_update_rewrites_only_dirty_uniforms(dev, rng):
     g = wg.Graph("upd")
     x = g.input("x", (100,), "f32")

@@ -11,6 +11,7 @@ import json
 import pkgutil
 
 import attrs
+import numpy as np
 
 from wgraph import args
 from wgraph.args import show
@@ -210,6 +211,31 @@ def _names(entry: dict, key: str, where: str, optional: bool = False) -> tuple:
     return tuple(values)
 
 
+def _check_indirect_inits(g) -> None:
+    """A state's init that a node reads as its `indirect=` workgroup counts (scale / add / mul) may ask for at most
+    the workgroups the node's data needs (x * y * z <= its direct layout's): the numbers come from the file, and
+    counts of 65535 x 65535 x 1 over 1024 elements made a run of 4.3e9 workgroups that did not end (~55 minutes
+    on lavapipe). Counts a kernel writes at run time are the program's own (docs/ops.md)."""
+    from wgraph.ops.elementwise import OPDEFS, direct_workgroups
+
+    for _, node in g.nx.nodes(data="node"):
+        op = OPDEFS.get(node.op)
+        if op is None or "indirect?" not in op.inputs:
+            continue
+        i = op.inputs.index("indirect?")
+        value = node.inputs[i] if i < len(node.inputs) else None
+        state = g.states.get(g.base.get(value, value)) if value is not None else None
+        if state is None or state.init is None:
+            continue
+        counts = np.frombuffer(state.init[:12], "<u4").astype(np.int64)   # a view of a state starts at its start
+        need = direct_workgroups(node.op, g.values[node.outputs[0]].spec)
+        if int(np.prod(counts)) > need:
+            raise GraphError(f"from_json: node {node.name!r} reads state {state.name!r} as its indirect workgroup "
+                             f"counts, whose init asks for {' x '.join(map(str, counts))} workgroups; its "
+                             f"{g.values[node.outputs[0]].size} elements need {need} (a file's counts may ask for "
+                             f"no more)")
+
+
 def graph_from_json(graph_class, text: str):
     """A `graph_class` (Graph) rebuilt from graph_to_json's text, every node through its `add`. Every field is checked (type, name, shape, size): a malformed or hostile
     file raises GraphError (or the op's own error, prefixed with the node) naming the field and the value."""
@@ -266,6 +292,7 @@ def graph_from_json(graph_class, text: str):
             g.add(Node(name, op, params, _names(entry, "inputs", where, optional=True), outputs,
                        _names(entry, "writes", where)))
     g._counter = len(nodes)
+    _check_indirect_inits(g)
     for out_name, v in _field(data, "outputs", dict, "from_json").items():
         if not isinstance(v, str) or v not in g.values:
             raise GraphError(f"from_json: output {out_name!r} names value {show(v)}, which the graph does not have")

@@ -32,6 +32,13 @@ def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
     return {"workgroups": ctx.grid(ceil_div(ceil_div(n, k.limits.get("elems_per_word", 1)), k.threads))}
 
 
+def direct_workgroups(op: str, out: TensorSpec) -> int:
+    """The workgroups `op`'s direct layout launches over the output `out` (W of docs/ops.md, "Indirect dispatch"):
+    the most a known set of indirect counts may ask for (graph/export.py checks a file's against it)."""
+    k = kernel(select_variant(op, output_dtype=out.dtype))
+    return max(1, ceil_div(ceil_div(out.size, k.limits.get("elems_per_word", 1)), k.threads))
+
+
 def _check_indirect(op: str, spec):
     """`indirect=`: u32 workgroup counts [x, y, z]. A wrong dtype is a DtypeError, too few values a ShapeError, as
     for every other tensor argument (an f32 indirect was a ShapeError that named no op)."""
