@@ -310,7 +310,7 @@ def linear(x: TensorT, w: TensorT | QuantizedWeight, b: TensorT | None = None, *
     b: a bias [out] f32, or None.
     norm: an RMSNorm weight [in] applied to x first (in >= 1; a row of x whose f32 sum of squares overflows
         normalises to zeros, as rmsnorm), or None.
-    eps: the fused RMSNorm's, a finite real > 0.
+    eps: the fused RMSNorm's, a finite real > 0 (checked with or without norm; unused without it).
     activation: None or "swiglu".
     residual: f32 of the output's shape, added last, or None.
     variant: force a registry kernel by name (a QuantizedWeight: one of its format's GEMVs); None: planned.

@@ -122,7 +122,7 @@ def linear_rope_kv_append(x: TensorT, w: TensorT | QuantizedWeight, cos: TensorT
     q_heads: how many of the output's heads are q heads (the rest split evenly into k and v).
     b: the stacked bias [(q_heads + 2 kv_heads) * D] f32, or None.
     norm: an RMSNorm weight [in] applied to x first, or None.
-    eps: the fused RMSNorm's, a finite real > 0.
+    eps: the fused RMSNorm's, a finite real > 0 (checked with or without norm; unused without it).
     layout: the cache's, as kv_append's: "contiguous", "ring" or "paged".
     page_table: "paged" only: a 1-D u32 tensor of page ids.
     page_size: "paged" only: rows per page.

@@ -377,7 +377,7 @@ def linear_q(x: TensorT, w: QuantizedWeight, b: TensorT | None = None, *, norm: 
     w: the QuantizedWeight [out, in] (GGML blocks; QuantizedWeight.upload puts its blocks on the device).
     b: a bias [out] f32, or None.
     norm: an RMSNorm weight [in] applied to x first, or None.
-    eps: the fused RMSNorm's, a finite real > 0.
+    eps: the fused RMSNorm's, a finite real > 0 (checked with or without norm; unused without it).
     activation: None or "swiglu".
     residual: f32 of the output's shape, added last, or None.
     out: a tensor (in a graph: a state value) of the result's shape and dtype to write into instead of a new one.
