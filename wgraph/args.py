@@ -201,10 +201,13 @@ def plain_str(value) -> str | None:
     return str.__str__(value) if isinstance(value, str) else None
 
 
+_SPELLINGS = {name: spelling for spelling, name in ALIASES.items()}   # "f16" -> "float16"
+
+
 def _dtype_rule(value, choices, optional: bool) -> str:
     """What a dtype argument must be, and what to do instead where `value` spells a dtype wgraph lacks."""
     # the example spells one of these choices ('bfloat16' was shown where bf16 was refused)
-    long = [{v: k for k, v in ALIASES.items()}[c] for c in choices if c in ALIASES.values()]
+    long = [_SPELLINGS[c] for c in choices if c in _SPELLINGS]
     example = "" if not long else ", ".join(
         [f"'{long[0]}'"] + ([] if long[0] == "bfloat16" else [f"np.{long[0]}"]) + [f"torch.{long[0]}"])
     rule = (f"one of {', '.join(map(repr, choices))}{' or None' if optional else ''}"

@@ -133,8 +133,7 @@ def _replays_in_turns(dev, s: BatchedShape, arrays, rounds: int = 3, calls: int 
 def _single_len_builder(s: BatchedShape, arrays):
     """timing.replay's builder: the single-sequence call on sequence 0, kv_len a GPU state (as cache_seqlens is)."""
     q, k, v = (a[0] for a in arrays)
-    dt = "f16" if s.dtype == "f16" else "f32"
-    kvdt = "f32" if s.dtype == "f32" else "f16"
+    dt, kvdt = _state_dtypes(s)
 
     def build(g, i):
         if i == 0:
@@ -144,10 +143,15 @@ def _single_len_builder(s: BatchedShape, arrays):
     return build
 
 
+def _state_dtypes(s: BatchedShape) -> tuple[str, str]:
+    """(q's, the caches') dtypes of a replay's states, as _arrays makes the arrays: f16 and f16 for an f16 shape,
+    f32 and f32 for f32, else (f16kv) f32 q over f16 caches."""
+    return ("f16" if s.dtype == "f16" else "f32"), ("f32" if s.dtype == "f32" else "f16")
+
+
 def _builder(s: BatchedShape, arrays):
     """timing.replay's builder: the same batched call on Program states."""
-    dt = "f16" if s.dtype == "f16" else "f32"
-    kvdt = "f32" if s.dtype == "f32" else "f16"
+    dt, kvdt = _state_dtypes(s)
     if s.kind == "decode":
         extra = (np.array(s.lengths, np.uint32),)
     else:
@@ -181,8 +185,7 @@ def _single_sequence(dev, s: BatchedShape, arrays, reps: int, batched_call) -> d
     for _ in range(3):
         turns["single"] += _gpu_times_us(dev, single_len, reps)
         turns["batched"] += _gpu_times_us(dev, batched_call, reps)
-    dt = "f16" if s.dtype == "f16" else "f32"
-    kvdt = "f32" if s.dtype == "f32" else "f16"
+    dt, kvdt = _state_dtypes(s)
 
     def build(g, i):
         if i == 0:

@@ -228,12 +228,12 @@ def _check_indirect_inits(g) -> None:
         if state is None or state.init is None:
             continue
         counts = np.frombuffer(state.init[:12], "<u4").astype(np.int64)   # a view of a state starts at its start
-        need = direct_workgroups(node.op, g.values[node.outputs[0]].spec)
+        out = g.values[node.outputs[0]].spec
+        need = direct_workgroups(node.op, out)
         if int(np.prod(counts)) > need:
             raise GraphError(f"from_json: node {node.name!r} reads state {state.name!r} as its indirect workgroup "
                              f"counts, whose init asks for {' x '.join(map(str, counts))} workgroups; its "
-                             f"{g.values[node.outputs[0]].size} elements need {need} (a file's counts may ask for "
-                             f"no more)")
+                             f"{out.size} elements need {need} (a file's counts may ask for no more)")
 
 
 def graph_from_json(graph_class, text: str):

@@ -24,19 +24,23 @@ FORMS = {"scale": "unary", "silu": "unary", "gelu": "unary", "gelu_tanh": "unary
          "add": "binary", "mul": "binary", "swiglu": "halves", "geglu": "halves", "geglu_tanh": "halves"}
 
 
+def _groups(variant: str, n: int) -> int:
+    """Workgroups for n elements: one invocation per element, or per u32 word of `elems_per_word` elements (bf16)
+    (W of docs/ops.md, "Indirect dispatch")."""
+    k = kernel(variant)
+    return ceil_div(ceil_div(n, k.limits.get("elems_per_word", 1)), k.threads)
+
+
 def _workgroups(ctx, variant: str, n: int, indirect: Tensor | None) -> dict:
-    """n elements: one invocation per element, or per u32 word of `elems_per_word` elements (bf16)."""
     if indirect is not None:
         return {"indirect": (indirect, 0)}
-    k = kernel(variant)
-    return {"workgroups": ctx.grid(ceil_div(ceil_div(n, k.limits.get("elems_per_word", 1)), k.threads))}
+    return {"workgroups": ctx.grid(_groups(variant, n))}
 
 
 def direct_workgroups(op: str, out: TensorSpec) -> int:
-    """The workgroups `op`'s direct layout launches over the output `out` (W of docs/ops.md, "Indirect dispatch"):
-    the most a known set of indirect counts may ask for (graph/export.py checks a file's against it)."""
-    k = kernel(select_variant(op, output_dtype=out.dtype))
-    return max(1, ceil_div(ceil_div(out.size, k.limits.get("elems_per_word", 1)), k.threads))
+    """The workgroups `op`'s direct layout launches over the output `out`: the most a known set of indirect
+    counts may ask for (graph/export.py checks a file's against it)."""
+    return max(1, _groups(select_variant(op, output_dtype=out.dtype), out.size))
 
 
 def _check_indirect(op: str, spec):
