@@ -14,8 +14,7 @@ the configuration with the least total time over the class's shapes. Writes $OUT
 Env: SMALL=1 a smoke run on lavapipe (tiny shapes); BUDGET_S (150): past it, the shapes left run the planned
 kernel and torch only; N (4): calls per recording; SECTIONS ("prefill,varlen"); CONFIGS: other candidates,
 "tag:KEY=V,KEY=V;..." (KEY: a define of attention_prefill_gemm.wgsl or WG, the workgroup size), applied to both
-head-dim classes; and the LOOPS candidates (the body's unrolled loops as run-time loops: text edits; LOOPS=0 leaves
-them out)."""
+head-dim classes; and always the LOOPS candidates (the body's unrolled loops as run-time loops: text edits)."""
 import json
 import os
 import statistics
@@ -80,8 +79,6 @@ def exp_entry(src: str, name: str, config: dict) -> str:
 # 167 registers a thread x 256 threads is one workgroup an SM (h100-prefill-decode-pipeline-stats-1206.json), and
 # the QK side costs 4x the P.V FMAs (h100-prefill-ablation-1206.log). tag -> (QK loop, P.V loop) run-time.
 LOOPS = {"qkloop": (True, False), "pvloop": (False, True), "loops": (True, True)}
-if os.environ.get("LOOPS") == "0":
-    LOOPS = {}
 BODY = (EXP / "attention_gemm_body.wgsl").read_text()
 GEMM_MAIN = FLAT["prefill_gemm_d128_f32"]["file"]
 
@@ -94,8 +91,7 @@ def loop_body(qk: bool, pv: bool) -> str:
                                "            for (var c: u32 = 0u; c < DC4; c++) {\n")
         text = ab_registry.sub(text, "            }\n//!end\n            workgroupBarrier();             // the chunk",
                                "            }\n            workgroupBarrier();             // the chunk")
-        text = ab_registry.sub(text, "][${c}u];", "][c];")
-        text = ab_registry.sub(text, "][qc0 + ${c}u];", "][qc0 + c];")
+        text = ab_registry.sub(text, "][${c}u];", "][c];", 2)
     if pv:
         text = ab_registry.sub(text, "//!repeat kk VC\n                {\n",
                                "                for (var kk: u32 = 0u; kk < VC; kk++) {\n", 2)

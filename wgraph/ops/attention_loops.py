@@ -60,13 +60,10 @@ def _flash(k: Kernel, f: PlanFacts, caps) -> int:
 def _gemm(k: Kernel, f: PlanFacts, caps) -> int:
     """attention_prefill_gemm.wgsl (its body in attention_gemm_body.wgsl): tiles of BLOCK_N keys over the block's
     union of ranges; per tile the head-dim chunks, two butterflies over LPR lanes and the V chunks; then the final
-    butterfly (staging and every other loop are unrolled by //!repeat); with Q_ONCE the head-dim chunks of the
-    block's Q staging before the tiles."""
-    bm, bn, dc4, vc, row4, lpr, once = (kconst(k, n) for n in ("BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR",
-                                                                 "Q_ONCE"))
+    butterfly (staging and every other loop are unrolled by //!repeat)."""
+    bm, bn, dc4, vc, row4, lpr = (kconst(k, n) for n in ("BLOCK_M", "BLOCK_N", "DC4", "VC", "ROW4", "LPR"))
     tile = _loop(row4 // dc4) + 2 * _loop(_halvings(lpr)) + _loop(bn // vc)
-    q_staging = _loop(row4 // dc4) if once else 0
-    return q_staging + _loop(ceil_div(f.kv_span + bm - 1, bn), tile) + _loop(_halvings(lpr))
+    return _loop(ceil_div(f.kv_span + bm - 1, bn), tile) + _loop(_halvings(lpr))
 
 
 def _stream(k: Kernel, f: PlanFacts, caps) -> int:

@@ -40,16 +40,6 @@
         sl.q_ok[$n] = idx < BLOCK_M * DC4 && i0 + idx / DC4 < S;
     }
 //!end
-    if (Q_RESIDENT) {                       // read by the first chunk after its barrier
-        for (var c0: u32 = 0u; c0 < ROW4; c0 += DC4) {
-            let qc = stage_qk(sl, t, c0, D4, true);     // no K slot is set yet: Q only
-//!repeat n NQ
-            if (t + ${n}u * WG < BLOCK_M * DC4) {
-                qs[(t + ${n}u * WG) / DC4][c0 + (t + ${n}u * WG) % DC4] = qc.q[$n];
-            }
-//!end
-        }
-    }
 
     for (var base: u32 = lo; base < hi; base += BLOCK_N) {
         let n_keys = min(BLOCK_N, hi - base);
@@ -70,11 +60,10 @@
 //!repeat a TM * TN
         sacc[$a] = 0.0;
 //!end
-        var qk = stage_qk(sl, t, 0u, D4, !Q_RESIDENT);
+        var qk = stage_qk(sl, t, 0u, D4);
         for (var c0: u32 = 0u; c0 < ROW4; c0 += DC4) {
-            let qc0 = select(0u, c0, Q_RESIDENT);      // the chunk's first column in qs
 //!repeat n NQ
-            if (!Q_RESIDENT && t + ${n}u * WG < BLOCK_M * DC4) {
+            if (t + ${n}u * WG < BLOCK_M * DC4) {
                 qs[(t + ${n}u * WG) / DC4][(t + ${n}u * WG) % DC4] = qk.q[$n];
             }
 //!end
@@ -85,12 +74,12 @@
 //!end
             workgroupBarrier();
             if (PREFETCH && c0 + DC4 < ROW4) {
-                qk = stage_qk(sl, t, c0 + DC4, D4, !Q_RESIDENT);
+                qk = stage_qk(sl, t, c0 + DC4, D4);
             }
 //!repeat c DC4
             {
 //!repeat i TM
-                let q$i = qs[ty + ${i}u * RT][qc0 + ${c}u];
+                let q$i = qs[ty + ${i}u * RT][${c}u];
 //!end
 //!repeat j TN
                 let k$j = ks[tx + ${j}u * CT][${c}u];
@@ -104,7 +93,7 @@
 //!end
             workgroupBarrier();             // the chunk is overwritten by the next one
             if (!PREFETCH && c0 + DC4 < ROW4) {
-                qk = stage_qk(sl, t, c0 + DC4, D4, !Q_RESIDENT);
+                qk = stage_qk(sl, t, c0 + DC4, D4);
             }
         }
 //!repeat j TN

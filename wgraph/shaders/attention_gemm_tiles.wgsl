@@ -20,19 +20,14 @@ const NQ: u32 = (BLOCK_M * DC4 + WG - 1u) / WG;   // Q vec4s a thread stages per
 const NK: u32 = (BLOCK_N * DC4 + WG - 1u) / WG;   // K vec4s
 const NV: u32 = (VC * ROW4 + WG - 1u) / WG;       // V vec4s
 const QS: u32 = DC4 + 1u;                   // padded stride of a staged Q/K row: lanes reading 8 K rows hit 8 bank groups
-// Q_ONCE 1: the block's Q rows are staged once, whole (a row's readers share it: no padding), not chunk by chunk
-// in every tile; the chunk loop then stages only K.
-const Q_ONCE: u32 = {{Q_RESIDENT}}u;
-const Q_RESIDENT: bool = Q_ONCE == 1u;
-const Q_COLS: u32 = (1u - Q_ONCE) * QS + Q_ONCE * ROW4;
 const_assert BLOCK_M % TM == 0u && TM % 4u == 0u;
 const_assert WG % RT == 0u && BLOCK_N == CT * TN && ROW4 % CT == 0u;
 const_assert WG % BLOCK_M == 0u && LPR <= 4u && BLOCK_N % LPR == 0u;
-const_assert ROW4 % DC4 == 0u && BLOCK_N % VC == 0u && Q_ONCE <= 1u;
+const_assert ROW4 % DC4 == 0u && BLOCK_N % VC == 0u;
 
 // Two-level arrays: in the FMA loops the outer index is the thread's (loop-invariant) and the inner one a
 // constant, so an index clamp (bounds checks) is computed once, not per load.
-var<workgroup> qs: array<array<vec4<f32>, Q_COLS>, BLOCK_M>;
+var<workgroup> qs: array<array<vec4<f32>, QS>, BLOCK_M>;
 var<workgroup> ks: array<array<vec4<f32>, QS>, BLOCK_N>;
 var<workgroup> vs: array<array<vec4<f32>, ROW4>, VC>;
 // Scores, then p, of the tile: key kk, row ty + i * RT at ps[kk][ty * TM4 + i / 4], component i % 4, so step 3
@@ -61,12 +56,12 @@ struct StagedQK {
     k: array<vec4<f32>, NK>,
 }
 
-// Chunk `c` (vec4 offset into the head dims) of this thread's K slots, and of its Q slots where `with_q`.
-fn stage_qk(sl: Slots, t: u32, c: u32, D4: u32, with_q: bool) -> StagedQK {
+// Chunk `c` (vec4 offset into the head dims) of this thread's Q and K slots.
+fn stage_qk(sl: Slots, t: u32, c: u32, D4: u32) -> StagedQK {
     var r: StagedQK;
 //!repeat n NQ
     r.q[$n] = vec4<f32>(0.0);
-    if (with_q && sl.q_ok[$n] && c + (t + ${n}u * WG) % DC4 < D4) {
+    if (sl.q_ok[$n] && c + (t + ${n}u * WG) % DC4 < D4) {
         r.q[$n] = vec4<f32>(q[sl.q_at[$n] + c]);
     }
 //!end
