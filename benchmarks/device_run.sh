@@ -12,8 +12,9 @@
 # (3000). The device tool brings back 8 files of $OUT: tar the folder into one when there are more.
 # Jobs: rc (benchmarks/read_ceiling.py), r1 / r8 (gemv_ab.py at ROWS=1 / 8; R1 / R8 pass through), gemv
 # (bench --only gemv --grid full), model, bmodel (batched_model), grid (attention --grid decode), batched, quant,
-# gemm (fma,gemm --grid decode --variants all), gemmfull (fma,gemm --grid full, planned), rope (rope_ab.py), dabl
-# (decode_ablation.py), tests (TESTS, the pytest arguments: the GPU's run of the test files named).
+# pab (prefill_ab.py; CONFIGS, LOOPS, BUDGET_S pass through), gemm (fma,gemm --grid decode --variants all),
+# gemmfull (fma,gemm --grid full, planned), rope (rope_ab.py), dabl (decode_ablation.py), tests (TESTS, the pytest
+# arguments: the GPU's run of the test files named).
 set -u
 : "${OUT:?set OUT}" "${JOBS:?set JOBS}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -33,6 +34,7 @@ job() {
     grid) python3 -m wgraph bench --only attention --grid decode --json "$OUT/decode_grid.json" ;;
     batched) python3 -m wgraph bench --only batched --json "$OUT/batched.json" ;;
     quant) python3 -m wgraph bench --only quant --json "$OUT/quant.json" ;;
+    pab) OUT=$OUT/pab python3 benchmarks/prefill_ab.py ;;
     prefab) python3 benchmarks/revisions_ab.py run --rounds 1 -- --only attention --grid prefill --no-torch ;;
     gemm) python3 -m wgraph bench --only fma,gemm --grid decode --variants all --json "$OUT/gemm.json" ;;
     gemmfull) python3 -m wgraph bench --only fma,gemm --grid full --json "$OUT/gemm_full.json" ;;

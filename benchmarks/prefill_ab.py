@@ -14,7 +14,8 @@ the configuration with the least total time over the class's shapes. Writes $OUT
 Env: SMALL=1 a smoke run on lavapipe (tiny shapes); BUDGET_S (150): past it, the shapes left run the planned
 kernel and torch only; N (4): calls per recording; SECTIONS ("prefill,varlen"); CONFIGS: other candidates,
 "tag:KEY=V,KEY=V;..." (KEY: a define of attention_prefill_gemm.wgsl or WG, the workgroup size), applied to both
-head-dim classes; and always the LOOPS candidates (the body's unrolled loops as run-time loops: text edits)."""
+head-dim classes; and the LOOPS candidates (the body's unrolled loops as run-time loops: text edits; LOOPS=0 leaves
+them out)."""
 import json
 import os
 import statistics
@@ -79,6 +80,8 @@ def exp_entry(src: str, name: str, config: dict) -> str:
 # 167 registers a thread x 256 threads is one workgroup an SM (h100-prefill-decode-pipeline-stats-1206.json), and
 # the QK side costs 4x the P.V FMAs (h100-prefill-ablation-1206.log). tag -> (QK loop, P.V loop) run-time.
 LOOPS = {"qkloop": (True, False), "pvloop": (False, True), "loops": (True, True)}
+if os.environ.get("LOOPS") == "0":
+    LOOPS = {}
 BODY = (EXP / "attention_gemm_body.wgsl").read_text()
 GEMM_MAIN = FLAT["prefill_gemm_d128_f32"]["file"]
 
