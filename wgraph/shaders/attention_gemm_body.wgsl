@@ -2,9 +2,8 @@
 // single-sequence and the batched kernel. main defines before it: t, sg, sg_size, lane (builtins), h, g (q and kv
 // head), D4, S (the sequence's queries), q0 (its first q row), i0 (the block's first query), lse0 (lse index of
 // query 0 of the sequence in head h), and the functions row_keys(i) (the keys [lo, hi) query i sees) and kv_row.
-    let cell = thread_cell(t);
-    let ty = cell.x;
-    let tx = cell.y;
+    let ty = t / CT;
+    let tx = t % CT;
 
     // The softmax lanes of a row are neighbours in one subgroup, whatever order the device numbers them.
     let vt = sg * sg_size + lane;

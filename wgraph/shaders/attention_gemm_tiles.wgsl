@@ -13,11 +13,6 @@ const RT: u32 = BLOCK_M / TM;                    // row threads
 const CT: u32 = WG / RT;                    // column threads
 const TM4: u32 = TM / 4u;                   // vec4s of p a thread reads per key
 const DT4: u32 = ROW4 / CT;                 // vec4s of head dims a thread owns in P V
-// Thread t's place in the RT x CT grid: each group of 32 threads (a warp where the device has them) spans
-// GROUP_ROWS rows x 32 / GROUP_ROWS columns of it, so a workgroup-memory read of the group touches GROUP_ROWS Q /
-// P vec4s and 32 / GROUP_ROWS K / V vec4s (the wavefronts the GEMMs' loads take). Any bijection is correct.
-const GROUP_ROWS: u32 = {{GROUP_ROWS}}u;
-const GROUP_COLS: u32 = 32u / GROUP_ROWS;
 const LPR: u32 = WG / BLOCK_M;                   // lanes of a row in the softmax
 const KPL: u32 = BLOCK_N / LPR;                  // keys of a lane in the softmax
 const PREFETCH: bool = {{PREFETCH}};        // load the next chunk into registers before this chunk's FMAs
@@ -29,7 +24,6 @@ const_assert BLOCK_M % TM == 0u && TM % 4u == 0u;
 const_assert WG % RT == 0u && BLOCK_N == CT * TN && ROW4 % CT == 0u;
 const_assert WG % BLOCK_M == 0u && LPR <= 4u && BLOCK_N % LPR == 0u;
 const_assert ROW4 % DC4 == 0u && BLOCK_N % VC == 0u;
-const_assert WG % 32u == 0u && CT % GROUP_COLS == 0u && RT % GROUP_ROWS == 0u && 32u % GROUP_ROWS == 0u;
 
 // Two-level arrays: in the FMA loops the outer index is the thread's (loop-invariant) and the inner one a
 // constant, so an index clamp (bounds checks) is computed once, not per load.
@@ -40,14 +34,6 @@ var<workgroup> vs: array<array<vec4<f32>, ROW4>, VC>;
 // reads a thread's TM rows of one key as TM4 vec4s.
 var<workgroup> ps: array<array<vec4<f32>, RT * TM4>, BLOCK_N>;
 var<workgroup> corr_s: array<f32, BLOCK_M>;      // per row: the tile's correction; after the last tile 1 / l
-
-// Thread t's (row thread ty, column thread tx): group t / 32 covers a GROUP_ROWS x GROUP_COLS block of the grid.
-fn thread_cell(t: u32) -> vec2<u32> {
-    let grp = t / 32u;
-    let at = t % 32u;
-    let bx = CT / GROUP_COLS;               // group blocks along a grid row
-    return vec2<u32>((grp / bx) * GROUP_ROWS + at / GROUP_COLS, (grp % bx) * GROUP_COLS + at % GROUP_COLS);
-}
 
 // ps's (key, vec4, component) of (key kk, block row r)
 fn p_slot(kk: u32, r: u32) -> vec3<u32> {
