@@ -116,7 +116,7 @@ def measure(dev, s: BatchedShape, arrays, target_s: float, max_reps: int) -> dic
     return row
 
 
-def _replays_in_turns(dev, s: BatchedShape, arrays, rounds: int = 3, calls: int = 20) -> dict:
+def _replays_in_turns(dev, s: BatchedShape, arrays, rounds: int = 3, calls: int = timing.REPLAY_CALLS) -> dict:
     """B = 1's replay beside the single-sequence kernel's with kv_len on the GPU, the two Programs compiled once
     and replayed in turns (`rounds` each, medians), so neither takes the clocks' ramp or drift alone: the rows'
     own replays are timed at different points of the section."""
@@ -353,7 +353,8 @@ def table(rows: list[dict]) -> str:
                          f"/ {r['turns_single_gpu_len_gpu_us']:.1f}{'':40} {replays}")
     lines.append("decode: one attention_kvcache call for the whole batch (cache_seqlens on the GPU); varlen: one "
                  "attention_varlen call. torch: SDPA as a padded batch or a per-sequence loop, the faster. "
-                 "ratio = torch time / wgraph time (> 1: wgraph faster). replay us: a compiled Program of 20 calls "
-                 "replayed back to back, wall clock (no timestamps between dispatches); host us: the host's encode and "
-                 "submit time per call in those replays (past 0.8 of replay us the host sets the pace).")
+                 "ratio = torch time / wgraph time (> 1: wgraph faster). replay us: a compiled Program of "
+                 f"{timing.REPLAY_CALLS} calls replayed back to back, wall clock (no timestamps between dispatches); "
+                 "host us: the host's encode and submit time per call in those replays (past 0.8 of replay us the host "
+                 "sets the pace).")
     return "\n".join(lines)

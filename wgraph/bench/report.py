@@ -15,6 +15,7 @@ import numpy as np
 import wgpu
 
 import wgraph
+from wgraph.bench.timing import REPLAY_CALLS
 
 
 def _git(*args) -> str | None:
@@ -130,8 +131,8 @@ def attention_table(rows: list[dict]) -> str:
                      f"{_f(r.get('torch_graph_us'), '8.1f')} {_f(r.get('ratio_to_torch_graph_replay'), '7.3g')}")
     lines.append("gpu us: timestamp queries around the op's dispatches (median), else wall time with a GPU wait. "
                  "ratio = torch time / wgraph time (> 1: wgraph faster). * = variant forced, not planned. "
-                 "replay us (decode): a compiled Program of 20 calls replayed back to back, wall clock (no "
-                 "timestamps between dispatches), and its ratio to torch; host us: the host's encode and submit "
+                 f"replay us (decode): a compiled Program of {REPLAY_CALLS} calls replayed back to back, wall clock "
+                 "(no timestamps between dispatches), and its ratio to torch; host us: the host's encode and submit "
                  "time per call in those replays (past 0.8 of replay us the host, not the GPU, sets the replay's "
                  "pace). of FMA: f16 prefill TFLOP/s over the f16 "
                  "FMA peak of the same run (bench --only fma). graph us (decode): torch's call replayed from a CUDA "

@@ -186,6 +186,7 @@ def wall_us(dev, call, reps: int) -> float:
 # 2026-12-06: dev.sync() every 4 runs of 20 calls) leaves the GPU idle through each round trip: on an H100 it
 # added ~10 µs to every decode call of the grid (28.4 against 19.1 µs at kv 4096, 32/8 D128).
 REPLAY_IN_FLIGHT = 8
+REPLAY_CALLS = 20   # calls a replayed Program records (the bench tables say so)
 
 
 @attrs.frozen
@@ -243,6 +244,6 @@ def replay_time(dev, prog, calls: int, min_s: float = 0.1, warm_s: float = 0.2) 
     return ReplayTime(wall / (reps * calls) * 1e6, host / (reps * calls) * 1e6)
 
 
-def replay(dev, build, calls: int = 20, min_s: float = 0.1) -> ReplayTime:
+def replay(dev, build, calls: int = REPLAY_CALLS, min_s: float = 0.1) -> ReplayTime:
     """replay_time of a Program of `calls` calls made by compile_calls(dev, build, calls)."""
     return replay_time(dev, compile_calls(dev, build, calls), calls, min_s)
