@@ -51,7 +51,7 @@ class TensorSpec:
 
     def check_u32_scalar(self, message: str) -> None:
         """Raise `message` unless is_u32_scalar (require's classes)."""
-        require(self, "u32", self.size == 1, message)
+        require(self, "u32", self.is_u32_scalar, message)
 
 
 def require(spec: TensorSpec | None, dtype: str, shape_ok: bool, message: str) -> None:
