@@ -183,7 +183,7 @@
                         let vv = vs[${kk}u][tx + ${n}u * CT];
 //!repeat a TM4
 //!repeat c 4
-                        o[(${a}u * 4u + ${c}u) * DT4 + ${n}u] = fma_scaled(p$a[$c], vv, o[(${a}u * 4u + ${c}u) * DT4 + ${n}u]);
+                        o[(${a}u * 4u + ${c}u) * DT4 + ${n}u] = fma(vec4<f32>(p$a[$c]), vv, o[(${a}u * 4u + ${c}u) * DT4 + ${n}u]);
 //!end
 //!end
                     }
@@ -203,7 +203,7 @@
 //!repeat a TM4
 //!repeat c 4
                         if (p$a[$c] != 0.0) {
-                            o[(${a}u * 4u + ${c}u) * DT4 + ${n}u] = fma_scaled(p$a[$c], vv, o[(${a}u * 4u + ${c}u) * DT4 + ${n}u]);
+                            o[(${a}u * 4u + ${c}u) * DT4 + ${n}u] = fma(vec4<f32>(p$a[$c]), vv, o[(${a}u * 4u + ${c}u) * DT4 + ${n}u]);
                         }
 //!end
 //!end

@@ -35,8 +35,6 @@ var<workgroup> vs: array<array<vec4<f32>, ROW4>, VC>;
 var<workgroup> ps: array<array<vec4<f32>, RT * TM4>, BLOCK_N>;
 var<workgroup> corr_s: array<f32, BLOCK_M>;      // per row: the tile's correction; after the last tile 1 / l
 
-//!include fma_scaled.wgsl
-
 // ps's (key, vec4, component) of (key kk, block row r)
 fn p_slot(kk: u32, r: u32) -> vec3<u32> {
     let i = r / RT;

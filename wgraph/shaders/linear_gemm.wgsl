@@ -18,7 +18,6 @@ struct GemmParams {
 
 @group(0) @binding(0) var<uniform> params: GemmParams;
 //!include linear_gemm_x_{{ALIGN}}.wgsl
-//!include fma_scaled.wgsl
 //!include linear_gemm_w_{{ALIGN}}_{{W_DT}}.wgsl
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
@@ -146,7 +145,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
         //!repeat G GROUPS_M
         //!repeat R 4
         //!repeat H GROUPS_N
-        acc_${G}_${R}_${H} = fma_scaled(a$G[$R], b$H, acc_${G}_${R}_${H});
+        acc_${G}_${R}_${H} = fma(vec4<f32>(a$G[$R]), b$H, acc_${G}_${R}_${H});
         //!end
         //!end
         //!end
