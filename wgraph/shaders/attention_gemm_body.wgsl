@@ -60,10 +60,6 @@
 //!repeat a TM * TN
         sacc[$a] = 0.0;
 //!end
-        var sacc4: array<vec4<f32>, QK_V4>; // QK_FORM 2: sacc's partial sums
-        for (var a: u32 = 0u; a < QK_V4; a++) {
-            sacc4[a] = vec4<f32>(0.0);
-        }
         var qk = stage_qk(sl, t, 0u, D4);
         for (var c0: u32 = 0u; c0 < ROW4; c0 += DC4) {
 //!repeat n NQ
@@ -88,52 +84,17 @@
 //!repeat j TN
                 let k$j = ks[tx + ${j}u * CT][${c}u];
 //!end
-                if (QK_FORM == 0u) {
 //!repeat i TM
 //!repeat j TN
-                    sacc[${i}u * TN + ${j}u] = fma(q$i.x, k$j.x, fma(q$i.y, k$j.y, fma(q$i.z, k$j.z, fma(q$i.w, k$j.w, sacc[${i}u * TN + ${j}u]))));
+                sacc[${i}u * TN + ${j}u] = fma(q$i.x, k$j.x, fma(q$i.y, k$j.y, fma(q$i.z, k$j.z, fma(q$i.w, k$j.w, sacc[${i}u * TN + ${j}u]))));
 //!end
 //!end
-                } else if (QK_FORM == 1u) {
-//!repeat i TM
-//!repeat j TN
-                    sacc[${i}u * TN + ${j}u] = fma(q$i.w, k$j.w, sacc[${i}u * TN + ${j}u]);
-//!end
-//!end
-//!repeat i TM
-//!repeat j TN
-                    sacc[${i}u * TN + ${j}u] = fma(q$i.z, k$j.z, sacc[${i}u * TN + ${j}u]);
-//!end
-//!end
-//!repeat i TM
-//!repeat j TN
-                    sacc[${i}u * TN + ${j}u] = fma(q$i.y, k$j.y, sacc[${i}u * TN + ${j}u]);
-//!end
-//!end
-//!repeat i TM
-//!repeat j TN
-                    sacc[${i}u * TN + ${j}u] = fma(q$i.x, k$j.x, sacc[${i}u * TN + ${j}u]);
-//!end
-//!end
-                } else {
-//!repeat i TM
-//!repeat j TN
-                    sacc4[min(${i}u * TN + ${j}u, QK_V4 - 1u)] = fma(q$i, k$j, sacc4[min(${i}u * TN + ${j}u, QK_V4 - 1u)]);
-//!end
-//!end
-                }
             }
 //!end
             workgroupBarrier();             // the chunk is overwritten by the next one
             if (!PREFETCH && c0 + DC4 < ROW4) {
                 qk = stage_qk(sl, t, c0 + DC4, D4);
             }
-        }
-        if (QK_FORM == 2u) {
-//!repeat a TM * TN
-            sacc[$a] = (sacc4[min(${a}u, QK_V4 - 1u)].x + sacc4[min(${a}u, QK_V4 - 1u)].y)
-                + (sacc4[min(${a}u, QK_V4 - 1u)].z + sacc4[min(${a}u, QK_V4 - 1u)].w);
-//!end
         }
 //!repeat j TN
 //!repeat a TM4

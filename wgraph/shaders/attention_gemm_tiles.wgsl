@@ -16,11 +16,6 @@ const DT4: u32 = ROW4 / CT;                 // vec4s of head dims a thread owns 
 const LPR: u32 = WG / BLOCK_M;                   // lanes of a row in the softmax
 const KPL: u32 = BLOCK_N / LPR;                  // keys of a lane in the softmax
 const PREFETCH: bool = {{PREFETCH}};        // load the next chunk into registers before this chunk's FMAs
-// How S = Q K^T's FMAs are written (an experiment's knob): 0 a chain of 4 fma a vec4 of q.k per score; 1 the same
-// fmas (the same order, the same bits) as outer products, one component of every (row, key) pair after another;
-// 2 a vec4 of partial sums per score (4 independent chains), added at the end of the tile.
-const QK_FORM: u32 = {{QK_FORM}}u;
-const QK_V4: u32 = select(1u, TM * TN, QK_FORM == 2u);
 const NQ: u32 = (BLOCK_M * DC4 + WG - 1u) / WG;   // Q vec4s a thread stages per chunk
 const NK: u32 = (BLOCK_N * DC4 + WG - 1u) / WG;   // K vec4s
 const NV: u32 = (VC * ROW4 + WG - 1u) / WG;       // V vec4s
