@@ -17,6 +17,10 @@ registry entries, forced by `variant=`; the package's shaders are untouched), ti
                     and the workgroup-memory traffic kept
   F  staging        only the staging loop: Q/K/V loads, their workgroup-memory stores and every barrier of A
                     (the softmax's two included), no math: one qs/ks/vs value a chunk folded into o[0]
+  I  no_barriers    A without any workgroupBarrier (a race: what it computes is meaningless): every load, store
+                    and FMA of A, so the time it saves bounds what the barriers cost
+  J  no_qk_fmas     the QK FMAs (and their qs/ks reads) dropped, one qs/ks value a chunk folded into o[0]; Q/K
+                    staging, barriers, softmax and P.V kept: with D, splits the Q K^T side into staging and FMAs
   G  torch          torch SDPA (CUDA events) and its CUDA-graph replay, where torch+CUDA imports
   H  fma            the FMA peak of the run (wgraph/bench/fma.py): every time as a fraction of it on the causal
                     FLOPs of the two GEMMs (wgraph/bench/grids.flops)
@@ -155,6 +159,9 @@ def ablation_sources() -> dict:
         "no_pv": cut(body, PV_FMAS, PV_CHUNK_END, "            fold += vs[0][tx].x;   // ablation C: no P.V FMAs\n"),
         "no_qk": cut(body, QK_START, PS_WRITE, QK_D),
         "no_kv_loads": body,
+        "no_barriers": body.replace("workgroupBarrier();", ""),
+        "no_qk_fmas": cut(body, QK_FMAS, QK_CHUNK_END,
+                          "            fold += qs[ty][0u].x + ks[tx][0u].x;   // ablation J: no QK FMAs\n"),
         "staging": cut(cut(cut(no_corr, QK_FMAS, QK_CHUNK_END,
                                "            fold += qs[ty][0u].x + ks[tx][0u].x;   // ablation F: no FMAs\n"),
                            PS_WRITE, PV, SOFTMAX_F),
@@ -173,7 +180,8 @@ def ablation_sources() -> dict:
     return out
 
 
-TAGS = {"B": "no_softmax", "C": "no_pv", "D": "no_qk", "E": "no_kv_loads", "F": "staging"}
+TAGS = {"B": "no_softmax", "C": "no_pv", "D": "no_qk", "E": "no_kv_loads", "F": "staging", "I": "no_barriers",
+        "J": "no_qk_fmas"}
 
 
 def gemm_entry(D: int, dt: str) -> str:
@@ -216,8 +224,8 @@ for tag in TAGS.values():
 dev = wg.default_device()
 print(dev.caps, flush=True)
 RES = {"caps": str(dev.caps), "torch": TORCH, "n_calls": N_CALLS, "rounds": ROUNDS, "ablations": TAGS, "rows": [],
-       "note": "only the planned kernel (A) computes attention and is checked against float64; B-F compute nothing "
-               "meaningful and are not checked"}
+       "note": "only the planned kernel (A) computes attention and is checked against float64; B-F, I and J compute nothing "
+               "meaningful and are not checked (nor I, J)"}
 RES["prepare"] = warmup.prepare(dev, TORCH)
 WARM_S = 0.05 if SMALL else 0.15
 RES["fma"] = fma_peak(dev, target_s=0.02 if SMALL else 0.05)
