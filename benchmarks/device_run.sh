@@ -13,8 +13,11 @@
 # Jobs: rc (benchmarks/read_ceiling.py), r1 / r8 (gemv_ab.py at ROWS=1 / 8; R1 / R8 pass through), gemv
 # (bench --only gemv --grid full), model, bmodel (batched_model), grid (attention --grid decode), batched, quant,
 # pab (prefill_ab.py; CONFIGS, LOOPS, BUDGET_S pass through), gemm (fma,gemm --grid decode --variants all),
-# gemmfull (fma,gemm --grid full, planned), rope (rope_ab.py), dabl (decode_ablation.py), tests (TESTS, the pytest
-# arguments: the GPU's run of the test files named).
+# gemmfull (fma,gemm --grid full, planned), rope (rope_ab.py), dabl (decode_ablation.py), pabl (prefill_ablation.py;
+# its env passes through), tests (TESTS, the pytest arguments: the GPU's run of the test files named), pregs (pab,
+# then the driver's registers of its candidates: pipeline_stats.py over the A/B's shader copy, KERNELS (default the
+# f32 D=128 ones) passing through; LAYER_DIR names the folder of the statistics layer, built here (its docstring)
+# and carried, e.g. under .ab/).
 set -u
 : "${OUT:?set OUT}" "${JOBS:?set JOBS}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -35,6 +38,11 @@ job() {
     batched) python3 -m wgraph bench --only batched --json "$OUT/batched.json" ;;
     quant) python3 -m wgraph bench --only quant --json "$OUT/quant.json" ;;
     pab) OUT=$OUT/pab python3 benchmarks/prefill_ab.py ;;
+    pabl) OUT=$OUT/pabl python3 benchmarks/prefill_ablation.py ;;
+    pregs)
+      OUT=$OUT/pab python3 benchmarks/prefill_ab.py || return
+      SHADERS=/tmp/prefill_ab_shaders KERNELS="${KERNELS:-x_gemm_d128_f32|prefill_gemm_d128_f32}" OUT=$OUT/regs \
+        python3 benchmarks/pipeline_stats.py attention | grep -E "SOFTCAP=0\]|Error" ;;
     prefab) python3 benchmarks/revisions_ab.py run --rounds 1 -- --only attention --grid prefill --no-torch ;;
     gemm) python3 -m wgraph bench --only fma,gemm --grid decode --variants all --json "$OUT/gemm.json" ;;
     gemmfull) python3 -m wgraph bench --only fma,gemm --grid full --json "$OUT/gemm_full.json" ;;
