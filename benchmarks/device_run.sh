@@ -40,7 +40,7 @@ job() {
     pab) OUT=$OUT/pab python3 benchmarks/prefill_ab.py ;;
     pabl) OUT=$OUT/pabl python3 benchmarks/prefill_ablation.py ;;
     pregs)
-      OUT=$OUT/pab python3 benchmarks/prefill_ab.py || return
+      job pab || return
       SHADERS=/tmp/prefill_ab_shaders KERNELS="${KERNELS:-x_gemm_d128_f32|prefill_gemm_d128_f32}" OUT=$OUT/regs \
         python3 benchmarks/pipeline_stats.py attention | grep -E "SOFTCAP=0\]|Error" ;;
     prefab) python3 benchmarks/revisions_ab.py run --rounds 1 -- --only attention --grid prefill --no-torch ;;

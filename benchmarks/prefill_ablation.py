@@ -150,22 +150,24 @@ K_LOAD = "r.k[$n] = vec4<f32>(kv_k4(sl.k_at[$n] + c));"
 V_LOAD = "r[$n] = vec4<f32>(kv_v4((kv_row(base + k0 + idx / ROW4) * params.num_kv_heads + g) * D4 + idx % ROW4));"
 
 
+# What an ablation without a GEMM's FMAs keeps live instead (C, F, J): one staged value a chunk, into `fold`.
+QK_FOLD = "            fold += qs[ty][0u].x + ks[tx][0u].x;   // ablation: no QK FMAs\n"
+PV_FOLD = "            fold += vs[0][tx].x;   // ablation: no P.V FMAs\n"
+
+
 def ablation_sources() -> dict:
     """{tag: {file name: WGSL}} of every ablated kernel: its main file, body and (E) tiles."""
     body = sub(sub(BODY, TILE_LOOP, PROLOGUE), FINAL, EPILOGUE)
     no_corr = sub(sub(body, CORR_READ, ""), CORR_MUL, "")
     bodies = {
         "no_softmax": cut(no_corr, SOFTMAX, PV, SOFTMAX_B),
-        "no_pv": cut(body, PV_FMAS, PV_CHUNK_END, "            fold += vs[0][tx].x;   // ablation C: no P.V FMAs\n"),
+        "no_pv": cut(body, PV_FMAS, PV_CHUNK_END, PV_FOLD),
         "no_qk": cut(body, QK_START, PS_WRITE, QK_D),
         "no_kv_loads": body,
         "no_barriers": body.replace("workgroupBarrier();", ""),
-        "no_qk_fmas": cut(body, QK_FMAS, QK_CHUNK_END,
-                          "            fold += qs[ty][0u].x + ks[tx][0u].x;   // ablation J: no QK FMAs\n"),
-        "staging": cut(cut(cut(no_corr, QK_FMAS, QK_CHUNK_END,
-                               "            fold += qs[ty][0u].x + ks[tx][0u].x;   // ablation F: no FMAs\n"),
-                           PS_WRITE, PV, SOFTMAX_F),
-                       PV_FMAS, PV_CHUNK_END, "            fold += vs[0][tx].x;   // ablation F: no P.V FMAs\n"),
+        "no_qk_fmas": cut(body, QK_FMAS, QK_CHUNK_END, QK_FOLD),
+        "staging": cut(cut(cut(no_corr, QK_FMAS, QK_CHUNK_END, QK_FOLD), PS_WRITE, PV, SOFTMAX_F),
+                       PV_FMAS, PV_CHUNK_END, PV_FOLD),
     }
     tiles_e = sub(sub(TILES, K_LOAD, "r.k[$n] = vec4<f32>(f32((sl.k_at[$n] + c) & 15u) * 0.0625);   // ablation E"),
                   V_LOAD, "r[$n] = vec4<f32>(f32((base + k0 + idx) & 15u) * 0.0625);   // ablation E")
