@@ -100,17 +100,17 @@ def test_plan_table_rows():
     sg = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
     cpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768, is_cpu=True)
     p = plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), cpu)
-    assert (p.variant, p.tier, p.workgroups) == ("prefill_tiled_large_f32", "tiled_large", (4, 8, 1))
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_tiled_large_f32", "tiled_large", (8, 4, 1))
     assert "GPU-tuned" in dict(p.rejected)["prefill_flash_d64_f32"]
     p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), cpu)
-    assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (13, 8, 1))
+    assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (8, 13, 1))
     # the GEMM-shaped kernel: 64 queries per workgroup, 30976 bytes of workgroup memory
     p = plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg)
-    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (64, 32, 1))
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (32, 64, 1))
     assert dict(p.rejected)["prefill_gemm_d64_f32"] == "takes head_dim <= 64; got 128"
     # f16 at 2048 keys and more: 32-key tiles (20224 bytes); below, the 64-key entry
     p = plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), sg)
-    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_long_f16", "gemm", (64, 32, 1))
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_long_f16", "gemm", (32, 64, 1))
     p = plan(PlanFacts("prefill", "f16", 2047, 32, 128, 2047), sg)
     assert p.variant == "prefill_gemm_d128_f16"
     assert dict(p.rejected)["prefill_gemm_d128_long_f16"] == "kv span 2047 < 2048, where it is slower"
@@ -126,12 +126,12 @@ def test_plan_table_rows():
     # flash: 128 queries per workgroup for head dims up to 64, 64 above (a device with 16 KB)
     small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=16384)
     p = plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), small)
-    assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d128_f16", "flash", (64, 32, 1))
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d128_f16", "flash", (32, 64, 1))
     assert dict(p.rejected)["prefill_flash_d64_f16"] == "takes head_dim <= 64; got 128"
     p = plan(PlanFacts("prefill", "f16kv", 300, 8, 64, 300), sg)
-    assert (p.variant, p.workgroups) == ("prefill_flash_d64_f16kv", (3, 8, 1))
+    assert (p.variant, p.workgroups) == ("prefill_flash_d64_f16kv", (8, 3, 1))
     p = plan(PlanFacts("prefill", "f16", 33, 4, 256, 33), sg)
-    assert (p.variant, p.workgroups) == ("prefill_flash_d256_f16", (1, 4, 1))
+    assert (p.variant, p.workgroups) == ("prefill_flash_d256_f16", (4, 1, 1))
     p = plan(PlanFacts("decode", "f16kv", 1, 8, 100, 2000), Caps.synthetic(has_f16=True))
     assert (p.variant, p.max_chunks, p.dispatches[1]) == ("decode_chunked_f16kv", 8,
                                                             ("decode_chunked_combine_f16kv", (1, 8, 1)))
@@ -365,11 +365,11 @@ def test_gemm_prefill_planned_where_the_h200_confirmed_it():
     gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
     facts = PlanFacts("prefill", "f32", 4096, 16, 128, 4096)
     p = plan(facts, gpu)
-    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (64, 16, 1))
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (16, 64, 1))
     p = plan(PlanFacts("prefill", "f16kv", 100, 8, 128, 100), gpu)
     assert p.variant == "prefill_flash_d128_f16kv"
     assert dict(p.rejected)["prefill_gemm_d128_f16kv"] == "experimental: not planned until an H200 A/B confirms it"
-    assert plan(PlanFacts("prefill", "f16kv", 100, 8, 128, 100), gpu, "prefill_gemm_d128_f16kv").workgroups == (2, 8, 1)
+    assert plan(PlanFacts("prefill", "f16kv", 100, 8, 128, 100), gpu, "prefill_gemm_d128_f16kv").workgroups == (8, 2, 1)
     assert plan(PlanFacts("prefill", "f16", 100, 8, 64, 100), gpu).variant == "prefill_flash_d64_f16"
     assert plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), gpu).variant == "prefill_gemm_d64_f32"
     assert plan(PlanFacts("prefill", "f16", 100, 8, 256, 100), gpu).variant == "prefill_flash_d256_f16"

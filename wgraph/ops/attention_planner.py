@@ -236,7 +236,9 @@ def _dispatches(k: Kernel, facts: PlanFacts):
     grid = k.facts["grid"]
     S, H, B = facts.seq_len, facts.num_heads, facts.batch
     if grid == "block":
-        wg = (ceil_div(S, shader_const(k, "BLOCK_M")), H, 1)
+        # heads vary fastest, so every head's heaviest query block (a causal block's keys grow with it) starts
+        # before any head's next one: the last workgroups to start are the lightest (attention_prefill_gemm.wgsl)
+        wg = (H, ceil_div(S, shader_const(k, "BLOCK_M")), 1)
         return wg, ((k.name, wg),), 0, 0
     if grid == "seq_blocks":
         wg = (H, B, ceil_div(S, shader_const(k, "BLOCK_M")))

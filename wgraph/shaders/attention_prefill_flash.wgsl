@@ -12,7 +12,7 @@
 // scores are large (peaky softmax), so it would be a silent wrong answer on real activations. P.V is f32 too
 // (a tile's sum in vec4<f16> FMAs broke the rule by up to 1.6x), as is the softmax state; K and V tiles are
 // f32 in workgroup memory (an f16 V tile, widened at each use, was 0.79-0.95x as fast on an H100).
-// Loops over register arrays are unrolled with //!repeat. Dispatch: (ceil(seq_len / BLOCK_M), num_heads, 1).
+// Loops over register arrays are unrolled with //!repeat. Dispatch: (num_heads, ceil(seq_len / BLOCK_M), 1).
 {{ENABLE_F16}}
 //!include attention_prefill_vec4_bindings.wgsl
 
@@ -22,8 +22,8 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let h = wid.y;
-    let i0 = (nwg.x - 1u - wid.x) * BLOCK_M;
+    let h = wid.x;
+    let i0 = (nwg.y - 1u - wid.y) * BLOCK_M;
     let g = kv_head_of(h);
     let D4 = params.head_dim / 4u;
     let S = params.seq_len;

@@ -13,8 +13,10 @@
 // All math is f32 (q.k in f16 broke FlashAttention's error rule: attention_prefill_flash.wgsl's header); f16
 // inputs are widened once, when a tile is staged. Masks are intervals (key_range); a tile that some row of the
 // block sees only in part skips, per row, the keys the row does not see, so a NaN in such a key's V reaches no
-// row that does not see it (docs/errors.md). Dispatch: (ceil(seq_len / BLOCK_M), num_heads, 1), the blocks with
-// the most keys first (block index reversed). Loops over register arrays are unrolled with //!repeat.
+// row that does not see it (docs/errors.md). Dispatch: (num_heads, ceil(seq_len / BLOCK_M), 1), heads fastest and
+// the block index reversed, so the GPU, which starts workgroups in index order, starts every head's block with the
+// most keys first and the lightest blocks last (longest first: a short tail of idle SMs under causal masks).
+// Loops over register arrays are unrolled with //!repeat.
 {{ENABLE_F16}}
 //!include attention_prefill_vec4_bindings.wgsl
 
@@ -30,8 +32,8 @@ fn row_keys(i: u32) -> vec2<u32> {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let h = wid.y;
-    let i0 = (nwg.x - 1u - wid.x) * BLOCK_M;
+    let h = wid.x;
+    let i0 = (nwg.y - 1u - wid.y) * BLOCK_M;
     let g = kv_head_of(h);
     let D4 = params.head_dim / 4u;
     let S = params.seq_len;

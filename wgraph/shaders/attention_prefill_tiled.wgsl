@@ -5,7 +5,7 @@
 // Three barriers per tile, none per key; any kv_len (the loop walks the union of the block's key ranges).
 // Workgroup memory: (2 * TILE_N * MAX_HEAD_DIM + BLOCK_M * TILE_N) * 4 bytes; the registry keeps both
 // variants near 20 KB, well below the 32 KB at which lavapipe misbehaved (docs/lavapipe.md).
-// Dispatch: (ceil(seq_len / BLOCK_M), num_heads, 1).
+// Dispatch: (num_heads, ceil(seq_len / BLOCK_M), 1), the blocks with the most keys first (block index reversed).
 {{ENABLE_F16}}
 //!include attention_params.wgsl
 //!include attention_kv.wgsl
@@ -15,9 +15,10 @@
 //!include attention_tiled_consts.wgsl
 
 @compute @workgroup_size({{WORKGROUP_SIZE_X}}, 1, 1)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let h = wid.y;
-    let i0 = wid.x * BLOCK_M;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+    let h = wid.x;
+    let i0 = (nwg.y - 1u - wid.y) * BLOCK_M;
     let g = kv_head_of(h);
     let D = params.head_dim;
     let S = params.seq_len;
