@@ -24,12 +24,13 @@ SINGLE = {"f32": (8, 8192), "f16": (16, 16384), "f16kv": (16, 16384)}
 SINGLE_MAX_KV_SPAN = 512
 
 
-def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
+def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False, head_rows=33 * 8):
     """Written out by hand from the kernels' declared limits (max head dims 64/256/512, workgroup memory
     20480 / 12480 / 512 bytes, chunk 256 keys x 4; split-K: head_dim % 8 == 0 and <= 256, SPLITK_G1_BYTES,
     no subgroups needed; fused split-K on GPUs with subgroups: FUSED_G1, head_dim / dims per lane a power of
     two; flash prefill on GPUs with subgroups only: head-dim classes 64 / 128 / 256 needing
-    8192 / 8192 / 16384 bytes (f16: 6144 / 6144 / 12288)); one-pass decode before them all: SINGLE."""
+    8192 / 8192 / 16384 bytes (f16: 6144 / 6144 / 12288)); one-pass decode before them all: SINGLE. head_rows:
+    the prefill's query rows x heads."""
     if dtype != "f32" and not f16:
         return None
     if phase == "decode":
@@ -48,10 +49,12 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu=False):
             return f"decode_subgroup_{dtype}"
         return f"decode_streaming_{dtype}" if d <= 512 else None
     if not cpu and subgroups and d % 4 == 0:
-        # the GEMM-shaped kernels (30976 bytes): f32 for D <= 64 and 65..128, f16 for
-        # D 65..128; the rest stay experimental (the H200 A/B did not confirm them)
+        # the GEMM-shaped kernels (30976 bytes): f32 for D <= 64 and 65..128, f16 for D 65..128 and for D <= 64 up
+        # to 32768 query rows x heads (an H100 A/B); the rest stay experimental (the A/Bs did not confirm them)
         if dtype == "f32" and d <= 128 and mem >= 30976:
             return f"prefill_gemm_d{64 if d <= 64 else 128}_f32"
+        if dtype == "f16" and d <= 64 and head_rows <= 32768 and mem >= 30976:
+            return "prefill_gemm_d64_f16"
         # f16 over 2048 keys or more: the 32-key-tile entry first (64 x 5 + 32 x 5 + 8 x 32 + 32 x 16 vec4s of
         # Q, K, V and p, plus 64 f32 corrections: 20224 bytes)
         if dtype == "f16" and 64 < d <= 128 and span >= 2048 and mem >= 20224:
@@ -119,10 +122,15 @@ def test_plan_table_rows():
     assert "needs 20224 bytes" in dict(plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), small).rejected)[
         "prefill_gemm_d128_long_f16"]
     assert plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg).variant == "prefill_gemm_d128_f32"
-    # f16 at D <= 64: the flash kernel (the GEMM-shaped d64 f16 entry is experimental; d128 is for D >= 65)
+    # f16 at D <= 64: the GEMM-shaped d64 entry up to 32768 query rows x heads, the flash kernel above (d128 is for
+    # D >= 65)
     p = plan(PlanFacts("prefill", "f16", 4096, 32, 64, 4096), sg)
     assert (p.variant, p.tier, p.workgroups) == ("prefill_flash_d64_f16", "flash", (32, 32, 1))
     assert dict(p.rejected)["prefill_gemm_d128_f16"] == "is for head_dim >= 65; got 64"
+    assert dict(p.rejected)["prefill_gemm_d64_f16"] == "131072 query rows x heads > 32768, where it is slower"
+    p = plan(PlanFacts("prefill", "f16", 2048, 16, 64, 2048), sg)
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d64_f16", "gemm", (16, 32, 1))
+    assert plan(PlanFacts("prefill", "f16", 2049, 16, 64, 2049), sg).variant == "prefill_flash_d64_f16"
     # flash: 128 queries per workgroup for head dims up to 64, 64 above (a device with 16 KB)
     small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=16384)
     p = plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), small)
@@ -360,8 +368,9 @@ def test_attention_facts_carry_the_storage_capacity():
 
 def test_gemm_prefill_planned_where_the_h200_confirmed_it():
     """The GEMM-shaped prefill as the H200 A/B confirmed it (benchmarks/results/h200-prefill-ab.json): f32 at
-    D <= 128, f16 at D 65..128 (single sequence; the varlen twin f16 only); the f16 D <= 64 and f16kv entries stay
-    experimental: passed over, saying why, and still run when forced."""
+    D <= 128, f16 at D 65..128 (single sequence; the varlen twin f16 only), and (an H100 A/B since) f16 at D <= 64 up
+    to 32768 query rows x heads; the f16kv entries stay experimental: passed over, saying why, and still run when
+    forced."""
     gpu = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=32768)
     facts = PlanFacts("prefill", "f32", 4096, 16, 128, 4096)
     p = plan(facts, gpu)
@@ -370,7 +379,8 @@ def test_gemm_prefill_planned_where_the_h200_confirmed_it():
     assert p.variant == "prefill_flash_d128_f16kv"
     assert dict(p.rejected)["prefill_gemm_d128_f16kv"] == "experimental: not planned until an H200 A/B confirms it"
     assert plan(PlanFacts("prefill", "f16kv", 100, 8, 128, 100), gpu, "prefill_gemm_d128_f16kv").workgroups == (8, 2, 1)
-    assert plan(PlanFacts("prefill", "f16", 100, 8, 64, 100), gpu).variant == "prefill_flash_d64_f16"
+    assert plan(PlanFacts("prefill", "f16", 100, 8, 64, 100), gpu).variant == "prefill_gemm_d64_f16"
+    assert plan(PlanFacts("prefill", "f16", 8192, 8, 64, 8192), gpu).variant == "prefill_flash_d64_f16"
     assert plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), gpu).variant == "prefill_gemm_d64_f32"
     assert plan(PlanFacts("prefill", "f16", 100, 8, 256, 100), gpu).variant == "prefill_flash_d256_f16"
     # a CPU device (GPU-tuned) and a GPU without subgroups keep the tiled kernels

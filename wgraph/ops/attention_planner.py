@@ -197,10 +197,13 @@ def misfit(k: Kernel, facts: PlanFacts, caps, forced: bool = False) -> tuple[typ
 def speed_refusal(k: Kernel, facts: PlanFacts) -> str | None:
     """The speed rule (a registry fact from an A/B, not a limit: forcing still runs the kernel) that passes kernel `k`
     over for this call, as the comparison that failed, or None: min_kv_span on the keys a query sees; max_kv_span on
-    the keys the storage holds (so a Program moving an int kv_len within it keeps its kernels); min_batch on the
-    sequences; min_q_per_kv on the GQA group (a workgroup serving several q heads would leave slots idle)."""
+    the keys the storage holds (so a Program moving an int kv_len within it keeps its kernels); max_head_rows on
+    the query rows of every head, seq_len x num_heads (a grid of query blocks: where it is small, a kernel of bigger
+    blocks runs one wave whose heaviest causal block sets the time); min_batch on the sequences; min_q_per_kv on
+    the GQA group (a workgroup serving several q heads would leave slots idle)."""
     held = facts.kv_capacity or facts.kv_span
     rules = (("min_kv_span", facts.kv_span, "kv span {} < {}"), ("max_kv_span", held, "kv capacity {} > {}"),
+             ("max_head_rows", facts.seq_len * facts.num_heads, "{} query rows x heads > {}"),
              ("min_batch", facts.batch, "batch {} < {}"),
              ("min_q_per_kv", facts.q_per_kv, "{} q heads per kv head < {}"))
     for fact, value, text in rules:
