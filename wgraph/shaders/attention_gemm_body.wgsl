@@ -64,12 +64,12 @@
         for (var c0: u32 = 0u; c0 < ROW4; c0 += DC4) {
 //!repeat n NQ
             if (t + ${n}u * WG < BLOCK_M * DC4) {
-                qs[(t + ${n}u * WG) / DC4][(t + ${n}u * WG) % DC4] = qk.q[$n];
+                smem[qs_at((t + ${n}u * WG) / DC4, (t + ${n}u * WG) % DC4)] = qk.q[$n];
             }
 //!end
 //!repeat n NK
             if (t + ${n}u * WG < BLOCK_N * DC4) {
-                ks[(t + ${n}u * WG) / DC4][(t + ${n}u * WG) % DC4] = qk.k[$n];
+                smem[ks_at((t + ${n}u * WG) / DC4, (t + ${n}u * WG) % DC4)] = qk.k[$n];
             }
 //!end
             workgroupBarrier();
@@ -79,10 +79,10 @@
 //!repeat c DC4
             {
 //!repeat i TM
-                let q$i = qs[ty + ${i}u * RT][${c}u];
+                let q$i = smem[qs_at(ty + ${i}u * RT, ${c}u)];
 //!end
 //!repeat j TN
-                let k$j = ks[tx + ${j}u * CT][${c}u];
+                let k$j = smem[ks_at(tx + ${j}u * CT, ${c}u)];
 //!end
 //!repeat i TM
 //!repeat j TN
@@ -98,7 +98,7 @@
         }
 //!repeat j TN
 //!repeat a TM4
-        ps[tx + ${j}u * CT][ty * TM4 + ${a}u] = vec4<f32>(sacc[(${a}u * 4u) * TN + ${j}u],
+        smem[ps_at(tx + ${j}u * CT, ty * TM4 + ${a}u)] = vec4<f32>(sacc[(${a}u * 4u) * TN + ${j}u],
             sacc[(${a}u * 4u + 1u) * TN + ${j}u], sacc[(${a}u * 4u + 2u) * TN + ${j}u], sacc[(${a}u * 4u + 3u) * TN + ${j}u]);
 //!end
 //!end
@@ -113,7 +113,7 @@
             let at = p_slot(kk, row);
             var x = MASKED;
             if (kk < n_keys && base + kk >= rr.x && base + kk < rr.y) {
-                x = transform_score(ps[at.x][at.y][at.z]);
+                x = transform_score(smem[ps_at(at.x, at.y)][at.z]);
                 if (is_nan_f32(x)) {        // tile_max > MASKED_TEST would drop it
                     poisoned = true;
                     poison = x;
@@ -134,7 +134,7 @@
         {
             let at = p_slot(part + ${c}u * LPR, row);
             let p = select(0.0, exp(sv[${c}u] - m_new), seen);
-            ps[at.x][at.y][at.z] = p;
+            smem[ps_at(at.x, at.y)][at.z] = p;
             psum += p;
         }
 //!end
@@ -165,7 +165,7 @@
         for (var k0: u32 = 0u; k0 < n_keys; k0 += VC) {   // chunks past the tile's keys hold only p == 0: skipped
 //!repeat n NV
             if (t + ${n}u * WG < VC * ROW4) {
-                vs[(t + ${n}u * WG) / ROW4][(t + ${n}u * WG) % ROW4] = vr[$n];
+                smem[vs_at((t + ${n}u * WG) / ROW4, (t + ${n}u * WG) % ROW4)] = vr[$n];
             }
 //!end
             workgroupBarrier();
@@ -176,11 +176,11 @@
 //!repeat kk VC
                 {
 //!repeat a TM4
-                    let p$a = ps[k0 + ${kk}u][ty * TM4 + ${a}u];
+                    let p$a = smem[ps_at(k0 + ${kk}u, ty * TM4 + ${a}u)];
 //!end
 //!repeat n DT4
                     {
-                        let vv = vs[${kk}u][tx + ${n}u * CT];
+                        let vv = smem[vs_at(${kk}u, tx + ${n}u * CT)];
 //!repeat a TM4
 //!repeat c 4
                         o[(${a}u * 4u + ${c}u) * DT4 + ${n}u] = fma(vec4<f32>(p$a[$c]), vv, o[(${a}u * 4u + ${c}u) * DT4 + ${n}u]);
@@ -195,11 +195,11 @@
 //!repeat kk VC
                 {
 //!repeat a TM4
-                    let p$a = ps[k0 + ${kk}u][ty * TM4 + ${a}u];
+                    let p$a = smem[ps_at(k0 + ${kk}u, ty * TM4 + ${a}u)];
 //!end
 //!repeat n DT4
                     {
-                        let vv = vs[${kk}u][tx + ${n}u * CT];
+                        let vv = smem[vs_at(${kk}u, tx + ${n}u * CT)];
 //!repeat a TM4
 //!repeat c 4
                         if (p$a[$c] != 0.0) {
@@ -212,7 +212,7 @@
                 }
 //!end
             }
-            workgroupBarrier();             // vs and ps are rewritten next
+            workgroupBarrier();             // vs is rewritten next, ps and vs by the next tile's qs and ks
             if (!PREFETCH && k0 + VC < n_keys) {
                 vr = stage_v(t, base, k0 + VC, n_keys, g, D4);
             }

@@ -25,15 +25,34 @@ const_assert WG % RT == 0u && BLOCK_N == CT * TN && ROW4 % CT == 0u;
 const_assert WG % BLOCK_M == 0u && LPR <= 4u && BLOCK_N % LPR == 0u;
 const_assert ROW4 % DC4 == 0u && BLOCK_N % VC == 0u;
 
-// Two-level arrays: in the FMA loops the outer index is the thread's (loop-invariant) and the inner one a
-// constant, so an index clamp (bounds checks) is computed once, not per load.
-var<workgroup> qs: array<array<vec4<f32>, QS>, BLOCK_M>;
-var<workgroup> ks: array<array<vec4<f32>, QS>, BLOCK_N>;
-var<workgroup> vs: array<array<vec4<f32>, ROW4>, VC>;
-// Scores, then p, of the tile: key kk, row ty + i * RT at ps[kk][ty * TM4 + i / 4], component i % 4, so step 3
-// reads a thread's TM rows of one key as TM4 vec4s.
-var<workgroup> ps: array<array<vec4<f32>, RT * TM4>, BLOCK_N>;
+// Workgroup memory is one array in two phases. S = Q K^T stages chunks of Q and K (qs, ks); once its last chunk is
+// summed (a barrier) they are dead, and the tile's scores, then p (ps), and P V's chunks of V (vs) use the same bytes
+// until P V's last barrier. So a tile costs max(qs + ks, ps + vs) bytes, not their sum: 8-vec4 chunks with 128-row
+// blocks take 25 KB instead of 48 and fit lavapipe's 32 KB.
+const PW: u32 = RT * TM4;                   // vec4s in one ps row (one key)
+const KS_AT: u32 = BLOCK_M * QS;            // qs: BLOCK_M rows of QS vec4s at 0, then ks: BLOCK_N rows
+const VS_AT: u32 = BLOCK_N * PW;            // ps: BLOCK_N rows of PW vec4s at 0, then vs: VC rows of ROW4
+const SMEM4: u32 = max(KS_AT + BLOCK_N * QS, VS_AT + VC * ROW4);
+var<workgroup> smem: array<vec4<f32>, SMEM4>;
 var<workgroup> corr_s: array<f32, BLOCK_M>;      // per row: the tile's correction; after the last tile 1 / l
+
+// smem indices of qs[r][c] and ks[r][c] (vec4 c of the chunk, Q row / K key r), ps[kk][v] (vec4 v of key kk's
+// scores: p_slot) and vs[kk][d] (head-dim vec4 d of the chunk's V key kk)
+fn qs_at(r: u32, c: u32) -> u32 {
+    return r * QS + c;
+}
+
+fn ks_at(r: u32, c: u32) -> u32 {
+    return KS_AT + r * QS + c;
+}
+
+fn ps_at(kk: u32, v: u32) -> u32 {
+    return kk * PW + v;
+}
+
+fn vs_at(kk: u32, d: u32) -> u32 {
+    return VS_AT + kk * ROW4 + d;
+}
 
 // ps's (key, vec4, component) of (key kk, block row r)
 fn p_slot(kk: u32, r: u32) -> vec3<u32> {
