@@ -35,7 +35,6 @@ KINDS = {  # variant prefix -> (phase, max head dim tested); head groups follow 
     "prefill_flash_d256": ("prefill", 256),
     "prefill_gemm_d64": ("prefill", 64),     # experimental (the planner passes over them): forced
     "prefill_gemm_d128": ("prefill", 128),
-    "prefill_gemm_d128_long": ("prefill", 128),   # f16 only, planned from 2048 keys: forced here
 }
 DTYPES = ("f32", "f16", "f16kv")
 HEADS = ((1, 1), (2, 1), (4, 2), (8, 8), (8, 2), (4, 1), (2, 2), (8, 4))
@@ -169,8 +168,7 @@ GEMM_TILES = [  # (variant, S, L, Hq, Hkv, D, causal, window, softcap)
     ("prefill_gemm_d128_f32", 100, 77, 2, 2, 128, False, (-1, -1), 0.0),
     ("prefill_gemm_d128_f16kv", 70, 140, 4, 1, 96, False, (40, 10), 2.5),
     ("prefill_gemm_d128_f16", 129, 129, 2, 1, 128, True, (-1, -1), 0.0),
-    ("prefill_gemm_d128_long_f16", 129, 200, 4, 2, 128, True, (-1, -1), 0.0),   # 32-key tiles
-    ("prefill_gemm_d128_long_f16", 70, 97, 2, 1, 96, True, (20, 5), 3.0),
+    ("prefill_gemm_d128_f16", 70, 97, 2, 1, 96, True, (20, 5), 3.0),
 ]
 
 

@@ -49,17 +49,15 @@ def expected(phase, dtype, d, span, subgroups, f16, mem, cpu, head_rows):
             return f"decode_subgroup_{dtype}"
         return f"decode_streaming_{dtype}" if d <= 512 else None
     if not cpu and subgroups and d % 4 == 0:
-        # the GEMM-shaped kernels (30976 bytes): f32 for D <= 64 and 65..128, f16 for D 65..128 and for D <= 64 up
-        # to 32768 query rows x heads (an H100 A/B); the rest stay experimental (the A/Bs did not confirm them)
-        if dtype == "f32" and d <= 128 and mem >= 30976:
+        # the GEMM-shaped kernels, workgroup memory in two phases (max(Q + K chunks, p + V chunk) vec4s + one f32 a
+        # row: max(64 x 5 + 64 x 5, 64 x 16 + 16 x 16) x 16 + 256 = 20736 bytes at D 64, the same at D 128 with
+        # 8-key V chunks, 8 x 32): f32 for D <= 64 and 65..128, f16 for D 65..128 and for D <= 64 up to 32768 query
+        # rows x heads (an H100 A/B); the rest stay experimental (the A/Bs did not confirm them)
+        if dtype == "f32" and d <= 128 and mem >= 20736:
             return f"prefill_gemm_d{64 if d <= 64 else 128}_f32"
-        if dtype == "f16" and d <= 64 and head_rows <= 32768 and mem >= 30976:
+        if dtype == "f16" and d <= 64 and head_rows <= 32768 and mem >= 20736:
             return "prefill_gemm_d64_f16"
-        # f16 over 2048 keys or more: the 32-key-tile entry first (64 x 5 + 32 x 5 + 8 x 32 + 32 x 16 vec4s of
-        # Q, K, V and p, plus 64 f32 corrections: 20224 bytes)
-        if dtype == "f16" and 64 < d <= 128 and span >= 2048 and mem >= 20224:
-            return "prefill_gemm_d128_long_f16"
-        if dtype == "f16" and 64 < d <= 128 and mem >= 30976:
+        if dtype == "f16" and 64 < d <= 128 and mem >= 20736:
             return "prefill_gemm_d128_f16"
         for cls, need in ((64, 8192), (128, 8192), (256, 16384)):
             need = need * 3 // 4 if dtype == "f16" else need
@@ -107,21 +105,15 @@ def test_plan_table_rows():
     assert "GPU-tuned" in dict(p.rejected)["prefill_flash_d64_f32"]
     p = plan(PlanFacts("prefill", "f16", 100, 8, 128, 100), cpu)
     assert (p.variant, p.workgroups) == ("prefill_tiled_small_f16", (8, 13, 1))
-    # the GEMM-shaped kernel: 64 queries per workgroup, 30976 bytes of workgroup memory
+    # the GEMM-shaped kernel: 64 queries per workgroup, 20736 bytes of workgroup memory, f32 and f16 at any length
     p = plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg)
     assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f32", "gemm", (32, 64, 1))
     assert dict(p.rejected)["prefill_gemm_d64_f32"] == "takes head_dim <= 64; got 128"
-    # f16 at 2048 keys and more: 32-key tiles (20224 bytes); below, the 64-key entry
     p = plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), sg)
-    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_long_f16", "gemm", (32, 64, 1))
-    p = plan(PlanFacts("prefill", "f16", 2047, 32, 128, 2047), sg)
-    assert p.variant == "prefill_gemm_d128_f16"
-    assert dict(p.rejected)["prefill_gemm_d128_long_f16"] == "kv span 2047 < 2048, where it is slower"
-    assert plan(PlanFacts("prefill", "f16", 1, 32, 128, 2048), sg).variant == "prefill_gemm_d128_long_f16"
-    small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=20223)
-    assert "needs 20224 bytes" in dict(plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), small).rejected)[
-        "prefill_gemm_d128_long_f16"]
-    assert plan(PlanFacts("prefill", "f32", 4096, 32, 128, 4096), sg).variant == "prefill_gemm_d128_f32"
+    assert (p.variant, p.tier, p.workgroups) == ("prefill_gemm_d128_f16", "gemm", (32, 64, 1))
+    small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=20735)
+    assert "needs 20736 bytes" in dict(plan(PlanFacts("prefill", "f16", 4096, 32, 128, 4096), small).rejected)[
+        "prefill_gemm_d128_f16"]
     # f16 at D <= 64: the GEMM-shaped d64 entry up to 32768 query rows x heads, the flash kernel above (d128 is for
     # D >= 65)
     p = plan(PlanFacts("prefill", "f16", 4096, 32, 64, 4096), sg)
@@ -388,10 +380,10 @@ def test_gemm_prefill_planned_where_the_h200_confirmed_it():
     assert plan(PlanFacts("prefill", "f32", 100, 8, 64, 100), cpu).variant == "prefill_tiled_large_f32"
     plain = Caps.synthetic(has_f16=True, max_workgroup_storage=32768)
     assert plan(PlanFacts("prefill", "f32", 100, 8, 128, 100), plain).variant == "prefill_tiled_small_f32"
-    # 30976 bytes of workgroup memory: a device with 16 KB keeps the flash kernel
+    # 20736 bytes of workgroup memory: a device with 16 KB keeps the flash kernel
     small = Caps.synthetic(has_subgroups=True, has_f16=True, max_workgroup_storage=16384)
     p = plan(facts, small)
-    assert p.variant == "prefill_flash_d128_f32" and "30976 bytes" in dict(p.rejected)["prefill_gemm_d128_f32"]
+    assert p.variant == "prefill_flash_d128_f32" and "20736 bytes" in dict(p.rejected)["prefill_gemm_d128_f32"]
     # batches: varlen prefill takes the batched twin in f16 (128 threads); f32 stays on the flash twin
     varlen = PlanFacts("prefill", "f16", 512, 32, 128, 1024, num_kv_heads=8, family="attention_batched", batch=8)
     assert plan(varlen, gpu).variant == "batched_gemm_d128_f16"
