@@ -184,6 +184,22 @@ def test_gemm_prefill_partial_tiles(dev, rng, variant, S, L, hq, hkv, d, causal,
     assert msg is None, f"{variant}: {msg}"
 
 
+@pytest.mark.parametrize("variant", ["prefill_gemm_d64_f32", "prefill_gemm_d128_f32"])
+def test_gemm_prefill_sums_scores_by_vec4s(dev, variant):
+    """The GEMM-shaped kernel summed each score q.k as one serial fma chain over every head dim; with q and k of
+    6 N(0, 1) (scores ~ 50 before the scale) its rounding reached 1.13x (D 64) and 1.27x (D 128) FlashAttention's
+    bound on lavapipe with this draw (1.10x on an H100 at D 120 with 4 N(0, 1): h200_check.py's mag = 4 case). Summed
+    a vec4 at a time, then added: 0.46x / 0.55x here."""
+    _skip_without_subgroups(dev, variant)
+    d = 64 if "d64" in variant else 128
+    rng = np.random.default_rng(0)   # the draw above; the kernel's error varies with the draw
+    q, k = ((rng.standard_normal((256, 2, d)) * 6.0).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((256, 2, d)).astype(np.float32)
+    got = wg.ops.attention(dev.tensor(q), dev.tensor(k), dev.tensor(v), causal=True, variant=variant).numpy()
+    ok, err, _, bound = tolerance_check(got, q, k, v, out_dtype=np.float32, causal=True)
+    assert ok, f"{variant}: max |out - float64| {err:.3g} > bound {bound:.3g}"
+
+
 @pytest.mark.parametrize("variant", ["prefill_flash_d64_f16", "prefill_flash_d128_f16", "prefill_flash_d256_f16",
                                      "batched_flash_d64_f16", "batched_flash_d128_f16"])
 def test_flash_f16_sums_p_v_in_f32(dev, variant):
