@@ -1,4 +1,4 @@
-// The GEMM-shaped flash kernel's tile shape, workgroup arrays, ps layout and staging loads: included by
+// The GEMM-shaped flash kernel's tile shape, workgroup memory, ps layout and staging loads: included by
 // attention_prefill_gemm.wgsl and attention_batched_gemm.wgsl after their bindings (attention_prefill_gemm.wgsl's
 // header describes the kernel).
 const WG: u32 = {{WORKGROUP_SIZE_X}}u;
@@ -27,8 +27,11 @@ const_assert ROW4 % DC4 == 0u && BLOCK_N % VC == 0u;
 
 // Workgroup memory is one array in two phases. S = Q K^T stages chunks of Q and K (qs, ks); once its last chunk is
 // summed (a barrier) they are dead, and the tile's scores, then p (ps), and P V's chunks of V (vs) use the same bytes
-// until P V's last barrier. So a tile costs max(qs + ks, ps + vs) bytes, not their sum: 8-vec4 chunks with 128-row
-// blocks take 25 KB instead of 48 and fit lavapipe's 32 KB.
+// until P V's last barrier. So a tile costs max(qs + ks, ps + vs) bytes, not their sum (20736 at 64 x 64, where four
+// arrays took 30976). As one flat array the kernels also compile to 127-128 registers a thread on an H100, where
+// four two-level arrays held 149-167: two 256-thread workgroups an SM instead of one (docs/attention.md).
+// Scores, then p: key kk, block row ty + i * RT at ps[kk][ty * TM4 + i / 4], component i % 4 (p_slot), so P V
+// reads a thread's TM rows of one key as TM4 vec4s.
 const PW: u32 = RT * TM4;                   // vec4s in one ps row (one key)
 const KS_AT: u32 = BLOCK_M * QS;            // qs: BLOCK_M rows of QS vec4s at 0, then ks: BLOCK_N rows
 const VS_AT: u32 = BLOCK_N * PW;            // ps: BLOCK_N rows of PW vec4s at 0, then vs: VC rows of ROW4
@@ -36,8 +39,8 @@ const SMEM4: u32 = max(KS_AT + BLOCK_N * QS, VS_AT + VC * ROW4);
 var<workgroup> smem: array<vec4<f32>, SMEM4>;
 var<workgroup> corr_s: array<f32, BLOCK_M>;      // per row: the tile's correction; after the last tile 1 / l
 
-// smem indices of qs[r][c] and ks[r][c] (vec4 c of the chunk, Q row / K key r), ps[kk][v] (vec4 v of key kk's
-// scores: p_slot) and vs[kk][d] (head-dim vec4 d of the chunk's V key kk)
+// smem indices of qs[r][c] and ks[r][c] (vec4 c of the chunk, Q row / K key r), ps[kk][v] and vs[kk][d] (head-dim
+// vec4 d of the chunk's V key kk)
 fn qs_at(r: u32, c: u32) -> u32 {
     return r * QS + c;
 }
