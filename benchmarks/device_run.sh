@@ -17,7 +17,9 @@
 # its env passes through), tests (TESTS, the pytest arguments: the GPU's run of the test files named), pregs (pab,
 # then the driver's registers of its candidates: pipeline_stats.py over the A/B's shader copy, KERNELS (default the
 # f32 D=128 ones) passing through; LAYER_DIR names the folder of the statistics layer, built here (its docstring)
-# and carried, e.g. under .ab/).
+# and carried, e.g. under .ab/), check (h200_check.py CHECK, default gemm: the GEMM-shaped attention kernels at real
+# sizes against float64), regs (the driver's registers of the package's attention kernels; KERNELS, default the
+# GEMM-shaped ones, and LAYER_DIR as for pregs).
 set -u
 : "${OUT:?set OUT}" "${JOBS:?set JOBS}"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -44,6 +46,10 @@ job() {
       SHADERS=/tmp/prefill_ab_shaders KERNELS="${KERNELS:-x_gemm_d128_f32|prefill_gemm_d128_f32}" OUT=$OUT/regs \
         python3 benchmarks/pipeline_stats.py attention | grep -E "SOFTCAP=0\]|Error" ;;
     prefab) python3 benchmarks/revisions_ab.py run --rounds 1 -- --only attention --grid prefill --no-torch ;;
+    check) python3 benchmarks/h200_check.py "${CHECK:-gemm}" ;;
+    regs)
+      KERNELS="${KERNELS:-prefill_gemm|batched_gemm}" OUT=$OUT/regs \
+        python3 benchmarks/pipeline_stats.py attention attention_batched | grep -E "SOFTCAP=0\]|Error" ;;
     gemm) python3 -m wgraph bench --only fma,gemm --grid decode --variants all --json "$OUT/gemm.json" ;;
     gemmfull) python3 -m wgraph bench --only fma,gemm --grid full --json "$OUT/gemm_full.json" ;;
     rope) python3 benchmarks/rope_ab.py ;;
