@@ -94,7 +94,7 @@ def loop_body(qk: bool, pv: bool) -> str:
                                "            for (var c: u32 = 0u; c < DC4; c++) {\n")
         text = ab_registry.sub(text, "            }\n//!end\n            workgroupBarrier();             // the chunk",
                                "            }\n            workgroupBarrier();             // the chunk")
-        text = ab_registry.sub(text, "][${c}u];", "][c];", 2)
+        text = ab_registry.sub(text, ", ${c}u)];", ", c)];", 2)
     if pv:
         text = ab_registry.sub(text, "//!repeat kk VC\n                {\n",
                                "                for (var kk: u32 = 0u; kk < VC; kk++) {\n", 2)
@@ -102,8 +102,8 @@ def loop_body(qk: bool, pv: bool) -> str:
                                "                }\n            } else {")
         text = ab_registry.sub(text, "                }\n//!end\n            }\n            workgroupBarrier();",
                                "                }\n            }\n            workgroupBarrier();")
-        text = ab_registry.sub(text, "ps[k0 + ${kk}u]", "ps[k0 + kk]", 2)
-        text = ab_registry.sub(text, "vs[${kk}u]", "vs[kk]", 2)
+        text = ab_registry.sub(text, "ps_at(k0 + ${kk}u,", "ps_at(k0 + kk,", 2)
+        text = ab_registry.sub(text, "vs_at(${kk}u,", "vs_at(kk,", 2)
     return text
 
 

@@ -107,7 +107,7 @@ EPILOGUE = ("    o[0] += vec4<f32>(fold);\n"
             "    }\n" + FINAL)
 
 QK_START = "        // 1. S = Q K^T over head-dim chunks"
-PS_WRITE = "//!repeat j TN\n//!repeat a TM4\n        ps[tx + ${j}u * CT]"
+PS_WRITE = "//!repeat j TN\n//!repeat a TM4\n        smem[ps_at(tx + ${j}u * CT"
 QK_FMAS = "//!repeat c DC4\n            {\n"
 QK_CHUNK_END = "            workgroupBarrier();             // the chunk is overwritten by the next one\n"
 SOFTMAX = "        // 2. Online softmax of row `row`"
@@ -115,7 +115,7 @@ PV = "        // 3. O = O * corr + P V over chunks of VC keys.\n"
 CORR_READ = "            let cr = corr_s[ty + ${i}u * RT];\n"
 CORR_MUL = "            o[${i}u * DT4 + ${n}u] *= cr;\n"
 PV_FMAS = "            if (tile_full) {\n"
-PV_CHUNK_END = "            workgroupBarrier();             // vs and ps are rewritten next\n"
+PV_CHUNK_END = "            workgroupBarrier();             // vs is rewritten next, ps and vs by the next tile's qs and ks\n"
 
 # B: p = the score of a key the row sees (0 else), written back to ps; l sums them so the scores stay live.
 SOFTMAX_B = """        // 2. ablation B: p = the raw score, no transform, exp, butterflies or correction
@@ -125,9 +125,9 @@ SOFTMAX_B = """        // 2. ablation B: p = the raw score, no transform, exp, b
             let at = p_slot(kk, row);
             var x: f32 = 0.0;
             if (kk < n_keys && base + kk >= rr.x && base + kk < rr.y) {
-                x = ps[at.x][at.y][at.z];
+                x = smem[ps_at(at.x, at.y)][at.z];
             }
-            ps[at.x][at.y][at.z] = x;
+            smem[ps_at(at.x, at.y)][at.z] = x;
             l += x;
         }
 //!end
@@ -151,8 +151,8 @@ V_LOAD = "r[$n] = vec4<f32>(kv_v4((kv_row(base + k0 + idx / ROW4) * params.num_k
 
 
 # What an ablation without a GEMM's FMAs keeps live instead (C, F, J): one staged value a chunk, into `fold`.
-QK_FOLD = "            fold += qs[ty][0u].x + ks[tx][0u].x;   // ablation: no QK FMAs\n"
-PV_FOLD = "            fold += vs[0][tx].x;   // ablation: no P.V FMAs\n"
+QK_FOLD = "            fold += smem[qs_at(ty, 0u)].x + smem[ks_at(tx, 0u)].x;   // ablation: no QK FMAs\n"
+PV_FOLD = "            fold += smem[vs_at(0u, tx)].x;   // ablation: no P.V FMAs\n"
 
 
 def ablation_sources() -> dict:
