@@ -7,7 +7,7 @@ Here, in the git checkout:
         `git archive` of each revision's wgraph/ into .ab/revisions/<i>-<name>/ (.ab is git-ignored: name it in
         the device run's `carry`) and .ab/revisions/manifest.json (name, revision, commit, folder).
 On the GPU machine, from the project root:
-    python benchmarks/revisions_ab.py run [--rounds 2] [--warm-s 3] -- --only model --profile --no-torch
+    python benchmarks/revisions_ab.py run [--rounds 2] [--warm-s 3] [--revisions main,my-branch] -- --only model ...
         for each round, each revision in order: the bench from its folder, `$OUT/<i>-<name>_r<k>.json` and its
         output beside it (.log); then the table. --warm-s: seconds of torch matmuls first (when torch is there),
         so the first revision does not run on a cold GPU.
@@ -86,9 +86,25 @@ def _warm(seconds: float) -> None:
         (a @ a).sum().item()
 
 
-def run(bench_args: list[str], rounds: int, warm_s: float, out: Path, folder: Path = FOLDER) -> list[dict]:
-    """The bench under each prepared revision, `rounds` times in turn; returns [{name, round, json, rc, seconds}]."""
-    manifest = json.loads((folder / "manifest.json").read_text())
+def chosen(manifest: list[dict], names: str | None) -> list[dict]:
+    """The prepared revisions named in `names` (comma-separated, each as prepared, `main`, or as its folder,
+    `0-main`; None: all), in the manifest's order, so one prepare serves several runs (the attention candidates on
+    one bench section, the GEMM's on another)."""
+    if names is None:
+        return manifest
+    wanted = {n.strip() for n in names.split(",") if n.strip()}
+    known = {rev["revision"] for rev in manifest} | {rev["name"] for rev in manifest}
+    if not wanted or wanted - known:
+        raise SystemExit(f"--revisions {names!r}: {', '.join(sorted(wanted - known)) or 'no name'} not among the "
+                         f"prepared {', '.join(rev['revision'] for rev in manifest)}")
+    return [rev for rev in manifest if rev["revision"] in wanted or rev["name"] in wanted]
+
+
+def run(bench_args: list[str], rounds: int, warm_s: float, out: Path, folder: Path = FOLDER,
+        names: str | None = None) -> list[dict]:
+    """The bench under each prepared revision (those `names` picks), `rounds` times in turn; returns [{name, round,
+    json, rc, seconds}]."""
+    manifest = chosen(json.loads((folder / "manifest.json").read_text()), names)
     out.mkdir(parents=True, exist_ok=True)
     _warm(warm_s)
     done = []
@@ -195,6 +211,8 @@ def main(argv: list[str]) -> int:
     pr = sub.add_parser("run", help="the bench under each prepared revision, in turns; then the table")
     pr.add_argument("--rounds", type=int, default=2, help="turns of every revision (default: 2)")
     pr.add_argument("--warm-s", type=float, default=3.0, help="seconds of torch matmuls first (default: 3)")
+    pr.add_argument("--revisions", metavar="NAMES", help="comma-separated names of the prepared revisions to run "
+                    "(default: all), in the order they were prepared: the first is the table's baseline")
     pr.add_argument("bench_args", nargs=argparse.REMAINDER, help="-- then the bench's arguments")
     pt = sub.add_parser("table", help="the table from a run's folder of JSONs")
     pt.add_argument("folder", type=Path)
@@ -204,7 +222,7 @@ def main(argv: list[str]) -> int:
             print(f"{rev['folder']}: {rev['revision']} = {rev['commit']}")
         return 0
     out = Path(os.environ.get("OUT", "/tmp/revisions_ab")) if a.what == "run" else a.folder
-    manifest = json.loads((FOLDER / "manifest.json").read_text())
+    manifest = chosen(json.loads((FOLDER / "manifest.json").read_text()), getattr(a, "revisions", None))
     if a.what == "table":  # the revisions whose JSONs the folder holds (<i>-<name>_r<k>.json), in their order
         names = sorted({f.name.rsplit("_r", 1)[0] for f in out.glob("*_r*.json")})
         manifest = [{"name": n} for n in names]
@@ -212,7 +230,7 @@ def main(argv: list[str]) -> int:
         bench_args = a.bench_args[1:] if a.bench_args[:1] == ["--"] else a.bench_args
         if a.rounds < 1:
             raise SystemExit(f"--rounds {a.rounds}: at least 1")
-        run(bench_args, a.rounds, a.warm_s, out)
+        run(bench_args, a.rounds, a.warm_s, out, names=a.revisions)
     print(table(_load(out, manifest)))
     return 0
 

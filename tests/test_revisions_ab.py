@@ -121,3 +121,16 @@ def test_run_uses_each_tree(tmp_path):
     assert [(d["name"], d["round"], d["rc"]) for d in done] == [("0-HEAD", 0, 0), ("0-HEAD", 1, 0)]
     results = json.loads((tmp_path / "out" / "0-HEAD_r1.json").read_text())
     assert results["model"]["rows"][0]["tokens_per_s"] == 1.0
+
+
+def test_a_run_takes_the_revisions_named_in_prepared_order():
+    """--revisions picks prepared trees by the revision as prepared or by folder name, in the manifest's order
+    whatever order they are named in (the first is the baseline), and refuses a name that was not prepared."""
+    manifest = [{"name": f"{i}-{r}", "revision": r, "commit": "c", "folder": f"{i}-{r}"}
+                for i, r in enumerate(("main", "fold-order", "gemm-raw-w"))]
+    assert rab.chosen(manifest, None) == manifest
+    assert [r["revision"] for r in rab.chosen(manifest, "gemm-raw-w, 0-main")] == ["main", "gemm-raw-w"]
+    with pytest.raises(SystemExit, match="f16-stage not among the prepared main, fold-order, gemm-raw-w"):
+        rab.chosen(manifest, "main,f16-stage")
+    with pytest.raises(SystemExit, match="no name"):
+        rab.chosen(manifest, " , ")
