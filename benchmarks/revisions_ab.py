@@ -221,17 +221,16 @@ def main(argv: list[str]) -> int:
         for rev in prepare(a.revisions):
             print(f"{rev['folder']}: {rev['revision']} = {rev['commit']}")
         return 0
-    out = Path(os.environ.get("OUT", "/tmp/revisions_ab")) if a.what == "run" else a.folder
-    manifest = chosen(json.loads((FOLDER / "manifest.json").read_text()), getattr(a, "revisions", None))
     if a.what == "table":  # the revisions whose JSONs the folder holds (<i>-<name>_r<k>.json), in their order
+        out = a.folder
         names = sorted({f.name.rsplit("_r", 1)[0] for f in out.glob("*_r*.json")})
-        manifest = [{"name": n} for n in names]
-    if a.what == "run":
+    else:
+        out = Path(os.environ.get("OUT", "/tmp/revisions_ab"))
         bench_args = a.bench_args[1:] if a.bench_args[:1] == ["--"] else a.bench_args
         if a.rounds < 1:
             raise SystemExit(f"--rounds {a.rounds}: at least 1")
-        run(bench_args, a.rounds, a.warm_s, out, names=a.revisions)
-    print(table(_load(out, manifest)))
+        names = list(dict.fromkeys(d["name"] for d in run(bench_args, a.rounds, a.warm_s, out, names=a.revisions)))
+    print(table(_load(out, [{"name": n} for n in names])))
     return 0
 
 
