@@ -6,8 +6,10 @@
 // apart, so neighbouring threads read neighbouring vec4s: no bank conflicts. The next slice is loaded into
 // registers while this one is computed. x and W are read through load_x / load_w (16-byte loads when
 // k % 4 == 0, else element by element): zeros past k_end, rows past the edge clamped (their sums are never
-// written). Split K: workgroup z sums k in [z * k_split, (z + 1) * k_split) and writes y at z * m * n, a
-// scratch that linear_gemm_sum.wgsl adds up (with the bias).
+// written). A load's value is only touched when its slice is staged (ready_x / ready_w: the zeros past k_end,
+// f16's unpack): an op on it in the prefetch would wait for the load right there, not during the FMAs. Split K:
+// workgroup z sums k in [z * k_split, (z + 1) * k_split) and writes y at z * m * n, a scratch that
+// linear_gemm_sum.wgsl adds up (with the bias).
 struct GemmParams {
   m: u32,
   n: u32,
@@ -114,9 +116,12 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   for (var k0 = k_begin; k0 < k_end; k0 = k0 + TILE_K) {
     workgroupBarrier();  // every thread is done reading the previous slice
     //!repeat I LOADS_X
-    //!repeat C 4
-    xs[(x_at$I + ${C}u * STRIDE_M) / 4u][x_at$I % 4u] = x_next$I[$C];
-    //!end
+    {
+      let xv = ready_x(x_next$I, k0 + x_k$I, k_end);
+      //!repeat C 4
+      xs[(x_at$I + ${C}u * STRIDE_M) / 4u][x_at$I % 4u] = xv[$C];
+      //!end
+    }
     //!end
     //!include linear_gemm_stage_w_{{W_QUAD}}.wgsl
     workgroupBarrier();
