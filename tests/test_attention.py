@@ -164,6 +164,7 @@ def test_gpu_kv_len_grows_without_replanning(dev, rng):
 # tiles with S and L not multiples of 64, diagonal tiles, S < L, windows cutting tiles, padded head dims, MQA.
 GEMM_TILES = [  # (variant, S, L, Hq, Hkv, D, causal, window, softcap)
     ("prefill_gemm_d64_f32", 130, 130, 4, 2, 64, True, (-1, -1), 0.0),
+    ("prefill_gemm_d64_f32", 320, 320, 32, 8, 32, True, (-1, -1), 0.0),   # 160 workgroups: past the launch fold (132)
     ("prefill_gemm_d64_f16", 65, 200, 2, 1, 48, True, (30, -1), 0.0),
     ("prefill_gemm_d128_f32", 100, 77, 2, 2, 128, False, (-1, -1), 0.0),
     ("prefill_gemm_d128_f16kv", 70, 140, 4, 1, 96, False, (40, 10), 2.5),
