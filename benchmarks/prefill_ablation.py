@@ -146,8 +146,8 @@ QK_D = """        // 1. ablation D: scores made from the row and key indices: no
 # F: the softmax's two barriers (after the ps write and after the softmax) without its math.
 SOFTMAX_F = ("        workgroupBarrier();   // ablation F: A's barrier after the ps write\n"
              "        workgroupBarrier();   // and after the softmax\n\n")
-K_LOAD = "r.k[$n] = vec4<f32>(kv_k4(sl.k_at[$n] + c));"
-V_LOAD = "r[$n] = vec4<f32>(kv_v4((kv_row(base + k0 + idx / ROW4) * params.num_kv_heads + g) * D4 + idx % ROW4));"
+K_LOAD = "r.k[$n] = kv_k4(sl.k_at[$n] + c);"
+V_LOAD = "r[$n] = kv_v4((kv_row(base + k0 + idx / ROW4) * params.num_kv_heads + g) * D4 + idx % ROW4);"
 
 
 # What an ablation without a GEMM's FMAs keeps live instead (C, F, J): one staged value a chunk, into `fold`.
@@ -169,8 +169,10 @@ def ablation_sources() -> dict:
         "staging": cut(cut(cut(no_corr, QK_FMAS, QK_CHUNK_END, QK_FOLD), PS_WRITE, PV, SOFTMAX_F),
                        PV_FMAS, PV_CHUNK_END, PV_FOLD),
     }
-    tiles_e = sub(sub(TILES, K_LOAD, "r.k[$n] = vec4<f32>(f32((sl.k_at[$n] + c) & 15u) * 0.0625);   // ablation E"),
-                  V_LOAD, "r[$n] = vec4<f32>(f32((base + k0 + idx) & 15u) * 0.0625);   // ablation E")
+    # staged K/V are in their storage type (KV_T) until they are written to workgroup memory
+    tiles_e = sub(sub(TILES, K_LOAD, "r.k[$n] = vec4<{{KV_T}}>({{KV_T}}(f32((sl.k_at[$n] + c) & 15u) * 0.0625));"
+                                     "   // ablation E"),
+                  V_LOAD, "r[$n] = vec4<{{KV_T}}>({{KV_T}}(f32((base + k0 + idx) & 15u) * 0.0625));   // ablation E")
     out = {}
     for tag, text in bodies.items():
         main = sub(MAIN, BODY_INCLUDE, f"//!include x_abl_pf_body_{tag}.wgsl")

@@ -67,12 +67,12 @@
         for (var c0: u32 = 0u; c0 < ROW4; c0 += DC4) {
 //!repeat n NQ
             if (t + ${n}u * WG < BLOCK_M * DC4) {
-                smem[qs_at((t + ${n}u * WG) / DC4, (t + ${n}u * WG) % DC4)] = qk.q[$n];
+                smem[qs_at((t + ${n}u * WG) / DC4, (t + ${n}u * WG) % DC4)] = vec4<f32>(qk.q[$n]);
             }
 //!end
 //!repeat n NK
             if (t + ${n}u * WG < BLOCK_N * DC4) {
-                smem[ks_at((t + ${n}u * WG) / DC4, (t + ${n}u * WG) % DC4)] = qk.k[$n];
+                smem[ks_at((t + ${n}u * WG) / DC4, (t + ${n}u * WG) % DC4)] = vec4<f32>(qk.k[$n]);
             }
 //!end
             workgroupBarrier();
@@ -168,7 +168,7 @@
         for (var k0: u32 = 0u; k0 < n_keys; k0 += VC) {   // chunks past the tile's keys hold only p == 0: skipped
 //!repeat n NV
             if (t + ${n}u * WG < VC * ROW4) {
-                smem[vs_at((t + ${n}u * WG) / ROW4, (t + ${n}u * WG) % ROW4)] = vr[$n];
+                smem[vs_at((t + ${n}u * WG) / ROW4, (t + ${n}u * WG) % ROW4)] = vec4<f32>(vr[$n]);
             }
 //!end
             workgroupBarrier();

@@ -73,38 +73,41 @@ struct Slots {
     k_ok: array<bool, NK>,
 }
 
+// Staged vec4s stay in their storage type (f16: half the registers) until they are written to workgroup memory:
+// widened at the load, an f16 chunk's conversions sit right after the loads the prefetch means to overlap, where
+// an in-order warp may wait for them (f16 ran slower than f32 at the same shape on an H100, with half the bytes).
 struct StagedQK {
-    q: array<vec4<f32>, NQ>,
-    k: array<vec4<f32>, NK>,
+    q: array<vec4<{{Q_T}}>, NQ>,
+    k: array<vec4<{{KV_T}}>, NK>,
 }
 
 // Chunk `c` (vec4 offset into the head dims) of this thread's Q and K slots.
 fn stage_qk(sl: Slots, t: u32, c: u32, D4: u32) -> StagedQK {
     var r: StagedQK;
 //!repeat n NQ
-    r.q[$n] = vec4<f32>(0.0);
+    r.q[$n] = vec4<{{Q_T}}>(0.0);
     if (sl.q_ok[$n] && c + (t + ${n}u * WG) % DC4 < D4) {
-        r.q[$n] = vec4<f32>(q[sl.q_at[$n] + c]);
+        r.q[$n] = q[sl.q_at[$n] + c];
     }
 //!end
 //!repeat n NK
-    r.k[$n] = vec4<f32>(0.0);
+    r.k[$n] = vec4<{{KV_T}}>(0.0);
     if (sl.k_ok[$n] && c + (t + ${n}u * WG) % DC4 < D4) {
-        r.k[$n] = vec4<f32>(kv_k4(sl.k_at[$n] + c));
+        r.k[$n] = kv_k4(sl.k_at[$n] + c);
     }
 //!end
     return r;
 }
 
 // This thread's V vec4s of the VC keys from tile key k0 (tile keys from `base`, n_keys of them; kv head g).
-fn stage_v(t: u32, base: u32, k0: u32, n_keys: u32, g: u32, D4: u32) -> array<vec4<f32>, NV> {
-    var r: array<vec4<f32>, NV>;
+fn stage_v(t: u32, base: u32, k0: u32, n_keys: u32, g: u32, D4: u32) -> array<vec4<{{KV_T}}>, NV> {
+    var r: array<vec4<{{KV_T}}>, NV>;
 //!repeat n NV
     {
         let idx = t + ${n}u * WG;
-        r[$n] = vec4<f32>(0.0);
+        r[$n] = vec4<{{KV_T}}>(0.0);
         if (idx < VC * ROW4 && k0 + idx / ROW4 < n_keys && idx % ROW4 < D4) {
-            r[$n] = vec4<f32>(kv_v4((kv_row(base + k0 + idx / ROW4) * params.num_kv_heads + g) * D4 + idx % ROW4));
+            r[$n] = kv_v4((kv_row(base + k0 + idx / ROW4) * params.num_kv_heads + g) * D4 + idx % ROW4);
         }
     }
 //!end
