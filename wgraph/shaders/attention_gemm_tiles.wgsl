@@ -75,7 +75,8 @@ struct Slots {
 
 // Staged vec4s stay in their storage type (f16: half the registers) until they are written to workgroup memory:
 // widened at the load, an f16 chunk's conversions sit right after the loads the prefetch means to overlap, where
-// an in-order warp may wait for them (f16 ran slower than f32 at the same shape on an H100, with half the bytes).
+// an in-order warp waits for them (kept f16, the f16 prefill rows took 0.93-0.99x the time on an H100:
+// benchmarks/results/h100-rev-candidates-1207.log).
 struct StagedQK {
     q: array<vec4<{{Q_T}}>, NQ>,
     k: array<vec4<{{KV_T}}>, NK>,

@@ -7,7 +7,8 @@
 // registers while this one is computed. x and W are read through load_x / load_w (16-byte loads when
 // k % 4 == 0, else element by element): zeros past k_end, rows past the edge clamped (their sums are never
 // written). A load's value is only touched when its slice is staged (ready_x / ready_w: the zeros past k_end,
-// f16's unpack): an op on it in the prefetch would wait for the load right there, not during the FMAs. Split K:
+// f16's unpack): an op on it in the prefetch would wait for the load right there, not during the FMAs (done at
+// the load, 16-32 rows of f16 W ran 1.10-1.20x slower on an H100: h100-rev-candidates-1207.log). Split K:
 // workgroup z sums k in [z * k_split, (z + 1) * k_split) and writes y at z * m * n, a scratch that
 // linear_gemm_sum.wgsl adds up (with the bias).
 struct GemmParams {
