@@ -13,7 +13,7 @@ placed on slot 0 of every SM, then slot 1 (round robin; an SM-major placement wo
 workgroups (one wave) the heaviest blocks share SMs with the next-heaviest and run at tau / 2 most of the way.
 "fold" reverses the second SM-count segment of the launch order, so SM j runs the j-th heaviest block beside the
 j-th lightest of that segment: 0.98-0.99x at 16/16 S = 1024 in the model, the other shapes unchanged. The kernel
-launches so since 2026-12-07 (FOLD = SMS in registry/attention.toml, a tuned constant resting on the placement
+launches so since 2026-12-07 (FOLD = SMS in attention_prefill_gemm.wgsl, a tuned constant resting on the placement
 assumed here): on an H100 the 16/16 S = 1024 rows took 0.82-0.85x the unfolded order's time
 (benchmarks/results/h100-rev-candidates-1207.log).
 
