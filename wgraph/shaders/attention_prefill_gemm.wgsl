@@ -38,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) lane: u32) {
     // Launch index w (heads fastest, heaviest blocks first), its second FOLD-long segment reversed: with two
     // workgroups an SM placed round robin, SM j then runs the j-th heaviest block beside a light one instead of the
-    // next-heaviest (benchmarks/causal_schedule.py; FOLD: the SM count it is tuned for).
+    // next-heaviest (benchmarks/causal_schedule.py).
     let n = nwg.x * nwg.y;
     var w = wid.y * nwg.x + wid.x;
     let fold_end = min(2u * FOLD, n);
