@@ -1,4 +1,5 @@
-"""The ALU ceiling of this stack (wgpu-native -> Vulkan -> the driver; no tensor cores reachable from WGSL):
+"""The ALU ceiling of this stack (wgpu-native -> Vulkan -> the driver; portable WGSL reaches no tensor cores, and
+whether wgpu-native's experimental cooperative matrices do is benchmarks/coop_probe.py's question):
 every thread of many workgroups runs independent FMA chains in registers (fma_peak.wgsl) in f32, f16, and
 packed vec2<f16> / vec4<f16>. TFLOP/s counts 2 flops per FMA and `lanes` FMAs per fma() call. The GEMM rows
 (wgraph/bench/gemm.py) and the prefill attention rows are read as a fraction of it."""
