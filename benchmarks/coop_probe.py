@@ -32,12 +32,15 @@ import time
 import numpy as np
 import wgpu
 
-logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-logging.getLogger("wgpu").setLevel(logging.INFO)   # wgpu-hal logs how many configurations it accepts
-
 FEATURE = "cooperative-matrix"
-WGSL_TYPE = {"f16": "f16", "f32": "f32"}
 NP_TYPE = {"f16": np.float16, "f32": np.float32}
+FMA_PEAK_TFLOPS = 63.34   # this stack's f32 FMA peak on an H100 and an H200 (docs/measurements.md)
+
+
+def refusal(exc: Exception) -> str:
+    """An exception as one line of a probe's report."""
+    text = str(exc).strip()
+    return f"refused: {type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
 def header(ab, cr):
@@ -45,40 +48,27 @@ def header(ab, cr):
     return f16 + "enable wgpu_cooperative_matrix;\n"
 
 
-def tile_kernel(ab, cr, s, load):
-    """One s x s x s product: C = A B (+ the C read first, zeros), every array row-major with stride s."""
-    return header(ab, cr) + f"""
-@group(0) @binding(0) var<storage, read> a: array<{ab}>;
-@group(0) @binding(1) var<storage, read> b: array<{ab}>;
-@group(0) @binding(2) var<storage, read_write> c: array<{cr}>;
-@compute @workgroup_size(32)
-fn main() {{
-    let ta = {load}<coop_mat{s}x{s}<{ab}, A>>(&a[0], {s}u);
-    let tb = {load}<coop_mat{s}x{s}<{ab}, B>>(&b[0], {s}u);
-    var tc = {load}<coop_mat{s}x{s}<{cr}, C>>(&c[0], {s}u);
-    tc = coopMultiplyAdd(ta, tb, tc);
-    {load.replace("Load", "Store")}(tc, &c[0], {s}u);
-}}
-"""
-
-
-def tile_kernel_workgroup(ab, cr, s, load):
-    """tile_kernel with A and B copied into workgroup memory first (coopLoad from a workgroup pointer)."""
-    return header(ab, cr) + f"""
-@group(0) @binding(0) var<storage, read> a: array<{ab}>;
-@group(0) @binding(1) var<storage, read> b: array<{ab}>;
-@group(0) @binding(2) var<storage, read_write> c: array<{cr}>;
-var<workgroup> sa: array<{ab}, {s * s}>;
-var<workgroup> sb: array<{ab}, {s * s}>;
-@compute @workgroup_size(32)
-fn main(@builtin(local_invocation_index) t: u32) {{
-    for (var i = t; i < {s * s}u; i += 32u) {{
+def tile_kernel(ab, cr, s, load, staged=False):
+    """One s x s x s product: C = A B (+ the C read first, zeros), every array row-major with stride s; `staged`:
+    A and B are copied into workgroup memory first (the cooperative loads from a workgroup pointer)."""
+    src_a, src_b, stage = "a", "b", ""
+    if staged:
+        src_a, src_b = "sa", "sb"
+        stage = f"""    for (var i = t; i < {s * s}u; i += 32u) {{
         sa[i] = a[i];
         sb[i] = b[i];
     }}
     workgroupBarrier();
-    let ta = {load}<coop_mat{s}x{s}<{ab}, A>>(&sa[0], {s}u);
-    let tb = {load}<coop_mat{s}x{s}<{ab}, B>>(&sb[0], {s}u);
+"""
+    workgroup = "".join(f"var<workgroup> {name}: array<{ab}, {s * s}>;\n" for name in ("sa", "sb") if staged)
+    return header(ab, cr) + f"""
+@group(0) @binding(0) var<storage, read> a: array<{ab}>;
+@group(0) @binding(1) var<storage, read> b: array<{ab}>;
+@group(0) @binding(2) var<storage, read_write> c: array<{cr}>;
+{workgroup}@compute @workgroup_size(32)
+fn main(@builtin(local_invocation_index) t: u32) {{
+{stage}    let ta = {load}<coop_mat{s}x{s}<{ab}, A>>(&{src_a}[0], {s}u);
+    let tb = {load}<coop_mat{s}x{s}<{ab}, B>>(&{src_b}[0], {s}u);
     var tc = {load}<coop_mat{s}x{s}<{cr}, C>>(&c[0], {s}u);
     tc = coopMultiplyAdd(ta, tb, tc);
     {load.replace("Load", "Store")}(tc, &c[0], {s}u);
@@ -176,14 +166,7 @@ def time_xw(gpu, load_x, load_w, n, k, repeat=20):
     w = gpu.buffer(np.zeros((n, k), np.float16))
     y = gpu.buffer(np.zeros((splits, 32, n), np.float32))
     pipeline = gpu.pipeline(xw_kernel(load_x, load_w, n, k, k // splits))
-    groups = (n // 64, 1, splits)
-    gpu.run(pipeline, [x, w, y], groups)
-    gpu.device.queue.read_buffer(y, 0, 4)
-    start = time.perf_counter()
-    gpu.run(pipeline, [x, w, y], groups, repeat=repeat)
-    gpu.device.queue.read_buffer(y, 0, 4)
-    seconds = (time.perf_counter() - start) / repeat
-    return seconds, splits
+    return gpu.seconds(pipeline, [x, w, y], (n // 64, 1, splits), repeat), splits
 
 
 def attention_kernel(rows, cols, s_len, heads):
@@ -282,23 +265,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
 
 def run_attention(gpu, rows, cols, s_len, heads, rng, repeat=0):
+    """repeat 0: the largest error against float64 numpy, over the largest |o|; else seconds a dispatch."""
     q, k, v = (rng.standard_normal((s_len, heads, 128)).astype(np.float16) for _ in range(3))
     o = gpu.buffer(np.zeros((s_len, heads, 128), np.float32))
     pipeline = gpu.pipeline(attention_kernel(rows, cols, s_len, heads))
     buffers = [gpu.buffer(q), gpu.buffer(k), gpu.buffer(v), o]
     groups = (s_len // 64, heads, 1)
+    if repeat:
+        return gpu.seconds(pipeline, buffers, groups, repeat)
     gpu.run(pipeline, buffers, groups)
     got = gpu.read(o, np.float32, (s_len, heads, 128))
-    if not repeat:
-        q64, k64, v64 = (a.astype(np.float64).transpose(1, 0, 2) for a in (q, k, v))
-        s = q64 @ k64.transpose(0, 2, 1) / np.sqrt(128.0)
-        p = np.exp(s - s.max(-1, keepdims=True))
-        want = ((p / p.sum(-1, keepdims=True)) @ v64).transpose(1, 0, 2)
-        return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-    start = time.perf_counter()
-    gpu.run(pipeline, buffers, groups, repeat=repeat)
-    gpu.device.queue.read_buffer(o, 0, 4)
-    return (time.perf_counter() - start) / repeat
+    q64, k64, v64 = (a.astype(np.float64).transpose(1, 0, 2) for a in (q, k, v))
+    s = q64 @ k64.transpose(0, 2, 1) / np.sqrt(128.0)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = ((p / p.sum(-1, keepdims=True)) @ v64).transpose(1, 0, 2)
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 class Gpu:
@@ -338,12 +319,21 @@ class Gpu:
     def read(self, buffer, dtype, shape):
         return np.frombuffer(self.device.queue.read_buffer(buffer), dtype=dtype).reshape(shape)
 
+    def seconds(self, pipeline, buffers, groups, repeat):
+        """Wall time of one dispatch, `repeat` of them in one submit after one to warm (the kernel compiled and
+        its buffers resident); a 4-byte read of the last buffer waits for each submit."""
+        for count in (1, repeat):
+            start = time.perf_counter()
+            self.run(pipeline, buffers, groups, repeat=count)
+            self.device.queue.read_buffer(buffers[-1], 0, 4)
+        return (time.perf_counter() - start) / repeat
 
-def check_tile(gpu, ab, cr, s, load, rng, make=tile_kernel):
+
+def check_tile(gpu, ab, cr, s, load, rng, staged=False):
     a = rng.standard_normal((s, s)).astype(NP_TYPE[ab])
     b = rng.standard_normal((s, s)).astype(NP_TYPE[ab])
     c = gpu.buffer(np.zeros((s, s), NP_TYPE[cr]))
-    gpu.run(gpu.pipeline(make(ab, cr, s, load)), [gpu.buffer(a), gpu.buffer(b), c], (1, 1, 1))
+    gpu.run(gpu.pipeline(tile_kernel(ab, cr, s, load, staged)), [gpu.buffer(a), gpu.buffer(b), c], (1, 1, 1))
     got = gpu.read(c, NP_TYPE[cr], (s, s)).astype(np.float64)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     scale = np.abs(a64) @ np.abs(b64)
@@ -372,17 +362,13 @@ def time_gemm(gpu, load, tiles, size=4096, repeat=5):
     b = gpu.buffer(np.zeros((size, size), np.float16))
     c = gpu.buffer(np.zeros((size, size), np.float32))
     pipeline = gpu.pipeline(gemm_kernel("f16", "f32", s, tiles, size, size, size, load))
-    groups = (size // (tiles * s), size // (tiles * s), 1)
-    gpu.run(pipeline, [a, b, c], groups)          # compile and warm
-    gpu.read(c, np.float32, (size, size))
-    start = time.perf_counter()
-    gpu.run(pipeline, [a, b, c], groups, repeat=repeat)
-    gpu.device.queue.read_buffer(c, 0, 4)          # waits for the submit
-    seconds = (time.perf_counter() - start) / repeat
+    seconds = gpu.seconds(pipeline, [a, b, c], (size // (tiles * s), size // (tiles * s), 1), repeat)
     return 2 * size ** 3 / seconds / 1e12, seconds
 
 
 def main():
+    logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+    logging.getLogger("wgpu").setLevel(logging.INFO)   # wgpu-hal logs how many configurations it accepts
     gpu = Gpu()
     if FEATURE not in gpu.device.features:
         print("no cooperative matrices on this adapter")
@@ -401,23 +387,22 @@ def main():
                 if best == "A @ B" and gemm_error < 1e-2 and (ab, cr, s) == ("f16", "f32", 16):
                     working.append(load)
             except Exception as exc:   # noqa: BLE001 - a probe reports every refusal and goes on
-                print(f"{name}: refused: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+                print(f"{name}: {refusal(exc)}")
     for load in ("coopLoad", "coopLoadT"):
         try:
-            best, error = check_tile(gpu, "f16", "f32", 16, load, rng, make=tile_kernel_workgroup)
-            print(f"f16x16->f32 {load} from workgroup memory: one tile matches {best} (max rel err {error:.2e})")
+            best, error = check_tile(gpu, "f16", "f32", 16, load, rng, staged=True)
+            print(f"f16xf16->f32 {load} from workgroup memory: one tile matches {best} (max rel err {error:.2e})")
         except Exception as exc:   # noqa: BLE001
-            print(f"f16 {load} from workgroup memory: refused: {type(exc).__name__}: "
-                  f"{str(exc).strip().splitlines()[0][:300]}")
+            print(f"f16xf16->f32 {load} from workgroup memory: {refusal(exc)}")
     for load in working[:1]:
         for tiles in (2, 4):
             try:
                 tflops, seconds = time_gemm(gpu, load, tiles)
                 print(f"f16->f32 GEMM 4096^3, {tiles}x{tiles} tiles a subgroup, {load}: {seconds * 1e3:.3f} ms, "
-                      f"{tflops:.1f} TFLOP/s ({tflops / 63.34:.2f}x the f32 FMA peak)")
+                      f"{tflops:.1f} TFLOP/s ({tflops / FMA_PEAK_TFLOPS:.2f}x the f32 FMA peak)")
             except Exception as exc:   # noqa: BLE001
-                print(f"timing {tiles}x{tiles} {load}: refused: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-    if "coopLoad" in working or "coopLoadT" in working:
+                print(f"timing {tiles}x{tiles} {load}: {refusal(exc)}")
+    if working:
         right = []
         for load_x in ("coopLoad", "coopLoadT"):
             for load_w in ("coopLoad", "coopLoadT"):
@@ -427,8 +412,7 @@ def main():
                     if error < 1e-2:
                         right.append((load_x, load_w))
                 except Exception as exc:   # noqa: BLE001
-                    print(f"x by {load_x}, W by {load_w}: refused: {type(exc).__name__}: "
-                          f"{str(exc).strip().splitlines()[0][:300]}")
+                    print(f"x by {load_x}, W by {load_w}: {refusal(exc)}")
         for load_x, load_w in right[:1]:
             try:
                 error = run_attention(gpu, load_x, load_w, 128, 2, rng)
@@ -437,9 +421,9 @@ def main():
                 seconds = run_attention(gpu, load_x, load_w, 4096, 16, rng, repeat=5)
                 tflops = 4 * 4096 ** 2 * 128 * 16 / seconds / 1e12
                 print(f"attention f16 S=4096 H=16 D=128 no mask: {seconds * 1e3:.3f} ms, {tflops:.1f} TFLOP/s "
-                      f"({tflops / 63.34:.2f} of the f32 FMA peak; the target 0.40)")
+                      f"({tflops / FMA_PEAK_TFLOPS:.2f} of the f32 FMA peak; the target 0.40)")
             except Exception as exc:   # noqa: BLE001
-                print(f"attention: refused: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+                print(f"attention: {refusal(exc)}")
             for name, (n, k) in DECODE_SHAPES.items():
                 seconds, splits = time_xw(gpu, load_x, load_w, n, k)
                 print(f"32 rows x {name} [{n}, {k}] f16 W, {splits} K slices: {seconds * 1e6:.1f} us, "
